@@ -1,0 +1,30 @@
+// GPU choice inside a chosen node, as the FGD artifact's GPU-share plugin does it.
+//
+// Whole-GPU tasks always take the k lowest-index fully free GPUs. A sharing task (one GPU, a
+// fraction) takes one GPU that has enough free milli, chosen by a rule:
+//   best   - least free that still fits (lowest index on ties)    free = {600, 300, 1000}, d=250
+//            -> GPU 1
+//   worst  - most free (lowest index on ties)                      -> GPU 2
+//   first  - lowest index that fits                                -> GPU 0
+//   random - uniform among those that fit (needs an Rng)
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include "tessera/core/rng.h"
+#include "tessera/placement/cluster_snapshot.h"
+#include "tessera/placement/task.h"
+
+namespace tessera::placement {
+
+enum class SharingGpuRule { kBest, kWorst, kFirst, kRandom };
+
+// The k lowest-index GPUs of node n with 1000 milli free; 0 if there are fewer than k.
+GpuSet LowestFullyFreeGpus(const ClusterSnapshot& cluster, NodeIndex n, int k);
+
+// The GPUs `task` takes on node n (which must fit it). CPU-only tasks take none.
+// `rng` is used only by kRandom.
+GpuSet ChooseGpus(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
+                  SharingGpuRule rule, Rng* rng);
+
+}  // namespace tessera::placement

@@ -1,0 +1,67 @@
+// ScoringPolicy: the filter -> score -> pick framework shared by the Kubernetes-style policies
+// (and the one to build a new policy on). A subclass only says how good one feasible node is
+// and which GPUs the task would take there; the framework filters nodes with
+// ClusterSnapshot::Fits, keeps the highest score, breaks ties by the lowest node rank
+// (PlacementContext::node_rank), and memoises scores.
+//
+// Memoisation: ScoreNode must depend only on the node's state and on the task's cpu, num_gpu,
+// gpu_milli and allowed_models (not memory). The framework then caches each (task shape, node)
+// score and reuses it until the node's version changes, so a decision costs one cache read per
+// node plus a fresh score for the few nodes that changed since the last task of that shape.
+//
+// Worked example (3 nodes, rank = index, scores from ScoreNode):
+//   node 0: infeasible   node 1: score 40   node 2: score 40
+//   -> node 1 wins (tie at 40, lower rank); its GPUs are the ones ScoreNode returned for it.
+//
+// Thread-safety: like every policy, one object per thread.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "tessera/placement/policy.h"
+
+namespace tessera::placement {
+
+class ScoringPolicy : public PlacementPolicy {
+ public:
+  PlacementDecision Place(const ClusterSnapshot& cluster, const TaskRequest& task,
+                          PlacementContext& ctx) final;
+
+ protected:
+  struct NodeChoice {
+    int64_t score = 0;  // higher is better
+    GpuSet gpus = 0;    // the GPUs the task takes on this node (num_gpu bits)
+  };
+
+  // Scores node n, which passed the filter for `task`. Pure function of node state and task
+  // shape (see above).
+  virtual NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n,
+                               const TaskRequest& task) = 0;
+
+ private:
+  struct ShapeKey {
+    int64_t cpu;
+    int64_t gpu_milli;
+    uint64_t models;
+    int32_t num_gpu;
+    bool operator==(const ShapeKey&) const = default;
+  };
+  struct ShapeKeyHash {
+    size_t operator()(const ShapeKey& k) const;
+  };
+  struct CacheEntry {
+    uint32_t version_plus_one = 0;  // 0 = empty
+    GpuSet gpus = 0;
+    int64_t score = 0;
+  };
+  static constexpr uint32_t kMaxCachedShapes = 4096;
+
+  uint64_t cached_snapshot_uid_ = 0;
+  size_t cached_node_count_ = 0;
+  std::unordered_map<ShapeKey, uint32_t, ShapeKeyHash> shape_ids_;
+  std::vector<CacheEntry> cache_;  // [shape_id * node_count + node]
+};
+
+}  // namespace tessera::placement

@@ -1,0 +1,108 @@
+// The classic bin-packing heuristics, for completeness (not in the FGD artifact):
+//   firstfit - the first feasible node in rank order (PlacementContext::node_rank), the
+//              lowest-index GPU that fits.
+//   nextfit  - like firstfit, but the scan starts at the node of the previous decision and
+//              wraps around (PlacementContext::next_fit_cursor keeps the position).
+//   worstfit - spread / least-loaded: the node with the largest share of its own CPU and GPU
+//              left after placement, score = 1e6 * (0.5 cpu_left/cpu_cap + 0.5 gpu_left/gpu_cap)
+//              (the GPU term only on GPU nodes), and the GPU with the most free milli.
+//
+// Worked example (rank = index; a 1-GPU task; nodes 0 and 2 feasible, previous NextFit
+// decision on node 2): firstfit -> node 0; nextfit -> node 2; worstfit -> whichever of 0 and 2
+// is emptier relative to its size.
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "src/placement/policies.h"
+#include "tessera/placement/gpu_choice.h"
+#include "tessera/placement/scoring_policy.h"
+
+namespace tessera::placement {
+namespace {
+
+class FirstFitPolicy final : public ScoringPolicy {
+ public:
+  std::string_view name() const override { return "firstfit"; }
+
+ protected:
+  NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task) override {
+    return {0, ChooseGpus(cluster, n, task, SharingGpuRule::kFirst, nullptr)};
+  }
+};
+
+class WorstFitPolicy final : public ScoringPolicy {
+ public:
+  std::string_view name() const override { return "worstfit"; }
+
+ protected:
+  NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task) override {
+    const NodeSpec& spec = cluster.spec(n);
+    double left = 0.0;
+    double parts = 0.0;
+    if (spec.cpu.value() > 0) {
+      left += static_cast<double>(cluster.free_cpu(n).value() - task.cpu.value()) /
+              static_cast<double>(spec.cpu.value());
+      parts += 1.0;
+    }
+    if (spec.gpu_count > 0) {
+      left += static_cast<double>(cluster.node_gpu_free(n) - task.TotalGpu().value()) /
+              (1000.0 * spec.gpu_count);
+      parts += 1.0;
+    }
+    const double share = parts > 0 ? left / parts : 0.0;
+    return {static_cast<int64_t>(1e6 * share),
+            ChooseGpus(cluster, n, task, SharingGpuRule::kWorst, nullptr)};
+  }
+};
+
+class NextFitPolicy final : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "nextfit"; }
+
+  PlacementDecision Place(const ClusterSnapshot& cluster, const TaskRequest& task,
+                          PlacementContext& ctx) override {
+    const uint32_t nodes = static_cast<uint32_t>(cluster.node_count());
+    RebuildOrderIfNeeded(ctx, nodes);
+    PlacementDecision d;
+    if (nodes == 0) return d;
+    // Start at the previous decision's node (or the first in rank order).
+    uint32_t start = 0;
+    if (ctx.next_fit_cursor.valid() && ctx.next_fit_cursor.value() < nodes) {
+      start = NodeRank(ctx, ctx.next_fit_cursor);
+    }
+    for (uint32_t step = 0; step < nodes; ++step) {
+      const NodeIndex n{order_[(start + step) % nodes]};
+      if (!cluster.Fits(n, task)) continue;
+      d.feasible_nodes = 1;  // NextFit stops at the first feasible node; it does not count them
+      d.placement = Placement{n, ChooseGpus(cluster, n, task, SharingGpuRule::kFirst, nullptr)};
+      ctx.next_fit_cursor = n;
+      break;
+    }
+    return d;
+  }
+
+ private:
+  // order_[rank] = node; ranks must be a permutation of 0..nodes-1.
+  void RebuildOrderIfNeeded(const PlacementContext& ctx, uint32_t nodes) {
+    if (order_.size() == nodes && order_rank_source_ == ctx.node_rank.data()) return;
+    order_.assign(nodes, 0);
+    std::iota(order_.begin(), order_.end(), 0u);
+    if (!ctx.node_rank.empty()) {
+      std::sort(order_.begin(), order_.end(),
+                [&](uint32_t a, uint32_t b) { return ctx.node_rank[a] < ctx.node_rank[b]; });
+    }
+    order_rank_source_ = ctx.node_rank.data();
+  }
+
+  std::vector<uint32_t> order_;
+  const uint32_t* order_rank_source_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<PlacementPolicy> MakeFirstFitPolicy() { return std::make_unique<FirstFitPolicy>(); }
+std::unique_ptr<PlacementPolicy> MakeNextFitPolicy() { return std::make_unique<NextFitPolicy>(); }
+std::unique_ptr<PlacementPolicy> MakeWorstFitPolicy() { return std::make_unique<WorstFitPolicy>(); }
+
+}  // namespace tessera::placement

@@ -1,0 +1,19 @@
+// Sub-commands of the tessera CLI. Each Register* adds its sub-command to `app` and sets
+// `*exit_code` when it runs. The CLI layer only parses flags, reads files and prints; the work
+// happens in the libraries.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace tessera::cli {
+
+// Exit codes shared by all commands.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;   // the command ran but failed (or a check did not pass)
+inline constexpr int kExitBadInput = 2;  // bad flags or bad input files
+
+// `command_line` (the full invocation, for reports) must outlive parsing.
+void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_code);
+
+}  // namespace tessera::cli
