@@ -1,7 +1,7 @@
 #include "tessera/sim/replay.h"
 
 #include <algorithm>
-#include <cfenv>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -61,6 +61,16 @@ BucketSeries Finish(const BucketSums& s) {
     out.frag_rate_pct[b] = r / static_cast<double>(c);
   }
   return out;
+}
+
+// Round half to even (Python's round(), which the artifact's analysis uses), independent of the
+// floating-point environment.
+double RoundHalfEven(double x) {
+  const double r = std::floor(x);
+  const double frac = x - r;
+  if (frac > 0.5) return r + 1;
+  if (frac < 0.5) return r;
+  return std::fmod(r, 2.0) == 0.0 ? r : r + 1;
 }
 
 double At(const std::vector<double>& v, int bucket) {
@@ -157,7 +167,6 @@ StatusOr<ReplayResult> RunReplay(const ReplayInput& input, const std::string& po
   result.gpu_capacity_milli = capacity;
   result.target_workload_types = workload.types().size();
 
-  std::fesetround(FE_TONEAREST);
   BucketSums sums;
   int64_t arrived = 0;
   const int64_t total_tasks = static_cast<int64_t>(order.size());
@@ -180,7 +189,7 @@ StatusOr<ReplayResult> RunReplay(const ReplayInput& input, const std::string& po
     arrived += task.TotalGpu().value();
     const double cap = static_cast<double>(capacity);
     const double arrived_pct = static_cast<double>(arrived) / cap * 100.0;
-    const double bucket = std::nearbyint(arrived_pct);
+    const double bucket = RoundHalfEven(arrived_pct);
     const double allocated = static_cast<double>(cluster.allocated_gpu().value());
     const double free_milli = cap - allocated;
     const double rate = free_milli > 0 ? total_frag / free_milli * 100.0 : 0.0;

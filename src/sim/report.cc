@@ -62,9 +62,19 @@ std::string SvgChart(const std::string& title, const std::string& y_label, const
     y_lo = 0;
     y_hi = 1;
   }
-  const double pad = std::max(0.5, (y_hi - y_lo) * 0.05);
-  y_lo = std::floor(y_lo - pad);
-  y_hi = std::ceil(y_hi + pad);
+  // "Nice" axis: a step of 1, 2 or 5 x 10^k giving about five intervals.
+  const double raw_step = std::max(1e-9, (y_hi - y_lo) / 5.0);
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw_step)));
+  double step = magnitude;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * magnitude >= raw_step) {
+      step = m * magnitude;
+      break;
+    }
+  }
+  y_lo = std::floor(y_lo / step) * step;
+  y_hi = std::ceil(y_hi / step) * step;
+  if (y_hi <= y_lo) y_hi = y_lo + step;
   auto px = [&](double x) { return L + (x - x_lo) / std::max(1, x_hi - x_lo) * (W - L - R); };
   auto py = [&](double y) { return T + (y_hi - y) / (y_hi - y_lo) * (H - T - B); };
   std::ostringstream o;
@@ -72,14 +82,13 @@ std::string SvgChart(const std::string& title, const std::string& y_label, const
     << "' font-family='sans-serif' font-size='12'>";
   o << "<text x='" << W / 2 - 60 << "' y='18' font-weight='bold'>" << HtmlEscape(title) << "</text>";
   // Axes and grid.
-  for (int i = 0; i <= 5; ++i) {
-    const double y = y_lo + (y_hi - y_lo) * i / 5.0;
+  for (double y = y_lo; y <= y_hi + step / 2; y += step) {
     o << "<line x1='" << L << "' x2='" << W - R << "' y1='" << py(y) << "' y2='" << py(y)
       << "' stroke='#ddd'/><text x='" << L - 6 << "' y='" << py(y) + 4 << "' text-anchor='end'>"
-      << Fixed(y, 1) << "</text>";
+      << Fixed(y, step < 1 ? 1 : 0) << "</text>";
   }
-  const int step = (x_hi - x_lo) > 60 ? 10 : 5;
-  for (int x = x_lo; x <= x_hi; x += step) {
+  const int x_step = (x_hi - x_lo) > 60 ? 10 : 5;
+  for (int x = x_lo; x <= x_hi; x += x_step) {
     o << "<line x1='" << px(x) << "' x2='" << px(x) << "' y1='" << T << "' y2='" << H - B
       << "' stroke='#eee'/><text x='" << px(x) << "' y='" << H - B + 16 << "' text-anchor='middle'>" << x
       << "</text>";
@@ -213,28 +222,6 @@ std::string RenderHtmlReport(const std::vector<RunSummary>& summaries, const Rep
   for (const auto& p : in.pods_paths) o << "<li>pods: <code>" << HtmlEscape(p) << "</code></li>";
   o << "<li>seeds: " << HtmlEscape(in.seeds) << "</li></ul>";
 
-  // Charts per pod list.
-  std::vector<std::string> lists;
-  for (const RunSummary& s : summaries) {
-    if (std::find(lists.begin(), lists.end(), s.pods_name) == lists.end()) lists.push_back(s.pods_name);
-  }
-  for (const std::string& list : lists) {
-    std::vector<Series> alloc, unalloc, rate;
-    for (const RunSummary& s : summaries) {
-      if (s.pods_name != list) continue;
-      alloc.push_back({s.policy, s.alloc_pct_curve});
-      Series u{s.policy, s.alloc_pct_curve};
-      for (size_t x = 0; x < u.y.size(); ++x) u.y[x] = 100.0 - u.y[x];
-      unalloc.push_back(u);
-      rate.push_back({s.policy, s.frag_rate_pct_curve});
-    }
-    o << "<h2>" << HtmlEscape(list) << "</h2><div class='charts'>";
-    o << SvgChart("GPU allocation ratio (median over seeds)", "allocated GPU (% of capacity)", alloc, 0, 130);
-    o << SvgChart("Unallocated GPU near saturation", "unallocated GPU (% of capacity)", unalloc, 90, 130);
-    o << SvgChart("Fragmentation rate", "fragmented (% of free GPU)", rate, 0, 130);
-    o << "</div>";
-  }
-
   o << "<h2>Results</h2><table><tr><th>pod list</th><th>policy</th><th>runs</th>"
        "<th>unallocated GPU % @100 (median)</th><th>min–max</th><th>unallocated GPU % @130</th>"
        "<th>frag rate % @100</th><th>seconds/run</th>";
@@ -259,7 +246,30 @@ std::string RenderHtmlReport(const std::vector<RunSummary>& summaries, const Rep
     }
     o << "</tr>";
   }
-  o << "</table><p>Data: Alibaba cluster-trace-gpu-v2023 (Weng et al., ATC'23), research and study use; "
+  o << "</table>";
+  // Charts per pod list.
+  std::vector<std::string> lists;
+  for (const RunSummary& s : summaries) {
+    if (std::find(lists.begin(), lists.end(), s.pods_name) == lists.end()) lists.push_back(s.pods_name);
+  }
+  for (const std::string& list : lists) {
+    std::vector<Series> alloc, unalloc, rate;
+    for (const RunSummary& s : summaries) {
+      if (s.pods_name != list) continue;
+      alloc.push_back({s.policy, s.alloc_pct_curve});
+      Series u{s.policy, s.alloc_pct_curve};
+      for (size_t x = 0; x < u.y.size(); ++x) u.y[x] = 100.0 - u.y[x];
+      unalloc.push_back(u);
+      rate.push_back({s.policy, s.frag_rate_pct_curve});
+    }
+    o << "<h2>" << HtmlEscape(list) << "</h2><div class='charts'>";
+    o << SvgChart("GPU allocation ratio (median over seeds)", "allocated GPU (% of capacity)", alloc, 0, 130);
+    o << SvgChart("Unallocated GPU near saturation", "unallocated GPU (% of capacity)", unalloc, 90, 130);
+    o << SvgChart("Fragmentation rate", "fragmented (% of free GPU)", rate, 0, 130);
+    o << "</div>";
+  }
+
+  o << "<p>Data: Alibaba cluster-trace-gpu-v2023 (Weng et al., ATC'23), research and study use; "
        "see data/alibaba-gpu-2023/SOURCE.md.</p></body></html>\n";
   return o.str();
 }

@@ -1,0 +1,49 @@
+# tessera: the two Quick-start commands are `make demo` and `make test` (each sets up, builds
+# and runs). Everything else is here for developers.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+
+.PHONY: setup build demo test unit fuzz tsan bench reproduce clean
+
+setup:
+	./scripts/setup
+
+build: setup
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job: every placement policy on the bundled Alibaba default trace, seeds 42-51.
+demo: build
+	./$(BUILD)/tessera simulate
+
+# Unit, contract and CLI tests, then the fuzzers for a short while, then the concurrent parts
+# under ThreadSanitizer.
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory tsan
+
+unit: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+FUZZ_SECONDS ?= 20
+fuzz: setup
+	./tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+tsan: setup
+	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=thread \
+	  -DTESSERA_BUILD_BENCH=OFF >/dev/null
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_sim_test
+	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_sim_test --gtest_filter='*Sweep*:*Parallel*'
+
+bench: build
+	./bench/run.sh
+
+# The full reproduction of the FGD paper's numbers (17 lists x 6 policies x 10 seeds).
+reproduce: build
+	./$(BUILD)/tessera simulate --all-lists --policies artifact --seeds 42-51 --check \
+	  --json out/reproduce.json --html out/reproduce.html
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-tsan build-fuzz out

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Produces the README's performance figures. Usage: bench/run.sh [build-dir]
+#  1. tessera_placement_bench: one replay of the default list per policy (1 thread), and one
+#     placement decision; 5 repetitions, medians reported.
+#  2. The full sweep (17 lists x 9 policies x 10 seeds) on 2 threads, timed 3 times (median),
+#     with peak memory from /usr/bin/time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+OUT=out/bench
+mkdir -p "$OUT"
+
+echo "== placement benchmark (median of 5 repetitions) =="
+"$BUILD/bench/tessera_placement_bench" --benchmark_repetitions=5 \
+  --benchmark_report_aggregates_only=true --benchmark_out="$OUT/placement_bench.json" \
+  --benchmark_out_format=json | grep -E "median|Benchmark|---"
+
+echo "== full sweep: 17 lists x 9 policies x 10 seeds, 2 threads (3 runs) =="
+times=()
+for i in 1 2 3; do
+  /usr/bin/time -f "%e %M" -o "$OUT/sweep_time_$i.txt" \
+    "$BUILD/tessera" simulate --all-lists --policies all --seeds 42-51 -j 2 --quiet \
+    --html "" --json "$OUT/sweep.json" >/dev/null
+  read -r secs kib < "$OUT/sweep_time_$i.txt"
+  echo "run $i: ${secs} s, peak RSS $((kib / 1024)) MiB"
+  times+=("$secs")
+done
+median=$(printf '%s\n' "${times[@]}" | sort -n | sed -n 2p)
+echo "median sweep wall time: ${median} s"
+
+echo "== one FGD replay of the default list, whole process (peak memory) =="
+/usr/bin/time -f "%e s, peak RSS %M KiB" "$BUILD/tessera" simulate --policies fgd --seeds 42 -j 1 \
+  --quiet --html "" --no-reference >/dev/null
