@@ -17,12 +17,12 @@ build: setup
 demo: build
 	./$(BUILD)/tessera simulate
 
-# Unit, contract and CLI tests, then the fuzzers for a short while, then the concurrent parts
-# under ThreadSanitizer.
+# The fuzzers for a short while, the concurrent parts under ThreadSanitizer, then every unit,
+# contract and CLI test (ctest's summary is the last thing printed).
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory tsan
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -1,6 +1,8 @@
 // BestFit (the FGD artifact's 05-BestFit): the node with the least weighted CPU + GPU left
 // after placement, normalised by the biggest node (128 vCPU, 8 GPUs):
-//   score = floor(100 * (1 - [0.5 (c_n - r)/128000 + 0.5 (U_n - D)/8000]))
+//   score = trunc(100 * (1 - [0.5 (c_n - r)/128000 + 0.5 (U_n - D)/8000]))
+// (truncated toward zero like the artifact's int64 conversion; only differs from floor on nodes
+// bigger than 128 vCPU / 8 GPUs, where the score can go negative)
 // Best-fit GPU inside the node. (The artifact then min-max normalises scores across feasible
 // nodes with integer arithmetic; that maps exactly the top raw score to 100 and keeps the set
 // of winners unchanged, so it is not needed for the decision.)

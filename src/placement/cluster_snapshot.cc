@@ -29,6 +29,10 @@ StatusOr<ClusterSnapshot> ClusterSnapshot::Create(std::vector<NodeSpec> nodes) {
                                   " is outside 0.." + std::to_string(kMaxGpusPerNode));
     }
     if (n.gpu_count > 0 && !n.model.valid()) return InvalidArgumentError(where + ": has GPUs but no model");
+    if (n.gpu_count == 0 && n.model.valid()) return InvalidArgumentError(where + ": has a GPU model but no GPUs");
+    if (n.model.valid() && n.model.value() >= GpuModelCatalog::kMaxModels) {
+      return InvalidArgumentError(where + ": GPU model id " + std::to_string(n.model.value()) + " is out of range");
+    }
     NodeState& st = s.state_[i];
     st.cpu_free = n.cpu.value();
     st.mem_free = n.memory.value();

@@ -2,7 +2,8 @@
 // whose free (CPU, GPU) vector has the smallest dot product with the request, both normalised by
 // the biggest node (128 vCPU, 8 GPUs) and GPU capacity merged per node:
 //   dot   = (c_n/128000)(r/128000) + (U_n/8000)(D/8000)
-//   score = floor(100 * (1 - dot/2)),  best-fit GPU inside the node.
+//   score = trunc(100 * (1 - dot/2)),  best-fit GPU inside the node (truncated toward zero like
+//   the artifact's int64 conversion).
 //
 // Worked example: task r = 8000 CPU, D = 1000. Node A: 64000 CPU and 8000 milli free ->
 // dot = 0.5*0.0625 + 1*0.125 = 0.15625 -> score 92. Node B: 16000 CPU and 1000 free ->

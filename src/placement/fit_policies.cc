@@ -85,18 +85,22 @@ class NextFitPolicy final : public PlacementPolicy {
  private:
   // order_[rank] = node; ranks must be a permutation of 0..nodes-1.
   void RebuildOrderIfNeeded(const PlacementContext& ctx, uint32_t nodes) {
-    if (order_.size() == nodes && order_rank_source_ == ctx.node_rank.data()) return;
+    // Compare rank values, not the buffer's address: a caller may rewrite ranks in place.
+    if (order_.size() == nodes && std::equal(ctx.node_rank.begin(), ctx.node_rank.end(),
+                                             ranks_seen_.begin(), ranks_seen_.end())) {
+      return;
+    }
+    ranks_seen_.assign(ctx.node_rank.begin(), ctx.node_rank.end());
     order_.assign(nodes, 0);
     std::iota(order_.begin(), order_.end(), 0u);
     if (!ctx.node_rank.empty()) {
       std::sort(order_.begin(), order_.end(),
                 [&](uint32_t a, uint32_t b) { return ctx.node_rank[a] < ctx.node_rank[b]; });
     }
-    order_rank_source_ = ctx.node_rank.data();
   }
 
   std::vector<uint32_t> order_;
-  const uint32_t* order_rank_source_ = nullptr;
+  std::vector<uint32_t> ranks_seen_;
 };
 
 }  // namespace

@@ -3,7 +3,8 @@
 // GPU tasks on it.
 //   base  = 75 if the node holds only this task's tag, 50 if this tag and others,
 //           25 if no GPU task, 0 if only other tags
-//   score = base + floor(25 * (8000 - U_n) / 8000)   (integer arithmetic; U_n = free GPU milli)
+//   score = base + 25 * (8000 - U_n) / 8000   (integer division truncating toward zero, as the
+//                                              artifact's Go code; U_n = free GPU milli)
 // CPU-only tasks score 0 everywhere (the random node rank decides). Best-fit GPU.
 //
 // Worked example: a 500-milli task. Node A holds only sharing tasks and has 6000 milli free:

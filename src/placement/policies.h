@@ -22,5 +22,7 @@ std::unique_ptr<PlacementPolicy> MakeFgdPolicy(const TargetWorkload* workload);
 std::unique_ptr<PlacementPolicy> MakeFirstFitPolicy();
 std::unique_ptr<PlacementPolicy> MakeNextFitPolicy();
 std::unique_ptr<PlacementPolicy> MakeWorstFitPolicy();
+std::unique_ptr<PlacementPolicy> MakeTesseraPolicy(const TargetWorkload* workload,
+                                                   const TesseraOptions& options);
 
 }  // namespace tessera::placement

@@ -12,9 +12,14 @@ const std::vector<std::string>& ArtifactPolicyNames() {
 
 const std::vector<std::string>& PolicyNames() {
   static const std::vector<std::string> names = {
-      "random", "dotproduct", "gpuclustering", "gpupacking", "bestfit",
-      "fgd",    "firstfit",   "nextfit",       "worstfit"};
+      "tessera", "random",   "dotproduct", "gpuclustering", "gpupacking",
+      "bestfit", "fgd",      "firstfit",   "nextfit",       "worstfit"};
   return names;
+}
+
+const std::string& DefaultPolicyName() {
+  static const std::string name = "tessera";
+  return name;
 }
 
 StatusOr<std::unique_ptr<PlacementPolicy>> MakePolicy(std::string_view name,
@@ -29,6 +34,12 @@ StatusOr<std::unique_ptr<PlacementPolicy>> MakePolicy(std::string_view name,
       return InvalidArgumentError("policy 'fgd' needs a non-empty target workload");
     }
     return MakeFgdPolicy(options.target_workload);
+  }
+  if (name == "tessera") {
+    if (options.target_workload == nullptr || options.target_workload->empty()) {
+      return InvalidArgumentError("policy 'tessera' needs a non-empty target workload");
+    }
+    return MakeTesseraPolicy(options.target_workload, options.tessera);
   }
   if (name == "firstfit") return MakeFirstFitPolicy();
   if (name == "nextfit") return MakeNextFitPolicy();

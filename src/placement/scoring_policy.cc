@@ -13,6 +13,7 @@ size_t ScoringPolicy::ShapeKeyHash::operator()(const ShapeKey& k) const {
 PlacementDecision ScoringPolicy::Place(const ClusterSnapshot& cluster, const TaskRequest& task,
                                        PlacementContext& ctx) {
   const size_t nodes = cluster.node_count();
+  if (nodes == 0) return {};
   if (cluster.uid() != cached_snapshot_uid_ || nodes != cached_node_count_) {
     cached_snapshot_uid_ = cluster.uid();
     cached_node_count_ = nodes;

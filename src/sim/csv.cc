@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_set>
@@ -152,6 +153,10 @@ StatusOr<CsvTable> ParseCsv(std::string_view text, std::string_view path) {
 }
 
 StatusOr<CsvTable> ReadCsvFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgumentError(path + ":0:0: is a directory, expected a CSV file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return NotFoundError(path + ":0:0: cannot open file: " + std::strerror(errno));

@@ -107,11 +107,40 @@ std::vector<uint32_t> BuildArrivalOrder(const std::vector<PodRecord>& pods, int6
       order.push_back(idx);
     }
   } else {
-    while (static_cast<double>(total) > target && !order.empty()) {
-      const size_t idx = static_cast<size_t>(rng.Uniform(order.size()));
-      total -= pods[order[idx]].request.TotalGpu().value();
-      order.erase(order.begin() + static_cast<ptrdiff_t>(idx));
+    // Remove uniformly chosen pods (by position among those left, as the artifact does) until
+    // the total fits. A Fenwick tree over "still present" finds the k-th remaining pod in
+    // O(log n), so large lists do not cost O(n^2).
+    const size_t n = order.size();
+    std::vector<int64_t> tree(n + 1, 0);
+    for (size_t i = 1; i <= n; ++i) {
+      tree[i] += 1;
+      if (size_t j = i + (i & (~i + 1)); j <= n) tree[j] += tree[i];
     }
+    std::vector<bool> removed(n, false);
+    size_t left = n;
+    size_t top = 1;
+    while (top * 2 <= n) top *= 2;
+    while (static_cast<double>(total) > target && left > 0) {
+      uint64_t k = rng.Uniform(left);  // 0-based rank among the remaining
+      size_t pos = 0;
+      for (size_t step = top; step > 0; step /= 2) {
+        if (pos + step <= n && static_cast<uint64_t>(tree[pos + step]) <= k) {
+          pos += step;
+          k -= static_cast<uint64_t>(tree[pos]);
+        }
+      }
+      // pos is the count of positions before the chosen one; the chosen index is pos (0-based).
+      removed[pos] = true;
+      total -= pods[order[pos]].request.TotalGpu().value();
+      for (size_t i = pos + 1; i <= n; i += i & (~i + 1)) tree[i] -= 1;
+      --left;
+    }
+    std::vector<uint32_t> kept;
+    kept.reserve(left);
+    for (size_t i = 0; i < n; ++i) {
+      if (!removed[i]) kept.push_back(order[i]);
+    }
+    order = std::move(kept);
   }
   return order;
 }
@@ -192,6 +221,9 @@ StatusOr<ReplayResult> RunReplay(const ReplayInput& input, const std::string& po
     const double bucket = RoundHalfEven(arrived_pct);
     const double allocated = static_cast<double>(cluster.allocated_gpu().value());
     const double free_milli = cap - allocated;
+    // F(M) <= free GPU milli holds exactly (a node's fragment never exceeds its free GPU);
+    // clamp away the rounding drift of the running sum.
+    total_frag = std::clamp(total_frag, 0.0, free_milli);
     const double rate = free_milli > 0 ? total_frag / free_milli * 100.0 : 0.0;
     sums.Add(static_cast<size_t>(std::max(0.0, bucket)), allocated / cap * 100.0, total_frag / cap * 100.0,
              rate);

@@ -53,17 +53,29 @@ class PlacementPolicy {
  public:
   virtual ~PlacementPolicy() = default;
   virtual std::string_view name() const = 0;
+  // Chooses a node and GPUs for `task`, or none if no node can take it now. Never changes
+  // `cluster`; the caller commits with ClusterSnapshot::Apply.
   virtual PlacementDecision Place(const ClusterSnapshot& cluster, const TaskRequest& task,
                                   PlacementContext& ctx) = 0;
 };
 
-struct PolicyOptions {
-  // The expected task mix; required by "fgd" (its fragmentation measure is an expectation over
-  // it), ignored by the others. Must outlive the policy.
-  const TargetWorkload* target_workload = nullptr;
+// Weights of the `tessera` policy's two extra terms (src/placement/tessera_policy.cc).
+struct TesseraOptions {
+  double stranding_weight = 1.0;  // GPU milli left without CPU, per milli
+  double scarcity_weight = 1.0;   // use of GPUs that model-restricted demand needs
 };
 
-// Names accepted by MakePolicy, in the order reports list them.
+struct PolicyOptions {
+  // The expected task mix; required by "fgd" and "tessera" (their fragmentation measure is an
+  // expectation over it), ignored by the others. Must outlive the policy.
+  const TargetWorkload* target_workload = nullptr;
+  TesseraOptions tessera;
+};
+
+// The policy every placement path uses unless told otherwise: "tessera".
+const std::string& DefaultPolicyName();
+
+// Names accepted by MakePolicy, in the order reports list them (the default policy first).
 const std::vector<std::string>& PolicyNames();
 // The six policies of the FGD artifact (ATC'23), in the artifact's order.
 const std::vector<std::string>& ArtifactPolicyNames();

@@ -2,7 +2,10 @@
 // and report how much GPU capacity each policy leaves unallocated.
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
+#include <climits>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -64,29 +67,39 @@ struct SimulateFlags {
 
 Status BadFlag(const std::string& m) { return InvalidArgumentError(m); }
 
+// A seed is a decimal integer in 0 .. 2^63-1 (no sign, no spaces).
+std::optional<uint64_t> ParseSeed(const std::string& s) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || v > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+  return v;
+}
+
 StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
+  constexpr uint64_t kMaxSeeds = 10000;
   std::vector<uint64_t> seeds;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    if (part.empty()) return BadFlag("--seeds: empty item in '" + text + "'");
-    size_t dash = part.find('-');
-    char* end = nullptr;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (part.empty()) return BadFlag("--seeds: empty item in '" + text + "' (use e.g. 42-51 or 42,43)");
+    const size_t dash = part.find('-');
     if (dash == std::string::npos) {
-      unsigned long long v = std::strtoull(part.c_str(), &end, 10);
-      if (*end != '\0' || part[0] == '-') return BadFlag("--seeds: '" + part + "' is not a seed");
-      seeds.push_back(v);
+      auto v = ParseSeed(part);
+      if (!v) return BadFlag("--seeds: '" + part + "' is not a seed (an integer 0 .. 2^63-1)");
+      seeds.push_back(*v);
     } else {
-      std::string a = part.substr(0, dash), b = part.substr(dash + 1);
-      unsigned long long lo = std::strtoull(a.c_str(), &end, 10);
-      if (a.empty() || *end != '\0') return BadFlag("--seeds: '" + part + "' is not a range like 42-51");
-      unsigned long long hi = std::strtoull(b.c_str(), &end, 10);
-      if (b.empty() || *end != '\0' || hi < lo) return BadFlag("--seeds: '" + part + "' is not a range like 42-51");
-      if (hi - lo >= 10000) return BadFlag("--seeds: range '" + part + "' is too long (max 10000 seeds)");
-      for (unsigned long long s = lo; s <= hi; ++s) seeds.push_back(s);
+      auto lo = ParseSeed(part.substr(0, dash));
+      auto hi = ParseSeed(part.substr(dash + 1));
+      if (!lo || !hi || *hi < *lo) return BadFlag("--seeds: '" + part + "' is not a range like 42-51");
+      if (*hi - *lo >= kMaxSeeds) return BadFlag("--seeds: range '" + part + "' is too long (max 10000 seeds)");
+      for (uint64_t s = *lo; s <= *hi; ++s) seeds.push_back(s);  // hi <= 2^63-1: no wrap-around
     }
+    if (seeds.size() > kMaxSeeds) return BadFlag("--seeds: more than 10000 seeds");
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
-  if (seeds.empty()) return BadFlag("--seeds: no seeds given");
   return seeds;
 }
 

@@ -1,0 +1,163 @@
+#include "tessera/core/gpu_model.h"
+
+#include <bit>
+#include <set>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tessera {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(GpuModelCatalogTest, BuiltinHasNoDuplicates) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  ASSERT_GT(cat.size(), 0u);
+  ASSERT_LE(cat.size(), GpuModelCatalog::kMaxModels);
+  std::set<std::string> names;
+  for (uint32_t i = 0; i < cat.size(); ++i) {
+    const std::string& name = cat.info(GpuModelId{i}).name;
+    EXPECT_FALSE(name.empty());
+    EXPECT_TRUE(names.insert(name).second) << "duplicate " << name;
+  }
+  EXPECT_EQ(names.size(), cat.size());
+}
+
+TEST(GpuModelCatalogTest, BuiltinContainsTraceAndDataCentreModels) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  for (const char* name : {"G1", "G2", "G3", "T4", "P100", "V100M16", "V100M32", "A10", "H100-80GB",
+                           "A100-40GB", "A100-80GB"}) {
+    StatusOr<GpuModelId> id = cat.Find(name);
+    ASSERT_TRUE(id.ok()) << name << ": " << id.status().ToString();
+    EXPECT_EQ(cat.info(*id).name, name);
+  }
+}
+
+TEST(GpuModelCatalogTest, BuiltinMemoryFacts) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  EXPECT_EQ(cat.info(*cat.Find("V100M32")).memory, MiB{32 * 1024});
+  EXPECT_EQ(cat.info(*cat.Find("V100M16")).memory, MiB{16 * 1024});
+  EXPECT_EQ(cat.info(*cat.Find("H100-80GB")).memory, MiB{80 * 1024});
+  EXPECT_EQ(cat.info(*cat.Find("G2")).memory, MiB{0});  // undisclosed
+}
+
+TEST(GpuModelCatalogTest, BuiltinIsOneObject) {
+  EXPECT_EQ(&GpuModelCatalog::Builtin(), &GpuModelCatalog::Builtin());
+}
+
+TEST(GpuModelCatalogTest, FindUnknownIsNotFoundListingKnownNames) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  StatusOr<GpuModelId> id = cat.Find("H100");
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(id.status().message(), HasSubstr("'H100'"));
+  EXPECT_THAT(id.status().message(), HasSubstr(cat.KnownNames()));
+  EXPECT_THAT(id.status().message(), HasSubstr("V100M32"));
+  // Case matters.
+  EXPECT_EQ(cat.Find("t4").status().code(), StatusCode::kNotFound);
+}
+
+TEST(GpuModelCatalogTest, KnownNamesAreSortedAndCommaSeparated) {
+  GpuModelCatalog cat;
+  EXPECT_EQ(cat.KnownNames(), "");
+  ASSERT_TRUE(cat.Add({"T4", MiB{16384}, ""}).ok());
+  ASSERT_TRUE(cat.Add({"A10", MiB{24576}, ""}).ok());
+  ASSERT_TRUE(cat.Add({"G1", MiB{0}, ""}).ok());
+  EXPECT_EQ(cat.KnownNames(), "A10, G1, T4");
+  // Ids follow insertion order, not name order.
+  EXPECT_EQ(*cat.Find("T4"), GpuModelId{0});
+  EXPECT_EQ(*cat.Find("A10"), GpuModelId{1});
+  EXPECT_EQ(*cat.Find("G1"), GpuModelId{2});
+}
+
+TEST(GpuModelCatalogTest, ParseModelListTwoModels) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  StatusOr<ModelMask> mask = cat.ParseModelList("V100M16|V100M32");
+  ASSERT_TRUE(mask.ok()) << mask.status().ToString();
+  EXPECT_EQ(std::popcount(*mask), 2);
+  EXPECT_EQ(*mask, ModelBit(*cat.Find("V100M16")) | ModelBit(*cat.Find("V100M32")));
+}
+
+TEST(GpuModelCatalogTest, ParseModelListSingleAndRepeated) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  EXPECT_EQ(*cat.ParseModelList("T4"), ModelBit(*cat.Find("T4")));
+  EXPECT_EQ(*cat.ParseModelList("T4|T4"), ModelBit(*cat.Find("T4")));
+}
+
+TEST(GpuModelCatalogTest, ParseModelListEmptyIsAnyModel) {
+  StatusOr<ModelMask> mask = GpuModelCatalog::Builtin().ParseModelList("");
+  ASSERT_TRUE(mask.ok());
+  EXPECT_EQ(*mask, 0u);
+}
+
+TEST(GpuModelCatalogTest, ParseModelListUnknownNameFails) {
+  StatusOr<ModelMask> mask = GpuModelCatalog::Builtin().ParseModelList("X");
+  ASSERT_FALSE(mask.ok());
+  EXPECT_EQ(mask.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(mask.status().message(), HasSubstr("'X'"));
+  StatusOr<ModelMask> second = GpuModelCatalog::Builtin().ParseModelList("T4|X");
+  EXPECT_EQ(second.status().code(), StatusCode::kNotFound);
+}
+
+TEST(GpuModelCatalogTest, ParseModelListEmptyElementFails) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  for (const char* list : {"T4||A10", "|T4", "T4|", "|"}) {
+    StatusOr<ModelMask> mask = cat.ParseModelList(list);
+    ASSERT_FALSE(mask.ok()) << list;
+    EXPECT_EQ(mask.status().code(), StatusCode::kInvalidArgument) << list;
+    EXPECT_THAT(mask.status().message(), HasSubstr(list));
+  }
+  // Unknown names around the empty element still fail.
+  EXPECT_FALSE(cat.ParseModelList("A||B").ok());
+}
+
+TEST(GpuModelCatalogTest, AddAssignsNextIdAndRejectsDuplicates) {
+  GpuModelCatalog cat = GpuModelCatalog::Builtin();
+  const size_t before = cat.size();
+  ASSERT_TRUE(cat.Add({"MI300X", MiB{192 * 1024}, "AMD"}).ok());
+  EXPECT_EQ(cat.size(), before + 1);
+  EXPECT_EQ(*cat.Find("MI300X"), GpuModelId{static_cast<uint32_t>(before)});
+  EXPECT_EQ(cat.info(*cat.Find("MI300X")).memory, MiB{192 * 1024});
+
+  Status dup = cat.Add({"T4", MiB{1}, "again"});
+  EXPECT_EQ(dup.code(), StatusCode::kAlreadyExists);
+  EXPECT_THAT(dup.message(), HasSubstr("T4"));
+  EXPECT_EQ(cat.size(), before + 1);
+  EXPECT_EQ(cat.info(*cat.Find("T4")).memory, MiB{16 * 1024});  // unchanged
+  // The built-in catalog is untouched by the copy's additions.
+  EXPECT_FALSE(GpuModelCatalog::Builtin().Find("MI300X").ok());
+}
+
+TEST(GpuModelCatalogTest, AddRejectsEmptyName) {
+  GpuModelCatalog cat;
+  EXPECT_EQ(cat.Add({"", MiB{0}, ""}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cat.size(), 0u);
+}
+
+TEST(GpuModelCatalogTest, SixtyFourModelsAtMost) {
+  GpuModelCatalog cat;
+  for (size_t i = 0; i < GpuModelCatalog::kMaxModels; ++i) {
+    std::string name = "M";
+    name += std::to_string(i);  // (not "M" + ...: GCC 12 warns falsely with -Wrestrict)
+    ASSERT_TRUE(cat.Add({name, MiB{0}, ""}).ok()) << i;
+  }
+  EXPECT_EQ(cat.size(), 64u);
+  Status full = cat.Add({"M64", MiB{0}, ""});
+  EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(cat.size(), 64u);
+  EXPECT_FALSE(cat.Find("M64").ok());
+  // The 64th model takes the top bit of the mask.
+  EXPECT_EQ(*cat.ParseModelList("M63"), ModelMask{1} << 63);
+  EXPECT_EQ(*cat.ParseModelList("M0|M63"), (ModelMask{1} << 63) | 1u);
+}
+
+TEST(GpuModelCatalogTest, ModelBit) {
+  EXPECT_EQ(ModelBit(GpuModelId{0}), 1u);
+  EXPECT_EQ(ModelBit(GpuModelId{5}), 32u);
+  EXPECT_EQ(ModelBit(GpuModelId{63}), ModelMask{1} << 63);
+}
+
+}  // namespace
+}  // namespace tessera
