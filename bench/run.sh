@@ -2,7 +2,7 @@
 # Produces the README's performance figures. Usage: bench/run.sh [build-dir]
 #  1. tessera_placement_bench: one replay of the default list per policy (1 thread), and one
 #     placement decision; 5 repetitions, medians reported.
-#  2. The full sweep (17 lists x 9 policies x 10 seeds) on 2 threads, timed 3 times (median),
+#  2. The full sweep (17 lists x all policies x 10 seeds) on 2 threads, timed 3 times (median),
 #     with peak memory from /usr/bin/time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ echo "== placement benchmark (median of 5 repetitions) =="
   --benchmark_report_aggregates_only=true --benchmark_out="$OUT/placement_bench.json" \
   --benchmark_out_format=json | grep -E "median|Benchmark|---"
 
-echo "== full sweep: 17 lists x 9 policies x 10 seeds, 2 threads (3 runs) =="
+echo "== full sweep: 17 lists x all policies x 10 seeds, 2 threads (3 runs) =="
 times=()
 for i in 1 2 3; do
   /usr/bin/time -f "%e %M" -o "$OUT/sweep_time_$i.txt" \
