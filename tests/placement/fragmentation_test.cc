@@ -23,15 +23,7 @@ using ::tessera::testing::Share;
 using ::tessera::testing::Whole;
 using ::tessera::testing::WithModels;
 
-TaskType Type(int64_t cpu, int32_t num_gpu, int64_t milli, double weight, ModelMask models = 0) {
-  TaskType t;
-  t.cpu = CpuMilli{cpu};
-  t.num_gpu = num_gpu;
-  t.gpu_milli = GpuMilli{milli};
-  t.allowed_models = models;
-  t.weight = weight;
-  return t;
-}
+using ::tessera::testing::Type;
 
 // fragmentation.h: M = {A: 1 GPU x 500 milli, 2000 CPU, p=0.5; B: CPU-only, p=0.5}.
 TargetWorkload WorkedExampleWorkload(ModelMask a_models = 0) {

@@ -30,15 +30,7 @@ PlacementDecision PlaceOnce(std::string_view name, const ClusterSnapshot& c, con
   return (*policy)->Place(c, t, ctx);
 }
 
-TaskType Type(int64_t cpu, int num_gpu, int64_t milli, double weight, ModelMask models = 0) {
-  TaskType t;
-  t.cpu = CpuMilli{cpu};
-  t.num_gpu = num_gpu;
-  t.gpu_milli = GpuMilli{milli};
-  t.weight = weight;
-  t.allowed_models = models;
-  return t;
-}
+using ::tessera::testing::Type;
 
 // rho = 10.5 vCPU per GPU: one GPU type (1 GPU, 10.5 vCPU) and one CPU-only type.
 TargetWorkload CpuStrandingWorkload() {

@@ -9,6 +9,7 @@
 
 #include "tessera/core/gpu_model.h"
 #include "tessera/placement/cluster_snapshot.h"
+#include "tessera/placement/fragmentation.h"
 #include "tessera/placement/task.h"
 
 namespace tessera::testing {
@@ -48,6 +49,17 @@ inline placement::TaskRequest Share(int64_t milli, int64_t cpu = 0, int64_t mem 
 inline placement::TaskRequest Whole(int count, int64_t cpu = 0, int64_t mem = 0) {
   return {.cpu = CpuMilli{cpu}, .memory = MiB{mem}, .num_gpu = count, .gpu_milli = GpuMilli{1000}};
 }
+// A target-workload type: `num_gpu` GPUs of `milli` each plus `cpu`, with weight p_m.
+inline placement::TaskType Type(int64_t cpu, int32_t num_gpu, int64_t milli, double weight, ModelMask models = 0) {
+  placement::TaskType t;
+  t.cpu = CpuMilli{cpu};
+  t.num_gpu = num_gpu;
+  t.gpu_milli = GpuMilli{milli};
+  t.allowed_models = models;
+  t.weight = weight;
+  return t;
+}
+
 inline ModelMask Models(const std::string& list) { return *GpuModelCatalog::Builtin().ParseModelList(list); }
 
 // The same task restricted to the '|'-separated models, e.g. WithModels(Share(500), "T4|A10").
