@@ -152,6 +152,23 @@ std::string RenderSummaryTable(const std::vector<RunSummary>& summaries, const A
   return o.str();
 }
 
+std::string RenderHeadline(const std::vector<RunSummary>& summaries, const std::string& policy) {
+  std::ostringstream o;
+  for (const RunSummary& s : summaries) {
+    if (s.policy != policy) continue;
+    o << s.pods_name << ": " << policy << " leaves " << Fixed(s.unallocated_pct_at_100)
+      << " % of GPU capacity unallocated at 100 % arrived";
+    for (const RunSummary& f : summaries) {
+      if (f.pods_name != s.pods_name || f.policy != "fgd" || policy == "fgd") continue;
+      const double change = (s.unallocated_pct_at_100 - f.unallocated_pct_at_100) / f.unallocated_pct_at_100 * 100;
+      o << " (fgd " << Fixed(f.unallocated_pct_at_100) << " %, " << (change >= 0 ? "+" : "") << Fixed(change, 1)
+        << " %)";
+    }
+    o << "\n";
+  }
+  return o.str();
+}
+
 std::string RenderJson(const std::vector<ReplayResult>& runs, const std::vector<RunSummary>& summaries,
                        const ArtifactReference* ref) {
   nlohmann::json j;
@@ -215,6 +232,10 @@ std::string RenderHtmlReport(const std::vector<RunSummary>& summaries, const Rep
        "(shuffle, inflate to " << Fixed(in.tune_ratio * 100, 0) << " % of GPU capacity, place once or drop). "
        "<b>Unallocated GPU %</b> is the share of the cluster's GPU capacity left unallocated when the "
        "arrived GPU request equals 100 % of capacity: lower is better.</p>";
+  const std::string headline = RenderHeadline(summaries, "tessera");
+  if (!headline.empty()) {
+    o << "<p><b>Default policy:</b></p><pre>" << HtmlEscape(headline) << "</pre>";
+  }
   o << "<h2>Inputs</h2><ul>";
   o << "<li>command: <code>" << HtmlEscape(in.command) << "</code></li>";
   o << "<li>nodes: <code>" << HtmlEscape(in.nodes_path) << "</code> (" << in.node_count << " nodes, "

@@ -246,6 +246,9 @@ int RunSimulate(const SimulateFlags& f, const std::string& command_line) {
   const std::vector<sim::RunSummary> summaries = sim::Summarize(*runs);
   const sim::ArtifactReference* ref = reference ? &*reference : nullptr;
   std::printf("%s", sim::RenderSummaryTable(summaries, ref).c_str());
+  if (const std::string h = sim::RenderHeadline(summaries, placement::DefaultPolicyName()); !h.empty()) {
+    std::printf("\nDefault policy: %s", h.c_str());
+  }
 
   if (!f.json_out.empty()) {
     if (Status s = WriteFile(f.json_out, sim::RenderJson(*runs, summaries, ref)); !s.ok()) {
