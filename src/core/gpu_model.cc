@@ -6,32 +6,23 @@ namespace tessera {
 
 const GpuModelCatalog& GpuModelCatalog::Builtin() {
   static const GpuModelCatalog* catalog = [] {
+    std::vector<GpuModelInfo> models;
+    // Models of the Alibaba GPU trace (cluster-trace-gpu-v2023). G1/G2/G3 are undisclosed
+    // internal codes; their memory is unknown. No MIG.
+    models.push_back({"G1", MiB{0}, "Alibaba trace internal code (undisclosed)"});
+    models.push_back({"G2", MiB{0}, "Alibaba trace internal code (undisclosed)"});
+    models.push_back({"G3", MiB{0}, "Alibaba trace internal code (undisclosed)"});
+    models.push_back({"T4", MiB{15360}, "NVIDIA T4 16GB (no MIG)", 40, 320, 65});
+    models.push_back({"P100", MiB{16384}, "NVIDIA Tesla P100 16GB (no MIG, no bf16)", 56, 732, 0});
+    models.push_back({"V100M16", MiB{16384}, "NVIDIA V100 16GB (no MIG, no bf16)", 80, 900, 0});
+    models.push_back({"V100M32", MiB{32768}, "NVIDIA V100 32GB (no MIG, no bf16)", 80, 900, 0});
+    models.push_back({"V100", MiB{32768}, "NVIDIA V100 (32GB variant; no MIG, no bf16)", 80, 900, 0});
+    models.push_back({"A10", MiB{24576}, "NVIDIA A10 24GB (no MIG)", 72, 600, 125});
+    // MIG-capable data-centre models, generated from data/gpu-models/mig-profiles.json.
+#include "src/core/gpu_catalog_data.inc"
     auto* c = new GpuModelCatalog();
-    const GpuModelInfo models[] = {
-        // Models of the Alibaba GPU trace (cluster-trace-gpu-v2023). G1/G2/G3 are undisclosed
-        // internal codes; their memory is unknown.
-        {"G1", MiB{0}, "Alibaba trace internal code (undisclosed)"},
-        {"G2", MiB{0}, "Alibaba trace internal code (undisclosed)"},
-        {"G3", MiB{0}, "Alibaba trace internal code (undisclosed)"},
-        {"T4", MiB{16 * 1024}, "NVIDIA T4 16GB"},
-        {"P100", MiB{16 * 1024}, "NVIDIA Tesla P100 16GB"},
-        {"V100M16", MiB{16 * 1024}, "NVIDIA V100 16GB"},
-        {"V100M32", MiB{32 * 1024}, "NVIDIA V100 32GB"},
-        {"A10", MiB{24 * 1024}, "NVIDIA A10 24GB"},
-        // Data-centre models (memory from NVIDIA data sheets; MIG facts arrive with the
-        // partitioning work).
-        {"V100", MiB{32 * 1024}, "NVIDIA V100 (32GB variant)"},
-        {"A30-24GB", MiB{24 * 1024}, "NVIDIA A30 24GB"},
-        {"A100-40GB", MiB{40 * 1024}, "NVIDIA A100 40GB"},
-        {"A100-80GB", MiB{80 * 1024}, "NVIDIA A100 80GB"},
-        {"H100-80GB", MiB{80 * 1024}, "NVIDIA H100 80GB"},
-        {"H100-NVL-94GB", MiB{94 * 1024}, "NVIDIA H100 NVL 94GB"},
-        {"H200-141GB", MiB{141 * 1024}, "NVIDIA H200 141GB"},
-        {"B200-180GB", MiB{180 * 1024}, "NVIDIA B200 180GB"},
-        {"GH200-96GB", MiB{96 * 1024}, "NVIDIA GH200 96GB"},
-    };
-    for (const auto& m : models) {
-      Status s = c->Add(m);
+    for (auto& m : models) {
+      Status s = c->Add(std::move(m));
       (void)s;  // the built-in list has no duplicates (checked by a unit test)
     }
     return c;

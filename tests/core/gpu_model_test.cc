@@ -39,7 +39,7 @@ TEST(GpuModelCatalogTest, BuiltinMemoryFacts) {
   const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
   EXPECT_EQ(cat.info(*cat.Find("V100M32")).memory, MiB{32 * 1024});
   EXPECT_EQ(cat.info(*cat.Find("V100M16")).memory, MiB{16 * 1024});
-  EXPECT_EQ(cat.info(*cat.Find("H100-80GB")).memory, MiB{80 * 1024});
+  EXPECT_EQ(cat.info(*cat.Find("H100-80GB")).memory, MiB{81559});  // nvidia-smi total, observed
   EXPECT_EQ(cat.info(*cat.Find("G2")).memory, MiB{0});  // undisclosed
 }
 
@@ -125,7 +125,7 @@ TEST(GpuModelCatalogTest, AddAssignsNextIdAndRejectsDuplicates) {
   EXPECT_EQ(dup.code(), StatusCode::kAlreadyExists);
   EXPECT_THAT(dup.message(), HasSubstr("T4"));
   EXPECT_EQ(cat.size(), before + 1);
-  EXPECT_EQ(cat.info(*cat.Find("T4")).memory, MiB{16 * 1024});  // unchanged
+  EXPECT_EQ(cat.info(*cat.Find("T4")).memory, MiB{15360});  // unchanged
   // The built-in catalog is untouched by the copy's additions.
   EXPECT_FALSE(GpuModelCatalog::Builtin().Find("MI300X").ok());
 }
@@ -157,6 +157,61 @@ TEST(GpuModelCatalogTest, ModelBit) {
   EXPECT_EQ(ModelBit(GpuModelId{0}), 1u);
   EXPECT_EQ(ModelBit(GpuModelId{5}), 32u);
   EXPECT_EQ(ModelBit(GpuModelId{63}), ModelMask{1} << 63);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(GpuModelCatalogMigTest, EveryIssueModelHasMigFactsAndNonMigModelsHaveNone) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  for (const char* name : {"A30-24GB", "A100-40GB", "A100-80GB", "H100-80GB", "H100-NVL-94GB", "H200-141GB",
+                           "B200-180GB", "GH200-96GB"}) {
+    auto id = cat.Find(name);
+    ASSERT_TRUE(id.ok()) << name;
+    const GpuModelInfo& m = cat.info(*id);
+    ASSERT_TRUE(m.mig.has_value()) << name;
+    EXPECT_GT(m.sm_count, 0) << name;
+    EXPECT_FALSE(m.mig->profiles.empty()) << name;
+  }
+  for (const char* name : {"T4", "V100", "P100", "A10", "G2", "G3"}) {
+    EXPECT_FALSE(cat.info(*cat.Find(name)).mig.has_value()) << name;
+  }
+}
+
+TEST(GpuModelCatalogMigTest, H100ProfilesMatchTheMigUserGuide) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  const MigGeometry& g = *cat.info(*cat.Find("H100-80GB")).mig;
+  EXPECT_EQ(g.compute_slices, 7);
+  EXPECT_EQ(g.memory_slices, 8);
+  EXPECT_EQ(g.max_gpu_instances, 7);
+  const MigProfile* p3 = g.FindProfile("3g.40gb");
+  ASSERT_NE(p3, nullptr);
+  EXPECT_EQ(p3->starts, (std::vector<int>{0, 4}));
+  EXPECT_EQ(p3->size, 4);
+  EXPECT_EQ(p3->max_count, 2);
+  EXPECT_EQ(p3->nvml_profile_index, 2);  // NVML_GPU_INSTANCE_PROFILE_3_SLICE
+  EXPECT_EQ(p3->profile_id, 9);
+  const MigProfile* p1 = g.FindProfile("1g.20gb");
+  ASSERT_NE(p1, nullptr);
+  EXPECT_EQ(p1->starts, (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(p1->nvml_profile_index, 9);  // NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2
+  const MigProfile* p7 = g.FindProfile("7g.80gb");
+  ASSERT_NE(p7, nullptr);
+  EXPECT_EQ(p7->size, 8);
+  EXPECT_EQ(p7->compute_slices, 7);
+  EXPECT_EQ(g.FindProfile("5g.50gb"), nullptr);
+}
+
+TEST(GpuModelCatalogMigTest, A30HasFourSlices) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  const MigGeometry& g = *cat.info(*cat.Find("A30-24GB")).mig;
+  EXPECT_EQ(g.compute_slices, 4);
+  EXPECT_EQ(g.memory_slices, 4);
+  ASSERT_NE(g.FindProfile("2g.12gb"), nullptr);
+  EXPECT_EQ(g.FindProfile("2g.12gb")->starts, (std::vector<int>{0, 2}));
 }
 
 }  // namespace

@@ -15,5 +15,6 @@ inline constexpr int kExitBadInput = 2;  // bad flags or bad input files
 
 // `command_line` (the full invocation, for reports) must outlive parsing.
 void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_code);
+void RegisterMig(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

@@ -1,0 +1,235 @@
+// `tessera mig`: MIG layouts and plans for a GPU model, from the catalog's rules.
+//   tessera mig layouts --model H100-80GB [--json]
+//   tessera mig validate --model H100-80GB --layout 3g.40gb@0,3g.40gb@4
+//   tessera mig plan --model H100-80GB --gpus 4 --demand 1g.10gb=9,3g.40gb=2 [--in-use FILE] [--json]
+#include <charconv>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tessera/core/gpu_model.h"
+#include "tessera/partition/mig_layout.h"
+#include "tessera/partition/mig_planner.h"
+#include "tessera/sim/csv.h"
+#include "tools/tessera/commands/commands.h"
+
+namespace tessera::cli {
+namespace {
+
+using partition::MigGpuState;
+using partition::MigLayout;
+
+struct MigFlags {
+  std::string model;
+  std::string layout;
+  int gpus = 1;
+  std::string demand;
+  std::string in_use;
+  bool json = false;
+  bool with_me = false;
+};
+
+int Fail(const std::string& what, int code = kExitBadInput) {
+  std::fprintf(stderr, "tessera mig: %s\n", what.c_str());
+  return code;
+}
+
+StatusOr<const MigGeometry*> Geometry(const std::string& model) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  if (model.empty()) return InvalidArgumentError("--model is required (e.g. --model H100-80GB)");
+  TESSERA_ASSIGN_OR_RETURN(GpuModelId id, cat.Find(model));
+  const GpuModelInfo& info = cat.info(id);
+  if (!info.mig) {
+    std::string mig_models;
+    for (size_t i = 0; i < cat.size(); ++i) {
+      const GpuModelInfo& m = cat.info(GpuModelId(static_cast<uint32_t>(i)));
+      if (m.mig) mig_models += (mig_models.empty() ? "" : ", ") + m.name;
+    }
+    return InvalidArgumentError("model " + model + " has no MIG (MIG models: " + mig_models + ")");
+  }
+  return &*info.mig;
+}
+
+StatusOr<std::map<std::string, int>> ParseDemand(const MigGeometry& g, const std::string& text) {
+  std::map<std::string, int> demand;
+  if (text.empty()) return InvalidArgumentError("--demand is required, e.g. --demand 1g.10gb=9,3g.40gb=2");
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const size_t eq = item.find('=');
+    int count = -1;
+    if (eq != std::string::npos) {
+      const char* b = item.c_str() + eq + 1;
+      auto [ptr, ec] = std::from_chars(b, item.c_str() + item.size(), count);
+      if (ec != std::errc() || ptr != item.c_str() + item.size()) count = -1;
+    }
+    if (eq == std::string::npos || count < 0 || count > 1'000'000) {
+      return InvalidArgumentError("--demand item '" + item + "': expected PROFILE=COUNT with COUNT 0..1000000");
+    }
+    const std::string profile = item.substr(0, eq);
+    auto p = partition::FindProfileIndex(g, profile);
+    if (!p.ok()) return InvalidArgumentError("--demand item '" + item + "': " + p.status().message());
+    demand[profile] += count;
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return demand;
+}
+
+// --in-use FILE: CSV "gpu,profile,start,in_use" listing the instances that exist now.
+StatusOr<std::vector<MigGpuState>> ReadInUse(const MigGeometry& g, const std::string& path, int gpus) {
+  std::vector<MigGpuState> state(static_cast<size_t>(gpus));
+  if (path.empty()) return state;
+  TESSERA_ASSIGN_OR_RETURN(sim::CsvTable t, sim::ReadCsvFile(path));
+  auto gc = t.ColumnIndex("gpu"), pc = t.ColumnIndex("profile"), sc = t.ColumnIndex("start"),
+       uc = t.ColumnIndex("in_use");
+  if (!gc || !pc || !sc || !uc) return InvalidArgumentError(path + ":1:1: expected columns gpu,profile,start,in_use");
+  for (const sim::CsvRow& row : t.rows) {
+    auto int_field = [&](size_t col, int lo, int hi) -> StatusOr<int> {
+      int v = 0;
+      const std::string& f = row.fields[col];
+      auto [ptr, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+      if (f.empty() || ec != std::errc() || ptr != f.data() + f.size() || v < lo || v > hi) {
+        return InvalidArgumentError(t.Where(row, col) + ": " + t.header[col] + ": expected an integer " +
+                                    std::to_string(lo) + ".." + std::to_string(hi) + ", got '" + f + "'");
+      }
+      return v;
+    };
+    TESSERA_ASSIGN_OR_RETURN(int gpu, int_field(*gc, 0, gpus - 1));
+    TESSERA_ASSIGN_OR_RETURN(int start, int_field(*sc, 0, g.memory_slices - 1));
+    TESSERA_ASSIGN_OR_RETURN(int used, int_field(*uc, 0, 1));
+    auto p = partition::FindProfileIndex(g, row.fields[*pc]);
+    if (!p.ok()) return InvalidArgumentError(t.Where(row, *pc) + ": profile: " + p.status().message());
+    state[static_cast<size_t>(gpu)].current.push_back({*p, start});
+    state[static_cast<size_t>(gpu)].in_use.push_back(used == 1);
+  }
+  for (size_t k = 0; k < state.size(); ++k) {
+    if (Status s = partition::ValidateLayout(g, state[k].current); !s.ok()) {
+      return InvalidArgumentError(path + ": GPU " + std::to_string(k) + ": " + s.message());
+    }
+  }
+  return state;
+}
+
+nlohmann::json InstancesJson(const MigGeometry& g, MigLayout layout) {
+  std::sort(layout.begin(), layout.end(), [](auto& a, auto& b) { return a.start < b.start; });
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& i : layout) {
+    const MigProfile& p = g.profiles[static_cast<size_t>(i.profile)];
+    arr.push_back({{"profile", p.name}, {"start", i.start}, {"size", p.size}});
+  }
+  return arr;
+}
+
+int RunLayouts(const MigFlags& f) {
+  auto g = Geometry(f.model);
+  if (!g.ok()) return Fail(g.status().message());
+  const auto layouts = partition::EnumerateMaximalLayouts(**g, f.with_me);
+  if (f.json) {
+    nlohmann::json j = {{"model", f.model}, {"layouts", nlohmann::json::array()}};
+    for (const MigLayout& l : layouts) j["layouts"].push_back(InstancesJson(**g, l));
+    std::printf("%s\n", j.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("%zu maximal MIG layouts of %s (%d compute / %d memory slices):\n", layouts.size(), f.model.c_str(),
+              (*g)->compute_slices, (*g)->memory_slices);
+  for (const MigLayout& l : layouts) std::printf("  %s\n", partition::SlotDiagram(**g, l).c_str());
+  return kExitOk;
+}
+
+int RunValidate(const MigFlags& f) {
+  auto g = Geometry(f.model);
+  if (!g.ok()) return Fail(g.status().message());
+  auto layout = partition::ParseLayout(**g, f.layout);
+  if (!layout.ok()) return Fail(layout.status().message());
+  if (Status s = partition::ValidateLayout(**g, *layout); !s.ok()) return Fail("invalid layout: " + s.message());
+  std::printf("valid: %s\n", partition::SlotDiagram(**g, *layout).c_str());
+  return kExitOk;
+}
+
+int RunPlan(const MigFlags& f) {
+  auto g = Geometry(f.model);
+  if (!g.ok()) return Fail(g.status().message());
+  if (f.gpus < 1 || f.gpus > 100000) return Fail("--gpus must be 1..100000");
+  auto demand = ParseDemand(**g, f.demand);
+  if (!demand.ok()) return Fail(demand.status().message());
+  auto state = ReadInUse(**g, f.in_use, f.gpus);
+  if (!state.ok()) return Fail(state.status().message());
+  auto plan = partition::PlanMig(**g, *state, *demand);
+  if (!plan.ok()) return Fail(plan.status().message());
+  if (f.json) {
+    nlohmann::json j;
+    j["model"] = f.model;
+    j["gpus"] = nlohmann::json::array();
+    for (size_t k = 0; k < plan->layouts.size(); ++k) {
+      j["gpus"].push_back({{"index", k}, {"instances", InstancesJson(**g, plan->layouts[k])}});
+    }
+    j["unsatisfied"] = nlohmann::json::object();
+    for (const auto& [p, n] : plan->unsatisfied) j["unsatisfied"][p] = n;
+    j["steps"] = nlohmann::json::array();
+    for (const auto& s : plan->steps) {
+      const MigProfile& p = (*g)->profiles[static_cast<size_t>(s.instance.profile)];
+      j["steps"].push_back({{"action", s.kind == partition::MigPlanStep::Kind::kCreate ? "create" : "destroy"},
+                            {"gpu", s.gpu},
+                            {"profile", p.name},
+                            {"start", s.instance.start},
+                            {"size", p.size}});
+    }
+    j["satisfied_memory_slices"] = plan->satisfied_memory_slices;
+    std::printf("%s\n", j.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("MIG plan for %d x %s, demand %s\n", f.gpus, f.model.c_str(), f.demand.c_str());
+  for (size_t k = 0; k < plan->layouts.size(); ++k) {
+    std::printf("  GPU %zu: %s\n", k, partition::SlotDiagram(**g, plan->layouts[k]).c_str());
+  }
+  if (plan->unsatisfied.empty()) {
+    std::printf("all demand satisfied\n");
+  } else {
+    std::printf("unsatisfied:");
+    for (const auto& [p, n] : plan->unsatisfied) std::printf(" %s=%d", p.c_str(), n);
+    std::printf("\n");
+  }
+  std::printf("steps (%zu):\n", plan->steps.size());
+  for (const auto& s : plan->steps) {
+    std::printf("  %s GPU %d %s@%d\n", s.kind == partition::MigPlanStep::Kind::kCreate ? "create " : "destroy",
+                s.gpu, (*g)->profiles[static_cast<size_t>(s.instance.profile)].name.c_str(), s.instance.start);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterMig(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<MigFlags>();
+  CLI::App* mig = app.add_subcommand("mig", "MIG layouts and reconfiguration plans from the GPU catalog's rules");
+  mig->require_subcommand(1);
+
+  CLI::App* layouts = mig->add_subcommand("layouts", "List every maximal valid MIG layout of a model");
+  layouts->add_option("--model", flags->model, "GPU model, e.g. H100-80GB, A100-40GB, A30-24GB")->required();
+  layouts->add_flag("--json", flags->json, "JSON output");
+  layouts->add_flag("--with-media-extensions", flags->with_me, "Include the +me profiles");
+  layouts->callback([flags, exit_code] { *exit_code = RunLayouts(*flags); });
+
+  CLI::App* validate = mig->add_subcommand("validate", "Check a layout against the model's MIG rules");
+  validate->add_option("--model", flags->model, "GPU model")->required();
+  validate->add_option("--layout", flags->layout, "Instances as PROFILE@START,..., e.g. 3g.40gb@0,3g.40gb@4")->required();
+  validate->callback([flags, exit_code] { *exit_code = RunValidate(*flags); });
+
+  CLI::App* plan = mig->add_subcommand(
+      "plan",
+      "Plan MIG layouts for N GPUs that satisfy the most demand (weighted by memory slices),\n"
+      "never touching in-use instances, with the ordered destroy/create steps.");
+  plan->add_option("--model", flags->model, "GPU model")->required();
+  plan->add_option("--gpus", flags->gpus, "Number of GPUs (default 1)");
+  plan->add_option("--demand", flags->demand, "PROFILE=COUNT,..., e.g. 1g.10gb=9,3g.40gb=2")->required();
+  plan->add_option("--in-use", flags->in_use, "CSV gpu,profile,start,in_use of the instances that exist now");
+  plan->add_flag("--json", flags->json, "JSON output: {gpus:[{index,instances:[{profile,start,size}]}],unsatisfied,steps}");
+  plan->callback([flags, exit_code] { *exit_code = RunPlan(*flags); });
+}
+
+}  // namespace tessera::cli
