@@ -15,6 +15,10 @@ echo "== placement benchmark (median of 5 repetitions) =="
   --benchmark_report_aggregates_only=true --benchmark_out="$OUT/placement_bench.json" \
   --benchmark_out_format=json | grep -E "median|Benchmark|---"
 
+echo "== MIG planner (median of 5 repetitions) =="
+"$BUILD/bench/tessera_mig_planner_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+  | grep -E "median|Benchmark|---"
+
 echo "== full sweep: 17 lists x all policies x 10 seeds, 2 threads (3 runs) =="
 times=()
 for i in 1 2 3; do
