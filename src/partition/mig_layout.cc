@@ -170,7 +170,10 @@ std::string FormatLayout(const MigGeometry& g, const MigLayout& layout) {
   MigLayout sorted = layout;
   std::sort(sorted.begin(), sorted.end(), [](const MigInstance& a, const MigInstance& b) { return a.start < b.start; });
   std::string out;
-  for (const MigInstance& i : sorted) out += (out.empty() ? "" : ",") + Describe(g, i);
+  for (const MigInstance& i : sorted) {
+    if (!out.empty()) out.append(",");
+    out.append(Describe(g, i));
+  }
   return out;
 }
 
@@ -185,14 +188,16 @@ std::string SlotDiagram(const MigGeometry& g, const MigLayout& layout) {
   std::string out;
   for (int s = 0; s < g.memory_slices;) {
     const int k = owner[static_cast<size_t>(s)];
+    out.append("[").append(std::to_string(s));
     if (k < 0) {
-      out += "[" + std::to_string(s) + " -]";
+      out.append(" -]");
       ++s;
       continue;
     }
     const MigProfile& p = g.profiles[static_cast<size_t>(layout[static_cast<size_t>(k)].profile)];
     const int end = layout[static_cast<size_t>(k)].start + p.size - 1;
-    out += "[" + (end > s ? std::to_string(s) + "-" + std::to_string(end) : std::to_string(s)) + " " + p.name + "]";
+    if (end > s) out.append("-").append(std::to_string(end));
+    out.append(" ").append(p.name).append("]");
     s = end + 1;
   }
   return out;
