@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang + ASan/UBSan and fuzzes the trace readers for a
 # bounded time on a scratch copy of the seed corpus (the checked-in corpus is never modified).
 #
-#   tests/fuzz/run.sh            # 20 seconds
+#   tests/fuzz/run.sh            # 20 seconds per fuzzer
 #   tests/fuzz/run.sh 300        # 5 minutes
 #
 # Environment: BUILD_DIR (default <repo>/build-fuzz), JOBS (build parallelism, default 2),
@@ -25,26 +25,31 @@ cmake -S "$root" -B "$build" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_SANITIZE=address,undefined \
   -DTESSERA_BUILD_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF >/dev/null
-cmake --build "$build" -j "$jobs" --target csv_fuzzer
+cmake --build "$build" -j "$jobs" --target csv_fuzzer mig_layout_fuzzer
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/tessera-fuzz.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-cp -r "$root/tests/fuzz/corpus" "$work/corpus"
-mkdir -p "$work/artifacts"
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 
-rc=0
-"$build/tests/fuzz/csv_fuzzer" \
-  -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-  -artifact_prefix="$work/artifacts/" "$work/corpus" || rc=$?
+# fuzz NAME CORPUS_DIR: runs one fuzzer for $seconds on a scratch copy of its seed corpus.
+fuzz() {
+  local name="$1" corpus="$2" rc=0
+  cp -r "$root/tests/fuzz/$corpus" "$work/$corpus"
+  mkdir -p "$work/artifacts-$name"
+  "$build/tests/fuzz/$name" \
+    -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$work/artifacts-$name/" "$work/$corpus" || rc=$?
+  if [[ $rc -ne 0 ]] || [[ -n "$(ls -A "$work/artifacts-$name")" ]]; then
+    mkdir -p "$build/fuzz-artifacts"
+    cp "$work/artifacts-$name"/* "$build/fuzz-artifacts/" 2>/dev/null || true
+    echo "$name FAILED (exit $rc); reproducers in $build/fuzz-artifacts/:" >&2
+    ls -l "$build/fuzz-artifacts/" >&2 || true
+    exit $(( rc == 0 ? 1 : rc ))
+  fi
+  echo "$name: no crash in ${seconds}s ($(ls "$work/$corpus" | wc -l) corpus entries)"
+}
 
-if [[ $rc -ne 0 ]] || [[ -n "$(ls -A "$work/artifacts")" ]]; then
-  mkdir -p "$build/fuzz-artifacts"
-  cp "$work"/artifacts/* "$build/fuzz-artifacts/" 2>/dev/null || true
-  echo "csv_fuzzer FAILED (exit $rc); reproducers in $build/fuzz-artifacts/:" >&2
-  ls -l "$build/fuzz-artifacts/" >&2 || true
-  exit $(( rc == 0 ? 1 : rc ))
-fi
-echo "csv_fuzzer: no crash in ${seconds}s ($(ls "$work/corpus" | wc -l) corpus entries)"
+fuzz csv_fuzzer corpus
+fuzz mig_layout_fuzzer corpus_mig
