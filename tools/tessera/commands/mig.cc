@@ -13,6 +13,12 @@
 #include "tessera/core/gpu_model.h"
 #include "tessera/partition/mig_layout.h"
 #include "tessera/partition/mig_planner.h"
+#include "tessera/partition/mig_sim.h"
+#include "tessera/core/rng.h"
+#include "tessera/sim/trace.h"
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include "tessera/sim/csv.h"
 #include "tools/tessera/commands/commands.h"
 
@@ -23,6 +29,8 @@ using partition::MigGpuState;
 using partition::MigLayout;
 
 struct MigFlags {
+  std::string pods;
+  std::string seeds_text = "42-51";
   std::string model;
   std::string layout;
   int gpus = 1;
@@ -202,6 +210,97 @@ int RunPlan(const MigFlags& f) {
   return kExitOk;
 }
 
+// The trace's sharing tasks (one GPU, a fraction) mapped to the smallest covering profile, then
+// per seed: shuffled and resampled until the requested slices reach 1.3 x capacity.
+int RunMigSimulate(const MigFlags& f) {
+  auto g = Geometry(f.model);
+  if (!g.ok()) return Fail(g.status().message());
+  if (f.gpus < 1 || f.gpus > 100000) return Fail("--gpus must be 1..100000");
+  std::string pods_path = f.pods;
+  if (pods_path.empty()) {
+    const char* env = std::getenv("TESSERA_DATA_DIR");
+    std::string data = env && *env ? env : (std::filesystem::exists("data/alibaba-gpu-2023") ? "data" : std::string(TESSERA_SOURCE_DIR) + "/data");
+    pods_path = data + "/alibaba-gpu-2023/csv/openb_pod_list_default.csv";
+  }
+  auto pods = sim::ReadPodList(pods_path, GpuModelCatalog::Builtin());
+  if (!pods.ok()) return Fail(pods.status().message());
+  std::vector<int> base;
+  for (const auto& p : *pods) {
+    if (!p.request.IsSharing()) continue;
+    auto prof = partition::ProfileForFraction(**g, p.request.gpu_milli);
+    if (prof.ok()) base.push_back(*prof);
+  }
+  if (base.empty()) return Fail(pods_path + ": no GPU-sharing tasks (num_gpu 1, gpu_milli < 1000) to map to MIG profiles");
+  // Seeds: a range "A-B" or one number.
+  uint64_t lo = 42, hi = 51;
+  if (std::sscanf(f.seeds_text.c_str(), "%lu-%lu", &lo, &hi) == 1) hi = lo;
+  if (hi < lo || hi - lo > 1000) return Fail("--seeds must be like 42-51");
+  const int64_t capacity = int64_t{f.gpus} * (*g)->memory_slices;
+  // A stronger static baseline: layouts planned once (PlanMig) for the expected mix, scaled to
+  // the cluster's capacity, then never changed.
+  std::map<std::string, int> expected;
+  {
+    std::vector<int64_t> count((*g)->profiles.size(), 0);
+    int64_t slices = 0;
+    for (int p : base) {
+      ++count[static_cast<size_t>(p)];
+      slices += (*g)->profiles[static_cast<size_t>(p)].memory_slices;
+    }
+    for (size_t p = 0; p < count.size(); ++p) {
+      if (count[p] == 0) continue;
+      expected[(*g)->profiles[p].name] =
+          static_cast<int>((count[p] * capacity + slices - 1) / std::max<int64_t>(1, slices));
+    }
+  }
+  auto planned = partition::PlanMig(**g, std::vector<MigGpuState>(static_cast<size_t>(f.gpus)), expected);
+  if (!planned.ok()) return Fail(planned.status().message(), kExitFailure);
+  std::vector<double> dyn, stat, plan_static;
+  std::map<std::string, int> best_layouts;
+  for (uint64_t seed = lo; seed <= hi; ++seed) {
+    Rng rng(seed);
+    std::vector<int> reqs = base;
+    rng.Shuffle(reqs);
+    int64_t total = 0;
+    for (int p : reqs) total += (*g)->profiles[static_cast<size_t>(p)].memory_slices;
+    while (total < capacity * 13 / 10) {
+      const int p = base[rng.Uniform(base.size())];
+      reqs.push_back(p);
+      total += (*g)->profiles[static_cast<size_t>(p)].memory_slices;
+    }
+    const auto d = partition::SimulateDynamicMig(**g, f.gpus, reqs);
+    const auto s = partition::BestStaticMig(**g, f.gpus, reqs);
+    plan_static.push_back(partition::SimulateStaticLayouts(**g, planned->layouts, reqs).unserved_pct);
+    dyn.push_back(d.unserved_pct);
+    stat.push_back(s.unserved_pct);
+    ++best_layouts[s.strategy];
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  std::map<std::string, int> mix;
+  for (int p : base) ++mix[(*g)->profiles[static_cast<size_t>(p)].name];
+  if (f.json) {
+    nlohmann::json j = {{"model", f.model}, {"gpus", f.gpus}, {"pods", pods_path}, {"seeds", f.seeds_text},
+                        {"demand_mix", mix}, {"dynamic_unserved_pct", dyn}, {"static_unserved_pct", stat},
+                        {"median_dynamic_unserved_pct", median(dyn)}, {"median_best_static_unserved_pct", median(stat)},
+                        {"planned_static_unserved_pct", plan_static},
+                        {"median_planned_static_unserved_pct", median(plan_static)},
+                        {"best_static_layouts", best_layouts}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("MIG serving of the trace's fractional tasks on %d x %s (seeds %s)\n", f.gpus, f.model.c_str(),
+              f.seeds_text.c_str());
+  std::printf("demand mix:");
+  for (const auto& [p, n] : mix) std::printf(" %s=%d", p.c_str(), n);
+  std::printf("\nunserved capacity at arrived = 100 %% (median): dynamic %.2f %%, best uniform static layout %.2f %%, "
+              "static layouts planned for the mix %.2f %%\n",
+              median(dyn), median(stat), median(plan_static));
+  for (const auto& [l, n] : best_layouts) std::printf("  best static layout in %d seed(s): %s\n", n, l.c_str());
+  return kExitOk;
+}
+
 }  // namespace
 
 void RegisterMig(CLI::App& app, int* exit_code) {
@@ -230,6 +329,18 @@ void RegisterMig(CLI::App& app, int* exit_code) {
   plan->add_option("--in-use", flags->in_use, "CSV gpu,profile,start,in_use of the instances that exist now");
   plan->add_flag("--json", flags->json, "JSON output: {gpus:[{index,instances:[{profile,start,size}]}],unsatisfied,steps}");
   plan->callback([flags, exit_code] { *exit_code = RunPlan(*flags); });
+
+  CLI::App* simulate = mig->add_subcommand(
+      "simulate",
+      "Serve the trace's fractional GPU tasks, mapped to the nearest MIG profile, on N GPUs:\n"
+      "dynamic (fragmentation-aware instance placement) vs the best static layout; prints the\n"
+      "unserved capacity when the requests reach 100 % of capacity (median over seeds).");
+  simulate->add_option("--model", flags->model, "GPU model")->required();
+  simulate->add_option("--gpus", flags->gpus, "Number of GPUs (default 1)");
+  simulate->add_option("--pods", flags->pods, "Pod list CSV (default: the bundled Alibaba default list)");
+  simulate->add_option("--seeds", flags->seeds_text, "Seed range, e.g. 42-51");
+  simulate->add_flag("--json", flags->json, "JSON output");
+  simulate->callback([flags, exit_code] { *exit_code = RunMigSimulate(*flags); });
 }
 
 }  // namespace tessera::cli
