@@ -27,7 +27,7 @@ test: build
 unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
-FUZZ_SECONDS ?= 20
+FUZZ_SECONDS ?= 15
 fuzz: setup
 	./tests/fuzz/run.sh $(FUZZ_SECONDS)
 

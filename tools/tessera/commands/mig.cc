@@ -14,6 +14,10 @@
 #include "tessera/partition/mig_layout.h"
 #include "tessera/partition/mig_planner.h"
 #include "tessera/partition/mig_sim.h"
+#include "tessera/partition/catalog_file.h"
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include "tessera/core/rng.h"
 #include "tessera/sim/trace.h"
 #include <algorithm>
@@ -29,6 +33,7 @@ using partition::MigGpuState;
 using partition::MigLayout;
 
 struct MigFlags {
+  std::string models_file;
   std::string pods;
   std::string seeds_text = "42-51";
   std::string model;
@@ -45,8 +50,25 @@ int Fail(const std::string& what, int code = kExitBadInput) {
   return code;
 }
 
-StatusOr<const MigGeometry*> Geometry(const std::string& model) {
-  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+// The built-in catalog, or a copy with the models of --models FILE added (read once per run).
+StatusOr<const GpuModelCatalog*> Catalog(const std::string& models_file) {
+  static std::optional<GpuModelCatalog> with_file;
+  if (models_file.empty()) return &GpuModelCatalog::Builtin();
+  if (!with_file) {
+    std::ifstream in(models_file, std::ios::binary);
+    if (!in) return NotFoundError(models_file + ": cannot open file");
+    std::stringstream text;
+    text << in.rdbuf();
+    TESSERA_ASSIGN_OR_RETURN(std::vector<GpuModelInfo> models, partition::ParseGpuModelsJson(text.str(), models_file));
+    TESSERA_ASSIGN_OR_RETURN(GpuModelCatalog c, partition::CatalogWithModels(models));
+    with_file = std::move(c);
+  }
+  return &*with_file;
+}
+
+StatusOr<const MigGeometry*> Geometry(const std::string& model, const std::string& models_file = "") {
+  TESSERA_ASSIGN_OR_RETURN(const GpuModelCatalog* catalog, Catalog(models_file));
+  const GpuModelCatalog& cat = *catalog;
   if (model.empty()) return InvalidArgumentError("--model is required (e.g. --model H100-80GB)");
   TESSERA_ASSIGN_OR_RETURN(GpuModelId id, cat.Find(model));
   const GpuModelInfo& info = cat.info(id);
@@ -134,7 +156,7 @@ nlohmann::json InstancesJson(const MigGeometry& g, MigLayout layout) {
 }
 
 int RunLayouts(const MigFlags& f) {
-  auto g = Geometry(f.model);
+  auto g = Geometry(f.model, f.models_file);
   if (!g.ok()) return Fail(g.status().message());
   const auto layouts = partition::EnumerateMaximalLayouts(**g, f.with_me);
   if (f.json) {
@@ -150,7 +172,7 @@ int RunLayouts(const MigFlags& f) {
 }
 
 int RunValidate(const MigFlags& f) {
-  auto g = Geometry(f.model);
+  auto g = Geometry(f.model, f.models_file);
   if (!g.ok()) return Fail(g.status().message());
   auto layout = partition::ParseLayout(**g, f.layout);
   if (!layout.ok()) return Fail(layout.status().message());
@@ -160,7 +182,7 @@ int RunValidate(const MigFlags& f) {
 }
 
 int RunPlan(const MigFlags& f) {
-  auto g = Geometry(f.model);
+  auto g = Geometry(f.model, f.models_file);
   if (!g.ok()) return Fail(g.status().message());
   if (f.gpus < 1 || f.gpus > 100000) return Fail("--gpus must be 1..100000");
   auto demand = ParseDemand(**g, f.demand);
@@ -213,7 +235,7 @@ int RunPlan(const MigFlags& f) {
 // The trace's sharing tasks (one GPU, a fraction) mapped to the smallest covering profile, then
 // per seed: shuffled and resampled until the requested slices reach 1.3 x capacity.
 int RunMigSimulate(const MigFlags& f) {
-  auto g = Geometry(f.model);
+  auto g = Geometry(f.model, f.models_file);
   if (!g.ok()) return Fail(g.status().message());
   if (f.gpus < 1 || f.gpus > 100000) return Fail("--gpus must be 1..100000");
   std::string pods_path = f.pods;
@@ -309,12 +331,14 @@ void RegisterMig(CLI::App& app, int* exit_code) {
   mig->require_subcommand(1);
 
   CLI::App* layouts = mig->add_subcommand("layouts", "List every maximal valid MIG layout of a model");
+  layouts->add_option("--models", flags->models_file, "JSON file of extra GPU models (schema of data/gpu-models/mig-profiles.json)");
   layouts->add_option("--model", flags->model, "GPU model, e.g. H100-80GB, A100-40GB, A30-24GB")->required();
   layouts->add_flag("--json", flags->json, "JSON output");
   layouts->add_flag("--with-media-extensions", flags->with_me, "Include the +me profiles");
   layouts->callback([flags, exit_code] { *exit_code = RunLayouts(*flags); });
 
   CLI::App* validate = mig->add_subcommand("validate", "Check a layout against the model's MIG rules");
+  validate->add_option("--models", flags->models_file, "JSON file of extra GPU models (schema of data/gpu-models/mig-profiles.json)");
   validate->add_option("--model", flags->model, "GPU model")->required();
   validate->add_option("--layout", flags->layout, "Instances as PROFILE@START,..., e.g. 3g.40gb@0,3g.40gb@4")->required();
   validate->callback([flags, exit_code] { *exit_code = RunValidate(*flags); });
@@ -323,6 +347,7 @@ void RegisterMig(CLI::App& app, int* exit_code) {
       "plan",
       "Plan MIG layouts for N GPUs that satisfy the most demand (weighted by memory slices),\n"
       "never touching in-use instances, with the ordered destroy/create steps.");
+  plan->add_option("--models", flags->models_file, "JSON file of extra GPU models (schema of data/gpu-models/mig-profiles.json)");
   plan->add_option("--model", flags->model, "GPU model")->required();
   plan->add_option("--gpus", flags->gpus, "Number of GPUs (default 1)");
   plan->add_option("--demand", flags->demand, "PROFILE=COUNT,..., e.g. 1g.10gb=9,3g.40gb=2")->required();
@@ -335,6 +360,7 @@ void RegisterMig(CLI::App& app, int* exit_code) {
       "Serve the trace's fractional GPU tasks, mapped to the nearest MIG profile, on N GPUs:\n"
       "dynamic (fragmentation-aware instance placement) vs the best static layout; prints the\n"
       "unserved capacity when the requests reach 100 % of capacity (median over seeds).");
+  simulate->add_option("--models", flags->models_file, "JSON file of extra GPU models (schema of data/gpu-models/mig-profiles.json)");
   simulate->add_option("--model", flags->model, "GPU model")->required();
   simulate->add_option("--gpus", flags->gpus, "Number of GPUs (default 1)");
   simulate->add_option("--pods", flags->pods, "Pod list CSV (default: the bundled Alibaba default list)");
