@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Generates src/core/gpu_catalog_data.inc from data/gpu-models/mig-profiles.json.
+"""Generates src/core/gpu_catalog_data.inc from data/gpu-models/mig-profiles.json and
+data/gpu-models/vgpu-profiles.json.
 
 The JSON is the research collection of NVIDIA MIG facts (documentation, nvml.h, go-nvlib,
 mig-parted, observed nvidia-smi output; each value with a status). The generated file is
@@ -13,6 +14,7 @@ import re
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..", "data", "gpu-models", "mig-profiles.json")
+VGPU = os.path.join(HERE, "..", "data", "gpu-models", "vgpu-profiles.json")
 
 # tessera's model names (the ones users write) for the JSON's canonical keys.
 NAMES = {"A100-SXM4-40GB": "A100-40GB"}
@@ -42,8 +44,21 @@ def cstr(s):
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def vgpu_by_model():
+    """Time-sliced C-series vGPU types per catalog model (first board listed for the model)."""
+    v = json.load(open(VGPU))
+    out = {}
+    for board in v["gpus"]:
+        key = board.get("mig_model_in_mig_profiles_json")
+        if not key or key in out:
+            continue
+        out[key] = (board["board"], board.get("time_sliced_c_series", []))
+    return out
+
+
 def main():
     d = json.load(open(SRC))
+    vgpus = vgpu_by_model()
     consts = {}
     for k, v in d["nvml_constants"]["gpu_instance_profile_index"].items():
         consts[k.split()[0]] = v
@@ -84,6 +99,13 @@ def main():
                        f"{p['max_count']}, {idx}, {p.get('profile_id', -1)}, {{{starts}}}, {p['placements']['size']}, "
                        f"MiB{{{mib}}}, {'true' if p.get('media_extensions') else 'false'}}});")
         out.append(f"  m.mig = std::move(mig);")
+        if g["model"] in vgpus:
+            board, types = vgpus[g["model"]]
+            out.append(f"  // vGPU C-series (time-sliced) of {board}, NVIDIA AI Enterprise docs")
+            for t in types:
+                mixed = t.get("max_per_gpu_mixed_size", t.get("max_per_gpu_equal_size", 0))
+                out.append(f"  m.vgpu.push_back({{{cstr(t['name'])}, MiB{{{int(t['framebuffer_mb'])}}}, "
+                           f"{int(t['max_per_gpu_equal_size'])}, {int(mixed)}}});")
         out.append(f"  models.push_back(std::move(m));")
         out.append("}")
     print("\n".join(out))

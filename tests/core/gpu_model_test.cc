@@ -216,3 +216,25 @@ TEST(GpuModelCatalogMigTest, A30HasFourSlices) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(GpuModelCatalogVgpuTest, CSeriesTypesComeWithFramebufferAndMaxPerGpu) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  const GpuModelInfo& h100 = cat.info(*cat.Find("H100-80GB"));
+  const VgpuProfile* twenty = nullptr;
+  for (const VgpuProfile& v : h100.vgpu) {
+    if (v.name == "H100-20C") twenty = &v;
+  }
+  ASSERT_NE(twenty, nullptr);
+  EXPECT_EQ(twenty->framebuffer, MiB{20480});
+  EXPECT_EQ(twenty->max_per_gpu, 4);
+  for (const char* name : {"A30-24GB", "A100-40GB", "A100-80GB", "H100-NVL-94GB", "H200-141GB"}) {
+    EXPECT_FALSE(cat.info(*cat.Find(name)).vgpu.empty()) << name;
+  }
+  EXPECT_TRUE(cat.info(*cat.Find("T4")).vgpu.empty());
+}
+
+}  // namespace
+}  // namespace tessera

@@ -63,6 +63,17 @@ struct MigGeometry {
   }
 };
 
+// An NVIDIA vGPU C-series (compute) type, time-sliced; VMs only. The GPU's vGPU scheduler is one
+// of best effort (default), equal share, fixed share (NVML_VGPU_SCHEDULER_POLICY_*).
+struct VgpuProfile {
+  std::string name;            // "H100-20C"
+  MiB framebuffer{0};
+  int max_per_gpu = 0;         // equal-size mode
+  int max_per_gpu_mixed = 0;   // mixed-size mode
+};
+
+enum class VgpuScheduler { kBestEffort, kEqualShare, kFixedShare };
+
 struct GpuModelInfo {
   std::string name;      // as written in traces and flags, e.g. "V100M32", "H100-80GB"
   MiB memory{0};         // device memory; 0 where undisclosed (the trace's G1/G2/G3)
@@ -71,6 +82,7 @@ struct GpuModelInfo {
   double memory_bandwidth_gbps = 0;    // 0 where unknown
   double bf16_dense_tflops = 0;        // 0 where unknown
   std::optional<MigGeometry> mig;      // empty: no MIG (whole or fractional sharing only)
+  std::vector<VgpuProfile> vgpu;       // empty: no vGPU C-series types known
 };
 
 class GpuModelCatalog {
