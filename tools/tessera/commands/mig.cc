@@ -343,10 +343,10 @@ void RegisterMig(CLI::App& app, int* exit_code) {
   validate->add_option("--layout", flags->layout, "Instances as PROFILE@START,..., e.g. 3g.40gb@0,3g.40gb@4")->required();
   validate->callback([flags, exit_code] { *exit_code = RunValidate(*flags); });
 
-  CLI::App* plan = mig->add_subcommand(
-      "plan",
-      "Plan MIG layouts for N GPUs that satisfy the most demand (weighted by memory slices),\n"
-      "never touching in-use instances, with the ordered destroy/create steps.");
+  CLI::App* plan = mig->add_subcommand("plan", "Plan MIG layouts for N GPUs against a demand, with the steps");
+  plan->footer(
+      "\nChooses target layouts that satisfy the most demand (weighted by memory slices), never\n"
+      "touching in-use instances, and lists the destroy/create steps in order. Exact up to 8 GPUs.");
   plan->add_option("--models", flags->models_file, "JSON file of extra GPU models (schema of data/gpu-models/mig-profiles.json)");
   plan->add_option("--model", flags->model, "GPU model")->required();
   plan->add_option("--gpus", flags->gpus, "Number of GPUs (default 1)");
@@ -355,11 +355,12 @@ void RegisterMig(CLI::App& app, int* exit_code) {
   plan->add_flag("--json", flags->json, "JSON output: {gpus:[{index,instances:[{profile,start,size}]}],unsatisfied,steps}");
   plan->callback([flags, exit_code] { *exit_code = RunPlan(*flags); });
 
-  CLI::App* simulate = mig->add_subcommand(
-      "simulate",
-      "Serve the trace's fractional GPU tasks, mapped to the nearest MIG profile, on N GPUs:\n"
-      "dynamic (fragmentation-aware instance placement) vs the best static layout; prints the\n"
-      "unserved capacity when the requests reach 100 % of capacity (median over seeds).");
+  CLI::App* simulate = mig->add_subcommand("simulate", "Dynamic vs static MIG serving of the trace's fractional tasks");
+  simulate->footer(
+      "\nMaps the trace's fractional GPU tasks to the nearest MIG profile and serves them on N GPUs:\n"
+      "dynamic (fragmentation-aware instance placement) vs the best uniform static layout and\n"
+      "static layouts planned for the mix; prints the unserved capacity when the requests reach\n"
+      "100 % of capacity (median over seeds).");
   simulate->add_option("--models", flags->models_file, "JSON file of extra GPU models (schema of data/gpu-models/mig-profiles.json)");
   simulate->add_option("--model", flags->model, "GPU model")->required();
   simulate->add_option("--gpus", flags->gpus, "Number of GPUs (default 1)");
