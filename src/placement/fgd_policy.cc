@@ -15,11 +15,8 @@
 //   A, GPU1 -> {1000, 0}:   F 500 -> 0,    score floor(100*sigmoid(+0.5)) = 62
 //   B, GPU0 -> {500, 1000}: F 0 -> 500,    score 37
 // FGD fills A's half-used GPU exactly (A, GPU1).
-#include <cmath>
-
+#include "src/placement/fragmentation_score.h"
 #include "src/placement/policies.h"
-#include "tessera/placement/gpu_choice.h"
-#include "tessera/placement/scoring_policy.h"
 
 namespace tessera::placement {
 namespace {
@@ -32,34 +29,10 @@ class FgdPolicy final : public ScoringPolicy {
  protected:
   NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task) override {
     const ModelMask model = cluster.model_bit(n);
-    const int count = cluster.gpu_count(n);
-    std::array<int32_t, kMaxGpusPerNode> gpus = cluster.gpu_free_array(n);
-    const int64_t cpu_after = cluster.free_cpu(n).value() - task.cpu.value();
-    const double before = memo_.Get(model, cluster.free_cpu(n).value(), std::span(gpus.data(), count));
-    auto score_of = [&](double after) {
-      const double x = (before - after) / 1000.0;
-      return static_cast<int64_t>(std::floor(100.0 / (1.0 + std::exp(-x))));
-    };
-    if (task.IsCpuOnly()) {
-      return {score_of(memo_.Get(model, cpu_after, std::span(gpus.data(), count))), 0};
-    }
-    if (task.IsWholeGpu()) {
-      const GpuSet set = LowestFullyFreeGpus(cluster, n, task.num_gpu);
-      for (int g = 0; g < count; ++g) {
-        if (set & GpuBit(g)) gpus[g] = 0;
-      }
-      return {score_of(memo_.Get(model, cpu_after, std::span(gpus.data(), count))), set};
-    }
-    const int32_t d = static_cast<int32_t>(task.gpu_milli.value());
-    NodeChoice best{-1, 0};
-    for (int g = 0; g < count; ++g) {
-      if (gpus[g] < d) continue;
-      gpus[g] -= d;
-      const int64_t s = score_of(memo_.Get(model, cpu_after, std::span(gpus.data(), count)));
-      gpus[g] += d;
-      if (s > best.score) best = {s, GpuBit(g)};
-    }
-    return best;
+    const double before = memo_.OfNode(cluster, n);
+    return ScoreByFragmentation(cluster, n, task, [&](int64_t cpu_after, std::span<const int32_t> gpus_after) {
+      return memo_.Get(model, cpu_after, gpus_after) - before;
+    });
   }
 
  private:

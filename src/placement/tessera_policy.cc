@@ -34,9 +34,8 @@
 #include <bit>
 #include <cmath>
 
+#include "src/placement/fragmentation_score.h"
 #include "src/placement/policies.h"
-#include "tessera/placement/gpu_choice.h"
-#include "tessera/placement/scoring_policy.h"
 
 namespace tessera::placement {
 namespace {
@@ -68,43 +67,20 @@ class TesseraPolicy final : public ScoringPolicy {
     if (cluster.uid() != scarcity_snapshot_uid_) ComputeScarcity(cluster);
     const ModelMask model = cluster.model_bit(n);
     const int model_index = model != 0 ? std::countr_zero(model) : -1;
-    const int count = cluster.gpu_count(n);
-    std::array<int32_t, kMaxGpusPerNode> gpus = cluster.gpu_free_array(n);
     const int64_t cpu_before = cluster.free_cpu(n).value();
-    const int64_t cpu_after = cpu_before - task.cpu.value();
-
-    const double f_before = memo_.Get(model, cpu_before, std::span(gpus.data(), count));
-    const double s_before = Stranding(model_index, cpu_before, std::span(gpus.data(), count));
+    const std::span<const int32_t> gpus_before(cluster.gpu_free_array(n).data(),
+                                               static_cast<size_t>(cluster.gpu_count(n)));
+    const double f_before = memo_.Get(model, cpu_before, gpus_before);
+    const double s_before = Stranding(model_index, cpu_before, gpus_before);
     const double scarcity_cost =
         model_index >= 0 ? options_.scarcity_weight * scarcity_[model_index] *
                                static_cast<double>(task.TotalGpu().value())
                          : 0.0;
-    auto score_after = [&]() {
-      const std::span<const int32_t> after(gpus.data(), count);
-      const double cost = (memo_.Get(model, cpu_after, after) - f_before) +
-                          options_.stranding_weight * (Stranding(model_index, cpu_after, after) - s_before) +
-                          scarcity_cost;
-      return static_cast<int64_t>(std::floor(100.0 / (1.0 + std::exp(cost / 1000.0))));
-    };
-
-    if (task.IsCpuOnly()) return {score_after(), 0};
-    if (task.IsWholeGpu()) {
-      const GpuSet set = LowestFullyFreeGpus(cluster, n, task.num_gpu);
-      for (int g = 0; g < count; ++g) {
-        if (set & GpuBit(g)) gpus[g] = 0;
-      }
-      return {score_after(), set};
-    }
-    const int32_t d = static_cast<int32_t>(task.gpu_milli.value());
-    NodeChoice best{-1, 0};
-    for (int g = 0; g < count; ++g) {
-      if (gpus[g] < d) continue;
-      gpus[g] -= d;
-      const int64_t s = score_after();
-      gpus[g] += d;
-      if (s > best.score) best = {s, GpuBit(g)};
-    }
-    return best;
+    return ScoreByFragmentation(cluster, n, task, [&](int64_t cpu_after, std::span<const int32_t> gpus_after) {
+      return (memo_.Get(model, cpu_after, gpus_after) - f_before) +
+             options_.stranding_weight * (Stranding(model_index, cpu_after, gpus_after) - s_before) +
+             scarcity_cost;
+    });
   }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 
 #include "tessera/sim/csv.h"
@@ -31,6 +32,10 @@ double ArtifactEntry::MaxUnallocatedAt100() const {
 
 double ToleranceAt100(const ArtifactEntry& e) {
   return std::max(0.3, (e.MaxUnallocatedAt100() - e.MinUnallocatedAt100()) / 2.0);
+}
+
+bool WithinToleranceAt100(const ArtifactEntry& e, double our_median) {
+  return std::fabs(our_median - e.MedianUnallocatedAt(100)) <= ToleranceAt100(e);
 }
 
 const ArtifactEntry* ArtifactReference::Find(const std::string& workload, const std::string& policy) const {

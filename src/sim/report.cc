@@ -142,7 +142,7 @@ std::string RenderSummaryTable(const std::vector<RunSummary>& summaries, const A
         const double diff = s.unallocated_pct_at_100 - a;
         const double tol = ToleranceAt100(*e);
         o << Pad(Fixed(a), 15) << Pad((diff >= 0 ? "+" : "") + Fixed(diff), 8) << Pad(Fixed(tol), 6)
-          << (std::fabs(diff) <= tol ? "  yes" : "  NO");
+          << (WithinToleranceAt100(*e, s.unallocated_pct_at_100) ? "  yes" : "  NO");
       } else {
         o << Pad("-", 15) << Pad("-", 8) << Pad("-", 6) << "  -";
       }
@@ -210,8 +210,7 @@ std::string RenderJson(const std::vector<ReplayResult>& runs, const std::vector<
         e["artifact_median_unallocated_gpu_pct_at_100"] = a->MedianUnallocatedAt(100);
         e["artifact_median_unallocated_gpu_pct_at_130"] = a->MedianUnallocatedAt(130);
         e["tolerance_pct"] = ToleranceAt100(*a);
-        e["within_tolerance"] =
-            std::fabs(s.unallocated_pct_at_100 - a->MedianUnallocatedAt(100)) <= ToleranceAt100(*a);
+        e["within_tolerance"] = WithinToleranceAt100(*a, s.unallocated_pct_at_100);
       }
     }
     j["summary"].push_back(e);
@@ -258,7 +257,7 @@ std::string RenderHtmlReport(const std::vector<RunSummary>& summaries, const Rep
       if (const ArtifactEntry* e = ref->Find(s.pods_name, s.policy)) {
         const double a = e->MedianUnallocatedAt(100);
         const double diff = s.unallocated_pct_at_100 - a;
-        const bool ok = std::fabs(diff) <= ToleranceAt100(*e);
+        const bool ok = WithinToleranceAt100(*e, s.unallocated_pct_at_100);
         o << "<td>" << Fixed(a) << "</td><td>" << Fixed(diff) << "</td><td>" << Fixed(ToleranceAt100(*e))
           << "</td><td class='" << (ok ? "" : "no") << "'>" << (ok ? "yes" : "NO") << "</td>";
       } else {

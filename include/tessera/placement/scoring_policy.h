@@ -29,12 +29,14 @@ class ScoringPolicy : public PlacementPolicy {
   PlacementDecision Place(const ClusterSnapshot& cluster, const TaskRequest& task,
                           PlacementContext& ctx) final;
 
- protected:
+  // What ScoreNode returns for one feasible node.
   struct NodeChoice {
     int64_t score = 0;  // higher is better
     GpuSet gpus = 0;    // the GPUs the task takes on this node (num_gpu bits)
   };
 
+
+ protected:
   // Scores node n, which passed the filter for `task`. Pure function of node state and task
   // shape (see above).
   virtual NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n,

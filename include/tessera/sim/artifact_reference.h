@@ -48,5 +48,7 @@ std::string PolicyFromArtifactName(const std::string& artifact_name);
 // The reproduction tolerance of the foundation issue: 0.3 percentage points, or half the
 // artifact's own min-max spread across its seeds where that is wider.
 double ToleranceAt100(const ArtifactEntry& e);
+// |our_median - the artifact's median at 100 %| <= ToleranceAt100(e).
+bool WithinToleranceAt100(const ArtifactEntry& e, double our_median);
 
 }  // namespace tessera::sim

@@ -19,10 +19,10 @@
 #include <optional>
 #include <sstream>
 #include "tessera/core/rng.h"
+#include "tessera/sim/sweep.h"
 #include "tessera/sim/trace.h"
+#include "tools/tessera/commands/common.h"
 #include <algorithm>
-#include <cstdlib>
-#include <filesystem>
 #include "tessera/sim/csv.h"
 #include "tools/tessera/commands/commands.h"
 
@@ -239,11 +239,7 @@ int RunMigSimulate(const MigFlags& f) {
   if (!g.ok()) return Fail(g.status().message());
   if (f.gpus < 1 || f.gpus > 100000) return Fail("--gpus must be 1..100000");
   std::string pods_path = f.pods;
-  if (pods_path.empty()) {
-    const char* env = std::getenv("TESSERA_DATA_DIR");
-    std::string data = env && *env ? env : (std::filesystem::exists("data/alibaba-gpu-2023") ? "data" : std::string(TESSERA_SOURCE_DIR) + "/data");
-    pods_path = data + "/alibaba-gpu-2023/csv/openb_pod_list_default.csv";
-  }
+  if (pods_path.empty()) pods_path = DataDir() + "/alibaba-gpu-2023/csv/openb_pod_list_default.csv";
   auto pods = sim::ReadPodList(pods_path, GpuModelCatalog::Builtin());
   if (!pods.ok()) return Fail(pods.status().message());
   std::vector<int> base;
@@ -253,10 +249,8 @@ int RunMigSimulate(const MigFlags& f) {
     if (prof.ok()) base.push_back(*prof);
   }
   if (base.empty()) return Fail(pods_path + ": no GPU-sharing tasks (num_gpu 1, gpu_milli < 1000) to map to MIG profiles");
-  // Seeds: a range "A-B" or one number.
-  uint64_t lo = 42, hi = 51;
-  if (std::sscanf(f.seeds_text.c_str(), "%lu-%lu", &lo, &hi) == 1) hi = lo;
-  if (hi < lo || hi - lo > 1000) return Fail("--seeds must be like 42-51");
+  auto seeds = ParseSeeds(f.seeds_text);
+  if (!seeds.ok()) return Fail(seeds.status().message());
   const int64_t capacity = int64_t{f.gpus} * (*g)->memory_slices;
   // A stronger static baseline: layouts planned once (PlanMig) for the expected mix, scaled to
   // the cluster's capacity, then never changed.
@@ -278,7 +272,7 @@ int RunMigSimulate(const MigFlags& f) {
   if (!planned.ok()) return Fail(planned.status().message(), kExitFailure);
   std::vector<double> dyn, stat, plan_static;
   std::map<std::string, int> best_layouts;
-  for (uint64_t seed = lo; seed <= hi; ++seed) {
+  for (uint64_t seed : *seeds) {
     Rng rng(seed);
     std::vector<int> reqs = base;
     rng.Shuffle(reqs);
@@ -296,10 +290,7 @@ int RunMigSimulate(const MigFlags& f) {
     stat.push_back(s.unserved_pct);
     ++best_layouts[s.strategy];
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  };
+  const auto& median = sim::Median;
   std::map<std::string, int> mix;
   for (int p : base) ++mix[(*g)->profiles[static_cast<size_t>(p)].name];
   if (f.json) {

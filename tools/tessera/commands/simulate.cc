@@ -21,6 +21,7 @@
 #include "tessera/sim/sweep.h"
 #include "tessera/sim/trace.h"
 #include "tools/tessera/commands/commands.h"
+#include "tools/tessera/commands/common.h"
 
 namespace tessera::cli {
 namespace {
@@ -41,12 +42,6 @@ const char* const kArtifactLists[] = {
     "gpushare60", "gpushare80", "gpushare100", "gpuspec10", "gpuspec20",  "gpuspec25",
     "gpuspec33",  "multigpu20", "multigpu30", "multigpu40", "multigpu50"};
 
-// Where the bundled data lives: $TESSERA_DATA_DIR, else ./data, else the source tree's data/.
-std::string DataDir() {
-  if (const char* env = std::getenv("TESSERA_DATA_DIR"); env != nullptr && *env) return env;
-  if (fs::exists("data/alibaba-gpu-2023/csv")) return "data";
-  return std::string(TESSERA_SOURCE_DIR) + "/data";
-}
 
 struct SimulateFlags {
   std::string nodes;
@@ -66,42 +61,6 @@ struct SimulateFlags {
 };
 
 Status BadFlag(const std::string& m) { return InvalidArgumentError(m); }
-
-// A seed is a decimal integer in 0 .. 2^63-1 (no sign, no spaces).
-std::optional<uint64_t> ParseSeed(const std::string& s) {
-  if (s.empty() || s.size() > 19) return std::nullopt;
-  uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
-  return v;
-}
-
-StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
-  constexpr uint64_t kMaxSeeds = 10000;
-  std::vector<uint64_t> seeds;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (part.empty()) return BadFlag("--seeds: empty item in '" + text + "' (use e.g. 42-51 or 42,43)");
-    const size_t dash = part.find('-');
-    if (dash == std::string::npos) {
-      auto v = ParseSeed(part);
-      if (!v) return BadFlag("--seeds: '" + part + "' is not a seed (an integer 0 .. 2^63-1)");
-      seeds.push_back(*v);
-    } else {
-      auto lo = ParseSeed(part.substr(0, dash));
-      auto hi = ParseSeed(part.substr(dash + 1));
-      if (!lo || !hi || *hi < *lo) return BadFlag("--seeds: '" + part + "' is not a range like 42-51");
-      if (*hi - *lo >= kMaxSeeds) return BadFlag("--seeds: range '" + part + "' is too long (max 10000 seeds)");
-      for (uint64_t s = *lo; s <= *hi; ++s) seeds.push_back(s);  // hi <= 2^63-1: no wrap-around
-    }
-    if (seeds.size() > kMaxSeeds) return BadFlag("--seeds: more than 10000 seeds");
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return seeds;
-}
 
 StatusOr<std::vector<std::string>> ParsePolicies(const std::string& text) {
   if (text.empty()) return placement::PolicyNames();
@@ -279,7 +238,7 @@ int RunSimulate(const SimulateFlags& f, const std::string& command_line) {
       const sim::ArtifactEntry* e = ref->Find(s.pods_name, s.policy);
       if (e == nullptr) continue;
       ++compared;
-      if (std::fabs(s.unallocated_pct_at_100 - e->MedianUnallocatedAt(100)) > sim::ToleranceAt100(*e)) ++misses;
+      if (!sim::WithinToleranceAt100(*e, s.unallocated_pct_at_100)) ++misses;
     }
     std::printf("reproduction check: %d of %d (pod list, policy) medians within tolerance\n", compared - misses,
                 compared);

@@ -1,0 +1,51 @@
+// Private: the scoring shared by the fragmentation-gradient policies (fgd, tessera). For one
+// node it tries each way the task can be taken there — no GPU for a CPU-only task, the
+// lowest-index fully free GPUs for a whole-GPU task, every GPU with enough free milli for a
+// sharing task — asks `cost(cpu_after, gpus_after)` how much worse the node gets (milli-GPU),
+// and scores it like the FGD artifact: floor(100 * sigmoid(-cost / 1000)). The best GPU wins,
+// lowest index on ties.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <span>
+
+#include "tessera/placement/gpu_choice.h"
+#include "tessera/placement/scoring_policy.h"
+
+namespace tessera::placement {
+
+inline int64_t FragmentationScore(double cost_milli) {
+  return static_cast<int64_t>(std::floor(100.0 / (1.0 + std::exp(cost_milli / 1000.0))));
+}
+
+// CostFn: double(int64_t cpu_after, std::span<const int32_t> gpus_after).
+template <typename CostFn>
+ScoringPolicy::NodeChoice ScoreByFragmentation(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
+                                               CostFn&& cost) {
+  const int count = cluster.gpu_count(n);
+  std::array<int32_t, kMaxGpusPerNode> gpus = cluster.gpu_free_array(n);
+  const int64_t cpu_after = cluster.free_cpu(n).value() - task.cpu.value();
+  const std::span<const int32_t> after(gpus.data(), static_cast<size_t>(count));
+  if (task.IsCpuOnly()) return {FragmentationScore(cost(cpu_after, after)), 0};
+  if (task.IsWholeGpu()) {
+    const GpuSet set = LowestFullyFreeGpus(cluster, n, task.num_gpu);
+    for (int g = 0; g < count; ++g) {
+      if (set & GpuBit(g)) gpus[static_cast<size_t>(g)] = 0;
+    }
+    return {FragmentationScore(cost(cpu_after, after)), set};
+  }
+  const int32_t d = static_cast<int32_t>(task.gpu_milli.value());
+  ScoringPolicy::NodeChoice best{-1, 0};
+  for (int g = 0; g < count; ++g) {
+    int32_t& u = gpus[static_cast<size_t>(g)];
+    if (u < d) continue;
+    u -= d;
+    const int64_t s = FragmentationScore(cost(cpu_after, after));
+    u += d;
+    if (s > best.score) best = {s, GpuBit(g)};
+  }
+  return best;
+}
+
+}  // namespace tessera::placement

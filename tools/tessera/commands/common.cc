@@ -1,0 +1,57 @@
+#include "tools/tessera/commands/common.h"
+
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+
+namespace tessera::cli {
+namespace {
+
+// A seed is a decimal integer in 0 .. 2^63-1 (no sign, no spaces).
+std::optional<uint64_t> ParseSeed(const std::string& s) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || v > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::string DataDir() {
+  if (const char* env = std::getenv("TESSERA_DATA_DIR"); env != nullptr && *env) return env;
+  if (std::filesystem::exists("data/alibaba-gpu-2023/csv")) return "data";
+  return std::string(TESSERA_SOURCE_DIR) + "/data";
+}
+
+StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
+  constexpr uint64_t kMaxSeeds = 10000;
+  std::vector<uint64_t> seeds;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (part.empty()) return InvalidArgumentError("--seeds: empty item in '" + text + "' (use e.g. 42-51 or 42,43)");
+    const size_t dash = part.find('-');
+    if (dash == std::string::npos) {
+      auto v = ParseSeed(part);
+      if (!v) return InvalidArgumentError("--seeds: '" + part + "' is not a seed (an integer 0 .. 2^63-1)");
+      seeds.push_back(*v);
+    } else {
+      auto lo = ParseSeed(part.substr(0, dash));
+      auto hi = ParseSeed(part.substr(dash + 1));
+      if (!lo || !hi || *hi < *lo) return InvalidArgumentError("--seeds: '" + part + "' is not a range like 42-51");
+      if (*hi - *lo >= kMaxSeeds) return InvalidArgumentError("--seeds: range '" + part + "' is too long (max 10000 seeds)");
+      for (uint64_t s = *lo; s <= *hi; ++s) seeds.push_back(s);  // hi <= 2^63-1: no wrap-around
+    }
+    if (seeds.size() > kMaxSeeds) return InvalidArgumentError("--seeds: more than 10000 seeds");
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return seeds;
+}
+
+
+}  // namespace tessera::cli
