@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: setup build demo test unit fuzz tsan bench reproduce clean
+.PHONY: setup build demo test unit fuzz tsan shim-sanitize bench reproduce clean
 
 setup:
 	./scripts/setup
@@ -22,6 +22,7 @@ demo: build
 test: build
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory tsan
+	$(MAKE) --no-print-directory shim-sanitize
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 unit: build
@@ -36,6 +37,24 @@ tsan: setup
 	  -DTESSERA_BUILD_BENCH=OFF >/dev/null
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_sim_test
 	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_sim_test --gtest_filter='*Sweep*:*Parallel*'
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_daemon_test
+	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_daemon_test --gtest_filter='*Threads*'
+
+# libtessera-shim.so's tests under AddressSanitizer (+UBSan) and ThreadSanitizer, in their own build
+# folders. The probe processes get the sanitizer runtime preloaded before the shim; the kill -9
+# stress runs SHIM_SANITIZE_KILLS kills instead of 1000 to keep this to a couple of minutes.
+SHIM_SANITIZE_KILLS ?= 200
+shim-sanitize: setup
+	cmake -S . -B build-shim-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=address,undefined \
+	  -DTESSERA_BUILD_BENCH=OFF >/dev/null
+	cmake --build build-shim-asan -j $(JOBS) --target tessera_shim_test
+	TESSERA_SHIM_TEST_KILLS=$(SHIM_SANITIZE_KILLS) UBSAN_OPTIONS=halt_on_error=1 \
+	  ./build-shim-asan/tests/tessera_shim_test
+	cmake -S . -B build-shim-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=thread \
+	  -DTESSERA_BUILD_BENCH=OFF >/dev/null
+	cmake --build build-shim-tsan -j $(JOBS) --target tessera_shim_test
+	TESSERA_SHIM_TEST_KILLS=$(SHIM_SANITIZE_KILLS) TSAN_OPTIONS=halt_on_error=1 \
+	  ./build-shim-tsan/tests/tessera_shim_test
 
 bench: build
 	./bench/run.sh
@@ -46,4 +65,4 @@ reproduce: build
 	  --json out/reproduce.json --html out/reproduce.html
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-tsan build-fuzz out
+	rm -rf $(BUILD) $(BUILD)-tsan build-fuzz build-shim-asan build-shim-tsan out

@@ -2,7 +2,10 @@
 # Produces the README's performance figures. Usage: bench/run.sh [build-dir]
 #  1. tessera_placement_bench: one replay of the default list per policy (1 thread), and one
 #     placement decision; 5 repetitions, medians reported.
-#  2. The full sweep (17 lists x all policies x 10 seeds) on 2 threads, timed 3 times (median),
+#  2. tessera_sched_bench: one scheduling cycle at scale and the one-week multi-tenant scenario,
+#     pinned to one core.
+#  3. tessera_shim_bench: the shim's added cost per launch and per allocation (Direct vs ThroughShim).
+#  4. The full sweep (17 lists x all policies x 10 seeds) on 2 threads, timed 3 times (median),
 #     with peak memory from /usr/bin/time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +21,14 @@ echo "== placement benchmark (median of 5 repetitions) =="
 echo "== MIG planner (median of 5 repetitions) =="
 "$BUILD/bench/tessera_mig_planner_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
   | grep -E "median|Benchmark|---"
+
+echo "== multi-tenant scheduler: one cycle (10k pending, 500 tenants, 2000 GPUs) and the one-week scenario (median of 3) =="
+taskset -c 0 "$BUILD/bench/tessera_sched_bench" --benchmark_out="$OUT/sched_bench.json" \
+  --benchmark_out_format=json | grep -E "median|Benchmark|---"
+
+echo "== libtessera-shim.so added cost vs the fake driver (median of 5; the difference of each pair) =="
+"$BUILD/bench/tessera_shim_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+  --benchmark_out="$OUT/shim_bench.json" --benchmark_out_format=json | grep -E "median|Benchmark|---"
 
 echo "== full sweep: 17 lists x all policies x 10 seeds, 2 threads (3 runs) =="
 times=()

@@ -4,6 +4,27 @@
 
 namespace tessera {
 
+std::vector<int> MigComputeInstanceStarts(int gi_slices, int ci_slices) {
+  std::vector<int> starts;
+  if (ci_slices <= 0 || ci_slices > gi_slices) return starts;
+  if (ci_slices == 3) {  // like the 3g GPU instance: at 0, and at 4 when there are 7 slices
+    starts.push_back(0);
+    if (gi_slices >= 7) starts.push_back(4);
+    return starts;
+  }
+  for (int s = 0; s + ci_slices <= gi_slices; s += ci_slices) starts.push_back(s);
+  return starts;
+}
+
+std::string_view VgpuSchedulerName(VgpuScheduler s) {
+  switch (s) {
+    case VgpuScheduler::kBestEffort: return "best_effort";
+    case VgpuScheduler::kEqualShare: return "equal_share";
+    case VgpuScheduler::kFixedShare: return "fixed_share";
+  }
+  return "unknown";
+}
+
 const GpuModelCatalog& GpuModelCatalog::Builtin() {
   static const GpuModelCatalog* catalog = [] {
     std::vector<GpuModelInfo> models;

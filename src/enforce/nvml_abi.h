@@ -122,6 +122,17 @@ typedef struct nvmlProcessInfo_v2_st {
   unsigned int computeInstanceId;    // 0xFFFFFFFF when MIG is off
 } nvmlProcessInfo_t;
 
+// One process's utilisation over the driver's last sample period
+// (nvmlDeviceGetProcessUtilization).
+typedef struct nvmlProcessUtilizationSample_st {
+  unsigned int pid;
+  unsigned long long timeStamp;  // CPU timestamp of the sample, microseconds
+  unsigned int smUtil;           // percent
+  unsigned int memUtil;          // percent (frame buffer)
+  unsigned int encUtil;
+  unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
 typedef struct nvmlProcessInfo_v3_st {
   unsigned int pid;
   unsigned long long usedGpuMemory;
@@ -216,6 +227,10 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory);
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_t* infos);
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp);
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode,
                                   unsigned int* pendingMode);
 nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
@@ -229,6 +244,8 @@ nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device,
 nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t device, unsigned int profileId,
                                                       const nvmlGpuInstancePlacement_t* placement,
                                                       nvmlGpuInstance_t* gpuInstance);
+nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
+                                                       unsigned int* count);
 nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance);
 nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
                                        nvmlGpuInstance_t* gpuInstances, unsigned int* count);
@@ -242,6 +259,15 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gpuI
 nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
                                                   unsigned int profileId,
                                                   nvmlComputeInstance_t* computeInstance);
+nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+    nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+    nvmlComputeInstancePlacement_t* placements, unsigned int* count);
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance,
+                                                                unsigned int profileId,
+                                                                unsigned int* count);
+nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+    nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+    const nvmlComputeInstancePlacement_t* placement, nvmlComputeInstance_t* computeInstance);
 nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance,
                                                 unsigned int profileId,
                                                 nvmlComputeInstance_t* computeInstances,
@@ -263,6 +289,9 @@ static_assert(sizeof(nvmlUtilization_t) == 8);
 static_assert(sizeof(nvmlProcessInfo_t) == 24);
 static_assert(offsetof(nvmlProcessInfo_t, usedGpuMemory) == 8);
 static_assert(sizeof(nvmlProcessInfoWithCc_t) == 32);
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32);
+static_assert(offsetof(nvmlProcessUtilizationSample_t, smUtil) == 16);
+static_assert(sizeof(nvmlComputeInstancePlacement_t) == 8);
 static_assert(sizeof(nvmlGpuInstancePlacement_t) == 8);
 static_assert(sizeof(nvmlGpuInstanceProfileInfo_t) == 48);
 static_assert(offsetof(nvmlGpuInstanceProfileInfo_t, memorySizeMB) == 40);

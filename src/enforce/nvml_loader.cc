@@ -158,6 +158,10 @@ struct DlopenNvml::Library {
   // Resolved if present; calls that need a missing one fail with UNIMPLEMENTED.
   decltype(&nvmlDeviceGetUtilizationRates) get_utilization = nullptr;
   decltype(&nvmlDeviceGetComputeRunningProcesses_v3) get_processes = nullptr;
+  decltype(&nvmlDeviceGetProcessUtilization) get_process_utilization = nullptr;
+  decltype(&nvmlDeviceGetGpuInstanceRemainingCapacity) get_gi_capacity = nullptr;
+  decltype(&nvmlGpuInstanceGetComputeInstancePossiblePlacements) get_ci_placements = nullptr;
+  decltype(&nvmlGpuInstanceCreateComputeInstanceWithPlacement) create_ci_at = nullptr;
   decltype(&nvmlDeviceGetMigMode) get_mig_mode = nullptr;
   decltype(&nvmlDeviceGetGpuInstanceProfileInfo) get_gi_profile_v1 = nullptr;
   decltype(&nvmlDeviceGetGpuInstanceProfileInfoV) get_gi_profile_v2 = nullptr;
@@ -323,6 +327,10 @@ Status DlopenNvml::Init() {
   }
   l.Resolve(l.get_utilization, "nvmlDeviceGetUtilizationRates");
   l.Resolve(l.get_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
+  l.Resolve(l.get_process_utilization, "nvmlDeviceGetProcessUtilization");
+  l.Resolve(l.get_gi_capacity, "nvmlDeviceGetGpuInstanceRemainingCapacity");
+  l.Resolve(l.get_ci_placements, "nvmlGpuInstanceGetComputeInstancePossiblePlacements");
+  l.Resolve(l.create_ci_at, "nvmlGpuInstanceCreateComputeInstanceWithPlacement");
   l.Resolve(l.get_mig_mode, "nvmlDeviceGetMigMode");
   l.Resolve(l.get_gi_profile_v1, "nvmlDeviceGetGpuInstanceProfileInfo");
   l.Resolve(l.get_gi_profile_v2, "nvmlDeviceGetGpuInstanceProfileInfoV");
@@ -511,6 +519,22 @@ Status DlopenNvml::DestroyGpuInstance(uint32_t gpu, uint32_t gpu_instance_id) {
   return Status::Ok();
 }
 
+StatusOr<uint32_t> DlopenNvml::GpuInstanceRemainingCapacity(uint32_t gpu,
+                                                            uint32_t profile_id) const {
+  if (lib_ == nullptr) return NotInitialised();
+  if (lib_->get_gi_capacity == nullptr) {
+    return lib_->Missing("nvmlDeviceGetGpuInstanceRemainingCapacity");
+  }
+  TESSERA_ASSIGN_OR_RETURN(nvmlDevice_t device, lib_->Device(gpu));
+  unsigned int count = 0;
+  nvmlReturn_t r = lib_->get_gi_capacity(device, profile_id, &count);
+  if (r != NVML_SUCCESS) {
+    return lib_->Error(r, "nvmlDeviceGetGpuInstanceRemainingCapacity",
+                       GpuArg(gpu) + ", profile id " + std::to_string(profile_id));
+  }
+  return static_cast<uint32_t>(count);
+}
+
 StatusOr<std::vector<ComputeInstance>> DlopenNvml::ComputeInstances(
     uint32_t gpu, uint32_t gpu_instance_id) const {
   if (lib_ == nullptr) return NotInitialised();
@@ -576,6 +600,77 @@ StatusOr<ComputeInstance> DlopenNvml::CreateComputeInstance(uint32_t gpu, uint32
   return lib_->CiInfo(ci, gpu, gpu_instance_id);
 }
 
+StatusOr<ComputeInstance> DlopenNvml::CreateComputeInstanceAt(
+    uint32_t gpu, uint32_t gpu_instance_id, uint32_t ci_profile_index,
+    const ComputeInstancePlacement& placement) {
+  if (lib_ == nullptr) return NotInitialised();
+  if (lib_->get_ci_profile == nullptr) {
+    return lib_->Missing("nvmlGpuInstanceGetComputeInstanceProfileInfo");
+  }
+  if (lib_->create_ci_at == nullptr) {
+    return lib_->Missing("nvmlGpuInstanceCreateComputeInstanceWithPlacement");
+  }
+  if (lib_->get_ci_info == nullptr) return lib_->Missing("nvmlComputeInstanceGetInfo_v2");
+  TESSERA_ASSIGN_OR_RETURN(nvmlGpuInstance_t gi, lib_->GpuInstanceById(gpu, gpu_instance_id));
+  const std::string args = GiArg(gpu, gpu_instance_id) + ", profile index " +
+                           std::to_string(ci_profile_index) + ", placement " +
+                           std::to_string(placement.start) + ":" + std::to_string(placement.size);
+  nvmlComputeInstanceProfileInfo_t info;
+  std::memset(&info, 0, sizeof(info));
+  nvmlReturn_t r = lib_->get_ci_profile(gi, ci_profile_index,
+                                        NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info);
+  if (r != NVML_SUCCESS) {
+    return lib_->Error(r, "nvmlGpuInstanceGetComputeInstanceProfileInfo", args);
+  }
+  nvmlComputeInstancePlacement_t raw{.start = placement.start, .size = placement.size};
+  nvmlComputeInstance_t ci = nullptr;
+  r = lib_->create_ci_at(gi, info.id, &raw, &ci);
+  if (r != NVML_SUCCESS) {
+    return lib_->Error(r, "nvmlGpuInstanceCreateComputeInstanceWithPlacement", args);
+  }
+  return lib_->CiInfo(ci, gpu, gpu_instance_id);
+}
+
+StatusOr<std::vector<ComputeInstancePlacement>> DlopenNvml::ComputeInstancePossiblePlacements(
+    uint32_t gpu, uint32_t gpu_instance_id, uint32_t ci_profile_index) const {
+  if (lib_ == nullptr) return NotInitialised();
+  if (lib_->get_ci_profile == nullptr) {
+    return lib_->Missing("nvmlGpuInstanceGetComputeInstanceProfileInfo");
+  }
+  if (lib_->get_ci_placements == nullptr) {
+    return lib_->Missing("nvmlGpuInstanceGetComputeInstancePossiblePlacements");
+  }
+  TESSERA_ASSIGN_OR_RETURN(nvmlGpuInstance_t gi, lib_->GpuInstanceById(gpu, gpu_instance_id));
+  const std::string args =
+      GiArg(gpu, gpu_instance_id) + ", profile index " + std::to_string(ci_profile_index);
+  nvmlComputeInstanceProfileInfo_t info;
+  std::memset(&info, 0, sizeof(info));
+  nvmlReturn_t r = lib_->get_ci_profile(gi, ci_profile_index,
+                                        NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info);
+  if (r != NVML_SUCCESS) {
+    return lib_->Error(r, "nvmlGpuInstanceGetComputeInstanceProfileInfo", args);
+  }
+  unsigned int count = 0;
+  r = lib_->get_ci_placements(gi, info.id, nullptr, &count);
+  if (r != NVML_SUCCESS) {
+    return lib_->Error(r, "nvmlGpuInstanceGetComputeInstancePossiblePlacements", args);
+  }
+  std::vector<nvmlComputeInstancePlacement_t> raw(count);
+  if (count > 0) {
+    r = lib_->get_ci_placements(gi, info.id, raw.data(), &count);
+    if (r != NVML_SUCCESS) {
+      return lib_->Error(r, "nvmlGpuInstanceGetComputeInstancePossiblePlacements", args);
+    }
+    raw.resize(std::min<size_t>(count, raw.size()));
+  }
+  std::vector<ComputeInstancePlacement> out;
+  out.reserve(raw.size());
+  for (const nvmlComputeInstancePlacement_t& p : raw) {
+    out.push_back({.start = p.start, .size = p.size});
+  }
+  return out;
+}
+
 Status DlopenNvml::DestroyComputeInstance(uint32_t gpu, uint32_t gpu_instance_id,
                                           uint32_t compute_instance_id) {
   if (lib_ == nullptr) return NotInitialised();
@@ -624,6 +719,42 @@ StatusOr<Utilization> DlopenNvml::UtilizationRates(uint32_t gpu) const {
   nvmlReturn_t r = lib_->get_utilization(device, &u);
   if (r != NVML_SUCCESS) return lib_->Error(r, "nvmlDeviceGetUtilizationRates", GpuArg(gpu));
   return Utilization{.gpu_percent = u.gpu, .memory_percent = u.memory};
+}
+
+StatusOr<std::vector<ProcessUtilization>> DlopenNvml::ProcessUtilizations(
+    uint32_t gpu, uint64_t last_seen_us) const {
+  if (lib_ == nullptr) return NotInitialised();
+  if (lib_->get_process_utilization == nullptr) {
+    return lib_->Missing("nvmlDeviceGetProcessUtilization");
+  }
+  TESSERA_ASSIGN_OR_RETURN(nvmlDevice_t device, lib_->Device(gpu));
+  // Size query first (a null buffer); drivers answer it with SUCCESS or INSUFFICIENT_SIZE and
+  // the count, and with NOT_FOUND when no sample is newer than last_seen_us.
+  unsigned int count = 0;
+  nvmlReturn_t r = lib_->get_process_utilization(device, nullptr, &count, last_seen_us);
+  for (int attempt = 0; attempt < kProcessListAttempts; ++attempt) {
+    if (r == NVML_ERROR_NOT_FOUND) return std::vector<ProcessUtilization>{};
+    if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE) break;
+    if (count == 0) return std::vector<ProcessUtilization>{};
+    std::vector<nvmlProcessUtilizationSample_t> buffer(count + 8);
+    unsigned int n = static_cast<unsigned int>(buffer.size());
+    r = lib_->get_process_utilization(device, buffer.data(), &n, last_seen_us);
+    if (r == NVML_SUCCESS) {
+      std::vector<ProcessUtilization> out;
+      for (unsigned int i = 0; i < n && i < buffer.size(); ++i) {
+        const nvmlProcessUtilizationSample_t& u = buffer[i];
+        out.push_back({.pid = u.pid,
+                       .timestamp_us = u.timeStamp,
+                       .sm_percent = u.smUtil,
+                       .memory_percent = u.memUtil,
+                       .encoder_percent = u.encUtil,
+                       .decoder_percent = u.decUtil});
+      }
+      return out;
+    }
+    count = n;
+  }
+  return lib_->Error(r, "nvmlDeviceGetProcessUtilization", GpuArg(gpu));
 }
 
 }  // namespace tessera::enforce

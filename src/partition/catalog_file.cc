@@ -1,6 +1,8 @@
 #include "tessera/partition/catalog_file.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -59,6 +61,128 @@ class Reader {
   std::string path_;
 };
 
+// NVML_COMPUTE_INSTANCE_PROFILE_* index of an <n>c compute instance (nvml.h, API v13).
+int CiProfileIndex(int slices) {
+  switch (slices) {
+    case 1: return 0;
+    case 2: return 1;
+    case 3: return 2;
+    case 4: return 3;
+    case 7: return 4;
+    case 8: return 5;
+    case 6: return 6;
+    default: return -1;
+  }
+}
+
+struct CiRow {
+  int slices = 0;
+  int max = 0;
+  bool fills = false;
+};
+
+// compute_instance_profiles_within_gi.by_gi_compute_slices: {"3": [{"ci": "1c", "max": 3},
+// ..., {"ci": "3c", "max": 1, "default": true}], ...}.
+StatusOr<std::map<int, std::vector<CiRow>>> ParseCiTable(const Reader& rd, const json& doc) {
+  std::map<int, std::vector<CiRow>> out;
+  const std::string at = "compute_instance_profiles_within_gi";
+  const json& top = doc[at];
+  if (!top.is_object() || !top.contains("by_gi_compute_slices") ||
+      !top["by_gi_compute_slices"].is_object()) {
+    return rd.Error(at + ".by_gi_compute_slices", "missing or not an object");
+  }
+  for (const auto& [key, rows] : top["by_gi_compute_slices"].items()) {
+    const std::string kat = at + ".by_gi_compute_slices." + key;
+    int gi_slices = 0;
+    if (key.empty() || key.size() > 1 || key[0] < '1' || key[0] > '8') {
+      return rd.Error(kat, "expected a GPU instance's compute slices 1..8 as the key");
+    }
+    gi_slices = key[0] - '0';
+    if (!rows.is_array() || rows.empty()) return rd.Error(kat, "expected a non-empty array");
+    std::vector<CiRow> list;
+    int fills = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const json& r = rows[i];
+      const std::string rat = kat + "[" + std::to_string(i) + "]";
+      if (!r.is_object()) return rd.Error(rat, "expected an object");
+      if (!r.contains("ci") || !r["ci"].is_string()) return rd.Error(rat + ".ci", "missing or not a string like \"2c\"");
+      const std::string ci = r["ci"].get<std::string>();
+      if (ci.size() != 2 || ci[1] != 'c' || ci[0] < '1' || ci[0] > '8') {
+        return rd.Error(rat + ".ci", "'" + ci + "' is not <n>c with n = 1..8");
+      }
+      CiRow row;
+      row.slices = ci[0] - '0';
+      if (row.slices > gi_slices) {
+        return rd.Error(rat + ".ci", ci + " is larger than the " + key + "-slice GPU instance");
+      }
+      if (CiProfileIndex(row.slices) < 0) {
+        return rd.Error(rat + ".ci", "NVML has no " + ci + " compute instance profile");
+      }
+      TESSERA_ASSIGN_OR_RETURN(int64_t mx, rd.Int(r, rat, "max", 1, 8));
+      const int placements = static_cast<int>(MigComputeInstanceStarts(gi_slices, row.slices).size());
+      if (mx > placements) {
+        return rd.Error(rat + ".max", std::to_string(mx) + " exceeds the " + std::to_string(placements) +
+                                          " placement(s) of a " + ci + " in a " + key +
+                                          "-slice GPU instance");
+      }
+      row.max = static_cast<int>(mx);
+      if (r.contains("default")) {
+        if (!r["default"].is_boolean()) return rd.Error(rat + ".default", "expected true or false");
+        row.fills = r["default"].get<bool>();
+        if (row.fills && row.slices != gi_slices) {
+          return rd.Error(rat + ".default", "only the " + key + "c compute instance fills the GPU instance");
+        }
+      } else {
+        row.fills = row.slices == gi_slices;
+      }
+      fills += row.fills ? 1 : 0;
+      for (const CiRow& other : list) {
+        if (other.slices == row.slices) return rd.Error(rat + ".ci", "duplicate " + ci);
+      }
+      list.push_back(row);
+    }
+    if (fills != 1) return rd.Error(kat, "needs exactly one compute instance of " + key + "c filling the GPU instance");
+    std::sort(list.begin(), list.end(), [](const CiRow& a, const CiRow& b) { return a.slices < b.slices; });
+    out[gi_slices] = std::move(list);
+  }
+  return out;
+}
+
+// The built-in catalog's compute-instance table (the same for every built-in MIG model), by GI
+// compute slices.
+std::map<int, std::vector<CiRow>> BuiltinCiTable() {
+  std::map<int, std::vector<CiRow>> out;
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  for (size_t i = 0; i < cat.size(); ++i) {
+    const GpuModelInfo& m = cat.info(GpuModelId(static_cast<uint32_t>(i)));
+    if (!m.mig) continue;
+    for (const MigProfile& p : m.mig->profiles) {
+      if (out.count(p.compute_slices)) continue;
+      std::vector<CiRow> rows;
+      for (const MigComputeProfile& c : p.compute_profiles) {
+        rows.push_back({c.compute_slices, c.max_count, c.fills_gpu_instance});
+      }
+      out[p.compute_slices] = std::move(rows);
+    }
+  }
+  return out;
+}
+
+std::vector<MigComputeProfile> ComputeProfilesFor(const MigProfile& gi, const std::vector<CiRow>& rows) {
+  std::vector<MigComputeProfile> out;
+  for (const CiRow& r : rows) {
+    MigComputeProfile c;
+    c.name = std::to_string(r.slices) + "c." + gi.name;
+    c.compute_slices = r.slices;
+    c.nvml_profile_index = CiProfileIndex(r.slices);
+    c.max_count = r.max;
+    c.starts = MigComputeInstanceStarts(gi.compute_slices, r.slices);
+    c.fills_gpu_instance = r.fills;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<std::vector<GpuModelInfo>> ParseGpuModelsJson(std::string_view text, std::string_view path) {
@@ -67,6 +191,15 @@ StatusOr<std::vector<GpuModelInfo>> ParseGpuModelsJson(std::string_view text, st
   if (doc.is_discarded()) return rd.Error("(document)", "not valid JSON");
   if (!doc.is_object() || !doc.contains("gpus") || !doc["gpus"].is_array()) {
     return rd.Error("(document)", "expected an object with a \"gpus\" array");
+  }
+  std::map<int, std::vector<CiRow>> ci_table;
+  std::string ci_status;
+  if (doc.contains("compute_instance_profiles_within_gi")) {
+    TESSERA_ASSIGN_OR_RETURN(ci_table, ParseCiTable(rd, doc));
+    ci_status = "from " + std::string(path);
+  } else {
+    ci_table = BuiltinCiTable();
+    ci_status = "the built-in catalog's table (the file has no compute_instance_profiles_within_gi)";
   }
   std::vector<GpuModelInfo> out;
   std::set<std::string> names;
@@ -99,6 +232,7 @@ StatusOr<std::vector<GpuModelInfo>> ParseGpuModelsJson(std::string_view text, st
       geo.memory_slices = static_cast<int>(ms);
       geo.max_gpu_instances = static_cast<int>(mx);
       geo.placement_status = "from " + std::string(path);
+      geo.compute_profile_status = ci_status;
       const json& profiles = g["gpu_instance_profiles"];
       if (!profiles.is_array() || profiles.empty()) {
         return rd.Error(at + ".gpu_instance_profiles", "expected a non-empty array");
@@ -172,6 +306,9 @@ StatusOr<std::vector<GpuModelInfo>> ParseGpuModelsJson(std::string_view text, st
           for (const json& o : p["observed_lgip"]) {
             if (o.is_object() && o.contains("memory_mib") && o["memory_mib"].is_number()) {
               mib = o["memory_mib"].get<double>();
+              if (o.contains("sm") && o["sm"].is_number_integer()) {
+                prof.multiprocessors = static_cast<int>(std::clamp<int64_t>(o["sm"].get<int64_t>(), 0, 100000));
+              }
               break;
             }
           }
@@ -181,6 +318,17 @@ StatusOr<std::vector<GpuModelInfo>> ParseGpuModelsJson(std::string_view text, st
         prof.memory = MiB{static_cast<int64_t>(mib)};
         prof.media_extensions = p.contains("media_extensions") && p["media_extensions"].is_boolean() &&
                                 p["media_extensions"].get<bool>();
+        auto rows = ci_table.find(prof.compute_slices);
+        if (rows != ci_table.end()) {
+          prof.compute_profiles = ComputeProfilesFor(prof, rows->second);
+        } else if (CiProfileIndex(prof.compute_slices) >= 0) {
+          // No row for this size: only the compute instance that fills the GPU instance.
+          prof.compute_profiles = ComputeProfilesFor(prof, {{prof.compute_slices, 1, true}});
+        } else {
+          return rd.Error(pat + ".compute_slices", "no compute-instance profiles for a " +
+                                                       std::to_string(prof.compute_slices) +
+                                                       "-slice GPU instance (NVML has none of that size)");
+        }
         geo.profiles.push_back(std::move(prof));
       }
       m.mig = std::move(geo);

@@ -15,6 +15,7 @@
 //   A, GPU1 -> {1000, 0}:   F 500 -> 0,    score floor(100*sigmoid(+0.5)) = 62
 //   B, GPU0 -> {500, 1000}: F 0 -> 500,    score 37
 // FGD fills A's half-used GPU exactly (A, GPU1).
+// MIG requests are placed by MIG-geometry fragmentation instead (mig.h, same target workload).
 #include "src/placement/fragmentation_score.h"
 #include "src/placement/policies.h"
 
@@ -23,11 +24,12 @@ namespace {
 
 class FgdPolicy final : public ScoringPolicy {
  public:
-  explicit FgdPolicy(const TargetWorkload* workload) : memo_(workload) {}
+  explicit FgdPolicy(const TargetWorkload* workload) : memo_(workload), mig_(workload) {}
   std::string_view name() const override { return "fgd"; }
 
  protected:
   NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task) override {
+    if (task.IsMig()) [[unlikely]] return ScoreMigByFragmentation(mig_, cluster, n, task);
     const ModelMask model = cluster.model_bit(n);
     const double before = memo_.OfNode(cluster, n);
     return ScoreByFragmentation(cluster, n, task, [&](int64_t cpu_after, std::span<const int32_t> gpus_after) {
@@ -37,6 +39,7 @@ class FgdPolicy final : public ScoringPolicy {
 
  private:
   FragmentationMemo memo_;
+  MigFragmentation mig_;
 };
 
 }  // namespace

@@ -75,7 +75,7 @@ class NextFitPolicy final : public PlacementPolicy {
       const NodeIndex n{order_[(start + step) % nodes]};
       if (!cluster.Fits(n, task)) continue;
       d.feasible_nodes = 1;  // NextFit stops at the first feasible node; it does not count them
-      d.placement = Placement{n, ChooseGpus(cluster, n, task, SharingGpuRule::kFirst, nullptr)};
+      d.placement = ChoosePlacement(cluster, n, task, SharingGpuRule::kFirst, nullptr);
       ctx.next_fit_cursor = n;
       break;
     }

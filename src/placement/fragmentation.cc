@@ -7,10 +7,12 @@
 namespace tessera::placement {
 
 TargetWorkload TargetWorkload::FromTasks(std::span<const TaskRequest> tasks, double coverage) {
-  using Shape = std::tuple<int64_t, int64_t, int32_t, uint64_t>;  // cpu, gpu_milli, num_gpu, models
+  // cpu, gpu_milli, num_gpu, models, MIG profile (-1 for every non-MIG task, so lists without
+  // MIG requests sort exactly as the artifact's 4-tuples).
+  using Shape = std::tuple<int64_t, int64_t, int32_t, uint64_t, int32_t>;
   std::map<Shape, int64_t> counts;
   for (const TaskRequest& t : tasks) {
-    ++counts[{t.cpu.value(), t.gpu_milli.value(), t.num_gpu, t.allowed_models}];
+    ++counts[{t.cpu.value(), t.gpu_milli.value(), t.num_gpu, t.allowed_models, t.mig_profile}];
   }
   std::vector<std::pair<Shape, int64_t>> sorted(counts.begin(), counts.end());
   // Most common first; equal counts: larger tuple first (the artifact sorts descending).
@@ -28,6 +30,7 @@ TargetWorkload TargetWorkload::FromTasks(std::span<const TaskRequest> tasks, dou
     t.gpu_milli = GpuMilli{std::get<1>(shape)};
     t.num_gpu = std::get<2>(shape);
     t.allowed_models = std::get<3>(shape);
+    t.mig_profile = std::get<4>(shape);
     t.count = count;
     types.push_back(t);
     kept += count;
@@ -56,8 +59,8 @@ double NodeFragmentation(const TargetWorkload& workload, ModelMask model_bit, in
   double f = 0.0;
   for (const TaskType& m : workload.types()) {
     int64_t frag = total_free;
-    if (m.num_gpu > 0 && (m.allowed_models == 0 || (m.allowed_models & model_bit) != 0) &&
-        cpu_free >= m.cpu.value()) {
+    if (m.num_gpu > 0 && m.mig_profile < 0 &&
+        (m.allowed_models == 0 || (m.allowed_models & model_bit) != 0) && cpu_free >= m.cpu.value()) {
       const int64_t d = m.gpu_milli.value();
       int fitting = 0;
       int64_t small = 0;

@@ -4,13 +4,20 @@
 // sharing task — asks `cost(cpu_after, gpus_after)` how much worse the node gets (milli-GPU),
 // and scores it like the FGD artifact: floor(100 * sigmoid(-cost / 1000)). The best GPU wins,
 // lowest index on ties.
+//
+// MIG requests are scored in MIG geometry instead (ScoreMigByFragmentation, mig.h): the growth of
+// the node's MIG fragmentation at 1/16-milli resolution, ties to the fuller GPU. The artifact's
+// 100-step sigmoid is kept only where results must stay comparable with its numbers; on MIG
+// GPUs one memory slice is 125 milli, which the sigmoid's integer steps would blur.
 #pragma once
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <span>
 
 #include "tessera/placement/gpu_choice.h"
+#include "tessera/placement/mig.h"
 #include "tessera/placement/scoring_policy.h"
 
 namespace tessera::placement {
@@ -46,6 +53,13 @@ ScoringPolicy::NodeChoice ScoreByFragmentation(const ClusterSnapshot& cluster, N
     if (s > best.score) best = {s, GpuBit(g)};
   }
   return best;
+}
+
+inline ScoringPolicy::NodeChoice ScoreMigByFragmentation(const MigFragmentation& mig, const ClusterSnapshot& cluster,
+                                                         NodeIndex n, const TaskRequest& task) {
+  const MigFragmentation::Choice c = mig.Best(cluster, n, task);
+  if (c.gpu < 0) return {std::numeric_limits<int64_t>::min(), 0, -1};  // the filter rules this out
+  return {c.score, GpuBit(c.gpu), c.start};
 }
 
 }  // namespace tessera::placement

@@ -1,5 +1,7 @@
 #include "tessera/placement/gpu_choice.h"
 
+#include <bit>
+
 namespace tessera::placement {
 
 GpuSet LowestFullyFreeGpus(const ClusterSnapshot& cluster, NodeIndex n, int k) {
@@ -19,11 +21,13 @@ GpuSet ChooseGpus(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest
   if (task.IsCpuOnly()) return 0;
   if (task.IsWholeGpu()) return LowestFullyFreeGpus(cluster, n, task.num_gpu);
   const int32_t d = static_cast<int32_t>(task.gpu_milli.value());
+  const bool mig = task.IsMig();
   int chosen = -1;
   int fitting = 0;
   for (int g = 0; g < cluster.gpu_count(n); ++g) {
     const int32_t u = cluster.gpu_free(n, g);
-    if (u < d) continue;
+    // A MIG instance needs a valid start, not just free milli.
+    if (mig ? cluster.mig_valid_starts(n, g, task.mig_profile) == 0 : u < d) continue;
     ++fitting;
     switch (rule) {
       case SharingGpuRule::kBest:
@@ -42,6 +46,16 @@ GpuSet ChooseGpus(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest
     }
   }
   return chosen < 0 ? 0 : GpuBit(chosen);
+}
+
+Placement ChoosePlacement(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
+                          SharingGpuRule rule, Rng* rng) {
+  Placement p{n, ChooseGpus(cluster, n, task, rule, rng)};
+  if (task.IsMig() && p.gpus != 0) {
+    const uint32_t starts = cluster.mig_valid_starts(n, std::countr_zero(p.gpus), task.mig_profile);
+    p.mig_start = starts == 0 ? -1 : std::countr_zero(starts);
+  }
+  return p;
 }
 
 }  // namespace tessera::placement

@@ -24,7 +24,7 @@ class RandomPolicy final : public PlacementPolicy {
       if (!cluster.Fits(NodeIndex{i}, task)) continue;
       if (pick-- == 0) {
         const NodeIndex n{i};
-        d.placement = Placement{n, ChooseGpus(cluster, n, task, SharingGpuRule::kRandom, rng)};
+        d.placement = ChoosePlacement(cluster, n, task, SharingGpuRule::kRandom, rng);
         break;
       }
     }

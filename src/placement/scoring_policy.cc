@@ -1,5 +1,9 @@
 #include "tessera/placement/scoring_policy.h"
 
+#include <bit>
+
+#include "tessera/placement/mig.h"
+
 namespace tessera::placement {
 
 size_t ScoringPolicy::ShapeKeyHash::operator()(const ShapeKey& k) const {
@@ -7,6 +11,7 @@ size_t ScoringPolicy::ShapeKeyHash::operator()(const ShapeKey& k) const {
   h ^= static_cast<uint64_t>(k.gpu_milli) + 0x7f4a7c159e3779b9ULL + (h << 6) + (h >> 2);
   h ^= k.models + 0x94d049bb133111ebULL + (h << 6) + (h >> 2);
   h ^= static_cast<uint64_t>(k.num_gpu) + (h << 6) + (h >> 2);
+  h ^= static_cast<uint64_t>(static_cast<int64_t>(k.mig_profile)) * 0xff51afd7ed558ccdULL;
   return static_cast<size_t>(h);
 }
 
@@ -22,7 +27,8 @@ PlacementDecision ScoringPolicy::Place(const ClusterSnapshot& cluster, const Tas
   }
   // Find (or create) the cache block of this task shape.
   CacheEntry* block = nullptr;
-  const ShapeKey key{task.cpu.value(), task.gpu_milli.value(), task.allowed_models, task.num_gpu};
+  const ShapeKey key{task.cpu.value(), task.gpu_milli.value(), task.allowed_models, task.num_gpu,
+                     task.mig_profile};
   auto it = shape_ids_.find(key);
   if (it != shape_ids_.end()) {
     block = &cache_[static_cast<size_t>(it->second) * nodes];
@@ -33,6 +39,14 @@ PlacementDecision ScoringPolicy::Place(const ClusterSnapshot& cluster, const Tas
     block = &cache_[static_cast<size_t>(id) * nodes];
   }
 
+  // Two instantiations, so the loop of non-MIG tasks carries no MIG test per node.
+  return task.mig_profile >= 0 ? Scan<true>(cluster, task, ctx, block) : Scan<false>(cluster, task, ctx, block);
+}
+
+template <bool kMig>
+PlacementDecision ScoringPolicy::Scan(const ClusterSnapshot& cluster, const TaskRequest& task, PlacementContext& ctx,
+                                      CacheEntry* block) {
+  const size_t nodes = cluster.node_count();
   PlacementDecision decision;
   bool have_best = false;
   int64_t best_score = 0;
@@ -51,9 +65,14 @@ PlacementDecision ScoringPolicy::Place(const ClusterSnapshot& cluster, const Tas
         e.version_plus_one = v;
         e.score = choice.score;
         e.gpus = choice.gpus;
+        if constexpr (kMig) e.gpus |= static_cast<uint32_t>(choice.mig_start + 1) << 24;
       } else {
         choice.score = e.score;
         choice.gpus = e.gpus;
+        if constexpr (kMig) {
+          choice.gpus = e.gpus & 0xFFFFFFu;
+          choice.mig_start = static_cast<int32_t>(e.gpus >> 24) - 1;
+        }
       }
     } else {
       choice = ScoreNode(cluster, n, task);
@@ -63,7 +82,16 @@ PlacementDecision ScoringPolicy::Place(const ClusterSnapshot& cluster, const Tas
       have_best = true;
       best_score = choice.score;
       best_rank = rank;
-      best = Placement{n, choice.gpus};
+      if constexpr (kMig) {
+        best = Placement{n, choice.gpus, choice.mig_start};
+      } else {
+        best = Placement{n, choice.gpus};
+      }
+    }
+  }
+  if constexpr (kMig) {
+    if (have_best && best.mig_start < 0 && best.gpus != 0) {
+      best.mig_start = LowestMigStart(cluster, best.node, std::countr_zero(best.gpus), task.mig_profile);
     }
   }
   if (have_best) decision.placement = best;

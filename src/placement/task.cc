@@ -1,5 +1,6 @@
 #include "tessera/placement/task.h"
 
+#include <bit>
 #include <string>
 
 #include "tessera/placement/cluster_snapshot.h"
@@ -14,6 +15,20 @@ Status ValidateTask(const TaskRequest& t) {
   if (t.num_gpu < 0 || t.num_gpu > kMaxGpusPerNode) {
     return InvalidArgumentError("num_gpu: " + std::to_string(t.num_gpu) + " is outside 0.." +
                                 std::to_string(kMaxGpusPerNode));
+  }
+  if (t.mig_profile < -1) {
+    return InvalidArgumentError("mig_profile: " + std::to_string(t.mig_profile) + " is not a profile index (or -1)");
+  }
+  if (t.IsMig()) {
+    if (t.num_gpu != 1) {
+      return InvalidArgumentError("num_gpu: a MIG request asks for one instance on one GPU, got " +
+                                  std::to_string(t.num_gpu));
+    }
+    if (std::popcount(t.allowed_models) != 1) {
+      return InvalidArgumentError("allowed_models: a MIG request must name exactly one GPU model (its profile "
+                                  "index is that model's), got " +
+                                  std::to_string(std::popcount(t.allowed_models)));
+    }
   }
   const int64_t d = t.gpu_milli.value();
   if (t.num_gpu == 0) {

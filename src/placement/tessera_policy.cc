@@ -29,6 +29,9 @@
 // 0.17 * 6212/842 = 1.25, so an unrestricted 1-GPU task is charged 1250 milli on a T4 node and
 // about 0 on a G2 node, and leaves the T4s to the tasks that need them.
 //
+// MIG requests are placed by MIG-geometry fragmentation (mig.h), as in fgd; the stranding and
+// scarcity terms are milli-GPU ideas and are not applied to them (yet).
+//
 // Measured (docs/placement.md): median unallocated GPU at arrived 100 % on the default list
 // 4.18 % vs FGD 4.85 % (-14 %); not worse than FGD on any of the 17 lists at 100 % or 130 %.
 #include <bit>
@@ -45,7 +48,7 @@ constexpr int kModels = static_cast<int>(GpuModelCatalog::kMaxModels);
 class TesseraPolicy final : public ScoringPolicy {
  public:
   TesseraPolicy(const TargetWorkload* workload, const TesseraOptions& options)
-      : workload_(workload), options_(options), memo_(workload) {
+      : workload_(workload), options_(options), memo_(workload), mig_(workload) {
     // Mean CPU per GPU milli of the GPU task types each model may run.
     for (int m = 0; m < kModels; ++m) {
       double cpu = 0;
@@ -64,6 +67,7 @@ class TesseraPolicy final : public ScoringPolicy {
 
  protected:
   NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task) override {
+    if (task.IsMig()) [[unlikely]] return ScoreMigByFragmentation(mig_, cluster, n, task);
     if (cluster.uid() != scarcity_snapshot_uid_) ComputeScarcity(cluster);
     const ModelMask model = cluster.model_bit(n);
     const int model_index = model != 0 ? std::countr_zero(model) : -1;
@@ -130,6 +134,7 @@ class TesseraPolicy final : public ScoringPolicy {
   const TargetWorkload* workload_;
   TesseraOptions options_;
   FragmentationMemo memo_;
+  MigFragmentation mig_;
   std::array<double, kModels> cpu_per_gpu_milli_{};
   std::array<double, kModels> scarcity_{};
   uint64_t scarcity_snapshot_uid_ = 0;

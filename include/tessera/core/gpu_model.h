@@ -14,6 +14,14 @@
 //   cat.Find("H100") -> NOT_FOUND error naming the known models
 //   const MigProfile* p = cat.info(*cat.Find("H100-80GB")).mig->FindProfile("3g.40gb");
 //   p->starts == {0, 4}, p->size == 4 (memory slices), p->max_count == 2
+//   const MigComputeProfile* c = p->FindComputeProfile("1c.3g.40gb");
+//   c->compute_slices == 1, c->starts == {0, 1, 2}, c->max_count == 3, c->nvml_profile_index == 0
+//
+// Compute instances (CIs) split a GPU instance's SMs; they share its memory and engines. Which
+// CI sizes a GI offers depends only on its compute slices (mig-profiles.json,
+// compute_instance_profiles_within_gi): 1g -> 1c; 2g -> 1c x2, 2c; 3g -> 1c x3, 2c, 3c;
+// 4g -> 1c x4, 2c x2, 4c (no 3c); 7g -> 1c x7, 2c x3, 3c x2, 4c, 7c. CI placements (compute
+// slices inside the GI) follow MigComputeInstanceStarts below.
 //
 // Thread-safety: immutable after construction; Builtin() is safe to call from any thread.
 #pragma once
@@ -34,6 +42,25 @@ namespace tessera {
 // allowed models are meant.
 using ModelMask = uint64_t;
 
+// One compute-instance profile inside a GPU instance of a given profile.
+struct MigComputeProfile {
+  std::string name;            // "1c.3g.40gb": <compute slices>c.<GPU-instance profile>
+  int compute_slices = 0;      // of the GPU instance's compute slices; also the placement size
+  int nvml_profile_index = 0;  // NVML_COMPUTE_INSTANCE_PROFILE_* (1c=0, 2c=1, 3c=2, 4c=3, 7c=4);
+                               // nvidia-smi -cci takes the same number
+  int max_count = 0;           // CIs of this profile per GPU instance
+  std::vector<int> starts;     // valid placement starts, in compute slices inside the GI
+  bool fills_gpu_instance = false;  // the default CI (`nvidia-smi mig -cgi ... -C`)
+};
+
+// Placement starts of a compute instance of `ci_slices` compute slices inside a GPU instance of
+// `gi_slices`: multiples of ci_slices that fit, except that a 3c sits at 0 and, in a 7g, at 4
+// (as the 3g GPU instance does). 7g: 1c {0..6}, 2c {0,2,4}, 3c {0,4}, 4c {0}, 7c {0};
+// 4g: 1c {0..3}, 2c {0,2}, 4c {0}; 3g: 1c {0,1,2}, 2c {0}, 3c {0}. This is the CI placement
+// table of NVIDIA's go-nvml A100 mock; the number of starts equals each CI's max count in
+// mig-profiles.json for every GI size (checked by scripts/gen_gpu_catalog.py).
+std::vector<int> MigComputeInstanceStarts(int gi_slices, int ci_slices);
+
 // One MIG GPU-instance profile of a model.
 struct MigProfile {
   std::string name;             // "1g.10gb", "1g.10gb+me" (with media extensions)
@@ -46,6 +73,15 @@ struct MigProfile {
   int size = 0;                 // placement size, in memory slices
   MiB memory{0};                // usable memory (observed -lgip value where known)
   bool media_extensions = false;
+  int multiprocessors = 0;      // SMs (observed -lgip value); 0 where unknown
+  std::vector<MigComputeProfile> compute_profiles;  // ordered by compute slices
+
+  const MigComputeProfile* FindComputeProfile(std::string_view ci_name) const {
+    for (const MigComputeProfile& c : compute_profiles) {
+      if (c.name == ci_name) return &c;
+    }
+    return nullptr;
+  }
 };
 
 struct MigGeometry {
@@ -53,6 +89,7 @@ struct MigGeometry {
   int memory_slices = 0;
   int max_gpu_instances = 0;
   std::string placement_status;  // "observed", or which facts are inferred
+  std::string compute_profile_status;  // where the compute-instance profiles come from
   std::vector<MigProfile> profiles;
 
   const MigProfile* FindProfile(std::string_view profile_name) const {
@@ -63,16 +100,41 @@ struct MigGeometry {
   }
 };
 
-// An NVIDIA vGPU C-series (compute) type, time-sliced; VMs only. The GPU's vGPU scheduler is one
-// of best effort (default), equal share, fixed share (NVML_VGPU_SCHEDULER_POLICY_*).
-struct VgpuProfile {
-  std::string name;            // "H100-20C"
-  MiB framebuffer{0};
-  int max_per_gpu = 0;         // equal-size mode
-  int max_per_gpu_mixed = 0;   // mixed-size mode
-};
-
+// The vGPU scheduler of a GPU running time-sliced vGPUs (NVML_VGPU_SCHEDULER_POLICY_* 1, 2, 3):
+// best effort (default; idle cycles go to whoever has work), equal share (1/n of the running
+// vGPUs), fixed share (1/max vGPUs of the type, whether or not the others run). Source:
+// vgpu-profiles.json "scheduler" (NVIDIA AI Enterprise user guide, ch. 7).
 enum class VgpuScheduler { kBestEffort, kEqualShare, kFixedShare };
+
+// "best_effort", "equal_share", "fixed_share" (the names of vgpu-profiles.json).
+std::string_view VgpuSchedulerName(VgpuScheduler s);
+
+// An NVIDIA vGPU C-series (compute) type; VMs only. Time-sliced types share the GPU under one of
+// the schedulers above (fixed share only in equal-size mode, i.e. when every vGPU on the GPU has
+// the same framebuffer). MIG-backed types ("H100-3-40C") each own one GPU instance and run in
+// parallel with no time slicing, so no scheduler applies; they need MIG mode, and time-sliced
+// and MIG-backed vGPUs cannot share a GPU.
+//   H100-20C:   framebuffer 20480 MiB, 4 per GPU, schedulers {best effort, equal, fixed},
+//               mixed-size mode {best effort, equal}
+//   H100-3-40C: mig_backed, gpu_instance_profile "3g.40gb", 2 per GPU, no schedulers
+struct VgpuProfile {
+  std::string name;            // "H100-20C", "H100-3-40C"
+  MiB framebuffer{0};
+  int max_per_gpu = 0;         // equal-size mode (MIG-backed: the GI profile's max count)
+  int max_per_gpu_mixed = 0;   // mixed-size mode; 0 for MIG-backed types
+  bool mig_backed = false;
+  std::string gpu_instance_profile;  // MIG-backed: the backing GI profile, e.g. "3g.40gb"
+  std::vector<VgpuScheduler> schedulers;             // equal-size mode; empty if MIG-backed
+  std::vector<VgpuScheduler> mixed_size_schedulers;  // mixed-size mode; empty if MIG-backed
+
+  bool Supports(VgpuScheduler s, bool mixed_size_mode) const {
+    const auto& v = mixed_size_mode ? mixed_size_schedulers : schedulers;
+    for (VgpuScheduler x : v) {
+      if (x == s) return true;
+    }
+    return false;
+  }
+};
 
 struct GpuModelInfo {
   std::string name;      // as written in traces and flags, e.g. "V100M32", "H100-80GB"
@@ -82,7 +144,7 @@ struct GpuModelInfo {
   double memory_bandwidth_gbps = 0;    // 0 where unknown
   double bf16_dense_tflops = 0;        // 0 where unknown
   std::optional<MigGeometry> mig;      // empty: no MIG (whole or fractional sharing only)
-  std::vector<VgpuProfile> vgpu;       // empty: no vGPU C-series types known
+  std::vector<VgpuProfile> vgpu;       // C-series types, time-sliced then MIG-backed; empty: none known
 };
 
 class GpuModelCatalog {

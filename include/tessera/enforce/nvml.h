@@ -18,6 +18,10 @@
 //   TESSERA_ASSIGN_OR_RETURN(GpuInstance gi,
 //                            nvml.CreateGpuInstance(0, p.id, {.start = 4, .size = 4}));
 //
+// Compute instances are created by NVML_COMPUTE_INSTANCE_PROFILE_* index (1c=0 ... 7c=4; the
+// adapter asks the driver for the profile id behind it, which nvidia-smi shows equal to the
+// index), where the driver chooses or exactly at a placement (CreateComputeInstanceAt).
+//
 // GPUs are named by NVML index (0 .. DeviceCount()-1). MIG profiles are named the two ways
 // NVML names them: a profile *index* (NVML_GPU_INSTANCE_PROFILE_*, kGpuInstanceProfile*) is
 // what GpuInstanceProfileInfo takes; the profile *id* it returns is what placements and
@@ -97,6 +101,13 @@ struct GpuInstance {
   GpuInstancePlacement placement;
 };
 
+// Where a compute instance sits inside its GPU instance: compute slices [start, start + size).
+struct ComputeInstancePlacement {
+  uint32_t start = 0;
+  uint32_t size = 0;
+  friend bool operator==(const ComputeInstancePlacement&, const ComputeInstancePlacement&) = default;
+};
+
 // A compute instance inside a GPU instance: compute slices [start, start + size) of the GI.
 struct ComputeInstance {
   uint32_t id = 0;          // unique within its GPU instance, chosen by the driver
@@ -115,6 +126,16 @@ struct GpuProcess {
 struct Utilization {
   uint32_t gpu_percent = 0;     // share of the last sample period a kernel ran
   uint32_t memory_percent = 0;  // share of it device memory was read or written
+};
+
+// One process's share of the GPU over the driver's last sample (nvmlDeviceGetProcessUtilization).
+struct ProcessUtilization {
+  uint32_t pid = 0;
+  uint64_t timestamp_us = 0;  // CPU time of the sample; pass the largest back as last_seen_us
+  uint32_t sm_percent = 0;
+  uint32_t memory_percent = 0;
+  uint32_t encoder_percent = 0;
+  uint32_t decoder_percent = 0;
 };
 
 class NvmlApi {
@@ -152,6 +173,9 @@ class NvmlApi {
   // FAILED_PRECONDITION while compute instances or processes use it; NOT_FOUND for an
   // unknown id.
   virtual Status DestroyGpuInstance(uint32_t gpu, uint32_t gpu_instance_id) = 0;
+  // How many more GIs of `profile_id` fit next to the existing ones.
+  virtual StatusOr<uint32_t> GpuInstanceRemainingCapacity(uint32_t gpu,
+                                                          uint32_t profile_id) const = 0;
 
   // The compute instances inside GPU instance `gpu_instance_id`, ordered by start.
   virtual StatusOr<std::vector<ComputeInstance>> ComputeInstances(
@@ -160,6 +184,16 @@ class NvmlApi {
   // engines) where the driver chooses.
   virtual StatusOr<ComputeInstance> CreateComputeInstance(uint32_t gpu, uint32_t gpu_instance_id,
                                                           uint32_t ci_profile_index) = 0;
+  // Creates it exactly at `placement` (compute slices inside the GI). The driver refuses a
+  // start the CI profile does not allow or a wrong size (INVALID_ARGUMENT), an overlap or an
+  // exhausted count (RESOURCE_EXHAUSTED), a CI profile the GI lacks (UNIMPLEMENTED).
+  virtual StatusOr<ComputeInstance> CreateComputeInstanceAt(
+      uint32_t gpu, uint32_t gpu_instance_id, uint32_t ci_profile_index,
+      const ComputeInstancePlacement& placement) = 0;
+  // Every placement CI profile `ci_profile_index` may take inside the GI.
+  virtual StatusOr<std::vector<ComputeInstancePlacement>> ComputeInstancePossiblePlacements(
+      uint32_t gpu, uint32_t gpu_instance_id, uint32_t ci_profile_index) const = 0;
+  // FAILED_PRECONDITION while processes use it.
   virtual Status DestroyComputeInstance(uint32_t gpu, uint32_t gpu_instance_id,
                                         uint32_t compute_instance_id) = 0;
 
@@ -167,6 +201,10 @@ class NvmlApi {
   virtual StatusOr<std::vector<GpuProcess>> RunningProcesses(uint32_t gpu) const = 0;
   // UNIMPLEMENTED on MIG-enabled GPUs (NVML cannot attribute utilisation there).
   virtual StatusOr<Utilization> UtilizationRates(uint32_t gpu) const = 0;
+  // Per-process utilisation samples newer than `last_seen_us` (0: all the driver keeps); empty
+  // when there is none. UNIMPLEMENTED on MIG-enabled GPUs.
+  virtual StatusOr<std::vector<ProcessUtilization>> ProcessUtilizations(
+      uint32_t gpu, uint64_t last_seen_us) const = 0;
 };
 
 struct NvmlOptions {
@@ -201,14 +239,22 @@ class DlopenNvml final : public NvmlApi {
   StatusOr<GpuInstance> CreateGpuInstance(uint32_t gpu, uint32_t profile_id,
                                           const GpuInstancePlacement& placement) override;
   Status DestroyGpuInstance(uint32_t gpu, uint32_t gpu_instance_id) override;
+  StatusOr<uint32_t> GpuInstanceRemainingCapacity(uint32_t gpu, uint32_t profile_id) const override;
   StatusOr<std::vector<ComputeInstance>> ComputeInstances(uint32_t gpu,
                                                           uint32_t gpu_instance_id) const override;
   StatusOr<ComputeInstance> CreateComputeInstance(uint32_t gpu, uint32_t gpu_instance_id,
                                                   uint32_t ci_profile_index) override;
+  StatusOr<ComputeInstance> CreateComputeInstanceAt(
+      uint32_t gpu, uint32_t gpu_instance_id, uint32_t ci_profile_index,
+      const ComputeInstancePlacement& placement) override;
+  StatusOr<std::vector<ComputeInstancePlacement>> ComputeInstancePossiblePlacements(
+      uint32_t gpu, uint32_t gpu_instance_id, uint32_t ci_profile_index) const override;
   Status DestroyComputeInstance(uint32_t gpu, uint32_t gpu_instance_id,
                                 uint32_t compute_instance_id) override;
   StatusOr<std::vector<GpuProcess>> RunningProcesses(uint32_t gpu) const override;
   StatusOr<Utilization> UtilizationRates(uint32_t gpu) const override;
+  StatusOr<std::vector<ProcessUtilization>> ProcessUtilizations(
+      uint32_t gpu, uint64_t last_seen_us) const override;
 
  private:
   struct Library;  // the dlopen handle and the resolved function pointers

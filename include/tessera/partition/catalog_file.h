@@ -10,9 +10,16 @@
 //                 "memory_gb_nominal": 12, "placements": {"starts": [0,1,2,3,4,5,6], "size": 1}},
 //                ...]}]}
 // nvml_profile_index may be the NVML constant's name (optionally followed by text, as in the
-// shipped file) or its number. Every error names the file and the JSON path of the bad field:
+// shipped file) or its number. Compute-instance profiles come from the top-level
+// "compute_instance_profiles_within_gi": {"by_gi_compute_slices": {"3": [{"ci": "1c", "max": 3},
+// {"ci": "2c", "max": 1}, {"ci": "3c", "max": 1, "default": true}], ...}} as in the shipped file
+// (placements by MigComputeInstanceStarts; "max" may not exceed them; exactly one <n>c fills
+// each n-slice GI); without it, the built-in catalog's table. vGPU types are not read from
+// files. Every error names the file and the JSON path of the bad field:
 //   "my.json: gpus[0].gpu_instance_profiles[2].placements.starts[1]: start 7 + size 2 passes
-//    the 8 memory slices".
+//    the 8 memory slices",
+//   "my.json: compute_instance_profiles_within_gi.by_gi_compute_slices.4[1].max: 3 exceeds the
+//    2 placement(s) of a 2c in a 4-slice GPU instance".
 //
 // Thread-safety: pure function.
 #pragma once

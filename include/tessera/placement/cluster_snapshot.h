@@ -14,12 +14,26 @@
 //   snap->Apply(half, p);      // n0: cpu 7000 free, GPU1 500 free
 //   snap->Undo(half, p);       // back to empty (version has moved on)
 //
+// MIG: a node whose spec carries a MigGeometry has its GPUs in MIG mode. Only MIG requests
+// (TaskRequest::mig_profile) use them, and each takes one GPU instance at a memory-slice start
+// (Placement::mig_start) that the model's rules allow (partition/mig_layout.h, rules 2-6);
+// MIG requests fit nowhere else. A MIG GPU's free milli is its free memory slices x 1000 /
+// memory slices, so milli-GPU totals stay meaningful. Apply/Undo of an instance are O(GPUs on
+// the node) and Undo is exact (it checks that this very instance, profile and start, exists).
+//
+//   auto h100 = std::make_shared<const MigGeometry>(*catalog.info(id).mig);
+//   NodeSpec n{"m0", CpuMilli{64000}, MiB{1 << 20}, 8, id, h100};
+//   TaskRequest t = *MigRequest(id, *h100, "3g.40gb");   // mig.h; gpu_milli 500
+//   snap->Apply(t, Placement{NodeIndex{0}, GpuBit(0), /*mig_start=*/4});  // GPU0 slices 4-7
+//   snap->mig_valid_starts(NodeIndex{0}, 0, t.mig_profile) == 0b1 (only start 0 is left)
+//
 // Thread-safety: const methods may run concurrently; Apply/Undo need exclusive access.
 // A copy is an independent snapshot with a new uid().
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,11 +41,14 @@
 #include "tessera/core/ids.h"
 #include "tessera/core/quantity.h"
 #include "tessera/core/status.h"
+#include "tessera/partition/mig_layout.h"
 #include "tessera/placement/task.h"
 
 namespace tessera::placement {
 
 inline constexpr int kMaxGpusPerNode = 16;
+// Memory slices of a MIG GPU the snapshot supports (every catalog model has 4 or 8).
+inline constexpr int kMaxMigSlices = 8;
 
 // A set of GPUs on one node, bit g = GPU index g.
 using GpuSet = uint32_t;
@@ -43,18 +60,26 @@ struct NodeSpec {
   MiB memory{0};
   int32_t gpu_count = 0;
   GpuModelId model;  // invalid when gpu_count == 0
+  // Set: the GPUs are in MIG mode with this geometry (the model's, from the catalog or a models
+  // file) and take only MIG requests. Empty: whole / fractional GPUs.
+  std::shared_ptr<const MigGeometry> mig;
+  // MIG GPUs only: instances that exist and are in use when the snapshot is created, per GPU
+  // (empty, or gpu_count layouts); each layout must pass partition::ValidateLayout.
+  std::vector<partition::MigLayout> mig_in_use;
 };
 
 // Where a task goes: a node and, for GPU tasks, the GPUs it takes there.
 struct Placement {
   NodeIndex node;
   GpuSet gpus = 0;
+  int32_t mig_start = -1;  // MIG requests: the instance's first memory slice; else -1
   friend bool operator==(const Placement&, const Placement&) = default;
 };
 
 // GPU-task kinds GpuClustering groups by: sharing tasks, and k-GPU whole tasks.
 inline constexpr int kShareTag = 0;
-inline int TaskTag(const TaskRequest& t) { return t.IsSharing() ? kShareTag : t.num_gpu; }
+// A MIG instance is a share of one GPU, so MIG requests count as sharing tasks here.
+inline int TaskTag(const TaskRequest& t) { return t.IsSharing() || t.IsMig() ? kShareTag : t.num_gpu; }
 inline constexpr int kTagCount = kMaxGpusPerNode + 1;
 
 class ClusterSnapshot {
@@ -85,6 +110,16 @@ class ClusterSnapshot {
   int32_t max_gpu_free(NodeIndex n) const { return state_[n.value()].max_free; }
   // Number of tasks of each TaskTag currently on the node.
   int tag_count(NodeIndex n, int tag) const { return tags_[n.value()][tag]; }
+  // MIG. Whether node n's GPUs are in MIG mode, and their geometry (nullptr if not).
+  bool mig_mode(NodeIndex n) const { return state_[n.value()].mig; }
+  const MigGeometry* mig_geometry(NodeIndex n) const { return specs_[n.value()].mig.get(); }
+  // Bit s set: an instance of `profile` may be added to GPU g of node n at memory slice s
+  // (rules 2-6 of partition/mig_layout.h). 0 for a non-MIG node or an unknown profile.
+  uint32_t mig_valid_starts(NodeIndex n, int g, int profile) const;
+  // The instances on GPU g of node n, sorted by start (empty for a non-MIG node).
+  partition::MigLayout mig_layout(NodeIndex n, int g) const;
+  // Memory slices in use on GPU g of node n (bit s = slice s).
+  uint32_t mig_used_slices(NodeIndex n, int g) const;
   // Changes on every Apply/Undo of this node; never repeats within one snapshot.
   uint32_t version(NodeIndex n) const { return state_[n.value()].version; }
   // Distinct for every snapshot object (copies included) in this process.
@@ -105,7 +140,29 @@ class ClusterSnapshot {
   // would free more than the node has.
   Status Undo(const TaskRequest& task, const Placement& where);
 
+  // The milli-GPU a MIG instance of `profile` blocks: size x 1000 / memory slices.
+  static int32_t MigInstanceMilli(const MigGeometry& geometry, int profile);
+
+  // One MIG GPU's instances: `at[s]` = profile index of the instance starting at slice s, or -1.
+  struct MigGpuState {
+    std::array<int8_t, kMaxMigSlices> at{-1, -1, -1, -1, -1, -1, -1, -1};
+    uint16_t used = 0;     // bit s = memory slice s taken
+    int8_t instances = 0;
+    int8_t compute = 0;    // compute slices taken
+    friend bool operator==(const MigGpuState&, const MigGpuState&) = default;
+  };
+  // GPU g of MIG node n (n must be in MIG mode).
+  const MigGpuState& mig_gpu(NodeIndex n, int g) const { return mig_[n.value()][static_cast<size_t>(g)]; }
+  // Valid starts of `profile` on a GPU in state `st` (the rules, without the snapshot).
+  static uint32_t MigValidStarts(const MigGeometry& geometry, const MigGpuState& st, int profile);
+  // st + one instance of profile at start (which must be valid).
+  static void MigAdd(const MigGeometry& geometry, MigGpuState& st, int profile, int start, int sign);
+
  private:
+  bool MigFits(NodeIndex n, const TaskRequest& t) const;
+  Status ApplyMig(const TaskRequest& t, const Placement& where);
+  Status UndoMig(const TaskRequest& t, const Placement& where);
+
   struct NodeState {
     int64_t cpu_free = 0;
     int64_t mem_free = 0;
@@ -115,15 +172,20 @@ class ClusterSnapshot {
     int32_t max_free = 0;
     int16_t gpu_count = 0;
     int16_t full_free = 0;
+    bool mig = false;  // GPUs in MIG mode (sits in padding: NodeState keeps its size)
     std::array<int32_t, kMaxGpusPerNode> gpu_free{};
   };
 
   ClusterSnapshot() = default;
   void RefreshDerived(NodeState& s);
+  Status InitMigNode(size_t i, const NodeSpec& n, const std::string& where);
 
   std::vector<NodeSpec> specs_;
   std::vector<NodeState> state_;
   std::vector<std::array<uint16_t, kTagCount>> tags_;
+  // Per node, its GPUs' MIG state; empty unless some node is in MIG mode, and empty for nodes
+  // that are not.
+  std::vector<std::vector<MigGpuState>> mig_;
   int64_t total_gpu_capacity_ = 0;
   int64_t total_cpu_capacity_ = 0;
   int64_t allocated_gpu_ = 0;

@@ -15,8 +15,9 @@
 //   F_n(M) = 0.5*400 + 0.5*1400 = 900 milli-GPU.
 //
 // TargetWorkload::FromTasks builds M exactly as the artifact does: group all tasks of the pod
-// list by (cpu, per-GPU milli, GPU count, allowed models), most common first (ties: larger
-// tuple first), and keep types until they cover >= 95 % of tasks.
+// list by (cpu, per-GPU milli, GPU count, allowed models, MIG profile), most common first (ties:
+// larger tuple first), and keep types until they cover >= 95 % of tasks. MIG request types count
+// as not fitting (all free GPU milli) in F_n here; on MIG GPUs the measure is mig.h's.
 //
 // Thread-safety: TargetWorkload is immutable; FragmentationMemo is not synchronised.
 #pragma once
@@ -37,6 +38,7 @@ struct TaskType {
   int32_t num_gpu = 0;
   GpuMilli gpu_milli{0};
   ModelMask allowed_models = 0;
+  int32_t mig_profile = -1;  // a MIG request (TaskRequest::mig_profile); never fits a non-MIG GPU
   int64_t count = 0;     // tasks of this type in the source list
   double weight = 0.0;   // p_m; weights of a TargetWorkload sum to 1
 };

@@ -7,6 +7,8 @@
 //   worst  - most free (lowest index on ties)                      -> GPU 2
 //   first  - lowest index that fits                                -> GPU 0
 //   random - uniform among those that fit (needs an Rng)
+// A MIG request (one instance) is treated like a sharing task, where "fits" means the GPU has a
+// valid start for its profile (ClusterSnapshot::mig_valid_starts).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -26,5 +28,9 @@ GpuSet LowestFullyFreeGpus(const ClusterSnapshot& cluster, NodeIndex n, int k);
 // `rng` is used only by kRandom.
 GpuSet ChooseGpus(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
                   SharingGpuRule rule, Rng* rng);
+
+// ChooseGpus as a Placement; a MIG request takes the lowest valid start on the chosen GPU.
+Placement ChoosePlacement(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
+                          SharingGpuRule rule, Rng* rng);
 
 }  // namespace tessera::placement

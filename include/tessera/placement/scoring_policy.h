@@ -5,9 +5,10 @@
 // (PlacementContext::node_rank), and memoises scores.
 //
 // Memoisation: ScoreNode must depend only on the node's state and on the task's cpu, num_gpu,
-// gpu_milli and allowed_models (not memory). The framework then caches each (task shape, node)
-// score and reuses it until the node's version changes, so a decision costs one cache read per
-// node plus a fresh score for the few nodes that changed since the last task of that shape.
+// gpu_milli, allowed_models and mig_profile (not memory). The framework then caches each (task
+// shape, node) score and reuses it until the node's version changes, so a decision costs one
+// cache read per node plus a fresh score for the few nodes that changed since the last task of
+// that shape.
 //
 // Worked example (3 nodes, rank = index, scores from ScoreNode):
 //   node 0: infeasible   node 1: score 40   node 2: score 40
@@ -33,6 +34,9 @@ class ScoringPolicy : public PlacementPolicy {
   struct NodeChoice {
     int64_t score = 0;  // higher is better
     GpuSet gpus = 0;    // the GPUs the task takes on this node (num_gpu bits)
+    // MIG requests: the instance's start on that GPU; -1 lets the framework take the lowest
+    // valid start (first fit), so a policy that knows nothing of MIG still places MIG requests.
+    int32_t mig_start = -1;
   };
 
 
@@ -48,6 +52,7 @@ class ScoringPolicy : public PlacementPolicy {
     int64_t gpu_milli;
     uint64_t models;
     int32_t num_gpu;
+    int32_t mig_profile;
     bool operator==(const ShapeKey&) const = default;
   };
   struct ShapeKeyHash {
@@ -55,10 +60,16 @@ class ScoringPolicy : public PlacementPolicy {
   };
   struct CacheEntry {
     uint32_t version_plus_one = 0;  // 0 = empty
-    GpuSet gpus = 0;
+    GpuSet gpus = 0;  // bits 0..15 the GPUs; MIG requests: bits 24..31 mig_start + 1
     int64_t score = 0;
   };
+  static_assert(kMaxGpusPerNode <= 24, "CacheEntry::gpus packs mig_start above the GPU bits");
   static constexpr uint32_t kMaxCachedShapes = 4096;
+
+  // The filter/score/pick loop; kMig = the task is a MIG request (CacheEntry packs mig_start).
+  template <bool kMig>
+  PlacementDecision Scan(const ClusterSnapshot& cluster, const TaskRequest& task, PlacementContext& ctx,
+                         CacheEntry* block);
 
   uint64_t cached_snapshot_uid_ = 0;
   size_t cached_node_count_ = 0;

@@ -1,15 +1,19 @@
 // A fake libnvidia-ml.so.1: the NVML C functions tessera's NVML adapter uses, implemented in
-// memory with the MIG placement rules of real GPUs, so that the adapter is tested end to end
-// (dlopen, dlsym, the C ABI, error strings) on machines without a GPU.
+// memory with the MIG rules of tessera's GPU model catalog (tessera::core, generated from
+// data/gpu-models/mig-profiles.json), so that the adapter is tested end to end (dlopen, dlsym,
+// the C ABI, error strings) on machines without a GPU, for every MIG model the catalog knows.
 //
 // Configuration, read at the first nvmlInit_v2 after load or after the last nvmlShutdown:
-//   TESSERA_FAKE_NVML_CONFIG   GPUs, comma-separated: MODEL[:key=value]...
-//       MODEL        A100-40GB | H100-80GB (MIG-capable) | V100M32 (no MIG); the names
-//                    of tessera's GPU model catalog
+//   TESSERA_FAKE_NVML_CONFIG   GPUs, comma-separated: MODEL[*N][:key=value]...
+//       MODEL        a model of the catalog (GpuModelCatalog::Builtin()): A30-24GB,
+//                    A100-40GB, A100-80GB, H100-80GB, H100-NVL-94GB, H200-141GB, B200-180GB,
+//                    GH200-96GB have MIG; T4, V100M32, A10, ... do not
+//       *N           N identical GPUs (1..64), e.g. "H200-141GB*8:mig=1"
 //       mig=0|1      current MIG mode (default 0); pending=0|1 (default: same as mig)
 //       used=MiB     device memory in use (default: the processes' sum)
 //       util=G/M     utilisation percent of GPU and memory (default 0/0)
 //       procs=P/MiB[/GI/CI];...   compute processes (GI/CI ids only under MIG)
+//       putil=P/SM/MEM;...        per-process utilisation samples (percent)
 //       procstride=24|32          element size written by ..._v3 (32 mimics some R535 builds)
 //     e.g. "H100-80GB:mig=1,A100-40GB:mig=0:procs=4242/1024;4343/2048"
 //   TESSERA_FAKE_NVML_FAIL     NAME:CODE[,NAME:CODE]... makes function NAME return CODE
@@ -17,19 +21,28 @@
 //   TESSERA_FAKE_NVML_MUTATION_LOG   a file to which every call that could change MIG state
 //       appends its name, so a test can prove a read-only tool never made one.
 //
-// The driver's answers and refusals, with the codes nvml.h documents for each call, corrected
-// where a real driver (R580.159.04, NVML 13, H200) was seen to differ:
+// The driver's answers and refusals, with the codes nvml.h documents for each call ("If the
+// requested GPU instance could not be created" -> INSUFFICIENT_RESOURCES; invalid arguments,
+// placement included -> INVALID_ARGUMENT; "MIG mode not enabled or profile not supported" ->
+// NOT_SUPPORTED), corrected where a real driver (R580.159.04, NVML 13, H200) was seen to differ:
 //   GetMigMode, profile info or placements on a GPU without MIG       NOT_SUPPORTED
 //   profile info and placements with MIG disabled: answered, as R580 does (nvml.h says
 //     NOT_SUPPORTED); instance queries and creation with MIG off       NOT_SUPPORTED
 //   profile index 0x11 or more (R580 refuses 0x11 although nvml.h's COUNT is 0x12)
 //                                                                      INVALID_ARGUMENT
-//   create: unknown profile id, start the profile does not allow, wrong size
+//   create GI: unknown profile id, start not among the profile's placements, wrong size
 //                                                          INVALID_ARGUMENT
-//   create: profile's instance count used up, overlapping memory slices, more than 7
-//           compute slices in all                          INSUFFICIENT_RESOURCES
-//   destroy a GI with compute instances or processes       IN_USE
-//   utilisation on a MIG-enabled GPU                       NOT_SUPPORTED
+//   create GI: memory slices overlap an existing GI, the profile's max count reached, the
+//     GPU's max GPU instances reached, more compute slices than the GPU has
+//                                                          INSUFFICIENT_RESOURCES
+//   CI profile index past COUNT                            INVALID_ARGUMENT
+//   CI profile the GI does not offer (e.g. 3c in a 4g)     NOT_SUPPORTED
+//   create CI with placement: start not among the CI profile's starts, wrong size
+//                                                          INVALID_ARGUMENT
+//   create CI: compute slices overlap a CI, the CI profile's max count reached
+//                                                          INSUFFICIENT_RESOURCES
+//   destroy a GI with compute instances or processes, a CI with processes   IN_USE
+//   utilisation (device or per process) on a MIG-enabled GPU          NOT_SUPPORTED
 //
 // Thread-safety: every function takes one global mutex, as the real library is thread-safe.
 #include <algorithm>
@@ -44,82 +57,42 @@
 #include <vector>
 
 #include "src/enforce/nvml_abi.h"
+#include "tessera/core/gpu_model.h"
 
 namespace {
 
+using tessera::GpuModelCatalog;
+using tessera::GpuModelId;
+using tessera::GpuModelInfo;
+using tessera::MigComputeProfile;
+using tessera::MigGeometry;
+using tessera::MigProfile;
+
 constexpr unsigned long long kMiB = 1024ULL * 1024ULL;
-constexpr uint32_t kComputeSlices = 7;
 // The GPU-instance profile indexes R580 accepts: 0x11 (3_SLICE_GFX) already gets
 // INVALID_ARGUMENT there, although nvml.h (API 13) defines NVML_GPU_INSTANCE_PROFILE_COUNT 0x12.
 constexpr unsigned int kDriverProfileIndexCount = 0x11;
+constexpr unsigned long long kMaxDevicesPerItem = 64;
 
-// One GPU-instance profile of a model: the facts `nvidia-smi mig -lgip` / `-lgipp` print.
-struct ProfileSpec {
-  const char* name;         // "1g.10gb"
-  uint32_t index;           // NVML_GPU_INSTANCE_PROFILE_*
-  uint32_t id;              // profile id
-  uint32_t compute_slices;  // sliceCount
-  uint32_t memory_slices;   // placement size
-  uint32_t max_count;       // instanceCount
-  std::vector<uint32_t> starts;
-  unsigned long long memory_mib;
-  uint32_t sms;
-};
-
-struct ModelSpec {
-  const char* key;        // what TESSERA_FAKE_NVML_CONFIG names
-  const char* nvml_name;  // what nvmlDeviceGetName returns
-  unsigned long long memory_mib;
-  bool mig_capable;
-  std::vector<ProfileSpec> profiles;
-};
-
-// TODO(partition): take this table from the core GPU model catalog once it carries the MIG
-// profiles and placements (shared/gpu-models/mig-profiles.json); it is copied from there by
-// hand for now, and tests/enforce/nvml_test.cc checks that both agree. Memory sizes are the
-// `nvidia-smi mig -lgip` values the catalog holds, SM counts those of H100 SXM; names and
-// totals as nvidia-smi prints them.
-const std::vector<ModelSpec>& Models() {
-  static const std::vector<ModelSpec> models = {
-      {"A100-40GB",
-       "NVIDIA A100-SXM4-40GB",
-       40537,
-       true,
-       {
-           {"1g.5gb", NVML_GPU_INSTANCE_PROFILE_1_SLICE, 19, 1, 1, 7, {0, 1, 2, 3, 4, 5, 6}, 4864,
-            14},
-           {"1g.5gb+me", NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, 20, 1, 1, 1, {0, 1, 2, 3, 4, 5, 6},
-            4864, 14},
-           {"1g.10gb", NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2, 15, 1, 2, 4, {0, 2, 4, 6}, 9856, 14},
-           {"2g.10gb", NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, 2, 2, 3, {0, 2, 4}, 9856, 28},
-           {"3g.20gb", NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, 3, 4, 2, {0, 4}, 19968, 42},
-           {"4g.20gb", NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, 4, 4, 1, {0}, 19968, 56},
-           {"7g.40gb", NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 8, 1, {0}, 40192, 98},
-       }},
-      {"H100-80GB",
-       "NVIDIA H100 80GB HBM3",
-       81559,
-       true,
-       {
-           {"1g.10gb", NVML_GPU_INSTANCE_PROFILE_1_SLICE, 19, 1, 1, 7, {0, 1, 2, 3, 4, 5, 6}, 9984,
-            16},
-           {"1g.10gb+me", NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, 20, 1, 1, 1,
-            {0, 1, 2, 3, 4, 5, 6}, 9984, 16},
-           {"1g.20gb", NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2, 15, 1, 2, 4, {0, 2, 4, 6}, 20096,
-            26},
-           {"2g.20gb", NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, 2, 2, 3, {0, 2, 4}, 20096, 32},
-           {"3g.40gb", NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, 3, 4, 2, {0, 4}, 40448, 60},
-           {"4g.40gb", NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, 4, 4, 1, {0}, 40448, 64},
-           {"7g.80gb", NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 8, 1, {0}, 81152, 132},
-       }},
-      {"V100M32", "Tesla V100-SXM2-32GB", 32510, false, {}},
+// What nvmlDeviceGetName returns for the models whose NVML name was seen; others get
+// "NVIDIA <catalog name>".
+std::string NvmlName(const std::string& model) {
+  static const std::map<std::string, std::string, std::less<>> names = {
+      {"A100-40GB", "NVIDIA A100-SXM4-40GB"}, {"A100-80GB", "NVIDIA A100-SXM4-80GB"},
+      {"H100-80GB", "NVIDIA H100 80GB HBM3"}, {"H100-NVL-94GB", "NVIDIA H100 NVL"},
+      {"H200-141GB", "NVIDIA H200"},          {"A30-24GB", "NVIDIA A30"},
+      {"V100M32", "Tesla V100-SXM2-32GB"},    {"V100M16", "Tesla V100-SXM2-16GB"},
+      {"T4", "Tesla T4"},                     {"A10", "NVIDIA A10"},
   };
-  return models;
+  auto it = names.find(model);
+  return it != names.end() ? it->second : "NVIDIA " + model;
 }
 
-// Compute-instance sizes by NVML_COMPUTE_INSTANCE_PROFILE_* index; 0 = not on these GPUs.
-constexpr uint32_t kCiSlices[NVML_COMPUTE_INSTANCE_PROFILE_COUNT_API13] = {1, 2, 3, 4, 7,
-                                                                          0, 0, 0, 0};
+const GpuModelInfo* FindModel(const std::string& name) {
+  const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
+  tessera::StatusOr<GpuModelId> id = catalog.Find(name);
+  return id.ok() ? &catalog.info(*id) : nullptr;
+}
 
 struct FakeProcess {
   uint32_t pid = 0;
@@ -128,27 +101,32 @@ struct FakeProcess {
   uint32_t ci = TESSERA_NVML_INSTANCE_ID_NONE;
 };
 
+struct FakeProcessUtil {
+  uint32_t pid = 0;
+  unsigned int sm = 0;
+  unsigned int mem = 0;
+};
+
 struct FakeDevice;
 struct FakeGi;
 
 struct FakeCi {
   FakeGi* gi = nullptr;
   uint32_t id = 0;
-  uint32_t profile_index = 0;  // the CI profile id equals its index on these GPUs
+  const MigComputeProfile* profile = nullptr;  // its id is its NVML index
   uint32_t start = 0;
-  uint32_t size = 0;
 };
 
 struct FakeGi {
   FakeDevice* device = nullptr;
   uint32_t id = 0;
-  const ProfileSpec* profile = nullptr;
+  const MigProfile* profile = nullptr;
   uint32_t start = 0;
   std::vector<std::unique_ptr<FakeCi>> cis;
 };
 
 struct FakeDevice {
-  const ModelSpec* model = nullptr;
+  const GpuModelInfo* model = nullptr;
   uint32_t index = 0;
   bool mig_current = false;
   bool mig_pending = false;
@@ -158,7 +136,11 @@ struct FakeDevice {
   unsigned int util_memory = 0;
   size_t proc_stride = sizeof(nvmlProcessInfo_t);
   std::vector<FakeProcess> procs;
+  std::vector<FakeProcessUtil> proc_utils;
   std::vector<std::unique_ptr<FakeGi>> gis;
+
+  bool mig_capable() const { return model->mig.has_value(); }
+  const MigGeometry& geometry() const { return *model->mig; }
 };
 
 struct State {
@@ -174,7 +156,7 @@ struct State {
 };
 
 State& S() {
-  static State state;  // destroyed at dlclose, so leak checkers see nothing left behind
+  static State state;  // destroyed at exit (the library is linked -z nodelete)
   return state;
 }
 
@@ -191,7 +173,7 @@ std::vector<std::string> Split(std::string_view s, char sep) {
 }
 
 bool ParseUint(std::string_view s, unsigned long long* out) {
-  if (s.empty()) return false;
+  if (s.empty() || s.size() > 18) return false;
   unsigned long long v = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
@@ -206,16 +188,8 @@ bool ConfigError(const std::string& message) {
   return false;
 }
 
-bool ParseDevice(std::string_view spec, uint32_t index, FakeDevice* d) {
-  std::vector<std::string> parts = Split(spec, ':');
-  for (const ModelSpec& m : Models()) {
-    if (parts[0] == m.key) d->model = &m;
-  }
-  if (d->model == nullptr) {
-    return ConfigError("unknown model '" + parts[0] +
-                       "' (known: A100-40GB, H100-80GB, V100M32)");
-  }
-  d->index = index;
+// Parses the settings after MODEL[*N] into `d` (whose model is set).
+bool ParseSettings(const std::vector<std::string>& parts, FakeDevice* d) {
   bool pending_set = false;
   for (size_t i = 1; i < parts.size(); ++i) {
     size_t eq = parts[i].find('=');
@@ -252,6 +226,17 @@ bool ParseDevice(std::string_view spec, uint32_t index, FakeDevice* d) {
         d->procs.push_back({static_cast<uint32_t>(v[0]), v[1], static_cast<uint32_t>(v[2]),
                             static_cast<uint32_t>(v[3])});
       }
+    } else if (key == "putil") {
+      for (const std::string& p : Split(value, ';')) {
+        std::vector<std::string> f = Split(p, '/');
+        unsigned long long v[3] = {0, 0, 0};
+        if (f.size() != 3) return ConfigError("putil wants PID/SM/MEM, got '" + p + "'");
+        for (size_t k = 0; k < 3; ++k) {
+          if (!ParseUint(f[k], &v[k])) return ConfigError("putil wants PID/SM/MEM, got '" + p + "'");
+        }
+        d->proc_utils.push_back({static_cast<uint32_t>(v[0]), static_cast<unsigned int>(v[1]),
+                                 static_cast<unsigned int>(v[2])});
+      }
     } else if (key == "procstride" && ParseUint(value, &n) && (n == 24 || n == 32)) {
       d->proc_stride = n;
     } else {
@@ -259,8 +244,35 @@ bool ParseDevice(std::string_view spec, uint32_t index, FakeDevice* d) {
     }
   }
   if (!pending_set) d->mig_pending = d->mig_current;
-  if ((d->mig_current || d->mig_pending) && !d->model->mig_capable) {
-    return ConfigError(std::string(d->model->key) + " has no MIG");
+  if ((d->mig_current || d->mig_pending) && !d->mig_capable()) {
+    return ConfigError(d->model->name + " has no MIG");
+  }
+  return true;
+}
+
+// One comma-separated item: MODEL[*N][:settings], appended to `devices`.
+bool ParseItem(std::string_view spec, std::vector<std::unique_ptr<FakeDevice>>* devices) {
+  std::vector<std::string> parts = Split(spec, ':');
+  std::string model = parts[0];
+  unsigned long long count = 1;
+  if (size_t star = model.find('*'); star != std::string::npos) {
+    if (!ParseUint(std::string_view(model).substr(star + 1), &count) || count == 0 ||
+        count > kMaxDevicesPerItem) {
+      return ConfigError("bad GPU count in '" + model + "' (want MODEL*N, N = 1..64)");
+    }
+    model.resize(star);
+  }
+  const GpuModelInfo* info = FindModel(model);
+  if (info == nullptr) {
+    return ConfigError("unknown model '" + model + "' (known: " +
+                       GpuModelCatalog::Builtin().KnownNames() + ")");
+  }
+  for (unsigned long long k = 0; k < count; ++k) {
+    auto d = std::make_unique<FakeDevice>();
+    d->model = info;
+    d->index = static_cast<uint32_t>(devices->size());
+    if (!ParseSettings(parts, d.get())) return false;
+    devices->push_back(std::move(d));
   }
   return true;
 }
@@ -285,14 +297,11 @@ bool LoadConfig(State& s) {
   }
   const char* config = std::getenv("TESSERA_FAKE_NVML_CONFIG");
   if (config == nullptr || *config == '\0') return true;
-  uint32_t index = 0;
   for (const std::string& spec : Split(config, ',')) {
-    auto d = std::make_unique<FakeDevice>();
-    if (!ParseDevice(spec, index++, d.get())) {
+    if (!ParseItem(spec, &s.devices)) {
       s.devices.clear();
       return false;
     }
-    s.devices.push_back(std::move(d));
   }
   return true;
 }
@@ -338,43 +347,84 @@ FakeCi* FindCi(State& s, nvmlComputeInstance_t handle) {
   return nullptr;
 }
 
-const ProfileSpec* ProfileByIndex(const FakeDevice& d, unsigned int index) {
-  for (const ProfileSpec& p : d.model->profiles) {
-    if (p.index == index) return &p;
+const MigProfile* ProfileByIndex(const FakeDevice& d, unsigned int index) {
+  if (!d.mig_capable()) return nullptr;
+  for (const MigProfile& p : d.geometry().profiles) {
+    if (p.nvml_profile_index == static_cast<int>(index)) return &p;
   }
   return nullptr;
 }
 
-const ProfileSpec* ProfileById(const FakeDevice& d, unsigned int id) {
-  for (const ProfileSpec& p : d.model->profiles) {
-    if (p.id == id) return &p;
+const MigProfile* ProfileById(const FakeDevice& d, unsigned int id) {
+  if (!d.mig_capable()) return nullptr;
+  for (const MigProfile& p : d.geometry().profiles) {
+    if (p.profile_id >= 0 && p.profile_id == static_cast<int>(id)) return &p;
   }
   return nullptr;
 }
 
-bool MigOn(const FakeDevice& d) { return d.model->mig_capable && d.mig_current; }
+bool MigOn(const FakeDevice& d) { return d.mig_capable() && d.mig_current; }
 
-// Starts a compute instance of `size` slices may take inside a GI of `gi_slices` slices.
-std::vector<uint32_t> CiStarts(uint32_t gi_slices, uint32_t size) {
-  std::vector<uint32_t> starts;
-  if (size == 3) {  // 3c sits at 0, and at 4 in a 7g (mirrors the 3g GI placements)
-    starts.push_back(0);
-    if (gi_slices >= 7) starts.push_back(4);
-    return starts;
-  }
-  for (uint32_t s = 0; s + size <= gi_slices; s += size) starts.push_back(s);
-  return starts;
+uint32_t Sms(const FakeDevice& d, const MigProfile& p) {
+  if (p.multiprocessors > 0) return static_cast<uint32_t>(p.multiprocessors);
+  return static_cast<uint32_t>(d.model->sm_count * p.compute_slices /
+                               std::max(1, d.geometry().compute_slices));
 }
 
-// Whether CI profile `index` exists in `gi`, with its slice count.
-bool CiProfile(const FakeGi& gi, unsigned int index, uint32_t* slices) {
-  if (index >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT_API13) return false;
-  uint32_t s = kCiSlices[index];
-  uint32_t n = gi.profile->compute_slices;
-  if (s == 0 || s > n) return false;
-  if (n == 4 && s == 3) return false;  // a 4g offers 1c, 2c and 4c only
-  *slices = s;
-  return true;
+bool Contains(const std::vector<int>& v, unsigned int x) {
+  return std::find(v.begin(), v.end(), static_cast<int>(x)) != v.end();
+}
+
+// Why a GI of `p` at `start` cannot be created now, or NVML_SUCCESS: the rules of the catalog
+// (MIG User Guide): a legal start and size, then no overlap, the profile's and the GPU's
+// instance counts, the compute slices.
+nvmlReturn_t CheckGiPlacement(const FakeDevice& d, const MigProfile& p, unsigned int start,
+                              unsigned int size) {
+  if (static_cast<int>(size) != p.size || !Contains(p.starts, start)) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  int same_profile = 0;
+  int compute_used = 0;
+  for (const auto& gi : d.gis) {
+    compute_used += gi->profile->compute_slices;
+    if (gi->profile == &p) ++same_profile;
+    const unsigned int a0 = gi->start;
+    const unsigned int a1 = gi->start + static_cast<unsigned int>(gi->profile->size);
+    if (a0 < start + size && start < a1) return NVML_ERROR_INSUFFICIENT_RESOURCES;  // overlap
+  }
+  const MigGeometry& g = d.geometry();
+  if (same_profile >= p.max_count) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+  if (static_cast<int>(d.gis.size()) >= g.max_gpu_instances) {
+    return NVML_ERROR_INSUFFICIENT_RESOURCES;
+  }
+  if (compute_used + p.compute_slices > g.compute_slices) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+  return NVML_SUCCESS;
+}
+
+// The CI profile `index` a GI offers, or null.
+const MigComputeProfile* CiProfile(const FakeGi& gi, unsigned int index) {
+  for (const MigComputeProfile& c : gi.profile->compute_profiles) {
+    if (c.nvml_profile_index == static_cast<int>(index)) return &c;
+  }
+  return nullptr;
+}
+
+// The same for compute instances inside `gi`: a legal start and size, then no overlap and the
+// CI profile's max count.
+nvmlReturn_t CheckCiPlacement(const FakeGi& gi, const MigComputeProfile& c, unsigned int start,
+                              unsigned int size) {
+  if (static_cast<int>(size) != c.compute_slices || !Contains(c.starts, start)) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  int same_profile = 0;
+  for (const auto& ci : gi.cis) {
+    if (ci->profile == &c) ++same_profile;
+    const unsigned int a0 = ci->start;
+    const unsigned int a1 = ci->start + static_cast<unsigned int>(ci->profile->compute_slices);
+    if (a0 < start + size && start < a1) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+  }
+  if (same_profile >= c.max_count) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+  return NVML_SUCCESS;
 }
 
 uint32_t LowestFreeId(const std::vector<uint32_t>& used, uint32_t first) {
@@ -383,25 +433,26 @@ uint32_t LowestFreeId(const std::vector<uint32_t>& used, uint32_t first) {
   return id;
 }
 
-void FillProfileInfo(const ProfileSpec& p, unsigned int* id, unsigned int* slices,
-                     unsigned int* count, unsigned int* sms, unsigned int* copy_engines,
-                     unsigned long long* memory) {
-  *id = p.id;
-  *slices = p.compute_slices;
-  *count = p.max_count;
-  *sms = p.sms;
-  *copy_engines = p.compute_slices;
-  *memory = p.memory_mib;
+void FillProfileInfo(const FakeDevice& d, const MigProfile& p, unsigned int* id,
+                     unsigned int* slices, unsigned int* count, unsigned int* sms,
+                     unsigned int* copy_engines, unsigned long long* memory) {
+  *id = static_cast<unsigned int>(p.profile_id);
+  *slices = static_cast<unsigned int>(p.compute_slices);
+  *count = static_cast<unsigned int>(p.max_count);
+  *sms = Sms(d, p);
+  *copy_engines = static_cast<unsigned int>(p.compute_slices);
+  *memory = static_cast<unsigned long long>(p.memory.value());
 }
 
 // Shared checks of both profile-info entry points.
 nvmlReturn_t ProfileFor(State& s, nvmlDevice_t device, unsigned int index, bool info_null,
-                        const ProfileSpec** out) {
+                        FakeDevice** dev, const MigProfile** out) {
   FakeDevice* d = FindDevice(s, device);
   if (d == nullptr || info_null || index >= kDriverProfileIndexCount) {
     return NVML_ERROR_INVALID_ARGUMENT;
   }
-  if (!d->model->mig_capable) return NVML_ERROR_NOT_SUPPORTED;  // answered with MIG off too
+  if (!d->mig_capable()) return NVML_ERROR_NOT_SUPPORTED;  // answered with MIG off too
+  *dev = d;
   *out = ProfileByIndex(*d, index);
   return *out == nullptr ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
 }
@@ -410,6 +461,24 @@ nvmlReturn_t CopyString(const std::string& value, char* out, unsigned int length
   if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   if (length < value.size() + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
   std::memcpy(out, value.c_str(), value.size() + 1);
+  return NVML_SUCCESS;
+}
+
+// Copies `items` into a caller's (placements, count) pair the way NVML's list calls do: a null
+// array asks for the count.
+template <typename T>
+nvmlReturn_t ReturnList(const std::vector<T>& items, T* array, unsigned int* count) {
+  const auto n = static_cast<unsigned int>(items.size());
+  if (array == nullptr) {
+    *count = n;
+    return NVML_SUCCESS;
+  }
+  if (*count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (unsigned int i = 0; i < n; ++i) array[i] = items[i];
+  *count = n;
   return NVML_SUCCESS;
 }
 
@@ -501,7 +570,7 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int len
   FAKE_NVML_ENTER("nvmlDeviceGetName");
   FakeDevice* d = FindDevice(s, device);
   if (d == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return CopyString(d->model->nvml_name, name, length);
+  return CopyString(NvmlName(d->model->name), name, length);
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
@@ -522,8 +591,9 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
     used = 0;
     for (const FakeProcess& p : d->procs) used += p.used_mib;
   }
-  memory->total = d->model->memory_mib * kMiB;
-  memory->used = std::min(used, d->model->memory_mib) * kMiB;
+  const auto total_mib = static_cast<unsigned long long>(d->model->memory.value());
+  memory->total = total_mib * kMiB;
+  memory->used = std::min(used, total_mib) * kMiB;
   memory->free = memory->total - memory->used;
   return NVML_SUCCESS;
 }
@@ -567,6 +637,33 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   return NVML_SUCCESS;
 }
 
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp) {
+  FAKE_NVML_ENTER("nvmlDeviceGetProcessUtilization");
+  FakeDevice* d = FindDevice(s, device);
+  if (d == nullptr || processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (MigOn(*d)) return NVML_ERROR_NOT_SUPPORTED;
+  // Every configured sample carries the fake's fixed timestamp 1000000 (microseconds).
+  constexpr unsigned long long kSampleTime = 1000000;
+  if (d->proc_utils.empty() || lastSeenTimeStamp >= kSampleTime) return NVML_ERROR_NOT_FOUND;
+  const auto n = static_cast<unsigned int>(d->proc_utils.size());
+  if (utilization == nullptr || *processSamplesCount < n) {
+    *processSamplesCount = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (unsigned int i = 0; i < n; ++i) {
+    utilization[i] = {};
+    utilization[i].pid = d->proc_utils[i].pid;
+    utilization[i].timeStamp = kSampleTime;
+    utilization[i].smUtil = d->proc_utils[i].sm;
+    utilization[i].memUtil = d->proc_utils[i].mem;
+  }
+  *processSamplesCount = n;
+  return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode,
                                   unsigned int* pendingMode) {
   FAKE_NVML_ENTER("nvmlDeviceGetMigMode");
@@ -574,7 +671,7 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode
   if (d == nullptr || currentMode == nullptr || pendingMode == nullptr) {
     return NVML_ERROR_INVALID_ARGUMENT;
   }
-  if (!d->model->mig_capable) return NVML_ERROR_NOT_SUPPORTED;
+  if (!d->mig_capable()) return NVML_ERROR_NOT_SUPPORTED;
   *currentMode = d->mig_current ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
   *pendingMode = d->mig_pending ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
   return NVML_SUCCESS;
@@ -583,12 +680,13 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode
 nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
                                                  nvmlGpuInstanceProfileInfo_t* info) {
   FAKE_NVML_ENTER("nvmlDeviceGetGpuInstanceProfileInfo");
-  const ProfileSpec* p = nullptr;
-  if (nvmlReturn_t r = ProfileFor(s, device, profile, info == nullptr, &p); r != NVML_SUCCESS) {
+  FakeDevice* d = nullptr;
+  const MigProfile* p = nullptr;
+  if (nvmlReturn_t r = ProfileFor(s, device, profile, info == nullptr, &d, &p); r != NVML_SUCCESS) {
     return r;
   }
   std::memset(info, 0, sizeof(*info));
-  FillProfileInfo(*p, &info->id, &info->sliceCount, &info->instanceCount,
+  FillProfileInfo(*d, *p, &info->id, &info->sliceCount, &info->instanceCount,
                   &info->multiprocessorCount, &info->copyEngineCount, &info->memorySizeMB);
   return NVML_SUCCESS;
 }
@@ -596,16 +694,17 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned i
 nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile,
                                                   nvmlGpuInstanceProfileInfo_v2_t* info) {
   FAKE_NVML_ENTER("nvmlDeviceGetGpuInstanceProfileInfoV");
-  const ProfileSpec* p = nullptr;
-  if (nvmlReturn_t r = ProfileFor(s, device, profile, info == nullptr, &p); r != NVML_SUCCESS) {
+  FakeDevice* d = nullptr;
+  const MigProfile* p = nullptr;
+  if (nvmlReturn_t r = ProfileFor(s, device, profile, info == nullptr, &d, &p); r != NVML_SUCCESS) {
     return r;
   }
   if (info->version != kNvmlGpuInstanceProfileInfoV2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
   std::memset(info, 0, sizeof(*info));
   info->version = kNvmlGpuInstanceProfileInfoV2;
-  FillProfileInfo(*p, &info->id, &info->sliceCount, &info->instanceCount,
+  FillProfileInfo(*d, *p, &info->id, &info->sliceCount, &info->instanceCount,
                   &info->multiprocessorCount, &info->copyEngineCount, &info->memorySizeMB);
-  std::snprintf(info->name, sizeof(info->name), "MIG %s", p->name);
+  std::snprintf(info->name, sizeof(info->name), "MIG %s", p->name.c_str());
   return NVML_SUCCESS;
 }
 
@@ -616,20 +715,39 @@ nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device,
   FAKE_NVML_ENTER("nvmlDeviceGetGpuInstancePossiblePlacements_v2");
   FakeDevice* d = FindDevice(s, device);
   if (d == nullptr || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  if (!d->model->mig_capable) return NVML_ERROR_NOT_SUPPORTED;  // answered with MIG off too
-  const ProfileSpec* p = ProfileById(*d, profileId);
+  if (!d->mig_capable()) return NVML_ERROR_NOT_SUPPORTED;  // answered with MIG off too
+  const MigProfile* p = ProfileById(*d, profileId);
   if (p == nullptr) return NVML_ERROR_NOT_SUPPORTED;
-  const auto n = static_cast<unsigned int>(p->starts.size());
-  if (placements == nullptr) {
-    *count = n;
-    return NVML_SUCCESS;
+  std::vector<nvmlGpuInstancePlacement_t> items;
+  for (int start : p->starts) {
+    items.push_back({static_cast<unsigned int>(start), static_cast<unsigned int>(p->size)});
   }
-  if (*count < n) {
-    *count = n;
-    return NVML_ERROR_INSUFFICIENT_SIZE;
+  return ReturnList(items, placements, count);
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
+                                                       unsigned int* count) {
+  FAKE_NVML_ENTER("nvmlDeviceGetGpuInstanceRemainingCapacity");
+  FakeDevice* d = FindDevice(s, device);
+  if (d == nullptr || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!MigOn(*d)) return NVML_ERROR_NOT_SUPPORTED;
+  const MigProfile* p = ProfileById(*d, profileId);
+  if (p == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  // How many more fit: place them at the lowest free legal starts (equal-size intervals, so
+  // the earliest-start greedy choice packs the most), then take them away again.
+  size_t added = 0;
+  for (int start : p->starts) {
+    const auto st = static_cast<unsigned int>(start);
+    if (CheckGiPlacement(*d, *p, st, static_cast<unsigned int>(p->size)) != NVML_SUCCESS) continue;
+    auto gi = std::make_unique<FakeGi>();
+    gi->device = d;
+    gi->profile = p;
+    gi->start = st;
+    d->gis.push_back(std::move(gi));
+    ++added;
   }
-  for (unsigned int i = 0; i < n; ++i) placements[i] = {p->starts[i], p->memory_slices};
-  *count = n;
+  *count = static_cast<unsigned int>(added);
+  d->gis.resize(d->gis.size() - added);
   return NVML_SUCCESS;
 }
 
@@ -643,27 +761,14 @@ nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t device, unsig
     return NVML_ERROR_INVALID_ARGUMENT;
   }
   if (!MigOn(*d)) return NVML_ERROR_NOT_SUPPORTED;
-  const ProfileSpec* p = ProfileById(*d, profileId);
+  const MigProfile* p = ProfileById(*d, profileId);
   if (p == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  if (placement->size != p->memory_slices ||
-      std::find(p->starts.begin(), p->starts.end(), placement->start) == p->starts.end()) {
-    return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t r = CheckGiPlacement(*d, *p, placement->start, placement->size);
+      r != NVML_SUCCESS) {
+    return r;
   }
-  uint32_t same_profile = 0;
-  uint32_t compute_used = 0;
   std::vector<uint32_t> ids;
-  for (const auto& gi : d->gis) {
-    ids.push_back(gi->id);
-    compute_used += gi->profile->compute_slices;
-    if (gi->profile == p) ++same_profile;
-    const uint32_t a0 = gi->start;
-    const uint32_t a1 = gi->start + gi->profile->memory_slices;
-    const uint32_t b0 = placement->start;
-    const uint32_t b1 = placement->start + placement->size;
-    if (a0 < b1 && b0 < a1) return NVML_ERROR_INSUFFICIENT_RESOURCES;  // memory slices overlap
-  }
-  if (same_profile >= p->max_count) return NVML_ERROR_INSUFFICIENT_RESOURCES;
-  if (compute_used + p->compute_slices > kComputeSlices) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+  for (const auto& gi : d->gis) ids.push_back(gi->id);
   auto gi = std::make_unique<FakeGi>();
   gi->device = d;
   gi->id = LowestFreeId(ids, 1);
@@ -698,7 +803,7 @@ nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profile
     return NVML_ERROR_INVALID_ARGUMENT;
   }
   if (!MigOn(*d)) return NVML_ERROR_NOT_SUPPORTED;
-  const ProfileSpec* p = ProfileById(*d, profileId);
+  const MigProfile* p = ProfileById(*d, profileId);
   if (p == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   unsigned int n = 0;
   for (const auto& gi : d->gis) {
@@ -729,8 +834,8 @@ nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstan
   if (gi == nullptr || info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   info->device = reinterpret_cast<nvmlDevice_t>(gi->device);
   info->id = gi->id;
-  info->profileId = gi->profile->id;
-  info->placement = {gi->start, gi->profile->memory_slices};
+  info->profileId = static_cast<unsigned int>(gi->profile->profile_id);
+  info->placement = {gi->start, static_cast<unsigned int>(gi->profile->size)};
   return NVML_SUCCESS;
 }
 
@@ -744,15 +849,75 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gpuI
       engProfile != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED) {
     return NVML_ERROR_INVALID_ARGUMENT;
   }
-  uint32_t slices = 0;
-  if (!CiProfile(*gi, profile, &slices)) return NVML_ERROR_NOT_SUPPORTED;
+  const MigComputeProfile* c = CiProfile(*gi, profile);
+  if (c == nullptr) return NVML_ERROR_NOT_SUPPORTED;
   std::memset(info, 0, sizeof(*info));
   info->id = profile;
-  info->sliceCount = slices;
-  info->instanceCount =
-      static_cast<unsigned int>(CiStarts(gi->profile->compute_slices, slices).size());
-  info->multiprocessorCount = gi->profile->sms * slices / gi->profile->compute_slices;
+  info->sliceCount = static_cast<unsigned int>(c->compute_slices);
+  info->instanceCount = static_cast<unsigned int>(c->max_count);
+  info->multiprocessorCount =
+      Sms(*gi->device, *gi->profile) * static_cast<unsigned int>(c->compute_slices) /
+      static_cast<unsigned int>(gi->profile->compute_slices);
   return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+    nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+    nvmlComputeInstancePlacement_t* placements, unsigned int* count) {
+  FAKE_NVML_ENTER("nvmlGpuInstanceGetComputeInstancePossiblePlacements");
+  FakeGi* gi = FindGi(s, gpuInstance);
+  if (gi == nullptr || count == nullptr || profileId >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT_API13) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  const MigComputeProfile* c = CiProfile(*gi, profileId);
+  if (c == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+  std::vector<nvmlComputeInstancePlacement_t> items;
+  for (int start : c->starts) {
+    items.push_back({static_cast<unsigned int>(start), static_cast<unsigned int>(c->compute_slices)});
+  }
+  return ReturnList(items, placements, count);
+}
+
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance,
+                                                                unsigned int profileId,
+                                                                unsigned int* count) {
+  FAKE_NVML_ENTER("nvmlGpuInstanceGetComputeInstanceRemainingCapacity");
+  FakeGi* gi = FindGi(s, gpuInstance);
+  if (gi == nullptr || count == nullptr || profileId >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT_API13) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  const MigComputeProfile* c = CiProfile(*gi, profileId);
+  if (c == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+  size_t added = 0;
+  for (int start : c->starts) {
+    const auto st = static_cast<unsigned int>(start);
+    if (CheckCiPlacement(*gi, *c, st, static_cast<unsigned int>(c->compute_slices)) != NVML_SUCCESS) {
+      continue;
+    }
+    auto ci = std::make_unique<FakeCi>();
+    ci->gi = gi;
+    ci->profile = c;
+    ci->start = st;
+    gi->cis.push_back(std::move(ci));
+    ++added;
+  }
+  *count = static_cast<unsigned int>(added);
+  gi->cis.resize(gi->cis.size() - added);
+  return NVML_SUCCESS;
+}
+
+// Creates a CI of `c` at `start` in `gi`.
+nvmlComputeInstance_t AddCi(FakeGi* gi, const MigComputeProfile* c, unsigned int start) {
+  std::vector<uint32_t> ids;
+  for (const auto& ci : gi->cis) ids.push_back(ci->id);
+  auto ci = std::make_unique<FakeCi>();
+  ci->gi = gi;
+  ci->id = LowestFreeId(ids, 0);
+  ci->profile = c;
+  ci->start = start;
+  auto handle = reinterpret_cast<nvmlComputeInstance_t>(ci.get());
+  gi->cis.push_back(std::move(ci));
+  return handle;
 }
 
 nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
@@ -761,28 +926,41 @@ nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
   FAKE_NVML_ENTER("nvmlGpuInstanceCreateComputeInstance");
   LogMutation(s, "nvmlGpuInstanceCreateComputeInstance");
   FakeGi* gi = FindGi(s, gpuInstance);
-  if (gi == nullptr || computeInstance == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  uint32_t slices = 0;
-  if (!CiProfile(*gi, profileId, &slices)) return NVML_ERROR_INVALID_ARGUMENT;
-  std::vector<uint32_t> ids;
-  for (const auto& ci : gi->cis) ids.push_back(ci->id);
-  for (uint32_t start : CiStarts(gi->profile->compute_slices, slices)) {
-    bool free = true;
-    for (const auto& ci : gi->cis) {
-      if (ci->start < start + slices && start < ci->start + ci->size) free = false;
-    }
-    if (!free) continue;
-    auto ci = std::make_unique<FakeCi>();
-    ci->gi = gi;
-    ci->id = LowestFreeId(ids, 0);
-    ci->profile_index = profileId;
-    ci->start = start;
-    ci->size = slices;
-    *computeInstance = reinterpret_cast<nvmlComputeInstance_t>(ci.get());
-    gi->cis.push_back(std::move(ci));
+  if (gi == nullptr || computeInstance == nullptr ||
+      profileId >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT_API13) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  const MigComputeProfile* c = CiProfile(*gi, profileId);
+  if (c == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+  // The driver picks the placement: here the lowest free legal start.
+  for (int start : c->starts) {
+    const auto st = static_cast<unsigned int>(start);
+    nvmlReturn_t r = CheckCiPlacement(*gi, *c, st, static_cast<unsigned int>(c->compute_slices));
+    if (r != NVML_SUCCESS) continue;
+    *computeInstance = AddCi(gi, c, st);
     return NVML_SUCCESS;
   }
   return NVML_ERROR_INSUFFICIENT_RESOURCES;
+}
+
+nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+    nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+    const nvmlComputeInstancePlacement_t* placement, nvmlComputeInstance_t* computeInstance) {
+  FAKE_NVML_ENTER("nvmlGpuInstanceCreateComputeInstanceWithPlacement");
+  LogMutation(s, "nvmlGpuInstanceCreateComputeInstanceWithPlacement");
+  FakeGi* gi = FindGi(s, gpuInstance);
+  if (gi == nullptr || computeInstance == nullptr || placement == nullptr ||
+      profileId >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT_API13) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  const MigComputeProfile* c = CiProfile(*gi, profileId);
+  if (c == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+  if (nvmlReturn_t r = CheckCiPlacement(*gi, *c, placement->start, placement->size);
+      r != NVML_SUCCESS) {
+    return r;
+  }
+  *computeInstance = AddCi(gi, c, placement->start);
+  return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance,
@@ -794,11 +972,12 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance,
   if (gi == nullptr || computeInstances == nullptr || count == nullptr) {
     return NVML_ERROR_INVALID_ARGUMENT;
   }
-  uint32_t slices = 0;
-  if (!CiProfile(*gi, profileId, &slices)) return NVML_ERROR_INVALID_ARGUMENT;
+  if (profileId >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT_API13) return NVML_ERROR_INVALID_ARGUMENT;
+  const MigComputeProfile* c = CiProfile(*gi, profileId);
+  if (c == nullptr) return NVML_ERROR_NOT_SUPPORTED;
   unsigned int n = 0;
   for (const auto& ci : gi->cis) {
-    if (ci->profile_index == profileId) {
+    if (ci->profile == c) {
       computeInstances[n++] = reinterpret_cast<nvmlComputeInstance_t>(ci.get());
     }
   }
@@ -828,8 +1007,8 @@ nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance
   info->device = reinterpret_cast<nvmlDevice_t>(ci->gi->device);
   info->gpuInstance = reinterpret_cast<nvmlGpuInstance_t>(ci->gi);
   info->id = ci->id;
-  info->profileId = ci->profile_index;
-  info->placement = {ci->start, ci->size};
+  info->profileId = static_cast<unsigned int>(ci->profile->nvml_profile_index);
+  info->placement = {ci->start, static_cast<unsigned int>(ci->profile->compute_slices)};
   return NVML_SUCCESS;
 }
 

@@ -2,6 +2,8 @@
 //   tessera mig layouts --model H100-80GB [--json]
 //   tessera mig validate --model H100-80GB --layout 3g.40gb@0,3g.40gb@4
 //   tessera mig plan --model H100-80GB --gpus 4 --demand 1g.10gb=9,3g.40gb=2 [--in-use FILE] [--json]
+//   tessera mig show [--nvml LIB] [--json]                       (reads the node's GPUs)
+//   tessera mig apply --model H100-80GB --plan PLAN.json [--nvml LIB] --yes   (changes them)
 #include <charconv>
 #include <cstdio>
 #include <map>
@@ -11,6 +13,8 @@
 #include <vector>
 
 #include "tessera/core/gpu_model.h"
+#include "tessera/enforce/mig_apply.h"
+#include "tessera/enforce/nvml.h"
 #include "tessera/partition/mig_layout.h"
 #include "tessera/partition/mig_planner.h"
 #include "tessera/partition/mig_sim.h"
@@ -43,6 +47,9 @@ struct MigFlags {
   std::string in_use;
   bool json = false;
   bool with_me = false;
+  std::string plan_file;
+  std::string nvml = "libnvidia-ml.so.1";
+  bool yes = false;
 };
 
 int Fail(const std::string& what, int code = kExitBadInput) {
@@ -314,6 +321,157 @@ int RunMigSimulate(const MigFlags& f) {
   return kExitOk;
 }
 
+// `mig plan --json` output -> the steps in NVML terms; INVALID_ARGUMENT names the bad step.
+StatusOr<std::vector<enforce::MigStep>> ReadPlanSteps(const MigGeometry& g, const std::string& model,
+                                                      const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError(path + ": cannot open file");
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgumentError(path + ": not a JSON object");
+  if (j.contains("model") && (!j["model"].is_string() || j["model"].get<std::string>() != model)) {
+    return InvalidArgumentError(path + ": model: the plan is for " + j["model"].dump() + ", not " + model);
+  }
+  if (!j.contains("steps") || !j["steps"].is_array()) {
+    return InvalidArgumentError(path + ": steps: missing or not an array (write it with `tessera mig plan --json`)");
+  }
+  std::vector<enforce::MigStep> out;
+  for (size_t i = 0; i < j["steps"].size(); ++i) {
+    const nlohmann::json& st = j["steps"][i];
+    const std::string at = path + ": steps[" + std::to_string(i) + "]";
+    if (!st.is_object()) return InvalidArgumentError(at + ": expected an object");
+    const auto str = [&](const char* key) -> StatusOr<std::string> {
+      if (!st.contains(key) || !st[key].is_string()) return InvalidArgumentError(at + "." + key + ": missing or not a string");
+      return st[key].get<std::string>();
+    };
+    const auto num = [&](const char* key, int64_t lo, int64_t hi) -> StatusOr<int> {
+      if (!st.contains(key) || !st[key].is_number_integer() || st[key].get<int64_t>() < lo ||
+          st[key].get<int64_t>() > hi) {
+        return InvalidArgumentError(at + "." + key + ": expected an integer " + std::to_string(lo) + ".." +
+                                    std::to_string(hi));
+      }
+      return static_cast<int>(st[key].get<int64_t>());
+    };
+    TESSERA_ASSIGN_OR_RETURN(std::string action, str("action"));
+    if (action != "create" && action != "destroy") {
+      return InvalidArgumentError(at + ".action: '" + action + "' is neither create nor destroy");
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::string profile, str("profile"));
+    TESSERA_ASSIGN_OR_RETURN(int gpu, num("gpu", 0, 100000));
+    TESSERA_ASSIGN_OR_RETURN(int start, num("start", 0, g.memory_slices - 1));
+    auto p = partition::FindProfileIndex(g, profile);
+    if (!p.ok()) return InvalidArgumentError(at + ".profile: " + p.status().message());
+    auto step = enforce::CatalogMigStep(
+        g, action == "create" ? enforce::MigStep::Kind::kCreate : enforce::MigStep::Kind::kDestroy,
+        static_cast<uint32_t>(gpu), *p, start);
+    if (!step.ok()) return InvalidArgumentError(at + ": " + step.status().message());
+    out.push_back(*step);
+  }
+  return out;
+}
+
+nlohmann::json InstancesOnNode(const std::vector<enforce::MigInstanceState>& state) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const enforce::MigInstanceState& s : state) {
+    nlohmann::json cis = nlohmann::json::array();
+    for (const enforce::ComputeInstance& c : s.compute_instances) {
+      cis.push_back({{"id", c.id}, {"profile_id", c.profile_id}, {"start", c.start}, {"size", c.size}});
+    }
+    arr.push_back({{"id", s.gpu_instance.id},
+                   {"profile_id", s.gpu_instance.profile_id},
+                   {"start", s.gpu_instance.placement.start},
+                   {"size", s.gpu_instance.placement.size},
+                   {"compute_instances", cis}});
+  }
+  return arr;
+}
+
+// "  GPU 0: [gi 1 3g.40gb@0:4 ci 0 @0:3] ..." (profile ids where `g` is null or lacks the id).
+void PrintInstances(uint32_t gpu, const std::vector<enforce::MigInstanceState>& state,
+                    const MigGeometry* g = nullptr) {
+  std::printf("  GPU %u:", gpu);
+  if (state.empty()) std::printf(" no GPU instances");
+  for (const enforce::MigInstanceState& s : state) {
+    std::string profile = "profile " + std::to_string(s.gpu_instance.profile_id) + " ";
+    for (size_t i = 0; g != nullptr && i < g->profiles.size(); ++i) {
+      if (g->profiles[i].profile_id == static_cast<int>(s.gpu_instance.profile_id)) profile = g->profiles[i].name;
+    }
+    std::printf(" [gi %u %s@%u:%u", s.gpu_instance.id, profile.c_str(),
+                s.gpu_instance.placement.start, s.gpu_instance.placement.size);
+    for (const enforce::ComputeInstance& c : s.compute_instances) {
+      std::printf(" ci %u @%u:%u", c.id, c.start, c.size);
+    }
+    std::printf("]");
+  }
+  std::printf("\n");
+}
+
+// Read-only: the MIG mode and instances of every GPU of the node.
+int RunShow(const MigFlags& f) {
+  enforce::DlopenNvml nvml({.library_path = f.nvml});
+  if (Status s = nvml.Init(); !s.ok()) return Fail(s.message(), kExitFailure);
+  auto count = nvml.DeviceCount();
+  if (!count.ok()) return Fail(count.status().message(), kExitFailure);
+  nlohmann::json j = {{"library", f.nvml}, {"gpus", nlohmann::json::array()}};
+  if (!f.json) std::printf("%u GPU(s) via %s\n", *count, f.nvml.c_str());
+  for (uint32_t gpu = 0; gpu < *count; ++gpu) {
+    auto name = nvml.DeviceName(gpu);
+    auto mode = nvml.GetMigMode(gpu);
+    const bool mig = mode.ok() && mode->current_enabled;
+    std::vector<enforce::MigInstanceState> state;
+    if (mig) {
+      auto st = enforce::ReadMigInstances(nvml, gpu);
+      if (!st.ok()) return Fail(st.status().message(), kExitFailure);
+      state = std::move(*st);
+    }
+    const std::string mig_text = !mode.ok() ? "not supported" : mig ? "enabled" : "disabled";
+    j["gpus"].push_back({{"index", gpu},
+                         {"name", name.ok() ? *name : name.status().ToString()},
+                         {"mig", mig_text},
+                         {"gpu_instances", InstancesOnNode(state)}});
+    if (!f.json) {
+      std::printf("GPU %u %s, MIG %s\n", gpu, name.ok() ? name->c_str() : "?", mig_text.c_str());
+      if (mig) PrintInstances(gpu, state);
+    }
+  }
+  if (f.json) std::printf("%s\n", j.dump(2).c_str());
+  return kExitOk;
+}
+
+// Changes the node's MIG layout: prints the steps, refuses without --yes, then applies them.
+int RunApply(const MigFlags& f) {
+  auto g = Geometry(f.model, f.models_file);
+  if (!g.ok()) return Fail(g.status().message());
+  auto steps = ReadPlanSteps(**g, f.model, f.plan_file);
+  if (!steps.ok()) return Fail(steps.status().message());
+  std::printf("MIG steps for %s via %s (%zu):\n", f.model.c_str(), f.nvml.c_str(), steps->size());
+  for (const enforce::MigStep& s : *steps) std::printf("  %s\n", s.Describe().c_str());
+  if (!f.yes) {
+    return Fail("refusing to change MIG instances without --yes (the steps above were not applied)");
+  }
+  if (steps->empty()) {
+    std::printf("nothing to do\n");
+    return kExitOk;
+  }
+  enforce::DlopenNvml nvml({.library_path = f.nvml});
+  if (Status s = nvml.Init(); !s.ok()) return Fail(s.message(), kExitFailure);
+  auto done = enforce::ApplyMigSteps(nvml, *steps);
+  if (!done.ok()) return Fail(done.status().message(), kExitFailure);
+  std::printf("applied %zu step(s); now:\n", done->size());
+  std::vector<uint32_t> gpus;
+  for (const enforce::MigStep& s : *steps) {
+    if (std::find(gpus.begin(), gpus.end(), s.gpu) == gpus.end()) gpus.push_back(s.gpu);
+  }
+  std::sort(gpus.begin(), gpus.end());
+  for (uint32_t gpu : gpus) {
+    auto st = enforce::ReadMigInstances(nvml, gpu);
+    if (!st.ok()) return Fail(st.status().message(), kExitFailure);
+    PrintInstances(gpu, *st, *g);
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 void RegisterMig(CLI::App& app, int* exit_code) {
@@ -345,6 +503,25 @@ void RegisterMig(CLI::App& app, int* exit_code) {
   plan->add_option("--in-use", flags->in_use, "CSV gpu,profile,start,in_use of the instances that exist now");
   plan->add_flag("--json", flags->json, "JSON output: {gpus:[{index,instances:[{profile,start,size}]}],unsatisfied,steps}");
   plan->callback([flags, exit_code] { *exit_code = RunPlan(*flags); });
+
+  CLI::App* show = mig->add_subcommand("show", "Show the node's GPUs' MIG mode and instances (read-only, via NVML)");
+  show->add_option("--nvml", flags->nvml, "NVML library to load (default libnvidia-ml.so.1, the driver's)");
+  show->add_flag("--json", flags->json, "JSON output");
+  show->callback([flags, exit_code] { *exit_code = RunShow(*flags); });
+
+  CLI::App* apply = mig->add_subcommand("apply", "Apply a MIG plan's steps to the node's GPUs (needs --yes)");
+  apply->footer(
+      "\nReads the steps of `tessera mig plan --json`, prints them, and with --yes applies them through\n"
+      "NVML: each destroy removes the GPU instance's compute instances and then the instance, each\n"
+      "create makes the GPU instance at its exact placement and the compute instance that fills it.\n"
+      "Every step is checked against the driver first; nothing changes if one is wrong. Without\n"
+      "--yes nothing is loaded and the command exits with 2.");
+  apply->add_option("--models", flags->models_file, "JSON file of extra GPU models (schema of data/gpu-models/mig-profiles.json)");
+  apply->add_option("--model", flags->model, "GPU model the plan was made for")->required();
+  apply->add_option("--plan", flags->plan_file, "Plan JSON written by `tessera mig plan --json`")->required();
+  apply->add_option("--nvml", flags->nvml, "NVML library to load (default libnvidia-ml.so.1, the driver's)");
+  apply->add_flag("--yes", flags->yes, "Really change the GPUs' MIG instances");
+  apply->callback([flags, exit_code] { *exit_code = RunApply(*flags); });
 
   CLI::App* simulate = mig->add_subcommand("simulate", "Dynamic vs static MIG serving of the trace's fractional tasks");
   simulate->footer(

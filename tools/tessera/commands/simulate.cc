@@ -20,6 +20,8 @@
 #include "tessera/sim/report.h"
 #include "tessera/sim/sweep.h"
 #include "tessera/sim/trace.h"
+#include "tools/tessera/commands/scenario.h"
+#include "tools/tessera/commands/simulate_mig.h"
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
 
@@ -58,6 +60,8 @@ struct SimulateFlags {
   bool check = false;
   bool quiet = false;
   bool progress = false;
+  MigModeFlags mig;  // --mig-model set: the MIG mode (simulate_mig.cc)
+  ScenarioFlags scenario;  // set: the multi-tenant scenario (scenario.cc)
 };
 
 Status BadFlag(const std::string& m) { return InvalidArgumentError(m); }
@@ -135,6 +139,10 @@ Status WriteFile(const std::string& path, const std::string& text) {
 }
 
 int RunSimulate(const SimulateFlags& f, const std::string& command_line) {
+  if (f.mig.Given()) {
+    return RunMigMode(f.mig, {.pods = f.pods, .nodes = f.nodes, .policies = f.policies, .seeds = f.seeds,
+                              .json_out = f.json_out, .all_lists = f.all_lists});
+  }
   const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
   const std::string data = DataDir();
   const std::string csv_dir = data + "/alibaba-gpu-2023/csv";
@@ -263,7 +271,8 @@ void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_
       "Examples:\n"
       "  tessera simulate\n"
       "  tessera simulate --pods my_pods.csv --policies fgd,bestfit --seeds 42-51 --json out.json\n"
-      "  tessera simulate --all-lists --policies artifact --check   # reproduce the paper");
+      "  tessera simulate --all-lists --policies artifact --check   # reproduce the paper\n"
+      "  tessera simulate --mig-model H100-80GB --gpus 100 --seeds 42-51   # MIG: engine vs static");
   cmd->add_option("--nodes", flags->nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model); default: the bundled 1213-node Alibaba cluster");
   cmd->add_option("--pods", flags->pods, "Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]); repeatable; default: the bundled default list")->delimiter(',');
   cmd->add_flag("--all-lists", flags->all_lists, "Replay all 17 bundled pod lists of the FGD paper");
@@ -278,7 +287,15 @@ void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_
   cmd->add_flag("--check", flags->check, "Exit 1 unless every (pod list, policy) median is within the reproduction tolerance of the artifact's");
   cmd->add_flag("--progress", flags->progress, "Show the progress bar even when stderr is not a terminal");
   cmd->add_flag("--quiet,-q", flags->quiet, "No progress output on stderr");
-  cmd->callback([flags, exit_code, command_line] { *exit_code = RunSimulate(*flags, *command_line); });
+  AddMigModeFlags(cmd, &flags->mig);
+  AddScenarioFlags(cmd, &flags->scenario);
+  cmd->callback([flags, exit_code, command_line] {
+    *exit_code = !flags->scenario.name.empty()
+                     ? RunScenario(flags->scenario, flags->json_out,
+                                   flags->html_out == "tessera-report.html" ? "" : flags->html_out,
+                                   flags->check, flags->quiet)
+                     : RunSimulate(*flags, *command_line);
+  });
 }
 
 }  // namespace tessera::cli

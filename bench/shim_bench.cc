@@ -1,0 +1,123 @@
+// What libtessera-shim.so adds to the driver calls it intercepts, measured against the in-tree fake
+// driver (tests/testing/fake_cuda/) in one process: the *Direct benchmarks call the fake's entry
+// points, the *ThroughShim ones call the shim's wrappers of the same entry points (which call the
+// same fake functions), both through function pointers. The difference of a pair is the shim's
+// added cost (issue 6 targets: launch <= 50 ns, allocation <= 1 us).
+//
+//   BM_LaunchDirect / BM_LaunchThroughShim   one cuLaunchKernel
+//   BM_AllocDirect  / BM_AllocThroughShim    one cuMemAlloc_v2 (4 KiB) + its cuMemFree_v2: the
+//                                            shim reserves on the shared tenant counter, records
+//                                            the pointer, and releases both on free
+//
+// The shim runs managed (a node segment in a temporary directory, tenant 0 with a 64 GiB limit), as
+// it does in a tenant process. Keep the benchmark names stable: bench/run.sh and the README use them.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "benchmark/benchmark.h"
+#include "tessera/enforce/cuda_abi.h"
+#include "tessera/enforce/segment.h"
+
+namespace {
+
+using namespace tessera::cuabi;  // NOLINT
+
+struct Fns {
+  PFN_cuLaunchKernel_v4000 launch = nullptr;
+  PFN_cuMemAlloc_v3020 alloc = nullptr;
+  PFN_cuMemFree_v3020 free = nullptr;
+};
+
+Fns g_direct, g_shim;
+bool g_ready = false;
+
+void Die(const char* what) {
+  std::fprintf(stderr, "tessera_shim_bench: %s: %s\n", what, dlerror());
+  std::exit(1);
+}
+
+void Setup() {
+  if (g_ready) return;
+  // The node side: a segment with a large limit for tenant 0.
+  std::string dir = "/tmp/tessera_shim_bench_" + std::to_string(::getpid());
+  std::string mk = "mkdir -p " + dir;
+  if (std::system(mk.c_str()) != 0) Die("mkdir");
+  tessera::enforce::SegmentOptions options;
+  options.policy_path = dir + "/policy";
+  options.counters_path = dir + "/counters";
+  static auto segment = tessera::enforce::NodeSegment::Create(options);
+  if (!segment.ok()) {
+    std::fprintf(stderr, "%s\n", segment.status().ToString().c_str());
+    std::exit(1);
+  }
+  if (!segment->SetLimit(0, 0, 64ULL << 30).ok()) Die("SetLimit");
+  ::setenv("TESSERA_SHIM_POLICY", options.policy_path.c_str(), 1);
+  ::setenv("TESSERA_SHIM_COUNTERS", options.counters_path.c_str(), 1);
+  ::setenv("TESSERA_SHIM_TENANT", "0", 1);
+
+  // The fake driver first (the shim finds it by its soname), then the shim.
+  void* cuda = dlopen(TESSERA_FAKE_CUDA_LIBRARY, RTLD_NOW | RTLD_GLOBAL);
+  if (cuda == nullptr) Die("dlopen fake libcuda");
+  void* shim = dlopen(TESSERA_SHIM_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  if (shim == nullptr) Die("dlopen libtessera-shim.so");
+  auto get = [](void* h, const char* name) {
+    void* p = dlsym(h, name);
+    if (p == nullptr) Die(name);
+    return p;
+  };
+  g_direct = {reinterpret_cast<PFN_cuLaunchKernel_v4000>(get(cuda, "cuLaunchKernel")),
+              reinterpret_cast<PFN_cuMemAlloc_v3020>(get(cuda, "cuMemAlloc_v2")),
+              reinterpret_cast<PFN_cuMemFree_v3020>(get(cuda, "cuMemFree_v2"))};
+  g_shim = {reinterpret_cast<PFN_cuLaunchKernel_v4000>(get(shim, "cuLaunchKernel")),
+            reinterpret_cast<PFN_cuMemAlloc_v3020>(get(shim, "cuMemAlloc_v2")),
+            reinterpret_cast<PFN_cuMemFree_v3020>(get(shim, "cuMemFree_v2"))};
+  auto init = reinterpret_cast<PFN_cuInit_v2000>(get(cuda, "cuInit"));
+  auto create = reinterpret_cast<PFN_cuCtxCreate_v3020>(get(cuda, "cuCtxCreate_v2"));
+  CUcontext ctx = nullptr;
+  if (init(0) != CUDA_SUCCESS || create(&ctx, 0, 0) != CUDA_SUCCESS) Die("cuInit/cuCtxCreate_v2");
+  // Both paths must work (and the shim must really account) before anything is timed.
+  CUdeviceptr p = 0;
+  if (g_shim.alloc(&p, 4096) != CUDA_SUCCESS || segment->ReservedBytes(0, 0) != 4096) Die("shim alloc");
+  if (g_shim.free(p) != CUDA_SUCCESS || segment->ReservedBytes(0, 0) != 0) Die("shim free");
+  std::string rm = "rm -rf " + dir;  // the mappings stay valid after the files are gone
+  if (std::system(rm.c_str()) != 0) Die("rm");
+  g_ready = true;
+}
+
+void Launch(benchmark::State& state, const Fns& f) {
+  Setup();
+  for (auto _ : state) {
+    CUresult rc = f.launch(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+    benchmark::DoNotOptimize(rc);
+  }
+}
+
+void Alloc(benchmark::State& state, const Fns& f) {
+  Setup();
+  for (auto _ : state) {
+    CUdeviceptr p = 0;
+    if (f.alloc(&p, 4096) != CUDA_SUCCESS || f.free(p) != CUDA_SUCCESS) {
+      state.SkipWithError("allocation failed");
+      break;
+    }
+  }
+}
+
+void BM_LaunchDirect(benchmark::State& state) { Launch(state, g_direct); }
+void BM_LaunchThroughShim(benchmark::State& state) { Launch(state, g_shim); }
+void BM_AllocDirect(benchmark::State& state) { Alloc(state, g_direct); }
+void BM_AllocThroughShim(benchmark::State& state) { Alloc(state, g_shim); }
+
+}  // namespace
+
+// Setup() fills g_direct/g_shim before the first iteration; the lambdas read them then.
+BENCHMARK(BM_LaunchDirect);
+BENCHMARK(BM_LaunchThroughShim);
+BENCHMARK(BM_AllocDirect);
+BENCHMARK(BM_AllocThroughShim);
+
+BENCHMARK_MAIN();

@@ -1,0 +1,316 @@
+// The node's shared enforcement segment: the versioned, fixed-layout memory that the node side
+// (tessera's node agent, `tessera run`, tests) shares with libtessera-shim.so in tenant processes.
+//
+// Two files, so that a tenant cannot raise its own limit:
+//   * the policy page (PolicyPage): limits per (tenant, GPU), written by the node side only and
+//     mapped PROT_READ into tenants (opened O_RDONLY, so mprotect cannot make it writable);
+//   * the counters (CounterSegment): per-(tenant, GPU) reservation counters, each on its own cache
+//     line, and per-process slots, mapped read-write by every process of every tenant on the node.
+//
+// Layout (ABI version 1, all offsets static_assert'ed below; sizes in bytes):
+//
+//   policy file                                counters file
+//   0     PolicyHeader              64         0       CounterHeader                      64
+//   64    device_total_bytes[16]    128        64      TenantCounter[64 tenants][16 GPUs]  65536
+//   192   TenantPolicy[64]          64 x 192   65600   ProcessSlot[1024]                   1024 x 320
+//   12480 end                                  393280  end
+//
+// Memory accounting protocol (all operations lock-free; nobody ever waits for another process):
+//   * A TenantCounter's `word` packs the tenant's reserved bytes on that GPU (low 40 bits, so at
+//     most 1 TiB) with a 24-bit tag naming the slot and sequence number of the last operation
+//     that changed it (see Tag below).
+//   * A process changes the counter only through SlotOp(): it first writes its intent (gpu,
+//     direction, bytes, its own held bytes before) into its slot, then moves the counter with a
+//     CAS that also stamps its tag, then updates its slot's held counter and clears the intent.
+//     A reservation that would exceed the limit is refused inside the CAS loop, so the counter
+//     never exceeds the limit, not even transiently.
+//   * Whoever overwrites a tag first marks that slot's pending intent APPLIED ("helping"), so the
+//     fact that an operation reached the counter is never lost.
+//   * Reconcile() (node side) finds slots whose process is dead (/proc/<pid>/stat start time, so
+//     PID reuse is detected), takes the slot with a CAS (ACTIVE -> RECLAIMING, with the reconciler's pid in
+//     place of the owner's; a dead reconciler's slot is taken over the same way), resolves a pending intent
+//     from the tag/APPLIED evidence, and subtracts the slot's held bytes from the tenant counters
+//     exactly once, through the same SlotOp protocol on the dead process's behalf. The slot is
+//     then FREE with generation + 1. Slots never move; a process's cached slot pointer stays
+//     valid for its lifetime.
+//
+// Worked example (limit 100 MiB, granule 2 MiB): process A (slot 3) holds 60 MiB; process B
+// (slot 7) asks for 50 MiB: SlotOp's CAS sees 60 + 50 > 100 and refuses without writing: B gets
+// CUDA_ERROR_OUT_OF_MEMORY. B asks for 40 MiB: the CAS moves the word from {60 MiB, tag 0} to
+// {100 MiB, tag (7, seq 12)}; B's held becomes 40 MiB. A is killed with SIGKILL. Reconcile():
+// slot 3 is ACTIVE, /proc/<pid_A> is gone -> RECLAIMING; no pending intent; SlotOp(subtract 60
+// MiB) on A's behalf; the word is {40 MiB, ...}; slot 3 is FREE, generation + 1.
+//
+// Thread-safety: all shared fields are lock-free std::atomic (address-free, so valid across
+// processes). A slot's operations must be serialised by its owner (the shim holds a process-local
+// mutex around SlotOp); the node side's Reconcile() may run in several processes at once.
+// Ownership: NodeSegment and TenantView own their mappings (munmap on destruction).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "tessera/core/status.h"
+
+namespace tessera::enforce {
+
+inline constexpr std::uint64_t kPolicyMagic = 0x314C4F5052535354ULL;   // "TSSRPOL1" little-endian
+inline constexpr std::uint64_t kCounterMagic = 0x31544E4352535354ULL;  // "TSSRCNT1"
+inline constexpr std::uint32_t kSegmentAbiVersion = 1;
+inline constexpr int kMaxTenants = 64;
+inline constexpr int kMaxGpus = 16;
+inline constexpr int kMaxSlots = 1024;
+inline constexpr std::size_t kCacheLine = 64;
+
+// Bytes are counted in the low 40 bits of a counter word: 1 TiB - 1 per (tenant, GPU).
+inline constexpr int kBytesBits = 40;
+inline constexpr std::uint64_t kMaxCountedBytes = (1ULL << kBytesBits) - 1;
+// A limit of kUnlimited means "no limit" (reservations are still counted).
+inline constexpr std::uint64_t kUnlimited = kMaxCountedBytes;
+
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free,
+              "cross-process counters need lock-free 64-bit atomics");
+
+// --- policy file (read-only in tenants) ---------------------------------------------------------
+struct alignas(kCacheLine) PolicyHeader {
+  std::uint64_t magic;
+  std::uint32_t abi_version;
+  std::uint32_t header_size;        // sizeof(PolicyHeader)
+  std::uint64_t total_size;         // sizeof(PolicyPage)
+  std::uint64_t granule_bytes;      // every charge is rounded up to a multiple of this
+  std::uint32_t num_gpus;           // GPUs of the node covered (<= kMaxGpus)
+  std::uint32_t max_tenants;        // kMaxTenants
+  std::uint32_t max_gpus;           // kMaxGpus
+  std::uint32_t max_slots;          // kMaxSlots (of the counters file)
+  std::atomic<std::uint64_t> generation;  // bumped by the node side on every policy change
+};
+
+struct alignas(kCacheLine) TenantPolicy {
+  std::atomic<std::uint64_t> limit_bytes[kMaxGpus];  // kUnlimited = no limit; 0 = no access
+  std::uint64_t reserved[8];                         // room for compute policy (weights, class)
+};
+
+struct alignas(kCacheLine) PolicyPage {
+  PolicyHeader header;
+  std::uint64_t device_total_bytes[kMaxGpus];  // physical memory per GPU (0 = ask the driver)
+  TenantPolicy tenants[kMaxTenants];
+};
+
+static_assert(sizeof(PolicyHeader) == 64);
+static_assert(offsetof(PolicyHeader, granule_bytes) == 24);
+static_assert(offsetof(PolicyHeader, generation) == 48);
+static_assert(sizeof(TenantPolicy) == 192);
+static_assert(offsetof(PolicyPage, device_total_bytes) == 64);
+static_assert(offsetof(PolicyPage, tenants) == 192);
+static_assert(sizeof(PolicyPage) == 192 + 64 * 192);
+
+// --- counters file (read-write in tenants) ------------------------------------------------------
+struct alignas(kCacheLine) CounterHeader {
+  std::uint64_t magic;
+  std::uint32_t abi_version;
+  std::uint32_t header_size;
+  std::uint64_t total_size;
+  std::uint32_t max_tenants;
+  std::uint32_t max_gpus;
+  std::uint32_t max_slots;
+  std::uint32_t reserved0;
+  std::atomic<std::uint64_t> reconciliations;  // Reconcile() runs that reclaimed something
+};
+
+// One (tenant, GPU) reservation counter, alone on its cache line.
+struct alignas(kCacheLine) TenantCounter {
+  std::atomic<std::uint64_t> word;              // bytes (low 40 bits) | tag (high 24 bits)
+  std::atomic<std::uint64_t> peak_bytes;        // highest reserved value seen
+  std::atomic<std::uint64_t> denied_allocations;
+  std::atomic<std::uint64_t> denied_bytes;
+  std::atomic<std::uint64_t> underflows_prevented;  // releases larger than the counter (a bug)
+};
+
+enum class SlotState : std::uint32_t { kFree = 0, kClaiming = 1, kActive = 2, kReclaiming = 3 };
+enum class IntentState : std::uint32_t { kIdle = 0, kPending = 1, kApplied = 2 };
+enum class OpDirection : std::uint32_t { kReserve = 0, kRelease = 1 };
+// Index into ProcessSlot::launches (counted by the shim's LaunchGate).
+enum class CountedLaunch : int { kKernel = 0, kCooperative = 1, kGraph = 2, kCaptureBegin = 3 };
+inline constexpr int kLaunchKinds = 4;
+
+// One process's slot. Claimed with a CAS on `state` (FREE -> CLAIMING -> ACTIVE), never moved.
+struct alignas(kCacheLine) ProcessSlot {
+  // line 0: identity
+  std::atomic<std::uint64_t> state;       // SlotState (2 bits) | generation (30 bits) | pid (32)
+  std::atomic<std::uint64_t> start_time;  // /proc/<pid>/stat field 22 (clock ticks after boot)
+  std::atomic<std::uint32_t> tenant;
+  std::uint32_t reserved0;
+  std::atomic<std::uint64_t> reclaimer;   // reserved (the reconciler's pid is in `state`)
+  std::uint64_t reserved1[4];
+  // line 1: the pending operation (see SlotOp)
+  alignas(kCacheLine) std::atomic<std::uint64_t> intent;  // IntentState|direction|gpu|seq
+  std::atomic<std::uint64_t> intent_bytes;
+  std::atomic<std::uint64_t> intent_held_before;
+  std::atomic<std::uint64_t> op_seq;
+  std::uint64_t reserved2[4];
+  // lines 2-3: bytes this process holds in each GPU's tenant counter
+  alignas(kCacheLine) std::atomic<std::uint64_t> held_bytes[kMaxGpus];
+  // line 4: statistics written by the owner only (relaxed)
+  alignas(kCacheLine) std::atomic<std::uint64_t> launches[kLaunchKinds];
+  std::atomic<std::uint64_t> allocations;
+  std::atomic<std::uint64_t> frees;
+  std::atomic<std::uint64_t> denied;
+  std::atomic<std::uint64_t> resolver_substitutions;
+};
+
+struct alignas(kCacheLine) CounterSegment {
+  CounterHeader header;
+  TenantCounter counters[kMaxTenants][kMaxGpus];
+  ProcessSlot slots[kMaxSlots];
+};
+
+static_assert(sizeof(CounterHeader) == 64);
+static_assert(sizeof(TenantCounter) == 64);
+static_assert(sizeof(ProcessSlot) == 320);
+static_assert(offsetof(ProcessSlot, intent) == 64);
+static_assert(offsetof(ProcessSlot, held_bytes) == 128);
+static_assert(offsetof(ProcessSlot, launches) == 256);
+static_assert(offsetof(CounterSegment, counters) == 64);
+static_assert(offsetof(CounterSegment, slots) == 64 + kMaxTenants * kMaxGpus * 64);
+static_assert(sizeof(CounterSegment) == 64 + kMaxTenants * kMaxGpus * 64 + kMaxSlots * 320);
+
+// --- packing helpers (exposed for tests and the shim) -------------------------------------------
+struct Tag {
+  std::uint32_t slot_plus_one = 0;  // 0 = no tag
+  std::uint32_t seq = 0;            // 13 bits
+  friend bool operator==(const Tag&, const Tag&) = default;
+};
+inline constexpr std::uint32_t kSeqMask = (1u << 13) - 1;
+
+std::uint64_t PackWord(std::uint64_t bytes, Tag tag);
+std::uint64_t WordBytes(std::uint64_t word);
+Tag WordTag(std::uint64_t word);
+
+struct SlotStateWord {
+  SlotState state = SlotState::kFree;
+  std::uint32_t generation = 0;  // 30 bits
+  std::uint32_t pid = 0;
+};
+std::uint64_t PackSlotState(SlotStateWord s);
+SlotStateWord UnpackSlotState(std::uint64_t word);
+
+struct Intent {
+  IntentState state = IntentState::kIdle;
+  OpDirection direction = OpDirection::kReserve;
+  std::uint32_t gpu = 0;
+  std::uint32_t seq = 0;  // 13 bits
+};
+std::uint64_t PackIntent(Intent intent);
+Intent UnpackIntent(std::uint64_t word);
+
+// Rounds `bytes` up to a multiple of `granule` (granule > 0); saturates at kMaxCountedBytes + 1 so
+// that a huge request is refused rather than wrapped. 0 stays 0.
+std::uint64_t RoundUpToGranule(std::uint64_t bytes, std::uint64_t granule);
+
+// Process identity used for liveness: the start time (field 22 of /proc/<pid>/stat). Returns
+// nullopt if the process does not exist or is a zombie (it has exited; its memory is released).
+std::optional<std::uint64_t> ProcessStartTime(pid_t pid);
+
+// --- the one way to move a tenant counter -------------------------------------------------------
+enum class SlotOpResult { kApplied, kOverLimit };
+
+// Reserves (kReserve) or releases (kRelease) `bytes` on `gpu` for the tenant of `slot_index`.
+// A reservation that would take the tenant's counter above `limit_bytes` is refused
+// (kOverLimit, nothing changed, denial counted). A release larger than what the slot holds is
+// clamped to the held amount (never underflows). Callers must serialise calls per slot.
+SlotOpResult SlotOp(CounterSegment& seg, int slot_index, int tenant, int gpu, OpDirection dir,
+                    std::uint64_t bytes, std::uint64_t limit_bytes);
+
+// Finishes or abandons a pending intent of `slot_index` whose owner is known to be dead, from the
+// tag/APPLIED evidence. Returns true if there was one. Exposed for tests of the crash windows.
+bool ResolvePendingIntent(CounterSegment& seg, int slot_index, int tenant);
+
+// --- tenant side: what libtessera-shim.so maps ---------------------------------------------------
+class TenantView {
+ public:
+  // Maps `policy_path` read-only and `counters_path` read-write and validates both headers
+  // (magic, ABI version, sizes); errors name the file and the field.
+  static StatusOr<TenantView> Open(const std::string& policy_path, const std::string& counters_path);
+
+  TenantView(TenantView&& other) noexcept;
+  TenantView& operator=(TenantView&& other) noexcept;
+  TenantView(const TenantView&) = delete;
+  TenantView& operator=(const TenantView&) = delete;
+  ~TenantView();
+
+  const PolicyPage& policy() const { return *policy_; }
+  CounterSegment& counters() const { return *counters_; }
+
+  // Claims a free slot for (pid, start_time, tenant): CAS FREE -> CLAIMING, fills the identity,
+  // then publishes ACTIVE. Returns the slot index or RESOURCE_EXHAUSTED when all are taken.
+  StatusOr<int> ClaimSlot(pid_t pid, std::uint64_t start_time, int tenant) const;
+  // Releases everything the slot holds (normal exit) and frees it (generation + 1).
+  void ReleaseSlot(int slot_index) const;
+  // Releases and frees the ACTIVE slots of (pid, start_time): what this process held before it
+  // called exec (the driver freed that memory). Returns how many. Call before the first ClaimSlot.
+  int ReleaseSlotsOfEarlierImage(pid_t pid, std::uint64_t start_time) const;
+
+ private:
+  TenantView() = default;
+  const PolicyPage* policy_ = nullptr;
+  CounterSegment* counters_ = nullptr;
+};
+
+// --- node side -----------------------------------------------------------------------------------
+struct SegmentOptions {
+  std::string policy_path;            // created/truncated; mode 0644 (tenants read it)
+  std::string counters_path;          // created/truncated; mode 0666 (tenants write it)
+  std::uint64_t granule_bytes = 512;  // charge granularity; a power of two >= 256
+  int num_gpus = 1;                   // GPUs covered, 1..kMaxGpus
+  std::uint64_t device_total_bytes[kMaxGpus] = {};  // physical memory per GPU (0 = ask driver)
+};
+
+struct ReconcileReport {
+  int slots_reclaimed = 0;           // dead processes whose slots were freed
+  int claims_abandoned = 0;          // CLAIMING slots of processes that died mid-claim
+  int intents_resolved = 0;          // crash-window operations finished or abandoned
+  std::uint64_t bytes_released = 0;  // subtracted from tenant counters
+};
+
+class NodeSegment {
+ public:
+  // Creates both files with every limit set to 0 (no access) until SetLimit() is called.
+  static StatusOr<NodeSegment> Create(const SegmentOptions& options);
+  // Maps existing files read-write (another node-side process, e.g. a second reconciler).
+  static StatusOr<NodeSegment> Open(const std::string& policy_path, const std::string& counters_path);
+
+  NodeSegment(NodeSegment&& other) noexcept;
+  NodeSegment& operator=(NodeSegment&& other) noexcept;
+  NodeSegment(const NodeSegment&) = delete;
+  NodeSegment& operator=(const NodeSegment&) = delete;
+  ~NodeSegment();
+
+  // Limit of `tenant` on `gpu` in bytes (kUnlimited for none). Errors name the bad argument.
+  Status SetLimit(int tenant, int gpu, std::uint64_t limit_bytes);
+
+  std::uint64_t ReservedBytes(int tenant, int gpu) const;
+  std::uint64_t PeakBytes(int tenant, int gpu) const;
+  std::uint64_t DeniedAllocations(int tenant, int gpu) const;
+  // Sum of held bytes over ACTIVE slots of `tenant` on `gpu`.
+  std::uint64_t HeldByLiveSlots(int tenant, int gpu) const;
+  int ActiveSlots() const;
+
+  // Releases the reservations of every dead process (see the header comment). Safe to run
+  // concurrently from several processes; never waits for anyone.
+  ReconcileReport Reconcile();
+
+  PolicyPage& policy() const { return *policy_; }
+  CounterSegment& counters() const { return *counters_; }
+
+ private:
+  NodeSegment() = default;
+  PolicyPage* policy_ = nullptr;
+  CounterSegment* counters_ = nullptr;
+};
+
+}  // namespace tessera::enforce

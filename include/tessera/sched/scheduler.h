@@ -1,0 +1,174 @@
+// The multi-tenant scheduler: admission, queues, weighted hierarchical DRF over the surplus,
+// reclaim by preemption, gangs and affinity, on top of the placement engine.
+//
+// A scheduling cycle (Cycle) walks the pending jobs in three passes:
+//   1. entitled  Guaranteed and Burstable jobs that fit in their (leaf) tenant's unused
+//                guarantee. If one does not fit in the cluster, borrowed work is preempted for it
+//                (reclaim), never below a lender's guarantee.
+//   2. borrowing Burstable jobs beyond the guarantee, up to the tenant's limit.
+//   3. leftovers BestEffort jobs.
+// Within a pass the next job comes from the tenant with the lowest weighted dominant share
+// (hierarchical: the least-served organisation, then its least-served team, ...); inside a
+// tenant by priority, then submit time. A job that cannot start is skipped (backfill) and its
+// wait reason is kept (quota, capacity, affinity).
+//
+// Fair-share preemption (pass 2) never loops either: each one lowers the larger of the two
+// sides' shares and leaves the preemptor's side below the victim's, so the sorted vector of
+// shares decreases lexicographically with every preemption.
+//
+// Reclaim never loops: a preemptor is within its guarantee after it starts, a victim's tenant
+// stays at or above its guarantee after the victim leaves (checked at every level below the
+// two tenants' common ancestor), Guaranteed jobs are never victims, and a job is not preempted
+// before it has run `min_runtime`. So a requeued victim is never entitled to take its place
+// back while the preemptor's tenant stays within its guarantee.
+//
+// Worked example (one node of 2 GPUs; A and B each guaranteed 1 GPU, no limits):
+//   B submits two 1-GPU Burstable jobs -> pass 2 starts both (B borrows A's idle GPU)
+//   A submits a 1-GPU Guaranteed job   -> pass 1: entitled, no room; B is 1 GPU over its
+//      guarantee, so B's newest job is preempted and requeued; A's job starts
+//   next cycle: B's requeued job is not entitled (B is at its guarantee), and A's job is not a
+//      victim (A is within its guarantee): nothing moves again.
+//
+// Thread-safety: one Scheduler per thread.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tessera/core/status.h"
+#include "tessera/placement/cluster_snapshot.h"
+#include "tessera/placement/fragmentation.h"
+#include "tessera/placement/policy.h"
+#include "tessera/sched/job.h"
+#include "tessera/sched/resources.h"
+#include "tessera/sched/tenant.h"
+
+namespace tessera::sched {
+
+// Placement constraints the scheduler enforces (by hiding the GPUs or nodes a job may not use
+// from the placement engine for that decision).
+struct AffinityRules {
+  // Workload classes that never share a GPU (e.g. latency-sensitive and batch).
+  std::vector<std::pair<int32_t, int32_t>> classes_apart;
+  // Tenants that never share a GPU (competitors).
+  std::vector<std::pair<TenantIndex, TenantIndex>> tenants_apart;
+  // Jobs with different label values never share a node (e.g. env=dev and env=prod).
+  bool labels_apart = false;
+  bool empty() const { return classes_apart.empty() && tenants_apart.empty() && !labels_apart; }
+};
+
+struct SchedulerOptions {
+  std::string placement_policy = "tessera";             // placement::PolicyNames()
+  const placement::TargetWorkload* target_workload = nullptr;  // needed by fgd / tessera
+  Seconds min_runtime{60};       // a job runs at least this long before it may be preempted
+  bool preemption = true;        // reclaim borrowed work for entitled jobs
+  // Also preempt for fair share: a borrowing Burstable job may take the place of borrowed work
+  // (Burstable or BestEffort) of a tenant that stays strictly more served (weighted dominant
+  // share, compared between the two sides under their common ancestor) after the swap.
+  bool fair_share_preemption = true;
+  bool consolidation = true;     // move preemptible fractional pods to free whole GPUs
+  int max_reclaims_per_cycle = 64;  // victim searches per cycle; later ones wait a cycle
+  double fair_share_half_life_s = 0;  // > 0: DRF on usage decayed with this half-life
+  bool whole_gpus_only = false;  // dedicated clusters: a fractional pod takes a whole GPU
+  AffinityRules affinity;
+  uint64_t seed = 42;
+};
+
+enum class WaitReason : uint8_t {
+  kNone = 0,
+  kLimit,        // the tenant (or an ancestor) would exceed its limit
+  kGuarantee,    // Guaranteed job beyond the tenant's unused guarantee
+  kCapacity,     // no node can take it now (even with reclaim)
+  kAffinity,     // it would fit but for an affinity rule
+};
+inline constexpr int kWaitReasonCount = 5;
+std::string_view WaitReasonName(WaitReason r);
+
+struct StartEvent {
+  JobId job;
+  std::vector<placement::Placement> pods;
+};
+struct PreemptEvent {
+  JobId victim;
+  JobId by;
+};
+// A consolidation move: one pod of a running job goes from one GPU to another (reported, so
+// the caller can migrate or restart it; nothing moves silently).
+struct MoveEvent {
+  JobId job;
+  int pod = 0;
+  placement::Placement from, to;
+  JobId for_job;   // the queued whole-GPU job the move makes room for
+};
+// A job is never both started and preempted in one cycle: a job started in a cycle is not a
+// victim in it, and a victim waits for the next cycle.
+struct CycleResult {
+  std::vector<StartEvent> started;
+  std::vector<PreemptEvent> preempted;
+  std::vector<MoveEvent> moves;
+  int attempts = 0;  // placement attempts this cycle
+};
+
+class Scheduler {
+ public:
+  // The tree must outlive the scheduler.
+  static StatusOr<std::unique_ptr<Scheduler>> Create(const TenantTree* tenants,
+                                                     std::vector<placement::NodeSpec> nodes,
+                                                     SchedulerOptions options);
+  ~Scheduler();
+
+  // Admission. Rejects (INVALID_ARGUMENT, with the reason) a job that can never run: unknown or
+  // non-leaf tenant, a request over the tenant's (or an ancestor's) limit, a Guaranteed job
+  // over the tenant's guarantee, a pod no node of the empty cluster can hold, a duplicate id.
+  // Otherwise the job is queued for the next Cycle.
+  Status Submit(const Job& job);
+  CycleResult Cycle(Seconds now);
+  // A running job finished; its resources are freed. NOT_FOUND if it is not running.
+  Status Complete(JobId id, Seconds now);
+  // Takes a pending job out of the queue (NOT_FOUND if it is not pending).
+  Status Cancel(JobId id);
+
+  const placement::ClusterSnapshot& cluster() const;
+  const TenantTree& tenants() const;
+  // Usage of a tenant's subtree (all classes), and the part that counts toward guarantees.
+  const Resources& usage(TenantIndex t) const;
+  Resources protected_usage(TenantIndex t) const;
+  // Cluster capacity per resource dimension.
+  const Resources& capacity() const;
+  // The tenant's weighted dominant share of the cluster (what DRF equalises).
+  double dominant_share(TenantIndex t) const;
+  // Resources one job takes (model dimension from where it runs, if it runs).
+  Resources ResourcesOf(const Job& job, const std::vector<placement::Placement>* where) const;
+
+  size_t pending_count() const;
+  size_t running_count() const;
+  // Pending jobs of a tenant (leaf), by class.
+  int pending_of(TenantIndex t, QosClass q) const;
+  // Whether the tenant has a waiting Guaranteed or Burstable job that fits in its unused
+  // guarantee: while this holds, the tenant's guarantee is being violated.
+  bool HasEntitledWaiting(TenantIndex t) const;
+  // Whether the tenant has a pending job held back by something other than its own quota (its
+  // limit, or the Guaranteed class's cap at the guarantee).
+  bool HasRunnableWaiting(TenantIndex t) const;
+  // Pending jobs by their last wait reason (index = WaitReason).
+  std::array<int, kWaitReasonCount> PendingByReason() const;
+  bool is_running(JobId id) const;
+  bool is_pending(JobId id) const;
+  WaitReason wait_reason(JobId id) const;
+  const Job* job(JobId id) const;
+  std::optional<Seconds> start_time(JobId id) const;
+  const std::vector<placement::Placement>* placement_of(JobId id) const;
+
+  struct Impl;
+
+ private:
+  explicit Scheduler(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::sched

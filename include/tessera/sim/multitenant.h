@@ -1,0 +1,136 @@
+// The time-driven multi-tenant simulator and the dedicated-vs-shared scenario.
+//
+// Workload: the Alibaba openb pod list with its creation, scheduled and deletion times; a pod is
+// one job (duration = deletion - scheduled, or deletion - creation for a pod the trace never
+// scheduled). The list is a snapshot: most pods were still running when it was taken (no
+// deletion time, or the trace's last one), so their lifetime is censored; each of them draws
+// (seeded) the lifetime of a pod that did finish inside the trace. Arrivals: the trace's busy
+// window (from the 1st percentile of creation times to the last one; pods created before it
+// are left out) is compressed by a stated factor, by default the one that maps the window onto
+// the simulated horizon (about 5.3 for the default list and a week); durations are kept, so
+// the compression raises the load. Tenants come from a seeded draw whose skew is the real one
+// of the Alibaba DLRM v2025 trace's applications (data/tenants/dlrm-app-skew.csv): the quota
+// file's leaves, ranked by guarantee, get the applications' shares in rank order (renormalised
+// over the leaves), and every submission (the pods of one request shape created in the same
+// trace hour: replicas of one deployment or job) goes to one tenant, so tenants' demand is as
+// bursty as real teams'. QoS (seeded): a `guaranteed_fraction` of the trace's LS pods are
+// Guaranteed (a team's critical services), a `best_effort_fraction` of its BE pods BestEffort,
+// everything else Burstable.
+//
+// The same jobs run twice:
+//   dedicated  each tenant owns a fixed slice of the cluster sized by its guarantee (whole GPUs;
+//              each GPU model is apportioned by guarantee and carved node by node; a node split
+//              between tenants splits its CPU and memory in the same proportion); a fractional
+//              pod takes a whole GPU; no borrowing, no preemption; a job its slice can never
+//              hold is rejected.
+//   shared     one pool, fractional sharing, quotas, borrowing and reclaim (sched::Scheduler).
+// A preempted job restarts from the beginning when it starts again.
+//
+// Event loop on a virtual clock: at each instant, completions, then arrivals, then one
+// scheduling cycle. Metrics (time-weighted over [0, horizon]):
+//   gpu_allocation_pct   GPU milli the running jobs asked for / capacity (the FGD paper's GPU
+//                        allocation: a 0.25-GPU job counts 250 milli in both modes)
+//   gpu_held_pct         GPU milli held by running jobs / capacity (a fractional pod in the
+//                        dedicated mode holds a whole GPU and counts 1000)
+//   jobs_completed, jobs_rejected, preemptions, consolidation_moves
+//   wait_seconds_p50/p99 submit -> first start, overall and per QoS class; a job still waiting
+//                        at the horizon counts with its wait so far
+//   jain_fairness        Jain's index of weighted dominant shares (GPU share / over-quota weight)
+//                        among tenants with runnable waiting work (a pending job not held back
+//                        by its own tenant's limit or Guaranteed cap), time-averaged over the
+//                        time with at least two such tenants
+//   guarantee_violations tenant-seconds during which a tenant had a waiting job that fits in its
+//                        unused guarantee (sched::Scheduler::HasEntitledWaiting)
+//
+// Thread-safety: pure functions of their inputs (seeded).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/core/gpu_model.h"
+#include "tessera/core/status.h"
+#include "tessera/placement/cluster_snapshot.h"
+#include "tessera/sched/job.h"
+#include "tessera/sched/scheduler.h"
+#include "tessera/sched/tenant.h"
+#include "tessera/sim/trace.h"
+
+namespace tessera::sim {
+
+// A trace pod with its times (seconds from the trace start; -1 = empty) and QoS label.
+struct TimedPod {
+  PodRecord pod;
+  int64_t creation = 0;
+  int64_t scheduled = -1;
+  int64_t deletion = -1;
+  std::string qos;
+};
+
+// Reads an openb pod list that has creation_time/scheduled_time/deletion_time/qos columns.
+StatusOr<std::vector<TimedPod>> ReadTimedPods(const std::string& path, const GpuModelCatalog& catalog);
+// data/tenants/dlrm-app-skew.csv: application shares, largest first.
+StatusOr<std::vector<double>> ReadAppSkew(const std::string& path);
+
+struct WorkloadJob {
+  sched::Job job;
+  sched::Seconds duration{0};
+};
+
+struct WorkloadOptions {
+  double time_compression = 0;      // arrival times are divided by this; 0: fit the busy window
+  sched::Seconds horizon{7 * 86400};
+  sched::Seconds submission_window{3600};  // pods of one shape created in one window: one tenant
+  double guaranteed_fraction = 0.25;   // of the trace's LS pods
+  double best_effort_fraction = 0.25;  // of the trace's BE pods
+  uint64_t seed = 42;
+};
+
+// Jobs sorted by submit time, ids 1..n; only jobs arriving before the horizon.
+StatusOr<std::vector<WorkloadJob>> BuildTenantWorkload(const std::vector<TimedPod>& pods,
+                                                       const sched::TenantTree& tenants,
+                                                       const std::vector<double>& app_skew,
+                                                       const WorkloadOptions& options);
+
+struct ModeMetrics {
+  double gpu_allocation_pct = 0;
+  double gpu_held_pct = 0;
+  double cpu_allocation_pct = 0;    // CPU held by running jobs / capacity
+  int64_t jobs_submitted = 0;
+  int64_t jobs_completed = 0;
+  int64_t jobs_rejected = 0;
+  int64_t preemptions = 0;
+  int64_t consolidation_moves = 0;
+  double wait_seconds_p50 = 0, wait_seconds_p99 = 0;
+  std::map<std::string, std::pair<double, double>> wait_by_qos;  // class -> (p50, p99)
+  double jain_fairness = 1.0;
+  double guarantee_violations = 0;  // tenant-seconds
+  // Pending jobs by wait reason (sched::WaitReasonName), averaged over hourly samples.
+  std::map<std::string, double> mean_pending_by_reason;
+  double wall_seconds = 0;          // time the simulation took
+  int64_t cycles = 0;
+  // For plots: allocation per hour, and mean wait per tenant.
+  std::vector<double> allocation_by_hour;
+  std::vector<std::pair<std::string, double>> mean_wait_by_tenant;
+};
+
+struct ScenarioOptions {
+  sched::SchedulerOptions scheduler;   // policy, min runtime, affinity ... (shared mode)
+  sched::Seconds horizon{7 * 86400};
+};
+
+// Runs `jobs` on `nodes` in the shared mode.
+StatusOr<ModeMetrics> RunShared(const sched::TenantTree& tenants,
+                                const std::vector<placement::NodeSpec>& nodes,
+                                const std::vector<WorkloadJob>& jobs, const ScenarioOptions& options);
+// Runs `jobs` with each tenant on its own slice.
+StatusOr<ModeMetrics> RunDedicated(const sched::TenantTree& tenants,
+                                   const std::vector<placement::NodeSpec>& nodes,
+                                   const std::vector<WorkloadJob>& jobs,
+                                   const ScenarioOptions& options);
+// The slices of RunDedicated: for each leaf tenant its nodes (whole GPUs by guarantee).
+StatusOr<std::vector<std::vector<placement::NodeSpec>>> CarveDedicatedSlices(
+    const sched::TenantTree& tenants, const std::vector<placement::NodeSpec>& nodes);
+
+}  // namespace tessera::sim

@@ -1,0 +1,600 @@
+// The shared enforcement segment (see include/tessera/enforce/segment.h for the layout and the
+// protocol). Compiled into both the node-side library and libtessera-shim.so, so it uses nothing
+// but libc and the standard library, allocates nothing on the SlotOp path, and never blocks.
+#include "tessera/enforce/segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+namespace tessera::enforce {
+namespace {
+
+constexpr std::uint64_t kBytesMask = (1ULL << kBytesBits) - 1;
+constexpr int kSlotBits = 11;  // slot index + 1: up to 2047 > kMaxSlots
+static_assert(kMaxSlots < (1 << kSlotBits));
+static_assert(kMaxGpus <= 32, "the intent word has 5 bits for the GPU");
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+void UpdatePeak(TenantCounter& c, std::uint64_t value) {
+  std::uint64_t peak = c.peak_bytes.load(std::memory_order_relaxed);
+  while (value > peak &&
+         !c.peak_bytes.compare_exchange_weak(peak, value, std::memory_order_relaxed)) {
+  }
+}
+
+// Marks the pending intent of the slot named by `tag` APPLIED before its tag is overwritten, so
+// that the evidence that its operation reached the counter survives (see segment.h).
+void Help(CounterSegment& seg, Tag tag, int gpu) {
+  if (tag.slot_plus_one == 0 || tag.slot_plus_one > static_cast<std::uint32_t>(kMaxSlots)) return;
+  ProcessSlot& other = seg.slots[tag.slot_plus_one - 1];
+  std::uint64_t iv = other.intent.load(std::memory_order_seq_cst);
+  Intent in = UnpackIntent(iv);
+  if (in.state != IntentState::kPending || in.seq != tag.seq ||
+      in.gpu != static_cast<std::uint32_t>(gpu)) {
+    return;
+  }
+  Intent applied = in;
+  applied.state = IntentState::kApplied;
+  other.intent.compare_exchange_strong(iv, PackIntent(applied), std::memory_order_seq_cst);
+}
+
+// Removes `tag` from the counter word if it is still there (keeps the bytes).
+void ClearTag(TenantCounter& c, Tag tag) {
+  std::uint64_t w = c.word.load(std::memory_order_seq_cst);
+  while (WordTag(w) == tag) {
+    if (c.word.compare_exchange_weak(w, PackWord(WordBytes(w), Tag{}), std::memory_order_seq_cst)) {
+      return;
+    }
+  }
+}
+
+bool ValidIndex(int value, int limit) { return value >= 0 && value < limit; }
+
+template <typename T>
+StatusOr<T*> MapFile(const std::string& path, int open_flags, int prot, const char* what) {
+  int fd = ::open(path.c_str(), open_flags | O_CLOEXEC);
+  if (fd < 0) {
+    return NotFoundError(std::string(what) + " file '" + path + "': cannot open: " + ErrnoText());
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    std::string err = ErrnoText();
+    ::close(fd);
+    return InternalError(std::string(what) + " file '" + path + "': fstat: " + err);
+  }
+  if (static_cast<std::uint64_t>(st.st_size) < sizeof(T)) {
+    ::close(fd);
+    return InvalidArgumentError(std::string(what) + " file '" + path + "': size " +
+                                std::to_string(st.st_size) + " is smaller than the " +
+                                std::to_string(sizeof(T)) + " bytes of ABI version " +
+                                std::to_string(kSegmentAbiVersion));
+  }
+  void* p = ::mmap(nullptr, sizeof(T), prot, MAP_SHARED, fd, 0);
+  std::string err = ErrnoText();
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    return InternalError(std::string(what) + " file '" + path + "': mmap: " + err);
+  }
+  return static_cast<T*>(p);
+}
+
+StatusOr<void*> CreateFile(const std::string& path, std::size_t size, mode_t mode, const char* what) {
+  if (path.empty()) return InvalidArgumentError(std::string(what) + "_path: empty");
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) {
+    return InvalidArgumentError(std::string(what) + "_path '" + path + "': cannot create: " +
+                                ErrnoText());
+  }
+  if (::fchmod(fd, mode) != 0 || ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    std::string err = ErrnoText();
+    ::close(fd);
+    return InternalError(std::string(what) + "_path '" + path + "': " + err);
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  std::string err = ErrnoText();
+  ::close(fd);
+  if (p == MAP_FAILED) return InternalError(std::string(what) + "_path '" + path + "': mmap: " + err);
+  std::memset(p, 0, size);
+  return p;
+}
+
+Status CheckPolicy(const PolicyPage& p, const std::string& path) {
+  const PolicyHeader& h = p.header;
+  std::string where = "policy file '" + path + "': ";
+  if (h.magic != kPolicyMagic) return InvalidArgumentError(where + "magic: not a tessera policy page");
+  if (h.abi_version != kSegmentAbiVersion) {
+    return FailedPreconditionError(where + "abi_version: " + std::to_string(h.abi_version) +
+                                   ", this build speaks " + std::to_string(kSegmentAbiVersion));
+  }
+  if (h.header_size != sizeof(PolicyHeader) || h.total_size != sizeof(PolicyPage) ||
+      h.max_tenants != kMaxTenants || h.max_gpus != kMaxGpus || h.max_slots != kMaxSlots) {
+    return FailedPreconditionError(where + "header_size/total_size/max_*: layout differs from ABI " +
+                                   std::to_string(kSegmentAbiVersion));
+  }
+  if (h.num_gpus == 0 || h.num_gpus > kMaxGpus) {
+    return InvalidArgumentError(where + "num_gpus: " + std::to_string(h.num_gpus));
+  }
+  if (h.granule_bytes < 256 || (h.granule_bytes & (h.granule_bytes - 1)) != 0) {
+    return InvalidArgumentError(where + "granule_bytes: " + std::to_string(h.granule_bytes));
+  }
+  return Status::Ok();
+}
+
+Status CheckCounters(const CounterSegment& c, const std::string& path) {
+  const CounterHeader& h = c.header;
+  std::string where = "counters file '" + path + "': ";
+  if (h.magic != kCounterMagic) return InvalidArgumentError(where + "magic: not a tessera counter segment");
+  if (h.abi_version != kSegmentAbiVersion) {
+    return FailedPreconditionError(where + "abi_version: " + std::to_string(h.abi_version) +
+                                   ", this build speaks " + std::to_string(kSegmentAbiVersion));
+  }
+  if (h.header_size != sizeof(CounterHeader) || h.total_size != sizeof(CounterSegment) ||
+      h.max_tenants != kMaxTenants || h.max_gpus != kMaxGpus || h.max_slots != kMaxSlots) {
+    return FailedPreconditionError(where + "header_size/total_size/max_*: layout differs from ABI " +
+                                   std::to_string(kSegmentAbiVersion));
+  }
+  return Status::Ok();
+}
+
+// Releases everything slot `i` holds on behalf of its dead owner and frees it. The caller owns
+// the slot (it won the CAS to RECLAIMING with its own pid).
+void Reclaim(CounterSegment& seg, int i, std::uint64_t reclaiming_word, ReconcileReport& report) {
+  ProcessSlot& s = seg.slots[i];
+  int tenant = static_cast<int>(s.tenant.load(std::memory_order_acquire));
+  if (ValidIndex(tenant, kMaxTenants)) {
+    if (ResolvePendingIntent(seg, i, tenant)) ++report.intents_resolved;
+    for (int g = 0; g < kMaxGpus; ++g) {
+      std::uint64_t held = s.held_bytes[g].load(std::memory_order_seq_cst);
+      if (held == 0) continue;
+      SlotOp(seg, i, tenant, g, OpDirection::kRelease, held, kUnlimited);
+      report.bytes_released += held;
+    }
+  }
+  SlotStateWord st = UnpackSlotState(reclaiming_word);
+  std::uint64_t expected = reclaiming_word;
+  SlotStateWord freed{SlotState::kFree, (st.generation + 1) & ((1u << 30) - 1), 0};
+  if (s.state.compare_exchange_strong(expected, PackSlotState(freed), std::memory_order_acq_rel)) {
+    ++report.slots_reclaimed;
+  }
+}
+
+}  // namespace
+
+// --- packing --------------------------------------------------------------------------------------
+std::uint64_t PackWord(std::uint64_t bytes, Tag tag) {
+  return (bytes & kBytesMask) |
+         (static_cast<std::uint64_t>(tag.slot_plus_one & ((1u << kSlotBits) - 1)) << kBytesBits) |
+         (static_cast<std::uint64_t>(tag.seq & kSeqMask) << (kBytesBits + kSlotBits));
+}
+std::uint64_t WordBytes(std::uint64_t word) { return word & kBytesMask; }
+Tag WordTag(std::uint64_t word) {
+  return Tag{static_cast<std::uint32_t>((word >> kBytesBits) & ((1u << kSlotBits) - 1)),
+             static_cast<std::uint32_t>((word >> (kBytesBits + kSlotBits)) & kSeqMask)};
+}
+
+std::uint64_t PackSlotState(SlotStateWord s) {
+  return static_cast<std::uint64_t>(s.pid) |
+         (static_cast<std::uint64_t>(s.generation & ((1u << 30) - 1)) << 32) |
+         (static_cast<std::uint64_t>(s.state) << 62);
+}
+SlotStateWord UnpackSlotState(std::uint64_t w) {
+  return SlotStateWord{static_cast<SlotState>(w >> 62),
+                       static_cast<std::uint32_t>((w >> 32) & ((1u << 30) - 1)),
+                       static_cast<std::uint32_t>(w & 0xffffffffu)};
+}
+
+std::uint64_t PackIntent(Intent in) {
+  return static_cast<std::uint64_t>(in.state) | (static_cast<std::uint64_t>(in.direction) << 2) |
+         (static_cast<std::uint64_t>(in.gpu & 31u) << 3) |
+         (static_cast<std::uint64_t>(in.seq & kSeqMask) << 8);
+}
+Intent UnpackIntent(std::uint64_t w) {
+  return Intent{static_cast<IntentState>(w & 3u), static_cast<OpDirection>((w >> 2) & 1u),
+                static_cast<std::uint32_t>((w >> 3) & 31u),
+                static_cast<std::uint32_t>((w >> 8) & kSeqMask)};
+}
+
+std::uint64_t RoundUpToGranule(std::uint64_t bytes, std::uint64_t granule) {
+  if (bytes == 0) return 0;
+  if (bytes > kMaxCountedBytes) return kMaxCountedBytes + 1;
+  return (bytes + granule - 1) / granule * granule;
+}
+
+std::optional<std::uint64_t> ProcessStartTime(pid_t pid) {
+  if (pid <= 0) return std::nullopt;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[1024];
+  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  buf[n] = '\0';
+  // The command name (field 2) may contain spaces and parentheses: fields restart after the
+  // last ')'. Field 3 is the state, field 22 the start time.
+  char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return std::nullopt;
+  ++p;
+  int field = 2;
+  char state = '?';
+  while (*p != '\0') {
+    while (*p == ' ') ++p;
+    if (*p == '\0') break;
+    ++field;
+    if (field == 3) state = *p;
+    if (field == 22) {
+      if (state == 'Z' || state == 'X' || state == 'x') return std::nullopt;
+      return std::strtoull(p, nullptr, 10);
+    }
+    while (*p != ' ' && *p != '\0') ++p;
+  }
+  return std::nullopt;
+}
+
+// --- SlotOp ---------------------------------------------------------------------------------------
+SlotOpResult SlotOp(CounterSegment& seg, int slot_index, int tenant, int gpu, OpDirection dir,
+                    std::uint64_t bytes, std::uint64_t limit_bytes) {
+  ProcessSlot& s = seg.slots[slot_index];
+  TenantCounter& c = seg.counters[tenant][gpu];
+  const std::uint64_t held = s.held_bytes[gpu].load(std::memory_order_relaxed);
+  if (dir == OpDirection::kRelease) bytes = std::min(bytes, held);
+  if (bytes == 0) return SlotOpResult::kApplied;
+  if (dir == OpDirection::kReserve && (bytes > limit_bytes || bytes > kMaxCountedBytes)) {
+    c.denied_allocations.fetch_add(1, std::memory_order_relaxed);
+    c.denied_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    return SlotOpResult::kOverLimit;
+  }
+  const std::uint32_t seq =
+      static_cast<std::uint32_t>(s.op_seq.load(std::memory_order_relaxed) + 1) & kSeqMask;
+  s.op_seq.store(seq, std::memory_order_relaxed);
+  s.intent_bytes.store(bytes, std::memory_order_relaxed);
+  s.intent_held_before.store(held, std::memory_order_relaxed);
+  s.intent.store(PackIntent({IntentState::kPending, dir, static_cast<std::uint32_t>(gpu), seq}),
+                 std::memory_order_seq_cst);
+  const Tag mine{static_cast<std::uint32_t>(slot_index + 1), seq};
+
+  std::uint64_t w = c.word.load(std::memory_order_seq_cst);
+  std::uint64_t next = 0;
+  for (;;) {
+    Tag t = WordTag(w);
+    if (t.slot_plus_one != 0 && !(t == mine)) Help(seg, t, gpu);
+    std::uint64_t cur = WordBytes(w);
+    if (dir == OpDirection::kReserve) {
+      if (cur + bytes > limit_bytes || cur + bytes > kMaxCountedBytes) {
+        s.intent.store(PackIntent({}), std::memory_order_seq_cst);
+        c.denied_allocations.fetch_add(1, std::memory_order_relaxed);
+        c.denied_bytes.fetch_add(bytes, std::memory_order_relaxed);
+        return SlotOpResult::kOverLimit;
+      }
+      next = cur + bytes;
+    } else if (bytes > cur) {
+      next = 0;  // a release larger than the counter is a bug somewhere; never wrap around
+    } else {
+      next = cur - bytes;
+    }
+    if (c.word.compare_exchange_weak(w, PackWord(next, mine), std::memory_order_seq_cst)) break;
+  }
+  if (dir == OpDirection::kRelease && bytes > WordBytes(w)) {
+    c.underflows_prevented.fetch_add(1, std::memory_order_relaxed);
+  }
+  s.held_bytes[gpu].store(dir == OpDirection::kReserve ? held + bytes : held - bytes,
+                          std::memory_order_seq_cst);
+  s.intent.store(PackIntent({}), std::memory_order_seq_cst);
+  ClearTag(c, mine);
+  if (dir == OpDirection::kReserve) UpdatePeak(c, next);
+  return SlotOpResult::kApplied;
+}
+
+bool ResolvePendingIntent(CounterSegment& seg, int slot_index, int tenant) {
+  ProcessSlot& s = seg.slots[slot_index];
+  Intent in = UnpackIntent(s.intent.load(std::memory_order_seq_cst));
+  if (in.state == IntentState::kIdle) return false;
+  if (!ValidIndex(static_cast<int>(in.gpu), kMaxGpus)) {
+    s.intent.store(PackIntent({}), std::memory_order_seq_cst);
+    return true;
+  }
+  const int gpu = static_cast<int>(in.gpu);
+  TenantCounter& c = seg.counters[tenant][gpu];
+  const std::uint64_t bytes = s.intent_bytes.load(std::memory_order_seq_cst);
+  const std::uint64_t held_before = s.intent_held_before.load(std::memory_order_seq_cst);
+  const Tag mine{static_cast<std::uint32_t>(slot_index + 1), in.seq};
+  if (s.held_bytes[gpu].load(std::memory_order_seq_cst) == held_before) {
+    // The held counter was not updated yet: did the counter CAS happen? Read the word first,
+    // then the intent again: a writer that overwrote our tag marked the intent APPLIED first.
+    bool applied = WordTag(c.word.load(std::memory_order_seq_cst)) == mine;
+    if (!applied) {
+      applied = UnpackIntent(s.intent.load(std::memory_order_seq_cst)).state == IntentState::kApplied;
+    }
+    if (applied) {
+      s.held_bytes[gpu].store(in.direction == OpDirection::kReserve
+                                  ? held_before + bytes
+                                  : held_before - std::min(bytes, held_before),
+                              std::memory_order_seq_cst);
+    }
+  }
+  ClearTag(c, mine);
+  s.intent.store(PackIntent({}), std::memory_order_seq_cst);
+  return true;
+}
+
+// --- TenantView -----------------------------------------------------------------------------------
+StatusOr<TenantView> TenantView::Open(const std::string& policy_path,
+                                      const std::string& counters_path) {
+  StatusOr<const PolicyPage*> policy =
+      MapFile<const PolicyPage>(policy_path, O_RDONLY, PROT_READ, "policy");
+  if (!policy.ok()) return policy.status();
+  TenantView view;
+  view.policy_ = *policy;
+  Status st = CheckPolicy(**policy, policy_path);
+  if (!st.ok()) return st;
+  StatusOr<CounterSegment*> counters =
+      MapFile<CounterSegment>(counters_path, O_RDWR, PROT_READ | PROT_WRITE, "counters");
+  if (!counters.ok()) return counters.status();
+  view.counters_ = *counters;
+  st = CheckCounters(**counters, counters_path);
+  if (!st.ok()) return st;
+  return view;
+}
+
+TenantView::TenantView(TenantView&& other) noexcept
+    : policy_(other.policy_), counters_(other.counters_) {
+  other.policy_ = nullptr;
+  other.counters_ = nullptr;
+}
+TenantView& TenantView::operator=(TenantView&& other) noexcept {
+  if (this != &other) {
+    this->~TenantView();
+    new (this) TenantView(std::move(other));
+  }
+  return *this;
+}
+TenantView::~TenantView() {
+  if (policy_ != nullptr) ::munmap(const_cast<PolicyPage*>(policy_), sizeof(PolicyPage));
+  if (counters_ != nullptr) ::munmap(counters_, sizeof(CounterSegment));
+}
+
+StatusOr<int> TenantView::ClaimSlot(pid_t pid, std::uint64_t start_time, int tenant) const {
+  if (!ValidIndex(tenant, kMaxTenants)) {
+    return InvalidArgumentError("tenant: " + std::to_string(tenant) + " is outside 0.." +
+                                std::to_string(kMaxTenants - 1));
+  }
+  // Start the scan at a pid-dependent place so that concurrent claimers rarely collide.
+  const int first = static_cast<int>(static_cast<std::uint32_t>(pid) % kMaxSlots);
+  for (int k = 0; k < kMaxSlots; ++k) {
+    int i = (first + k) % kMaxSlots;
+    ProcessSlot& s = counters_->slots[i];
+    std::uint64_t sw = s.state.load(std::memory_order_acquire);
+    SlotStateWord st = UnpackSlotState(sw);
+    if (st.state != SlotState::kFree) continue;
+    SlotStateWord claiming{SlotState::kClaiming, st.generation, static_cast<std::uint32_t>(pid)};
+    if (!s.state.compare_exchange_strong(sw, PackSlotState(claiming), std::memory_order_acq_rel)) {
+      continue;
+    }
+    s.start_time.store(start_time, std::memory_order_relaxed);
+    s.tenant.store(static_cast<std::uint32_t>(tenant), std::memory_order_relaxed);
+    s.reclaimer.store(0, std::memory_order_relaxed);
+    s.intent.store(PackIntent({}), std::memory_order_relaxed);
+    for (auto& h : s.held_bytes) h.store(0, std::memory_order_relaxed);
+    for (auto& l : s.launches) l.store(0, std::memory_order_relaxed);
+    s.allocations.store(0, std::memory_order_relaxed);
+    s.frees.store(0, std::memory_order_relaxed);
+    s.denied.store(0, std::memory_order_relaxed);
+    s.resolver_substitutions.store(0, std::memory_order_relaxed);
+    SlotStateWord active{SlotState::kActive, st.generation, static_cast<std::uint32_t>(pid)};
+    s.state.store(PackSlotState(active), std::memory_order_release);
+    return i;
+  }
+  return ResourceExhaustedError("counters: all " + std::to_string(kMaxSlots) +
+                                " process slots are in use");
+}
+
+void TenantView::ReleaseSlot(int slot_index) const {
+  if (!ValidIndex(slot_index, kMaxSlots)) return;
+  ProcessSlot& s = counters_->slots[slot_index];
+  int tenant = static_cast<int>(s.tenant.load(std::memory_order_relaxed));
+  if (ValidIndex(tenant, kMaxTenants)) {
+    for (int g = 0; g < kMaxGpus; ++g) {
+      std::uint64_t held = s.held_bytes[g].load(std::memory_order_relaxed);
+      if (held != 0) SlotOp(*counters_, slot_index, tenant, g, OpDirection::kRelease, held, kUnlimited);
+    }
+  }
+  std::uint64_t sw = s.state.load(std::memory_order_acquire);
+  SlotStateWord st = UnpackSlotState(sw);
+  if (st.state != SlotState::kActive) return;  // a reconciler took it (we were presumed dead)
+  SlotStateWord freed{SlotState::kFree, (st.generation + 1) & ((1u << 30) - 1), 0};
+  s.state.compare_exchange_strong(sw, PackSlotState(freed), std::memory_order_acq_rel);
+}
+
+int TenantView::ReleaseSlotsOfEarlierImage(pid_t pid, std::uint64_t start_time) const {
+  int released = 0;
+  for (int i = 0; i < kMaxSlots; ++i) {
+    ProcessSlot& s = counters_->slots[i];
+    SlotStateWord st = UnpackSlotState(s.state.load(std::memory_order_acquire));
+    if (st.state != SlotState::kActive || st.pid != static_cast<std::uint32_t>(pid) ||
+        s.start_time.load(std::memory_order_acquire) != start_time) {
+      continue;
+    }
+    int tenant = static_cast<int>(s.tenant.load(std::memory_order_relaxed));
+    if (ValidIndex(tenant, kMaxTenants)) ResolvePendingIntent(*counters_, i, tenant);
+    ReleaseSlot(i);
+    ++released;
+  }
+  return released;
+}
+
+// --- NodeSegment ----------------------------------------------------------------------------------
+StatusOr<NodeSegment> NodeSegment::Create(const SegmentOptions& options) {
+  if (options.granule_bytes < 256 || (options.granule_bytes & (options.granule_bytes - 1)) != 0) {
+    return InvalidArgumentError("granule_bytes: " + std::to_string(options.granule_bytes) +
+                                " must be a power of two >= 256");
+  }
+  if (options.num_gpus < 1 || options.num_gpus > kMaxGpus) {
+    return InvalidArgumentError("num_gpus: " + std::to_string(options.num_gpus) + " is outside 1.." +
+                                std::to_string(kMaxGpus));
+  }
+  StatusOr<void*> p = CreateFile(options.policy_path, sizeof(PolicyPage), 0644, "policy");
+  if (!p.ok()) return p.status();
+  NodeSegment seg;
+  seg.policy_ = static_cast<PolicyPage*>(*p);
+  StatusOr<void*> c = CreateFile(options.counters_path, sizeof(CounterSegment), 0666, "counters");
+  if (!c.ok()) return c.status();
+  seg.counters_ = static_cast<CounterSegment*>(*c);
+
+  PolicyHeader& ph = seg.policy_->header;
+  ph.abi_version = kSegmentAbiVersion;
+  ph.header_size = sizeof(PolicyHeader);
+  ph.total_size = sizeof(PolicyPage);
+  ph.granule_bytes = options.granule_bytes;
+  ph.num_gpus = static_cast<std::uint32_t>(options.num_gpus);
+  ph.max_tenants = kMaxTenants;
+  ph.max_gpus = kMaxGpus;
+  ph.max_slots = kMaxSlots;
+  for (int g = 0; g < kMaxGpus; ++g) seg.policy_->device_total_bytes[g] = options.device_total_bytes[g];
+  CounterHeader& ch = seg.counters_->header;
+  ch.abi_version = kSegmentAbiVersion;
+  ch.header_size = sizeof(CounterHeader);
+  ch.total_size = sizeof(CounterSegment);
+  ch.max_tenants = kMaxTenants;
+  ch.max_gpus = kMaxGpus;
+  ch.max_slots = kMaxSlots;
+  // Publish the magics last, with release stores: a reader that sees them sees a complete header.
+  std::atomic_ref<std::uint64_t>(ch.magic).store(kCounterMagic, std::memory_order_release);
+  std::atomic_ref<std::uint64_t>(ph.magic).store(kPolicyMagic, std::memory_order_release);
+  return seg;
+}
+
+StatusOr<NodeSegment> NodeSegment::Open(const std::string& policy_path,
+                                        const std::string& counters_path) {
+  StatusOr<PolicyPage*> p =
+      MapFile<PolicyPage>(policy_path, O_RDWR, PROT_READ | PROT_WRITE, "policy");
+  if (!p.ok()) return p.status();
+  NodeSegment seg;
+  seg.policy_ = *p;
+  Status st = CheckPolicy(**p, policy_path);
+  if (!st.ok()) return st;
+  StatusOr<CounterSegment*> c =
+      MapFile<CounterSegment>(counters_path, O_RDWR, PROT_READ | PROT_WRITE, "counters");
+  if (!c.ok()) return c.status();
+  seg.counters_ = *c;
+  st = CheckCounters(**c, counters_path);
+  if (!st.ok()) return st;
+  return seg;
+}
+
+NodeSegment::NodeSegment(NodeSegment&& other) noexcept
+    : policy_(other.policy_), counters_(other.counters_) {
+  other.policy_ = nullptr;
+  other.counters_ = nullptr;
+}
+NodeSegment& NodeSegment::operator=(NodeSegment&& other) noexcept {
+  if (this != &other) {
+    this->~NodeSegment();
+    new (this) NodeSegment(std::move(other));
+  }
+  return *this;
+}
+NodeSegment::~NodeSegment() {
+  if (policy_ != nullptr) ::munmap(policy_, sizeof(PolicyPage));
+  if (counters_ != nullptr) ::munmap(counters_, sizeof(CounterSegment));
+}
+
+Status NodeSegment::SetLimit(int tenant, int gpu, std::uint64_t limit_bytes) {
+  if (!ValidIndex(tenant, kMaxTenants)) {
+    return InvalidArgumentError("tenant: " + std::to_string(tenant) + " is outside 0.." +
+                                std::to_string(kMaxTenants - 1));
+  }
+  if (!ValidIndex(gpu, static_cast<int>(policy_->header.num_gpus))) {
+    return InvalidArgumentError("gpu: " + std::to_string(gpu) + " is outside 0.." +
+                                std::to_string(policy_->header.num_gpus - 1));
+  }
+  policy_->tenants[tenant].limit_bytes[gpu].store(std::min(limit_bytes, kUnlimited),
+                                                  std::memory_order_release);
+  policy_->header.generation.fetch_add(1, std::memory_order_acq_rel);
+  return Status::Ok();
+}
+
+std::uint64_t NodeSegment::ReservedBytes(int tenant, int gpu) const {
+  return WordBytes(counters_->counters[tenant][gpu].word.load(std::memory_order_acquire));
+}
+std::uint64_t NodeSegment::PeakBytes(int tenant, int gpu) const {
+  return counters_->counters[tenant][gpu].peak_bytes.load(std::memory_order_acquire);
+}
+std::uint64_t NodeSegment::DeniedAllocations(int tenant, int gpu) const {
+  return counters_->counters[tenant][gpu].denied_allocations.load(std::memory_order_acquire);
+}
+
+std::uint64_t NodeSegment::HeldByLiveSlots(int tenant, int gpu) const {
+  std::uint64_t sum = 0;
+  for (const ProcessSlot& s : counters_->slots) {
+    SlotStateWord st = UnpackSlotState(s.state.load(std::memory_order_acquire));
+    if (st.state != SlotState::kActive) continue;
+    if (static_cast<int>(s.tenant.load(std::memory_order_relaxed)) != tenant) continue;
+    sum += s.held_bytes[gpu].load(std::memory_order_acquire);
+  }
+  return sum;
+}
+
+int NodeSegment::ActiveSlots() const {
+  int n = 0;
+  for (const ProcessSlot& s : counters_->slots) {
+    if (UnpackSlotState(s.state.load(std::memory_order_acquire)).state == SlotState::kActive) ++n;
+  }
+  return n;
+}
+
+ReconcileReport NodeSegment::Reconcile() {
+  ReconcileReport report;
+  const std::uint32_t me = static_cast<std::uint32_t>(::getpid());
+  for (int i = 0; i < kMaxSlots; ++i) {
+    ProcessSlot& s = counters_->slots[i];
+    std::uint64_t sw = s.state.load(std::memory_order_acquire);
+    SlotStateWord st = UnpackSlotState(sw);
+    switch (st.state) {
+      case SlotState::kFree:
+        break;
+      case SlotState::kClaiming:
+        // Nothing is held before ACTIVE; a claimer that died leaves the slot to be freed.
+        if (!ProcessStartTime(static_cast<pid_t>(st.pid)).has_value()) {
+          SlotStateWord freed{SlotState::kFree, (st.generation + 1) & ((1u << 30) - 1), 0};
+          if (s.state.compare_exchange_strong(sw, PackSlotState(freed), std::memory_order_acq_rel)) {
+            ++report.claims_abandoned;
+          }
+        }
+        break;
+      case SlotState::kActive: {
+        std::optional<std::uint64_t> now = ProcessStartTime(static_cast<pid_t>(st.pid));
+        if (now.has_value() && *now == s.start_time.load(std::memory_order_acquire)) break;
+        SlotStateWord reclaiming{SlotState::kReclaiming, st.generation, me};
+        std::uint64_t rw = PackSlotState(reclaiming);
+        if (!s.state.compare_exchange_strong(sw, rw, std::memory_order_acq_rel)) break;
+        Reclaim(*counters_, i, rw, report);
+        break;
+      }
+      case SlotState::kReclaiming: {
+        // Another reconciler owns it; take over only if that reconciler died.
+        if (st.pid == me || ProcessStartTime(static_cast<pid_t>(st.pid)).has_value()) break;
+        SlotStateWord reclaiming{SlotState::kReclaiming, st.generation, me};
+        std::uint64_t rw = PackSlotState(reclaiming);
+        if (!s.state.compare_exchange_strong(sw, rw, std::memory_order_acq_rel)) break;
+        Reclaim(*counters_, i, rw, report);
+        break;
+      }
+    }
+  }
+  if (report.slots_reclaimed > 0) {
+    counters_->header.reconciliations.fetch_add(1, std::memory_order_relaxed);
+  }
+  return report;
+}
+
+}  // namespace tessera::enforce

@@ -1,0 +1,853 @@
+// libtessera-shim.so: the LD_PRELOAD interposer that enforces a tenant's device-memory limit
+// inside its processes and passes every launch through LaunchGate(). Design and the list of what
+// is and is not covered: docs/enforcement.md. The hooked entry points: hook_list.h.
+//
+// Configuration: environment variables set by the launcher, read ONCE by the constructor (never
+// per call):
+//   TESSERA_SHIM_POLICY    policy file of the node segment (mapped read-only)
+//   TESSERA_SHIM_COUNTERS  counters file of the node segment (mapped read-write)
+//   TESSERA_SHIM_TENANT    this process's tenant index (0..63)
+//   TESSERA_SHIM_GPUS      node GPU index of each CUDA ordinal, comma-separated ("3,5": ordinal 0
+//                          is node GPU 3); default: ordinal i is node GPU i
+//   TESSERA_SHIM_LIBCUDA   the driver library (default libcuda.so.1)
+//   TESSERA_SHIM_FAIL      closed (default) | open: what a misconfigured process does: refuse
+//                          device allocations (CUDA_ERROR_NOT_PERMITTED) or run unaccounted
+//   TESSERA_SHIM_LOG       1: diagnostics on stderr
+// Without TESSERA_SHIM_POLICY the process is unmanaged: every call passes straight through
+// (launches are still counted, process-locally).
+//
+// Error policy: the wrappers are noexcept and never throw; driver errors are returned unchanged;
+// the shim's own refusals are CUDA_ERROR_OUT_OF_MEMORY (over the limit),
+// CUDA_ERROR_INVALID_DEVICE (an ordinal outside TESSERA_SHIM_GPUS) and CUDA_ERROR_NOT_PERMITTED
+// (misconfigured, fail-closed).
+#include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "src/enforce/shim/hook_list.h"
+#include "src/enforce/shim/launch_gate.h"
+#include "src/enforce/shim/real_dl.h"
+#include "tessera/enforce/cuda_abi.h"
+#include "tessera/enforce/segment.h"
+
+#define TESSERA_SHIM_EXPORT __attribute__((visibility("default")))
+#define TESSERA_UNPAREN(...) __VA_ARGS__
+
+using namespace tessera::cuabi;  // NOLINT: the driver's C names
+
+namespace tessera::enforce::shim {
+
+std::atomic<ProcessSlot*> g_launch_slot{nullptr};
+
+namespace {
+
+// --- configuration (written once by the constructor) ---------------------------------------------
+struct Config {
+  bool managed = false;      // a valid segment is mapped
+  bool fail_closed = false;  // configured but unusable, and TESSERA_SHIM_FAIL is not "open"
+  bool log = false;
+  int tenant = -1;
+  int num_ordinals = 0;
+  int node_gpu[kMaxGpus] = {};
+  std::uint64_t granule = 512;
+  const PolicyPage* policy = nullptr;
+  CounterSegment* counters = nullptr;
+  TenantView* view = nullptr;  // leaked on purpose: used until the very end of the process
+  char libcuda[256] = "libcuda.so.1";
+};
+Config g_cfg;
+
+thread_local bool t_in_dl __attribute__((tls_model("initial-exec"))) = false;
+
+void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void Log(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  if (n <= 0) return;
+  ssize_t ignored = ::write(2, buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof(buf) - 1));
+  (void)ignored;
+}
+
+// --- the driver: real entry points, filled once libcuda is loaded --------------------------------
+void* g_real[kHookCount] = {};
+void* g_wrappers[kHookCount] = {};  // filled in Init() from the X-macro below
+PFN_cuCtxGetDevice_v2000 g_ctx_get_device = nullptr;
+std::atomic<bool> g_driver_ready{false};
+std::atomic<void*> g_driver_handle{nullptr};
+
+std::mutex& DriverMu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+
+// Returns libcuda's handle if it is loaded (cached; the reference is kept for the process).
+void* DriverHandle() {
+  void* h = g_driver_handle.load(std::memory_order_acquire);
+  if (h != nullptr) return h;
+  h = ::dlopen(g_cfg.libcuda, RTLD_NOLOAD | RTLD_LAZY);
+  if (h != nullptr) {
+    void* expected = nullptr;
+    if (!g_driver_handle.compare_exchange_strong(expected, h)) {
+      ::dlclose(h);
+      h = expected;
+    }
+  }
+  return h;
+}
+
+// Fills the real-pointer table. Uses only glibc's dlsym (never the override). `load`: dlopen the
+// driver if nobody has yet (a wrapper was called); otherwise only a loaded driver is used.
+bool EnsureDriver(bool load) {
+  if (g_driver_ready.load(std::memory_order_acquire)) return true;
+  std::lock_guard<std::mutex> lock(DriverMu());
+  if (g_driver_ready.load(std::memory_order_relaxed)) return true;
+  void* h = DriverHandle();
+  if (h == nullptr && load) {
+    h = ::dlopen(g_cfg.libcuda, RTLD_LAZY);
+    if (h != nullptr) g_driver_handle.store(h, std::memory_order_release);
+  }
+  if (h == nullptr) {
+    if (load && g_cfg.log) Log("tessera-shim: cannot load %s\n", g_cfg.libcuda);
+    return false;
+  }
+  const RealDl& dl = GetRealDl();
+  bool saved = t_in_dl;
+  t_in_dl = true;
+  for (int i = 0; i < kHookCount; ++i) g_real[i] = dl.dlsym(h, kHooks[i].symbol);
+  g_ctx_get_device = reinterpret_cast<PFN_cuCtxGetDevice_v2000>(dl.dlsym(h, "cuCtxGetDevice"));
+  t_in_dl = saved;
+  g_driver_ready.store(true, std::memory_order_release);
+  return true;
+}
+
+inline void* RealFn(HookId id) {
+  if (__builtin_expect(!g_driver_ready.load(std::memory_order_acquire), 0)) EnsureDriver(true);
+  return g_real[static_cast<int>(id)];
+}
+
+// Pointer identity: the wrapper for exactly the real entry point `p`, or `p` itself.
+void* Substitute(void* p) {
+  if (p == nullptr || !EnsureDriver(false)) return p;
+  for (int i = 0; i < kHookCount; ++i) {
+    if (g_real[i] == p) {
+      if (ProcessSlot* s = g_launch_slot.load(std::memory_order_acquire)) {
+        s->resolver_substitutions.fetch_add(1, std::memory_order_relaxed);
+      }
+      return g_wrappers[i];
+    }
+  }
+  return p;
+}
+
+// --- this process's slot ------------------------------------------------------------------------
+// Serialises this process's SlotOps (the protocol needs it). A pointer, so that a fork child can
+// start with a fresh one whatever the parent's other threads held at the fork.
+std::mutex*& OpMuPtr() {
+  static auto* mu = new std::mutex;
+  return mu;
+}
+std::mutex& OpMu() { return *OpMuPtr(); }
+ProcessSlot g_local_slot;  // launch counters of an unmanaged process
+int g_slot = -1;           // under OpMu: -1 not yet claimed, -2 none available, -3 closed
+pid_t g_slot_pid = 0;
+
+// Claims the slot on first use. Caller holds OpMu.
+int SlotLocked() {
+  if (g_slot != -1) return g_slot;
+  pid_t pid = ::getpid();
+  std::optional<std::uint64_t> start = ProcessStartTime(pid);
+  // exec keeps the pid and start time: slots of the image before exec are ours to release.
+  if (start.has_value()) g_cfg.view->ReleaseSlotsOfEarlierImage(pid, *start);
+  StatusOr<int> slot = g_cfg.view->ClaimSlot(pid, start.value_or(0), g_cfg.tenant);
+  if (!slot.ok()) {
+    Log("tessera-shim: %s\n", slot.status().ToString().c_str());
+    g_slot = -2;
+    return g_slot;
+  }
+  g_slot = *slot;
+  g_slot_pid = pid;
+  g_launch_slot.store(&g_cfg.counters->slots[g_slot], std::memory_order_release);
+  return g_slot;
+}
+
+}  // namespace
+
+ProcessSlot* LaunchSlotSlow() noexcept {
+  if (g_cfg.managed) {
+    std::lock_guard<std::mutex> lock(OpMu());
+    if (SlotLocked() >= 0) return &g_cfg.counters->slots[g_slot];
+  }
+  ProcessSlot* expected = nullptr;
+  g_launch_slot.compare_exchange_strong(expected, &g_local_slot, std::memory_order_acq_rel);
+  return g_launch_slot.load(std::memory_order_acquire);
+}
+
+namespace {
+
+// --- process-local allocation records -------------------------------------------------------------
+struct Record {
+  std::uint64_t bytes = 0;
+  int gpu = 0;  // node GPU
+  int refs = 1; // VMM handles: retains
+};
+
+// A small sharded map (pointer/handle -> record); no allocation is recorded twice.
+class RecordMap {
+ public:
+  void Put(std::uint64_t key, Record r) {
+    Shard& s = shard(key);
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.map[key] = r;
+  }
+  std::optional<Record> Take(std::uint64_t key) {
+    Shard& s = shard(key);
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.map.find(key);
+    if (it == s.map.end()) return std::nullopt;
+    Record r = it->second;
+    s.map.erase(it);
+    return r;
+  }
+  // VMM release: drops one reference; returns the record if that was the last one (removed).
+  std::optional<Record> Unref(std::uint64_t key, bool* found) {
+    Shard& s = shard(key);
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.map.find(key);
+    *found = it != s.map.end();
+    if (!*found) return std::nullopt;
+    if (--it->second.refs > 0) return std::nullopt;
+    Record r = it->second;
+    s.map.erase(it);
+    return r;
+  }
+  bool Ref(std::uint64_t key, int delta) {
+    Shard& s = shard(key);
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.map.find(key);
+    if (it == s.map.end()) return false;
+    it->second.refs += delta;
+    return true;
+  }
+  std::optional<Record> Get(std::uint64_t key) {
+    Shard& s = shard(key);
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.map.find(key);
+    if (it == s.map.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  struct Shard {
+    std::mutex mu;
+    std::unordered_map<std::uint64_t, Record> map;
+  };
+  Shard& shard(std::uint64_t key) { return shards_[(key >> 8 ^ key >> 20) & (kShards - 1)]; }
+  static constexpr int kShards = 16;
+  Shard shards_[kShards];
+};
+
+RecordMap*& PointersPtr() {
+  static auto* m = new RecordMap;
+  return m;
+}
+RecordMap& Pointers() { return *PointersPtr(); }
+RecordMap*& VmmHandlesPtr() {
+  static auto* m = new RecordMap;
+  return m;
+}
+RecordMap& VmmHandles() { return *VmmHandlesPtr(); }
+RecordMap*& ArraysPtr() {
+  static auto* m = new RecordMap;
+  return m;
+}
+RecordMap& Arrays() { return *ArraysPtr(); }
+RecordMap*& PoolsPtr() {  // pool -> gpu (refs = 0 for host pools)
+  static auto* m = new RecordMap;
+  return m;
+}
+RecordMap& Pools() { return *PoolsPtr(); }
+
+std::uint64_t Key(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+// --- accounting primitives ------------------------------------------------------------------------
+std::uint64_t LimitBytes(int gpu) {
+  return g_cfg.policy->tenants[g_cfg.tenant].limit_bytes[gpu].load(std::memory_order_acquire);
+}
+
+CUresult NodeGpuOfOrdinal(int ordinal, int* gpu) {
+  if (ordinal < 0 || ordinal >= g_cfg.num_ordinals) return CUDA_ERROR_INVALID_DEVICE;
+  *gpu = g_cfg.node_gpu[ordinal];
+  return CUDA_SUCCESS;
+}
+
+CUresult CurrentNodeGpu(int* gpu) {
+  if (g_ctx_get_device == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUdevice dev = 0;
+  CUresult rc = g_ctx_get_device(&dev);
+  if (rc != CUDA_SUCCESS) return rc;
+  return NodeGpuOfOrdinal(dev, gpu);
+}
+
+CUresult Reserve(int gpu, std::uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(OpMu());
+  int slot = SlotLocked();
+  if (slot < 0) return CUDA_ERROR_NOT_PERMITTED;
+  SlotOpResult r = SlotOp(*g_cfg.counters, slot, g_cfg.tenant, gpu, OpDirection::kReserve, bytes,
+                          LimitBytes(gpu));
+  ProcessSlot& s = g_cfg.counters->slots[slot];
+  if (r == SlotOpResult::kOverLimit) {
+    s.denied.fetch_add(1, std::memory_order_relaxed);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  s.allocations.fetch_add(1, std::memory_order_relaxed);
+  return CUDA_SUCCESS;
+}
+
+void Release(int gpu, std::uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(OpMu());
+  if (g_slot < 0) return;
+  SlotOp(*g_cfg.counters, g_slot, g_cfg.tenant, gpu, OpDirection::kRelease, bytes, kUnlimited);
+  g_cfg.counters->slots[g_slot].frees.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t Charge(std::uint64_t bytes) { return RoundUpToGranule(bytes, g_cfg.granule); }
+
+std::uint64_t MulSaturating(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? ~0ULL : r;
+}
+
+// Unmanaged processes pass through; misconfigured fail-closed ones are refused allocations (frees,
+// releases and destroys always pass through: TESSERA_RELEASE_PASS_THROUGH_UNLESS_MANAGED).
+#define TESSERA_RELEASE_PASS_THROUGH_UNLESS_MANAGED(call) \
+  do {                                                    \
+    if (!g_cfg.managed) return call;                      \
+  } while (0)
+
+#define TESSERA_PASS_THROUGH_UNLESS_MANAGED(call)                 \
+  do {                                                            \
+    if (!g_cfg.managed) {                                         \
+      if (g_cfg.fail_closed) return CUDA_ERROR_NOT_PERMITTED;     \
+      return call;                                                \
+    }                                                             \
+  } while (0)
+
+// --- handlers (one per ABI shape; `real` is exactly the variant the caller's name denotes) -------
+template <typename Fn, typename Ptr, typename Size>
+CUresult HandleMemAlloc(Fn real, HookId, Ptr* dptr, Size bytesize) {
+  TESSERA_PASS_THROUGH_UNLESS_MANAGED(real(dptr, bytesize));
+  if (dptr == nullptr || bytesize == 0) return real(dptr, bytesize);  // the driver's own error
+  int gpu = 0;
+  if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) return rc;
+  const std::uint64_t charge = Charge(bytesize);
+  if (CUresult rc = Reserve(gpu, charge); rc != CUDA_SUCCESS) return rc;
+  CUresult rc = real(dptr, bytesize);
+  if (rc != CUDA_SUCCESS) {
+    Release(gpu, charge);
+    return rc;
+  }
+  Pointers().Put(*dptr, Record{charge, gpu, 1});
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleMemAllocManaged(Fn real, HookId, CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  TESSERA_PASS_THROUGH_UNLESS_MANAGED(real(dptr, bytesize, flags));
+  if (dptr == nullptr || bytesize == 0) return real(dptr, bytesize, flags);
+  int gpu = 0;
+  if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) return rc;
+  const std::uint64_t charge = Charge(bytesize);  // managed memory is charged in full
+  if (CUresult rc = Reserve(gpu, charge); rc != CUDA_SUCCESS) return rc;
+  CUresult rc = real(dptr, bytesize, flags);
+  if (rc != CUDA_SUCCESS) {
+    Release(gpu, charge);
+    return rc;
+  }
+  Pointers().Put(*dptr, Record{charge, gpu, 1});
+  return rc;
+}
+
+// Pitch: reserve the lower bound width x height first, then top up to the pitch x height the
+// driver actually used; if the top-up does not fit, free the allocation and refuse.
+template <typename Fn, typename Ptr, typename Size>
+CUresult HandleMemAllocPitch(Fn real, HookId, Ptr* dptr, Size* pitch, Size width, Size height,
+                             unsigned int elem) {
+  TESSERA_PASS_THROUGH_UNLESS_MANAGED(real(dptr, pitch, width, height, elem));
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) {
+    return real(dptr, pitch, width, height, elem);
+  }
+  int gpu = 0;
+  if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) return rc;
+  const std::uint64_t lower = Charge(MulSaturating(width, height));
+  if (CUresult rc = Reserve(gpu, lower); rc != CUDA_SUCCESS) return rc;
+  CUresult rc = real(dptr, pitch, width, height, elem);
+  if (rc != CUDA_SUCCESS) {
+    Release(gpu, lower);
+    return rc;
+  }
+  const std::uint64_t actual = Charge(MulSaturating(*pitch, height));
+  if (actual > lower) {
+    if (Reserve(gpu, actual - lower) != CUDA_SUCCESS) {
+      if constexpr (sizeof(Ptr) == 4) {
+        reinterpret_cast<PFN_cuMemFree_v2000>(RealFn(HookId::k_cuMemFree))(*dptr);
+      } else {
+        reinterpret_cast<PFN_cuMemFree_v3020>(RealFn(HookId::k_cuMemFree_v2))(*dptr);
+      }
+      Release(gpu, lower);
+      *dptr = 0;
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  } else if (actual < lower) {
+    Release(gpu, lower - actual);
+  }
+  Pointers().Put(*dptr, Record{actual, gpu, 1});
+  return rc;
+}
+
+template <typename Fn, typename Ptr, typename... Rest>
+CUresult HandleMemFree(Fn real, HookId, Ptr dptr, Rest... rest) {
+  TESSERA_RELEASE_PASS_THROUGH_UNLESS_MANAGED(real(dptr, rest...));
+  // Take the record before the driver frees: the address may be handed out again at once.
+  std::optional<Record> rec = Pointers().Take(dptr);
+  CUresult rc = real(dptr, rest...);
+  if (rec.has_value()) {
+    if (rc == CUDA_SUCCESS) {
+      Release(rec->gpu, rec->bytes);
+    } else {
+      Pointers().Put(dptr, *rec);
+    }
+  }
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleMemFreeAsync(Fn real, HookId id, CUdeviceptr dptr, CUstream stream) {
+  // The reservation is released when the free is enqueued: the pool may keep the memory
+  // (release threshold); docs/enforcement.md lists this as a known gap.
+  return HandleMemFree(real, id, dptr, stream);
+}
+
+template <typename Fn>
+CUresult HandleMemAllocAsync(Fn real, HookId, CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
+  TESSERA_PASS_THROUGH_UNLESS_MANAGED(real(dptr, bytesize, stream));
+  if (dptr == nullptr || bytesize == 0) return real(dptr, bytesize, stream);
+  int gpu = 0;
+  if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) return rc;
+  const std::uint64_t charge = Charge(bytesize);
+  if (CUresult rc = Reserve(gpu, charge); rc != CUDA_SUCCESS) return rc;
+  CUresult rc = real(dptr, bytesize, stream);
+  if (rc != CUDA_SUCCESS) {
+    Release(gpu, charge);
+    return rc;
+  }
+  Pointers().Put(*dptr, Record{charge, gpu, 1});
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleMemAllocFromPoolAsync(Fn real, HookId, CUdeviceptr* dptr, size_t bytesize,
+                                     CUmemoryPool pool, CUstream stream) {
+  TESSERA_PASS_THROUGH_UNLESS_MANAGED(real(dptr, bytesize, pool, stream));
+  if (dptr == nullptr || bytesize == 0 || pool == nullptr) return real(dptr, bytesize, pool, stream);
+  int gpu = 0;
+  std::optional<Record> p = Pools().Get(Key(pool));
+  if (p.has_value() && p->refs == 0) return real(dptr, bytesize, pool, stream);  // a host pool
+  if (p.has_value()) {
+    gpu = p->gpu;
+  } else if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) {
+    return rc;  // a pool we did not see created (e.g. a device's default pool): current device
+  }
+  const std::uint64_t charge = Charge(bytesize);
+  if (CUresult rc = Reserve(gpu, charge); rc != CUDA_SUCCESS) return rc;
+  CUresult rc = real(dptr, bytesize, pool, stream);
+  if (rc != CUDA_SUCCESS) {
+    Release(gpu, charge);
+    return rc;
+  }
+  Pointers().Put(*dptr, Record{charge, gpu, 1});
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleMemPoolCreate(Fn real, HookId, CUmemoryPool* pool, const CUmemPoolProps* props) {
+  CUresult rc = real(pool, props);
+  if (rc != CUDA_SUCCESS || !g_cfg.managed || pool == nullptr || props == nullptr) return rc;
+  int gpu = 0;
+  bool device = props->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  if (device && NodeGpuOfOrdinal(props->location.id, &gpu) != CUDA_SUCCESS) {
+    device = false;  // its allocations are refused later (CurrentNodeGpu) if not ours
+    CurrentNodeGpu(&gpu);
+  }
+  Pools().Put(Key(*pool), Record{0, gpu, device ? 1 : 0});
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleMemPoolDestroy(Fn real, HookId, CUmemoryPool pool) {
+  CUresult rc = real(pool);
+  if (rc == CUDA_SUCCESS && g_cfg.managed) Pools().Take(Key(pool));
+  return rc;
+}
+
+// VMM: charge physical memory at creation, DEVICE locations only, device from prop->location.id.
+template <typename Fn>
+CUresult HandleMemCreate(Fn real, HookId, CUmemGenericAllocationHandle* handle, size_t size,
+                         const CUmemAllocationProp* prop, unsigned long long flags) {
+  TESSERA_PASS_THROUGH_UNLESS_MANAGED(real(handle, size, prop, flags));
+  if (handle == nullptr || prop == nullptr || size == 0 ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return real(handle, size, prop, flags);  // host memory (never charged) or the driver's error
+  }
+  int gpu = 0;
+  if (CUresult rc = NodeGpuOfOrdinal(prop->location.id, &gpu); rc != CUDA_SUCCESS) return rc;
+  const std::uint64_t charge = Charge(size);
+  if (CUresult rc = Reserve(gpu, charge); rc != CUDA_SUCCESS) return rc;
+  CUresult rc = real(handle, size, prop, flags);
+  if (rc != CUDA_SUCCESS) {
+    Release(gpu, charge);
+    return rc;
+  }
+  VmmHandles().Put(*handle, Record{charge, gpu, 1});
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleMemRetainAllocationHandle(Fn real, HookId, CUmemGenericAllocationHandle* handle, void* addr) {
+  CUresult rc = real(handle, addr);
+  if (rc == CUDA_SUCCESS && g_cfg.managed && handle != nullptr) VmmHandles().Ref(*handle, +1);
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleMemRelease(Fn real, HookId, CUmemGenericAllocationHandle handle) {
+  TESSERA_RELEASE_PASS_THROUGH_UNLESS_MANAGED(real(handle));
+  bool found = false;
+  std::optional<Record> last = VmmHandles().Unref(handle, &found);
+  CUresult rc = real(handle);
+  if (!found) return rc;
+  if (rc != CUDA_SUCCESS) {  // undo our bookkeeping
+    if (last.has_value()) {
+      VmmHandles().Put(handle, *last);
+    } else {
+      VmmHandles().Ref(handle, +1);
+    }
+    return rc;
+  }
+  if (last.has_value()) Release(last->gpu, last->bytes);
+  return rc;
+}
+
+std::uint64_t FormatBytes(CUarray_format f) {
+  switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+      return 4;
+    default:
+      return 16;  // block-compressed, video and packed formats: at most 16 bytes per element
+  }
+}
+
+// Conservative array footprint: rows padded to 512 bytes, every mip level, rounded to the granule.
+std::uint64_t ArrayBytes(std::uint64_t w, std::uint64_t h, std::uint64_t d, CUarray_format format,
+                         unsigned int channels, unsigned int levels) {
+  std::uint64_t total = 0;
+  for (unsigned int l = 0; l < std::max(levels, 1u); ++l) {
+    std::uint64_t row = MulSaturating(MulSaturating(std::max<std::uint64_t>(w >> l, 1), std::max(channels, 1u)),
+                                      FormatBytes(format));
+    row = row > ~0ULL - 511 ? ~0ULL : (row + 511) / 512 * 512;
+    std::uint64_t level = MulSaturating(MulSaturating(row, std::max<std::uint64_t>(h >> l, 1)), std::max<std::uint64_t>(d >> l, 1));
+    total = total > ~0ULL - level ? ~0ULL : total + level;
+  }
+  return Charge(total);
+}
+
+template <typename Fn, typename Handle, typename Desc, typename... Extra>
+CUresult CreateArrayCharged(Fn real, Handle* handle, const Desc* desc, std::uint64_t bytes, Extra... extra) {
+  int gpu = 0;
+  if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = Reserve(gpu, bytes); rc != CUDA_SUCCESS) return rc;
+  CUresult rc = real(handle, desc, extra...);
+  if (rc != CUDA_SUCCESS) {
+    Release(gpu, bytes);
+    return rc;
+  }
+  Arrays().Put(Key(*handle), Record{bytes, gpu, 1});
+  return rc;
+}
+
+template <typename Fn, typename Desc>
+CUresult HandleArrayCreate(Fn real, HookId, CUarray* handle, const Desc* desc) {
+  TESSERA_PASS_THROUGH_UNLESS_MANAGED(real(handle, desc));
+  if (handle == nullptr || desc == nullptr) return real(handle, desc);
+  return CreateArrayCharged(real, handle, desc,
+                            ArrayBytes(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels, 1));
+}
+
+template <typename Fn, typename Desc>
+CUresult HandleArray3DCreate(Fn real, HookId, CUarray* handle, const Desc* desc) {
+  TESSERA_PASS_THROUGH_UNLESS_MANAGED(real(handle, desc));
+  if (handle == nullptr || desc == nullptr) return real(handle, desc);
+  return CreateArrayCharged(
+      real, handle, desc, ArrayBytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels, 1));
+}
+
+template <typename Fn>
+CUresult HandleMipmappedArrayCreate(Fn real, HookId, CUmipmappedArray* handle,
+                                    const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels) {
+  TESSERA_PASS_THROUGH_UNLESS_MANAGED(real(handle, desc, levels));
+  if (handle == nullptr || desc == nullptr || levels == 0) return real(handle, desc, levels);
+  return CreateArrayCharged(
+      real, handle, desc,
+      ArrayBytes(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels, levels), levels);
+}
+
+template <typename Fn, typename Handle>
+CUresult DestroyArrayCharged(Fn real, Handle handle) {
+  TESSERA_RELEASE_PASS_THROUGH_UNLESS_MANAGED(real(handle));
+  std::optional<Record> rec = Arrays().Take(Key(handle));
+  CUresult rc = real(handle);
+  if (rec.has_value()) {
+    if (rc == CUDA_SUCCESS) {
+      Release(rec->gpu, rec->bytes);
+    } else {
+      Arrays().Put(Key(handle), *rec);
+    }
+  }
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleArrayDestroy(Fn real, HookId, CUarray handle) { return DestroyArrayCharged(real, handle); }
+template <typename Fn>
+CUresult HandleMipmappedArrayDestroy(Fn real, HookId, CUmipmappedArray handle) {
+  return DestroyArrayCharged(real, handle);
+}
+
+// The tenant's view: total = min(driver total, limit); free = min(driver free, total - reserved),
+// all saturating (a counter above the limit shows free = 0, never a wrapped-around number).
+template <typename Fn, typename Size>
+CUresult HandleMemGetInfo(Fn real, HookId, Size* free_bytes, Size* total_bytes) {
+  CUresult rc = real(free_bytes, total_bytes);
+  if (rc != CUDA_SUCCESS || !g_cfg.managed || free_bytes == nullptr || total_bytes == nullptr) return rc;
+  int gpu = 0;
+  if (CurrentNodeGpu(&gpu) != CUDA_SUCCESS) return rc;
+  const std::uint64_t limit = LimitBytes(gpu);
+  if (limit >= kUnlimited) return rc;
+  const std::uint64_t used = WordBytes(g_cfg.counters->counters[g_cfg.tenant][gpu].word.load());
+  const std::uint64_t total = std::min<std::uint64_t>(*total_bytes, limit);
+  const std::uint64_t room = total - std::min(used, total);
+  *total_bytes = static_cast<Size>(total);
+  *free_bytes = static_cast<Size>(std::min<std::uint64_t>(*free_bytes, room));
+  return rc;
+}
+
+template <typename Fn, typename Size>
+CUresult HandleDeviceTotalMem(Fn real, HookId, Size* bytes, CUdevice dev) {
+  CUresult rc = real(bytes, dev);
+  if (rc != CUDA_SUCCESS || !g_cfg.managed || bytes == nullptr) return rc;
+  int gpu = 0;
+  if (NodeGpuOfOrdinal(dev, &gpu) != CUDA_SUCCESS) return rc;
+  const std::uint64_t limit = LimitBytes(gpu);
+  if (limit < kUnlimited) *bytes = static_cast<Size>(std::min<std::uint64_t>(*bytes, limit));
+  return rc;
+}
+
+template <CountedLaunch kKind, typename Fn, typename... Args>
+inline CUresult HandleLaunch(Fn real, HookId, Args... args) {
+  LaunchGate(kKind);
+  return real(args...);
+}
+
+// Resolvers: call the real one with the caller's exact arguments; errors, NULL results and
+// VERSION_NOT_SUFFICIENT pass through unchanged; a success is mapped by pointer identity.
+template <typename Fn>
+CUresult HandleGetProcAddress(Fn real, HookId, const char* symbol, void** pfn, int version,
+                              cuuint64_t flags) {
+  CUresult rc = real(symbol, pfn, version, flags);
+  if (rc == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) *pfn = Substitute(*pfn);
+  return rc;
+}
+template <typename Fn>
+CUresult HandleGetProcAddress(Fn real, HookId, const char* symbol, void** pfn, int version,
+                              cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+  CUresult rc = real(symbol, pfn, version, flags, status);
+  if (rc != CUDA_SUCCESS || pfn == nullptr || *pfn == nullptr) return rc;
+  if (status != nullptr && *status != CU_GET_PROC_ADDRESS_SUCCESS) return rc;
+  *pfn = Substitute(*pfn);
+  return rc;
+}
+
+}  // namespace
+}  // namespace tessera::enforce::shim
+
+// --- the exported wrappers, one per row of the hook list ------------------------------------------
+using tessera::enforce::CountedLaunch;
+using tessera::enforce::shim::HookId;
+
+#define TESSERA_SHIM_DEFINE_WRAPPER(symbol, base, version, flavour, family, handler, params, args) \
+  extern "C" TESSERA_SHIM_EXPORT CUresult symbol params noexcept {                                \
+    using Fn = CUresult(*) params;                                                                \
+    Fn real = reinterpret_cast<Fn>(tessera::enforce::shim::RealFn(HookId::k_##symbol));           \
+    if (real == nullptr) return CUDA_ERROR_NOT_FOUND;                                             \
+    return tessera::enforce::shim::handler(real, HookId::k_##symbol, TESSERA_UNPAREN args);       \
+  }
+TESSERA_SHIM_HOOKS(TESSERA_SHIM_DEFINE_WRAPPER)
+#undef TESSERA_SHIM_DEFINE_WRAPPER
+
+// --- dlsym / dlvsym: substitute only on libcuda's handle, RTLD_DEFAULT and RTLD_NEXT --------------
+// The exported dlsym/dlvsym live in dl_override.cc (built without sanitizer instrumentation: a
+// sanitizer runtime calls dlsym before its shadow memory exists); for names starting with "cu"
+// they ask DriverLookup() here.
+namespace tessera::enforce::shim {
+
+void* DriverLookup(void* handle, const char* name, const char* version, bool* handled) {
+  *handled = false;
+  if (t_in_dl) return nullptr;
+  if (handle != RTLD_DEFAULT && handle != RTLD_NEXT && handle != DriverHandle()) return nullptr;
+  *handled = true;
+  const RealDl& dl = GetRealDl();
+  t_in_dl = true;
+  void* p = version == nullptr ? dl.dlsym(handle, name) : dl.dlvsym(handle, name, version);
+  t_in_dl = false;
+  return Substitute(p);
+}
+
+}  // namespace tessera::enforce::shim
+
+// --- initialisation -------------------------------------------------------------------------------
+namespace tessera::enforce::shim {
+namespace {
+
+bool ParseInt(const char* s, long min, long max, long* out) {
+  if (s == nullptr || *s == '\0') return false;
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+void Configure() {
+  const char* policy = std::getenv("TESSERA_SHIM_POLICY");
+  const char* counters = std::getenv("TESSERA_SHIM_COUNTERS");
+  const char* tenant = std::getenv("TESSERA_SHIM_TENANT");
+  const char* gpus = std::getenv("TESSERA_SHIM_GPUS");
+  const char* lib = std::getenv("TESSERA_SHIM_LIBCUDA");
+  const char* fail = std::getenv("TESSERA_SHIM_FAIL");
+  const char* log = std::getenv("TESSERA_SHIM_LOG");
+  g_cfg.log = log != nullptr && std::strcmp(log, "1") == 0;
+  if (lib != nullptr && *lib != '\0') std::snprintf(g_cfg.libcuda, sizeof(g_cfg.libcuda), "%s", lib);
+  if (policy == nullptr || *policy == '\0') return;  // unmanaged
+  const bool fail_open = fail != nullptr && std::strcmp(fail, "open") == 0;
+  if (fail != nullptr && !fail_open && std::strcmp(fail, "closed") != 0) {
+    Log("tessera-shim: TESSERA_SHIM_FAIL='%s' is neither 'open' nor 'closed'; using closed\n", fail);
+  }
+  auto refuse = [&](const std::string& why) {
+    Log("tessera-shim: %s; device allocations %s\n", why.c_str(),
+        fail_open ? "run UNACCOUNTED (TESSERA_SHIM_FAIL=open)" : "are refused (CUDA_ERROR_NOT_PERMITTED)");
+    g_cfg.fail_closed = !fail_open;
+  };
+  if (counters == nullptr || *counters == '\0') return refuse("TESSERA_SHIM_COUNTERS is not set");
+  long t = 0;
+  if (!ParseInt(tenant, 0, kMaxTenants - 1, &t)) {
+    return refuse(std::string("TESSERA_SHIM_TENANT='") + (tenant ? tenant : "") +
+                  "' is not a tenant index 0.." + std::to_string(kMaxTenants - 1));
+  }
+  StatusOr<TenantView> view = TenantView::Open(policy, counters);
+  if (!view.ok()) return refuse(view.status().ToString());
+  auto* v = new TenantView(std::move(*view));
+  const int num_gpus = static_cast<int>(v->policy().header.num_gpus);
+  int n = 0;
+  if (gpus != nullptr && *gpus != '\0') {
+    std::string list(gpus);
+    std::size_t pos = 0;
+    while (pos <= list.size()) {
+      std::size_t end = list.find(',', pos);
+      if (end == std::string::npos) end = list.size();
+      std::string item = list.substr(pos, end - pos);
+      long g = 0;
+      if (n >= kMaxGpus || !ParseInt(item.c_str(), 0, num_gpus - 1, &g)) {
+        return refuse("TESSERA_SHIM_GPUS='" + list + "': '" + item + "' is not a node GPU 0.." +
+                      std::to_string(num_gpus - 1));
+      }
+      g_cfg.node_gpu[n++] = static_cast<int>(g);
+      pos = end + 1;
+    }
+  } else {
+    for (; n < num_gpus; ++n) g_cfg.node_gpu[n] = n;
+  }
+  g_cfg.num_ordinals = n;
+  g_cfg.tenant = static_cast<int>(t);
+  g_cfg.view = v;
+  g_cfg.policy = &v->policy();
+  g_cfg.counters = &v->counters();
+  g_cfg.granule = v->policy().header.granule_bytes;
+  g_cfg.managed = true;
+  if (g_cfg.log) Log("tessera-shim: tenant %ld, %d GPU(s), granule %llu\n", t, n,
+                     static_cast<unsigned long long>(g_cfg.granule));
+}
+
+// The child of a fork has no CUDA allocations of its own (device memory is not inherited): it
+// forgets the parent's records and claims its own slot on first use. It starts with fresh maps and
+// a fresh mutex (the old ones are leaked): another thread of the parent may have held them at the
+// fork, and locking them all in a prepare handler would mean 65 locks held at once.
+void AtForkChild() {
+  PointersPtr() = new RecordMap;
+  VmmHandlesPtr() = new RecordMap;
+  ArraysPtr() = new RecordMap;
+  PoolsPtr() = new RecordMap;
+  OpMuPtr() = new std::mutex;
+  g_slot = -1;
+  g_slot_pid = 0;
+  g_launch_slot.store(nullptr, std::memory_order_release);
+}
+
+__attribute__((constructor)) void ShimInit() {
+  GetRealDl();
+#define TESSERA_SHIM_WRAPPER_ADDR(symbol, base, version, flavour, family, handler, params, args) \
+  g_wrappers[static_cast<int>(HookId::k_##symbol)] = reinterpret_cast<void*>(&::symbol);
+  TESSERA_SHIM_HOOKS(TESSERA_SHIM_WRAPPER_ADDR)
+#undef TESSERA_SHIM_WRAPPER_ADDR
+  Configure();
+  pthread_atfork(nullptr, nullptr, AtForkChild);
+  EnsureDriver(false);  // a directly linked driver is already loaded; otherwise on first use
+}
+
+// Normal exit: the driver frees the process's memory, so its reservations go too.
+__attribute__((destructor)) void ShimFini() {
+  if (!g_cfg.managed) return;
+  std::lock_guard<std::mutex> lock(OpMu());
+  if (g_slot >= 0 && g_slot_pid == ::getpid()) {
+    g_cfg.view->ReleaseSlot(g_slot);
+    g_launch_slot.store(&g_local_slot, std::memory_order_release);
+    g_slot = -3;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::enforce::shim

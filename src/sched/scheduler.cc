@@ -1,0 +1,943 @@
+#include "tessera/sched/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "tessera/core/rng.h"
+
+namespace tessera::sched {
+
+using placement::ClusterSnapshot;
+using placement::NodeSpec;
+using placement::Placement;
+using placement::TaskRequest;
+
+std::string_view QosName(QosClass q) {
+  switch (q) {
+    case QosClass::kGuaranteed: return "Guaranteed";
+    case QosClass::kBurstable: return "Burstable";
+    case QosClass::kBestEffort: return "BestEffort";
+  }
+  return "?";
+}
+
+StatusOr<QosClass> ParseQos(std::string_view name) {
+  std::string s;
+  for (char c : name)
+    if (c != '-' && c != '_') s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s == "guaranteed") return QosClass::kGuaranteed;
+  if (s == "burstable") return QosClass::kBurstable;
+  if (s == "besteffort") return QosClass::kBestEffort;
+  return InvalidArgumentError("unknown QoS class '" + std::string(name) +
+                              "' (expected Guaranteed, Burstable or BestEffort)");
+}
+
+std::string_view WaitReasonName(WaitReason r) {
+  switch (r) {
+    case WaitReason::kNone: return "none";
+    case WaitReason::kLimit: return "limit";
+    case WaitReason::kGuarantee: return "guarantee";
+    case WaitReason::kCapacity: return "capacity";
+    case WaitReason::kAffinity: return "affinity";
+  }
+  return "?";
+}
+
+namespace {
+
+// A pod shape for the per-cycle "found no place" memo.
+using ShapeKey = std::tuple<int64_t, int64_t, int64_t, ModelMask, int32_t, int32_t>;
+// (shape, tenant, class x mode) for the per-cycle "found no victims" memo.
+using ReclaimKey = std::tuple<ShapeKey, TenantIndex, int>;
+
+struct PendingKey {
+  uint8_t qos;
+  int32_t neg_priority;
+  int64_t submit;
+  JobId id;
+  auto operator<=>(const PendingKey&) const = default;
+};
+
+PendingKey KeyOf(const Job& j) {
+  return {static_cast<uint8_t>(j.qos), -j.priority, j.submit.count(), j.id};
+}
+
+// Snapshot changes made during one attempt, so it can be taken back.
+struct Journal {
+  struct Op {
+    bool applied;  // true: Apply was done (undo with Undo); false: Undo was done
+    TaskRequest task;
+    Placement where;
+  };
+  std::vector<Op> ops;
+  Status Apply(ClusterSnapshot& s, const TaskRequest& t, const Placement& p) {
+    Status st = s.Apply(t, p);
+    if (st.ok()) ops.push_back({true, t, p});
+    return st;
+  }
+  Status Undo(ClusterSnapshot& s, const TaskRequest& t, const Placement& p) {
+    Status st = s.Undo(t, p);
+    if (st.ok()) ops.push_back({false, t, p});
+    return st;
+  }
+  size_t mark() const { return ops.size(); }
+  void RollbackTo(ClusterSnapshot& s, size_t mark) {
+    while (ops.size() > mark) {
+      const Op& op = ops.back();
+      Status st = op.applied ? s.Undo(op.task, op.where) : s.Apply(op.task, op.where);
+      (void)st;  // exact inverse of a successful operation: cannot fail
+      ops.pop_back();
+    }
+  }
+};
+
+}  // namespace
+
+struct Scheduler::Impl {
+  explicit Impl(ClusterSnapshot s) : snap(s), empty(std::move(s)) {}
+  const TenantTree* tree = nullptr;
+  SchedulerOptions opt;
+  ClusterSnapshot snap;
+  ClusterSnapshot empty;
+  std::unique_ptr<placement::PlacementPolicy> policy;
+  placement::TargetWorkload default_workload;
+  Rng rng{42};
+  std::vector<uint32_t> rank;
+  placement::PlacementContext ctx;
+
+  Resources capacity;
+  uint32_t drf_dims = 0;        // bit d: capacity_d > 0
+  // Dimensions guarantees are checked in: GPU milli, and any other some tenant guarantees.
+  uint32_t quota_dims = 1u << kGpuMilliDim;
+  std::vector<Resources> usage, be_usage, g_usage;  // all / BestEffort / Guaranteed classes
+  std::vector<std::array<double, kMaxResourceDims>> decayed;
+  bool decay_started = false;
+  Seconds last_decay{0};
+  std::vector<double> share;  // cached weighted dominant share per tree node
+
+  std::vector<std::set<PendingKey>> queue;  // per tenant
+  std::vector<std::array<int, kQosClassCount>> pending_counts;
+  // Pending Guaranteed/Burstable jobs of each tenant by GPU size (for HasEntitledWaiting).
+  std::vector<std::set<std::pair<int64_t, JobId>>> by_size;
+  std::unordered_map<JobId, Job> pending;
+  std::unordered_map<JobId, WaitReason> reasons;
+  struct Running {
+    Job job;
+    TaskRequest pod;  // effective request (whole_gpus_only applied)
+    std::vector<Placement> pods;
+    Seconds start{0};
+    Resources res;
+  };
+  std::unordered_map<JobId, Running> running;
+  std::vector<std::vector<JobId>> on_node;  // one entry per pod on the node
+
+  // Fair-share preemption (pass 2) state: the preemptor's resources, and everything taken from
+  // each tenant in this attempt (all classes).
+  bool fair_mode = false;
+  Resources fair_res;
+  int64_t reclaim_calls = 0;
+  std::unordered_map<TenantIndex, Resources> removed_all;
+  int32_t max_gpu_free = 0;  // over all nodes
+  int max_full_free = 0;
+  bool caps_dirty = true;
+
+  // --- helpers --------------------------------------------------------------------------
+  TaskRequest EffectivePod(const Job& j) const {
+    TaskRequest p = j.pod;
+    if (opt.whole_gpus_only && p.num_gpu > 0) p.gpu_milli = kWholeGpu;
+    return p;
+  }
+
+  Resources ResourcesOf(const Job& j, const std::vector<Placement>* where) const {
+    const TaskRequest p = EffectivePod(j);
+    Resources r;
+    r[kGpuMilliDim] = static_cast<int64_t>(j.pods) * p.TotalGpu().value();
+    r[kGpuMemoryDim] = static_cast<int64_t>(j.pods) * p.num_gpu * j.gpu_memory.value();
+    if (where && p.IsWholeGpu()) {
+      const auto& catalog = GpuModelCatalog::Builtin();
+      for (const Placement& pl : *where) {
+        const NodeSpec& spec = snap.spec(pl.node);
+        if (!spec.model.valid()) continue;
+        if (auto dim = tree->space().ModelDim(catalog.info(spec.model).name))
+          r[*dim] += p.num_gpu;
+      }
+    }
+    return r;
+  }
+
+  Resources Protected(TenantIndex a) const { return usage[a] - be_usage[a]; }
+
+  // Within the unused guarantee at every level. GPU milli is always a guarantee dimension, so
+  // a tenant without a GPU guarantee is never entitled, and a job asking no GPU claims no
+  // guarantee (it cannot preempt).
+  // Within the leaf tenant's unused guarantee. Guarantees are carved top-down (children's
+  // guarantees add up to at most the parent's), so a job within its leaf's guarantee is within
+  // every ancestor's share of it too, even while a sibling borrows beyond its own (which is
+  // what reclaim takes back). A Guaranteed job counts only the tenant's Guaranteed work (the
+  // tenant's own borrowed Burstable work gives way to it); a Burstable job counts everything
+  // but BestEffort. GPU milli is always a guarantee dimension, so a tenant without a GPU
+  // guarantee is never entitled, and a job asking no GPU claims no guarantee.
+  bool Entitled(TenantIndex t, const Resources& r, QosClass q) const {
+    if (r[kGpuMilliDim] <= 0) return false;
+    const Resources prot = q == QosClass::kGuaranteed ? g_usage[t] : Protected(t);
+    const Resources& g = tree->spec(t).guaranteed;
+    for (int d = 0; d < kMaxResourceDims; ++d)
+      if ((quota_dims >> d & 1) && r[d] > 0 && prot[d] + r[d] > g[d]) return false;
+    return true;
+  }
+
+  bool WithinLimits(TenantIndex t, const Resources& r) const {
+    for (TenantIndex a : tree->path(t))
+      if (!(usage[a] + r).AllLessEqual(tree->spec(a).limit)) return false;
+    return true;
+  }
+
+  // Weighted dominant share of `a` on current usage, with `delta` added (sign +1) or removed.
+  double ShareWith(TenantIndex a, const Resources& delta, int sign) const {
+    double s = 0;
+    for (int d = 0; d < kMaxResourceDims; ++d) {
+      if (!(drf_dims >> d & 1)) continue;
+      const double u = static_cast<double>(usage[a][d] + sign * delta[d]);
+      s = std::max(s, u / static_cast<double>(capacity[d]));
+    }
+    return s / tree->spec(a).weight;
+  }
+
+  double ShareOf(TenantIndex a) const {
+    double s = 0;
+    for (int d = 0; d < kMaxResourceDims; ++d) {
+      if (!(drf_dims >> d & 1)) continue;
+      const double u = opt.fair_share_half_life_s > 0 ? decayed[a][d]
+                                                      : static_cast<double>(usage[a][d]);
+      s = std::max(s, u / static_cast<double>(capacity[d]));
+    }
+    return s / tree->spec(a).weight;
+  }
+
+  void AddUsage(TenantIndex t, const Resources& r, QosClass q, int sign) {
+    for (TenantIndex a : tree->path(t)) {
+      if (sign > 0) usage[a] += r;
+      else usage[a] -= r;
+      if (q == QosClass::kBestEffort) {
+        if (sign > 0) be_usage[a] += r;
+        else be_usage[a] -= r;
+      }
+      if (q == QosClass::kGuaranteed) {
+        if (sign > 0) g_usage[a] += r;
+        else g_usage[a] -= r;
+      }
+      share[a] = ShareOf(a);
+    }
+  }
+
+  void Decay(Seconds now) {
+    if (opt.fair_share_half_life_s <= 0) return;
+    if (!decay_started) {
+      decay_started = true;
+      last_decay = now;
+      return;
+    }
+    const double dt = static_cast<double>((now - last_decay).count());
+    if (dt <= 0) return;
+    last_decay = now;
+    const double keep = std::exp2(-dt / opt.fair_share_half_life_s);
+    for (int a = 0; a < tree->size(); ++a) {
+      for (int d = 0; d < kMaxResourceDims; ++d)
+        decayed[a][d] = decayed[a][d] * keep + static_cast<double>(usage[a][d]) * (1 - keep);
+      share[a] = ShareOf(a);
+    }
+  }
+
+  void RefreshCaps() {
+    if (!caps_dirty) return;
+    max_gpu_free = 0;
+    max_full_free = 0;
+    for (size_t n = 0; n < snap.node_count(); ++n) {
+      const NodeIndex ni{static_cast<uint32_t>(n)};
+      max_gpu_free = std::max(max_gpu_free, snap.max_gpu_free(ni));
+      max_full_free = std::max(max_full_free, snap.fully_free_gpus(ni));
+    }
+    caps_dirty = false;
+  }
+
+  bool MayFitNow(const TaskRequest& p) {
+    if (p.num_gpu == 0) return true;
+    RefreshCaps();
+    if (p.IsWholeGpu()) return max_full_free >= p.num_gpu;
+    return max_gpu_free >= p.gpu_milli.value();
+  }
+
+  void Enqueue(const Job& j) {
+    queue[j.tenant].insert(KeyOf(j));
+    pending_counts[j.tenant][static_cast<int>(j.qos)]++;
+    if (j.qos != QosClass::kBestEffort)
+      by_size[j.tenant].insert({ResourcesOf(j, nullptr)[kGpuMilliDim], j.id});
+    pending.emplace(j.id, j);
+  }
+  void Dequeue(const Job& j) {
+    queue[j.tenant].erase(KeyOf(j));
+    pending_counts[j.tenant][static_cast<int>(j.qos)]--;
+    if (j.qos != QosClass::kBestEffort)
+      by_size[j.tenant].erase({ResourcesOf(j, nullptr)[kGpuMilliDim], j.id});
+  }
+
+  // --- affinity -------------------------------------------------------------------------
+  bool ConflictOnGpu(const Job& a, const Job& b) const {
+    for (auto [x, y] : opt.affinity.classes_apart)
+      if ((a.workload_class == x && b.workload_class == y) ||
+          (a.workload_class == y && b.workload_class == x))
+        return true;
+    for (auto [x, y] : opt.affinity.tenants_apart)
+      if ((a.tenant == x && b.tenant == y) || (a.tenant == y && b.tenant == x)) return true;
+    return false;
+  }
+  bool ConflictOnNode(const Job& a, const Job& b) const {
+    return opt.affinity.labels_apart && a.label >= 0 && b.label >= 0 && a.label != b.label;
+  }
+
+  // Hides from the engine the GPUs (and nodes) `j` may not share, as temporary reservations
+  // recorded in `journal`. Returns whether anything was hidden.
+  bool HideConflicts(const Job& j, Journal& journal) {
+    if (opt.affinity.empty()) return false;
+    bool hid = false;
+    for (size_t n = 0; n < snap.node_count(); ++n) {
+      if (on_node[n].empty()) continue;
+      const NodeIndex ni{static_cast<uint32_t>(n)};
+      placement::GpuSet blocked = 0;
+      bool node_blocked = false;
+      for (JobId other : on_node[n]) {
+        const Running& r = running.at(other);
+        if (ConflictOnNode(j, r.job)) node_blocked = true;
+        if (ConflictOnGpu(j, r.job))
+          for (const Placement& p : r.pods)
+            if (p.node == ni) blocked |= p.gpus;
+      }
+      if (node_blocked) blocked = (snap.gpu_count(ni) >= 32) ? ~0u : ((1u << snap.gpu_count(ni)) - 1);
+      for (int g = 0; g < snap.gpu_count(ni); ++g) {
+        if (!(blocked >> g & 1)) continue;
+        const int32_t free = snap.gpu_free(ni, g);
+        if (free <= 0) continue;
+        TaskRequest hide{.num_gpu = 1, .gpu_milli = GpuMilli{free}};
+        if (journal.Apply(snap, hide, Placement{ni, placement::GpuBit(g)}).ok()) hid = true;
+      }
+      if (node_blocked && (snap.free_cpu(ni).value() > 0 || snap.free_memory(ni).value() > 0)) {
+        TaskRequest hide{.cpu = snap.free_cpu(ni), .memory = snap.free_memory(ni)};
+        if (journal.Apply(snap, hide, Placement{ni, 0}).ok()) hid = true;
+      }
+    }
+    return hid;
+  }
+
+  bool AnyNodeFits(const TaskRequest& p) const {
+    for (size_t n = 0; n < snap.node_count(); ++n)
+      if (snap.Fits(NodeIndex{static_cast<uint32_t>(n)}, p)) return true;
+    return false;
+  }
+
+  // --- preemption -----------------------------------------------------------------------
+  // Lowest common ancestor of two tenants, or kNoTenant.
+  TenantIndex Lca(TenantIndex a, TenantIndex b) const {
+    const auto& pa = tree->path(a);
+    const auto& pb = tree->path(b);
+    TenantIndex l = kNoTenant;
+    for (size_t i = 0; i < pa.size() && i < pb.size() && pa[i] == pb[i]; ++i) l = pa[i];
+    return l;
+  }
+
+  // Whether `v` may be preempted for a job of tenant `t`, given what is already being taken
+  // from each tenant in this attempt (`removed`, protected usage only).
+  bool Eligible(const Running& v, TenantIndex t, QosClass preemptor, Seconds now,
+                const std::unordered_map<TenantIndex, Resources>& removed) const {
+    if (v.job.qos == QosClass::kGuaranteed) return false;
+    // Started in this cycle: never taken back in the same cycle (no churn, and a job is never
+    // both started and preempted in one CycleResult).
+    if (v.start >= now) return false;
+    if (now - v.start < opt.min_runtime) return false;
+    if (v.job.qos == QosClass::kBestEffort) return true;
+    // Inside a tenant, Guaranteed work may take back what the tenant's own Burstable work took.
+    if (v.job.tenant == t) return !fair_mode && preemptor == QosClass::kGuaranteed;
+    const TenantIndex lca = Lca(v.job.tenant, t);
+    if (fair_mode) {
+      // Fair-share preemption: only while the victim's side stays strictly more served than the
+      // preemptor's side after the swap (the two children of the common ancestor).
+      const TenantIndex side_v = tree->path(v.job.tenant)[lca == kNoTenant ? 0 : tree->depth(lca) + 1];
+      const TenantIndex side_t = tree->path(t)[lca == kNoTenant ? 0 : tree->depth(lca) + 1];
+      Resources v_delta = v.res;
+      if (auto r = removed_all.find(side_v); r != removed_all.end()) v_delta += r->second;
+      if (!(ShareWith(side_v, v_delta, -1) > ShareWith(side_t, fair_res, +1) + 1e-12)) return false;
+    }
+    for (auto it = tree->path(v.job.tenant).rbegin(); it != tree->path(v.job.tenant).rend();
+         ++it) {
+      const TenantIndex a = *it;
+      if (a == lca) break;
+      Resources after = Protected(a) - v.res;
+      if (auto r = removed.find(a); r != removed.end()) after -= r->second;
+      const Resources& g = tree->spec(a).guaranteed;
+      for (int d = 0; d < kMaxResourceDims; ++d)
+        if ((quota_dims >> d & 1) && v.res[d] > 0 && after[d] < g[d]) return false;
+    }
+    return true;
+  }
+
+  // Undoes every pod of `v` in the journal.
+  void EvictInJournal(const Running& v, Journal& journal) {
+    for (const Placement& p : v.pods) {
+      Status st = journal.Undo(snap, v.pod, p);
+      (void)st;
+    }
+  }
+
+  // Finds the cheapest set of victims on one node that lets `pod` fit there and evicts them in
+  // the journal. Returns the victims (empty: none found).
+  std::vector<JobId> Reclaim(const Job& j, const TaskRequest& pod, Seconds now, Journal& journal,
+                             std::unordered_map<TenantIndex, Resources>& removed,
+                             const std::vector<JobId>& already) {
+    std::vector<JobId> best;
+    int64_t best_cost = INT64_MAX;
+    NodeIndex best_node;
+    for (size_t n = 0; n < snap.node_count(); ++n) {
+      const NodeIndex ni{static_cast<uint32_t>(n)};
+      if (on_node[n].empty() || !empty.Fits(ni, pod)) continue;
+      std::vector<const Running*> cands;
+      for (JobId id : on_node[n]) {
+        if (std::find(already.begin(), already.end(), id) != already.end()) continue;
+        const Running& r = running.at(id);
+        if (std::find(cands.begin(), cands.end(), &r) != cands.end()) continue;
+        if (Eligible(r, j.tenant, j.qos, now, removed)) cands.push_back(&r);
+      }
+      if (cands.empty()) continue;
+      std::sort(cands.begin(), cands.end(), [&](const Running* a, const Running* b) {
+        if (a->job.qos != b->job.qos) return a->job.qos > b->job.qos;  // BestEffort first
+        const double sa = share[a->job.tenant], sb = share[b->job.tenant];
+        if (sa != sb) return sa > sb;                    // the most over-served tenant first
+        if (a->job.priority != b->job.priority) return a->job.priority < b->job.priority;
+        if (a->start != b->start) return a->start > b->start;  // the newest first
+        return a->job.id > b->job.id;
+      });
+      const size_t mark = journal.mark();
+      auto trial_removed = removed;
+      std::vector<JobId> victims;
+      int64_t cost = 0;
+      bool fits = false;
+      const auto saved_all = removed_all;
+      for (const Running* v : cands) {
+        if (!Eligible(*v, j.tenant, j.qos, now, trial_removed)) continue;
+        EvictInJournal(*v, journal);
+        for (TenantIndex a : tree->path(v->job.tenant)) removed_all[a] += v->res;
+        if (v->job.qos != QosClass::kBestEffort)
+          for (TenantIndex a : tree->path(v->job.tenant)) trial_removed[a] += v->res;
+        victims.push_back(v->job.id);
+        cost += 1'000'000 + v->res[kGpuMilliDim];
+        if (snap.Fits(ni, pod)) {
+          fits = true;
+          break;
+        }
+        if (cost >= best_cost) break;
+      }
+      journal.RollbackTo(snap, mark);
+      removed_all = saved_all;
+      if (fits && cost < best_cost) {
+        best_cost = cost;
+        best = victims;
+        best_node = ni;
+      }
+    }
+    for (JobId id : best) {
+      const Running& v = running.at(id);
+      EvictInJournal(v, journal);
+      for (TenantIndex a : tree->path(v.job.tenant)) removed_all[a] += v.res;
+      if (v.job.qos != QosClass::kBestEffort)
+        for (TenantIndex a : tree->path(v.job.tenant)) removed[a] += v.res;
+    }
+    return best;
+  }
+
+  // --- one job --------------------------------------------------------------------------
+  // Tries to start `j`; on success commits everything and returns true.
+  // `may_preempt`: reclaim (pass 1) or, with `fair`, fair-share preemption (pass 2).
+  // `skip_place`: the caller knows the job fits nowhere without preemption (go straight to
+  // reclaim).
+  bool TryStart(const Job& j, bool may_preempt, Seconds now, CycleResult& out, bool fair = false,
+                bool skip_place = false) {
+    const TaskRequest pod = EffectivePod(j);
+    fair_mode = fair;
+    fair_res = ResourcesOf(j, nullptr);
+    removed_all.clear();
+    Journal journal;
+    const bool hid = HideConflicts(j, journal);
+    const size_t after_hide = journal.mark();
+    std::vector<Placement> where;
+    std::vector<JobId> victims;
+    std::unordered_map<TenantIndex, Resources> removed;
+    bool ok = true;
+    for (int i = 0; i < j.pods && ok; ++i) {
+      placement::PlacementDecision d;
+      if (!(skip_place && i == 0)) {
+        ++out.attempts;
+        d = policy->Place(snap, pod, ctx);
+      }
+      if (!d.placement && may_preempt) {
+        ++reclaim_calls;
+        auto v = Reclaim(j, pod, now, journal, removed, victims);
+        if (!v.empty()) {
+          victims.insert(victims.end(), v.begin(), v.end());
+          ++out.attempts;
+          d = policy->Place(snap, pod, ctx);
+        }
+      }
+      if (!d.placement || !journal.Apply(snap, pod, *d.placement).ok()) {
+        ok = false;
+        break;
+      }
+      where.push_back(*d.placement);
+    }
+    if (ok) {
+      // Whole-GPU quotas per model are known only now.
+      const Resources r = ResourcesOf(j, &where);
+      if (r[kGpuMilliDim] > 0 && !WithinLimits(j.tenant, r)) {
+        reasons[j.id] = WaitReason::kLimit;
+        journal.RollbackTo(snap, 0);
+        return false;
+      }
+    }
+    if (!ok) {
+      journal.RollbackTo(snap, 0);
+      WaitReason why = WaitReason::kCapacity;
+      if (hid && j.pods == 1 && AnyNodeFits(pod)) why = WaitReason::kAffinity;
+      reasons[j.id] = why;
+      return false;
+    }
+    // Commit: drop the temporary reservations (they were applied first; undo them in reverse
+    // without disturbing the rest), requeue the victims, start the job.
+    for (size_t k = after_hide; k-- > 0;) {
+      const auto& op = journal.ops[k];
+      Status st = snap.Undo(op.task, op.where);
+      (void)st;
+    }
+    for (JobId id : victims) {
+      auto it = running.find(id);
+      Running v = std::move(it->second);
+      running.erase(it);
+      for (const Placement& p : v.pods) {
+        auto& lst = on_node[p.node.value()];
+        lst.erase(std::find(lst.begin(), lst.end(), id));
+      }
+      AddUsage(v.job.tenant, v.res, v.job.qos, -1);
+      Enqueue(v.job);
+      reasons[id] = WaitReason::kCapacity;
+      out.preempted.push_back({id, j.id});
+    }
+    Running r;
+    r.job = j;
+    r.pod = pod;
+    r.pods = where;
+    r.start = now;
+    r.res = ResourcesOf(j, &where);
+    for (const Placement& p : where) on_node[p.node.value()].push_back(j.id);
+    AddUsage(j.tenant, r.res, j.qos, +1);
+    running.emplace(j.id, std::move(r));
+    reasons.erase(j.id);
+    out.started.push_back({j.id, where});
+    caps_dirty = true;
+    return true;
+  }
+
+  // --- consolidation --------------------------------------------------------------------
+  // Frees `k` whole GPUs on one node for a queued whole-GPU pod by moving preemptible
+  // fractional pods elsewhere. Applies the moves and returns them (empty: not possible).
+  std::vector<MoveEvent> Consolidate(const Job& j, const TaskRequest& pod) {
+    std::vector<MoveEvent> moves;
+    for (size_t n = 0; n < snap.node_count(); ++n) {
+      const NodeIndex ni{static_cast<uint32_t>(n)};
+      if (!empty.Fits(ni, pod) || on_node[n].empty()) continue;
+      if (snap.fully_free_gpus(ni) >= pod.num_gpu) continue;  // the engine would have used it
+      // GPUs whose occupants are all movable sharing pods, by fewest occupants.
+      std::vector<std::pair<int, int>> candidates;  // (occupants, gpu)
+      for (int g = 0; g < snap.gpu_count(ni); ++g) {
+        if (snap.gpu_free(ni, g) == kWholeGpu.value()) continue;
+        int occupants = 0;
+        bool movable = true;
+        for (JobId id : on_node[n]) {
+          const Running& r = running.at(id);
+          for (const Placement& p : r.pods) {
+            if (p.node != ni || !(p.gpus >> g & 1)) continue;
+            ++occupants;
+            if (r.job.qos == QosClass::kGuaranteed || !r.pod.IsSharing() || r.job.pods != 1)
+              movable = false;
+          }
+        }
+        if (movable) candidates.emplace_back(occupants, g);
+      }
+      const int need = pod.num_gpu - snap.fully_free_gpus(ni);
+      if (static_cast<int>(candidates.size()) < need) continue;
+      std::sort(candidates.begin(), candidates.end());
+      Journal journal;
+      std::vector<MoveEvent> trial;
+      bool ok = true;
+      placement::GpuSet freeing = 0;
+      for (int c = 0; c < need; ++c) freeing |= placement::GpuBit(candidates[c].second);
+      for (int c = 0; c < need && ok; ++c) {
+        const int g = candidates[c].second;
+        for (JobId id : on_node[n]) {
+          const Running& r = running.at(id);
+          if (r.pods[0].node != ni || !(r.pods[0].gpus >> g & 1)) continue;
+          Status st = journal.Undo(snap, r.pod, r.pods[0]);
+          (void)st;
+          // Best destination: the fullest GPU (elsewhere, not being freed) that takes it.
+          std::optional<Placement> dest;
+          int32_t dest_free = INT32_MAX;
+          for (size_t m = 0; m < snap.node_count(); ++m) {
+            const NodeIndex mi{static_cast<uint32_t>(m)};
+            if (!snap.Fits(mi, r.pod)) continue;
+            for (int h = 0; h < snap.gpu_count(mi); ++h) {
+              if (mi == ni && (freeing >> h & 1)) continue;
+              const int32_t f = snap.gpu_free(mi, h);
+              if (f >= r.pod.gpu_milli.value() && f < dest_free) {
+                dest_free = f;
+                dest = Placement{mi, placement::GpuBit(h)};
+              }
+            }
+          }
+          if (!dest || !journal.Apply(snap, r.pod, *dest).ok()) {
+            ok = false;
+            break;
+          }
+          trial.push_back({id, 0, r.pods[0], *dest, j.id});
+        }
+      }
+      if (ok && snap.Fits(ni, pod)) {
+        for (const MoveEvent& m : trial) {
+          Running& r = running.at(m.job);
+          auto& src = on_node[m.from.node.value()];
+          src.erase(std::find(src.begin(), src.end(), m.job));
+          on_node[m.to.node.value()].push_back(m.job);
+          r.pods[0] = m.to;
+        }
+        caps_dirty = true;
+        return trial;
+      }
+      journal.RollbackTo(snap, 0);
+    }
+    return moves;
+  }
+};
+
+Scheduler::Scheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Scheduler::~Scheduler() = default;
+
+StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const TenantTree* tenants,
+                                                       std::vector<NodeSpec> nodes,
+                                                       SchedulerOptions options) {
+  if (tenants == nullptr || tenants->size() == 0)
+    return InvalidArgumentError("scheduler: no tenants");
+  TESSERA_ASSIGN_OR_RETURN(ClusterSnapshot snap, ClusterSnapshot::Create(std::move(nodes)));
+  auto impl = std::make_unique<Impl>(std::move(snap));
+  impl->tree = tenants;
+  impl->opt = options;
+  placement::PolicyOptions po;
+  po.target_workload = options.target_workload;
+  if (po.target_workload == nullptr) {
+    // A neutral mix: one whole GPU and the common fractions, any model.
+    std::vector<placement::TaskType> types;
+    for (int milli : {1000, 500, 250}) {
+      placement::TaskType t;
+      t.num_gpu = 1;
+      t.gpu_milli = GpuMilli{milli};
+      t.weight = 1;
+      types.push_back(t);
+    }
+    impl->default_workload = placement::TargetWorkload::FromTypes(std::move(types));
+    po.target_workload = &impl->default_workload;
+  }
+  TESSERA_ASSIGN_OR_RETURN(impl->policy, placement::MakePolicy(options.placement_policy, po));
+  impl->rng = Rng(options.seed);
+  impl->ctx.rng = &impl->rng;
+  const int nt = tenants->size();
+  impl->usage.assign(nt, Resources());
+  impl->be_usage.assign(nt, Resources());
+  impl->g_usage.assign(nt, Resources());
+  impl->decayed.assign(nt, {});
+  impl->share.assign(nt, 0.0);
+  impl->queue.assign(nt, {});
+  impl->pending_counts.assign(nt, {});
+  impl->by_size.assign(nt, {});
+  impl->on_node.assign(impl->snap.node_count(), {});
+
+  Resources cap;
+  cap[kGpuMilliDim] = impl->snap.total_gpu_capacity().value();
+  const auto& catalog = GpuModelCatalog::Builtin();
+  for (size_t n = 0; n < impl->snap.node_count(); ++n) {
+    const NodeSpec& s = impl->snap.spec(NodeIndex{static_cast<uint32_t>(n)});
+    if (!s.model.valid()) continue;
+    cap[kGpuMemoryDim] += static_cast<int64_t>(s.gpu_count) * catalog.info(s.model).memory.value();
+    if (auto dim = tenants->space().ModelDim(catalog.info(s.model).name)) cap[*dim] += s.gpu_count;
+  }
+  impl->capacity = cap;
+  for (int d = 0; d < tenants->space().dims(); ++d) {
+    if (cap[d] > 0) impl->drf_dims |= 1u << d;
+    for (int t = 0; t < nt; ++t)
+      if (tenants->spec(t).guaranteed[d] > 0) impl->quota_dims |= 1u << d;
+  }
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
+}
+
+Status Scheduler::Submit(const Job& job) {
+  Impl& m = *impl_;
+  const std::string what = "job " + std::to_string(job.id);
+  if (job.tenant < 0 || job.tenant >= m.tree->size())
+    return InvalidArgumentError(what + ": unknown tenant");
+  if (!m.tree->is_leaf(job.tenant))
+    return InvalidArgumentError(what + ": tenant '" + m.tree->name(job.tenant) +
+                                "' has sub-tenants; submit to a leaf (project)");
+  if (job.pods < 1) return InvalidArgumentError(what + ": pods must be >= 1");
+  TESSERA_RETURN_IF_ERROR(placement::ValidateTask(job.pod).WithPrefix(what + ": "));
+  if (m.pending.count(job.id) || m.running.count(job.id))
+    return InvalidArgumentError(what + ": duplicate job id");
+  const Resources r = m.ResourcesOf(job, nullptr);
+  for (TenantIndex a : m.tree->path(job.tenant)) {
+    if (!r.AllLessEqual(m.tree->spec(a).limit))
+      return InvalidArgumentError(what + " can never run: it asks " + m.tree->space().Format(r) +
+                                  ", over the limit of tenant '" + m.tree->name(a) + "' (" +
+                                  m.tree->space().Format(m.tree->spec(a).limit) + ")");
+  }
+  if (job.qos == QosClass::kGuaranteed) {
+    for (TenantIndex a : m.tree->path(job.tenant)) {
+      const Resources& g = m.tree->spec(a).guaranteed;
+      for (int d = 0; d < kMaxResourceDims; ++d)
+        if ((m.quota_dims >> d & 1) && r[d] > g[d])
+          return InvalidArgumentError(
+              what + " can never run as Guaranteed: it asks " + m.tree->space().DimName(d) + " " +
+              std::to_string(r[d]) + ", more than tenant '" + m.tree->name(a) +
+              "' is guaranteed (" + std::to_string(g[d]) + ")");
+    }
+  }
+  const TaskRequest pod = m.EffectivePod(job);
+  int nodes_that_fit = 0;
+  for (size_t n = 0; n < m.empty.node_count(); ++n)
+    if (m.empty.Fits(NodeIndex{static_cast<uint32_t>(n)}, pod)) ++nodes_that_fit;
+  if (nodes_that_fit == 0)
+    return InvalidArgumentError(what + " can never run: no node of the cluster can hold one pod");
+  m.Enqueue(job);
+  m.reasons[job.id] = WaitReason::kCapacity;
+  return Status::Ok();
+}
+
+CycleResult Scheduler::Cycle(Seconds now) {
+  Impl& m = *impl_;
+  CycleResult out;
+  m.Decay(now);
+  const TenantTree& tree = *m.tree;
+  const int nt = tree.size();
+  std::vector<int> active(nt, 0);  // active leaves in the subtree
+  std::vector<std::set<PendingKey>::iterator> cursor(nt), stop(nt);
+  int consolidation_budget = 8;
+  int64_t reclaims_left = m.opt.max_reclaims_per_cycle;
+  std::set<ShapeKey> failed_shapes;
+  std::set<ReclaimKey> failed_reclaims;
+  std::set<JobId> requeued_now;
+  size_t preempted_seen = 0;
+  std::set<std::pair<int, ModelMask>> failed_consolidation;
+
+  for (int pass = 0; pass < 3; ++pass) {
+    const uint8_t lo = pass == 2 ? 2 : (pass == 1 ? 1 : 0);
+    const uint8_t hi = pass == 2 ? 3 : 2;  // [lo, hi) of QoS ranks
+    std::fill(active.begin(), active.end(), 0);
+    for (int t = 0; t < nt; ++t) {
+      if (m.queue[t].empty()) continue;
+      cursor[t] = m.queue[t].lower_bound(PendingKey{lo, INT32_MIN, INT64_MIN, INT64_MIN});
+      stop[t] = m.queue[t].lower_bound(PendingKey{hi, INT32_MIN, INT64_MIN, INT64_MIN});
+      if (cursor[t] == stop[t]) continue;
+      for (TenantIndex a : tree.path(t)) active[a]++;
+    }
+    auto deactivate = [&](TenantIndex t) {
+      for (TenantIndex a : tree.path(t)) active[a]--;
+    };
+    while (true) {
+      // Hierarchical weighted DRF: the least-served active root, then child, ...
+      TenantIndex pick = kNoTenant;
+      const std::vector<TenantIndex>* level = &tree.roots();
+      while (true) {
+        TenantIndex best = kNoTenant;
+        for (TenantIndex c : *level)
+          if (active[c] > 0 && (best == kNoTenant || m.share[c] < m.share[best])) best = c;
+        if (best == kNoTenant || tree.is_leaf(best)) {
+          pick = best;
+          break;
+        }
+        level = &tree.children(best);
+      }
+      if (pick == kNoTenant) break;
+      if (cursor[pick] == stop[pick]) {
+        deactivate(pick);
+        continue;
+      }
+      const PendingKey key = *cursor[pick];
+      ++cursor[pick];
+      if (requeued_now.count(key.id)) continue;  // preempted in this cycle: waits for the next
+      const Job& j = m.pending.at(key.id);
+      const Resources r = m.ResourcesOf(j, nullptr);
+      // A job asking no GPU claims no guarantee: a Guaranteed one is tried in the first pass
+      // without preemption rights, a Burstable one in the second (borrowing) like any other.
+      const bool gpu_free_job = r[kGpuMilliDim] == 0;
+      if (pass == 0 && !gpu_free_job && !m.Entitled(j.tenant, r, j.qos)) {
+        if (j.qos == QosClass::kGuaranteed) m.reasons[j.id] = WaitReason::kGuarantee;
+        continue;
+      }
+      if (pass == 0 && gpu_free_job && j.qos != QosClass::kGuaranteed) continue;
+      if (!m.WithinLimits(j.tenant, r)) {
+        m.reasons[j.id] = WaitReason::kLimit;
+        continue;
+      }
+      // Pass 1: reclaim for entitled jobs. Pass 2: fair-share preemption of borrowed work of
+      // more-served tenants (opt.fair_share_preemption).
+      const bool fair = pass == 1 && m.opt.fair_share_preemption && j.qos == QosClass::kBurstable;
+      const bool may_preempt = (pass == 0 || fair) && m.opt.preemption && !gpu_free_job;
+      const TaskRequest pod = m.EffectivePod(j);
+      const Job copy = j;  // TryStart may requeue victims (rehash of `pending`)
+      bool started = false;
+      // Within a cycle free capacity only shrinks until something is preempted or moved, so a
+      // shape that found no place (or no victims, for a tenant) is not tried again until then.
+      // Reclaim searches are also bounded per cycle; the rest wait for the next cycle.
+      const ShapeKey shape{pod.cpu.value(), pod.memory.value(), pod.gpu_milli.value(),
+                           pod.allowed_models, pod.num_gpu, copy.pods};
+      const bool cacheable = m.opt.affinity.empty();
+      const bool place_fails = !m.MayFitNow(pod) || (cacheable && failed_shapes.count(shape));
+      const ReclaimKey rkey{shape, copy.tenant, static_cast<int>(copy.qos) * 2 + (fair ? 1 : 0)};
+      const bool try_reclaim = may_preempt && reclaims_left > 0 &&
+                               !(cacheable && failed_reclaims.count(rkey));
+      if (!place_fails || try_reclaim) {
+        const int64_t calls_before = m.reclaim_calls;
+        const size_t preempted_before = out.preempted.size();
+        started = m.TryStart(copy, try_reclaim, now, out, fair, place_fails);
+        reclaims_left -= m.reclaim_calls - calls_before;
+        if (out.preempted.size() != preempted_before) {
+          failed_shapes.clear();
+          failed_reclaims.clear();
+        } else if (!started && cacheable && m.reasons[copy.id] == WaitReason::kCapacity) {
+          failed_shapes.insert(shape);
+          if (try_reclaim) failed_reclaims.insert(rkey);
+        }
+      } else {
+        m.reasons[j.id] = WaitReason::kCapacity;
+      }
+      // Consolidation for a blocked whole-GPU job: a bounded number of tries per cycle, and a
+      // shape that could not be made room for is not tried again this cycle.
+      if (!started && m.opt.consolidation && pass < 2 && copy.pods == 1 && pod.IsWholeGpu() &&
+          m.reasons[copy.id] == WaitReason::kCapacity && consolidation_budget > 0 &&
+          !failed_consolidation.count({pod.num_gpu, pod.allowed_models})) {
+        --consolidation_budget;
+        auto moves = m.Consolidate(copy, pod);
+        if (moves.empty()) {
+          failed_consolidation.insert({pod.num_gpu, pod.allowed_models});
+        } else {
+          out.moves.insert(out.moves.end(), moves.begin(), moves.end());
+          failed_shapes.clear();
+          failed_reclaims.clear();
+          started = m.TryStart(copy, false, now, out);
+        }
+      }
+      if (started) {
+        m.Dequeue(copy);
+        m.pending.erase(copy.id);
+      }
+      for (size_t k = preempted_seen; k < out.preempted.size(); ++k)
+        requeued_now.insert(out.preempted[k].victim);
+      preempted_seen = out.preempted.size();
+    }
+  }
+  return out;
+}
+
+Status Scheduler::Complete(JobId id, Seconds /*now*/) {
+  Impl& m = *impl_;
+  auto it = m.running.find(id);
+  if (it == m.running.end()) return NotFoundError("job " + std::to_string(id) + " is not running");
+  Impl::Running r = std::move(it->second);
+  m.running.erase(it);
+  for (const Placement& p : r.pods) {
+    TESSERA_RETURN_IF_ERROR(m.snap.Undo(r.pod, p));
+    auto& lst = m.on_node[p.node.value()];
+    lst.erase(std::find(lst.begin(), lst.end(), id));
+  }
+  m.AddUsage(r.job.tenant, r.res, r.job.qos, -1);
+  m.caps_dirty = true;
+  return Status::Ok();
+}
+
+Status Scheduler::Cancel(JobId id) {
+  Impl& m = *impl_;
+  auto it = m.pending.find(id);
+  if (it == m.pending.end()) return NotFoundError("job " + std::to_string(id) + " is not pending");
+  m.Dequeue(it->second);
+  m.pending.erase(it);
+  m.reasons.erase(id);
+  return Status::Ok();
+}
+
+bool Scheduler::HasRunnableWaiting(TenantIndex t) const {
+  for (const PendingKey& k : impl_->queue[t]) {
+    const WaitReason r = wait_reason(k.id);
+    if (r != WaitReason::kLimit && r != WaitReason::kGuarantee) return true;
+  }
+  return false;
+}
+
+std::array<int, kWaitReasonCount> Scheduler::PendingByReason() const {
+  std::array<int, kWaitReasonCount> n{};
+  for (const auto& [id, job] : impl_->pending) n[static_cast<int>(wait_reason(id))]++;
+  return n;
+}
+
+bool Scheduler::HasEntitledWaiting(TenantIndex t) const {
+  const Impl& m = *impl_;
+  for (const auto& [gpu, id] : m.by_size[t]) {
+    const Job& j = m.pending.at(id);
+    const Resources r = m.ResourcesOf(j, nullptr);
+    if (m.Entitled(t, r, j.qos)) return true;
+    // GPU milli is always a guarantee dimension: if this size does not fit the guarantee
+    // beyond the Guaranteed-class usage (the weaker of the two tests), no larger job of
+    // either class is entitled.
+    if (m.g_usage[t][kGpuMilliDim] + gpu > m.tree->spec(t).guaranteed[kGpuMilliDim]) return false;
+  }
+  return false;
+}
+
+const ClusterSnapshot& Scheduler::cluster() const { return impl_->snap; }
+const TenantTree& Scheduler::tenants() const { return *impl_->tree; }
+const Resources& Scheduler::usage(TenantIndex t) const { return impl_->usage[t]; }
+Resources Scheduler::protected_usage(TenantIndex t) const { return impl_->Protected(t); }
+const Resources& Scheduler::capacity() const { return impl_->capacity; }
+double Scheduler::dominant_share(TenantIndex t) const { return impl_->share[t]; }
+Resources Scheduler::ResourcesOf(const Job& job, const std::vector<Placement>* where) const {
+  return impl_->ResourcesOf(job, where);
+}
+size_t Scheduler::pending_count() const { return impl_->pending.size(); }
+size_t Scheduler::running_count() const { return impl_->running.size(); }
+int Scheduler::pending_of(TenantIndex t, QosClass q) const {
+  return impl_->pending_counts[t][static_cast<int>(q)];
+}
+bool Scheduler::is_running(JobId id) const { return impl_->running.count(id) > 0; }
+bool Scheduler::is_pending(JobId id) const { return impl_->pending.count(id) > 0; }
+WaitReason Scheduler::wait_reason(JobId id) const {
+  auto it = impl_->reasons.find(id);
+  return it == impl_->reasons.end() ? WaitReason::kNone : it->second;
+}
+const Job* Scheduler::job(JobId id) const {
+  if (auto it = impl_->pending.find(id); it != impl_->pending.end()) return &it->second;
+  if (auto it = impl_->running.find(id); it != impl_->running.end()) return &it->second.job;
+  return nullptr;
+}
+std::optional<Seconds> Scheduler::start_time(JobId id) const {
+  auto it = impl_->running.find(id);
+  if (it == impl_->running.end()) return std::nullopt;
+  return it->second.start;
+}
+const std::vector<Placement>* Scheduler::placement_of(JobId id) const {
+  auto it = impl_->running.find(id);
+  return it == impl_->running.end() ? nullptr : &it->second.pods;
+}
+
+}  // namespace tessera::sched

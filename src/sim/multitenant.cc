@@ -1,0 +1,480 @@
+#include "tessera/sim/multitenant.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <queue>
+#include <sstream>
+
+#include "tessera/core/rng.h"
+#include "tessera/sim/csv.h"
+
+namespace tessera::sim {
+
+using placement::NodeSpec;
+using sched::Job;
+using sched::QosClass;
+using sched::Scheduler;
+using sched::Seconds;
+using sched::TenantIndex;
+using sched::TenantTree;
+
+namespace {
+
+StatusOr<int64_t> OptionalTime(const CsvTable& t, const CsvRow& row, size_t col) {
+  const std::string& f = row.fields[col];
+  if (f.empty()) return int64_t{-1};
+  int64_t v = 0;
+  for (char c : f) {
+    if (c < '0' || c > '9' || v > (int64_t{1} << 40))
+      return InvalidArgumentError(t.Where(row, col) + ": " + t.header[col] +
+                                  ": expected seconds (a non-negative integer), got '" + f + "'");
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double rank = p / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(v.size() - 1, lo + 1);
+  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
+}
+
+}  // namespace
+
+StatusOr<std::vector<TimedPod>> ReadTimedPods(const std::string& path, const GpuModelCatalog& catalog) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("cannot read pod list '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<PodRecord> pods, ParsePodList(text, path, catalog));
+  TESSERA_ASSIGN_OR_RETURN(CsvTable table, ParseCsv(text, path));
+  std::vector<size_t> cols;
+  for (const char* name : {"creation_time", "scheduled_time", "deletion_time", "qos"}) {
+    auto c = table.ColumnIndex(name);
+    if (!c) return InvalidArgumentError(path + ":1:1: missing column '" + name + "'");
+    cols.push_back(*c);
+  }
+  std::vector<TimedPod> out;
+  out.reserve(pods.size());
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const CsvRow& row = table.rows[i];
+    TimedPod p;
+    p.pod = std::move(pods[i]);
+    TESSERA_ASSIGN_OR_RETURN(int64_t creation, OptionalTime(table, row, cols[0]));
+    if (creation < 0)
+      return InvalidArgumentError(table.Where(row, cols[0]) + ": creation_time: required");
+    p.creation = creation;
+    TESSERA_ASSIGN_OR_RETURN(p.scheduled, OptionalTime(table, row, cols[1]));
+    TESSERA_ASSIGN_OR_RETURN(p.deletion, OptionalTime(table, row, cols[2]));
+    if (p.deletion >= 0 && p.deletion < std::max(p.creation, p.scheduled))
+      return InvalidArgumentError(table.Where(row, cols[2]) +
+                                  ": deletion_time: before the pod was created or scheduled");
+    p.qos = row.fields[cols[3]];
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+StatusOr<std::vector<double>> ReadAppSkew(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(CsvTable t, ReadCsvFile(path));
+  auto col = t.ColumnIndex("share");
+  if (!col) return InvalidArgumentError(path + ":1:1: missing column 'share'");
+  std::vector<double> shares;
+  for (const CsvRow& row : t.rows) {
+    char* end = nullptr;
+    const double v = std::strtod(row.fields[*col].c_str(), &end);
+    if (end == row.fields[*col].c_str() || *end != '\0' || !(v >= 0) || v > 1)
+      return InvalidArgumentError(t.Where(row, *col) + ": share: expected a number in [0, 1]");
+    shares.push_back(v);
+  }
+  if (shares.empty()) return InvalidArgumentError(path + ": no applications");
+  std::sort(shares.rbegin(), shares.rend());
+  return shares;
+}
+
+StatusOr<std::vector<WorkloadJob>> BuildTenantWorkload(const std::vector<TimedPod>& pods,
+                                                       const TenantTree& tenants,
+                                                       const std::vector<double>& app_skew,
+                                                       const WorkloadOptions& options) {
+  if (options.time_compression < 0) return InvalidArgumentError("time compression must be > 0");
+  if (pods.empty()) return InvalidArgumentError("no pods");
+  // The trace's busy window: from the 1st percentile of creation times (a few pods were created
+  // months before the rest) to the last creation.
+  std::vector<int64_t> created;
+  for (const TimedPod& p : pods) created.push_back(p.creation);
+  std::sort(created.begin(), created.end());
+  const int64_t t0 = created[created.size() / 100];
+  const int64_t t1 = created.back();
+  const double compression =
+      options.time_compression > 0
+          ? options.time_compression
+          : std::max(1e-9, static_cast<double>(t1 - t0) / static_cast<double>(options.horizon.count()));
+  // Leaves ranked by guarantee (largest first; file order on ties) take the applications'
+  // shares in rank order; more leaves than applications get the smallest share.
+  std::vector<TenantIndex> leaves;
+  for (TenantIndex t = 0; t < tenants.size(); ++t)
+    if (tenants.is_leaf(t)) leaves.push_back(t);
+  std::stable_sort(leaves.begin(), leaves.end(), [&](TenantIndex a, TenantIndex b) {
+    return tenants.spec(a).guaranteed[sched::kGpuMilliDim] > tenants.spec(b).guaranteed[sched::kGpuMilliDim];
+  });
+  std::vector<double> cumulative;
+  double sum = 0;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    sum += app_skew[std::min(i, app_skew.size() - 1)];
+    cumulative.push_back(sum);
+  }
+  if (!(sum > 0)) return InvalidArgumentError("application skew sums to 0");
+  int64_t trace_end = 0;
+  for (const TimedPod& p : pods) trace_end = std::max({trace_end, p.creation, p.scheduled, p.deletion});
+  // Lifetimes of the pods that finished inside the trace; a censored pod (never deleted, or
+  // deleted at the trace end: still running when the snapshot was taken) draws one of them.
+  std::vector<int64_t> finished;
+  for (const TimedPod& p : pods)
+    if (p.deletion >= 0 && p.deletion < trace_end)
+      finished.push_back(std::max<int64_t>(1, p.deletion - (p.scheduled >= 0 ? p.scheduled : p.creation)));
+  if (finished.empty()) return InvalidArgumentError("no pod of the trace finished: no lifetimes to draw from");
+  Rng rng(options.seed);
+  Rng lifetimes = rng.Fork(1);
+  std::vector<WorkloadJob> jobs;
+  // A submission = the pods of one request shape created in the same trace hour (replicas of one
+  // deployment or job); all of a submission's pods go to the same tenant.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int32_t, int64_t, ModelMask>, TenantIndex> submission;
+  for (const TimedPod& p : pods) {
+    // Every pod draws, so the assignment of one pod does not depend on which others are kept.
+    const double u = rng.UniformDouble() * sum;
+    const double be = rng.UniformDouble();
+    const auto& q = p.pod.request;
+    const auto key = std::make_tuple(p.creation / options.submission_window.count(), q.cpu.value(), q.memory.value(), q.num_gpu,
+                                     q.gpu_milli.value(), q.allowed_models);
+    const TenantIndex drawn_tenant =
+        leaves[std::lower_bound(cumulative.begin(), cumulative.end(), u) - cumulative.begin()];
+    const TenantIndex tenant = submission.emplace(key, drawn_tenant).first->second;
+    const int64_t drawn = finished[lifetimes.Uniform(finished.size())];
+    if (p.creation < t0) continue;
+    const int64_t submit =
+        static_cast<int64_t>(std::floor(static_cast<double>(p.creation - t0) / compression));
+    if (submit >= options.horizon.count()) continue;
+    const int64_t start = p.scheduled >= 0 ? p.scheduled : p.creation;
+    const bool censored = p.deletion < 0 || p.deletion >= trace_end;
+    WorkloadJob w;
+    w.duration = Seconds{censored ? drawn : std::max<int64_t>(1, p.deletion - start)};
+    Job& j = w.job;
+    j.tenant = tenant;
+    if (p.qos == "Guaranteed" || (p.qos == "LS" && be < options.guaranteed_fraction))
+      j.qos = QosClass::kGuaranteed;
+    else if (p.qos == "BE" && be < options.best_effort_fraction)
+      j.qos = QosClass::kBestEffort;
+    else
+      j.qos = QosClass::kBurstable;
+    j.pod = p.pod.request;
+    j.submit = Seconds{submit};
+    jobs.push_back(std::move(w));
+  }
+  std::stable_sort(jobs.begin(), jobs.end(),
+                   [](const WorkloadJob& a, const WorkloadJob& b) { return a.job.submit < b.job.submit; });
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i].job.id = static_cast<sched::JobId>(i + 1);
+  return jobs;
+}
+
+StatusOr<std::vector<std::vector<NodeSpec>>> CarveDedicatedSlices(const TenantTree& tenants,
+                                                                  const std::vector<NodeSpec>& nodes) {
+  std::vector<std::vector<NodeSpec>> slices(tenants.size());
+  std::vector<TenantIndex> leaves;
+  int64_t guaranteed = 0, total_gpus = 0;
+  for (TenantIndex t = 0; t < tenants.size(); ++t)
+    if (tenants.is_leaf(t)) {
+      leaves.push_back(t);
+      guaranteed += tenants.spec(t).guaranteed[sched::kGpuMilliDim];
+    }
+  for (const NodeSpec& n : nodes) total_gpus += n.gpu_count;
+  if (guaranteed > total_gpus * kWholeGpu.value())
+    return InvalidArgumentError("dedicated slices: the leaf tenants are guaranteed " +
+                                std::to_string(guaranteed) + " GPU milli, the cluster has " +
+                                std::to_string(total_gpus * kWholeGpu.value()));
+  if (guaranteed == 0) return slices;
+  // Per GPU model, the model's GPUs are apportioned to the leaves in proportion to their
+  // guarantees (largest remainder), and carved node by node in file order, so each slice has
+  // the cluster's model mix and mostly whole nodes.
+  std::map<int32_t, std::vector<size_t>> by_model;  // model id -> node indexes
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].gpu_count > 0) by_model[static_cast<int32_t>(nodes[i].model.value())].push_back(i);
+  for (const auto& [model, idx] : by_model) {
+    int64_t model_gpus = 0;
+    for (size_t i : idx) model_gpus += nodes[i].gpu_count;
+    // Only the guaranteed part of the cluster is handed out.
+    const double pool = static_cast<double>(model_gpus) * static_cast<double>(guaranteed) /
+                        static_cast<double>(total_gpus * kWholeGpu.value());
+    std::vector<int64_t> share(leaves.size());
+    std::vector<std::pair<double, size_t>> remainders;
+    int64_t given = 0;
+    for (size_t k = 0; k < leaves.size(); ++k) {
+      const double exact = pool * static_cast<double>(tenants.spec(leaves[k]).guaranteed[sched::kGpuMilliDim]) /
+                           static_cast<double>(guaranteed);
+      share[k] = static_cast<int64_t>(std::floor(exact));
+      given += share[k];
+      remainders.emplace_back(-(exact - static_cast<double>(share[k])), k);
+    }
+    std::sort(remainders.begin(), remainders.end());
+    const int64_t target = static_cast<int64_t>(std::llround(pool));
+    for (size_t r = 0; r < remainders.size() && given < target; ++r, ++given) share[remainders[r].second]++;
+    size_t node = 0;
+    int used = 0;
+    for (size_t k = 0; k < leaves.size(); ++k) {
+      int64_t want = share[k];
+      while (want > 0 && node < idx.size()) {
+        const NodeSpec& n = nodes[idx[node]];
+        const int take = static_cast<int>(std::min<int64_t>(want, n.gpu_count - used));
+        NodeSpec part = n;
+        part.name = n.name + "/" + tenants.name(leaves[k]);
+        part.gpu_count = take;
+        part.cpu = CpuMilli{n.cpu.value() * take / n.gpu_count};
+        part.memory = MiB{n.memory.value() * take / n.gpu_count};
+        slices[leaves[k]].push_back(part);
+        used += take;
+        want -= take;
+        if (used == n.gpu_count) {
+          ++node;
+          used = 0;
+        }
+      }
+    }
+  }
+  return slices;
+}
+
+namespace {
+
+// The event loop shared by both modes: `route[t]` = (scheduler, local tenant) of global tenant t.
+class Loop {
+ public:
+  Loop(const TenantTree& tenants, const std::vector<WorkloadJob>& jobs, Seconds horizon,
+       int64_t capacity_milli)
+      : tenants_(tenants), jobs_(jobs), horizon_(horizon), capacity_(capacity_milli) {}
+
+  void AddScheduler(Scheduler* s) { scheds_.push_back(s); }
+  void Route(TenantIndex t, int sched, TenantIndex local) {
+    if (route_.size() < static_cast<size_t>(tenants_.size())) route_.resize(tenants_.size(), {-1, -1});
+    route_[t] = {sched, local};
+  }
+
+  StatusOr<ModeMetrics> Run() {
+    const auto wall0 = std::chrono::steady_clock::now();
+    ModeMetrics m;
+    const size_t n = jobs_.size();
+    first_start_.assign(n + 1, -1);
+    generation_.assign(n + 1, 0);
+    rejected_.assign(n + 1, 0);
+    // (time, kind 0 = completion / 1 = arrival, job, generation)
+    using Ev = std::tuple<int64_t, int, sched::JobId, int>;
+    std::priority_queue<Ev, std::vector<Ev>, std::greater<>> events;
+    for (const WorkloadJob& w : jobs_) events.push({w.job.submit.count(), 1, w.job.id, 0});
+    const int64_t H = horizon_.count();
+    std::vector<double> alloc_hours(static_cast<size_t>((H + 3599) / 3600), 0.0);
+    double cpu_integral = 0;
+    double alloc_integral = 0, requested_integral = 0, jain_integral = 0, jain_time = 0;
+    int64_t requested_now = 0;
+    std::array<double, sched::kWaitReasonCount> reason_sum{};
+    int64_t reason_samples = 0;
+    std::vector<char> touched(scheds_.size(), 0);
+    int64_t now = 0;
+    while (!events.empty() && std::get<0>(events.top()) < H) {
+      now = std::get<0>(events.top());
+      std::fill(touched.begin(), touched.end(), 0);
+      while (!events.empty() && std::get<0>(events.top()) == now) {
+        auto [t, kind, id, gen] = events.top();
+        events.pop();
+        const WorkloadJob& w = jobs_[id - 1];
+        const auto [si, local] = route_[w.job.tenant];
+        if (kind == 0) {
+          if (gen != generation_[id]) continue;  // preempted since
+          if (Status st = scheds_[si]->Complete(id, Seconds{now}); !st.ok()) return InternalError(st.message() + " at t=" + std::to_string(now) + " gen " + std::to_string(gen) + " first_start " + std::to_string(first_start_[id]) + " pending " + std::to_string(scheds_[si]->is_pending(id)));
+          requested_now -= RequestedMilli(w.job);
+          ++m.jobs_completed;
+        } else {
+          ++m.jobs_submitted;
+          Job j = w.job;
+          j.tenant = local;
+          if (!scheds_[si]->Submit(j).ok()) {
+            rejected_[id] = 1;
+            ++m.jobs_rejected;
+            continue;
+          }
+        }
+        touched[si] = 1;
+      }
+      for (size_t si = 0; si < scheds_.size(); ++si) {
+        if (!touched[si]) continue;
+        sched::CycleResult r = scheds_[si]->Cycle(Seconds{now});
+        ++m.cycles;
+        for (const sched::PreemptEvent& p : r.preempted) {
+          ++generation_[p.victim];
+          ++m.preemptions;
+          requested_now -= RequestedMilli(jobs_[p.victim - 1].job);
+        }
+        for (const sched::StartEvent& s : r.started) {
+          if (first_start_[s.job] < 0) first_start_[s.job] = now;
+          const WorkloadJob& w = jobs_[s.job - 1];
+          events.push({now + w.duration.count(), 0, s.job, generation_[s.job]});
+          requested_now += RequestedMilli(w.job);
+        }
+        m.consolidation_moves += static_cast<int64_t>(r.moves.size());
+      }
+      // Integrate until the next instant.
+      const int64_t next = events.empty() ? H : std::min<int64_t>(H, std::get<0>(events.top()));
+      const double dt = static_cast<double>(next - now);
+      int64_t held = 0, cpu_free = 0, cpu_total = 0;
+      for (Scheduler* s : scheds_) {
+        held += s->cluster().allocated_gpu().value();
+        const auto& c = s->cluster();
+        for (size_t k = 0; k < c.node_count(); ++k) cpu_free += c.free_cpu(NodeIndex{static_cast<uint32_t>(k)}).value();
+        cpu_total += c.total_cpu_capacity().value();
+      }
+      cpu_integral += static_cast<double>(cpu_total - cpu_free) / static_cast<double>(std::max<int64_t>(1, cpu_total)) * dt;
+      alloc_integral += static_cast<double>(held) * dt;
+      requested_integral += static_cast<double>(requested_now) * dt;
+      for (int64_t h = (now + 3599) / 3600; h * 3600 < next; ++h) {  // hourly samples
+        ++reason_samples;
+        for (Scheduler* s : scheds_) {
+          const auto by = s->PendingByReason();
+          for (int r = 0; r < sched::kWaitReasonCount; ++r) reason_sum[r] += by[r];
+        }
+      }
+      for (int64_t h = now / 3600; h * 3600 < next; ++h) {
+        const int64_t lo = std::max<int64_t>(h * 3600, now), hi = std::min<int64_t>((h + 1) * 3600, next);
+        alloc_hours[h] += static_cast<double>(requested_now) * static_cast<double>(hi - lo);
+      }
+      double sx = 0, sxx = 0;
+      int waiting = 0;
+      for (TenantIndex t = 0; t < tenants_.size(); ++t) {
+        if (!tenants_.is_leaf(t)) continue;
+        const auto [si, local] = route_[t];
+        const Scheduler& s = *scheds_[si];
+        if (s.HasEntitledWaiting(local)) m.guarantee_violations += dt;
+        if (!s.HasRunnableWaiting(local)) continue;
+        ++waiting;
+        const double x = static_cast<double>(s.usage(local)[sched::kGpuMilliDim]) /
+                         static_cast<double>(capacity_) / tenants_.spec(t).weight;
+        sx += x;
+        sxx += x * x;
+      }
+      if (waiting >= 2 && dt > 0) {
+        jain_integral += (sxx > 0 ? sx * sx / (waiting * sxx) : 1.0) * dt;
+        jain_time += dt;
+      }
+    }
+    if (getenv("TESSERA_DEBUG") && scheds_.size() == 1) for (Scheduler* s : scheds_) { const auto& c = s->cluster(); for (size_t n = 0; n < c.node_count(); ++n) { NodeIndex ni{(uint32_t)n}; fprintf(stderr, "%s cpu %ld/%ld mem %ld/%ld gpufree %ld/%d model %d\n", c.spec(ni).name.c_str(), (long)c.free_cpu(ni).value(), (long)c.spec(ni).cpu.value(), (long)c.free_memory(ni).value(), (long)c.spec(ni).memory.value(), (long)c.node_gpu_free(ni), c.gpu_count(ni)*1000, (int)c.spec(ni).model.value()); } }
+    const double span = static_cast<double>(H) * static_cast<double>(capacity_);
+    m.gpu_held_pct = 100.0 * alloc_integral / span;
+    m.gpu_allocation_pct = 100.0 * requested_integral / span;
+    m.cpu_allocation_pct = 100.0 * cpu_integral / static_cast<double>(H);
+    m.jain_fairness = jain_time > 0 ? jain_integral / jain_time : 1.0;
+    for (int r = 1; r < sched::kWaitReasonCount; ++r)
+      m.mean_pending_by_reason[std::string(sched::WaitReasonName(static_cast<sched::WaitReason>(r)))] =
+          reason_samples ? reason_sum[r] / static_cast<double>(reason_samples) : 0.0;
+    for (double& a : alloc_hours) a = 100.0 * a / (3600.0 * static_cast<double>(capacity_));
+    m.allocation_by_hour = std::move(alloc_hours);
+    // Waits: submit -> first start; still waiting at the horizon: the wait so far.
+    std::vector<double> all;
+    std::map<std::string, std::vector<double>> by_qos;
+    std::vector<double> tenant_sum(tenants_.size(), 0);
+    std::vector<int> tenant_n(tenants_.size(), 0);
+    for (const WorkloadJob& w : jobs_) {
+      if (rejected_[w.job.id]) continue;
+      const int64_t start = first_start_[w.job.id] >= 0 ? first_start_[w.job.id] : H;
+      const double wait = static_cast<double>(start - w.job.submit.count());
+      all.push_back(wait);
+      by_qos[std::string(sched::QosName(w.job.qos))].push_back(wait);
+      tenant_sum[w.job.tenant] += wait;
+      tenant_n[w.job.tenant]++;
+    }
+    m.wait_seconds_p50 = Percentile(all, 50);
+    m.wait_seconds_p99 = Percentile(all, 99);
+    for (auto& [q, v] : by_qos) m.wait_by_qos[q] = {Percentile(v, 50), Percentile(v, 99)};
+    for (TenantIndex t = 0; t < tenants_.size(); ++t)
+      if (tenants_.is_leaf(t))
+        m.mean_wait_by_tenant.emplace_back(tenants_.name(t),
+                                           tenant_n[t] ? tenant_sum[t] / tenant_n[t] : 0.0);
+    m.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    return m;
+  }
+
+ private:
+  int64_t RequestedMilli(const Job& j) const {
+    return static_cast<int64_t>(j.pods) * j.pod.TotalGpu().value();
+  }
+
+  const TenantTree& tenants_;
+  const std::vector<WorkloadJob>& jobs_;
+  Seconds horizon_;
+  int64_t capacity_;
+  std::vector<Scheduler*> scheds_;
+  std::vector<std::pair<int, TenantIndex>> route_;
+  std::vector<int64_t> first_start_;
+  std::vector<int> generation_;
+  std::vector<char> rejected_;
+};
+
+int64_t CapacityMilli(const std::vector<NodeSpec>& nodes) {
+  int64_t c = 0;
+  for (const NodeSpec& n : nodes) c += int64_t{n.gpu_count} * kWholeGpu.value();
+  return c;
+}
+
+}  // namespace
+
+StatusOr<ModeMetrics> RunShared(const TenantTree& tenants, const std::vector<NodeSpec>& nodes,
+                                const std::vector<WorkloadJob>& jobs, const ScenarioOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> s,
+                           Scheduler::Create(&tenants, nodes, options.scheduler));
+  Loop loop(tenants, jobs, options.horizon, CapacityMilli(nodes));
+  loop.AddScheduler(s.get());
+  for (TenantIndex t = 0; t < tenants.size(); ++t) loop.Route(t, 0, t);
+  return loop.Run();
+}
+
+StatusOr<ModeMetrics> RunDedicated(const TenantTree& tenants, const std::vector<NodeSpec>& nodes,
+                                   const std::vector<WorkloadJob>& jobs,
+                                   const ScenarioOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(auto slices, CarveDedicatedSlices(tenants, nodes));
+  // One single-tenant tree and scheduler per leaf: guarantee = limit = the slice.
+  std::vector<std::unique_ptr<TenantTree>> trees;
+  std::vector<std::unique_ptr<Scheduler>> scheds;
+  Loop loop(tenants, jobs, options.horizon, CapacityMilli(nodes));
+  for (TenantIndex t = 0; t < tenants.size(); ++t) {
+    if (!tenants.is_leaf(t)) continue;
+    sched::TenantSpec spec;
+    spec.name = tenants.name(t);
+    spec.guaranteed[sched::kGpuMilliDim] = CapacityMilli(slices[t]);
+    spec.limit = spec.guaranteed;
+    for (int d = 1; d < sched::kMaxResourceDims; ++d) spec.limit[d] = sched::kUnlimited;
+    std::vector<NodeSpec> slice = slices[t];
+    if (slice.empty()) {
+      // A tenant without a guarantee owns nothing: a node without GPUs keeps the scheduler
+      // valid and rejects every GPU job.
+      slice.push_back(NodeSpec{tenants.name(t) + "/none", CpuMilli{0}, MiB{0}, 0, GpuModelId()});
+    }
+    TESSERA_ASSIGN_OR_RETURN(TenantTree tree, TenantTree::Create({spec}, sched::ResourceSpace()));
+    trees.push_back(std::make_unique<TenantTree>(std::move(tree)));
+    sched::SchedulerOptions opt = options.scheduler;
+    opt.whole_gpus_only = true;
+    opt.preemption = false;
+    opt.consolidation = false;
+    opt.affinity = {};
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> s,
+                             Scheduler::Create(trees.back().get(), std::move(slice), opt));
+    loop.AddScheduler(s.get());
+    loop.Route(t, static_cast<int>(scheds.size()), 0);
+    scheds.push_back(std::move(s));
+  }
+  return loop.Run();
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,360 @@
+#include "tessera/sched/scheduler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "tessera/core/rng.h"
+
+namespace tessera::sched {
+namespace {
+
+using placement::NodeSpec;
+using placement::TaskRequest;
+using ::testing::HasSubstr;
+
+GpuModelId V100() { return *GpuModelCatalog::Builtin().Find("V100M16"); }
+
+std::vector<NodeSpec> Nodes(int count, int gpus) {
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < count; ++i)
+    nodes.push_back({"n" + std::to_string(i), CpuMilli{64000}, MiB{262144}, gpus, V100()});
+  return nodes;
+}
+
+struct T {
+  std::string name, parent;
+  int64_t guaranteed = 0;
+  int64_t limit = kUnlimited;
+  double weight = 1;
+};
+
+TenantTree Tree(const std::vector<T>& ts) {
+  std::vector<TenantSpec> specs;
+  for (const T& t : ts) {
+    TenantSpec s;
+    s.name = t.name;
+    s.parent = t.parent;
+    s.guaranteed[kGpuMilliDim] = t.guaranteed;
+    s.limit[kGpuMilliDim] = t.limit;
+    s.weight = t.weight;
+    specs.push_back(s);
+  }
+  auto tree = TenantTree::Create(specs, ResourceSpace());
+  EXPECT_TRUE(tree.ok()) << tree.status().ToString();
+  return std::move(*tree);
+}
+
+Job MakeJob(JobId id, TenantIndex tenant, QosClass qos, int num_gpu, int milli = 1000, int pods = 1,
+            int64_t submit = 0) {
+  Job j;
+  j.id = id;
+  j.tenant = tenant;
+  j.qos = qos;
+  j.pods = pods;
+  j.pod = TaskRequest{.cpu = CpuMilli{1000}, .memory = MiB{1024}, .num_gpu = num_gpu,
+                      .gpu_milli = GpuMilli{milli}};
+  j.submit = Seconds{submit};
+  return j;
+}
+
+std::unique_ptr<Scheduler> Make(const TenantTree& tree, std::vector<NodeSpec> nodes,
+                                SchedulerOptions opt = {}) {
+  opt.min_runtime = opt.min_runtime.count() == 60 ? Seconds{0} : opt.min_runtime;
+  auto s = Scheduler::Create(&tree, std::move(nodes), opt);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(*s);
+}
+
+TEST(Scheduler, AdmissionRejectsWhatCanNeverRun) {
+  TenantTree tree = Tree({{"org", "", 2000, 3000}, {"a", "org", 1000, 2000}});
+  auto s = Make(tree, Nodes(1, 4));
+  const TenantIndex org = *tree.Find("org"), a = *tree.Find("a");
+  Status st = s->Submit(MakeJob(1, org, QosClass::kBurstable, 1));
+  EXPECT_THAT(st.message(), HasSubstr("has sub-tenants"));
+  st = s->Submit(MakeJob(2, a, QosClass::kBurstable, 3));
+  EXPECT_THAT(st.message(), HasSubstr("over the limit of tenant 'a'"));
+  st = s->Submit(MakeJob(3, a, QosClass::kGuaranteed, 2));
+  EXPECT_THAT(st.message(), HasSubstr("can never run as Guaranteed"));
+  st = s->Submit(MakeJob(4, a, QosClass::kBurstable, 1, 1000, 1));
+  EXPECT_TRUE(st.ok());
+  EXPECT_THAT(s->Submit(MakeJob(4, a, QosClass::kBurstable, 1)).message(), HasSubstr("duplicate"));
+  TenantTree big = Tree({{"x"}});
+  auto s2 = Make(big, Nodes(1, 4));
+  EXPECT_THAT(s2->Submit(MakeJob(5, 0, QosClass::kBurstable, 8)).message(),
+              HasSubstr("no node of the cluster can hold one pod"));
+  EXPECT_EQ(s->pending_count(), 1u);
+}
+
+TEST(Scheduler, BorrowThenReclaimTheWorkedExample) {
+  TenantTree tree = Tree({{"A", "", 1000}, {"B", "", 1000}});
+  auto s = Make(tree, Nodes(1, 2));
+  const TenantIndex A = 0, B = 1;
+  ASSERT_TRUE(s->Submit(MakeJob(1, B, QosClass::kBurstable, 1)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, B, QosClass::kBurstable, 1, 1000, 1, 1)).ok());
+  CycleResult r = s->Cycle(Seconds{10});
+  EXPECT_EQ(r.started.size(), 2u);  // B borrows A's idle GPU
+  ASSERT_TRUE(s->Submit(MakeJob(3, A, QosClass::kGuaranteed, 1)).ok());
+  r = s->Cycle(Seconds{20});
+  ASSERT_EQ(r.preempted.size(), 1u);
+  EXPECT_EQ(r.preempted[0].victim, 2);  // B's newest job
+  EXPECT_EQ(r.preempted[0].by, 3);
+  EXPECT_TRUE(s->is_running(3));
+  EXPECT_TRUE(s->is_pending(2));
+  for (int c = 0; c < 20; ++c) {  // nothing moves again
+    r = s->Cycle(Seconds{30 + c});
+    EXPECT_TRUE(r.preempted.empty());
+    EXPECT_TRUE(r.started.empty());
+  }
+  EXPECT_EQ(s->usage(A)[kGpuMilliDim], 1000);
+  EXPECT_EQ(s->usage(B)[kGpuMilliDim], 1000);
+  ASSERT_TRUE(s->Complete(3, Seconds{100}).ok());
+  r = s->Cycle(Seconds{100});
+  ASSERT_EQ(r.started.size(), 1u);  // the requeued job borrows again
+  EXPECT_EQ(r.started[0].job, 2);
+}
+
+TEST(Scheduler, NoReclaimBelowALendersGuaranteeOrBeforeMinRuntime) {
+  TenantTree tree = Tree({{"A", "", 1000}, {"B", "", 1000}, {"C", "", 0}});
+  SchedulerOptions opt;
+  opt.min_runtime = Seconds{100};
+  auto s = Make(tree, Nodes(1, 2), opt);
+  // B runs within its guarantee, C borrows the other GPU.
+  ASSERT_TRUE(s->Submit(MakeJob(1, 1, QosClass::kBurstable, 1)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 2, QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{0});
+  ASSERT_EQ(s->running_count(), 2u);
+  ASSERT_TRUE(s->Submit(MakeJob(3, 0, QosClass::kGuaranteed, 1)).ok());
+  CycleResult r = s->Cycle(Seconds{50});  // C's job has run 50 s < 100 s
+  EXPECT_TRUE(r.preempted.empty());
+  EXPECT_EQ(s->wait_reason(3), WaitReason::kCapacity);
+  r = s->Cycle(Seconds{150});
+  ASSERT_EQ(r.preempted.size(), 1u);
+  EXPECT_EQ(r.preempted[0].victim, 2);  // never B's: B is at its guarantee
+  EXPECT_TRUE(s->is_running(1));
+}
+
+TEST(Scheduler, GuaranteedAndBurstableWithinGuaranteeAreNeverVictims) {
+  TenantTree tree = Tree({{"A", "", 2000}, {"B", "", 2000}});
+  auto s = Make(tree, Nodes(1, 4));
+  ASSERT_TRUE(s->Submit(MakeJob(1, 1, QosClass::kGuaranteed, 2)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1, QosClass::kBurstable, 2)).ok());
+  s->Cycle(Seconds{0});
+  ASSERT_EQ(s->running_count(), 2u);  // B: 2 guaranteed + 2 borrowed
+  ASSERT_TRUE(s->Submit(MakeJob(3, 0, QosClass::kGuaranteed, 2)).ok());
+  CycleResult r = s->Cycle(Seconds{1});
+  ASSERT_EQ(r.preempted.size(), 1u);
+  EXPECT_EQ(r.preempted[0].victim, 2);
+  EXPECT_TRUE(s->is_running(1));
+}
+
+TEST(Scheduler, BestEffortTakesLeftoversAndGoesFirst) {
+  TenantTree tree = Tree({{"A", "", 2000}, {"B", "", 0}});
+  auto s = Make(tree, Nodes(1, 2));
+  ASSERT_TRUE(s->Submit(MakeJob(1, 1, QosClass::kBestEffort, 1)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1, QosClass::kBurstable, 1)).ok());
+  CycleResult r = s->Cycle(Seconds{0});
+  EXPECT_EQ(r.started.size(), 2u);
+  ASSERT_TRUE(s->Submit(MakeJob(3, 0, QosClass::kGuaranteed, 1)).ok());
+  r = s->Cycle(Seconds{1});
+  ASSERT_EQ(r.preempted.size(), 1u);
+  EXPECT_EQ(r.preempted[0].victim, 1);  // the BestEffort job, not the Burstable one
+}
+
+TEST(Scheduler, TwoJobsNeverPreemptEachOtherBackAndForth) {
+  // Random arrivals and completions among 3 tenants on 8 GPUs; every preemption is recorded;
+  // no (victim, preemptor) pair may ever appear reversed, and no job is preempted more often
+  // than the jobs that could legitimately reclaim it.
+  TenantTree tree = Tree({{"A", "", 3000}, {"B", "", 3000}, {"C", "", 2000}});
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    auto s = Make(tree, Nodes(2, 4));
+    Rng rng(seed);
+    std::set<std::pair<JobId, JobId>> preempted_by;
+    std::map<JobId, int64_t> ends;
+    JobId next = 1;
+    for (int step = 0; step < 200; ++step) {
+      const Seconds now{step * 10};
+      for (auto it = ends.begin(); it != ends.end();) {
+        if (it->second <= now.count() && s->is_running(it->first)) {
+          ASSERT_TRUE(s->Complete(it->first, now).ok());
+          it = ends.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      for (int k = 0; k < 2; ++k) {
+        const auto tenant = static_cast<TenantIndex>(rng.Uniform(3));
+        const auto qos = static_cast<QosClass>(rng.Uniform(3));
+        const int gpus = static_cast<int>(1 + rng.Uniform(2));
+        Job j = MakeJob(next++, tenant, qos, gpus, 1000, 1, now.count());
+        if (s->Submit(j).ok()) ends[j.id] = now.count() + static_cast<int64_t>(20 + rng.Uniform(381));
+      }
+      CycleResult r = s->Cycle(now);
+      for (const PreemptEvent& p : r.preempted) {
+        EXPECT_EQ(preempted_by.count({p.by, p.victim}), 0u)
+            << "seed " << seed << ": job " << p.by << " and " << p.victim << " preempted each other";
+        preempted_by.insert({p.victim, p.by});
+        const Job* v = s->job(p.victim);
+        ASSERT_NE(v, nullptr);
+        EXPECT_NE(v->qos, QosClass::kGuaranteed);
+        // Another tenant's victim leaves it at or above its guarantee (BestEffort aside); inside
+        // a tenant, only Guaranteed work displaces the tenant's own Burstable work.
+        const Job* by = s->job(p.by);
+        ASSERT_NE(by, nullptr);
+        if (v->tenant == by->tenant && v->qos != QosClass::kBestEffort)
+          EXPECT_EQ(by->qos, QosClass::kGuaranteed);
+        if (v->qos == QosClass::kBurstable && v->tenant != by->tenant)
+          EXPECT_GE(s->protected_usage(v->tenant)[kGpuMilliDim],
+                    tree.spec(v->tenant).guaranteed[kGpuMilliDim]);
+      }
+      for (const StartEvent& st : r.started) ends.try_emplace(st.job, now.count() + 100);
+      // Usage never exceeds the cluster.
+      int64_t used = 0;
+      for (TenantIndex t = 0; t < 3; ++t) used += s->usage(t)[kGpuMilliDim];
+      EXPECT_LE(used, 8000);
+      EXPECT_EQ(used, s->cluster().allocated_gpu().value());
+    }
+  }
+}
+
+TEST(Scheduler, WeightedDrfSharesTheSurplus) {
+  TenantTree tree = Tree({{"A", "", 0, kUnlimited, 1}, {"B", "", 0, kUnlimited, 3}});
+  auto s = Make(tree, Nodes(1, 8));
+  JobId id = 1;
+  for (TenantIndex t : {0, 1})
+    for (int k = 0; k < 10; ++k) ASSERT_TRUE(s->Submit(MakeJob(id++, t, QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{0});
+  EXPECT_EQ(s->usage(0)[kGpuMilliDim], 2000);
+  EXPECT_EQ(s->usage(1)[kGpuMilliDim], 6000);
+}
+
+TEST(Scheduler, HierarchicalDrfServesOrganisationsFirst) {
+  // org1 has two teams, org2 one: with 4 GPUs each organisation gets 2.
+  TenantTree tree = Tree({{"org1"}, {"a", "org1"}, {"b", "org1"}, {"org2"}, {"c", "org2"}});
+  auto s = Make(tree, Nodes(1, 4));
+  JobId id = 1;
+  for (const char* name : {"a", "b", "c"})
+    for (int k = 0; k < 6; ++k)
+      ASSERT_TRUE(s->Submit(MakeJob(id++, *tree.Find(name), QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{0});
+  EXPECT_EQ(s->usage(*tree.Find("org1"))[kGpuMilliDim], 2000);
+  EXPECT_EQ(s->usage(*tree.Find("a"))[kGpuMilliDim], 1000);
+  EXPECT_EQ(s->usage(*tree.Find("b"))[kGpuMilliDim], 1000);
+  EXPECT_EQ(s->usage(*tree.Find("c"))[kGpuMilliDim], 2000);
+}
+
+TEST(Scheduler, LimitsHoldAndAreTheWaitReason) {
+  TenantTree tree = Tree({{"A", "", 0, 2000}});
+  auto s = Make(tree, Nodes(1, 8));
+  for (JobId id = 1; id <= 3; ++id) ASSERT_TRUE(s->Submit(MakeJob(id, 0, QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{0});
+  EXPECT_EQ(s->running_count(), 2u);
+  EXPECT_EQ(s->wait_reason(3), WaitReason::kLimit);
+}
+
+TEST(Scheduler, GangIsAllOrNothing) {
+  TenantTree tree = Tree({{"A"}});
+  auto s = Make(tree, Nodes(2, 4));
+  ASSERT_TRUE(s->Submit(MakeJob(1, 0, QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{0});
+  ASSERT_TRUE(s->Submit(MakeJob(2, 0, QosClass::kBurstable, 4, 1000, 2)).ok());
+  CycleResult r = s->Cycle(Seconds{1});
+  EXPECT_TRUE(r.started.empty());
+  EXPECT_EQ(s->cluster().allocated_gpu().value(), 1000);  // nothing half-placed
+  ASSERT_TRUE(s->Complete(1, Seconds{2}).ok());
+  r = s->Cycle(Seconds{2});
+  ASSERT_EQ(r.started.size(), 1u);
+  ASSERT_EQ(r.started[0].pods.size(), 2u);
+  EXPECT_NE(r.started[0].pods[0].node, r.started[0].pods[1].node);
+  EXPECT_EQ(s->cluster().allocated_gpu().value(), 8000);
+}
+
+TEST(Scheduler, AffinityKeepsClassesTenantsAndLabelsApart) {
+  TenantTree tree = Tree({{"A"}, {"B"}});
+  {
+    SchedulerOptions opt;
+    opt.affinity.classes_apart = {{0, 1}};  // latency (0) never shares a GPU with batch (1)
+    opt.consolidation = false;
+    auto s = Make(tree, Nodes(1, 1), opt);
+    Job lat = MakeJob(1, 0, QosClass::kBurstable, 1, 500);
+    lat.workload_class = 0;
+    Job batch = MakeJob(2, 0, QosClass::kBurstable, 1, 500);
+    batch.workload_class = 1;
+    Job lat2 = MakeJob(3, 0, QosClass::kBurstable, 1, 250);
+    lat2.workload_class = 0;
+    ASSERT_TRUE(s->Submit(lat).ok());
+    ASSERT_TRUE(s->Submit(batch).ok());
+    ASSERT_TRUE(s->Submit(lat2).ok());
+    s->Cycle(Seconds{0});
+    EXPECT_TRUE(s->is_running(1));
+    EXPECT_FALSE(s->is_running(2));
+    EXPECT_EQ(s->wait_reason(2), WaitReason::kAffinity);
+    EXPECT_TRUE(s->is_running(3));  // same class shares
+    EXPECT_EQ(s->cluster().allocated_gpu().value(), 750);  // the temporary hiding is gone
+  }
+  {
+    SchedulerOptions opt;
+    opt.affinity.tenants_apart = {{0, 1}};
+    auto s = Make(tree, Nodes(1, 2), opt);
+    ASSERT_TRUE(s->Submit(MakeJob(1, 0, QosClass::kBurstable, 1, 300)).ok());
+    ASSERT_TRUE(s->Submit(MakeJob(2, 1, QosClass::kBurstable, 1, 300)).ok());
+    s->Cycle(Seconds{0});
+    ASSERT_TRUE(s->is_running(1) && s->is_running(2));
+    EXPECT_NE(s->placement_of(1)->at(0).gpus, s->placement_of(2)->at(0).gpus);
+  }
+  {
+    SchedulerOptions opt;
+    opt.affinity.labels_apart = true;
+    auto s = Make(tree, Nodes(2, 4), opt);
+    Job dev = MakeJob(1, 0, QosClass::kBurstable, 1);
+    dev.label = 0;
+    Job prod = MakeJob(2, 0, QosClass::kBurstable, 1);
+    prod.label = 1;
+    ASSERT_TRUE(s->Submit(dev).ok());
+    ASSERT_TRUE(s->Submit(prod).ok());
+    s->Cycle(Seconds{0});
+    ASSERT_TRUE(s->is_running(1) && s->is_running(2));
+    EXPECT_NE(s->placement_of(1)->at(0).node, s->placement_of(2)->at(0).node);
+  }
+}
+
+TEST(Scheduler, ConsolidationMovesFractionalPodsToFreeWholeGpus) {
+  TenantTree tree = Tree({{"A"}});
+  SchedulerOptions opt;
+  opt.placement_policy = "worstfit";  // spreads the fractional pods over both GPUs
+  auto s = Make(tree, Nodes(1, 2), opt);
+  ASSERT_TRUE(s->Submit(MakeJob(1, 0, QosClass::kBurstable, 1, 400)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 0, QosClass::kBurstable, 1, 400)).ok());
+  s->Cycle(Seconds{0});
+  ASSERT_NE(s->placement_of(1)->at(0).gpus, s->placement_of(2)->at(0).gpus);
+  ASSERT_TRUE(s->Submit(MakeJob(3, 0, QosClass::kBurstable, 1, 1000)).ok());
+  CycleResult r = s->Cycle(Seconds{1});
+  ASSERT_EQ(r.moves.size(), 1u);
+  EXPECT_EQ(r.moves[0].for_job, 3);
+  EXPECT_TRUE(s->is_running(3));
+  EXPECT_EQ(s->placement_of(1)->at(0).gpus, s->placement_of(2)->at(0).gpus);
+  EXPECT_EQ(s->cluster().allocated_gpu().value(), 1800);
+}
+
+TEST(Scheduler, DecayedUsageRemembersHistory) {
+  TenantTree tree = Tree({{"A"}, {"B"}});
+  SchedulerOptions opt;
+  opt.fair_share_half_life_s = 3600;
+  auto s = Make(tree, Nodes(1, 2), opt);
+  ASSERT_TRUE(s->Submit(MakeJob(1, 0, QosClass::kBurstable, 2)).ok());
+  s->Cycle(Seconds{0});
+  s->Cycle(Seconds{7200});  // A used the whole cluster for two half-lives
+  ASSERT_TRUE(s->Complete(1, Seconds{7200}).ok());
+  s->Cycle(Seconds{7200});
+  EXPECT_GT(s->dominant_share(0), 0.5);  // remembered although A runs nothing now
+  ASSERT_TRUE(s->Submit(MakeJob(2, 0, QosClass::kBurstable, 2, 1000, 1, 7201)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(3, 1, QosClass::kBurstable, 2, 1000, 1, 7202)).ok());
+  s->Cycle(Seconds{7203});
+  EXPECT_TRUE(s->is_running(3));  // B, with no history, goes first
+  EXPECT_FALSE(s->is_running(2));
+}
+
+}  // namespace
+}  // namespace tessera::sched

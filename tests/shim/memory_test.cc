@@ -1,0 +1,321 @@
+// Exact device-memory limits through libtessera-shim.so, end to end: the probe runs under
+// LD_PRELOAD with the fake driver; the test reads the node segment and the fake's own usage.
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/shim/shim_test_util.h"
+
+namespace tessera::enforce {
+namespace {
+
+using testing::FieldInt;
+using testing::kMiB;
+using testing::Probe;
+using testing::ProbeOptions;
+using testing::ProbeRun;
+using testing::RunProbe;
+using testing::TestSegment;
+
+constexpr std::uint64_t kLimit = 64 * kMiB;
+constexpr int kCudaOom = 2;
+
+struct Family {
+  const char* name;
+  std::string args;     // after "alloc:<name>:"
+  std::uint64_t charge;  // what one object costs, computed here from the documented rules
+};
+
+// Arrays: rows padded to 512 bytes, every level, rounded to the 512-byte granule.
+std::uint64_t MipmapCharge(std::uint64_t w, std::uint64_t h, int levels) {
+  std::uint64_t total = 0;
+  for (int l = 0; l < levels; ++l) {
+    std::uint64_t row = std::max<std::uint64_t>(w >> l, 1) * 4;
+    row = (row + 511) / 512 * 512;
+    total += row * std::max<std::uint64_t>(h >> l, 1);
+  }
+  return (total + 511) / 512 * 512;
+}
+
+std::vector<Family> Families() {
+  return {
+      {"mem", "1000000", 1000448},  // 1,000,000 rounded up to 512
+      {"mem32", "1048576", kMiB},
+      {"managed", "1048576", kMiB},
+      {"async", "3145728", 3 * kMiB},
+      {"async_ptsz", "1048576", kMiB},
+      {"pool", "1048576", kMiB},
+      {"pool_ptsz", "2097152", 2 * kMiB},
+      {"vmm", "2097152", 2 * kMiB},
+      {"pitch", "1000:1024", 1024 * 1024},  // the driver's pitch (1024) x height
+      {"pitch32", "1000:1024", 1024 * 1024},
+      {"array", "128:2048", kMiB},
+      {"array32", "100:2048", kMiB},  // 400-byte rows padded to 512
+      {"array3d", "128:64:32", kMiB},
+      {"array3d32", "128:64:32", kMiB},
+      {"mipmap", "128:128:8", MipmapCharge(128, 128, 8)},
+  };
+}
+
+TestSegment& Limited(TestSegment& t, std::uint64_t limit, int tenant = 0) {
+  EXPECT_TRUE(t.seg().SetLimit(tenant, 0, limit).ok());
+  return t;
+}
+
+ProbeOptions Managed(const TestSegment& t, int tenant = 0) {
+  ProbeOptions o;
+  o.segment = &t;
+  o.tenant = tenant;
+  return o;
+}
+
+// Fills the limit with one family, checks the count to the object, then frees everything.
+TEST(MemoryLimit, ExactThroughEveryAllocationFamily) {
+  for (const Family& f : Families()) {
+    SCOPED_TRACE(f.name);
+    TestSegment t;
+    Limited(t, kLimit);
+    const long expected = static_cast<long>(kLimit / f.charge);
+    Probe p(Managed(t), {"init", std::string("fill:") + f.name + ":" + f.args, "wait", "freeall"});
+    ASSERT_EQ(p.ReadLine(), "init rc=0,0");
+    std::string fill = p.ReadLine();
+    EXPECT_EQ(FieldInt(fill, "count"), expected) << fill;
+    EXPECT_EQ(FieldInt(fill, "rc"), kCudaOom) << fill;
+    ASSERT_EQ(p.ReadLine(), "wait ready");
+    EXPECT_EQ(t.seg().ReservedBytes(0, 0), static_cast<std::uint64_t>(expected) * f.charge);
+    EXPECT_GT(t.seg().ReservedBytes(0, 0) + f.charge, kLimit);
+    EXPECT_EQ(t.seg().HeldByLiveSlots(0, 0), t.seg().ReservedBytes(0, 0));
+    EXPECT_LE(t.seg().PeakBytes(0, 0), kLimit);
+    EXPECT_EQ(p.Finish(), 0);
+    EXPECT_EQ(FieldInt(p.lines().back(), "failures"), 0) << p.lines().back();
+    EXPECT_EQ(t.seg().ReservedBytes(0, 0), 0u);
+  }
+}
+
+// limit - 1 granule fits, one more byte does not, the last granule does.
+TEST(MemoryLimit, ExactToTheByte) {
+  for (const char* fam : {"mem", "managed", "async", "async_ptsz", "pool", "pool_ptsz"}) {
+    SCOPED_TRACE(fam);
+    TestSegment t;
+    Limited(t, kLimit);
+    std::string f = fam;
+    ProbeRun r = RunProbe(Managed(t), {"init", "alloc:" + f + ":" + std::to_string(kLimit - 512),
+                                       "alloc:" + f + ":513", "alloc:" + f + ":512", "alloc:" + f + ":1",
+                                       "meminfo"});
+    ASSERT_EQ(r.lines.size(), 6u);
+    EXPECT_EQ(FieldInt(r.lines[1], "rc"), 0) << r.lines[1];
+    EXPECT_EQ(FieldInt(r.lines[2], "rc"), kCudaOom) << r.lines[2];
+    EXPECT_EQ(FieldInt(r.lines[3], "rc"), 0) << r.lines[3];
+    EXPECT_EQ(FieldInt(r.lines[4], "rc"), kCudaOom) << r.lines[4];
+    EXPECT_EQ(FieldInt(r.lines[5], "free"), 0) << r.lines[5];
+    EXPECT_EQ(t.seg().PeakBytes(0, 0), kLimit);
+    EXPECT_EQ(t.seg().DeniedAllocations(0, 0), 2u);
+    EXPECT_EQ(t.seg().ReservedBytes(0, 0), 0u);  // released at exit
+  }
+}
+
+TEST(MemoryLimit, VmmIsExactAtItsGranularityAndCountsRetains) {
+  TestSegment t;
+  Limited(t, kLimit);
+  ProbeRun r = RunProbe(Managed(t), {"init", "alloc:vmm:" + std::to_string(kLimit - 2 * kMiB),
+                                     "alloc:vmm:4194304", "alloc:vmm:2097152", "alloc:vmm:2097152",
+                                     "free:0", "retain:2", "free:2", "alloc:vmm:" + std::to_string(kLimit),
+                                     "release:2", "alloc:vmm:" + std::to_string(kLimit), "wait"});
+  ASSERT_GE(r.lines.size(), 11u);
+  EXPECT_EQ(FieldInt(r.lines[1], "rc"), 0);
+  EXPECT_EQ(FieldInt(r.lines[2], "rc"), kCudaOom);
+  EXPECT_EQ(FieldInt(r.lines[3], "rc"), 0);
+  EXPECT_EQ(FieldInt(r.lines[4], "rc"), kCudaOom);
+  // After a retain, one release keeps the memory (and its charge); the second frees it.
+  EXPECT_EQ(FieldInt(r.lines[8], "rc"), kCudaOom) << "retained handle must stay charged";
+  EXPECT_EQ(FieldInt(r.lines[9], "rc"), 0);
+  EXPECT_EQ(FieldInt(r.lines[10], "rc"), 0) << "the last release must return the charge";
+}
+
+TEST(MemoryLimit, VmmChargesTheDeviceOfTheLocationNotTheCurrentContext) {
+  TestSegment t(512, 2);
+  ASSERT_TRUE(t.seg().SetLimit(0, 0, kLimit).ok());
+  ASSERT_TRUE(t.seg().SetLimit(0, 1, 4 * kMiB).ok());
+  ProbeOptions o = Managed(t);
+  o.env = {"TESSERA_FAKE_CUDA_DEVICES=2"};
+  ProbeRun r = RunProbe(o, {"init", "alloc:vmmdev:1:4194304", "alloc:vmmdev:1:2097152",
+                            "alloc:vmmdev:0:2097152", "alloc:vmmdev:7:2097152", "wait"});
+  ASSERT_GE(r.lines.size(), 5u);
+  EXPECT_EQ(FieldInt(r.lines[1], "rc"), 0);
+  EXPECT_EQ(FieldInt(r.lines[2], "rc"), kCudaOom);  // GPU 1 is full although the context is on 0
+  EXPECT_EQ(FieldInt(r.lines[3], "rc"), 0);
+  EXPECT_EQ(FieldInt(r.lines[4], "rc"), 101);       // not one of this process's GPUs
+}
+
+TEST(MemoryLimit, PitchTopUpThatDoesNotFitIsRefusedAndFreed) {
+  TestSegment t;
+  Limited(t, kLimit);
+  // Leave exactly width x height = 1,024,000 bytes; the driver's pitch needs 1,048,576.
+  Probe p(Managed(t), {"init", "alloc:mem:" + std::to_string(kLimit - 1024000), "alloc:pitch:1000:1024", "wait"});
+  p.ReadLine();
+  EXPECT_EQ(FieldInt(p.ReadLine(), "rc"), 0);
+  std::string pitch = p.ReadLine();
+  EXPECT_EQ(FieldInt(pitch, "rc"), kCudaOom) << pitch;
+  ASSERT_EQ(p.ReadLine(), "wait ready");
+  EXPECT_EQ(t.seg().ReservedBytes(0, 0), kLimit - 1024000);
+  EXPECT_EQ(p.Finish(), 0);
+}
+
+TEST(MemoryLimit, HostMemoryIsNeverCharged) {
+  TestSegment t;
+  Limited(t, kMiB);
+  Probe p(Managed(t), {"init", "alloc:hostreg:8388608", "alloc:allochost:8388608", "alloc:hostpool:8388608",
+                       "alloc:vmmhost:8388608", "alloc:mem:1048576", "alloc:mem:512", "wait"});
+  p.ReadLine();
+  for (int i = 0; i < 5; ++i) {
+    std::string l = p.ReadLine();
+    EXPECT_EQ(FieldInt(l, "rc"), 0) << l;
+  }
+  EXPECT_EQ(FieldInt(p.ReadLine(), "rc"), kCudaOom);
+  ASSERT_EQ(p.ReadLine(), "wait ready");
+  EXPECT_EQ(t.seg().ReservedBytes(0, 0), kMiB);
+  EXPECT_EQ(p.Finish(), 0);
+}
+
+TEST(MemoryLimit, DriverFailuresRollBackAndPassThroughUnchanged) {
+  TestSegment t;
+  Limited(t, kLimit);
+  Probe p(Managed(t), {"init", "inject:cuMemAlloc_v2:2:1", "alloc:mem:1048576", "inject:cuMemCreate:999:1",
+                       "alloc:vmm:2097152", "inject:cuArrayCreate_v2:1:1", "alloc:array:128:2048",
+                       "inject:cuMemAllocAsync_ptsz:201:1", "alloc:async_ptsz:4096", "wait"});
+  p.ReadLine();
+  p.ReadLine();
+  EXPECT_EQ(FieldInt(p.ReadLine(), "rc"), 2);
+  p.ReadLine();
+  EXPECT_EQ(FieldInt(p.ReadLine(), "rc"), 999);
+  p.ReadLine();
+  EXPECT_EQ(FieldInt(p.ReadLine(), "rc"), 1);
+  p.ReadLine();
+  EXPECT_EQ(FieldInt(p.ReadLine(), "rc"), 201);
+  ASSERT_EQ(p.ReadLine(), "wait ready");
+  EXPECT_EQ(t.seg().ReservedBytes(0, 0), 0u) << "every failed allocation must be rolled back";
+  // The reservations were made before each driver call (the VMM one, 2 MiB, was the largest).
+  EXPECT_EQ(t.seg().PeakBytes(0, 0), 2 * kMiB);
+  EXPECT_EQ(p.Finish(), 0);
+}
+
+TEST(MemoryLimit, FreeFailureKeepsTheCharge) {
+  TestSegment t;
+  Limited(t, kLimit);
+  Probe p(Managed(t), {"init", "alloc:mem:1048576", "inject:cuMemFree_v2:1:1", "free:0", "alloc:mem:512",
+                       "wait"});
+  for (int i = 0; i < 3; ++i) p.ReadLine();
+  EXPECT_EQ(FieldInt(p.ReadLine(), "rc"), 1);
+  p.ReadLine();
+  ASSERT_EQ(p.ReadLine(), "wait ready");
+  EXPECT_EQ(t.seg().ReservedBytes(0, 0), kMiB + 512);
+  p.Kill();
+  EXPECT_EQ(t.seg().Reconcile().bytes_released, kMiB + 512);
+  Probe q(Managed(t), {"init", "alloc:mem:1048576", "inject:cuMemFree_v2:1:1", "free:0", "free:0", "wait"});
+  for (int i = 0; i < 5; ++i) q.ReadLine();
+  ASSERT_EQ(q.ReadLine(), "wait ready");
+  EXPECT_EQ(t.seg().HeldByLiveSlots(0, 0), 0u) << "the retried free releases the charge";
+  q.Kill();
+}
+
+TEST(MemoryLimit, MemGetInfoShowsTheTenantViewAndNeverUnderflows) {
+  TestSegment t;
+  Limited(t, kLimit);
+  ProbeRun r = RunProbe(Managed(t), {"init", "alloc:mem:16777216", "meminfo", "meminfo32", "totalmem"});
+  ASSERT_EQ(r.lines.size(), 5u);
+  EXPECT_EQ(FieldInt(r.lines[2], "free"), static_cast<long>(48 * kMiB)) << r.lines[2];
+  EXPECT_EQ(FieldInt(r.lines[2], "total"), static_cast<long>(kLimit));
+  EXPECT_EQ(FieldInt(r.lines[3], "free"), static_cast<long>(48 * kMiB)) << r.lines[3];
+  EXPECT_EQ(FieldInt(r.lines[4], "total"), static_cast<long>(kLimit));
+  // Another process of the tenant holds 60 MiB, then the node lowers the limit to 32 MiB.
+  StatusOr<TenantView> v = TenantView::Open(t.policy, t.counters);
+  ASSERT_TRUE(v.ok());
+  StatusOr<int> slot = v->ClaimSlot(::getpid(), ProcessStartTime(::getpid()).value(), 0);
+  ASSERT_TRUE(slot.ok());
+  ASSERT_EQ(SlotOp(t.seg().counters(), *slot, 0, 0, OpDirection::kReserve, 60 * kMiB, kLimit),
+            SlotOpResult::kApplied);
+  ASSERT_TRUE(t.seg().SetLimit(0, 0, 32 * kMiB).ok());
+  r = RunProbe(Managed(t), {"init", "meminfo", "alloc:mem:512"});
+  ASSERT_EQ(r.lines.size(), 3u);
+  EXPECT_EQ(r.lines[1], "meminfo rc=0 free=0 total=" + std::to_string(32 * kMiB));
+  EXPECT_EQ(FieldInt(r.lines[2], "rc"), kCudaOom);
+  v->ReleaseSlot(*slot);
+}
+
+TEST(MemoryLimit, UnmanagedProcessesPassThrough) {
+  ProbeRun r = RunProbe(ProbeOptions{}, {"init", "alloc:mem:1073741824", "meminfo"});
+  ASSERT_EQ(r.lines.size(), 3u);
+  EXPECT_EQ(FieldInt(r.lines[1], "rc"), 0);
+  EXPECT_EQ(FieldInt(r.lines[2], "total"), 16L << 30);
+}
+
+TEST(MemoryLimit, MisconfigurationFailsClosedUnlessOpen) {
+  TestSegment t;
+  Limited(t, kLimit);
+  for (const std::string& bad : {std::string("TESSERA_SHIM_TENANT=64"), std::string("TESSERA_SHIM_TENANT=x"),
+                                 "TESSERA_SHIM_POLICY=" + t.policy + ".missing", std::string("TESSERA_SHIM_GPUS=0,5")}) {
+    SCOPED_TRACE(bad);
+    ProbeOptions o = Managed(t);
+    o.env = {bad};
+    ProbeRun r = RunProbe(o, {"init", "alloc:mem:4096", "alloc:vmm:2097152"});
+    ASSERT_EQ(r.lines.size(), 3u);
+    EXPECT_EQ(FieldInt(r.lines[1], "rc"), 800);
+    EXPECT_EQ(FieldInt(r.lines[2], "rc"), 800);
+    o.env.push_back("TESSERA_SHIM_FAIL=open");
+    r = RunProbe(o, {"init", "alloc:mem:4096"});
+    ASSERT_EQ(r.lines.size(), 2u);
+    EXPECT_EQ(FieldInt(r.lines[1], "rc"), 0);
+  }
+}
+
+TEST(MemoryLimit, OrdinalsMapToNodeGpus) {
+  TestSegment t(512, 2);
+  ASSERT_TRUE(t.seg().SetLimit(0, 0, kLimit).ok());
+  ASSERT_TRUE(t.seg().SetLimit(0, 1, 2 * kMiB).ok());
+  ProbeOptions o = Managed(t);
+  o.env = {"TESSERA_FAKE_CUDA_DEVICES=2", "TESSERA_SHIM_GPUS=1"};  // ordinal 0 is node GPU 1
+  ProbeRun r = RunProbe(o, {"init", "alloc:mem:2097152", "alloc:mem:512", "ctx:1", "alloc:mem:512", "wait"});
+  ASSERT_GE(r.lines.size(), 5u);
+  EXPECT_EQ(FieldInt(r.lines[1], "rc"), 0);
+  EXPECT_EQ(FieldInt(r.lines[2], "rc"), kCudaOom);
+  EXPECT_EQ(FieldInt(r.lines[4], "rc"), 101);  // ordinal 1 is not assigned to this process
+}
+
+TEST(MemoryLimit, ExecReleasesWhatTheEarlierImageHeld) {
+  TestSegment t;
+  Limited(t, kLimit);
+  Probe p(Managed(t), {"init", "alloc:mem:8388608", "exec:init,alloc:mem:512,wait"});
+  EXPECT_EQ(FieldInt(p.ReadLine(), "rc"), 0);  // init
+  EXPECT_EQ(FieldInt(p.ReadLine(), "rc"), 0);  // 8 MiB, then exec
+  EXPECT_EQ(p.ReadLine(), "init rc=0,0");
+  EXPECT_EQ(FieldInt(p.ReadLine(), "rc"), 0);
+  ASSERT_EQ(p.ReadLine(), "wait ready");
+  EXPECT_EQ(t.seg().ReservedBytes(0, 0), 512u);
+  EXPECT_EQ(t.seg().ActiveSlots(), 1);
+  EXPECT_EQ(p.Finish(), 0);
+  EXPECT_EQ(t.seg().ReservedBytes(0, 0), 0u);
+}
+
+// Eight forked processes allocate at the same moment; together they get exactly what fits.
+TEST(MemoryLimit, EightConcurrentProcessesNeverExceedTheLimit) {
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    TestSegment t;
+    Limited(t, kLimit);
+    Probe p(Managed(t), {"init", "forkfill:8:3145728"});
+    p.ReadLine();
+    std::string counts = p.ReadLine();
+    EXPECT_EQ(FieldInt(counts, "total"), 21) << counts;  // 21 x 3 MiB = 63 MiB <= 64 MiB
+    ASSERT_EQ(p.ReadLine(), "wait ready");
+    EXPECT_EQ(t.seg().ReservedBytes(0, 0), 63 * kMiB);
+    EXPECT_EQ(t.seg().HeldByLiveSlots(0, 0), 63 * kMiB);
+    EXPECT_LE(t.seg().PeakBytes(0, 0), kLimit);
+    EXPECT_GE(t.seg().ActiveSlots(), 8);
+    EXPECT_EQ(p.Finish(), 0);
+    EXPECT_EQ(t.seg().ReservedBytes(0, 0), 0u);
+    EXPECT_EQ(t.seg().ActiveSlots(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::enforce

@@ -1,0 +1,358 @@
+// The shared segment and its accounting protocol, in process (no shim): layout, validation,
+// read-only policy mapping, SlotOp exactness, every crash window of SlotOp resolved exactly by
+// Reconcile(), and concurrent reconcilers.
+#include "tessera/enforce/segment.h"
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/shim/shim_test_util.h"
+
+namespace tessera::enforce {
+namespace {
+
+using testing::kMiB;
+using testing::TestSegment;
+
+pid_t DeadPid() {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+int ClaimFor(const TestSegment& t, pid_t pid, int tenant) {
+  StatusOr<TenantView> view = TenantView::Open(t.policy, t.counters);
+  EXPECT_TRUE(view.ok()) << view.status().ToString();
+  StatusOr<int> slot = view->ClaimSlot(pid, ProcessStartTime(pid).value_or(12345), tenant);
+  EXPECT_TRUE(slot.ok()) << slot.status().ToString();
+  return *slot;
+}
+
+TEST(SegmentLayout, CacheLineAlignedAndSized) {
+  EXPECT_EQ(alignof(TenantCounter), 64u);
+  EXPECT_EQ(alignof(ProcessSlot), 64u);
+  EXPECT_EQ(sizeof(ProcessSlot) % 64, 0u);
+  EXPECT_EQ(offsetof(CounterSegment, slots) % 64, 0u);
+  // Two tenants' counters never share a line.
+  CounterSegment* none = nullptr;
+  (void)none;
+  EXPECT_EQ(sizeof(TenantCounter), 64u);
+}
+
+TEST(SegmentLayout, PackingRoundTrips) {
+  Tag t{1024, kSeqMask};
+  std::uint64_t w = PackWord(kMaxCountedBytes, t);
+  EXPECT_EQ(WordBytes(w), kMaxCountedBytes);
+  EXPECT_EQ(WordTag(w), t);
+  SlotStateWord s{SlotState::kReclaiming, (1u << 30) - 1, 0xfffffffeu};
+  SlotStateWord back = UnpackSlotState(PackSlotState(s));
+  EXPECT_EQ(back.state, s.state);
+  EXPECT_EQ(back.generation, s.generation);
+  EXPECT_EQ(back.pid, s.pid);
+  Intent in{IntentState::kApplied, OpDirection::kRelease, 15, 4097};
+  Intent ib = UnpackIntent(PackIntent(in));
+  EXPECT_EQ(ib.state, in.state);
+  EXPECT_EQ(ib.direction, in.direction);
+  EXPECT_EQ(ib.gpu, in.gpu);
+  EXPECT_EQ(ib.seq, in.seq);
+}
+
+TEST(SegmentLayout, RoundUpToGranule) {
+  EXPECT_EQ(RoundUpToGranule(0, 512), 0u);
+  EXPECT_EQ(RoundUpToGranule(1, 512), 512u);
+  EXPECT_EQ(RoundUpToGranule(512, 512), 512u);
+  EXPECT_EQ(RoundUpToGranule(513, 512), 1024u);
+  EXPECT_EQ(RoundUpToGranule(~0ULL, 512), kMaxCountedBytes + 1);  // refused, never wrapped
+}
+
+TEST(SegmentCreate, RejectsBadOptionsNamingTheField) {
+  testing::TempDir dir;
+  SegmentOptions o;
+  o.policy_path = dir.path() + "/p";
+  o.counters_path = dir.path() + "/c";
+  o.granule_bytes = 300;
+  StatusOr<NodeSegment> s = NodeSegment::Create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("granule_bytes"), std::string::npos);
+  o.granule_bytes = 512;
+  o.num_gpus = 17;
+  s = NodeSegment::Create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("num_gpus"), std::string::npos);
+  o.num_gpus = 1;
+  o.policy_path = "";
+  s = NodeSegment::Create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("policy_path"), std::string::npos);
+}
+
+TEST(SegmentOpen, RejectsWrongMagicVersionAndSize) {
+  TestSegment t;
+  // Wrong ABI version.
+  t.seg().policy().header.abi_version = 99;
+  StatusOr<TenantView> v = TenantView::Open(t.policy, t.counters);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("abi_version: 99"), std::string::npos) << v.status().ToString();
+  t.seg().policy().header.abi_version = kSegmentAbiVersion;
+  // Wrong magic in the counters.
+  t.seg().counters().header.magic = 42;
+  v = TenantView::Open(t.policy, t.counters);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("counters file"), std::string::npos);
+  EXPECT_NE(v.status().message().find("magic"), std::string::npos);
+  t.seg().counters().header.magic = kCounterMagic;
+  ASSERT_TRUE(TenantView::Open(t.policy, t.counters).ok());
+  // Truncated file.
+  ASSERT_EQ(::truncate(t.counters.c_str(), 100), 0);
+  v = TenantView::Open(t.policy, t.counters);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("smaller than"), std::string::npos);
+  // Missing file.
+  v = TenantView::Open(t.policy + ".missing", t.counters);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), StatusCode::kNotFound);
+}
+
+TEST(SegmentOpen, PolicyIsReadOnlyForTenants) {
+  TestSegment t;
+  ASSERT_TRUE(t.seg().SetLimit(0, 0, 10 * kMiB).ok());
+  StatusOr<TenantView> v = TenantView::Open(t.policy, t.counters);
+  ASSERT_TRUE(v.ok());
+  void* page = const_cast<PolicyPage*>(&v->policy());
+  // The file was opened read-only, so the mapping cannot be made writable...
+  EXPECT_NE(::mprotect(page, sizeof(PolicyPage), PROT_READ | PROT_WRITE), 0);
+  // ...and writing to it kills the writer.
+  EXPECT_DEATH(
+      {
+        static_cast<PolicyPage*>(page)->tenants[0].limit_bytes[0].store(kUnlimited);
+      },
+      "");
+  EXPECT_EQ(v->policy().tenants[0].limit_bytes[0].load(), 10 * kMiB);
+}
+
+TEST(SegmentSetLimit, ValidatesArguments) {
+  TestSegment t(512, 2);
+  EXPECT_TRUE(t.seg().SetLimit(63, 1, 5).ok());
+  Status s = t.seg().SetLimit(64, 0, 5);
+  EXPECT_NE(s.message().find("tenant: 64"), std::string::npos);
+  s = t.seg().SetLimit(0, 2, 5);
+  EXPECT_NE(s.message().find("gpu: 2"), std::string::npos);
+}
+
+TEST(SlotOp, ExactAtTheLimit) {
+  TestSegment t;
+  const std::uint64_t limit = 10 * kMiB;
+  int slot = ClaimFor(t, ::getpid(), 3);
+  CounterSegment& c = t.seg().counters();
+  EXPECT_EQ(SlotOp(c, slot, 3, 0, OpDirection::kReserve, limit - 512, limit), SlotOpResult::kApplied);
+  EXPECT_EQ(SlotOp(c, slot, 3, 0, OpDirection::kReserve, 1024, limit), SlotOpResult::kOverLimit);
+  EXPECT_EQ(SlotOp(c, slot, 3, 0, OpDirection::kReserve, 512, limit), SlotOpResult::kApplied);
+  EXPECT_EQ(t.seg().ReservedBytes(3, 0), limit);
+  EXPECT_EQ(SlotOp(c, slot, 3, 0, OpDirection::kReserve, 512, limit), SlotOpResult::kOverLimit);
+  EXPECT_EQ(t.seg().ReservedBytes(3, 0), limit);
+  EXPECT_EQ(t.seg().DeniedAllocations(3, 0), 2u);
+  EXPECT_EQ(c.slots[slot].held_bytes[0].load(), limit);
+  EXPECT_EQ(t.seg().PeakBytes(3, 0), limit);
+  // A release larger than what the slot holds is clamped: no underflow.
+  EXPECT_EQ(SlotOp(c, slot, 3, 0, OpDirection::kRelease, limit * 5, kUnlimited), SlotOpResult::kApplied);
+  EXPECT_EQ(t.seg().ReservedBytes(3, 0), 0u);
+  EXPECT_EQ(c.slots[slot].held_bytes[0].load(), 0u);
+  // Tags are cleared after each completed operation.
+  EXPECT_EQ(WordTag(c.counters[3][0].word.load()), Tag{});
+}
+
+TEST(SlotOp, RequestLargerThanAnyCounterIsRefused) {
+  TestSegment t;
+  int slot = ClaimFor(t, ::getpid(), 0);
+  EXPECT_EQ(SlotOp(t.seg().counters(), slot, 0, 0, OpDirection::kReserve, kMaxCountedBytes + 1, kUnlimited),
+            SlotOpResult::kOverLimit);
+  EXPECT_EQ(t.seg().ReservedBytes(0, 0), 0u);
+}
+
+TEST(SlotOp, ConcurrentThreadsNeverExceedTheLimit) {
+  TestSegment t;
+  const std::uint64_t limit = 64 * kMiB;
+  constexpr int kThreads = 8;
+  std::vector<int> slots;
+  for (int i = 0; i < kThreads; ++i) slots.push_back(ClaimFor(t, ::getpid(), 1));
+  CounterSegment& c = t.seg().counters();
+  std::atomic<bool> over{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      std::mt19937 rng(i);
+      for (int k = 0; k < 3000; ++k) {
+        std::uint64_t bytes = (1 + rng() % 16) * 512 * 1024;
+        if (rng() % 2) {
+          SlotOp(c, slots[i], 1, 0, OpDirection::kReserve, bytes, limit);
+        } else {
+          SlotOp(c, slots[i], 1, 0, OpDirection::kRelease, bytes, kUnlimited);
+        }
+        if (WordBytes(c.counters[1][0].word.load()) > limit) over = true;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_FALSE(over.load());
+  std::uint64_t held = 0;
+  for (int s : slots) held += c.slots[s].held_bytes[0].load();
+  EXPECT_EQ(t.seg().ReservedBytes(1, 0), held);
+  EXPECT_LE(t.seg().PeakBytes(1, 0), limit);
+  EXPECT_EQ(c.counters[1][0].underflows_prevented.load(), 0u);
+}
+
+// The crash windows of SlotOp, replayed by hand on a slot whose process is dead.
+enum class Window { kIntentOnly, kCounterMoved, kCounterMovedAndTagOverwritten, kHeldUpdated };
+
+void CrashIn(Window w, OpDirection dir) {
+  SCOPED_TRACE(static_cast<int>(w));
+  SCOPED_TRACE(static_cast<int>(dir));
+  TestSegment t;
+  CounterSegment& c = t.seg().counters();
+  const int tenant = 2;
+  const std::uint64_t base = 6 * kMiB, op = 2 * kMiB;
+  int live = ClaimFor(t, ::getpid(), tenant);
+  ASSERT_EQ(SlotOp(c, live, tenant, 0, OpDirection::kReserve, 3 * kMiB, kUnlimited), SlotOpResult::kApplied);
+  pid_t dead_pid = DeadPid();
+  int dead = ClaimFor(t, dead_pid, tenant);
+  ASSERT_EQ(SlotOp(c, dead, tenant, 0, OpDirection::kReserve, base, kUnlimited), SlotOpResult::kApplied);
+  // The dead process starts one more operation...
+  ProcessSlot& s = c.slots[dead];
+  std::uint32_t seq = static_cast<std::uint32_t>(s.op_seq.load() + 1) & kSeqMask;
+  s.op_seq.store(seq);
+  s.intent_bytes.store(op);
+  s.intent_held_before.store(base);
+  s.intent.store(PackIntent({IntentState::kPending, dir, 0, seq}));
+  std::uint64_t held_after = dir == OpDirection::kReserve ? base + op : base - op;
+  if (w != Window::kIntentOnly) {
+    std::uint64_t cur = WordBytes(c.counters[tenant][0].word.load());
+    std::uint64_t next = dir == OpDirection::kReserve ? cur + op : cur - op;
+    c.counters[tenant][0].word.store(PackWord(next, Tag{static_cast<std::uint32_t>(dead + 1), seq}));
+  }
+  if (w == Window::kCounterMovedAndTagOverwritten) {
+    // A live process's operation helps (marks the dead intent APPLIED) and overwrites the tag.
+    ASSERT_EQ(SlotOp(c, live, tenant, 0, OpDirection::kReserve, kMiB, kUnlimited), SlotOpResult::kApplied);
+    EXPECT_EQ(UnpackIntent(s.intent.load()).state, IntentState::kApplied);
+  }
+  if (w == Window::kHeldUpdated) s.held_bytes[0].store(held_after);
+  // ... and is killed there. Reconcile leaves exactly the live process's holdings.
+  ReconcileReport r = t.seg().Reconcile();
+  EXPECT_EQ(r.slots_reclaimed, 1);
+  EXPECT_EQ(r.intents_resolved, 1);
+  std::uint64_t live_held = c.slots[live].held_bytes[0].load();
+  EXPECT_EQ(t.seg().ReservedBytes(tenant, 0), live_held);
+  EXPECT_EQ(t.seg().HeldByLiveSlots(tenant, 0), live_held);
+  EXPECT_EQ(UnpackSlotState(s.state.load()).state, SlotState::kFree);
+  EXPECT_EQ(c.counters[tenant][0].underflows_prevented.load(), 0u);
+  // A second run finds nothing to do.
+  ReconcileReport again = t.seg().Reconcile();
+  EXPECT_EQ(again.slots_reclaimed, 0);
+  EXPECT_EQ(t.seg().ReservedBytes(tenant, 0), live_held);
+}
+
+TEST(Reconcile, EveryCrashWindowOfAReservationIsExact) {
+  for (Window w : {Window::kIntentOnly, Window::kCounterMoved, Window::kCounterMovedAndTagOverwritten,
+                   Window::kHeldUpdated}) {
+    CrashIn(w, OpDirection::kReserve);
+  }
+}
+
+TEST(Reconcile, EveryCrashWindowOfAReleaseIsExact) {
+  for (Window w : {Window::kIntentOnly, Window::kCounterMoved, Window::kCounterMovedAndTagOverwritten,
+                   Window::kHeldUpdated}) {
+    CrashIn(w, OpDirection::kRelease);
+  }
+}
+
+TEST(Reconcile, LiveProcessesAndPidReuseAreRespected) {
+  TestSegment t;
+  CounterSegment& c = t.seg().counters();
+  int me = ClaimFor(t, ::getpid(), 0);
+  ASSERT_EQ(SlotOp(c, me, 0, 0, OpDirection::kReserve, kMiB, kUnlimited), SlotOpResult::kApplied);
+  // Same pid as a live process but another start time: a previous owner of a reused pid.
+  StatusOr<TenantView> v = TenantView::Open(t.policy, t.counters);
+  ASSERT_TRUE(v.ok());
+  StatusOr<int> stale = v->ClaimSlot(::getpid(), ProcessStartTime(::getpid()).value() + 1, 0);
+  ASSERT_TRUE(stale.ok());
+  ASSERT_EQ(SlotOp(c, *stale, 0, 0, OpDirection::kReserve, 2 * kMiB, kUnlimited), SlotOpResult::kApplied);
+  ReconcileReport r = t.seg().Reconcile();
+  EXPECT_EQ(r.slots_reclaimed, 1);
+  EXPECT_EQ(r.bytes_released, 2 * kMiB);
+  EXPECT_EQ(t.seg().ReservedBytes(0, 0), kMiB);
+  EXPECT_EQ(t.seg().ActiveSlots(), 1);
+}
+
+TEST(Reconcile, ConcurrentReconcilersReleaseEachDeadSlotOnce) {
+  TestSegment t;
+  CounterSegment& c = t.seg().counters();
+  constexpr int kDead = 200;
+  pid_t dead_pid = DeadPid();
+  for (int i = 0; i < kDead; ++i) {
+    int s = ClaimFor(t, dead_pid, 5);
+    ASSERT_EQ(SlotOp(c, s, 5, 0, OpDirection::kReserve, kMiB, kUnlimited), SlotOpResult::kApplied);
+  }
+  ASSERT_EQ(t.seg().ReservedBytes(5, 0), kDead * kMiB);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  constexpr int kReconcilers = 4;
+  for (int k = 0; k < kReconcilers; ++k) {
+    if (::fork() == 0) {
+      StatusOr<NodeSegment> n = NodeSegment::Open(t.policy, t.counters);
+      int reclaimed = n.ok() ? n->Reconcile().slots_reclaimed : -1000;
+      ssize_t ignored = ::write(fds[1], &reclaimed, sizeof(reclaimed));
+      (void)ignored;
+      ::_exit(0);
+    }
+  }
+  ::close(fds[1]);
+  int total = 0, one = 0;
+  while (::read(fds[0], &one, sizeof(one)) == sizeof(one)) total += one;
+  ::close(fds[0]);
+  while (::wait(nullptr) > 0) {
+  }
+  EXPECT_EQ(total, kDead);
+  EXPECT_EQ(t.seg().ReservedBytes(5, 0), 0u);
+  EXPECT_EQ(c.counters[5][0].underflows_prevented.load(), 0u);
+}
+
+TEST(Reconcile, DeadReconcilerIsTakenOver) {
+  TestSegment t;
+  CounterSegment& c = t.seg().counters();
+  pid_t dead_owner = DeadPid();
+  int s = ClaimFor(t, dead_owner, 1);
+  ASSERT_EQ(SlotOp(c, s, 1, 0, OpDirection::kReserve, 4 * kMiB, kUnlimited), SlotOpResult::kApplied);
+  // A reconciler took the slot and died before releasing anything.
+  SlotStateWord st = UnpackSlotState(c.slots[s].state.load());
+  pid_t dead_reconciler = DeadPid();
+  c.slots[s].state.store(PackSlotState({SlotState::kReclaiming, st.generation,
+                                        static_cast<std::uint32_t>(dead_reconciler)}));
+  ReconcileReport r = t.seg().Reconcile();
+  EXPECT_EQ(r.slots_reclaimed, 1);
+  EXPECT_EQ(t.seg().ReservedBytes(1, 0), 0u);
+  EXPECT_EQ(UnpackSlotState(c.slots[s].state.load()).generation, st.generation + 1);
+}
+
+TEST(ProcessStartTime, LiveDeadAndZombie) {
+  EXPECT_TRUE(ProcessStartTime(::getpid()).has_value());
+  EXPECT_FALSE(ProcessStartTime(DeadPid()).has_value());
+  pid_t zombie = ::fork();
+  if (zombie == 0) ::_exit(0);
+  // Wait until it has exited but do not reap it (WNOWAIT): it is a zombie now.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_FALSE(ProcessStartTime(zombie).has_value());
+  ::waitpid(zombie, nullptr, 0);
+}
+
+}  // namespace
+}  // namespace tessera::enforce

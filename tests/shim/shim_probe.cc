@@ -1,0 +1,568 @@
+// tessera_shim_probe: the program tests/shim/ runs under LD_PRELOAD=libtessera-shim.so. It links
+// the fake driver directly (route 1: direct binding) and can also resolve entry points through
+// dlsym/dlvsym on libcuda's handle, RTLD_DEFAULT, RTLD_NEXT and cuGetProcAddress v1/v2.
+//
+// Usage: tessera_shim_probe COMMAND...   Each command prints exactly one line, "<command> key=value
+// ...", so that tests can parse the output. Commands:
+//   init                      cuInit + a context on device 0
+//   ctx:D                     a new current context on device D
+//   alloc:FAMILY:ARGS         allocate one object (kept in a list, index printed as id=)
+//       mem:B mem32:B managed:B async:B async_ptsz:B pool:B pool_ptsz:B hostpool:B
+//       vmm:B vmmhost:B vmmdev:ID:B pitch:W:H pitch32:W:H array:W:H array32:W:H
+//       array3d:W:H:D array3d32:W:H:D mipmap:W:H:LEVELS hostreg:B allochost:B
+//   free:ID | freeall         free one object / all objects (each by its family's free)
+//   retain:ID | release:ID    cuMemRetainAllocationHandle / an extra cuMemRelease on a VMM object
+//   fill:FAMILY:B             allocate B-byte objects until the first failure: count= rc=
+//   meminfo | meminfo32 | totalmem   cuMemGetInfo_v2 / cuMemGetInfo / cuDeviceTotalMem_v2(0)
+//   inject:SYMBOL:CODE:COUNT  make the fake driver fail SYMBOL (see fake_cuda.h)
+//   route:ROUTE:NAME[:VERSION:FLAGS]   resolve NAME; prints who owns the result:
+//       shim:<symbol>, driver:<symbol>, other:<symbol> or null. ROUTE is one of direct, dlsym,
+//       dlsym_default, dlsym_next, dlvsym, gpa1 (cuGetProcAddress), gpa2 (cuGetProcAddress_v2)
+//   invoke:ROUTE:NAME:VERSION:FLAGS    resolve, call it with harmless arguments, print the driver
+//       entry point the call reached (the fake's last call) and rc
+//   launches                  call every launch and capture entry point once, directly
+//   forkfill:N:B              fork N children that allocate B-byte cuMemAlloc_v2 blocks until the
+//                             first failure, all at once; prints their counts, then waits (as wait)
+//   stress:SEED:MAXB          allocate/free random sizes through several families forever
+//   exec:A,B,...              exec this program again (same pid) with the commands A B ...
+//   wait                      print "wait ready" and block until stdin reaches EOF
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tessera/enforce/cuda_abi.h"
+#include "tests/shim/expected_entry_points.h"
+#include "tests/testing/fake_cuda/fake_cuda.h"
+
+using namespace tessera::cuabi;  // NOLINT
+
+// The driver entry points the probe calls directly (bound by the dynamic linker: with the shim
+// preloaded, to the shim's wrappers).
+extern "C" {
+CUresult cuInit(unsigned int);
+CUresult cuCtxCreate_v2(CUcontext*, unsigned int, CUdevice);
+CUresult cuMemAlloc(CUdeviceptr_v1*, unsigned int);
+CUresult cuMemAlloc_v2(CUdeviceptr*, size_t);
+CUresult cuMemAllocPitch(CUdeviceptr_v1*, unsigned int*, unsigned int, unsigned int, unsigned int);
+CUresult cuMemAllocPitch_v2(CUdeviceptr*, size_t*, size_t, size_t, unsigned int);
+CUresult cuMemAllocManaged(CUdeviceptr*, size_t, unsigned int);
+CUresult cuMemFree(CUdeviceptr_v1);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemAllocAsync(CUdeviceptr*, size_t, CUstream);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, size_t, CUstream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+CUresult cuMemPoolCreate(CUmemoryPool*, const CUmemPoolProps*);
+CUresult cuMemCreate(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long);
+CUresult cuMemRelease(CUmemGenericAllocationHandle);
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle*, void*);
+CUresult cuArrayCreate(CUarray*, const CUDA_ARRAY_DESCRIPTOR_v1*);
+CUresult cuArrayCreate_v2(CUarray*, const CUDA_ARRAY_DESCRIPTOR*);
+CUresult cuArray3DCreate(CUarray*, const CUDA_ARRAY3D_DESCRIPTOR_v1*);
+CUresult cuArray3DCreate_v2(CUarray*, const CUDA_ARRAY3D_DESCRIPTOR*);
+CUresult cuArrayDestroy(CUarray);
+CUresult cuMipmappedArrayCreate(CUmipmappedArray*, const CUDA_ARRAY3D_DESCRIPTOR*, unsigned int);
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
+CUresult cuMemGetInfo(unsigned int*, unsigned int*);
+CUresult cuMemGetInfo_v2(size_t*, size_t*);
+CUresult cuDeviceTotalMem_v2(size_t*, CUdevice);
+CUresult cuMemHostRegister_v2(void*, size_t, unsigned int);
+CUresult cuMemHostUnregister(void*);
+CUresult cuMemAllocHost_v2(void**, size_t);
+CUresult cuMemFreeHost(void*);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        CUstream, void**, void**);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**);
+CUresult cuLaunchKernelEx(const CUlaunchConfig*, CUfunction, void**, void**);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig*, CUfunction, void**, void**);
+CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   unsigned, unsigned, CUstream, void**);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, unsigned, CUstream, void**);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream);
+CUresult cuStreamBeginCapture_v2(CUstream, CUstreamCaptureMode);
+CUresult cuStreamEndCapture(CUstream, CUgraph*);
+CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus*);
+CUresult cuGetProcAddress(const char*, void**, int, cuuint64_t);
+CUresult cuGetProcAddress_v2(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+}
+
+// Route 1 for every expected variant: its address as the dynamic linker binds it for this program.
+// asm labels let these untyped declarations name the same symbols as the typed ones above.
+#define PROBE_DIRECT_DECL(symbol, base, version, per_thread) \
+  extern "C" void probe_direct_##symbol() __asm__(#symbol);
+TESSERA_EXPECTED_HOOKS(PROBE_DIRECT_DECL)
+#undef PROBE_DIRECT_DECL
+
+namespace {
+struct DirectSymbol {
+  const char* name;
+  void* address;
+};
+const DirectSymbol kDirectSymbols[] = {
+#define PROBE_DIRECT_ROW(symbol, base, version, per_thread) \
+  {#symbol, reinterpret_cast<void*>(&probe_direct_##symbol)},
+    TESSERA_EXPECTED_HOOKS(PROBE_DIRECT_ROW)
+#undef PROBE_DIRECT_ROW
+};
+}  // namespace
+
+namespace {
+
+struct Object {
+  std::string family;
+  unsigned long long value = 0;  // pointer, handle or array
+  bool live = false;
+};
+std::vector<Object> g_objects;
+CUmemoryPool g_device_pool = nullptr;
+const char* g_reached = nullptr;  // the driver entry point an invoke reached (before cleanup calls)
+CUmemoryPool g_host_pool = nullptr;
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  for (;;) {
+    std::size_t end = s.find(sep, pos);
+    out.push_back(s.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
+    if (end == std::string::npos) return out;
+    pos = end + 1;
+  }
+}
+
+unsigned long long Num(const std::vector<std::string>& a, std::size_t i) {
+  return i < a.size() ? std::strtoull(a[i].c_str(), nullptr, 0) : 0;
+}
+
+CUmemoryPool Pool(bool host) {
+  CUmemoryPool& pool = host ? g_host_pool : g_device_pool;
+  if (pool == nullptr) {
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 0;
+    cuMemPoolCreate(&pool, &props);
+  }
+  return pool;
+}
+
+// Allocates one object of `family` from the argument list starting at a[first].
+CUresult Allocate(const std::string& family, const std::vector<std::string>& a, std::size_t first,
+                  Object* obj, std::string* extra) {
+  obj->family = family;
+  CUresult rc = CUDA_ERROR_INVALID_VALUE;
+  const unsigned long long n = Num(a, first);
+  if (family == "mem") {
+    CUdeviceptr p = 0;
+    rc = cuMemAlloc_v2(&p, n);
+    obj->value = p;
+  } else if (family == "mem32") {
+    CUdeviceptr_v1 p = 0;
+    rc = cuMemAlloc(&p, static_cast<unsigned int>(n));
+    obj->value = p;
+  } else if (family == "managed") {
+    CUdeviceptr p = 0;
+    rc = cuMemAllocManaged(&p, n, 1);
+    obj->value = p;
+  } else if (family == "async" || family == "async_ptsz") {
+    CUdeviceptr p = 0;
+    rc = family == "async" ? cuMemAllocAsync(&p, n, nullptr) : cuMemAllocAsync_ptsz(&p, n, nullptr);
+    obj->value = p;
+  } else if (family == "pool" || family == "pool_ptsz" || family == "hostpool") {
+    CUdeviceptr p = 0;
+    CUmemoryPool pool = Pool(family == "hostpool");
+    rc = family == "pool_ptsz" ? cuMemAllocFromPoolAsync_ptsz(&p, n, pool, nullptr)
+                               : cuMemAllocFromPoolAsync(&p, n, pool, nullptr);
+    obj->value = p;
+  } else if (family == "vmm" || family == "vmmhost" || family == "vmmdev") {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = family == "vmmhost" ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+    unsigned long long bytes = n;
+    if (family == "vmmdev") {
+      prop.location.id = static_cast<int>(n);
+      bytes = Num(a, first + 1);
+    }
+    CUmemGenericAllocationHandle h = 0;
+    rc = cuMemCreate(&h, bytes, &prop, 0);
+    obj->value = h;
+  } else if (family == "pitch") {
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    rc = cuMemAllocPitch_v2(&p, &pitch, n, Num(a, first + 1), 4);
+    obj->value = p;
+    *extra = " pitch=" + std::to_string(pitch);
+  } else if (family == "pitch32") {
+    CUdeviceptr_v1 p = 0;
+    unsigned int pitch = 0;
+    rc = cuMemAllocPitch(&p, &pitch, static_cast<unsigned>(n), static_cast<unsigned>(Num(a, first + 1)), 4);
+    obj->value = p;
+    *extra = " pitch=" + std::to_string(pitch);
+  } else if (family == "array" || family == "array32") {
+    CUarray arr = nullptr;
+    if (family == "array") {
+      CUDA_ARRAY_DESCRIPTOR d{n, Num(a, first + 1), CU_AD_FORMAT_FLOAT, 1};
+      rc = cuArrayCreate_v2(&arr, &d);
+    } else {
+      CUDA_ARRAY_DESCRIPTOR_v1 d{static_cast<unsigned>(n), static_cast<unsigned>(Num(a, first + 1)),
+                                 CU_AD_FORMAT_FLOAT, 1};
+      rc = cuArrayCreate(&arr, &d);
+    }
+    obj->value = reinterpret_cast<uintptr_t>(arr);
+  } else if (family == "array3d" || family == "array3d32") {
+    CUarray arr = nullptr;
+    if (family == "array3d") {
+      CUDA_ARRAY3D_DESCRIPTOR d{n, Num(a, first + 1), Num(a, first + 2), CU_AD_FORMAT_FLOAT, 1, 0};
+      rc = cuArray3DCreate_v2(&arr, &d);
+    } else {
+      CUDA_ARRAY3D_DESCRIPTOR_v1 d{static_cast<unsigned>(n), static_cast<unsigned>(Num(a, first + 1)),
+                                   static_cast<unsigned>(Num(a, first + 2)), CU_AD_FORMAT_FLOAT, 1, 0};
+      rc = cuArray3DCreate(&arr, &d);
+    }
+    obj->value = reinterpret_cast<uintptr_t>(arr);
+  } else if (family == "mipmap") {
+    CUmipmappedArray arr = nullptr;
+    CUDA_ARRAY3D_DESCRIPTOR d{n, Num(a, first + 1), 0, CU_AD_FORMAT_FLOAT, 1, 0};
+    rc = cuMipmappedArrayCreate(&arr, &d, static_cast<unsigned>(Num(a, first + 2)));
+    obj->value = reinterpret_cast<uintptr_t>(arr);
+  } else if (family == "hostreg") {
+    void* p = std::malloc(n);
+    rc = cuMemHostRegister_v2(p, n, 0);
+    obj->value = reinterpret_cast<uintptr_t>(p);
+  } else if (family == "allochost") {
+    void* p = nullptr;
+    rc = cuMemAllocHost_v2(&p, n);
+    obj->value = reinterpret_cast<uintptr_t>(p);
+  }
+  obj->live = rc == CUDA_SUCCESS;
+  return rc;
+}
+
+CUresult Free(Object& o) {
+  if (!o.live) return CUDA_SUCCESS;
+  CUresult rc = CUDA_ERROR_INVALID_VALUE;
+  const std::string& f = o.family;
+  if (f == "mem" || f == "managed" || f == "pitch") {
+    rc = cuMemFree_v2(o.value);
+  } else if (f == "mem32" || f == "pitch32") {
+    rc = cuMemFree(static_cast<CUdeviceptr_v1>(o.value));
+  } else if (f == "async" || f == "pool" || f == "hostpool") {
+    rc = cuMemFreeAsync(o.value, nullptr);
+  } else if (f == "async_ptsz" || f == "pool_ptsz") {
+    rc = cuMemFreeAsync_ptsz(o.value, nullptr);
+  } else if (f == "vmm" || f == "vmmhost" || f == "vmmdev") {
+    rc = cuMemRelease(o.value);
+  } else if (f == "array" || f == "array32" || f == "array3d" || f == "array3d32") {
+    rc = cuArrayDestroy(reinterpret_cast<CUarray>(o.value));
+  } else if (f == "mipmap") {
+    rc = cuMipmappedArrayDestroy(reinterpret_cast<CUmipmappedArray>(o.value));
+  } else if (f == "hostreg") {
+    rc = cuMemHostUnregister(reinterpret_cast<void*>(o.value));
+    std::free(reinterpret_cast<void*>(o.value));
+  } else if (f == "allochost") {
+    rc = cuMemFreeHost(reinterpret_cast<void*>(o.value));
+  }
+  if (rc == CUDA_SUCCESS) o.live = false;
+  return rc;
+}
+
+std::string Owner(void* p) {
+  if (p == nullptr) return "null";
+  Dl_info info{};
+  if (dladdr(p, &info) == 0 || info.dli_sname == nullptr) return "other:?";
+  std::string file = info.dli_fname ? info.dli_fname : "";
+  std::string who = file.find("tessera-shim") != std::string::npos ? "shim"
+                    : file.find("libcuda") != std::string::npos   ? "driver"
+                                                                  : "other";
+  // dladdr reports the nearest symbol; insist on an exact match so "close enough" never passes.
+  if (info.dli_saddr != p) return who + ":?";
+  return who + ":" + info.dli_sname;
+}
+
+struct Resolved {
+  void* p = nullptr;
+  CUresult rc = CUDA_SUCCESS;
+  int status = -1;
+};
+
+Resolved Resolve(const std::string& route, const std::string& name, int version, cuuint64_t flags) {
+  Resolved r;
+  if (route == "direct") {
+    for (const auto& d : kDirectSymbols) {
+      if (name == d.name) r.p = d.address;
+    }
+  } else if (route == "dlsym" || route == "dlvsym") {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    r.p = route == "dlsym" ? dlsym(h, name.c_str()) : dlvsym(h, name.c_str(), "TESSERA_FAKE_CUDA_1");
+    if (h) dlclose(h);
+  } else if (route == "dlsym_default") {
+    r.p = dlsym(RTLD_DEFAULT, name.c_str());
+  } else if (route == "dlsym_next") {
+    r.p = dlsym(RTLD_NEXT, name.c_str());
+  } else if (route == "gpa1") {
+    r.rc = cuGetProcAddress(name.c_str(), &r.p, version, flags);
+  } else if (route == "gpa2") {
+    CUdriverProcAddressQueryResult st = -1;
+    r.rc = cuGetProcAddress_v2(name.c_str(), &r.p, version, flags, &st);
+    r.status = st;
+  }
+  return r;
+}
+
+// Calls an entry point of base `name` through `p` with harmless arguments.
+CUresult Invoke(const std::string& name, int version, void* p) {
+  if (p == nullptr) return CUDA_ERROR_NOT_FOUND;
+  if (name == "cuLaunchKernel") {
+    return reinterpret_cast<PFN_cuLaunchKernel_v4000>(p)(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+  }
+  if (name == "cuLaunchKernelEx") {
+    CUlaunchConfig cfg{};
+    return reinterpret_cast<PFN_cuLaunchKernelEx_v11060>(p)(&cfg, nullptr, nullptr, nullptr);
+  }
+  if (name == "cuLaunchCooperativeKernel") {
+    return reinterpret_cast<PFN_cuLaunchCooperativeKernel_v9000>(p)(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr);
+  }
+  if (name == "cuGraphLaunch") return reinterpret_cast<PFN_cuGraphLaunch_v10000>(p)(nullptr, nullptr);
+  if (name == "cuMemAllocAsync") {
+    CUdeviceptr d = 0;
+    CUresult rc = reinterpret_cast<PFN_cuMemAllocAsync_v11020>(p)(&d, 4096, nullptr);
+    if (rc == CUDA_SUCCESS) g_objects.push_back(Object{"async", d, true});
+    return rc;
+  }
+  if (name == "cuMemAlloc" && version >= 3020) {
+    CUdeviceptr d = 0;
+    CUresult rc = reinterpret_cast<PFN_cuMemAlloc_v3020>(p)(&d, 4096);
+    if (rc == CUDA_SUCCESS) g_objects.push_back(Object{"mem", d, true});
+    return rc;
+  }
+  if (name == "cuStreamBeginCapture") {
+    auto* stream = reinterpret_cast<CUstream>(0x5000 + version);
+    CUresult rc = version >= 10010
+                      ? reinterpret_cast<PFN_cuStreamBeginCapture_v10010>(p)(stream, CU_STREAM_CAPTURE_MODE_GLOBAL)
+                      : reinterpret_cast<PFN_cuStreamBeginCapture_v10000>(p)(stream);
+    g_reached = tessera_fake_cuda_last_call();
+    CUgraph g = nullptr;
+    cuStreamEndCapture(stream, &g);
+    return rc;
+  }
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+void WaitForEof() {
+  std::printf("wait ready\n");
+  std::fflush(stdout);
+  char buf[64];
+  while (read(0, buf, sizeof(buf)) > 0) {
+  }
+}
+
+[[noreturn]] void Stress(unsigned seed, unsigned long long max_bytes) {
+  std::mt19937_64 rng(seed);
+  std::vector<Object> live;
+  bool announced = false;
+  const char* families[] = {"mem", "async", "vmm", "pitch", "array", "managed", "pool"};
+  for (;;) {
+    if (!live.empty() && (rng() % 3 == 0 || live.size() > 64)) {
+      std::size_t i = rng() % live.size();
+      Free(live[i]);
+      live[i] = live.back();
+      live.pop_back();
+      continue;
+    }
+    std::string fam = families[rng() % 7];
+    unsigned long long bytes = 1 + rng() % max_bytes;
+    std::vector<std::string> args{"", "", std::to_string(bytes), "16"};
+    if (fam == "vmm") args[2] = std::to_string((1 + rng() % 4) << 21);
+    Object o;
+    std::string extra;
+    if (Allocate(fam, args, 2, &o, &extra) == CUDA_SUCCESS) {
+      live.push_back(o);
+      if (!announced) {  // the slot is claimed and holds memory: ready to be killed
+        std::printf("stress started\n");
+        std::fflush(stdout);
+        announced = true;
+      }
+    }
+  }
+}
+
+void ForkFill(int n, unsigned long long bytes) {
+  int go[2], report[2], hold[2];
+  if (pipe(go) != 0 || pipe(report) != 0 || pipe(hold) != 0) std::exit(3);
+  std::vector<pid_t> kids;
+  for (int i = 0; i < n; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(go[1]);
+      close(report[0]);
+      close(hold[1]);
+      char c;
+      if (read(go[0], &c, 1) != 1) _exit(4);
+      long count = 0;
+      for (;;) {
+        CUdeviceptr p = 0;
+        if (cuMemAlloc_v2(&p, bytes) != CUDA_SUCCESS) break;
+        ++count;
+      }
+      if (write(report[1], &count, sizeof(count)) != static_cast<ssize_t>(sizeof(count))) _exit(5);
+      while (read(hold[0], &c, 1) > 0) {
+      }
+      std::exit(0);  // normal exit: the shim releases this child's reservations
+    }
+    kids.push_back(pid);
+  }
+  close(go[0]);
+  close(report[1]);
+  close(hold[0]);
+  std::string all(static_cast<std::size_t>(n), 'g');
+  if (write(go[1], all.data(), all.size()) != static_cast<ssize_t>(all.size())) std::exit(6);
+  long total = 0;
+  std::string counts;
+  for (int i = 0; i < n; ++i) {
+    long c = 0;
+    if (read(report[0], &c, sizeof(c)) != static_cast<ssize_t>(sizeof(c))) std::exit(7);
+    total += c;
+    counts += (counts.empty() ? "" : ",") + std::to_string(c);
+  }
+  std::printf("forkfill counts=%s total=%ld\n", counts.c_str(), total);
+  WaitForEof();
+  close(hold[1]);
+  for (pid_t k : kids) waitpid(k, nullptr, 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  for (int i = 1; i < argc; ++i) {
+    std::vector<std::string> a = Split(argv[i], ':');
+    const std::string& cmd = a[0];
+    if (cmd == "init") {
+      CUresult r1 = cuInit(0);
+      CUcontext ctx = nullptr;
+      CUresult r2 = cuCtxCreate_v2(&ctx, 0, 0);
+      std::printf("init rc=%d,%d\n", r1, r2);
+    } else if (cmd == "ctx") {
+      CUcontext ctx = nullptr;
+      std::printf("ctx rc=%d\n", cuCtxCreate_v2(&ctx, 0, static_cast<int>(Num(a, 1))));
+    } else if (cmd == "alloc") {
+      Object o;
+      std::string extra;
+      CUresult rc = Allocate(a.size() > 1 ? a[1] : "", a, 2, &o, &extra);
+      g_objects.push_back(o);
+      std::printf("alloc family=%s rc=%d id=%zu%s\n", o.family.c_str(), rc, g_objects.size() - 1, extra.c_str());
+    } else if (cmd == "free") {
+      std::size_t id = Num(a, 1);
+      CUresult rc = id < g_objects.size() ? Free(g_objects[id]) : CUDA_ERROR_INVALID_VALUE;
+      std::printf("free id=%zu rc=%d\n", id, rc);
+    } else if (cmd == "freeall") {
+      int bad = 0;
+      for (Object& o : g_objects) bad += Free(o) != CUDA_SUCCESS;
+      std::printf("freeall failures=%d\n", bad);
+    } else if (cmd == "retain" || cmd == "release") {
+      std::size_t id = Num(a, 1);
+      CUresult rc = CUDA_ERROR_INVALID_VALUE;
+      if (id < g_objects.size()) {
+        if (cmd == "retain") {
+          CUmemGenericAllocationHandle h = 0;
+          rc = cuMemRetainAllocationHandle(&h, reinterpret_cast<void*>(g_objects[id].value));
+        } else {
+          rc = cuMemRelease(g_objects[id].value);
+        }
+      }
+      std::printf("%s id=%zu rc=%d\n", cmd.c_str(), id, rc);
+    } else if (cmd == "fill") {
+      long count = 0;
+      CUresult rc = CUDA_SUCCESS;
+      for (;;) {
+        Object o;
+        std::string extra;
+        rc = Allocate(a[1], a, 2, &o, &extra);
+        if (rc != CUDA_SUCCESS) break;
+        g_objects.push_back(o);
+        ++count;
+      }
+      std::printf("fill family=%s count=%ld rc=%d\n", a[1].c_str(), count, rc);
+    } else if (cmd == "meminfo") {
+      size_t f = 0, t = 0;
+      CUresult rc = cuMemGetInfo_v2(&f, &t);
+      std::printf("meminfo rc=%d free=%zu total=%zu\n", rc, f, t);
+    } else if (cmd == "meminfo32") {
+      unsigned int f = 0, t = 0;
+      CUresult rc = cuMemGetInfo(&f, &t);
+      std::printf("meminfo32 rc=%d free=%u total=%u\n", rc, f, t);
+    } else if (cmd == "totalmem") {
+      size_t t = 0;
+      CUresult rc = cuDeviceTotalMem_v2(&t, 0);
+      std::printf("totalmem rc=%d total=%zu\n", rc, t);
+    } else if (cmd == "inject") {
+      int r = tessera_fake_cuda_inject(a[1].c_str(), static_cast<int>(Num(a, 2)), static_cast<int>(std::atoi(a[3].c_str())));
+      std::printf("inject rc=%d\n", r);
+    } else if (cmd == "route" || cmd == "invoke") {
+      int version = static_cast<int>(Num(a, 3));
+      cuuint64_t flags = Num(a, 4);
+      Resolved r = Resolve(a[1], a[2], version, flags);
+      if (cmd == "route") {
+        std::printf("route %s %s %d %llu rc=%d status=%d -> %s\n", a[1].c_str(), a[2].c_str(), version,
+                    static_cast<unsigned long long>(flags), r.rc, r.status, Owner(r.p).c_str());
+      } else {
+        g_reached = nullptr;
+        CUresult rc = Invoke(a[2], version, r.p);
+        if (g_reached == nullptr) g_reached = tessera_fake_cuda_last_call();
+        std::printf("invoke %s %s %d %llu rc=%d reached=%s via=%s\n", a[1].c_str(), a[2].c_str(), version,
+                    static_cast<unsigned long long>(flags), rc, g_reached,
+                    Owner(r.p).c_str());
+      }
+    } else if (cmd == "launches") {
+      CUlaunchConfig cfg{};
+      int bad = 0;
+      bad += cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != 0;
+      bad += cuLaunchKernel_ptsz(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != 0;
+      bad += cuLaunchKernelEx(&cfg, nullptr, nullptr, nullptr) != 0;
+      bad += cuLaunchKernelEx_ptsz(&cfg, nullptr, nullptr, nullptr) != 0;
+      bad += cuLaunchCooperativeKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr) != 0;
+      bad += cuLaunchCooperativeKernel_ptsz(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr) != 0;
+      bad += cuGraphLaunch(nullptr, nullptr) != 0;
+      bad += cuGraphLaunch_ptsz(nullptr, nullptr) != 0;
+      auto* stream = reinterpret_cast<CUstream>(0x77);
+      bad += cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) != 0;
+      CUstreamCaptureStatus st = 0;
+      bad += cuStreamIsCapturing(stream, &st) != 0 || st != CU_STREAM_CAPTURE_STATUS_ACTIVE;
+      bad += cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr) != 0;  // captured
+      CUgraph g = nullptr;
+      bad += cuStreamEndCapture(stream, &g) != 0;
+      std::printf("launches failures=%d\n", bad);
+    } else if (cmd == "forkfill") {
+      ForkFill(static_cast<int>(Num(a, 1)), Num(a, 2));
+    } else if (cmd == "stress") {
+      Stress(static_cast<unsigned>(Num(a, 1)), Num(a, 2));
+    } else if (cmd == "exec") {  // exec:ARG1,ARG2,... replaces this image, same pid
+      std::vector<std::string> rest = Split(argv[i] + 5, ',');
+      std::vector<char*> args{argv[0]};
+      for (std::string& r : rest) args.push_back(r.data());
+      args.push_back(nullptr);
+      std::fflush(stdout);
+      execv("/proc/self/exe", args.data());
+      std::printf("exec failed\n");
+      return 3;
+    } else if (cmd == "wait") {
+      WaitForEof();
+    } else {
+      std::printf("error unknown command '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,1002 @@
+// A fake libcuda.so.1: the CUDA driver entry points tessera's shim tests use, implemented on host
+// memory with the real C ABI (types from include/tessera/enforce/cuda_abi.h, checked below against
+// each entry point's PFN type), so that libtessera-shim.so is tested end to end — LD_PRELOAD, dlsym,
+// dlvsym, cuGetProcAddress v1/v2 — on machines without a GPU. Configuration and the control API
+// are described in fake_cuda.h.
+//
+// What it models, and how (the rest returns CUDA_SUCCESS without doing anything):
+//   * cuInit must come first (CUDA_ERROR_NOT_INITIALIZED otherwise), except for
+//     cuDriverGetVersion and the resolvers; contexts are per thread (cuCtxCreate_v2,
+//     cuCtxSetCurrent, primary contexts); allocations need a current context.
+//   * Device memory is counted per device against TESSERA_FAKE_CUDA_MEM_BYTES
+//     (CUDA_ERROR_OUT_OF_MEMORY beyond), optionally shared between processes through a file.
+//     Pointers from the 64-bit entry points are real host allocations; the 32-bit (pre-3.2)
+//     entry points get unbacked addresses below 4 GiB.
+//   * cuMemAllocPitch: pitch = width rounded up to TESSERA_FAKE_CUDA_PITCH_ALIGN; element size
+//     must be 4, 8 or 16. cuMemCreate: size must be a multiple of the 2 MiB granularity; DEVICE
+//     locations charge the device, HOST ones do not. cuMemRetainAllocationHandle: the fake has
+//     no cuMemMap, so `addr` is taken to be the handle value itself. Arrays charge
+//     width x height x depth x channels x element size (all mip levels for mipmapped arrays).
+//   * cuGetProcAddress (4-argument, CUDA 11.3) and cuGetProcAddress_v2 (5-argument, CUDA 12.0)
+//     return, among the variants of the requested base name that this driver version has, the
+//     newest whose ABI version is not newer than `cudaVersion`, taking the per-thread (_ptsz)
+//     flavour when CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM is set and the base has one at
+//     that version; SYMBOL_NOT_FOUND / VERSION_NOT_SUFFICIENT otherwise (CUDA_ERROR_NOT_FOUND,
+//     *pfn = NULL). Flags other than the two stream flags are CUDA_ERROR_INVALID_VALUE.
+//   * Stream capture state per stream handle (cuStreamBeginCapture*, cuStreamIsCapturing,
+//     cuStreamEndCapture). Launches do nothing.
+//
+// The library is linked with -Bsymbolic, as the real driver behaves: the addresses it hands out
+// from cuGetProcAddress are its own functions even when an LD_PRELOADed library exports the same
+// names.
+#include "tests/testing/fake_cuda/fake_cuda.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <set>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+
+#include "tessera/enforce/cuda_abi.h"
+
+using namespace tessera::cuabi;  // NOLINT: the C ABI's names, as cuda.h has them
+
+// clang-format off
+// X(symbol, base, version, per_thread, pfn)
+#define FAKE_ENTRIES(X) \
+  X(cuInit, cuInit, 2000, false, PFN_cuInit_v2000) \
+  X(cuDriverGetVersion, cuDriverGetVersion, 2020, false, PFN_cuDriverGetVersion_v2020) \
+  X(cuDeviceGet, cuDeviceGet, 2000, false, PFN_cuDeviceGet_v2000) \
+  X(cuDeviceGetCount, cuDeviceGetCount, 2000, false, PFN_cuDeviceGetCount_v2000) \
+  X(cuDeviceTotalMem, cuDeviceTotalMem, 2000, false, PFN_cuDeviceTotalMem_v2000) \
+  X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, false, PFN_cuDeviceTotalMem_v3020) \
+  X(cuCtxCreate_v2, cuCtxCreate, 3020, false, PFN_cuCtxCreate_v3020) \
+  X(cuCtxDestroy_v2, cuCtxDestroy, 4000, false, PFN_cuCtxDestroy_v4000) \
+  X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, false, PFN_cuCtxGetCurrent_v4000) \
+  X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, false, PFN_cuCtxSetCurrent_v4000) \
+  X(cuCtxGetDevice, cuCtxGetDevice, 2000, false, PFN_cuCtxGetDevice_v2000) \
+  X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, false, PFN_cuDevicePrimaryCtxRetain_v7000) \
+  X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, false, PFN_cuDevicePrimaryCtxRelease_v11000) \
+  X(cuMemAlloc, cuMemAlloc, 2000, false, PFN_cuMemAlloc_v2000) \
+  X(cuMemAlloc_v2, cuMemAlloc, 3020, false, PFN_cuMemAlloc_v3020) \
+  X(cuMemAllocPitch, cuMemAllocPitch, 2000, false, PFN_cuMemAllocPitch_v2000) \
+  X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, false, PFN_cuMemAllocPitch_v3020) \
+  X(cuMemAllocManaged, cuMemAllocManaged, 6000, false, PFN_cuMemAllocManaged_v6000) \
+  X(cuMemFree, cuMemFree, 2000, false, PFN_cuMemFree_v2000) \
+  X(cuMemFree_v2, cuMemFree, 3020, false, PFN_cuMemFree_v3020) \
+  X(cuMemGetInfo, cuMemGetInfo, 2000, false, PFN_cuMemGetInfo_v2000) \
+  X(cuMemGetInfo_v2, cuMemGetInfo, 3020, false, PFN_cuMemGetInfo_v3020) \
+  X(cuMemAllocAsync, cuMemAllocAsync, 11020, false, PFN_cuMemAllocAsync_v11020) \
+  X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, true, PFN_cuMemAllocAsync_v11020) \
+  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, false, PFN_cuMemAllocFromPoolAsync_v11020) \
+  X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, true, PFN_cuMemAllocFromPoolAsync_v11020) \
+  X(cuMemFreeAsync, cuMemFreeAsync, 11020, false, PFN_cuMemFreeAsync_v11020) \
+  X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, true, PFN_cuMemFreeAsync_v11020) \
+  X(cuMemPoolCreate, cuMemPoolCreate, 11020, false, PFN_cuMemPoolCreate_v11020) \
+  X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, false, PFN_cuMemPoolDestroy_v11020) \
+  X(cuMemCreate, cuMemCreate, 10020, false, PFN_cuMemCreate_v10020) \
+  X(cuMemRelease, cuMemRelease, 10020, false, PFN_cuMemRelease_v10020) \
+  X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, false, PFN_cuMemRetainAllocationHandle_v11000) \
+  X(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, 10020, false, PFN_cuMemGetAllocationGranularity_v10020) \
+  X(cuArrayCreate, cuArrayCreate, 2000, false, PFN_cuArrayCreate_v2000) \
+  X(cuArrayCreate_v2, cuArrayCreate, 3020, false, PFN_cuArrayCreate_v3020) \
+  X(cuArray3DCreate, cuArray3DCreate, 2000, false, PFN_cuArray3DCreate_v2000) \
+  X(cuArray3DCreate_v2, cuArray3DCreate, 3020, false, PFN_cuArray3DCreate_v3020) \
+  X(cuArrayDestroy, cuArrayDestroy, 2000, false, PFN_cuArrayDestroy_v2000) \
+  X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, false, PFN_cuMipmappedArrayCreate_v5000) \
+  X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, false, PFN_cuMipmappedArrayDestroy_v5000) \
+  X(cuMemHostRegister_v2, cuMemHostRegister, 6050, false, PFN_cuMemHostRegister_v6050) \
+  X(cuMemHostUnregister, cuMemHostUnregister, 4000, false, PFN_cuMemHostUnregister_v4000) \
+  X(cuMemAllocHost_v2, cuMemAllocHost, 3020, false, PFN_cuMemAllocHost_v3020) \
+  X(cuMemFreeHost, cuMemFreeHost, 2000, false, PFN_cuMemFreeHost_v2000) \
+  X(cuLaunchKernel, cuLaunchKernel, 4000, false, PFN_cuLaunchKernel_v4000) \
+  X(cuLaunchKernel_ptsz, cuLaunchKernel, 7000, true, PFN_cuLaunchKernel_v4000) \
+  X(cuLaunchKernelEx, cuLaunchKernelEx, 11060, false, PFN_cuLaunchKernelEx_v11060) \
+  X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx, 11060, true, PFN_cuLaunchKernelEx_v11060) \
+  X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 9000, false, PFN_cuLaunchCooperativeKernel_v9000) \
+  X(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel, 9000, true, PFN_cuLaunchCooperativeKernel_v9000) \
+  X(cuLaunchCooperativeKernelMultiDevice, cuLaunchCooperativeKernelMultiDevice, 9000, false, PFN_cuLaunchCooperativeKernelMultiDevice_v9000) \
+  X(cuLaunch, cuLaunch, 2000, false, PFN_cuLaunch_v2000) \
+  X(cuLaunchGrid, cuLaunchGrid, 2000, false, PFN_cuLaunchGrid_v2000) \
+  X(cuLaunchGridAsync, cuLaunchGridAsync, 2000, false, PFN_cuLaunchGridAsync_v2000) \
+  X(cuGraphLaunch, cuGraphLaunch, 10000, false, PFN_cuGraphLaunch_v10000) \
+  X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, true, PFN_cuGraphLaunch_v10000) \
+  X(cuStreamBeginCapture, cuStreamBeginCapture, 10000, false, PFN_cuStreamBeginCapture_v10000) \
+  X(cuStreamBeginCapture_ptsz, cuStreamBeginCapture, 10000, true, PFN_cuStreamBeginCapture_v10000) \
+  X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, false, PFN_cuStreamBeginCapture_v10010) \
+  X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, true, PFN_cuStreamBeginCapture_v10010) \
+  X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, false, PFN_cuStreamBeginCaptureToGraph_v12030) \
+  X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, true, PFN_cuStreamBeginCaptureToGraph_v12030) \
+  X(cuStreamEndCapture, cuStreamEndCapture, 10000, false, PFN_cuStreamEndCapture_v10000) \
+  X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, true, PFN_cuStreamEndCapture_v10000) \
+  X(cuStreamIsCapturing, cuStreamIsCapturing, 10000, false, PFN_cuStreamIsCapturing_v10000) \
+  X(cuStreamIsCapturing_ptsz, cuStreamIsCapturing, 10000, true, PFN_cuStreamIsCapturing_v10000) \
+  X(cuGetProcAddress, cuGetProcAddress, 11030, false, PFN_cuGetProcAddress_v11030) \
+  X(cuGetProcAddress_v2, cuGetProcAddress, 12000, false, PFN_cuGetProcAddress_v12000)
+// clang-format on
+
+namespace {
+
+enum FakeId : int {
+#define FAKE_ID(symbol, base, version, per_thread, pfn) kId_##symbol,
+  FAKE_ENTRIES(FAKE_ID)
+#undef FAKE_ID
+      kIdCount
+};
+
+constexpr int kMaxDevices = 8;
+constexpr unsigned long long kVmmGranularity = 2ULL << 20;
+
+struct Config {
+  int devices = 1;
+  unsigned long long mem_bytes = 16ULL << 30;
+  int driver_version = 13000;
+  unsigned long long pitch_align = 512;
+};
+
+struct DeviceUsage {
+  std::atomic<unsigned long long> used[kMaxDevices];
+  std::atomic<unsigned long long> peak[kMaxDevices];
+};
+
+struct Injection {
+  std::atomic<int> code{0};
+  std::atomic<int> remaining{0};  // < 0: every call
+};
+
+enum class Kind { kDevice, kDevice32, kHost, kVmmDevice, kVmmHost, kArray };
+
+struct Allocation {
+  unsigned long long bytes = 0;
+  int device = 0;
+  Kind kind = Kind::kDevice;
+  int refs = 1;
+  void* backing = nullptr;
+};
+
+struct FakeCtx {
+  int device = 0;
+};
+
+struct FakePool {
+  CUmemLocation location{};
+};
+
+Config g_config;
+DeviceUsage g_local_usage;
+DeviceUsage* g_usage = &g_local_usage;
+std::atomic<bool> g_initialized{false};
+std::atomic<bool> g_any_injection{false};
+Injection g_inject[kIdCount];
+std::atomic<unsigned long long> g_calls[kIdCount];
+thread_local const char* t_last_call = "";
+thread_local FakeCtx* t_ctx = nullptr;
+FakeCtx g_primary[kMaxDevices];
+
+// All bookkeeping below under one mutex; the real driver is thread-safe too.
+std::mutex& Mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::unordered_map<unsigned long long, Allocation>& Allocs() {  // pointers and arrays
+  static auto* m = new std::unordered_map<unsigned long long, Allocation>;
+  return *m;
+}
+std::unordered_map<unsigned long long, Allocation>& Vmm() {  // VMM handles
+  static auto* m = new std::unordered_map<unsigned long long, Allocation>;
+  return *m;
+}
+std::set<CUstream>& Capturing() {
+  static auto* s = new std::set<CUstream>;
+  return *s;
+}
+unsigned long long g_next_handle = 1;
+unsigned long long g_next_ptr32 = 0x10000000ULL;
+
+struct EntryInfo {
+  const char* symbol;
+  const char* base;
+  int version;
+  bool per_thread;
+  void* fn;
+};
+
+
+const char* const kSymbolNames[kIdCount] = {
+#define FAKE_NAME(symbol, base, version, per_thread, pfn) #symbol,
+    FAKE_ENTRIES(FAKE_NAME)
+#undef FAKE_NAME
+};
+
+int FindId(std::string_view symbol) {
+  for (int i = 0; i < kIdCount; ++i) {
+    if (symbol == kSymbolNames[i]) return i;
+  }
+  return -1;
+}
+
+unsigned long long EnvU64(const char* name, unsigned long long fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  return std::strtoull(v, nullptr, 0);
+}
+
+void ParseFailures(const char* spec) {
+  if (spec == nullptr) return;
+  std::string s(spec);
+  std::size_t pos = 0;
+  while (pos < s.size()) {
+    std::size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    std::string item = s.substr(pos, end - pos);
+    pos = end + 1;
+    std::size_t c1 = item.find(':');
+    if (c1 == std::string::npos) continue;
+    std::string name = item.substr(0, c1);
+    std::string rest = item.substr(c1 + 1);
+    std::size_t c2 = rest.find(':');
+    int code = std::atoi(rest.substr(0, c2).c_str());
+    int count = c2 == std::string::npos ? -1 : std::atoi(rest.substr(c2 + 1).c_str());
+    tessera_fake_cuda_inject(name.c_str(), code, count);
+  }
+}
+
+__attribute__((constructor)) void LoadConfig() {
+  g_config.devices = static_cast<int>(std::clamp<unsigned long long>(
+      EnvU64("TESSERA_FAKE_CUDA_DEVICES", 1), 1, kMaxDevices));
+  g_config.mem_bytes = EnvU64("TESSERA_FAKE_CUDA_MEM_BYTES", 16ULL << 30);
+  g_config.driver_version = static_cast<int>(EnvU64("TESSERA_FAKE_CUDA_DRIVER_VERSION", 13000));
+  g_config.pitch_align = std::max<unsigned long long>(1, EnvU64("TESSERA_FAKE_CUDA_PITCH_ALIGN", 512));
+  for (int d = 0; d < kMaxDevices; ++d) g_primary[d].device = d;
+  if (const char* shared = std::getenv("TESSERA_FAKE_CUDA_SHARED"); shared != nullptr && *shared) {
+    int fd = ::open(shared, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd >= 0 && ::ftruncate(fd, sizeof(DeviceUsage)) == 0) {
+      void* p = ::mmap(nullptr, sizeof(DeviceUsage), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) g_usage = static_cast<DeviceUsage*>(p);
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  ParseFailures(std::getenv("TESSERA_FAKE_CUDA_FAIL"));
+}
+
+// Every entry point starts here: records the call, applies an injected error.
+inline bool Enter(FakeId id, CUresult* injected) {
+  t_last_call = kSymbolNames[id];
+  g_calls[id].fetch_add(1, std::memory_order_relaxed);
+  if (!g_any_injection.load(std::memory_order_relaxed)) return false;
+  Injection& inj = g_inject[id];
+  int remaining = inj.remaining.load(std::memory_order_acquire);
+  while (remaining != 0) {
+    if (remaining < 0 || inj.remaining.compare_exchange_weak(remaining, remaining - 1)) {
+      *injected = inj.code.load(std::memory_order_relaxed);
+      return true;
+    }
+  }
+  return false;
+}
+
+#define ENTER(symbol)                                       \
+  do {                                                      \
+    CUresult injected_ = CUDA_SUCCESS;                      \
+    if (Enter(kId_##symbol, &injected_)) return injected_;  \
+  } while (0)
+
+#define REQUIRE_INIT()                                                       \
+  do {                                                                       \
+    if (!g_initialized.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED; \
+  } while (0)
+
+bool ValidDevice(int d) { return d >= 0 && d < g_config.devices; }
+
+CUresult CurrentDevice(int* dev) {
+  if (t_ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *dev = t_ctx->device;
+  return CUDA_SUCCESS;
+}
+
+CUresult ChargeDevice(int dev, unsigned long long bytes) {
+  auto& used = g_usage->used[dev];
+  unsigned long long cur = used.load(std::memory_order_relaxed);
+  do {
+    if (bytes > g_config.mem_bytes || cur > g_config.mem_bytes - bytes) return CUDA_ERROR_OUT_OF_MEMORY;
+  } while (!used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel));
+  unsigned long long now = cur + bytes;
+  auto& peak = g_usage->peak[dev];
+  unsigned long long p = peak.load(std::memory_order_relaxed);
+  while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+  }
+  return CUDA_SUCCESS;
+}
+
+void UnchargeDevice(int dev, unsigned long long bytes) {
+  g_usage->used[dev].fetch_sub(bytes, std::memory_order_acq_rel);
+}
+
+// Device allocation on the current context's device (64-bit pointer, host-backed).
+CUresult AllocDevice(CUdeviceptr* dptr, size_t bytes, Kind kind) {
+  REQUIRE_INIT();
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  int dev = 0;
+  if (CUresult rc = CurrentDevice(&dev); rc != CUDA_SUCCESS) return rc;
+  if (kind == Kind::kDevice) {
+    if (CUresult rc = ChargeDevice(dev, bytes); rc != CUDA_SUCCESS) return rc;
+  }
+  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (p == nullptr) {
+    if (kind == Kind::kDevice) UnchargeDevice(dev, bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  {
+    std::lock_guard<std::mutex> lock(Mu());
+    Allocs()[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, dev, kind, 1, p};
+  }
+  *dptr = reinterpret_cast<uintptr_t>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult FreeDevice(unsigned long long ptr) {
+  REQUIRE_INIT();
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lock(Mu());
+    auto it = Allocs().find(ptr);
+    if (it == Allocs().end() || it->second.kind == Kind::kArray) return CUDA_ERROR_INVALID_VALUE;
+    a = it->second;
+    Allocs().erase(it);
+  }
+  if (a.kind == Kind::kDevice || a.kind == Kind::kDevice32) UnchargeDevice(a.device, a.bytes);
+  std::free(a.backing);
+  return CUDA_SUCCESS;
+}
+
+unsigned long long FormatBytes(CUarray_format f) {
+  switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+CUresult CreateArray(void** handle, unsigned long long w, unsigned long long h, unsigned long long d,
+                     CUarray_format format, unsigned int channels, unsigned int levels) {
+  REQUIRE_INIT();
+  if (handle == nullptr || w == 0) return CUDA_ERROR_INVALID_VALUE;
+  unsigned long long elem = FormatBytes(format);
+  if (elem == 0 || (channels != 1 && channels != 2 && channels != 4)) return CUDA_ERROR_INVALID_VALUE;
+  int dev = 0;
+  if (CUresult rc = CurrentDevice(&dev); rc != CUDA_SUCCESS) return rc;
+  unsigned long long bytes = 0;
+  for (unsigned int l = 0; l < std::max(levels, 1u); ++l) {
+    bytes += std::max(w >> l, 1ULL) * std::max(h >> l, 1ULL) * std::max(d >> l, 1ULL) * channels * elem;
+  }
+  if (CUresult rc = ChargeDevice(dev, bytes); rc != CUDA_SUCCESS) return rc;
+  auto* obj = new char[16];
+  {
+    std::lock_guard<std::mutex> lock(Mu());
+    Allocs()[reinterpret_cast<uintptr_t>(obj)] = Allocation{bytes, dev, Kind::kArray, 1, nullptr};
+  }
+  *handle = obj;
+  return CUDA_SUCCESS;
+}
+
+CUresult DestroyArray(void* handle) {
+  REQUIRE_INIT();
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lock(Mu());
+    auto it = Allocs().find(reinterpret_cast<uintptr_t>(handle));
+    if (it == Allocs().end() || it->second.kind != Kind::kArray) return CUDA_ERROR_INVALID_HANDLE;
+    a = it->second;
+    Allocs().erase(it);
+  }
+  UnchargeDevice(a.device, a.bytes);
+  delete[] static_cast<char*>(handle);
+  return CUDA_SUCCESS;
+}
+
+CUresult Resolve(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
+                 CUdriverProcAddressQueryResult* status);
+
+}  // namespace
+
+// --- control API ----------------------------------------------------------------------------------
+extern "C" {
+
+const char* tessera_fake_cuda_last_call(void) { return t_last_call; }
+
+unsigned long long tessera_fake_cuda_calls(const char* symbol) {
+  int id = symbol ? FindId(symbol) : -1;
+  return id < 0 ? 0 : g_calls[id].load(std::memory_order_relaxed);
+}
+
+int tessera_fake_cuda_inject(const char* symbol, int code, int count) {
+  int id = symbol ? FindId(symbol) : -1;
+  if (id < 0) return -1;
+  g_inject[id].code.store(code, std::memory_order_relaxed);
+  g_inject[id].remaining.store(count, std::memory_order_release);
+  if (count != 0) g_any_injection.store(true, std::memory_order_release);
+  return 0;
+}
+
+unsigned long long tessera_fake_cuda_device_used(int device) {
+  return device >= 0 && device < kMaxDevices ? g_usage->used[device].load() : 0;
+}
+unsigned long long tessera_fake_cuda_device_peak(int device) {
+  return device >= 0 && device < kMaxDevices ? g_usage->peak[device].load() : 0;
+}
+unsigned long long tessera_fake_cuda_live_allocations(void) {
+  std::lock_guard<std::mutex> lock(Mu());
+  return Allocs().size() + Vmm().size();
+}
+
+// --- the driver API -------------------------------------------------------------------------------
+CUresult cuInit(unsigned int flags) {
+  ENTER(cuInit);
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  g_initialized.store(true, std::memory_order_release);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int* version) {
+  ENTER(cuDriverGetVersion);
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *version = g_config.driver_version;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  ENTER(cuDeviceGet);
+  REQUIRE_INIT();
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidDevice(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int* count) {
+  ENTER(cuDeviceGetCount);
+  REQUIRE_INIT();
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *count = g_config.devices;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
+  ENTER(cuDeviceTotalMem);
+  REQUIRE_INIT();
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = static_cast<unsigned int>(std::min<unsigned long long>(g_config.mem_bytes, 0xffffffffu));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  ENTER(cuDeviceTotalMem_v2);
+  REQUIRE_INIT();
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = g_config.mem_bytes;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  ENTER(cuCtxCreate_v2);
+  REQUIRE_INIT();
+  (void)flags;
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  auto* ctx = new FakeCtx{dev};
+  t_ctx = ctx;
+  *pctx = reinterpret_cast<CUcontext>(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  ENTER(cuCtxDestroy_v2);
+  REQUIRE_INIT();
+  auto* c = reinterpret_cast<FakeCtx*>(ctx);
+  if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (t_ctx == c) t_ctx = nullptr;
+  if (c < &g_primary[0] || c > &g_primary[kMaxDevices - 1]) delete c;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext* pctx) {
+  ENTER(cuCtxGetCurrent);
+  REQUIRE_INIT();
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = reinterpret_cast<CUcontext>(t_ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+  ENTER(cuCtxSetCurrent);
+  REQUIRE_INIT();
+  t_ctx = reinterpret_cast<FakeCtx*>(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice* device) {
+  ENTER(cuCtxGetDevice);
+  REQUIRE_INIT();
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return CurrentDevice(device);
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  ENTER(cuDevicePrimaryCtxRetain);
+  REQUIRE_INIT();
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  *pctx = reinterpret_cast<CUcontext>(&g_primary[dev]);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  ENTER(cuDevicePrimaryCtxRelease_v2);
+  REQUIRE_INIT();
+  return ValidDevice(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
+  ENTER(cuMemAlloc);
+  REQUIRE_INIT();
+  if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  int dev = 0;
+  if (CUresult rc = CurrentDevice(&dev); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard<std::mutex> lock(Mu());
+  unsigned long long step = (bytesize + 255ULL) / 256 * 256;
+  if (g_next_ptr32 + step > 0xffff0000ULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (CUresult rc = ChargeDevice(dev, bytesize); rc != CUDA_SUCCESS) return rc;
+  unsigned long long p = g_next_ptr32;
+  g_next_ptr32 += step;
+  Allocs()[p] = Allocation{bytesize, dev, Kind::kDevice32, 1, nullptr};
+  *dptr = static_cast<CUdeviceptr_v1>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  ENTER(cuMemAlloc_v2);
+  return AllocDevice(dptr, bytesize, Kind::kDevice);
+}
+
+CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitch, unsigned int width,
+                         unsigned int height, unsigned int elem) {
+  ENTER(cuMemAllocPitch);
+  REQUIRE_INIT();
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (elem != 4 && elem != 8 && elem != 16) return CUDA_ERROR_INVALID_VALUE;
+  unsigned long long p = (width + g_config.pitch_align - 1) / g_config.pitch_align * g_config.pitch_align;
+  if (p * height > 0xffffffffULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  int dev = 0;
+  if (CUresult rc = CurrentDevice(&dev); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard<std::mutex> lock(Mu());
+  unsigned long long bytes = p * height;
+  if (g_next_ptr32 + bytes > 0xffff0000ULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (CUresult rc = ChargeDevice(dev, bytes); rc != CUDA_SUCCESS) return rc;
+  unsigned long long addr = g_next_ptr32;
+  g_next_ptr32 += (bytes + 255) / 256 * 256;
+  Allocs()[addr] = Allocation{bytes, dev, Kind::kDevice32, 1, nullptr};
+  *dptr = static_cast<CUdeviceptr_v1>(addr);
+  *pitch = static_cast<unsigned int>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                            unsigned int elem) {
+  ENTER(cuMemAllocPitch_v2);
+  REQUIRE_INIT();
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (elem != 4 && elem != 8 && elem != 16) return CUDA_ERROR_INVALID_VALUE;
+  size_t p = (width + g_config.pitch_align - 1) / g_config.pitch_align * g_config.pitch_align;
+  CUresult rc = AllocDevice(dptr, p * height, Kind::kDevice);
+  if (rc == CUDA_SUCCESS) *pitch = p;
+  return rc;
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  ENTER(cuMemAllocManaged);
+  if (flags != 1 && flags != 2) return CUDA_ERROR_INVALID_VALUE;  // ATTACH_GLOBAL / ATTACH_HOST
+  return AllocDevice(dptr, bytesize, Kind::kDevice);
+}
+
+CUresult cuMemFree(CUdeviceptr_v1 dptr) {
+  ENTER(cuMemFree);
+  return FreeDevice(dptr);
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  ENTER(cuMemFree_v2);
+  return FreeDevice(dptr);
+}
+
+CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total_bytes) {
+  ENTER(cuMemGetInfo);
+  REQUIRE_INIT();
+  if (free_bytes == nullptr || total_bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  int dev = 0;
+  if (CUresult rc = CurrentDevice(&dev); rc != CUDA_SUCCESS) return rc;
+  unsigned long long used = g_usage->used[dev].load();
+  unsigned long long total = g_config.mem_bytes;
+  *free_bytes = static_cast<unsigned int>(std::min<unsigned long long>(total - std::min(used, total), 0xffffffffu));
+  *total_bytes = static_cast<unsigned int>(std::min<unsigned long long>(total, 0xffffffffu));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+  ENTER(cuMemGetInfo_v2);
+  REQUIRE_INIT();
+  if (free_bytes == nullptr || total_bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  int dev = 0;
+  if (CUresult rc = CurrentDevice(&dev); rc != CUDA_SUCCESS) return rc;
+  unsigned long long used = g_usage->used[dev].load();
+  *total_bytes = g_config.mem_bytes;
+  *free_bytes = g_config.mem_bytes - std::min<unsigned long long>(used, g_config.mem_bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream) {
+  ENTER(cuMemAllocAsync);
+  return AllocDevice(dptr, bytesize, Kind::kDevice);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream) {
+  ENTER(cuMemAllocAsync_ptsz);
+  return AllocDevice(dptr, bytesize, Kind::kDevice);
+}
+
+static CUresult AllocFromPool(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto* p = reinterpret_cast<const FakePool*>(pool);
+  bool host = p->location.type != CU_MEM_LOCATION_TYPE_DEVICE;
+  return AllocDevice(dptr, bytesize, host ? Kind::kHost : Kind::kDevice);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream) {
+  ENTER(cuMemAllocFromPoolAsync);
+  return AllocFromPool(dptr, bytesize, pool);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream) {
+  ENTER(cuMemAllocFromPoolAsync_ptsz);
+  return AllocFromPool(dptr, bytesize, pool);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream) {
+  ENTER(cuMemFreeAsync);
+  return FreeDevice(dptr);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream) {
+  ENTER(cuMemFreeAsync_ptsz);
+  return FreeDevice(dptr);
+}
+
+CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+  ENTER(cuMemPoolCreate);
+  REQUIRE_INIT();
+  if (pool == nullptr || props == nullptr || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (props->location.type == CU_MEM_LOCATION_TYPE_DEVICE && !ValidDevice(props->location.id)) {
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  *pool = reinterpret_cast<CUmemoryPool>(new FakePool{props->location});
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  ENTER(cuMemPoolDestroy);
+  REQUIRE_INIT();
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  delete reinterpret_cast<FakePool*>(pool);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                     unsigned long long flags) {
+  ENTER(cuMemCreate);
+  REQUIRE_INIT();
+  if (handle == nullptr || prop == nullptr || flags != 0 || size == 0 || size % kVmmGranularity != 0 ||
+      prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  bool device = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  if (device && !ValidDevice(prop->location.id)) return CUDA_ERROR_INVALID_DEVICE;
+  if (!device && prop->location.type != CU_MEM_LOCATION_TYPE_HOST &&
+      prop->location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (device) {
+    if (CUresult rc = ChargeDevice(prop->location.id, size); rc != CUDA_SUCCESS) return rc;
+  }
+  std::lock_guard<std::mutex> lock(Mu());
+  unsigned long long h = (0xABCULL << 48) | g_next_handle++;
+  Vmm()[h] = Allocation{size, device ? prop->location.id : -1,
+                        device ? Kind::kVmmDevice : Kind::kVmmHost, 1, nullptr};
+  *handle = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  ENTER(cuMemRelease);
+  REQUIRE_INIT();
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lock(Mu());
+    auto it = Vmm().find(handle);
+    if (it == Vmm().end()) return CUDA_ERROR_INVALID_VALUE;
+    if (--it->second.refs > 0) return CUDA_SUCCESS;
+    a = it->second;
+    Vmm().erase(it);
+  }
+  if (a.kind == Kind::kVmmDevice) UnchargeDevice(a.device, a.bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  ENTER(cuMemRetainAllocationHandle);
+  REQUIRE_INIT();
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(Mu());
+  auto it = Vmm().find(reinterpret_cast<uintptr_t>(addr));
+  if (it == Vmm().end()) return CUDA_ERROR_INVALID_VALUE;
+  ++it->second.refs;
+  *handle = it->first;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                       CUmemAllocationGranularity_flags) {
+  ENTER(cuMemGetAllocationGranularity);
+  REQUIRE_INIT();
+  if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *granularity = kVmmGranularity;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuArrayCreate(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR_v1* d) {
+  ENTER(cuArrayCreate);
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return CreateArray(reinterpret_cast<void**>(handle), d->Width, d->Height, 0, d->Format, d->NumChannels, 1);
+}
+
+CUresult cuArrayCreate_v2(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* d) {
+  ENTER(cuArrayCreate_v2);
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return CreateArray(reinterpret_cast<void**>(handle), d->Width, d->Height, 0, d->Format, d->NumChannels, 1);
+}
+
+CUresult cuArray3DCreate(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR_v1* d) {
+  ENTER(cuArray3DCreate);
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return CreateArray(reinterpret_cast<void**>(handle), d->Width, d->Height, d->Depth, d->Format,
+                     d->NumChannels, 1);
+}
+
+CUresult cuArray3DCreate_v2(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR* d) {
+  ENTER(cuArray3DCreate_v2);
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return CreateArray(reinterpret_cast<void**>(handle), d->Width, d->Height, d->Depth, d->Format,
+                     d->NumChannels, 1);
+}
+
+CUresult cuArrayDestroy(CUarray handle) {
+  ENTER(cuArrayDestroy);
+  return DestroyArray(handle);
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray* handle, const CUDA_ARRAY3D_DESCRIPTOR* d,
+                                unsigned int levels) {
+  ENTER(cuMipmappedArrayCreate);
+  if (d == nullptr || levels == 0) return CUDA_ERROR_INVALID_VALUE;
+  return CreateArray(reinterpret_cast<void**>(handle), d->Width, d->Height, d->Depth, d->Format,
+                     d->NumChannels, levels);
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray handle) {
+  ENTER(cuMipmappedArrayDestroy);
+  return DestroyArray(handle);
+}
+
+CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int) {
+  ENTER(cuMemHostRegister_v2);
+  REQUIRE_INIT();
+  return p == nullptr || bytesize == 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult cuMemHostUnregister(void* p) {
+  ENTER(cuMemHostUnregister);
+  REQUIRE_INIT();
+  return p == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
+  ENTER(cuMemAllocHost_v2);
+  REQUIRE_INIT();
+  if (pp == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  *pp = std::malloc(bytesize);
+  return *pp == nullptr ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult cuMemFreeHost(void* p) {
+  ENTER(cuMemFreeHost);
+  REQUIRE_INIT();
+  std::free(p);
+  return CUDA_SUCCESS;
+}
+
+#define FAKE_LAUNCH(symbol, params)  \
+  CUresult symbol params {           \
+    ENTER(symbol);                   \
+    REQUIRE_INIT();                  \
+    return CUDA_SUCCESS;             \
+  }
+FAKE_LAUNCH(cuLaunchKernel, (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
+                             unsigned int, unsigned int, unsigned int, CUstream, void**, void**))
+FAKE_LAUNCH(cuLaunchKernel_ptsz, (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
+                                  unsigned int, unsigned int, unsigned int, CUstream, void**, void**))
+FAKE_LAUNCH(cuLaunchKernelEx, (const CUlaunchConfig*, CUfunction, void**, void**))
+FAKE_LAUNCH(cuLaunchKernelEx_ptsz, (const CUlaunchConfig*, CUfunction, void**, void**))
+FAKE_LAUNCH(cuLaunchCooperativeKernel, (CUfunction, unsigned int, unsigned int, unsigned int,
+                                        unsigned int, unsigned int, unsigned int, unsigned int,
+                                        CUstream, void**))
+FAKE_LAUNCH(cuLaunchCooperativeKernel_ptsz, (CUfunction, unsigned int, unsigned int, unsigned int,
+                                             unsigned int, unsigned int, unsigned int, unsigned int,
+                                             CUstream, void**))
+FAKE_LAUNCH(cuLaunchCooperativeKernelMultiDevice, (CUDA_LAUNCH_PARAMS*, unsigned int, unsigned int))
+FAKE_LAUNCH(cuLaunch, (CUfunction))
+FAKE_LAUNCH(cuLaunchGrid, (CUfunction, int, int))
+FAKE_LAUNCH(cuLaunchGridAsync, (CUfunction, int, int, CUstream))
+FAKE_LAUNCH(cuGraphLaunch, (CUgraphExec, CUstream))
+FAKE_LAUNCH(cuGraphLaunch_ptsz, (CUgraphExec, CUstream))
+#undef FAKE_LAUNCH
+
+static CUresult BeginCapture(CUstream stream) {
+  REQUIRE_INIT();
+  std::lock_guard<std::mutex> lock(Mu());
+  if (!Capturing().insert(stream).second) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamBeginCapture(CUstream stream) {
+  ENTER(cuStreamBeginCapture);
+  return BeginCapture(stream);
+}
+CUresult cuStreamBeginCapture_ptsz(CUstream stream) {
+  ENTER(cuStreamBeginCapture_ptsz);
+  return BeginCapture(stream);
+}
+CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode) {
+  ENTER(cuStreamBeginCapture_v2);
+  return BeginCapture(stream);
+}
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode) {
+  ENTER(cuStreamBeginCapture_v2_ptsz);
+  return BeginCapture(stream);
+}
+CUresult cuStreamBeginCaptureToGraph(CUstream stream, CUgraph, const CUgraphNode*,
+                                     const CUgraphEdgeData*, size_t, CUstreamCaptureMode) {
+  ENTER(cuStreamBeginCaptureToGraph);
+  return BeginCapture(stream);
+}
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph, const CUgraphNode*,
+                                          const CUgraphEdgeData*, size_t, CUstreamCaptureMode) {
+  ENTER(cuStreamBeginCaptureToGraph_ptsz);
+  return BeginCapture(stream);
+}
+
+static CUresult EndCapture(CUstream stream, CUgraph* graph) {
+  REQUIRE_INIT();
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(Mu());
+  if (Capturing().erase(stream) == 0) return CUDA_ERROR_INVALID_VALUE;
+  *graph = nullptr;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+  ENTER(cuStreamEndCapture);
+  return EndCapture(stream, graph);
+}
+CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) {
+  ENTER(cuStreamEndCapture_ptsz);
+  return EndCapture(stream, graph);
+}
+
+static CUresult IsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+  REQUIRE_INIT();
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(Mu());
+  *status = Capturing().count(stream) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+  ENTER(cuStreamIsCapturing);
+  return IsCapturing(stream, status);
+}
+CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status) {
+  ENTER(cuStreamIsCapturing_ptsz);
+  return IsCapturing(stream, status);
+}
+
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags) {
+  ENTER(cuGetProcAddress);
+  return Resolve(symbol, pfn, cuda_version, flags, nullptr);
+}
+
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult* status) {
+  ENTER(cuGetProcAddress_v2);
+  return Resolve(symbol, pfn, cuda_version, flags, status);
+}
+
+}  // extern "C"
+
+namespace {
+
+// Every definition above has exactly its entry point's type.
+#define FAKE_CHECK(symbol, base, version, per_thread, pfn) \
+  static_assert(std::is_same_v<decltype(&::symbol), pfn>, #symbol " has the wrong type");
+FAKE_ENTRIES(FAKE_CHECK)
+#undef FAKE_CHECK
+
+const EntryInfo kEntries[kIdCount] = {
+#define FAKE_INFO(symbol, base, version, per_thread, pfn) \
+  {#symbol, #base, version, per_thread, reinterpret_cast<void*>(&::symbol)},
+    FAKE_ENTRIES(FAKE_INFO)
+#undef FAKE_INFO
+};
+
+CUresult Resolve(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
+                 CUdriverProcAddressQueryResult* status) {
+  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const cuuint64_t stream_flags =
+      CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+  if ((flags & ~stream_flags) != 0 || flags == stream_flags) return CUDA_ERROR_INVALID_VALUE;
+  const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const EntryInfo* best_legacy = nullptr;
+  const EntryInfo* best_per_thread = nullptr;
+  bool known = false;
+  for (const EntryInfo& e : kEntries) {
+    if (std::strcmp(e.base, symbol) != 0 || e.version > g_config.driver_version) continue;
+    known = true;
+    if (e.version > cuda_version) continue;
+    const EntryInfo*& best = e.per_thread ? best_per_thread : best_legacy;
+    if (best == nullptr || e.version > best->version) best = &e;
+  }
+  const EntryInfo* chosen = per_thread && best_per_thread != nullptr ? best_per_thread : best_legacy;
+  if (chosen == nullptr) {
+    *pfn = nullptr;
+    if (status != nullptr) {
+      *status = known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    }
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *pfn = chosen->fn;
+  if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace

@@ -1,0 +1,34 @@
+// Control API of the in-tree fake libcuda.so.1 (tests/testing/fake_cuda/fake_cuda.cc): what tests,
+// the shim probe and the benchmark call to inject errors and to read the driver's own view.
+// These functions are exported by the fake only; a program that uses them must link the fake.
+//
+// Configuration read once when the fake is loaded (environment):
+//   TESSERA_FAKE_CUDA_DEVICES         number of devices (default 1, at most 8)
+//   TESSERA_FAKE_CUDA_MEM_BYTES       device memory per device (default 16 GiB)
+//   TESSERA_FAKE_CUDA_DRIVER_VERSION  the driver's CUDA version (default 13000); entry points whose
+//                                     ABI is newer do not exist for cuGetProcAddress
+//   TESSERA_FAKE_CUDA_PITCH_ALIGN     pitch alignment of cuMemAllocPitch (default 512)
+//   TESSERA_FAKE_CUDA_SHARED          a file holding the per-device used/peak bytes, shared by every
+//                                     process that names it (the device is a node-wide resource)
+//   TESSERA_FAKE_CUDA_FAIL            SYMBOL:CODE[:COUNT][,...]: the exported entry point SYMBOL
+//                                     returns CODE (a CUresult) for its next COUNT calls (default:
+//                                     every call), e.g. "cuMemAlloc_v2:2:1"
+//
+// Thread-safety: every function may be called from any thread.
+#pragma once
+
+extern "C" {
+// Name of the last driver entry point this thread entered (e.g. "cuLaunchKernel_ptsz"), or "".
+const char* tessera_fake_cuda_last_call(void);
+// Number of calls of the exported entry point `symbol` in this process.
+unsigned long long tessera_fake_cuda_calls(const char* symbol);
+// Makes `symbol` return `code` for its next `count` calls (count < 0: every call; 0: stop).
+// Returns 0, or -1 if the fake has no such entry point.
+int tessera_fake_cuda_inject(const char* symbol, int code, int count);
+// Device memory the driver has handed out on `device` (all processes sharing the file), and the
+// highest value seen.
+unsigned long long tessera_fake_cuda_device_used(int device);
+unsigned long long tessera_fake_cuda_device_peak(int device);
+// Live device allocations of this process (pointers, VMM handles, arrays).
+unsigned long long tessera_fake_cuda_live_allocations(void);
+}

@@ -1,0 +1,278 @@
+#include "tools/tessera/commands/scenario.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "tools/tessera/commands/commands.h"
+#include "tools/tessera/commands/common.h"
+#include "tessera/core/gpu_model.h"
+#include "tessera/sched/quota_file.h"
+#include "tessera/sim/multitenant.h"
+#include "tessera/sim/trace.h"
+
+namespace tessera::cli {
+namespace {
+
+nlohmann::json ToJson(const sim::ModeMetrics& m) {
+  nlohmann::json j;
+  j["gpu_allocation_pct"] = m.gpu_allocation_pct;
+  j["gpu_held_pct"] = m.gpu_held_pct;
+  j["cpu_allocation_pct"] = m.cpu_allocation_pct;
+  j["jobs_submitted"] = m.jobs_submitted;
+  j["jobs_completed"] = m.jobs_completed;
+  j["jobs_rejected"] = m.jobs_rejected;
+  j["wait_seconds_p50"] = m.wait_seconds_p50;
+  j["wait_seconds_p99"] = m.wait_seconds_p99;
+  nlohmann::json q = nlohmann::json::object();
+  for (const auto& [cls, v] : m.wait_by_qos)
+    q[cls] = {{"wait_seconds_p50", v.first}, {"wait_seconds_p99", v.second}};
+  j["wait_by_qos"] = q;
+  j["jain_fairness"] = m.jain_fairness;
+  j["guarantee_violations"] = m.guarantee_violations;
+  j["preemptions"] = m.preemptions;
+  j["consolidation_moves"] = m.consolidation_moves;
+  j["scheduling_cycles"] = m.cycles;
+  j["mean_pending_by_reason"] = m.mean_pending_by_reason;
+  j["wall_seconds"] = m.wall_seconds;
+  nlohmann::json t = nlohmann::json::object();
+  for (const auto& [name, w] : m.mean_wait_by_tenant) t[name] = w;
+  j["mean_wait_seconds_by_tenant"] = t;
+  j["allocation_pct_by_hour"] = m.allocation_by_hour;
+  return j;
+}
+
+double GuaranteedP99(const sim::ModeMetrics& m) {
+  auto it = m.wait_by_qos.find("Guaranteed");
+  return it == m.wait_by_qos.end() ? 0.0 : it->second.second;
+}
+
+std::string Fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// A line chart of allocation per hour (two series) and a bar chart of mean wait per tenant.
+std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlohmann::json& params) {
+  std::string h = "<!doctype html><html><head><meta charset=\"utf-8\"><title>tessera: dedicated vs "
+                  "shared</title><style>body{font-family:sans-serif;margin:2em;max-width:1000px}"
+                  "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;"
+                  "text-align:right}th:first-child,td:first-child{text-align:left}</style></head><body>";
+  h += "<h1>Dedicated vs shared GPUs</h1><p>Scenario parameters: <code>" + params.dump() + "</code></p>";
+  h += "<table><tr><th>metric</th><th>dedicated</th><th>shared</th></tr>";
+  auto row = [&](const std::string& name, double a, double b, const char* f) {
+    h += "<tr><td>" + name + "</td><td>" + Fmt(f, a) + "</td><td>" + Fmt(f, b) + "</td></tr>";
+  };
+  row("GPU allocation: requested by running jobs (time-averaged, %)", d.gpu_allocation_pct, s.gpu_allocation_pct, "%.1f");
+  row("GPU held, whole GPUs for fractional jobs in dedicated (%)", d.gpu_held_pct, s.gpu_held_pct, "%.1f");
+  row("jobs completed", static_cast<double>(d.jobs_completed), static_cast<double>(s.jobs_completed), "%.0f");
+  row("jobs rejected", static_cast<double>(d.jobs_rejected), static_cast<double>(s.jobs_rejected), "%.0f");
+  row("wait p50 (s)", d.wait_seconds_p50, s.wait_seconds_p50, "%.0f");
+  row("wait p99 (s)", d.wait_seconds_p99, s.wait_seconds_p99, "%.0f");
+  row("Guaranteed wait p99 (s)", GuaranteedP99(d), GuaranteedP99(s), "%.0f");
+  row("Jain's fairness (waiting tenants)", d.jain_fairness, s.jain_fairness, "%.3f");
+  row("guarantee violations (tenant-seconds)", d.guarantee_violations, s.guarantee_violations, "%.0f");
+  row("preemptions", static_cast<double>(d.preemptions), static_cast<double>(s.preemptions), "%.0f");
+  h += "</table>";
+  // Allocation over time.
+  const int W = 900, H = 260, L = 50, B = 30;
+  const size_t n = std::max(d.allocation_by_hour.size(), s.allocation_by_hour.size());
+  auto poly = [&](const std::vector<double>& v, const char* color) {
+    std::string p = "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"1.5\" points=\"";
+    for (size_t i = 0; i < v.size(); ++i)
+      p += Fmt("%.1f", L + (W - L - 10) * static_cast<double>(i) / std::max<size_t>(1, n - 1)) + "," +
+           Fmt("%.1f", (H - B) - (H - B - 10) * std::min(100.0, v[i]) / 100.0) + " ";
+    return p + "\"/>";
+  };
+  h += "<h2>GPU allocation over time (% of the cluster, per hour)</h2><svg width=\"" +
+       std::to_string(W) + "\" height=\"" + std::to_string(H) + "\" role=\"img\">";
+  for (int pct = 0; pct <= 100; pct += 25) {
+    const double y = (H - B) - (H - B - 10) * pct / 100.0;
+    h += "<line x1=\"" + std::to_string(L) + "\" x2=\"" + std::to_string(W - 10) + "\" y1=\"" +
+         Fmt("%.1f", y) + "\" y2=\"" + Fmt("%.1f", y) + "\" stroke=\"#eee\"/><text x=\"5\" y=\"" +
+         Fmt("%.1f", y + 4) + "\" font-size=\"11\">" + std::to_string(pct) + "%</text>";
+  }
+  h += poly(d.allocation_by_hour, "#d62728") + poly(s.allocation_by_hour, "#1f77b4");
+  h += "<text x=\"" + std::to_string(L) + "\" y=\"" + std::to_string(H - 8) +
+       "\" font-size=\"11\">hour 0 … " + std::to_string(n) +
+       " — red: dedicated, blue: shared</text></svg>";
+  // Mean wait per tenant.
+  double maxw = 1;
+  for (const auto& [name, w] : d.mean_wait_by_tenant) maxw = std::max(maxw, w);
+  for (const auto& [name, w] : s.mean_wait_by_tenant) maxw = std::max(maxw, w);
+  const size_t nt = d.mean_wait_by_tenant.size();
+  const int bh = 14, gap = 8, LW = 120;
+  const int SH = static_cast<int>(nt) * (2 * bh + gap) + 20;
+  h += "<h2>Mean wait per tenant (seconds; red: dedicated, blue: shared)</h2><svg width=\"" +
+       std::to_string(W) + "\" height=\"" + std::to_string(SH) + "\" role=\"img\">";
+  for (size_t i = 0; i < nt; ++i) {
+    const double y = static_cast<double>(i) * (2 * bh + gap);
+    const double wd = d.mean_wait_by_tenant[i].second;
+    const double ws = i < s.mean_wait_by_tenant.size() ? s.mean_wait_by_tenant[i].second : 0;
+    h += "<text x=\"0\" y=\"" + Fmt("%.0f", y + bh + 4) + "\" font-size=\"11\">" +
+         d.mean_wait_by_tenant[i].first + "</text>";
+    h += "<rect x=\"" + std::to_string(LW) + "\" y=\"" + Fmt("%.0f", y) + "\" width=\"" +
+         Fmt("%.1f", (W - LW - 80) * wd / maxw) + "\" height=\"" + std::to_string(bh) +
+         "\" fill=\"#d62728\"/><text x=\"" + Fmt("%.0f", LW + (W - LW - 80) * wd / maxw + 4) + "\" y=\"" +
+         Fmt("%.0f", y + bh - 2) + "\" font-size=\"10\">" + Fmt("%.0f", wd) + "</text>";
+    h += "<rect x=\"" + std::to_string(LW) + "\" y=\"" + Fmt("%.0f", y + bh) + "\" width=\"" +
+         Fmt("%.1f", (W - LW - 80) * ws / maxw) + "\" height=\"" + std::to_string(bh) +
+         "\" fill=\"#1f77b4\"/><text x=\"" + Fmt("%.0f", LW + (W - LW - 80) * ws / maxw + 4) + "\" y=\"" +
+         Fmt("%.0f", y + 2 * bh - 2) + "\" font-size=\"10\">" + Fmt("%.0f", ws) + "</text>";
+  }
+  h += "</svg></body></html>\n";
+  return h;
+}
+
+}  // namespace
+
+void AddScenarioFlags(CLI::App* cmd, ScenarioFlags* f) {
+  cmd->add_option("--scenario", f->name,
+                  "Run a multi-tenant scenario instead of the placement replay: dedicated-vs-shared "
+                  "(the same trace workload on per-tenant dedicated slices, then on one shared pool "
+                  "with quotas, borrowing and reclaim)");
+  cmd->add_option("--quotas", f->quotas, "Scenario: quota YAML (default: data/scenarios/quotas-default.yaml)");
+  cmd->add_option("--node-stride", f->node_stride, "Scenario: keep every k-th node of the bundled node list (default 96: 13 nodes, 58 GPUs; the default quota file is sized for it)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--compression", f->compression, "Scenario: divide the trace's arrival times by this (default 0: fit the trace's busy window into --days)")
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--days", f->days, "Scenario: simulated horizon in days (default 7)")->check(CLI::Range(0.001, 366.0));
+  cmd->add_option("--submission-window", f->submission_window, "Scenario: pods of one request shape created within this many trace seconds form one submission of one tenant (default 3600)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--guaranteed-fraction", f->guaranteed_fraction, "Scenario: share of the trace's LS pods that are Guaranteed (default 0.25)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--best-effort-fraction", f->best_effort_fraction, "Scenario: share of the trace's BE pods that are BestEffort (default 0.25)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-runtime", f->min_runtime, "Scenario: seconds a job runs before it may be preempted (default 0)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--half-life", f->half_life, "Scenario: fair share on usage decayed with this half-life in seconds (default 0: current usage)")
+      ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--seed", f->seed, "Scenario: seed of the tenant and QoS draw (default 42)");
+  cmd->add_option("--placement", f->placement, "Scenario: placement policy (default tessera)");
+}
+
+int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::string& html_out,
+                bool check, bool quiet) {
+  if (f.name != "dedicated-vs-shared") {
+    std::cerr << "tessera simulate: unknown --scenario '" << f.name << "' (known: dedicated-vs-shared)\n";
+    return kExitBadInput;
+  }
+  const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
+  const std::string data = DataDir();
+  const std::string quotas_path = f.quotas.empty() ? data + "/scenarios/quotas-default.yaml" : f.quotas;
+  const std::string nodes_path = f.nodes.empty() ? data + "/alibaba-gpu-2023/csv/openb_node_list_gpu_node.csv" : f.nodes;
+  const std::string pods_path = f.pods.empty() ? data + "/alibaba-gpu-2023/csv/openb_pod_list_default.csv" : f.pods;
+  auto fail = [](const Status& s) {
+    std::cerr << "tessera simulate: " << s.message() << "\n";
+    return kExitBadInput;
+  };
+  auto quota = sched::LoadQuotaFile(quotas_path, catalog);
+  if (!quota.ok()) return fail(quota.status());
+  auto all_nodes = sim::ReadNodeList(nodes_path, catalog);
+  if (!all_nodes.ok()) return fail(all_nodes.status());
+  std::vector<placement::NodeSpec> nodes;
+  for (size_t i = 0; i < all_nodes->size(); i += static_cast<size_t>(f.node_stride)) nodes.push_back((*all_nodes)[i]);
+  sched::Resources cap = sched::Resources::Filled(sched::kUnlimited);
+  cap[sched::kGpuMilliDim] = 0;
+  for (const auto& n : nodes) cap[sched::kGpuMilliDim] += int64_t{n.gpu_count} * kWholeGpu.value();
+  if (Status st = quota->tenants.CheckFits(cap); !st.ok())
+    return fail(InvalidArgumentError(quotas_path + ": " + st.message() + " (--node-stride " +
+                                     std::to_string(f.node_stride) + ")"));
+  auto pods = sim::ReadTimedPods(pods_path, catalog);
+  if (!pods.ok()) return fail(pods.status());
+  auto skew = sim::ReadAppSkew(data + "/tenants/dlrm-app-skew.csv");
+  if (!skew.ok()) return fail(skew.status());
+  sim::WorkloadOptions wo;
+  wo.time_compression = f.compression;
+  wo.horizon = sched::Seconds{static_cast<int64_t>(f.days * 86400)};
+  wo.best_effort_fraction = f.best_effort_fraction;
+  wo.guaranteed_fraction = f.guaranteed_fraction;
+  wo.submission_window = sched::Seconds{f.submission_window};
+  wo.seed = f.seed;
+  auto jobs = sim::BuildTenantWorkload(*pods, quota->tenants, *skew, wo);
+  if (!jobs.ok()) return fail(jobs.status());
+  std::vector<placement::TaskRequest> tasks;
+  for (const auto& w : *jobs) tasks.push_back(w.job.pod);
+  const placement::TargetWorkload target = placement::TargetWorkload::FromTasks(tasks);
+  sim::ScenarioOptions so;
+  so.horizon = wo.horizon;
+  so.scheduler.placement_policy = f.placement;
+  so.scheduler.target_workload = &target;
+  so.scheduler.min_runtime = sched::Seconds{f.min_runtime};
+  so.scheduler.fair_share_half_life_s = f.half_life;
+  so.scheduler.seed = f.seed;
+  if (!quiet)
+    std::cerr << "scenario dedicated-vs-shared: " << jobs->size() << " jobs, " << nodes.size() << " nodes, "
+              << cap[sched::kGpuMilliDim] / 1000 << " GPUs, " << quota->tenants.size() << " tenants\n";
+  auto dedicated = sim::RunDedicated(quota->tenants, nodes, *jobs, so);
+  if (!dedicated.ok()) return fail(dedicated.status());
+  if (!quiet) std::cerr << "  dedicated done in " << Fmt("%.1f", dedicated->wall_seconds) << " s\n";
+  auto shared = sim::RunShared(quota->tenants, nodes, *jobs, so);
+  if (!shared.ok()) return fail(shared.status());
+  if (!quiet) std::cerr << "  shared done in " << Fmt("%.1f", shared->wall_seconds) << " s\n";
+
+  const sim::ModeMetrics& d = *dedicated;
+  const sim::ModeMetrics& s = *shared;
+  std::printf("%-40s %12s %12s\n", "dedicated vs shared", "dedicated", "shared");
+  auto line = [](const char* name, double a, double b, const char* fmt) {
+    std::printf("%-40s %12s %12s\n", name, Fmt(fmt, a).c_str(), Fmt(fmt, b).c_str());
+  };
+  line("GPU allocation (requested), avg (%)", d.gpu_allocation_pct, s.gpu_allocation_pct, "%.1f");
+  line("GPU held (incl. whole-GPU rounding) (%)", d.gpu_held_pct, s.gpu_held_pct, "%.1f");
+  line("CPU allocation, time-averaged (%)", d.cpu_allocation_pct, s.cpu_allocation_pct, "%.1f");
+  line("jobs completed", static_cast<double>(d.jobs_completed), static_cast<double>(s.jobs_completed), "%.0f");
+  line("jobs rejected (can never fit)", static_cast<double>(d.jobs_rejected), static_cast<double>(s.jobs_rejected), "%.0f");
+  line("wait p50 (s)", d.wait_seconds_p50, s.wait_seconds_p50, "%.0f");
+  line("wait p99 (s)", d.wait_seconds_p99, s.wait_seconds_p99, "%.0f");
+  for (const char* q : {"Guaranteed", "Burstable", "BestEffort"}) {
+    auto dv = d.wait_by_qos.count(q) ? d.wait_by_qos.at(q) : std::pair<double, double>{0, 0};
+    auto sv = s.wait_by_qos.count(q) ? s.wait_by_qos.at(q) : std::pair<double, double>{0, 0};
+    line((std::string("  ") + q + " wait p50 (s)").c_str(), dv.first, sv.first, "%.0f");
+    line((std::string("  ") + q + " wait p99 (s)").c_str(), dv.second, sv.second, "%.0f");
+  }
+  line("Jain's fairness (tenants with waiting work)", d.jain_fairness, s.jain_fairness, "%.3f");
+  line("guarantee violations (tenant-seconds)", d.guarantee_violations, s.guarantee_violations, "%.0f");
+  line("preemptions", static_cast<double>(d.preemptions), static_cast<double>(s.preemptions), "%.0f");
+  for (const auto& [reason, v] : s.mean_pending_by_reason) {
+    const double dv = d.mean_pending_by_reason.count(reason) ? d.mean_pending_by_reason.at(reason) : 0.0;
+    line(("  mean jobs waiting on " + reason).c_str(), dv, v, "%.1f");
+  }
+  line("consolidation moves", static_cast<double>(d.consolidation_moves), static_cast<double>(s.consolidation_moves), "%.0f");
+
+  const bool alloc_ok = s.gpu_allocation_pct >= 2.0 * d.gpu_allocation_pct;
+  const bool wait_ok = GuaranteedP99(s) <= GuaranteedP99(d);
+  const bool viol_ok = s.guarantee_violations == 0;
+  const bool jain_ok = s.jain_fairness >= 0.9;
+  std::printf("\nchecks: allocation >= 2x dedicated %s (%.2fx); Guaranteed p99 wait <= dedicated %s; "
+              "zero guarantee violations %s; Jain >= 0.9 %s\n",
+              alloc_ok ? "PASS" : "FAIL", d.gpu_allocation_pct > 0 ? s.gpu_allocation_pct / d.gpu_allocation_pct : 0.0,
+              wait_ok ? "PASS" : "FAIL", viol_ok ? "PASS" : "FAIL", jain_ok ? "PASS" : "FAIL");
+
+  nlohmann::json params = {{"quotas", quotas_path}, {"pods", pods_path}, {"nodes", nodes_path},
+                           {"node_stride", f.node_stride}, {"gpus", cap[sched::kGpuMilliDim] / 1000},
+                           {"time_compression", f.compression}, {"days", f.days},
+                           {"best_effort_fraction", f.best_effort_fraction},
+                           {"guaranteed_fraction", f.guaranteed_fraction},
+                           {"submission_window_s", f.submission_window}, {"min_runtime_s", f.min_runtime},
+                           {"half_life_s", f.half_life}, {"seed", f.seed}, {"placement", f.placement},
+                           {"jobs", jobs->size()}};
+  if (!json_out.empty()) {
+    nlohmann::json j = {{"scenario", params}, {"dedicated", ToJson(d)}, {"shared", ToJson(s)},
+                        {"checks", {{"allocation_2x", alloc_ok}, {"guaranteed_p99_wait", wait_ok},
+                                    {"zero_guarantee_violations", viol_ok}, {"jain_0_9", jain_ok}}}};
+    std::ofstream out(json_out);
+    out << j.dump(2) << "\n";
+    if (!out) return fail(InvalidArgumentError("cannot write " + json_out));
+  }
+  if (!html_out.empty()) {
+    std::ofstream out(html_out);
+    out << Html(d, s, params);
+    if (!out) return fail(InvalidArgumentError("cannot write " + html_out));
+  }
+  if (check && !(alloc_ok && wait_ok && viol_ok && jain_ok)) return kExitFailure;
+  return kExitOk;
+}
+
+}  // namespace tessera::cli
