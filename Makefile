@@ -40,8 +40,8 @@ tsan: setup
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_daemon_test
 	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_daemon_test --gtest_filter='*Threads*'
 
-# libtessera-shim.so's tests under AddressSanitizer (+UBSan) and ThreadSanitizer, in their own build
-# folders. The probe processes get the sanitizer runtime preloaded before the shim; the kill -9
+# libtessera-shim.so's tests under AddressSanitizer (+UBSan, own build folder) and ThreadSanitizer
+# (the tsan target's build folder). The probe processes get the sanitizer runtime preloaded before the shim; the kill -9
 # stress runs SHIM_SANITIZE_KILLS kills instead of 1000 to keep this to a couple of minutes.
 SHIM_SANITIZE_KILLS ?= 200
 shim-sanitize: setup
@@ -50,11 +50,11 @@ shim-sanitize: setup
 	cmake --build build-shim-asan -j $(JOBS) --target tessera_shim_test
 	TESSERA_SHIM_TEST_KILLS=$(SHIM_SANITIZE_KILLS) UBSAN_OPTIONS=halt_on_error=1 \
 	  ./build-shim-asan/tests/tessera_shim_test
-	cmake -S . -B build-shim-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=thread \
+	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=thread \
 	  -DTESSERA_BUILD_BENCH=OFF >/dev/null
-	cmake --build build-shim-tsan -j $(JOBS) --target tessera_shim_test
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_shim_test
 	TESSERA_SHIM_TEST_KILLS=$(SHIM_SANITIZE_KILLS) TSAN_OPTIONS=halt_on_error=1 \
-	  ./build-shim-tsan/tests/tessera_shim_test
+	  ./$(BUILD)-tsan/tests/tessera_shim_test
 
 bench: build
 	./bench/run.sh

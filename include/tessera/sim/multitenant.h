@@ -38,7 +38,9 @@
 //   jain_fairness        Jain's index of weighted dominant shares (GPU share / over-quota weight)
 //                        among tenants with runnable waiting work (a pending job not held back
 //                        by its own tenant's limit or Guaranteed cap), time-averaged over the
-//                        time with at least two such tenants
+//                        time with at least two such tenants; jain_fairness_top_level is the
+//                        same among the top-level tenants (an organisation waits if one of its
+//                        teams does)
 //   guarantee_violations tenant-seconds during which a tenant had a waiting job that fits in its
 //                        unused guarantee (sched::Scheduler::HasEntitledWaiting)
 //
@@ -105,6 +107,7 @@ struct ModeMetrics {
   double wait_seconds_p50 = 0, wait_seconds_p99 = 0;
   std::map<std::string, std::pair<double, double>> wait_by_qos;  // class -> (p50, p99)
   double jain_fairness = 1.0;
+  double jain_fairness_top_level = 1.0;  // the same among organisations (roots of the tree)
   double guarantee_violations = 0;  // tenant-seconds
   // Pending jobs by wait reason (sched::WaitReasonName), averaged over hourly samples.
   std::map<std::string, double> mean_pending_by_reason;

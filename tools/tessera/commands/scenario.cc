@@ -30,6 +30,7 @@ nlohmann::json ToJson(const sim::ModeMetrics& m) {
     q[cls] = {{"wait_seconds_p50", v.first}, {"wait_seconds_p99", v.second}};
   j["wait_by_qos"] = q;
   j["jain_fairness"] = m.jain_fairness;
+  j["jain_fairness_top_level"] = m.jain_fairness_top_level;
   j["guarantee_violations"] = m.guarantee_violations;
   j["preemptions"] = m.preemptions;
   j["consolidation_moves"] = m.consolidation_moves;
@@ -73,6 +74,7 @@ std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlo
   row("wait p99 (s)", d.wait_seconds_p99, s.wait_seconds_p99, "%.0f");
   row("Guaranteed wait p99 (s)", GuaranteedP99(d), GuaranteedP99(s), "%.0f");
   row("Jain's fairness (waiting tenants)", d.jain_fairness, s.jain_fairness, "%.3f");
+  row("Jain's fairness among organisations", d.jain_fairness_top_level, s.jain_fairness_top_level, "%.3f");
   row("guarantee violations (tenant-seconds)", d.guarantee_violations, s.guarantee_violations, "%.0f");
   row("preemptions", static_cast<double>(d.preemptions), static_cast<double>(s.preemptions), "%.0f");
   h += "</table>";
@@ -233,6 +235,7 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
     line((std::string("  ") + q + " wait p99 (s)").c_str(), dv.second, sv.second, "%.0f");
   }
   line("Jain's fairness (tenants with waiting work)", d.jain_fairness, s.jain_fairness, "%.3f");
+  line("  same among organisations", d.jain_fairness_top_level, s.jain_fairness_top_level, "%.3f");
   line("guarantee violations (tenant-seconds)", d.guarantee_violations, s.guarantee_violations, "%.0f");
   line("preemptions", static_cast<double>(d.preemptions), static_cast<double>(s.preemptions), "%.0f");
   for (const auto& [reason, v] : s.mean_pending_by_reason) {
