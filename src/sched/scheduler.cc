@@ -140,6 +140,7 @@ struct Scheduler::Impl {
   Resources fair_res;
   int64_t reclaim_calls = 0;
   std::unordered_map<TenantIndex, Resources> removed_all;
+  int64_t cpu_only_pending = 0;
   int32_t max_gpu_free = 0;  // over all nodes
   int max_full_free = 0;
   bool caps_dirty = true;
@@ -263,6 +264,11 @@ struct Scheduler::Impl {
     caps_dirty = false;
   }
 
+  bool NoGpuFree() {
+    RefreshCaps();
+    return max_gpu_free == 0;
+  }
+
   bool MayFitNow(const TaskRequest& p) {
     if (p.num_gpu == 0) return true;
     RefreshCaps();
@@ -275,6 +281,7 @@ struct Scheduler::Impl {
     pending_counts[j.tenant][static_cast<int>(j.qos)]++;
     if (j.qos != QosClass::kBestEffort)
       by_size[j.tenant].insert({ResourcesOf(j, nullptr)[kGpuMilliDim], j.id});
+    if (j.pod.num_gpu == 0) ++cpu_only_pending;
     pending.emplace(j.id, j);
   }
   void Dequeue(const Job& j) {
@@ -282,6 +289,7 @@ struct Scheduler::Impl {
     pending_counts[j.tenant][static_cast<int>(j.qos)]--;
     if (j.qos != QosClass::kBestEffort)
       by_size[j.tenant].erase({ResourcesOf(j, nullptr)[kGpuMilliDim], j.id});
+    if (j.pod.num_gpu == 0) --cpu_only_pending;
   }
 
   // --- affinity -------------------------------------------------------------------------
@@ -770,6 +778,11 @@ CycleResult Scheduler::Cycle(Seconds now) {
         level = &tree.children(best);
       }
       if (pick == kNoTenant) break;
+      // Nothing more can start in this pass once no GPU is free, no victim search is left and
+      // no CPU-only job waits: stop scanning the queue.
+      if (m.cpu_only_pending == 0 && (reclaims_left <= 0 || !m.opt.preemption || pass == 2) &&
+          m.NoGpuFree())
+        break;
       if (cursor[pick] == stop[pick]) {
         deactivate(pick);
         continue;
