@@ -369,13 +369,13 @@ struct Scheduler::Impl {
     if (v.job.tenant == t) return !fair_mode && preemptor == QosClass::kGuaranteed;
     const TenantIndex lca = Lca(v.job.tenant, t);
     if (fair_mode) {
-      // Fair-share preemption: only while the victim's side stays strictly more served than the
+      // Fair-share preemption: only while the victim's side stays at least as served as the
       // preemptor's side after the swap (the two children of the common ancestor).
       const TenantIndex side_v = tree->path(v.job.tenant)[lca == kNoTenant ? 0 : tree->depth(lca) + 1];
       const TenantIndex side_t = tree->path(t)[lca == kNoTenant ? 0 : tree->depth(lca) + 1];
       Resources v_delta = v.res;
       if (auto r = removed_all.find(side_v); r != removed_all.end()) v_delta += r->second;
-      if (!(ShareWith(side_v, v_delta, -1) > ShareWith(side_t, fair_res, +1) + 1e-12)) return false;
+      if (ShareWith(side_v, v_delta, -1) + 1e-12 < ShareWith(side_t, fair_res, +1)) return false;
     }
     for (auto it = tree->path(v.job.tenant).rbegin(); it != tree->path(v.job.tenant).rend();
          ++it) {

@@ -219,6 +219,48 @@ TEST(Scheduler, TwoJobsNeverPreemptEachOtherBackAndForth) {
   }
 }
 
+TEST(Scheduler, GuaranteedWorkDisplacesTheTenantsOwnBorrowedWork) {
+  // A is guaranteed 1 GPU of 2 and fills both with Burstable work (one borrowed); its
+  // Guaranteed job then takes back a GPU from A's own Burstable job (B has nothing running).
+  TenantTree tree = Tree({{"A", "", 1000}, {"B", "", 1000}});
+  auto s = Make(tree, Nodes(1, 2));
+  ASSERT_TRUE(s->Submit(MakeJob(1, 0, QosClass::kBurstable, 1)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 0, QosClass::kBurstable, 1, 1000, 1, 1)).ok());
+  s->Cycle(Seconds{0});
+  ASSERT_EQ(s->running_count(), 2u);
+  ASSERT_TRUE(s->Submit(MakeJob(3, 0, QosClass::kGuaranteed, 1)).ok());
+  CycleResult r = s->Cycle(Seconds{10});
+  ASSERT_EQ(r.preempted.size(), 1u);
+  EXPECT_EQ(r.preempted[0].victim, 2);
+  EXPECT_TRUE(s->is_running(3));
+  // A Burstable job never displaces its own tenant's work.
+  ASSERT_TRUE(s->Submit(MakeJob(4, 0, QosClass::kBurstable, 1)).ok());
+  r = s->Cycle(Seconds{20});
+  EXPECT_TRUE(r.preempted.empty());
+}
+
+TEST(Scheduler, FairSharePreemptionTakesFromTheMoreServed) {
+  // No guarantees: A borrowed all 4 GPUs; B (same weight) arrives. Fair share moves GPUs from A
+  // to B until neither side would be strictly better served by another swap: 2 and 2.
+  TenantTree tree = Tree({{"A"}, {"B"}});
+  auto s = Make(tree, Nodes(1, 4));
+  for (JobId id = 1; id <= 4; ++id) ASSERT_TRUE(s->Submit(MakeJob(id, 0, QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{0});
+  for (JobId id = 5; id <= 8; ++id) ASSERT_TRUE(s->Submit(MakeJob(id, 1, QosClass::kBurstable, 1, 1000, 1, 1)).ok());
+  int preempted = 0;
+  for (int c = 1; c <= 10; ++c) preempted += static_cast<int>(s->Cycle(Seconds{c}).preempted.size());
+  EXPECT_EQ(s->usage(0)[kGpuMilliDim], 2000);
+  EXPECT_EQ(s->usage(1)[kGpuMilliDim], 2000);
+  EXPECT_EQ(preempted, 2);  // and then it stops
+  SchedulerOptions off;
+  off.fair_share_preemption = false;
+  auto s2 = Make(tree, Nodes(1, 4), off);
+  for (JobId id = 1; id <= 4; ++id) ASSERT_TRUE(s2->Submit(MakeJob(id, 0, QosClass::kBurstable, 1)).ok());
+  s2->Cycle(Seconds{0});
+  ASSERT_TRUE(s2->Submit(MakeJob(5, 1, QosClass::kBurstable, 1)).ok());
+  EXPECT_TRUE(s2->Cycle(Seconds{1}).preempted.empty());
+}
+
 TEST(Scheduler, WeightedDrfSharesTheSurplus) {
   TenantTree tree = Tree({{"A", "", 0, kUnlimited, 1}, {"B", "", 0, kUnlimited, 3}});
   auto s = Make(tree, Nodes(1, 8));

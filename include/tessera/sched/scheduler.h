@@ -12,9 +12,10 @@
 // tenant by priority, then submit time. A job that cannot start is skipped (backfill) and its
 // wait reason is kept (quota, capacity, affinity).
 //
-// Fair-share preemption (pass 2) never loops either: each one lowers the larger of the two
-// sides' shares and leaves the preemptor's side below the victim's, so the sorted vector of
-// shares decreases lexicographically with every preemption.
+// Fair-share preemption (pass 2) never loops either: the victim's side must stay at least as
+// served as the preemptor's side after the swap, so both sides end below the victim side's
+// share before it: the larger of the two shares drops and the sorted vector of shares
+// decreases lexicographically with every preemption.
 //
 // Reclaim never loops: a preemptor is within its guarantee after it starts, a victim's tenant
 // stays at or above its guarantee after the victim leaves (checked at every level below the
@@ -68,7 +69,7 @@ struct SchedulerOptions {
   Seconds min_runtime{60};       // a job runs at least this long before it may be preempted
   bool preemption = true;        // reclaim borrowed work for entitled jobs
   // Also preempt for fair share: a borrowing Burstable job may take the place of borrowed work
-  // (Burstable or BestEffort) of a tenant that stays strictly more served (weighted dominant
+  // (Burstable or BestEffort) of a tenant that stays at least as served (weighted dominant
   // share, compared between the two sides under their common ancestor) after the swap.
   bool fair_share_preemption = true;
   bool consolidation = true;     // move preemptible fractional pods to free whole GPUs
