@@ -9,8 +9,9 @@
 //                                            shim reserves on the shared tenant counter, records
 //                                            the pointer, and releases both on free
 //
-// The shim runs managed (a node segment in a temporary directory, tenant 0 with a 64 GiB limit), as
-// it does in a tenant process. Keep the benchmark names stable: bench/run.sh and the README use them.
+// The shim runs managed (a node segment in a temporary directory, tenant 0 with a 64 GiB limit, and
+// a lease file whose board says tenant 0 holds the compute lease), as it does in a tenant process:
+// BM_LaunchThroughShim is the lease gate's fast path (counter, lease word, TSC clock). Keep the benchmark names stable: bench/run.sh and the README use them.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -20,6 +21,8 @@
 
 #include "benchmark/benchmark.h"
 #include "tessera/enforce/cuda_abi.h"
+#include "tessera/enforce/lease.h"
+#include "tessera/enforce/lease_file.h"
 #include "tessera/enforce/segment.h"
 
 namespace {
@@ -55,6 +58,25 @@ void Setup() {
     std::exit(1);
   }
   if (!segment->SetLimit(0, 0, 64ULL << 30).ok()) Die("SetLimit");
+  // The compute gate: a lease file whose GPU 0 board says tenant 0 holds the lease for the next
+  // hour, as an arbiter would have granted it, so every launch takes the gate's fast path.
+  static auto leases = tessera::enforce::LeaseFile::Create(dir + "/leases", 1);
+  if (!leases.ok()) {
+    std::fprintf(stderr, "%s\n", leases.status().ToString().c_str());
+    std::exit(1);
+  }
+  {
+    tessera::enforce::LeaseBoard& board = leases->board(0);
+    const uint64_t now = tessera::enforce::MonotonicNowNs();
+    const uint64_t expiry = now + 3600ULL * 1'000'000'000ULL;
+    board.slots[0].node.state.store(static_cast<uint32_t>(tessera::enforce::LeaseSlotState::kActive));
+    board.slots[0].node.kernel_est_ns.store(100'000);
+    board.lease.expiry_ns.store(expiry);
+    board.lease.holder.store(1);
+    board.lease.word.store(tessera::enforce::PackLeaseWord(0, expiry));
+    board.arbiter.heartbeat_ns.store(expiry);
+  }
+  ::setenv("TESSERA_SHIM_LEASES", (dir + "/leases").c_str(), 1);
   ::setenv("TESSERA_SHIM_POLICY", options.policy_path.c_str(), 1);
   ::setenv("TESSERA_SHIM_COUNTERS", options.counters_path.c_str(), 1);
   ::setenv("TESSERA_SHIM_TENANT", "0", 1);
@@ -83,6 +105,12 @@ void Setup() {
   CUdeviceptr p = 0;
   if (g_shim.alloc(&p, 4096) != CUDA_SUCCESS || segment->ReservedBytes(0, 0) != 4096) Die("shim alloc");
   if (g_shim.free(p) != CUDA_SUCCESS || segment->ReservedBytes(0, 0) != 0) Die("shim free");
+  // ... and the launch must really pass the lease gate (counted on the tenant's lease line).
+  const uint64_t before = leases->board(0).slots[0].tenant.launches.load();
+  if (g_shim.launch(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS ||
+      leases->board(0).slots[0].tenant.launches.load() != before + 1) {
+    Die("shim launch is not gated");
+  }
   std::string rm = "rm -rf " + dir;  // the mappings stay valid after the files are gone
   if (std::system(rm.c_str()) != 0) Die("rm");
   g_ready = true;

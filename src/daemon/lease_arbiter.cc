@@ -82,8 +82,14 @@ Status LeaseArbiter::AddTenant(uint32_t slot, const LeaseTenantConfig& c) {
   t.config = c;
 
   enforce::LeaseTenantSlot& s = board_->slots[slot];
-  // A reused slot starts clean; the new tenant's processes are not running yet.
-  s.tenant.waiting.store(0, std::memory_order_relaxed);
+  // A reused slot starts clean; the new tenant's processes are not running yet. But a slot the
+  // board still shows active belongs to a tenant an earlier arbiter served (this one resumes
+  // from the board, e.g. `tessera run` taking over the arbiter role): its processes may be
+  // waiting right now, so `waiting` and `wait_epoch` are kept (zeroing `waiting` under a
+  // sleeping waiter would hide its demand for good).
+  const bool resumed = s.node.state.load(std::memory_order_acquire) ==
+                       static_cast<uint32_t>(LeaseSlotState::kActive);
+  if (!resumed) s.tenant.waiting.store(0, std::memory_order_relaxed);
   s.tenant.launches.store(0, std::memory_order_relaxed);
   s.tenant.graph_launches.store(0, std::memory_order_relaxed);
   s.tenant.captured_launches.store(0, std::memory_order_relaxed);

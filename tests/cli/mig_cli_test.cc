@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tests/testing/sim_test_util.h"
+#include "tests/testing/cli_test_util.h"
 
 namespace tessera {
 namespace {
@@ -16,18 +16,8 @@ using ::testing::HasSubstr;
 using testing::CommandResult;
 using testing::TempDir;
 
-const std::string kBinary = TESSERA_BINARY;
-
-CommandResult Tessera(const TempDir& dir, const std::string& args) {
-  return testing::RunCommand("cd '" + dir.path() + "' && '" + kBinary + "' " + args, dir);
-}
-
-void ExpectBadInput(const CommandResult& r, const std::string& needle) {
-  EXPECT_FALSE(r.Crashed());
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_THAT(r.err, HasSubstr(needle));
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-}
+CommandResult Tessera(const TempDir& dir, const std::string& args) { return testing::RunTessera(dir, args); }
+const auto& ExpectBadInput = testing::ExpectOneLineBadInput;
 
 TEST(MigCliTest, PlanJsonHasTheContractShape) {
   TempDir dir;

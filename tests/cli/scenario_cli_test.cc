@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tests/testing/sim_test_util.h"
+#include "tests/testing/cli_test_util.h"
 
 namespace tessera {
 namespace {

@@ -24,10 +24,17 @@
 //   forkfill:N:B              fork N children that allocate B-byte cuMemAlloc_v2 blocks until the
 //                             first failure, all at once; prints their counts, then waits (as wait)
 //   stress:SEED:MAXB          allocate/free random sizes through several families forever
+//   kernels:MS:US:GOFILE      wait until GOFILE exists, then for MS ms of wall time: cuLaunchKernel,
+//                             then sleep US us (a synchronous kernel of that length); prints
+//                             "kernels count=N"
+//   launch:N                  N cuLaunchKernel on the default stream: "launch n=N failures=F"
+//   capture:N                 begin a capture on a stream, N cuLaunchKernel and one cuGraphLaunch
+//                             on it, end the capture: "capture n=N failures=F"
 //   exec:A,B,...              exec this program again (same pid) with the commands A B ...
 //   wait                      print "wait ready" and block until stdin reaches EOF
 #include <dlfcn.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -544,6 +551,36 @@ int main(int argc, char** argv) {
       CUgraph g = nullptr;
       bad += cuStreamEndCapture(stream, &g) != 0;
       std::printf("launches failures=%d\n", bad);
+    } else if (cmd == "kernels") {
+      const std::string go = a.size() > 3 ? a[3] : "";
+      while (!go.empty() && access(go.c_str(), F_OK) != 0) usleep(100);
+      const long us = static_cast<long>(Num(a, 2));
+      struct timespec t0 {}, t1 {};
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      const double end_ms = static_cast<double>(Num(a, 1));
+      long count = 0;
+      for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6 >= end_ms) break;
+        if (cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != 0) break;
+        usleep(static_cast<useconds_t>(us));
+        ++count;
+      }
+      std::printf("kernels count=%ld\n", count);
+    } else if (cmd == "launch") {
+      const long n = static_cast<long>(Num(a, 1));
+      int bad = 0;
+      for (long k = 0; k < n; ++k) bad += cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != 0;
+      std::printf("launch n=%ld failures=%d\n", n, bad);
+    } else if (cmd == "capture") {
+      const long n = static_cast<long>(Num(a, 1));
+      auto* stream = reinterpret_cast<CUstream>(0x78);
+      int bad = cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) != 0;
+      for (long k = 0; k < n; ++k) bad += cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr) != 0;
+      bad += cuGraphLaunch(nullptr, stream) != 0;
+      CUgraph g = nullptr;
+      bad += cuStreamEndCapture(stream, &g) != 0;
+      std::printf("capture n=%ld failures=%d\n", n, bad);
     } else if (cmd == "forkfill") {
       ForkFill(static_cast<int>(Num(a, 1)), Num(a, 2));
     } else if (cmd == "stress") {

@@ -56,14 +56,17 @@ TEST(TenantWorkload, IsSeededAndKeepsSubmissionsTogether) {
   for (size_t i = 0; i < a->size(); ++i) {
     EXPECT_EQ((*a)[i].job.tenant, (*b)[i].job.tenant);
     EXPECT_EQ((*a)[i].job.id, static_cast<sched::JobId>(i + 1));
-    if (i > 0) EXPECT_LE((*a)[i - 1].job.submit, (*a)[i].job.submit);
+    if (i > 0) {
+      EXPECT_LE((*a)[i - 1].job.submit, (*a)[i].job.submit);
+    }
     EXPECT_LT((*a)[i].job.submit, opt.horizon);
     per_tenant[(*a)[i].job.tenant]++;
   }
   // Replicas of one submission (same shape, same hour) share a tenant.
   for (size_t i = 0; i + 1 < a->size(); ++i)
-    if ((*a)[i].job.submit == (*a)[i + 1].job.submit && (*a)[i].job.pod == (*a)[i + 1].job.pod)
+    if ((*a)[i].job.submit == (*a)[i + 1].job.submit && (*a)[i].job.pod == (*a)[i + 1].job.pod) {
       EXPECT_EQ((*a)[i].job.tenant, (*a)[i + 1].job.tenant);
+    }
   // The larger guarantee takes the larger share (0.75) of the draws.
   EXPECT_GT(per_tenant[*tree.Find("big")], per_tenant[*tree.Find("small")]);
   // The censored pod drew the lifetime of a finished one (600 + i seconds).
@@ -94,8 +97,11 @@ TEST(DedicatedSlices, ApportionEachModelByGuarantee) {
   EXPECT_EQ(gpus(1, "V100M16") + gpus(1, "T4"), 4);
   EXPECT_EQ(gpus(0, "T4"), 1);  // 2 T4 split 60/40 -> 1.2 / 0.8 -> 1 / 1
   EXPECT_EQ(gpus(1, "T4"), 1);
-  for (const NodeSpec& s : (*slices)[0])
-    if (s.name == "a/x") EXPECT_EQ(s.cpu.value(), 8000);  // a whole node keeps all its CPU
+  for (const NodeSpec& s : (*slices)[0]) {
+    if (s.name == "a/x") {
+      EXPECT_EQ(s.cpu.value(), 8000);  // a whole node keeps all its CPU
+    }
+  }
   auto over = Tree({{"x", 8}, {"y", 4}});
   EXPECT_FALSE(CarveDedicatedSlices(over, nodes).ok());
 }

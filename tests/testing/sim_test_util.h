@@ -120,13 +120,4 @@ inline CommandResult RunCommand(const std::string& command, const TempDir& dir) 
   return r;
 }
 
-#ifdef TESSERA_BINARY
-// Runs the built `tessera` binary with `args` in `dir`; `env` ("A=1 B=2") is prepended.
-inline CommandResult RunTessera(const TempDir& dir, const std::string& args, const std::string& env = "") {
-  return RunCommand("cd '" + dir.path() + "' && " + env + (env.empty() ? "" : " ") + "'" +
-                        std::string(TESSERA_BINARY) + "' " + args,
-                    dir);
-}
-#endif
-
 }  // namespace tessera::testing

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
   tessera::cli::RegisterSimulate(app, &command_line, &exit_code);
   tessera::cli::RegisterMig(app, &exit_code);
+  tessera::cli::RegisterNode(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -2,20 +2,45 @@
 // calls the driver — kernel launches (cuLaunchKernel[Ex], legacy cuLaunch*), cooperative launches,
 // graph launches (cuGraphLaunch) and stream-capture begins — in every ABI and _ptsz variant.
 //
-// TODAY IT ONLY COUNTS: one relaxed increment of this process's per-kind launch counter in its
-// slot of the shared segment (the node side reads them per tenant). It never blocks. Compute
-// time-slicing (weighted fair leases granted by the node side; include/tessera/enforce/lease.h,
-// built separately) is meant to hook in here: the fast path will read the tenant's lease word and
-// the slow path wait on a futex. Stream-capture begins and launches inside a capture are recorded
-// by the driver, not executed, so they must never wait: the capture kind stays count-only.
+// It does two things:
+//   1. counts the launch (one relaxed increment of this process's per-kind counter in its slot of
+//      the memory segment; the node side reads them per tenant);
+//   2. gates kernel, cooperative and graph launches on the tenant's compute lease
+//      (enforce/lease.h) when the process is managed and the launcher gave a lease file
+//      (TESSERA_SHIM_LEASES, enforce/lease_file.h): the fast path is TryAdmitLaunch — one load of
+//      the board's lease word, a compare with a TSC-based clock (GateNowNs), and the relaxed
+//      counter updates on the tenant's own line. Anything else goes to LaunchGateSlow() (in
+//      shim.cc): the capture check (cuStreamIsCapturing; a capturing stream never waits), the
+//      futex wait (GateLaunch), and the failure policy when the arbiter is dead
+//      (docs/decisions/0002-shim-fail-open-or-closed.md). Capture begins are only counted.
 //
-// Cost: one thread-shared pointer load and one uncontended atomic add on a cache line only this
-// process writes (measured by bench/shim_bench.cc, BM_LaunchThroughShim).
+// Worked example (tenant 2 on node GPU 0, arbiter granted slot 2 until t = 12 ms):
+//   t = 5 ms   cuLaunchKernel -> counters[kKernel] += 1; TryAdmitLaunch(board0, 2, kernel, 5 ms)
+//              -> kAdmitted: the driver is called at once (no syscall on the way)
+//   t = 13 ms  cuLaunchKernel -> kMustWait -> LaunchGateSlow: stream not capturing -> FUTEX_WAIT
+//              until the arbiter grants slot 2 again, then the launch is counted and proceeds
+//   t = 13 ms  cuLaunchKernel on a capturing stream -> kMustWait -> LaunchGateSlow: capturing ->
+//              counted in captured_launches, proceeds without waiting
+//
+// The clock: CLOCK_MONOTONIC through the vDSO costs 27-70 ns on the development VM (kvm-clock),
+// more than the launch budget; CLOCK_MONOTONIC_COARSE ticks every 4 ms, which would make a busy
+// holder look idle to the arbiter. GateNowNs reads the TSC (about 14 ns there) and converts it
+// with a per-thread calibration against CLOCK_MONOTONIC (2 ms to calibrate, re-anchored every
+// 100 ms; until calibrated and on other architectures it returns MonotonicNowNs()).
+//
+// Cost: measured by bench/shim_bench.cc, BM_LaunchThroughShim - BM_LaunchDirect.
 // Thread-safety: callable from any thread, including after fork() in the child.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#include "tessera/enforce/cuda_abi.h"
+#include "tessera/enforce/lease.h"
 #include "tessera/enforce/segment.h"
 
 namespace tessera::enforce::shim {
@@ -25,10 +50,65 @@ namespace tessera::enforce::shim {
 extern std::atomic<ProcessSlot*> g_launch_slot;
 ProcessSlot* LaunchSlotSlow() noexcept;
 
-inline void LaunchGate(CountedLaunch kind) noexcept {
+// The compute gate's configuration: written once by the constructor, before any launch.
+struct ComputeGate {
+  LeaseBoard* single = nullptr;  // the board when every CUDA ordinal is the same node GPU
+  LeaseBoard* boards = nullptr;  // boards by node GPU; nullptr = compute is not gated
+  int num_boards = 0;
+  uint32_t slot = 0;             // lease slot = the tenant index
+};
+extern ComputeGate g_gate;
+
+// --- the gate's clock ---------------------------------------------------------------------------
+struct GateClock {
+  uint64_t tsc0 = 0;        // calibration point: TSC ...
+  uint64_t ns0 = 0;         // ... and CLOCK_MONOTONIC there
+  uint64_t mult = 0;        // ns per TSC tick, 32.32 fixed point
+  uint64_t span = 0;        // ticks after tsc0 the calibration is used for (0 = not calibrated)
+  uint64_t anchor_tsc = 0;  // start of the current measurement
+  uint64_t anchor_ns = 0;
+};
+extern thread_local GateClock t_gate_clock __attribute__((tls_model("initial-exec")));
+uint64_t GateClockSlow() noexcept;
+
+inline uint64_t GateNowNs() noexcept {
+#if defined(__x86_64__)
+  const GateClock& c = t_gate_clock;
+  const uint64_t d = __rdtsc() - c.tsc0;
+  if (__builtin_expect(d < c.span, 1)) return c.ns0 + ((d * c.mult) >> 32);
+  return GateClockSlow();
+#else
+  return MonotonicNowNs();
+#endif
+}
+
+inline LaunchKind LeaseKindOf(CountedLaunch kind) noexcept {
+  switch (kind) {
+    case CountedLaunch::kCooperative: return LaunchKind::kCooperative;
+    case CountedLaunch::kGraph: return LaunchKind::kGraph;
+    default: return LaunchKind::kKernel;
+  }
+}
+
+// Everything but the fast path: multi-GPU board lookup, capture check, waiting, failure policy.
+void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, cuabi::CUstream stream, bool per_thread) noexcept;
+
+inline void LaunchGate(CountedLaunch kind, cuabi::CUstream stream = nullptr, bool per_thread = false) noexcept {
   ProcessSlot* slot = g_launch_slot.load(std::memory_order_acquire);
   if (__builtin_expect(slot == nullptr, 0)) slot = LaunchSlotSlow();
   slot->launches[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);
+  if (kind == CountedLaunch::kCaptureBegin) return;
+  LeaseBoard* board = g_gate.single;
+  if (__builtin_expect(board != nullptr, 1)) {
+    LaunchRequest request;
+    request.kind = LeaseKindOf(kind);
+    if (__builtin_expect(TryAdmitLaunch(*board, g_gate.slot, request, GateNowNs()) == GateResult::kAdmitted, 1)) {
+      return;
+    }
+  } else if (g_gate.boards == nullptr) {
+    return;  // compute not gated
+  }
+  LaunchGateSlow(board, kind, stream, per_thread);
 }
 
 }  // namespace tessera::enforce::shim

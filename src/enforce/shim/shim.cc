@@ -13,6 +13,11 @@
 //   TESSERA_SHIM_FAIL      closed (default) | open: what a misconfigured process does: refuse
 //                          device allocations (CUDA_ERROR_NOT_PERMITTED) or run unaccounted
 //   TESSERA_SHIM_LOG       1: diagnostics on stderr
+//   TESSERA_SHIM_LEASES    the node's lease file (enforce/lease_file.h): gate kernel, cooperative
+//                          and graph launches on the tenant's compute lease; unset: not gated
+//   TESSERA_SHIM_COMPUTE_FAIL  open (default) | closed: what a launch does when the lease
+//                          arbiter is dead (no heartbeat for 1 s): run ungated with an alarm, or
+//                          wait until an arbiter is back (docs/decisions/0002-...)
 // Without TESSERA_SHIM_POLICY the process is unmanaged: every call passes straight through
 // (launches are still counted, process-locally).
 //
@@ -41,6 +46,8 @@
 #include "src/enforce/shim/launch_gate.h"
 #include "src/enforce/shim/real_dl.h"
 #include "tessera/enforce/cuda_abi.h"
+#include "tessera/enforce/lease.h"
+#include "tessera/enforce/lease_file.h"
 #include "tessera/enforce/segment.h"
 
 #define TESSERA_SHIM_EXPORT __attribute__((visibility("default")))
@@ -51,6 +58,43 @@ using namespace tessera::cuabi;  // NOLINT: the driver's C names
 namespace tessera::enforce::shim {
 
 std::atomic<ProcessSlot*> g_launch_slot{nullptr};
+ComputeGate g_gate;
+thread_local GateClock t_gate_clock __attribute__((tls_model("initial-exec")));
+
+uint64_t GateClockSlow() noexcept {
+#if defined(__x86_64__)
+  GateClock& c = t_gate_clock;
+  const uint64_t now = MonotonicNowNs();
+  const uint64_t tsc = __rdtsc();
+  constexpr uint64_t kCalibrateNs = 2'000'000;     // measure at least 2 ms ...
+  constexpr uint64_t kMaxMeasureNs = 1'000'000'000;  // ... and at most 1 s (else start over)
+  constexpr uint64_t kUseForNs = 100'000'000;      // then use it for 100 ms
+  if (c.anchor_ns == 0 || tsc <= c.anchor_tsc || now <= c.anchor_ns ||
+      now - c.anchor_ns > kMaxMeasureNs) {
+    c = GateClock{};
+    c.anchor_tsc = tsc;
+    c.anchor_ns = now;
+    return now;
+  }
+  const uint64_t dns = now - c.anchor_ns;
+  if (dns < kCalibrateNs) return now;
+  __extension__ typedef unsigned __int128 U128;
+  const uint64_t mult = static_cast<uint64_t>((static_cast<U128>(dns) << 32) / (tsc - c.anchor_tsc));
+  if (mult == 0 || mult > (1ULL << 36)) {  // a TSC below 62.5 MHz: not worth it
+    c = GateClock{};
+    return now;
+  }
+  c.mult = mult;
+  c.tsc0 = tsc;
+  c.ns0 = now;
+  c.span = (kUseForNs << 32) / mult;
+  c.anchor_tsc = tsc;
+  c.anchor_ns = now;
+  return now;
+#else
+  return MonotonicNowNs();
+#endif
+}
 
 namespace {
 
@@ -59,6 +103,7 @@ struct Config {
   bool managed = false;      // a valid segment is mapped
   bool fail_closed = false;  // configured but unusable, and TESSERA_SHIM_FAIL is not "open"
   bool log = false;
+  bool compute_fail_closed = false;  // TESSERA_SHIM_COMPUTE_FAIL=closed
   int tenant = -1;
   int num_ordinals = 0;
   int node_gpu[kMaxGpus] = {};
@@ -88,6 +133,8 @@ void Log(const char* fmt, ...) {
 void* g_real[kHookCount] = {};
 void* g_wrappers[kHookCount] = {};  // filled in Init() from the X-macro below
 PFN_cuCtxGetDevice_v2000 g_ctx_get_device = nullptr;
+PFN_cuStreamIsCapturing_v10000 g_is_capturing = nullptr;
+PFN_cuStreamIsCapturing_v10000 g_is_capturing_ptsz = nullptr;
 std::atomic<bool> g_driver_ready{false};
 std::atomic<void*> g_driver_handle{nullptr};
 
@@ -131,6 +178,9 @@ bool EnsureDriver(bool load) {
   t_in_dl = true;
   for (int i = 0; i < kHookCount; ++i) g_real[i] = dl.dlsym(h, kHooks[i].symbol);
   g_ctx_get_device = reinterpret_cast<PFN_cuCtxGetDevice_v2000>(dl.dlsym(h, "cuCtxGetDevice"));
+  g_is_capturing = reinterpret_cast<PFN_cuStreamIsCapturing_v10000>(dl.dlsym(h, "cuStreamIsCapturing"));
+  g_is_capturing_ptsz =
+      reinterpret_cast<PFN_cuStreamIsCapturing_v10000>(dl.dlsym(h, "cuStreamIsCapturing_ptsz"));
   t_in_dl = saved;
   g_driver_ready.store(true, std::memory_order_release);
   return true;
@@ -676,11 +726,93 @@ CUresult HandleDeviceTotalMem(Fn real, HookId, Size* bytes, CUdevice dev) {
   return rc;
 }
 
+// The stream a launch goes to: its CUstream argument, a launch config's hStream, else the
+// default stream (cuLaunch, cuLaunchGrid, the multi-device cooperative launch).
+inline CUstream PickStream(CUstream s, CUstream) { return s; }
+inline CUstream PickStream(const CUlaunchConfig* config, CUstream s) {
+  return config != nullptr ? config->hStream : s;
+}
+template <typename T>
+inline CUstream PickStream(const T&, CUstream s) { return s; }
+template <typename... Args>
+inline CUstream StreamOf(const Args&... args) {
+  CUstream s = nullptr;
+  ((s = PickStream(args, s)), ...);
+  return s;
+}
+
 template <CountedLaunch kKind, typename Fn, typename... Args>
-inline CUresult HandleLaunch(Fn real, HookId, Args... args) {
-  LaunchGate(kKind);
+inline CUresult HandleLaunch(Fn real, HookId id, Args... args) {
+  if constexpr (kKind == CountedLaunch::kCaptureBegin) {
+    LaunchGate(kKind);
+  } else {
+    LaunchGate(kKind, StreamOf(args...),
+               kHooks[static_cast<int>(id)].flavour == HookFlavour::kPerThread);
+  }
   return real(args...);
 }
+
+// True when `stream` is being captured, or when the driver cannot say (any error, e.g. an
+// implicit-capture conflict or an invalid stream): such a launch must never wait.
+bool StreamCapturing(CUstream stream, bool per_thread) {
+  EnsureDriver(false);
+  PFN_cuStreamIsCapturing_v10000 query = per_thread && g_is_capturing_ptsz != nullptr ? g_is_capturing_ptsz
+                                                                                        : g_is_capturing;
+  if (query == nullptr) return false;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult rc = query(stream, &status);
+  if (rc != CUDA_SUCCESS) return true;  // cannot tell: never block (the launch reports the error)
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+std::atomic<uint64_t> g_ungated_launches{0};  // launched without a lease (fail open)
+std::atomic<bool> g_alarm_logged{false};
+
+}  // namespace
+
+// An arbiter that has not stepped for this long is dead (it steps at least every 50 ms).
+constexpr uint64_t kArbiterStaleNs = 1'000'000'000;
+// Waits are cut into steps of this length, so that a dead arbiter is noticed.
+constexpr uint64_t kWaitStepNs = 250'000'000;
+
+void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, CUstream stream, bool per_thread) noexcept {
+  if (board == nullptr) {  // a process using several node GPUs: the current context's
+    int gpu = 0;
+    if (g_gate.boards == nullptr || CurrentNodeGpu(&gpu) != CUDA_SUCCESS || gpu >= g_gate.num_boards) return;
+    board = &g_gate.boards[gpu];
+  }
+  const uint32_t slot = g_gate.slot;
+  LaunchRequest request;
+  request.kind = LeaseKindOf(kind);
+  if (TryAdmitLaunch(*board, slot, request, MonotonicNowNs()) == GateResult::kAdmitted) return;
+  // Not registered on this GPU's board (no share): nothing to gate against.
+  if (board->slots[slot].node.state.load(std::memory_order_acquire) !=
+      static_cast<uint32_t>(LeaseSlotState::kActive)) {
+    return;
+  }
+  if (StreamCapturing(stream, per_thread)) {
+    request.capturing = true;
+    TryAdmitLaunch(*board, slot, request, 0);
+    return;
+  }
+  for (;;) {
+    const uint64_t now = MonotonicNowNs();
+    if (!g_cfg.compute_fail_closed && !ArbiterAlive(*board, now, kArbiterStaleNs)) {
+      // Fail open (decision 0002): the arbiter is dead; launch, counted, with an alarm.
+      RecordLaunch(board->slots[slot], request, now);
+      g_ungated_launches.fetch_add(1, std::memory_order_relaxed);
+      if (!g_alarm_logged.exchange(true)) {
+        Log("tessera-shim: ALARM: the lease arbiter of GPU %u is not running; launches run without a "
+            "compute lease (TESSERA_SHIM_COMPUTE_FAIL=open)\n", board->header.gpu_index);
+      }
+      return;
+    }
+    const GateResult r = GateLaunch(*board, slot, request, kWaitStepNs);
+    if (r != GateResult::kTimedOut) return;
+  }
+}
+
+namespace {
 
 // Resolvers: call the real one with the caller's exact arguments; errors, NULL results and
 // VERSION_NOT_SUFFICIENT pass through unchanged; a success is mapped by pointer identity.
@@ -808,6 +940,29 @@ void Configure() {
   g_cfg.counters = &v->counters();
   g_cfg.granule = v->policy().header.granule_bytes;
   g_cfg.managed = true;
+  const char* leases = std::getenv("TESSERA_SHIM_LEASES");
+  const char* compute_fail = std::getenv("TESSERA_SHIM_COMPUTE_FAIL");
+  g_cfg.compute_fail_closed = compute_fail != nullptr && std::strcmp(compute_fail, "closed") == 0;
+  if (leases != nullptr && *leases != '\0') {
+    StatusOr<LeaseFile> file = LeaseFile::Open(leases);
+    if (!file.ok()) {
+      g_cfg.managed = false;
+      return refuse(file.status().ToString());
+    }
+    if (file->num_gpus() < num_gpus) {
+      g_cfg.managed = false;
+      return refuse("lease file '" + std::string(leases) + "' covers " + std::to_string(file->num_gpus()) +
+                    " GPU(s), the segment " + std::to_string(num_gpus));
+    }
+    const int boards = file->num_gpus();
+    LeaseBoard* base = file->Release();  // kept for the life of the process
+    bool one_gpu = n > 0;
+    for (int i = 1; i < n; ++i) one_gpu = one_gpu && g_cfg.node_gpu[i] == g_cfg.node_gpu[0];
+    g_gate.slot = static_cast<uint32_t>(t);
+    g_gate.num_boards = boards;
+    g_gate.boards = base;
+    g_gate.single = one_gpu ? &base[g_cfg.node_gpu[0]] : nullptr;
+  }
   if (g_cfg.log) Log("tessera-shim: tenant %ld, %d GPU(s), granule %llu\n", t, n,
                      static_cast<unsigned long long>(g_cfg.granule));
 }

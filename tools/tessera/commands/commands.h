@@ -16,5 +16,7 @@ inline constexpr int kExitBadInput = 2;  // bad flags or bad input files
 // `command_line` (the full invocation, for reports) must outlive parsing.
 void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_code);
 void RegisterMig(CLI::App& app, int* exit_code);
+// `tessera run` (a command under libtessera-shim.so) and `tessera node status` (commands/node.cc).
+void RegisterNode(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli
