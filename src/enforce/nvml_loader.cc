@@ -199,6 +199,18 @@ struct DlopenNvml::Library {
     return Status(NvmlReturnToStatusCode(r), std::move(message));
   }
 
+  // The compute-instance profile `index` of a GPU instance (shared engines); `args` names the
+  // call's arguments in the error.
+  StatusOr<nvmlComputeInstanceProfileInfo_t> CiProfile(nvmlGpuInstance_t gi, uint32_t index,
+                                                       std::string_view args) const {
+    nvmlComputeInstanceProfileInfo_t info;
+    std::memset(&info, 0, sizeof(info));
+    const nvmlReturn_t r =
+        get_ci_profile(gi, index, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info);
+    if (r != NVML_SUCCESS) return Error(r, "nvmlGpuInstanceGetComputeInstanceProfileInfo", args);
+    return info;
+  }
+
   Status Missing(std::string_view function) const {
     return UnimplementedError(path + " does not export " + std::string(function) +
                               " (driver too old?)");
@@ -587,15 +599,10 @@ StatusOr<ComputeInstance> DlopenNvml::CreateComputeInstance(uint32_t gpu, uint32
   TESSERA_ASSIGN_OR_RETURN(nvmlGpuInstance_t gi, lib_->GpuInstanceById(gpu, gpu_instance_id));
   const std::string args =
       GiArg(gpu, gpu_instance_id) + ", profile index " + std::to_string(ci_profile_index);
-  nvmlComputeInstanceProfileInfo_t info;
-  std::memset(&info, 0, sizeof(info));
-  nvmlReturn_t r = lib_->get_ci_profile(gi, ci_profile_index,
-                                        NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info);
-  if (r != NVML_SUCCESS) {
-    return lib_->Error(r, "nvmlGpuInstanceGetComputeInstanceProfileInfo", args);
-  }
+  TESSERA_ASSIGN_OR_RETURN(const nvmlComputeInstanceProfileInfo_t info,
+                           lib_->CiProfile(gi, ci_profile_index, args));
   nvmlComputeInstance_t ci = nullptr;
-  r = lib_->create_ci(gi, info.id, &ci);
+  const nvmlReturn_t r = lib_->create_ci(gi, info.id, &ci);
   if (r != NVML_SUCCESS) return lib_->Error(r, "nvmlGpuInstanceCreateComputeInstance", args);
   return lib_->CiInfo(ci, gpu, gpu_instance_id);
 }
@@ -615,16 +622,11 @@ StatusOr<ComputeInstance> DlopenNvml::CreateComputeInstanceAt(
   const std::string args = GiArg(gpu, gpu_instance_id) + ", profile index " +
                            std::to_string(ci_profile_index) + ", placement " +
                            std::to_string(placement.start) + ":" + std::to_string(placement.size);
-  nvmlComputeInstanceProfileInfo_t info;
-  std::memset(&info, 0, sizeof(info));
-  nvmlReturn_t r = lib_->get_ci_profile(gi, ci_profile_index,
-                                        NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info);
-  if (r != NVML_SUCCESS) {
-    return lib_->Error(r, "nvmlGpuInstanceGetComputeInstanceProfileInfo", args);
-  }
+  TESSERA_ASSIGN_OR_RETURN(const nvmlComputeInstanceProfileInfo_t info,
+                           lib_->CiProfile(gi, ci_profile_index, args));
   nvmlComputeInstancePlacement_t raw{.start = placement.start, .size = placement.size};
   nvmlComputeInstance_t ci = nullptr;
-  r = lib_->create_ci_at(gi, info.id, &raw, &ci);
+  const nvmlReturn_t r = lib_->create_ci_at(gi, info.id, &raw, &ci);
   if (r != NVML_SUCCESS) {
     return lib_->Error(r, "nvmlGpuInstanceCreateComputeInstanceWithPlacement", args);
   }
@@ -643,15 +645,10 @@ StatusOr<std::vector<ComputeInstancePlacement>> DlopenNvml::ComputeInstancePossi
   TESSERA_ASSIGN_OR_RETURN(nvmlGpuInstance_t gi, lib_->GpuInstanceById(gpu, gpu_instance_id));
   const std::string args =
       GiArg(gpu, gpu_instance_id) + ", profile index " + std::to_string(ci_profile_index);
-  nvmlComputeInstanceProfileInfo_t info;
-  std::memset(&info, 0, sizeof(info));
-  nvmlReturn_t r = lib_->get_ci_profile(gi, ci_profile_index,
-                                        NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info);
-  if (r != NVML_SUCCESS) {
-    return lib_->Error(r, "nvmlGpuInstanceGetComputeInstanceProfileInfo", args);
-  }
+  TESSERA_ASSIGN_OR_RETURN(const nvmlComputeInstanceProfileInfo_t info,
+                           lib_->CiProfile(gi, ci_profile_index, args));
   unsigned int count = 0;
-  r = lib_->get_ci_placements(gi, info.id, nullptr, &count);
+  nvmlReturn_t r = lib_->get_ci_placements(gi, info.id, nullptr, &count);
   if (r != NVML_SUCCESS) {
     return lib_->Error(r, "nvmlGpuInstanceGetComputeInstancePossiblePlacements", args);
   }

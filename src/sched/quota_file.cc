@@ -127,7 +127,6 @@ StatusOr<QuotaFile> ParseQuotaYaml(std::string_view text, std::string_view sourc
     for (const auto& kv : root) {
       const std::string key = kv.first.Scalar();
       if (key == "capacity") {
-        capacity = Resources::Filled(kUnlimited);
         Resources c = Resources::Filled(kUnlimited);
         w.Quantities(kv.second, "capacity", c, capacity_models);
         capacity = c;

@@ -398,6 +398,20 @@ std::uint64_t MulSaturating(std::uint64_t a, std::uint64_t b) {
     }                                                             \
   } while (0)
 
+// Reserves `charge` on `gpu` before the driver call; gives it back if the call fails, records the
+// allocation with `on_success` if it succeeds.
+template <typename Call, typename OnSuccess>
+CUresult ReserveThenCall(int gpu, std::uint64_t charge, Call call, OnSuccess on_success) {
+  if (CUresult rc = Reserve(gpu, charge); rc != CUDA_SUCCESS) return rc;
+  const CUresult rc = call();
+  if (rc != CUDA_SUCCESS) {
+    Release(gpu, charge);
+    return rc;
+  }
+  on_success();
+  return rc;
+}
+
 // --- handlers (one per ABI shape; `real` is exactly the variant the caller's name denotes) -------
 template <typename Fn, typename Ptr, typename Size>
 CUresult HandleMemAlloc(Fn real, HookId, Ptr* dptr, Size bytesize) {
@@ -406,14 +420,8 @@ CUresult HandleMemAlloc(Fn real, HookId, Ptr* dptr, Size bytesize) {
   int gpu = 0;
   if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) return rc;
   const std::uint64_t charge = Charge(bytesize);
-  if (CUresult rc = Reserve(gpu, charge); rc != CUDA_SUCCESS) return rc;
-  CUresult rc = real(dptr, bytesize);
-  if (rc != CUDA_SUCCESS) {
-    Release(gpu, charge);
-    return rc;
-  }
-  Pointers().Put(*dptr, Record{charge, gpu, 1});
-  return rc;
+  return ReserveThenCall(gpu, charge, [&] { return real(dptr, bytesize); },
+                         [&] { Pointers().Put(*dptr, Record{charge, gpu, 1}); });
 }
 
 template <typename Fn>
@@ -423,14 +431,8 @@ CUresult HandleMemAllocManaged(Fn real, HookId, CUdeviceptr* dptr, size_t bytesi
   int gpu = 0;
   if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) return rc;
   const std::uint64_t charge = Charge(bytesize);  // managed memory is charged in full
-  if (CUresult rc = Reserve(gpu, charge); rc != CUDA_SUCCESS) return rc;
-  CUresult rc = real(dptr, bytesize, flags);
-  if (rc != CUDA_SUCCESS) {
-    Release(gpu, charge);
-    return rc;
-  }
-  Pointers().Put(*dptr, Record{charge, gpu, 1});
-  return rc;
+  return ReserveThenCall(gpu, charge, [&] { return real(dptr, bytesize, flags); },
+                         [&] { Pointers().Put(*dptr, Record{charge, gpu, 1}); });
 }
 
 // Pitch: reserve the lower bound width x height first, then top up to the pitch x height the
@@ -500,14 +502,8 @@ CUresult HandleMemAllocAsync(Fn real, HookId, CUdeviceptr* dptr, size_t bytesize
   int gpu = 0;
   if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) return rc;
   const std::uint64_t charge = Charge(bytesize);
-  if (CUresult rc = Reserve(gpu, charge); rc != CUDA_SUCCESS) return rc;
-  CUresult rc = real(dptr, bytesize, stream);
-  if (rc != CUDA_SUCCESS) {
-    Release(gpu, charge);
-    return rc;
-  }
-  Pointers().Put(*dptr, Record{charge, gpu, 1});
-  return rc;
+  return ReserveThenCall(gpu, charge, [&] { return real(dptr, bytesize, stream); },
+                         [&] { Pointers().Put(*dptr, Record{charge, gpu, 1}); });
 }
 
 template <typename Fn>
@@ -524,14 +520,8 @@ CUresult HandleMemAllocFromPoolAsync(Fn real, HookId, CUdeviceptr* dptr, size_t 
     return rc;  // a pool we did not see created (e.g. a device's default pool): current device
   }
   const std::uint64_t charge = Charge(bytesize);
-  if (CUresult rc = Reserve(gpu, charge); rc != CUDA_SUCCESS) return rc;
-  CUresult rc = real(dptr, bytesize, pool, stream);
-  if (rc != CUDA_SUCCESS) {
-    Release(gpu, charge);
-    return rc;
-  }
-  Pointers().Put(*dptr, Record{charge, gpu, 1});
-  return rc;
+  return ReserveThenCall(gpu, charge, [&] { return real(dptr, bytesize, pool, stream); },
+                         [&] { Pointers().Put(*dptr, Record{charge, gpu, 1}); });
 }
 
 template <typename Fn>
@@ -567,14 +557,8 @@ CUresult HandleMemCreate(Fn real, HookId, CUmemGenericAllocationHandle* handle, 
   int gpu = 0;
   if (CUresult rc = NodeGpuOfOrdinal(prop->location.id, &gpu); rc != CUDA_SUCCESS) return rc;
   const std::uint64_t charge = Charge(size);
-  if (CUresult rc = Reserve(gpu, charge); rc != CUDA_SUCCESS) return rc;
-  CUresult rc = real(handle, size, prop, flags);
-  if (rc != CUDA_SUCCESS) {
-    Release(gpu, charge);
-    return rc;
-  }
-  VmmHandles().Put(*handle, Record{charge, gpu, 1});
-  return rc;
+  return ReserveThenCall(gpu, charge, [&] { return real(handle, size, prop, flags); },
+                         [&] { VmmHandles().Put(*handle, Record{charge, gpu, 1}); });
 }
 
 template <typename Fn>
