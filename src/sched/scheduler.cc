@@ -120,7 +120,7 @@ struct Scheduler::Impl {
 
   std::vector<std::set<PendingKey>> queue;  // per tenant
   std::vector<std::array<int, kQosClassCount>> pending_counts;
-  // Pending Guaranteed/Burstable jobs of each tenant by GPU size (for HasEntitledWaiting).
+  // Pending Guaranteed/Burstable jobs of each tenant by GPU size (for BelowGuaranteeWithWaiting).
   std::vector<std::set<std::pair<int64_t, JobId>>> by_size;
   std::unordered_map<JobId, Job> pending;
   std::unordered_map<JobId, WaitReason> reasons;
@@ -904,16 +904,18 @@ std::array<int, kWaitReasonCount> Scheduler::PendingByReason() const {
   return n;
 }
 
-bool Scheduler::HasEntitledWaiting(TenantIndex t) const {
+bool Scheduler::BelowGuaranteeWithWaiting(TenantIndex t) const {
   const Impl& m = *impl_;
+  const Resources prot = m.Protected(t);
+  const Resources& g = m.tree->spec(t).guaranteed;
   for (const auto& [gpu, id] : m.by_size[t]) {
-    const Job& j = m.pending.at(id);
-    const Resources r = m.ResourcesOf(j, nullptr);
-    if (m.Entitled(t, r, j.qos)) return true;
-    // GPU milli is always a guarantee dimension: if this size does not fit the guarantee
-    // beyond the Guaranteed-class usage (the weaker of the two tests), no larger job of
-    // either class is entitled.
-    if (m.g_usage[t][kGpuMilliDim] + gpu > m.tree->spec(t).guaranteed[kGpuMilliDim]) return false;
+    // Sizes ascend: once one does not fit the unused guarantee in GPU milli, none does.
+    if (prot[kGpuMilliDim] + gpu > g[kGpuMilliDim]) return false;
+    const Resources r = m.ResourcesOf(m.pending.at(id), nullptr);
+    bool fits = r[kGpuMilliDim] > 0;
+    for (int d = 0; d < kMaxResourceDims && fits; ++d)
+      if ((m.quota_dims >> d & 1) && r[d] > 0 && prot[d] + r[d] > g[d]) fits = false;
+    if (fits) return true;
   }
   return false;
 }

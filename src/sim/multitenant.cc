@@ -361,7 +361,7 @@ class Loop {
         if (!tenants_.is_leaf(t)) continue;
         const auto [si, local] = route_[t];
         const Scheduler& s = *scheds_[si];
-        if (s.HasEntitledWaiting(local)) m.guarantee_violations += dt;
+        if (s.BelowGuaranteeWithWaiting(local)) m.guarantee_violations += dt;
         const double used = static_cast<double>(s.usage(local)[sched::kGpuMilliDim]);
         const TenantIndex root = tenants_.path(t).front();
         root_usage[root] += used;

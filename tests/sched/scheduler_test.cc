@@ -203,11 +203,13 @@ TEST(Scheduler, TwoJobsNeverPreemptEachOtherBackAndForth) {
         // a tenant, only Guaranteed work displaces the tenant's own Burstable work.
         const Job* by = s->job(p.by);
         ASSERT_NE(by, nullptr);
-        if (v->tenant == by->tenant && v->qos != QosClass::kBestEffort)
+        if (v->tenant == by->tenant && v->qos != QosClass::kBestEffort) {
           EXPECT_EQ(by->qos, QosClass::kGuaranteed);
-        if (v->qos == QosClass::kBurstable && v->tenant != by->tenant)
+        }
+        if (v->qos == QosClass::kBurstable && v->tenant != by->tenant) {
           EXPECT_GE(s->protected_usage(v->tenant)[kGpuMilliDim],
                     tree.spec(v->tenant).guaranteed[kGpuMilliDim]);
+        }
       }
       for (const StartEvent& st : r.started) ends.try_emplace(st.job, now.count() + 100);
       // Usage never exceeds the cluster.
@@ -378,6 +380,37 @@ TEST(Scheduler, ConsolidationMovesFractionalPodsToFreeWholeGpus) {
   EXPECT_TRUE(s->is_running(3));
   EXPECT_EQ(s->placement_of(1)->at(0).gpus, s->placement_of(2)->at(0).gpus);
   EXPECT_EQ(s->cluster().allocated_gpu().value(), 1800);
+}
+
+// The violation test of the scenario metrics: below the guarantee (Guaranteed + Burstable work
+// counted) with a waiting job that fits in the unused part.
+TEST(Scheduler, BelowGuaranteeWithWaitingCountsGuaranteedAndBurstableWork) {
+  TenantTree tree = Tree({{"a", "", 2000}, {"b", "", 2000}});
+  const TenantIndex a = *tree.Find("a"), b = *tree.Find("b");
+  // b fills the cluster: 2 GPUs within its guarantee, 2 borrowed (min runtime 1 h: no reclaim).
+  SchedulerOptions opt;
+  opt.min_runtime = Seconds{3600};
+  auto s = Make(tree, Nodes(1, 4), opt);
+  for (JobId id = 1; id <= 4; ++id) ASSERT_TRUE(s->Submit(MakeJob(id, b, QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{0});
+  EXPECT_FALSE(s->BelowGuaranteeWithWaiting(a));
+  // a waits with a 1-GPU job while using nothing: a violation.
+  ASSERT_TRUE(s->Submit(MakeJob(5, a, QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{1});
+  EXPECT_TRUE(s->is_pending(5));
+  EXPECT_TRUE(s->BelowGuaranteeWithWaiting(a));
+  EXPECT_FALSE(s->BelowGuaranteeWithWaiting(b));  // b has nothing waiting
+  // A waiting job larger than the unused guarantee is not one.
+  ASSERT_TRUE(s->Cancel(5).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(6, a, QosClass::kBurstable, 3)).ok());
+  s->Cycle(Seconds{2});
+  EXPECT_FALSE(s->BelowGuaranteeWithWaiting(a));
+  // b at its guarantee through Burstable work, with a Guaranteed job waiting (entitled to
+  // displace b's own borrowed work once it may be preempted): b is not below its guarantee.
+  ASSERT_TRUE(s->Submit(MakeJob(7, b, QosClass::kGuaranteed, 1)).ok());
+  s->Cycle(Seconds{3});
+  EXPECT_TRUE(s->is_pending(7));
+  EXPECT_FALSE(s->BelowGuaranteeWithWaiting(b));
 }
 
 TEST(Scheduler, DecayedUsageRemembersHistory) {

@@ -150,9 +150,12 @@ class Scheduler {
   size_t running_count() const;
   // Pending jobs of a tenant (leaf), by class.
   int pending_of(TenantIndex t, QosClass q) const;
-  // Whether the tenant has a waiting Guaranteed or Burstable job that fits in its unused
-  // guarantee: while this holds, the tenant's guarantee is being violated.
-  bool HasEntitledWaiting(TenantIndex t) const;
+  // Whether the tenant is below its guarantee (counting its Guaranteed and Burstable work) with
+  // a waiting Guaranteed or Burstable job that fits in the unused part: while this holds, the
+  // tenant's guarantee is being violated. (A Guaranteed job of a tenant whose own Burstable
+  // work fills its guarantee is entitled to displace that work, but the tenant is not below
+  // its guarantee.)
+  bool BelowGuaranteeWithWaiting(TenantIndex t) const;
   // Whether the tenant has a pending job held back by something other than its own quota (its
   // limit, or the Guaranteed class's cap at the guarantee).
   bool HasRunnableWaiting(TenantIndex t) const;

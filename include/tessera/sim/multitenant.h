@@ -41,8 +41,9 @@
 //                        time with at least two such tenants; jain_fairness_top_level is the
 //                        same among the top-level tenants (an organisation waits if one of its
 //                        teams does)
-//   guarantee_violations tenant-seconds during which a tenant had a waiting job that fits in its
-//                        unused guarantee (sched::Scheduler::HasEntitledWaiting)
+//   guarantee_violations tenant-seconds during which a tenant was below its guarantee (counting
+//                        its Guaranteed and Burstable work) with a waiting job that fits in the
+//                        unused part (sched::Scheduler::BelowGuaranteeWithWaiting)
 //
 // Thread-safety: pure functions of their inputs (seeded).
 #pragma once
