@@ -400,15 +400,17 @@ struct Scheduler::Impl {
 
   // Finds the cheapest set of victims on one node that lets `pod` fit there and evicts them in
   // the journal. Returns the victims (empty: none found).
+  // `avoid`: a node not to use (the one being cleared by PlanClear).
   std::vector<JobId> Reclaim(const Job& j, const TaskRequest& pod, Seconds now, Journal& journal,
                              std::unordered_map<TenantIndex, Resources>& removed,
-                             const std::vector<JobId>& already) {
+                             const std::vector<JobId>& already,
+                             std::optional<NodeIndex> avoid = std::nullopt) {
     std::vector<JobId> best;
     int64_t best_cost = INT64_MAX;
     NodeIndex best_node;
     for (size_t n = 0; n < snap.node_count(); ++n) {
       const NodeIndex ni{static_cast<uint32_t>(n)};
-      if (on_node[n].empty() || !empty.Fits(ni, pod)) continue;
+      if (on_node[n].empty() || !empty.Fits(ni, pod) || (avoid && *avoid == ni)) continue;
       std::vector<const Running*> cands;
       for (JobId id : on_node[n]) {
         if (std::find(already.begin(), already.end(), id) != already.end()) continue;
@@ -418,6 +420,9 @@ struct Scheduler::Impl {
       }
       if (cands.empty()) continue;
       std::sort(cands.begin(), cands.end(), [&](const Running* a, const Running* b) {
+        // The tenant's own work last: displacing it leaves the tenant where it was.
+        const bool own_a = a->job.tenant == j.tenant, own_b = b->job.tenant == j.tenant;
+        if (own_a != own_b) return own_b;
         if (a->job.qos != b->job.qos) return a->job.qos > b->job.qos;  // BestEffort first
         const double sa = share[a->job.tenant], sb = share[b->job.tenant];
         if (sa != sb) return sa > sb;                    // the most over-served tenant first
@@ -438,7 +443,8 @@ struct Scheduler::Impl {
         if (v->job.qos != QosClass::kBestEffort)
           for (TenantIndex a : tree->path(v->job.tenant)) trial_removed[a] += v->res;
         victims.push_back(v->job.id);
-        cost += 1'000'000 + v->res[kGpuMilliDim];
+        // Any set of other tenants' victims is cheaper than one of the tenant's own jobs.
+        cost += (v->job.tenant == j.tenant ? 1'000'000'000'000 : 1'000'000) + v->res[kGpuMilliDim];
         if (snap.Fits(ni, pod)) {
           fits = true;
           break;
@@ -525,6 +531,13 @@ struct Scheduler::Impl {
       Status st = snap.Undo(op.task, op.where);
       (void)st;
     }
+    CommitStart(j, pod, where, victims, now, out);
+    return true;
+  }
+
+  // Bookkeeping once the snapshot holds `j` at `where` and no longer holds `victims`.
+  void CommitStart(const Job& j, const TaskRequest& pod, const std::vector<Placement>& where,
+                   const std::vector<JobId>& victims, Seconds now, CycleResult& out) {
     for (JobId id : victims) {
       auto it = running.find(id);
       Running v = std::move(it->second);
@@ -550,6 +563,164 @@ struct Scheduler::Impl {
     reasons.erase(j.id);
     out.started.push_back({j.id, where});
     caps_dirty = true;
+  }
+
+  // --- defragmentation ------------------------------------------------------------------
+  // A destination for a pod being moved off `avoid`: a fractional pod goes to the fullest GPU
+  // that takes it, a whole-GPU pod to the node with the fewest fully free GPUs that holds it.
+  std::optional<Placement> MoveDestination(const TaskRequest& pod, NodeIndex avoid) const {
+    std::optional<Placement> best;
+    int64_t best_key = INT64_MAX;
+    for (size_t m = 0; m < snap.node_count(); ++m) {
+      const NodeIndex mi{static_cast<uint32_t>(m)};
+      if (mi == avoid || !snap.Fits(mi, pod)) continue;
+      if (pod.IsSharing()) {
+        for (int g = 0; g < snap.gpu_count(mi); ++g) {
+          const int32_t f = snap.gpu_free(mi, g);
+          if (f >= pod.gpu_milli.value() && f < best_key) {
+            best_key = f;
+            best = Placement{mi, placement::GpuBit(g)};
+          }
+        }
+      } else {
+        const int full = snap.fully_free_gpus(mi);
+        if (full < pod.num_gpu || full >= best_key) continue;
+        placement::GpuSet gpus = 0;
+        for (int g = 0, k = 0; g < snap.gpu_count(mi) && k < pod.num_gpu; ++g)
+          if (snap.gpu_free(mi, g) == kWholeGpu.value()) {
+            gpus |= placement::GpuBit(g);
+            ++k;
+          }
+        best_key = full;
+        best = Placement{mi, gpus};
+      }
+    }
+    return best;
+  }
+
+  struct ClearPlan {
+    std::vector<JobId> evicted;
+    std::vector<MoveEvent> moves;
+    int64_t cost = 0;
+  };
+  // Clears room for `pod` on node `ni` in `journal`: evicts what `j` may preempt, then moves
+  // other single-pod work elsewhere (never a whole-GPU Guaranteed pod; nothing started this
+  // cycle). Evictions cost less than live moves of fractional pods, which cost less than
+  // moves that restart a whole-GPU pod. Returns whether the pod fits there afterwards.
+  bool PlanClear(const Job& j, const TaskRequest& pod, NodeIndex ni, Seconds now,
+                 Journal& journal, ClearPlan& plan) {
+    std::vector<const Running*> occ;
+    for (JobId id : on_node[ni.value()]) {
+      const Running* r = &running.at(id);
+      if (std::find(occ.begin(), occ.end(), r) == occ.end()) occ.push_back(r);
+    }
+    std::sort(occ.begin(), occ.end(), [&](const Running* a, const Running* b) {
+      if (a->job.qos != b->job.qos) return a->job.qos > b->job.qos;  // BestEffort first
+      if (a->pod.gpu_milli != b->pod.gpu_milli) return a->pod.gpu_milli < b->pod.gpu_milli;
+      return a->job.id > b->job.id;
+    });
+    std::unordered_map<TenantIndex, Resources> removed;
+    for (const Running* r : occ) {
+      if (snap.Fits(ni, pod)) break;
+      if (Eligible(*r, j.tenant, j.qos, now, removed)) {
+        EvictInJournal(*r, journal);
+        if (r->job.qos != QosClass::kBestEffort)
+          for (TenantIndex a : tree->path(r->job.tenant)) removed[a] += r->res;
+        plan.evicted.push_back(r->job.id);
+        plan.cost += 1'000'000 + r->res[kGpuMilliDim];
+        continue;
+      }
+      const bool sharing = r->pod.IsSharing();
+      if (r->job.pods != 1 || r->start >= now || (!sharing && r->job.qos == QosClass::kGuaranteed))
+        continue;
+      const size_t mark = journal.mark();
+      if (!journal.Undo(snap, r->pod, r->pods[0]).ok()) continue;
+      auto dest = MoveDestination(r->pod, ni);
+      const auto saved_removed = removed;
+      const auto saved_all = removed_all;
+      const size_t saved_evicted = plan.evicted.size();
+      if (!dest) {
+        // Make room elsewhere by evicting what `j` may preempt (a swap: the moved pod takes
+        // the place of borrowed work, `j` takes the moved pod's).
+        for (JobId v : Reclaim(j, r->pod, now, journal, removed, plan.evicted, ni)) {
+          plan.evicted.push_back(v);
+          plan.cost += 1'000'000 + running.at(v).res[kGpuMilliDim];
+        }
+        if (plan.evicted.size() != saved_evicted) dest = MoveDestination(r->pod, ni);
+      }
+      if (!dest || !journal.Apply(snap, r->pod, *dest).ok()) {
+        journal.RollbackTo(snap, mark);
+        removed = saved_removed;
+        removed_all = saved_all;
+        plan.evicted.resize(saved_evicted);
+        continue;
+      }
+      plan.moves.push_back({r->job.id, 0, r->pods[0], *dest, j.id, !sharing});
+      plan.cost += (sharing ? 1'000'000'000 : 1'000'000'000'000) + r->res[kGpuMilliDim];
+    }
+    return snap.Fits(ni, pod);
+  }
+
+  // For an entitled single-pod job that reclaim could not place: clears the node that is
+  // cheapest to clear (PlanClear), starts the job there and reports the evictions and moves.
+  bool Defragment(const Job& j, const TaskRequest& pod, Seconds now, CycleResult& out) {
+    if (j.pods != 1 || !opt.affinity.empty()) return false;
+    fair_mode = false;
+    removed_all.clear();
+    // Plan on the kDefragNodes nodes with the least work that can never leave them (whole-GPU
+    // Guaranteed pods and gang pods), then the least work in all.
+    constexpr size_t kDefragNodes = 8;
+    std::vector<std::tuple<int64_t, int64_t, uint32_t>> order;
+    for (size_t n = 0; n < snap.node_count(); ++n) {
+      const NodeIndex ni{static_cast<uint32_t>(n)};
+      if (on_node[n].empty() || !empty.Fits(ni, pod)) continue;
+      int64_t fixed = 0;
+      for (JobId id : on_node[n]) {
+        const Running& r = running.at(id);
+        if (r.job.pods != 1 || (r.job.qos == QosClass::kGuaranteed && !r.pod.IsSharing()))
+          fixed += r.pod.TotalGpu().value();
+      }
+      order.emplace_back(fixed, snap.node_gpu_free(ni) * -1, static_cast<uint32_t>(n));
+    }
+    if (order.size() > kDefragNodes) {
+      std::partial_sort(order.begin(), order.begin() + kDefragNodes, order.end());
+      order.resize(kDefragNodes);
+    }
+    std::optional<NodeIndex> best;
+    int64_t best_cost = INT64_MAX;
+    for (const auto& [fixed, neg_free, n] : order) {
+      const NodeIndex ni{n};
+      Journal journal;
+      ClearPlan plan;
+      if (PlanClear(j, pod, ni, now, journal, plan) && plan.cost < best_cost) {
+        best_cost = plan.cost;
+        best = ni;
+      }
+      journal.RollbackTo(snap, 0);
+    }
+    if (!best) return false;
+    Journal journal;
+    ClearPlan plan;
+    if (!PlanClear(j, pod, *best, now, journal, plan)) {
+      journal.RollbackTo(snap, 0);
+      return false;
+    }
+    const placement::PlacementDecision d = policy->Place(snap, pod, ctx);
+    ++out.attempts;
+    if (!d.placement || !journal.Apply(snap, pod, *d.placement).ok()) {
+      journal.RollbackTo(snap, 0);
+      return false;
+    }
+    for (const MoveEvent& mv : plan.moves) {
+      Running& r = running.at(mv.job);
+      auto& src = on_node[mv.from.node.value()];
+      src.erase(std::find(src.begin(), src.end(), mv.job));
+      on_node[mv.to.node.value()].push_back(mv.job);
+      r.pods[0] = mv.to;
+      if (mv.restart) r.start = now;
+      out.moves.push_back(mv);
+    }
+    CommitStart(j, pod, {*d.placement}, plan.evicted, now, out);
     return true;
   }
 
@@ -613,7 +784,7 @@ struct Scheduler::Impl {
             ok = false;
             break;
           }
-          trial.push_back({id, 0, r.pods[0], *dest, j.id});
+          trial.push_back({id, 0, r.pods[0], *dest, j.id, false});
         }
       }
       if (ok && snap.Fits(ni, pod)) {
@@ -742,6 +913,8 @@ CycleResult Scheduler::Cycle(Seconds now) {
   std::vector<int> active(nt, 0);  // active leaves in the subtree
   std::vector<std::set<PendingKey>::iterator> cursor(nt), stop(nt);
   int consolidation_budget = 8;
+  int defrag_budget = 2;
+  std::set<ShapeKey> failed_defrag;
   int64_t reclaims_left = m.opt.max_reclaims_per_cycle;
   std::set<ShapeKey> failed_shapes;
   std::set<ReclaimKey> failed_reclaims;
@@ -850,6 +1023,18 @@ CycleResult Scheduler::Cycle(Seconds now) {
           failed_shapes.clear();
           failed_reclaims.clear();
           started = m.TryStart(copy, false, now, out);
+        }
+      }
+      // Defragmentation for an entitled job nothing else could place (bounded per cycle).
+      if (!started && pass == 0 && m.opt.defragmentation && !gpu_free_job && defrag_budget > 0 &&
+          m.reasons[copy.id] == WaitReason::kCapacity && !failed_defrag.count(shape)) {
+        --defrag_budget;
+        started = m.Defragment(copy, pod, now, out);
+        if (started) {
+          failed_shapes.clear();
+          failed_reclaims.clear();
+        } else {
+          failed_defrag.insert(shape);
         }
       }
       if (started) {

@@ -328,6 +328,14 @@ class Loop {
           requested_now += RequestedMilli(w.job);
         }
         m.consolidation_moves += static_cast<int64_t>(r.moves.size());
+        for (const sched::MoveEvent& mv : r.moves) {
+          if (!mv.restart) continue;  // a fractional pod moves live: its end stays
+          // A whole-GPU pod restarts at its destination: it loses its progress (counted as a
+          // preemption) and ends a full duration later.
+          ++generation_[mv.job];
+          ++m.preemptions;
+          events.push({now + jobs_[mv.job - 1].duration.count(), 0, mv.job, generation_[mv.job]});
+        }
       }
       // Integrate until the next instant.
       const int64_t next = events.empty() ? H : std::min<int64_t>(H, std::get<0>(events.top()));
@@ -488,6 +496,7 @@ StatusOr<ModeMetrics> RunDedicated(const TenantTree& tenants, const std::vector<
     opt.whole_gpus_only = true;
     opt.preemption = false;
     opt.consolidation = false;
+    opt.defragmentation = false;
     opt.affinity = {};
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> s,
                              Scheduler::Create(trees.back().get(), std::move(slice), opt));

@@ -382,6 +382,84 @@ TEST(Scheduler, ConsolidationMovesFractionalPodsToFreeWholeGpus) {
   EXPECT_EQ(s->cluster().allocated_gpu().value(), 1800);
 }
 
+// Two 4-GPU nodes; B's four 1-GPU jobs (at its guarantee, so not preemptible) are spread two
+// and two; A's entitled 4-GPU job fits nowhere and reclaim finds no victim.
+struct SpreadFixture {
+  TenantTree tree = Tree({{"A", "", 4000}, {"B", "", 4000}});
+  std::unique_ptr<Scheduler> s;
+  explicit SpreadFixture(QosClass b_class, bool defragmentation = true) {
+    SchedulerOptions opt;
+    opt.placement_policy = "worstfit";  // spreads B's jobs over both nodes
+    opt.defragmentation = defragmentation;
+    s = Make(tree, Nodes(2, 4), opt);
+    for (JobId id = 1; id <= 4; ++id) EXPECT_TRUE(s->Submit(MakeJob(id, 1, b_class, 1)).ok());
+    s->Cycle(Seconds{0});
+    int on_first = 0;
+    for (JobId id = 1; id <= 4; ++id) on_first += s->placement_of(id)->at(0).node.value() == 0;
+    EXPECT_EQ(on_first, 2);
+    EXPECT_TRUE(s->Submit(MakeJob(10, 0, QosClass::kBurstable, 4)).ok());
+  }
+};
+
+TEST(Scheduler, DefragmentationMovesProtectedWorkForAnEntitledJob) {
+  SpreadFixture f(QosClass::kBurstable);
+  CycleResult r = f.s->Cycle(Seconds{100});
+  EXPECT_TRUE(f.s->is_running(10));
+  EXPECT_TRUE(r.preempted.empty());
+  ASSERT_EQ(r.moves.size(), 2u);
+  for (const MoveEvent& m : r.moves) {
+    EXPECT_EQ(m.for_job, 10);
+    EXPECT_TRUE(m.restart);  // whole-GPU pods restart where they go
+    EXPECT_NE(m.from.node, m.to.node);
+  }
+  for (JobId id = 1; id <= 4; ++id) {
+    EXPECT_TRUE(f.s->is_running(id));
+    EXPECT_NE(f.s->placement_of(id)->at(0).node, f.s->placement_of(10)->at(0).node);
+  }
+  EXPECT_EQ(f.s->cluster().allocated_gpu().value(), 8000);
+}
+
+TEST(Scheduler, DefragmentationNeverMovesWholeGpuGuaranteedPods) {
+  SpreadFixture f(QosClass::kGuaranteed);
+  CycleResult r = f.s->Cycle(Seconds{100});
+  EXPECT_FALSE(f.s->is_running(10));
+  EXPECT_TRUE(r.moves.empty());
+  EXPECT_TRUE(r.preempted.empty());
+}
+
+TEST(Scheduler, WithoutDefragmentationTheEntitledJobWaits) {
+  SpreadFixture f(QosClass::kBurstable, /*defragmentation=*/false);
+  CycleResult r = f.s->Cycle(Seconds{100});
+  EXPECT_FALSE(f.s->is_running(10));
+  EXPECT_EQ(f.s->wait_reason(10), WaitReason::kCapacity);
+  EXPECT_TRUE(r.moves.empty());
+}
+
+// A swap: the protected pod in the way moves to where borrowed work was, which is preempted.
+TEST(Scheduler, DefragmentationSwapsProtectedWorkWithBorrowedWork) {
+  TenantTree tree = Tree({{"A", "", 4000}, {"B", "", 2000}, {"C", "", 2000}});
+  SchedulerOptions opt;
+  opt.placement_policy = "worstfit";
+  auto s = Make(tree, Nodes(2, 4), opt);
+  ASSERT_TRUE(s->Submit(MakeJob(1, 1, QosClass::kBurstable, 1)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1, QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{0});
+  ASSERT_NE(s->placement_of(1)->at(0).node, s->placement_of(2)->at(0).node);
+  for (JobId id = 3; id <= 8; ++id) ASSERT_TRUE(s->Submit(MakeJob(id, 2, QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{1});
+  ASSERT_EQ(s->cluster().allocated_gpu().value(), 8000);  // C borrows 4 GPUs
+  ASSERT_TRUE(s->Submit(MakeJob(10, 0, QosClass::kBurstable, 4)).ok());
+  CycleResult r = s->Cycle(Seconds{100});
+  ASSERT_TRUE(s->is_running(10));
+  ASSERT_EQ(r.moves.size(), 1u);  // one of B's pods changes node
+  EXPECT_LE(r.moves[0].job, 2);
+  EXPECT_EQ(r.preempted.size(), 4u);  // C's borrowed GPUs, C keeps its guarantee
+  for (const PreemptEvent& p : r.preempted) EXPECT_GE(p.victim, 3);
+  EXPECT_GE(s->protected_usage(2)[kGpuMilliDim], 2000);
+  EXPECT_TRUE(s->is_running(1) && s->is_running(2));
+  EXPECT_EQ(s->placement_of(1)->at(0).node, s->placement_of(2)->at(0).node);
+}
+
 // The violation test of the scenario metrics: below the guarantee (Guaranteed + Burstable work
 // counted) with a waiting job that fits in the unused part.
 TEST(Scheduler, BelowGuaranteeWithWaitingCountsGuaranteedAndBurstableWork) {

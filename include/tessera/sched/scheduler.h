@@ -12,6 +12,19 @@
 // tenant by priority, then submit time. A job that cannot start is skipped (backfill) and its
 // wait reason is kept (quota, capacity, affinity).
 //
+// Defragmentation (pass 1): guarantees are aggregate GPU milli, but a job needs its GPUs on one
+// node. When an entitled single-pod job fits nowhere even with reclaim, the scheduler plans,
+// on the 8 nodes with the least immovable work, how to clear room: evict what the job may
+// preempt (the reclaim rules), else move a single-pod job elsewhere: to free room, or by
+// evicting borrowed work there (a swap). Fractional pods move live (a reported move, as in
+// consolidation); a whole-GPU pod restarts at its destination (MoveEvent::restart); a
+// whole-GPU Guaranteed pod and gang pods never move. The cheapest plan wins (evictions <
+// live moves < restarts) and the job starts on the cleared node. Bounded: 2 plans per cycle.
+//   Example (two 4-GPU nodes; A and B guaranteed 4 GPUs each): B runs four 1-GPU Burstable
+//   jobs, two per node (B is at its guarantee: none is a victim). A submits a 4-GPU job: no
+//   node has 4 free GPUs and reclaim finds nothing -> B's two jobs on one node restart on the
+//   other, A's job starts on the cleared node; B keeps its four GPUs.
+//
 // Fair-share preemption (pass 2) never loops either: the victim's side must stay at least as
 // served as the preemptor's side after the swap, so both sides end below the victim side's
 // share before it: the larger of the two shares drops and the sorted vector of shares
@@ -73,6 +86,9 @@ struct SchedulerOptions {
   // share, compared between the two sides under their common ancestor) after the swap.
   bool fair_share_preemption = true;
   bool consolidation = true;     // move preemptible fractional pods to free whole GPUs
+  // Clear a node for an entitled job reclaim could not place: evict what it may preempt, move
+  // other single-pod work elsewhere (see Defragment in scheduler.cc).
+  bool defragmentation = true;
   int max_reclaims_per_cycle = 64;  // victim searches per cycle; later ones wait a cycle
   double fair_share_half_life_s = 0;  // > 0: DRF on usage decayed with this half-life
   bool whole_gpus_only = false;  // dedicated clusters: a fractional pod takes a whole GPU
@@ -104,7 +120,8 @@ struct MoveEvent {
   JobId job;
   int pod = 0;
   placement::Placement from, to;
-  JobId for_job;   // the queued whole-GPU job the move makes room for
+  JobId for_job;   // the queued job the move makes room for
+  bool restart = false;  // a whole-GPU pod restarts at its destination (a fractional one moves live)
 };
 // A job is never both started and preempted in one cycle: a job started in a cycle is not a
 // victim in it, and a victim waits for the next cycle.
