@@ -598,6 +598,9 @@ struct Scheduler::Impl {
     return best;
   }
 
+  // Swaps per Defragment, in nodes visited by their victim searches.
+  static constexpr int64_t kDefragSwaps = 1000;
+  int64_t swap_budget = 0;
   struct ClearPlan {
     std::vector<JobId> evicted;
     std::vector<MoveEvent> moves;
@@ -607,8 +610,10 @@ struct Scheduler::Impl {
   // other single-pod work elsewhere (never a whole-GPU Guaranteed pod; nothing started this
   // cycle). Evictions cost less than live moves of fractional pods, which cost less than
   // moves that restart a whole-GPU pod. Returns whether the pod fits there afterwards.
+  // `stop_at`: give up once the plan costs this much (a cheaper one is known). Swaps draw on
+  // `swap_budget` (each is a victim search over the cluster).
   bool PlanClear(const Job& j, const TaskRequest& pod, NodeIndex ni, Seconds now,
-                 Journal& journal, ClearPlan& plan) {
+                 Journal& journal, ClearPlan& plan, int64_t stop_at = INT64_MAX) {
     std::vector<const Running*> occ;
     for (JobId id : on_node[ni.value()]) {
       const Running* r = &running.at(id);
@@ -621,7 +626,7 @@ struct Scheduler::Impl {
     });
     std::unordered_map<TenantIndex, Resources> removed;
     for (const Running* r : occ) {
-      if (snap.Fits(ni, pod)) break;
+      if (snap.Fits(ni, pod) || plan.cost >= stop_at) break;
       if (Eligible(*r, j.tenant, j.qos, now, removed)) {
         EvictInJournal(*r, journal);
         if (r->job.qos != QosClass::kBestEffort)
@@ -639,7 +644,8 @@ struct Scheduler::Impl {
       const auto saved_removed = removed;
       const auto saved_all = removed_all;
       const size_t saved_evicted = plan.evicted.size();
-      if (!dest) {
+      if (!dest && swap_budget >= static_cast<int64_t>(snap.node_count())) {
+        swap_budget -= static_cast<int64_t>(snap.node_count());
         // Make room elsewhere by evicting what `j` may preempt (a swap: the moved pod takes
         // the place of borrowed work, `j` takes the moved pod's).
         for (JobId v : Reclaim(j, r->pod, now, journal, removed, plan.evicted, ni)) {
@@ -670,6 +676,7 @@ struct Scheduler::Impl {
     // Plan on the kDefragNodes nodes with the least work that can never leave them (whole-GPU
     // Guaranteed pods and gang pods), then the least work in all.
     constexpr size_t kDefragNodes = 8;
+    swap_budget = kDefragSwaps;
     std::vector<std::tuple<int64_t, int64_t, uint32_t>> order;
     for (size_t n = 0; n < snap.node_count(); ++n) {
       const NodeIndex ni{static_cast<uint32_t>(n)};
@@ -692,7 +699,7 @@ struct Scheduler::Impl {
       const NodeIndex ni{n};
       Journal journal;
       ClearPlan plan;
-      if (PlanClear(j, pod, ni, now, journal, plan) && plan.cost < best_cost) {
+      if (PlanClear(j, pod, ni, now, journal, plan, best_cost) && plan.cost < best_cost) {
         best_cost = plan.cost;
         best = ni;
       }
@@ -701,6 +708,7 @@ struct Scheduler::Impl {
     if (!best) return false;
     Journal journal;
     ClearPlan plan;
+    swap_budget = kDefragSwaps;  // the chosen node's plan again, for real
     if (!PlanClear(j, pod, *best, now, journal, plan)) {
       journal.RollbackTo(snap, 0);
       return false;
@@ -1029,13 +1037,10 @@ CycleResult Scheduler::Cycle(Seconds now) {
       if (!started && pass == 0 && m.opt.defragmentation && !gpu_free_job && defrag_budget > 0 &&
           m.reasons[copy.id] == WaitReason::kCapacity && !failed_defrag.count(shape)) {
         --defrag_budget;
+        // The memos stay: the cleared node is taken and the moved work went to other nodes,
+        // so what failed before gets its next try in the next cycle.
         started = m.Defragment(copy, pod, now, out);
-        if (started) {
-          failed_shapes.clear();
-          failed_reclaims.clear();
-        } else {
-          failed_defrag.insert(shape);
-        }
+        if (!started) failed_defrag.insert(shape);
       }
       if (started) {
         m.Dequeue(copy);
