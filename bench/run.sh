@@ -5,6 +5,7 @@
 #  2. tessera_sched_bench: one scheduling cycle at scale and the one-week multi-tenant scenario,
 #     pinned to one core.
 #  3. tessera_shim_bench: the shim's added cost per launch and per allocation (Direct vs ThroughShim).
+#     Also BM_FreeThroughShim[Scrubbed]/BYTES: the cost of scrub-on-free (host memset on the fake).
 #  4. The full sweep (17 lists x all policies x 10 seeds) on 2 threads, timed 3 times (median),
 #     with peak memory from /usr/bin/time.
 set -euo pipefail

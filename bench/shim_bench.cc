@@ -8,6 +8,16 @@
 //   BM_AllocDirect  / BM_AllocThroughShim    one cuMemAlloc_v2 (4 KiB) + its cuMemFree_v2: the
 //                                            shim reserves on the shared tenant counter, records
 //                                            the pointer, and releases both on free
+//   BM_FreeThroughShim/BYTES / BM_FreeThroughShimScrubbed/BYTES  (4 KiB and 64 MiB)
+//                                            one cuMemFree_v2 through the shim, without and with
+//                                            the tenant's scrub-on-free flag; only the free is
+//                                            timed (manual time, steady_clock around the call), not
+//                                            the allocation and the application's write of every
+//                                            byte (page faults of fresh host memory would swamp
+//                                            the figure). The difference is the scrub: a
+//                                            cuMemsetD8_v2 of the allocation before the free. On
+//                                            the fake driver that is a host memset, NOT the GPU's
+//                                            cost (tests/gpu/shim_run.sh section 4 measures that).
 //
 // The shim runs managed (a node segment in a temporary directory, tenant 0 with a 64 GiB limit, and
 // a lease file whose board says tenant 0 holds the compute lease), as it does in a tenant process:
@@ -15,8 +25,10 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "benchmark/benchmark.h"
@@ -37,6 +49,8 @@ struct Fns {
 
 Fns g_direct, g_shim;
 bool g_ready = false;
+tessera::enforce::NodeSegment* g_segment = nullptr;
+unsigned long long (*g_fake_calls)(const char*) = nullptr;  // the fake's tessera_fake_cuda_calls
 
 void Die(const char* what) {
   std::fprintf(stderr, "tessera_shim_bench: %s: %s\n", what, dlerror());
@@ -58,6 +72,7 @@ void Setup() {
     std::exit(1);
   }
   if (!segment->SetLimit(0, 0, 64ULL << 30).ok()) Die("SetLimit");
+  g_segment = &*segment;
   // The compute gate: a lease file whose GPU 0 board says tenant 0 holds the lease for the next
   // hour, as an arbiter would have granted it, so every launch takes the gate's fast path.
   static auto leases = tessera::enforce::LeaseFile::Create(dir + "/leases", 1);
@@ -97,6 +112,7 @@ void Setup() {
   g_shim = {reinterpret_cast<PFN_cuLaunchKernel_v4000>(get(shim, "cuLaunchKernel")),
             reinterpret_cast<PFN_cuMemAlloc_v3020>(get(shim, "cuMemAlloc_v2")),
             reinterpret_cast<PFN_cuMemFree_v3020>(get(shim, "cuMemFree_v2"))};
+  g_fake_calls = reinterpret_cast<unsigned long long (*)(const char*)>(get(cuda, "tessera_fake_cuda_calls"));
   auto init = reinterpret_cast<PFN_cuInit_v2000>(get(cuda, "cuInit"));
   auto create = reinterpret_cast<PFN_cuCtxCreate_v3020>(get(cuda, "cuCtxCreate_v2"));
   CUcontext ctx = nullptr;
@@ -135,10 +151,44 @@ void Alloc(benchmark::State& state, const Fns& f) {
   }
 }
 
+// One free through the shim, scrub-on-free off or on (the flag is read at every free); the
+// allocation and the application's write of it are not timed.
+void Free(benchmark::State& state, bool scrub) {
+  Setup();
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  if (!g_segment->SetTenantFlags(0, scrub ? tessera::enforce::kTenantScrubOnFree : 0).ok()) Die("flags");
+  const unsigned long long memsets_before = g_fake_calls("cuMemsetD8_v2");
+  for (auto _ : state) {
+    CUdeviceptr p = 0;
+    if (g_shim.alloc(&p, bytes) != CUDA_SUCCESS) {
+      state.SkipWithError("allocation failed");
+      break;
+    }
+    std::memset(reinterpret_cast<void*>(p), 0x5A, bytes);  // the fake's device memory is host memory
+    benchmark::ClobberMemory();
+    const auto t0 = std::chrono::steady_clock::now();
+    const CUresult rc = g_shim.free(p);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (rc != CUDA_SUCCESS) {
+      state.SkipWithError("free failed");
+      break;
+    }
+    state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
+  }
+  (void)g_segment->SetTenantFlags(0, 0);
+  // The scrub must really have run (once per free), and never without the flag.
+  const unsigned long long memsets = g_fake_calls("cuMemsetD8_v2") - memsets_before;
+  if (memsets != (scrub ? static_cast<unsigned long long>(state.iterations()) : 0ULL)) {
+    state.SkipWithError("the fake driver saw the wrong number of scrub memsets");
+  }
+}
+
 void BM_LaunchDirect(benchmark::State& state) { Launch(state, g_direct); }
 void BM_LaunchThroughShim(benchmark::State& state) { Launch(state, g_shim); }
 void BM_AllocDirect(benchmark::State& state) { Alloc(state, g_direct); }
 void BM_AllocThroughShim(benchmark::State& state) { Alloc(state, g_shim); }
+void BM_FreeThroughShim(benchmark::State& state) { Free(state, false); }
+void BM_FreeThroughShimScrubbed(benchmark::State& state) { Free(state, true); }
 
 }  // namespace
 
@@ -147,5 +197,11 @@ BENCHMARK(BM_LaunchDirect);
 BENCHMARK(BM_LaunchThroughShim);
 BENCHMARK(BM_AllocDirect);
 BENCHMARK(BM_AllocThroughShim);
+// 64 MiB: a fixed iteration count, since each iteration also allocates and writes 64 MiB of fresh
+// host memory untimed (page faults: ~0.2 s per iteration on the 2-core development machine).
+BENCHMARK(BM_FreeThroughShim)->Arg(4096)->UseManualTime();
+BENCHMARK(BM_FreeThroughShim)->Arg(64 << 20)->Iterations(16)->UseManualTime();
+BENCHMARK(BM_FreeThroughShimScrubbed)->Arg(4096)->UseManualTime();
+BENCHMARK(BM_FreeThroughShimScrubbed)->Arg(64 << 20)->Iterations(16)->UseManualTime();
 
 BENCHMARK_MAIN();

@@ -523,6 +523,29 @@ Status NodeSegment::SetLimit(int tenant, int gpu, std::uint64_t limit_bytes) {
   return Status::Ok();
 }
 
+Status NodeSegment::SetTenantFlags(int tenant, std::uint64_t flags) {
+  if (!ValidIndex(tenant, kMaxTenants)) {
+    return InvalidArgumentError("tenant: " + std::to_string(tenant) + " is outside 0.." +
+                                std::to_string(kMaxTenants - 1));
+  }
+  if ((flags & ~kKnownTenantFlags) != 0) {
+    return InvalidArgumentError("tenant flags: unknown bits 0x" +
+                                [](std::uint64_t v) {
+                                  char buf[20];
+                                  std::snprintf(buf, sizeof(buf), "%llx", static_cast<unsigned long long>(v));
+                                  return std::string(buf);
+                                }(flags & ~kKnownTenantFlags));
+  }
+  policy_->tenants[tenant].flags.store(flags, std::memory_order_release);
+  policy_->header.generation.fetch_add(1, std::memory_order_acq_rel);
+  return Status::Ok();
+}
+
+std::uint64_t NodeSegment::TenantFlags(int tenant) const {
+  if (!ValidIndex(tenant, kMaxTenants)) return 0;
+  return policy_->tenants[tenant].flags.load(std::memory_order_acquire);
+}
+
 std::uint64_t NodeSegment::ReservedBytes(int tenant, int gpu) const {
   return WordBytes(counters_->counters[tenant][gpu].word.load(std::memory_order_acquire));
 }

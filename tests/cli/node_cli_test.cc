@@ -83,10 +83,44 @@ TEST(NodeCli, StatusShowsARunningTenant) {
   EXPECT_EQ(t["used_bytes"], 3ULL << 20);
   EXPECT_EQ(t["share"], 30);
   EXPECT_EQ(t["priority"], 2);
+  EXPECT_EQ(t["scrub"], false);
   EXPECT_THAT(text.out, HasSubstr("alice"));
   // After the command: the tenant is gone, its memory released.
   CommandResult after = Tessera(dir, "node status --json");
   EXPECT_EQ(nlohmann::json::parse(after.out)["gpus"].size(), 0u) << after.out;
+}
+
+// --scrub: the tenant's policy entry gets the scrub flag (shown by node status), the shim zeroes
+// memory before the free (the fake driver's free audit sees no data), and a later run of the same
+// tenant without --scrub does not turn it off while the first one runs.
+TEST(NodeCli, ScrubIsATenantSettingShownByStatusAndZeroesOnFree) {
+  TempDir dir;
+  const std::string out = dir.path() + "/run.out";
+  const std::string cmd = "cd '" + dir.path() + "' && " + Env(dir) + "'" + kBinary +
+                          "' run --tenant bob --gpu 0 --mem 64MiB --share 50 --scrub -- '" + kProbe +
+                          "' init audit:1 alloc:mem:3000 poke:0:3000 wait free:0 scrubinfo > '" + out + "'";
+  FILE* run = ::popen(cmd.c_str(), "w");
+  ASSERT_NE(run, nullptr);
+  bool ready = false;
+  for (int i = 0; i < 500 && !ready; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ready = testing::ReadTextFile(out).find("wait ready") != std::string::npos;
+  }
+  ASSERT_TRUE(ready) << testing::ReadTextFile(out);
+  CommandResult joined = Tessera(dir, "run --tenant bob --gpu 0 --mem 64MiB --share 50 -- '" + kProbe + "' init");
+  CommandResult status = Tessera(dir, "node status --json");
+  CommandResult text = Tessera(dir, "node status");
+  EXPECT_EQ(::pclose(run), 0);
+  EXPECT_EQ(joined.exit_code, 0) << joined.err;
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  const nlohmann::json j = nlohmann::json::parse(status.out);
+  ASSERT_EQ(j["gpus"].size(), 1u) << status.out;
+  ASSERT_EQ(j["gpus"][0]["tenants"].size(), 1u) << status.out;
+  EXPECT_EQ(j["gpus"][0]["tenants"][0]["scrub"], true);
+  EXPECT_THAT(text.out, HasSubstr("scrub"));
+  const std::string result = testing::ReadTextFile(out);
+  EXPECT_THAT(result, HasSubstr("free id=0 rc=0"));
+  EXPECT_THAT(result, HasSubstr("scrubinfo dirty=0 memset=cuMemsetD8_v2 id=0 bytes=3000"));
 }
 
 TEST(NodeCli, TwoTenantsShareByWeight) {

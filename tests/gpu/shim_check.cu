@@ -7,11 +7,21 @@
 //   shim_check loop SECONDS          launches a fixed ~1 ms kernel back to back for SECONDS;
 //                                    prints "loop kernels=<n> seconds=<s>"
 //   shim_check launch N              N empty-kernel launches + sync; prints "launch ns_per=<x>"
+//   shim_check scrubcost SIZE_MIB    cudaMalloc SIZE_MIB, write it, sync, then time cudaFree
+//                                    (repeated; 50/20/5 times for <=1 MiB / <=256 MiB / larger);
+//                                    prints "scrubcost mib=<n> reps=<r> free_us_median=<x>" (run
+//                                    with and without `tessera run --scrub`: the difference is the
+//                                    scrub, a cuMemsetD8_v2 of the allocation before the free)
+//   shim_check scrubverify SIZE_MIB  fill an allocation with 0xAB, free it, allocate the same size
+//                                    again and count nonzero bytes in it: "scrubverify mib=<n>
+//                                    same_address=<yes|no> nonzero=<count>" (with --scrub: 0)
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <vector>
 #include <cstdlib>
 #include <cstring>
 
@@ -87,11 +97,57 @@ int Launch(long long n) {
   return 0;
 }
 
+int ScrubCost(long long mib) {
+  const size_t bytes = static_cast<size_t>(mib) << 20;
+  const int reps = mib <= 1 ? 50 : mib <= 256 ? 20 : 5;
+  cudaFree(0);
+  std::vector<double> us;
+  for (int r = 0; r < reps; ++r) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+      std::printf("scrubcost mib=%lld error=cudaMalloc\n", mib);
+      return 1;
+    }
+    cudaMemset(p, 0x5A, bytes);  // the application's data
+    cudaDeviceSynchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    const cudaError_t rc = cudaFree(p);  // the shim scrubs here when the tenant asked for it
+    cudaDeviceSynchronize();
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (rc != cudaSuccess) {
+      std::printf("scrubcost mib=%lld error=cudaFree:%d\n", mib, static_cast<int>(rc));
+      return 1;
+    }
+  }
+  std::sort(us.begin(), us.end());
+  std::printf("scrubcost mib=%lld reps=%d free_us_median=%.1f\n", mib, reps, us[us.size() / 2]);
+  return 0;
+}
+
+int ScrubVerify(long long mib) {
+  const size_t bytes = static_cast<size_t>(mib) << 20;
+  cudaFree(0);
+  void* a = nullptr;
+  void* b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess) return 1;
+  cudaMemset(a, 0xAB, bytes);
+  cudaDeviceSynchronize();
+  cudaFree(a);
+  if (cudaMalloc(&b, bytes) != cudaSuccess) return 1;
+  std::vector<unsigned char> host(bytes);
+  cudaMemcpy(host.data(), b, bytes, cudaMemcpyDeviceToHost);
+  const long long nonzero = static_cast<long long>(bytes - std::count(host.begin(), host.end(), 0));
+  std::printf("scrubverify mib=%lld same_address=%s nonzero=%lld\n", mib, a == b ? "yes" : "no", nonzero);
+  cudaFree(b);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: shim_check limit LIMIT_MIB | loop SECONDS | launch N\n");
+    std::fprintf(stderr, "usage: shim_check limit LIMIT_MIB | loop SECONDS | launch N | scrubcost MIB | "
+                         "scrubverify MIB\n");
     return 2;
   }
   if (cuInit(0) != CUDA_SUCCESS) {
@@ -101,6 +157,8 @@ int main(int argc, char** argv) {
   if (!std::strcmp(argv[1], "limit")) return Limit(std::atoll(argv[2]));
   if (!std::strcmp(argv[1], "loop")) return Loop(std::atof(argv[2]));
   if (!std::strcmp(argv[1], "launch")) return Launch(std::atoll(argv[2]));
+  if (!std::strcmp(argv[1], "scrubcost")) return ScrubCost(std::atoll(argv[2]));
+  if (!std::strcmp(argv[1], "scrubverify")) return ScrubVerify(std::atoll(argv[2]));
   std::fprintf(stderr, "shim_check: unknown mode '%s'\n", argv[1]);
   return 2;
 }

@@ -6,7 +6,9 @@
 #      through cudaMalloc, cuMemAlloc and cudaMallocAsync (tests/gpu/shim_check.cu);
 #   2. share accuracy: two processes running the same ~1 ms kernel loop for SECONDS (default 20)
 #      with shares 30/70 and then 10/90; the share is kernels(a) / (kernels(a) + kernels(b));
-#   3. end-to-end overhead: 100,000 empty-kernel launches with and without the shim.
+#   3. end-to-end overhead: 100,000 empty-kernel launches with and without the shim;
+#   4. scrub-on-free cost: cudaFree of 1 MiB / 256 MiB / 4 GiB under `tessera run` without and
+#      with --scrub (median of 50/20/5), and whether a re-allocation after a scrubbed free reads 0.
 # Writes OUT_DIR/shim-results.md (default ./gpu-results). Never changes MIG mode, clocks, power
 # or compute mode; uses GPU 0. BUILD_DIR must hold a Release build of the `tessera` and
 # `tessera_shim` targets. Needs nvcc ($NVCC, default /usr/local/cuda/bin/nvcc).
@@ -32,6 +34,11 @@ run() {  # run TENANT SHARE MEM -- ARGS...: shim_check under tessera run
   local tenant="$1" share="$2" mem="$3"
   shift 3
   timeout 300 "$TESSERA" run --tenant "$tenant" --gpu 0 --mem "$mem" --share "$share" -- "$CHECK" "$@" 2>>"$LOG"
+}
+run_scrub() {  # as run, with --scrub (zero device memory before every free)
+  local tenant="$1" share="$2" mem="$3"
+  shift 3
+  timeout 300 "$TESSERA" run --tenant "$tenant" --gpu 0 --mem "$mem" --share "$share" --scrub -- "$CHECK" "$@" 2>>"$LOG"
 }
 
 {
@@ -78,5 +85,23 @@ run() {  # run TENANT SHARE MEM -- ARGS...: shim_check under tessera run
   echo "| without shim | with shim | added |"
   echo "|---:|---:|---:|"
   awk -v d="${direct:-0}" -v s="${shimmed:-0}" 'BEGIN { printf "| %.1f ns | %.1f ns | %+.1f ns |\n", d, s, s - d }'
+  echo
+  echo "## 4. Scrub-on-free cost (cudaFree under tessera run, median; --scrub adds cuMemsetD8_v2 before the free)"
+  echo
+  echo "| size | cudaFree | cudaFree with --scrub | added | GB/s of the scrub |"
+  echo "|---:|---:|---:|---:|---:|"
+  for mib in 1 256 4096; do
+    plain=$(run scr0 100 8GiB scrubcost "$mib" | tee -a "$LOG" | sed -n 's/.*free_us_median=\([0-9.]*\).*/\1/p')
+    scrub=$(run_scrub scr1 100 8GiB scrubcost "$mib" | tee -a "$LOG" | sed -n 's/.*free_us_median=\([0-9.]*\).*/\1/p')
+    awk -v m="$mib" -v p="${plain:-0}" -v s="${scrub:-0}" 'BEGIN {
+      d = s - p; bw = d > 0 ? m * 1048576 / (d * 1000) : 0;
+      printf "| %d MiB | %.1f us | %.1f us | %+.1f us | %.0f |\n", m, p, s, d, bw }'
+  done
+  echo
+  for mode in plain scrub; do
+    if [ "$mode" = plain ]; then line=$(run scv0 100 2GiB scrubverify 64); else line=$(run_scrub scv1 100 2GiB scrubverify 64); fi
+    echo "$line" >>"$LOG"
+    echo "- re-allocation after a free ($mode): \`$line\`"
+  done
 } >"$OUT_DIR/shim-results.md"
 cat "$OUT_DIR/shim-results.md"

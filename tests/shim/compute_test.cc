@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -170,6 +171,27 @@ TEST(ShimCompute, DeadArbiterFailsOpenByDefaultAndClosedOnRequest) {
   EXPECT_EQ(closed.ReadLine().rfind("init", 0), 0u);
   EXPECT_FALSE(PrintsWithin(closed, 400));
   EXPECT_EQ(s.board().slots[1].tenant.launches.load(), 20u);
+}
+
+// A value other than open/closed is a misconfiguration: one stderr line naming the variable and the
+// value, and the safe choice, closed (decision 0002).
+TEST(ShimCompute, AnInvalidComputeFailValueIsReportedAndMeansClosed) {
+  LeaseSetup s;
+  s.HandGrantToSlot0(/*arbiter_alive=*/false);
+  ProbeOptions o = s.Options(1, {"TESSERA_SHIM_COMPUTE_FAIL=opne"});
+  o.stderr_path = s.segment.dir.path() + "/probe.stderr";
+  Probe p(o, {"init", "launch:1"});
+  EXPECT_EQ(p.ReadLine().rfind("init", 0), 0u);
+  EXPECT_FALSE(PrintsWithin(p, 400));  // the launch waits for an arbiter: closed
+  EXPECT_EQ(s.board().slots[1].tenant.launches.load(), 0u);
+  std::ifstream in(o.stderr_path);
+  std::vector<std::string> mentions;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("TESSERA_SHIM_COMPUTE_FAIL") != std::string::npos) mentions.push_back(line);
+  }
+  ASSERT_EQ(mentions.size(), 1u);
+  EXPECT_NE(mentions[0].find("TESSERA_SHIM_COMPUTE_FAIL='opne'"), std::string::npos) << mentions[0];
+  EXPECT_NE(mentions[0].find("using closed"), std::string::npos) << mentions[0];
 }
 
 TEST(ShimCompute, UnusableLeaseFileIsAMisconfiguration) {

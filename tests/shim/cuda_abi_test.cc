@@ -96,6 +96,8 @@ TESSERA_SAME_PFN(PFN_cuMemFree_v2000)
 TESSERA_SAME_PFN(PFN_cuMemFree_v3020)
 TESSERA_SAME_PFN(PFN_cuMemGetInfo_v2000)
 TESSERA_SAME_PFN(PFN_cuMemGetInfo_v3020)
+TESSERA_SAME_PFN(PFN_cuMemsetD8_v3020)
+TESSERA_SAME_PFN(PFN_cuMemsetD8Async_v3020)
 TESSERA_SAME_PFN(PFN_cuMemAllocAsync_v11020)
 TESSERA_SAME_PFN(PFN_cuMemAllocFromPoolAsync_v11020)
 TESSERA_SAME_PFN(PFN_cuMemFreeAsync_v11020)
@@ -124,6 +126,19 @@ TESSERA_SAME_PFN(PFN_cuLaunch_v2000)
 TESSERA_SAME_PFN(PFN_cuLaunchGrid_v2000)
 TESSERA_SAME_PFN(PFN_cuLaunchGridAsync_v2000)
 TESSERA_SAME_PFN(PFN_cuGraphLaunch_v10000)
+TESSERA_SAME_PFN(PFN_cuGraphCreate_v10000)
+TESSERA_SAME_PFN(PFN_cuGraphAddKernelNode_v12000)
+TESSERA_SAME_PFN(PFN_cuGraphAddChildGraphNode_v10000)
+TESSERA_SAME_PFN(PFN_cuGraphAddEmptyNode_v10000)
+TESSERA_SAME_PFN(PFN_cuGraphGetNodes_v10000)
+TESSERA_SAME_PFN(PFN_cuGraphNodeGetType_v10000)
+TESSERA_SAME_PFN(PFN_cuGraphChildGraphNodeGetGraph_v10000)
+TESSERA_SAME_PFN(PFN_cuGraphInstantiate_v10000)
+TESSERA_SAME_PFN(PFN_cuGraphInstantiate_v11000)
+TESSERA_SAME_PFN(PFN_cuGraphInstantiateWithFlags_v11040)
+TESSERA_SAME_PFN(PFN_cuGraphInstantiateWithParams_v12000)
+TESSERA_SAME_PFN(PFN_cuGraphExecDestroy_v10000)
+TESSERA_SAME_PFN(PFN_cuGraphDestroy_v10000)
 TESSERA_SAME_PFN(PFN_cuStreamBeginCapture_v10000)
 TESSERA_SAME_PFN(PFN_cuStreamBeginCapture_v10010)
 TESSERA_SAME_PFN(PFN_cuStreamBeginCaptureToGraph_v12030)
@@ -135,14 +150,19 @@ TESSERA_SAME_PFN(PFN_cuGetProcAddress_v12000)
 // The _ptsz twins have the types of their legacy variants.
 static_assert(FnSame<PFN_cuLaunchKernel_v4000, ::PFN_cuLaunchKernel_v7000_ptsz>::value);
 static_assert(FnSame<PFN_cuMemAllocAsync_v11020, ::PFN_cuMemAllocAsync_v11020_ptsz>::value);
+static_assert(FnSame<PFN_cuMemsetD8_v3020, ::PFN_cuMemsetD8_v7000_ptds>::value);
+static_assert(FnSame<PFN_cuMemsetD8Async_v3020, ::PFN_cuMemsetD8Async_v7000_ptsz>::value);
 static_assert(FnSame<PFN_cuGraphLaunch_v10000, ::PFN_cuGraphLaunch_v10000_ptsz>::value);
+static_assert(FnSame<PFN_cuGraphInstantiateWithParams_v12000, ::PFN_cuGraphInstantiateWithParams_v12000_ptsz>::value);
 static_assert(FnSame<PFN_cuStreamBeginCapture_v10010, ::PFN_cuStreamBeginCapture_v10010_ptsz>::value);
 
 // Handles are the very same types.
 static_assert(std::is_same_v<CUcontext, ::CUcontext> && std::is_same_v<CUstream, ::CUstream> &&
               std::is_same_v<CUfunction, ::CUfunction> && std::is_same_v<CUarray, ::CUarray> &&
               std::is_same_v<CUmipmappedArray, ::CUmipmappedArray> &&
-              std::is_same_v<CUmemoryPool, ::CUmemoryPool> && std::is_same_v<CUgraphExec, ::CUgraphExec>);
+              std::is_same_v<CUmemoryPool, ::CUmemoryPool> && std::is_same_v<CUgraphExec, ::CUgraphExec> &&
+              std::is_same_v<CUgraph, ::CUgraph> && std::is_same_v<CUgraphNode, ::CUgraphNode> &&
+              std::is_same_v<CUkernel, ::CUkernel>);
 static_assert(std::is_same_v<CUdeviceptr, ::CUdeviceptr> && std::is_same_v<CUdevice, ::CUdevice> &&
               std::is_same_v<CUmemGenericAllocationHandle, ::CUmemGenericAllocationHandle>);
 
@@ -177,6 +197,15 @@ TESSERA_SAME_FIELD(CUlaunchConfig, CUlaunchConfig, numAttrs)
 TESSERA_SAME_STRUCT(CUDA_LAUNCH_PARAMS, CUDA_LAUNCH_PARAMS)
 TESSERA_SAME_FIELD(CUDA_LAUNCH_PARAMS, CUDA_LAUNCH_PARAMS, kernelParams)
 TESSERA_SAME_STRUCT(CUgraphEdgeData, CUgraphEdgeData)
+TESSERA_SAME_STRUCT(CUDA_KERNEL_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2)
+TESSERA_SAME_FIELD(CUDA_KERNEL_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2, sharedMemBytes)
+TESSERA_SAME_FIELD(CUDA_KERNEL_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2, kernelParams)
+TESSERA_SAME_FIELD(CUDA_KERNEL_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2, kern)
+TESSERA_SAME_FIELD(CUDA_KERNEL_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2, ctx)
+TESSERA_SAME_STRUCT(CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS)
+TESSERA_SAME_FIELD(CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS, hUploadStream)
+TESSERA_SAME_FIELD(CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS, hErrNode_out)
+TESSERA_SAME_FIELD(CUDA_GRAPH_INSTANTIATE_PARAMS, CUDA_GRAPH_INSTANTIATE_PARAMS, result_out)
 #undef TESSERA_SAME_STRUCT
 #undef TESSERA_SAME_FIELD
 
@@ -202,6 +231,10 @@ static_assert(CU_AD_FORMAT_FLOAT == ::CU_AD_FORMAT_FLOAT && CU_AD_FORMAT_HALF ==
               CU_AD_FORMAT_SIGNED_INT32 == ::CU_AD_FORMAT_SIGNED_INT32 &&
               CU_AD_FORMAT_UNSIGNED_INT16 == ::CU_AD_FORMAT_UNSIGNED_INT16);
 static_assert(CU_STREAM_CAPTURE_STATUS_ACTIVE == ::CU_STREAM_CAPTURE_STATUS_ACTIVE);
+static_assert(CU_GRAPH_NODE_TYPE_KERNEL == ::CU_GRAPH_NODE_TYPE_KERNEL &&
+              CU_GRAPH_NODE_TYPE_GRAPH == ::CU_GRAPH_NODE_TYPE_GRAPH &&
+              CU_GRAPH_NODE_TYPE_EMPTY == ::CU_GRAPH_NODE_TYPE_EMPTY &&
+              CU_GRAPH_NODE_TYPE_CONDITIONAL == ::CU_GRAPH_NODE_TYPE_CONDITIONAL);
 #endif
 
 TEST(CudaAbi, CheckedAgainstTheToolkitWhenInstalled) {

@@ -1,4 +1,5 @@
-// The allocation, launch and resolver entry points of the CUDA 12/13 driver API, written down
+// The allocation, launch and resolver entry points of the CUDA 12/13 driver API (and the graph
+// instantiate/destroy entry points, which tell the shim what a graph launch runs), written down
 // independently of the shim's hook list (from cuda.h and cudaTypedefs.h of CUDA 13.0: the PFN
 // version of each ABI and its _ptsz twin). hook_table_test.cc checks that the shim hooks exactly
 // these variants, and that every other allocation-like entry point of cuda.h is in kNotHooked
@@ -50,6 +51,12 @@
   X(cuLaunchGridAsync, cuLaunchGridAsync, 2000, false) \
   X(cuGraphLaunch, cuGraphLaunch, 10000, false) \
   X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, true) \
+  X(cuGraphInstantiate, cuGraphInstantiate, 10000, false) \
+  X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, false) \
+  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, false) \
+  X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, false) \
+  X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, true) \
+  X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, false) \
   X(cuStreamBeginCapture, cuStreamBeginCapture, 10000, false) \
   X(cuStreamBeginCapture_ptsz, cuStreamBeginCapture, 10000, true) \
   X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, false) \

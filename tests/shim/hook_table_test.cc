@@ -65,7 +65,7 @@ TEST(HookTable, EveryVariantOfAPerThreadBaseHasItsTwin) {
     symbols.insert(h.symbol);
     if (h.flavour == HookFlavour::kPerThread) per_thread_bases.insert(h.base);
   }
-  EXPECT_EQ(per_thread_bases.size(), 9u);
+  EXPECT_EQ(per_thread_bases.size(), 10u);
   for (const shim::HookInfo& h : kHooks) {
     if (h.flavour != HookFlavour::kLegacy || !per_thread_bases.count(h.base) || h.version < 7000) continue;
     EXPECT_TRUE(symbols.count(std::string(h.symbol) + "_ptsz")) << "missing " << h.symbol << "_ptsz";
@@ -85,7 +85,8 @@ TEST(HookTable, AgreesWithTheToolkitHeader) {
   const std::regex surface(
       "cu(MemAlloc\\w*|MemCreate|MemFree\\w*|MemRelease|MemRetainAllocationHandle|MemPool(Create|Destroy)|"
       "MemHost(Alloc|Register)|Array3?DCreate|ArrayCreate|ArrayDestroy|MipmappedArray(Create|Destroy)|"
-      "Launch\\w*|GraphLaunch|GraphAddMem(Alloc|Free)Node|StreamBeginCapture\\w*|MulticastCreate|"
+      "Launch\\w*|GraphLaunch|GraphInstantiate\\w*|GraphExecDestroy|GraphAddMem(Alloc|Free)Node|"
+      "StreamBeginCapture\\w*|MulticastCreate|"
       "IpcOpenMemHandle|MemImportFromShareableHandle|MemGetInfo|DeviceTotalMem|GetProcAddress|"
       "DeviceSetMemPool|MemSetMemPool)");
   std::set<std::string> hooked_bases, hooked_symbols, excluded;

@@ -31,7 +31,20 @@
 //   capture:N                 begin a capture on a stream, N cuLaunchKernel and one cuGraphLaunch
 //                             on it, end the capture: "capture n=N failures=F"
 //   exec:A,B,...              exec this program again (same pid) with the commands A B ...
+//   graph:SPEC                build a graph: k = kernel node, e = empty node, (SPEC) = child graph
+//                             node, e.g. "kkkkk(kk(k))e": "graph id=G rc=R"
+//   ginst:G:VARIANT[:COUNT]   instantiate graph G COUNT times (default 1) through cuGraphInstantiate
+//                             (v1), _v2 (v2), WithFlags (flags), WithParams (params, params_ptsz):
+//                             "ginst id=<last exec> rc=R"
+//   glaunch:E:N[:ptsz]        cuGraphLaunch(_ptsz) exec E (an index, null or bogus) N times:
+//                             "glaunch n=N failures=F rc=<last> ran=<kernel nodes the fake ran>"
+//   gexecdestroy:E | gdestroy:G   cuGraphExecDestroy / cuGraphDestroy: "... rc=R"
 //   wait                      print "wait ready" and block until stdin reaches EOF
+//   poke:ID:B                 write 0xA5 into the first B bytes of object ID (fake memory is host memory)
+//   audit:0|1                 the fake's free audit (counts nonzero bytes of blocks as they are freed)
+//   freeon:ID:STREAM          free object ID (async or async_ptsz family) on stream handle STREAM
+//   scrubinfo                 "scrubinfo dirty=<audited nonzero bytes> memset=<last memset entry point>
+//                             id=<object it hit, -1> bytes=B stream=S sync=N async=N async_ptsz=N"
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -99,6 +112,17 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned
                                         unsigned, unsigned, CUstream, void**);
 CUresult cuGraphLaunch(CUgraphExec, CUstream);
 CUresult cuGraphLaunch_ptsz(CUgraphExec, CUstream);
+CUresult cuGraphCreate(CUgraph*, unsigned int);
+CUresult cuGraphAddKernelNode_v2(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS*);
+CUresult cuGraphAddChildGraphNode(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, CUgraph);
+CUresult cuGraphAddEmptyNode(CUgraphNode*, CUgraph, const CUgraphNode*, size_t);
+CUresult cuGraphInstantiate(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);
+CUresult cuGraphInstantiate_v2(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec*, CUgraph, unsigned long long);
+CUresult cuGraphInstantiateWithParams(CUgraphExec*, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS*);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec*, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS*);
+CUresult cuGraphExecDestroy(CUgraphExec);
+CUresult cuGraphDestroy(CUgraph);
 CUresult cuStreamBeginCapture_v2(CUstream, CUstreamCaptureMode);
 CUresult cuStreamEndCapture(CUstream, CUgraph*);
 CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus*);
@@ -367,6 +391,63 @@ CUresult Invoke(const std::string& name, int version, void* p) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
+// --- graphs ---------------------------------------------------------------------------------------
+std::vector<CUgraph> g_graphs;
+std::vector<CUgraphExec> g_execs;
+
+// Builds a graph from SPEC: k = kernel node, e = empty node, (...) = child graph node (the child is
+// built, added (the driver clones it) and destroyed). Advances *pos past what it consumed.
+CUresult BuildGraph(const std::string& spec, std::size_t* pos, CUgraph* out) {
+  CUgraph g = nullptr;
+  CUresult rc = cuGraphCreate(&g, 0);
+  if (rc != CUDA_SUCCESS) return rc;
+  while (*pos < spec.size() && spec[*pos] != ')') {
+    const char c = spec[(*pos)++];
+    CUgraphNode node = nullptr;
+    if (c == 'k') {
+      CUDA_KERNEL_NODE_PARAMS params{};
+      params.gridDimX = params.gridDimY = params.gridDimZ = 1;
+      params.blockDimX = params.blockDimY = params.blockDimZ = 1;
+      rc = cuGraphAddKernelNode_v2(&node, g, nullptr, 0, &params);
+    } else if (c == 'e') {
+      rc = cuGraphAddEmptyNode(&node, g, nullptr, 0);
+    } else if (c == '(') {
+      CUgraph child = nullptr;
+      rc = BuildGraph(spec, pos, &child);
+      if (rc == CUDA_SUCCESS && (*pos >= spec.size() || spec[(*pos)++] != ')')) rc = CUDA_ERROR_INVALID_VALUE;
+      if (rc == CUDA_SUCCESS) rc = cuGraphAddChildGraphNode(&node, g, nullptr, 0, child);
+      if (child != nullptr) cuGraphDestroy(child);
+    } else {
+      rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (rc != CUDA_SUCCESS) break;
+  }
+  if (rc != CUDA_SUCCESS) {
+    cuGraphDestroy(g);
+    return rc;
+  }
+  *out = g;
+  return CUDA_SUCCESS;
+}
+
+CUresult Instantiate(const std::string& variant, CUgraph g, CUgraphExec* exec) {
+  if (variant == "v1") return cuGraphInstantiate(exec, g, nullptr, nullptr, 0);
+  if (variant == "v2") return cuGraphInstantiate_v2(exec, g, nullptr, nullptr, 0);
+  if (variant == "flags") return cuGraphInstantiateWithFlags(exec, g, 0);
+  CUDA_GRAPH_INSTANTIATE_PARAMS params{};
+  if (variant == "params") return cuGraphInstantiateWithParams(exec, g, &params);
+  if (variant == "params_ptsz") return cuGraphInstantiateWithParams_ptsz(exec, g, &params);
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+// An exec by index, or "null", or "bogus" (a handle no driver handed out).
+CUgraphExec ExecArg(const std::string& a) {
+  if (a == "null") return nullptr;
+  if (a == "bogus") return reinterpret_cast<CUgraphExec>(static_cast<uintptr_t>(0x7e57e0));
+  const std::size_t i = std::strtoull(a.c_str(), nullptr, 0);
+  return i < g_execs.size() ? g_execs[i] : nullptr;
+}
+
 void WaitForEof() {
   std::printf("wait ready\n");
   std::fflush(stdout);
@@ -581,6 +662,43 @@ int main(int argc, char** argv) {
       CUgraph g = nullptr;
       bad += cuStreamEndCapture(stream, &g) != 0;
       std::printf("capture n=%ld failures=%d\n", n, bad);
+    } else if (cmd == "graph") {
+      std::size_t pos = 0;
+      const std::string spec = a.size() > 1 ? a[1] : "";
+      CUgraph g = nullptr;
+      CUresult rc = BuildGraph(spec, &pos, &g);
+      if (rc == CUDA_SUCCESS && pos != spec.size()) rc = CUDA_ERROR_INVALID_VALUE;  // unbalanced ')'
+      g_graphs.push_back(g);
+      std::printf("graph id=%zu rc=%d\n", g_graphs.size() - 1, rc);
+    } else if (cmd == "ginst") {  // ginst:GRAPH:VARIANT[:COUNT] (COUNT execs of the graph)
+      const std::size_t gid = Num(a, 1);
+      const long count = a.size() > 3 ? static_cast<long>(Num(a, 3)) : 1;
+      CUresult rc = gid < g_graphs.size() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+      for (long k = 0; k < count && rc == CUDA_SUCCESS; ++k) {
+        CUgraphExec e = nullptr;
+        rc = Instantiate(a.size() > 2 ? a[2] : "", g_graphs[gid], &e);
+        if (rc == CUDA_SUCCESS) g_execs.push_back(e);
+      }
+      std::printf("ginst id=%zu rc=%d\n", g_execs.size() - 1, rc);
+    } else if (cmd == "glaunch") {  // glaunch:EXEC:N[:ptsz]
+      CUgraphExec e = ExecArg(a.size() > 1 ? a[1] : "null");
+      const long n = static_cast<long>(Num(a, 2));
+      const bool ptsz = a.size() > 3 && a[3] == "ptsz";
+      const unsigned long long ran0 = tessera_fake_cuda_graph_kernels_run();
+      int bad = 0;
+      CUresult rc = CUDA_SUCCESS;
+      for (long k = 0; k < n; ++k) {
+        rc = ptsz ? cuGraphLaunch_ptsz(e, nullptr) : cuGraphLaunch(e, nullptr);
+        bad += rc != CUDA_SUCCESS;
+      }
+      std::printf("glaunch n=%ld failures=%d rc=%d ran=%llu\n", n, bad, rc,
+                  tessera_fake_cuda_graph_kernels_run() - ran0);
+    } else if (cmd == "gexecdestroy") {
+      CUgraphExec e = ExecArg(a.size() > 1 ? a[1] : "null");
+      std::printf("gexecdestroy rc=%d\n", cuGraphExecDestroy(e));
+    } else if (cmd == "gdestroy") {
+      const std::size_t gid = Num(a, 1);
+      std::printf("gdestroy rc=%d\n", gid < g_graphs.size() ? cuGraphDestroy(g_graphs[gid]) : CUDA_ERROR_INVALID_VALUE);
     } else if (cmd == "forkfill") {
       ForkFill(static_cast<int>(Num(a, 1)), Num(a, 2));
     } else if (cmd == "stress") {
@@ -594,6 +712,36 @@ int main(int argc, char** argv) {
       execv("/proc/self/exe", args.data());
       std::printf("exec failed\n");
       return 3;
+    } else if (cmd == "poke") {
+      std::size_t id = Num(a, 1);
+      bool ok = id < g_objects.size() && g_objects[id].live;
+      if (ok) std::memset(reinterpret_cast<void*>(g_objects[id].value), 0xA5, Num(a, 2));
+      std::printf("poke id=%zu rc=%d\n", id, ok ? 0 : 1);
+    } else if (cmd == "audit") {
+      tessera_fake_cuda_audit_frees(static_cast<int>(Num(a, 1)));
+      std::printf("audit on=%d\n", static_cast<int>(Num(a, 1)));
+    } else if (cmd == "freeon") {
+      std::size_t id = Num(a, 1);
+      CUresult rc = CUDA_ERROR_INVALID_VALUE;
+      auto* stream = reinterpret_cast<CUstream>(static_cast<uintptr_t>(Num(a, 2)));
+      if (id < g_objects.size() && g_objects[id].live) {
+        Object& o = g_objects[id];
+        rc = o.family == "async_ptsz" || o.family == "pool_ptsz" ? cuMemFreeAsync_ptsz(o.value, stream)
+                                                                 : cuMemFreeAsync(o.value, stream);
+        if (rc == CUDA_SUCCESS) o.live = false;
+      }
+      std::printf("freeon id=%zu rc=%d\n", id, rc);
+    } else if (cmd == "scrubinfo") {
+      unsigned long long ptr = 0, bytes = 0, stream = 0;
+      const char* sym = tessera_fake_cuda_last_memset(&ptr, &bytes, &stream);
+      long hit = -1;
+      for (std::size_t k = 0; k < g_objects.size(); ++k) {
+        if (*sym != '\0' && g_objects[k].value == ptr) hit = static_cast<long>(k);
+      }
+      std::printf("scrubinfo dirty=%llu memset=%s id=%ld bytes=%llu stream=%llu sync=%llu async=%llu async_ptsz=%llu\n",
+                  tessera_fake_cuda_freed_dirty_bytes(), *sym ? sym : "none", hit, bytes, stream,
+                  tessera_fake_cuda_calls("cuMemsetD8_v2"), tessera_fake_cuda_calls("cuMemsetD8Async"),
+                  tessera_fake_cuda_calls("cuMemsetD8Async_ptsz"));
     } else if (cmd == "wait") {
       WaitForEof();
     } else {

@@ -77,6 +77,8 @@ struct ProbeOptions {
   int tenant = 0;
   bool preload = true;
   std::vector<std::string> env;  // extra KEY=VALUE
+  std::string program;           // "" = tessera_shim_probe
+  std::string stderr_path;       // "" = the test's stderr; else the probe's stderr goes to this file
 };
 
 inline std::vector<std::string> BuildEnv(const ProbeOptions& o) {
@@ -127,7 +129,8 @@ class Probe {
     std::vector<char*> envp, argv;
     for (std::string& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
-    std::string prog = TESSERA_SHIM_PROBE;
+    std::string prog = o.program.empty() ? std::string(TESSERA_SHIM_PROBE) : o.program;
+    const std::string err_path = o.stderr_path;
     argv.push_back(prog.data());
     std::vector<std::string> a = args;
     for (std::string& s : a) argv.push_back(s.data());
@@ -136,6 +139,10 @@ class Probe {
     if (pid_ == 0) {
       ::dup2(in[0], 0);
       ::dup2(out[1], 1);
+      if (!err_path.empty()) {
+        int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (err >= 0) ::dup2(err, 2);
+      }
       ::execve(prog.c_str(), argv.data(), envp.data());
       ::_exit(126);
     }

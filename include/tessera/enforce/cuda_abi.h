@@ -36,6 +36,7 @@ struct CUgraph_st;
 struct CUgraphNode_st;
 struct CUgraphExec_st;
 struct CUlaunchAttribute_st;
+struct CUkern_st;
 
 namespace tessera::cuabi {
 
@@ -82,6 +83,9 @@ using CUmemAllocationGranularity_flags = int;
 using CUstreamCaptureStatus = int;
 using CUstreamCaptureMode = int;
 using CUdriverProcAddressQueryResult = int;
+using CUgraphNodeType = int;
+using CUgraphInstantiateResult = int;
+using CUkernel = ::CUkern_st*;
 
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_INVALID = 0;
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_DEVICE = 1;
@@ -92,6 +96,12 @@ inline constexpr CUmemAllocationType CU_MEM_ALLOCATION_TYPE_PINNED = 1;
 inline constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_NONE = 0;
 inline constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_ACTIVE = 1;
 inline constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_GLOBAL = 0;
+
+// CUgraphNodeType values the shim's graph charging looks at (the others count no kernels).
+inline constexpr CUgraphNodeType CU_GRAPH_NODE_TYPE_KERNEL = 0;
+inline constexpr CUgraphNodeType CU_GRAPH_NODE_TYPE_GRAPH = 4;  // a child graph
+inline constexpr CUgraphNodeType CU_GRAPH_NODE_TYPE_EMPTY = 5;
+inline constexpr CUgraphNodeType CU_GRAPH_NODE_TYPE_CONDITIONAL = 13;
 
 // cuGetProcAddress flags and the v2 resolver's symbolStatus values.
 inline constexpr cuuint64_t CU_GET_PROC_ADDRESS_DEFAULT = 0;
@@ -204,6 +214,28 @@ struct CUgraphEdgeData {
   unsigned char reserved[5];
 };
 
+struct CUDA_KERNEL_NODE_PARAMS {  // CUDA_KERNEL_NODE_PARAMS_v2 (cuGraphAddKernelNode_v2)
+  CUfunction func;
+  unsigned int gridDimX;
+  unsigned int gridDimY;
+  unsigned int gridDimZ;
+  unsigned int blockDimX;
+  unsigned int blockDimY;
+  unsigned int blockDimZ;
+  unsigned int sharedMemBytes;
+  void** kernelParams;
+  void** extra;
+  CUkernel kern;
+  CUcontext ctx;
+};
+
+struct CUDA_GRAPH_INSTANTIATE_PARAMS {  // cuGraphInstantiateWithParams
+  cuuint64_t flags;
+  CUstream hUploadStream;
+  CUgraphNode hErrNode_out;
+  CUgraphInstantiateResult result_out;
+};
+
 // --- entry-point types (exported symbol in the comment) ------------------------------------------
 // Initialisation, devices, contexts (used by tests and by the shim to find the current device).
 using PFN_cuInit_v2000 = CUresult (*)(unsigned int Flags);                          // cuInit
@@ -235,6 +267,10 @@ using PFN_cuMemFree_v2000 = CUresult (*)(CUdeviceptr_v1 dptr);         // cuMemF
 using PFN_cuMemFree_v3020 = CUresult (*)(CUdeviceptr dptr);            // cuMemFree_v2
 using PFN_cuMemGetInfo_v2000 = CUresult (*)(unsigned int* free, unsigned int* total);  // cuMemGetInfo
 using PFN_cuMemGetInfo_v3020 = CUresult (*)(size_t* free, size_t* total);  // cuMemGetInfo_v2
+// Memset (the shim's scrub-on-free; cuMemsetD8_v2_ptds / cuMemsetD8Async_ptsz have the same types).
+using PFN_cuMemsetD8_v3020 = CUresult (*)(CUdeviceptr dstDevice, unsigned char uc, size_t N);  // cuMemsetD8_v2
+using PFN_cuMemsetD8Async_v3020 = CUresult (*)(CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                                              CUstream hStream);  // cuMemsetD8Async
 // Stream-ordered allocator (the _ptsz twins have the same types).
 using PFN_cuMemAllocAsync_v11020 = CUresult (*)(CUdeviceptr* dptr, size_t bytesize, CUstream hStream);
 using PFN_cuMemAllocFromPoolAsync_v11020 = CUresult (*)(CUdeviceptr* dptr, size_t bytesize,
@@ -293,6 +329,31 @@ using PFN_cuLaunchGrid_v2000 = CUresult (*)(CUfunction f, int grid_width, int gr
 using PFN_cuLaunchGridAsync_v2000 = CUresult (*)(CUfunction f, int grid_width, int grid_height,
                                                 CUstream hStream);
 using PFN_cuGraphLaunch_v10000 = CUresult (*)(CUgraphExec hGraphExec, CUstream hStream);
+// Graphs: building and inspecting (the shim counts kernel nodes at instantiation), instantiating
+// (cuGraphInstantiate and cuGraphInstantiate_v2 share the pre-12.0 type; the _ptsz twin of
+// cuGraphInstantiateWithParams has its type), destroying.
+using PFN_cuGraphCreate_v10000 = CUresult (*)(CUgraph* phGraph, unsigned int flags);
+using PFN_cuGraphAddKernelNode_v12000 = CUresult (*)(CUgraphNode* phGraphNode, CUgraph hGraph,
+                                                    const CUgraphNode* dependencies, size_t numDependencies,
+                                                    const CUDA_KERNEL_NODE_PARAMS* nodeParams);  // cuGraphAddKernelNode_v2
+using PFN_cuGraphAddChildGraphNode_v10000 = CUresult (*)(CUgraphNode* phGraphNode, CUgraph hGraph,
+                                                        const CUgraphNode* dependencies,
+                                                        size_t numDependencies, CUgraph childGraph);
+using PFN_cuGraphAddEmptyNode_v10000 = CUresult (*)(CUgraphNode* phGraphNode, CUgraph hGraph,
+                                                   const CUgraphNode* dependencies, size_t numDependencies);
+using PFN_cuGraphGetNodes_v10000 = CUresult (*)(CUgraph hGraph, CUgraphNode* nodes, size_t* numNodes);
+using PFN_cuGraphNodeGetType_v10000 = CUresult (*)(CUgraphNode hNode, CUgraphNodeType* type);
+using PFN_cuGraphChildGraphNodeGetGraph_v10000 = CUresult (*)(CUgraphNode hNode, CUgraph* phGraph);
+using PFN_cuGraphInstantiate_v10000 = CUresult (*)(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                  CUgraphNode* phErrorNode, char* logBuffer,
+                                                  size_t bufferSize);  // cuGraphInstantiate
+using PFN_cuGraphInstantiate_v11000 = PFN_cuGraphInstantiate_v10000;  // cuGraphInstantiate_v2
+using PFN_cuGraphInstantiateWithFlags_v11040 = CUresult (*)(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                           unsigned long long flags);
+using PFN_cuGraphInstantiateWithParams_v12000 = CUresult (*)(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                            CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams);
+using PFN_cuGraphExecDestroy_v10000 = CUresult (*)(CUgraphExec hGraphExec);
+using PFN_cuGraphDestroy_v10000 = CUresult (*)(CUgraph hGraph);
 // Stream capture.
 using PFN_cuStreamBeginCapture_v10000 = CUresult (*)(CUstream hStream);  // cuStreamBeginCapture[_ptsz]
 using PFN_cuStreamBeginCapture_v10010 = CUresult (*)(CUstream hStream,

@@ -90,9 +90,15 @@ struct alignas(kCacheLine) PolicyHeader {
   std::atomic<std::uint64_t> generation;  // bumped by the node side on every policy change
 };
 
+// TenantPolicy::flags bits. The word was reserved (always 0) before it became the flags word, so
+// a shim that predates a bit ignores it and an older segment reads as "no flags": no ABI bump.
+inline constexpr std::uint64_t kTenantScrubOnFree = 1ULL << 0;  // zero device memory before free
+inline constexpr std::uint64_t kKnownTenantFlags = kTenantScrubOnFree;
+
 struct alignas(kCacheLine) TenantPolicy {
   std::atomic<std::uint64_t> limit_bytes[kMaxGpus];  // kUnlimited = no limit; 0 = no access
-  std::uint64_t reserved[8];                         // room for compute policy (weights, class)
+  std::atomic<std::uint64_t> flags;                  // kTenantScrubOnFree | ...
+  std::uint64_t reserved[7];                         // room for compute policy (weights, class)
 };
 
 struct alignas(kCacheLine) PolicyPage {
@@ -105,6 +111,7 @@ static_assert(sizeof(PolicyHeader) == 64);
 static_assert(offsetof(PolicyHeader, granule_bytes) == 24);
 static_assert(offsetof(PolicyHeader, generation) == 48);
 static_assert(sizeof(TenantPolicy) == 192);
+static_assert(offsetof(TenantPolicy, flags) == 128);
 static_assert(offsetof(PolicyPage, device_total_bytes) == 64);
 static_assert(offsetof(PolicyPage, tenants) == 192);
 static_assert(sizeof(PolicyPage) == 192 + 64 * 192);
@@ -292,6 +299,9 @@ class NodeSegment {
 
   // Limit of `tenant` on `gpu` in bytes (kUnlimited for none). Errors name the bad argument.
   Status SetLimit(int tenant, int gpu, std::uint64_t limit_bytes);
+  // Replaces the tenant's flags word (kTenantScrubOnFree, ...); unknown bits are an error.
+  Status SetTenantFlags(int tenant, std::uint64_t flags);
+  std::uint64_t TenantFlags(int tenant) const;
 
   std::uint64_t ReservedBytes(int tenant, int gpu) const;
   std::uint64_t PeakBytes(int tenant, int gpu) const;

@@ -136,10 +136,28 @@
     HandleLaunch<CountedLaunch::kKernel>, (CUfunction f, int gw, int gh, CUstream stream), \
     (f, gw, gh, stream)) \
   /* --- graphs and stream capture (charged/counted, never blocked while capturing) ------------ */ \
-  X(cuGraphLaunch, cuGraphLaunch, 10000, kLegacy, kLaunch, HandleLaunch<CountedLaunch::kGraph>, \
+  X(cuGraphLaunch, cuGraphLaunch, 10000, kLegacy, kLaunch, HandleGraphLaunch, \
     (CUgraphExec exec, CUstream stream), (exec, stream)) \
-  X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, kPerThread, kLaunch, HandleLaunch<CountedLaunch::kGraph>, \
+  X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, kPerThread, kLaunch, HandleGraphLaunch, \
     (CUgraphExec exec, CUstream stream), (exec, stream)) \
+  /* --- graph instantiation: learns how many kernel nodes each executable graph launches ----- */ \
+  X(cuGraphInstantiate, cuGraphInstantiate, 10000, kLegacy, kGraphExec, HandleGraphInstantiate, \
+    (CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log, size_t log_size), \
+    (exec, graph, error_node, log, log_size)) \
+  X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, kLegacy, kGraphExec, HandleGraphInstantiate, \
+    (CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log, size_t log_size), \
+    (exec, graph, error_node, log, log_size)) \
+  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, kLegacy, kGraphExec, \
+    HandleGraphInstantiate, (CUgraphExec* exec, CUgraph graph, unsigned long long flags), \
+    (exec, graph, flags)) \
+  X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, kLegacy, kGraphExec, \
+    HandleGraphInstantiate, (CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params), \
+    (exec, graph, params)) \
+  X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, kPerThread, kGraphExec, \
+    HandleGraphInstantiate, (CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params), \
+    (exec, graph, params)) \
+  X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, kLegacy, kGraphExec, HandleGraphExecDestroy, \
+    (CUgraphExec exec), (exec)) \
   X(cuStreamBeginCapture, cuStreamBeginCapture, 10000, kLegacy, kCapture, \
     HandleLaunch<CountedLaunch::kCaptureBegin>, (CUstream stream), (stream)) \
   X(cuStreamBeginCapture_ptsz, cuStreamBeginCapture, 10000, kPerThread, kCapture, \
@@ -177,6 +195,7 @@ enum class HookFamily : unsigned char {
   kQuery,     // answers with the tenant's view of memory
   kLaunch,    // passes LaunchGate() before calling the driver
   kCapture,   // stream-capture begin: counted by LaunchGate(), never blocked
+  kGraphExec, // graph instantiate/destroy: records the kernel nodes a graph launch is charged for
   kResolver,  // cuGetProcAddress: substitutes wrappers by pointer identity
 };
 

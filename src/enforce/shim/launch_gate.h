@@ -1,6 +1,7 @@
 // LaunchGate: the single point every launch-family wrapper of libtessera-shim.so passes before it
 // calls the driver — kernel launches (cuLaunchKernel[Ex], legacy cuLaunch*), cooperative launches,
-// graph launches (cuGraphLaunch) and stream-capture begins — in every ABI and _ptsz variant.
+// graph launches (cuGraphLaunch, charged by the kernel nodes of the graph) and stream-capture
+// begins — in every ABI and _ptsz variant.
 //
 // It does two things:
 //   1. counts the launch (one relaxed increment of this process's per-kind counter in its slot of
@@ -91,9 +92,14 @@ inline LaunchKind LeaseKindOf(CountedLaunch kind) noexcept {
 }
 
 // Everything but the fast path: multi-GPU board lookup, capture check, waiting, failure policy.
-void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, cuabi::CUstream stream, bool per_thread) noexcept;
+// `graph_kernels`: for kGraph, the kernel nodes of the executable graph (learned at instantiation,
+// graph_exec_table.h); the lease is charged that many kernel estimates. A constant 1 for the
+// other kinds, so their fast path does not change.
+void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, cuabi::CUstream stream, bool per_thread,
+                    uint32_t graph_kernels) noexcept;
 
-inline void LaunchGate(CountedLaunch kind, cuabi::CUstream stream = nullptr, bool per_thread = false) noexcept {
+inline void LaunchGate(CountedLaunch kind, cuabi::CUstream stream = nullptr, bool per_thread = false,
+                       uint32_t graph_kernels = 1) noexcept {
   ProcessSlot* slot = g_launch_slot.load(std::memory_order_acquire);
   if (__builtin_expect(slot == nullptr, 0)) slot = LaunchSlotSlow();
   slot->launches[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);
@@ -102,13 +108,14 @@ inline void LaunchGate(CountedLaunch kind, cuabi::CUstream stream = nullptr, boo
   if (__builtin_expect(board != nullptr, 1)) {
     LaunchRequest request;
     request.kind = LeaseKindOf(kind);
+    request.graph_kernels = graph_kernels;
     if (__builtin_expect(TryAdmitLaunch(*board, g_gate.slot, request, GateNowNs()) == GateResult::kAdmitted, 1)) {
       return;
     }
   } else if (g_gate.boards == nullptr) {
     return;  // compute not gated
   }
-  LaunchGateSlow(board, kind, stream, per_thread);
+  LaunchGateSlow(board, kind, stream, per_thread, graph_kernels);
 }
 
 }  // namespace tessera::enforce::shim

@@ -17,14 +17,17 @@
 //                          and graph launches on the tenant's compute lease; unset: not gated
 //   TESSERA_SHIM_COMPUTE_FAIL  open (default) | closed: what a launch does when the lease
 //                          arbiter is dead (no heartbeat for 1 s): run ungated with an alarm, or
-//                          wait until an arbiter is back (docs/decisions/0002-...)
+//                          wait until an arbiter is back (docs/decisions/0002-...); any other
+//                          value is reported on stderr and means closed
 // Without TESSERA_SHIM_POLICY the process is unmanaged: every call passes straight through
 // (launches are still counted, process-locally).
 //
 // Error policy: the wrappers are noexcept and never throw; driver errors are returned unchanged;
 // the shim's own refusals are CUDA_ERROR_OUT_OF_MEMORY (over the limit),
 // CUDA_ERROR_INVALID_DEVICE (an ordinal outside TESSERA_SHIM_GPUS) and CUDA_ERROR_NOT_PERMITTED
-// (misconfigured, fail-closed).
+// (misconfigured, fail-closed). With the tenant's scrub-on-free flag (policy page), a free whose
+// scrub fails returns the memset's error (CUDA_ERROR_NOT_SUPPORTED without a memset) and frees
+// nothing (see HandleMemFree).
 #include <dlfcn.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -42,6 +45,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "src/enforce/shim/graph_exec_table.h"
 #include "src/enforce/shim/hook_list.h"
 #include "src/enforce/shim/launch_gate.h"
 #include "src/enforce/shim/real_dl.h"
@@ -135,13 +139,21 @@ void* g_wrappers[kHookCount] = {};  // filled in Init() from the X-macro below
 PFN_cuCtxGetDevice_v2000 g_ctx_get_device = nullptr;
 PFN_cuStreamIsCapturing_v10000 g_is_capturing = nullptr;
 PFN_cuStreamIsCapturing_v10000 g_is_capturing_ptsz = nullptr;
+GraphDriverFns g_graph_fns;  // cuGraphGetNodes & co.: counting kernel nodes at instantiation
+// Scrub-on-free (kTenantScrubOnFree): the driver's own memsets, never a hooked path.
+PFN_cuMemsetD8_v3020 g_memset = nullptr;                    // cuMemsetD8_v2 (legacy stream)
+PFN_cuMemsetD8Async_v3020 g_memset_async = nullptr;         // cuMemsetD8Async
+PFN_cuMemsetD8Async_v3020 g_memset_async_ptsz = nullptr;    // cuMemsetD8Async_ptsz
 std::atomic<bool> g_driver_ready{false};
 std::atomic<void*> g_driver_handle{nullptr};
 
-std::mutex& DriverMu() {
+// Guards loading the driver. A pointer, so that a fork child whose parent had another thread
+// inside EnsureDriver() (e.g. in dlopen of libcuda) starts with a free one (AtForkChild).
+std::mutex*& DriverMuPtr() {
   static auto* mu = new std::mutex;
-  return *mu;
+  return mu;
 }
+std::mutex& DriverMu() { return *DriverMuPtr(); }
 
 // Returns libcuda's handle if it is loaded (cached; the reference is kept for the process).
 void* DriverHandle() {
@@ -181,6 +193,13 @@ bool EnsureDriver(bool load) {
   g_is_capturing = reinterpret_cast<PFN_cuStreamIsCapturing_v10000>(dl.dlsym(h, "cuStreamIsCapturing"));
   g_is_capturing_ptsz =
       reinterpret_cast<PFN_cuStreamIsCapturing_v10000>(dl.dlsym(h, "cuStreamIsCapturing_ptsz"));
+  g_graph_fns.get_nodes = reinterpret_cast<PFN_cuGraphGetNodes_v10000>(dl.dlsym(h, "cuGraphGetNodes"));
+  g_graph_fns.node_type = reinterpret_cast<PFN_cuGraphNodeGetType_v10000>(dl.dlsym(h, "cuGraphNodeGetType"));
+  g_graph_fns.child_graph =
+      reinterpret_cast<PFN_cuGraphChildGraphNodeGetGraph_v10000>(dl.dlsym(h, "cuGraphChildGraphNodeGetGraph"));
+  g_memset = reinterpret_cast<PFN_cuMemsetD8_v3020>(dl.dlsym(h, "cuMemsetD8_v2"));
+  g_memset_async = reinterpret_cast<PFN_cuMemsetD8Async_v3020>(dl.dlsym(h, "cuMemsetD8Async"));
+  g_memset_async_ptsz = reinterpret_cast<PFN_cuMemsetD8Async_v3020>(dl.dlsym(h, "cuMemsetD8Async_ptsz"));
   t_in_dl = saved;
   g_driver_ready.store(true, std::memory_order_release);
   return true;
@@ -252,9 +271,10 @@ namespace {
 
 // --- process-local allocation records -------------------------------------------------------------
 struct Record {
-  std::uint64_t bytes = 0;
+  std::uint64_t bytes = 0;  // charged (rounded up to the granule)
   int gpu = 0;  // node GPU
   int refs = 1; // VMM handles: retains
+  std::uint64_t size = 0;   // pointers: the allocation's own size (what scrub-on-free zeroes)
 };
 
 // A small sharded map (pointer/handle -> record); no allocation is recorded twice.
@@ -421,7 +441,7 @@ CUresult HandleMemAlloc(Fn real, HookId, Ptr* dptr, Size bytesize) {
   if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) return rc;
   const std::uint64_t charge = Charge(bytesize);
   return ReserveThenCall(gpu, charge, [&] { return real(dptr, bytesize); },
-                         [&] { Pointers().Put(*dptr, Record{charge, gpu, 1}); });
+                         [&] { Pointers().Put(*dptr, Record{charge, gpu, 1, bytesize}); });
 }
 
 template <typename Fn>
@@ -432,7 +452,7 @@ CUresult HandleMemAllocManaged(Fn real, HookId, CUdeviceptr* dptr, size_t bytesi
   if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) return rc;
   const std::uint64_t charge = Charge(bytesize);  // managed memory is charged in full
   return ReserveThenCall(gpu, charge, [&] { return real(dptr, bytesize, flags); },
-                         [&] { Pointers().Put(*dptr, Record{charge, gpu, 1}); });
+                         [&] { Pointers().Put(*dptr, Record{charge, gpu, 1, bytesize}); });
 }
 
 // Pitch: reserve the lower bound width x height first, then top up to the pitch x height the
@@ -468,15 +488,48 @@ CUresult HandleMemAllocPitch(Fn real, HookId, Ptr* dptr, Size* pitch, Size width
   } else if (actual < lower) {
     Release(gpu, lower - actual);
   }
-  Pointers().Put(*dptr, Record{actual, gpu, 1});
+  Pointers().Put(*dptr, Record{actual, gpu, 1, MulSaturating(*pitch, height)});
   return rc;
 }
 
+// Scrub-on-free (the tenant's kTenantScrubOnFree flag, read on every free so that `tessera run
+// --scrub` applies to running processes too): zero the allocation's own size, through the
+// driver's memset (resolved with glibc's dlsym, never a hooked path), BEFORE the free.
+//   cuMemFree(_v2): cuMemsetD8_v2 on the legacy default stream, then the free. The memset is
+//     ordered after the work already submitted to the legacy stream and the blocking streams, and
+//     the driver does not hand freed cuMemAlloc memory to anyone before the work submitted before
+//     the free has finished (cuMemFree synchronises), so the zeros land before any reuse.
+//   cuMemFreeAsync(_ptsz): cuMemsetD8Async(_ptsz) on the caller's stream, then the free on it:
+//     stream order puts the memset before the free, and the pool reuses the memory only after it.
+// A scrub that fails (or a driver without the memset) fails the free with its error, and the
+// allocation stays allocated and charged: memory is never freed unscrubbed while scrubbing is on.
+bool ScrubOnFree() {
+  return (g_cfg.policy->tenants[g_cfg.tenant].flags.load(std::memory_order_acquire) & kTenantScrubOnFree) != 0;
+}
+CUresult Scrub(HookId, std::uint64_t dptr, std::uint64_t bytes) {
+  if (g_memset == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return g_memset(static_cast<CUdeviceptr>(dptr), 0, static_cast<size_t>(bytes));
+}
+CUresult Scrub(HookId id, std::uint64_t dptr, std::uint64_t bytes, CUstream stream) {
+  const bool per_thread = kHooks[static_cast<int>(id)].flavour == HookFlavour::kPerThread;
+  PFN_cuMemsetD8Async_v3020 fn = per_thread ? g_memset_async_ptsz : g_memset_async;
+  if (fn == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return fn(static_cast<CUdeviceptr>(dptr), 0, static_cast<size_t>(bytes), stream);
+}
+
 template <typename Fn, typename Ptr, typename... Rest>
-CUresult HandleMemFree(Fn real, HookId, Ptr dptr, Rest... rest) {
+CUresult HandleMemFree(Fn real, HookId id, Ptr dptr, Rest... rest) {
   TESSERA_RELEASE_PASS_THROUGH_UNLESS_MANAGED(real(dptr, rest...));
   // Take the record before the driver frees: the address may be handed out again at once.
   std::optional<Record> rec = Pointers().Take(dptr);
+  if (rec.has_value() && rec->size > 0 && ScrubOnFree()) {
+    if (CUresult rc = Scrub(id, dptr, rec->size, rest...); rc != CUDA_SUCCESS) {
+      Pointers().Put(dptr, *rec);
+      if (g_cfg.log) Log("tessera-shim: scrub of %llu bytes failed (%d); the free is refused\n",
+                         static_cast<unsigned long long>(rec->size), rc);
+      return rc;
+    }
+  }
   CUresult rc = real(dptr, rest...);
   if (rec.has_value()) {
     if (rc == CUDA_SUCCESS) {
@@ -503,7 +556,7 @@ CUresult HandleMemAllocAsync(Fn real, HookId, CUdeviceptr* dptr, size_t bytesize
   if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) return rc;
   const std::uint64_t charge = Charge(bytesize);
   return ReserveThenCall(gpu, charge, [&] { return real(dptr, bytesize, stream); },
-                         [&] { Pointers().Put(*dptr, Record{charge, gpu, 1}); });
+                         [&] { Pointers().Put(*dptr, Record{charge, gpu, 1, bytesize}); });
 }
 
 template <typename Fn>
@@ -521,7 +574,7 @@ CUresult HandleMemAllocFromPoolAsync(Fn real, HookId, CUdeviceptr* dptr, size_t 
   }
   const std::uint64_t charge = Charge(bytesize);
   return ReserveThenCall(gpu, charge, [&] { return real(dptr, bytesize, pool, stream); },
-                         [&] { Pointers().Put(*dptr, Record{charge, gpu, 1}); });
+                         [&] { Pointers().Put(*dptr, Record{charge, gpu, 1, bytesize}); });
 }
 
 template <typename Fn>
@@ -736,6 +789,51 @@ inline CUresult HandleLaunch(Fn real, HookId id, Args... args) {
   return real(args...);
 }
 
+// --- graph charging (graph_exec_table.h) --------------------------------------------------------
+GraphExecTable g_graph_execs;
+std::atomic<bool> g_graph_table_full_logged{false};
+
+// cuGraphLaunch(_ptsz): the lease is charged the kernel nodes of the exec (1 if unknown). The
+// table is only consulted when compute is gated, and only on this path.
+template <typename Fn>
+CUresult HandleGraphLaunch(Fn real, HookId id, CUgraphExec exec, CUstream stream) {
+  uint32_t kernels = 1;
+  if (g_gate.boards != nullptr) {
+    if (std::optional<uint32_t> k = g_graph_execs.Get(exec)) kernels = *k;
+  }
+  LaunchGate(CountedLaunch::kGraph, stream, kHooks[static_cast<int>(id)].flavour == HookFlavour::kPerThread,
+             kernels);
+  return real(exec, stream);
+}
+
+// Every instantiate variant: after a success, count the kernel nodes of the source graph and
+// record them for the new exec. Not counted (charged 1 per launch): ungated processes, graphs
+// the driver cannot describe, a full table.
+template <typename Fn, typename... Rest>
+CUresult HandleGraphInstantiate(Fn real, HookId, CUgraphExec* exec, CUgraph graph, Rest... rest) {
+  const CUresult rc = real(exec, graph, rest...);
+  if (rc != CUDA_SUCCESS || exec == nullptr || *exec == nullptr || g_gate.boards == nullptr) return rc;
+  std::optional<uint64_t> kernels = CountGraphKernels(g_graph_fns, graph);
+  if (!kernels.has_value()) {
+    g_graph_execs.Erase(*exec);  // a stale entry of a reused handle must not stay
+    if (g_cfg.log) Log("tessera-shim: cannot count the kernel nodes of graph %p; its launches are charged as 1 kernel\n",
+                       static_cast<void*>(graph));
+    return rc;
+  }
+  if (!g_graph_execs.Put(*exec, static_cast<uint32_t>(*kernels)) && !g_graph_table_full_logged.exchange(true)) {
+    Log("tessera-shim: no room for executable graph %p in the graph table (%d slots, probe window %d); "
+        "launches of such graphs are charged as 1 kernel\n", static_cast<void*>(*exec), GraphExecTable::kSlots,
+        GraphExecTable::kMaxProbe);
+  }
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleGraphExecDestroy(Fn real, HookId, CUgraphExec exec) {
+  g_graph_execs.Erase(exec);  // before the driver frees the handle: it may hand it out again at once
+  return real(exec);
+}
+
 // True when `stream` is being captured, or when the driver cannot say (any error, e.g. an
 // implicit-capture conflict or an invalid stream): such a launch must never wait.
 bool StreamCapturing(CUstream stream, bool per_thread) {
@@ -759,7 +857,8 @@ constexpr uint64_t kArbiterStaleNs = 1'000'000'000;
 // Waits are cut into steps of this length, so that a dead arbiter is noticed.
 constexpr uint64_t kWaitStepNs = 250'000'000;
 
-void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, CUstream stream, bool per_thread) noexcept {
+void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, CUstream stream, bool per_thread,
+                    uint32_t graph_kernels) noexcept {
   if (board == nullptr) {  // a process using several node GPUs: the current context's
     int gpu = 0;
     if (g_gate.boards == nullptr || CurrentNodeGpu(&gpu) != CUDA_SUCCESS || gpu >= g_gate.num_boards) return;
@@ -768,6 +867,7 @@ void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, CUstream stream, bool
   const uint32_t slot = g_gate.slot;
   LaunchRequest request;
   request.kind = LeaseKindOf(kind);
+  request.graph_kernels = graph_kernels;
   if (TryAdmitLaunch(*board, slot, request, MonotonicNowNs()) == GateResult::kAdmitted) return;
   // Not registered on this GPU's board (no share): nothing to gate against.
   if (board->slots[slot].node.state.load(std::memory_order_acquire) !=
@@ -926,7 +1026,14 @@ void Configure() {
   g_cfg.managed = true;
   const char* leases = std::getenv("TESSERA_SHIM_LEASES");
   const char* compute_fail = std::getenv("TESSERA_SHIM_COMPUTE_FAIL");
-  g_cfg.compute_fail_closed = compute_fail != nullptr && std::strcmp(compute_fail, "closed") == 0;
+  // Unset (or empty) or "open": fail open; "closed": fail closed; anything else is a
+  // misconfiguration, which gets the safe choice (closed) and one line naming it (decision 0002).
+  g_cfg.compute_fail_closed =
+      compute_fail != nullptr && *compute_fail != '\0' && std::strcmp(compute_fail, "open") != 0;
+  if (g_cfg.compute_fail_closed && std::strcmp(compute_fail, "closed") != 0) {
+    Log("tessera-shim: TESSERA_SHIM_COMPUTE_FAIL='%s' is neither 'open' nor 'closed'; using closed\n",
+        compute_fail);
+  }
   if (leases != nullptr && *leases != '\0') {
     StatusOr<LeaseFile> file = LeaseFile::Open(leases);
     if (!file.ok()) {
@@ -961,9 +1068,11 @@ void AtForkChild() {
   ArraysPtr() = new RecordMap;
   PoolsPtr() = new RecordMap;
   OpMuPtr() = new std::mutex;
+  DriverMuPtr() = new std::mutex;  // another thread may have been loading the driver at the fork
   g_slot = -1;
   g_slot_pid = 0;
   g_launch_slot.store(nullptr, std::memory_order_release);
+  g_graph_execs.ResetAfterFork();
 }
 
 __attribute__((constructor)) void ShimInit() {

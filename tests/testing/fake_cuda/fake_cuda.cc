@@ -23,8 +23,15 @@
 //     flavour when CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM is set and the base has one at
 //     that version; SYMBOL_NOT_FOUND / VERSION_NOT_SUFFICIENT otherwise (CUDA_ERROR_NOT_FOUND,
 //     *pfn = NULL). Flags other than the two stream flags are CUDA_ERROR_INVALID_VALUE.
+//   * cuMemsetD8_v2 (+_ptds) and cuMemsetD8Async (+_ptsz): the range must lie inside one device
+//     allocation; host-backed memory is written at once (no queues), the last memset is kept for
+//     tests, and an optional free audit counts nonzero bytes of blocks as they are freed.
 //   * Stream capture state per stream handle (cuStreamBeginCapture*, cuStreamIsCapturing,
 //     cuStreamEndCapture). Launches do nothing.
+//   * Graphs: kernel, empty and child-graph nodes (cuGraphCreate, cuGraphAdd{Kernel,Empty,
+//     ChildGraph}Node, cuGraphGetNodes, cuGraphNodeGetType, cuGraphChildGraphNodeGetGraph), every
+//     instantiate variant, cuGraphLaunch(_ptsz) running the exec's kernel nodes (counted, see
+//     fake_cuda.h), cuGraphExecDestroy, cuGraphDestroy.
 //
 // The library is linked with -Bsymbolic, as the real driver behaves: the addresses it hands out
 // from cuGetProcAddress are its own functions even when an LD_PRELOADed library exports the same
@@ -47,6 +54,7 @@
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
+#include <vector>
 
 #include "tessera/enforce/cuda_abi.h"
 
@@ -77,6 +85,10 @@ using namespace tessera::cuabi;  // NOLINT: the C ABI's names, as cuda.h has the
   X(cuMemFree_v2, cuMemFree, 3020, false, PFN_cuMemFree_v3020) \
   X(cuMemGetInfo, cuMemGetInfo, 2000, false, PFN_cuMemGetInfo_v2000) \
   X(cuMemGetInfo_v2, cuMemGetInfo, 3020, false, PFN_cuMemGetInfo_v3020) \
+  X(cuMemsetD8_v2, cuMemsetD8, 3020, false, PFN_cuMemsetD8_v3020) \
+  X(cuMemsetD8_v2_ptds, cuMemsetD8, 7000, true, PFN_cuMemsetD8_v3020) \
+  X(cuMemsetD8Async, cuMemsetD8Async, 3020, false, PFN_cuMemsetD8Async_v3020) \
+  X(cuMemsetD8Async_ptsz, cuMemsetD8Async, 7000, true, PFN_cuMemsetD8Async_v3020) \
   X(cuMemAllocAsync, cuMemAllocAsync, 11020, false, PFN_cuMemAllocAsync_v11020) \
   X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, true, PFN_cuMemAllocAsync_v11020) \
   X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, false, PFN_cuMemAllocFromPoolAsync_v11020) \
@@ -112,6 +124,20 @@ using namespace tessera::cuabi;  // NOLINT: the C ABI's names, as cuda.h has the
   X(cuLaunchGridAsync, cuLaunchGridAsync, 2000, false, PFN_cuLaunchGridAsync_v2000) \
   X(cuGraphLaunch, cuGraphLaunch, 10000, false, PFN_cuGraphLaunch_v10000) \
   X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, true, PFN_cuGraphLaunch_v10000) \
+  X(cuGraphCreate, cuGraphCreate, 10000, false, PFN_cuGraphCreate_v10000) \
+  X(cuGraphAddKernelNode_v2, cuGraphAddKernelNode, 12000, false, PFN_cuGraphAddKernelNode_v12000) \
+  X(cuGraphAddChildGraphNode, cuGraphAddChildGraphNode, 10000, false, PFN_cuGraphAddChildGraphNode_v10000) \
+  X(cuGraphAddEmptyNode, cuGraphAddEmptyNode, 10000, false, PFN_cuGraphAddEmptyNode_v10000) \
+  X(cuGraphGetNodes, cuGraphGetNodes, 10000, false, PFN_cuGraphGetNodes_v10000) \
+  X(cuGraphNodeGetType, cuGraphNodeGetType, 10000, false, PFN_cuGraphNodeGetType_v10000) \
+  X(cuGraphChildGraphNodeGetGraph, cuGraphChildGraphNodeGetGraph, 10000, false, PFN_cuGraphChildGraphNodeGetGraph_v10000) \
+  X(cuGraphInstantiate, cuGraphInstantiate, 10000, false, PFN_cuGraphInstantiate_v10000) \
+  X(cuGraphInstantiate_v2, cuGraphInstantiate, 11000, false, PFN_cuGraphInstantiate_v11000) \
+  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, false, PFN_cuGraphInstantiateWithFlags_v11040) \
+  X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, false, PFN_cuGraphInstantiateWithParams_v12000) \
+  X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams, 12000, true, PFN_cuGraphInstantiateWithParams_v12000) \
+  X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, false, PFN_cuGraphExecDestroy_v10000) \
+  X(cuGraphDestroy, cuGraphDestroy, 10000, false, PFN_cuGraphDestroy_v10000) \
   X(cuStreamBeginCapture, cuStreamBeginCapture, 10000, false, PFN_cuStreamBeginCapture_v10000) \
   X(cuStreamBeginCapture_ptsz, cuStreamBeginCapture, 10000, true, PFN_cuStreamBeginCapture_v10000) \
   X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, false, PFN_cuStreamBeginCapture_v10010) \
@@ -202,6 +228,14 @@ std::set<CUstream>& Capturing() {
   return *s;
 }
 unsigned long long g_next_handle = 1;
+// Memsets and the free audit (under Mu()).
+struct MemsetRecord {
+  const char* symbol = "";
+  unsigned long long dptr = 0, bytes = 0, stream = 0;
+};
+MemsetRecord g_last_memset;
+bool g_audit_frees = false;
+unsigned long long g_freed_dirty_bytes = 0;
 unsigned long long g_next_ptr32 = 0x10000000ULL;
 
 struct EntryInfo {
@@ -268,6 +302,8 @@ __attribute__((constructor)) void LoadConfig() {
     if (fd >= 0) ::close(fd);
   }
   ParseFailures(std::getenv("TESSERA_FAKE_CUDA_FAIL"));
+  // A slow driver load (tests of a fork taken while another thread is inside dlopen of libcuda).
+  if (unsigned long long ms = EnvU64("TESSERA_FAKE_CUDA_LOAD_DELAY_MS", 0); ms > 0) ::usleep(static_cast<useconds_t>(ms * 1000));
 }
 
 // Every entry point starts here: records the call, applies an injected error.
@@ -354,6 +390,11 @@ CUresult FreeDevice(unsigned long long ptr) {
     if (it == Allocs().end() || it->second.kind == Kind::kArray) return CUDA_ERROR_INVALID_VALUE;
     a = it->second;
     Allocs().erase(it);
+    if (g_audit_frees && a.backing != nullptr) {  // what another tenant could read after reuse
+      const auto* b = static_cast<const unsigned char*>(a.backing);
+      g_freed_dirty_bytes += static_cast<unsigned long long>(
+          a.bytes - static_cast<unsigned long long>(std::count(b, b + a.bytes, 0)));
+    }
   }
   if (a.kind == Kind::kDevice || a.kind == Kind::kDevice32) UnchargeDevice(a.device, a.bytes);
   std::free(a.backing);
@@ -445,6 +486,26 @@ unsigned long long tessera_fake_cuda_device_used(int device) {
 unsigned long long tessera_fake_cuda_device_peak(int device) {
   return device >= 0 && device < kMaxDevices ? g_usage->peak[device].load() : 0;
 }
+void tessera_fake_cuda_audit_frees(int on) {
+  std::lock_guard<std::mutex> lock(Mu());
+  g_audit_frees = on != 0;
+  g_freed_dirty_bytes = 0;
+}
+
+unsigned long long tessera_fake_cuda_freed_dirty_bytes(void) {
+  std::lock_guard<std::mutex> lock(Mu());
+  return g_freed_dirty_bytes;
+}
+
+const char* tessera_fake_cuda_last_memset(unsigned long long* dptr, unsigned long long* bytes,
+                                          unsigned long long* stream) {
+  std::lock_guard<std::mutex> lock(Mu());
+  if (dptr != nullptr) *dptr = g_last_memset.dptr;
+  if (bytes != nullptr) *bytes = g_last_memset.bytes;
+  if (stream != nullptr) *stream = g_last_memset.stream;
+  return g_last_memset.symbol;
+}
+
 unsigned long long tessera_fake_cuda_live_allocations(void) {
   std::lock_guard<std::mutex> lock(Mu());
   return Allocs().size() + Vmm().size();
@@ -654,6 +715,53 @@ CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   *total_bytes = g_config.mem_bytes;
   *free_bytes = g_config.mem_bytes - std::min<unsigned long long>(used, g_config.mem_bytes);
   return CUDA_SUCCESS;
+}
+
+// The range must lie inside one device allocation (not an array); host-backed ones are written,
+// the 32-bit entry points' unbacked ones only checked. Runs at once (the fake has no queues).
+static CUresult Memset(const char* symbol, CUdeviceptr dptr, unsigned char value, size_t n, CUstream stream) {
+  REQUIRE_INIT();
+  if (n == 0) return CUDA_SUCCESS;
+  std::lock_guard<std::mutex> lock(Mu());
+  const Allocation* hit = nullptr;
+  unsigned long long base = 0;
+  auto it = Allocs().find(dptr);
+  if (it != Allocs().end()) {
+    hit = &it->second;
+    base = it->first;
+  } else {
+    for (const auto& [start, a] : Allocs()) {
+      if (dptr >= start && dptr - start < a.bytes) {
+        hit = &a;
+        base = start;
+        break;
+      }
+    }
+  }
+  if (hit == nullptr || hit->kind == Kind::kArray || n > hit->bytes - (dptr - base)) return CUDA_ERROR_INVALID_VALUE;
+  if (hit->backing != nullptr) std::memset(static_cast<char*>(hit->backing) + (dptr - base), value, n);
+  g_last_memset = MemsetRecord{symbol, dptr, n, reinterpret_cast<uintptr_t>(stream)};
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dptr, unsigned char value, size_t n) {
+  ENTER(cuMemsetD8_v2);
+  return Memset("cuMemsetD8_v2", dptr, value, n, nullptr);
+}
+
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dptr, unsigned char value, size_t n) {
+  ENTER(cuMemsetD8_v2_ptds);
+  return Memset("cuMemsetD8_v2_ptds", dptr, value, n, nullptr);
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dptr, unsigned char value, size_t n, CUstream stream) {
+  ENTER(cuMemsetD8Async);
+  return Memset("cuMemsetD8Async", dptr, value, n, stream);
+}
+
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dptr, unsigned char value, size_t n, CUstream stream) {
+  ENTER(cuMemsetD8Async_ptsz);
+  return Memset("cuMemsetD8Async_ptsz", dptr, value, n, stream);
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream) {
@@ -870,9 +978,222 @@ FAKE_LAUNCH(cuLaunchCooperativeKernelMultiDevice, (CUDA_LAUNCH_PARAMS*, unsigned
 FAKE_LAUNCH(cuLaunch, (CUfunction))
 FAKE_LAUNCH(cuLaunchGrid, (CUfunction, int, int))
 FAKE_LAUNCH(cuLaunchGridAsync, (CUfunction, int, int, CUstream))
-FAKE_LAUNCH(cuGraphLaunch, (CUgraphExec, CUstream))
-FAKE_LAUNCH(cuGraphLaunch_ptsz, (CUgraphExec, CUstream))
 #undef FAKE_LAUNCH
+
+// --- graphs: kernel, empty and child-graph nodes; an exec knows its kernel count --------------------
+// cuGraphAddChildGraphNode clones the child (as the driver does); cuGraphChildGraphNodeGetGraph
+// returns the clone. cuGraphLaunch "runs" the exec's kernel nodes as the fake runs a kernel launch
+// (it does nothing) and counts them (tessera_fake_cuda_graph_kernels_run). A NULL exec launches
+// nothing and succeeds (the probe's older launch checks pass NULL); another unknown exec is
+// CUDA_ERROR_INVALID_HANDLE.
+namespace {
+struct FakeGraph;
+struct FakeNode {
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  FakeGraph* child = nullptr;  // owned clone (CU_GRAPH_NODE_TYPE_GRAPH)
+};
+struct FakeGraph {
+  std::vector<FakeNode*> nodes;
+};
+struct FakeExec {
+  unsigned long long kernels = 0;
+};
+std::set<const void*>& GraphObjects() {  // live graphs (clones included), nodes and execs
+  static auto* s = new std::set<const void*>;
+  return *s;
+}
+std::atomic<unsigned long long> g_graph_kernels_run{0};
+
+bool LiveLocked(const void* p) { return p != nullptr && GraphObjects().count(p) != 0; }
+
+FakeGraph* CloneLocked(const FakeGraph* g) {
+  auto* copy = new FakeGraph;
+  GraphObjects().insert(copy);
+  for (const FakeNode* n : g->nodes) {
+    auto* c = new FakeNode{n->type, n->child != nullptr ? CloneLocked(n->child) : nullptr};
+    GraphObjects().insert(c);
+    copy->nodes.push_back(c);
+  }
+  return copy;
+}
+
+void DestroyLocked(FakeGraph* g) {
+  for (FakeNode* n : g->nodes) {
+    if (n->child != nullptr) DestroyLocked(n->child);
+    GraphObjects().erase(n);
+    delete n;
+  }
+  GraphObjects().erase(g);
+  delete g;
+}
+
+unsigned long long KernelsLocked(const FakeGraph* g) {
+  unsigned long long k = 0;
+  for (const FakeNode* n : g->nodes) {
+    if (n->type == CU_GRAPH_NODE_TYPE_KERNEL) ++k;
+    if (n->child != nullptr) k += KernelsLocked(n->child);
+  }
+  return k;
+}
+
+CUresult AddNode(CUgraphNode* node, CUgraph graph, CUgraphNodeType type, CUgraph child) {
+  REQUIRE_INIT();
+  if (node == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(Mu());
+  auto* g = reinterpret_cast<FakeGraph*>(graph);
+  if (!LiveLocked(g) || (type == CU_GRAPH_NODE_TYPE_GRAPH && !LiveLocked(child))) return CUDA_ERROR_INVALID_VALUE;
+  auto* n = new FakeNode{type, type == CU_GRAPH_NODE_TYPE_GRAPH
+                                   ? CloneLocked(reinterpret_cast<const FakeGraph*>(child))
+                                   : nullptr};
+  GraphObjects().insert(n);
+  g->nodes.push_back(n);
+  *node = reinterpret_cast<CUgraphNode>(n);
+  return CUDA_SUCCESS;
+}
+
+CUresult Instantiate(CUgraphExec* exec, CUgraph graph) {
+  REQUIRE_INIT();
+  if (exec == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(Mu());
+  auto* g = reinterpret_cast<const FakeGraph*>(graph);
+  if (!LiveLocked(g)) return CUDA_ERROR_INVALID_VALUE;
+  auto* e = new FakeExec{KernelsLocked(g)};
+  GraphObjects().insert(e);
+  *exec = reinterpret_cast<CUgraphExec>(e);
+  return CUDA_SUCCESS;
+}
+
+CUresult GraphLaunch(CUgraphExec exec) {
+  REQUIRE_INIT();
+  if (exec == nullptr) return CUDA_SUCCESS;
+  unsigned long long kernels = 0;
+  {
+    std::lock_guard<std::mutex> lock(Mu());
+    if (!LiveLocked(exec)) return CUDA_ERROR_INVALID_HANDLE;
+    kernels = reinterpret_cast<const FakeExec*>(exec)->kernels;
+  }
+  g_graph_kernels_run.fetch_add(kernels, std::memory_order_relaxed);
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream) {
+  ENTER(cuGraphLaunch);
+  return GraphLaunch(exec);
+}
+CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream) {
+  ENTER(cuGraphLaunch_ptsz);
+  return GraphLaunch(exec);
+}
+
+CUresult cuGraphCreate(CUgraph* graph, unsigned int flags) {
+  ENTER(cuGraphCreate);
+  REQUIRE_INIT();
+  if (graph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(Mu());
+  auto* g = new FakeGraph;
+  GraphObjects().insert(g);
+  *graph = reinterpret_cast<CUgraph>(g);
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode*, size_t,
+                                 const CUDA_KERNEL_NODE_PARAMS* params) {
+  ENTER(cuGraphAddKernelNode_v2);
+  if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return AddNode(node, graph, CU_GRAPH_NODE_TYPE_KERNEL, nullptr);
+}
+CUresult cuGraphAddChildGraphNode(CUgraphNode* node, CUgraph graph, const CUgraphNode*, size_t, CUgraph child) {
+  ENTER(cuGraphAddChildGraphNode);
+  return AddNode(node, graph, CU_GRAPH_NODE_TYPE_GRAPH, child);
+}
+CUresult cuGraphAddEmptyNode(CUgraphNode* node, CUgraph graph, const CUgraphNode*, size_t) {
+  ENTER(cuGraphAddEmptyNode);
+  return AddNode(node, graph, CU_GRAPH_NODE_TYPE_EMPTY, nullptr);
+}
+CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, size_t* num_nodes) {
+  ENTER(cuGraphGetNodes);
+  REQUIRE_INIT();
+  if (num_nodes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(Mu());
+  auto* g = reinterpret_cast<const FakeGraph*>(graph);
+  if (!LiveLocked(g)) return CUDA_ERROR_INVALID_VALUE;
+  if (nodes == nullptr) {
+    *num_nodes = g->nodes.size();
+    return CUDA_SUCCESS;
+  }
+  const size_t n = std::min(*num_nodes, g->nodes.size());
+  for (size_t i = 0; i < *num_nodes; ++i) {
+    nodes[i] = i < n ? reinterpret_cast<CUgraphNode>(g->nodes[i]) : nullptr;
+  }
+  *num_nodes = n;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
+  ENTER(cuGraphNodeGetType);
+  REQUIRE_INIT();
+  if (type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(Mu());
+  if (!LiveLocked(node)) return CUDA_ERROR_INVALID_VALUE;
+  *type = reinterpret_cast<const FakeNode*>(node)->type;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph* graph) {
+  ENTER(cuGraphChildGraphNodeGetGraph);
+  REQUIRE_INIT();
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(Mu());
+  if (!LiveLocked(node) || reinterpret_cast<const FakeNode*>(node)->child == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *graph = reinterpret_cast<CUgraph>(reinterpret_cast<const FakeNode*>(node)->child);
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode*, char*, size_t) {
+  ENTER(cuGraphInstantiate);
+  return Instantiate(exec, graph);
+}
+CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode*, char*, size_t) {
+  ENTER(cuGraphInstantiate_v2);
+  return Instantiate(exec, graph);
+}
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long) {
+  ENTER(cuGraphInstantiateWithFlags);
+  return Instantiate(exec, graph);
+}
+static CUresult InstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  params->hErrNode_out = nullptr;
+  const CUresult rc = Instantiate(exec, graph);
+  params->result_out = rc == CUDA_SUCCESS ? 0 : 1;  // CUDA_GRAPH_INSTANTIATE_SUCCESS / _ERROR
+  return rc;
+}
+CUresult cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  ENTER(cuGraphInstantiateWithParams);
+  return InstantiateWithParams(exec, graph, params);
+}
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  ENTER(cuGraphInstantiateWithParams_ptsz);
+  return InstantiateWithParams(exec, graph, params);
+}
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  ENTER(cuGraphExecDestroy);
+  REQUIRE_INIT();
+  std::lock_guard<std::mutex> lock(Mu());
+  if (!LiveLocked(exec)) return CUDA_ERROR_INVALID_VALUE;
+  GraphObjects().erase(exec);
+  delete reinterpret_cast<FakeExec*>(exec);
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphDestroy(CUgraph graph) {
+  ENTER(cuGraphDestroy);
+  REQUIRE_INIT();
+  std::lock_guard<std::mutex> lock(Mu());
+  if (!LiveLocked(graph)) return CUDA_ERROR_INVALID_VALUE;
+  DestroyLocked(reinterpret_cast<FakeGraph*>(graph));
+  return CUDA_SUCCESS;
+}
+
+unsigned long long tessera_fake_cuda_graph_kernels_run(void) {
+  return g_graph_kernels_run.load(std::memory_order_relaxed);
+}
 
 static CUresult BeginCapture(CUstream stream) {
   REQUIRE_INIT();

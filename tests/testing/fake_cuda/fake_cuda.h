@@ -13,6 +13,7 @@
 //   TESSERA_FAKE_CUDA_FAIL            SYMBOL:CODE[:COUNT][,...]: the exported entry point SYMBOL
 //                                     returns CODE (a CUresult) for its next COUNT calls (default:
 //                                     every call), e.g. "cuMemAlloc_v2:2:1"
+//   TESSERA_FAKE_CUDA_LOAD_DELAY_MS   the library's constructor sleeps this long (a slow dlopen)
 //
 // Thread-safety: every function may be called from any thread.
 #pragma once
@@ -31,4 +32,14 @@ unsigned long long tessera_fake_cuda_device_used(int device);
 unsigned long long tessera_fake_cuda_device_peak(int device);
 // Live device allocations of this process (pointers, VMM handles, arrays).
 unsigned long long tessera_fake_cuda_live_allocations(void);
+// Kernel nodes this process's cuGraphLaunch* calls have run (child graphs included).
+unsigned long long tessera_fake_cuda_graph_kernels_run(void);
+// Free audit (scrub-on-free tests): while on, every free of a host-backed device allocation counts
+// the allocation's nonzero bytes at the moment of the free (what the next owner of the memory could
+// read). Turning it on or off resets the count.
+void tessera_fake_cuda_audit_frees(int on);
+unsigned long long tessera_fake_cuda_freed_dirty_bytes(void);
+// The last successful cuMemsetD8* of this process: its entry point ("" if none), range and stream.
+const char* tessera_fake_cuda_last_memset(unsigned long long* dptr, unsigned long long* bytes,
+                                          unsigned long long* stream);
 }

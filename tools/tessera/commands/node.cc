@@ -1,6 +1,6 @@
 // `tessera run` and `tessera node status`: run a command under libtessera-shim.so on a single node
 // without a control plane, and show what the node segment says.
-//   tessera run --tenant T --gpu 0 --mem 8GiB --share 30 [--priority P] -- CMD ARGS...
+//   tessera run --tenant T --gpu 0 --mem 8GiB --share 30 [--priority P] [--scrub] -- CMD ARGS...
 //   tessera node status [--json]
 //
 // The node directory (TESSERA_RUN_DIR, else $XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>)
@@ -12,6 +12,9 @@
 // A tenant (by name) gets the lowest free tenant index; a second `tessera run` with the same name
 // joins it (same index, so all its processes share its memory counter and its lease; the latest
 // --mem/--share/--priority win). An entry lives while one of its `tessera run` processes lives.
+// --scrub (zero device memory before every free, docs/enforcement.md) is sticky: once one run of a
+// tenant asked for it, it stays on for all of the tenant's processes until the entry is gone, so a
+// later run without --scrub never turns off a protection that a running process relies on.
 //
 // The lease arbiter of a GPU runs inside the `tessera run` processes of that GPU, guarded by an
 // flock on `arbiter-gpu<N>.lock`: whoever holds it drives the GPU's board (weights = shares) and
@@ -152,7 +155,10 @@ void Prune(json& reg, enforce::NodeSegment* seg) {
       if (Alive(pid.get<long>())) pids.push_back(pid);
     }
     if (pids.empty()) {
-      if (seg != nullptr) (void)seg->SetLimit(t["index"].get<int>(), t["gpu"].get<int>(), 0);
+      if (seg != nullptr) {
+        (void)seg->SetLimit(t["index"].get<int>(), t["gpu"].get<int>(), 0);
+        (void)seg->SetTenantFlags(t["index"].get<int>(), 0);
+      }
       continue;
     }
     t["pids"] = pids;
@@ -168,6 +174,7 @@ struct RunFlags {
   int share = 0;
   int priority = 0;
   int kernel_estimate_us = 1000;
+  bool scrub = false;
   std::vector<std::string> command;
 };
 
@@ -209,6 +216,7 @@ StatusOr<int> Join(const NodePaths& p, const RunFlags& f, uint64_t mem_bytes) {
       t["share"] = f.share;
       t["priority"] = f.priority;
       t["kernel_estimate_us"] = f.kernel_estimate_us;
+      t["scrub"] = t.value("scrub", false) || f.scrub;  // sticky (header comment)
       t["pids"].push_back(static_cast<long>(::getpid()));
     }
   }
@@ -219,9 +227,14 @@ StatusOr<int> Join(const NodePaths& p, const RunFlags& f, uint64_t mem_bytes) {
     if (index < 0) return ResourceExhaustedError("all " + std::to_string(enforce::kMaxTenants) + " tenants in use");
     reg["tenants"].push_back(json{{"name", f.tenant},   {"index", index},       {"gpu", f.gpu},
                                   {"mem_bytes", mem_bytes}, {"share", f.share}, {"priority", f.priority},
-                                  {"kernel_estimate_us", f.kernel_estimate_us},
+                                  {"kernel_estimate_us", f.kernel_estimate_us}, {"scrub", f.scrub},
                                   {"pids", json::array({static_cast<long>(::getpid())})}});
   }
+  bool scrub = f.scrub;
+  for (const json& t : reg["tenants"]) {
+    if (t["index"].get<int>() == index) scrub = t.value("scrub", false);
+  }
+  TESSERA_RETURN_IF_ERROR(seg->SetTenantFlags(index, scrub ? enforce::kTenantScrubOnFree : 0));
   TESSERA_RETURN_IF_ERROR(seg->SetLimit(index, f.gpu, mem_bytes));
   TESSERA_RETURN_IF_ERROR(SaveRegistry(p, reg));
   return index;
@@ -462,6 +475,7 @@ int NodeStatus(bool as_json) {
                 {"peak_bytes", seg->PeakBytes(index, gpu)},
                 {"share", t["share"]},
                 {"priority", t["priority"]},
+                {"scrub", (seg->TenantFlags(index) & enforce::kTenantScrubOnFree) != 0},
                 {"pids", pids},
                 {"launches", slot.tenant.launches.load()},
                 {"charged_ns", slot.node.charged_ns.load()}};
@@ -479,13 +493,14 @@ int NodeStatus(bool as_json) {
   std::printf("node %s\n", paths.dir.c_str());
   for (const json& g : out["gpus"]) {
     std::printf("GPU %d (arbiter %s)\n", g["gpu"].get<int>(), g["arbiter_alive"].get<bool>() ? "running" : "not running");
-    std::printf("  %-16s %5s %14s %14s %6s %8s %10s\n", "tenant", "index", "limit MiB", "used MiB", "share",
-                "priority", "launches");
+    std::printf("  %-16s %5s %14s %14s %6s %8s %10s %5s\n", "tenant", "index", "limit MiB", "used MiB", "share",
+                "priority", "launches", "scrub");
     for (const json& t : g["tenants"]) {
-      std::printf("  %-16s %5d %14.1f %14.1f %6d %8d %10llu\n", t["name"].get<std::string>().c_str(),
+      std::printf("  %-16s %5d %14.1f %14.1f %6d %8d %10llu %5s\n", t["name"].get<std::string>().c_str(),
                   t["index"].get<int>(), t["limit_bytes"].get<double>() / 1048576.0,
                   t["used_bytes"].get<double>() / 1048576.0, t["share"].get<int>(), t["priority"].get<int>(),
-                  static_cast<unsigned long long>(t["launches"].get<uint64_t>()));
+                  static_cast<unsigned long long>(t["launches"].get<uint64_t>()),
+                  t["scrub"].get<bool>() ? "on" : "off");
     }
   }
   return kExitOk;
@@ -505,6 +520,8 @@ void RegisterNode(CLI::App& app, int* exit_code) {
   run->add_option("--kernel-estimate-us", flags->kernel_estimate_us,
                   "The lease arbiter's duration model: GPU time of one kernel (default 1000)")
       ->check(CLI::Range(1, 10'000'000));
+  run->add_flag("--scrub", flags->scrub,
+                "Zero the tenant's device memory before every free (sticky while the tenant runs)");
   run->add_option("command", flags->command, "The command and its arguments (after --)");
   run->footer(
       "The node directory is $TESSERA_RUN_DIR, else $XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>.\n"
