@@ -36,23 +36,13 @@ using testing::Probe;
 using testing::ProbeOptions;
 using testing::ProbeRun;
 using testing::RunProbe;
-using testing::TestSegment;
 
 constexpr uint64_t kMs = 1'000'000;
 
-struct LeaseSetup {
-  TestSegment segment;
-  std::string leases_path;
-  std::optional<LeaseFile> leases;
-
+struct LeaseSetup : testing::TestLeaseNode {
   LeaseSetup() {
-    leases_path = segment.dir.path() + "/leases";
-    StatusOr<LeaseFile> f = LeaseFile::Create(leases_path, 1);
-    EXPECT_TRUE(f.ok()) << f.status().ToString();
-    if (f.ok()) leases.emplace(std::move(*f));
     for (int t = 0; t < 2; ++t) EXPECT_TRUE(segment.seg().SetLimit(t, 0, 1ULL << 30).ok());
   }
-  LeaseBoard& board() { return leases->board(0); }
   ProbeOptions Options(int tenant, std::vector<std::string> extra = {}) {
     ProbeOptions o;
     o.segment = &segment;

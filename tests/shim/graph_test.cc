@@ -35,7 +35,6 @@ using testing::Probe;
 using testing::ProbeOptions;
 using testing::ProbeRun;
 using testing::RunProbe;
-using testing::TestSegment;
 
 // --- CountGraphKernels over a scripted driver -------------------------------------------------------
 
@@ -225,16 +224,8 @@ constexpr uint64_t kKernelEstNs = 100'000;
 
 // A node segment + lease file; slot 0 holds the lease for an hour (arbiter alive), so every launch
 // of tenant 0 is admitted on the fast path and charged on its lease line.
-struct GraphSetup {
-  TestSegment segment;
-  std::string leases_path;
-  std::optional<LeaseFile> leases;
-
+struct GraphSetup : testing::TestLeaseNode {
   GraphSetup() {
-    leases_path = segment.dir.path() + "/leases";
-    StatusOr<LeaseFile> f = LeaseFile::Create(leases_path, 1);
-    EXPECT_TRUE(f.ok()) << f.status().ToString();
-    if (f.ok()) leases.emplace(std::move(*f));
     EXPECT_TRUE(segment.seg().SetLimit(0, 0, 1ULL << 30).ok());
     LeaseBoard& b = board();
     const uint64_t expiry = MonotonicNowNs() + 3600ULL * 1'000'000'000ULL;
@@ -245,7 +236,6 @@ struct GraphSetup {
     b.lease.word.store(PackLeaseWord(0, expiry));
     b.arbiter.heartbeat_ns.store(expiry);
   }
-  LeaseBoard& board() { return leases->board(0); }
   // Kernel estimates charged to tenant 0 so far, in kernels.
   uint64_t ChargedKernels() { return board().slots[0].tenant.submitted_est_ns.load() / kKernelEstNs; }
   uint64_t GraphLaunches() { return board().slots[0].tenant.graph_launches.load(); }

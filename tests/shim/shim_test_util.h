@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tessera/enforce/lease_file.h"
 #include "tessera/enforce/segment.h"
 
 extern char** environ;
@@ -70,6 +71,21 @@ struct TestSegment {
     if (s.ok()) node.emplace(std::move(*s));
   }
   NodeSegment& seg() { return *node; }
+};
+
+// A node segment plus a one-GPU lease file beside it (TESSERA_SHIM_LEASES=leases_path).
+struct TestLeaseNode {
+  TestSegment segment;
+  std::string leases_path;
+  std::optional<LeaseFile> leases;
+
+  TestLeaseNode() {
+    leases_path = segment.dir.path() + "/leases";
+    StatusOr<LeaseFile> f = LeaseFile::Create(leases_path, 1);
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    if (f.ok()) leases.emplace(std::move(*f));
+  }
+  LeaseBoard& board() { return leases->board(0); }
 };
 
 struct ProbeOptions {
