@@ -133,6 +133,13 @@ struct Scheduler::Impl {
   };
   std::unordered_map<JobId, Running> running;
   std::vector<std::vector<JobId>> on_node;  // one entry per pod on the node
+  // Work that never moves once started: gang pods and whole-GPU Guaranteed pods (a fractional
+  // Guaranteed pod moves live). Pods of such work per node, and the largest node size.
+  static bool Immovable(const Job& j, const TaskRequest& pod) {
+    return j.pods != 1 || (j.qos == QosClass::kGuaranteed && !pod.IsSharing());
+  }
+  std::vector<int32_t> immovable_pods;
+  int max_node_gpus = 0;
 
   // Fair-share preemption (pass 2) state: the preemptor's resources, and everything taken from
   // each tenant in this attempt (all classes).
@@ -339,6 +346,21 @@ struct Scheduler::Impl {
     return hid;
   }
 
+  // Hides (in `journal`) the free room of every largest node that holds no immovable work,
+  // so that immovable work lands on smaller nodes or next to other immovable work while it
+  // can: those nodes stay clearable for the jobs that need a whole large node (see
+  // SchedulerOptions::keep_large_nodes_clearable). One CPU-and-memory reservation per node.
+  void HideClearableLargeNodes(Journal& journal) {
+    for (size_t n = 0; n < snap.node_count(); ++n) {
+      const NodeIndex ni{static_cast<uint32_t>(n)};
+      if (immovable_pods[n] > 0 || snap.gpu_count(ni) != max_node_gpus) continue;
+      if (snap.free_cpu(ni).value() <= 0 && snap.free_memory(ni).value() <= 0) continue;
+      TaskRequest hide{.cpu = snap.free_cpu(ni), .memory = snap.free_memory(ni)};
+      Status st = journal.Apply(snap, hide, Placement{ni, 0});
+      (void)st;
+    }
+  }
+
   bool AnyNodeFits(const TaskRequest& p) const {
     for (size_t n = 0; n < snap.node_count(); ++n)
       if (snap.Fits(NodeIndex{static_cast<uint32_t>(n)}, p)) return true;
@@ -353,6 +375,16 @@ struct Scheduler::Impl {
     TenantIndex l = kNoTenant;
     for (size_t i = 0; i < pa.size() && i < pb.size() && pa[i] == pb[i]; ++i) l = pa[i];
     return l;
+  }
+
+  // Fair mode: whether the side of `v_tenant` under its common ancestor with `t` is at least as
+  // served now as `t`'s side will be once `fair_res` starts.
+  bool MoreServedSide(TenantIndex v_tenant, TenantIndex t) const {
+    const TenantIndex lca = Lca(v_tenant, t);
+    if (lca == v_tenant || lca == t) return false;
+    const size_t k = lca == kNoTenant ? 0 : static_cast<size_t>(tree->depth(lca)) + 1;
+    const TenantIndex side_v = tree->path(v_tenant)[k], side_t = tree->path(t)[k];
+    return ShareWith(side_v, Resources(), 0) + 1e-12 >= ShareWith(side_t, fair_res, +1);
   }
 
   // Whether `v` may be preempted for a job of tenant `t`, given what is already being taken
@@ -377,15 +409,20 @@ struct Scheduler::Impl {
       if (auto r = removed_all.find(side_v); r != removed_all.end()) v_delta += r->second;
       if (ShareWith(side_v, v_delta, -1) + 1e-12 < ShareWith(side_t, fair_res, +1)) return false;
     }
+    // Borrowed work: a tenant above its guarantee is borrowing, and any of its jobs may be
+    // taken back, even when that leaves the tenant below its guarantee: the victim then does
+    // not fit in what is left of the guarantee, so it is never entitled to take its place
+    // back (no loop). A tenant at or below its guarantee lends nothing. Checked at every
+    // level below the common ancestor.
     for (auto it = tree->path(v.job.tenant).rbegin(); it != tree->path(v.job.tenant).rend();
          ++it) {
       const TenantIndex a = *it;
       if (a == lca) break;
-      Resources after = Protected(a) - v.res;
-      if (auto r = removed.find(a); r != removed.end()) after -= r->second;
+      Resources before = Protected(a);
+      if (auto r = removed.find(a); r != removed.end()) before -= r->second;
       const Resources& g = tree->spec(a).guaranteed;
       for (int d = 0; d < kMaxResourceDims; ++d)
-        if ((quota_dims >> d & 1) && v.res[d] > 0 && after[d] < g[d]) return false;
+        if ((quota_dims >> d & 1) && v.res[d] > 0 && before[d] <= g[d]) return false;
     }
     return true;
   }
@@ -491,7 +528,14 @@ struct Scheduler::Impl {
       placement::PlacementDecision d;
       if (!(skip_place && i == 0)) {
         ++out.attempts;
-        d = policy->Place(snap, pod, ctx);
+        if (opt.keep_large_nodes_clearable && Immovable(j, pod)) {
+          const size_t mark = journal.mark();
+          HideClearableLargeNodes(journal);
+          d = policy->Place(snap, pod, ctx);
+          journal.RollbackTo(snap, mark);
+          if (!d.placement) ++out.attempts;
+        }
+        if (!d.placement) d = policy->Place(snap, pod, ctx);
       }
       if (!d.placement && may_preempt) {
         ++reclaim_calls;
@@ -545,6 +589,7 @@ struct Scheduler::Impl {
       for (const Placement& p : v.pods) {
         auto& lst = on_node[p.node.value()];
         lst.erase(std::find(lst.begin(), lst.end(), id));
+        if (Immovable(v.job, v.pod)) --immovable_pods[p.node.value()];
       }
       AddUsage(v.job.tenant, v.res, v.job.qos, -1);
       Enqueue(v.job);
@@ -557,7 +602,10 @@ struct Scheduler::Impl {
     r.pods = where;
     r.start = now;
     r.res = ResourcesOf(j, &where);
-    for (const Placement& p : where) on_node[p.node.value()].push_back(j.id);
+    for (const Placement& p : where) {
+      on_node[p.node.value()].push_back(j.id);
+      if (Immovable(j, pod)) ++immovable_pods[p.node.value()];
+    }
     AddUsage(j.tenant, r.res, j.qos, +1);
     running.emplace(j.id, std::move(r));
     reasons.erase(j.id);
@@ -638,6 +686,8 @@ struct Scheduler::Impl {
       const bool sharing = r->pod.IsSharing();
       if (r->job.pods != 1 || r->start >= now || (!sharing && r->job.qos == QosClass::kGuaranteed))
         continue;
+      // For fair share, a restart costs only tenants at least as served as the job's.
+      if (!sharing && fair_mode && !MoreServedSide(r->job.tenant, j.tenant)) continue;
       const size_t mark = journal.mark();
       if (!journal.Undo(snap, r->pod, r->pods[0]).ok()) continue;
       auto dest = MoveDestination(r->pod, ni);
@@ -667,11 +717,15 @@ struct Scheduler::Impl {
     return snap.Fits(ni, pod);
   }
 
-  // For an entitled single-pod job that reclaim could not place: clears the node that is
-  // cheapest to clear (PlanClear), starts the job there and reports the evictions and moves.
-  bool Defragment(const Job& j, const TaskRequest& pod, Seconds now, CycleResult& out) {
+  // For a single-pod job that reclaim could not place: clears the node that is cheapest to
+  // clear (PlanClear), starts the job there and reports the evictions and moves. An entitled
+  // job evicts by the reclaim rules; with `fair`, a borrowing job evicts by the fair-share
+  // rules and restarts only work of tenants at least as served.
+  bool Defragment(const Job& j, const TaskRequest& pod, Seconds now, CycleResult& out,
+                  bool fair) {
     if (j.pods != 1 || !opt.affinity.empty()) return false;
-    fair_mode = false;
+    fair_mode = fair;
+    fair_res = ResourcesOf(j, nullptr);
     removed_all.clear();
     // Plan on the kDefragNodes nodes with the least work that can never leave them (whole-GPU
     // Guaranteed pods and gang pods), then the least work in all.
@@ -684,8 +738,7 @@ struct Scheduler::Impl {
       int64_t fixed = 0;
       for (JobId id : on_node[n]) {
         const Running& r = running.at(id);
-        if (r.job.pods != 1 || (r.job.qos == QosClass::kGuaranteed && !r.pod.IsSharing()))
-          fixed += r.pod.TotalGpu().value();
+        if (Immovable(r.job, r.pod)) fixed += r.pod.TotalGpu().value();
       }
       order.emplace_back(fixed, snap.node_gpu_free(ni) * -1, static_cast<uint32_t>(n));
     }
@@ -852,6 +905,10 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const TenantTree* tenants
   impl->pending_counts.assign(nt, {});
   impl->by_size.assign(nt, {});
   impl->on_node.assign(impl->snap.node_count(), {});
+  impl->immovable_pods.assign(impl->snap.node_count(), 0);
+  for (size_t n = 0; n < impl->snap.node_count(); ++n)
+    impl->max_node_gpus =
+        std::max(impl->max_node_gpus, impl->snap.gpu_count(NodeIndex{static_cast<uint32_t>(n)}));
 
   Resources cap;
   cap[kGpuMilliDim] = impl->snap.total_gpu_capacity().value();
@@ -1033,13 +1090,16 @@ CycleResult Scheduler::Cycle(Seconds now) {
           started = m.TryStart(copy, false, now, out);
         }
       }
-      // Defragmentation for an entitled job nothing else could place (bounded per cycle).
-      if (!started && pass == 0 && m.opt.defragmentation && !gpu_free_job && defrag_budget > 0 &&
+      // Defragmentation for an entitled job nothing else could place, and with
+      // fair_share_defragmentation for a borrowing one (bounded per cycle).
+      const bool defrag_pass =
+          pass == 0 || (fair && m.opt.fair_share_defragmentation && m.opt.fair_share_preemption);
+      if (!started && defrag_pass && m.opt.defragmentation && !gpu_free_job && defrag_budget > 0 &&
           m.reasons[copy.id] == WaitReason::kCapacity && !failed_defrag.count(shape)) {
         --defrag_budget;
         // The memos stay: the cleared node is taken and the moved work went to other nodes,
         // so what failed before gets its next try in the next cycle.
-        started = m.Defragment(copy, pod, now, out);
+        started = m.Defragment(copy, pod, now, out, fair);
         if (!started) failed_defrag.insert(shape);
       }
       if (started) {
@@ -1064,6 +1124,7 @@ Status Scheduler::Complete(JobId id, Seconds /*now*/) {
     TESSERA_RETURN_IF_ERROR(m.snap.Undo(r.pod, p));
     auto& lst = m.on_node[p.node.value()];
     lst.erase(std::find(lst.begin(), lst.end(), id));
+    if (Impl::Immovable(r.job, r.pod)) --m.immovable_pods[p.node.value()];
   }
   m.AddUsage(r.job.tenant, r.res, r.job.qos, -1);
   m.caps_dirty = true;
@@ -1080,8 +1141,10 @@ Status Scheduler::Cancel(JobId id) {
   return Status::Ok();
 }
 
-bool Scheduler::HasRunnableWaiting(TenantIndex t) const {
+bool Scheduler::HasRunnableWaiting(TenantIndex t, bool include_best_effort) const {
   for (const PendingKey& k : impl_->queue[t]) {
+    // The queue is sorted by QoS class: BestEffort comes last.
+    if (!include_best_effort && k.qos == static_cast<uint8_t>(QosClass::kBestEffort)) break;
     const WaitReason r = wait_reason(k.id);
     if (r != WaitReason::kLimit && r != WaitReason::kGuarantee) return true;
   }

@@ -282,6 +282,7 @@ class Loop {
     std::vector<double> root_usage(tenants_.size(), 0.0);
     std::vector<char> root_waiting(tenants_.size(), 0);
     double alloc_integral = 0, requested_integral = 0, jain_integral = 0, jain_time = 0;
+    double jain_be_integral = 0, jain_be_time = 0;
     int64_t requested_now = 0;
     std::array<double, sched::kWaitReasonCount> reason_sum{};
     int64_t reason_samples = 0;
@@ -361,8 +362,8 @@ class Loop {
         const int64_t lo = std::max<int64_t>(h * 3600, now), hi = std::min<int64_t>((h + 1) * 3600, next);
         alloc_hours[h] += static_cast<double>(requested_now) * static_cast<double>(hi - lo);
       }
-      double sx = 0, sxx = 0;
-      int waiting = 0;
+      double sx = 0, sxx = 0, bx = 0, bxx = 0;
+      int waiting = 0, waiting_be = 0;
       std::fill(root_usage.begin(), root_usage.end(), 0.0);
       std::fill(root_waiting.begin(), root_waiting.end(), 0);
       for (TenantIndex t = 0; t < tenants_.size(); ++t) {
@@ -373,16 +374,25 @@ class Loop {
         const double used = static_cast<double>(s.usage(local)[sched::kGpuMilliDim]);
         const TenantIndex root = tenants_.path(t).front();
         root_usage[root] += used;
-        if (!s.HasRunnableWaiting(local)) continue;
+        if (!s.HasRunnableWaiting(local, /*include_best_effort=*/true)) continue;
+        const double x = used / static_cast<double>(capacity_) / tenants_.spec(t).weight;
+        ++waiting_be;
+        bx += x;
+        bxx += x * x;
+        // A tenant waiting with BestEffort work only claims no share (leftovers only).
+        if (!s.HasRunnableWaiting(local, /*include_best_effort=*/false)) continue;
         root_waiting[root] = 1;
         ++waiting;
-        const double x = used / static_cast<double>(capacity_) / tenants_.spec(t).weight;
         sx += x;
         sxx += x * x;
       }
       if (waiting >= 2 && dt > 0) {
         jain_integral += (sxx > 0 ? sx * sx / (waiting * sxx) : 1.0) * dt;
         jain_time += dt;
+      }
+      if (waiting_be >= 2 && dt > 0) {
+        jain_be_integral += (bxx > 0 ? bx * bx / (waiting_be * bxx) : 1.0) * dt;
+        jain_be_time += dt;
       }
       // The same among the top-level tenants (organisations), whose guarantees are theirs.
       double rx = 0, rxx = 0;
@@ -405,6 +415,7 @@ class Loop {
     m.cpu_allocation_pct = 100.0 * cpu_integral / static_cast<double>(H);
     m.jain_fairness = jain_time > 0 ? jain_integral / jain_time : 1.0;
     m.jain_fairness_top_level = jain_top_time > 0 ? jain_top_integral / jain_top_time : 1.0;
+    m.jain_fairness_with_best_effort = jain_be_time > 0 ? jain_be_integral / jain_be_time : 1.0;
     for (int r = 1; r < sched::kWaitReasonCount; ++r)
       m.mean_pending_by_reason[std::string(sched::WaitReasonName(static_cast<sched::WaitReason>(r)))] =
           reason_samples ? reason_sum[r] / static_cast<double>(reason_samples) : 0.0;
@@ -497,6 +508,8 @@ StatusOr<ModeMetrics> RunDedicated(const TenantTree& tenants, const std::vector<
     opt.preemption = false;
     opt.consolidation = false;
     opt.defragmentation = false;
+    opt.fair_share_defragmentation = false;
+    opt.keep_large_nodes_clearable = false;
     opt.affinity = {};
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> s,
                              Scheduler::Create(trees.back().get(), std::move(slice), opt));

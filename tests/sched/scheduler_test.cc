@@ -173,6 +173,7 @@ TEST(Scheduler, TwoJobsNeverPreemptEachOtherBackAndForth) {
     Rng rng(seed);
     std::set<std::pair<JobId, JobId>> preempted_by;
     std::map<JobId, int64_t> ends;
+    std::map<TenantIndex, int64_t> largest_victim;  // in this cycle
     JobId next = 1;
     for (int step = 0; step < 200; ++step) {
       const Seconds now{step * 10};
@@ -207,10 +208,17 @@ TEST(Scheduler, TwoJobsNeverPreemptEachOtherBackAndForth) {
           EXPECT_EQ(by->qos, QosClass::kGuaranteed);
         }
         if (v->qos == QosClass::kBurstable && v->tenant != by->tenant) {
-          EXPECT_GE(s->protected_usage(v->tenant)[kGpuMilliDim],
-                    tree.spec(v->tenant).guaranteed[kGpuMilliDim]);
+          largest_victim[v->tenant] = std::max(largest_victim[v->tenant], int64_t{v->pod.TotalGpu().value()});
         }
       }
+      // Another tenant's Burstable victims come from a tenant that was borrowing: what it keeps
+      // plus its largest victim is above its guarantee, so that victim is not entitled to take
+      // its place back.
+      for (const auto& [t, largest] : largest_victim) {
+        EXPECT_GT(s->protected_usage(t)[kGpuMilliDim] + largest, tree.spec(t).guaranteed[kGpuMilliDim])
+            << "seed " << seed << " step " << step << ": tenant " << t << " was not borrowing";
+      }
+      largest_victim.clear();
       for (const StartEvent& st : r.started) ends.try_emplace(st.job, now.count() + 100);
       // Usage never exceeds the cluster.
       int64_t used = 0;
@@ -390,6 +398,7 @@ struct SpreadFixture {
   explicit SpreadFixture(QosClass b_class, bool defragmentation = true) {
     SchedulerOptions opt;
     opt.placement_policy = "worstfit";  // spreads B's jobs over both nodes
+    opt.keep_large_nodes_clearable = false;  // ... Guaranteed ones too
     opt.defragmentation = defragmentation;
     s = Make(tree, Nodes(2, 4), opt);
     for (JobId id = 1; id <= 4; ++id) EXPECT_TRUE(s->Submit(MakeJob(id, 1, b_class, 1)).ok());
@@ -425,6 +434,106 @@ TEST(Scheduler, DefragmentationNeverMovesWholeGpuGuaranteedPods) {
   EXPECT_FALSE(f.s->is_running(10));
   EXPECT_TRUE(r.moves.empty());
   EXPECT_TRUE(r.preempted.empty());
+}
+
+TEST(Scheduler, ImmovableWorkKeepsALargeNodeClearable) {
+  // The same four Guaranteed 1-GPU jobs of B with keep_large_nodes_clearable (the default):
+  // they share one node although the policy spreads, so A's 4-GPU job starts on the other
+  // with nothing moved.
+  TenantTree tree = Tree({{"A", "", 4000}, {"B", "", 4000}});
+  SchedulerOptions opt;
+  opt.placement_policy = "worstfit";
+  auto s = Make(tree, Nodes(2, 4), opt);
+  for (JobId id = 1; id <= 4; ++id) ASSERT_TRUE(s->Submit(MakeJob(id, 1, QosClass::kGuaranteed, 1)).ok());
+  s->Cycle(Seconds{0});
+  for (JobId id = 2; id <= 4; ++id) EXPECT_EQ(s->placement_of(id)->at(0).node, s->placement_of(1)->at(0).node);
+  ASSERT_TRUE(s->Submit(MakeJob(10, 0, QosClass::kBurstable, 4)).ok());
+  CycleResult r = s->Cycle(Seconds{100});
+  EXPECT_TRUE(s->is_running(10));
+  EXPECT_TRUE(r.moves.empty());
+  EXPECT_TRUE(r.preempted.empty());
+}
+
+TEST(Scheduler, MovableWorkIsPlacedByThePolicyAsBefore) {
+  // Burstable 1-GPU jobs are movable: the option leaves them to the policy (spread).
+  TenantTree tree = Tree({{"A", "", 4000}, {"B", "", 4000}});
+  SchedulerOptions opt;
+  opt.placement_policy = "worstfit";
+  auto s = Make(tree, Nodes(2, 4), opt);
+  for (JobId id = 1; id <= 2; ++id) ASSERT_TRUE(s->Submit(MakeJob(id, 1, QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{0});
+  EXPECT_NE(s->placement_of(1)->at(0).node, s->placement_of(2)->at(0).node);
+}
+
+TEST(Scheduler, ReclaimTakesTheJobThatCrossedTheGuarantee) {
+  // One node of 2 GPUs; A and B are guaranteed 1 GPU each. B runs 0.6 + 1.0 GPU (1.6, over its
+  // guarantee by 0.6, which no single job of B is). A's 1-GPU job is entitled: B's 1-GPU job
+  // is borrowed work although taking it leaves B at 0.6, and it cannot come back (0.6 + 1 > 1).
+  TenantTree tree = Tree({{"A", "", 1000}, {"B", "", 1000}});
+  auto s = Make(tree, Nodes(1, 2));
+  ASSERT_TRUE(s->Submit(MakeJob(1, 1, QosClass::kBurstable, 1, 600)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1, QosClass::kBurstable, 1, 1000, 1, 1)).ok());
+  s->Cycle(Seconds{0});
+  ASSERT_TRUE(s->is_running(1) && s->is_running(2));
+  ASSERT_TRUE(s->Submit(MakeJob(3, 0, QosClass::kBurstable, 1, 1000, 1, 2)).ok());
+  CycleResult r = s->Cycle(Seconds{10});
+  ASSERT_EQ(r.preempted.size(), 1u);
+  EXPECT_EQ(r.preempted[0].victim, 2);
+  EXPECT_TRUE(s->is_running(3));
+  EXPECT_TRUE(s->is_running(1));
+  // Nothing moves back: B's job is not entitled, A's job is within A's guarantee.
+  r = s->Cycle(Seconds{20});
+  EXPECT_TRUE(r.preempted.empty());
+  EXPECT_FALSE(s->is_running(2));
+  EXPECT_FALSE(s->BelowGuaranteeWithWaiting(1));  // B's waiting job does not fit in its 0.4
+}
+
+TEST(Scheduler, ATenantAtItsGuaranteeLendsNothing) {
+  // B runs exactly its guarantee (two 0.5-GPU jobs, both GPUs' halves): nothing of it is
+  // borrowed, so A's entitled 1-GPU job waits (no free whole GPU) instead of preempting.
+  TenantTree tree = Tree({{"A", "", 1000}, {"B", "", 1000}});
+  SchedulerOptions opt;
+  opt.placement_policy = "worstfit";
+  opt.defragmentation = false;
+  opt.consolidation = false;
+  auto s = Make(tree, Nodes(1, 2), opt);
+  ASSERT_TRUE(s->Submit(MakeJob(1, 1, QosClass::kBurstable, 1, 500)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1, QosClass::kBurstable, 1, 500, 1, 1)).ok());
+  s->Cycle(Seconds{0});
+  ASSERT_NE(s->placement_of(1)->at(0).gpus, s->placement_of(2)->at(0).gpus);
+  ASSERT_TRUE(s->Submit(MakeJob(3, 0, QosClass::kBurstable, 1, 1000, 1, 2)).ok());
+  CycleResult r = s->Cycle(Seconds{10});
+  EXPECT_TRUE(r.preempted.empty());
+  EXPECT_FALSE(s->is_running(3));
+}
+
+TEST(Scheduler, FairShareDefragmentationClearsANodeForTheLeastServedTenant) {
+  // Two 2-GPU nodes. C (weight 1) runs two 1-GPU jobs, one per node (worstfit), borrowing
+  // all its 2 GPUs (guarantee 0). B (weight 1, guarantee 0) wants a 2-GPU job: it fits on no
+  // node and is not entitled. With fair_share_defragmentation, C is more served than B will
+  // be (2 GPUs vs 2 GPUs: equal, allowed), so one of C's jobs moves or is evicted and B starts.
+  TenantTree tree = Tree({{"A", "", 4000}, {"B", "", 0}, {"C", "", 0}});
+  for (bool on : {false, true}) {
+    SchedulerOptions opt;
+    opt.placement_policy = "worstfit";
+    opt.keep_large_nodes_clearable = false;
+    opt.fair_share_defragmentation = on;
+    auto s = Make(tree, Nodes(2, 2), opt);
+    ASSERT_TRUE(s->Submit(MakeJob(1, 2, QosClass::kBurstable, 1)).ok());
+    ASSERT_TRUE(s->Submit(MakeJob(2, 2, QosClass::kBurstable, 1)).ok());
+    s->Cycle(Seconds{0});
+    ASSERT_NE(s->placement_of(1)->at(0).node, s->placement_of(2)->at(0).node);
+    ASSERT_TRUE(s->Submit(MakeJob(3, 1, QosClass::kBurstable, 2, 1000, 1, 1)).ok());
+    CycleResult r = s->Cycle(Seconds{100});
+    EXPECT_EQ(s->is_running(3), on) << "fair_share_defragmentation " << on;
+    if (on) {
+      // C's two jobs share the other node now (a restart), nothing was evicted.
+      EXPECT_TRUE(r.preempted.empty());
+      ASSERT_EQ(r.moves.size(), 1u);
+      EXPECT_TRUE(r.moves[0].restart);
+      EXPECT_EQ(s->placement_of(1)->at(0).node, s->placement_of(2)->at(0).node);
+    }
+  }
 }
 
 TEST(Scheduler, WithoutDefragmentationTheEntitledJobWaits) {

@@ -173,5 +173,32 @@ TEST(DedicatedVsShared, CountsGuaranteeViolations) {
   EXPECT_EQ(on->preemptions, 1);
 }
 
+TEST(DedicatedVsShared, JainCountsTenantsWaitingWithAClaim) {
+  // Two GPUs. "a" (guaranteed 1) runs two 1-GPU Burstable jobs and waits with a third; "b"
+  // (guaranteed 1) waits with a BestEffort job only, which claims no share: the fairness index
+  // has one claimant (1.0 by definition), the variant with BestEffort waiters sees shares 1
+  // and 0 (Jain 0.5) all the time.
+  std::vector<NodeSpec> nodes = {{"n", CpuMilli{64000}, MiB{65536}, 2, Model("V100M16")}};
+  auto tree = Tree({{"a", 1}, {"b", 1}});
+  std::vector<WorkloadJob> jobs(4);
+  for (int i = 0; i < 4; ++i) {
+    jobs[i].job.id = i + 1;
+    jobs[i].job.tenant = i < 3 ? 0 : 1;
+    jobs[i].job.qos = i < 3 ? QosClass::kBurstable : QosClass::kBestEffort;
+    jobs[i].job.pod = placement::TaskRequest{.cpu = CpuMilli{1000}, .memory = MiB{1024}, .num_gpu = 1,
+                                             .gpu_milli = kWholeGpu};
+    jobs[i].job.submit = Seconds{0};
+    jobs[i].duration = Seconds{5000};
+  }
+  ScenarioOptions opt;
+  opt.horizon = Seconds{1000};
+  auto s = RunShared(tree, nodes, jobs, opt);
+  ASSERT_TRUE(s.ok());
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_pct, 100.0);
+  EXPECT_DOUBLE_EQ(s->jain_fairness, 1.0);
+  EXPECT_DOUBLE_EQ(s->jain_fairness_with_best_effort, 0.5);
+  EXPECT_DOUBLE_EQ(s->guarantee_violations, 0.0);  // b waits with BestEffort work only
+}
+
 }  // namespace
 }  // namespace tessera::sim

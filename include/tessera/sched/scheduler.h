@@ -89,6 +89,14 @@ struct SchedulerOptions {
   // Clear a node for an entitled job reclaim could not place: evict what it may preempt, move
   // other single-pod work elsewhere (see Defragment in scheduler.cc).
   bool defragmentation = true;
+  // Also clear a node for a borrowing Burstable job that fits nowhere, by the fair-share rules
+  // (evict borrowed work of tenants at least as served after the swap; restart whole-GPU pods
+  // only of such tenants). Needs defragmentation and fair_share_preemption.
+  bool fair_share_defragmentation = false;
+  // Place immovable work (gang pods, whole-GPU Guaranteed pods) on the largest nodes that
+  // already hold immovable work, or on smaller nodes, while any of those can take it: the
+  // other largest nodes stay clearable for jobs that need a whole one.
+  bool keep_large_nodes_clearable = true;
   int max_reclaims_per_cycle = 64;  // victim searches per cycle; later ones wait a cycle
   double fair_share_half_life_s = 0;  // > 0: DRF on usage decayed with this half-life
   bool whole_gpus_only = false;  // dedicated clusters: a fractional pod takes a whole GPU
@@ -174,8 +182,9 @@ class Scheduler {
   // its guarantee.)
   bool BelowGuaranteeWithWaiting(TenantIndex t) const;
   // Whether the tenant has a pending job held back by something other than its own quota (its
-  // limit, or the Guaranteed class's cap at the guarantee).
-  bool HasRunnableWaiting(TenantIndex t) const;
+  // limit, or the Guaranteed class's cap at the guarantee). Without `include_best_effort`,
+  // only Guaranteed and Burstable jobs count: BestEffort work claims no share.
+  bool HasRunnableWaiting(TenantIndex t, bool include_best_effort = true) const;
   // Pending jobs by their last wait reason (index = WaitReason).
   std::array<int, kWaitReasonCount> PendingByReason() const;
   bool is_running(JobId id) const;

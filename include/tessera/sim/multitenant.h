@@ -36,11 +36,14 @@
 //   wait_seconds_p50/p99 submit -> first start, overall and per QoS class; a job still waiting
 //                        at the horizon counts with its wait so far
 //   jain_fairness        Jain's index of weighted dominant shares (GPU share / over-quota weight)
-//                        among tenants with runnable waiting work (a pending job not held back
-//                        by its own tenant's limit or Guaranteed cap), time-averaged over the
-//                        time with at least two such tenants; jain_fairness_top_level is the
-//                        same among the top-level tenants (an organisation waits if one of its
-//                        teams does)
+//                        among tenants with runnable waiting work that claims a share (a
+//                        pending Guaranteed or Burstable job not held back by its own tenant's
+//                        limit or Guaranteed cap; BestEffort work runs on leftovers only),
+//                        time-averaged over the time with at least two such tenants;
+//                        jain_fairness_top_level is the same among the top-level tenants (an
+//                        organisation waits if one of its teams does);
+//                        jain_fairness_with_best_effort also counts tenants waiting with
+//                        BestEffort work only
 //   guarantee_violations tenant-seconds during which a tenant was below its guarantee (counting
 //                        its Guaranteed and Burstable work) with a waiting job that fits in the
 //                        unused part (sched::Scheduler::BelowGuaranteeWithWaiting)
@@ -109,6 +112,7 @@ struct ModeMetrics {
   std::map<std::string, std::pair<double, double>> wait_by_qos;  // class -> (p50, p99)
   double jain_fairness = 1.0;
   double jain_fairness_top_level = 1.0;  // the same among organisations (roots of the tree)
+  double jain_fairness_with_best_effort = 1.0;  // leaf tenants waiting with BestEffort only too
   double guarantee_violations = 0;  // tenant-seconds
   // Pending jobs by wait reason (sched::WaitReasonName), averaged over hourly samples.
   std::map<std::string, double> mean_pending_by_reason;

@@ -31,6 +31,7 @@ nlohmann::json ToJson(const sim::ModeMetrics& m) {
   j["wait_by_qos"] = q;
   j["jain_fairness"] = m.jain_fairness;
   j["jain_fairness_top_level"] = m.jain_fairness_top_level;
+  j["jain_fairness_with_best_effort"] = m.jain_fairness_with_best_effort;
   j["guarantee_violations"] = m.guarantee_violations;
   j["preemptions"] = m.preemptions;
   j["consolidation_moves"] = m.consolidation_moves;
@@ -73,8 +74,10 @@ std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlo
   row("wait p50 (s)", d.wait_seconds_p50, s.wait_seconds_p50, "%.0f");
   row("wait p99 (s)", d.wait_seconds_p99, s.wait_seconds_p99, "%.0f");
   row("Guaranteed wait p99 (s)", GuaranteedP99(d), GuaranteedP99(s), "%.0f");
-  row("Jain's fairness (waiting tenants)", d.jain_fairness, s.jain_fairness, "%.3f");
+  row("Jain's fairness (tenants waiting with Guaranteed/Burstable work)", d.jain_fairness, s.jain_fairness, "%.3f");
   row("Jain's fairness among organisations", d.jain_fairness_top_level, s.jain_fairness_top_level, "%.3f");
+  row("Jain's fairness, also tenants waiting with BestEffort work only", d.jain_fairness_with_best_effort,
+      s.jain_fairness_with_best_effort, "%.3f");
   row("guarantee violations (tenant-seconds)", d.guarantee_violations, s.guarantee_violations, "%.0f");
   row("preemptions", static_cast<double>(d.preemptions), static_cast<double>(s.preemptions), "%.0f");
   h += "</table>";
@@ -151,6 +154,12 @@ void AddScenarioFlags(CLI::App* cmd, ScenarioFlags* f) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--half-life", f->half_life, "Scenario: fair share on usage decayed with this half-life in seconds (default 0: current usage)")
       ->check(CLI::Range(0.0, 1e9));
+  cmd->add_flag("--fair-share-defrag", f->fair_share_defrag,
+                "Scenario: also clear a node for a borrowing job that fits nowhere, by the fair-share "
+                "rules (SchedulerOptions::fair_share_defragmentation; off by default)");
+  cmd->add_flag("--no-clearable-nodes", f->no_clearable_nodes,
+                "Scenario: place immovable work (gangs, whole-GPU Guaranteed pods) like any other "
+                "instead of keeping the largest nodes clearable (for comparison)");
   cmd->add_option("--seed", f->seed, "Scenario: seed of the tenant and QoS draw (default 42)");
   cmd->add_option("--placement", f->placement, "Scenario: placement policy (default tessera)");
 }
@@ -204,6 +213,8 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
   so.scheduler.target_workload = &target;
   so.scheduler.min_runtime = sched::Seconds{f.min_runtime};
   so.scheduler.fair_share_half_life_s = f.half_life;
+  so.scheduler.fair_share_defragmentation = f.fair_share_defrag;
+  so.scheduler.keep_large_nodes_clearable = !f.no_clearable_nodes;
   so.scheduler.seed = f.seed;
   if (!quiet)
     std::cerr << "scenario dedicated-vs-shared: " << jobs->size() << " jobs, " << nodes.size() << " nodes, "
@@ -234,8 +245,10 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
     line((std::string("  ") + q + " wait p50 (s)").c_str(), dv.first, sv.first, "%.0f");
     line((std::string("  ") + q + " wait p99 (s)").c_str(), dv.second, sv.second, "%.0f");
   }
-  line("Jain's fairness (tenants with waiting work)", d.jain_fairness, s.jain_fairness, "%.3f");
-  line("  same among organisations", d.jain_fairness_top_level, s.jain_fairness_top_level, "%.3f");
+  line("Jain's fairness (tenants waiting with G/B work)", d.jain_fairness, s.jain_fairness, "%.3f");
+  line("  same among top-level tenants", d.jain_fairness_top_level, s.jain_fairness_top_level, "%.3f");
+  line("  incl. tenants waiting with BestEffort only", d.jain_fairness_with_best_effort,
+       s.jain_fairness_with_best_effort, "%.3f");
   line("guarantee violations (tenant-seconds)", d.guarantee_violations, s.guarantee_violations, "%.0f");
   line("preemptions", static_cast<double>(d.preemptions), static_cast<double>(s.preemptions), "%.0f");
   for (const auto& [reason, v] : s.mean_pending_by_reason) {
@@ -259,7 +272,9 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
                            {"best_effort_fraction", f.best_effort_fraction},
                            {"guaranteed_fraction", f.guaranteed_fraction},
                            {"submission_window_s", f.submission_window}, {"min_runtime_s", f.min_runtime},
-                           {"half_life_s", f.half_life}, {"seed", f.seed}, {"placement", f.placement},
+                           {"half_life_s", f.half_life},
+                           {"fair_share_defrag", f.fair_share_defrag},
+                           {"clearable_nodes", !f.no_clearable_nodes}, {"seed", f.seed}, {"placement", f.placement},
                            {"jobs", jobs->size()}};
   if (!json_out.empty()) {
     nlohmann::json j = {{"scenario", params}, {"dedicated", ToJson(d)}, {"shared", ToJson(s)},

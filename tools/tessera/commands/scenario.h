@@ -21,6 +21,8 @@ struct ScenarioFlags {
   int64_t submission_window = 3600;
   int64_t min_runtime = 0;
   double half_life = 0;
+  bool fair_share_defrag = false;
+  bool no_clearable_nodes = false;
   uint64_t seed = 42;
   std::string placement = "tessera";
 };
