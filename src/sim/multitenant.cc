@@ -421,23 +421,27 @@ class Loop {
           reason_samples ? reason_sum[r] / static_cast<double>(reason_samples) : 0.0;
     for (double& a : alloc_hours) a = 100.0 * a / (3600.0 * static_cast<double>(capacity_));
     m.allocation_by_hour = std::move(alloc_hours);
-    // Waits: submit -> first start; still waiting at the horizon: the wait so far.
+    // Waits: submit -> first start; still waiting at the horizon: the wait so far. A job its
+    // mode rejected (it can never run there) never starts: it counts like one still waiting.
     std::vector<double> all;
-    std::map<std::string, std::vector<double>> by_qos;
+    std::map<std::string, std::vector<double>> by_qos, by_qos_admitted;
     std::vector<double> tenant_sum(tenants_.size(), 0);
     std::vector<int> tenant_n(tenants_.size(), 0);
     for (const WorkloadJob& w : jobs_) {
-      if (rejected_[w.job.id]) continue;
+      if (w.job.submit.count() >= H) continue;
       const int64_t start = first_start_[w.job.id] >= 0 ? first_start_[w.job.id] : H;
       const double wait = static_cast<double>(start - w.job.submit.count());
       all.push_back(wait);
       by_qos[std::string(sched::QosName(w.job.qos))].push_back(wait);
+      if (!rejected_[w.job.id]) by_qos_admitted[std::string(sched::QosName(w.job.qos))].push_back(wait);
       tenant_sum[w.job.tenant] += wait;
       tenant_n[w.job.tenant]++;
     }
     m.wait_seconds_p50 = Percentile(all, 50);
     m.wait_seconds_p99 = Percentile(all, 99);
     for (auto& [q, v] : by_qos) m.wait_by_qos[q] = {Percentile(v, 50), Percentile(v, 99)};
+    for (auto& [q, v] : by_qos_admitted)
+      m.wait_by_qos_admitted[q] = {Percentile(v, 50), Percentile(v, 99)};
     for (TenantIndex t = 0; t < tenants_.size(); ++t)
       if (tenants_.is_leaf(t))
         m.mean_wait_by_tenant.emplace_back(tenants_.name(t),

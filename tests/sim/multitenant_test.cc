@@ -200,5 +200,32 @@ TEST(DedicatedVsShared, JainCountsTenantsWaitingWithAClaim) {
   EXPECT_DOUBLE_EQ(s->guarantee_violations, 0.0);  // b waits with BestEffort work only
 }
 
+TEST(DedicatedVsShared, ARejectedJobCountsAsWaitingUntilTheEnd) {
+  // x owns 1 GPU in the dedicated mode, so its 2-GPU job can never run there (rejected); in
+  // the shared pool it borrows y's idle GPU and starts at once. The dedicated wait counts the
+  // rejected job as never started (horizon - submit); the admitted-only figures leave it out.
+  std::vector<NodeSpec> nodes = {{"n", CpuMilli{64000}, MiB{65536}, 2, Model("V100M16")}};
+  auto tree = Tree({{"x", 1}, {"y", 1}});
+  std::vector<WorkloadJob> jobs(1);
+  jobs[0].job.id = 1;
+  jobs[0].job.tenant = 0;
+  jobs[0].job.qos = QosClass::kBurstable;
+  jobs[0].job.pod = placement::TaskRequest{.cpu = CpuMilli{1000}, .memory = MiB{1024}, .num_gpu = 2,
+                                           .gpu_milli = kWholeGpu};
+  jobs[0].job.submit = Seconds{100};
+  jobs[0].duration = Seconds{500};
+  ScenarioOptions opt;
+  opt.horizon = Seconds{1000};
+  auto d = RunDedicated(tree, nodes, jobs, opt);
+  auto s = RunShared(tree, nodes, jobs, opt);
+  ASSERT_TRUE(d.ok() && s.ok());
+  EXPECT_EQ(d->jobs_rejected, 1);
+  EXPECT_DOUBLE_EQ(d->wait_by_qos.at("Burstable").second, 900.0);
+  EXPECT_EQ(d->wait_by_qos_admitted.count("Burstable"), 0u);
+  EXPECT_EQ(s->jobs_rejected, 0);
+  EXPECT_DOUBLE_EQ(s->wait_by_qos.at("Burstable").second, 0.0);
+  EXPECT_DOUBLE_EQ(s->wait_by_qos_admitted.at("Burstable").second, 0.0);
+}
+
 }  // namespace
 }  // namespace tessera::sim

@@ -34,7 +34,9 @@
 //                        dedicated mode holds a whole GPU and counts 1000)
 //   jobs_completed, jobs_rejected, preemptions, consolidation_moves
 //   wait_seconds_p50/p99 submit -> first start, overall and per QoS class; a job still waiting
-//                        at the horizon counts with its wait so far
+//                        at the horizon counts with its wait so far, and so does a job the mode
+//                        rejected (it can never run there: in the dedicated mode, one its
+//                        tenant's slice cannot hold); wait_by_qos_admitted leaves those out
 //   jain_fairness        Jain's index of weighted dominant shares (GPU share / over-quota weight)
 //                        among tenants with runnable waiting work that claims a share (a
 //                        pending Guaranteed or Burstable job not held back by its own tenant's
@@ -110,6 +112,8 @@ struct ModeMetrics {
   int64_t consolidation_moves = 0;
   double wait_seconds_p50 = 0, wait_seconds_p99 = 0;
   std::map<std::string, std::pair<double, double>> wait_by_qos;  // class -> (p50, p99)
+  // The same without the jobs the mode rejected (they count as waiting until the horizon above).
+  std::map<std::string, std::pair<double, double>> wait_by_qos_admitted;
   double jain_fairness = 1.0;
   double jain_fairness_top_level = 1.0;  // the same among organisations (roots of the tree)
   double jain_fairness_with_best_effort = 1.0;  // leaf tenants waiting with BestEffort only too
