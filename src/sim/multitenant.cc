@@ -259,6 +259,7 @@ class Loop {
       : tenants_(tenants), jobs_(jobs), horizon_(horizon), capacity_(capacity_milli) {}
 
   void AddScheduler(Scheduler* s) { scheds_.push_back(s); }
+  void SetCheckpointInterval(Seconds every) { checkpoint_interval_ = every.count(); }
   void Route(TenantIndex t, int sched, TenantIndex local) {
     if (route_.size() < static_cast<size_t>(tenants_.size())) route_.resize(tenants_.size(), {-1, -1});
     route_[t] = {sched, local};
@@ -269,6 +270,9 @@ class Loop {
     ModeMetrics m;
     const size_t n = jobs_.size();
     first_start_.assign(n + 1, -1);
+    run_start_.assign(n + 1, -1);
+    saved_.assign(n + 1, 0);
+    double wasted_integral = 0;  // GPU milli-seconds of runs that a preemption or restart discarded
     generation_.assign(n + 1, 0);
     rejected_.assign(n + 1, 0);
     // (time, kind 0 = completion / 1 = arrival, job, generation)
@@ -319,23 +323,30 @@ class Loop {
         ++m.cycles;
         for (const sched::PreemptEvent& p : r.preempted) {
           ++generation_[p.victim];
+          wasted_integral += static_cast<double>(RequestedMilli(jobs_[p.victim - 1].job)) *
+                             static_cast<double>(Interrupt(p.victim, now));
           ++m.preemptions;
           requested_now -= RequestedMilli(jobs_[p.victim - 1].job);
         }
         for (const sched::StartEvent& s : r.started) {
           if (first_start_[s.job] < 0) first_start_[s.job] = now;
+          run_start_[s.job] = now;
           const WorkloadJob& w = jobs_[s.job - 1];
-          events.push({now + w.duration.count(), 0, s.job, generation_[s.job]});
+          events.push({now + w.duration.count() - saved_[s.job], 0, s.job, generation_[s.job]});
           requested_now += RequestedMilli(w.job);
         }
         m.consolidation_moves += static_cast<int64_t>(r.moves.size());
         for (const sched::MoveEvent& mv : r.moves) {
           if (!mv.restart) continue;  // a fractional pod moves live: its end stays
-          // A whole-GPU pod restarts at its destination: it loses its progress (counted as a
-          // preemption) and ends a full duration later.
+          // A whole-GPU pod restarts at its destination: it loses its progress since its last
+          // checkpoint (counted as a preemption) and runs the rest from there.
           ++generation_[mv.job];
+          wasted_integral += static_cast<double>(RequestedMilli(jobs_[mv.job - 1].job)) *
+                             static_cast<double>(Interrupt(mv.job, now));
+          run_start_[mv.job] = now;
           ++m.preemptions;
-          events.push({now + jobs_[mv.job - 1].duration.count(), 0, mv.job, generation_[mv.job]});
+          events.push({now + jobs_[mv.job - 1].duration.count() - saved_[mv.job], 0, mv.job,
+                       generation_[mv.job]});
         }
       }
       // Integrate until the next instant.
@@ -412,6 +423,7 @@ class Loop {
     const double span = static_cast<double>(H) * static_cast<double>(capacity_);
     m.gpu_held_pct = 100.0 * alloc_integral / span;
     m.gpu_allocation_pct = 100.0 * requested_integral / span;
+    m.gpu_allocation_wasted_pct = 100.0 * wasted_integral / span;
     m.cpu_allocation_pct = 100.0 * cpu_integral / static_cast<double>(H);
     m.jain_fairness = jain_time > 0 ? jain_integral / jain_time : 1.0;
     m.jain_fairness_top_level = jain_top_time > 0 ? jain_top_integral / jain_top_time : 1.0;
@@ -462,6 +474,19 @@ class Loop {
   std::vector<Scheduler*> scheds_;
   std::vector<std::pair<int, TenantIndex>> route_;
   std::vector<int64_t> first_start_;
+  std::vector<int64_t> run_start_;  // start of the current run (a restart starts a new one)
+  std::vector<int64_t> saved_;      // progress kept by the last checkpoint (seconds of work)
+  int64_t checkpoint_interval_ = 0;  // 0: a stopped job starts over
+
+  // A running job stops at `now` (preempted, or moved with a restart): its progress rounds down
+  // to its last checkpoint. Returns the seconds of work thrown away.
+  int64_t Interrupt(sched::JobId id, int64_t now) {
+    const int64_t progress = saved_[id] + (now - run_start_[id]);
+    const int64_t kept = checkpoint_interval_ > 0 ? progress / checkpoint_interval_ * checkpoint_interval_ : 0;
+    const int64_t lost = progress - kept;
+    saved_[id] = kept;
+    return lost;
+  }
   std::vector<int> generation_;
   std::vector<char> rejected_;
 };
@@ -474,11 +499,32 @@ int64_t CapacityMilli(const std::vector<NodeSpec>& nodes) {
 
 }  // namespace
 
+double AllocationUpperBoundPct(const std::vector<WorkloadJob>& jobs, int64_t capacity_milli,
+                               Seconds horizon) {
+  const int64_t T = horizon.count();
+  if (T <= 0 || capacity_milli <= 0) return 0.0;
+  const double cap = static_cast<double>(capacity_milli);
+  double best = cap * static_cast<double>(T);  // t1 = 0
+  for (int64_t t1 = std::min<int64_t>(3600, T);; t1 = std::min<int64_t>(t1 + 3600, T)) {
+    double work = 0;  // GPU milli-seconds that can run in [0, t1]
+    for (const WorkloadJob& w : jobs) {
+      const int64_t run = std::clamp<int64_t>(t1 - w.job.submit.count(), 0, w.duration.count());
+      work += static_cast<double>(w.job.pods) * static_cast<double>(w.job.pod.TotalGpu().value()) *
+              static_cast<double>(run);
+    }
+    const double bound = std::min(cap * static_cast<double>(t1), work) + cap * static_cast<double>(T - t1);
+    best = std::min(best, bound);
+    if (t1 == T) break;
+  }
+  return 100.0 * best / (cap * static_cast<double>(T));
+}
+
 StatusOr<ModeMetrics> RunShared(const TenantTree& tenants, const std::vector<NodeSpec>& nodes,
                                 const std::vector<WorkloadJob>& jobs, const ScenarioOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> s,
                            Scheduler::Create(&tenants, nodes, options.scheduler));
   Loop loop(tenants, jobs, options.horizon, CapacityMilli(nodes));
+  loop.SetCheckpointInterval(options.checkpoint_interval);
   loop.AddScheduler(s.get());
   for (TenantIndex t = 0; t < tenants.size(); ++t) loop.Route(t, 0, t);
   return loop.Run();
@@ -492,6 +538,7 @@ StatusOr<ModeMetrics> RunDedicated(const TenantTree& tenants, const std::vector<
   std::vector<std::unique_ptr<TenantTree>> trees;
   std::vector<std::unique_ptr<Scheduler>> scheds;
   Loop loop(tenants, jobs, options.horizon, CapacityMilli(nodes));
+  loop.SetCheckpointInterval(options.checkpoint_interval);
   for (TenantIndex t = 0; t < tenants.size(); ++t) {
     if (!tenants.is_leaf(t)) continue;
     sched::TenantSpec spec;

@@ -171,6 +171,17 @@ TEST(DedicatedVsShared, CountsGuaranteeViolations) {
   ASSERT_TRUE(on.ok());
   EXPECT_DOUBLE_EQ(on->guarantee_violations, 0.0);
   EXPECT_EQ(on->preemptions, 1);
+  // The borrower ran 100 s of its 500 before the preemption threw them away: 100 of the
+  // 2000 GPU-seconds (5 %); it then runs 500 s again after the lender's job (600 -> 1100).
+  EXPECT_DOUBLE_EQ(on->gpu_allocation_wasted_pct, 5.0);
+  EXPECT_DOUBLE_EQ(on->gpu_allocation_pct, 100.0 * (100 + 500 + 500) / 2000);
+  // With a checkpoint every 60 s it keeps 60 s of work and loses 40; it needs 440 more.
+  opt.checkpoint_interval = Seconds{60};
+  auto ckpt = RunShared(tree, nodes, jobs, opt);
+  ASSERT_TRUE(ckpt.ok());
+  EXPECT_DOUBLE_EQ(ckpt->gpu_allocation_wasted_pct, 100.0 * 40 / 2000);
+  EXPECT_DOUBLE_EQ(ckpt->gpu_allocation_pct, 100.0 * (100 + 500 + 440) / 2000);
+  EXPECT_EQ(ckpt->jobs_completed, 2);
 }
 
 TEST(DedicatedVsShared, JainCountsTenantsWaitingWithAClaim) {
@@ -225,6 +236,21 @@ TEST(DedicatedVsShared, ARejectedJobCountsAsWaitingUntilTheEnd) {
   EXPECT_EQ(s->jobs_rejected, 0);
   EXPECT_DOUBLE_EQ(s->wait_by_qos.at("Burstable").second, 0.0);
   EXPECT_DOUBLE_EQ(s->wait_by_qos_admitted.at("Burstable").second, 0.0);
+}
+
+TEST(AllocationUpperBound, IsTheTighterOfCapacityAndDemand) {
+  std::vector<WorkloadJob> jobs(1);
+  jobs[0].job.pod = placement::TaskRequest{.num_gpu = 1, .gpu_milli = kWholeGpu};
+  jobs[0].job.submit = Seconds{0};
+  jobs[0].duration = Seconds{3600};
+  // The header's example: 2 GPUs, 2 hours, one 1-GPU hour of work: 25 %.
+  EXPECT_DOUBLE_EQ(AllocationUpperBoundPct(jobs, 2000, Seconds{7200}), 25.0);
+  // Plenty of work submitted late: the first hour can hold none of it.
+  jobs[0].job.submit = Seconds{3600};
+  jobs[0].duration = Seconds{100000};
+  jobs[0].job.pods = 4;
+  EXPECT_DOUBLE_EQ(AllocationUpperBoundPct(jobs, 2000, Seconds{7200}), 50.0);
+  EXPECT_DOUBLE_EQ(AllocationUpperBoundPct({}, 2000, Seconds{7200}), 0.0);
 }
 
 }  // namespace

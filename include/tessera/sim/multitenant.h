@@ -103,6 +103,9 @@ StatusOr<std::vector<WorkloadJob>> BuildTenantWorkload(const std::vector<TimedPo
 
 struct ModeMetrics {
   double gpu_allocation_pct = 0;
+  // The part of gpu_allocation_pct spent on runs that a preemption (or a move that restarts a
+  // whole-GPU pod) threw away: the job starts over, so that GPU time did no lasting work.
+  double gpu_allocation_wasted_pct = 0;
   double gpu_held_pct = 0;
   double cpu_allocation_pct = 0;    // CPU held by running jobs / capacity
   int64_t jobs_submitted = 0;
@@ -130,6 +133,9 @@ struct ModeMetrics {
 struct ScenarioOptions {
   sched::SchedulerOptions scheduler;   // policy, min runtime, affinity ... (shared mode)
   sched::Seconds horizon{7 * 86400};
+  // A stopped job (preempted, or a whole-GPU pod moved by defragmentation) resumes from its
+  // last checkpoint, taken every this many seconds of its run; 0: it starts over.
+  sched::Seconds checkpoint_interval{0};
 };
 
 // Runs `jobs` on `nodes` in the shared mode.
@@ -141,6 +147,18 @@ StatusOr<ModeMetrics> RunDedicated(const sched::TenantTree& tenants,
                                    const std::vector<placement::NodeSpec>& nodes,
                                    const std::vector<WorkloadJob>& jobs,
                                    const ScenarioOptions& options);
+// An upper bound on the time-averaged GPU allocation (%) that any scheduler reaches on `jobs`
+// with `capacity_milli` GPU milli over [0, horizon], without restarting work: a job runs at
+// most its duration and never before its submission, so for every instant t1 the allocation
+// integral over [0, t1] is at most min(capacity * t1, sum over jobs of request * min(duration,
+// t1 - submit)), and over [t1, horizon] at most capacity * (horizon - t1). The bound is the
+// least of these over hourly t1. Node packing is ignored (a pool of GPU milli).
+// Example: capacity 2 GPUs, horizon 2 h, one 1-GPU job submitted at 0 for 1 h: at t1 = 1 h the
+// first hour holds at most 1 GPU-hour and the second 2: bound (1 + 2) / 4 = 75 %; t1 = 2 h:
+// min(4, 1) = 1 GPU-hour: 25 % (the bound).
+double AllocationUpperBoundPct(const std::vector<WorkloadJob>& jobs, int64_t capacity_milli,
+                               sched::Seconds horizon);
+
 // The slices of RunDedicated: for each leaf tenant its nodes (whole GPUs by guarantee).
 StatusOr<std::vector<std::vector<placement::NodeSpec>>> CarveDedicatedSlices(
     const sched::TenantTree& tenants, const std::vector<placement::NodeSpec>& nodes);

@@ -18,6 +18,7 @@ namespace {
 nlohmann::json ToJson(const sim::ModeMetrics& m) {
   nlohmann::json j;
   j["gpu_allocation_pct"] = m.gpu_allocation_pct;
+  j["gpu_allocation_wasted_pct"] = m.gpu_allocation_wasted_pct;
   j["gpu_held_pct"] = m.gpu_held_pct;
   j["cpu_allocation_pct"] = m.cpu_allocation_pct;
   j["jobs_submitted"] = m.jobs_submitted;
@@ -72,6 +73,7 @@ std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlo
     h += "<tr><td>" + name + "</td><td>" + Fmt(f, a) + "</td><td>" + Fmt(f, b) + "</td></tr>";
   };
   row("GPU allocation: requested by running jobs (time-averaged, %)", d.gpu_allocation_pct, s.gpu_allocation_pct, "%.1f");
+  row("of which runs that preemptions threw away (%)", d.gpu_allocation_wasted_pct, s.gpu_allocation_wasted_pct, "%.1f");
   row("GPU held, whole GPUs for fractional jobs in dedicated (%)", d.gpu_held_pct, s.gpu_held_pct, "%.1f");
   row("jobs completed", static_cast<double>(d.jobs_completed), static_cast<double>(s.jobs_completed), "%.0f");
   row("jobs rejected", static_cast<double>(d.jobs_rejected), static_cast<double>(s.jobs_rejected), "%.0f");
@@ -158,6 +160,11 @@ void AddScenarioFlags(CLI::App* cmd, ScenarioFlags* f) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--half-life", f->half_life, "Scenario: fair share on usage decayed with this half-life in seconds (default 0: current usage)")
       ->check(CLI::Range(0.0, 1e9));
+  cmd->add_option("--checkpoint-interval", f->checkpoint_interval,
+                  "Scenario: a preempted job resumes from its last checkpoint, taken every this many "
+                  "seconds of its run (default 0: it starts over, as the trace says nothing of "
+                  "checkpoints)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_flag("--fair-share-defrag", f->fair_share_defrag,
                 "Scenario: also clear a node for a borrowing job that fits nowhere, by the fair-share "
                 "rules (SchedulerOptions::fair_share_defragmentation; off by default)");
@@ -219,6 +226,7 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
   so.scheduler.fair_share_half_life_s = f.half_life;
   so.scheduler.fair_share_defragmentation = f.fair_share_defrag;
   so.scheduler.keep_large_nodes_clearable = !f.no_clearable_nodes;
+  so.checkpoint_interval = sched::Seconds{f.checkpoint_interval};
   so.scheduler.seed = f.seed;
   if (!quiet)
     std::cerr << "scenario dedicated-vs-shared: " << jobs->size() << " jobs, " << nodes.size() << " nodes, "
@@ -237,6 +245,10 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
     std::printf("%-40s %12s %12s\n", name, Fmt(fmt, a).c_str(), Fmt(fmt, b).c_str());
   };
   line("GPU allocation (requested), avg (%)", d.gpu_allocation_pct, s.gpu_allocation_pct, "%.1f");
+  line("  of which runs preemptions threw away (%)", d.gpu_allocation_wasted_pct,
+       s.gpu_allocation_wasted_pct, "%.1f");
+  line("  useful (the rest) (%)", d.gpu_allocation_pct - d.gpu_allocation_wasted_pct,
+       s.gpu_allocation_pct - s.gpu_allocation_wasted_pct, "%.1f");
   line("GPU held (incl. whole-GPU rounding) (%)", d.gpu_held_pct, s.gpu_held_pct, "%.1f");
   line("CPU allocation, time-averaged (%)", d.cpu_allocation_pct, s.cpu_allocation_pct, "%.1f");
   line("jobs completed", static_cast<double>(d.jobs_completed), static_cast<double>(s.jobs_completed), "%.0f");
@@ -265,6 +277,10 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
     line(("  mean jobs waiting on " + reason).c_str(), dv, v, "%.1f");
   }
   line("consolidation moves", static_cast<double>(d.consolidation_moves), static_cast<double>(s.consolidation_moves), "%.0f");
+  // What any scheduler could reach on this workload and capacity without restarting work.
+  const double bound = sim::AllocationUpperBoundPct(*jobs, cap[sched::kGpuMilliDim], wo.horizon);
+  std::printf("allocation upper bound (any scheduler, no restarts): %.1f %% = %.2fx dedicated\n", bound,
+              d.gpu_allocation_pct > 0 ? bound / d.gpu_allocation_pct : 0.0);
 
   const bool alloc_ok = s.gpu_allocation_pct >= 2.0 * d.gpu_allocation_pct;
   const bool wait_ok = GuaranteedP99(s) <= GuaranteedP99(d);
@@ -283,10 +299,12 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
                            {"submission_window_s", f.submission_window}, {"min_runtime_s", f.min_runtime},
                            {"half_life_s", f.half_life},
                            {"fair_share_defrag", f.fair_share_defrag},
+                           {"checkpoint_interval_s", f.checkpoint_interval},
                            {"clearable_nodes", !f.no_clearable_nodes}, {"seed", f.seed}, {"placement", f.placement},
                            {"jobs", jobs->size()}};
   if (!json_out.empty()) {
     nlohmann::json j = {{"scenario", params}, {"dedicated", ToJson(d)}, {"shared", ToJson(s)},
+                        {"allocation_upper_bound_pct", bound},
                         {"checks", {{"allocation_2x", alloc_ok}, {"guaranteed_p99_wait", wait_ok},
                                     {"zero_guarantee_violations", viol_ok}, {"jain_0_9", jain_ok}}}};
     std::ofstream out(json_out);

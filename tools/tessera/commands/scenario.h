@@ -22,6 +22,7 @@ struct ScenarioFlags {
   int64_t min_runtime = 0;
   double half_life = 0;
   bool fair_share_defrag = false;
+  int64_t checkpoint_interval = 0;
   bool no_clearable_nodes = false;
   uint64_t seed = 42;
   std::string placement = "tessera";
