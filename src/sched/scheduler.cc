@@ -427,6 +427,18 @@ struct Scheduler::Impl {
     return true;
   }
 
+  // What stopping `v` now throws away, in GPU milli-seconds (the time it has run, times its GPU).
+  static int64_t LostWork(const Running& v, Seconds now) {
+    return v.res[kGpuMilliDim] * std::max<int64_t>(0, (now - v.start).count());
+  }
+  // Above any sum of lost work (16 GPUs for 10^7 s is 1.6e11) and summable without overflow.
+  static constexpr int64_t kOwnVictimCost = int64_t{1} << 50;
+  // What taking `v` for a job of tenant `t` costs: the work thrown away; any set of other
+  // tenants' victims is cheaper than one of the tenant's own jobs.
+  static int64_t VictimCost(const Running& v, TenantIndex t, Seconds now) {
+    return (v.job.tenant == t ? kOwnVictimCost : 0) + 1 + LostWork(v, now);
+  }
+
   // Undoes every pod of `v` in the journal.
   void EvictInJournal(const Running& v, Journal& journal) {
     for (const Placement& p : v.pods) {
@@ -461,6 +473,9 @@ struct Scheduler::Impl {
         const bool own_a = a->job.tenant == j.tenant, own_b = b->job.tenant == j.tenant;
         if (own_a != own_b) return own_b;
         if (a->job.qos != b->job.qos) return a->job.qos > b->job.qos;  // BestEffort first
+        // The least work lost: a preempted job starts over (or from its last checkpoint).
+        const int64_t la = LostWork(*a, now), lb = LostWork(*b, now);
+        if (la != lb) return la < lb;
         const double sa = share[a->job.tenant], sb = share[b->job.tenant];
         if (sa != sb) return sa > sb;                    // the most over-served tenant first
         if (a->job.priority != b->job.priority) return a->job.priority < b->job.priority;
@@ -480,13 +495,32 @@ struct Scheduler::Impl {
         if (v->job.qos != QosClass::kBestEffort)
           for (TenantIndex a : tree->path(v->job.tenant)) trial_removed[a] += v->res;
         victims.push_back(v->job.id);
-        // Any set of other tenants' victims is cheaper than one of the tenant's own jobs.
-        cost += (v->job.tenant == j.tenant ? 1'000'000'000'000 : 1'000'000) + v->res[kGpuMilliDim];
+        cost += VictimCost(*v, j.tenant, now);
         if (snap.Fits(ni, pod)) {
           fits = true;
           break;
         }
         if (cost >= best_cost) break;
+      }
+      if (fits && victims.size() > 1) {
+        // Reprieve every victim the pod turns out not to need, the most costly first (a small
+        // victim taken early may be made unnecessary by a larger one taken later).
+        std::vector<JobId> order = victims;
+        std::stable_sort(order.begin(), order.end(), [&](JobId a, JobId b) {
+          return VictimCost(running.at(a), j.tenant, now) > VictimCost(running.at(b), j.tenant, now);
+        });
+        for (JobId id : order) {
+          const Running& v = running.at(id);
+          const size_t before_put_back = journal.mark();
+          bool back = true;
+          for (const Placement& p : v.pods) back = back && journal.Apply(snap, v.pod, p).ok();
+          if (back && snap.Fits(ni, pod)) {
+            victims.erase(std::find(victims.begin(), victims.end(), id));
+            cost -= VictimCost(v, j.tenant, now);
+          } else {
+            journal.RollbackTo(snap, before_put_back);
+          }
+        }
       }
       journal.RollbackTo(snap, mark);
       removed_all = saved_all;
@@ -646,6 +680,7 @@ struct Scheduler::Impl {
     return best;
   }
 
+  static constexpr int64_t kLiveMoveCost = 1000;
   // Swaps per Defragment, in nodes visited by their victim searches.
   static constexpr int64_t kDefragSwaps = 1000;
   int64_t swap_budget = 0;
@@ -656,8 +691,9 @@ struct Scheduler::Impl {
   };
   // Clears room for `pod` on node `ni` in `journal`: evicts what `j` may preempt, then moves
   // other single-pod work elsewhere (never a whole-GPU Guaranteed pod; nothing started this
-  // cycle). Evictions cost less than live moves of fractional pods, which cost less than
-  // moves that restart a whole-GPU pod. Returns whether the pod fits there afterwards.
+  // cycle). A plan costs the work it throws away: an eviction or a restart of a whole-GPU
+  // pod loses what that job has run; a live move of a fractional pod loses nothing (a small
+  // fixed cost). Returns whether the pod fits there afterwards.
   // `stop_at`: give up once the plan costs this much (a cheaper one is known). Swaps draw on
   // `swap_budget` (each is a victim search over the cluster).
   bool PlanClear(const Job& j, const TaskRequest& pod, NodeIndex ni, Seconds now,
@@ -680,7 +716,7 @@ struct Scheduler::Impl {
         if (r->job.qos != QosClass::kBestEffort)
           for (TenantIndex a : tree->path(r->job.tenant)) removed[a] += r->res;
         plan.evicted.push_back(r->job.id);
-        plan.cost += 1'000'000 + r->res[kGpuMilliDim];
+        plan.cost += 1 + LostWork(*r, now);
         continue;
       }
       const bool sharing = r->pod.IsSharing();
@@ -700,7 +736,7 @@ struct Scheduler::Impl {
         // the place of borrowed work, `j` takes the moved pod's).
         for (JobId v : Reclaim(j, r->pod, now, journal, removed, plan.evicted, ni)) {
           plan.evicted.push_back(v);
-          plan.cost += 1'000'000 + running.at(v).res[kGpuMilliDim];
+          plan.cost += 1 + LostWork(running.at(v), now);
         }
         if (plan.evicted.size() != saved_evicted) dest = MoveDestination(r->pod, ni);
       }
@@ -712,7 +748,9 @@ struct Scheduler::Impl {
         continue;
       }
       plan.moves.push_back({r->job.id, 0, r->pods[0], *dest, j.id, !sharing});
-      plan.cost += (sharing ? 1'000'000'000 : 1'000'000'000'000) + r->res[kGpuMilliDim];
+      // A live move loses nothing (a small fixed cost keeps needless moves out); a restart
+      // loses what the pod has run.
+      plan.cost += sharing ? kLiveMoveCost : 1 + LostWork(*r, now);
     }
     return snap.Fits(ni, pod);
   }

@@ -466,26 +466,76 @@ TEST(Scheduler, MovableWorkIsPlacedByThePolicyAsBefore) {
 }
 
 TEST(Scheduler, ReclaimTakesTheJobThatCrossedTheGuarantee) {
-  // One node of 2 GPUs; A and B are guaranteed 1 GPU each. B runs 0.6 + 1.0 GPU (1.6, over its
-  // guarantee by 0.6, which no single job of B is). A's 1-GPU job is entitled: B's 1-GPU job
-  // is borrowed work although taking it leaves B at 0.6, and it cannot come back (0.6 + 1 > 1).
+  // One node of 2 GPUs; A and B are guaranteed 1 GPU each. B runs two 0.8-GPU jobs, one per
+  // GPU (1.6, over its guarantee by 0.6, which no single job of B is). A's 1-GPU job is
+  // entitled: either job of B is borrowed work although taking it leaves B at 0.8, and the
+  // taken job cannot come back (0.8 + 0.8 > 1).
   TenantTree tree = Tree({{"A", "", 1000}, {"B", "", 1000}});
-  auto s = Make(tree, Nodes(1, 2));
-  ASSERT_TRUE(s->Submit(MakeJob(1, 1, QosClass::kBurstable, 1, 600)).ok());
-  ASSERT_TRUE(s->Submit(MakeJob(2, 1, QosClass::kBurstable, 1, 1000, 1, 1)).ok());
+  SchedulerOptions opt;
+  opt.placement_policy = "worstfit";
+  auto s = Make(tree, Nodes(1, 2), opt);
+  ASSERT_TRUE(s->Submit(MakeJob(1, 1, QosClass::kBurstable, 1, 800)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1, QosClass::kBurstable, 1, 800, 1, 1)).ok());
   s->Cycle(Seconds{0});
   ASSERT_TRUE(s->is_running(1) && s->is_running(2));
+  ASSERT_NE(s->placement_of(1)->at(0).gpus, s->placement_of(2)->at(0).gpus);
   ASSERT_TRUE(s->Submit(MakeJob(3, 0, QosClass::kBurstable, 1, 1000, 1, 2)).ok());
   CycleResult r = s->Cycle(Seconds{10});
   ASSERT_EQ(r.preempted.size(), 1u);
-  EXPECT_EQ(r.preempted[0].victim, 2);
+  const JobId victim = r.preempted[0].victim;
+  EXPECT_TRUE(victim == 1 || victim == 2);
   EXPECT_TRUE(s->is_running(3));
-  EXPECT_TRUE(s->is_running(1));
+  EXPECT_EQ(s->protected_usage(1)[kGpuMilliDim], 800);
   // Nothing moves back: B's job is not entitled, A's job is within A's guarantee.
   r = s->Cycle(Seconds{20});
   EXPECT_TRUE(r.preempted.empty());
-  EXPECT_FALSE(s->is_running(2));
-  EXPECT_FALSE(s->BelowGuaranteeWithWaiting(1));  // B's waiting job does not fit in its 0.4
+  EXPECT_FALSE(s->is_running(victim));
+  EXPECT_FALSE(s->BelowGuaranteeWithWaiting(1));  // B's waiting job does not fit in its 0.2
+}
+
+TEST(Scheduler, ReclaimTakesTheVictimsThatLoseTheLeastWork) {
+  // B borrows with two 1-GPU jobs on two 1-GPU nodes: the one on the first node has run
+  // 1000 s, the other 10 s. Either frees a node for A's entitled job; the younger one is taken
+  // (a stopped job starts over, so it loses 10 GPU-seconds instead of 1000).
+  TenantTree tree = Tree({{"A", "", 1000}, {"B", "", 1000}});
+  SchedulerOptions opt;
+  opt.placement_policy = "firstfit";
+  auto s = Make(tree, Nodes(2, 1), opt);
+  ASSERT_TRUE(s->Submit(MakeJob(1, 1, QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{0});
+  ASSERT_EQ(s->placement_of(1)->at(0).node.value(), 0u);
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1, QosClass::kBurstable, 1, 1000, 1, 990)).ok());
+  s->Cycle(Seconds{990});
+  ASSERT_TRUE(s->is_running(1) && s->is_running(2));
+  ASSERT_TRUE(s->Submit(MakeJob(3, 0, QosClass::kBurstable, 1, 1000, 1, 1000)).ok());
+  CycleResult r = s->Cycle(Seconds{1000});
+  ASSERT_EQ(r.preempted.size(), 1u);
+  EXPECT_EQ(r.preempted[0].victim, 2);
+  EXPECT_TRUE(s->is_running(1));
+}
+
+TEST(Scheduler, ReclaimReprievesVictimsThePodDoesNotNeed) {
+  // One 2-GPU node. A (guaranteed 1.8) runs a Guaranteed 0.8 on GPU 0; B (guaranteed 0.2)
+  // borrows GPU 1 with a 1.0 job and, later, the rest of GPU 0 with a 0.2 job. A's 1-GPU job
+  // is entitled: the search takes the cheap 0.2 first (it does not free a GPU), then the 1.0;
+  // the 0.2 is then put back, since the 1.0 alone makes room.
+  TenantTree tree = Tree({{"A", "", 1800}, {"B", "", 200}});
+  SchedulerOptions opt;
+  opt.placement_policy = "firstfit";
+  auto s = Make(tree, Nodes(1, 2), opt);
+  ASSERT_TRUE(s->Submit(MakeJob(1, 0, QosClass::kGuaranteed, 1, 800)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1, QosClass::kBurstable, 1, 1000)).ok());
+  s->Cycle(Seconds{0});
+  ASSERT_TRUE(s->Submit(MakeJob(3, 1, QosClass::kBurstable, 1, 200, 1, 500)).ok());
+  s->Cycle(Seconds{500});
+  ASSERT_TRUE(s->is_running(1) && s->is_running(2) && s->is_running(3));
+  ASSERT_EQ(s->placement_of(3)->at(0).gpus, s->placement_of(1)->at(0).gpus);
+  ASSERT_TRUE(s->Submit(MakeJob(4, 0, QosClass::kBurstable, 1, 1000, 1, 600)).ok());
+  CycleResult r = s->Cycle(Seconds{600});
+  ASSERT_EQ(r.preempted.size(), 1u);
+  EXPECT_EQ(r.preempted[0].victim, 2);
+  EXPECT_TRUE(s->is_running(3));
+  EXPECT_TRUE(s->is_running(4));
 }
 
 TEST(Scheduler, ATenantAtItsGuaranteeLendsNothing) {
