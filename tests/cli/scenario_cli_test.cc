@@ -48,6 +48,28 @@ TEST(ScenarioCli, WritesBothModesWithTheIssuesFields) {
   }
 }
 
+TEST(ScenarioCli, ReportsWasteTheBoundAndCheckpoints) {
+  TempDir dir;
+  ASSERT_EQ(RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --json a.json").exit_code, 0);
+  CommandResult r = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --checkpoint-interval 3600 --json c.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("allocation upper bound"));
+  const nlohmann::json a = nlohmann::json::parse(testing::ReadTextFile(dir.File("a.json")));
+  const nlohmann::json c = nlohmann::json::parse(testing::ReadTextFile(dir.File("c.json")));
+  // The bound is a property of the workload and the cluster: the same with checkpoints.
+  const double bound = a.at("allocation_upper_bound_pct").get<double>();
+  EXPECT_GT(bound, 0.0);
+  EXPECT_LE(bound, 100.0);
+  EXPECT_EQ(bound, c.at("allocation_upper_bound_pct").get<double>());
+  EXPECT_EQ(a.at("dedicated").at("gpu_allocation_wasted_pct").get<double>(), 0.0);
+  EXPECT_GT(a.at("shared").at("gpu_allocation_wasted_pct").get<double>(), 0.0);
+  // Hourly checkpoints keep most of what preemption would throw away.
+  EXPECT_LT(c.at("shared").at("gpu_allocation_wasted_pct").get<double>(),
+            a.at("shared").at("gpu_allocation_wasted_pct").get<double>() / 2);
+  EXPECT_EQ(c.at("scenario").at("checkpoint_interval_s").get<int>(), 3600);
+  EXPECT_EQ(RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --checkpoint-interval -1").exit_code, 2);
+}
+
 TEST(ScenarioCli, BadQuotaFileListsEveryProblemAndExitsTwo) {
   TempDir dir;
   std::ofstream(dir.File("bad.yaml")) << "tenants:\n"
