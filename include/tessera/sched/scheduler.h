@@ -18,8 +18,9 @@
 // preempt (the reclaim rules), else move a single-pod job elsewhere: to free room, or by
 // evicting borrowed work there (a swap). Fractional pods move live (a reported move, as in
 // consolidation); a whole-GPU pod restarts at its destination (MoveEvent::restart); a
-// whole-GPU Guaranteed pod and gang pods never move. The cheapest plan wins (evictions <
-// live moves < restarts) and the job starts on the cleared node. Bounded: 2 plans per cycle.
+// whole-GPU Guaranteed pod and gang pods never move. The plan that throws away the least work
+// wins (a live move loses nothing; an eviction or a restart loses the GPU time that job has
+// run) and the job starts on the cleared node. Bounded: 2 plans per cycle.
 //   Example (two 4-GPU nodes; A and B guaranteed 4 GPUs each): B runs four 1-GPU Burstable
 //   jobs, two per node (B is at its guarantee: none is a victim). A submits a 4-GPU job: no
 //   node has 4 free GPUs and reclaim finds nothing -> B's two jobs on one node restart on the
@@ -30,11 +31,15 @@
 // share before it: the larger of the two shares drops and the sorted vector of shares
 // decreases lexicographically with every preemption.
 //
-// Reclaim never loops: a preemptor is within its guarantee after it starts, a victim's tenant
-// stays at or above its guarantee after the victim leaves (checked at every level below the
-// two tenants' common ancestor), Guaranteed jobs are never victims, and a job is not preempted
-// before it has run `min_runtime`. So a requeued victim is never entitled to take its place
-// back while the preemptor's tenant stays within its guarantee.
+// Reclaim never loops: a preemptor is within its guarantee after it starts; a victim's tenant
+// is over its guarantee when the victim is taken (borrowing; checked at every level below the
+// two tenants' common ancestor, counting what the attempt already took), so a tenant within
+// its guarantee lends nothing and the preemptor's job is never taken back while its tenant
+// stays within its guarantee; taking the job that crossed a borrower's guarantee may leave the
+// borrower below it, by less than that job. Guaranteed jobs are never victims, and a job is
+// not preempted before it has run `min_runtime`. Victims: BestEffort first, then the least
+// lost work (GPU milli x time run: a stopped job starts over), the tenant's own work last;
+// victims the job turns out not to need are reprieved.
 //
 // Worked example (one node of 2 GPUs; A and B each guaranteed 1 GPU, no limits):
 //   B submits two 1-GPU Burstable jobs -> pass 2 starts both (B borrows A's idle GPU)
