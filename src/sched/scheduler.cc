@@ -410,10 +410,12 @@ struct Scheduler::Impl {
       if (ShareWith(side_v, v_delta, -1) + 1e-12 < ShareWith(side_t, fair_res, +1)) return false;
     }
     // Borrowed work: a tenant above its guarantee is borrowing, and any of its jobs may be
-    // taken back, even when that leaves the tenant below its guarantee: the victim then does
-    // not fit in what is left of the guarantee, so it is never entitled to take its place
-    // back (no loop). A tenant at or below its guarantee lends nothing. Checked at every
-    // level below the common ancestor.
+    // taken back, even when that leaves the tenant below its guarantee: the last job taken
+    // from it does not fit in what is left of the guarantee (an earlier, smaller one may; it
+    // then reclaims from other borrowers, never from the preemptor, which is within its
+    // guarantee). A tenant at or below its guarantee lends nothing, so every reclaim lowers the
+    // total by which tenants exceed their guarantees and reclaims cannot cycle. Checked at
+    // every level below the common ancestor.
     for (auto it = tree->path(v.job.tenant).rbegin(); it != tree->path(v.job.tenant).rend();
          ++it) {
       const TenantIndex a = *it;
