@@ -44,7 +44,7 @@
 // Worked example (one node of 2 GPUs; A and B each guaranteed 1 GPU, no limits):
 //   B submits two 1-GPU Burstable jobs -> pass 2 starts both (B borrows A's idle GPU)
 //   A submits a 1-GPU Guaranteed job   -> pass 1: entitled, no room; B is 1 GPU over its
-//      guarantee, so B's newest job is preempted and requeued; A's job starts
+//      guarantee, so the B job that has run least is preempted and requeued; A's job starts
 //   next cycle: B's requeued job is not entitled (B is at its guarantee), and A's job is not a
 //      victim (A is within its guarantee): nothing moves again.
 //
