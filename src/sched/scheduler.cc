@@ -397,6 +397,9 @@ struct Scheduler::Impl {
     if (v.start >= now) return false;
     if (now - v.start < opt.min_runtime) return false;
     if (v.job.qos == QosClass::kBestEffort) return true;
+    if (fair_mode && opt.fair_share_max_victim_runtime.count() > 0 &&
+        now - v.start > opt.fair_share_max_victim_runtime)
+      return false;
     // Inside a tenant, Guaranteed work may take back what the tenant's own Burstable work took.
     if (v.job.tenant == t) return !fair_mode && preemptor == QosClass::kGuaranteed;
     const TenantIndex lca = Lca(v.job.tenant, t);

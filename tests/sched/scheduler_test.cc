@@ -271,6 +271,24 @@ TEST(Scheduler, FairSharePreemptionTakesFromTheMoreServed) {
   EXPECT_TRUE(s2->Cycle(Seconds{1}).preempted.empty());
 }
 
+TEST(Scheduler, FairSharePreemptionCanLeaveOldWorkAlone) {
+  // As above, but A's jobs have run 1000 s when B arrives: with a 600 s limit on the victims
+  // of fair-share preemption nothing is taken; with 2000 s, two jobs are.
+  TenantTree tree = Tree({{"A"}, {"B"}});
+  for (int64_t limit : {600, 2000}) {
+    SchedulerOptions opt;
+    opt.fair_share_max_victim_runtime = Seconds{limit};
+    auto s = Make(tree, Nodes(1, 4), opt);
+    for (JobId id = 1; id <= 4; ++id) ASSERT_TRUE(s->Submit(MakeJob(id, 0, QosClass::kBurstable, 1)).ok());
+    s->Cycle(Seconds{0});
+    for (JobId id = 5; id <= 8; ++id)
+      ASSERT_TRUE(s->Submit(MakeJob(id, 1, QosClass::kBurstable, 1, 1000, 1, 1000)).ok());
+    int preempted = 0;
+    for (int c = 1000; c <= 1010; ++c) preempted += static_cast<int>(s->Cycle(Seconds{c}).preempted.size());
+    EXPECT_EQ(preempted, limit < 1000 ? 0 : 2) << "limit " << limit;
+  }
+}
+
 TEST(Scheduler, WeightedDrfSharesTheSurplus) {
   TenantTree tree = Tree({{"A", "", 0, kUnlimited, 1}, {"B", "", 0, kUnlimited, 3}});
   auto s = Make(tree, Nodes(1, 8));

@@ -90,6 +90,10 @@ struct SchedulerOptions {
   // (Burstable or BestEffort) of a tenant that stays at least as served (weighted dominant
   // share, compared between the two sides under their common ancestor) after the swap.
   bool fair_share_preemption = true;
+  // > 0: fair-share preemption takes only Burstable work that has run at most this long (a
+  // preempted job starts over, so older work is left alone; BestEffort work is always taken).
+  // Reclaim for guarantees is not limited.
+  Seconds fair_share_max_victim_runtime{0};
   bool consolidation = true;     // move preemptible fractional pods to free whole GPUs
   // Clear a node for an entitled job reclaim could not place: evict what it may preempt, move
   // other single-pod work elsewhere (see Defragment in scheduler.cc).

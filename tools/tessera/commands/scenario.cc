@@ -165,6 +165,10 @@ void AddScenarioFlags(CLI::App* cmd, ScenarioFlags* f) {
                   "seconds of its run (default 0: it starts over, as the trace says nothing of "
                   "checkpoints)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--fair-share-max-victim-run", f->fair_share_max_victim_run,
+                  "Scenario: fair-share preemption takes only Burstable work that has run at most "
+                  "this many seconds (default 0: any; reclaim for guarantees is not limited)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_flag("--fair-share-defrag", f->fair_share_defrag,
                 "Scenario: also clear a node for a borrowing job that fits nowhere, by the fair-share "
                 "rules (SchedulerOptions::fair_share_defragmentation; off by default)");
@@ -227,6 +231,7 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
   so.scheduler.fair_share_defragmentation = f.fair_share_defrag;
   so.scheduler.keep_large_nodes_clearable = !f.no_clearable_nodes;
   so.checkpoint_interval = sched::Seconds{f.checkpoint_interval};
+  so.scheduler.fair_share_max_victim_runtime = sched::Seconds{f.fair_share_max_victim_run};
   so.scheduler.seed = f.seed;
   if (!quiet)
     std::cerr << "scenario dedicated-vs-shared: " << jobs->size() << " jobs, " << nodes.size() << " nodes, "
@@ -300,6 +305,7 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
                            {"half_life_s", f.half_life},
                            {"fair_share_defrag", f.fair_share_defrag},
                            {"checkpoint_interval_s", f.checkpoint_interval},
+                           {"fair_share_max_victim_run_s", f.fair_share_max_victim_run},
                            {"clearable_nodes", !f.no_clearable_nodes}, {"seed", f.seed}, {"placement", f.placement},
                            {"jobs", jobs->size()}};
   if (!json_out.empty()) {

@@ -23,6 +23,7 @@ struct ScenarioFlags {
   double half_life = 0;
   bool fair_share_defrag = false;
   int64_t checkpoint_interval = 0;
+  int64_t fair_share_max_victim_run = 0;
   bool no_clearable_nodes = false;
   uint64_t seed = 42;
   std::string placement = "tessera";
