@@ -35,6 +35,17 @@ StatusOr<QosClass> ParseQos(std::string_view name) {
                               "' (expected Guaranteed, Burstable or BestEffort)");
 }
 
+std::string_view FairShareRuleName(FairShareRule r) {
+  return r == FairShareRule::kLexicographic ? "lexicographic" : "equalize";
+}
+
+StatusOr<FairShareRule> ParseFairShareRule(std::string_view name) {
+  if (name == "equalize") return FairShareRule::kEqualize;
+  if (name == "lexicographic") return FairShareRule::kLexicographic;
+  return InvalidArgumentError("unknown fair-share rule '" + std::string(name) +
+                              "' (known: equalize, lexicographic)");
+}
+
 std::string_view WaitReasonName(WaitReason r) {
   switch (r) {
     case WaitReason::kNone: return "none";
@@ -377,14 +388,29 @@ struct Scheduler::Impl {
     return l;
   }
 
-  // Fair mode: whether the side of `v_tenant` under its common ancestor with `t` is at least as
-  // served now as `t`'s side will be once `fair_res` starts.
-  bool MoreServedSide(TenantIndex v_tenant, TenantIndex t) const {
+  // Fair mode, opt.fair_share_rule: whether side `side_v` with `v_delta` taken away stays
+  // served enough against side `side_t`, whose job (`fair_res`) is to start.
+  bool FairSwapAllowed(TenantIndex side_v, const Resources& v_delta, TenantIndex side_t) const {
+    const double v_after = ShareWith(side_v, v_delta, -1);
+    if (opt.fair_share_rule == FairShareRule::kLexicographic)
+      return v_after > ShareWith(side_t, Resources(), 0) + 1e-12;
+    return v_after + 1e-12 >= ShareWith(side_t, fair_res, +1);
+  }
+
+  // The children of the common ancestor of `v_tenant` and `t` on their paths (kNoTenant if one
+  // is the other's ancestor).
+  std::pair<TenantIndex, TenantIndex> Sides(TenantIndex v_tenant, TenantIndex t) const {
     const TenantIndex lca = Lca(v_tenant, t);
-    if (lca == v_tenant || lca == t) return false;
+    if (lca == v_tenant || lca == t) return {kNoTenant, kNoTenant};
     const size_t k = lca == kNoTenant ? 0 : static_cast<size_t>(tree->depth(lca)) + 1;
-    const TenantIndex side_v = tree->path(v_tenant)[k], side_t = tree->path(t)[k];
-    return ShareWith(side_v, Resources(), 0) + 1e-12 >= ShareWith(side_t, fair_res, +1);
+    return {tree->path(v_tenant)[k], tree->path(t)[k]};
+  }
+
+  // Fair mode: whether `v_tenant`'s side may have its work restarted (nothing taken away) for
+  // a job of `t`.
+  bool MoreServedSide(TenantIndex v_tenant, TenantIndex t) const {
+    const auto [side_v, side_t] = Sides(v_tenant, t);
+    return side_v != kNoTenant && FairSwapAllowed(side_v, Resources(), side_t);
   }
 
   // Whether `v` may be preempted for a job of tenant `t`, given what is already being taken
@@ -404,21 +430,22 @@ struct Scheduler::Impl {
     if (v.job.tenant == t) return !fair_mode && preemptor == QosClass::kGuaranteed;
     const TenantIndex lca = Lca(v.job.tenant, t);
     if (fair_mode) {
-      // Fair-share preemption: only while the victim's side stays at least as served as the
-      // preemptor's side after the swap (the two children of the common ancestor).
-      const TenantIndex side_v = tree->path(v.job.tenant)[lca == kNoTenant ? 0 : tree->depth(lca) + 1];
-      const TenantIndex side_t = tree->path(t)[lca == kNoTenant ? 0 : tree->depth(lca) + 1];
+      // Fair-share preemption: only while the victim's side stays served enough against the
+      // preemptor's side (opt.fair_share_rule; the two children of the common ancestor).
+      const auto [side_v, side_t] = Sides(v.job.tenant, t);
+      if (side_v == kNoTenant) return false;
       Resources v_delta = v.res;
       if (auto r = removed_all.find(side_v); r != removed_all.end()) v_delta += r->second;
-      if (ShareWith(side_v, v_delta, -1) + 1e-12 < ShareWith(side_t, fair_res, +1)) return false;
+      if (!FairSwapAllowed(side_v, v_delta, side_t)) return false;
     }
-    // Borrowed work: a tenant above its guarantee is borrowing, and any of its jobs may be
-    // taken back, even when that leaves the tenant below its guarantee: the last job taken
-    // from it does not fit in what is left of the guarantee (an earlier, smaller one may; it
-    // then reclaims from other borrowers, never from the preemptor, which is within its
-    // guarantee). A tenant at or below its guarantee lends nothing, so every reclaim lowers the
-    // total by which tenants exceed their guarantees and reclaims cannot cycle. Checked at
-    // every level below the common ancestor.
+    // Borrowed work: a tenant above its guarantee is borrowing, and for an entitled job any of
+    // its jobs may be taken back, even when that leaves the tenant below its guarantee: the
+    // last job taken from it does not fit in what is left of the guarantee (an earlier, smaller
+    // one may; it then reclaims from other borrowers, never from the preemptor, which is within
+    // its guarantee). A tenant at or below its guarantee lends nothing, so every reclaim lowers
+    // the total by which tenants exceed their guarantees and reclaims cannot cycle. A borrowing
+    // job (fair-share preemption) has no claim on anyone's guarantee: its victims' tenants stay
+    // at or above theirs. Checked at every level below the common ancestor.
     for (auto it = tree->path(v.job.tenant).rbegin(); it != tree->path(v.job.tenant).rend();
          ++it) {
       const TenantIndex a = *it;
@@ -426,8 +453,10 @@ struct Scheduler::Impl {
       Resources before = Protected(a);
       if (auto r = removed.find(a); r != removed.end()) before -= r->second;
       const Resources& g = tree->spec(a).guaranteed;
-      for (int d = 0; d < kMaxResourceDims; ++d)
-        if ((quota_dims >> d & 1) && v.res[d] > 0 && before[d] <= g[d]) return false;
+      for (int d = 0; d < kMaxResourceDims; ++d) {
+        if (!(quota_dims >> d & 1) || v.res[d] == 0) continue;
+        if (before[d] <= g[d] || (fair_mode && before[d] - v.res[d] < g[d])) return false;
+      }
     }
     return true;
   }
@@ -716,6 +745,20 @@ struct Scheduler::Impl {
     std::unordered_map<TenantIndex, Resources> removed;
     for (const Running* r : occ) {
       if (snap.Fits(ni, pod) || plan.cost >= stop_at) break;
+      // Work that may be evicted but can move live elsewhere moves: it loses nothing.
+      if (r->pod.IsSharing() && r->job.pods == 1 && r->start < now &&
+          Eligible(*r, j.tenant, j.qos, now, removed)) {
+        const size_t mark = journal.mark();
+        if (journal.Undo(snap, r->pod, r->pods[0]).ok()) {
+          auto dest = MoveDestination(r->pod, ni);
+          if (dest && journal.Apply(snap, r->pod, *dest).ok()) {
+            plan.moves.push_back({r->job.id, 0, r->pods[0], *dest, j.id, false});
+            plan.cost += kLiveMoveCost;
+            continue;
+          }
+        }
+        journal.RollbackTo(snap, mark);
+      }
       if (Eligible(*r, j.tenant, j.qos, now, removed)) {
         EvictInJournal(*r, journal);
         if (r->job.qos != QosClass::kBestEffort)

@@ -1,11 +1,13 @@
 #include "tessera/sim/multitenant.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <queue>
+#include <set>
 #include <sstream>
 
 #include "tessera/core/rng.h"
@@ -43,6 +45,18 @@ double Percentile(std::vector<double> v, double p) {
   const size_t lo = static_cast<size_t>(std::floor(rank));
   const size_t hi = std::min(v.size() - 1, lo + 1);
   return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
+}
+
+// Buckets of the smallest waiting job (GPU milli over all pods) for the Jain-loss breakdown.
+constexpr int kJainLossBuckets = 5;
+constexpr const char* kJainLossBucketNames[kJainLossBuckets] = {"0-0.9 GPUs", "1-1.9 GPUs", "2-3.9 GPUs",
+                                                                 "4-7.9 GPUs", "8+ GPUs"};
+int JainLossBucket(int64_t gpu_milli) {
+  if (gpu_milli < 1000) return 0;
+  if (gpu_milli < 2000) return 1;
+  if (gpu_milli < 4000) return 2;
+  if (gpu_milli < 8000) return 3;
+  return 4;
 }
 
 }  // namespace
@@ -275,7 +289,8 @@ class Loop {
     double wasted_integral = 0;  // GPU milli-seconds of runs that a preemption or restart discarded
     generation_.assign(n + 1, 0);
     rejected_.assign(n + 1, 0);
-    // (time, kind 0 = completion / 1 = arrival, job, generation)
+    // (time, kind, job (the scheduler for kFollowUp), generation)
+    constexpr int kFollowUp = 2;  // kinds: 0 = completion, 1 = arrival, 2 = follow-up cycle
     using Ev = std::tuple<int64_t, int, sched::JobId, int>;
     std::priority_queue<Ev, std::vector<Ev>, std::greater<>> events;
     for (const WorkloadJob& w : jobs_) events.push({w.job.submit.count(), 1, w.job.id, 0});
@@ -287,10 +302,19 @@ class Loop {
     std::vector<char> root_waiting(tenants_.size(), 0);
     double alloc_integral = 0, requested_integral = 0, jain_integral = 0, jain_time = 0;
     double jain_be_integral = 0, jain_be_time = 0;
+    // Fairness breakdown: per leaf tenant, time waiting (with G/B work), its share relative to
+    // the mean of the waiting tenants integrated over that time, and the part of the Jain loss
+    // put on it; the smallest G/B job each tenant has pending (GPU milli, all pods).
+    std::vector<double> fair_wait_time(tenants_.size(), 0.0), fair_rel_integral(tenants_.size(), 0.0);
+    std::vector<double> fair_loss(tenants_.size(), 0.0);
+    std::array<double, kJainLossBuckets> loss_by_bucket{};
+    std::vector<std::multiset<int64_t>> pending_gpu(tenants_.size());
+    std::vector<std::pair<TenantIndex, double>> waiting_x;
     int64_t requested_now = 0;
     std::array<double, sched::kWaitReasonCount> reason_sum{};
     int64_t reason_samples = 0;
     std::vector<char> touched(scheds_.size(), 0);
+    std::vector<int64_t> follow_up_at(scheds_.size(), -1);  // the instant of its last follow-up
     int64_t now = 0;
     while (!events.empty() && std::get<0>(events.top()) < H) {
       now = std::get<0>(events.top());
@@ -298,6 +322,10 @@ class Loop {
       while (!events.empty() && std::get<0>(events.top()) == now) {
         auto [t, kind, id, gen] = events.top();
         events.pop();
+        if (kind == kFollowUp) {  // `id` is the scheduler
+          touched[static_cast<size_t>(id)] = 1;
+          continue;
+        }
         const WorkloadJob& w = jobs_[id - 1];
         const auto [si, local] = route_[w.job.tenant];
         if (kind == 0) {
@@ -314,6 +342,7 @@ class Loop {
             ++m.jobs_rejected;
             continue;
           }
+          if (w.job.qos != sched::QosClass::kBestEffort) pending_gpu[w.job.tenant].insert(RequestedMilli(w.job));
         }
         touched[si] = 1;
       }
@@ -321,17 +350,31 @@ class Loop {
         if (!touched[si]) continue;
         sched::CycleResult r = scheds_[si]->Cycle(Seconds{now});
         ++m.cycles;
+        // A cycle that preempted requeued its victims, and they may not start in the cycle
+        // that took them: the scheduler runs once more at the same instant, so that they are
+        // placed (or reclaim what they are entitled to) before time moves on (once per instant:
+        // reclaim and fair-share preemption cannot cycle, but the follow-up is bounded anyway).
+        if (!r.preempted.empty() && follow_up_at[si] != now) {
+          follow_up_at[si] = now;
+          events.push({now, kFollowUp, static_cast<sched::JobId>(si), 0});
+        }
         for (const sched::PreemptEvent& p : r.preempted) {
           ++generation_[p.victim];
           wasted_integral += static_cast<double>(RequestedMilli(jobs_[p.victim - 1].job)) *
                              static_cast<double>(Interrupt(p.victim, now));
           ++m.preemptions;
           requested_now -= RequestedMilli(jobs_[p.victim - 1].job);
+          const Job& vj = jobs_[p.victim - 1].job;  // requeued
+          if (vj.qos != sched::QosClass::kBestEffort) pending_gpu[vj.tenant].insert(RequestedMilli(vj));
         }
         for (const sched::StartEvent& s : r.started) {
           if (first_start_[s.job] < 0) first_start_[s.job] = now;
           run_start_[s.job] = now;
           const WorkloadJob& w = jobs_[s.job - 1];
+          if (w.job.qos != sched::QosClass::kBestEffort) {
+            auto& pg = pending_gpu[w.job.tenant];
+            if (auto it = pg.find(RequestedMilli(w.job)); it != pg.end()) pg.erase(it);
+          }
           events.push({now + w.duration.count() - saved_[s.job], 0, s.job, generation_[s.job]});
           requested_now += RequestedMilli(w.job);
         }
@@ -377,6 +420,7 @@ class Loop {
       int waiting = 0, waiting_be = 0;
       std::fill(root_usage.begin(), root_usage.end(), 0.0);
       std::fill(root_waiting.begin(), root_waiting.end(), 0);
+      waiting_x.clear();
       for (TenantIndex t = 0; t < tenants_.size(); ++t) {
         if (!tenants_.is_leaf(t)) continue;
         const auto [si, local] = route_[t];
@@ -396,10 +440,25 @@ class Loop {
         ++waiting;
         sx += x;
         sxx += x * x;
+        waiting_x.emplace_back(t, x);
       }
       if (waiting >= 2 && dt > 0) {
-        jain_integral += (sxx > 0 ? sx * sx / (waiting * sxx) : 1.0) * dt;
+        const double jain = sxx > 0 ? sx * sx / (waiting * sxx) : 1.0;
+        jain_integral += jain * dt;
         jain_time += dt;
+        // Breakdown: the loss (1 - J) goes to the tenants below the mean, by how far below.
+        const double mean = sx / waiting;
+        double below = 0;
+        for (const auto& [t, x] : waiting_x) below += std::max(0.0, mean - x);
+        for (const auto& [t, x] : waiting_x) {
+          fair_wait_time[t] += dt;
+          fair_rel_integral[t] += (mean > 0 ? x / mean : 1.0) * dt;
+          if (below <= 0 || x >= mean) continue;
+          const double loss = (1.0 - jain) * dt * (mean - x) / below;
+          fair_loss[t] += loss;
+          const auto& pg = pending_gpu[t];
+          loss_by_bucket[JainLossBucket(pg.empty() ? 0 : *pg.begin())] += loss;
+        }
       }
       if (waiting_be >= 2 && dt > 0) {
         jain_be_integral += (bxx > 0 ? bx * bx / (waiting_be * bxx) : 1.0) * dt;
@@ -458,6 +517,20 @@ class Loop {
       if (tenants_.is_leaf(t))
         m.mean_wait_by_tenant.emplace_back(tenants_.name(t),
                                            tenant_n[t] ? tenant_sum[t] / tenant_n[t] : 0.0);
+    double total_loss = 0;
+    for (double l : loss_by_bucket) total_loss += l;
+    for (int b = 0; b < kJainLossBuckets; ++b)
+      m.jain_loss_by_smallest_waiting_job[kJainLossBucketNames[b]] =
+          total_loss > 0 ? 100.0 * loss_by_bucket[b] / total_loss : 0.0;
+    for (TenantIndex t = 0; t < tenants_.size(); ++t) {
+      if (!tenants_.is_leaf(t)) continue;
+      TenantFairness f;
+      f.tenant = tenants_.name(t);
+      f.hours_waiting = fair_wait_time[t] / 3600.0;
+      f.relative_share_while_waiting = fair_wait_time[t] > 0 ? fair_rel_integral[t] / fair_wait_time[t] : 0.0;
+      f.jain_loss_pct = total_loss > 0 ? 100.0 * fair_loss[t] / total_loss : 0.0;
+      m.fairness_by_tenant.push_back(std::move(f));
+    }
     m.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     return m;
   }

@@ -34,9 +34,20 @@ TEST(ScenarioCli, WritesBothModesWithTheIssuesFields) {
     EXPECT_LE(m.at("gpu_allocation_pct").get<double>(), 100.0);
   }
   EXPECT_EQ(j.at("dedicated").at("preemptions").get<int>(), 0);
+  // The fairness breakdown: the loss by smallest waiting job adds up to 100 % when there is a
+  // loss, and every leaf tenant has a row.
+  for (const char* mode : {"dedicated", "shared"}) {
+    const auto& m = j.at(mode);
+    ASSERT_LT(m.at("jain_fairness").get<double>(), 1.0) << mode;
+    double loss = 0;
+    for (const auto& [bucket, v] : m.at("jain_loss_pct_by_smallest_waiting_job").items()) loss += v.get<double>();
+    EXPECT_NEAR(loss, 100.0, 1e-6) << mode;
+    EXPECT_EQ(m.at("fairness_by_tenant").size(), 16u) << mode;
+  }
   const std::string page = testing::ReadTextFile(dir.File("a.html"));
   EXPECT_THAT(page, HasSubstr("<svg"));
   EXPECT_THAT(page, HasSubstr("Mean wait per tenant"));
+  EXPECT_THAT(page, HasSubstr("Where Jain's fairness loses"));
   // The same seed gives the same numbers.
   ASSERT_EQ(RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --json b.json").exit_code, 0);
   nlohmann::json j2 = nlohmann::json::parse(testing::ReadTextFile(dir.File("b.json")));

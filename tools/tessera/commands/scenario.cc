@@ -1,8 +1,10 @@
 #include "tools/tessera/commands/scenario.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "tools/tessera/commands/commands.h"
@@ -15,6 +17,19 @@
 namespace tessera::cli {
 namespace {
 
+using QosWaits = std::map<std::string, std::pair<double, double>>;  // class -> (p50, p99)
+
+nlohmann::json QosWaitsJson(const QosWaits& waits) {
+  nlohmann::json q = nlohmann::json::object();
+  for (const auto& [cls, v] : waits) q[cls] = {{"wait_seconds_p50", v.first}, {"wait_seconds_p99", v.second}};
+  return q;
+}
+
+double GuaranteedP99(const QosWaits& waits) {
+  auto it = waits.find("Guaranteed");
+  return it == waits.end() ? 0.0 : it->second.second;
+}
+
 nlohmann::json ToJson(const sim::ModeMetrics& m) {
   nlohmann::json j;
   j["gpu_allocation_pct"] = m.gpu_allocation_pct;
@@ -26,17 +41,18 @@ nlohmann::json ToJson(const sim::ModeMetrics& m) {
   j["jobs_rejected"] = m.jobs_rejected;
   j["wait_seconds_p50"] = m.wait_seconds_p50;
   j["wait_seconds_p99"] = m.wait_seconds_p99;
-  nlohmann::json q = nlohmann::json::object();
-  for (const auto& [cls, v] : m.wait_by_qos)
-    q[cls] = {{"wait_seconds_p50", v.first}, {"wait_seconds_p99", v.second}};
-  j["wait_by_qos"] = q;
-  nlohmann::json qa = nlohmann::json::object();
-  for (const auto& [cls, v] : m.wait_by_qos_admitted)
-    qa[cls] = {{"wait_seconds_p50", v.first}, {"wait_seconds_p99", v.second}};
-  j["wait_by_qos_admitted"] = qa;
+  j["wait_by_qos"] = QosWaitsJson(m.wait_by_qos);
+  j["wait_by_qos_admitted"] = QosWaitsJson(m.wait_by_qos_admitted);
   j["jain_fairness"] = m.jain_fairness;
   j["jain_fairness_top_level"] = m.jain_fairness_top_level;
   j["jain_fairness_with_best_effort"] = m.jain_fairness_with_best_effort;
+  j["jain_loss_pct_by_smallest_waiting_job"] = m.jain_loss_by_smallest_waiting_job;
+  nlohmann::json fb = nlohmann::json::object();
+  for (const sim::TenantFairness& f : m.fairness_by_tenant)
+    fb[f.tenant] = {{"hours_waiting", f.hours_waiting},
+                    {"relative_share_while_waiting", f.relative_share_while_waiting},
+                    {"jain_loss_pct", f.jain_loss_pct}};
+  j["fairness_by_tenant"] = fb;
   j["guarantee_violations"] = m.guarantee_violations;
   j["preemptions"] = m.preemptions;
   j["consolidation_moves"] = m.consolidation_moves;
@@ -50,15 +66,39 @@ nlohmann::json ToJson(const sim::ModeMetrics& m) {
   return j;
 }
 
-double GuaranteedP99(const sim::ModeMetrics& m) {
-  auto it = m.wait_by_qos.find("Guaranteed");
-  return it == m.wait_by_qos.end() ? 0.0 : it->second.second;
-}
-
 std::string Fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+
+// A horizontal bar chart, one pair of bars (dedicated red, shared blue) per name.
+std::string Bars(const std::string& title, const std::vector<std::string>& names,
+                 const std::vector<double>& dv, const std::vector<double>& sv, const char* fmt) {
+  const int W = 900, bh = 14, gap = 8, LW = 120;
+  double maxv = 1e-9;
+  for (double v : dv) maxv = std::isnan(v) ? maxv : std::max(maxv, v);
+  for (double v : sv) maxv = std::isnan(v) ? maxv : std::max(maxv, v);
+  const int SH = static_cast<int>(names.size()) * (2 * bh + gap) + 20;
+  std::string h = "<h2>" + title + "</h2><svg width=\"" + std::to_string(W) + "\" height=\"" +
+                  std::to_string(SH) + "\" role=\"img\">";
+  auto bar = [&](double y, double v, const char* color) {
+    if (std::isnan(v))
+      return "<text x=\"" + std::to_string(LW) + "\" y=\"" + Fmt("%.0f", y + bh - 2) +
+             "\" font-size=\"10\" fill=\"" + color + "\">never waited</text>";
+    const double w = (W - LW - 80) * v / maxv;
+    return "<rect x=\"" + std::to_string(LW) + "\" y=\"" + Fmt("%.0f", y) + "\" width=\"" +
+           Fmt("%.1f", w) + "\" height=\"" + std::to_string(bh) + "\" fill=\"" + color +
+           "\"/><text x=\"" + Fmt("%.0f", LW + w + 4) + "\" y=\"" + Fmt("%.0f", y + bh - 2) +
+           "\" font-size=\"10\">" + Fmt(fmt, v) + "</text>";
+  };
+  for (size_t i = 0; i < names.size(); ++i) {
+    const double y = static_cast<double>(i) * (2 * bh + gap);
+    h += "<text x=\"0\" y=\"" + Fmt("%.0f", y + bh + 4) + "\" font-size=\"11\">" + names[i] + "</text>";
+    h += bar(y, i < dv.size() ? dv[i] : 0.0, "#d62728");
+    h += bar(y + bh, i < sv.size() ? sv[i] : 0.0, "#1f77b4");
+  }
+  return h + "</svg>";
 }
 
 // A line chart of allocation per hour (two series) and a bar chart of mean wait per tenant.
@@ -66,7 +106,7 @@ std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlo
   std::string h = "<!doctype html><html><head><meta charset=\"utf-8\"><title>tessera: dedicated vs "
                   "shared</title><style>body{font-family:sans-serif;margin:2em;max-width:1000px}"
                   "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;"
-                  "text-align:right}th:first-child,td:first-child{text-align:left}</style></head><body>";
+                  "text-align:right}code{word-break:break-all}th:first-child,td:first-child{text-align:left}</style></head><body>";
   h += "<h1>Dedicated vs shared GPUs</h1><p>Scenario parameters: <code>" + params.dump() + "</code></p>";
   h += "<table><tr><th>metric</th><th>dedicated</th><th>shared</th></tr>";
   auto row = [&](const std::string& name, double a, double b, const char* f) {
@@ -79,7 +119,7 @@ std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlo
   row("jobs rejected", static_cast<double>(d.jobs_rejected), static_cast<double>(s.jobs_rejected), "%.0f");
   row("wait p50 (s)", d.wait_seconds_p50, s.wait_seconds_p50, "%.0f");
   row("wait p99 (s)", d.wait_seconds_p99, s.wait_seconds_p99, "%.0f");
-  row("Guaranteed wait p99 (s)", GuaranteedP99(d), GuaranteedP99(s), "%.0f");
+  row("Guaranteed wait p99 (s)", GuaranteedP99(d.wait_by_qos), GuaranteedP99(s.wait_by_qos), "%.0f");
   row("Jain's fairness (tenants waiting with Guaranteed/Burstable work)", d.jain_fairness, s.jain_fairness, "%.3f");
   row("Jain's fairness among organisations", d.jain_fairness_top_level, s.jain_fairness_top_level, "%.3f");
   row("Jain's fairness, also tenants waiting with BestEffort work only", d.jain_fairness_with_best_effort,
@@ -109,31 +149,33 @@ std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlo
   h += "<text x=\"" + std::to_string(L) + "\" y=\"" + std::to_string(H - 8) +
        "\" font-size=\"11\">hour 0 … " + std::to_string(n) +
        " — red: dedicated, blue: shared</text></svg>";
-  // Mean wait per tenant.
-  double maxw = 1;
-  for (const auto& [name, w] : d.mean_wait_by_tenant) maxw = std::max(maxw, w);
-  for (const auto& [name, w] : s.mean_wait_by_tenant) maxw = std::max(maxw, w);
-  const size_t nt = d.mean_wait_by_tenant.size();
-  const int bh = 14, gap = 8, LW = 120;
-  const int SH = static_cast<int>(nt) * (2 * bh + gap) + 20;
-  h += "<h2>Mean wait per tenant (seconds; red: dedicated, blue: shared)</h2><svg width=\"" +
-       std::to_string(W) + "\" height=\"" + std::to_string(SH) + "\" role=\"img\">";
-  for (size_t i = 0; i < nt; ++i) {
-    const double y = static_cast<double>(i) * (2 * bh + gap);
-    const double wd = d.mean_wait_by_tenant[i].second;
-    const double ws = i < s.mean_wait_by_tenant.size() ? s.mean_wait_by_tenant[i].second : 0;
-    h += "<text x=\"0\" y=\"" + Fmt("%.0f", y + bh + 4) + "\" font-size=\"11\">" +
-         d.mean_wait_by_tenant[i].first + "</text>";
-    h += "<rect x=\"" + std::to_string(LW) + "\" y=\"" + Fmt("%.0f", y) + "\" width=\"" +
-         Fmt("%.1f", (W - LW - 80) * wd / maxw) + "\" height=\"" + std::to_string(bh) +
-         "\" fill=\"#d62728\"/><text x=\"" + Fmt("%.0f", LW + (W - LW - 80) * wd / maxw + 4) + "\" y=\"" +
-         Fmt("%.0f", y + bh - 2) + "\" font-size=\"10\">" + Fmt("%.0f", wd) + "</text>";
-    h += "<rect x=\"" + std::to_string(LW) + "\" y=\"" + Fmt("%.0f", y + bh) + "\" width=\"" +
-         Fmt("%.1f", (W - LW - 80) * ws / maxw) + "\" height=\"" + std::to_string(bh) +
-         "\" fill=\"#1f77b4\"/><text x=\"" + Fmt("%.0f", LW + (W - LW - 80) * ws / maxw + 4) + "\" y=\"" +
-         Fmt("%.0f", y + 2 * bh - 2) + "\" font-size=\"10\">" + Fmt("%.0f", ws) + "</text>";
+  // Per tenant: mean wait, and the share it got while it waited.
+  std::vector<std::string> names;
+  std::vector<double> dw, sw, dr, sr;
+  for (size_t i = 0; i < d.mean_wait_by_tenant.size(); ++i) {
+    names.push_back(d.mean_wait_by_tenant[i].first);
+    dw.push_back(d.mean_wait_by_tenant[i].second);
+    sw.push_back(i < s.mean_wait_by_tenant.size() ? s.mean_wait_by_tenant[i].second : 0.0);
+    auto rel = [&](const sim::ModeMetrics& m) {
+      if (i >= m.fairness_by_tenant.size() || m.fairness_by_tenant[i].hours_waiting == 0)
+        return std::numeric_limits<double>::quiet_NaN();  // drawn as "never waited"
+      return m.fairness_by_tenant[i].relative_share_while_waiting;
+    };
+    dr.push_back(rel(d));
+    sr.push_back(rel(s));
   }
-  h += "</svg></body></html>\n";
+  h += Bars("Mean wait per tenant (seconds; red: dedicated, blue: shared)", names, dw, sw, "%.0f");
+  h += Bars("Share while waiting with Guaranteed/Burstable work, relative to the mean of the waiting "
+            "tenants (1 = served like the others; red: dedicated, blue: shared)",
+            names, dr, sr, "%.2f");
+  h += "<h2>Where Jain's fairness loses (% of the loss, by the smallest job the under-served "
+       "tenant had waiting)</h2><table><tr><th>smallest waiting job</th><th>dedicated</th><th>shared</th></tr>";
+  for (const auto& [bucket, v] : s.jain_loss_by_smallest_waiting_job) {
+    const auto it = d.jain_loss_by_smallest_waiting_job.find(bucket);
+    row(bucket, it == d.jain_loss_by_smallest_waiting_job.end() ? 0.0 : it->second, v, "%.1f");
+  }
+  h += "</table>";
+  h += "</body></html>\n";
   return h;
 }
 
@@ -169,9 +211,17 @@ void AddScenarioFlags(CLI::App* cmd, ScenarioFlags* f) {
                   "Scenario: fair-share preemption takes only Burstable work that has run at most "
                   "this many seconds (default 0: any; reclaim for guarantees is not limited)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  cmd->add_flag("--fair-share-defrag", f->fair_share_defrag,
+  cmd->add_option("--fair-share-rule", f->fair_share_rule,
+                  "Scenario: when fair-share preemption may take another tenant's borrowed work: "
+                  "lexicographic (default: the victim's tenant stays more served than the "
+                  "preemptor's is now; lets large jobs of under-served tenants start) or equalize "
+                  "(the victim's tenant stays at least as served as the preemptor's once its job "
+                  "runs; fewer preemptions, less fair to tenants with large jobs)")
+      ->check(CLI::IsMember({"equalize", "lexicographic"}));
+  cmd->add_flag("--fair-share-defrag,!--no-fair-share-defrag", f->fair_share_defrag,
                 "Scenario: also clear a node for a borrowing job that fits nowhere, by the fair-share "
-                "rules (SchedulerOptions::fair_share_defragmentation; off by default)");
+                "rules (SchedulerOptions::fair_share_defragmentation; on by default, "
+                "--no-fair-share-defrag turns it off)");
   cmd->add_flag("--no-clearable-nodes", f->no_clearable_nodes,
                 "Scenario: place immovable work (gangs, whole-GPU Guaranteed pods) like any other "
                 "instead of keeping the largest nodes clearable (for comparison)");
@@ -232,6 +282,9 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
   so.scheduler.keep_large_nodes_clearable = !f.no_clearable_nodes;
   so.checkpoint_interval = sched::Seconds{f.checkpoint_interval};
   so.scheduler.fair_share_max_victim_runtime = sched::Seconds{f.fair_share_max_victim_run};
+  auto rule = sched::ParseFairShareRule(f.fair_share_rule);
+  if (!rule.ok()) return fail(rule.status());
+  so.scheduler.fair_share_rule = *rule;
   so.scheduler.seed = f.seed;
   if (!quiet)
     std::cerr << "scenario dedicated-vs-shared: " << jobs->size() << " jobs, " << nodes.size() << " nodes, "
@@ -266,15 +319,16 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
     line((std::string("  ") + q + " wait p50 (s)").c_str(), dv.first, sv.first, "%.0f");
     line((std::string("  ") + q + " wait p99 (s)").c_str(), dv.second, sv.second, "%.0f");
   }
-  auto admitted_p99 = [](const sim::ModeMetrics& m) {
-    auto it = m.wait_by_qos_admitted.find("Guaranteed");
-    return it == m.wait_by_qos_admitted.end() ? 0.0 : it->second.second;
-  };
-  line("  Guaranteed p99, admitted jobs only (s)", admitted_p99(d), admitted_p99(s), "%.0f");
+  line("  Guaranteed p99, admitted jobs only (s)", GuaranteedP99(d.wait_by_qos_admitted),
+       GuaranteedP99(s.wait_by_qos_admitted), "%.0f");
   line("Jain's fairness (tenants waiting with G/B work)", d.jain_fairness, s.jain_fairness, "%.3f");
   line("  same among top-level tenants", d.jain_fairness_top_level, s.jain_fairness_top_level, "%.3f");
   line("  incl. tenants waiting with BestEffort only", d.jain_fairness_with_best_effort,
        s.jain_fairness_with_best_effort, "%.3f");
+  for (const auto& [bucket, v] : s.jain_loss_by_smallest_waiting_job) {
+    const double dv = d.jain_loss_by_smallest_waiting_job.count(bucket) ? d.jain_loss_by_smallest_waiting_job.at(bucket) : 0.0;
+    line(("  loss (%), smallest job " + bucket).c_str(), dv, v, "%.1f");
+  }
   line("guarantee violations (tenant-seconds)", d.guarantee_violations, s.guarantee_violations, "%.0f");
   line("preemptions", static_cast<double>(d.preemptions), static_cast<double>(s.preemptions), "%.0f");
   for (const auto& [reason, v] : s.mean_pending_by_reason) {
@@ -288,7 +342,7 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
               d.gpu_allocation_pct > 0 ? bound / d.gpu_allocation_pct : 0.0);
 
   const bool alloc_ok = s.gpu_allocation_pct >= 2.0 * d.gpu_allocation_pct;
-  const bool wait_ok = GuaranteedP99(s) <= GuaranteedP99(d);
+  const bool wait_ok = GuaranteedP99(s.wait_by_qos) <= GuaranteedP99(d.wait_by_qos);
   const bool viol_ok = s.guarantee_violations == 0;
   const bool jain_ok = s.jain_fairness >= 0.9;
   std::printf("\nchecks: allocation >= 2x dedicated %s (%.2fx); Guaranteed p99 wait <= dedicated %s; "
@@ -306,6 +360,7 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
                            {"fair_share_defrag", f.fair_share_defrag},
                            {"checkpoint_interval_s", f.checkpoint_interval},
                            {"fair_share_max_victim_run_s", f.fair_share_max_victim_run},
+                           {"fair_share_rule", f.fair_share_rule},
                            {"clearable_nodes", !f.no_clearable_nodes}, {"seed", f.seed}, {"placement", f.placement},
                            {"jobs", jobs->size()}};
   if (!json_out.empty()) {

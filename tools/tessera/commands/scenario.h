@@ -21,9 +21,10 @@ struct ScenarioFlags {
   int64_t submission_window = 3600;
   int64_t min_runtime = 0;
   double half_life = 0;
-  bool fair_share_defrag = false;
+  bool fair_share_defrag = true;
   int64_t checkpoint_interval = 0;
   int64_t fair_share_max_victim_run = 0;
+  std::string fair_share_rule = "lexicographic";
   bool no_clearable_nodes = false;
   uint64_t seed = 42;
   std::string placement = "tessera";
