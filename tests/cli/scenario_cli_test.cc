@@ -81,6 +81,29 @@ TEST(ScenarioCli, ReportsWasteTheBoundAndCheckpoints) {
   EXPECT_EQ(RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --checkpoint-interval -1").exit_code, 2);
 }
 
+TEST(ScenarioCli, TheFairShareRuleIsAnOption) {
+  TempDir dir;
+  ASSERT_EQ(RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --json a.json").exit_code, 0);
+  CommandResult r = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --fair-share-rule equalize "
+                                    "--no-fair-share-defrag --json e.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json a = nlohmann::json::parse(testing::ReadTextFile(dir.File("a.json")));
+  const nlohmann::json e = nlohmann::json::parse(testing::ReadTextFile(dir.File("e.json")));
+  EXPECT_EQ(a.at("scenario").at("fair_share_rule"), "lexicographic");
+  EXPECT_EQ(e.at("scenario").at("fair_share_rule"), "equalize");
+  EXPECT_EQ(e.at("scenario").at("fair_share_defrag"), false);
+  // The equalize rule never lets a job larger than its tenant's fair share preempt: fewer
+  // preemptions on the same workload (the dedicated mode does not preempt at all).
+  EXPECT_LT(e.at("shared").at("preemptions").get<int>(), a.at("shared").at("preemptions").get<int>());
+  nlohmann::json ad = a.at("dedicated"), ed = e.at("dedicated");
+  ad.erase("wall_seconds");
+  ed.erase("wall_seconds");
+  EXPECT_EQ(ad, ed);
+  CommandResult bad = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --fair-share-rule fifo");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--fair-share-rule"));
+}
+
 TEST(ScenarioCli, BadQuotaFileListsEveryProblemAndExitsTwo) {
   TempDir dir;
   std::ofstream(dir.File("bad.yaml")) << "tenants:\n"
