@@ -745,9 +745,9 @@ struct Scheduler::Impl {
     std::unordered_map<TenantIndex, Resources> removed;
     for (const Running* r : occ) {
       if (snap.Fits(ni, pod) || plan.cost >= stop_at) break;
+      const bool evictable = Eligible(*r, j.tenant, j.qos, now, removed);
       // Work that may be evicted but can move live elsewhere moves: it loses nothing.
-      if (r->pod.IsSharing() && r->job.pods == 1 && r->start < now &&
-          Eligible(*r, j.tenant, j.qos, now, removed)) {
+      if (evictable && r->pod.IsSharing() && r->job.pods == 1 && r->start < now) {
         const size_t mark = journal.mark();
         if (journal.Undo(snap, r->pod, r->pods[0]).ok()) {
           auto dest = MoveDestination(r->pod, ni);
@@ -759,7 +759,7 @@ struct Scheduler::Impl {
         }
         journal.RollbackTo(snap, mark);
       }
-      if (Eligible(*r, j.tenant, j.qos, now, removed)) {
+      if (evictable) {
         EvictInJournal(*r, journal);
         if (r->job.qos != QosClass::kBestEffort)
           for (TenantIndex a : tree->path(r->job.tenant)) removed[a] += r->res;

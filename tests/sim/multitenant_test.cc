@@ -27,6 +27,20 @@ sched::TenantTree Tree(std::vector<std::pair<std::string, int64_t>> leaves) {
   return std::move(*sched::TenantTree::Create(specs, sched::ResourceSpace()));
 }
 
+// A whole-GPU job of the scenario's workload: ids count from 1 in the order jobs are listed.
+WorkloadJob WholeGpuJob(sched::JobId id, sched::TenantIndex tenant, QosClass qos, int gpus,
+                        int64_t submit, int64_t duration) {
+  WorkloadJob w;
+  w.job.id = id;
+  w.job.tenant = tenant;
+  w.job.qos = qos;
+  w.job.pod = placement::TaskRequest{.cpu = CpuMilli{1000}, .memory = MiB{1024}, .num_gpu = gpus,
+                                     .gpu_milli = kWholeGpu};
+  w.job.submit = Seconds{submit};
+  w.duration = Seconds{duration};
+  return w;
+}
+
 TimedPod Pod(const std::string& name, int64_t creation, int64_t deletion, int gpus, int milli,
              const std::string& qos = "LS") {
   TimedPod p;
@@ -147,18 +161,8 @@ TEST(DedicatedVsShared, CountsGuaranteeViolations) {
   // whole time it waits.
   std::vector<NodeSpec> nodes = {{"n", CpuMilli{64000}, MiB{65536}, 1, Model("V100M16")}};
   auto tree = Tree({{"lender", 1}, {"borrower", 0}});
-  std::vector<WorkloadJob> jobs(2);
-  for (int i = 0; i < 2; ++i) {
-    jobs[i].job.id = i + 1;
-    jobs[i].job.qos = QosClass::kBurstable;
-    jobs[i].job.pod = placement::TaskRequest{.cpu = CpuMilli{1000}, .memory = MiB{1024}, .num_gpu = 1,
-                                             .gpu_milli = kWholeGpu};
-    jobs[i].duration = Seconds{500};
-  }
-  jobs[0].job.tenant = 1;
-  jobs[0].job.submit = Seconds{0};
-  jobs[1].job.tenant = 0;
-  jobs[1].job.submit = Seconds{100};
+  std::vector<WorkloadJob> jobs = {WholeGpuJob(1, 1, QosClass::kBurstable, 1, 0, 500),
+                                   WholeGpuJob(2, 0, QosClass::kBurstable, 1, 100, 500)};
   ScenarioOptions opt;
   opt.horizon = Seconds{2000};
   opt.scheduler.preemption = false;
@@ -191,16 +195,10 @@ TEST(DedicatedVsShared, JainCountsTenantsWaitingWithAClaim) {
   // and 0 (Jain 0.5) all the time.
   std::vector<NodeSpec> nodes = {{"n", CpuMilli{64000}, MiB{65536}, 2, Model("V100M16")}};
   auto tree = Tree({{"a", 1}, {"b", 1}});
-  std::vector<WorkloadJob> jobs(4);
-  for (int i = 0; i < 4; ++i) {
-    jobs[i].job.id = i + 1;
-    jobs[i].job.tenant = i < 3 ? 0 : 1;
-    jobs[i].job.qos = i < 3 ? QosClass::kBurstable : QosClass::kBestEffort;
-    jobs[i].job.pod = placement::TaskRequest{.cpu = CpuMilli{1000}, .memory = MiB{1024}, .num_gpu = 1,
-                                             .gpu_milli = kWholeGpu};
-    jobs[i].job.submit = Seconds{0};
-    jobs[i].duration = Seconds{5000};
-  }
+  std::vector<WorkloadJob> jobs;
+  for (int i = 0; i < 4; ++i)
+    jobs.push_back(WholeGpuJob(i + 1, i < 3 ? 0 : 1, i < 3 ? QosClass::kBurstable : QosClass::kBestEffort,
+                               1, 0, 5000));
   ScenarioOptions opt;
   opt.horizon = Seconds{1000};
   auto s = RunShared(tree, nodes, jobs, opt);
@@ -220,16 +218,9 @@ TEST(DedicatedVsShared, AVictimThatFitsElsewhereRestartsAtTheSameInstant) {
   std::vector<NodeSpec> nodes = {{"n0", CpuMilli{64000}, MiB{65536}, 2, Model("V100M16")},
                                  {"n1", CpuMilli{64000}, MiB{65536}, 2, Model("V100M16")}};
   auto tree = Tree({{"A", 0}, {"B", 0}});
-  std::vector<WorkloadJob> jobs(3);
-  for (int i = 0; i < 3; ++i) {
-    jobs[i].job.id = i + 1;
-    jobs[i].job.tenant = i < 2 ? 1 : 0;
-    jobs[i].job.qos = QosClass::kBurstable;
-    jobs[i].job.pod = placement::TaskRequest{.cpu = CpuMilli{1000}, .memory = MiB{1024},
-                                             .num_gpu = i < 2 ? 1 : 2, .gpu_milli = kWholeGpu};
-    jobs[i].job.submit = Seconds{i < 2 ? 0 : 100};
-    jobs[i].duration = Seconds{5000};
-  }
+  std::vector<WorkloadJob> jobs = {WholeGpuJob(1, 1, QosClass::kBurstable, 1, 0, 5000),
+                                   WholeGpuJob(2, 1, QosClass::kBurstable, 1, 0, 5000),
+                                   WholeGpuJob(3, 0, QosClass::kBurstable, 2, 100, 5000)};
   ScenarioOptions opt;
   opt.horizon = Seconds{1000};
   opt.scheduler.placement_policy = "worstfit";
@@ -249,16 +240,9 @@ TEST(DedicatedVsShared, BreaksTheJainLossDownByTenantAndWaitingJobSize) {
   // smallest waiting job asks 4 GPUs.
   std::vector<NodeSpec> nodes = {{"n", CpuMilli{64000}, MiB{65536}, 4, Model("V100M16")}};
   auto tree = Tree({{"a", 2}, {"b", 2}});
-  std::vector<WorkloadJob> jobs(6);
-  for (int i = 0; i < 6; ++i) {
-    jobs[i].job.id = i + 1;
-    jobs[i].job.tenant = i < 4 ? 0 : 1;
-    jobs[i].job.qos = QosClass::kBurstable;
-    jobs[i].job.pod = placement::TaskRequest{.cpu = CpuMilli{1000}, .memory = MiB{1024},
-                                             .num_gpu = i == 5 ? 4 : 1, .gpu_milli = kWholeGpu};
-    jobs[i].job.submit = Seconds{0};
-    jobs[i].duration = Seconds{5000};
-  }
+  std::vector<WorkloadJob> jobs;
+  for (int i = 0; i < 6; ++i)
+    jobs.push_back(WholeGpuJob(i + 1, i < 4 ? 0 : 1, QosClass::kBurstable, i == 5 ? 4 : 1, 0, 5000));
   ScenarioOptions opt;
   opt.horizon = Seconds{3600};
   auto s = RunShared(tree, nodes, jobs, opt);
@@ -285,14 +269,7 @@ TEST(DedicatedVsShared, ARejectedJobCountsAsWaitingUntilTheEnd) {
   // rejected job as never started (horizon - submit); the admitted-only figures leave it out.
   std::vector<NodeSpec> nodes = {{"n", CpuMilli{64000}, MiB{65536}, 2, Model("V100M16")}};
   auto tree = Tree({{"x", 1}, {"y", 1}});
-  std::vector<WorkloadJob> jobs(1);
-  jobs[0].job.id = 1;
-  jobs[0].job.tenant = 0;
-  jobs[0].job.qos = QosClass::kBurstable;
-  jobs[0].job.pod = placement::TaskRequest{.cpu = CpuMilli{1000}, .memory = MiB{1024}, .num_gpu = 2,
-                                           .gpu_milli = kWholeGpu};
-  jobs[0].job.submit = Seconds{100};
-  jobs[0].duration = Seconds{500};
+  std::vector<WorkloadJob> jobs = {WholeGpuJob(1, 0, QosClass::kBurstable, 2, 100, 500)};
   ScenarioOptions opt;
   opt.horizon = Seconds{1000};
   auto d = RunDedicated(tree, nodes, jobs, opt);
