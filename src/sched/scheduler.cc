@@ -662,7 +662,7 @@ struct Scheduler::Impl {
       AddUsage(v.job.tenant, v.res, v.job.qos, -1);
       Enqueue(v.job);
       reasons[id] = WaitReason::kCapacity;
-      out.preempted.push_back({id, j.id});
+      out.preempted.push_back({id, j.id, fair_mode});
     }
     Running r;
     r.job = j;

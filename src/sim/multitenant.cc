@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <queue>
@@ -113,6 +114,63 @@ StatusOr<std::vector<double>> ReadAppSkew(const std::string& path) {
   return shares;
 }
 
+namespace {
+std::string ShortNumber(double v) {  // 1e+06 -> "1e+06", 1 -> "1"
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+}  // namespace
+
+StatusOr<std::vector<std::vector<double>>> ParseAppArrivals(std::string_view text, std::string_view path) {
+  TESSERA_ASSIGN_OR_RETURN(CsvTable t, ParseCsv(text, path));
+  const std::string where = std::string(path) + ":1:1: ";
+  std::array<size_t, 3> col{};
+  const std::array<const char*, 3> names = {"rank", "day", "gpus_created"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto c = t.ColumnIndex(names[i]);
+    if (!c) return InvalidArgumentError(where + "missing column '" + names[i] + "'");
+    col[i] = *c;
+  }
+  std::map<std::pair<int64_t, int64_t>, double> cells;
+  int64_t ranks = 0, days = 0;
+  for (const CsvRow& row : t.rows) {
+    std::array<double, 3> v{};
+    for (size_t i = 0; i < col.size(); ++i) {
+      const std::string& f = row.fields[col[i]];
+      char* end = nullptr;
+      v[i] = std::strtod(f.c_str(), &end);
+      const bool integral = i < 2;
+      const double lo = i == 0 ? 1 : 0, hi = integral ? 1e6 : 1e12;
+      if (end == f.c_str() || *end != '\0' || !(v[i] >= lo && v[i] <= hi) || (integral && v[i] != std::floor(v[i])))
+        return InvalidArgumentError(t.Where(row, col[i]) + ": " + names[i] + ": expected " +
+                                    (integral ? "an integer in [" : "a number in [") + ShortNumber(lo) + ", " + ShortNumber(hi) + "]");
+    }
+    const auto key = std::make_pair(static_cast<int64_t>(v[0]), static_cast<int64_t>(v[1]));
+    if (!cells.emplace(key, v[2]).second)
+      return InvalidArgumentError(t.Where(row, col[0]) + ": rank " + std::to_string(key.first) + " day " +
+                                  std::to_string(key.second) + " appears twice");
+    ranks = std::max(ranks, key.first);
+    days = std::max(days, key.second + 1);
+  }
+  if (cells.empty()) return InvalidArgumentError(where + "no rows");
+  const auto n = static_cast<int64_t>(cells.size());
+  if (ranks > n || days > n || ranks * days != n)  // ranks, days <= n: the product fits
+    return InvalidArgumentError(where + "expected every rank 1.." + std::to_string(ranks) + " on every day 0.." +
+                                std::to_string(days - 1) + ", got " + std::to_string(n) + " rows");
+  std::vector<std::vector<double>> out(static_cast<size_t>(ranks), std::vector<double>(static_cast<size_t>(days)));
+  for (const auto& [key, gpus] : cells) out[static_cast<size_t>(key.first - 1)][static_cast<size_t>(key.second)] = gpus;
+  return out;
+}
+
+StatusOr<std::vector<std::vector<double>>> ReadAppArrivals(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError(path + ":0:0: cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseAppArrivals(ss.str(), path);
+}
+
 StatusOr<std::vector<WorkloadJob>> BuildTenantWorkload(const std::vector<TimedPod>& pods,
                                                        const TenantTree& tenants,
                                                        const std::vector<double>& app_skew,
@@ -145,6 +203,25 @@ StatusOr<std::vector<WorkloadJob>> BuildTenantWorkload(const std::vector<TimedPo
     cumulative.push_back(sum);
   }
   if (!(sum > 0)) return InvalidArgumentError("application skew sums to 0");
+  // With arrival profiles: one cumulative weight vector per trace day (see WorkloadOptions).
+  std::vector<std::vector<double>> cumulative_by_day;
+  if (options.app_arrivals != nullptr && !options.app_arrivals->empty()) {
+    const auto& arrivals = *options.app_arrivals;
+    const size_t days = arrivals.front().size();
+    cumulative_by_day.assign(days, {});
+    for (size_t d = 0; d < days; ++d) {
+      double day_sum = 0;
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        const std::vector<double>& a = arrivals[std::min(i, arrivals.size() - 1)];
+        double mean = 0;
+        for (double x : a) mean += x / static_cast<double>(a.size());
+        const double burst = mean > 0 ? a[d] / mean : 1.0;
+        day_sum += app_skew[std::min(i, app_skew.size() - 1)] * burst;
+        cumulative_by_day[d].push_back(day_sum);
+      }
+      if (!(day_sum > 0)) cumulative_by_day[d] = cumulative;  // nobody arrived that day: the skew
+    }
+  }
   int64_t trace_end = 0;
   for (const TimedPod& p : pods) trace_end = std::max({trace_end, p.creation, p.scheduled, p.deletion});
   // Lifetimes of the pods that finished inside the trace; a censored pod (never deleted, or
@@ -162,13 +239,20 @@ StatusOr<std::vector<WorkloadJob>> BuildTenantWorkload(const std::vector<TimedPo
   std::map<std::tuple<int64_t, int64_t, int64_t, int32_t, int64_t, ModelMask>, TenantIndex> submission;
   for (const TimedPod& p : pods) {
     // Every pod draws, so the assignment of one pod does not depend on which others are kept.
-    const double u = rng.UniformDouble() * sum;
+    const double u01 = rng.UniformDouble();
     const double be = rng.UniformDouble();
     const auto& q = p.pod.request;
     const auto key = std::make_tuple(p.creation / options.submission_window.count(), q.cpu.value(), q.memory.value(), q.num_gpu,
                                      q.gpu_milli.value(), q.allowed_models);
-    const TenantIndex drawn_tenant =
-        leaves[std::lower_bound(cumulative.begin(), cumulative.end(), u) - cumulative.begin()];
+    const std::vector<double>* weights = &cumulative;
+    if (!cumulative_by_day.empty()) {
+      const double x = t1 > t0 ? static_cast<double>(p.creation - t0) / static_cast<double>(t1 - t0) : 0.0;
+      const size_t day = static_cast<size_t>(std::clamp(x, 0.0, 1.0) * static_cast<double>(cumulative_by_day.size()));
+      weights = &cumulative_by_day[std::min(day, cumulative_by_day.size() - 1)];
+    }
+    const double u = u01 * weights->back();
+    const TenantIndex drawn_tenant = leaves[std::min<size_t>(
+        std::lower_bound(weights->begin(), weights->end(), u) - weights->begin(), leaves.size() - 1)];
     const TenantIndex tenant = submission.emplace(key, drawn_tenant).first->second;
     const int64_t drawn = finished[lifetimes.Uniform(finished.size())];
     if (p.creation < t0) continue;
@@ -287,6 +371,11 @@ class Loop {
     run_start_.assign(n + 1, -1);
     saved_.assign(n + 1, 0);
     double wasted_integral = 0;  // GPU milli-seconds of runs that a preemption or restart discarded
+    std::map<std::string, double> wasted_by_cause;
+    for (const char* cause : {"reclaim", "fair_share", "restart_move"}) {
+      m.preemptions_by_cause[cause] = 0;
+      wasted_by_cause[cause] = 0;
+    }
     generation_.assign(n + 1, 0);
     rejected_.assign(n + 1, 0);
     // (time, kind, job (the scheduler for kFollowUp), generation)
@@ -360,9 +449,13 @@ class Loop {
         }
         for (const sched::PreemptEvent& p : r.preempted) {
           ++generation_[p.victim];
-          wasted_integral += static_cast<double>(RequestedMilli(jobs_[p.victim - 1].job)) *
-                             static_cast<double>(Interrupt(p.victim, now));
+          const double lost = static_cast<double>(RequestedMilli(jobs_[p.victim - 1].job)) *
+                              static_cast<double>(Interrupt(p.victim, now));
+          const char* cause = p.fair_share ? "fair_share" : "reclaim";
+          wasted_integral += lost;
+          wasted_by_cause[cause] += lost;
           ++m.preemptions;
+          ++m.preemptions_by_cause[cause];
           requested_now -= RequestedMilli(jobs_[p.victim - 1].job);
           const Job& vj = jobs_[p.victim - 1].job;  // requeued
           if (vj.qos != sched::QosClass::kBestEffort) pending_gpu[vj.tenant].insert(RequestedMilli(vj));
@@ -384,10 +477,13 @@ class Loop {
           // A whole-GPU pod restarts at its destination: it loses its progress since its last
           // checkpoint (counted as a preemption) and runs the rest from there.
           ++generation_[mv.job];
-          wasted_integral += static_cast<double>(RequestedMilli(jobs_[mv.job - 1].job)) *
-                             static_cast<double>(Interrupt(mv.job, now));
+          const double lost = static_cast<double>(RequestedMilli(jobs_[mv.job - 1].job)) *
+                              static_cast<double>(Interrupt(mv.job, now));
+          wasted_integral += lost;
+          wasted_by_cause["restart_move"] += lost;
           run_start_[mv.job] = now;
           ++m.preemptions;
+          ++m.preemptions_by_cause["restart_move"];
           events.push({now + jobs_[mv.job - 1].duration.count() - saved_[mv.job], 0, mv.job,
                        generation_[mv.job]});
         }
@@ -483,6 +579,7 @@ class Loop {
     m.gpu_held_pct = 100.0 * alloc_integral / span;
     m.gpu_allocation_pct = 100.0 * requested_integral / span;
     m.gpu_allocation_wasted_pct = 100.0 * wasted_integral / span;
+    for (const auto& [cause, lost] : wasted_by_cause) m.gpu_allocation_wasted_pct_by_cause[cause] = 100.0 * lost / span;
     m.cpu_allocation_pct = 100.0 * cpu_integral / static_cast<double>(H);
     m.jain_fairness = jain_time > 0 ? jain_integral / jain_time : 1.0;
     m.jain_fairness_top_level = jain_top_time > 0 ? jain_top_integral / jain_top_time : 1.0;

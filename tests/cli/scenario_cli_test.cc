@@ -104,6 +104,36 @@ TEST(ScenarioCli, TheFairShareRuleIsAnOption) {
   EXPECT_THAT(bad.err, HasSubstr("--fair-share-rule"));
 }
 
+TEST(ScenarioCli, TenantsCanFollowTheApplicationsArrivals) {
+  TempDir dir;
+  ASSERT_EQ(RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --json a.json").exit_code, 0);
+  CommandResult r = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --tenant-arrivals app-profile --json p.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json a = nlohmann::json::parse(testing::ReadTextFile(dir.File("a.json")));
+  const nlohmann::json p = nlohmann::json::parse(testing::ReadTextFile(dir.File("p.json")));
+  EXPECT_EQ(a.at("scenario").at("tenant_arrivals"), "skew");
+  EXPECT_EQ(p.at("scenario").at("tenant_arrivals"), "app-profile");
+  // The same pods arrive at the same times; only who submits them changes.
+  EXPECT_EQ(a.at("scenario").at("jobs"), p.at("scenario").at("jobs"));
+  EXPECT_NE(a.at("dedicated").at("mean_wait_seconds_by_tenant"), p.at("dedicated").at("mean_wait_seconds_by_tenant"));
+  // Preemptions and the allocation they threw away add up over their causes.
+  for (const nlohmann::json* j : {&a, &p}) {
+    const nlohmann::json& s = j->at("shared");
+    int64_t n = 0;
+    double wasted = 0;
+    for (const char* cause : {"reclaim", "fair_share", "restart_move"}) {
+      n += s.at("preemptions_by_cause").at(cause).get<int64_t>();
+      wasted += s.at("gpu_allocation_wasted_pct_by_cause").at(cause).get<double>();
+    }
+    EXPECT_EQ(n, s.at("preemptions").get<int64_t>());
+    EXPECT_NEAR(wasted, s.at("gpu_allocation_wasted_pct").get<double>(), 1e-9);
+    EXPECT_GT(s.at("preemptions_by_cause").at("fair_share").get<int64_t>(), 0);
+  }
+  CommandResult bad = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --tenant-arrivals hourly");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--tenant-arrivals"));
+}
+
 TEST(ScenarioCli, BadQuotaFileListsEveryProblemAndExitsTwo) {
   TempDir dir;
   std::ofstream(dir.File("bad.yaml")) << "tenants:\n"

@@ -1,11 +1,12 @@
 // libFuzzer target for the trace readers: the same bytes go through sim::ParseCsv,
-// sim::ParsePodList and sim::ParseNodeList (as given, and behind a valid header so that the
-// row checks get exercised too). None may crash, trip a sanitizer, assert or hang, and the
-// results must be consistent:
+// sim::ParsePodList, sim::ParseNodeList and sim::ParseAppArrivals (as given, and behind a
+// valid header so that the row checks get exercised too). None may crash, trip a sanitizer,
+// assert or hang, and the results must be consistent:
 //   - an error is INVALID_ARGUMENT and starts with "fuzz.csv:<line>:<col>: ";
 //   - a parsed table is rectangular, with 1-based, non-decreasing line numbers;
 //   - parsed pods pass placement::ValidateTask and have unique, non-empty names;
-//   - parsed nodes make a valid ClusterSnapshot.
+//   - parsed nodes make a valid ClusterSnapshot;
+//   - parsed arrival profiles are a full rank x day grid of finite numbers >= 0.
 // When one input is both a node list and a pod list (a header with both sets of columns),
 // a small replay without tuning runs on it as well.
 //
@@ -22,6 +23,7 @@
 #include "tessera/placement/cluster_snapshot.h"
 #include "tessera/placement/task.h"
 #include "tessera/sim/csv.h"
+#include "tessera/sim/multitenant.h"
 #include "tessera/sim/replay.h"
 #include "tessera/sim/trace.h"
 
@@ -124,6 +126,19 @@ void CheckNodes(std::string_view text, const GpuModelCatalog& catalog, std::vect
   if (out != nullptr) *out = std::move(nodes).value();
 }
 
+void CheckArrivals(std::string_view text) {
+  StatusOr<std::vector<std::vector<double>>> a = sim::ParseAppArrivals(text, kPath);
+  if (!a.ok()) {
+    CheckError(a.status());
+    return;
+  }
+  FUZZ_CHECK(!a->empty(), "empty profile accepted");
+  for (const std::vector<double>& days : *a) {
+    FUZZ_CHECK(days.size() == a->front().size() && !days.empty(), "ragged profile");
+    for (double g : days) FUZZ_CHECK(g >= 0 && g <= 1e12, "gpus_created out of range");
+  }
+}
+
 // A replay without tuning on small inputs (bounded work per input).
 void MaybeReplay(const std::vector<placement::NodeSpec>& nodes, const std::vector<sim::PodRecord>& pods) {
   if (nodes.empty() || pods.empty() || nodes.size() > 16 || pods.size() > 64) return;
@@ -153,6 +168,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckPods(text, catalog, &pods);
   CheckNodes(text, catalog, &nodes);
   MaybeReplay(nodes, pods);
+  CheckArrivals(text);
 
   // The same bytes as rows under a valid header.
   const std::string pod_text = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n" + std::string(text);
@@ -160,5 +176,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckTable(pod_text);
   CheckPods(pod_text, catalog, nullptr);
   CheckNodes(node_text, catalog, nullptr);
+  CheckArrivals("rank,day,gpus_created\n" + std::string(text));
   return 0;
 }

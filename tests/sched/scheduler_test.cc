@@ -101,6 +101,7 @@ TEST(Scheduler, BorrowThenReclaimTheWorkedExample) {
   ASSERT_EQ(r.preempted.size(), 1u);
   EXPECT_EQ(r.preempted[0].victim, 2);  // B's newest job
   EXPECT_EQ(r.preempted[0].by, 3);
+  EXPECT_FALSE(r.preempted[0].fair_share);  // A takes back its guarantee
   EXPECT_TRUE(s->is_running(3));
   EXPECT_TRUE(s->is_pending(2));
   for (int c = 0; c < 20; ++c) {  // nothing moves again
@@ -262,7 +263,12 @@ TEST(Scheduler, FairSharePreemptionTakesFromTheMoreServed) {
   s->Cycle(Seconds{0});
   for (JobId id = 5; id <= 8; ++id) ASSERT_TRUE(s->Submit(MakeJob(id, 1, QosClass::kBurstable, 1, 1000, 1, 1)).ok());
   int preempted = 0;
-  for (int c = 1; c <= 10; ++c) preempted += static_cast<int>(s->Cycle(Seconds{c}).preempted.size());
+  for (int c = 1; c <= 10; ++c) {
+    for (const PreemptEvent& p : s->Cycle(Seconds{c}).preempted) {
+      EXPECT_TRUE(p.fair_share) << "victim " << p.victim;  // B borrows: not a reclaim
+      ++preempted;
+    }
+  }
   EXPECT_EQ(s->usage(0)[kGpuMilliDim], 2000);
   EXPECT_EQ(s->usage(1)[kGpuMilliDim], 2000);
   EXPECT_EQ(preempted, 2);  // and then it stops

@@ -94,6 +94,64 @@ TEST(TenantWorkload, IsSeededAndKeepsSubmissionsTogether) {
   EXPECT_GT(differ, 0);
 }
 
+TEST(TenantWorkload, AppArrivalProfilesMoveTheDrawDayByDay) {
+  // Two applications over a 2-day DLRM trace: the first created GPUs only on day 0, the second
+  // only on day 1. The openb busy window maps onto those days: every submission in its first
+  // half goes to the first leaf (rank 1), every one in its second half to the second, whatever
+  // the skew says. Without profiles both leaves draw on both days.
+  std::vector<TimedPod> pods;
+  for (int i = 0; i < 200; ++i) pods.push_back(Pod("p" + std::to_string(i), i * 3600, i * 3600 + 600, 1, 100 + i % 9 * 100));
+  auto tree = Tree({{"first", 6}, {"second", 2}});
+  WorkloadOptions opt;
+  opt.horizon = Seconds{10 * 86400};
+  opt.time_compression = 1;
+  const std::vector<std::vector<double>> arrivals = {{5, 0}, {0, 3}};
+  opt.app_arrivals = &arrivals;
+  auto w = BuildTenantWorkload(pods, tree, {0.5, 0.5}, opt);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const int64_t t0 = 2 * 3600, t1 = 199 * 3600;  // 1st percentile and last creation
+  int checked = 0;
+  for (const WorkloadJob& j : *w) {
+    const double x = static_cast<double>(j.job.submit.count()) / static_cast<double>(t1 - t0);
+    if (x == 0.5) continue;
+    EXPECT_EQ(tree.name(j.job.tenant), x < 0.5 ? "first" : "second") << "submitted at " << j.job.submit.count();
+    ++checked;
+  }
+  EXPECT_GT(checked, 190);
+  opt.app_arrivals = nullptr;
+  auto flat = BuildTenantWorkload(pods, tree, {0.5, 0.5}, opt);
+  ASSERT_TRUE(flat.ok());
+  int second_early = 0;
+  for (const WorkloadJob& j : *flat)
+    second_early += tree.name(j.job.tenant) == "second" && j.job.submit.count() < (t1 - t0) / 2;
+  EXPECT_GT(second_early, 10);
+}
+
+TEST(TenantWorkload, AppArrivalsParseEveryRankAndDayOrSayWhatIsWrong) {
+  auto ok = ParseAppArrivals("rank,app_name,day,gpus_created\n1,a,0,2\n1,a,1,0\n2,b,1,4\n2,b,0,1\n", "a.csv");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_THAT(*ok, ::testing::ElementsAre(::testing::ElementsAre(2, 0), ::testing::ElementsAre(1, 4)));
+  struct Case {
+    const char* text;
+    const char* error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"rank,gpus_created\n1,2\n", "a.csv:1:1: missing column 'day'"},
+           {"rank,day,gpus_created\n", "a.csv:1:1: no rows"},
+           {"rank,day,gpus_created\n0,0,1\n", "a.csv:2:1: rank: expected an integer in [1, 1e+06]"},
+           {"rank,day,gpus_created\n1,0.5,1\n", "a.csv:2:3: day: expected an integer in [0, 1e+06]"},
+           {"rank,day,gpus_created\n1,0,-1\n", "a.csv:2:5: gpus_created: expected a number in [0, 1e+12]"},
+           {"rank,day,gpus_created\n1,0,x\n", "a.csv:2:5: gpus_created: expected a number"},
+           {"rank,day,gpus_created\n1,0,1\n1,0,2\n", "a.csv:3:1: rank 1 day 0 appears twice"},
+           {"rank,day,gpus_created\n1,0,1\n2,1,2\n", "a.csv:1:1: expected every rank 1..2 on every day 0..1, got 2 rows"},
+           {"rank,day,gpus_created\n1000000,1000000,1\n", "expected every rank 1..1000000 on every day 0..1000000, got 1 rows"}}) {
+    auto r = ParseAppArrivals(c.text, "a.csv");
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_THAT(r.status().message(), ::testing::HasSubstr(c.error)) << c.text;
+  }
+  EXPECT_EQ(ReadAppArrivals("/nonexistent/arrivals.csv").status().code(), StatusCode::kNotFound);
+}
+
 TEST(DedicatedSlices, ApportionEachModelByGuarantee) {
   std::vector<NodeSpec> nodes = {{"a", CpuMilli{8000}, MiB{8192}, 4, Model("V100M16")},
                                  {"b", CpuMilli{8000}, MiB{8192}, 4, Model("V100M16")},
@@ -179,6 +237,11 @@ TEST(DedicatedVsShared, CountsGuaranteeViolations) {
   // 2000 GPU-seconds (5 %); it then runs 500 s again after the lender's job (600 -> 1100).
   EXPECT_DOUBLE_EQ(on->gpu_allocation_wasted_pct, 5.0);
   EXPECT_DOUBLE_EQ(on->gpu_allocation_pct, 100.0 * (100 + 500 + 500) / 2000);
+  // The lender took back its guarantee: a reclaim, not fair share.
+  EXPECT_THAT(on->preemptions_by_cause, ::testing::ElementsAre(::testing::Pair("fair_share", 0), ::testing::Pair("reclaim", 1),
+                                                               ::testing::Pair("restart_move", 0)));
+  EXPECT_DOUBLE_EQ(on->gpu_allocation_wasted_pct_by_cause.at("reclaim"), 5.0);
+  EXPECT_DOUBLE_EQ(on->gpu_allocation_wasted_pct_by_cause.at("fair_share"), 0.0);
   // With a checkpoint every 60 s it keeps 60 s of work and loses 40; it needs 440 more.
   opt.checkpoint_interval = Seconds{60};
   auto ckpt = RunShared(tree, nodes, jobs, opt);
@@ -230,6 +293,11 @@ TEST(DedicatedVsShared, AVictimThatFitsElsewhereRestartsAtTheSameInstant) {
   // 2 GPUs x 100 s, then 4 GPUs x 900 s, of 4 GPUs x 1000 s; the victim's first 100 s are lost.
   EXPECT_DOUBLE_EQ(s->gpu_allocation_pct, 100.0 * (2 * 100 + 4 * 900) / 4000);
   EXPECT_DOUBLE_EQ(s->gpu_allocation_wasted_pct, 100.0 * 100 / 4000);
+  // Neither tenant is guaranteed anything: the preemption is fair share.
+  EXPECT_EQ(s->preemptions_by_cause.at("fair_share"), 1);
+  EXPECT_EQ(s->preemptions_by_cause.at("reclaim"), 0);
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_wasted_pct_by_cause.at("fair_share"), 100.0 * 100 / 4000);
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_wasted_pct_by_cause.at("reclaim"), 0.0);
 }
 
 TEST(DedicatedVsShared, BreaksTheJainLossDownByTenantAndWaitingJobSize) {

@@ -155,6 +155,9 @@ struct StartEvent {
 struct PreemptEvent {
   JobId victim;
   JobId by;
+  // Taken by fair-share preemption (the preemptor's tenant borrows; SchedulerOptions::
+  // fair_share_preemption) rather than by reclaim (the preemptor is entitled to it).
+  bool fair_share = false;
 };
 // A consolidation move: one pod of a running job goes from one GPU to another (reported, so
 // the caller can migrate or restart it; nothing moves silently).

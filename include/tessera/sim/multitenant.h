@@ -12,8 +12,11 @@
 // of the Alibaba DLRM v2025 trace's applications (data/tenants/dlrm-app-skew.csv): the quota
 // file's leaves, ranked by guarantee, get the applications' shares in rank order (renormalised
 // over the leaves), and every submission (the pods of one request shape created in the same
-// trace hour: replicas of one deployment or job) goes to one tenant, so tenants' demand is as
-// bursty as real teams'. QoS (seeded): a `guaranteed_fraction` of the trace's LS pods are
+// trace hour: replicas of one deployment or job) goes to one tenant. By default the draw is
+// the same at every hour (each tenant sees the trace's overall arrival pattern, scaled by its
+// share); with WorkloadOptions::app_arrivals it follows each application's real day-by-day
+// arrivals (data/tenants/dlrm-app-arrivals.csv), so tenants burst and go quiet as real
+// applications do. QoS (seeded): a `guaranteed_fraction` of the trace's LS pods are
 // Guaranteed (a team's critical services), a `best_effort_fraction` of its BE pods BestEffort,
 // everything else Burstable.
 //
@@ -55,6 +58,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/core/gpu_model.h"
@@ -80,6 +84,11 @@ struct TimedPod {
 StatusOr<std::vector<TimedPod>> ReadTimedPods(const std::string& path, const GpuModelCatalog& catalog);
 // data/tenants/dlrm-app-skew.csv: application shares, largest first.
 StatusOr<std::vector<double>> ReadAppSkew(const std::string& path);
+// data/tenants/dlrm-app-arrivals.csv (columns rank, day, gpus_created; others ignored): the
+// GPUs each application created on each trace day, indexed [rank - 1][day]. Every rank 1..R on
+// every day 0..D-1 exactly once; errors name path:line:column and the field.
+StatusOr<std::vector<std::vector<double>>> ParseAppArrivals(std::string_view text, std::string_view path);
+StatusOr<std::vector<std::vector<double>>> ReadAppArrivals(const std::string& path);
 
 struct WorkloadJob {
   sched::Job job;
@@ -93,6 +102,11 @@ struct WorkloadOptions {
   double guaranteed_fraction = 0.25;   // of the trace's LS pods
   double best_effort_fraction = 0.25;  // of the trace's BE pods
   uint64_t seed = 42;
+  // Per-application daily arrivals (ReadAppArrivals), or null. When set, the tenant of a
+  // submission made at relative position x of the busy window is drawn with weight
+  // share_i * a_i(d) / mean(a_i), d = the trace day at position x of the DLRM trace: each leaf
+  // follows the bursts and lulls of its application, with the same skew on average.
+  const std::vector<std::vector<double>>* app_arrivals = nullptr;
 };
 
 // Jobs sorted by submit time, ids 1..n; only jobs arriving before the horizon.
@@ -123,6 +137,12 @@ struct ModeMetrics {
   int64_t jobs_completed = 0;
   int64_t jobs_rejected = 0;
   int64_t preemptions = 0;
+  // Preemptions and wasted allocation (in points of gpu_allocation_pct) by cause: "reclaim" (a
+  // job within its tenant's guarantee took back borrowed GPUs), "fair_share" (a borrowing job
+  // of a less-served tenant took them: sched::PreemptEvent::fair_share), "restart_move" (a
+  // whole-GPU pod moved with a restart to make room). Every cause is present, zeros included.
+  std::map<std::string, int64_t> preemptions_by_cause;
+  std::map<std::string, double> gpu_allocation_wasted_pct_by_cause;
   int64_t consolidation_moves = 0;
   double wait_seconds_p50 = 0, wait_seconds_p99 = 0;
   std::map<std::string, std::pair<double, double>> wait_by_qos;  // class -> (p50, p99)

@@ -55,6 +55,8 @@ nlohmann::json ToJson(const sim::ModeMetrics& m) {
   j["fairness_by_tenant"] = fb;
   j["guarantee_violations"] = m.guarantee_violations;
   j["preemptions"] = m.preemptions;
+  j["preemptions_by_cause"] = m.preemptions_by_cause;
+  j["gpu_allocation_wasted_pct_by_cause"] = m.gpu_allocation_wasted_pct_by_cause;
   j["consolidation_moves"] = m.consolidation_moves;
   j["scheduling_cycles"] = m.cycles;
   j["mean_pending_by_reason"] = m.mean_pending_by_reason;
@@ -64,6 +66,13 @@ nlohmann::json ToJson(const sim::ModeMetrics& m) {
   j["mean_wait_seconds_by_tenant"] = t;
   j["allocation_pct_by_hour"] = m.allocation_by_hour;
   return j;
+}
+
+// "fair_share" -> "fair share" (ModeMetrics::preemptions_by_cause keys, for people).
+std::string CauseName(const std::string& cause) {
+  if (cause == "fair_share") return "fair share";
+  if (cause == "restart_move") return "moves with a restart";
+  return cause;
 }
 
 std::string Fmt(const char* f, double v) {
@@ -126,6 +135,12 @@ std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlo
       s.jain_fairness_with_best_effort, "%.3f");
   row("guarantee violations (tenant-seconds)", d.guarantee_violations, s.guarantee_violations, "%.0f");
   row("preemptions", static_cast<double>(d.preemptions), static_cast<double>(s.preemptions), "%.0f");
+  for (const auto& [cause, n] : s.preemptions_by_cause) {
+    row("preemptions by " + CauseName(cause), static_cast<double>(d.preemptions_by_cause.at(cause)),
+        static_cast<double>(n), "%.0f");
+    row("allocation thrown away by " + CauseName(cause) + " (%)", d.gpu_allocation_wasted_pct_by_cause.at(cause),
+        s.gpu_allocation_wasted_pct_by_cause.at(cause), "%.1f");
+  }
   h += "</table>";
   // Allocation over time.
   const int W = 900, H = 260, L = 50, B = 30;
@@ -194,6 +209,12 @@ void AddScenarioFlags(CLI::App* cmd, ScenarioFlags* f) {
   cmd->add_option("--days", f->days, "Scenario: simulated horizon in days (default 7)")->check(CLI::Range(0.001, 366.0));
   cmd->add_option("--submission-window", f->submission_window, "Scenario: pods of one request shape created within this many trace seconds form one submission of one tenant (default 3600)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--tenant-arrivals", f->tenant_arrivals,
+                  "Scenario: how a submission's tenant is drawn: skew (by the DLRM applications' "
+                  "shares, the same at every hour) or app-profile (those shares modulated day by "
+                  "day by each application's real arrivals, data/tenants/dlrm-app-arrivals.csv: "
+                  "tenants burst and go quiet as the real applications did)")
+      ->check(CLI::IsMember({"skew", "app-profile"}));
   cmd->add_option("--guaranteed-fraction", f->guaranteed_fraction, "Scenario: share of the trace's LS pods that are Guaranteed (default 0.25)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--best-effort-fraction", f->best_effort_fraction, "Scenario: share of the trace's BE pods that are BestEffort (default 0.25)")
@@ -260,7 +281,14 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
   if (!pods.ok()) return fail(pods.status());
   auto skew = sim::ReadAppSkew(data + "/tenants/dlrm-app-skew.csv");
   if (!skew.ok()) return fail(skew.status());
+  std::vector<std::vector<double>> arrivals;
+  if (f.tenant_arrivals == "app-profile") {
+    auto a = sim::ReadAppArrivals(data + "/tenants/dlrm-app-arrivals.csv");
+    if (!a.ok()) return fail(a.status());
+    arrivals = std::move(*a);
+  }
   sim::WorkloadOptions wo;
+  wo.app_arrivals = arrivals.empty() ? nullptr : &arrivals;
   wo.time_compression = f.compression;
   wo.horizon = sched::Seconds{static_cast<int64_t>(f.days * 86400)};
   wo.best_effort_fraction = f.best_effort_fraction;
@@ -305,6 +333,8 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
   line("GPU allocation (requested), avg (%)", d.gpu_allocation_pct, s.gpu_allocation_pct, "%.1f");
   line("  of which runs preemptions threw away (%)", d.gpu_allocation_wasted_pct,
        s.gpu_allocation_wasted_pct, "%.1f");
+  for (const auto& [cause, v] : s.gpu_allocation_wasted_pct_by_cause)
+    line(("    by " + CauseName(cause)).c_str(), d.gpu_allocation_wasted_pct_by_cause.at(cause), v, "%.1f");
   line("  useful (the rest) (%)", d.gpu_allocation_pct - d.gpu_allocation_wasted_pct,
        s.gpu_allocation_pct - s.gpu_allocation_wasted_pct, "%.1f");
   line("GPU held (incl. whole-GPU rounding) (%)", d.gpu_held_pct, s.gpu_held_pct, "%.1f");
@@ -331,6 +361,9 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
   }
   line("guarantee violations (tenant-seconds)", d.guarantee_violations, s.guarantee_violations, "%.0f");
   line("preemptions", static_cast<double>(d.preemptions), static_cast<double>(s.preemptions), "%.0f");
+  for (const auto& [cause, n] : s.preemptions_by_cause)
+    line(("  by " + CauseName(cause)).c_str(), static_cast<double>(d.preemptions_by_cause.at(cause)),
+         static_cast<double>(n), "%.0f");
   for (const auto& [reason, v] : s.mean_pending_by_reason) {
     const double dv = d.mean_pending_by_reason.count(reason) ? d.mean_pending_by_reason.at(reason) : 0.0;
     line(("  mean jobs waiting on " + reason).c_str(), dv, v, "%.1f");
@@ -355,7 +388,8 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
                            {"time_compression", f.compression}, {"days", f.days},
                            {"best_effort_fraction", f.best_effort_fraction},
                            {"guaranteed_fraction", f.guaranteed_fraction},
-                           {"submission_window_s", f.submission_window}, {"min_runtime_s", f.min_runtime},
+                           {"submission_window_s", f.submission_window}, {"tenant_arrivals", f.tenant_arrivals},
+                           {"min_runtime_s", f.min_runtime},
                            {"half_life_s", f.half_life},
                            {"fair_share_defrag", f.fair_share_defrag},
                            {"checkpoint_interval_s", f.checkpoint_interval},

@@ -19,6 +19,7 @@ struct ScenarioFlags {
   double best_effort_fraction = 0.25;
   double guaranteed_fraction = 0.25;
   int64_t submission_window = 3600;
+  std::string tenant_arrivals = "skew";  // skew | app-profile
   int64_t min_runtime = 0;
   double half_life = 0;
   bool fair_share_defrag = true;
