@@ -12,37 +12,30 @@ Only the output CSV is shipped (data/tenants/dlrm-app-arrivals.csv); run this to
   scripts/derive_tenant_arrivals.py /path/to/disaggregated_DLRM_trace.csv > data/tenants/dlrm-app-arrivals.csv
 """
 import csv
+import os
 import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from derive_tenant_skew import rank_apps  # noqa: E402  (the same ranking as the skew file)
 
 DAY = 86400
 
 
 def main(path):
     rows = list(csv.DictReader(open(path, newline="")))
-    end = 0
-    for r in rows:
-        for k in ("creation_time", "scheduled_time", "deletion_time"):
-            if r[k]:
-                end = max(end, int(float(r[k])))
-    gpu_seconds = defaultdict(float)
     created = defaultdict(lambda: defaultdict(int))
     last_day = 0
     for r in rows:
         g = int(float(r["gpu_request"] or 0))
-        if g == 0:
+        if g == 0 or not r["creation_time"]:
             continue
-        start = r["scheduled_time"] or r["creation_time"] or "0"
-        stop = r["deletion_time"] or str(end)
-        gpu_seconds[r["app_name"]] += g * max(0, int(float(stop)) - int(float(start)))
-        if r["creation_time"]:
-            day = int(float(r["creation_time"])) // DAY
-            created[r["app_name"]][day] += g
-            last_day = max(last_day, day)
+        day = int(float(r["creation_time"])) // DAY
+        created[r["app_name"]][day] += g
+        last_day = max(last_day, day)
     out = csv.writer(sys.stdout, lineterminator="\n")
     out.writerow(["rank", "app_name", "day", "gpus_created"])
-    ranked = sorted(gpu_seconds.items(), key=lambda kv: (-kv[1], kv[0]))
-    for i, (app, _) in enumerate(ranked, 1):
+    for i, (app, _) in enumerate(rank_apps(rows), 1):
         for day in range(last_day + 1):
             out.writerow([i, app, day, created[app][day]])
 

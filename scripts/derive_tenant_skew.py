@@ -14,8 +14,8 @@ import sys
 from collections import defaultdict
 
 
-def main(path):
-    rows = list(csv.DictReader(open(path, newline="")))
+def rank_apps(rows):
+    """[(app_name, gpu_seconds)], largest first, then by name (the rank order of the output)."""
     end = 0
     for r in rows:
         for k in ("creation_time", "scheduled_time", "deletion_time"):
@@ -29,10 +29,15 @@ def main(path):
         start = r["scheduled_time"] or r["creation_time"] or "0"
         stop = r["deletion_time"] or str(end)
         gpu_seconds[r["app_name"]] += g * max(0, int(float(stop)) - int(float(start)))
-    total = sum(gpu_seconds.values())
+    return sorted(gpu_seconds.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def main(path):
+    rows = list(csv.DictReader(open(path, newline="")))
+    ranked = rank_apps(rows)
+    total = sum(gs for _, gs in ranked)
     out = csv.writer(sys.stdout, lineterminator="\n")
     out.writerow(["rank", "app_name", "gpu_seconds", "share"])
-    ranked = sorted(gpu_seconds.items(), key=lambda kv: (-kv[1], kv[0]))
     for i, (app, gs) in enumerate(ranked, 1):
         out.writerow([i, app, int(gs), f"{gs / total:.6f}"])
 
