@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <queue>
 #include <set>
@@ -165,7 +167,7 @@ StatusOr<std::vector<std::vector<double>>> ParseAppArrivals(std::string_view tex
 
 StatusOr<std::vector<std::vector<double>>> ReadAppArrivals(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError(path + ":0:0: cannot open file");
+  if (!in) return NotFoundError(path + ":0:0: cannot open file: " + std::strerror(errno));
   std::stringstream ss;
   ss << in.rdbuf();
   return ParseAppArrivals(ss.str(), path);
@@ -208,14 +210,15 @@ StatusOr<std::vector<WorkloadJob>> BuildTenantWorkload(const std::vector<TimedPo
   if (options.app_arrivals != nullptr && !options.app_arrivals->empty()) {
     const auto& arrivals = *options.app_arrivals;
     const size_t days = arrivals.front().size();
+    std::vector<double> mean(arrivals.size(), 0.0);  // per application, over the days
+    for (size_t a = 0; a < arrivals.size(); ++a)
+      for (double x : arrivals[a]) mean[a] += x / static_cast<double>(days);
     cumulative_by_day.assign(days, {});
     for (size_t d = 0; d < days; ++d) {
       double day_sum = 0;
       for (size_t i = 0; i < leaves.size(); ++i) {
-        const std::vector<double>& a = arrivals[std::min(i, arrivals.size() - 1)];
-        double mean = 0;
-        for (double x : a) mean += x / static_cast<double>(a.size());
-        const double burst = mean > 0 ? a[d] / mean : 1.0;
+        const size_t a = std::min(i, arrivals.size() - 1);
+        const double burst = mean[a] > 0 ? arrivals[a][d] / mean[a] : 1.0;  // 1: a steady app
         day_sum += app_skew[std::min(i, app_skew.size() - 1)] * burst;
         cumulative_by_day[d].push_back(day_sum);
       }
