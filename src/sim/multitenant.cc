@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <queue>
 #include <set>
@@ -60,6 +58,53 @@ int JainLossBucket(int64_t gpu_milli) {
   if (gpu_milli < 4000) return 2;
   if (gpu_milli < 8000) return 3;
   return 4;
+}
+
+std::string ShortNumber(double v) {  // 1e+06 -> "1e+06", 1 -> "1"
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// ParseAppArrivals / ReadAppArrivals once the CSV layer has read the table.
+StatusOr<std::vector<std::vector<double>>> AppArrivalsFromTable(const CsvTable& t) {
+  const std::string where = t.path + ":1:1: ";
+  std::array<size_t, 3> col{};
+  const std::array<const char*, 3> names = {"rank", "day", "gpus_created"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto c = t.ColumnIndex(names[i]);
+    if (!c) return InvalidArgumentError(where + "missing column '" + names[i] + "'");
+    col[i] = *c;
+  }
+  std::map<std::pair<int64_t, int64_t>, double> cells;
+  int64_t ranks = 0, days = 0;
+  for (const CsvRow& row : t.rows) {
+    std::array<double, 3> v{};
+    for (size_t i = 0; i < col.size(); ++i) {
+      const std::string& f = row.fields[col[i]];
+      char* end = nullptr;
+      v[i] = std::strtod(f.c_str(), &end);
+      const bool integral = i < 2;
+      const double lo = i == 0 ? 1 : 0, hi = integral ? 1e6 : 1e12;
+      if (end == f.c_str() || *end != '\0' || !(v[i] >= lo && v[i] <= hi) || (integral && v[i] != std::floor(v[i])))
+        return InvalidArgumentError(t.Where(row, col[i]) + ": " + names[i] + ": expected " +
+                                    (integral ? "an integer in [" : "a number in [") + ShortNumber(lo) + ", " + ShortNumber(hi) + "]");
+    }
+    const auto key = std::make_pair(static_cast<int64_t>(v[0]), static_cast<int64_t>(v[1]));
+    if (!cells.emplace(key, v[2]).second)
+      return InvalidArgumentError(t.Where(row, col[0]) + ": rank " + std::to_string(key.first) + " day " +
+                                  std::to_string(key.second) + " appears twice");
+    ranks = std::max(ranks, key.first);
+    days = std::max(days, key.second + 1);
+  }
+  if (cells.empty()) return InvalidArgumentError(where + "no rows");
+  const auto n = static_cast<int64_t>(cells.size());
+  if (ranks > n || days > n || ranks * days != n)  // ranks, days <= n: the product fits
+    return InvalidArgumentError(where + "expected every rank 1.." + std::to_string(ranks) + " on every day 0.." +
+                                std::to_string(days - 1) + ", got " + std::to_string(n) + " rows");
+  std::vector<std::vector<double>> out(static_cast<size_t>(ranks), std::vector<double>(static_cast<size_t>(days)));
+  for (const auto& [key, gpus] : cells) out[static_cast<size_t>(key.first - 1)][static_cast<size_t>(key.second)] = gpus;
+  return out;
 }
 
 }  // namespace
@@ -116,61 +161,14 @@ StatusOr<std::vector<double>> ReadAppSkew(const std::string& path) {
   return shares;
 }
 
-namespace {
-std::string ShortNumber(double v) {  // 1e+06 -> "1e+06", 1 -> "1"
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-}  // namespace
-
 StatusOr<std::vector<std::vector<double>>> ParseAppArrivals(std::string_view text, std::string_view path) {
   TESSERA_ASSIGN_OR_RETURN(CsvTable t, ParseCsv(text, path));
-  const std::string where = std::string(path) + ":1:1: ";
-  std::array<size_t, 3> col{};
-  const std::array<const char*, 3> names = {"rank", "day", "gpus_created"};
-  for (size_t i = 0; i < names.size(); ++i) {
-    auto c = t.ColumnIndex(names[i]);
-    if (!c) return InvalidArgumentError(where + "missing column '" + names[i] + "'");
-    col[i] = *c;
-  }
-  std::map<std::pair<int64_t, int64_t>, double> cells;
-  int64_t ranks = 0, days = 0;
-  for (const CsvRow& row : t.rows) {
-    std::array<double, 3> v{};
-    for (size_t i = 0; i < col.size(); ++i) {
-      const std::string& f = row.fields[col[i]];
-      char* end = nullptr;
-      v[i] = std::strtod(f.c_str(), &end);
-      const bool integral = i < 2;
-      const double lo = i == 0 ? 1 : 0, hi = integral ? 1e6 : 1e12;
-      if (end == f.c_str() || *end != '\0' || !(v[i] >= lo && v[i] <= hi) || (integral && v[i] != std::floor(v[i])))
-        return InvalidArgumentError(t.Where(row, col[i]) + ": " + names[i] + ": expected " +
-                                    (integral ? "an integer in [" : "a number in [") + ShortNumber(lo) + ", " + ShortNumber(hi) + "]");
-    }
-    const auto key = std::make_pair(static_cast<int64_t>(v[0]), static_cast<int64_t>(v[1]));
-    if (!cells.emplace(key, v[2]).second)
-      return InvalidArgumentError(t.Where(row, col[0]) + ": rank " + std::to_string(key.first) + " day " +
-                                  std::to_string(key.second) + " appears twice");
-    ranks = std::max(ranks, key.first);
-    days = std::max(days, key.second + 1);
-  }
-  if (cells.empty()) return InvalidArgumentError(where + "no rows");
-  const auto n = static_cast<int64_t>(cells.size());
-  if (ranks > n || days > n || ranks * days != n)  // ranks, days <= n: the product fits
-    return InvalidArgumentError(where + "expected every rank 1.." + std::to_string(ranks) + " on every day 0.." +
-                                std::to_string(days - 1) + ", got " + std::to_string(n) + " rows");
-  std::vector<std::vector<double>> out(static_cast<size_t>(ranks), std::vector<double>(static_cast<size_t>(days)));
-  for (const auto& [key, gpus] : cells) out[static_cast<size_t>(key.first - 1)][static_cast<size_t>(key.second)] = gpus;
-  return out;
+  return AppArrivalsFromTable(t);
 }
 
 StatusOr<std::vector<std::vector<double>>> ReadAppArrivals(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError(path + ":0:0: cannot open file: " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseAppArrivals(ss.str(), path);
+  TESSERA_ASSIGN_OR_RETURN(CsvTable t, ReadCsvFile(path));
+  return AppArrivalsFromTable(t);
 }
 
 StatusOr<std::vector<WorkloadJob>> BuildTenantWorkload(const std::vector<TimedPod>& pods,
