@@ -3,6 +3,9 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+# CI (CI=true) builds with warnings as errors; so does `make test WERROR=ON`.
+WERROR ?= $(if $(filter true,$(CI)),ON,OFF)
+override CMAKE_FLAGS += -DTESSERA_WERROR=$(WERROR)
 
 .PHONY: setup build demo test unit fuzz tsan shim-sanitize bench reproduce clean
 
@@ -30,11 +33,11 @@ unit: build
 
 FUZZ_SECONDS ?= 15
 fuzz: setup
-	./tests/fuzz/run.sh $(FUZZ_SECONDS)
+	WERROR=$(WERROR) ./tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 tsan: setup
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=thread \
-	  -DTESSERA_BUILD_BENCH=OFF >/dev/null
+	  -DTESSERA_BUILD_BENCH=OFF -DTESSERA_WERROR=$(WERROR) >/dev/null
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_sim_test
 	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_sim_test --gtest_filter='*Sweep*:*Parallel*'
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_daemon_test
@@ -46,12 +49,12 @@ tsan: setup
 SHIM_SANITIZE_KILLS ?= 200
 shim-sanitize: setup
 	cmake -S . -B build-shim-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=address,undefined \
-	  -DTESSERA_BUILD_BENCH=OFF >/dev/null
+	  -DTESSERA_BUILD_BENCH=OFF -DTESSERA_WERROR=$(WERROR) >/dev/null
 	cmake --build build-shim-asan -j $(JOBS) --target tessera_shim_test
 	TESSERA_SHIM_TEST_KILLS=$(SHIM_SANITIZE_KILLS) UBSAN_OPTIONS=halt_on_error=1 \
 	  ./build-shim-asan/tests/tessera_shim_test
 	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=thread \
-	  -DTESSERA_BUILD_BENCH=OFF >/dev/null
+	  -DTESSERA_BUILD_BENCH=OFF -DTESSERA_WERROR=$(WERROR) >/dev/null
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_shim_test
 	TESSERA_SHIM_TEST_KILLS=$(SHIM_SANITIZE_KILLS) TSAN_OPTIONS=halt_on_error=1 \
 	  ./$(BUILD)-tsan/tests/tessera_shim_test

@@ -15,7 +15,7 @@
 
 #include "tessera/core/gpu_model.h"
 #include "tessera/core/rng.h"
-#include "tessera/sched/quota_file.h"
+#include "tessera/config/quota_file.h"
 #include "tessera/sched/scheduler.h"
 #include "tessera/sim/multitenant.h"
 #include "tessera/sim/trace.h"
@@ -123,7 +123,7 @@ BENCHMARK(BM_SchedulingCycle)->Unit(benchmark::kMillisecond)->Iterations(50)->Re
 void BM_OneWeekScenario(benchmark::State& state) {
   const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
   const std::string data = std::string(TESSERA_SOURCE_DIR) + "/data";
-  auto quota = sched::LoadQuotaFile(data + "/scenarios/quotas-default.yaml", catalog);
+  auto quota = config::LoadQuotaFile(data + "/scenarios/quotas-default.yaml", catalog);
   auto all = sim::ReadNodeList(data + "/alibaba-gpu-2023/csv/openb_node_list_gpu_node.csv", catalog);
   auto pods = sim::ReadTimedPods(data + "/alibaba-gpu-2023/csv/openb_pod_list_default.csv", catalog);
   auto skew = sim::ReadAppSkew(data + "/tenants/dlrm-app-skew.csv");

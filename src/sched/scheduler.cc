@@ -141,9 +141,12 @@ struct Scheduler::Impl {
     std::vector<Placement> pods;
     Seconds start{0};
     Resources res;
+    uint64_t seq = 0;  // when its pods last arrived where they are (StartEvent / MoveEvent::seq)
   };
   std::unordered_map<JobId, Running> running;
-  std::vector<std::vector<JobId>> on_node;  // one entry per pod on the node
+  // One entry per pod on the node, in the order the pods arrived (ascending Running::seq).
+  std::vector<std::vector<JobId>> on_node;
+  uint64_t next_seq = 1;
   // Work that never moves once started: gang pods and whole-GPU Guaranteed pods (a fractional
   // Guaranteed pod moves live). Pods of such work per node, and the largest node size.
   static bool Immovable(const Job& j, const TaskRequest& pod) {
@@ -670,6 +673,7 @@ struct Scheduler::Impl {
     r.pods = where;
     r.start = now;
     r.res = ResourcesOf(j, &where);
+    r.seq = next_seq++;
     for (const Placement& p : where) {
       on_node[p.node.value()].push_back(j.id);
       if (Immovable(j, pod)) ++immovable_pods[p.node.value()];
@@ -677,7 +681,7 @@ struct Scheduler::Impl {
     AddUsage(j.tenant, r.res, j.qos, +1);
     running.emplace(j.id, std::move(r));
     reasons.erase(j.id);
-    out.started.push_back({j.id, where});
+    out.started.push_back({j.id, where, running.at(j.id).seq});
     caps_dirty = true;
   }
 
@@ -858,13 +862,14 @@ struct Scheduler::Impl {
       journal.RollbackTo(snap, 0);
       return false;
     }
-    for (const MoveEvent& mv : plan.moves) {
+    for (MoveEvent& mv : plan.moves) {
       Running& r = running.at(mv.job);
       auto& src = on_node[mv.from.node.value()];
       src.erase(std::find(src.begin(), src.end(), mv.job));
       on_node[mv.to.node.value()].push_back(mv.job);
       r.pods[0] = mv.to;
       if (mv.restart) r.start = now;
+      r.seq = mv.seq = next_seq++;
       out.moves.push_back(mv);
     }
     CommitStart(j, pod, {*d.placement}, plan.evicted, now, out);
@@ -935,12 +940,13 @@ struct Scheduler::Impl {
         }
       }
       if (ok && snap.Fits(ni, pod)) {
-        for (const MoveEvent& m : trial) {
+        for (MoveEvent& m : trial) {
           Running& r = running.at(m.job);
           auto& src = on_node[m.from.node.value()];
           src.erase(std::find(src.begin(), src.end(), m.job));
           on_node[m.to.node.value()].push_back(m.job);
           r.pods[0] = m.to;
+          r.seq = m.seq = next_seq++;
         }
         caps_dirty = true;
         return trial;
@@ -1014,9 +1020,9 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const TenantTree* tenants
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(impl)));
 }
 
-Status Scheduler::Submit(const Job& job) {
-  Impl& m = *impl_;
-  const std::string what = "job " + std::to_string(job.id);
+namespace {
+// What Submit and Adopt both check: a leaf tenant, a valid shape, a new id.
+Status CheckJobShape(const Scheduler::Impl& m, const Job& job, const std::string& what) {
   if (job.tenant < 0 || job.tenant >= m.tree->size())
     return InvalidArgumentError(what + ": unknown tenant");
   if (!m.tree->is_leaf(job.tenant))
@@ -1026,6 +1032,14 @@ Status Scheduler::Submit(const Job& job) {
   TESSERA_RETURN_IF_ERROR(placement::ValidateTask(job.pod).WithPrefix(what + ": "));
   if (m.pending.count(job.id) || m.running.count(job.id))
     return InvalidArgumentError(what + ": duplicate job id");
+  return Status::Ok();
+}
+}  // namespace
+
+Status Scheduler::Submit(const Job& job) {
+  Impl& m = *impl_;
+  const std::string what = "job " + std::to_string(job.id);
+  TESSERA_RETURN_IF_ERROR(CheckJobShape(m, job, what));
   const Resources r = m.ResourcesOf(job, nullptr);
   for (TenantIndex a : m.tree->path(job.tenant)) {
     if (!r.AllLessEqual(m.tree->spec(a).limit))
@@ -1055,6 +1069,123 @@ Status Scheduler::Submit(const Job& job) {
   return Status::Ok();
 }
 
+namespace {
+// What one cycle remembers between its attempts: budgets and the memos of what failed (see
+// AttemptJob). Passed explicitly; nothing of it outlives the cycle.
+struct CycleState {
+  int consolidation_budget = 8;
+  int defrag_budget = 2;
+  int64_t reclaims_left = 0;
+  std::set<ShapeKey> failed_defrag;
+  std::set<ShapeKey> failed_shapes;
+  std::set<ReclaimKey> failed_reclaims;
+  std::set<std::pair<int, ModelMask>> failed_consolidation;
+  std::set<JobId> requeued_now;  // preempted in this cycle: they wait for the next
+  size_t preempted_seen = 0;
+};
+
+// Hierarchical weighted DRF: the least-served active root, then its least-served active child,
+// ... down to a leaf (kNoTenant when none is active). `active[a]`: active leaves under a.
+// Example: roots A (share 0.2) and B (0.1), B's leaves b1 (0.3) and b2 (0.05) -> b2.
+TenantIndex PickLeastServed(const TenantTree& tree, const std::vector<double>& share,
+                            const std::vector<int>& active) {
+  const std::vector<TenantIndex>* level = &tree.roots();
+  while (true) {
+    TenantIndex best = kNoTenant;
+    for (TenantIndex c : *level)
+      if (active[c] > 0 && (best == kNoTenant || share[c] < share[best])) best = c;
+    if (best == kNoTenant || tree.is_leaf(best)) return best;
+    level = &tree.children(best);
+  }
+}
+
+// One pending job's turn in pass `pass` (0 entitled, 1 borrowing, 2 leftovers): admission
+// checks, then placement with reclaim or fair-share preemption, consolidation and
+// defragmentation as the pass allows. Records the wait reason when it does not start.
+void AttemptJob(Scheduler::Impl& m, const Job& j, int pass, Seconds now, CycleState& cs, CycleResult& out) {
+  const Resources r = m.ResourcesOf(j, nullptr);
+  // A job asking no GPU claims no guarantee: a Guaranteed one is tried in the first pass
+  // without preemption rights, a Burstable one in the second (borrowing) like any other.
+  const bool gpu_free_job = r[kGpuMilliDim] == 0;
+  if (pass == 0 && !gpu_free_job && !m.Entitled(j.tenant, r, j.qos)) {
+    if (j.qos == QosClass::kGuaranteed) m.reasons[j.id] = WaitReason::kGuarantee;
+    return;
+  }
+  if (pass == 0 && gpu_free_job && j.qos != QosClass::kGuaranteed) return;
+  if (!m.WithinLimits(j.tenant, r)) {
+    m.reasons[j.id] = WaitReason::kLimit;
+    return;
+  }
+  // Pass 1: reclaim for entitled jobs. Pass 2: fair-share preemption of borrowed work of
+  // more-served tenants (opt.fair_share_preemption).
+  const bool fair = pass == 1 && m.opt.fair_share_preemption && j.qos == QosClass::kBurstable;
+  const bool may_preempt = (pass == 0 || fair) && m.opt.preemption && !gpu_free_job;
+  const TaskRequest pod = m.EffectivePod(j);
+  const Job copy = j;  // TryStart may requeue victims (rehash of `pending`)
+  bool started = false;
+  // Within a cycle free capacity only shrinks until something is preempted or moved, so a
+  // shape that found no place (or no victims, for a tenant) is not tried again until then.
+  // Reclaim searches are also bounded per cycle; the rest wait for the next cycle.
+  const ShapeKey shape{pod.cpu.value(), pod.memory.value(), pod.gpu_milli.value(),
+                       pod.allowed_models, pod.num_gpu, copy.pods};
+  const bool cacheable = m.opt.affinity.empty();
+  const bool place_fails = !m.MayFitNow(pod) || (cacheable && cs.failed_shapes.count(shape));
+  const ReclaimKey rkey{shape, copy.tenant, static_cast<int>(copy.qos) * 2 + (fair ? 1 : 0)};
+  const bool try_reclaim = may_preempt && cs.reclaims_left > 0 &&
+                           !(cacheable && cs.failed_reclaims.count(rkey));
+  if (!place_fails || try_reclaim) {
+    const int64_t calls_before = m.reclaim_calls;
+    const size_t preempted_before = out.preempted.size();
+    started = m.TryStart(copy, try_reclaim, now, out, fair, place_fails);
+    cs.reclaims_left -= m.reclaim_calls - calls_before;
+    if (out.preempted.size() != preempted_before) {
+      cs.failed_shapes.clear();
+      cs.failed_reclaims.clear();
+    } else if (!started && cacheable && m.reasons[copy.id] == WaitReason::kCapacity) {
+      cs.failed_shapes.insert(shape);
+      if (try_reclaim) cs.failed_reclaims.insert(rkey);
+    }
+  } else {
+    m.reasons[j.id] = WaitReason::kCapacity;
+  }
+  // Consolidation for a blocked whole-GPU job: a bounded number of tries per cycle, and a
+  // shape that could not be made room for is not tried again this cycle.
+  if (!started && m.opt.consolidation && pass < 2 && copy.pods == 1 && pod.IsWholeGpu() &&
+      m.reasons[copy.id] == WaitReason::kCapacity && cs.consolidation_budget > 0 &&
+      !cs.failed_consolidation.count({pod.num_gpu, pod.allowed_models})) {
+    --cs.consolidation_budget;
+    auto moves = m.Consolidate(copy, pod);
+    if (moves.empty()) {
+      cs.failed_consolidation.insert({pod.num_gpu, pod.allowed_models});
+    } else {
+      out.moves.insert(out.moves.end(), moves.begin(), moves.end());
+      cs.failed_shapes.clear();
+      cs.failed_reclaims.clear();
+      started = m.TryStart(copy, false, now, out);
+    }
+  }
+  // Defragmentation for an entitled job nothing else could place, and with
+  // fair_share_defragmentation for a borrowing one (bounded per cycle).
+  const bool defrag_pass =
+      pass == 0 || (fair && m.opt.fair_share_defragmentation && m.opt.fair_share_preemption);
+  if (!started && defrag_pass && m.opt.defragmentation && !gpu_free_job && cs.defrag_budget > 0 &&
+      m.reasons[copy.id] == WaitReason::kCapacity && !cs.failed_defrag.count(shape)) {
+    --cs.defrag_budget;
+    // The memos stay: the cleared node is taken and the moved work went to other nodes,
+    // so what failed before gets its next try in the next cycle.
+    started = m.Defragment(copy, pod, now, out, fair);
+    if (!started) cs.failed_defrag.insert(shape);
+  }
+  if (started) {
+    m.Dequeue(copy);
+    m.pending.erase(copy.id);
+  }
+  for (size_t k = cs.preempted_seen; k < out.preempted.size(); ++k)
+    cs.requeued_now.insert(out.preempted[k].victim);
+  cs.preempted_seen = out.preempted.size();
+}
+}  // namespace
+
 CycleResult Scheduler::Cycle(Seconds now) {
   Impl& m = *impl_;
   CycleResult out;
@@ -1063,15 +1194,8 @@ CycleResult Scheduler::Cycle(Seconds now) {
   const int nt = tree.size();
   std::vector<int> active(nt, 0);  // active leaves in the subtree
   std::vector<std::set<PendingKey>::iterator> cursor(nt), stop(nt);
-  int consolidation_budget = 8;
-  int defrag_budget = 2;
-  std::set<ShapeKey> failed_defrag;
-  int64_t reclaims_left = m.opt.max_reclaims_per_cycle;
-  std::set<ShapeKey> failed_shapes;
-  std::set<ReclaimKey> failed_reclaims;
-  std::set<JobId> requeued_now;
-  size_t preempted_seen = 0;
-  std::set<std::pair<int, ModelMask>> failed_consolidation;
+  CycleState cs;
+  cs.reclaims_left = m.opt.max_reclaims_per_cycle;
 
   for (int pass = 0; pass < 3; ++pass) {
     const uint8_t lo = pass == 2 ? 2 : (pass == 1 ? 1 : 0);
@@ -1084,117 +1208,22 @@ CycleResult Scheduler::Cycle(Seconds now) {
       if (cursor[t] == stop[t]) continue;
       for (TenantIndex a : tree.path(t)) active[a]++;
     }
-    auto deactivate = [&](TenantIndex t) {
-      for (TenantIndex a : tree.path(t)) active[a]--;
-    };
     while (true) {
-      // Hierarchical weighted DRF: the least-served active root, then child, ...
-      TenantIndex pick = kNoTenant;
-      const std::vector<TenantIndex>* level = &tree.roots();
-      while (true) {
-        TenantIndex best = kNoTenant;
-        for (TenantIndex c : *level)
-          if (active[c] > 0 && (best == kNoTenant || m.share[c] < m.share[best])) best = c;
-        if (best == kNoTenant || tree.is_leaf(best)) {
-          pick = best;
-          break;
-        }
-        level = &tree.children(best);
-      }
+      const TenantIndex pick = PickLeastServed(tree, m.share, active);
       if (pick == kNoTenant) break;
       // Nothing more can start in this pass once no GPU is free, no victim search is left and
       // no CPU-only job waits: stop scanning the queue.
-      if (m.cpu_only_pending == 0 && (reclaims_left <= 0 || !m.opt.preemption || pass == 2) &&
+      if (m.cpu_only_pending == 0 && (cs.reclaims_left <= 0 || !m.opt.preemption || pass == 2) &&
           m.NoGpuFree())
         break;
       if (cursor[pick] == stop[pick]) {
-        deactivate(pick);
+        for (TenantIndex a : tree.path(pick)) active[a]--;
         continue;
       }
       const PendingKey key = *cursor[pick];
       ++cursor[pick];
-      if (requeued_now.count(key.id)) continue;  // preempted in this cycle: waits for the next
-      const Job& j = m.pending.at(key.id);
-      const Resources r = m.ResourcesOf(j, nullptr);
-      // A job asking no GPU claims no guarantee: a Guaranteed one is tried in the first pass
-      // without preemption rights, a Burstable one in the second (borrowing) like any other.
-      const bool gpu_free_job = r[kGpuMilliDim] == 0;
-      if (pass == 0 && !gpu_free_job && !m.Entitled(j.tenant, r, j.qos)) {
-        if (j.qos == QosClass::kGuaranteed) m.reasons[j.id] = WaitReason::kGuarantee;
-        continue;
-      }
-      if (pass == 0 && gpu_free_job && j.qos != QosClass::kGuaranteed) continue;
-      if (!m.WithinLimits(j.tenant, r)) {
-        m.reasons[j.id] = WaitReason::kLimit;
-        continue;
-      }
-      // Pass 1: reclaim for entitled jobs. Pass 2: fair-share preemption of borrowed work of
-      // more-served tenants (opt.fair_share_preemption).
-      const bool fair = pass == 1 && m.opt.fair_share_preemption && j.qos == QosClass::kBurstable;
-      const bool may_preempt = (pass == 0 || fair) && m.opt.preemption && !gpu_free_job;
-      const TaskRequest pod = m.EffectivePod(j);
-      const Job copy = j;  // TryStart may requeue victims (rehash of `pending`)
-      bool started = false;
-      // Within a cycle free capacity only shrinks until something is preempted or moved, so a
-      // shape that found no place (or no victims, for a tenant) is not tried again until then.
-      // Reclaim searches are also bounded per cycle; the rest wait for the next cycle.
-      const ShapeKey shape{pod.cpu.value(), pod.memory.value(), pod.gpu_milli.value(),
-                           pod.allowed_models, pod.num_gpu, copy.pods};
-      const bool cacheable = m.opt.affinity.empty();
-      const bool place_fails = !m.MayFitNow(pod) || (cacheable && failed_shapes.count(shape));
-      const ReclaimKey rkey{shape, copy.tenant, static_cast<int>(copy.qos) * 2 + (fair ? 1 : 0)};
-      const bool try_reclaim = may_preempt && reclaims_left > 0 &&
-                               !(cacheable && failed_reclaims.count(rkey));
-      if (!place_fails || try_reclaim) {
-        const int64_t calls_before = m.reclaim_calls;
-        const size_t preempted_before = out.preempted.size();
-        started = m.TryStart(copy, try_reclaim, now, out, fair, place_fails);
-        reclaims_left -= m.reclaim_calls - calls_before;
-        if (out.preempted.size() != preempted_before) {
-          failed_shapes.clear();
-          failed_reclaims.clear();
-        } else if (!started && cacheable && m.reasons[copy.id] == WaitReason::kCapacity) {
-          failed_shapes.insert(shape);
-          if (try_reclaim) failed_reclaims.insert(rkey);
-        }
-      } else {
-        m.reasons[j.id] = WaitReason::kCapacity;
-      }
-      // Consolidation for a blocked whole-GPU job: a bounded number of tries per cycle, and a
-      // shape that could not be made room for is not tried again this cycle.
-      if (!started && m.opt.consolidation && pass < 2 && copy.pods == 1 && pod.IsWholeGpu() &&
-          m.reasons[copy.id] == WaitReason::kCapacity && consolidation_budget > 0 &&
-          !failed_consolidation.count({pod.num_gpu, pod.allowed_models})) {
-        --consolidation_budget;
-        auto moves = m.Consolidate(copy, pod);
-        if (moves.empty()) {
-          failed_consolidation.insert({pod.num_gpu, pod.allowed_models});
-        } else {
-          out.moves.insert(out.moves.end(), moves.begin(), moves.end());
-          failed_shapes.clear();
-          failed_reclaims.clear();
-          started = m.TryStart(copy, false, now, out);
-        }
-      }
-      // Defragmentation for an entitled job nothing else could place, and with
-      // fair_share_defragmentation for a borrowing one (bounded per cycle).
-      const bool defrag_pass =
-          pass == 0 || (fair && m.opt.fair_share_defragmentation && m.opt.fair_share_preemption);
-      if (!started && defrag_pass && m.opt.defragmentation && !gpu_free_job && defrag_budget > 0 &&
-          m.reasons[copy.id] == WaitReason::kCapacity && !failed_defrag.count(shape)) {
-        --defrag_budget;
-        // The memos stay: the cleared node is taken and the moved work went to other nodes,
-        // so what failed before gets its next try in the next cycle.
-        started = m.Defragment(copy, pod, now, out, fair);
-        if (!started) failed_defrag.insert(shape);
-      }
-      if (started) {
-        m.Dequeue(copy);
-        m.pending.erase(copy.id);
-      }
-      for (size_t k = preempted_seen; k < out.preempted.size(); ++k)
-        requeued_now.insert(out.preempted[k].victim);
-      preempted_seen = out.preempted.size();
+      if (cs.requeued_now.count(key.id)) continue;  // preempted in this cycle: waits for the next
+      AttemptJob(m, m.pending.at(key.id), pass, now, cs, out);
     }
   }
   return out;
@@ -1225,6 +1254,75 @@ Status Scheduler::Cancel(JobId id) {
   m.pending.erase(it);
   m.reasons.erase(id);
   return Status::Ok();
+}
+
+Status Scheduler::Adopt(const Job& job, std::vector<Placement> pods, Seconds start, uint64_t seq) {
+  Impl& m = *impl_;
+  const std::string what = "job " + std::to_string(job.id);
+  TESSERA_RETURN_IF_ERROR(CheckJobShape(m, job, what));
+  if (pods.size() != static_cast<size_t>(job.pods))
+    return InvalidArgumentError(what + ": " + std::to_string(pods.size()) + " placements for " +
+                                std::to_string(job.pods) + " pods");
+  if (seq == 0) return InvalidArgumentError(what + ": seq must be > 0 (StartEvent::seq)");
+  Impl::Running r;
+  r.job = job;
+  r.pod = m.EffectivePod(job);
+  for (size_t k = 0; k < pods.size(); ++k) {
+    if (Status st = m.snap.Apply(r.pod, pods[k]); !st.ok()) {
+      for (size_t b = k; b-- > 0;) {
+        Status undo = m.snap.Undo(r.pod, pods[b]);
+        if (!undo.ok()) return InternalError(what + ": cannot take back an adopted pod: " + undo.message());
+      }
+      return InvalidArgumentError(what + ": pod " + std::to_string(k) + " cannot run where it was: " +
+                                  st.message());
+    }
+  }
+  r.pods = std::move(pods);
+  r.start = start;
+  r.res = m.ResourcesOf(job, &r.pods);
+  r.seq = seq;
+  for (const Placement& p : r.pods) {
+    auto& lst = m.on_node[p.node.value()];
+    // Keep arrival order: the pods on a node stay sorted by seq.
+    auto at = std::find_if(lst.begin(), lst.end(), [&](JobId other) { return m.running.at(other).seq > seq; });
+    lst.insert(at, job.id);
+    if (Impl::Immovable(job, r.pod)) ++m.immovable_pods[p.node.value()];
+  }
+  m.AddUsage(job.tenant, r.res, job.qos, +1);
+  m.running.emplace(job.id, std::move(r));
+  m.next_seq = std::max(m.next_seq, seq + 1);
+  m.caps_dirty = true;
+  return Status::Ok();
+}
+
+Status Scheduler::SubmitRestored(const Job& job, WaitReason last_reason) {
+  TESSERA_RETURN_IF_ERROR(Submit(job));
+  impl_->reasons[job.id] = last_reason;
+  return Status::Ok();
+}
+
+std::vector<JobId> Scheduler::running_jobs() const {
+  std::vector<std::pair<uint64_t, JobId>> by_seq;
+  by_seq.reserve(impl_->running.size());
+  for (const auto& [id, r] : impl_->running) by_seq.push_back({r.seq, id});
+  std::sort(by_seq.begin(), by_seq.end());
+  std::vector<JobId> out;
+  out.reserve(by_seq.size());
+  for (const auto& [seq, id] : by_seq) out.push_back(id);
+  return out;
+}
+
+std::vector<JobId> Scheduler::pending_jobs() const {
+  std::vector<JobId> out;
+  out.reserve(impl_->pending.size());
+  for (const auto& [id, job] : impl_->pending) out.push_back(id);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+uint64_t Scheduler::placed_seq(JobId id) const {
+  auto it = impl_->running.find(id);
+  return it == impl_->running.end() ? 0 : it->second.seq;
 }
 
 bool Scheduler::HasRunnableWaiting(TenantIndex t, bool include_best_effort) const {

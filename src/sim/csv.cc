@@ -16,6 +16,21 @@ std::string Loc(std::string_view path, int line, int col) {
   return std::string(path) + ":" + std::to_string(line) + ":" + std::to_string(col);
 }
 
+// Column names are non-empty and distinct.
+Status CheckHeader(const CsvRow& row, std::string_view path) {
+  std::unordered_set<std::string> seen;
+  for (size_t i = 0; i < row.fields.size(); ++i) {
+    if (row.fields[i].empty()) {
+      return InvalidArgumentError(Loc(path, row.line, row.columns[i]) + ": empty column name in header");
+    }
+    if (!seen.insert(row.fields[i]).second) {
+      return InvalidArgumentError(Loc(path, row.line, row.columns[i]) + ": duplicate column '" +
+                                  row.fields[i] + "' in header");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::optional<size_t> CsvTable::ColumnIndex(std::string_view name) const {
@@ -127,16 +142,7 @@ StatusOr<CsvTable> ParseCsv(std::string_view text, std::string_view path) {
     }
     if (blank && row.fields.size() == 1) continue;  // empty line
     if (!have_header) {
-      std::unordered_set<std::string> seen;
-      for (size_t i = 0; i < row.fields.size(); ++i) {
-        if (row.fields[i].empty()) {
-          return InvalidArgumentError(Loc(path, row.line, row.columns[i]) + ": empty column name in header");
-        }
-        if (!seen.insert(row.fields[i]).second) {
-          return InvalidArgumentError(Loc(path, row.line, row.columns[i]) + ": duplicate column '" +
-                                      row.fields[i] + "' in header");
-        }
-      }
+      TESSERA_RETURN_IF_ERROR(CheckHeader(row, path));
       table.header = std::move(row.fields);
       have_header = true;
       continue;

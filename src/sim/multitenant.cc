@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <queue>
 #include <set>
 #include <sstream>
@@ -358,6 +359,13 @@ class Loop {
       : tenants_(tenants), jobs_(jobs), horizon_(horizon), capacity_(capacity_milli) {}
 
   void AddScheduler(Scheduler* s) { scheds_.push_back(s); }
+  // At the first instant >= `at`, replace scheduler i by make(i), rebuilt from the old one's
+  // running and pending jobs (ScenarioOptions::restart_at).
+  using SchedulerFactory = std::function<StatusOr<std::unique_ptr<Scheduler>>(size_t)>;
+  void SetRestart(Seconds at, SchedulerFactory make) {
+    restart_at_ = at.count();
+    make_ = std::move(make);
+  }
   void SetCheckpointInterval(Seconds every) { checkpoint_interval_ = every.count(); }
   void Route(TenantIndex t, int sched, TenantIndex local) {
     if (route_.size() < static_cast<size_t>(tenants_.size())) route_.resize(tenants_.size(), {-1, -1});
@@ -366,232 +374,304 @@ class Loop {
 
   StatusOr<ModeMetrics> Run() {
     const auto wall0 = std::chrono::steady_clock::now();
-    ModeMetrics m;
-    const size_t n = jobs_.size();
-    first_start_.assign(n + 1, -1);
-    run_start_.assign(n + 1, -1);
-    saved_.assign(n + 1, 0);
+    Start();
+    const int64_t H = horizon_.count();
+    int64_t now = 0;
+    while (!events_.empty() && std::get<0>(events_.top()) < H) {
+      now = std::get<0>(events_.top());
+      if (restart_at_ > 0 && now >= restart_at_ && restarted_.empty()) TESSERA_RETURN_IF_ERROR(RestartSchedulers());
+      TESSERA_RETURN_IF_ERROR(TakeEvents(now));
+      for (size_t si = 0; si < scheds_.size(); ++si) {
+        if (!acc_.touched[si]) continue;
+        ApplyCycle(si, scheds_[si]->Cycle(Seconds{now}), now);
+      }
+      // Integrate until the next instant.
+      const int64_t next = events_.empty() ? H : std::min<int64_t>(H, std::get<0>(events_.top()));
+      Integrate(now, next);
+    }
+    Finish();
+    m_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    return std::move(m_);
+  }
+
+ private:
+  // (time, kind, job (the scheduler for kFollowUp), generation)
+  static constexpr int kFollowUp = 2;  // kinds: 0 = completion, 1 = arrival, 2 = follow-up cycle
+  using Ev = std::tuple<int64_t, int, sched::JobId, int>;
+
+  // What Run integrates over the horizon, and the per-instant scratch it reuses.
+  struct Accumulators {
     double wasted_integral = 0;  // GPU milli-seconds of runs that a preemption or restart discarded
     std::map<std::string, double> wasted_by_cause;
-    for (const char* cause : {"reclaim", "fair_share", "restart_move"}) {
-      m.preemptions_by_cause[cause] = 0;
-      wasted_by_cause[cause] = 0;
-    }
-    generation_.assign(n + 1, 0);
-    rejected_.assign(n + 1, 0);
-    // (time, kind, job (the scheduler for kFollowUp), generation)
-    constexpr int kFollowUp = 2;  // kinds: 0 = completion, 1 = arrival, 2 = follow-up cycle
-    using Ev = std::tuple<int64_t, int, sched::JobId, int>;
-    std::priority_queue<Ev, std::vector<Ev>, std::greater<>> events;
-    for (const WorkloadJob& w : jobs_) events.push({w.job.submit.count(), 1, w.job.id, 0});
-    const int64_t H = horizon_.count();
-    std::vector<double> alloc_hours(static_cast<size_t>((H + 3599) / 3600), 0.0);
+    std::vector<double> alloc_hours;
     double cpu_integral = 0;
     double jain_top_integral = 0, jain_top_time = 0;
-    std::vector<double> root_usage(tenants_.size(), 0.0);
-    std::vector<char> root_waiting(tenants_.size(), 0);
+    std::vector<double> root_usage;
+    std::vector<char> root_waiting;
     double alloc_integral = 0, requested_integral = 0, jain_integral = 0, jain_time = 0;
     double jain_be_integral = 0, jain_be_time = 0;
     // Fairness breakdown: per leaf tenant, time waiting (with G/B work), its share relative to
     // the mean of the waiting tenants integrated over that time, and the part of the Jain loss
     // put on it; the smallest G/B job each tenant has pending (GPU milli, all pods).
-    std::vector<double> fair_wait_time(tenants_.size(), 0.0), fair_rel_integral(tenants_.size(), 0.0);
-    std::vector<double> fair_loss(tenants_.size(), 0.0);
+    std::vector<double> fair_wait_time, fair_rel_integral, fair_loss;
     std::array<double, kJainLossBuckets> loss_by_bucket{};
-    std::vector<std::multiset<int64_t>> pending_gpu(tenants_.size());
+    std::vector<std::multiset<int64_t>> pending_gpu;
     std::vector<std::pair<TenantIndex, double>> waiting_x;
     int64_t requested_now = 0;
     std::array<double, sched::kWaitReasonCount> reason_sum{};
     int64_t reason_samples = 0;
-    std::vector<char> touched(scheds_.size(), 0);
-    std::vector<int64_t> follow_up_at(scheds_.size(), -1);  // the instant of its last follow-up
-    int64_t now = 0;
-    while (!events.empty() && std::get<0>(events.top()) < H) {
-      now = std::get<0>(events.top());
-      std::fill(touched.begin(), touched.end(), 0);
-      while (!events.empty() && std::get<0>(events.top()) == now) {
-        auto [t, kind, id, gen] = events.top();
-        events.pop();
-        if (kind == kFollowUp) {  // `id` is the scheduler
-          touched[static_cast<size_t>(id)] = 1;
+    std::vector<char> touched;
+    std::vector<int64_t> follow_up_at;  // the instant of each scheduler's last follow-up
+  };
+
+  void Start() {
+    const size_t n = jobs_.size();
+    first_start_.assign(n + 1, -1);
+    run_start_.assign(n + 1, -1);
+    saved_.assign(n + 1, 0);
+    for (const char* cause : {"reclaim", "fair_share", "restart_move"}) {
+      m_.preemptions_by_cause[cause] = 0;
+      acc_.wasted_by_cause[cause] = 0;
+    }
+    generation_.assign(n + 1, 0);
+    rejected_.assign(n + 1, 0);
+    for (const WorkloadJob& w : jobs_) events_.push({w.job.submit.count(), 1, w.job.id, 0});
+    const int64_t H = horizon_.count();
+    acc_.alloc_hours.assign(static_cast<size_t>((H + 3599) / 3600), 0.0);
+    const size_t nt = static_cast<size_t>(tenants_.size());
+    acc_.root_usage.assign(nt, 0.0);
+    acc_.root_waiting.assign(nt, 0);
+    acc_.fair_wait_time.assign(nt, 0.0);
+    acc_.fair_rel_integral.assign(nt, 0.0);
+    acc_.fair_loss.assign(nt, 0.0);
+    acc_.pending_gpu.assign(nt, {});
+    acc_.touched.assign(scheds_.size(), 0);
+    acc_.follow_up_at.assign(scheds_.size(), -1);
+  }
+
+  // Completions, arrivals and follow-ups at `now`: marks the schedulers that must cycle.
+  Status TakeEvents(int64_t now) {
+    std::fill(acc_.touched.begin(), acc_.touched.end(), 0);
+    while (!events_.empty() && std::get<0>(events_.top()) == now) {
+      auto [t, kind, id, gen] = events_.top();
+      events_.pop();
+      if (kind == kFollowUp) {  // `id` is the scheduler
+        acc_.touched[static_cast<size_t>(id)] = 1;
+        continue;
+      }
+      const WorkloadJob& w = jobs_[id - 1];
+      const auto [si, local] = route_[w.job.tenant];
+      if (kind == 0) {
+        if (gen != generation_[id]) continue;  // preempted since
+        if (Status st = scheds_[si]->Complete(id, Seconds{now}); !st.ok())
+          return InternalError(st.message() + " at t=" + std::to_string(now));
+        acc_.requested_now -= RequestedMilli(w.job);
+        ++m_.jobs_completed;
+      } else {
+        ++m_.jobs_submitted;
+        Job j = w.job;
+        j.tenant = local;
+        if (!scheds_[si]->Submit(j).ok()) {
+          rejected_[id] = 1;
+          ++m_.jobs_rejected;
           continue;
         }
-        const WorkloadJob& w = jobs_[id - 1];
-        const auto [si, local] = route_[w.job.tenant];
-        if (kind == 0) {
-          if (gen != generation_[id]) continue;  // preempted since
-          if (Status st = scheds_[si]->Complete(id, Seconds{now}); !st.ok()) return InternalError(st.message() + " at t=" + std::to_string(now) + " gen " + std::to_string(gen) + " first_start " + std::to_string(first_start_[id]) + " pending " + std::to_string(scheds_[si]->is_pending(id)));
-          requested_now -= RequestedMilli(w.job);
-          ++m.jobs_completed;
-        } else {
-          ++m.jobs_submitted;
-          Job j = w.job;
-          j.tenant = local;
-          if (!scheds_[si]->Submit(j).ok()) {
-            rejected_[id] = 1;
-            ++m.jobs_rejected;
-            continue;
-          }
-          if (w.job.qos != sched::QosClass::kBestEffort) pending_gpu[w.job.tenant].insert(RequestedMilli(w.job));
-        }
-        touched[si] = 1;
+        if (w.job.qos != sched::QosClass::kBestEffort) acc_.pending_gpu[w.job.tenant].insert(RequestedMilli(w.job));
       }
-      for (size_t si = 0; si < scheds_.size(); ++si) {
-        if (!touched[si]) continue;
-        sched::CycleResult r = scheds_[si]->Cycle(Seconds{now});
-        ++m.cycles;
-        // A cycle that preempted requeued its victims, and they may not start in the cycle
-        // that took them: the scheduler runs once more at the same instant, so that they are
-        // placed (or reclaim what they are entitled to) before time moves on (once per instant:
-        // reclaim and fair-share preemption cannot cycle, but the follow-up is bounded anyway).
-        if (!r.preempted.empty() && follow_up_at[si] != now) {
-          follow_up_at[si] = now;
-          events.push({now, kFollowUp, static_cast<sched::JobId>(si), 0});
-        }
-        for (const sched::PreemptEvent& p : r.preempted) {
-          ++generation_[p.victim];
-          const double lost = static_cast<double>(RequestedMilli(jobs_[p.victim - 1].job)) *
-                              static_cast<double>(Interrupt(p.victim, now));
-          const char* cause = p.fair_share ? "fair_share" : "reclaim";
-          wasted_integral += lost;
-          wasted_by_cause[cause] += lost;
-          ++m.preemptions;
-          ++m.preemptions_by_cause[cause];
-          requested_now -= RequestedMilli(jobs_[p.victim - 1].job);
-          const Job& vj = jobs_[p.victim - 1].job;  // requeued
-          if (vj.qos != sched::QosClass::kBestEffort) pending_gpu[vj.tenant].insert(RequestedMilli(vj));
-        }
-        for (const sched::StartEvent& s : r.started) {
-          if (first_start_[s.job] < 0) first_start_[s.job] = now;
-          run_start_[s.job] = now;
-          const WorkloadJob& w = jobs_[s.job - 1];
-          if (w.job.qos != sched::QosClass::kBestEffort) {
-            auto& pg = pending_gpu[w.job.tenant];
-            if (auto it = pg.find(RequestedMilli(w.job)); it != pg.end()) pg.erase(it);
-          }
-          events.push({now + w.duration.count() - saved_[s.job], 0, s.job, generation_[s.job]});
-          requested_now += RequestedMilli(w.job);
-        }
-        m.consolidation_moves += static_cast<int64_t>(r.moves.size());
-        for (const sched::MoveEvent& mv : r.moves) {
-          if (!mv.restart) continue;  // a fractional pod moves live: its end stays
-          // A whole-GPU pod restarts at its destination: it loses its progress since its last
-          // checkpoint (counted as a preemption) and runs the rest from there.
-          ++generation_[mv.job];
-          const double lost = static_cast<double>(RequestedMilli(jobs_[mv.job - 1].job)) *
-                              static_cast<double>(Interrupt(mv.job, now));
-          wasted_integral += lost;
-          wasted_by_cause["restart_move"] += lost;
-          run_start_[mv.job] = now;
-          ++m.preemptions;
-          ++m.preemptions_by_cause["restart_move"];
-          events.push({now + jobs_[mv.job - 1].duration.count() - saved_[mv.job], 0, mv.job,
-                       generation_[mv.job]});
-        }
+      acc_.touched[si] = 1;
+    }
+    return Status::Ok();
+  }
+
+  // What one cycle of scheduler `si` decided: preemptions, starts and moves.
+  void ApplyCycle(size_t si, const sched::CycleResult& r, int64_t now) {
+    ++m_.cycles;
+    // A cycle that preempted requeued its victims, and they may not start in the cycle
+    // that took them: the scheduler runs once more at the same instant, so that they are
+    // placed (or reclaim what they are entitled to) before time moves on (once per instant:
+    // reclaim and fair-share preemption cannot cycle, but the follow-up is bounded anyway).
+    if (!r.preempted.empty() && acc_.follow_up_at[si] != now) {
+      acc_.follow_up_at[si] = now;
+      events_.push({now, kFollowUp, static_cast<sched::JobId>(si), 0});
+    }
+    for (const sched::PreemptEvent& p : r.preempted) {
+      ++generation_[p.victim];
+      const double lost = static_cast<double>(RequestedMilli(jobs_[p.victim - 1].job)) *
+                          static_cast<double>(Interrupt(p.victim, now));
+      const char* cause = p.fair_share ? "fair_share" : "reclaim";
+      acc_.wasted_integral += lost;
+      acc_.wasted_by_cause[cause] += lost;
+      ++m_.preemptions;
+      ++m_.preemptions_by_cause[cause];
+      acc_.requested_now -= RequestedMilli(jobs_[p.victim - 1].job);
+      const Job& vj = jobs_[p.victim - 1].job;  // requeued
+      if (vj.qos != sched::QosClass::kBestEffort) acc_.pending_gpu[vj.tenant].insert(RequestedMilli(vj));
+    }
+    for (const sched::StartEvent& s : r.started) {
+      if (first_start_[s.job] < 0) first_start_[s.job] = now;
+      run_start_[s.job] = now;
+      const WorkloadJob& w = jobs_[s.job - 1];
+      if (w.job.qos != sched::QosClass::kBestEffort) {
+        auto& pg = acc_.pending_gpu[w.job.tenant];
+        if (auto it = pg.find(RequestedMilli(w.job)); it != pg.end()) pg.erase(it);
       }
-      // Integrate until the next instant.
-      const int64_t next = events.empty() ? H : std::min<int64_t>(H, std::get<0>(events.top()));
-      const double dt = static_cast<double>(next - now);
-      int64_t held = 0, cpu_free = 0, cpu_total = 0;
+      events_.push({now + w.duration.count() - saved_[s.job], 0, s.job, generation_[s.job]});
+      acc_.requested_now += RequestedMilli(w.job);
+    }
+    m_.consolidation_moves += static_cast<int64_t>(r.moves.size());
+    for (const sched::MoveEvent& mv : r.moves) {
+      if (!mv.restart) continue;  // a fractional pod moves live: its end stays
+      // A whole-GPU pod restarts at its destination: it loses its progress since its last
+      // checkpoint (counted as a preemption) and runs the rest from there.
+      ++generation_[mv.job];
+      const double lost = static_cast<double>(RequestedMilli(jobs_[mv.job - 1].job)) *
+                          static_cast<double>(Interrupt(mv.job, now));
+      acc_.wasted_integral += lost;
+      acc_.wasted_by_cause["restart_move"] += lost;
+      run_start_[mv.job] = now;
+      ++m_.preemptions;
+      ++m_.preemptions_by_cause["restart_move"];
+      events_.push({now + jobs_[mv.job - 1].duration.count() - saved_[mv.job], 0, mv.job, generation_[mv.job]});
+    }
+  }
+
+  // Allocation, CPU, wait-reason samples and fairness from `now` until `next`.
+  void Integrate(int64_t now, int64_t next) {
+    Accumulators& a = acc_;
+    const double dt = static_cast<double>(next - now);
+    int64_t held = 0, cpu_free = 0, cpu_total = 0;
+    for (Scheduler* s : scheds_) {
+      held += s->cluster().allocated_gpu().value();
+      const auto& c = s->cluster();
+      for (size_t k = 0; k < c.node_count(); ++k) cpu_free += c.free_cpu(NodeIndex{static_cast<uint32_t>(k)}).value();
+      cpu_total += c.total_cpu_capacity().value();
+    }
+    a.cpu_integral += static_cast<double>(cpu_total - cpu_free) / static_cast<double>(std::max<int64_t>(1, cpu_total)) * dt;
+    a.alloc_integral += static_cast<double>(held) * dt;
+    a.requested_integral += static_cast<double>(a.requested_now) * dt;
+    for (int64_t h = (now + 3599) / 3600; h * 3600 < next; ++h) {  // hourly samples
+      ++a.reason_samples;
       for (Scheduler* s : scheds_) {
-        held += s->cluster().allocated_gpu().value();
-        const auto& c = s->cluster();
-        for (size_t k = 0; k < c.node_count(); ++k) cpu_free += c.free_cpu(NodeIndex{static_cast<uint32_t>(k)}).value();
-        cpu_total += c.total_cpu_capacity().value();
-      }
-      cpu_integral += static_cast<double>(cpu_total - cpu_free) / static_cast<double>(std::max<int64_t>(1, cpu_total)) * dt;
-      alloc_integral += static_cast<double>(held) * dt;
-      requested_integral += static_cast<double>(requested_now) * dt;
-      for (int64_t h = (now + 3599) / 3600; h * 3600 < next; ++h) {  // hourly samples
-        ++reason_samples;
-        for (Scheduler* s : scheds_) {
-          const auto by = s->PendingByReason();
-          for (int r = 0; r < sched::kWaitReasonCount; ++r) reason_sum[r] += by[r];
-        }
-      }
-      for (int64_t h = now / 3600; h * 3600 < next; ++h) {
-        const int64_t lo = std::max<int64_t>(h * 3600, now), hi = std::min<int64_t>((h + 1) * 3600, next);
-        alloc_hours[h] += static_cast<double>(requested_now) * static_cast<double>(hi - lo);
-      }
-      double sx = 0, sxx = 0, bx = 0, bxx = 0;
-      int waiting = 0, waiting_be = 0;
-      std::fill(root_usage.begin(), root_usage.end(), 0.0);
-      std::fill(root_waiting.begin(), root_waiting.end(), 0);
-      waiting_x.clear();
-      for (TenantIndex t = 0; t < tenants_.size(); ++t) {
-        if (!tenants_.is_leaf(t)) continue;
-        const auto [si, local] = route_[t];
-        const Scheduler& s = *scheds_[si];
-        if (s.BelowGuaranteeWithWaiting(local)) m.guarantee_violations += dt;
-        const double used = static_cast<double>(s.usage(local)[sched::kGpuMilliDim]);
-        const TenantIndex root = tenants_.path(t).front();
-        root_usage[root] += used;
-        if (!s.HasRunnableWaiting(local, /*include_best_effort=*/true)) continue;
-        const double x = used / static_cast<double>(capacity_) / tenants_.spec(t).weight;
-        ++waiting_be;
-        bx += x;
-        bxx += x * x;
-        // A tenant waiting with BestEffort work only claims no share (leftovers only).
-        if (!s.HasRunnableWaiting(local, /*include_best_effort=*/false)) continue;
-        root_waiting[root] = 1;
-        ++waiting;
-        sx += x;
-        sxx += x * x;
-        waiting_x.emplace_back(t, x);
-      }
-      if (waiting >= 2 && dt > 0) {
-        const double jain = sxx > 0 ? sx * sx / (waiting * sxx) : 1.0;
-        jain_integral += jain * dt;
-        jain_time += dt;
-        // Breakdown: the loss (1 - J) goes to the tenants below the mean, by how far below.
-        const double mean = sx / waiting;
-        double below = 0;
-        for (const auto& [t, x] : waiting_x) below += std::max(0.0, mean - x);
-        for (const auto& [t, x] : waiting_x) {
-          fair_wait_time[t] += dt;
-          fair_rel_integral[t] += (mean > 0 ? x / mean : 1.0) * dt;
-          if (below <= 0 || x >= mean) continue;
-          const double loss = (1.0 - jain) * dt * (mean - x) / below;
-          fair_loss[t] += loss;
-          const auto& pg = pending_gpu[t];
-          loss_by_bucket[JainLossBucket(pg.empty() ? 0 : *pg.begin())] += loss;
-        }
-      }
-      if (waiting_be >= 2 && dt > 0) {
-        jain_be_integral += (bxx > 0 ? bx * bx / (waiting_be * bxx) : 1.0) * dt;
-        jain_be_time += dt;
-      }
-      // The same among the top-level tenants (organisations), whose guarantees are theirs.
-      double rx = 0, rxx = 0;
-      int rwaiting = 0;
-      for (TenantIndex r : tenants_.roots()) {
-        if (!root_waiting[r]) continue;
-        ++rwaiting;
-        const double x = root_usage[r] / static_cast<double>(capacity_) / tenants_.spec(r).weight;
-        rx += x;
-        rxx += x * x;
-      }
-      if (rwaiting >= 2 && dt > 0) {
-        jain_top_integral += (rxx > 0 ? rx * rx / (rwaiting * rxx) : 1.0) * dt;
-        jain_top_time += dt;
+        const auto by = s->PendingByReason();
+        for (int r = 0; r < sched::kWaitReasonCount; ++r) a.reason_sum[r] += by[r];
       }
     }
+    for (int64_t h = now / 3600; h * 3600 < next; ++h) {
+      const int64_t lo = std::max<int64_t>(h * 3600, now), hi = std::min<int64_t>((h + 1) * 3600, next);
+      a.alloc_hours[h] += static_cast<double>(a.requested_now) * static_cast<double>(hi - lo);
+    }
+    IntegrateFairness(dt);
+  }
+
+  // Jain's index among the waiting leaf tenants (with and without BestEffort-only waiters) and
+  // among the organisations, guarantee violations, and where the Jain loss goes.
+  void IntegrateFairness(double dt) {
+    Accumulators& a = acc_;
+    double sx = 0, sxx = 0, bx = 0, bxx = 0;
+    int waiting = 0, waiting_be = 0;
+    std::fill(a.root_usage.begin(), a.root_usage.end(), 0.0);
+    std::fill(a.root_waiting.begin(), a.root_waiting.end(), 0);
+    a.waiting_x.clear();
+    for (TenantIndex t = 0; t < tenants_.size(); ++t) {
+      if (!tenants_.is_leaf(t)) continue;
+      const auto [si, local] = route_[t];
+      const Scheduler& s = *scheds_[si];
+      if (s.BelowGuaranteeWithWaiting(local)) m_.guarantee_violations += dt;
+      const double used = static_cast<double>(s.usage(local)[sched::kGpuMilliDim]);
+      const TenantIndex root = tenants_.path(t).front();
+      a.root_usage[root] += used;
+      if (!s.HasRunnableWaiting(local, /*include_best_effort=*/true)) continue;
+      const double x = used / static_cast<double>(capacity_) / tenants_.spec(t).weight;
+      ++waiting_be;
+      bx += x;
+      bxx += x * x;
+      // A tenant waiting with BestEffort work only claims no share (leftovers only).
+      if (!s.HasRunnableWaiting(local, /*include_best_effort=*/false)) continue;
+      a.root_waiting[root] = 1;
+      ++waiting;
+      sx += x;
+      sxx += x * x;
+      a.waiting_x.emplace_back(t, x);
+    }
+    if (waiting >= 2 && dt > 0) {
+      const double jain = sxx > 0 ? sx * sx / (waiting * sxx) : 1.0;
+      a.jain_integral += jain * dt;
+      a.jain_time += dt;
+      // Breakdown: the loss (1 - J) goes to the tenants below the mean, by how far below.
+      const double mean = sx / waiting;
+      double below = 0;
+      for (const auto& [t, x] : a.waiting_x) below += std::max(0.0, mean - x);
+      for (const auto& [t, x] : a.waiting_x) {
+        a.fair_wait_time[t] += dt;
+        a.fair_rel_integral[t] += (mean > 0 ? x / mean : 1.0) * dt;
+        if (below <= 0 || x >= mean) continue;
+        const double loss = (1.0 - jain) * dt * (mean - x) / below;
+        a.fair_loss[t] += loss;
+        const auto& pg = a.pending_gpu[t];
+        a.loss_by_bucket[JainLossBucket(pg.empty() ? 0 : *pg.begin())] += loss;
+      }
+    }
+    if (waiting_be >= 2 && dt > 0) {
+      a.jain_be_integral += (bxx > 0 ? bx * bx / (waiting_be * bxx) : 1.0) * dt;
+      a.jain_be_time += dt;
+    }
+    // The same among the top-level tenants (organisations), whose guarantees are theirs.
+    double rx = 0, rxx = 0;
+    int rwaiting = 0;
+    for (TenantIndex r : tenants_.roots()) {
+      if (!a.root_waiting[r]) continue;
+      ++rwaiting;
+      const double x = a.root_usage[r] / static_cast<double>(capacity_) / tenants_.spec(r).weight;
+      rx += x;
+      rxx += x * x;
+    }
+    if (rwaiting >= 2 && dt > 0) {
+      a.jain_top_integral += (rxx > 0 ? rx * rx / (rwaiting * rxx) : 1.0) * dt;
+      a.jain_top_time += dt;
+    }
+  }
+
+  // The metrics from the integrals and the jobs' first starts.
+  void Finish() {
+    Accumulators& a = acc_;
+    ModeMetrics& m = m_;
+    const int64_t H = horizon_.count();
     const double span = static_cast<double>(H) * static_cast<double>(capacity_);
-    m.gpu_held_pct = 100.0 * alloc_integral / span;
-    m.gpu_allocation_pct = 100.0 * requested_integral / span;
-    m.gpu_allocation_wasted_pct = 100.0 * wasted_integral / span;
-    for (const auto& [cause, lost] : wasted_by_cause) m.gpu_allocation_wasted_pct_by_cause[cause] = 100.0 * lost / span;
-    m.cpu_allocation_pct = 100.0 * cpu_integral / static_cast<double>(H);
-    m.jain_fairness = jain_time > 0 ? jain_integral / jain_time : 1.0;
-    m.jain_fairness_top_level = jain_top_time > 0 ? jain_top_integral / jain_top_time : 1.0;
-    m.jain_fairness_with_best_effort = jain_be_time > 0 ? jain_be_integral / jain_be_time : 1.0;
+    m.gpu_held_pct = 100.0 * a.alloc_integral / span;
+    m.gpu_allocation_pct = 100.0 * a.requested_integral / span;
+    m.gpu_allocation_wasted_pct = 100.0 * a.wasted_integral / span;
+    for (const auto& [cause, lost] : a.wasted_by_cause) m.gpu_allocation_wasted_pct_by_cause[cause] = 100.0 * lost / span;
+    m.cpu_allocation_pct = 100.0 * a.cpu_integral / static_cast<double>(H);
+    m.jain_fairness = a.jain_time > 0 ? a.jain_integral / a.jain_time : 1.0;
+    m.jain_fairness_top_level = a.jain_top_time > 0 ? a.jain_top_integral / a.jain_top_time : 1.0;
+    m.jain_fairness_with_best_effort = a.jain_be_time > 0 ? a.jain_be_integral / a.jain_be_time : 1.0;
     for (int r = 1; r < sched::kWaitReasonCount; ++r)
       m.mean_pending_by_reason[std::string(sched::WaitReasonName(static_cast<sched::WaitReason>(r)))] =
-          reason_samples ? reason_sum[r] / static_cast<double>(reason_samples) : 0.0;
-    for (double& a : alloc_hours) a = 100.0 * a / (3600.0 * static_cast<double>(capacity_));
-    m.allocation_by_hour = std::move(alloc_hours);
-    // Waits: submit -> first start; still waiting at the horizon: the wait so far. A job its
-    // mode rejected (it can never run there) never starts: it counts like one still waiting.
+          a.reason_samples ? a.reason_sum[r] / static_cast<double>(a.reason_samples) : 0.0;
+    for (double& x : a.alloc_hours) x = 100.0 * x / (3600.0 * static_cast<double>(capacity_));
+    m.allocation_by_hour = std::move(a.alloc_hours);
+    FinishWaits();
+    double total_loss = 0;
+    for (double l : a.loss_by_bucket) total_loss += l;
+    for (int b = 0; b < kJainLossBuckets; ++b)
+      m.jain_loss_by_smallest_waiting_job[kJainLossBucketNames[b]] =
+          total_loss > 0 ? 100.0 * a.loss_by_bucket[b] / total_loss : 0.0;
+    for (TenantIndex t = 0; t < tenants_.size(); ++t) {
+      if (!tenants_.is_leaf(t)) continue;
+      TenantFairness f;
+      f.tenant = tenants_.name(t);
+      f.hours_waiting = a.fair_wait_time[t] / 3600.0;
+      f.relative_share_while_waiting = a.fair_wait_time[t] > 0 ? a.fair_rel_integral[t] / a.fair_wait_time[t] : 0.0;
+      f.jain_loss_pct = total_loss > 0 ? 100.0 * a.fair_loss[t] / total_loss : 0.0;
+      m.fairness_by_tenant.push_back(std::move(f));
+    }
+  }
+
+  // Waits: submit -> first start; still waiting at the horizon: the wait so far. A job its
+  // mode rejected (it can never run there) never starts: it counts like one still waiting.
+  void FinishWaits() {
+    ModeMetrics& m = m_;
+    const int64_t H = horizon_.count();
     std::vector<double> all;
     std::map<std::string, std::vector<double>> by_qos, by_qos_admitted;
     std::vector<double> tenant_sum(tenants_.size(), 0);
@@ -613,27 +693,9 @@ class Loop {
       m.wait_by_qos_admitted[q] = {Percentile(v, 50), Percentile(v, 99)};
     for (TenantIndex t = 0; t < tenants_.size(); ++t)
       if (tenants_.is_leaf(t))
-        m.mean_wait_by_tenant.emplace_back(tenants_.name(t),
-                                           tenant_n[t] ? tenant_sum[t] / tenant_n[t] : 0.0);
-    double total_loss = 0;
-    for (double l : loss_by_bucket) total_loss += l;
-    for (int b = 0; b < kJainLossBuckets; ++b)
-      m.jain_loss_by_smallest_waiting_job[kJainLossBucketNames[b]] =
-          total_loss > 0 ? 100.0 * loss_by_bucket[b] / total_loss : 0.0;
-    for (TenantIndex t = 0; t < tenants_.size(); ++t) {
-      if (!tenants_.is_leaf(t)) continue;
-      TenantFairness f;
-      f.tenant = tenants_.name(t);
-      f.hours_waiting = fair_wait_time[t] / 3600.0;
-      f.relative_share_while_waiting = fair_wait_time[t] > 0 ? fair_rel_integral[t] / fair_wait_time[t] : 0.0;
-      f.jain_loss_pct = total_loss > 0 ? 100.0 * fair_loss[t] / total_loss : 0.0;
-      m.fairness_by_tenant.push_back(std::move(f));
-    }
-    m.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-    return m;
+        m.mean_wait_by_tenant.emplace_back(tenants_.name(t), tenant_n[t] ? tenant_sum[t] / tenant_n[t] : 0.0);
   }
 
- private:
   int64_t RequestedMilli(const Job& j) const {
     return static_cast<int64_t>(j.pods) * j.pod.TotalGpu().value();
   }
@@ -642,7 +704,31 @@ class Loop {
   const std::vector<WorkloadJob>& jobs_;
   Seconds horizon_;
   int64_t capacity_;
+  // The control plane's restart: each scheduler rebuilt from what its caller would persist.
+  Status RestartSchedulers() {
+    for (size_t si = 0; si < scheds_.size(); ++si) {
+      TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> fresh, make_(si));
+      const Scheduler& old = *scheds_[si];
+      for (sched::JobId id : old.running_jobs()) {
+        TESSERA_RETURN_IF_ERROR(fresh->Adopt(*old.job(id), *old.placement_of(id), *old.start_time(id),
+                                             old.placed_seq(id)));
+      }
+      for (sched::JobId id : old.pending_jobs()) {
+        TESSERA_RETURN_IF_ERROR(fresh->SubmitRestored(*old.job(id), old.wait_reason(id)));
+      }
+      scheds_[si] = fresh.get();
+      restarted_.push_back(std::move(fresh));
+    }
+    return Status::Ok();
+  }
+
   std::vector<Scheduler*> scheds_;
+  std::priority_queue<Ev, std::vector<Ev>, std::greater<>> events_;
+  Accumulators acc_;
+  ModeMetrics m_;
+  int64_t restart_at_ = 0;
+  SchedulerFactory make_;
+  std::vector<std::unique_ptr<Scheduler>> restarted_;
   std::vector<std::pair<int, TenantIndex>> route_;
   std::vector<int64_t> first_start_;
   std::vector<int64_t> run_start_;  // start of the current run (a restart starts a new one)
@@ -698,6 +784,10 @@ StatusOr<ModeMetrics> RunShared(const TenantTree& tenants, const std::vector<Nod
   loop.SetCheckpointInterval(options.checkpoint_interval);
   loop.AddScheduler(s.get());
   for (TenantIndex t = 0; t < tenants.size(); ++t) loop.Route(t, 0, t);
+  if (options.restart_at.count() > 0) {
+    loop.SetRestart(options.restart_at,
+                    [&](size_t) { return Scheduler::Create(&tenants, nodes, options.scheduler); });
+  }
   return loop.Run();
 }
 
@@ -708,6 +798,12 @@ StatusOr<ModeMetrics> RunDedicated(const TenantTree& tenants, const std::vector<
   // One single-tenant tree and scheduler per leaf: guarantee = limit = the slice.
   std::vector<std::unique_ptr<TenantTree>> trees;
   std::vector<std::unique_ptr<Scheduler>> scheds;
+  struct SliceSpec {
+    const TenantTree* tree;
+    std::vector<NodeSpec> nodes;
+    sched::SchedulerOptions options;
+  };
+  std::vector<SliceSpec> slice_specs;  // what each scheduler was made of (for restart_at)
   Loop loop(tenants, jobs, options.horizon, CapacityMilli(nodes));
   loop.SetCheckpointInterval(options.checkpoint_interval);
   for (TenantIndex t = 0; t < tenants.size(); ++t) {
@@ -734,10 +830,16 @@ StatusOr<ModeMetrics> RunDedicated(const TenantTree& tenants, const std::vector<
     opt.keep_large_nodes_clearable = false;
     opt.affinity = {};
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> s,
-                             Scheduler::Create(trees.back().get(), std::move(slice), opt));
+                             Scheduler::Create(trees.back().get(), slice, opt));
     loop.AddScheduler(s.get());
     loop.Route(t, static_cast<int>(scheds.size()), 0);
     scheds.push_back(std::move(s));
+    slice_specs.push_back({trees.back().get(), std::move(slice), std::move(opt)});
+  }
+  if (options.restart_at.count() > 0) {
+    loop.SetRestart(options.restart_at, [&](size_t i) {
+      return Scheduler::Create(slice_specs[i].tree, slice_specs[i].nodes, slice_specs[i].options);
+    });
   }
   return loop.Run();
 }

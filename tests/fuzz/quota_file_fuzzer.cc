@@ -7,11 +7,11 @@
 #include <string_view>
 
 #include "tessera/core/gpu_model.h"
-#include "tessera/sched/quota_file.h"
+#include "tessera/config/quota_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto q = tessera::sched::ParseQuotaYaml(text, "fuzz.yaml", tessera::GpuModelCatalog::Builtin());
+  auto q = tessera::config::ParseQuotaYaml(text, "fuzz.yaml", tessera::GpuModelCatalog::Builtin());
   if (!q.ok()) {
     if (q.status().message().empty()) std::abort();
     return 0;

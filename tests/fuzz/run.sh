@@ -6,7 +6,8 @@
 #   tests/fuzz/run.sh 300        # 5 minutes
 #
 # Environment: BUILD_DIR (default <repo>/build-fuzz), JOBS (build parallelism, default 2),
-# CXX_COMPILER (default clang++). Exit status: 0 if the fuzzer found nothing, non-zero if it
+# CXX_COMPILER (default clang++), WERROR (ON: warnings are errors, as in CI; default OFF).
+# Exit status: 0 if the fuzzer found nothing, non-zero if it
 # crashed (the reproducer is copied to $BUILD_DIR/fuzz-artifacts/ and its path printed) or the
 # build failed. Reproduce with: $BUILD_DIR/tests/fuzz/csv_fuzzer <reproducer file>
 set -euo pipefail
@@ -24,7 +25,8 @@ cmake -S "$root" -B "$build" \
   -DCMAKE_CXX_COMPILER="${CXX_COMPILER:-clang++}" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_SANITIZE=address,undefined \
-  -DTESSERA_BUILD_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF >/dev/null
+  -DTESSERA_BUILD_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF \
+  -DTESSERA_WERROR="${WERROR:-OFF}" >/dev/null
 cmake --build "$build" -j "$jobs" --target csv_fuzzer mig_layout_fuzzer catalog_file_fuzzer quota_file_fuzzer
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/tessera-fuzz.XXXXXX")"

@@ -782,3 +782,58 @@ TEST(Scheduler, DecayedUsageRemembersHistory) {
 
 }  // namespace
 }  // namespace tessera::sched
+
+namespace tessera::sched {
+namespace {
+
+using placement::Placement;
+
+// Adopt rebuilds state after a restart: what runs, runs where it ran; a placement that cannot
+// be (wrong pod count, a full GPU, a node outside the cluster) is refused with the job named.
+TEST(SchedulerAdopt, RebuildsUsageAndPlacementsOrSaysWhatCannotBe) {
+  TenantTree tree = Tree({{"a", "", 1000}, {"b", "", 1000}});
+  auto s = Make(tree, Nodes(1, 2));
+  const Placement gpu0{NodeIndex{0}, placement::GpuBit(0)};
+  const Placement gpu1{NodeIndex{0}, placement::GpuBit(1)};
+  ASSERT_TRUE(s->Adopt(MakeJob(7, 1, QosClass::kBurstable, 1), {gpu0}, Seconds{100}, 5).ok());
+  EXPECT_TRUE(s->is_running(7));
+  EXPECT_EQ(s->usage(1)[kGpuMilliDim], 1000);
+  EXPECT_EQ(s->cluster().gpu_free(NodeIndex{0}, 0), 0);
+  EXPECT_EQ(s->start_time(7), Seconds{100});
+  EXPECT_EQ(s->placed_seq(7), 5u);
+
+  EXPECT_THAT(s->Adopt(MakeJob(8, 0, QosClass::kBurstable, 1), {gpu0}, Seconds{0}, 6).message(),
+              HasSubstr("job 8: pod 0 cannot run where it was"));
+  EXPECT_THAT(s->Adopt(MakeJob(9, 0, QosClass::kBurstable, 1, 1000, 2), {gpu1}, Seconds{0}, 6).message(),
+              HasSubstr("job 9: 1 placements for 2 pods"));
+  EXPECT_THAT(s->Adopt(MakeJob(7, 0, QosClass::kBurstable, 1), {gpu1}, Seconds{0}, 6).message(),
+              HasSubstr("duplicate job id"));
+  EXPECT_THAT(s->Adopt(MakeJob(10, 0, QosClass::kBurstable, 1), {{NodeIndex{3}, placement::GpuBit(0)}},
+                       Seconds{0}, 6).message(),
+              HasSubstr("outside the cluster"));
+  // A refused adoption leaves nothing behind: GPU 1 is still free.
+  EXPECT_EQ(s->cluster().gpu_free(NodeIndex{0}, 1), 1000);
+  EXPECT_EQ(s->running_count(), 1u);
+
+  // The adopted borrower is reclaimed like any other: a's entitled job takes GPU 1 first, then
+  // b's second job waits (b is at its guarantee) and a's next Guaranteed job waits on capacity.
+  ASSERT_TRUE(s->Submit(MakeJob(11, 0, QosClass::kGuaranteed, 1)).ok());
+  CycleResult r = s->Cycle(Seconds{200});
+  ASSERT_EQ(r.started.size(), 1u);
+  EXPECT_EQ(r.started[0].job, 11);
+  EXPECT_GT(r.started[0].seq, 5u);  // the sequence continues after the adopted one
+}
+
+// The restored queue keeps the last wait reasons until the next cycle decides again.
+TEST(SchedulerAdopt, RestoredPendingJobsKeepTheirWaitReason) {
+  TenantTree tree = Tree({{"a", "", 1000}});
+  auto s = Make(tree, Nodes(1, 1));
+  ASSERT_TRUE(s->SubmitRestored(MakeJob(3, 0, QosClass::kBurstable, 1), WaitReason::kLimit).ok());
+  EXPECT_EQ(s->wait_reason(3), WaitReason::kLimit);
+  EXPECT_EQ(s->pending_jobs(), std::vector<JobId>{3});
+  s->Cycle(Seconds{0});
+  EXPECT_TRUE(s->is_running(3));
+}
+
+}  // namespace
+}  // namespace tessera::sched

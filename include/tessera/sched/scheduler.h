@@ -148,9 +148,14 @@ enum class WaitReason : uint8_t {
 inline constexpr int kWaitReasonCount = 5;
 std::string_view WaitReasonName(WaitReason r);
 
+// `seq` (starts and moves): the scheduler's placement sequence, increasing over every start and
+// move it makes. A caller that persists decisions keeps the latest seq of each running job and
+// hands it back to Adopt after a restart: the scheduler breaks some ties by the order in which
+// pods arrived on a node, and seq restores that order exactly.
 struct StartEvent {
   JobId job;
   std::vector<placement::Placement> pods;
+  uint64_t seq = 0;
 };
 struct PreemptEvent {
   JobId victim;
@@ -167,6 +172,7 @@ struct MoveEvent {
   placement::Placement from, to;
   JobId for_job;   // the queued job the move makes room for
   bool restart = false;  // a whole-GPU pod restarts at its destination (a fractional one moves live)
+  uint64_t seq = 0;      // see StartEvent::seq
 };
 // A job is never both started and preempted in one cycle: a job started in a cycle is not a
 // victim in it, and a victim waits for the next cycle.
@@ -195,6 +201,33 @@ class Scheduler {
   Status Complete(JobId id, Seconds now);
   // Takes a pending job out of the queue (NOT_FOUND if it is not pending).
   Status Cancel(JobId id);
+
+  // --- rebuilding after a restart -----------------------------------------------------------
+  // A fresh scheduler (same tenants, nodes and options) given every running job with Adopt and
+  // every pending job with SubmitRestored, as its caller persisted them from the cycles'
+  // results, makes the same decisions from then on as the scheduler it replaces (the property
+  // tested by running the default scenario with sim::ScenarioOptions::restart_at). Not
+  // restored: fair-share usage decay (fair_share_half_life_s > 0 restarts it from current
+  // usage) and the state of placement policies that keep state across decisions (random's RNG
+  // draws, nextfit's cursor); the default policies (tessera, fgd) keep none.
+  //
+  // A job that runs: `pods` where its pods run (one per gang member), `start` when it started
+  // (or restarted after a move with restart), `seq` its latest StartEvent/MoveEvent::seq.
+  // Checked like Submit (tenant, shape, duplicate id) and against the cluster: a placement that
+  // does not fit what is already adopted is INVALID_ARGUMENT, naming the job and the node.
+  // Limits and guarantees are not checked: what runs, runs (a quota lowered while the
+  // scheduler was down makes the tenant a borrower, whose work reclaim may take back).
+  // Example: Adopt(job 7 {tenant a, 1 x 0.5 GPU}, {{node 3, GPU 1}}, 120 s, seq 41): node 3's
+  // GPU 1 has 500 milli less free, a's usage grows by 0.5 GPU, and job 7 may be preempted
+  // once it has run min_runtime (counted from 120 s).
+  Status Adopt(const Job& job, std::vector<placement::Placement> pods, Seconds start, uint64_t seq);
+  // A job that waits: queued as Submit does, with the wait reason it last had.
+  Status SubmitRestored(const Job& job, WaitReason last_reason);
+  // The running jobs in placement order (ascending seq) and the pending jobs (ascending id).
+  std::vector<JobId> running_jobs() const;
+  std::vector<JobId> pending_jobs() const;
+  // The running job's latest seq (0 if it is not running).
+  uint64_t placed_seq(JobId id) const;
 
   const placement::ClusterSnapshot& cluster() const;
   const TenantTree& tenants() const;

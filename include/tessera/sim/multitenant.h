@@ -175,6 +175,13 @@ struct ScenarioOptions {
   // A stopped job (preempted, or a whole-GPU pod moved by defragmentation) resumes from its
   // last checkpoint, taken every this many seconds of its run; 0: it starts over.
   sched::Seconds checkpoint_interval{0};
+  // > 0: the control plane restarts at the first instant at or after this time: before that
+  // instant's events, every scheduler is replaced by a fresh one (same tenants, nodes and
+  // options) rebuilt from what a control plane persists: its running jobs (Scheduler::Adopt,
+  // with their placements, start times and seq) and its pending queue with the last wait
+  // reasons (SubmitRestored). Results are identical to a run without the restart (tested):
+  // what makes a restart of `tessera serve` safe.
+  sched::Seconds restart_at{0};
 };
 
 // Runs `jobs` on `nodes` in the shared mode.

@@ -10,7 +10,7 @@
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
 #include "tessera/core/gpu_model.h"
-#include "tessera/sched/quota_file.h"
+#include "tessera/config/quota_file.h"
 #include "tessera/sim/multitenant.h"
 #include "tessera/sim/trace.h"
 
@@ -265,7 +265,7 @@ int RunScenario(const ScenarioFlags& f, const std::string& json_out, const std::
     std::cerr << "tessera simulate: " << s.message() << "\n";
     return kExitBadInput;
   };
-  auto quota = sched::LoadQuotaFile(quotas_path, catalog);
+  auto quota = config::LoadQuotaFile(quotas_path, catalog);
   if (!quota.ok()) return fail(quota.status());
   auto all_nodes = sim::ReadNodeList(nodes_path, catalog);
   if (!all_nodes.ok()) return fail(all_nodes.status());

@@ -1,4 +1,4 @@
-#include "tessera/sched/quota_file.h"
+#include "tessera/config/quota_file.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -6,7 +6,18 @@
 #include <sstream>
 #include <vector>
 
-namespace tessera::sched {
+namespace tessera::config {
+
+using sched::Resources;
+using sched::ResourceSpace;
+using sched::TenantSpec;
+using sched::TenantTree;
+using sched::kFirstModelDim;
+using sched::kGpuMemoryDim;
+using sched::kGpuMilliDim;
+using sched::kMaxQuotaModels;
+using sched::kUnlimited;
+
 namespace {
 
 // Collects problems while walking the YAML tree.
@@ -209,4 +220,4 @@ StatusOr<QuotaFile> LoadQuotaFile(const std::string& path, const GpuModelCatalog
   return ParseQuotaYaml(ss.str(), path, catalog);
 }
 
-}  // namespace tessera::sched
+}  // namespace tessera::config

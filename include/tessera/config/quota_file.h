@@ -15,7 +15,8 @@
 // Every problem is reported at once, each with file:line and the tenant or field: bad YAML,
 // unknown keys, non-integer or negative quantities, unknown GPU models (the catalog's names),
 // unknown parents, cycles, guaranteed > limit, children over their parent, guarantees over the
-// capacity. Thread-safety: pure functions.
+// capacity. The config layer: the only place that reads this file (sched does no I/O); callers
+// are the CLI, the simulator's scenario and, later, `tessera serve`. Thread-safety: pure functions.
 #pragma once
 
 #include <optional>
@@ -26,11 +27,11 @@
 #include "tessera/core/status.h"
 #include "tessera/sched/tenant.h"
 
-namespace tessera::sched {
+namespace tessera::config {
 
 struct QuotaFile {
-  TenantTree tenants;
-  std::optional<Resources> capacity;
+  sched::TenantTree tenants;
+  std::optional<sched::Resources> capacity;
 };
 
 // `source` names the file in messages. GPU model names are checked against `catalog`.
@@ -39,4 +40,4 @@ StatusOr<QuotaFile> ParseQuotaYaml(std::string_view text, std::string_view sourc
 // Reads and parses a file (NOT_FOUND if it cannot be read).
 StatusOr<QuotaFile> LoadQuotaFile(const std::string& path, const GpuModelCatalog& catalog);
 
-}  // namespace tessera::sched
+}  // namespace tessera::config

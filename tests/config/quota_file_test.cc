@@ -1,12 +1,18 @@
-#include "tessera/sched/quota_file.h"
+#include "tessera/config/quota_file.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-namespace tessera::sched {
+namespace tessera::config {
 namespace {
 
 using ::testing::HasSubstr;
+using sched::kNoTenant;
+using sched::TenantIndex;
+using sched::TenantTree;
+using sched::kGpuMemoryDim;
+using sched::kGpuMilliDim;
+using sched::kUnlimited;
 
 const GpuModelCatalog& Cat() { return GpuModelCatalog::Builtin(); }
 
@@ -113,20 +119,5 @@ TEST(QuotaFile, RejectsUnknownKeysModelsAndBadYaml) {
   EXPECT_FALSE(ParseQuotaYaml("- 1\n- 2\n", "l.yaml", Cat()).ok());
 }
 
-TEST(TenantTree, CheckFitsAgainstALaterCapacity) {
-  std::vector<TenantSpec> specs(2);
-  specs[0].name = "a";
-  specs[0].guaranteed[kGpuMilliDim] = 3000;
-  specs[1].name = "b";
-  specs[1].guaranteed[kGpuMilliDim] = 2000;
-  auto tree = TenantTree::Create(specs, ResourceSpace());
-  ASSERT_TRUE(tree.ok());
-  Resources cap = Resources::Filled(kUnlimited);
-  cap[kGpuMilliDim] = 5000;
-  EXPECT_TRUE(tree->CheckFits(cap).ok());
-  cap[kGpuMilliDim] = 4999;
-  EXPECT_FALSE(tree->CheckFits(cap).ok());
-}
-
 }  // namespace
-}  // namespace tessera::sched
+}  // namespace tessera::config
