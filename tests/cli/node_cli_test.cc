@@ -145,17 +145,24 @@ TEST(NodeCli, TwoTenantsShareByWeight) {
   auto start = [&](const std::string& name, int share) {
     const std::string cmd = "cd '" + dir.path() + "' && " + Env(dir) + "'" + kBinary + "' run --tenant " + name +
                             " --gpu 0 --mem 1GiB --share " + std::to_string(share) + " -- '" + kProbe +
-                            "' init kernels:2000:1000:'" + go + "' > '" + dir.path() + "/" + name + ".out'";
+                            "' init meminfo kernels:2000:1000:'" + go + "' > '" + dir.path() + "/" + name + ".out'";
     return ::popen(cmd.c_str(), "w");
   };
   FILE* a = start("a", 30);
   FILE* b = start("b", 70);
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // both registered and polling
-  ASSERT_EQ(std::system(("touch '" + go + "'").c_str()), 0);
+  // Ready handshake: a probe prints its meminfo line once admitted, right before it waits for `go`.
+  bool ready = false;
+  for (int i = 0; i < 2000 && !ready; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ready = testing::ReadTextFile(dir.path() + "/a.out").find("meminfo") != std::string::npos &&
+            testing::ReadTextFile(dir.path() + "/b.out").find("meminfo") != std::string::npos;
+  }
+  ASSERT_EQ(std::system(("touch '" + go + "'").c_str()), 0);  // also when not ready: they must end
   EXPECT_EQ(::pclose(a), 0);
   EXPECT_EQ(::pclose(b), 0);
+  ASSERT_TRUE(ready) << "the probes did not report ready";
   auto count = [&](const std::string& name) {
     const std::string text = testing::ReadTextFile(dir.path() + "/" + name + ".out");
     const size_t at = text.find("kernels count=");
@@ -268,6 +275,9 @@ bool Dead(pid_t pid, std::chrono::seconds timeout) {
 TEST(NodeCli, KillingTesseraRunKillsItsCommand) {
   TempDir dir;
   ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);  // the orphaned command becomes our child
+  struct Unset {
+    ~Unset() { ::prctl(PR_SET_CHILD_SUBREAPER, 0); }
+  } unset;
   const std::string out = dir.path() + "/run.out", pid_file = dir.path() + "/cmd.pid";
   int in[2];
   ASSERT_EQ(::pipe(in), 0);
@@ -293,15 +303,15 @@ TEST(NodeCli, KillingTesseraRunKillsItsCommand) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ready = testing::ReadTextFile(out).find("wait ready") != std::string::npos;
   }
-  ASSERT_TRUE(ready) << testing::ReadTextFile(out);
-  const pid_t command = static_cast<pid_t>(std::stol(testing::ReadTextFile(pid_file)));
+  const pid_t command = static_cast<pid_t>(std::strtol(testing::ReadTextFile(pid_file).c_str(), nullptr, 10));
   ASSERT_EQ(::kill(run, SIGKILL), 0);
   ASSERT_EQ(::waitpid(run, nullptr, 0), run);
-  const bool died = Dead(command, std::chrono::seconds(20));
-  if (!died) ::kill(command, SIGKILL);
+  const bool died = command > 0 && Dead(command, std::chrono::seconds(20));
+  if (!died && command > 0) ::kill(command, SIGKILL);
   ::close(in[1]);
-  if (!died) Dead(command, std::chrono::seconds(20));
-  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
+  if (!died && command > 0) Dead(command, std::chrono::seconds(20));
+  ASSERT_TRUE(ready) << testing::ReadTextFile(out);
+  ASSERT_GT(command, 0);
   EXPECT_TRUE(died) << "the command outlived its tessera run";
   // A new tenant: all 64 MiB of its limit are free (it did not get the dead one's charged index).
   CommandResult b = Tessera(dir, "run --tenant b --gpu 0 --mem 64MiB --share 50 -- '" + kProbe + "' init meminfo");
