@@ -40,8 +40,8 @@ tsan: setup
 	  -DTESSERA_BUILD_BENCH=OFF -DTESSERA_WERROR=$(WERROR) >/dev/null
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_sim_test
 	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_sim_test --gtest_filter='*Sweep*:*Parallel*'
-	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_daemon_test
-	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_daemon_test --gtest_filter='*Threads*'
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_node_test
+	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_node_test --gtest_filter='*Threads*'
 
 # libtessera-shim.so's tests under AddressSanitizer (+UBSan, own build folder) and ThreadSanitizer
 # (the tsan target's build folder). The probe processes get the sanitizer runtime preloaded before the shim; the kill -9

@@ -6,12 +6,24 @@
 //   - `node status --json` shows a running tenant's limit, usage and share, and forgets it after;
 //   - two tenants with shares 30 and 70 get about 30/70 of the kernels (the arbiter runs inside
 //     `tessera run`; loose tolerance for a loaded 2-core CI machine, see tests/shim/compute_test.cc);
-//   - bad flags: exit 2 with one line naming the problem.
+//   - bad flags: exit 2 with one line naming the problem;
+//   - fail closed: no shim, no arbiter admission, a corrupt registry -> the command does not run;
+//   - --gpu N pins the command to GPU N (CUDA_VISIBLE_DEVICES = its UUID from NVML, else N);
+//   - a SIGKILLed `tessera run` takes its command with it, and its charge is not inherited.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -68,9 +80,13 @@ TEST(NodeCli, StatusShowsARunningTenant) {
     ready = testing::ReadTextFile(out).find("wait ready") != std::string::npos;
   }
   ASSERT_TRUE(ready) << testing::ReadTextFile(out);
-  CommandResult status = Tessera(dir, "node status --json");
+  CommandResult status = Tessera(dir, "node status --json -");
   CommandResult text = Tessera(dir, "node status");
+  CommandResult other_gpu =
+      Tessera(dir, "run --tenant alice --gpu 1 --mem 8GiB --share 30 --nvml /nonexistent/libnvidia-ml.so.1 -- true");
   EXPECT_EQ(::pclose(run), 0);
+  EXPECT_EQ(other_gpu.exit_code, 1);
+  EXPECT_EQ(other_gpu.err, "tessera run: tenant 'alice' already runs on GPU 0 (one GPU per tenant)\n");
   ASSERT_EQ(status.exit_code, 0) << status.err;
   const nlohmann::json j = nlohmann::json::parse(status.out);
   ASSERT_EQ(j["gpus"].size(), 1u) << status.out;
@@ -86,7 +102,7 @@ TEST(NodeCli, StatusShowsARunningTenant) {
   EXPECT_EQ(t["scrub"], false);
   EXPECT_THAT(text.out, HasSubstr("alice"));
   // After the command: the tenant is gone, its memory released.
-  CommandResult after = Tessera(dir, "node status --json");
+  CommandResult after = Tessera(dir, "node status --json -");
   EXPECT_EQ(nlohmann::json::parse(after.out)["gpus"].size(), 0u) << after.out;
 }
 
@@ -108,7 +124,7 @@ TEST(NodeCli, ScrubIsATenantSettingShownByStatusAndZeroesOnFree) {
   }
   ASSERT_TRUE(ready) << testing::ReadTextFile(out);
   CommandResult joined = Tessera(dir, "run --tenant bob --gpu 0 --mem 64MiB --share 50 -- '" + kProbe + "' init");
-  CommandResult status = Tessera(dir, "node status --json");
+  CommandResult status = Tessera(dir, "node status --json -");
   CommandResult text = Tessera(dir, "node status");
   EXPECT_EQ(::pclose(run), 0);
   EXPECT_EQ(joined.exit_code, 0) << joined.err;
@@ -129,17 +145,24 @@ TEST(NodeCli, TwoTenantsShareByWeight) {
   auto start = [&](const std::string& name, int share) {
     const std::string cmd = "cd '" + dir.path() + "' && " + Env(dir) + "'" + kBinary + "' run --tenant " + name +
                             " --gpu 0 --mem 1GiB --share " + std::to_string(share) + " -- '" + kProbe +
-                            "' init kernels:2000:1000:'" + go + "' > '" + dir.path() + "/" + name + ".out'";
+                            "' init meminfo kernels:2000:1000:'" + go + "' > '" + dir.path() + "/" + name + ".out'";
     return ::popen(cmd.c_str(), "w");
   };
   FILE* a = start("a", 30);
   FILE* b = start("b", 70);
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // both registered and polling
-  ASSERT_EQ(std::system(("touch '" + go + "'").c_str()), 0);
+  // Ready handshake: a probe prints its meminfo line once admitted, right before it waits for `go`.
+  bool ready = false;
+  for (int i = 0; i < 2000 && !ready; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ready = testing::ReadTextFile(dir.path() + "/a.out").find("meminfo") != std::string::npos &&
+            testing::ReadTextFile(dir.path() + "/b.out").find("meminfo") != std::string::npos;
+  }
+  ASSERT_EQ(std::system(("touch '" + go + "'").c_str()), 0);  // also when not ready: they must end
   EXPECT_EQ(::pclose(a), 0);
   EXPECT_EQ(::pclose(b), 0);
+  ASSERT_TRUE(ready) << "the probes did not report ready";
   auto count = [&](const std::string& name) {
     const std::string text = testing::ReadTextFile(dir.path() + "/" + name + ".out");
     const size_t at = text.find("kernels count=");
@@ -161,6 +184,179 @@ TEST(NodeCli, BadFlagsAreExit2) {
   ExpectBadInput(Tessera(dir, "run --tenant a --gpu 0 --mem 8GiB --share 101 -- true"), "--share");
   ExpectBadInput(Tessera(dir, "run --tenant a --gpu 0 --mem 8GiB --share 30"), "no command given");
   ExpectBadInput(Tessera(dir, "run --tenant a --gpu 16 --mem 8GiB --share 30 -- true"), "--gpu");
+  // A size needs a unit: "4096" is not silently 4096 bytes.
+  CommandResult bare = Tessera(dir, "run --tenant a --gpu 0 --mem 4096 --share 30 -- true");
+  ExpectBadInput(bare, "tessera run: --mem '4096': no unit");
+  EXPECT_THAT(bare.err, HasSubstr("B, KiB, MiB, GiB, TiB, KB, MB, GB or TB"));
+}
+
+// The shim cannot be loaded: the command must not run without limits (fail closed).
+TEST(NodeCli, RefusesToRunWithoutALoadableShim) {
+  TempDir dir;
+  const std::string ran = dir.path() + "/ran";
+  const std::string run = "run --tenant a --gpu 0 --mem 1GiB --share 50 -- touch '" + ran + "'";
+  CommandResult missing =
+      testing::RunTessera(dir, run, Env(dir) + "TESSERA_SHIM_PATH=/nonexistent/libtessera-shim.so");
+  ExpectBadInput(missing, "tessera run: /nonexistent/libtessera-shim.so");
+  EXPECT_THAT(missing.err, ::testing::StartsWith("tessera run: "));
+  ASSERT_EQ(std::system(("echo 'not a library' > '" + dir.path() + "/fake.so'").c_str()), 0);
+  CommandResult not_elf = testing::RunTessera(dir, run, Env(dir) + "TESSERA_SHIM_PATH='" + dir.path() + "/fake.so'");
+  ExpectBadInput(not_elf, dir.path() + "/fake.so");
+  CommandResult folder = testing::RunTessera(dir, run, Env(dir) + "TESSERA_SHIM_PATH='" + dir.path() + "'");
+  ExpectBadInput(folder, "tessera run: " + dir.path());
+  EXPECT_NE(::access(ran.c_str(), F_OK), 0) << "the command ran without the shim";
+}
+
+// Nobody drives GPU 0's lease board (its arbiter lock is held by a process that never steps):
+// the command would launch ungated, so tessera run refuses after the admission wait.
+TEST(NodeCli, RefusesToRunWhenTheArbiterNeverAdmitsTheTenant) {
+  TempDir dir;
+  ASSERT_EQ(::mkdir((dir.path() + "/node").c_str(), 0755), 0);
+  const int fd = ::open((dir.path() + "/node/arbiter-gpu0.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  const std::string ran = dir.path() + "/ran";
+  CommandResult r = Tessera(dir, "run --tenant a --gpu 0 --mem 1GiB --share 50 -- touch '" + ran + "'");
+  ::close(fd);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("tessera run: GPU 0's lease arbiter did not admit tenant 'a'"));
+  EXPECT_NE(::access(ran.c_str(), F_OK), 0) << "the command ran ungated";
+  // The failed run left nothing behind.
+  CommandResult next = Tessera(dir, "node status --json -");
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(nlohmann::json::parse(next.out)["gpus"].size(), 0u) << next.out;
+}
+
+// --gpu N: the command sees only GPU N (its NVML UUID, else the index), the shim maps ordinal 0
+// to node GPU N, and a caller's CUDA_VISIBLE_DEVICES can narrow but never widen that.
+TEST(NodeCli, GpuFlagPinsTheCommandToThatGpu) {
+  TempDir dir;
+  const std::string nvml = "TESSERA_FAKE_NVML_CONFIG='H100-80GB*2' ";
+  const std::string show = " -- sh -c 'echo \"CVD=$CUDA_VISIBLE_DEVICES SG=$TESSERA_SHIM_GPUS\"'";
+  const std::string fake = " --nvml '" + std::string(TESSERA_FAKE_NVML_PATH) + "'";
+  CommandResult uuid = testing::RunTessera(dir, "run --tenant a --gpu 1 --mem 1GiB --share 50" + fake + show,
+                                           Env(dir) + nvml);
+  ASSERT_EQ(uuid.exit_code, 0) << uuid.err;
+  EXPECT_THAT(uuid.out, HasSubstr("CVD=GPU-fa4e0000-0000-4000-8000-000000000001 SG=1\n"));
+  CommandResult index = testing::RunTessera(
+      dir, "run --tenant a --gpu 3 --mem 1GiB --share 50 --nvml /nonexistent/libnvidia-ml.so.1" + show, Env(dir));
+  ASSERT_EQ(index.exit_code, 0) << index.err;
+  EXPECT_THAT(index.out, HasSubstr("CVD=3 SG=3\n"));
+  // The caller already restricted the GPUs: GPU 1 among them -> pinned to it; not -> refused.
+  CommandResult narrowed = testing::RunTessera(dir, "run --tenant a --gpu 1 --mem 1GiB --share 50" + fake + show,
+                                               Env(dir) + nvml + "CUDA_VISIBLE_DEVICES=1,0");
+  ASSERT_EQ(narrowed.exit_code, 0) << narrowed.err;
+  EXPECT_THAT(narrowed.out, HasSubstr("CVD=GPU-fa4e0000-0000-4000-8000-000000000001 SG=1\n"));
+  CommandResult by_uuid =
+      testing::RunTessera(dir, "run --tenant a --gpu 1 --mem 1GiB --share 50" + fake + show,
+                          Env(dir) + nvml + "CUDA_VISIBLE_DEVICES=GPU-fa4e0000-0000-4000-8000-000000000001");
+  ASSERT_EQ(by_uuid.exit_code, 0) << by_uuid.err;
+  EXPECT_THAT(by_uuid.out, HasSubstr("CVD=GPU-fa4e0000-0000-4000-8000-000000000001 SG=1\n"));
+  ExpectBadInput(testing::RunTessera(dir, "run --tenant a --gpu 1 --mem 1GiB --share 50" + fake + show,
+                                     Env(dir) + nvml + "CUDA_VISIBLE_DEVICES=0"),
+                 "tessera run: GPU 1 is not in CUDA_VISIBLE_DEVICES='0'");
+  ExpectBadInput(testing::RunTessera(dir, "run --tenant a --gpu 2 --mem 1GiB --share 50" + fake + show,
+                                     Env(dir) + nvml),
+                 "tessera run: GPU 2: the node has 2 GPU(s)");
+}
+
+bool Dead(pid_t pid, std::chrono::seconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return true;  // reaped: we are its subreaper
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// SIGKILL of the supervising `tessera run`: its command dies with it (it is not left running
+// unlimited and invisible), and the next tenant does not inherit its memory charge.
+TEST(NodeCli, KillingTesseraRunKillsItsCommand) {
+  TempDir dir;
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);  // the orphaned command becomes our child
+  struct Unset {
+    ~Unset() { ::prctl(PR_SET_CHILD_SUBREAPER, 0); }
+  } unset;
+  const std::string out = dir.path() + "/run.out", pid_file = dir.path() + "/cmd.pid";
+  int in[2];
+  ASSERT_EQ(::pipe(in), 0);
+  const std::string node = dir.path() + "/node";
+  const std::string script = "echo $$ > '" + pid_file + "'; exec '" + kProbe + "' init alloc:mem:3145728 wait";
+  const pid_t run = ::fork();
+  ASSERT_GE(run, 0);
+  if (run == 0) {
+    ::dup2(in[0], 0);
+    ::close(in[0]);
+    ::close(in[1]);
+    const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::setenv("TESSERA_RUN_DIR", node.c_str(), 1);
+    ::setenv("LD_LIBRARY_PATH", TESSERA_FAKE_CUDA_DIR, 1);
+    ::execl(kBinary.c_str(), "tessera", "run", "--tenant", "a", "--gpu", "0", "--mem", "64MiB", "--share", "50",
+            "--", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  bool ready = false;
+  for (int i = 0; i < 1000 && !ready; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ready = testing::ReadTextFile(out).find("wait ready") != std::string::npos;
+  }
+  const pid_t command = static_cast<pid_t>(std::strtol(testing::ReadTextFile(pid_file).c_str(), nullptr, 10));
+  ASSERT_EQ(::kill(run, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(run, nullptr, 0), run);
+  const bool died = command > 0 && Dead(command, std::chrono::seconds(20));
+  if (!died && command > 0) ::kill(command, SIGKILL);
+  ::close(in[1]);
+  if (!died && command > 0) Dead(command, std::chrono::seconds(20));
+  ASSERT_TRUE(ready) << testing::ReadTextFile(out);
+  ASSERT_GT(command, 0);
+  EXPECT_TRUE(died) << "the command outlived its tessera run";
+  // A new tenant: all 64 MiB of its limit are free (it did not get the dead one's charged index).
+  CommandResult b = Tessera(dir, "run --tenant b --gpu 0 --mem 64MiB --share 50 -- '" + kProbe + "' init meminfo");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_THAT(b.out, HasSubstr("meminfo rc=0 free=67108864 total=67108864"));
+}
+
+// A registry that is not what tessera wrote: an error naming the file, never a crash, and the
+// file is left as it was (other tenants' entries are not silently reset).
+TEST(NodeCli, CorruptRegistryIsAnErrorNamingTheFile) {
+  TempDir dir;
+  ASSERT_EQ(Tessera(dir, "run --tenant a --gpu 0 --mem 1GiB --share 50 -- true").exit_code, 0);
+  const std::string registry = dir.path() + "/node/tenants.json";
+  for (const std::string& text : {std::string("{not json"), std::string("[]"),
+                                  std::string(R"({"version": 1, "tenants": [{"name": "x", "index": "zero"}]})"),
+                                  std::string(R"({"version": 1, "tenants": [{"name": "x", "gpu": 0}]})"),
+                                  std::string(R"({"version": 1, "tenants": {}})")}) {
+    SCOPED_TRACE(text);
+    { std::ofstream(registry) << text; }
+    CommandResult r = Tessera(dir, "run --tenant b --gpu 0 --mem 1GiB --share 50 -- true");
+    EXPECT_FALSE(r.Crashed()) << r.err;
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_THAT(r.err, ::testing::StartsWith("tessera run: " + registry + ": "));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    CommandResult s = Tessera(dir, "node status");
+    EXPECT_FALSE(s.Crashed()) << s.err;
+    EXPECT_NE(s.exit_code, 0);
+    EXPECT_THAT(s.err, ::testing::StartsWith("tessera node status: " + registry + ": "));
+    EXPECT_EQ(testing::ReadTextFile(registry), text);
+  }
+}
+
+// --json PATH (as everywhere in the CLI): "-" is stdout, else a file; without it, the table.
+TEST(NodeCli, StatusJsonTakesAPath) {
+  TempDir dir;
+  CommandResult file = Tessera(dir, "node status --json status.json");
+  ASSERT_EQ(file.exit_code, 0) << file.err;
+  EXPECT_EQ(file.out, "");
+  EXPECT_EQ(nlohmann::json::parse(testing::ReadTextFile(dir.path() + "/status.json"))["gpus"].size(), 0u);
+  CommandResult out = Tessera(dir, "node status --json -");
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_EQ(nlohmann::json::parse(out.out)["gpus"].size(), 0u);
+  CommandResult table = Tessera(dir, "node status");
+  EXPECT_THAT(table.out, HasSubstr("no tessera node at"));
+  ExpectBadInput(Tessera(dir, "node status --json"), "--json");
 }
 
 }  // namespace

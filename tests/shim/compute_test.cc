@@ -5,7 +5,7 @@
 //
 //   - Shares: two tenants, weights 3 and 7, each a process launching 1 ms synchronous "kernels"
 //     (launch, then sleep 1 ms) for 2 s: the kernel counts split about 30/70. The exact ±3 %
-//     is shown in virtual time by tests/daemon; 2 s of wall time on a loaded 2-core CI machine
+//     is shown in virtual time by tests/node; 2 s of wall time on a loaded 2-core CI machine
 //     (where a woken process can wait milliseconds for a CPU) gets a tolerance of ±10 points.
 //   - Stream capture never blocks: with another tenant holding the lease and the arbiter alive,
 //     a process capturing a stream launches 200 kernels and a graph at once (counted as captured),
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tessera/daemon/lease_arbiter.h"
+#include "tessera/node/lease_arbiter.h"
 #include "tessera/enforce/lease.h"
 #include "tessera/enforce/lease_file.h"
 #include "tests/shim/shim_test_util.h"
@@ -83,18 +83,18 @@ bool PrintsWithin(Probe& p, int ms) {
 
 TEST(ShimCompute, WeightedSharesBetweenTwoProcesses) {
   LeaseSetup s;
-  daemon::LeaseArbiterOptions options;  // weighted_fair, 10 ms quantum
-  StatusOr<std::unique_ptr<daemon::LeaseArbiter>> arbiter = daemon::LeaseArbiter::Create(&s.board(), options);
+  node::LeaseArbiterOptions options;  // weighted_fair, 10 ms quantum
+  StatusOr<std::unique_ptr<node::LeaseArbiter>> arbiter = node::LeaseArbiter::Create(&s.board(), options);
   ASSERT_TRUE(arbiter.ok()) << arbiter.status().ToString();
   const uint32_t weights[2] = {3, 7};
   for (uint32_t t = 0; t < 2; ++t) {
-    daemon::LeaseTenantConfig config;
+    node::LeaseTenantConfig config;
     config.tenant_id = t;
     config.weight = weights[t];
     config.kernel_estimate = std::chrono::milliseconds(1);
     ASSERT_TRUE((*arbiter)->AddTenant(t, config).ok());
   }
-  daemon::LeaseArbiterRunner runner(**arbiter);
+  node::LeaseArbiterRunner runner(**arbiter);
   runner.Start();
   const std::string go = s.segment.dir.path() + "/go";
   const std::string kernels = "kernels:2000:1000:" + go;

@@ -1,5 +1,5 @@
 // The compute lease board: the shared-memory ABI through which the node agent (the
-// `LeaseArbiter` in tessera::daemon) grants time-slice leases on one GPU and the shim, inside
+// `LeaseArbiter` in tessera::node) grants time-slice leases on one GPU and the shim, inside
 // every tenant process, gates kernel launches on them (docs/enforcement-compute.md).
 //
 // One `LeaseBoard` per GPU, fixed layout, versioned, 64-byte cache lines, no pointers: it lives

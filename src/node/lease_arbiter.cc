@@ -1,4 +1,4 @@
-#include "tessera/daemon/lease_arbiter.h"
+#include "tessera/node/lease_arbiter.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <climits>
 #include <cmath>
 
-namespace tessera::daemon {
+namespace tessera::node {
 namespace {
 
 using enforce::LeaseBoard;
@@ -373,4 +373,4 @@ void LeaseArbiterRunner::Loop() {
   arbiter_.Stop(enforce::MonotonicNowNs());
 }
 
-}  // namespace tessera::daemon
+}  // namespace tessera::node

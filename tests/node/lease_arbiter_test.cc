@@ -3,7 +3,7 @@
 // priority bounds the high-priority tenant's launch wait, idle tenants' share goes to others,
 // dead waiters cost at most one short grant, min/max shares, hierarchical groups, and the
 // exact charges of the header's worked example stepped by hand.
-#include "tessera/daemon/lease_arbiter.h"
+#include "tessera/node/lease_arbiter.h"
 
 #include <gtest/gtest.h>
 
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "tests/daemon/virtual_node.h"
+#include "tests/node/virtual_node.h"
 
-namespace tessera::daemon {
+namespace tessera::node {
 namespace {
 
 using enforce::LeaseBoard;
@@ -394,4 +394,4 @@ TEST(LeaseArbiterSimTest, SameSeedSameResult) {
 }
 
 }  // namespace
-}  // namespace tessera::daemon
+}  // namespace tessera::node

@@ -49,7 +49,7 @@
 #include "tessera/enforce/lease.h"
 #include "tessera/sched/timeslice.h"
 
-namespace tessera::daemon {
+namespace tessera::node {
 
 using Nanos = std::chrono::nanoseconds;
 
@@ -207,4 +207,4 @@ class LeaseArbiterRunner {
   std::thread thread_;
 };
 
-}  // namespace tessera::daemon
+}  // namespace tessera::node

@@ -22,10 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "tessera/daemon/lease_arbiter.h"
+#include "tessera/node/lease_arbiter.h"
 #include "tessera/enforce/lease.h"
 
-namespace tessera::daemon {
+namespace tessera::node {
 namespace {
 
 using enforce::GateResult;
@@ -279,4 +279,4 @@ TEST(RealTimeLeaseThreadsTest, ThreadsShareTheBoardWithoutRaces) {
 }
 
 }  // namespace
-}  // namespace tessera::daemon
+}  // namespace tessera::node

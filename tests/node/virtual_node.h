@@ -27,10 +27,10 @@
 #include <vector>
 
 #include "tessera/core/rng.h"
-#include "tessera/daemon/lease_arbiter.h"
+#include "tessera/node/lease_arbiter.h"
 #include "tessera/enforce/lease.h"
 
-namespace tessera::daemon::testing {
+namespace tessera::node::testing {
 
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
@@ -267,4 +267,4 @@ class VirtualNode {
   Result result_;
 };
 
-}  // namespace tessera::daemon::testing
+}  // namespace tessera::node::testing

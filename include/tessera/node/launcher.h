@@ -1,0 +1,96 @@
+// Launcher: start a tenant's command under libtessera-shim.so, pinned to its GPU, and supervise
+// it. Three layers, so that every node-side caller uses the same rules:
+//   ResolveShim / PinGpu      checks before anything starts (fail closed: no shim, no run);
+//   LaunchEnvironment         the variables the command needs (LD_PRELOAD, TESSERA_SHIM_*,
+//                             CUDA_VISIBLE_DEVICES): what the SPANK plugin sets in the step's
+//                             environment and the device plugin returns from Allocate;
+//   RunTenantCommand          the whole `tessera run`: Join, wait until the GPU's arbiter has
+//                             admitted the tenant, fork/exec, supervise, Leave.
+//
+// Callers: `tessera run` (RunTenantCommand), the agent (RunTenantCommand per workload), the SPANK
+// plugin and the device plugin (ResolveShim, PinGpu, LaunchEnvironment with NodeDir::Join).
+//
+// GPU pinning. The command sees only its GPU: CUDA_VISIBLE_DEVICES is the GPU's UUID when NVML
+// knows it (else the index), and TESSERA_SHIM_GPUS=N tells the shim that CUDA ordinal 0 is node
+// GPU N. A CUDA_VISIBLE_DEVICES the caller already set can narrow but never widen: the GPU must
+// be in it (by index or UUID), else INVALID_ARGUMENT.
+//
+// Supervision. The command runs in a process group of its own (given the terminal's foreground
+// when the supervisor had it) with PR_SET_PDEATHSIG = SIGKILL, so a SIGKILLed supervisor takes
+// its command with it; SIGINT, SIGTERM and SIGHUP are forwarded to the group; when the command
+// exits, what is left of its group is killed. The group is recorded in the registry, so the
+// tenant's slot stays taken while any process of it lives.
+//
+// Worked example: RunTenantCommand(NodeDir(DefaultNodeDir()), {.tenant = {.name = "a", .gpu = 0,
+// .mem_bytes = 64 << 20, .share = 30}, .command = {"./train"}}) creates the node directory,
+// registers a (index 0, limit 64 MiB on GPU 0, share 30), becomes GPU 0's arbiter and runs
+// ./train with LD_PRELOAD=libtessera-shim.so, TESSERA_SHIM_TENANT=0, TESSERA_SHIM_GPUS=0 and
+// CUDA_VISIBLE_DEVICES=GPU-<uuid of 0>; it returns ./train's exit code (128 + signal when it was
+// killed). A second one for b with share 70 gets index 1 and its launches wait for leases the
+// first process grants 30/70.
+//
+// Process-safety: RunTenantCommand installs handlers for SIGINT, SIGTERM and SIGHUP while it
+// runs (restored afterwards) and so must be the only supervisor in its process; the other
+// functions are pure or read-only and thread-safe.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/core/status.h"
+#include "tessera/node/node_dir.h"
+
+namespace tessera::node {
+
+// `requested` (e.g. $TESSERA_SHIM_PATH) when not empty, else libtessera-shim.so next to the
+// running executable or in ../lib. INVALID_ARGUMENT naming the path when it is missing, not a
+// regular readable file or not an ELF shared object.
+StatusOr<std::string> ResolveShim(const std::string& requested);
+
+struct GpuPin {
+  std::string visible_devices;  // CUDA_VISIBLE_DEVICES for the command
+  std::string uuid;             // empty where NVML is not available
+};
+// `nvml_library`: what DlopenNvml loads ("libnvidia-ml.so.1"); when it cannot be loaded the GPU is
+// pinned by index. `caller_visible_devices`: the caller's CUDA_VISIBLE_DEVICES, if set.
+// INVALID_ARGUMENT when NVML counts fewer GPUs or the caller's list does not contain the GPU.
+StatusOr<GpuPin> PinGpu(int gpu, const std::string& nvml_library,
+                        const std::optional<std::string>& caller_visible_devices);
+
+struct LaunchOptions {
+  NodePaths paths{""};
+  std::string shim_path;        // from ResolveShim
+  GpuPin pin;                   // from PinGpu
+  int gpu = 0;
+  int tenant_index = 0;
+  std::string caller_ld_preload;  // kept after the shim
+};
+std::vector<std::pair<std::string, std::string>> LaunchEnvironment(const LaunchOptions& options);
+
+struct RunOptions {
+  TenantRequest tenant;
+  std::vector<std::string> command;
+  std::string shim_path;  // for ResolveShim ("" = next to the executable)
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::optional<std::string> caller_visible_devices;
+  std::string caller_ld_preload;
+  // How long the GPU's arbiter may take to put the tenant on its board. A launch without an
+  // active slot would not be gated, so past it the command is not started (FAILED_PRECONDITION).
+  std::chrono::milliseconds admit_timeout = std::chrono::seconds(5);
+  std::string log_prefix = "tessera run";  // of the line the child prints when exec fails
+};
+
+struct RunResult {
+  // The command's (128 + signal when it was killed; 127 when it could not be executed).
+  int exit_code = 0;
+  // Leaving the registry after the command ended (the caller reports it; the code stands).
+  Status cleanup;
+};
+// INVALID_ARGUMENT for bad options (empty command or tenant, shim, GPU pin); other errors when
+// the node cannot be joined or the tenant is not admitted. Nothing runs unless it returns a result.
+StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& options);
+
+}  // namespace tessera::node

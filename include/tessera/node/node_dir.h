@@ -1,0 +1,130 @@
+// NodeDir: the node side's shared state on one machine, without a control plane. A node
+// directory holds the memory segment (`policy`, `counters`, tessera/enforce/segment.h), the lease
+// file (`leases`, one board per GPU, tessera/enforce/lease_file.h), the tenant registry
+// (`tenants.json`) and lock files. NodeDir creates them on the first Join (16 GPUs' worth), admits
+// tenants into slots (tenant indexes), and reports what the segment and the boards say.
+//
+// Callers: `tessera run` (tools/tessera/commands/node.cc, through node::RunTenantCommand), the
+// coming `tessera agent`, the Slurm SPANK plugin (Join in the step's prolog, Leave in its
+// epilog) and the Kubernetes device plugin (Join in Allocate). They all find the same directory
+// through DefaultNodeDir(), so processes started by any of them share one node.
+//
+// Tenants. A tenant (by name) gets the lowest free tenant index; a second Join with the same
+// name joins it (same index, so all its processes share its memory counter and its lease; the
+// latest mem/share/priority win). An entry lives while one of its members (the supervising
+// process that joined, e.g. `tessera run`) or one process of a recorded command process group
+// lives: a command that outlives its supervisor keeps its slot, so the next tenant never
+// inherits its memory charge. `scrub` (zero device memory before every free,
+// docs/enforcement.md) is sticky: once one member of a tenant asked for it, it stays on until
+// the entry is gone, so a later run without it never turns off a protection a running process
+// relies on. When an entry goes, its limit returns to 0 (no access).
+//
+// Worked example: Join({.name = "a", .gpu = 0, .mem_bytes = 64 MiB, .share = 30}, pid 100) on a
+// fresh directory creates the files and registers a at index 0 (limit 64 MiB on GPU 0). Join of
+// "b" (share 70) by pid 200 gets index 1. Join of "a" by pid 300 joins index 0 (pids 100, 300).
+// pid 100 and 300 exit (Leave, or SIGKILL: the next Join, Leave or Prune drops them, ReadStatus
+// no longer shows them): index 0's limit goes to 0 and index 0 is free again, unless its memory
+// is still charged (IndexInUse in node_dir.cc).
+//
+// Process-safety: every change of the registry happens under an exclusive flock on `node.lock`,
+// reads under a shared one; any number of processes may use the same directory at once. The
+// registry file is replaced atomically (write + rename). A registry that is not valid (not JSON,
+// wrong types, missing fields) is an error naming the file and the field; it is never reset.
+// Thread-safety: a NodeDir holds no mutable state; calls from several threads are safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/core/status.h"
+
+namespace tessera::node {
+
+// TESSERA_RUN_DIR, else $XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>.
+std::string DefaultNodeDir();
+
+struct NodePaths {
+  explicit NodePaths(std::string node_dir);
+  std::string dir, policy, counters, leases, registry, lock;
+  std::string ArbiterLock(int gpu) const;  // arbiter-gpu<N>.lock
+};
+
+// What a supervisor asks for its tenant.
+struct TenantRequest {
+  std::string name;
+  int gpu = 0;                   // node GPU index, 0..enforce::kMaxGpus-1
+  uint64_t mem_bytes = 0;        // device memory limit on that GPU
+  int share = 1;                 // compute weight, >= 1
+  int priority = 0;              // used by the priority time-slice policy
+  int kernel_estimate_us = 1000; // the lease arbiter's duration model: GPU time of one kernel
+  bool scrub = false;            // zero device memory before every free (sticky)
+};
+
+// One registry entry (tenants.json).
+struct TenantEntry {
+  std::string name;
+  int index = -1;
+  int gpu = 0;
+  uint64_t mem_bytes = 0;
+  int share = 1;
+  int priority = 0;
+  int kernel_estimate_us = 1000;
+  bool scrub = false;
+  std::vector<long> pids;   // the members (supervisors) that joined
+  std::vector<long> pgids;  // process groups of their commands
+};
+
+struct TenantStatus {
+  std::string name;
+  int index = -1;
+  uint64_t limit_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t peak_bytes = 0;
+  int share = 0;
+  int priority = 0;
+  bool scrub = false;
+  std::vector<long> pids;  // live members
+  uint64_t launches = 0;   // from the GPU's lease board
+  uint64_t charged_ns = 0;
+};
+
+struct GpuStatus {
+  int gpu = 0;
+  bool arbiter_alive = false;  // heartbeat within the last second
+  std::vector<TenantStatus> tenants;
+};
+
+struct NodeStatus {
+  std::string dir;
+  bool exists = false;        // false: no Join has created the node yet
+  std::vector<GpuStatus> gpus;  // only GPUs with live tenants, ascending
+};
+
+class NodeDir {
+ public:
+  explicit NodeDir(std::string dir);
+
+  const NodePaths& paths() const { return paths_; }
+
+  // Creates or joins the node and registers `member_pid` as a member of `request.name`.
+  // Returns the tenant index. FAILED_PRECONDITION when the tenant runs on another GPU,
+  // RESOURCE_EXHAUSTED when every index is taken, DATA_LOSS for a corrupt registry.
+  StatusOr<int> Join(const TenantRequest& request, long member_pid) const;
+  // Records the process group of the command that `member_pid` started for its tenant.
+  Status AddCommandGroup(long member_pid, long pgid) const;
+  // Removes `member_pid` (and `pgid` when > 0) and prunes; reconciles the segment.
+  Status Leave(long member_pid, long pgid = 0) const;
+  // The live entries (shared lock; dead members are not shown, nothing is written).
+  StatusOr<std::vector<TenantEntry>> LiveTenants() const;
+  // Drops dead members and entries (their limits go to 0) without joining or leaving; what the
+  // agent's periodic sweep or a SPANK epilog after a killed step calls. OK when no node exists.
+  Status Prune() const;
+  // Per GPU: the live tenants with limit, usage, share and lease counters (read-only).
+  StatusOr<NodeStatus> ReadStatus() const;
+
+ private:
+  NodePaths paths_;
+};
+
+}  // namespace tessera::node

@@ -1,0 +1,95 @@
+#include "tessera/node/arbiter_duty.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "tessera/enforce/lease.h"
+
+namespace tessera::node {
+
+ArbiterDuty::ArbiterDuty(NodeDir node, int gpu, LeaseArbiterOptions options)
+    : node_(std::move(node)), gpu_(gpu), options_(std::move(options)) {}
+
+ArbiterDuty::~ArbiterDuty() {
+  if (arbiter_ != nullptr) arbiter_->Stop(enforce::MonotonicNowNs());
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ArbiterDuty::Round() {
+  if (arbiter_ == nullptr && !TryTakeOver()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return;
+  }
+  const uint64_t now = enforce::MonotonicNowNs();
+  if (now >= next_sync_ns_) {
+    Sync();
+    next_sync_ns_ = now + 100'000'000;
+  }
+  std::atomic<uint32_t>& doorbell = leases_->board(gpu_).arbiter.doorbell;
+  const uint32_t seen = doorbell.load(std::memory_order_acquire);
+  const uint64_t next = arbiter_->Step(enforce::MonotonicNowNs());
+  const uint64_t after = enforce::MonotonicNowNs();
+  const uint64_t until = std::min<uint64_t>(next, after + 50'000'000);
+  if (until > after) enforce::FutexWait(doorbell, seen, until - after);
+}
+
+bool ArbiterDuty::TryTakeOver() {
+  if (fd_ < 0) {
+    fd_ = ::open(node_.paths().ArbiterLock(gpu_).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd_ < 0) return false;
+  }
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) return false;
+  StatusOr<enforce::LeaseFile> f = enforce::LeaseFile::Open(node_.paths().leases);
+  if (!f.ok()) {
+    ::flock(fd_, LOCK_UN);
+    return false;
+  }
+  leases_.emplace(std::move(*f));
+  StatusOr<std::unique_ptr<LeaseArbiter>> a = LeaseArbiter::Create(&leases_->board(gpu_), options_);
+  if (!a.ok()) {
+    ::flock(fd_, LOCK_UN);
+    return false;
+  }
+  arbiter_ = std::move(*a);
+  return true;
+}
+
+// Reconciliation: the board gets the registry's live tenants of this GPU. A registry that cannot
+// be read leaves the board as it is (the supervisors report the file; tenants keep their leases).
+void ArbiterDuty::Sync() {
+  StatusOr<std::vector<TenantEntry>> tenants = node_.LiveTenants();
+  if (!tenants.ok()) return;
+  std::map<uint32_t, LeaseTenantConfig> want;
+  for (const TenantEntry& t : *tenants) {
+    if (t.gpu != gpu_) continue;
+    LeaseTenantConfig c;
+    c.tenant_id = static_cast<uint32_t>(t.index);
+    c.weight = static_cast<uint32_t>(std::max(1, t.share));
+    c.priority = t.priority;
+    c.kernel_estimate = std::chrono::microseconds(t.kernel_estimate_us);
+    want[c.tenant_id] = c;
+  }
+  for (auto it = have_.begin(); it != have_.end();) {
+    auto w = want.find(it->first);
+    if (w == want.end() || w->second.weight != it->second.weight || w->second.priority != it->second.priority ||
+        w->second.kernel_estimate != it->second.kernel_estimate) {
+      (void)arbiter_->RemoveTenant(it->first);  // re-added below with the new settings
+      it = have_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [slot, c] : want) {
+    if (have_.count(slot)) continue;
+    if (arbiter_->AddTenant(slot, c).ok()) have_[slot] = c;
+  }
+}
+
+}  // namespace tessera::node

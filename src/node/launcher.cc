@@ -1,0 +1,247 @@
+#include "tessera/node/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "tessera/enforce/lease.h"
+#include "tessera/enforce/lease_file.h"
+#include "tessera/enforce/nvml.h"
+#include "tessera/node/arbiter_duty.h"
+
+namespace tessera::node {
+namespace {
+
+// The command's process group while RunTenantCommand supervises it (signal handlers read it).
+volatile sig_atomic_t g_group = 0;
+void Forward(int sig) {
+  if (g_group > 0) ::kill(-static_cast<pid_t>(g_group), sig);
+}
+
+std::string DefaultShimPath() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  std::string dir = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string(".");
+  dir = dir.substr(0, dir.rfind('/'));
+  for (const std::string& c : {dir + "/libtessera-shim.so", dir + "/../lib/libtessera-shim.so"}) {
+    if (::access(c.c_str(), R_OK) == 0) return c;
+  }
+  return dir + "/libtessera-shim.so";
+}
+
+bool Matches(const std::string& item, int gpu, const std::string& uuid) {
+  if (item == std::to_string(gpu)) return true;
+  // CUDA accepts a unique prefix of a UUID ("GPU-fa4e").
+  return !uuid.empty() && item.size() > 4 && item.rfind("GPU-", 0) == 0 && uuid.rfind(item, 0) == 0;
+}
+
+std::string Trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+class SignalForwarding {
+ public:
+  explicit SignalForwarding(pid_t group) {
+    g_group = group;
+    struct sigaction sa {};
+    sa.sa_handler = Forward;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~SignalForwarding() {
+    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+    g_group = 0;
+  }
+  SignalForwarding(const SignalForwarding&) = delete;
+  SignalForwarding& operator=(const SignalForwarding&) = delete;
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[3];
+};
+
+// Hands the terminal's foreground to `group` (a command in its own group must still be able to
+// read the terminal and get ^C) when this process has it. Returns whether it did.
+bool GiveTerminal(pid_t group) {
+  if (::isatty(STDIN_FILENO) == 0 || ::tcgetpgrp(STDIN_FILENO) != ::getpgrp()) return false;
+  void (*old)(int) = ::signal(SIGTTOU, SIG_IGN);
+  const bool ok = ::tcsetpgrp(STDIN_FILENO, group) == 0;
+  ::signal(SIGTTOU, old);
+  return ok;
+}
+
+void TakeTerminalBack() {
+  void (*old)(int) = ::signal(SIGTTOU, SIG_IGN);
+  (void)::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+  ::signal(SIGTTOU, old);
+}
+
+// Waits until the GPU's arbiter (this process or another supervisor) has the tenant's slot
+// active on the board, stepping this process's duty meanwhile.
+Status AwaitAdmission(ArbiterDuty& duty, const NodeDir& node, const RunOptions& o, int index) {
+  TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Open(node.paths().leases));
+  const auto deadline = std::chrono::steady_clock::now() + o.admit_timeout;
+  for (;;) {
+    duty.Round();
+    if (leases.board(o.tenant.gpu).slots[index].node.state.load() ==
+        static_cast<uint32_t>(enforce::LeaseSlotState::kActive)) {
+      return Status::Ok();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+  }
+  return UnavailableError("GPU " + std::to_string(o.tenant.gpu) + "'s lease arbiter did not admit tenant '" +
+                          o.tenant.name + "' within " + std::to_string(o.admit_timeout.count()) +
+                          " ms (the process holding " + node.paths().ArbiterLock(o.tenant.gpu) +
+                          " does not drive the board); not starting the command ungated");
+}
+
+[[noreturn]] void ExecChild(const RunOptions& o, const LaunchOptions& launch, pid_t parent, bool foreground) {
+  ::setpgid(0, 0);
+  if (foreground) (void)GiveTerminal(::getpid());
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(128 + SIGKILL);  // the supervisor died before prctl
+  for (const auto& [name, value] : LaunchEnvironment(launch)) ::setenv(name.c_str(), value.c_str(), 1);
+  std::vector<std::string> args = o.command;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  std::fprintf(stderr, "%s: cannot run '%s': %s\n", o.log_prefix.c_str(), argv[0], std::strerror(errno));
+  ::_exit(127);
+}
+
+}  // namespace
+
+StatusOr<std::string> ResolveShim(const std::string& requested) {
+  const std::string path = requested.empty() ? DefaultShimPath() : requested;
+  const std::string fail = path + ": cannot load the shim (libtessera-shim.so, TESSERA_SHIM_PATH): ";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return InvalidArgumentError(fail + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return InvalidArgumentError(fail + "not a regular file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return InvalidArgumentError(fail + std::strerror(errno));
+  char magic[4] = {};
+  const ssize_t n = ::read(fd, magic, sizeof(magic));
+  ::close(fd);
+  if (n != 4 || std::memcmp(magic, "\x7f" "ELF", 4) != 0) {
+    return InvalidArgumentError(fail + "not an ELF shared object");
+  }
+  return path;
+}
+
+StatusOr<GpuPin> PinGpu(int gpu, const std::string& nvml_library,
+                        const std::optional<std::string>& caller_visible_devices) {
+  GpuPin pin;
+  enforce::DlopenNvml nvml({.library_path = nvml_library});
+  if (nvml.Init().ok()) {
+    StatusOr<uint32_t> count = nvml.DeviceCount();
+    if (count.ok() && static_cast<uint32_t>(gpu) >= *count) {
+      (void)nvml.Shutdown();
+      return InvalidArgumentError("GPU " + std::to_string(gpu) + ": the node has " + std::to_string(*count) +
+                                  " GPU(s) (NVML)");
+    }
+    if (StatusOr<std::string> uuid = nvml.DeviceUuid(static_cast<uint32_t>(gpu)); uuid.ok()) pin.uuid = *uuid;
+    (void)nvml.Shutdown();  // read-only use; a failed shutdown changes nothing for the pin
+  }
+  if (caller_visible_devices.has_value()) {
+    bool visible = false;
+    const std::string& list = *caller_visible_devices;
+    for (size_t start = 0; start <= list.size() && !visible;) {
+      size_t comma = list.find(',', start);
+      if (comma == std::string::npos) comma = list.size();
+      visible = Matches(Trim(list.substr(start, comma - start)), gpu, pin.uuid);
+      start = comma + 1;
+    }
+    if (!visible) {
+      return InvalidArgumentError("GPU " + std::to_string(gpu) + " is not in CUDA_VISIBLE_DEVICES='" + list +
+                                  "' (the caller's list may narrow, never widen, what the command sees)");
+    }
+  }
+  pin.visible_devices = pin.uuid.empty() ? std::to_string(gpu) : pin.uuid;
+  return pin;
+}
+
+std::vector<std::pair<std::string, std::string>> LaunchEnvironment(const LaunchOptions& o) {
+  std::string preload = o.shim_path;
+  if (!o.caller_ld_preload.empty()) preload += " " + o.caller_ld_preload;
+  return {{"LD_PRELOAD", preload},
+          {"TESSERA_SHIM_POLICY", o.paths.policy},
+          {"TESSERA_SHIM_COUNTERS", o.paths.counters},
+          {"TESSERA_SHIM_LEASES", o.paths.leases},
+          {"TESSERA_SHIM_TENANT", std::to_string(o.tenant_index)},
+          {"TESSERA_SHIM_GPUS", std::to_string(o.gpu)},  // CUDA ordinal 0 is node GPU o.gpu
+          {"CUDA_VISIBLE_DEVICES", o.pin.visible_devices}};
+}
+
+StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& o) {
+  if (o.command.empty()) return InvalidArgumentError("no command given");
+  if (o.tenant.name.empty()) return InvalidArgumentError("the tenant name is empty");
+  // Checks first: nothing is registered, nothing runs, when the command could not be confined.
+  TESSERA_ASSIGN_OR_RETURN(std::string shim, ResolveShim(o.shim_path));
+  TESSERA_ASSIGN_OR_RETURN(GpuPin pin, PinGpu(o.tenant.gpu, o.nvml_library, o.caller_visible_devices));
+  const long self = static_cast<long>(::getpid());
+  TESSERA_ASSIGN_OR_RETURN(int index, node.Join(o.tenant, self));
+  ArbiterDuty duty(node, o.tenant.gpu);
+  if (Status admitted = AwaitAdmission(duty, node, o, index); !admitted.ok()) {
+    (void)node.Leave(self);  // the admission error is the one to report
+    return admitted;
+  }
+  const LaunchOptions launch{.paths = node.paths(), .shim_path = shim, .pin = pin, .gpu = o.tenant.gpu,
+                             .tenant_index = index, .caller_ld_preload = o.caller_ld_preload};
+  const bool foreground = ::isatty(STDIN_FILENO) != 0 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+  const pid_t parent = ::getpid();
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child == 0) ExecChild(o, launch, parent, foreground);
+  if (child < 0) {
+    const int err = errno;
+    (void)node.Leave(self);
+    return InternalError(std::string("fork: ") + std::strerror(err));
+  }
+  ::setpgid(child, child);  // also in the child: whichever runs first
+  if (foreground) (void)GiveTerminal(child);
+  Status recorded = node.AddCommandGroup(self, child);
+  int status = 0;
+  {
+    SignalForwarding forwarding(child);
+    if (!recorded.ok()) ::kill(-child, SIGKILL);  // not recorded = its slot could be reused
+    for (;;) {
+      // WNOWAIT: the exited leader stays a zombie, so its group id cannot be reused before the
+      // group is killed below.
+      siginfo_t info{};
+      const int r = ::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT);
+      if (r == 0 && info.si_pid == child) break;
+      if (r < 0 && errno != EINTR) break;
+      duty.Round();
+    }
+    ::kill(-child, SIGKILL);  // what the command left behind in its group goes with it
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (foreground) TakeTerminalBack();
+  RunResult result;
+  result.cleanup = node.Leave(self, child);
+  TESSERA_RETURN_IF_ERROR(recorded);
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.exit_code = 128 + WTERMSIG(status);
+  } else {
+    result.exit_code = 1;
+  }
+  return result;
+}
+
+}  // namespace tessera::node

@@ -1,0 +1,257 @@
+#include "tessera/node/node_dir.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "src/node/registry.h"
+#include "tessera/enforce/lease.h"
+#include "tessera/enforce/lease_file.h"
+#include "tessera/enforce/segment.h"
+
+namespace tessera::node {
+namespace {
+
+bool Alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+bool GroupAlive(long pgid) { return pgid > 0 && (::kill(-static_cast<pid_t>(pgid), 0) == 0 || errno == EPERM); }
+
+// Live while a member or a process of one of its command groups lives (header comment).
+bool EntryAlive(const TenantEntry& e) {
+  return std::any_of(e.pids.begin(), e.pids.end(), Alive) || std::any_of(e.pgids.begin(), e.pgids.end(), GroupAlive);
+}
+
+// An flock held for the lifetime of the object.
+class FileLock {
+ public:
+  FileLock(const std::string& path, int op) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd_ >= 0 && ::flock(fd_, op) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Drops dead members and groups, and entries with nothing alive (their limit goes back to 0).
+void PruneEntries(std::vector<TenantEntry>& tenants, enforce::NodeSegment* seg) {
+  std::vector<TenantEntry> kept;
+  for (TenantEntry& e : tenants) {
+    std::erase_if(e.pids, [](long pid) { return !Alive(pid); });
+    std::erase_if(e.pgids, [](long pgid) { return !GroupAlive(pgid); });
+    if (e.pids.empty() && e.pgids.empty()) {
+      if (seg != nullptr) {
+        // Best effort: an index out of the segment's range was rejected when the file was read.
+        (void)seg->SetLimit(e.index, e.gpu, 0);
+        (void)seg->SetTenantFlags(e.index, 0);
+      }
+      continue;
+    }
+    kept.push_back(std::move(e));
+  }
+  tenants = std::move(kept);
+}
+
+// Whether a free registry index must still not be given to a new tenant: its memory is still
+// charged on some GPU (a process of a gone entry that nobody has reconciled yet). The seam for the
+// segment's own answer ("live processes hold a slot under this tenant"), and for a Reconcile()
+// before the choice, is here.
+bool IndexInUse(const enforce::NodeSegment& seg, int index) {
+  for (int gpu = 0; gpu < enforce::kMaxGpus; ++gpu) {
+    if (seg.ReservedBytes(index, gpu) > 0) return true;
+  }
+  return false;
+}
+
+StatusOr<enforce::NodeSegment> CreateOrOpen(const NodePaths& p) {
+  if (::access(p.policy.c_str(), F_OK) == 0 && ::access(p.leases.c_str(), F_OK) == 0) {
+    return enforce::NodeSegment::Open(p.policy, p.counters);
+  }
+  enforce::SegmentOptions options;
+  options.policy_path = p.policy;
+  options.counters_path = p.counters;
+  options.num_gpus = enforce::kMaxGpus;
+  TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment created, enforce::NodeSegment::Create(options));
+  TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Create(p.leases, enforce::kMaxGpus));
+  (void)leases;  // created for the arbiters and shims; this process maps it when it needs it
+  TESSERA_RETURN_IF_ERROR(internal::WriteRegistry(p.registry, {}));
+  return created;
+}
+
+}  // namespace
+
+std::string DefaultNodeDir() {
+  if (const char* d = std::getenv("TESSERA_RUN_DIR"); d != nullptr && *d != '\0') return d;
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x != nullptr && *x != '\0') return std::string(x) + "/tessera";
+  return "/tmp/tessera-" + std::to_string(::getuid());
+}
+
+NodePaths::NodePaths(std::string node_dir)
+    : dir(std::move(node_dir)),
+      policy(dir + "/policy"),
+      counters(dir + "/counters"),
+      leases(dir + "/leases"),
+      registry(dir + "/tenants.json"),
+      lock(dir + "/node.lock") {}
+
+std::string NodePaths::ArbiterLock(int gpu) const { return dir + "/arbiter-gpu" + std::to_string(gpu) + ".lock"; }
+
+NodeDir::NodeDir(std::string dir) : paths_(std::move(dir)) {}
+
+StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
+  if (r.gpu < 0 || r.gpu >= enforce::kMaxGpus) {
+    return InvalidArgumentError("GPU " + std::to_string(r.gpu) + " is not a node GPU 0.." +
+                                std::to_string(enforce::kMaxGpus - 1));
+  }
+  if (::mkdir(paths_.dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return InternalError("node directory '" + paths_.dir + "': " + std::strerror(errno));
+  }
+  FileLock lock(paths_.lock, LOCK_EX);
+  if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
+  TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg, CreateOrOpen(paths_));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
+  PruneEntries(tenants, &seg);
+  TenantEntry* entry = nullptr;
+  std::set<int> used;
+  for (TenantEntry& e : tenants) {
+    used.insert(e.index);
+    if (e.name == r.name) entry = &e;
+  }
+  if (entry != nullptr) {
+    if (entry->gpu != r.gpu) {
+      return FailedPreconditionError("tenant '" + r.name + "' already runs on GPU " + std::to_string(entry->gpu) +
+                                     " (one GPU per tenant)");
+    }
+    entry->mem_bytes = r.mem_bytes;
+    entry->share = r.share;
+    entry->priority = r.priority;
+    entry->kernel_estimate_us = r.kernel_estimate_us;
+    entry->scrub = entry->scrub || r.scrub;  // sticky (header comment)
+    entry->pids.push_back(member_pid);
+  } else {
+    int index = -1;
+    for (int i = 0; i < enforce::kMaxTenants && index < 0; ++i) {
+      if (!used.count(i) && !IndexInUse(seg, i)) index = i;
+    }
+    if (index < 0) return ResourceExhaustedError("all " + std::to_string(enforce::kMaxTenants) + " tenants in use");
+    tenants.push_back(TenantEntry{.name = r.name,
+                                  .index = index,
+                                  .gpu = r.gpu,
+                                  .mem_bytes = r.mem_bytes,
+                                  .share = r.share,
+                                  .priority = r.priority,
+                                  .kernel_estimate_us = r.kernel_estimate_us,
+                                  .scrub = r.scrub,
+                                  .pids = {member_pid},
+                                  .pgids = {}});
+    entry = &tenants.back();
+  }
+  const int index = entry->index;
+  TESSERA_RETURN_IF_ERROR(seg.SetTenantFlags(index, entry->scrub ? enforce::kTenantScrubOnFree : 0));
+  TESSERA_RETURN_IF_ERROR(seg.SetLimit(index, r.gpu, r.mem_bytes));
+  TESSERA_RETURN_IF_ERROR(internal::WriteRegistry(paths_.registry, tenants));
+  return index;
+}
+
+Status NodeDir::AddCommandGroup(long member_pid, long pgid) const {
+  FileLock lock(paths_.lock, LOCK_EX);
+  if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
+  TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
+  for (TenantEntry& e : tenants) {
+    if (std::find(e.pids.begin(), e.pids.end(), member_pid) != e.pids.end()) {
+      e.pgids.push_back(pgid);
+      return internal::WriteRegistry(paths_.registry, tenants);
+    }
+  }
+  return NotFoundError("process " + std::to_string(member_pid) + " is not a member of a tenant in " + paths_.registry);
+}
+
+Status NodeDir::Leave(long member_pid, long pgid) const {
+  FileLock lock(paths_.lock, LOCK_EX);
+  if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
+  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(paths_.policy, paths_.counters);
+  TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
+  for (TenantEntry& e : tenants) {
+    std::erase(e.pids, member_pid);
+    if (pgid > 0) std::erase(e.pgids, pgid);
+  }
+  PruneEntries(tenants, seg.ok() ? &*seg : nullptr);
+  if (seg.ok()) seg->Reconcile();
+  return internal::WriteRegistry(paths_.registry, tenants);
+}
+
+Status NodeDir::Prune() const {
+  if (::access(paths_.policy.c_str(), F_OK) != 0) return Status::Ok();
+  FileLock lock(paths_.lock, LOCK_EX);
+  if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
+  TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg, enforce::NodeSegment::Open(paths_.policy, paths_.counters));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
+  PruneEntries(tenants, &seg);
+  return internal::WriteRegistry(paths_.registry, tenants);
+}
+
+StatusOr<std::vector<TenantEntry>> NodeDir::LiveTenants() const {
+  std::vector<TenantEntry> tenants;
+  {
+    FileLock lock(paths_.lock, LOCK_SH);
+    TESSERA_ASSIGN_OR_RETURN(tenants, internal::ReadRegistry(paths_.registry));
+  }
+  std::erase_if(tenants, [](const TenantEntry& e) { return !EntryAlive(e); });
+  for (TenantEntry& e : tenants) {
+    std::erase_if(e.pids, [](long pid) { return !Alive(pid); });
+    std::erase_if(e.pgids, [](long pgid) { return !GroupAlive(pgid); });
+  }
+  return tenants;
+}
+
+StatusOr<NodeStatus> NodeDir::ReadStatus() const {
+  NodeStatus out;
+  out.dir = paths_.dir;
+  if (::access(paths_.policy.c_str(), F_OK) != 0) return out;
+  out.exists = true;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, LiveTenants());
+  TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg, enforce::NodeSegment::Open(paths_.policy, paths_.counters));
+  TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Open(paths_.leases));
+  std::map<int, GpuStatus> gpus;
+  for (const TenantEntry& e : tenants) {
+    const enforce::LeaseTenantSlot& slot = leases.board(e.gpu).slots[e.index];
+    TenantStatus t;
+    t.name = e.name;
+    t.index = e.index;
+    t.limit_bytes = seg.policy().tenants[e.index].limit_bytes[e.gpu].load();
+    t.used_bytes = seg.ReservedBytes(e.index, e.gpu);
+    t.peak_bytes = seg.PeakBytes(e.index, e.gpu);
+    t.share = e.share;
+    t.priority = e.priority;
+    t.scrub = (seg.TenantFlags(e.index) & enforce::kTenantScrubOnFree) != 0;
+    t.pids = e.pids;
+    t.launches = slot.tenant.launches.load();
+    t.charged_ns = slot.node.charged_ns.load();
+    GpuStatus& g = gpus[e.gpu];
+    g.gpu = e.gpu;
+    g.arbiter_alive = enforce::ArbiterAlive(leases.board(e.gpu), enforce::MonotonicNowNs(), 1'000'000'000);
+    g.tenants.push_back(std::move(t));
+  }
+  for (auto& [gpu, g] : gpus) out.gpus.push_back(std::move(g));
+  return out;
+}
+
+}  // namespace tessera::node

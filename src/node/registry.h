@@ -1,0 +1,21 @@
+// The tenant registry file (tenants.json) of a node directory: read with every field checked,
+// written atomically. Private to the node module; JSON stays an implementation detail here.
+//   {"version": 1, "tenants": [{"name": "a", "index": 0, "gpu": 0, "mem_bytes": 67108864,
+//     "share": 30, "priority": 0, "kernel_estimate_us": 1000, "scrub": false,
+//     "pids": [1234], "pgids": [1240]}]}
+// kernel_estimate_us, scrub and pgids may be absent (files of earlier versions).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/core/status.h"
+#include "tessera/node/node_dir.h"
+
+namespace tessera::node::internal {
+
+// A missing file is an empty registry. DATA_LOSS "<path>: <what is wrong>" otherwise.
+StatusOr<std::vector<TenantEntry>> ReadRegistry(const std::string& path);
+Status WriteRegistry(const std::string& path, const std::vector<TenantEntry>& tenants);
+
+}  // namespace tessera::node::internal

@@ -1,0 +1,88 @@
+// Launcher: the shim is checked before anything runs, --gpu pins to the GPU's UUID (fake NVML)
+// or index, a caller's CUDA_VISIBLE_DEVICES only narrows, and the environment the SPANK plugin
+// and the device plugin would set.
+#include "tessera/node/launcher.h"
+
+#include <cstdlib>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/sim_test_util.h"
+
+namespace tessera::node {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::StartsWith;
+using tessera::testing::TempDir;
+using tessera::testing::WriteTextFile;
+
+const char kFakeNvml[] = TESSERA_FAKE_NVML_PATH;
+const char kUuid1[] = "GPU-fa4e0000-0000-4000-8000-000000000001";
+
+class FakeNvmlConfig {
+ public:
+  explicit FakeNvmlConfig(const char* gpus) { ::setenv("TESSERA_FAKE_NVML_CONFIG", gpus, 1); }
+  ~FakeNvmlConfig() { ::unsetenv("TESSERA_FAKE_NVML_CONFIG"); }
+};
+
+TEST(ResolveShim, NamesThePathOfAShimThatCannotBeLoaded) {
+  TempDir dir;
+  StatusOr<std::string> missing = ResolveShim("/nonexistent/libtessera-shim.so");
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.status().message(), StartsWith("/nonexistent/libtessera-shim.so: cannot load the shim"));
+  EXPECT_THAT(ResolveShim(dir.path()).status().message(), HasSubstr("not a regular file"));
+  WriteTextFile(dir.File("text.so"), "hello");
+  EXPECT_THAT(ResolveShim(dir.File("text.so")).status().message(), HasSubstr("not an ELF shared object"));
+  EXPECT_EQ(ResolveShim(kFakeNvml).value(), kFakeNvml);  // any ELF file passes the check
+}
+
+TEST(PinGpu, UsesTheUuidWhereNvmlKnowsIt) {
+  FakeNvmlConfig config("H100-80GB*2");
+  StatusOr<GpuPin> pin = PinGpu(1, kFakeNvml, std::nullopt);
+  ASSERT_TRUE(pin.ok()) << pin.status().ToString();
+  EXPECT_EQ(pin->visible_devices, kUuid1);
+  EXPECT_EQ(pin->uuid, kUuid1);
+  StatusOr<GpuPin> beyond = PinGpu(2, kFakeNvml, std::nullopt);
+  EXPECT_EQ(beyond.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(beyond.status().message(), "GPU 2: the node has 2 GPU(s) (NVML)");
+}
+
+TEST(PinGpu, FallsBackToTheIndexWithoutNvml) {
+  StatusOr<GpuPin> pin = PinGpu(5, "/nonexistent/libnvidia-ml.so.1", std::nullopt);
+  ASSERT_TRUE(pin.ok());
+  EXPECT_EQ(pin->visible_devices, "5");
+  EXPECT_EQ(pin->uuid, "");
+}
+
+TEST(PinGpu, ACallersListNarrowsButNeverWidens) {
+  FakeNvmlConfig config("H100-80GB*2");
+  EXPECT_EQ(PinGpu(1, kFakeNvml, "0,1").value().visible_devices, kUuid1);
+  EXPECT_EQ(PinGpu(1, kFakeNvml, std::string(" ") + kUuid1).value().visible_devices, kUuid1);
+  EXPECT_EQ(PinGpu(3, "/nonexistent", "2,3").value().visible_devices, "3");
+  for (const char* list : {"0", "", "GPU-fa4e0000-0000-4000-8000-000000000000", "10"}) {
+    SCOPED_TRACE(list);
+    StatusOr<GpuPin> refused = PinGpu(1, kFakeNvml, std::string(list));
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(refused.status().message(),
+                StartsWith("GPU 1 is not in CUDA_VISIBLE_DEVICES='" + std::string(list) + "'"));
+  }
+}
+
+TEST(LaunchEnvironment, PreloadsTheShimAndPinsTheGpu) {
+  LaunchOptions o{.paths = NodePaths("/run/t"), .shim_path = "/lib/libtessera-shim.so",
+                  .pin = {.visible_devices = kUuid1, .uuid = kUuid1}, .gpu = 1, .tenant_index = 4,
+                  .caller_ld_preload = "libother.so"};
+  EXPECT_THAT(LaunchEnvironment(o),
+              ::testing::UnorderedElementsAre(Pair("LD_PRELOAD", "/lib/libtessera-shim.so libother.so"),
+                                              Pair("TESSERA_SHIM_POLICY", "/run/t/policy"),
+                                              Pair("TESSERA_SHIM_COUNTERS", "/run/t/counters"),
+                                              Pair("TESSERA_SHIM_LEASES", "/run/t/leases"),
+                                              Pair("TESSERA_SHIM_TENANT", "4"), Pair("TESSERA_SHIM_GPUS", "1"),
+                                              Pair("CUDA_VISIBLE_DEVICES", kUuid1)));
+}
+
+}  // namespace
+}  // namespace tessera::node

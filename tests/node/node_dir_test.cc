@@ -1,0 +1,149 @@
+// NodeDir: tenant admission into slots, sticky scrub, pruning of dead members, a command group
+// that outlives its supervisor keeping the slot, and a corrupt registry being an error naming the
+// file that leaves the file as it was.
+#include "tessera/node/node_dir.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tessera/enforce/segment.h"
+#include "tessera/node/memory_size.h"
+#include "tests/testing/sim_test_util.h"
+
+namespace tessera::node {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using tessera::testing::ReadTextFile;
+using tessera::testing::TempDir;
+using tessera::testing::WriteTextFile;
+
+// A pid that is certainly dead: a child that exited and was reaped.
+long DeadPid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+TenantRequest Request(const std::string& name, uint64_t mem = 64 << 20) {
+  return TenantRequest{.name = name, .gpu = 0, .mem_bytes = mem, .share = 30};
+}
+
+TEST(NodeDir, TenantsGetTheLowestFreeIndexAndJoinByName) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  const long self = ::getpid();
+  EXPECT_EQ(node.Join(Request("a"), self).value(), 0);
+  EXPECT_EQ(node.Join(Request("b"), self).value(), 1);
+  EXPECT_EQ(node.Join(Request("a", 128 << 20), self).value(), 0);  // joins a; the latest limit wins
+  StatusOr<std::vector<TenantEntry>> live = node.LiveTenants();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_EQ(live->size(), 2u);
+  EXPECT_EQ((*live)[0].mem_bytes, 128u << 20);
+  EXPECT_EQ((*live)[0].pids, (std::vector<long>{self, self}));
+  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(node.paths().policy, node.paths().counters);
+  ASSERT_TRUE(seg.ok());
+  EXPECT_EQ(seg->policy().tenants[0].limit_bytes[0].load(), 128u << 20);
+  StatusOr<int> other_gpu = node.Join(TenantRequest{.name = "a", .gpu = 1, .mem_bytes = 1, .share = 1}, self);
+  EXPECT_EQ(other_gpu.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(other_gpu.status().message(), "tenant 'a' already runs on GPU 0 (one GPU per tenant)");
+}
+
+TEST(NodeDir, DeadMembersArePrunedAndTheirLimitGoesToZero) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  ASSERT_EQ(node.Join(Request("gone"), DeadPid()).value(), 0);
+  EXPECT_EQ(node.Join(Request("b"), ::getpid()).value(), 0);  // index 0 is free again
+  StatusOr<std::vector<TenantEntry>> live = node.LiveTenants();
+  ASSERT_TRUE(live.ok());
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ((*live)[0].name, "b");
+  ASSERT_TRUE(node.Leave(::getpid()).ok());
+  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(node.paths().policy, node.paths().counters);
+  ASSERT_TRUE(seg.ok());
+  EXPECT_EQ(seg->policy().tenants[0].limit_bytes[0].load(), 0u);
+  StatusOr<NodeStatus> status = node.ReadStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_TRUE(status->exists);
+  EXPECT_TRUE(status->gpus.empty());
+}
+
+// A command whose supervisor died keeps its tenant's slot while a process of its group lives.
+TEST(NodeDir, ALiveCommandGroupKeepsTheSlotAfterItsSupervisorDied) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  const long dead_supervisor = DeadPid();
+  ASSERT_EQ(node.Join(Request("a"), dead_supervisor).value(), 0);
+  ASSERT_TRUE(node.AddCommandGroup(dead_supervisor, ::getpgrp()).ok());  // our group: alive
+  EXPECT_EQ(node.Join(Request("b"), ::getpid()).value(), 1);
+  StatusOr<NodeStatus> status = node.ReadStatus();
+  ASSERT_TRUE(status.ok());
+  ASSERT_EQ(status->gpus.size(), 1u);
+  EXPECT_EQ(status->gpus[0].tenants.size(), 2u);
+}
+
+TEST(NodeDir, ScrubIsSticky) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  TenantRequest scrub = Request("a");
+  scrub.scrub = true;
+  ASSERT_EQ(node.Join(scrub, ::getpid()).value(), 0);
+  ASSERT_EQ(node.Join(Request("a"), ::getpid()).value(), 0);
+  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(node.paths().policy, node.paths().counters);
+  ASSERT_TRUE(seg.ok());
+  EXPECT_EQ(seg->TenantFlags(0) & enforce::kTenantScrubOnFree, enforce::kTenantScrubOnFree);
+}
+
+TEST(NodeDir, CorruptRegistryIsAnErrorNamingTheFileAndIsNotReset) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  ASSERT_TRUE(node.Join(Request("a"), DeadPid()).ok());
+  const std::string& path = node.paths().registry;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{not json", "not valid JSON"},
+      {"[]", "not a JSON object"},
+      {R"({"version": 1})", "missing \"tenants\""},
+      {R"({"version": 1, "tenants": {}})", "\"tenants\" is not an array"},
+      {R"({"tenants": [{"name": "x", "index": "zero"}]})", "tenants[0].index: not an integer"},
+      {R"({"tenants": [{"name": "x", "gpu": 0}]})", "tenants[0]: missing \"index\""},
+      {R"({"tenants": [{"name": "x", "index": 64, "gpu": 0}]})", "tenants[0].index: out of range 0..63"},
+      {R"({"tenants": [{"name": "x", "index": 0, "gpu": 0, "mem_bytes": 1, "share": 1, "priority": 0,
+          "pids": ["1"]}]})", "tenants[0].pids[0]: not a process id"},
+      {R"({"tenants": [{"name": "x", "index": 0, "gpu": 0, "mem_bytes": 1, "share": 1, "priority": 0,
+          "pids": [1], "scrub": 1}]})", "tenants[0].scrub: not true or false"},
+      {R"({"tenants": [7]})", "tenants[0]: not an object"},
+  };
+  for (const auto& [text, what] : cases) {
+    SCOPED_TRACE(text);
+    WriteTextFile(path, text);
+    StatusOr<int> joined = node.Join(Request("b"), ::getpid());
+    EXPECT_EQ(joined.status().code(), StatusCode::kDataLoss);
+    EXPECT_THAT(joined.status().message(), StartsWith(path + ": "));
+    EXPECT_THAT(joined.status().message(), HasSubstr(what));
+    EXPECT_EQ(node.ReadStatus().status().code(), StatusCode::kDataLoss);
+    EXPECT_EQ(node.Leave(::getpid()).code(), StatusCode::kDataLoss);
+    EXPECT_EQ(node.LiveTenants().status().code(), StatusCode::kDataLoss);
+    EXPECT_EQ(ReadTextFile(path), text);  // never silently reset
+  }
+}
+
+TEST(MemorySize, RequiresAUnit) {
+  EXPECT_EQ(ParseMemorySize("64MiB").value(), 64u << 20);
+  EXPECT_EQ(ParseMemorySize("1.5GiB").value(), 3u << 29);
+  EXPECT_EQ(ParseMemorySize("2KB").value(), 2000u);
+  EXPECT_EQ(ParseMemorySize("10B").value(), 10u);
+  StatusOr<uint64_t> bare = ParseMemorySize("4096");
+  EXPECT_EQ(bare.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bare.status().message(), "'4096': no unit (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)");
+  EXPECT_THAT(ParseMemorySize("8XB").status().message(), HasSubstr("unknown unit 'XB'"));
+  EXPECT_THAT(ParseMemorySize("GiB").status().message(), HasSubstr("not a positive size"));
+  EXPECT_THAT(ParseMemorySize("2TiB").status().message(), HasSubstr("above the segment's 1 TiB"));
+}
+
+}  // namespace
+}  // namespace tessera::node
