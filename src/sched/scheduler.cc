@@ -726,6 +726,10 @@ struct Scheduler::Impl {
     std::vector<JobId> evicted;
     std::vector<MoveEvent> moves;
     int64_t cost = 0;
+    bool Has(JobId id) const {
+      return std::find(evicted.begin(), evicted.end(), id) != evicted.end() ||
+             std::any_of(moves.begin(), moves.end(), [&](const MoveEvent& m) { return m.job == id; });
+    }
   };
   // Clears room for `pod` on node `ni` in `journal`: evicts what `j` may preempt, then moves
   // other single-pod work elsewhere (never a whole-GPU Guaranteed pod; nothing started this
@@ -749,6 +753,9 @@ struct Scheduler::Impl {
     std::unordered_map<TenantIndex, Resources> removed;
     for (const Running* r : occ) {
       if (snap.Fits(ni, pod) || plan.cost >= stop_at) break;
+      // A gang with a pod here may already be in the plan: evicted by a swap's reclaim on
+      // another node it also runs on.
+      if (plan.Has(r->job.id)) continue;
       const bool evictable = Eligible(*r, j.tenant, j.qos, now, removed);
       // Work that may be evicted but can move live elsewhere moves: it loses nothing.
       if (evictable && r->pod.IsSharing() && r->job.pods == 1 && r->start < now) {
@@ -786,7 +793,10 @@ struct Scheduler::Impl {
         swap_budget -= static_cast<int64_t>(snap.node_count());
         // Make room elsewhere by evicting what `j` may preempt (a swap: the moved pod takes
         // the place of borrowed work, `j` takes the moved pod's).
-        for (JobId v : Reclaim(j, r->pod, now, journal, removed, plan.evicted, ni)) {
+        // Neither what the plan evicts nor what it moves may be taken again.
+        std::vector<JobId> in_plan = plan.evicted;
+        for (const MoveEvent& mv : plan.moves) in_plan.push_back(mv.job);
+        for (JobId v : Reclaim(j, r->pod, now, journal, removed, in_plan, ni)) {
           plan.evicted.push_back(v);
           plan.cost += 1 + LostWork(running.at(v), now);
         }
