@@ -25,7 +25,7 @@ cmake -S "$root" -B "$build" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_SANITIZE=address,undefined \
   -DTESSERA_BUILD_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF >/dev/null
-cmake --build "$build" -j "$jobs" --target csv_fuzzer mig_layout_fuzzer catalog_file_fuzzer quota_file_fuzzer
+cmake --build "$build" -j "$jobs" --target csv_fuzzer mig_layout_fuzzer catalog_file_fuzzer quota_file_fuzzer mig_plan_json_fuzzer
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/tessera-fuzz.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -55,3 +55,4 @@ fuzz csv_fuzzer corpus
 fuzz mig_layout_fuzzer corpus_mig
 fuzz catalog_file_fuzzer corpus_catalog
 fuzz quota_file_fuzzer corpus_quota
+fuzz mig_plan_json_fuzzer corpus_plan
