@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "tessera shares GPUs among tenants: it cuts GPUs (MIG, MPS, time-slice, whole), places work so\n"
       "the cluster does not fragment, keeps each tenant's guarantee, enforces shares and meters use.\n"
-      "Run `tessera <command> --help` for the options of a command."};
+      "Run `tessera <command> --help` for the options of a command.",
+      "tessera"};
   app.require_subcommand(1);
   app.set_version_flag("--version", kVersion, "Print the version and the git commit");
   int exit_code = tessera::cli::kExitOk;

@@ -237,7 +237,9 @@ void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_
       "  tessera simulate --mig-model H100-80GB --gpus 100 --seeds 42-51   # MIG: engine vs static\n"
       "  tessera simulate --scenario dedicated-vs-shared --json out.json    # multi-tenancy\n"
       "With --scenario, the week-long multi-tenant simulation runs instead (docs/multitenancy.md);\n"
-      "its --check exits 1 unless the multi-tenancy issue's outcome targets hold.");
+      "its --check exits 1 unless the multi-tenancy issue's outcome targets hold. A flag of another\n"
+      "mode (e.g. --policies with --scenario, --quotas without it) is an error. --json - writes the\n"
+      "JSON to stdout instead of the table.");
   cmd->add_option("--nodes", flags->nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model); default: the bundled 1213-node Alibaba cluster");
   cmd->add_option("--pods", flags->pods, "Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]); repeatable; default: the bundled default list")->delimiter(',');
   cmd->add_flag("--all-lists", flags->all_lists, "Replay all 17 bundled pod lists of the FGD paper");
