@@ -1,6 +1,8 @@
 #include "tessera/core/gpu_model.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 namespace tessera {
 
@@ -53,7 +55,9 @@ const GpuModelCatalog& GpuModelCatalog::Builtin() {
 
 Status GpuModelCatalog::Add(GpuModelInfo info) {
   if (info.name.empty()) return InvalidArgumentError("GPU model name is empty");
-  if (Find(info.name).ok()) return AlreadyExistsError("GPU model '" + info.name + "' already exists");
+  for (const GpuModelInfo& m : models_) {
+    if (m.name == info.name) return AlreadyExistsError("GPU model '" + info.name + "' already exists");
+  }
   if (models_.size() >= kMaxModels) {
     return ResourceExhaustedError("GPU model catalog is full (64 models)");
   }
@@ -61,10 +65,51 @@ Status GpuModelCatalog::Add(GpuModelInfo info) {
   return Status::Ok();
 }
 
+namespace {
+
+// nvmlDeviceGetName -> catalog name, for the boards whose NVML name is not "NVIDIA <name>".
+// (Product names from NVIDIA's nvidia-smi output and go-nvml's mocks; the variants share the
+// catalog model's MIG table, see data/gpu-models/mig-profiles.json.)
+constexpr std::pair<std::string_view, std::string_view> kNvmlNames[] = {
+    {"NVIDIA A100-SXM4-40GB", "A100-40GB"},   {"NVIDIA A100-PCIE-40GB", "A100-40GB"},
+    {"NVIDIA A100-SXM4-80GB", "A100-80GB"},   {"NVIDIA A100-PCIE-80GB", "A100-80GB"},
+    {"NVIDIA A100 80GB PCIe", "A100-80GB"},   {"NVIDIA H100 80GB HBM3", "H100-80GB"},
+    {"NVIDIA H100 PCIe", "H100-80GB"},        {"NVIDIA H100 NVL", "H100-NVL-94GB"},
+    {"NVIDIA H200", "H200-141GB"},            {"NVIDIA H200 NVL", "H200-141GB"},
+    {"NVIDIA B200", "B200-180GB"},            {"NVIDIA GH200 96GB HBM3", "GH200-96GB"},
+    {"NVIDIA A30", "A30-24GB"},
+    {"Tesla V100-SXM2-32GB", "V100M32"},      {"Tesla V100-SXM2-16GB", "V100M16"},
+    {"Tesla V100-PCIE-32GB", "V100M32"},      {"Tesla V100-PCIE-16GB", "V100M16"},
+    {"Tesla P100-PCIE-16GB", "P100"},         {"Tesla P100-SXM2-16GB", "P100"},
+};
+
+}  // namespace
+
+StatusOr<GpuModelId> GpuModelCatalog::FindByNvmlName(std::string_view nvml_name) const {
+  auto exact = [this](std::string_view name) -> std::optional<GpuModelId> {
+    for (size_t i = 0; i < models_.size(); ++i) {
+      if (models_[i].name == name) return GpuModelId(static_cast<uint32_t>(i));
+    }
+    return std::nullopt;
+  };
+  for (const auto& [nvml, model] : kNvmlNames) {
+    if (nvml == nvml_name) {
+      if (auto id = exact(model)) return *id;
+    }
+  }
+  for (std::string_view prefix : {std::string_view("NVIDIA "), std::string_view("Tesla ")}) {
+    if (nvml_name.substr(0, prefix.size()) == prefix) {
+      if (auto id = exact(nvml_name.substr(prefix.size()))) return *id;
+    }
+  }
+  return NotFoundError("no GPU model of the catalog is called '" + std::string(nvml_name) + "' by NVML");
+}
+
 StatusOr<GpuModelId> GpuModelCatalog::Find(std::string_view name) const {
   for (size_t i = 0; i < models_.size(); ++i) {
     if (models_[i].name == name) return GpuModelId(static_cast<uint32_t>(i));
   }
+  if (StatusOr<GpuModelId> id = FindByNvmlName(name); id.ok()) return id;
   return NotFoundError("unknown GPU model '" + std::string(name) + "' (known: " + KnownNames() +
                        ")");
 }

@@ -152,6 +152,34 @@ StatusOr<MigStep> CatalogMigStep(const MigGeometry& geometry, MigStep::Kind kind
   return step;
 }
 
+Status CheckMigStepsModel(const NvmlApi& nvml, const GpuModelCatalog& catalog, GpuModelId model,
+                          const std::vector<MigStep>& steps) {
+  TESSERA_ASSIGN_OR_RETURN(uint32_t gpu_count, nvml.DeviceCount());
+  const std::string& want = catalog.info(model).name;
+  std::vector<uint32_t> checked;
+  for (const MigStep& step : steps) {
+    if (step.gpu >= gpu_count) continue;
+    if (std::find(checked.begin(), checked.end(), step.gpu) != checked.end()) continue;
+    checked.push_back(step.gpu);
+    StatusOr<std::string> name = nvml.DeviceName(step.gpu);
+    if (!name.ok()) {
+      return Status(name.status().code(), "GPU " + std::to_string(step.gpu) + ": cannot read its name: " +
+                                              name.status().message());
+    }
+    StatusOr<GpuModelId> id = catalog.FindByNvmlName(*name);
+    if (!id.ok()) {
+      return FailedPreconditionError("GPU " + std::to_string(step.gpu) + " is an " + *name +
+                                     ", a model the catalog does not know: the plan was made for " + want);
+    }
+    if (*id != model) {
+      return FailedPreconditionError("GPU " + std::to_string(step.gpu) + " is an " + *name + " (" +
+                                     catalog.info(*id).name + "), not a " + want + ": the plan was made for " +
+                                     want);
+    }
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::vector<MigStepResult>> ApplyMigSteps(NvmlApi& nvml, const std::vector<MigStep>& steps) {
   std::map<std::pair<uint32_t, uint32_t>, Resolved> resolved;
   TESSERA_RETURN_IF_ERROR(Preflight(nvml, steps, &resolved));

@@ -1,5 +1,6 @@
 #include "tessera/sim/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -125,13 +126,19 @@ std::string SvgChart(const std::string& title, const std::string& y_label, const
 }  // namespace
 
 std::string RenderSummaryTable(const std::vector<RunSummary>& summaries, const ArtifactReference* ref) {
+  // Columns widen for long pod-list or policy names (at least one space to the next column).
+  size_t name_w = 26, policy_w = 14;
+  for (const RunSummary& s : summaries) {
+    name_w = std::max(name_w, s.pods_name.size() + 1);
+    policy_w = std::max(policy_w, s.policy.size() + 1);
+  }
   std::ostringstream o;
-  o << Pad("pod list", 26, true) << Pad("policy", 14, true) << Pad("runs", 5) << Pad("unalloc@100%", 14)
+  o << Pad("pod list", name_w, true) << Pad("policy", policy_w, true) << Pad("runs", 5) << Pad("unalloc@100%", 14)
     << Pad("[min-max]", 15) << Pad("unalloc@130%", 14) << Pad("frag rate@100%", 16) << Pad("sec/run", 9);
   if (ref) o << Pad("artifact@100%", 15) << Pad("diff", 8) << Pad("tol", 6) << "  match";
   o << "\n";
   for (const RunSummary& s : summaries) {
-    o << Pad(s.pods_name, 26, true) << Pad(s.policy, 14, true) << Pad(std::to_string(s.runs), 5)
+    o << Pad(s.pods_name, name_w, true) << Pad(s.policy, policy_w, true) << Pad(std::to_string(s.runs), 5)
       << Pad(Fixed(s.unallocated_pct_at_100), 14)
       << Pad("[" + Fixed(s.unallocated_pct_at_100_min) + "-" + Fixed(s.unallocated_pct_at_100_max) + "]", 15)
       << Pad(Fixed(s.unallocated_pct_at_130), 14) << Pad(Fixed(s.frag_rate_pct_at_100, 1), 16)

@@ -1,6 +1,7 @@
 #include "tessera/sim/trace.h"
 
 #include <charconv>
+#include <map>
 #include <unordered_set>
 
 #include "tessera/sim/csv.h"
@@ -142,6 +143,15 @@ std::string FileStem(std::string_view path) {
   size_t dot = base.find_last_of('.');
   if (dot != std::string_view::npos && dot > 0) base = base.substr(0, dot);
   return std::string(base);
+}
+
+std::vector<std::string> PodListNames(const std::vector<std::string>& paths) {
+  std::map<std::string, int> stems;
+  for (const std::string& p : paths) ++stems[FileStem(p)];
+  std::vector<std::string> names;
+  names.reserve(paths.size());
+  for (const std::string& p : paths) names.push_back(stems[FileStem(p)] > 1 ? p : FileStem(p));
+  return names;
 }
 
 StatusOr<std::vector<NodeSpec>> ParseNodeList(std::string_view text, std::string_view path,

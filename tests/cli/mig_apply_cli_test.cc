@@ -42,7 +42,7 @@ size_t Lines(const std::string& text, const std::string& line) {
 }
 
 void WritePlan(const TempDir& dir, const std::string& args) {
-  CommandResult r = Tessera(dir, "", "mig plan " + args + " --json");
+  CommandResult r = Tessera(dir, "", "mig plan " + args + " --json -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ofstream(dir.File("plan.json")) << r.out;
 }
@@ -55,7 +55,7 @@ TEST(MigApplyCliTest, WithoutYesItPrintsTheStepsAndChangesNothing) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.out, HasSubstr("  create 3g.40gb@0 on GPU 0\n  create 3g.40gb@4 on GPU 0\n"));
   EXPECT_EQ(r.err,
-            "tessera mig: refusing to change MIG instances without --yes (the steps above were not "
+            "tessera mig apply: refusing to change MIG instances without --yes (the steps above were not "
             "applied)\n");
   EXPECT_EQ(testing::ReadTextFile(dir.File("mutations.log")), "");
 }
@@ -83,7 +83,7 @@ TEST(MigApplyCliTest, DriverRefusalsExitWithOneAndChangeNothing) {
   CommandResult r = Tessera(dir, "H100-80GB:mig=1,H100-80GB:mig=0",
                             "mig apply --model H100-80GB --plan plan.json --nvml '" + kFake + "' --yes");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "tessera mig: step 3 (create 3g.40gb@0 on GPU 1): MIG mode is disabled on GPU 1\n");
+  EXPECT_EQ(r.err, "tessera mig apply: step 3 (create 3g.40gb@0 on GPU 1): MIG mode is disabled on GPU 1\n");
   EXPECT_EQ(testing::ReadTextFile(dir.File("mutations.log")), "");
   // A plan for more GPUs than the node has.
   r = Tessera(dir, "H100-80GB:mig=1",
@@ -102,10 +102,10 @@ TEST(MigApplyCliTest, BadPlansAreBadInput) {
   const std::string apply = "mig apply --nvml '" + kFake + "' --yes ";
   CommandResult r = Tessera(dir, "H100-80GB:mig=1", apply + "--model A100-40GB --plan plan.json");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "tessera mig: plan.json: model: the plan is for \"H100-80GB\", not A100-40GB\n");
+  EXPECT_EQ(r.err, "tessera mig apply: plan.json: model: the plan is for \"H100-80GB\", not A100-40GB\n");
   r = Tessera(dir, "H100-80GB:mig=1", apply + "--model H100-80GB --plan missing.json");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "tessera mig: missing.json: cannot open file\n");
+  EXPECT_EQ(r.err, "tessera mig apply: missing.json: cannot open file\n");
   std::ofstream(dir.File("bad1.json")) << R"({"steps":[{"action":"create","gpu":0,"profile":"5g.50gb","start":0}]})";
   r = Tessera(dir, "H100-80GB:mig=1", apply + "--model H100-80GB --plan bad1.json");
   EXPECT_EQ(r.exit_code, 2);
@@ -114,21 +114,39 @@ TEST(MigApplyCliTest, BadPlansAreBadInput) {
   std::ofstream(dir.File("bad2.json")) << R"({"steps":[{"action":"create","gpu":0,"profile":"3g.40gb","start":2}]})";
   r = Tessera(dir, "H100-80GB:mig=1", apply + "--model H100-80GB --plan bad2.json");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "tessera mig: bad2.json: steps[0]: MIG profile 3g.40gb cannot start at memory slice 2\n");
+  EXPECT_EQ(r.err, "tessera mig apply: bad2.json: steps[0]: MIG profile 3g.40gb cannot start at memory slice 2\n");
   std::ofstream(dir.File("bad3.json")) << R"({"steps":[{"action":"grow","gpu":0,"profile":"3g.40gb","start":0}]})";
   r = Tessera(dir, "H100-80GB:mig=1", apply + "--model H100-80GB --plan bad3.json");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "tessera mig: bad3.json: steps[0].action: 'grow' is neither create nor destroy\n");
+  EXPECT_EQ(r.err, "tessera mig apply: bad3.json: steps[0].action: 'grow' is neither create nor destroy\n");
   std::ofstream(dir.File("bad4.json")) << R"({"steps":[{"action":"create","gpu":-1,"profile":"3g.40gb","start":0}]})";
   r = Tessera(dir, "H100-80GB:mig=1", apply + "--model H100-80GB --plan bad4.json");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "tessera mig: bad4.json: steps[0].gpu: expected an integer 0..100000\n");
+  EXPECT_EQ(r.err, "tessera mig apply: bad4.json: steps[0].gpu: expected an integer 0..100000\n");
   EXPECT_EQ(testing::ReadTextFile(dir.File("mutations.log")), "");
+}
+
+// The bug: an H100 plan was "applied" to A100s. The GPUs' NVML names must be of --model.
+TEST(MigApplyCliTest, APlanForAnotherModelIsRefusedBeforeAnythingChanges) {
+  TempDir dir;
+  WritePlan(dir, "--model H100-80GB --gpus 1 --demand 7g.80gb=1");
+  CommandResult r = Tessera(dir, "A100-40GB:mig=1",
+                            "mig apply --model H100-80GB --plan plan.json --nvml '" + kFake + "' --yes");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(r.err,
+            "tessera mig apply: GPU 0 is an NVIDIA A100-SXM4-40GB (A100-40GB), not a H100-80GB: the plan was "
+            "made for H100-80GB\n");
+  EXPECT_EQ(testing::ReadTextFile(dir.File("mutations.log")), "");
+  // The NVML name is accepted as the model name, and the right GPUs take the plan.
+  r = Tessera(dir, "H100-80GB:mig=1",
+              "mig apply --model 'NVIDIA H100 80GB HBM3' --plan plan.json --nvml '" + kFake + "' --yes");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("applied 1 step(s)"));
 }
 
 TEST(MigApplyCliTest, ShowListsGpusReadOnly) {
   TempDir dir;
-  CommandResult r = Tessera(dir, "A30-24GB:mig=1,T4", "mig show --json --nvml '" + kFake + "'");
+  CommandResult r = Tessera(dir, "A30-24GB:mig=1,T4", "mig show --json - --nvml '" + kFake + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["gpus"].size(), 2u);

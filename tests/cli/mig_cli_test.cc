@@ -21,7 +21,7 @@ const auto& ExpectBadInput = testing::ExpectOneLineBadInput;
 
 TEST(MigCliTest, PlanJsonHasTheContractShape) {
   TempDir dir;
-  CommandResult r = Tessera(dir, "mig plan --model H100-80GB --gpus 1 --demand 1g.10gb=2,3g.40gb=2 --json");
+  CommandResult r = Tessera(dir, "mig plan --model H100-80GB --gpus 1 --demand 1g.10gb=2,3g.40gb=2 --json -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["gpus"].size(), 1u);
@@ -39,7 +39,7 @@ TEST(MigCliTest, PlanJsonHasTheContractShape) {
 TEST(MigCliTest, PlanRespectsInUseInstances) {
   TempDir dir;
   testing::WriteTextFile(dir.File("in_use.csv"), "gpu,profile,start,in_use\n0,4g.40gb,0,1\n0,1g.10gb,4,0\n");
-  CommandResult r = Tessera(dir, "mig plan --model H100-80GB --gpus 1 --demand 3g.40gb=1 --in-use in_use.csv --json");
+  CommandResult r = Tessera(dir, "mig plan --model H100-80GB --gpus 1 --demand 3g.40gb=1 --in-use in_use.csv --json -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   // 4g.40gb@0 stays; the free 1g.10gb@4 is destroyed to make room for 3g.40gb@4.
@@ -59,7 +59,7 @@ TEST(MigCliTest, LayoutsListsEveryMaximalLayout) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("5 maximal MIG layouts of A30-24GB"));
   EXPECT_THAT(r.out, HasSubstr("[0-3 4g.24gb]"));
-  r = Tessera(dir, "mig layouts --model H100-80GB --json");
+  r = Tessera(dir, "mig layouts --model H100-80GB --json -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GT(nlohmann::json::parse(r.out)["layouts"].size(), 10u);
 }

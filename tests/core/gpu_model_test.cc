@@ -236,5 +236,30 @@ TEST(GpuModelCatalogVgpuTest, CSeriesTypesComeWithFramebufferAndMaxPerGpu) {
   EXPECT_TRUE(cat.info(*cat.Find("T4")).vgpu.empty());
 }
 
+// The names nvmlDeviceGetName reports (and the fake NVML of tests/testing reports) are model
+// names wherever a model name is accepted.
+TEST(GpuModelCatalogTest, NvmlDeviceNamesFindTheirModel) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  const std::pair<const char*, const char*> cases[] = {
+      {"NVIDIA A100-SXM4-40GB", "A100-40GB"}, {"NVIDIA A100-PCIE-40GB", "A100-40GB"},
+      {"NVIDIA A100-SXM4-80GB", "A100-80GB"}, {"NVIDIA H100 80GB HBM3", "H100-80GB"},
+      {"NVIDIA H100 PCIe", "H100-80GB"},      {"NVIDIA H100 NVL", "H100-NVL-94GB"},
+      {"NVIDIA H200", "H200-141GB"},          {"NVIDIA A30", "A30-24GB"},
+      {"Tesla V100-SXM2-32GB", "V100M32"},    {"Tesla T4", "T4"},
+      {"NVIDIA A10", "A10"},                  {"NVIDIA B200-180GB", "B200-180GB"},
+  };
+  for (const auto& [nvml, model] : cases) {
+    StatusOr<GpuModelId> by_nvml = cat.FindByNvmlName(nvml);
+    ASSERT_TRUE(by_nvml.ok()) << nvml << ": " << by_nvml.status().message();
+    EXPECT_EQ(cat.info(*by_nvml).name, model) << nvml;
+    StatusOr<GpuModelId> found = cat.Find(nvml);
+    ASSERT_TRUE(found.ok()) << nvml;
+    EXPECT_EQ(*found, *by_nvml) << nvml;
+  }
+  EXPECT_EQ(cat.FindByNvmlName("NVIDIA X9000").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cat.FindByNvmlName("H100-80GB").status().code(), StatusCode::kNotFound);  // not an NVML name
+  EXPECT_EQ(cat.Find("NVIDIA X9000").status().code(), StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace tessera

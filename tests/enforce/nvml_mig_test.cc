@@ -52,6 +52,15 @@ const Status& StatusOf(const StatusOr<T>& s) {
   } while (0)
 
 // Every catalog model with MIG.
+// Nothing was changed: the fake's mutation log is absent or empty.
+#define EXPECT_OK_OR_EMPTY(log_path)                                        \
+  do {                                                                      \
+    std::ifstream tessera_log_(log_path);                                   \
+    std::stringstream tessera_text_;                                        \
+    if (tessera_log_) tessera_text_ << tessera_log_.rdbuf();                \
+    EXPECT_EQ(tessera_text_.str(), "") << "the check changed MIG instances"; \
+  } while (0)
+
 std::vector<const GpuModelInfo*> MigModels() {
   std::vector<const GpuModelInfo*> out;
   const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
@@ -434,6 +443,28 @@ TEST_F(NvmlMigTest, CatalogMigStepCarriesNvmlTerms) {
                 StatusCode::kInvalidArgument, "MIG profile 3g.40gb cannot start at memory slice 2");
   EXPECT_EQ(CatalogMigStep(g, MigStep::Kind::kCreate, 0, 99, 0).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// A plan made for one model is refused on GPUs of another, by the names NVML reports, before
+// anything changes (the bug: an H100 plan was "applied" to A100s).
+TEST_F(NvmlMigTest, StepsForAnotherModelAreRefusedByTheGpusNvmlName) {
+  const std::string log = ::testing::TempDir() + "/model_check_mutations.log";
+  std::remove(log.c_str());
+  ASSERT_OK(Start("A100-40GB:mig=1,A100-40GB:mig=1"));
+  setenv("TESSERA_FAKE_NVML_MUTATION_LOG", log.c_str(), 1);
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  const MigGeometry& h100 = Geometry("H100-80GB");
+  StatusOr<MigStep> step = CatalogMigStep(h100, MigStep::Kind::kCreate, 1, *partition::FindProfileIndex(h100, "7g.80gb"), 0);
+  ASSERT_OK(step);
+  EXPECT_STATUS(CheckMigStepsModel(nvml(), cat, *cat.Find("H100-80GB"), {*step}), StatusCode::kFailedPrecondition,
+                "GPU 1 is an NVIDIA A100-SXM4-40GB (A100-40GB), not a H100-80GB: the plan was made for H100-80GB");
+  EXPECT_OK_OR_EMPTY(log);
+  const MigGeometry& a100 = Geometry("A100-40GB");
+  StatusOr<MigStep> ok = CatalogMigStep(a100, MigStep::Kind::kCreate, 0, *partition::FindProfileIndex(a100, "7g.40gb"), 0);
+  ASSERT_OK(ok);
+  ASSERT_OK(CheckMigStepsModel(nvml(), cat, *cat.Find("A100-40GB"), {*ok}));
+  // The NVML name is a model name too.
+  ASSERT_OK(CheckMigStepsModel(nvml(), cat, *cat.Find("NVIDIA A100-SXM4-40GB"), {*ok}));
 }
 
 // The example: 4 x H100, demand 1g.10gb=9, 3g.40gb=2, applied through the adapter,

@@ -1,4 +1,4 @@
-// libFuzzer target for the quota file parser (sched/quota_file.h): arbitrary bytes must give a
+// libFuzzer target for the quota file parser (config/quota_file.h): arbitrary bytes must give a
 // QuotaFile or an INVALID_ARGUMENT, never a crash, a hang or an exception. A parsed file must
 // satisfy the tree's invariants.
 #include <cstddef>

@@ -361,5 +361,10 @@ TEST(TraceFileStemTest, Stems) {
   EXPECT_EQ(FileStem(".hidden"), ".hidden");
 }
 
+TEST(PodListNamesTest, StemsUnlessTwoListsShareOne) {
+  EXPECT_EQ(PodListNames({"a/x.csv", "b/y.csv"}), (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(PodListNames({"a/x.csv", "b/x.csv", "c/z.csv"}), (std::vector<std::string>{"a/x.csv", "b/x.csv", "z"}));
+}
+
 }  // namespace
 }  // namespace tessera::sim

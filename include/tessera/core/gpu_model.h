@@ -157,8 +157,14 @@ class GpuModelCatalog {
   // Fails with ALREADY_EXISTS for a duplicate name, RESOURCE_EXHAUSTED past kMaxModels.
   Status Add(GpuModelInfo info);
 
-  // NOT_FOUND (message lists the known names) for an unknown model.
+  // A catalog name ("H100-80GB") or the name NVML reports for the device ("NVIDIA H100 80GB
+  // HBM3", see FindByNvmlName). NOT_FOUND (message lists the known names) for an unknown model.
   StatusOr<GpuModelId> Find(std::string_view name) const;
+  // The model nvmlDeviceGetName names: the boards seen in the wild ("NVIDIA A100-SXM4-40GB",
+  // "NVIDIA A100-PCIE-40GB" -> A100-40GB; "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe" ->
+  // H100-80GB; "NVIDIA H200" -> H200-141GB; "Tesla V100-SXM2-32GB" -> V100M32; ...), or
+  // "NVIDIA <catalog name>" / "Tesla <catalog name>". NOT_FOUND for any other name.
+  StatusOr<GpuModelId> FindByNvmlName(std::string_view nvml_name) const;
   // Parses a '|'-separated list of model names; the empty string gives 0 (any model).
   StatusOr<ModelMask> ParseModelList(std::string_view list) const;
 

@@ -64,6 +64,14 @@ struct MigStepResult {
 StatusOr<MigStep> CatalogMigStep(const MigGeometry& geometry, MigStep::Kind kind, uint32_t gpu,
                                  int profile, int start);
 
+// Whether the steps fit the node: every GPU they touch must be of `model` by the name NVML
+// reports for it (GpuModelCatalog::FindByNvmlName), so that a plan made for one model is never
+// applied to another. Reads names only; call it before ApplyMigSteps. FAILED_PRECONDITION
+// naming both models, e.g. "GPU 0 is an NVIDIA A100-SXM4-40GB (A100-40GB), not a H100-80GB: the
+// plan was made for H100-80GB"; GPUs past the node's count are left to ApplyMigSteps' preflight.
+Status CheckMigStepsModel(const NvmlApi& nvml, const GpuModelCatalog& catalog, GpuModelId model,
+                          const std::vector<MigStep>& steps);
+
 // OK with one result per step, or the first error (the preflight's, or the step's with the
 // count of steps already applied).
 StatusOr<std::vector<MigStepResult>> ApplyMigSteps(NvmlApi& nvml, const std::vector<MigStep>& steps);

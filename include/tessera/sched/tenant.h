@@ -1,7 +1,7 @@
 // The tenant hierarchy (organisation -> team -> project, any depth) and each tenant's quota:
 // per resource a `guaranteed` amount (never taken away, never over-committed), a `limit` (a hard
 // cap, borrowing included) and an over-quota weight (its share of the surplus under weighted
-// DRF). Quotas come from a YAML file (quota_file.h) or from code.
+// DRF). Quotas come from a YAML file (config/quota_file.h) or from code.
 //
 // Rules checked by Create (every problem is listed, one per line, naming the tenant and the
 // source line when known):

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,5 +84,41 @@ struct MigComparisonRun {
 // Every strategy on every seed. INVALID_ARGUMENT if the pods have no task that maps to a
 // profile (names the model), or for bad input to RunMigReplay.
 StatusOr<std::vector<MigComparisonRun>> RunMigComparison(const MigComparisonInput& input);
+
+// The runs of RunMigComparison gathered per strategy, for the reports. Rows, in order: one
+// "engine:<policy>" per policy, "mig_sim dynamic (standalone)", "static, layouts planned for the
+// mix", "static, best uniform layout"; each holds one value per seed.
+struct MigComparisonRow {
+  std::string name;
+  std::string kind;                   // "dynamic" | "static"
+  std::vector<double> unserved_pct;   // per seed
+  std::vector<double> stranded_gpus;  // per seed
+};
+
+struct MigComparisonReport {
+  std::string model;        // as the caller named it (shown as given)
+  std::string pods_path;
+  std::string seeds_text;   // e.g. "42-51" (shown as given)
+  std::vector<uint64_t> seeds;
+  int gpus = 0;
+  int gpus_per_node = 0;
+  std::map<std::string, int> demand_mix;           // profile name -> tasks of the pod list
+  std::vector<MigComparisonRow> rows;
+  std::map<std::string, int> best_static_layouts;  // layout -> seeds it was the best uniform one
+};
+
+MigComparisonReport SummarizeMigComparison(const MigComparisonInput& input, const std::vector<MigComparisonRun>& runs,
+                                           const std::string& model, const std::string& pods_path,
+                                           const std::string& seeds_text);
+
+// `tessera simulate --mig-model`: the table (medians over seeds) and the JSON document
+// {"mode": "mig", "model", "gpus", "gpus_per_node", "pods", "seeds", "demand_mix",
+//  "strategies": [{"name", "kind", "unserved_pct", "median_unserved_pct", "stranded_gpus",
+//  "median_stranded_gpus"}], "best_static_layouts"} (indented by 2, final newline).
+std::string RenderMigComparisonTable(const MigComparisonReport& report);
+std::string RenderMigComparisonJson(const MigComparisonReport& report);
+// `tessera mig simulate`: the baselines only (no engine rows), in its shorter text and JSON.
+std::string RenderMigServingText(const MigComparisonReport& report);
+std::string RenderMigServingJson(const MigComparisonReport& report);
 
 }  // namespace tessera::sim

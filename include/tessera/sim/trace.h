@@ -48,4 +48,9 @@ StatusOr<std::vector<PodRecord>> ReadPodList(const std::string& path, const GpuM
 // "openb_pod_list_default" for ".../openb_pod_list_default.csv".
 std::string FileStem(std::string_view path);
 
+// The names reports key pod lists by, one per path: the file stem, or the path as given where
+// two paths share a stem ("a/x.csv", "b/x.csv" -> "a/x.csv", "b/x.csv"; "a/x.csv", "b/y.csv"
+// -> "x", "y"), so that every input gets a row of its own.
+std::vector<std::string> PodListNames(const std::vector<std::string>& paths);
+
 }  // namespace tessera::sim

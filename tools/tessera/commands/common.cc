@@ -2,8 +2,10 @@
 
 #include <charconv>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 namespace tessera::cli {
@@ -53,5 +55,31 @@ StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
   return seeds;
 }
 
+Status WriteOutput(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+      return UnavailableError("error writing to stdout");
+    }
+    return Status::Ok();
+  }
+  std::error_code ec;
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return UnavailableError("cannot write '" + path + "'");
+  out << text;
+  out.close();
+  if (!out) return UnavailableError("error writing '" + path + "'");
+  return Status::Ok();
+}
+
+int Fail(const std::string& command, const std::string& message, int exit_code) {
+  std::fprintf(stderr, "tessera %s: %s\n", command.c_str(), message.c_str());
+  return exit_code;
+}
+
+int Fail(const std::string& command, const Status& status, int exit_code) {
+  return Fail(command, status.message(), exit_code);
+}
 
 }  // namespace tessera::cli

@@ -1,4 +1,5 @@
-// Helpers shared by the CLI's commands (flag parsing and where the bundled data lives).
+// Helpers shared by the CLI's commands: flag parsing, where the bundled data lives, and where
+// output goes (`--json PATH`, `-` = stdout) and how errors are printed.
 #pragma once
 
 #include <cstdint>
@@ -15,5 +16,13 @@ std::string DataDir();
 // "42-51" or "42,43,50-51" -> seeds (each 0 .. 2^63-1, at most 10000); INVALID_ARGUMENT names
 // the bad item and the flag.
 StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text);
+
+// Writes `text` to `path` ("-": stdout), creating the parent folders; UNAVAILABLE names the path.
+Status WriteOutput(const std::string& path, const std::string& text);
+
+// Prints "tessera <command>: <message>" on stderr (never the status code's name) and returns
+// `exit_code`.
+int Fail(const std::string& command, const Status& status, int exit_code);
+int Fail(const std::string& command, const std::string& message, int exit_code);
 
 }  // namespace tessera::cli

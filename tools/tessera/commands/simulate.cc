@@ -2,16 +2,10 @@
 // and report how much GPU capacity each policy leaves unallocated.
 #include <unistd.h>
 
-#include <charconv>
-#include <chrono>
-#include <climits>
-#include <optional>
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <mutex>
-#include <sstream>
+#include <optional>
 #include <thread>
 
 #include "tessera/core/gpu_model.h"
@@ -24,20 +18,12 @@
 #include "tools/tessera/commands/simulate_mig.h"
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
+#include "tools/tessera/commands/progress.h"
 
 namespace tessera::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The wall clock lives at the edge; libraries get it injected.
-class SteadyClock final : public Clock {
- public:
-  TimePoint Now() const override {
-    return TimePoint(std::chrono::duration_cast<Duration>(
-        std::chrono::steady_clock::now().time_since_epoch()));
-  }
-};
 
 const char* const kArtifactLists[] = {
     "default",    "cpu050",     "cpu100",     "cpu200",     "cpu250",     "gpushare40",
@@ -66,100 +52,74 @@ struct SimulateFlags {
 
 Status BadFlag(const std::string& m) { return InvalidArgumentError(m); }
 
-StatusOr<std::vector<std::string>> ParsePolicies(const std::string& text) {
-  if (text.empty()) return placement::PolicyNames();
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    if (part == "all") {
-      for (const auto& p : placement::PolicyNames()) out.push_back(p);
-      continue;
-    }
-    if (part == "artifact") {
-      for (const auto& p : placement::ArtifactPolicyNames()) out.push_back(p);
-      continue;
-    }
-    bool known = false;
-    for (const auto& p : placement::PolicyNames()) known |= p == part;
-    if (!known) {
-      std::string names;
-      for (const auto& p : placement::PolicyNames()) names += (names.empty() ? "" : ", ") + p;
-      return BadFlag("--policies: unknown policy '" + part + "' (known: " + names + ", or all, artifact)");
-    }
-    out.push_back(part);
-  }
-  if (out.empty()) return BadFlag("--policies: no policy given");
-  return out;
-}
-
-// A one-line progress bar on stderr, shown only once the run has taken more than a second.
-class ProgressBar {
- public:
-  ProgressBar(bool enabled, const Clock& clock) : enabled_(enabled), clock_(clock), start_(clock.Now()) {}
-  void Update(double fraction, int done, int total) {
-    if (!enabled_) return;
-    const auto now = clock_.Now();
-    if (SecondsBetween(start_, now) < 1.0) return;
-    if (SecondsBetween(last_, now) < 0.1 && done < total) return;
-    last_ = now;
-    const int width = 40;
-    const int filled = static_cast<int>(fraction * width);
-    std::string bar(static_cast<size_t>(filled), '#');
-    bar += std::string(static_cast<size_t>(width - filled), '.');
-    const double elapsed = SecondsBetween(start_, now);
-    const double eta = fraction > 0.01 ? elapsed * (1 - fraction) / fraction : 0;
-    std::fprintf(stderr, "\r[%s] %3.0f%%  %d/%d runs  %.0fs elapsed, ~%.0fs left ", bar.c_str(),
-                 fraction * 100, done, total, elapsed, eta);
-    std::fflush(stderr);
-    shown_ = true;
-  }
-  void Finish() {
-    if (shown_) std::fprintf(stderr, "\n");
-  }
-
- private:
-  bool enabled_;
-  const Clock& clock_;
-  Clock::TimePoint start_;
-  Clock::TimePoint last_{};
-  bool shown_ = false;
+// Which flag belongs to which mode: the replay (default), the MIG mode (--mig-model) and the
+// multi-tenant scenario (--scenario). A flag given in a mode it does not belong to is an error.
+struct FlagModes {
+  const char* flag;
+  bool replay, mig, scenario;
+  const char* why = "";  // appended to "not with ..."
+};
+constexpr FlagModes kSharedFlags[] = {
+    {"--nodes", true, false, true, " (the cluster is --gpus GPUs of the model)"},
+    {"--pods", true, true, true},
+    {"--all-lists", true, false, false, " (give one --pods list)"},
+    {"--policies", true, true, false, " (the scenario's placement policy is --placement)"},
+    {"--seeds", true, true, false, " (the scenario's seed is --seed)"},
+    {"--jobs", true, false, false},
+    {"--tune", true, false, false},
+    {"--json", true, true, true},
+    {"--html", true, false, true},
+    {"--reference", true, false, false},
+    {"--no-reference", true, false, false},
+    {"--check", true, false, true},
+    {"--progress", true, false, false},
+    {"--quiet", true, true, true},
 };
 
-Status WriteFile(const std::string& path, const std::string& text) {
-  std::error_code ec;
-  const fs::path p(path);
-  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return UnavailableError("cannot write '" + path + "'");
-  out << text;
-  out.close();
-  if (!out) return UnavailableError("error writing '" + path + "'");
+// The first flag given that does not belong to the chosen mode, as an error.
+Status CheckFlagModes(const CLI::App& cmd, bool mig, bool scenario) {
+  auto given = [&](const char* flag) { return cmd.get_option(flag)->count() > 0; };
+  const char* mode = scenario ? "--scenario" : "--mig-model";
+  for (const FlagModes& f : kSharedFlags) {
+    const bool ok = scenario ? f.scenario : mig ? f.mig : f.replay;
+    if (!ok && given(f.flag)) return BadFlag(std::string(f.flag) + ": not with " + mode + f.why);
+  }
+  for (const char* flag : kMigOnlyFlags) {
+    if (given(flag) && scenario) return BadFlag(std::string(flag) + ": not with --scenario");
+    if (given(flag) && !mig) return BadFlag(std::string(flag) + ": only with --mig-model");
+  }
+  for (const char* flag : kScenarioOnlyFlags) {
+    if (given(flag) && !scenario) return BadFlag(std::string(flag) + ": only with --scenario");
+  }
   return Status::Ok();
 }
 
 int RunSimulate(const SimulateFlags& f, const std::string& command_line) {
-  if (f.mig.Given()) {
-    return RunMigMode(f.mig, {.pods = f.pods, .nodes = f.nodes, .policies = f.policies, .seeds = f.seeds,
-                              .json_out = f.json_out, .all_lists = f.all_lists});
-  }
   const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
   const std::string data = DataDir();
   const std::string csv_dir = data + "/alibaba-gpu-2023/csv";
-  auto fail = [](const Status& s, int code) {
-    std::fprintf(stderr, "tessera simulate: %s\n", s.message().c_str());
-    return code;
-  };
+  auto fail = [](const Status& s, int code) { return Fail("simulate", s, code); };
 
   auto seeds = ParseSeeds(f.seeds);
   if (!seeds.ok()) return fail(seeds.status(), kExitBadInput);
-  auto policies = ParsePolicies(f.policies);
+  auto policies = ParsePolicies(f.policies.empty() ? "all" : f.policies);
   if (!policies.ok()) return fail(policies.status(), kExitBadInput);
   if (!(f.tune > 0 && f.tune <= 10)) return fail(BadFlag("--tune: must be in (0, 10]"), kExitBadInput);
   if (f.jobs < 0 || f.jobs > 256) return fail(BadFlag("--jobs: must be 0 (auto) .. 256"), kExitBadInput);
 
+  // The artifact's results are for its own cluster: comparing a run on another one is meaningless.
+  if (f.check && !f.nodes.empty()) {
+    return fail(BadFlag("--check: the paper's results are for the bundled cluster; not with --nodes"), kExitBadInput);
+  }
+  if (f.check && f.no_reference) return fail(BadFlag("--check: needs the paper's results; not with --no-reference"), kExitBadInput);
   const std::string nodes_path = f.nodes.empty() ? csv_dir + "/openb_node_list_gpu_node.csv" : f.nodes;
   std::vector<std::string> pods_paths = f.pods;
+  for (size_t i = 0; i < pods_paths.size(); ++i) {
+    if (std::find(pods_paths.begin(), pods_paths.begin() + static_cast<std::ptrdiff_t>(i), pods_paths[i]) !=
+        pods_paths.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return fail(BadFlag("--pods: '" + pods_paths[i] + "' given twice"), kExitBadInput);
+    }
+  }
   if (f.all_lists) {
     for (const char* l : kArtifactLists) pods_paths.push_back(csv_dir + "/openb_pod_list_" + l + ".csv");
   }
@@ -188,9 +148,8 @@ int RunSimulate(const SimulateFlags& f, const std::string& command_line) {
   }
 
   sim::SweepSpec spec;
-  for (size_t i = 0; i < pods_paths.size(); ++i) {
-    spec.inputs.push_back({&*nodes, &pod_lists[i], sim::FileStem(pods_paths[i])});
-  }
+  const std::vector<std::string> names = sim::PodListNames(pods_paths);  // one row per list
+  for (size_t i = 0; i < pods_paths.size(); ++i) spec.inputs.push_back({&*nodes, &pod_lists[i], names[i]});
   spec.policies = *policies;
   spec.seeds = *seeds;
   spec.options.tune_ratio = f.tune;
@@ -212,13 +171,14 @@ int RunSimulate(const SimulateFlags& f, const std::string& command_line) {
 
   const std::vector<sim::RunSummary> summaries = sim::Summarize(*runs);
   const sim::ArtifactReference* ref = reference ? &*reference : nullptr;
-  std::printf("%s", sim::RenderSummaryTable(summaries, ref).c_str());
-  if (const std::string h = sim::RenderHeadline(summaries, placement::DefaultPolicyName()); !h.empty()) {
+  const bool text = f.json_out != "-";  // `--json -`: stdout is the JSON document only
+  if (text) std::printf("%s", sim::RenderSummaryTable(summaries, ref).c_str());
+  if (const std::string h = sim::RenderHeadline(summaries, placement::DefaultPolicyName()); text && !h.empty()) {
     std::printf("\nDefault policy: %s", h.c_str());
   }
-
+  std::fflush(stdout);
   if (!f.json_out.empty()) {
-    if (Status s = WriteFile(f.json_out, sim::RenderJson(*runs, summaries, ref)); !s.ok()) {
+    if (Status s = WriteOutput(f.json_out, sim::RenderJson(*runs, summaries, ref)); !s.ok()) {
       return fail(s, kExitFailure);
     }
   }
@@ -231,14 +191,16 @@ int RunSimulate(const SimulateFlags& f, const std::string& command_line) {
   inputs.node_count = nodes->size();
   for (const auto& n : *nodes) inputs.gpu_count += n.gpu_count;
   if (!f.html_out.empty()) {
-    if (Status s = WriteFile(f.html_out, sim::RenderHtmlReport(summaries, inputs, ref)); !s.ok()) {
+    if (Status s = WriteOutput(f.html_out, sim::RenderHtmlReport(summaries, inputs, ref)); !s.ok()) {
       return fail(s, kExitFailure);
     }
   }
-  std::printf("\n%d runs in %.1f s.", total_runs, elapsed);
-  if (!f.html_out.empty()) std::printf(" HTML report: %s", fs::absolute(f.html_out).c_str());
-  if (!f.json_out.empty()) std::printf(" JSON: %s", f.json_out.c_str());
-  std::printf("\n");
+  if (text) {
+    std::printf("\n%d runs in %.1f s.", total_runs, elapsed);
+    if (!f.html_out.empty()) std::printf(" HTML report: %s", fs::absolute(f.html_out).c_str());
+    if (!f.json_out.empty()) std::printf(" JSON: %s", f.json_out.c_str());
+    std::printf("\n");
+  }
 
   if (f.check && ref != nullptr) {
     int misses = 0, compared = 0;
@@ -248,8 +210,8 @@ int RunSimulate(const SimulateFlags& f, const std::string& command_line) {
       ++compared;
       if (!sim::WithinToleranceAt100(*e, s.unallocated_pct_at_100)) ++misses;
     }
-    std::printf("reproduction check: %d of %d (pod list, policy) medians within tolerance\n", compared - misses,
-                compared);
+    std::fprintf(text ? stdout : stderr, "reproduction check: %d of %d (pod list, policy) medians within tolerance\n",
+                 compared - misses, compared);
     if (misses > 0 || compared == 0) return kExitFailure;
   }
   return kExitOk;
@@ -275,7 +237,9 @@ void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_
       "  tessera simulate --mig-model H100-80GB --gpus 100 --seeds 42-51   # MIG: engine vs static\n"
       "  tessera simulate --scenario dedicated-vs-shared --json out.json    # multi-tenancy\n"
       "With --scenario, the week-long multi-tenant simulation runs instead (docs/multitenancy.md);\n"
-      "its --check exits 1 unless the multi-tenancy issue's outcome targets hold.");
+      "its --check exits 1 unless the multi-tenancy issue's outcome targets hold. A flag of another\n"
+      "mode (e.g. --policies with --scenario, --quotas without it) is an error. --json - writes the\n"
+      "JSON to stdout instead of the table.");
   cmd->add_option("--nodes", flags->nodes, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model); default: the bundled 1213-node Alibaba cluster");
   cmd->add_option("--pods", flags->pods, "Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]); repeatable; default: the bundled default list")->delimiter(',');
   cmd->add_flag("--all-lists", flags->all_lists, "Replay all 17 bundled pod lists of the FGD paper");
@@ -283,7 +247,7 @@ void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_
   cmd->add_option("--seeds", flags->seeds, "Seeds, e.g. 42-51 or 42,43 (default: 42-51, the artifact's)");
   cmd->add_option("--jobs,-j", flags->jobs, "Runs in parallel (default: one per CPU core)");
   cmd->add_option("--tune", flags->tune, "Inflate the GPU request to this multiple of capacity (default 1.3)");
-  cmd->add_option("--json", flags->json_out, "Write per-run and summary results as JSON to this file");
+  cmd->add_option("--json", flags->json_out, "Write the results as JSON to this file ('-': to stdout, instead of the table)");
   cmd->add_option("--html", flags->html_out, "Write the HTML report here (default: tessera-report.html; empty to skip)");
   cmd->add_option("--reference", flags->reference, "Artifact results CSV to compare with (default: the bundled analysis_allo_discrete.csv)");
   cmd->add_flag("--no-reference", flags->no_reference, "Do not compare with the artifact's results");
@@ -292,12 +256,22 @@ void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_
   cmd->add_flag("--quiet,-q", flags->quiet, "No progress output on stderr");
   AddMigModeFlags(cmd, &flags->mig);
   AddScenarioFlags(cmd, &flags->scenario);
-  cmd->callback([flags, exit_code, command_line] {
-    *exit_code = !flags->scenario.name.empty()
-                     ? RunScenario(flags->scenario, flags->json_out,
-                                   flags->html_out == "tessera-report.html" ? "" : flags->html_out,
-                                   flags->check, flags->quiet)
-                     : RunSimulate(*flags, *command_line);
+  cmd->callback([cmd, flags, exit_code, command_line] {
+    const bool scenario = cmd->get_option("--scenario")->count() > 0;
+    const bool mig = !scenario && cmd->get_option("--mig-model")->count() > 0;
+    if (Status s = CheckFlagModes(*cmd, mig, scenario); !s.ok()) {
+      *exit_code = Fail("simulate", s, kExitBadInput);
+    } else if (scenario) {
+      const bool html = cmd->get_option("--html")->count() > 0;
+      *exit_code = RunScenario(flags->scenario, {.nodes = flags->nodes, .pods = flags->pods, .json_out = flags->json_out,
+                                                 .html_out = html ? flags->html_out : "", .check = flags->check,
+                                                 .quiet = flags->quiet});
+    } else if (mig) {
+      *exit_code = RunMigMode(flags->mig, {.pods = flags->pods, .policies = flags->policies, .seeds = flags->seeds,
+                                           .json_out = flags->json_out});
+    } else {
+      *exit_code = RunSimulate(*flags, *command_line);
+    }
   });
 }
 

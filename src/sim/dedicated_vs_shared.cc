@@ -1,0 +1,365 @@
+#include "tessera/sim/dedicated_vs_shared.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "tessera/config/quota_file.h"
+#include "tessera/sim/trace.h"
+
+namespace tessera::sim {
+namespace {
+
+using QosWaits = std::map<std::string, std::pair<double, double>>;  // class -> (p50, p99)
+
+nlohmann::json QosWaitsJson(const QosWaits& waits) {
+  nlohmann::json q = nlohmann::json::object();
+  for (const auto& [cls, v] : waits) q[cls] = {{"wait_seconds_p50", v.first}, {"wait_seconds_p99", v.second}};
+  return q;
+}
+
+double GuaranteedP99(const QosWaits& waits) {
+  auto it = waits.find("Guaranteed");
+  return it == waits.end() ? 0.0 : it->second.second;
+}
+
+nlohmann::json ToJson(const sim::ModeMetrics& m) {
+  nlohmann::json j;
+  j["gpu_allocation_pct"] = m.gpu_allocation_pct;
+  j["gpu_allocation_wasted_pct"] = m.gpu_allocation_wasted_pct;
+  j["gpu_held_pct"] = m.gpu_held_pct;
+  j["cpu_allocation_pct"] = m.cpu_allocation_pct;
+  j["jobs_submitted"] = m.jobs_submitted;
+  j["jobs_completed"] = m.jobs_completed;
+  j["jobs_rejected"] = m.jobs_rejected;
+  j["wait_seconds_p50"] = m.wait_seconds_p50;
+  j["wait_seconds_p99"] = m.wait_seconds_p99;
+  j["wait_by_qos"] = QosWaitsJson(m.wait_by_qos);
+  j["wait_by_qos_admitted"] = QosWaitsJson(m.wait_by_qos_admitted);
+  j["jain_fairness"] = m.jain_fairness;
+  j["jain_fairness_top_level"] = m.jain_fairness_top_level;
+  j["jain_fairness_with_best_effort"] = m.jain_fairness_with_best_effort;
+  j["jain_loss_pct_by_smallest_waiting_job"] = m.jain_loss_by_smallest_waiting_job;
+  nlohmann::json fb = nlohmann::json::object();
+  for (const sim::TenantFairness& f : m.fairness_by_tenant)
+    fb[f.tenant] = {{"hours_waiting", f.hours_waiting},
+                    {"relative_share_while_waiting", f.relative_share_while_waiting},
+                    {"jain_loss_pct", f.jain_loss_pct}};
+  j["fairness_by_tenant"] = fb;
+  j["guarantee_violations"] = m.guarantee_violations;
+  j["preemptions"] = m.preemptions;
+  j["preemptions_by_cause"] = m.preemptions_by_cause;
+  j["gpu_allocation_wasted_pct_by_cause"] = m.gpu_allocation_wasted_pct_by_cause;
+  j["consolidation_moves"] = m.consolidation_moves;
+  j["scheduling_cycles"] = m.cycles;
+  j["mean_pending_by_reason"] = m.mean_pending_by_reason;
+  j["wall_seconds"] = m.wall_seconds;
+  nlohmann::json t = nlohmann::json::object();
+  for (const auto& [name, w] : m.mean_wait_by_tenant) t[name] = w;
+  j["mean_wait_seconds_by_tenant"] = t;
+  j["allocation_pct_by_hour"] = m.allocation_by_hour;
+  return j;
+}
+
+// "fair_share" -> "fair share" (ModeMetrics::preemptions_by_cause keys, for people).
+std::string CauseName(const std::string& cause) {
+  if (cause == "fair_share") return "fair share";
+  if (cause == "restart_move") return "moves with a restart";
+  return cause;
+}
+
+std::string Fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// A horizontal bar chart, one pair of bars (dedicated red, shared blue) per name.
+std::string Bars(const std::string& title, const std::vector<std::string>& names,
+                 const std::vector<double>& dv, const std::vector<double>& sv, const char* fmt) {
+  const int W = 900, bh = 14, gap = 8, LW = 120;
+  double maxv = 1e-9;
+  for (double v : dv) maxv = std::isnan(v) ? maxv : std::max(maxv, v);
+  for (double v : sv) maxv = std::isnan(v) ? maxv : std::max(maxv, v);
+  const int SH = static_cast<int>(names.size()) * (2 * bh + gap) + 20;
+  std::string h = "<h2>" + title + "</h2><svg width=\"" + std::to_string(W) + "\" height=\"" +
+                  std::to_string(SH) + "\" role=\"img\">";
+  auto bar = [&](double y, double v, const char* color) {
+    if (std::isnan(v))
+      return "<text x=\"" + std::to_string(LW) + "\" y=\"" + Fmt("%.0f", y + bh - 2) +
+             "\" font-size=\"10\" fill=\"" + color + "\">never waited</text>";
+    const double w = (W - LW - 80) * v / maxv;
+    return "<rect x=\"" + std::to_string(LW) + "\" y=\"" + Fmt("%.0f", y) + "\" width=\"" +
+           Fmt("%.1f", w) + "\" height=\"" + std::to_string(bh) + "\" fill=\"" + color +
+           "\"/><text x=\"" + Fmt("%.0f", LW + w + 4) + "\" y=\"" + Fmt("%.0f", y + bh - 2) +
+           "\" font-size=\"10\">" + Fmt(fmt, v) + "</text>";
+  };
+  for (size_t i = 0; i < names.size(); ++i) {
+    const double y = static_cast<double>(i) * (2 * bh + gap);
+    h += "<text x=\"0\" y=\"" + Fmt("%.0f", y + bh + 4) + "\" font-size=\"11\">" + names[i] + "</text>";
+    h += bar(y, i < dv.size() ? dv[i] : 0.0, "#d62728");
+    h += bar(y + bh, i < sv.size() ? sv[i] : 0.0, "#1f77b4");
+  }
+  return h + "</svg>";
+}
+
+// A line chart of allocation per hour (two series) and a bar chart of mean wait per tenant.
+std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlohmann::json& params) {
+  std::string h = "<!doctype html><html><head><meta charset=\"utf-8\"><title>tessera: dedicated vs "
+                  "shared</title><style>body{font-family:sans-serif;margin:2em;max-width:1000px}"
+                  "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;"
+                  "text-align:right}code{word-break:break-all}th:first-child,td:first-child{text-align:left}</style></head><body>";
+  h += "<h1>Dedicated vs shared GPUs</h1><p>Scenario parameters: <code>" + params.dump() + "</code></p>";
+  h += "<table><tr><th>metric</th><th>dedicated</th><th>shared</th></tr>";
+  auto row = [&](const std::string& name, double a, double b, const char* f) {
+    h += "<tr><td>" + name + "</td><td>" + Fmt(f, a) + "</td><td>" + Fmt(f, b) + "</td></tr>";
+  };
+  row("GPU allocation: requested by running jobs (time-averaged, %)", d.gpu_allocation_pct, s.gpu_allocation_pct, "%.1f");
+  row("of which runs that preemptions threw away (%)", d.gpu_allocation_wasted_pct, s.gpu_allocation_wasted_pct, "%.1f");
+  row("GPU held, whole GPUs for fractional jobs in dedicated (%)", d.gpu_held_pct, s.gpu_held_pct, "%.1f");
+  row("jobs completed", static_cast<double>(d.jobs_completed), static_cast<double>(s.jobs_completed), "%.0f");
+  row("jobs rejected", static_cast<double>(d.jobs_rejected), static_cast<double>(s.jobs_rejected), "%.0f");
+  row("wait p50 (s)", d.wait_seconds_p50, s.wait_seconds_p50, "%.0f");
+  row("wait p99 (s)", d.wait_seconds_p99, s.wait_seconds_p99, "%.0f");
+  row("Guaranteed wait p99 (s)", GuaranteedP99(d.wait_by_qos), GuaranteedP99(s.wait_by_qos), "%.0f");
+  row("Jain's fairness (tenants waiting with Guaranteed/Burstable work)", d.jain_fairness, s.jain_fairness, "%.3f");
+  row("Jain's fairness among organisations", d.jain_fairness_top_level, s.jain_fairness_top_level, "%.3f");
+  row("Jain's fairness, also tenants waiting with BestEffort work only", d.jain_fairness_with_best_effort,
+      s.jain_fairness_with_best_effort, "%.3f");
+  row("guarantee violations (tenant-seconds)", d.guarantee_violations, s.guarantee_violations, "%.0f");
+  row("preemptions", static_cast<double>(d.preemptions), static_cast<double>(s.preemptions), "%.0f");
+  for (const auto& [cause, n] : s.preemptions_by_cause) {
+    row("preemptions by " + CauseName(cause), static_cast<double>(d.preemptions_by_cause.at(cause)),
+        static_cast<double>(n), "%.0f");
+    row("allocation thrown away by " + CauseName(cause) + " (%)", d.gpu_allocation_wasted_pct_by_cause.at(cause),
+        s.gpu_allocation_wasted_pct_by_cause.at(cause), "%.1f");
+  }
+  h += "</table>";
+  // Allocation over time.
+  const int W = 900, H = 260, L = 50, B = 30;
+  const size_t n = std::max(d.allocation_by_hour.size(), s.allocation_by_hour.size());
+  auto poly = [&](const std::vector<double>& v, const char* color) {
+    std::string p = "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"1.5\" points=\"";
+    for (size_t i = 0; i < v.size(); ++i)
+      p += Fmt("%.1f", L + (W - L - 10) * static_cast<double>(i) / std::max<size_t>(1, n - 1)) + "," +
+           Fmt("%.1f", (H - B) - (H - B - 10) * std::min(100.0, v[i]) / 100.0) + " ";
+    return p + "\"/>";
+  };
+  h += "<h2>GPU allocation over time (% of the cluster, per hour)</h2><svg width=\"" +
+       std::to_string(W) + "\" height=\"" + std::to_string(H) + "\" role=\"img\">";
+  for (int pct = 0; pct <= 100; pct += 25) {
+    const double y = (H - B) - (H - B - 10) * pct / 100.0;
+    h += "<line x1=\"" + std::to_string(L) + "\" x2=\"" + std::to_string(W - 10) + "\" y1=\"" +
+         Fmt("%.1f", y) + "\" y2=\"" + Fmt("%.1f", y) + "\" stroke=\"#eee\"/><text x=\"5\" y=\"" +
+         Fmt("%.1f", y + 4) + "\" font-size=\"11\">" + std::to_string(pct) + "%</text>";
+  }
+  h += poly(d.allocation_by_hour, "#d62728") + poly(s.allocation_by_hour, "#1f77b4");
+  h += "<text x=\"" + std::to_string(L) + "\" y=\"" + std::to_string(H - 8) +
+       "\" font-size=\"11\">hour 0 … " + std::to_string(n) +
+       " — red: dedicated, blue: shared</text></svg>";
+  // Per tenant: mean wait, and the share it got while it waited.
+  std::vector<std::string> names;
+  std::vector<double> dw, sw, dr, sr;
+  for (size_t i = 0; i < d.mean_wait_by_tenant.size(); ++i) {
+    names.push_back(d.mean_wait_by_tenant[i].first);
+    dw.push_back(d.mean_wait_by_tenant[i].second);
+    sw.push_back(i < s.mean_wait_by_tenant.size() ? s.mean_wait_by_tenant[i].second : 0.0);
+    auto rel = [&](const sim::ModeMetrics& m) {
+      if (i >= m.fairness_by_tenant.size() || m.fairness_by_tenant[i].hours_waiting == 0)
+        return std::numeric_limits<double>::quiet_NaN();  // drawn as "never waited"
+      return m.fairness_by_tenant[i].relative_share_while_waiting;
+    };
+    dr.push_back(rel(d));
+    sr.push_back(rel(s));
+  }
+  h += Bars("Mean wait per tenant (seconds; red: dedicated, blue: shared)", names, dw, sw, "%.0f");
+  h += Bars("Share while waiting with Guaranteed/Burstable work, relative to the mean of the waiting "
+            "tenants (1 = served like the others; red: dedicated, blue: shared)",
+            names, dr, sr, "%.2f");
+  h += "<h2>Where Jain's fairness loses (% of the loss, by the smallest job the under-served "
+       "tenant had waiting)</h2><table><tr><th>smallest waiting job</th><th>dedicated</th><th>shared</th></tr>";
+  for (const auto& [bucket, v] : s.jain_loss_by_smallest_waiting_job) {
+    const auto it = d.jain_loss_by_smallest_waiting_job.find(bucket);
+    row(bucket, it == d.jain_loss_by_smallest_waiting_job.end() ? 0.0 : it->second, v, "%.1f");
+  }
+  h += "</table>";
+  h += "</body></html>\n";
+  return h;
+}
+
+
+// The scenario's parameters, as the JSON and the HTML report show them.
+nlohmann::json Params(const DedicatedVsSharedResult& r) {
+  const DedicatedVsSharedSpec& f = r.spec;
+  return {{"quotas", f.quotas_path}, {"pods", f.pods_path}, {"nodes", f.nodes_path},
+          {"node_stride", f.node_stride}, {"gpus", r.gpus},
+          {"time_compression", f.compression}, {"days", f.days},
+          {"best_effort_fraction", f.best_effort_fraction},
+          {"guaranteed_fraction", f.guaranteed_fraction},
+          {"submission_window_s", f.submission_window}, {"tenant_arrivals", f.tenant_arrivals},
+          {"min_runtime_s", f.min_runtime},
+          {"half_life_s", f.half_life},
+          {"fair_share_defrag", f.fair_share_defrag},
+          {"checkpoint_interval_s", f.checkpoint_interval},
+          {"fair_share_max_victim_run_s", f.fair_share_max_victim_run},
+          {"fair_share_rule", f.fair_share_rule},
+          {"clearable_nodes", !f.no_clearable_nodes}, {"seed", f.seed}, {"placement", f.placement},
+          {"jobs", r.jobs}};
+}
+
+}  // namespace
+
+StatusOr<DedicatedVsSharedResult> RunDedicatedVsShared(const DedicatedVsSharedSpec& f, const GpuModelCatalog& catalog,
+                                                       std::ostream* progress) {
+  if (f.node_stride < 1) return InvalidArgumentError("node stride must be >= 1");
+  TESSERA_ASSIGN_OR_RETURN(config::QuotaFile quota, config::LoadQuotaFile(f.quotas_path, catalog));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<placement::NodeSpec> all_nodes, ReadNodeList(f.nodes_path, catalog));
+  std::vector<placement::NodeSpec> nodes;
+  for (size_t i = 0; i < all_nodes.size(); i += static_cast<size_t>(f.node_stride)) nodes.push_back(all_nodes[i]);
+  sched::Resources cap = sched::Resources::Filled(sched::kUnlimited);
+  cap[sched::kGpuMilliDim] = 0;
+  for (const auto& n : nodes) cap[sched::kGpuMilliDim] += int64_t{n.gpu_count} * kWholeGpu.value();
+  if (Status st = quota.tenants.CheckFits(cap); !st.ok())
+    return InvalidArgumentError(f.quotas_path + ": " + st.message() + " (--node-stride " +
+                                std::to_string(f.node_stride) + ")");
+  TESSERA_ASSIGN_OR_RETURN(std::vector<TimedPod> pods, ReadTimedPods(f.pods_path, catalog));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<double> skew, ReadAppSkew(f.app_skew_path));
+  std::vector<std::vector<double>> arrivals;
+  if (f.tenant_arrivals == "app-profile") {
+    TESSERA_ASSIGN_OR_RETURN(arrivals, ReadAppArrivals(f.app_arrivals_path));
+  } else if (f.tenant_arrivals != "skew") {
+    return InvalidArgumentError("tenant arrivals: '" + f.tenant_arrivals + "' is neither skew nor app-profile");
+  }
+  WorkloadOptions wo;
+  wo.app_arrivals = arrivals.empty() ? nullptr : &arrivals;
+  wo.time_compression = f.compression;
+  wo.horizon = sched::Seconds{static_cast<int64_t>(f.days * 86400)};
+  wo.best_effort_fraction = f.best_effort_fraction;
+  wo.guaranteed_fraction = f.guaranteed_fraction;
+  wo.submission_window = sched::Seconds{f.submission_window};
+  wo.seed = f.seed;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<WorkloadJob> jobs, BuildTenantWorkload(pods, quota.tenants, skew, wo));
+  std::vector<placement::TaskRequest> tasks;
+  for (const auto& w : jobs) tasks.push_back(w.job.pod);
+  const placement::TargetWorkload target = placement::TargetWorkload::FromTasks(tasks);
+  ScenarioOptions so;
+  so.horizon = wo.horizon;
+  so.scheduler.placement_policy = f.placement;
+  so.scheduler.target_workload = &target;
+  so.scheduler.min_runtime = sched::Seconds{f.min_runtime};
+  so.scheduler.fair_share_half_life_s = f.half_life;
+  so.scheduler.fair_share_defragmentation = f.fair_share_defrag;
+  so.scheduler.keep_large_nodes_clearable = !f.no_clearable_nodes;
+  so.checkpoint_interval = sched::Seconds{f.checkpoint_interval};
+  so.scheduler.fair_share_max_victim_runtime = sched::Seconds{f.fair_share_max_victim_run};
+  TESSERA_ASSIGN_OR_RETURN(so.scheduler.fair_share_rule, sched::ParseFairShareRule(f.fair_share_rule));
+  so.scheduler.seed = f.seed;
+  if (progress != nullptr)
+    *progress << "scenario dedicated-vs-shared: " << jobs.size() << " jobs, " << nodes.size() << " nodes, "
+              << cap[sched::kGpuMilliDim] / 1000 << " GPUs, " << quota.tenants.size() << " tenants\n";
+  DedicatedVsSharedResult r;
+  r.spec = f;
+  TESSERA_ASSIGN_OR_RETURN(r.dedicated, RunDedicated(quota.tenants, nodes, jobs, so));
+  if (progress != nullptr) *progress << "  dedicated done in " << Fmt("%.1f", r.dedicated.wall_seconds) << " s\n";
+  TESSERA_ASSIGN_OR_RETURN(r.shared, RunShared(quota.tenants, nodes, jobs, so));
+  if (progress != nullptr) *progress << "  shared done in " << Fmt("%.1f", r.shared.wall_seconds) << " s\n";
+  r.gpus = cap[sched::kGpuMilliDim] / 1000;
+  r.jobs = jobs.size();
+  // What any scheduler could reach on this workload and capacity without restarting work.
+  r.allocation_upper_bound_pct = AllocationUpperBoundPct(jobs, cap[sched::kGpuMilliDim], wo.horizon);
+  const ModeMetrics& d = r.dedicated;
+  const ModeMetrics& s = r.shared;
+  r.checks.allocation_2x = s.gpu_allocation_pct >= 2.0 * d.gpu_allocation_pct;
+  r.checks.guaranteed_p99_wait = GuaranteedP99(s.wait_by_qos) <= GuaranteedP99(d.wait_by_qos);
+  r.checks.zero_guarantee_violations = s.guarantee_violations == 0;
+  r.checks.jain_0_9 = s.jain_fairness >= 0.9;
+  return r;
+}
+
+std::string RenderDedicatedVsSharedTable(const DedicatedVsSharedResult& r) {
+  const ModeMetrics& d = r.dedicated;
+  const ModeMetrics& s = r.shared;
+  std::string out;
+  auto printf_line = [&out](const std::string& name, const std::string& a, const std::string& b) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%-40s %12s %12s\n", name.c_str(), a.c_str(), b.c_str());
+    out += buf;
+  };
+  printf_line("dedicated vs shared", "dedicated", "shared");
+  auto line = [&](const std::string& name, double a, double b, const char* fmt) {
+    printf_line(name, Fmt(fmt, a), Fmt(fmt, b));
+  };
+  line("GPU allocation (requested), avg (%)", d.gpu_allocation_pct, s.gpu_allocation_pct, "%.1f");
+  line("  of which runs preemptions threw away (%)", d.gpu_allocation_wasted_pct,
+       s.gpu_allocation_wasted_pct, "%.1f");
+  for (const auto& [cause, v] : s.gpu_allocation_wasted_pct_by_cause)
+    line(("    by " + CauseName(cause)), d.gpu_allocation_wasted_pct_by_cause.at(cause), v, "%.1f");
+  line("  useful (the rest) (%)", d.gpu_allocation_pct - d.gpu_allocation_wasted_pct,
+       s.gpu_allocation_pct - s.gpu_allocation_wasted_pct, "%.1f");
+  line("GPU held (incl. whole-GPU rounding) (%)", d.gpu_held_pct, s.gpu_held_pct, "%.1f");
+  line("CPU allocation, time-averaged (%)", d.cpu_allocation_pct, s.cpu_allocation_pct, "%.1f");
+  line("jobs completed", static_cast<double>(d.jobs_completed), static_cast<double>(s.jobs_completed), "%.0f");
+  line("jobs rejected (can never fit)", static_cast<double>(d.jobs_rejected), static_cast<double>(s.jobs_rejected), "%.0f");
+  line("wait p50 (s)", d.wait_seconds_p50, s.wait_seconds_p50, "%.0f");
+  line("wait p99 (s)", d.wait_seconds_p99, s.wait_seconds_p99, "%.0f");
+  for (const char* q : {"Guaranteed", "Burstable", "BestEffort"}) {
+    auto dv = d.wait_by_qos.count(q) ? d.wait_by_qos.at(q) : std::pair<double, double>{0, 0};
+    auto sv = s.wait_by_qos.count(q) ? s.wait_by_qos.at(q) : std::pair<double, double>{0, 0};
+    line((std::string("  ") + q + " wait p50 (s)"), dv.first, sv.first, "%.0f");
+    line((std::string("  ") + q + " wait p99 (s)"), dv.second, sv.second, "%.0f");
+  }
+  line("  Guaranteed p99, admitted jobs only (s)", GuaranteedP99(d.wait_by_qos_admitted),
+       GuaranteedP99(s.wait_by_qos_admitted), "%.0f");
+  line("Jain's fairness (tenants waiting with G/B work)", d.jain_fairness, s.jain_fairness, "%.3f");
+  line("  same among top-level tenants", d.jain_fairness_top_level, s.jain_fairness_top_level, "%.3f");
+  line("  incl. tenants waiting with BestEffort only", d.jain_fairness_with_best_effort,
+       s.jain_fairness_with_best_effort, "%.3f");
+  for (const auto& [bucket, v] : s.jain_loss_by_smallest_waiting_job) {
+    const double dv = d.jain_loss_by_smallest_waiting_job.count(bucket) ? d.jain_loss_by_smallest_waiting_job.at(bucket) : 0.0;
+    line(("  loss (%), smallest job " + bucket), dv, v, "%.1f");
+  }
+  line("guarantee violations (tenant-seconds)", d.guarantee_violations, s.guarantee_violations, "%.0f");
+  line("preemptions", static_cast<double>(d.preemptions), static_cast<double>(s.preemptions), "%.0f");
+  for (const auto& [cause, n] : s.preemptions_by_cause)
+    line(("  by " + CauseName(cause)), static_cast<double>(d.preemptions_by_cause.at(cause)),
+         static_cast<double>(n), "%.0f");
+  for (const auto& [reason, v] : s.mean_pending_by_reason) {
+    const double dv = d.mean_pending_by_reason.count(reason) ? d.mean_pending_by_reason.at(reason) : 0.0;
+    line(("  mean jobs waiting on " + reason), dv, v, "%.1f");
+  }
+  line("consolidation moves", static_cast<double>(d.consolidation_moves), static_cast<double>(s.consolidation_moves), "%.0f");
+  const double bound = r.allocation_upper_bound_pct;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "allocation upper bound (any scheduler, no restarts): %.1f %% = %.2fx dedicated\n",
+                bound, d.gpu_allocation_pct > 0 ? bound / d.gpu_allocation_pct : 0.0);
+  out += buf;
+  const DedicatedVsSharedChecks& c = r.checks;
+  std::snprintf(buf, sizeof buf,
+                "\nchecks: allocation >= 2x dedicated %s (%.2fx); Guaranteed p99 wait <= dedicated %s; "
+                "zero guarantee violations %s; Jain >= 0.9 %s\n",
+                c.allocation_2x ? "PASS" : "FAIL",
+                d.gpu_allocation_pct > 0 ? s.gpu_allocation_pct / d.gpu_allocation_pct : 0.0,
+                c.guaranteed_p99_wait ? "PASS" : "FAIL", c.zero_guarantee_violations ? "PASS" : "FAIL",
+                c.jain_0_9 ? "PASS" : "FAIL");
+  out += buf;
+  return out;
+}
+
+std::string RenderDedicatedVsSharedJson(const DedicatedVsSharedResult& r) {
+  const DedicatedVsSharedChecks& c = r.checks;
+  nlohmann::json j = {{"scenario", Params(r)}, {"dedicated", ToJson(r.dedicated)}, {"shared", ToJson(r.shared)},
+                      {"allocation_upper_bound_pct", r.allocation_upper_bound_pct},
+                      {"checks", {{"allocation_2x", c.allocation_2x}, {"guaranteed_p99_wait", c.guaranteed_p99_wait},
+                                  {"zero_guarantee_violations", c.zero_guarantee_violations},
+                                  {"jain_0_9", c.jain_0_9}}}};
+  return j.dump(2) + "\n";
+}
+
+std::string RenderDedicatedVsSharedHtml(const DedicatedVsSharedResult& r) {
+  return Html(r.dedicated, r.shared, Params(r));
+}
+
+}  // namespace tessera::sim

@@ -1,0 +1,222 @@
+// What a user of the CLI notices across commands: `--json PATH` (with `-` for stdout) everywhere,
+// `tessera version`, unknown commands, error lines that start `tessera <command>: ` without
+// internal status names, flags rejected where they do not apply, one row per pod list, `--check`
+// only on the paper's cluster, and aligned tables.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "tests/testing/cli_test_util.h"
+
+namespace tessera {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using ::testing::Not;
+using ::testing::StartsWith;
+using testing::CommandResult;
+using testing::ExpectOneLineBadInput;
+using testing::RunTessera;
+using testing::TempDir;
+
+const std::string kFake = TESSERA_FAKE_NVML_PATH;
+
+// The whole of stdout parses as one JSON document.
+nlohmann::json StdoutJson(const CommandResult& r) {
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << "stdout is not JSON:\n" << r.out << "\nstderr: " << r.err;
+  return j;
+}
+
+nlohmann::json FileJson(const TempDir& dir, const std::string& name) {
+  const std::string text = testing::ReadTextFile(dir.File(name));
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded()) << name << " is not JSON: " << text;
+  return j;
+}
+
+std::string SmallPods(int shift) {
+  std::string text = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n";
+  for (int i = 0; i < 60; ++i) {
+    text += "p" + std::to_string(i) + ",4000,8192,1," + std::to_string(100 + (i * 37 + shift) % 900) + "\n";
+  }
+  return text;
+}
+
+TEST(CliContractTest, JsonIsAPathAndDashIsStdoutInEveryCommand) {
+  TempDir dir;
+  CommandResult r = RunTessera(dir, "simulate --policies bestfit --seeds 42 --html '' -q --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(StdoutJson(r)["runs"].size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir.File("-")));
+
+  r = RunTessera(dir, "simulate --mig-model H100-80GB --gpus 8 --seeds 42 --policies fgd --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(StdoutJson(r)["mode"], "mig");
+
+  r = RunTessera(dir, "mig layouts --model H100-80GB --json layouts.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(FileJson(dir, "layouts.json")["layouts"].size(), 10u);
+  r = RunTessera(dir, "mig layouts --model A30-24GB --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(StdoutJson(r)["layouts"].size(), 5u);
+
+  r = RunTessera(dir, "mig plan --model H100-80GB --gpus 1 --demand 3g.40gb=2 --json plan.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(FileJson(dir, "plan.json")["steps"].size(), 2u);
+  r = RunTessera(dir, "mig plan --model H100-80GB --gpus 1 --demand 3g.40gb=2 --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(StdoutJson(r)["steps"].size(), 2u);
+
+  r = RunTessera(dir, "mig validate --model H100-80GB --layout 3g.40gb@0,3g.40gb@4 --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(StdoutJson(r)["valid"], true);
+
+  r = RunTessera(dir, "mig simulate --model H100-80GB --gpus 4 --seeds 42-43 --json sim.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(FileJson(dir, "sim.json").contains("median_dynamic_unserved_pct"));
+
+  r = RunTessera(dir, "mig show --nvml '" + kFake + "' --json show.json", "TESSERA_FAKE_NVML_CONFIG=A30-24GB:mig=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(FileJson(dir, "show.json")["gpus"].size(), 1u);
+
+  testing::WriteTextFile(dir.File("h100plan.json"), testing::ReadTextFile(dir.File("plan.json")));
+  r = RunTessera(dir, "mig apply --model H100-80GB --plan h100plan.json --nvml '" + kFake + "' --yes --json -",
+                 "TESSERA_FAKE_NVML_CONFIG=H100-80GB:mig=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json applied = StdoutJson(r);
+  EXPECT_EQ(applied["applied"].size(), 2u);
+  EXPECT_EQ(applied["gpus"][0]["gpu_instances"].size(), 2u);
+}
+
+TEST(CliContractTest, ScenarioJsonToStdout) {
+  TempDir dir;
+  CommandResult r = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --days 1 --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = StdoutJson(r);
+  EXPECT_TRUE(j.contains("dedicated"));
+  EXPECT_TRUE(j.contains("shared"));
+}
+
+TEST(CliContractTest, VersionPrintsTheVersionAndTheCommit) {
+  TempDir dir;
+  for (const char* args : {"version", "--version"}) {
+    CommandResult r = RunTessera(dir, args);
+    ASSERT_EQ(r.exit_code, 0) << args << ": " << r.err;
+    EXPECT_THAT(r.out, MatchesRegex("tessera [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]{4,40}|unknown)\\)\n"))
+        << args;
+  }
+}
+
+TEST(CliContractTest, UnknownCommandNamesItAndShowsTheHelp) {
+  TempDir dir;
+  CommandResult r = RunTessera(dir, "frobnicate --x");
+  EXPECT_FALSE(r.Crashed());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, StartsWith("tessera: unknown command 'frobnicate'\n"));
+  EXPECT_THAT(r.err + r.out, HasSubstr("simulate"));
+  EXPECT_THAT(r.err + r.out, HasSubstr("mig"));
+}
+
+TEST(CliContractTest, ErrorLinesNameTheCommandAndNoStatusCode) {
+  TempDir dir;
+  CommandResult r = RunTessera(dir, "mig layouts --model H999");
+  ExpectOneLineBadInput(r, "unknown GPU model 'H999'");
+  EXPECT_THAT(r.err, StartsWith("tessera mig layouts: "));
+  r = RunTessera(dir, "simulate --bogus");
+  ExpectOneLineBadInput(r, "--bogus");
+  EXPECT_THAT(r.err, StartsWith("tessera simulate: "));
+  r = RunTessera(dir, "mig plan --model H100-80GB --demand x");
+  EXPECT_THAT(r.err, StartsWith("tessera mig plan: "));
+  // A driver failure shows its message, never the status code's name.
+  r = RunTessera(dir, "mig show --nvml '" + kFake + "' --json -",
+                 "TESSERA_FAKE_NVML_CONFIG=A30-24GB:mig=1 TESSERA_FAKE_NVML_FAIL=nvmlDeviceGetName:2");
+  EXPECT_THAT(r.out + r.err, Not(HasSubstr("INVALID_ARGUMENT")));
+  EXPECT_THAT(r.out + r.err, Not(HasSubstr("UNKNOWN:")));
+  for (const char* code : {"RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "NOT_FOUND", "UNAVAILABLE"}) {
+    EXPECT_THAT(r.out + r.err, Not(HasSubstr(code)));
+  }
+}
+
+TEST(CliContractTest, NegativeSeedsAreRejectedNamingTheFlag) {
+  TempDir dir;
+  ExpectOneLineBadInput(RunTessera(dir, "simulate --scenario dedicated-vs-shared --seed -1 -q"), "--seed");
+  ExpectOneLineBadInput(RunTessera(dir, "simulate --seeds -3 --html ''"), "--seeds");
+  ExpectOneLineBadInput(RunTessera(dir, "mig simulate --model H100-80GB --seeds -3"), "--seeds");
+}
+
+TEST(CliContractTest, FlagsOfAnotherModeAreRejected) {
+  TempDir dir;
+  const std::pair<const char*, const char*> cases[] = {
+      {"simulate --scenario dedicated-vs-shared --policies fgd", "--policies"},
+      {"simulate --scenario dedicated-vs-shared --seeds 42-43", "--seeds"},
+      {"simulate --scenario dedicated-vs-shared --tune 1.2", "--tune"},
+      {"simulate --scenario dedicated-vs-shared --all-lists", "--all-lists"},
+      {"simulate --scenario dedicated-vs-shared --mig-model H100-80GB", "--mig-model"},
+      {"simulate --quotas q.yaml", "--quotas"},
+      {"simulate --node-stride 4", "--node-stride"},
+      {"simulate --seed 7", "--seed"},
+      {"simulate --gpus 4", "--gpus"},
+      {"simulate --gpus-per-node 4", "--gpus-per-node"},
+      {"simulate --mig-model H100-80GB --tune 1.2", "--tune"},
+      {"simulate --mig-model H100-80GB --html x.html", "--html"},
+      {"simulate --mig-model H100-80GB --check", "--check"},
+      {"simulate --mig-model H100-80GB --reference r.csv", "--reference"},
+      {"simulate --mig-model H100-80GB --jobs 2", "--jobs"},
+  };
+  for (const auto& [args, flag] : cases) {
+    CommandResult r = RunTessera(dir, args);
+    ExpectOneLineBadInput(r, flag);
+    EXPECT_THAT(r.err, StartsWith("tessera simulate: ")) << args;
+  }
+}
+
+TEST(CliContractTest, SeveralPodListsGiveOneRowEachKeyedByPath) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.File("a"));
+  std::filesystem::create_directories(dir.File("b"));
+  testing::WriteTextFile(dir.File("a/pods.csv"), SmallPods(0));
+  testing::WriteTextFile(dir.File("b/pods.csv"), SmallPods(500));
+  CommandResult r = RunTessera(dir, "simulate --pods a/pods.csv --pods b/pods.csv --policies bestfit --seeds 42 "
+                                    "--html '' -q --json -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = StdoutJson(r);
+  ASSERT_EQ(j["summary"].size(), 2u) << j["summary"].dump();
+  EXPECT_EQ(j["summary"][0]["pods"], "a/pods.csv");
+  EXPECT_EQ(j["summary"][1]["pods"], "b/pods.csv");
+  EXPECT_EQ(j["summary"][0]["runs"], 1);
+  ExpectOneLineBadInput(RunTessera(dir, "simulate --pods a/pods.csv --pods a/pods.csv --html '' -q"), "twice");
+}
+
+TEST(CliContractTest, CheckOnlyOnThePapersCluster) {
+  TempDir dir;
+  testing::WriteTextFile(dir.File("nodes.csv"), "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,8,V100M32\n");
+  CommandResult r = RunTessera(dir, "simulate --nodes nodes.csv --policies fgd --seeds 42 --check --html '' -q");
+  ExpectOneLineBadInput(r, "--check");
+  EXPECT_THAT(r.err, HasSubstr("--nodes"));
+}
+
+TEST(CliContractTest, TableColumnsStayAlignedForLongListNames) {
+  TempDir dir;
+  const std::string name = "a_pod_list_with_a_rather_long_name_of_fifty_chars.csv";
+  testing::WriteTextFile(dir.File(name), SmallPods(0));
+  CommandResult r = RunTessera(dir, "simulate --pods " + name + " --policies bestfit --seeds 42 --html '' -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string header, row;
+  std::getline(lines, header);
+  std::getline(lines, row);
+  const size_t policy_col = header.find("policy");
+  ASSERT_NE(policy_col, std::string::npos) << header;
+  EXPECT_EQ(row.find("bestfit"), policy_col) << header << "\n" << row;
+  EXPECT_EQ(row.find(' '), name.size() - 4) << row;  // the name is not cut
+  EXPECT_EQ(header.find("runs") + 4, row.find(" 1 ") + 2) << header << "\n" << row;
+}
+
+}  // namespace
+}  // namespace tessera
