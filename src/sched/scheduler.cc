@@ -76,8 +76,12 @@ PendingKey KeyOf(const Job& j) {
   return {static_cast<uint8_t>(j.qos), -j.priority, j.submit.count(), j.id};
 }
 
-// Snapshot changes made during one attempt, so it can be taken back.
+// Snapshot changes made during one attempt, so it can be taken back. A rollback applies exact
+// inverses of successful operations; should one fail all the same, the failure goes to `sink`
+// (the scheduler's sticky internal error, reported by every later CycleResult).
 struct Journal {
+  explicit Journal(Status* failure_sink) : sink(failure_sink) {}
+  Status* sink;
   struct Op {
     bool applied;  // true: Apply was done (undo with Undo); false: Undo was done
     TaskRequest task;
@@ -99,7 +103,7 @@ struct Journal {
     while (ops.size() > mark) {
       const Op& op = ops.back();
       Status st = op.applied ? s.Undo(op.task, op.where) : s.Apply(op.task, op.where);
-      (void)st;  // exact inverse of a successful operation: cannot fail
+      if (!st.ok() && sink->ok()) *sink = st.WithPrefix("scheduler: rollback: ");
       ops.pop_back();
     }
   }
@@ -111,6 +115,12 @@ struct Scheduler::Impl {
   explicit Impl(ClusterSnapshot s) : snap(s), empty(std::move(s)) {}
   const TenantTree* tree = nullptr;
   SchedulerOptions opt;
+  // The first bookkeeping inconsistency (an inverse snapshot change that failed): the state can
+  // no longer be trusted. Sticky; every later CycleResult::error carries it.
+  Status internal_error = Status::Ok();
+  void Expect(const Status& st, const char* what) {
+    if (!st.ok() && internal_error.ok()) internal_error = st.WithPrefix(std::string("scheduler: ") + what + ": ");
+  }
   ClusterSnapshot snap;
   ClusterSnapshot empty;
   std::unique_ptr<placement::PlacementPolicy> policy;
@@ -370,8 +380,7 @@ struct Scheduler::Impl {
       if (immovable_pods[n] > 0 || snap.gpu_count(ni) != max_node_gpus) continue;
       if (snap.free_cpu(ni).value() <= 0 && snap.free_memory(ni).value() <= 0) continue;
       TaskRequest hide{.cpu = snap.free_cpu(ni), .memory = snap.free_memory(ni)};
-      Status st = journal.Apply(snap, hide, Placement{ni, 0});
-      (void)st;
+      Expect(journal.Apply(snap, hide, Placement{ni, 0}), "hiding a clearable node");
     }
   }
 
@@ -478,10 +487,7 @@ struct Scheduler::Impl {
 
   // Undoes every pod of `v` in the journal.
   void EvictInJournal(const Running& v, Journal& journal) {
-    for (const Placement& p : v.pods) {
-      Status st = journal.Undo(snap, v.pod, p);
-      (void)st;
-    }
+    for (const Placement& p : v.pods) Expect(journal.Undo(snap, v.pod, p), "evicting a victim");
   }
 
   // Finds the cheapest set of victims on one node that lets `pod` fit there and evicts them in
@@ -588,7 +594,7 @@ struct Scheduler::Impl {
     fair_mode = fair;
     fair_res = ResourcesOf(j, nullptr);
     removed_all.clear();
-    Journal journal;
+    Journal journal(&internal_error);
     const bool hid = HideConflicts(j, journal);
     const size_t after_hide = journal.mark();
     std::vector<Placement> where;
@@ -643,8 +649,7 @@ struct Scheduler::Impl {
     // without disturbing the rest), requeue the victims, start the job.
     for (size_t k = after_hide; k-- > 0;) {
       const auto& op = journal.ops[k];
-      Status st = snap.Undo(op.task, op.where);
-      (void)st;
+      Expect(snap.Undo(op.task, op.where), "dropping a temporary reservation");
     }
     CommitStart(j, pod, where, victims, now, out);
     return true;
@@ -850,7 +855,7 @@ struct Scheduler::Impl {
     int64_t best_cost = INT64_MAX;
     for (const auto& [fixed, neg_free, n] : order) {
       const NodeIndex ni{n};
-      Journal journal;
+      Journal journal(&internal_error);
       ClearPlan plan;
       if (PlanClear(j, pod, ni, now, journal, plan, best_cost) && plan.cost < best_cost) {
         best_cost = plan.cost;
@@ -859,7 +864,7 @@ struct Scheduler::Impl {
       journal.RollbackTo(snap, 0);
     }
     if (!best) return false;
-    Journal journal;
+    Journal journal(&internal_error);
     ClearPlan plan;
     swap_budget = kDefragSwaps;  // the chosen node's plan again, for real
     if (!PlanClear(j, pod, *best, now, journal, plan)) {
@@ -915,7 +920,7 @@ struct Scheduler::Impl {
       const int need = pod.num_gpu - snap.fully_free_gpus(ni);
       if (static_cast<int>(candidates.size()) < need) continue;
       std::sort(candidates.begin(), candidates.end());
-      Journal journal;
+      Journal journal(&internal_error);
       std::vector<MoveEvent> trial;
       bool ok = true;
       placement::GpuSet freeing = 0;
@@ -925,8 +930,7 @@ struct Scheduler::Impl {
         for (JobId id : on_node[n]) {
           const Running& r = running.at(id);
           if (r.pods[0].node != ni || !(r.pods[0].gpus >> g & 1)) continue;
-          Status st = journal.Undo(snap, r.pod, r.pods[0]);
-          (void)st;
+          Expect(journal.Undo(snap, r.pod, r.pods[0]), "lifting a pod to consolidate");
           // Best destination: the fullest GPU (elsewhere, not being freed) that takes it.
           std::optional<Placement> dest;
           int32_t dest_free = INT32_MAX;
@@ -1236,6 +1240,7 @@ CycleResult Scheduler::Cycle(Seconds now) {
       AttemptJob(m, m.pending.at(key.id), pass, now, cs, out);
     }
   }
+  out.error = m.internal_error;
   return out;
 }
 

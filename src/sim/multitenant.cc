@@ -383,7 +383,7 @@ class Loop {
       TESSERA_RETURN_IF_ERROR(TakeEvents(now));
       for (size_t si = 0; si < scheds_.size(); ++si) {
         if (!acc_.touched[si]) continue;
-        ApplyCycle(si, scheds_[si]->Cycle(Seconds{now}), now);
+        TESSERA_RETURN_IF_ERROR(ApplyCycle(si, scheds_[si]->Cycle(Seconds{now}), now));
       }
       // Integrate until the next instant.
       const int64_t next = events_.empty() ? H : std::min<int64_t>(H, std::get<0>(events_.top()));
@@ -484,7 +484,8 @@ class Loop {
   }
 
   // What one cycle of scheduler `si` decided: preemptions, starts and moves.
-  void ApplyCycle(size_t si, const sched::CycleResult& r, int64_t now) {
+  Status ApplyCycle(size_t si, const sched::CycleResult& r, int64_t now) {
+    if (!r.error.ok()) return r.error.WithPrefix("t=" + std::to_string(now) + ": ");
     ++m_.cycles;
     // A cycle that preempted requeued its victims, and they may not start in the cycle
     // that took them: the scheduler runs once more at the same instant, so that they are
@@ -533,6 +534,7 @@ class Loop {
       ++m_.preemptions_by_cause["restart_move"];
       events_.push({now + jobs_[mv.job - 1].duration.count() - saved_[mv.job], 0, mv.job, generation_[mv.job]});
     }
+    return Status::Ok();
   }
 
   // Allocation, CPU, wait-reason samples and fairness from `now` until `next`.

@@ -11,7 +11,8 @@
 //     children's), the cluster's allocated GPU milli the sum of all running pods;
 //   * every running pod is placed feasibly: replaying every placement onto a fresh snapshot of
 //     the nodes succeeds and gives the scheduler's free CPU, memory and GPU milli exactly;
-//   * no preemption loop: with nothing submitted or completed, repeated cycles stop preempting.
+//   * no preemption loop: with nothing submitted or completed, repeated cycles stop preempting;
+//   * the scheduler never reports its own bookkeeping inconsistent (CycleResult::error).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -253,6 +254,7 @@ TEST(SchedulerInvariants, HoldOverRandomWorldsAndOptions) {
       std::map<JobId, Job> before;
       for (JobId id : s.running_jobs()) before[id] = *s.job(id);
       const CycleResult r = s.Cycle(now);
+      ASSERT_TRUE(r.error.ok()) << where << ": " << r.error.ToString();
       CheckPreemptions(w, s, r, before, started_at, now, where);
       for (const PreemptEvent& p : r.preempted) started_at.erase(p.victim);
       for (const StartEvent& e : r.started) started_at[e.job] = now;
@@ -270,6 +272,7 @@ TEST(SchedulerInvariants, HoldOverRandomWorldsAndOptions) {
       std::map<JobId, Job> before;
       for (JobId id : s.running_jobs()) before[id] = *s.job(id);
       const CycleResult r = s.Cycle(now);
+      ASSERT_TRUE(r.error.ok()) << r.error.ToString();
       CheckPreemptions(w, s, r, before, started_at, now, "world " + std::to_string(world) + " settling");
       for (const PreemptEvent& p : r.preempted) started_at.erase(p.victim);
       for (const StartEvent& e : r.started) started_at[e.job] = now;

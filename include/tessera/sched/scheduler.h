@@ -181,6 +181,11 @@ struct CycleResult {
   std::vector<PreemptEvent> preempted;
   std::vector<MoveEvent> moves;
   int attempts = 0;  // placement attempts this cycle
+  // Not OK if the scheduler found its own bookkeeping inconsistent (an inverse change of its
+  // cluster snapshot failed: a bug, never an outcome of input). Sticky: once set, every later
+  // cycle reports it; the caller should stop trusting this scheduler and rebuild one from what
+  // it persisted (Adopt, SubmitRestored).
+  Status error = Status::Ok();
 };
 
 class Scheduler {
