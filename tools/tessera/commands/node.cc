@@ -146,13 +146,21 @@ Status SaveRegistry(const NodePaths& p, const json& j) {
   return Status::Ok();
 }
 
-// Drops dead pids and tenants without live pids (their limit goes back to 0 = no access).
+// Drops dead pids and tenants without live pids (their limit goes back to 0 = no access). A
+// tenant whose runs are gone but one of whose processes still holds a slot (a daemon) keeps its
+// entry, index and limit (fail closed: the index is not handed to anyone else); without the
+// segment nothing can be told, and the entry stays too.
 void Prune(json& reg, enforce::NodeSegment* seg) {
   json kept = json::array();
   for (json t : reg["tenants"]) {
     json pids = json::array();
     for (const json& pid : t["pids"]) {
       if (Alive(pid.get<long>())) pids.push_back(pid);
+    }
+    if (pids.empty() && (seg == nullptr || seg->TenantHasLiveSlots(t["index"].get<int>()))) {
+      t["pids"] = pids;
+      kept.push_back(t);
+      continue;
     }
     if (pids.empty()) {
       if (seg != nullptr) {
@@ -201,6 +209,7 @@ StatusOr<int> Join(const NodePaths& p, const RunFlags& f, uint64_t mem_bytes) {
     seg.emplace(std::move(opened));
   }
   json reg = LoadRegistry(p);
+  seg->Reconcile();  // dead processes' charges go before any index is chosen or reused
   Prune(reg, &*seg);
   int index = -1;
   std::set<int> used;
@@ -222,9 +231,10 @@ StatusOr<int> Join(const NodePaths& p, const RunFlags& f, uint64_t mem_bytes) {
   }
   if (index < 0) {
     for (int i = 0; i < enforce::kMaxTenants && index < 0; ++i) {
-      if (!used.count(i)) index = i;
+      if (!used.count(i) && !seg->TenantHasLiveSlots(i)) index = i;
     }
     if (index < 0) return ResourceExhaustedError("all " + std::to_string(enforce::kMaxTenants) + " tenants in use");
+    TESSERA_RETURN_IF_ERROR(seg->ResetTenantStats(index));  // a new tenant: its own peak and counters
     reg["tenants"].push_back(json{{"name", f.tenant},   {"index", index},       {"gpu", f.gpu},
                                   {"mem_bytes", mem_bytes}, {"share", f.share}, {"priority", f.priority},
                                   {"kernel_estimate_us", f.kernel_estimate_us}, {"scrub", f.scrub},
@@ -252,8 +262,8 @@ void Leave(const NodePaths& p) {
     }
     t["pids"] = pids;
   }
-  Prune(reg, seg.ok() ? &*seg : nullptr);
   if (seg.ok()) seg->Reconcile();
+  Prune(reg, seg.ok() ? &*seg : nullptr);
   (void)SaveRegistry(p, reg);
 }
 
@@ -290,6 +300,7 @@ class ArbiterDuty {
     }
     const uint64_t now = enforce::MonotonicNowNs();
     if (now >= next_sync_ns_) {
+      if (seg_.has_value()) seg_->Reconcile();  // SIGKILLed processes: released within 100 ms
       Sync();
       next_sync_ns_ = now + 100'000'000;
     }
@@ -318,6 +329,8 @@ class ArbiterDuty {
         daemon::LeaseArbiter::Create(&leases_->board(gpu_), daemon::LeaseArbiterOptions{});
     if (!a.ok()) return false;
     arbiter_ = std::move(*a);
+    StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(paths_.policy, paths_.counters);
+    if (seg.ok()) seg_.emplace(std::move(*seg));
     return true;
   }
   void Sync() {
@@ -329,7 +342,7 @@ class ArbiterDuty {
     std::map<uint32_t, daemon::LeaseTenantConfig> want;
     for (const json& t : reg["tenants"]) {
       if (t["gpu"].get<int>() != gpu_) continue;
-      bool live = false;
+      bool live = seg_.has_value() && seg_->TenantHasLiveSlots(t["index"].get<int>());  // e.g. a daemon
       for (const json& pid : t["pids"]) live = live || Alive(pid.get<long>());
       if (!live) continue;
       daemon::LeaseTenantConfig c;
@@ -359,6 +372,7 @@ class ArbiterDuty {
   int gpu_;
   int fd_ = -1;
   std::optional<enforce::LeaseFile> leases_;
+  std::optional<enforce::NodeSegment> seg_;  // for the periodic Reconcile and live-slot checks
   std::unique_ptr<daemon::LeaseArbiter> arbiter_;
   std::map<uint32_t, daemon::LeaseTenantConfig> have_;
   uint64_t next_sync_ns_ = 0;
@@ -466,7 +480,7 @@ int NodeStatus(bool as_json) {
     for (const json& pid : t["pids"]) {
       if (Alive(pid.get<long>())) pids.push_back(pid);
     }
-    if (pids.empty()) continue;
+    if (pids.empty() && !seg->TenantHasLiveSlots(index)) continue;
     const enforce::LeaseTenantSlot& slot = leases->board(gpu).slots[index];
     json row = {{"name", t["name"]},
                 {"index", index},
