@@ -33,6 +33,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,6 +45,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -126,8 +128,10 @@ thread_local bool t_in_dl __attribute__((tls_model("initial-exec"))) = false;
 
 // Every managed memory hook calls it first: if this is not the process the process-local state
 // (records, slot, mutexes) belongs to, a child made without fork() (raw clone(2): no
-// pthread_atfork handler ran) starts afresh, as AtForkChild does for fork children. One getpid()
-// (a system call since glibc 2.25) per allocation, free or pool call; never on the launch path.
+// pthread_atfork handler ran) starts afresh, as AtForkChild does for fork children. The check is
+// one load of a MADV_WIPEONFORK page (the kernel zero-fills it in every child that gets a copy
+// of the address space, fork or clone alike); where that is unavailable, one getpid() (a system
+// call since glibc 2.25). Allocation, free and pool paths only; never the launch path.
 void EnsureOwnProcess();
 
 void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -1115,31 +1119,64 @@ void ResetProcessState() {
   g_graph_execs.ResetAfterFork();
 }
 
-// The pid the process-local state belongs to; 0 while a clone child is resetting it.
-std::atomic<pid_t> g_owner_pid{0};
+// The pid the process-local state belongs to: 0 in a child whose copy of the wipe-on-fork page
+// the kernel zeroed, kResetting while one thread resets the state. It lives in that page when
+// madvise(MADV_WIPEONFORK) works (Linux >= 4.14), else in g_owner_static (then compared with
+// getpid() on every call).
+constexpr pid_t kResetting = -1;
+std::atomic<pid_t> g_owner_static{0};
+std::atomic<pid_t>* g_owner = &g_owner_static;
+bool g_owner_wiped_on_fork = false;
+
+void InitOwner() {
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18
+#endif
+  const long page = ::sysconf(_SC_PAGESIZE);
+  void* p = ::mmap(nullptr, static_cast<std::size_t>(page > 0 ? page : 4096), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p != MAP_FAILED && ::madvise(p, static_cast<std::size_t>(page > 0 ? page : 4096), MADV_WIPEONFORK) == 0) {
+    g_owner = new (p) std::atomic<pid_t>(0);
+    g_owner_wiped_on_fork = true;
+  } else if (p != MAP_FAILED) {
+    ::munmap(p, static_cast<std::size_t>(page > 0 ? page : 4096));
+  }
+  g_owner->store(::getpid(), std::memory_order_release);
+}
 
 void AtForkChild() {
   ResetProcessState();
-  g_owner_pid.store(::getpid(), std::memory_order_release);
+  g_owner->store(::getpid(), std::memory_order_release);
 }
 
 void EnsureOwnProcess() {
+  const pid_t owner = g_owner->load(std::memory_order_acquire);
+  if (g_owner_wiped_on_fork) {
+    // The page is only zeroed in a child, so a nonzero pid is always ours, even in a CLONE_VM
+    // child (it shares the parent's memory and state, and must not reset it).
+    if (__builtin_expect(owner > 0, 1)) return;
+  }
   const pid_t me = ::getpid();
-  pid_t owner = g_owner_pid.load(std::memory_order_acquire);
-  if (__builtin_expect(owner == me, 1)) return;
+  if (owner == me) return;
   // Only the thread that called clone exists in the child; threads it started since may race
   // here: one resets, the others wait for it (a few instructions of work, no lock).
-  if (owner != 0 && g_owner_pid.compare_exchange_strong(owner, 0, std::memory_order_acq_rel)) {
-    ResetProcessState();
-    g_owner_pid.store(me, std::memory_order_release);
-    if (g_cfg.log) Log("tessera-shim: pid %d was not forked (raw clone?): claiming its own slot\n", static_cast<int>(me));
-    return;
+  for (pid_t seen = owner;; seen = g_owner->load(std::memory_order_acquire)) {
+    if (seen == me) return;
+    if (seen == kResetting) {
+      ::sched_yield();
+      continue;
+    }
+    if (g_owner->compare_exchange_strong(seen, kResetting, std::memory_order_acq_rel)) {
+      ResetProcessState();
+      g_owner->store(me, std::memory_order_release);
+      if (g_cfg.log) Log("tessera-shim: pid %d was not forked (raw clone?): claiming its own slot\n", static_cast<int>(me));
+      return;
+    }
   }
-  while (g_owner_pid.load(std::memory_order_acquire) != me) ::sched_yield();
 }
 
 __attribute__((constructor)) void ShimInit() {
-  g_owner_pid.store(::getpid(), std::memory_order_release);
+  InitOwner();
   GetRealDl();
 #define TESSERA_SHIM_WRAPPER_ADDR(symbol, base, version, flavour, family, handler, params, args) \
   g_wrappers[static_cast<int>(HookId::k_##symbol)] = reinterpret_cast<void*>(&::symbol);

@@ -11,7 +11,10 @@
 //
 // A tenant (by name) gets the lowest free tenant index; a second `tessera run` with the same name
 // joins it (same index, so all its processes share its memory counter and its lease; the latest
-// --mem/--share/--priority win). An entry lives while one of its `tessera run` processes lives.
+// --mem/--share/--priority win). An entry lives while one of its `tessera run` processes lives, or
+// while any live process holds a segment slot of its index (a daemon that outlived its run: the
+// index and limit stay reserved). Every join and leave reconciles dead processes first, and the
+// GPU's arbiter does every 100 ms; a new tenant on a reused index starts with zeroed statistics.
 // --scrub (zero device memory before every free, docs/enforcement.md) is sticky: once one run of a
 // tenant asked for it, it stays on for all of the tenant's processes until the entry is gone, so a
 // later run without --scrub never turns off a protection that a running process relies on.
