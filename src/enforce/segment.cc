@@ -575,6 +575,36 @@ int NodeSegment::ActiveSlots() const {
   return n;
 }
 
+bool NodeSegment::TenantHasLiveSlots(int tenant) const {
+  if (!ValidIndex(tenant, kMaxTenants)) return false;
+  for (const ProcessSlot& s : counters_->slots) {
+    SlotStateWord st = UnpackSlotState(s.state.load(std::memory_order_acquire));
+    if (st.state == SlotState::kFree) continue;
+    if (static_cast<int>(s.tenant.load(std::memory_order_acquire)) != tenant) continue;
+    // Being reclaimed: its bytes are still in the counter until the reconciler is done.
+    if (st.state == SlotState::kReclaiming) return true;
+    std::optional<std::uint64_t> now = ProcessStartTime(static_cast<pid_t>(st.pid));
+    if (!now.has_value()) continue;
+    // A claim in progress may not have written its start time yet: the live pid is enough.
+    if (st.state == SlotState::kClaiming || *now == s.start_time.load(std::memory_order_acquire)) return true;
+  }
+  return false;
+}
+
+Status NodeSegment::ResetTenantStats(int tenant) {
+  if (!ValidIndex(tenant, kMaxTenants)) {
+    return InvalidArgumentError("tenant: " + std::to_string(tenant) + " is outside 0.." +
+                                std::to_string(kMaxTenants - 1));
+  }
+  for (TenantCounter& c : counters_->counters[tenant]) {
+    c.peak_bytes.store(WordBytes(c.word.load(std::memory_order_acquire)), std::memory_order_relaxed);
+    c.denied_allocations.store(0, std::memory_order_relaxed);
+    c.denied_bytes.store(0, std::memory_order_relaxed);
+    c.underflows_prevented.store(0, std::memory_order_relaxed);
+  }
+  return Status::Ok();
+}
+
 ReconcileReport NodeSegment::Reconcile() {
   ReconcileReport report;
   const std::uint32_t me = static_cast<std::uint32_t>(::getpid());

@@ -29,6 +29,7 @@ void ArbiterDuty::Round() {
   }
   const uint64_t now = enforce::MonotonicNowNs();
   if (now >= next_sync_ns_) {
+    node_.Reconcile();  // SIGKILLed processes' memory is released within 100 ms, not at the run's exit
     Sync();
     next_sync_ns_ = now + 100'000'000;
   }

@@ -51,12 +51,20 @@ class FileLock {
   int fd_ = -1;
 };
 
-// Drops dead members and groups, and entries with nothing alive (their limit goes back to 0).
+// Drops dead members and groups, and entries with nothing alive (their limit goes back to 0). An
+// entry whose runs are gone but one of whose processes still holds a segment slot (a daemon that
+// left its command's group) keeps its index and limit: fail closed, the index is handed to nobody
+// else and the daemon stays within its tenant's limit. Without the segment nothing can be told,
+// and such an entry stays too.
 void PruneEntries(std::vector<TenantEntry>& tenants, enforce::NodeSegment* seg) {
   std::vector<TenantEntry> kept;
   for (TenantEntry& e : tenants) {
     std::erase_if(e.pids, [](long pid) { return !Alive(pid); });
     std::erase_if(e.pgids, [](long pgid) { return !GroupAlive(pgid); });
+    if (e.pids.empty() && e.pgids.empty() && (seg == nullptr || seg->TenantHasLiveSlots(e.index))) {
+      kept.push_back(std::move(e));
+      continue;
+    }
     if (e.pids.empty() && e.pgids.empty()) {
       if (seg != nullptr) {
         // Best effort: an index out of the segment's range was rejected when the file was read.
@@ -70,11 +78,11 @@ void PruneEntries(std::vector<TenantEntry>& tenants, enforce::NodeSegment* seg) 
   tenants = std::move(kept);
 }
 
-// Whether a free registry index must still not be given to a new tenant: its memory is still
-// charged on some GPU (a process of a gone entry that nobody has reconciled yet). The seam for the
-// segment's own answer ("live processes hold a slot under this tenant"), and for a Reconcile()
-// before the choice, is here.
+// Whether a free registry index must still not be given to a new tenant: a live process holds a
+// slot under it (a daemon of a gone entry), or its memory is still charged on some GPU (Join
+// reconciles dead processes first, so that is a reconcile in progress).
 bool IndexInUse(const enforce::NodeSegment& seg, int index) {
+  if (seg.TenantHasLiveSlots(index)) return true;
   for (int gpu = 0; gpu < enforce::kMaxGpus; ++gpu) {
     if (seg.ReservedBytes(index, gpu) > 0) return true;
   }
@@ -128,6 +136,7 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
   if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
   TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg, CreateOrOpen(paths_));
   TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
+  seg.Reconcile();  // SIGKILLed processes' charges go before any index is chosen or reused
   PruneEntries(tenants, &seg);
   TenantEntry* entry = nullptr;
   std::set<int> used;
@@ -152,6 +161,7 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
       if (!used.count(i) && !IndexInUse(seg, i)) index = i;
     }
     if (index < 0) return ResourceExhaustedError("all " + std::to_string(enforce::kMaxTenants) + " tenants in use");
+    TESSERA_RETURN_IF_ERROR(seg.ResetTenantStats(index));  // a new tenant: its own peak and counters
     tenants.push_back(TenantEntry{.name = r.name,
                                   .index = index,
                                   .gpu = r.gpu,
@@ -193,8 +203,8 @@ Status NodeDir::Leave(long member_pid, long pgid) const {
     std::erase(e.pids, member_pid);
     if (pgid > 0) std::erase(e.pgids, pgid);
   }
-  PruneEntries(tenants, seg.ok() ? &*seg : nullptr);
   if (seg.ok()) seg->Reconcile();
+  PruneEntries(tenants, seg.ok() ? &*seg : nullptr);
   return internal::WriteRegistry(paths_.registry, tenants);
 }
 
@@ -208,13 +218,22 @@ Status NodeDir::Prune() const {
   return internal::WriteRegistry(paths_.registry, tenants);
 }
 
+void NodeDir::Reconcile() const {
+  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(paths_.policy, paths_.counters);
+  if (seg.ok()) seg->Reconcile();
+}
+
 StatusOr<std::vector<TenantEntry>> NodeDir::LiveTenants() const {
   std::vector<TenantEntry> tenants;
   {
     FileLock lock(paths_.lock, LOCK_SH);
     TESSERA_ASSIGN_OR_RETURN(tenants, internal::ReadRegistry(paths_.registry));
   }
-  std::erase_if(tenants, [](const TenantEntry& e) { return !EntryAlive(e); });
+  // An entry held only by a daemon's segment slot is live too (PruneEntries keeps it).
+  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(paths_.policy, paths_.counters);
+  std::erase_if(tenants, [&](const TenantEntry& e) {
+    return !EntryAlive(e) && !(seg.ok() && seg->TenantHasLiveSlots(e.index));
+  });
   for (TenantEntry& e : tenants) {
     std::erase_if(e.pids, [](long pid) { return !Alive(pid); });
     std::erase_if(e.pgids, [](long pgid) { return !GroupAlive(pgid); });

@@ -10,6 +10,9 @@
 //   - fail closed: no shim, no arbiter admission, a corrupt registry -> the command does not run;
 //   - --gpu N pins the command to GPU N (CUDA_VISIBLE_DEVICES = its UUID from NVML, else N);
 //   - a SIGKILLed `tessera run` takes its command with it, and its charge is not inherited.
+//   - a process SIGKILLed inside a run is reconciled by the arbiter's sweep and by every join; a
+//     killed run's charge and peak never pass to the next tenant of its index; an index stays
+//     reserved, with its limit, while a daemon of its tenant lives on after the tenant's runs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -174,6 +177,129 @@ TEST(NodeCli, TwoTenantsShareByWeight) {
   const double share_b = static_cast<double>(cb) / static_cast<double>(ca + cb);
   std::printf("tessera run: a (30) %ld kernels, b (70) %ld kernels, share of b %.3f\n", ca, cb, share_b);
   EXPECT_NEAR(share_b, 0.7, 0.10);
+}
+
+// `tessera run` under popen(…, "w"): its stdin is ours (a `wait` returns when it is closed).
+FILE* StartRun(const TempDir& dir, const std::string& args, const std::string& out) {
+  const std::string cmd =
+      "cd '" + dir.path() + "' && " + Env(dir) + "'" + kBinary + "' run " + args + " > '" + out + "'";
+  return ::popen(cmd.c_str(), "w");
+}
+
+bool WaitForText(const std::string& path, const std::string& text) {
+  for (int i = 0; i < 1000; ++i) {
+    if (testing::ReadTextFile(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// The tenant rows of `node status --json` on GPU 0.
+nlohmann::json Tenants(const TempDir& dir) {
+  CommandResult status = Tessera(dir, "node status --json");
+  const nlohmann::json j = nlohmann::json::parse(status.out, nullptr, false);
+  if (j.is_discarded() || j["gpus"].empty()) return nlohmann::json::array();
+  return j["gpus"][0]["tenants"];
+}
+
+// A process of a run is SIGKILLed while the run goes on: the GPU's arbiter (inside `tessera run`)
+// reconciles it within its sweep (<= 100 ms; 10 s allowed here), and a second run of the tenant
+// gets the full limit again.
+TEST(NodeCli, AKilledProcessIsReconciledWhileItsRunLives) {
+  TempDir dir;
+  const std::string out = dir.path() + "/run.out";
+  FILE* run = StartRun(dir, "--tenant a --gpu 0 --mem 64MiB --share 50 -- sh -c \"'" + kProbe +
+                                "' init alloc:mem:67108864 selfkill; exec '" + kProbe + "' wait\"",
+                       out);
+  ASSERT_NE(run, nullptr);
+  ASSERT_TRUE(WaitForText(out, "wait ready")) << testing::ReadTextFile(out);
+  EXPECT_THAT(testing::ReadTextFile(out), HasSubstr("alloc family=mem rc=0"));
+  std::uint64_t used = 1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (used != 0 && std::chrono::steady_clock::now() < deadline) {
+    const nlohmann::json t = Tenants(dir);
+    used = t.size() == 1 ? t[0]["used_bytes"].get<std::uint64_t>() : 1;
+    if (used != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(used, 0u) << "the killed process's 64 MiB must be reconciled while the run lives";
+  CommandResult again = Tessera(dir, "run --tenant a --gpu 0 --mem 64MiB --share 50 -- '" + kProbe +
+                                         "' init alloc:mem:67108864");
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("alloc family=mem rc=0"));
+  EXPECT_EQ(::pclose(run), 0);
+}
+
+// A whole run is SIGKILLed (no `tessera run` left to clean up): the next tenant that takes its
+// index is reconciled at its join and never inherits the dead process's charge or peak.
+TEST(NodeCli, AKilledRunsChargeAndPeakDoNotPassToTheIndexsNextTenant) {
+  TempDir dir;
+  CommandResult killed = Tessera(dir, "run --tenant a --gpu 0 --mem 64MiB --share 50 -- sh -c \"'" + kProbe +
+                                          "' init alloc:mem:67108864 selfkill; kill -9 \\$PPID\"");
+  EXPECT_THAT(killed.out, HasSubstr("alloc family=mem rc=0"));
+  const std::string out = dir.path() + "/b.out";
+  FILE* run = StartRun(dir, "--tenant b --gpu 0 --mem 64MiB --share 50 -- '" + kProbe +
+                                "' init alloc:mem:1048576 wait", out);
+  ASSERT_NE(run, nullptr);
+  ASSERT_TRUE(WaitForText(out, "wait ready")) << testing::ReadTextFile(out);
+  const nlohmann::json t = Tenants(dir);
+  EXPECT_EQ(::pclose(run), 0);
+  EXPECT_THAT(testing::ReadTextFile(out), HasSubstr("alloc family=mem rc=0"));
+  ASSERT_EQ(t.size(), 1u) << t.dump();
+  EXPECT_EQ(t[0]["name"], "b");
+  EXPECT_EQ(t[0]["index"], 0);
+  EXPECT_EQ(t[0]["used_bytes"], 1ULL << 20);
+  EXPECT_EQ(t[0]["peak_bytes"], 1ULL << 20);
+}
+
+// A tenant's statistics start at zero for the next tenant of its index (normal exits).
+TEST(NodeCli, PeakStartsAtZeroForTheIndexsNextTenant) {
+  TempDir dir;
+  CommandResult a = Tessera(dir, "run --tenant a --gpu 0 --mem 64MiB --share 50 -- '" + kProbe +
+                                     "' init alloc:mem:67108864 alloc:mem:512");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_THAT(a.out, HasSubstr("alloc family=mem rc=2"));  // one denial
+  const std::string out = dir.path() + "/b.out";
+  FILE* run = StartRun(dir, "--tenant b --gpu 0 --mem 64MiB --share 50 -- '" + kProbe +
+                                "' init alloc:mem:1048576 wait", out);
+  ASSERT_NE(run, nullptr);
+  ASSERT_TRUE(WaitForText(out, "wait ready")) << testing::ReadTextFile(out);
+  const nlohmann::json t = Tenants(dir);
+  EXPECT_EQ(::pclose(run), 0);
+  ASSERT_EQ(t.size(), 1u) << t.dump();
+  EXPECT_EQ(t[0]["index"], 0);
+  EXPECT_EQ(t[0]["peak_bytes"], 1ULL << 20) << "tenant a's 64 MiB peak must not carry over";
+}
+
+// A double-forked daemon of tenant a outlives a's `tessera run`: a's index stays reserved (b gets
+// another one) and keeps a's limit, so the daemon stays within 64 MiB; once the daemon is gone,
+// the index is free again.
+TEST(NodeCli, AnIndexStaysReservedWithItsLimitWhileADaemonOfItsTenantLives) {
+  TempDir dir;
+  const std::string fifo = dir.path() + "/daemon.in";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int hold = ::open(fifo.c_str(), O_RDWR | O_CLOEXEC);  // the daemon's stdin, until closed
+  ASSERT_GE(hold, 0);
+  const std::string cmd = "cd '" + dir.path() + "' && " + Env(dir) + "'" + kBinary +
+                          "' run --tenant a --gpu 0 --mem 64MiB --share 50 -- '" + kProbe +
+                          "' daemonize init alloc:mem:4194304 detach wait fill:mem:1048576 < '" + fifo +
+                          "'; echo a-exited=$?";
+  FILE* a = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(a, nullptr);
+  std::string seen;
+  char line[512];
+  while (seen.find("a-exited=") == std::string::npos && std::fgets(line, sizeof(line), a) != nullptr) seen += line;
+  EXPECT_THAT(seen, HasSubstr("alloc family=mem rc=0"));
+  EXPECT_THAT(seen, HasSubstr("a-exited=0"));
+  // a's run is gone, its daemon holds 4 MiB under index 0.
+  CommandResult b = Tessera(dir, "run --tenant b --gpu 0 --mem 1GiB --share 50 -- sh -c 'echo index=$TESSERA_SHIM_TENANT'");
+  EXPECT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_THAT(b.out, HasSubstr("index=1")) << "index 0 is still held by a's daemon";
+  ::close(hold);  // the daemon fills up to a's limit, then exits
+  while (std::fgets(line, sizeof(line), a) != nullptr) seen += line;
+  ::pclose(a);
+  EXPECT_THAT(seen, HasSubstr("fill family=mem count=60 rc=2")) << seen;
+  CommandResult c = Tessera(dir, "run --tenant c --gpu 0 --mem 1GiB --share 50 -- sh -c 'echo index=$TESSERA_SHIM_TENANT'");
+  EXPECT_THAT(c.out, HasSubstr("index=0")) << "the daemon is gone: its index is free";
 }
 
 TEST(NodeCli, BadFlagsAreExit2) {

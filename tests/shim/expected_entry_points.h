@@ -25,6 +25,8 @@
   X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, true) \
   X(cuMemPoolCreate, cuMemPoolCreate, 11020, false) \
   X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, false) \
+  X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, false) \
+  X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, false) \
   X(cuMemCreate, cuMemCreate, 10020, false) \
   X(cuMemRelease, cuMemRelease, 10020, false) \
   X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, false) \

@@ -147,6 +147,67 @@ TEST(MemoryLimit, VmmChargesTheDeviceOfTheLocationNotTheCurrentContext) {
   EXPECT_EQ(FieldInt(r.lines[4], "rc"), 101);       // not one of this process's GPUs
 }
 
+// A pool is charged to the device of its location: one on an ordinal this process was not given
+// (a device pool created there, or that device's default/current pool) is refused like any other
+// allocation there (CUDA_ERROR_INVALID_DEVICE); host pools stay uncharged; a location the shim
+// cannot place is refused (CUDA_ERROR_NOT_SUPPORTED).
+TEST(MemoryLimit, PoolsOnOrdinalsNotGivenAreRefused) {
+  TestSegment t(512, 2);
+  ASSERT_TRUE(t.seg().SetLimit(0, 0, kLimit).ok());
+  ProbeOptions o = Managed(t);
+  o.env = {"TESSERA_FAKE_CUDA_DEVICES=2", "TESSERA_SHIM_GPUS=0", "TESSERA_FAKE_CUDA_MEM_BYTES=268435456"};
+  ProbeRun r = RunProbe(o, {"init", "fill:locpool:1:1:1048576", "alloc:defpool:1:1048576", "alloc:getpool:1:1048576",
+                            "alloc:locpool:1:0:1048576", "alloc:defpool:0:1048576", "alloc:getpool:0:1048576",
+                            "alloc:locpool:2:0:1048576", "alloc:locpool:3:0:1048576", "alloc:locpool:9:0:1048576",
+                            "wait"});
+  ASSERT_GE(r.lines.size(), 11u);
+  EXPECT_EQ(r.lines[1], "fill family=locpool count=0 rc=101") << "64 MiB on GPU 0 must not buy GPU 1";
+  EXPECT_EQ(FieldInt(r.lines[2], "rc"), 101) << r.lines[2];
+  EXPECT_EQ(FieldInt(r.lines[3], "rc"), 101) << r.lines[3];
+  for (int i = 4; i <= 8; ++i) EXPECT_EQ(FieldInt(r.lines[i], "rc"), 0) << r.lines[i];
+  EXPECT_EQ(FieldInt(r.lines[9], "rc"), 801) << r.lines[9];
+  EXPECT_EQ(r.lines[10], "wait ready");
+  // Three 1 MiB device-pool allocations on GPU 0 were charged there; the host pools' were not.
+  EXPECT_EQ(t.seg().PeakBytes(0, 0), 3 * kMiB);
+  EXPECT_EQ(t.seg().PeakBytes(0, 1), 0u);
+}
+
+// A device pool of an ordinal that maps to another node GPU is charged to that GPU.
+TEST(MemoryLimit, PoolsAreChargedToTheirOwnDevice) {
+  TestSegment t(512, 2);
+  ASSERT_TRUE(t.seg().SetLimit(0, 0, kLimit).ok());
+  ASSERT_TRUE(t.seg().SetLimit(0, 1, 2 * kMiB).ok());
+  ProbeOptions o = Managed(t);
+  o.env = {"TESSERA_FAKE_CUDA_DEVICES=2", "TESSERA_SHIM_GPUS=0,1"};
+  ProbeRun r = RunProbe(o, {"init", "fill:defpool:1:1048576", "fill:locpool:1:1:1048576", "wait"});
+  ASSERT_GE(r.lines.size(), 4u);
+  EXPECT_EQ(r.lines[1], "fill family=defpool count=2 rc=2");
+  EXPECT_EQ(r.lines[2], "fill family=locpool count=0 rc=2");
+  EXPECT_EQ(t.seg().PeakBytes(0, 0), 0u);
+  EXPECT_EQ(t.seg().PeakBytes(0, 1), 2 * kMiB);
+}
+
+// clone(2) without fork() runs no pthread_atfork handler: the shim still notices the new pid and
+// charges the child to a slot of its own, so the parent's exit releases only the parent's memory.
+TEST(MemoryLimit, ACloneChildIsChargedToItsOwnSlotAndOutlivesItsParent) {
+  TestSegment t;
+  Limited(t, kLimit);
+  Probe p(Managed(t), {"init", "alloc:mem:1048576", "clone:4194304"});
+  EXPECT_EQ(p.ReadLine(), "init rc=0,0");
+  EXPECT_EQ(FieldInt(p.ReadLine(), "rc"), 0);
+  EXPECT_EQ(p.ReadLine(), "clone child rc=0");
+  EXPECT_GT(FieldInt(p.ReadLine(), "pid"), 0);
+  EXPECT_EQ(p.WaitExit(), 0);  // the parent is gone; the child still holds 4 MiB
+  EXPECT_EQ(t.seg().ReservedBytes(0, 0), 4 * kMiB);
+  EXPECT_EQ(t.seg().HeldByLiveSlots(0, 0), 4 * kMiB);
+  EXPECT_EQ(t.seg().ActiveSlots(), 1);
+  EXPECT_EQ(t.seg().Reconcile().slots_reclaimed, 0);
+  EXPECT_EQ(t.seg().ReservedBytes(0, 0), 4 * kMiB);
+  EXPECT_EQ(p.Finish(), 0);  // the child's exit closes the last stdout: its release is done
+  EXPECT_EQ(t.seg().ReservedBytes(0, 0), 0u);
+  EXPECT_EQ(t.seg().ActiveSlots(), 0);
+}
+
 TEST(MemoryLimit, PitchTopUpThatDoesNotFitIsRefusedAndFreed) {
   TestSegment t;
   Limited(t, kLimit);

@@ -292,6 +292,54 @@ TEST(Reconcile, LiveProcessesAndPidReuseAreRespected) {
   EXPECT_EQ(t.seg().ActiveSlots(), 1);
 }
 
+// What `tessera run` asks before it prunes or reuses a tenant index: a live process's ACTIVE slot
+// keeps the index taken; a dead process's slot (not reconciled yet) and a freed slot do not.
+TEST(TenantHasLiveSlots, OnlyLiveProcessesHoldAnIndex) {
+  TestSegment t;
+  StatusOr<TenantView> v = TenantView::Open(t.policy, t.counters);
+  ASSERT_TRUE(v.ok());
+  EXPECT_FALSE(t.seg().TenantHasLiveSlots(3));
+  int mine = ClaimFor(t, ::getpid(), 3);
+  EXPECT_TRUE(t.seg().TenantHasLiveSlots(3));
+  EXPECT_FALSE(t.seg().TenantHasLiveSlots(4));
+  ClaimFor(t, DeadPid(), 4);
+  EXPECT_FALSE(t.seg().TenantHasLiveSlots(4)) << "a dead process holds nothing (Reconcile frees it)";
+  // A reused pid: same pid as a live process, another start time.
+  StatusOr<int> stale = v->ClaimSlot(::getpid(), ProcessStartTime(::getpid()).value() + 1, 5);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_FALSE(t.seg().TenantHasLiveSlots(5));
+  v->ReleaseSlot(mine);
+  EXPECT_FALSE(t.seg().TenantHasLiveSlots(3));
+  EXPECT_FALSE(t.seg().TenantHasLiveSlots(-1));
+  EXPECT_FALSE(t.seg().TenantHasLiveSlots(kMaxTenants));
+}
+
+// A new tenant on a reused index starts with its own statistics: the peak (kept at what is
+// reserved now) and the denial and underflow counters of every GPU.
+TEST(ResetTenantStats, ANewTenantStartsFromZero) {
+  TestSegment t(512, 2);
+  CounterSegment& c = t.seg().counters();
+  int slot = ClaimFor(t, ::getpid(), 2);
+  ASSERT_EQ(SlotOp(c, slot, 2, 1, OpDirection::kReserve, 8 * kMiB, 8 * kMiB), SlotOpResult::kApplied);
+  ASSERT_EQ(SlotOp(c, slot, 2, 1, OpDirection::kReserve, kMiB, 8 * kMiB), SlotOpResult::kOverLimit);
+  ASSERT_EQ(SlotOp(c, slot, 2, 1, OpDirection::kRelease, 8 * kMiB, kUnlimited), SlotOpResult::kApplied);
+  c.counters[2][1].underflows_prevented.store(1);
+  ASSERT_EQ(t.seg().PeakBytes(2, 1), 8 * kMiB);
+  ASSERT_EQ(t.seg().DeniedAllocations(2, 1), 1u);
+  ASSERT_TRUE(t.seg().ResetTenantStats(2).ok());
+  EXPECT_EQ(t.seg().PeakBytes(2, 1), 0u);
+  EXPECT_EQ(t.seg().DeniedAllocations(2, 1), 0u);
+  EXPECT_EQ(c.counters[2][1].denied_bytes.load(), 0u);
+  EXPECT_EQ(c.counters[2][1].underflows_prevented.load(), 0u);
+  // What is reserved now stays the floor of the peak.
+  ASSERT_EQ(SlotOp(c, slot, 2, 1, OpDirection::kReserve, kMiB, 8 * kMiB), SlotOpResult::kApplied);
+  c.counters[2][1].peak_bytes.store(5 * kMiB);
+  ASSERT_TRUE(t.seg().ResetTenantStats(2).ok());
+  EXPECT_EQ(t.seg().PeakBytes(2, 1), kMiB);
+  EXPECT_EQ(t.seg().ReservedBytes(2, 1), kMiB) << "the counter itself is never touched";
+  EXPECT_FALSE(t.seg().ResetTenantStats(kMaxTenants).ok());
+}
+
 TEST(Reconcile, ConcurrentReconcilersReleaseEachDeadSlotOnce) {
   TestSegment t;
   CounterSegment& c = t.seg().counters();

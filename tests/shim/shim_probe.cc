@@ -8,6 +8,8 @@
 //   ctx:D                     a new current context on device D
 //   alloc:FAMILY:ARGS         allocate one object (kept in a list, index printed as id=)
 //       mem:B mem32:B managed:B async:B async_ptsz:B pool:B pool_ptsz:B hostpool:B
+//       locpool:TYPE:ID:B (a new pool at CUmemLocation {TYPE, ID}; rc = the create's if it fails)
+//       defpool:ORD:B getpool:ORD:B (cuDeviceGetDefaultMemPool / cuDeviceGetMemPool of ordinal ORD)
 //       vmm:B vmmhost:B vmmdev:ID:B pitch:W:H pitch32:W:H array:W:H array32:W:H
 //       array3d:W:H:D array3d32:W:H:D mipmap:W:H:LEVELS hostreg:B allochost:B
 //   free:ID | freeall         free one object / all objects (each by its family's free)
@@ -40,12 +42,23 @@
 //                             "glaunch n=N failures=F rc=<last> ran=<kernel nodes the fake ran>"
 //   gexecdestroy:E | gdestroy:G   cuGraphExecDestroy / cuGraphDestroy: "... rc=R"
 //   wait                      print "wait ready" and block until stdin reaches EOF
+//   clone:B                   raw clone(2) with SIGCHLD (no fork(): no pthread_atfork handlers);
+//                             the child allocates B bytes (cuMemAlloc_v2), prints "clone child
+//                             rc=R", blocks until stdin reaches EOF and exits; the parent waits
+//                             for the child's line, prints "clone pid=<child>" and goes on
+//   daemonize                 double fork (setsid between): the grandchild runs the remaining
+//                             commands; the original process waits for its `detach` and exits 0
+//   detach                    (in a daemonized grandchild) lets the original process exit
+//   selfkill                  SIGKILL this process (nothing is released)
+//   pid                       "pid value=<getpid()>"
 //   poke:ID:B                 write 0xA5 into the first B bytes of object ID (fake memory is host memory)
 //   audit:0|1                 the fake's free audit (counts nonzero bytes of blocks as they are freed)
 //   freeon:ID:STREAM          free object ID (async or async_ptsz family) on stream handle STREAM
 //   scrubinfo                 "scrubinfo dirty=<audited nonzero bytes> memset=<last memset entry point>
 //                             id=<object it hit, -1> bytes=B stream=S sync=N async=N async_ptsz=N"
 #include <dlfcn.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,6 +96,8 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr*, size_t, CUmemoryPool, CUstre
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 CUresult cuMemPoolCreate(CUmemoryPool*, const CUmemPoolProps*);
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool*, CUdevice);
+CUresult cuDeviceGetMemPool(CUmemoryPool*, CUdevice);
 CUresult cuMemCreate(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long);
 CUresult cuMemRelease(CUmemGenericAllocationHandle);
 CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle*, void*);
@@ -217,6 +232,23 @@ CUresult Allocate(const std::string& family, const std::vector<std::string>& a, 
     rc = family == "pool_ptsz" ? cuMemAllocFromPoolAsync_ptsz(&p, n, pool, nullptr)
                                : cuMemAllocFromPoolAsync(&p, n, pool, nullptr);
     obj->value = p;
+  } else if (family == "locpool" || family == "defpool" || family == "getpool") {
+    CUmemoryPool pool = nullptr;
+    std::size_t size_at = first + 1;
+    if (family == "locpool") {
+      CUmemPoolProps props{};
+      props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+      props.location.type = static_cast<CUmemLocationType>(n);
+      props.location.id = static_cast<int>(Num(a, first + 1));
+      rc = cuMemPoolCreate(&pool, &props);
+      size_at = first + 2;
+    } else {
+      rc = family == "defpool" ? cuDeviceGetDefaultMemPool(&pool, static_cast<CUdevice>(n))
+                               : cuDeviceGetMemPool(&pool, static_cast<CUdevice>(n));
+    }
+    CUdeviceptr p = 0;
+    if (rc == CUDA_SUCCESS) rc = cuMemAllocFromPoolAsync(&p, Num(a, size_at), pool, nullptr);
+    obj->value = p;
   } else if (family == "vmm" || family == "vmmhost" || family == "vmmdev") {
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -289,7 +321,8 @@ CUresult Free(Object& o) {
     rc = cuMemFree_v2(o.value);
   } else if (f == "mem32" || f == "pitch32") {
     rc = cuMemFree(static_cast<CUdeviceptr_v1>(o.value));
-  } else if (f == "async" || f == "pool" || f == "hostpool") {
+  } else if (f == "async" || f == "pool" || f == "hostpool" || f == "locpool" || f == "defpool" ||
+             f == "getpool") {
     rc = cuMemFreeAsync(o.value, nullptr);
   } else if (f == "async_ptsz" || f == "pool_ptsz") {
     rc = cuMemFreeAsync_ptsz(o.value, nullptr);
@@ -530,6 +563,58 @@ void ForkFill(int n, unsigned long long bytes) {
   for (pid_t k : kids) waitpid(k, nullptr, 0);
 }
 
+// clone(2) without glibc's fork(): the child runs no pthread_atfork handler.
+void CloneChild(unsigned long long bytes) {
+  int report[2];
+  if (pipe(report) != 0) std::exit(3);
+  std::fflush(stdout);
+  const long pid = syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  if (pid < 0) std::exit(4);
+  if (pid == 0) {
+    close(report[0]);
+    CUdeviceptr p = 0;
+    const CUresult rc = cuMemAlloc_v2(&p, bytes);
+    std::printf("clone child rc=%d\n", rc);
+    std::fflush(stdout);
+    char c = 'r';
+    if (write(report[1], &c, 1) != 1) _exit(5);
+    char buf[64];
+    while (read(0, buf, sizeof(buf)) > 0) {
+    }
+    std::exit(0);  // normal exit: the shim releases the child's own reservations
+  }
+  close(report[1]);
+  char c;
+  if (read(report[0], &c, 1) != 1) std::exit(6);
+  close(report[0]);
+  std::printf("clone pid=%ld\n", pid);
+}
+
+int g_detach_fd = -1;  // a daemonized grandchild's end of the pipe the original process waits on
+
+// The original process waits for the grandchild's `detach` (or its exit), then exits 0.
+void Daemonize() {
+  int done[2];
+  if (pipe(done) != 0) std::exit(3);
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child < 0) std::exit(4);
+  if (child > 0) {
+    close(done[1]);
+    char c;
+    while (read(done[0], &c, 1) < 0) {
+    }
+    waitpid(child, nullptr, 0);
+    std::exit(0);
+  }
+  setsid();
+  const pid_t grandchild = fork();
+  if (grandchild < 0) _exit(4);
+  if (grandchild > 0) _exit(0);
+  close(done[0]);
+  g_detach_fd = done[1];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -744,6 +829,20 @@ int main(int argc, char** argv) {
                   tessera_fake_cuda_calls("cuMemsetD8Async_ptsz"));
     } else if (cmd == "wait") {
       WaitForEof();
+    } else if (cmd == "clone") {
+      CloneChild(Num(a, 1));
+    } else if (cmd == "daemonize") {
+      Daemonize();
+    } else if (cmd == "detach") {
+      std::printf("detach rc=%d\n", g_detach_fd >= 0 ? 0 : 1);
+      std::fflush(stdout);
+      if (g_detach_fd >= 0) close(g_detach_fd);
+      g_detach_fd = -1;
+    } else if (cmd == "selfkill") {
+      std::fflush(stdout);
+      kill(getpid(), SIGKILL);
+    } else if (cmd == "pid") {
+      std::printf("pid value=%d\n", static_cast<int>(getpid()));
     } else {
       std::printf("error unknown command '%s'\n", argv[i]);
       return 2;

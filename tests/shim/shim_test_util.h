@@ -194,6 +194,8 @@ class Probe {
     }
     return Wait();
   }
+  // Waits for the process to exit without closing its stdin (its children may still read it).
+  int WaitExit() { return Wait(); }
   void Kill() {
     if (pid_ > 0 && !reaped_) {
       ::kill(pid_, SIGKILL);

@@ -91,6 +91,7 @@ inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_INVALID = 0;
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_DEVICE = 1;
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_HOST = 2;
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_HOST_NUMA = 3;
+inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT = 4;
 inline constexpr CUmemAllocationType CU_MEM_ALLOCATION_TYPE_PINNED = 1;
 
 inline constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_NONE = 0;
@@ -278,6 +279,8 @@ using PFN_cuMemAllocFromPoolAsync_v11020 = CUresult (*)(CUdeviceptr* dptr, size_
 using PFN_cuMemFreeAsync_v11020 = CUresult (*)(CUdeviceptr dptr, CUstream hStream);
 using PFN_cuMemPoolCreate_v11020 = CUresult (*)(CUmemoryPool* pool, const CUmemPoolProps* poolProps);
 using PFN_cuMemPoolDestroy_v11020 = CUresult (*)(CUmemoryPool pool);
+using PFN_cuDeviceGetDefaultMemPool_v11020 = CUresult (*)(CUmemoryPool* pool_out, CUdevice dev);
+using PFN_cuDeviceGetMemPool_v11020 = CUresult (*)(CUmemoryPool* pool, CUdevice dev);
 // Virtual memory management.
 using PFN_cuMemCreate_v10020 = CUresult (*)(CUmemGenericAllocationHandle* handle, size_t size,
                                            const CUmemAllocationProp* prop, unsigned long long flags);

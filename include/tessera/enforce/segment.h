@@ -309,6 +309,15 @@ class NodeSegment {
   // Sum of held bytes over ACTIVE slots of `tenant` on `gpu`.
   std::uint64_t HeldByLiveSlots(int tenant, int gpu) const;
   int ActiveSlots() const;
+  // True while some live process holds a slot of `tenant` (ACTIVE with a matching start time, or
+  // CLAIMING by a live pid), or a reconciler is still releasing one (RECLAIMING). The node side
+  // never prunes or hands out such an index: a daemon that outlived its launcher keeps its
+  // tenant's index and limit. Dead processes' slots do not count (Reconcile frees them).
+  bool TenantHasLiveSlots(int tenant) const;
+  // Starts the statistics of `tenant` afresh for a new tenant on a reused index: on every GPU the
+  // peak becomes what is reserved now, the denial and underflow counters 0. The reservation
+  // counter itself is never touched. Call it with no live slot of the tenant (Reconcile first).
+  Status ResetTenantStats(int tenant);
 
   // Releases the reservations of every dead process (see the header comment). Safe to run
   // concurrently from several processes; never waits for anyone.

@@ -115,8 +115,13 @@ class NodeDir {
   Status AddCommandGroup(long member_pid, long pgid) const;
   // Removes `member_pid` (and `pgid` when > 0) and prunes; reconciles the segment.
   Status Leave(long member_pid, long pgid = 0) const;
-  // The live entries (shared lock; dead members are not shown, nothing is written).
+  // The live entries (shared lock; dead members are not shown, nothing is written). An entry
+  // whose runs are gone but one of whose processes still holds a segment slot (a daemon) is
+  // live: its index and limit stay reserved, and its GPU's arbiter keeps it on the board.
   StatusOr<std::vector<TenantEntry>> LiveTenants() const;
+  // Releases what SIGKILLed processes held (NodeSegment::Reconcile); a GPU's arbiter calls it
+  // every 100 ms, and Join and Leave before they choose or prune. No-op without a segment.
+  void Reconcile() const;
   // Drops dead members and entries (their limits go to 0) without joining or leaving; what the
   // agent's periodic sweep or a SPANK epilog after a killed step calls. OK when no node exists.
   Status Prune() const;

@@ -63,6 +63,10 @@
     (CUmemoryPool* pool, const CUmemPoolProps* props), (pool, props)) \
   X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, kLegacy, kPool, HandleMemPoolDestroy, \
     (CUmemoryPool pool), (pool)) \
+  X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, kLegacy, kPool, \
+    HandleDeviceGetMemPool, (CUmemoryPool* pool, CUdevice dev), (pool, dev)) \
+  X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, kLegacy, kPool, HandleDeviceGetMemPool, \
+    (CUmemoryPool* pool, CUdevice dev), (pool, dev)) \
   /* --- virtual memory management ---------------------------------------------------------- */ \
   X(cuMemCreate, cuMemCreate, 10020, kLegacy, kAlloc, HandleMemCreate, \
     (CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop, \

@@ -24,12 +24,16 @@
 //
 // Error policy: the wrappers are noexcept and never throw; driver errors are returned unchanged;
 // the shim's own refusals are CUDA_ERROR_OUT_OF_MEMORY (over the limit),
-// CUDA_ERROR_INVALID_DEVICE (an ordinal outside TESSERA_SHIM_GPUS) and CUDA_ERROR_NOT_PERMITTED
-// (misconfigured, fail-closed). With the tenant's scrub-on-free flag (policy page), a free whose
+// CUDA_ERROR_INVALID_DEVICE (an ordinal outside TESSERA_SHIM_GPUS, including a memory pool
+// located there or such a device's own pool), CUDA_ERROR_NOT_SUPPORTED (a memory pool whose
+// location is neither a device nor the host) and CUDA_ERROR_NOT_PERMITTED (misconfigured,
+// fail-closed). With the tenant's scrub-on-free flag (policy page), a free whose
 // scrub fails returns the memset's error (CUDA_ERROR_NOT_SUPPORTED without a memset) and frees
 // nothing (see HandleMemFree).
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +45,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -120,6 +125,14 @@ struct Config {
 Config g_cfg;
 
 thread_local bool t_in_dl __attribute__((tls_model("initial-exec"))) = false;
+
+// Every managed memory hook calls it first: if this is not the process the process-local state
+// (records, slot, mutexes) belongs to, a child made without fork() (raw clone(2): no
+// pthread_atfork handler ran) starts afresh, as AtForkChild does for fork children. The check is
+// one load of a MADV_WIPEONFORK page (the kernel zero-fills it in every child that gets a copy
+// of the address space, fork or clone alike); where that is unavailable, one getpid() (a system
+// call since glibc 2.25). Allocation, free and pool paths only; never the launch path.
+void EnsureOwnProcess();
 
 void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void Log(const char* fmt, ...) {
@@ -405,9 +418,11 @@ std::uint64_t MulSaturating(std::uint64_t a, std::uint64_t b) {
 
 // Unmanaged processes pass through; misconfigured fail-closed ones are refused allocations (frees,
 // releases and destroys always pass through: TESSERA_RELEASE_PASS_THROUGH_UNLESS_MANAGED).
+// Managed ones first make sure the process-local state is this process's (EnsureOwnProcess).
 #define TESSERA_RELEASE_PASS_THROUGH_UNLESS_MANAGED(call) \
   do {                                                    \
     if (!g_cfg.managed) return call;                      \
+    EnsureOwnProcess();                                   \
   } while (0)
 
 #define TESSERA_PASS_THROUGH_UNLESS_MANAGED(call)                 \
@@ -416,6 +431,7 @@ std::uint64_t MulSaturating(std::uint64_t a, std::uint64_t b) {
       if (g_cfg.fail_closed) return CUDA_ERROR_NOT_PERMITTED;     \
       return call;                                                \
     }                                                             \
+    EnsureOwnProcess();                                           \
   } while (0)
 
 // Reserves `charge` on `gpu` before the driver call; gives it back if the call fails, records the
@@ -570,29 +586,56 @@ CUresult HandleMemAllocFromPoolAsync(Fn real, HookId, CUdeviceptr* dptr, size_t 
   if (p.has_value()) {
     gpu = p->gpu;
   } else if (CUresult rc = CurrentNodeGpu(&gpu); rc != CUDA_SUCCESS) {
-    return rc;  // a pool we did not see created (e.g. a device's default pool): current device
+    return rc;  // a pool we did not see created or looked up (e.g. imported): current device
   }
   const std::uint64_t charge = Charge(bytesize);
   return ReserveThenCall(gpu, charge, [&] { return real(dptr, bytesize, pool, stream); },
                          [&] { Pointers().Put(*dptr, Record{charge, gpu, 1, bytesize}); });
 }
 
+// A pool's memory lives where its location says: a DEVICE pool is charged to that device, which
+// must be one of this process's ordinals (else CUDA_ERROR_INVALID_DEVICE, as for any allocation
+// there, and the driver is not called); host pools (HOST, HOST_NUMA, HOST_NUMA_CURRENT) hand out
+// pinned host memory, never charged; any other location is refused (CUDA_ERROR_NOT_SUPPORTED):
+// the shim cannot tell which device's memory it would be (fail closed).
 template <typename Fn>
 CUresult HandleMemPoolCreate(Fn real, HookId, CUmemoryPool* pool, const CUmemPoolProps* props) {
-  CUresult rc = real(pool, props);
-  if (rc != CUDA_SUCCESS || !g_cfg.managed || pool == nullptr || props == nullptr) return rc;
-  int gpu = 0;
-  bool device = props->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
-  if (device && NodeGpuOfOrdinal(props->location.id, &gpu) != CUDA_SUCCESS) {
-    device = false;  // its allocations are refused later (CurrentNodeGpu) if not ours
-    CurrentNodeGpu(&gpu);
+  if (!g_cfg.managed || pool == nullptr || props == nullptr) return real(pool, props);
+  EnsureOwnProcess();
+  int gpu = -1;
+  switch (props->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      if (CUresult rc = NodeGpuOfOrdinal(props->location.id, &gpu); rc != CUDA_SUCCESS) return rc;
+      break;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+      break;
+    default:
+      if (g_cfg.log) Log("tessera-shim: memory pool location type %d refused\n", props->location.type);
+      return CUDA_ERROR_NOT_SUPPORTED;
   }
-  Pools().Put(Key(*pool), Record{0, gpu, device ? 1 : 0});
+  CUresult rc = real(pool, props);
+  if (rc == CUDA_SUCCESS) Pools().Put(Key(*pool), Record{0, std::max(gpu, 0), gpu >= 0 ? 1 : 0});
+  return rc;
+}
+
+// A device's default or current pool: only of this process's ordinals; recorded as a DEVICE pool
+// of that device, so that cuMemAllocFromPoolAsync charges the pool's device, not the context's.
+template <typename Fn>
+CUresult HandleDeviceGetMemPool(Fn real, HookId, CUmemoryPool* pool, CUdevice dev) {
+  if (!g_cfg.managed || pool == nullptr) return real(pool, dev);
+  EnsureOwnProcess();
+  int gpu = 0;
+  if (CUresult rc = NodeGpuOfOrdinal(dev, &gpu); rc != CUDA_SUCCESS) return rc;
+  CUresult rc = real(pool, dev);
+  if (rc == CUDA_SUCCESS && *pool != nullptr) Pools().Put(Key(*pool), Record{0, gpu, 1});
   return rc;
 }
 
 template <typename Fn>
 CUresult HandleMemPoolDestroy(Fn real, HookId, CUmemoryPool pool) {
+  if (g_cfg.managed) EnsureOwnProcess();
   CUresult rc = real(pool);
   if (rc == CUDA_SUCCESS && g_cfg.managed) Pools().Take(Key(pool));
   return rc;
@@ -616,6 +659,7 @@ CUresult HandleMemCreate(Fn real, HookId, CUmemGenericAllocationHandle* handle, 
 
 template <typename Fn>
 CUresult HandleMemRetainAllocationHandle(Fn real, HookId, CUmemGenericAllocationHandle* handle, void* addr) {
+  if (g_cfg.managed) EnsureOwnProcess();
   CUresult rc = real(handle, addr);
   if (rc == CUDA_SUCCESS && g_cfg.managed && handle != nullptr) VmmHandles().Ref(*handle, +1);
   return rc;
@@ -1062,7 +1106,7 @@ void Configure() {
 // forgets the parent's records and claims its own slot on first use. It starts with fresh maps and
 // a fresh mutex (the old ones are leaked): another thread of the parent may have held them at the
 // fork, and locking them all in a prepare handler would mean 65 locks held at once.
-void AtForkChild() {
+void ResetProcessState() {
   PointersPtr() = new RecordMap;
   VmmHandlesPtr() = new RecordMap;
   ArraysPtr() = new RecordMap;
@@ -1075,7 +1119,64 @@ void AtForkChild() {
   g_graph_execs.ResetAfterFork();
 }
 
+// The pid the process-local state belongs to: 0 in a child whose copy of the wipe-on-fork page
+// the kernel zeroed, kResetting while one thread resets the state. It lives in that page when
+// madvise(MADV_WIPEONFORK) works (Linux >= 4.14), else in g_owner_static (then compared with
+// getpid() on every call).
+constexpr pid_t kResetting = -1;
+std::atomic<pid_t> g_owner_static{0};
+std::atomic<pid_t>* g_owner = &g_owner_static;
+bool g_owner_wiped_on_fork = false;
+
+void InitOwner() {
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18
+#endif
+  const long page = ::sysconf(_SC_PAGESIZE);
+  void* p = ::mmap(nullptr, static_cast<std::size_t>(page > 0 ? page : 4096), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p != MAP_FAILED && ::madvise(p, static_cast<std::size_t>(page > 0 ? page : 4096), MADV_WIPEONFORK) == 0) {
+    g_owner = new (p) std::atomic<pid_t>(0);
+    g_owner_wiped_on_fork = true;
+  } else if (p != MAP_FAILED) {
+    ::munmap(p, static_cast<std::size_t>(page > 0 ? page : 4096));
+  }
+  g_owner->store(::getpid(), std::memory_order_release);
+}
+
+void AtForkChild() {
+  ResetProcessState();
+  g_owner->store(::getpid(), std::memory_order_release);
+}
+
+void EnsureOwnProcess() {
+  const pid_t owner = g_owner->load(std::memory_order_acquire);
+  if (g_owner_wiped_on_fork) {
+    // The page is only zeroed in a child, so a nonzero pid is always ours, even in a CLONE_VM
+    // child (it shares the parent's memory and state, and must not reset it).
+    if (__builtin_expect(owner > 0, 1)) return;
+  }
+  const pid_t me = ::getpid();
+  if (owner == me) return;
+  // Only the thread that called clone exists in the child; threads it started since may race
+  // here: one resets, the others wait for it (a few instructions of work, no lock).
+  for (pid_t seen = owner;; seen = g_owner->load(std::memory_order_acquire)) {
+    if (seen == me) return;
+    if (seen == kResetting) {
+      ::sched_yield();
+      continue;
+    }
+    if (g_owner->compare_exchange_strong(seen, kResetting, std::memory_order_acq_rel)) {
+      ResetProcessState();
+      g_owner->store(me, std::memory_order_release);
+      if (g_cfg.log) Log("tessera-shim: pid %d was not forked (raw clone?): claiming its own slot\n", static_cast<int>(me));
+      return;
+    }
+  }
+}
+
 __attribute__((constructor)) void ShimInit() {
+  InitOwner();
   GetRealDl();
 #define TESSERA_SHIM_WRAPPER_ADDR(symbol, base, version, flavour, family, handler, params, args) \
   g_wrappers[static_cast<int>(HookId::k_##symbol)] = reinterpret_cast<void*>(&::symbol);

@@ -97,6 +97,8 @@ using namespace tessera::cuabi;  // NOLINT: the C ABI's names, as cuda.h has the
   X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, true, PFN_cuMemFreeAsync_v11020) \
   X(cuMemPoolCreate, cuMemPoolCreate, 11020, false, PFN_cuMemPoolCreate_v11020) \
   X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, false, PFN_cuMemPoolDestroy_v11020) \
+  X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, false, PFN_cuDeviceGetDefaultMemPool_v11020) \
+  X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, false, PFN_cuDeviceGetMemPool_v11020) \
   X(cuMemCreate, cuMemCreate, 10020, false, PFN_cuMemCreate_v10020) \
   X(cuMemRelease, cuMemRelease, 10020, false, PFN_cuMemRelease_v10020) \
   X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, false, PFN_cuMemRetainAllocationHandle_v11000) \
@@ -209,6 +211,7 @@ std::atomic<unsigned long long> g_calls[kIdCount];
 thread_local const char* t_last_call = "";
 thread_local FakeCtx* t_ctx = nullptr;
 FakeCtx g_primary[kMaxDevices];
+FakePool g_default_pools[kMaxDevices];
 
 // All bookkeeping below under one mutex; the real driver is thread-safe too.
 std::mutex& Mu() {
@@ -359,12 +362,14 @@ void UnchargeDevice(int dev, unsigned long long bytes) {
   g_usage->used[dev].fetch_sub(bytes, std::memory_order_acq_rel);
 }
 
-// Device allocation on the current context's device (64-bit pointer, host-backed).
-CUresult AllocDevice(CUdeviceptr* dptr, size_t bytes, Kind kind) {
+// Device allocation on the current context's device, or on `on_device` if >= 0 (a pool's device)
+// (64-bit pointer, host-backed).
+CUresult AllocDevice(CUdeviceptr* dptr, size_t bytes, Kind kind, int on_device = -1) {
   REQUIRE_INIT();
   if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   int dev = 0;
   if (CUresult rc = CurrentDevice(&dev); rc != CUDA_SUCCESS) return rc;
+  if (on_device >= 0) dev = on_device;
   if (kind == Kind::kDevice) {
     if (CUresult rc = ChargeDevice(dev, bytes); rc != CUDA_SUCCESS) return rc;
   }
@@ -778,7 +783,7 @@ static CUresult AllocFromPool(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool p
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const auto* p = reinterpret_cast<const FakePool*>(pool);
   bool host = p->location.type != CU_MEM_LOCATION_TYPE_DEVICE;
-  return AllocDevice(dptr, bytesize, host ? Kind::kHost : Kind::kDevice);
+  return AllocDevice(dptr, bytesize, host ? Kind::kHost : Kind::kDevice, host ? -1 : p->location.id);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream) {
@@ -819,8 +824,31 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   ENTER(cuMemPoolDestroy);
   REQUIRE_INIT();
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (const FakePool& d : g_default_pools) {
+    if (reinterpret_cast<const FakePool*>(pool) == &d) return CUDA_ERROR_INVALID_VALUE;  // a device's own
+  }
   delete reinterpret_cast<FakePool*>(pool);
   return CUDA_SUCCESS;
+}
+
+// Each device's default pool (the fake has no cuDeviceSetMemPool: the current pool is the default).
+static CUresult DevicePool(CUmemoryPool* pool, CUdevice dev) {
+  REQUIRE_INIT();
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  g_default_pools[dev].location = CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, dev};
+  *pool = reinterpret_cast<CUmemoryPool>(&g_default_pools[dev]);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
+  ENTER(cuDeviceGetDefaultMemPool);
+  return DevicePool(pool, dev);
+}
+
+CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
+  ENTER(cuDeviceGetMemPool);
+  return DevicePool(pool, dev);
 }
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
