@@ -86,9 +86,13 @@ class NextFitPolicy final : public PlacementPolicy {
     if (nodes == 0) return d;
     // Start at the previous decision's node (or the first in rank order).
     const uint32_t start = StartRank(ctx, nodes);
+    const Eligibility* eligible = ctx.eligibility;
     for (uint32_t step = 0; step < nodes; ++step) {
       const NodeIndex n{order_[(start + step) % nodes]};
-      if (!FitsEligible(cluster, n, task, ctx)) continue;
+      if (eligible == nullptr ? !cluster.Fits(n, task)
+                              : !eligible->node(n) || !cluster.Fits(n, task, eligible->gpus(n))) {
+        continue;
+      }
       d.feasible_nodes = 1;  // NextFit stops at the first feasible node; it does not count them
       d.placement = ChoosePlacement(cluster, n, task, SharingGpuRule::kFirst, nullptr, UsableGpus(ctx, n));
       ctx.next_fit_cursor = n;

@@ -49,7 +49,7 @@ PlacementDecision ScoringPolicy::Place(const ClusterSnapshot& cluster, const Tas
 }
 
 template <bool kMig>
-ScoringPolicy::NodeChoice ScoringPolicy::Choose(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
+[[gnu::always_inline]] inline ScoringPolicy::NodeChoice ScoringPolicy::Choose(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
                                                 GpuSet usable, CacheEntry* block) {
   // The memo holds scores computed with every GPU usable; a node with GPUs masked out is scored
   // afresh and its entry left alone (CPU-only tasks take no GPU, so a mask cannot matter).

@@ -41,7 +41,8 @@
 // best score of all nodes; among equal scores Place takes the lowest node rank. What the score
 // is per policy:
 //   ScoringPolicy-based (bestfit, dotproduct, fgd, gpuclustering, gpupacking, tessera, worstfit):
-//     the score ScoreNode computes (e.g. fgd's floor(100 sigmoid(-dF/1000)), 0..100).
+//     the score ScoreNode computes (e.g. fgd's floor(100 sigmoid(-dF/1000)), 0..100; MIG
+//     requests under fgd/tessera: MigFragmentation::Score, a large negative number).
 //   firstfit: -rank (the first node in rank order scores highest).
 //   nextfit:  -(steps from the previous NextFit node in its wrap-around scan order).
 //   random:   0 on every node where the task fits (random is indifferent).
