@@ -22,14 +22,15 @@ class BestFitPolicy final : public ScoringPolicy {
   std::string_view name() const override { return "bestfit"; }
 
  protected:
-  NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task) override {
+  NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
+                       GpuSet usable) override {
     const double cpu_left =
         static_cast<double>(cluster.free_cpu(n).value() - task.cpu.value()) / kMaxCpuMilli;
     const double gpu_left =
         static_cast<double>(cluster.node_gpu_free(n) - task.TotalGpu().value()) / kMaxGpuMilli;
     const double score = 1.0 - (0.5 * cpu_left + 0.5 * gpu_left);
     return {static_cast<int64_t>(100.0 * score),
-            ChooseGpus(cluster, n, task, SharingGpuRule::kBest, nullptr)};
+            ChooseGpus(cluster, n, task, SharingGpuRule::kBest, nullptr, usable)};
   }
 };
 

@@ -256,6 +256,30 @@ bool ClusterSnapshot::Fits(NodeIndex n, const TaskRequest& t) const {
   return fitting >= t.num_gpu;
 }
 
+bool ClusterSnapshot::Fits(NodeIndex n, const TaskRequest& t, GpuSet usable) const {
+  const NodeState& s = state_[n.value()];
+  const GpuSet all = GpusOfCount(s.gpu_count);
+  if ((usable & all) == all || t.num_gpu == 0) return Fits(n, t);
+  if (s.cpu_free < t.cpu.value() || s.mem_free < t.memory.value()) return false;
+  if (s.gpu_count == 0) return false;
+  if (t.allowed_models != 0 && (t.allowed_models & s.model_bit) == 0) return false;
+  usable &= all;
+  if (s.mig || t.mig_profile >= 0) [[unlikely]] {
+    if (!s.mig || !t.IsMig()) return false;
+    const MigGeometry& g = *specs_[n.value()].mig;
+    if (static_cast<size_t>(t.mig_profile) >= g.profiles.size()) return false;
+    for (GpuSet rest = usable; rest != 0; rest &= rest - 1) {
+      const int k = std::countr_zero(rest);
+      if (MigValidStarts(g, mig_[n.value()][static_cast<size_t>(k)], t.mig_profile) != 0) return true;
+    }
+    return false;
+  }
+  const int32_t d = static_cast<int32_t>(t.gpu_milli.value());
+  int fitting = 0;
+  for (GpuSet rest = usable; rest != 0; rest &= rest - 1) fitting += s.gpu_free[std::countr_zero(rest)] >= d;
+  return fitting >= t.num_gpu;
+}
+
 Status ClusterSnapshot::Apply(const TaskRequest& t, const Placement& where) {
   if (!where.node.valid() || where.node.value() >= state_.size()) {
     return FailedPreconditionError("placement names node " + std::to_string(where.node.value()) +

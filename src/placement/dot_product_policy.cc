@@ -20,7 +20,8 @@ class DotProductPolicy final : public ScoringPolicy {
   std::string_view name() const override { return "dotproduct"; }
 
  protected:
-  NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task) override {
+  NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
+                       GpuSet usable) override {
     const double node_cpu = static_cast<double>(cluster.free_cpu(n).value()) / kMaxCpuMilli;
     const double node_gpu = static_cast<double>(cluster.node_gpu_free(n)) / kMaxGpuMilli;
     const double task_cpu = static_cast<double>(task.cpu.value()) / kMaxCpuMilli;
@@ -28,7 +29,7 @@ class DotProductPolicy final : public ScoringPolicy {
     const double dot = node_cpu * task_cpu + node_gpu * task_gpu;
     const double score = 1.0 - dot / 2.0;
     return {static_cast<int64_t>(100.0 * score),
-            ChooseGpus(cluster, n, task, SharingGpuRule::kBest, nullptr)};
+            ChooseGpus(cluster, n, task, SharingGpuRule::kBest, nullptr, usable)};
   }
 };
 

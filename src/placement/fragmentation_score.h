@@ -1,7 +1,8 @@
 // Private: the scoring shared by the fragmentation-gradient policies (fgd, tessera). For one
 // node it tries each way the task can be taken there — no GPU for a CPU-only task, the
 // lowest-index fully free GPUs for a whole-GPU task, every GPU with enough free milli for a
-// sharing task — asks `cost(cpu_after, gpus_after)` how much worse the node gets (milli-GPU),
+// sharing task — among the GPUs in `usable` (the node's eligible GPUs, kAllGpus without a mask;
+// the others keep their state in gpus_after) asks `cost(cpu_after, gpus_after)` how much worse the node gets (milli-GPU),
 // and scores it like the FGD artifact: floor(100 * sigmoid(-cost / 1000)). The best GPU wins,
 // lowest index on ties.
 //
@@ -29,14 +30,14 @@ inline int64_t FragmentationScore(double cost_milli) {
 // CostFn: double(int64_t cpu_after, std::span<const int32_t> gpus_after).
 template <typename CostFn>
 ScoringPolicy::NodeChoice ScoreByFragmentation(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
-                                               CostFn&& cost) {
+                                               GpuSet usable, CostFn&& cost) {
   const int count = cluster.gpu_count(n);
   std::array<int32_t, kMaxGpusPerNode> gpus = cluster.gpu_free_array(n);
   const int64_t cpu_after = cluster.free_cpu(n).value() - task.cpu.value();
   const std::span<const int32_t> after(gpus.data(), static_cast<size_t>(count));
   if (task.IsCpuOnly()) return {FragmentationScore(cost(cpu_after, after)), 0};
   if (task.IsWholeGpu()) {
-    const GpuSet set = LowestFullyFreeGpus(cluster, n, task.num_gpu);
+    const GpuSet set = LowestFullyFreeGpus(cluster, n, task.num_gpu, usable);
     for (int g = 0; g < count; ++g) {
       if (set & GpuBit(g)) gpus[static_cast<size_t>(g)] = 0;
     }
@@ -46,7 +47,7 @@ ScoringPolicy::NodeChoice ScoreByFragmentation(const ClusterSnapshot& cluster, N
   ScoringPolicy::NodeChoice best{-1, 0};
   for (int g = 0; g < count; ++g) {
     int32_t& u = gpus[static_cast<size_t>(g)];
-    if (u < d) continue;
+    if (u < d || (usable & GpuBit(g)) == 0) continue;
     u -= d;
     const int64_t s = FragmentationScore(cost(cpu_after, after));
     u += d;
@@ -56,8 +57,8 @@ ScoringPolicy::NodeChoice ScoreByFragmentation(const ClusterSnapshot& cluster, N
 }
 
 inline ScoringPolicy::NodeChoice ScoreMigByFragmentation(const MigFragmentation& mig, const ClusterSnapshot& cluster,
-                                                         NodeIndex n, const TaskRequest& task) {
-  const MigFragmentation::Choice c = mig.Best(cluster, n, task);
+                                                         NodeIndex n, const TaskRequest& task, GpuSet usable) {
+  const MigFragmentation::Choice c = mig.Best(cluster, n, task, usable);
   if (c.gpu < 0) return {std::numeric_limits<int64_t>::min(), 0, -1};  // the filter rules this out
   return {c.score, GpuBit(c.gpu), c.start};
 }

@@ -4,11 +4,11 @@
 
 namespace tessera::placement {
 
-GpuSet LowestFullyFreeGpus(const ClusterSnapshot& cluster, NodeIndex n, int k) {
+GpuSet LowestFullyFreeGpus(const ClusterSnapshot& cluster, NodeIndex n, int k, GpuSet usable) {
   GpuSet set = 0;
   int taken = 0;
   for (int g = 0; g < cluster.gpu_count(n) && taken < k; ++g) {
-    if (cluster.gpu_free(n, g) == 1000) {
+    if (cluster.gpu_free(n, g) == 1000 && (usable & GpuBit(g)) != 0) {
       set |= GpuBit(g);
       ++taken;
     }
@@ -17,15 +17,16 @@ GpuSet LowestFullyFreeGpus(const ClusterSnapshot& cluster, NodeIndex n, int k) {
 }
 
 GpuSet ChooseGpus(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
-                  SharingGpuRule rule, Rng* rng) {
+                  SharingGpuRule rule, Rng* rng, GpuSet usable) {
   if (task.IsCpuOnly()) return 0;
-  if (task.IsWholeGpu()) return LowestFullyFreeGpus(cluster, n, task.num_gpu);
+  if (task.IsWholeGpu()) return LowestFullyFreeGpus(cluster, n, task.num_gpu, usable);
   const int32_t d = static_cast<int32_t>(task.gpu_milli.value());
   const bool mig = task.IsMig();
   int chosen = -1;
   int fitting = 0;
   for (int g = 0; g < cluster.gpu_count(n); ++g) {
     const int32_t u = cluster.gpu_free(n, g);
+    if ((usable & GpuBit(g)) == 0) continue;
     // A MIG instance needs a valid start, not just free milli.
     if (mig ? cluster.mig_valid_starts(n, g, task.mig_profile) == 0 : u < d) continue;
     ++fitting;
@@ -49,8 +50,8 @@ GpuSet ChooseGpus(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest
 }
 
 Placement ChoosePlacement(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
-                          SharingGpuRule rule, Rng* rng) {
-  Placement p{n, ChooseGpus(cluster, n, task, rule, rng)};
+                          SharingGpuRule rule, Rng* rng, GpuSet usable) {
+  Placement p{n, ChooseGpus(cluster, n, task, rule, rng, usable)};
   if (task.IsMig() && p.gpus != 0) {
     const uint32_t starts = cluster.mig_valid_starts(n, std::countr_zero(p.gpus), task.mig_profile);
     p.mig_start = starts == 0 ? -1 : std::countr_zero(starts);

@@ -21,7 +21,8 @@ class GpuClusteringPolicy final : public ScoringPolicy {
   std::string_view name() const override { return "gpuclustering"; }
 
  protected:
-  NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task) override {
+  NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
+                       GpuSet usable) override {
     if (task.IsCpuOnly()) return {0, 0};
     const int tag = TaskTag(task);
     bool has_this = false;
@@ -42,7 +43,7 @@ class GpuClusteringPolicy final : public ScoringPolicy {
     }
     const int64_t used = static_cast<int64_t>(kMaxGpuMilli) - cluster.node_gpu_free(n);
     return {base + 25 * used / static_cast<int64_t>(kMaxGpuMilli),
-            ChooseGpus(cluster, n, task, SharingGpuRule::kBest, nullptr)};
+            ChooseGpus(cluster, n, task, SharingGpuRule::kBest, nullptr, usable)};
   }
 };
 

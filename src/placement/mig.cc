@@ -82,7 +82,7 @@ double MigFragmentation::OfNode(const ClusterSnapshot& c, NodeIndex n) const {
 }
 
 MigFragmentation::Choice MigFragmentation::Best(const ClusterSnapshot& c, NodeIndex n,
-                                                const TaskRequest& task) const {
+                                                const TaskRequest& task, GpuSet usable) const {
   Choice best;
   if (!c.mig_mode(n) || !task.IsMig()) return best;
   const MigGeometry& geometry = *c.mig_geometry(n);
@@ -95,12 +95,13 @@ MigFragmentation::Choice MigFragmentation::Best(const ClusterSnapshot& c, NodeIn
   const int64_t cpu_after = c.free_cpu(n).value() - task.cpu.value();
   const int32_t milli = ClusterSnapshot::MigInstanceMilli(geometry, task.mig_profile);
   for (int g = 0; g < gpus; ++g) {
+    if ((usable & GpuBit(g)) == 0) continue;
     const ClusterSnapshot::MigGpuState& st = c.mig_gpu(n, g);
     const uint32_t starts = ClusterSnapshot::MigValidStarts(geometry, st, task.mig_profile);
     if (starts == 0) continue;
-    // GPUs in the same state give the same candidates; the lowest index already had them.
+    // GPUs in the same state give the same candidates; the lowest usable index already had them.
     bool seen = false;
-    for (int h = 0; h < g && !seen; ++h) seen = c.mig_gpu(n, h) == st;
+    for (int h = 0; h < g && !seen; ++h) seen = (usable & GpuBit(h)) != 0 && c.mig_gpu(n, h) == st;
     if (seen) continue;
     const size_t gi = static_cast<size_t>(g);
     const int32_t free_before = free[gi];

@@ -66,8 +66,9 @@ class TesseraPolicy final : public ScoringPolicy {
   std::string_view name() const override { return "tessera"; }
 
  protected:
-  NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task) override {
-    if (task.IsMig()) [[unlikely]] return ScoreMigByFragmentation(mig_, cluster, n, task);
+  NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
+                       GpuSet usable) override {
+    if (task.IsMig()) [[unlikely]] return ScoreMigByFragmentation(mig_, cluster, n, task, usable);
     if (cluster.uid() != scarcity_snapshot_uid_) ComputeScarcity(cluster);
     const ModelMask model = cluster.model_bit(n);
     const int model_index = model != 0 ? std::countr_zero(model) : -1;
@@ -80,7 +81,7 @@ class TesseraPolicy final : public ScoringPolicy {
         model_index >= 0 ? options_.scarcity_weight * scarcity_[model_index] *
                                static_cast<double>(task.TotalGpu().value())
                          : 0.0;
-    return ScoreByFragmentation(cluster, n, task, [&](int64_t cpu_after, std::span<const int32_t> gpus_after) {
+    return ScoreByFragmentation(cluster, n, task, usable, [&](int64_t cpu_after, std::span<const int32_t> gpus_after) {
       return (memo_.Get(model, cpu_after, gpus_after) - f_before) +
              options_.stranding_weight * (Stranding(model_index, cpu_after, gpus_after) - s_before) +
              scarcity_cost;

@@ -128,6 +128,10 @@ struct Scheduler::Impl {
   Rng rng{42};
   std::vector<uint32_t> rank;
   placement::PlacementContext ctx;
+  // Scratch for TryStart (reused so an attempt does not allocate): where affinity lets the job
+  // go, and that without the clearable largest nodes.
+  placement::Eligibility conflict_mask;
+  placement::Eligibility clear_mask;
 
   Resources capacity;
   uint32_t drf_dims = 0;        // bit d: capacity_d > 0
@@ -337,9 +341,11 @@ struct Scheduler::Impl {
     return opt.affinity.labels_apart && a.label >= 0 && b.label >= 0 && a.label != b.label;
   }
 
-  // Hides from the engine the GPUs (and nodes) `j` may not share, as temporary reservations
-  // recorded in `journal`. Returns whether anything was hidden.
-  bool HideConflicts(const Job& j, Journal& journal) {
+  // Marks in `mask` (reset to all eligible) the GPUs, and nodes, `j` may not share. Nothing in
+  // the snapshot changes: the placement engine reads the mask (PlacementContext::eligibility).
+  // Returns whether anything that had room was masked out.
+  bool HideConflicts(const Job& j, placement::Eligibility& mask) {
+    mask.Reset(snap.node_count());
     if (opt.affinity.empty()) return false;
     bool hid = false;
     for (size_t n = 0; n < snap.node_count(); ++n) {
@@ -354,34 +360,36 @@ struct Scheduler::Impl {
           for (const Placement& p : r.pods)
             if (p.node == ni) blocked |= p.gpus;
       }
-      if (node_blocked) blocked = (snap.gpu_count(ni) >= 32) ? ~0u : ((1u << snap.gpu_count(ni)) - 1);
-      for (int g = 0; g < snap.gpu_count(ni); ++g) {
-        if (!(blocked >> g & 1)) continue;
-        const int32_t free = snap.gpu_free(ni, g);
-        if (free <= 0) continue;
-        TaskRequest hide{.num_gpu = 1, .gpu_milli = GpuMilli{free}};
-        if (journal.Apply(snap, hide, Placement{ni, placement::GpuBit(g)}).ok()) hid = true;
-      }
-      if (node_blocked && (snap.free_cpu(ni).value() > 0 || snap.free_memory(ni).value() > 0)) {
-        TaskRequest hide{.cpu = snap.free_cpu(ni), .memory = snap.free_memory(ni)};
-        if (journal.Apply(snap, hide, Placement{ni, 0}).ok()) hid = true;
+      if (node_blocked) blocked = placement::GpusOfCount(snap.gpu_count(ni));
+      for (int g = 0; g < snap.gpu_count(ni); ++g)
+        if ((blocked >> g & 1) && snap.gpu_free(ni, g) > 0) hid = true;
+      mask.ExcludeGpus(ni, blocked);
+      if (node_blocked) {
+        mask.ExcludeNode(ni);
+        if (snap.free_cpu(ni).value() > 0 || snap.free_memory(ni).value() > 0) hid = true;
       }
     }
     return hid;
   }
 
-  // Hides (in `journal`) the free room of every largest node that holds no immovable work,
-  // so that immovable work lands on smaller nodes or next to other immovable work while it
-  // can: those nodes stay clearable for the jobs that need a whole large node (see
-  // SchedulerOptions::keep_large_nodes_clearable). One CPU-and-memory reservation per node.
-  void HideClearableLargeNodes(Journal& journal) {
+  // Marks in `mask` every largest node that holds no immovable work as ineligible, so that
+  // immovable work lands on smaller nodes or next to other immovable work while it can: those
+  // nodes stay clearable for the jobs that need a whole large node (see
+  // SchedulerOptions::keep_large_nodes_clearable).
+  void HideClearableLargeNodes(placement::Eligibility& mask) {
     for (size_t n = 0; n < snap.node_count(); ++n) {
       const NodeIndex ni{static_cast<uint32_t>(n)};
       if (immovable_pods[n] > 0 || snap.gpu_count(ni) != max_node_gpus) continue;
-      if (snap.free_cpu(ni).value() <= 0 && snap.free_memory(ni).value() <= 0) continue;
-      TaskRequest hide{.cpu = snap.free_cpu(ni), .memory = snap.free_memory(ni)};
-      Expect(journal.Apply(snap, hide, Placement{ni, 0}), "hiding a clearable node");
+      mask.ExcludeNode(ni);
     }
+  }
+
+  // policy->Place restricted to `mask` (nullptr: everywhere).
+  placement::PlacementDecision PlaceWithin(const TaskRequest& pod, const placement::Eligibility* mask) {
+    ctx.eligibility = mask;
+    placement::PlacementDecision d = policy->Place(snap, pod, ctx);
+    ctx.eligibility = nullptr;
+    return d;
   }
 
   bool AnyNodeFits(const TaskRequest& p) const {
@@ -492,17 +500,23 @@ struct Scheduler::Impl {
 
   // Finds the cheapest set of victims on one node that lets `pod` fit there and evicts them in
   // the journal. Returns the victims (empty: none found).
-  // `avoid`: a node not to use (the one being cleared by PlanClear).
+  // `avoid`: a node not to use (the one being cleared by PlanClear). `within`: where the pod
+  // may go (nullptr: everywhere).
   std::vector<JobId> Reclaim(const Job& j, const TaskRequest& pod, Seconds now, Journal& journal,
                              std::unordered_map<TenantIndex, Resources>& removed,
                              const std::vector<JobId>& already,
-                             std::optional<NodeIndex> avoid = std::nullopt) {
+                             std::optional<NodeIndex> avoid = std::nullopt,
+                             const placement::Eligibility* within = nullptr) {
+    const auto fits_here = [&](NodeIndex ni) {
+      return within == nullptr ? snap.Fits(ni, pod) : within->node(ni) && snap.Fits(ni, pod, within->gpus(ni));
+    };
     std::vector<JobId> best;
     int64_t best_cost = INT64_MAX;
     NodeIndex best_node;
     for (size_t n = 0; n < snap.node_count(); ++n) {
       const NodeIndex ni{static_cast<uint32_t>(n)};
       if (on_node[n].empty() || !empty.Fits(ni, pod) || (avoid && *avoid == ni)) continue;
+      if (within != nullptr && !within->node(ni)) continue;
       std::vector<const Running*> cands;
       for (JobId id : on_node[n]) {
         if (std::find(already.begin(), already.end(), id) != already.end()) continue;
@@ -539,7 +553,7 @@ struct Scheduler::Impl {
           for (TenantIndex a : tree->path(v->job.tenant)) trial_removed[a] += v->res;
         victims.push_back(v->job.id);
         cost += VictimCost(*v, j.tenant, now);
-        if (snap.Fits(ni, pod)) {
+        if (fits_here(ni)) {
           fits = true;
           break;
         }
@@ -557,7 +571,7 @@ struct Scheduler::Impl {
           const size_t before_put_back = journal.mark();
           bool back = true;
           for (const Placement& p : v.pods) back = back && journal.Apply(snap, v.pod, p).ok();
-          if (back && snap.Fits(ni, pod)) {
+          if (back && fits_here(ni)) {
             victims.erase(std::find(victims.begin(), victims.end(), id));
             cost -= VictimCost(v, j.tenant, now);
           } else {
@@ -595,8 +609,10 @@ struct Scheduler::Impl {
     fair_res = ResourcesOf(j, nullptr);
     removed_all.clear();
     Journal journal(&internal_error);
-    const bool hid = HideConflicts(j, journal);
-    const size_t after_hide = journal.mark();
+    const bool hid = HideConflicts(j, conflict_mask);
+    // With affinity rules the mask holds in every step, reclaim included: a victim evicted next
+    // to a conflicting job does not make that GPU (or node) usable.
+    const placement::Eligibility* within = opt.affinity.empty() ? nullptr : &conflict_mask;
     std::vector<Placement> where;
     std::vector<JobId> victims;
     std::unordered_map<TenantIndex, Resources> removed;
@@ -606,21 +622,20 @@ struct Scheduler::Impl {
       if (!(skip_place && i == 0)) {
         ++out.attempts;
         if (opt.keep_large_nodes_clearable && Immovable(j, pod)) {
-          const size_t mark = journal.mark();
-          HideClearableLargeNodes(journal);
-          d = policy->Place(snap, pod, ctx);
-          journal.RollbackTo(snap, mark);
+          clear_mask = conflict_mask;  // same size: copies without allocating
+          HideClearableLargeNodes(clear_mask);
+          d = PlaceWithin(pod, &clear_mask);
           if (!d.placement) ++out.attempts;
         }
-        if (!d.placement) d = policy->Place(snap, pod, ctx);
+        if (!d.placement) d = PlaceWithin(pod, within);
       }
       if (!d.placement && may_preempt) {
         ++reclaim_calls;
-        auto v = Reclaim(j, pod, now, journal, removed, victims);
+        auto v = Reclaim(j, pod, now, journal, removed, victims, std::nullopt, within);
         if (!v.empty()) {
           victims.insert(victims.end(), v.begin(), v.end());
           ++out.attempts;
-          d = policy->Place(snap, pod, ctx);
+          d = PlaceWithin(pod, within);
         }
       }
       if (!d.placement || !journal.Apply(snap, pod, *d.placement).ok()) {
@@ -645,12 +660,7 @@ struct Scheduler::Impl {
       reasons[j.id] = why;
       return false;
     }
-    // Commit: drop the temporary reservations (they were applied first; undo them in reverse
-    // without disturbing the rest), requeue the victims, start the job.
-    for (size_t k = after_hide; k-- > 0;) {
-      const auto& op = journal.ops[k];
-      Expect(snap.Undo(op.task, op.where), "dropping a temporary reservation");
-    }
+    // Commit: requeue the victims, start the job.
     CommitStart(j, pod, where, victims, now, out);
     return true;
   }

@@ -33,6 +33,25 @@ TEST(ChooseGpusTest, WorkedExample) {
   EXPECT_EQ(ChooseGpus(c, kN0, t, SharingGpuRule::kFirst, nullptr), GpuBit(0));
 }
 
+TEST(ChooseGpusTest, UsableMaskWorkedExample) {
+  // gpu_choice.h: free {600, 300, 1000}, d = 250, usable = {0, 2}.
+  const ClusterSnapshot c = WorkedExample();
+  const TaskRequest t = Share(250);
+  const GpuSet usable = GpuBit(0) | GpuBit(2);
+  EXPECT_EQ(ChooseGpus(c, kN0, t, SharingGpuRule::kBest, nullptr, usable), GpuBit(0));
+  EXPECT_EQ(ChooseGpus(c, kN0, t, SharingGpuRule::kWorst, nullptr, usable), GpuBit(2));
+  EXPECT_EQ(ChooseGpus(c, kN0, t, SharingGpuRule::kFirst, nullptr, usable), GpuBit(0));
+  EXPECT_EQ(ChooseGpus(c, kN0, t, SharingGpuRule::kFirst, nullptr, GpuBit(1)), GpuBit(1));
+  Rng rng(3);
+  for (int i = 0; i < 50; ++i) EXPECT_NE(ChooseGpus(c, kN0, t, SharingGpuRule::kRandom, &rng, usable), GpuBit(1));
+  // Fits with a mask: only GPU 1 (300 free) usable -> a 400-milli task no longer fits.
+  EXPECT_TRUE(c.Fits(kN0, Share(400)));
+  EXPECT_FALSE(c.Fits(kN0, Share(400), GpuBit(1)));
+  EXPECT_TRUE(c.Fits(kN0, Share(300), GpuBit(1)));
+  EXPECT_TRUE(c.Fits(kN0, CpuOnly(1000), 0));  // CPU-only tasks take no GPU
+  EXPECT_FALSE(c.Fits(kN0, Share(100), 0));
+}
+
 TEST(ChooseGpusTest, OnlyGpusWithEnoughFreeAreCandidates) {
   const ClusterSnapshot c = WorkedExample();
   const TaskRequest t = Share(500);  // GPU1 (300) is too small
@@ -97,6 +116,17 @@ TEST(ChooseGpusTest, WholeGpuTasksTakeLowestFullyFreeGpus) {
   }
   Rng rng(1);
   EXPECT_EQ(ChooseGpus(c, kN0, Whole(4), SharingGpuRule::kRandom, &rng), 0b101101u);
+}
+
+TEST(ChooseGpusTest, WholeGpuTasksTakeOnlyUsableFullyFreeGpus) {
+  // gpu_choice.h: a Whole(2) task on {1000, 1000, 1000} with usable = {1, 2} takes GPUs 1 and 2.
+  const ClusterSnapshot c = MakeCluster({{32000, 65536, 3, "T4"}});
+  const GpuSet usable = GpuBit(1) | GpuBit(2);
+  EXPECT_EQ(ChooseGpus(c, kN0, Whole(2), SharingGpuRule::kBest, nullptr, usable), usable);
+  EXPECT_EQ(LowestFullyFreeGpus(c, kN0, 3, usable), 0u);
+  EXPECT_TRUE(c.Fits(kN0, Whole(2), usable));
+  EXPECT_FALSE(c.Fits(kN0, Whole(3), usable));
+  EXPECT_TRUE(c.Fits(kN0, Whole(3), kAllGpus));
 }
 
 TEST(LowestFullyFreeGpusTest, PicksLowestIndicesOrNothing) {

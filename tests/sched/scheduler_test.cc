@@ -397,6 +397,37 @@ TEST(Scheduler, GangIsAllOrNothing) {
   EXPECT_EQ(s->cluster().allocated_gpu().value(), 8000);
 }
 
+TEST(Scheduler, ReclaimNeverMakesAConflictingGpuUsable) {
+  // One GPU: B's latency job (class 0) and B's borrowed job fill it. A's entitled batch job
+  // (class 1, never on a GPU with class 0) could fit only by evicting the borrowed job and
+  // sitting next to the latency job: it must wait, and nothing is evicted for it.
+  TenantTree tree = Tree({{"A", "", 500}, {"B", "", 500}});
+  SchedulerOptions opt;
+  opt.affinity.classes_apart = {{0, 1}};
+  opt.consolidation = false;
+  auto s = Make(tree, Nodes(1, 1), opt);
+  const TenantIndex A = 0, B = 1;
+  Job lat = MakeJob(1, B, QosClass::kBurstable, 1, 500);
+  lat.workload_class = 0;
+  Job borrowed = MakeJob(2, B, QosClass::kBurstable, 1, 500);
+  borrowed.workload_class = 2;
+  ASSERT_TRUE(s->Submit(lat).ok());
+  ASSERT_TRUE(s->Submit(borrowed).ok());
+  CycleResult r = s->Cycle(Seconds{10});
+  ASSERT_EQ(r.started.size(), 2u);
+  Job batch = MakeJob(3, A, QosClass::kGuaranteed, 1, 500);
+  batch.workload_class = 1;
+  ASSERT_TRUE(s->Submit(batch).ok());
+  r = s->Cycle(Seconds{20});
+  EXPECT_TRUE(r.preempted.empty());
+  EXPECT_FALSE(s->is_running(3));
+  EXPECT_TRUE(s->is_running(1) && s->is_running(2));
+  ASSERT_TRUE(s->Complete(1, Seconds{30}).ok());  // the latency job leaves: the batch job fits
+  r = s->Cycle(Seconds{30});
+  EXPECT_TRUE(s->is_running(3));
+  EXPECT_EQ(s->usage(A)[kGpuMilliDim], 500);
+}
+
 TEST(Scheduler, AffinityKeepsClassesTenantsAndLabelsApart) {
   TenantTree tree = Tree({{"A"}, {"B"}});
   {
@@ -418,7 +449,7 @@ TEST(Scheduler, AffinityKeepsClassesTenantsAndLabelsApart) {
     EXPECT_FALSE(s->is_running(2));
     EXPECT_EQ(s->wait_reason(2), WaitReason::kAffinity);
     EXPECT_TRUE(s->is_running(3));  // same class shares
-    EXPECT_EQ(s->cluster().allocated_gpu().value(), 750);  // the temporary hiding is gone
+    EXPECT_EQ(s->cluster().allocated_gpu().value(), 750);  // nothing stays reserved
   }
   {
     SchedulerOptions opt;

@@ -53,6 +53,10 @@ inline constexpr int kMaxMigSlices = 8;
 // A set of GPUs on one node, bit g = GPU index g.
 using GpuSet = uint32_t;
 inline constexpr GpuSet GpuBit(int g) { return GpuSet{1} << g; }
+// Every GPU of any node (bits beyond a node's GPU count are ignored wherever a GpuSet is a mask).
+inline constexpr GpuSet kAllGpus = ~GpuSet{0};
+// All GPUs of a node with `count` GPUs.
+inline constexpr GpuSet GpusOfCount(int count) { return count >= 32 ? kAllGpus : (GpuSet{1} << count) - 1; }
 
 struct NodeSpec {
   std::string name;
@@ -132,6 +136,12 @@ class ClusterSnapshot {
   // The standard filter every policy shares: CPU and memory fit, the node has GPUs of an allowed
   // model if the task wants GPUs, and at least num_gpu GPUs each have gpu_milli free.
   bool Fits(NodeIndex n, const TaskRequest& task) const;
+  // The filter when only the GPUs in `usable` may be taken (an eligibility mask, policy.h): CPU
+  // and memory as above; a whole-GPU task needs num_gpu fully free usable GPUs, a fractional task
+  // num_gpu usable GPUs with gpu_milli free, a MIG request a usable GPU with a valid start. The
+  // GPUs outside `usable` are not changed or hidden, only not counted. Equals Fits(n, task) when
+  // `usable` holds every GPU of the node (the fast path it then takes).
+  bool Fits(NodeIndex n, const TaskRequest& task, GpuSet usable) const;
 
   // Commits `task` on `where`. FAILED_PRECONDITION (nothing changed) if it does not fit there
   // or the GPU set is not num_gpu GPUs that each have gpu_milli free.

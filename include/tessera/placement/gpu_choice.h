@@ -10,6 +10,12 @@
 // A MIG request (one instance) is treated like a sharing task, where "fits" means the GPU has a
 // valid start for its profile (ClusterSnapshot::mig_valid_starts).
 //
+// Each function takes an optional `usable` mask (a node's eligible GPUs, policy.h's
+// Eligibility): GPUs outside it are never chosen, as if they had no room; the default kAllGpus
+// leaves every GPU a candidate. With free = {600, 300, 1000}, d = 250 and usable = {0, 2}:
+// best -> GPU 0, worst -> GPU 2, first -> GPU 0; a Whole(2) task on free = {1000, 1000, 1000}
+// with usable = {1, 2} takes GPUs 1 and 2.
+//
 // Thread-safety: pure functions.
 #pragma once
 
@@ -22,15 +28,15 @@ namespace tessera::placement {
 enum class SharingGpuRule { kBest, kWorst, kFirst, kRandom };
 
 // The k lowest-index GPUs of node n with 1000 milli free; 0 if there are fewer than k.
-GpuSet LowestFullyFreeGpus(const ClusterSnapshot& cluster, NodeIndex n, int k);
+GpuSet LowestFullyFreeGpus(const ClusterSnapshot& cluster, NodeIndex n, int k, GpuSet usable = kAllGpus);
 
-// The GPUs `task` takes on node n (which must fit it). CPU-only tasks take none.
+// The GPUs `task` takes on node n (which must fit it with `usable`). CPU-only tasks take none.
 // `rng` is used only by kRandom.
 GpuSet ChooseGpus(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
-                  SharingGpuRule rule, Rng* rng);
+                  SharingGpuRule rule, Rng* rng, GpuSet usable = kAllGpus);
 
 // ChooseGpus as a Placement; a MIG request takes the lowest valid start on the chosen GPU.
 Placement ChoosePlacement(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
-                          SharingGpuRule rule, Rng* rng);
+                          SharingGpuRule rule, Rng* rng, GpuSet usable = kAllGpus);
 
 }  // namespace tessera::placement

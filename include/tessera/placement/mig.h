@@ -72,8 +72,10 @@ class MigFragmentation {
     int32_t gpu_free_before = 0;
     int64_t score = 0;          // Score(delta, gpu_free_before)
   };
-  // The slot for MIG request `task` on node n that grows F_n(M) least (ties as above).
-  Choice Best(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task) const;
+  // The slot for MIG request `task` on node n that grows F_n(M) least (ties as above), among
+  // the GPUs in `usable` (an eligibility mask, policy.h; the others still count in F_n(M)).
+  Choice Best(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
+              GpuSet usable = kAllGpus) const;
 
   // Higher is better: smaller delta first (to 1/16 milli), then less free milli on the GPU.
   static int64_t Score(double delta_milli, int32_t gpu_free_before);

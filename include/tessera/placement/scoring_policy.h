@@ -10,6 +10,15 @@
 // cache read per node plus a fresh score for the few nodes that changed since the last task of
 // that shape.
 //
+// Eligibility (policy.h): the scan skips ineligible nodes and filters with the node's eligible
+// GPUs; ScoreNode gets them as `usable` and must take only GPUs from it. A memoised score is
+// served only to a node whose every GPU is eligible (then `usable` is kAllGpus and the score is
+// the unmasked one); a node with some GPUs masked out is scored afresh and its cache entry is
+// neither read nor written, so no score computed for one GPU mask is ever served for another.
+//
+// ScoreNodes returns ScoreNode's score for each listed node that is eligible and fits (the
+// same memo), so Place's node is always one with the best ScoreNodes score.
+//
 // Worked example (3 nodes, rank = index, scores from ScoreNode):
 //   node 0: infeasible   node 1: score 40   node 2: score 40
 //   -> node 1 wins (tie at 40, lower rank); its GPUs are the ones ScoreNode returned for it.
@@ -18,6 +27,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -29,6 +40,9 @@ class ScoringPolicy : public PlacementPolicy {
  public:
   PlacementDecision Place(const ClusterSnapshot& cluster, const TaskRequest& task,
                           PlacementContext& ctx) final;
+  std::vector<std::optional<double>> ScoreNodes(const ClusterSnapshot& cluster, const TaskRequest& task,
+                                                std::span<const NodeIndex> nodes,
+                                                const PlacementContext& ctx) override;
 
   // What ScoreNode returns for one feasible node.
   struct NodeChoice {
@@ -41,10 +55,11 @@ class ScoringPolicy : public PlacementPolicy {
 
 
  protected:
-  // Scores node n, which passed the filter for `task`. Pure function of node state and task
-  // shape (see above).
-  virtual NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n,
-                               const TaskRequest& task) = 0;
+  // Scores node n, which passed the filter for `task` with GPUs `usable` (kAllGpus: every GPU
+  // of the node; else the node's eligible GPUs). Pure function of node state, task shape and
+  // `usable` (see above); the GPUs returned must lie in `usable`.
+  virtual NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
+                               GpuSet usable) = 0;
 
  private:
   struct ShapeKey {
@@ -66,8 +81,15 @@ class ScoringPolicy : public PlacementPolicy {
   static_assert(kMaxGpusPerNode <= 24, "CacheEntry::gpus packs mig_start above the GPU bits");
   static constexpr uint32_t kMaxCachedShapes = 4096;
 
-  // The filter/score/pick loop; kMig = the task is a MIG request (CacheEntry packs mig_start).
+  // The cache block of `task`'s shape on `cluster` (nullptr once kMaxCachedShapes are taken).
+  CacheEntry* BlockFor(const ClusterSnapshot& cluster, const TaskRequest& task);
+  // Node n's choice for `task` (which it fits with `usable`), from the memo where allowed.
   template <bool kMig>
+  NodeChoice Choose(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task, GpuSet usable,
+                    CacheEntry* block);
+  // The filter/score/pick loop; kMig = the task is a MIG request (CacheEntry packs mig_start);
+  // kMasked = ctx.eligibility is set.
+  template <bool kMig, bool kMasked>
   PlacementDecision Scan(const ClusterSnapshot& cluster, const TaskRequest& task, PlacementContext& ctx,
                          CacheEntry* block);
 

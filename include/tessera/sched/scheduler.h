@@ -70,8 +70,9 @@
 
 namespace tessera::sched {
 
-// Placement constraints the scheduler enforces (by hiding the GPUs or nodes a job may not use
-// from the placement engine for that decision).
+// Placement constraints the scheduler enforces (by marking the GPUs or nodes a job may not use
+// ineligible for the placement engine, placement::Eligibility, in that decision and in the
+// reclaim search for it).
 struct AffinityRules {
   // Workload classes that never share a GPU (e.g. latency-sensitive and batch).
   std::vector<std::pair<int32_t, int32_t>> classes_apart;
