@@ -196,7 +196,7 @@ bool WaitForText(const std::string& path, const std::string& text) {
 
 // The tenant rows of `node status --json` on GPU 0.
 nlohmann::json Tenants(const TempDir& dir) {
-  CommandResult status = Tessera(dir, "node status --json");
+  CommandResult status = Tessera(dir, "node status --json -");
   const nlohmann::json j = nlohmann::json::parse(status.out, nullptr, false);
   if (j.is_discarded() || j["gpus"].empty()) return nlohmann::json::array();
   return j["gpus"][0]["tenants"];
@@ -236,6 +236,12 @@ TEST(NodeCli, AKilledRunsChargeAndPeakDoNotPassToTheIndexsNextTenant) {
   CommandResult killed = Tessera(dir, "run --tenant a --gpu 0 --mem 64MiB --share 50 -- sh -c \"'" + kProbe +
                                           "' init alloc:mem:67108864 selfkill; kill -9 \\$PPID\"");
   EXPECT_THAT(killed.out, HasSubstr("alloc family=mem rc=0"));
+  // The run's command dies with its supervisor (PR_SET_PDEATHSIG): a's entry lives until the
+  // last process of its command's group is gone, a moment after the supervisor (10 s allowed).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!Tenants(dir).empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(Tenants(dir).empty()) << Tenants(dir).dump();
   const std::string out = dir.path() + "/b.out";
   FILE* run = StartRun(dir, "--tenant b --gpu 0 --mem 64MiB --share 50 -- '" + kProbe +
                                 "' init alloc:mem:1048576 wait", out);
