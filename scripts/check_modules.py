@@ -18,10 +18,12 @@ Worked example: src/placement/foo.cc with `#include "tessera/sched/job.h"` print
   src/placement/foo.cc:3: placement may not use sched (cmake/module_deps.txt allows: core partition)
 and exits 1.
 """
-import argparse
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_common  # noqa: E402  (the shared command-line frame)
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 NO_FILE_IO = {"sched": ["fstream", "filesystem", "cstdio", "stdio.h", "yaml-cpp/", "nlohmann/"]}
@@ -121,19 +123,5 @@ def check(root):
     return problems
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    args = parser.parse_args()
-    problems = check(os.path.abspath(args.root))
-    for p in problems:
-        print(p)
-    if problems:
-        print(f"check_modules: {len(problems)} boundary violation(s)", file=sys.stderr)
-        return 1
-    print("check_modules: module boundaries clean")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(check_common.run(__doc__, check, "check_modules", "boundary violation(s)", "module boundaries clean"))

@@ -14,10 +14,12 @@ Exit status: 0 clean, 1 with one line per violation (file:line: what).
 Worked example: a 130-line Scheduler::Cycle in src/sched/scheduler.cc:1072 prints
   src/sched/scheduler.cc:1072: function Scheduler::Cycle is 130 lines (at most 120)
 """
-import argparse
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_common  # noqa: E402  (the shared command-line frame)
 
 MAX_TOOLS_FILE_LINES = 300
 MAX_FUNCTION_LINES = 120
@@ -113,19 +115,5 @@ def check(root):
     return problems
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    args = parser.parse_args()
-    problems = check(os.path.abspath(args.root))
-    for p in problems:
-        print(p)
-    if problems:
-        print(f"check_sizes: {len(problems)} over the limits", file=sys.stderr)
-        return 1
-    print("check_sizes: within the limits")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(check_common.run(__doc__, check, "check_sizes", "over the limits", "within the limits"))
