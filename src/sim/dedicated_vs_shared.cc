@@ -254,6 +254,7 @@ StatusOr<DedicatedVsSharedResult> RunDedicatedVsShared(const DedicatedVsSharedSp
   so.scheduler.fair_share_defragmentation = f.fair_share_defrag;
   so.scheduler.keep_large_nodes_clearable = !f.no_clearable_nodes;
   so.checkpoint_interval = sched::Seconds{f.checkpoint_interval};
+  so.restart_at = sched::Seconds{f.restart_at};
   so.scheduler.fair_share_max_victim_runtime = sched::Seconds{f.fair_share_max_victim_run};
   TESSERA_ASSIGN_OR_RETURN(so.scheduler.fair_share_rule, sched::ParseFairShareRule(f.fair_share_rule));
   so.scheduler.seed = f.seed;

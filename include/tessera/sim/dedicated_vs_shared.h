@@ -49,6 +49,9 @@ struct DedicatedVsSharedSpec {
   bool no_clearable_nodes = false;
   uint64_t seed = 42;
   std::string placement = "tessera";
+  // > 0: the control plane restarts at this second (ScenarioOptions::restart_at). Not echoed in
+  // the JSON: the results do not depend on it (tests/sim/restart_test.cc).
+  int64_t restart_at = 0;
 };
 
 struct DedicatedVsSharedChecks {
