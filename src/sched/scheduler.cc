@@ -168,6 +168,11 @@ struct Scheduler::Impl {
   }
   std::vector<int32_t> immovable_pods;
   int max_node_gpus = 0;
+  // Cordoned nodes take no new pod (placement, reclaim, defragmentation, consolidation); what
+  // runs there stays until it completes or is preempted.
+  std::vector<uint8_t> cordoned;
+  int cordoned_count = 0;
+  bool Open(NodeIndex n) const { return cordoned[n.value()] == 0; }
 
   // Fair-share preemption (pass 2) state: the preemptor's resources, and everything taken from
   // each tenant in this attempt (all classes).
@@ -344,8 +349,12 @@ struct Scheduler::Impl {
   // Marks in `mask` (reset to all eligible) the GPUs, and nodes, `j` may not share. Nothing in
   // the snapshot changes: the placement engine reads the mask (PlacementContext::eligibility).
   // Returns whether anything that had room was masked out.
+  // Cordoned nodes are masked out too (they do not count as hidden by affinity).
   bool HideConflicts(const Job& j, placement::Eligibility& mask) {
     mask.Reset(snap.node_count());
+    if (cordoned_count > 0)
+      for (size_t n = 0; n < snap.node_count(); ++n)
+        if (cordoned[n]) mask.ExcludeNode(NodeIndex{static_cast<uint32_t>(n)});
     if (opt.affinity.empty()) return false;
     bool hid = false;
     for (size_t n = 0; n < snap.node_count(); ++n) {
@@ -515,7 +524,7 @@ struct Scheduler::Impl {
     NodeIndex best_node;
     for (size_t n = 0; n < snap.node_count(); ++n) {
       const NodeIndex ni{static_cast<uint32_t>(n)};
-      if (on_node[n].empty() || !empty.Fits(ni, pod) || (avoid && *avoid == ni)) continue;
+      if (on_node[n].empty() || !empty.Fits(ni, pod) || (avoid && *avoid == ni) || !Open(ni)) continue;
       if (within != nullptr && !within->node(ni)) continue;
       std::vector<const Running*> cands;
       for (JobId id : on_node[n]) {
@@ -610,9 +619,10 @@ struct Scheduler::Impl {
     removed_all.clear();
     Journal journal(&internal_error);
     const bool hid = HideConflicts(j, conflict_mask);
-    // With affinity rules the mask holds in every step, reclaim included: a victim evicted next
-    // to a conflicting job does not make that GPU (or node) usable.
-    const placement::Eligibility* within = opt.affinity.empty() ? nullptr : &conflict_mask;
+    // With affinity rules (or cordoned nodes) the mask holds in every step, reclaim included: a
+    // victim evicted next to a conflicting job does not make that GPU (or node) usable.
+    const placement::Eligibility* within =
+        opt.affinity.empty() && cordoned_count == 0 ? nullptr : &conflict_mask;
     std::vector<Placement> where;
     std::vector<JobId> victims;
     std::unordered_map<TenantIndex, Resources> removed;
@@ -708,7 +718,7 @@ struct Scheduler::Impl {
     int64_t best_key = INT64_MAX;
     for (size_t m = 0; m < snap.node_count(); ++m) {
       const NodeIndex mi{static_cast<uint32_t>(m)};
-      if (mi == avoid || !snap.Fits(mi, pod)) continue;
+      if (mi == avoid || !Open(mi) || !snap.Fits(mi, pod)) continue;
       if (pod.IsSharing()) {
         for (int g = 0; g < snap.gpu_count(mi); ++g) {
           const int32_t f = snap.gpu_free(mi, g);
@@ -849,7 +859,7 @@ struct Scheduler::Impl {
     std::vector<std::tuple<int64_t, int64_t, uint32_t>> order;
     for (size_t n = 0; n < snap.node_count(); ++n) {
       const NodeIndex ni{static_cast<uint32_t>(n)};
-      if (on_node[n].empty() || !empty.Fits(ni, pod)) continue;
+      if (on_node[n].empty() || !Open(ni) || !empty.Fits(ni, pod)) continue;
       int64_t fixed = 0;
       for (JobId id : on_node[n]) {
         const Running& r = running.at(id);
@@ -881,7 +891,9 @@ struct Scheduler::Impl {
       journal.RollbackTo(snap, 0);
       return false;
     }
-    const placement::PlacementDecision d = policy->Place(snap, pod, ctx);
+    HideConflicts(j, conflict_mask);  // no affinity rules here: only the cordoned nodes
+    const placement::PlacementDecision d =
+        PlaceWithin(pod, cordoned_count == 0 ? nullptr : &conflict_mask);
     ++out.attempts;
     if (!d.placement || !journal.Apply(snap, pod, *d.placement).ok()) {
       journal.RollbackTo(snap, 0);
@@ -908,7 +920,7 @@ struct Scheduler::Impl {
     std::vector<MoveEvent> moves;
     for (size_t n = 0; n < snap.node_count(); ++n) {
       const NodeIndex ni{static_cast<uint32_t>(n)};
-      if (!empty.Fits(ni, pod) || on_node[n].empty()) continue;
+      if (!Open(ni) || !empty.Fits(ni, pod) || on_node[n].empty()) continue;
       if (snap.fully_free_gpus(ni) >= pod.num_gpu) continue;  // the engine would have used it
       // GPUs whose occupants are all movable sharing pods, by fewest occupants.
       std::vector<std::pair<int, int>> candidates;  // (occupants, gpu)
@@ -946,7 +958,7 @@ struct Scheduler::Impl {
           int32_t dest_free = INT32_MAX;
           for (size_t m = 0; m < snap.node_count(); ++m) {
             const NodeIndex mi{static_cast<uint32_t>(m)};
-            if (!snap.Fits(mi, r.pod)) continue;
+            if (!Open(mi) || !snap.Fits(mi, r.pod)) continue;
             for (int h = 0; h < snap.gpu_count(mi); ++h) {
               if (mi == ni && (freeing >> h & 1)) continue;
               const int32_t f = snap.gpu_free(mi, h);
@@ -1022,6 +1034,7 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const TenantTree* tenants
   impl->by_size.assign(nt, {});
   impl->on_node.assign(impl->snap.node_count(), {});
   impl->immovable_pods.assign(impl->snap.node_count(), 0);
+  impl->cordoned.assign(impl->snap.node_count(), 0);
   for (size_t n = 0; n < impl->snap.node_count(); ++n)
     impl->max_node_gpus =
         std::max(impl->max_node_gpus, impl->snap.gpu_count(NodeIndex{static_cast<uint32_t>(n)}));
@@ -1343,6 +1356,21 @@ std::vector<JobId> Scheduler::pending_jobs() const {
   for (const auto& [id, job] : impl_->pending) out.push_back(id);
   std::sort(out.begin(), out.end());
   return out;
+}
+
+Status Scheduler::SetCordoned(NodeIndex node, bool cordoned) {
+  Impl& m = *impl_;
+  if (node.value() >= m.snap.node_count())
+    return InvalidArgumentError("node index " + std::to_string(node.value()) + " out of range (" +
+                                std::to_string(m.snap.node_count()) + " nodes)");
+  uint8_t& c = m.cordoned[node.value()];
+  if (c != static_cast<uint8_t>(cordoned)) m.cordoned_count += cordoned ? 1 : -1;
+  c = cordoned ? 1 : 0;
+  return Status::Ok();
+}
+
+bool Scheduler::cordoned(NodeIndex node) const {
+  return node.value() < impl_->cordoned.size() && impl_->cordoned[node.value()] != 0;
 }
 
 uint64_t Scheduler::placed_seq(JobId id) const {

@@ -866,5 +866,85 @@ TEST(SchedulerAdopt, RestoredPendingJobsKeepTheirWaitReason) {
   EXPECT_TRUE(s->is_running(3));
 }
 
+// Cordon: a cordoned node takes no new pod, by placement or by reclaim; its work stays.
+TEST(SchedulerCordon, NoNewPodOnACordonedNodeUntilUncordoned) {
+  TenantTree tree = Tree({{"a"}});
+  auto s = Make(tree, Nodes(2, 1));
+  ASSERT_TRUE(s->Adopt(MakeJob(1, 0, QosClass::kBurstable, 1), {{NodeIndex{1}, placement::GpuBit(0)}},
+                       Seconds{0}, 1).ok());
+  ASSERT_TRUE(s->SetCordoned(NodeIndex{0}, true).ok());
+  EXPECT_TRUE(s->cordoned(NodeIndex{0}));
+  EXPECT_FALSE(s->cordoned(NodeIndex{1}));
+  EXPECT_FALSE(s->SetCordoned(NodeIndex{2}, true).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 0, QosClass::kBurstable, 1)).ok());
+  CycleResult r = s->Cycle(Seconds{10});
+  EXPECT_TRUE(r.started.empty());
+  EXPECT_EQ(s->wait_reason(2), WaitReason::kCapacity);
+  ASSERT_TRUE(s->SetCordoned(NodeIndex{0}, true).ok());  // twice: still one cordoned node
+  ASSERT_TRUE(s->SetCordoned(NodeIndex{0}, false).ok());
+  r = s->Cycle(Seconds{20});
+  ASSERT_EQ(r.started.size(), 1u);
+  EXPECT_EQ(r.started[0].pods[0].node, NodeIndex{0});
+  EXPECT_TRUE(s->is_running(1));
+}
+
+TEST(SchedulerCordon, ReclaimTakesNoVictimOnACordonedNode) {
+  // a is guaranteed 1 GPU; b borrows both GPUs, one per node; node 0 is cordoned.
+  TenantTree tree = Tree({{"a", "", 1000}, {"b"}});
+  auto s = Make(tree, Nodes(2, 1));
+  ASSERT_TRUE(s->Adopt(MakeJob(1, 1, QosClass::kBurstable, 1), {{NodeIndex{0}, placement::GpuBit(0)}},
+                       Seconds{0}, 1).ok());
+  ASSERT_TRUE(s->Adopt(MakeJob(2, 1, QosClass::kBurstable, 1), {{NodeIndex{1}, placement::GpuBit(0)}},
+                       Seconds{5}, 2).ok());
+  ASSERT_TRUE(s->SetCordoned(NodeIndex{1}, true).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(3, 0, QosClass::kGuaranteed, 1)).ok());
+  // Job 2 has run least (the first victim without the cordon); node 1 is cordoned, so job 1 goes.
+  const CycleResult r = s->Cycle(Seconds{100});
+  ASSERT_EQ(r.preempted.size(), 1u);
+  EXPECT_EQ(r.preempted[0].victim, 1);
+  ASSERT_EQ(r.started.size(), 1u);
+  EXPECT_EQ(r.started[0].pods[0].node, NodeIndex{0});
+}
+
+TEST(SchedulerCordon, ConsolidationMovesNothingOntoACordonedNode) {
+  TenantTree tree = Tree({{"a"}});
+  // Node 0 holds two half-GPU pods (one per GPU); node 1 is empty and cordoned. A 2-GPU job
+  // could start on node 0 only if both pods moved to node 1.
+  auto s = Make(tree, Nodes(2, 2));
+  ASSERT_TRUE(s->Adopt(MakeJob(1, 0, QosClass::kBurstable, 1, 500), {{NodeIndex{0}, placement::GpuBit(0)}},
+                       Seconds{0}, 1).ok());
+  ASSERT_TRUE(s->Adopt(MakeJob(2, 0, QosClass::kBurstable, 1, 500), {{NodeIndex{0}, placement::GpuBit(1)}},
+                       Seconds{0}, 2).ok());
+  ASSERT_TRUE(s->SetCordoned(NodeIndex{1}, true).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(3, 0, QosClass::kBurstable, 2)).ok());
+  CycleResult r = s->Cycle(Seconds{100});
+  EXPECT_TRUE(r.moves.empty());
+  EXPECT_TRUE(r.started.empty());
+  ASSERT_TRUE(s->SetCordoned(NodeIndex{1}, false).ok());
+  r = s->Cycle(Seconds{110});
+  ASSERT_EQ(r.started.size(), 1u);
+  EXPECT_EQ(r.started[0].pods[0].node, NodeIndex{1});
+}
+
+TEST(SchedulerCordon, DefragmentationClearsNoCordonedNodeAndMovesNothingThere) {
+  // a and b are guaranteed 4 GPUs each; b runs four 1-GPU jobs, two on each of nodes 0 and 1
+  // (b is at its guarantee: no victim). Node 2 is empty and cordoned. a's 4-GPU job needs a
+  // node cleared: b's two jobs on one node restart on the other, never on node 2.
+  TenantTree tree = Tree({{"a", "", 4000}, {"b", "", 4000}});
+  auto s = Make(tree, Nodes(3, 4));
+  for (int k = 0; k < 4; ++k)
+    ASSERT_TRUE(s->Adopt(MakeJob(k + 1, 1, QosClass::kBurstable, 1),
+                         {{NodeIndex{static_cast<uint32_t>(k / 2)}, placement::GpuBit(k % 2)}},
+                         Seconds{0}, k + 1).ok());
+  ASSERT_TRUE(s->SetCordoned(NodeIndex{2}, true).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(9, 0, QosClass::kGuaranteed, 4)).ok());
+  const CycleResult r = s->Cycle(Seconds{100});
+  ASSERT_EQ(r.started.size(), 1u);
+  EXPECT_NE(r.started[0].pods[0].node, NodeIndex{2});
+  EXPECT_EQ(r.moves.size(), 2u);
+  for (const MoveEvent& m : r.moves) EXPECT_NE(m.to.node, NodeIndex{2});
+  EXPECT_TRUE(r.preempted.empty());
+}
+
 }  // namespace
 }  // namespace tessera::sched

@@ -235,6 +235,17 @@ class Scheduler {
   // The running job's latest seq (0 if it is not running).
   uint64_t placed_seq(JobId id) const;
 
+  // --- cordon -------------------------------------------------------------------------------
+  // A cordoned node takes no new pod: not by placement, nor as the node reclaim,
+  // consolidation or defragmentation makes room on, nor as a move's destination. What runs
+  // there stays until it completes or the caller takes it off (victims are searched only on
+  // nodes the preemptor may use, so none is preempted there). Uncordoning makes the node usable
+  // in the next cycle. INVALID_ARGUMENT for a node index out of range.
+  // Example: 2 nodes, node 0 cordoned, node 1 full: a 1-GPU job waits (kCapacity) although
+  // node 0 has free GPUs; after SetCordoned(0, false) the next cycle starts it on node 0.
+  Status SetCordoned(NodeIndex node, bool cordoned);
+  bool cordoned(NodeIndex node) const;
+
   const placement::ClusterSnapshot& cluster() const;
   const TenantTree& tenants() const;
   // Usage of a tenant's subtree (all classes), and the part that counts toward guarantees.
