@@ -290,6 +290,25 @@ TEST(LiveScheduler, WaitReasonsAreReportedWhenTheyChange) {
   EXPECT_EQ(s->wait_reason(1), WaitReason::kNone);
 }
 
+// A rebuild keeps each pending job's wait reason, also for jobs no cycle visits again (a full
+// cluster stops the cycle early): nothing is reported as changed.
+TEST(LiveScheduler, ARebuildKeepsWaitReasonsTheCycleDoesNotRevisit) {
+  SchedulerOptions o = Opts();
+  o.preemption = false;
+  const TenantTree tree = Tree({{"a", "", 0, 1000}, {"b"}});
+  auto s = Make(tree, {Node("n1", 2)}, o);
+  ASSERT_TRUE(s->Submit(J(1, "a", QosClass::kBurstable, 1)).ok());
+  ASSERT_TRUE(s->Submit(J(2, "a", QosClass::kBurstable, 1)).ok());
+  ASSERT_EQ(s->Cycle(Seconds{1}).started.size(), 1u);
+  ASSERT_EQ(s->wait_reason(2), WaitReason::kLimit);
+  ASSERT_TRUE(s->Submit(J(3, "b", QosClass::kBurstable, 1)).ok());
+  ASSERT_EQ(s->Cycle(Seconds{2}).started.size(), 1u);  // the node is full now
+  ASSERT_TRUE(s->SetTenants(tree).ok());
+  const LiveCycleResult r = s->Cycle(Seconds{3});
+  EXPECT_TRUE(r.waits.empty()) << Describe(r);
+  EXPECT_EQ(s->wait_reason(2), WaitReason::kLimit);
+}
+
 // --- the same decisions as the core, and rebuilds that change none -------------------------
 
 struct Script {
