@@ -2,11 +2,13 @@
 #include <cstdio>
 #include <string>
 
+#include "tessera_commit.h"  // generated at build time: TESSERA_GIT_COMMIT
 #include "tools/tessera/commands/commands.h"
 
 namespace {
 
-// "tessera 0.1.0 (commit 1a2b3c4)": the CMake project version and the commit it was configured at.
+// "tessera 0.1.0 (commit 1a2b3c4)": the CMake project version and the commit it was built at
+// ("-dirty" after the hash when tracked files had changes).
 const std::string kVersion = std::string("tessera ") + TESSERA_VERSION + " (commit " + TESSERA_GIT_COMMIT + ")";
 
 // "simulate" or "mig apply": the deepest sub-command that was parsed, for error lines.
