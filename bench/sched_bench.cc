@@ -5,10 +5,16 @@
 //                          almost full: before each cycle (untimed) 20 running jobs finish and
 //                          the queue is topped up to 10 000, so every cycle scans the whole
 //                          queue, places what fits and tries reclaim for entitled jobs.
+//   BM_LiveSchedulingCycle the same cycle through sched::LiveScheduler (names instead of
+//                          indices, changed wait reasons reported as values).
+//   BM_LiveRebuild         what a world change costs LiveScheduler in that world (10 000
+//                          pending, ~6 000 running): a fresh core adopting every running job and
+//                          resubmitting every pending one (SetTenants with the same tree, then a
+//                          read that applies it).
 //   BM_OneWeekScenario     the default `tessera simulate --scenario dedicated-vs-shared`: a
 //                          simulated week of the Alibaba trace, both modes, on one core.
 //
-// Targets: a cycle <= 20 ms; the one-week scenario <= 30 s.
+// Targets: a cycle <= 20 ms (also through LiveScheduler); the one-week scenario <= 30 s.
 #include <benchmark/benchmark.h>
 
 #include <deque>
@@ -16,6 +22,7 @@
 #include "tessera/core/gpu_model.h"
 #include "tessera/core/rng.h"
 #include "tessera/config/quota_file.h"
+#include "tessera/sched/live_scheduler.h"
 #include "tessera/sched/scheduler.h"
 #include "tessera/sim/multitenant.h"
 #include "tessera/sim/trace.h"
@@ -59,7 +66,8 @@ struct CycleFixture {
     return j;
   }
 
-  CycleFixture() {
+  // Without `with_scheduler` only the tree and the job stream (LiveFixture drives its own).
+  explicit CycleFixture(bool with_scheduler = true) {
     std::vector<sched::TenantSpec> specs;
     for (int o = 0; o < 25; ++o) {
       sched::TenantSpec org;
@@ -77,6 +85,7 @@ struct CycleFixture {
     tree = std::make_unique<sched::TenantTree>(*sched::TenantTree::Create(specs, sched::ResourceSpace()));
     for (int t = 0; t < tree->size(); ++t)
       if (tree->is_leaf(t)) leaves.push_back(t);
+    if (!with_scheduler) return;
     std::vector<placement::NodeSpec> nodes;
     const GpuModelId a100 = *GpuModelCatalog::Builtin().Find("A100-80GB");
     for (int n = 0; n < 250; ++n)
@@ -119,6 +128,75 @@ void BM_SchedulingCycle(benchmark::State& state) {
   state.counters["running"] = static_cast<double>(f.sched->running_count());
 }
 BENCHMARK(BM_SchedulingCycle)->Unit(benchmark::kMillisecond)->Iterations(50)->Repetitions(3)->ReportAggregatesOnly(true);
+
+// The cycle fixture's world and job stream, driven through LiveScheduler.
+struct LiveFixture {
+  CycleFixture base{false};  // the tree, leaves and job generator: the same stream as BM_SchedulingCycle
+  std::unique_ptr<sched::LiveScheduler> live;
+  std::deque<sched::JobId> running;
+
+  sched::LiveJob RandomJob() {
+    const Job j = base.RandomJob();
+    sched::LiveJob l;
+    l.id = j.id;
+    l.tenant = base.tree->name(j.tenant);
+    l.qos = j.qos;
+    l.priority = j.priority;
+    l.pod = j.pod;
+    l.submit = j.submit;
+    return l;
+  }
+
+  LiveFixture() {
+    std::vector<placement::NodeSpec> nodes;
+    const GpuModelId a100 = *GpuModelCatalog::Builtin().Find("A100-80GB");
+    for (int n = 0; n < 250; ++n)
+      nodes.push_back({"n" + std::to_string(n), CpuMilli{256000}, MiB{2 << 20}, 8, a100});
+    sched::SchedulerOptions opt;
+    opt.min_runtime = sched::Seconds{0};
+    live = std::move(*sched::LiveScheduler::Create(*base.tree, nodes, opt));
+    for (int k = 0; k < 6000; ++k) (void)live->Submit(RandomJob());
+    for (const auto& s : live->Cycle(sched::Seconds{base.now}).started) running.push_back(s.job);
+    TopUp();
+  }
+
+  void TopUp() {
+    while (live->core().pending_count() < 10000) (void)live->Submit(RandomJob());
+  }
+};
+
+void BM_LiveSchedulingCycle(benchmark::State& state) {
+  LiveFixture f;
+  for (auto _ : state) {
+    state.PauseTiming();
+    f.base.now += 60;
+    for (int k = 0; k < 20 && !f.running.empty(); ++k) {
+      const sched::JobId id = f.running.front();
+      f.running.pop_front();
+      if (f.live->is_running(id)) (void)f.live->Complete(id, sched::Seconds{f.base.now});
+    }
+    f.TopUp();
+    state.ResumeTiming();
+    sched::LiveCycleResult r = f.live->Cycle(sched::Seconds{f.base.now});
+    state.PauseTiming();
+    for (const auto& s : r.started) f.running.push_back(s.job);
+    state.counters["started"] = static_cast<double>(r.started.size());
+    state.counters["waits"] = static_cast<double>(r.waits.size());
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(BM_LiveSchedulingCycle)->Unit(benchmark::kMillisecond)->Iterations(50)->Repetitions(3)->ReportAggregatesOnly(true);
+
+void BM_LiveRebuild(benchmark::State& state) {
+  LiveFixture f;
+  for (auto _ : state) {
+    (void)f.live->SetTenants(*f.base.tree);
+    benchmark::DoNotOptimize(f.live->is_running(1));
+  }
+  state.counters["pending"] = static_cast<double>(f.live->core().pending_count());
+  state.counters["running"] = static_cast<double>(f.live->core().running_count());
+}
+BENCHMARK(BM_LiveRebuild)->Unit(benchmark::kMillisecond)->Iterations(10)->Repetitions(3)->ReportAggregatesOnly(true);
 
 void BM_OneWeekScenario(benchmark::State& state) {
   const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
