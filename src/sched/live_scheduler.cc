@@ -180,6 +180,37 @@ struct LiveScheduler::State {
     }
     for (size_t n = 0; n < nodes.size(); ++n)
       if (nodes[n].cordoned) SetError(core->SetCordoned(NodeIndex{static_cast<uint32_t>(n)}, true));
+    SetError(core->RestoreFairShareMemory(CarryMemory(old->fair_share_memory(), old->tenants())));
+  }
+
+  // The old core's fair-share memory for the current tree: a tenant whose subtree holds the
+  // same leaves (by name) as before keeps its value exactly; any other gets the sum of its
+  // leaves' (decay is linear in usage and usage lives in leaves; a new leaf starts at 0).
+  Scheduler::FairShareMemory CarryMemory(const Scheduler::FairShareMemory& old,
+                                         const TenantTree& old_tree) const {
+    if (&old_tree == tree.get()) return old;
+    const auto leaves_under = [](const TenantTree& tr) {
+      std::vector<std::vector<std::string>> out(static_cast<size_t>(tr.size()));
+      for (TenantIndex t = 0; t < tr.size(); ++t)
+        if (tr.is_leaf(t))
+          for (TenantIndex a : tr.path(t)) out[a].push_back(tr.name(t));
+      for (auto& names : out) std::sort(names.begin(), names.end());
+      return out;
+    };
+    const auto now_leaves = leaves_under(*tree), old_leaves = leaves_under(old_tree);
+    Scheduler::FairShareMemory out{old.started, old.last_decay, {}};
+    out.decayed.assign(static_cast<size_t>(tree->size()), {});
+    for (TenantIndex t = 0; t < tree->size(); ++t) {
+      const std::optional<TenantIndex> was = old_tree.Find(tree->name(t));
+      if (was && old_leaves[*was] == now_leaves[t]) {
+        out.decayed[t] = old.decayed[*was];
+        continue;
+      }
+      for (const std::string& leaf : now_leaves[t])
+        if (const std::optional<TenantIndex> w = old_tree.Find(leaf); w && old_tree.is_leaf(*w))
+          for (int d = 0; d < kMaxResourceDims; ++d) out.decayed[t][d] += old.decayed[*w][d];
+    }
+    return out;
   }
 
   StatusOr<size_t> FindNode(std::string_view name) const {

@@ -1358,6 +1358,22 @@ std::vector<JobId> Scheduler::pending_jobs() const {
   return out;
 }
 
+Scheduler::FairShareMemory Scheduler::fair_share_memory() const {
+  return {impl_->decay_started, impl_->last_decay, impl_->decayed};
+}
+
+Status Scheduler::RestoreFairShareMemory(const FairShareMemory& memory) {
+  Impl& m = *impl_;
+  if (memory.decayed.size() != static_cast<size_t>(m.tree->size()))
+    return InvalidArgumentError("fair-share memory for " + std::to_string(memory.decayed.size()) +
+                                " tenants, the tree has " + std::to_string(m.tree->size()));
+  m.decay_started = memory.started;
+  m.last_decay = memory.last_decay;
+  m.decayed = memory.decayed;
+  for (int a = 0; a < m.tree->size(); ++a) m.share[a] = m.ShareOf(a);
+  return Status::Ok();
+}
+
 Status Scheduler::SetCordoned(NodeIndex node, bool cordoned) {
   Impl& m = *impl_;
   if (node.value() >= m.snap.node_count())

@@ -718,6 +718,7 @@ class Loop {
       for (sched::JobId id : old.pending_jobs()) {
         TESSERA_RETURN_IF_ERROR(fresh->SubmitRestored(*old.job(id), old.wait_reason(id)));
       }
+      TESSERA_RETURN_IF_ERROR(fresh->RestoreFairShareMemory(old.fair_share_memory()));
       scheds_[si] = fresh.get();
       restarted_.push_back(std::move(fresh));
     }

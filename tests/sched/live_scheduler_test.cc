@@ -399,11 +399,14 @@ TEST(LiveScheduler, MakesTheCoresDecisions) {
 
 // Rebuilding in an unchanged world (a tenant tree equal to the old one; a node that joins and
 // leaves again before anything runs on it) changes no decision and no wait report.
+// Also with fair share on decayed usage: the rebuild carries the decayed usage over.
 TEST(LiveScheduler, RebuildInAnUnchangedWorldChangesNoDecision) {
-  for (uint64_t seed = 1; seed <= 5; ++seed) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
     const Script sc = RandomScript(seed);
-    auto plain = Make(sc.tree, sc.nodes, SchedulerOptions{});
-    auto rebuilt = Make(sc.tree, sc.nodes, SchedulerOptions{});
+    SchedulerOptions o;
+    if (seed > 5) o.fair_share_half_life_s = 300;
+    auto plain = Make(sc.tree, sc.nodes, o);
+    auto rebuilt = Make(sc.tree, sc.nodes, o);
     const std::string want = Drive(*plain, sc, [](int) {});
     int rebuilds = 0;
     const std::string got = Drive(*rebuilt, sc, [&](int step) {
@@ -420,6 +423,33 @@ TEST(LiveScheduler, RebuildInAnUnchangedWorldChangesNoDecision) {
     EXPECT_EQ(got, want) << "seed " << seed;
     EXPECT_NE(want.find("preempt"), std::string::npos) << "the script should exercise preemption";
   }
+}
+
+// A changed tree keeps each tenant's decayed usage where its leaves are the same, and a new
+// tenant starts at zero.
+TEST(LiveScheduler, ANewTreeKeepsDecayedUsageByName) {
+  SchedulerOptions o = Opts();
+  o.fair_share_half_life_s = 600;
+  auto s = Make(Tree({{"org", "", 2000}, {"a", "org", 1000}, {"b", "org", 1000}}), {Node("n1", 4)}, o);
+  ASSERT_TRUE(s->Submit(J(1, "a", QosClass::kBurstable, 2)).ok());
+  ASSERT_TRUE(s->Submit(J(2, "b", QosClass::kBurstable, 1)).ok());
+  for (int t = 0; t <= 1200; t += 300) s->Cycle(Seconds{t});
+  ASSERT_TRUE(s->Complete(1, Seconds{1200}).ok());
+  s->Cycle(Seconds{1500});
+  const double a = *s->dominant_share("a"), b = *s->dominant_share("b"), org = *s->dominant_share("org");
+  ASSERT_GT(a, 0);
+  ASSERT_GT(a, b);  // a ran twice as much, and its decayed usage remembers it
+  ASSERT_TRUE(s->SetTenants(Tree({{"org", "", 2000}, {"a", "org", 1000}, {"b", "org", 1000}, {"new"}})).ok());
+  EXPECT_EQ(*s->dominant_share("a"), a);
+  EXPECT_EQ(*s->dominant_share("b"), b);
+  EXPECT_EQ(*s->dominant_share("org"), org);
+  EXPECT_EQ(*s->dominant_share("new"), 0);
+  // b moves to its own organisation: b keeps its value, org now holds only a's.
+  ASSERT_TRUE(s->SetTenants(Tree({{"org", "", 1000}, {"a", "org", 1000}, {"o2", "", 1000}, {"b", "o2", 1000}, {"new"}})).ok());
+  EXPECT_EQ(*s->dominant_share("b"), b);
+  EXPECT_EQ(*s->dominant_share("a"), a);
+  EXPECT_DOUBLE_EQ(*s->dominant_share("org"), a);
+  EXPECT_DOUBLE_EQ(*s->dominant_share("o2"), b);
 }
 
 // A fresh LiveScheduler given what the first persisted (running jobs with pods, start and seq;

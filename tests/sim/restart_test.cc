@@ -47,5 +47,19 @@ TEST(DefaultScenario, ARestartAtHalfTheHorizonChangesNoDecision) {
   EXPECT_EQ(restarted, plain);
 }
 
+// With fair share on decayed usage the scheduler remembers past usage: the restart hands it
+// over (Scheduler::RestoreFairShareMemory), so the decisions stay the same there too.
+TEST(DefaultScenario, ARestartKeepsDecayedFairShareUsage) {
+  DedicatedVsSharedSpec spec = DefaultSpec();
+  spec.half_life = 6 * 3600;
+  int64_t preemptions = 0, preemptions_restarted = 0;
+  const std::string plain = Json(spec, &preemptions);
+  spec.restart_at = static_cast<int64_t>(spec.days * 86400 / 2);
+  const std::string restarted = Json(spec, &preemptions_restarted);
+  ASSERT_GT(preemptions, 0);
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(restarted, plain);
+}
+
 }  // namespace
 }  // namespace tessera::sim

@@ -212,10 +212,11 @@ class Scheduler {
   // A fresh scheduler (same tenants, nodes and options) given every running job with Adopt and
   // every pending job with SubmitRestored, as its caller persisted them from the cycles'
   // results, makes the same decisions from then on as the scheduler it replaces (the property
-  // tested by running the default scenario with sim::ScenarioOptions::restart_at). Not
-  // restored: fair-share usage decay (fair_share_half_life_s > 0 restarts it from current
-  // usage) and the state of placement policies that keep state across decisions (random's RNG
-  // draws, nextfit's cursor); the default policies (tessera, fgd) keep none.
+  // tested by running the default scenario with sim::ScenarioOptions::restart_at), once the
+  // caller also hands over the fair-share memory (RestoreFairShareMemory; it matters only with
+  // fair_share_half_life_s > 0). Not restored: the state of placement policies that keep state
+  // across decisions (random's RNG draws, nextfit's cursor); the default policies (tessera,
+  // fgd) keep none.
   //
   // A job that runs: `pods` where its pods run (one per gang member), `start` when it started
   // (or restarted after a move with restart), `seq` its latest StartEvent/MoveEvent::seq.
@@ -234,6 +235,19 @@ class Scheduler {
   std::vector<JobId> pending_jobs() const;
   // The running job's latest seq (0 if it is not running).
   uint64_t placed_seq(JobId id) const;
+  // Fair share on decayed usage (fair_share_half_life_s > 0) remembers past usage: a caller that
+  // rebuilds a scheduler carries it over with RestoreFairShareMemory (after Adopt and
+  // SubmitRestored), or the fresh one starts from current usage. Indexed by TenantIndex.
+  // Example: half-life 3600 s, tenant a ran 1 GPU for an hour and stopped: its decayed GPU milli
+  // is ~500 and restoring it keeps a behind tenants that did not run; without it a starts at 0.
+  struct FairShareMemory {
+    bool started = false;      // a cycle has decayed since the scheduler was made
+    Seconds last_decay{0};
+    std::vector<std::array<double, kMaxResourceDims>> decayed;  // per tenant (tree node)
+  };
+  FairShareMemory fair_share_memory() const;
+  // INVALID_ARGUMENT when `memory.decayed` does not have one entry per tenant of the tree.
+  Status RestoreFairShareMemory(const FairShareMemory& memory);
 
   // --- cordon -------------------------------------------------------------------------------
   // A cordoned node takes no new pod: not by placement, nor as the node reclaim,
