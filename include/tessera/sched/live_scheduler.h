@@ -20,9 +20,9 @@
 // scheduler would have made (tested: LiveScheduler.RebuildInAnUnchangedWorldChangesNoDecision),
 // as the simulator's restart test shows for the default scenario. Several changes between two
 // cycles cost one rebuild (O(running + pending x nodes)). Cordon and uncordon need none.
-// What a rebuild does not carry (see Scheduler::Adopt): decayed fair-share usage
-// (fair_share_half_life_s > 0 restarts from current usage) and the state of stateful placement
-// policies (random, nextfit); the default policies keep none.
+// A rebuild carries the decayed fair-share usage over (fair_share_half_life_s > 0; by tenant
+// name, a tenant whose leaves changed gets the sum of its leaves'). It does not carry the state
+// of stateful placement policies (random, nextfit); the default policies keep none.
 //
 // Worked example (two 1-GPU nodes "n1", "n2"; tenants "a" guaranteed 1 GPU and "b"):
 //   live->Submit({.id = 7, .tenant = "b", .qos = kBurstable, 1 x 1 GPU})
