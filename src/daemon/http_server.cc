@@ -1,0 +1,332 @@
+#include "src/daemon/http_server.h"
+
+#include <utility>  // boost/asio/awaitable.hpp (1.74) uses std::exchange without it
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+namespace tessera::daemon {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+std::string HttpRequest::Header(std::string_view name) const {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  auto it = headers.find(lower);
+  return it == headers.end() ? "" : it->second;
+}
+
+HttpResponse HttpResponse::Json(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+HttpResponse HttpResponse::Error(int status, std::string_view code, std::string_view message,
+                                 std::string_view field) {
+  nlohmann::json e = {{"code", code}, {"message", message}};
+  if (!field.empty()) e["field"] = field;
+  return Json(status, nlohmann::json{{"error", e}}.dump());
+}
+
+std::string PercentDecode(std::string_view s, bool plus_is_space) {
+  std::string out;
+  out.reserve(s.size());
+  const auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      const int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+        continue;
+      }
+    }
+    out += plus_is_space && s[i] == '+' ? ' ' : s[i];
+  }
+  return out;
+}
+
+std::map<std::string, std::string> ParseQuery(std::string_view query) {
+  std::map<std::string, std::string> out;
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    out[PercentDecode(pair.substr(0, eq), true)] =
+        eq == std::string_view::npos ? "" : PercentDecode(pair.substr(eq + 1), true);
+  }
+  return out;
+}
+
+namespace {
+
+struct RouteEntry {
+  std::string method;
+  std::vector<std::string> segments;  // "{name}" marks a parameter
+  HttpHandler handler;
+};
+
+std::vector<std::string_view> SplitPath(std::string_view path) {
+  std::vector<std::string_view> out;
+  size_t at = 1;  // past the leading '/'
+  while (at <= path.size()) {
+    const size_t slash = path.find('/', at);
+    const size_t end = slash == std::string_view::npos ? path.size() : slash;
+    out.push_back(path.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+bool Match(const RouteEntry& r, const std::vector<std::string_view>& parts,
+           std::map<std::string, std::string>& params) {
+  if (r.segments.size() != parts.size()) return false;
+  std::map<std::string, std::string> got;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& seg = r.segments[i];
+    if (seg.size() > 2 && seg.front() == '{' && seg.back() == '}') {
+      if (parts[i].empty()) return false;
+      got[seg.substr(1, seg.size() - 2)] = PercentDecode(parts[i]);
+    } else if (seg != parts[i]) {
+      return false;
+    }
+  }
+  params = std::move(got);
+  return true;
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  std::vector<RouteEntry> routes;
+  std::unique_ptr<asio::io_context> io;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::vector<std::thread> threads;
+  std::atomic<uint16_t> bound_port{0};
+  bool started = false;
+
+  HttpResponse Dispatch(HttpRequest& req) const {
+    // Split before decoding: an escaped '/' ("a%2Fb") stays inside one parameter.
+    const std::vector<std::string_view> parts = SplitPath(req.raw_path);
+    std::string allow;
+    for (const RouteEntry& r : routes) {
+      std::map<std::string, std::string> params;
+      if (!Match(r, parts, params)) continue;
+      if (r.method != req.method) {
+        if (allow.find(r.method) == std::string::npos) allow += (allow.empty() ? "" : ", ") + r.method;
+        continue;
+      }
+      req.path_params = std::move(params);
+      return r.handler(req);
+    }
+    if (!allow.empty()) {
+      HttpResponse res = HttpResponse::Error(405, "method_not_allowed",
+                                             req.method + " is not allowed on " + req.path);
+      res.headers.push_back({"Allow", allow});
+      return res;
+    }
+    return HttpResponse::Error(404, "not_found", "no such path: " + req.path);
+  }
+
+  void Accept();
+};
+
+namespace {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, const HttpServer::Impl& server)
+      : stream_(std::move(socket)), server_(server) {}
+
+  void Start() { Read(); }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->body_limit(server_.options.max_body_bytes);
+    parser_->header_limit(static_cast<uint32_t>(server_.options.max_header_bytes));
+    stream_.expires_after(std::chrono::seconds(server_.options.idle_timeout_s));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
+      Close();
+      return;
+    }
+    if (ec == http::error::body_limit) {
+      Write(HttpResponse::Error(413, "body_too_large",
+                                "the request body is over " +
+                                    std::to_string(server_.options.max_body_bytes) + " bytes"),
+            false, 11);
+      return;
+    }
+    if (ec == http::error::header_limit) {
+      Write(HttpResponse::Error(431, "headers_too_large", "the request headers are too large"), false, 11);
+      return;
+    }
+    if (ec) {
+      Write(HttpResponse::Error(400, "bad_request", "malformed HTTP request: " + ec.message()), false, 11);
+      return;
+    }
+    const auto& msg = parser_->get();
+    HttpRequest req;
+    req.method = std::string(msg.method_string());
+    const std::string_view target(msg.target().data(), msg.target().size());
+    const size_t q = target.find('?');
+    req.raw_path = std::string(target.substr(0, q));
+    req.path = PercentDecode(req.raw_path);
+    if (q != std::string_view::npos) req.query = ParseQuery(target.substr(q + 1));
+    for (const auto& field : msg) {
+      std::string name(field.name_string());
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      req.headers[name] = std::string(field.value());
+    }
+    req.body = msg.body();
+    beast::error_code peer_ec;
+    const auto ep = stream_.socket().remote_endpoint(peer_ec);
+    if (!peer_ec) req.peer = ep.address().to_string() + ":" + std::to_string(ep.port());
+    const bool keep_alive = msg.keep_alive();
+    const unsigned version = msg.version();
+    if (req.raw_path.empty() || req.raw_path[0] != '/') {
+      Write(HttpResponse::Error(400, "bad_request", "the request target must be an absolute path"), false, version);
+      return;
+    }
+    Write(server_.Dispatch(req), keep_alive, version);
+  }
+
+  void Write(HttpResponse r, bool keep_alive, unsigned version) {
+    auto res = std::make_shared<http::response<http::string_body>>();
+    res->version(version);
+    res->result(static_cast<unsigned>(r.status));
+    res->set(http::field::server, "tessera");
+    if (!r.content_type.empty()) res->set(http::field::content_type, r.content_type);
+    for (const auto& [name, value] : r.headers) res->set(name, value);
+    res->body() = std::move(r.body);
+    res->keep_alive(keep_alive);
+    res->prepare_payload();
+    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+      if (!ec && res->keep_alive()) {
+        self->Read();
+      } else {
+        self->Close();
+      }
+    });
+  }
+
+  void Close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  const HttpServer::Impl& server_;
+};
+
+}  // namespace
+
+void HttpServer::Impl::Accept() {
+  acceptor->async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
+    if (!ec) {
+      beast::error_code opt_ec;
+      socket.set_option(tcp::no_delay(true), opt_ec);
+      std::make_shared<Session>(std::move(socket), *this)->Start();
+    }
+    Accept();
+  });
+}
+
+HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Route(std::string method, std::string pattern, HttpHandler handler) {
+  if (pattern.empty() || pattern[0] != '/')
+    return InvalidArgumentError("route '" + pattern + "': a pattern starts with '/'");
+  RouteEntry r{std::move(method), {}, std::move(handler)};
+  for (std::string_view seg : SplitPath(pattern)) {
+    if (seg == "{}") return InvalidArgumentError("route '" + pattern + "': a parameter needs a name");
+    r.segments.emplace_back(seg);
+  }
+  impl_->routes.push_back(std::move(r));
+  return Status::Ok();
+}
+
+Status HttpServer::Start() {
+  Impl& m = *impl_;
+  if (m.started) return FailedPreconditionError("the HTTP server is already started");
+  if (m.options.threads < 1) return InvalidArgumentError("HTTP server: threads must be >= 1");
+  const std::string where = m.options.listen_host + ":" + std::to_string(m.options.listen_port);
+  m.io = std::make_unique<asio::io_context>(m.options.threads);
+  beast::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(m.options.listen_host, ec);
+  if (ec) return InvalidArgumentError("cannot listen on " + where + ": '" + m.options.listen_host + "' is not an IP address");
+  m.acceptor = std::make_unique<tcp::acceptor>(*m.io);
+  const tcp::endpoint endpoint(address, m.options.listen_port);
+  if (m.acceptor->open(endpoint.protocol(), ec); !ec) {
+    m.acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    m.acceptor->bind(endpoint, ec);
+  }
+  if (!ec) m.acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    m.acceptor.reset();
+    m.io.reset();
+    return UnavailableError("cannot listen on " + where + ": " + ec.message());
+  }
+  m.bound_port = m.acceptor->local_endpoint().port();
+  m.Accept();
+  for (int t = 0; t < m.options.threads; ++t) m.threads.emplace_back([io = m.io.get()] { io->run(); });
+  m.started = true;
+  return Status::Ok();
+}
+
+void HttpServer::Stop() {
+  Impl& m = *impl_;
+  if (!m.started) return;
+  asio::post(*m.io, [&m] {
+    beast::error_code ec;
+    m.acceptor->close(ec);
+  });
+  m.io->stop();
+  for (std::thread& t : m.threads) t.join();
+  m.threads.clear();
+  m.acceptor.reset();
+  m.io.reset();  // destroys the sessions still waiting, closing their sockets
+  m.started = false;
+}
+
+uint16_t HttpServer::port() const { return impl_->bound_port; }
+
+}  // namespace tessera::daemon

@@ -1,0 +1,104 @@
+// The control plane's HTTP/1.1 server: Boost.Beast, asynchronous, a fixed number of threads
+// (docs/decisions/0003-http-library.md), and a router from (method, path pattern) to handlers.
+// `tessera serve` builds its API on it; nothing here knows about tenants or the store.
+//
+// What the server guarantees every client, whatever the handler does:
+//   - a body over `max_body_bytes` (default 1 MiB) is refused with 413 before it is read whole;
+//   - a malformed request gets 400 and the connection is closed;
+//   - an unknown path 404, a known path with another method 405 with an `Allow` header;
+//   - every error body is JSON: {"error": {"code": "not_found", "message": "..."}};
+//   - idle keep-alive connections cost no thread (they are closed after `idle_timeout`).
+//
+// Routes: literal segments and `{name}` parameters, e.g. "/v1/workloads/{id}". A request for
+// "/v1/workloads/42?tenant=a" matches it with path_params {"id": "42"} and query {"tenant": "a"}
+// (percent-decoded). The first route added that matches wins.
+//
+//   HttpServer server({.listen_host = "127.0.0.1", .listen_port = 0, .threads = 2});
+//   server.Route("GET", "/v1/workloads/{id}", [](const HttpRequest& r) {
+//     return HttpResponse::Json(200, "{\"id\": " + r.path_params.at("id") + "}");
+//   });
+//   TESSERA_RETURN_IF_ERROR(server.Start());   // binds; server.port() is the bound port
+//   ...
+//   server.Stop();                            // closes the listener and every connection
+//
+// Thread-safety: Route before Start; handlers run on the server's threads, concurrently (a
+// handler must be safe to call from several threads at once). Start/Stop from one thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/core/status.h"
+
+namespace tessera::daemon {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string path;      // without the query, percent-decoded
+  std::string raw_path;  // as sent (what routes match, segment by segment, before decoding)
+  std::map<std::string, std::string> path_params;
+  std::map<std::string, std::string> query;
+  // Header names in lower case.
+  std::map<std::string, std::string> headers;
+  std::string body;
+  std::string peer;  // "127.0.0.1:53412"
+  // The header's value, or "" (name in any case).
+  std::string Header(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  static HttpResponse Json(int status, std::string body);
+  // {"error": {"code": code, "message": message[, "field": field]}}
+  static HttpResponse Error(int status, std::string_view code, std::string_view message,
+                            std::string_view field = "");
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+struct HttpServerOptions {
+  std::string listen_host = "127.0.0.1";
+  uint16_t listen_port = 8080;  // 0: any free port (see port())
+  int threads = 2;
+  size_t max_body_bytes = size_t{1} << 20;
+  size_t max_header_bytes = 16 * 1024;
+  int idle_timeout_s = 60;  // a keep-alive connection silent this long is closed
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(HttpServerOptions options);
+  ~HttpServer();  // Stop()s
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // INVALID_ARGUMENT for a pattern that does not start with '/' or has an empty `{}`.
+  Status Route(std::string method, std::string pattern, HttpHandler handler);
+  // Binds and starts the threads. UNAVAILABLE (naming host:port and the reason) when the
+  // address cannot be bound.
+  Status Start();
+  void Stop();
+  uint16_t port() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Splits "a=1&b=x%20y+z" into {"a": "1", "b": "x y z"} ('+' is a space in a query). A key
+// without '=' maps to "". Malformed escapes ("%zz", a '%' at the end) are kept as they are.
+std::map<std::string, std::string> ParseQuery(std::string_view query);
+// "%2Fa%20b" -> "/a b"; with plus_is_space, '+' -> ' ' too.
+std::string PercentDecode(std::string_view s, bool plus_is_space = false);
+
+}  // namespace tessera::daemon

@@ -1,0 +1,244 @@
+// The control plane's HTTP server over real sockets: routing, path and query parameters, the
+// errors every client gets whatever the handler does (404, 405 with Allow, 413, 400), keep-alive,
+// idle connections that hold no thread, and concurrent clients.
+#include "src/daemon/http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tessera::daemon {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A blocking client connection on loopback.
+class Client {
+ public:
+  explicit Client(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    timeval tv{10, 0};  // a hang fails the test instead of the suite
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~Client() { close(fd_); }
+  bool ok() const { return ok_; }
+  bool Send(const std::string& raw) {
+    size_t sent = 0;
+    while (sent < raw.size()) {
+      const ssize_t n = send(fd_, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  // One response: the status code and the body (by Content-Length); status 0 on EOF/timeout.
+  std::pair<int, std::string> Read(std::string* headers = nullptr) {
+    while (buf_.find("\r\n\r\n") == std::string::npos)
+      if (!Fill()) return {0, ""};
+    const size_t end = buf_.find("\r\n\r\n");
+    const std::string head = buf_.substr(0, end);
+    size_t length = 0;
+    const size_t cl = head.find("Content-Length: ");
+    if (cl != std::string::npos) length = std::stoul(head.substr(cl + 16));
+    while (buf_.size() < end + 4 + length)
+      if (!Fill()) return {0, ""};
+    const int status = std::stoi(head.substr(9, 3));
+    std::string body = buf_.substr(end + 4, length);
+    buf_.erase(0, end + 4 + length);
+    if (headers) *headers = head;
+    return {status, body};
+  }
+  std::pair<int, std::string> Get(const std::string& target, std::string* headers = nullptr) {
+    if (!Send("GET " + target + " HTTP/1.1\r\nHost: t\r\n\r\n")) return {0, ""};
+    return Read(headers);
+  }
+  // Whether the server closed the connection (reads EOF).
+  bool Closed() {
+    char c;
+    return recv(fd_, &c, 1, 0) == 0;
+  }
+
+ private:
+  bool Fill() {
+    char tmp[65536];
+    const ssize_t n = recv(fd_, tmp, sizeof tmp, 0);
+    if (n <= 0) return false;
+    buf_.append(tmp, static_cast<size_t>(n));
+    return true;
+  }
+  int fd_ = -1;
+  bool ok_ = false;
+  std::string buf_;
+};
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    HttpServerOptions o;
+    o.listen_port = 0;
+    o.max_body_bytes = 1 << 20;
+    server_ = std::make_unique<HttpServer>(o);
+    ASSERT_TRUE(server_->Route("GET", "/v1/workloads/{id}", [](const HttpRequest& r) {
+      nlohmann::json j = {{"id", r.path_params.at("id")}, {"query", r.query}};
+      return HttpResponse::Json(200, j.dump());
+    }).ok());
+    ASSERT_TRUE(server_->Route("DELETE", "/v1/workloads/{id}", [](const HttpRequest&) {
+      return HttpResponse::Json(204, "");
+    }).ok());
+    ASSERT_TRUE(server_->Route("POST", "/v1/echo", [](const HttpRequest& r) {
+      return HttpResponse::Json(200, nlohmann::json{{"size", r.body.size()},
+                                                    {"auth", r.Header("AUTHORIZATION")}}.dump());
+    }).ok());
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HttpServerTest, RoutesWithPathAndQueryParameters) {
+  Client c(server_->port());
+  ASSERT_TRUE(c.ok());
+  auto [status, body] = c.Get("/v1/workloads/42?tenant=team%20a&limit=100&flag");
+  EXPECT_EQ(status, 200);
+  const auto j = nlohmann::json::parse(body);
+  EXPECT_EQ(j["id"], "42");
+  EXPECT_EQ(j["query"]["tenant"], "team a");
+  EXPECT_EQ(j["query"]["limit"], "100");
+  EXPECT_EQ(j["query"]["flag"], "");
+  // Keep-alive: a second request on the same connection.
+  auto second = c.Get("/v1/workloads/a%2Fb");
+  EXPECT_EQ(second.first, 200);
+  EXPECT_EQ(nlohmann::json::parse(second.second)["id"], "a/b");
+}
+
+TEST_F(HttpServerTest, UnknownPathIs404AndWrongMethodIs405WithAllow) {
+  Client c(server_->port());
+  auto [status, body] = c.Get("/v1/nothing");
+  EXPECT_EQ(status, 404);
+  EXPECT_EQ(nlohmann::json::parse(body)["error"]["code"], "not_found");
+  EXPECT_EQ(c.Get("/v1/workloads").first, 404);  // no id: the pattern needs one
+  EXPECT_EQ(c.Get("/v1/workloads/").first, 404);
+  std::string headers;
+  ASSERT_TRUE(c.Send("PUT /v1/workloads/7 HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n"));
+  auto put = c.Read(&headers);
+  EXPECT_EQ(put.first, 405);
+  EXPECT_THAT(headers, HasSubstr("Allow: GET, DELETE"));
+  EXPECT_EQ(nlohmann::json::parse(put.second)["error"]["code"], "method_not_allowed");
+}
+
+TEST_F(HttpServerTest, BodyOverTheLimitIs413AndTheConnectionCloses) {
+  Client c(server_->port());
+  const std::string big(2 << 20, 'x');
+  ASSERT_TRUE(c.Send("POST /v1/echo HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+                     std::to_string(big.size()) + "\r\n\r\n"));
+  c.Send(big);  // the server may close before all of it is sent
+  auto [status, body] = c.Read();
+  EXPECT_EQ(status, 413);
+  EXPECT_EQ(nlohmann::json::parse(body)["error"]["code"], "body_too_large");
+  // Just under the limit is fine.
+  Client d(server_->port());
+  const std::string fits((1 << 20) - 1, 'y');
+  ASSERT_TRUE(d.Send("POST /v1/echo HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer abc\r\nContent-Length: " +
+                     std::to_string(fits.size()) + "\r\n\r\n" + fits));
+  auto ok = d.Read();
+  EXPECT_EQ(ok.first, 200);
+  EXPECT_EQ(nlohmann::json::parse(ok.second)["size"], fits.size());
+  EXPECT_EQ(nlohmann::json::parse(ok.second)["auth"], "Bearer abc");
+}
+
+TEST_F(HttpServerTest, MalformedRequestsGet400AndAreClosed) {
+  for (const char* raw : {"NOT HTTP AT ALL\r\n\r\n", "GET /x HTTP/1.1\r\nContent-Length: abc\r\n\r\n",
+                          "GET /x HTTP/1.1\r\nBad Header Line\r\n\r\n",
+                          "GET x HTTP/1.1\r\nHost: t\r\n\r\n"}) {
+    Client c(server_->port());
+    ASSERT_TRUE(c.Send(raw));
+    auto [status, body] = c.Read();
+    EXPECT_EQ(status, 400) << raw;
+    EXPECT_EQ(nlohmann::json::parse(body)["error"]["code"], "bad_request") << raw;
+    EXPECT_TRUE(c.Closed()) << raw;
+  }
+}
+
+TEST_F(HttpServerTest, IdleConnectionsHoldNoThread) {
+  // 200 idle keep-alive clients on a 2-thread server: a new client is still answered at once.
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int k = 0; k < 200; ++k) {
+    idle.push_back(std::make_unique<Client>(server_->port()));
+    ASSERT_EQ(idle.back()->Get("/v1/workloads/1").first, 200);
+  }
+  Client fresh(server_->port());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(fresh.Get("/v1/workloads/2").first, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+TEST_F(HttpServerTest, ConcurrentClientsAllGetTheirOwnAnswers) {
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      Client c(server_->port());
+      for (int k = 0; k < 200; ++k) {
+        const std::string id = std::to_string(t * 1000 + k);
+        auto [status, body] = c.Get("/v1/workloads/" + id);
+        if (status != 200 || nlohmann::json::parse(body)["id"] != id) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(HttpServer, BadRoutesAndAddressesAreClearErrors) {
+  HttpServer s({.listen_host = "127.0.0.1", .listen_port = 0});
+  EXPECT_THAT(s.Route("GET", "v1/x", nullptr).message(), HasSubstr("starts with '/'"));
+  EXPECT_THAT(s.Route("GET", "/v1/{}", nullptr).message(), HasSubstr("needs a name"));
+  HttpServer bad({.listen_host = "not-an-ip", .listen_port = 0});
+  EXPECT_THAT(bad.Start().message(), HasSubstr("not an IP address"));
+  // A port that is taken.
+  HttpServer first({.listen_host = "127.0.0.1", .listen_port = 0});
+  ASSERT_TRUE(first.Start().ok());
+  HttpServer second({.listen_host = "127.0.0.1", .listen_port = first.port()});
+  const Status st = second.Start();
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(st.message(), HasSubstr("127.0.0.1:" + std::to_string(first.port())));
+}
+
+TEST(HttpServer, StopClosesIdleConnectionsAndCanBeRepeated) {
+  HttpServer s({.listen_host = "127.0.0.1", .listen_port = 0});
+  ASSERT_TRUE(s.Route("GET", "/x", [](const HttpRequest&) { return HttpResponse::Json(200, "{}"); }).ok());
+  ASSERT_TRUE(s.Start().ok());
+  Client c(s.port());
+  ASSERT_EQ(c.Get("/x").first, 200);
+  s.Stop();
+  EXPECT_TRUE(c.Closed());
+  s.Stop();
+}
+
+TEST(Query, DecodesPercentAndPlusAndKeepsMalformedEscapes) {
+  const auto q = ParseQuery("a=1&b=x%20y+z&&c&d=%zz&e=%4");
+  EXPECT_EQ(q.at("a"), "1");
+  EXPECT_EQ(q.at("b"), "x y z");
+  EXPECT_EQ(q.at("c"), "");
+  EXPECT_EQ(q.at("d"), "%zz");
+  EXPECT_EQ(q.at("e"), "%4");
+  EXPECT_EQ(PercentDecode("a+b%2F"), "a+b/");
+}
+
+}  // namespace
+}  // namespace tessera::daemon
