@@ -41,7 +41,9 @@ HttpResponse HttpResponse::Error(int status, std::string_view code, std::string_
                                  std::string_view field) {
   nlohmann::json e = {{"code", code}, {"message", message}};
   if (!field.empty()) e["field"] = field;
-  return Json(status, nlohmann::json{{"error", e}}.dump());
+  // Messages may quote what the client sent, which need not be UTF-8: replace, never throw.
+  return Json(status, nlohmann::json{{"error", e}}.dump(-1, ' ', false,
+                                                       nlohmann::json::error_handler_t::replace));
 }
 
 std::string PercentDecode(std::string_view s, bool plus_is_space) {
@@ -157,6 +159,25 @@ struct HttpServer::Impl {
 
 namespace {
 
+// The handler's view of a parsed request (shared by the server and ParseHttpRequest).
+HttpRequest FromMessage(const http::request<http::string_body>& msg) {
+  HttpRequest req;
+  req.method = std::string(msg.method_string());
+  const std::string_view target(msg.target().data(), msg.target().size());
+  const size_t q = target.find('?');
+  req.raw_path = std::string(target.substr(0, q));
+  req.path = PercentDecode(req.raw_path);
+  if (q != std::string_view::npos) req.query = ParseQuery(target.substr(q + 1));
+  for (const auto& field : msg) {
+    std::string name(field.name_string());
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    req.headers[name] = std::string(field.value());
+  }
+  req.body = msg.body();
+  return req;
+}
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, const HttpServer::Impl& server)
@@ -195,26 +216,12 @@ class Session : public std::enable_shared_from_this<Session> {
       Write(HttpResponse::Error(400, "bad_request", "malformed HTTP request: " + ec.message()), false, 11);
       return;
     }
-    const auto& msg = parser_->get();
-    HttpRequest req;
-    req.method = std::string(msg.method_string());
-    const std::string_view target(msg.target().data(), msg.target().size());
-    const size_t q = target.find('?');
-    req.raw_path = std::string(target.substr(0, q));
-    req.path = PercentDecode(req.raw_path);
-    if (q != std::string_view::npos) req.query = ParseQuery(target.substr(q + 1));
-    for (const auto& field : msg) {
-      std::string name(field.name_string());
-      std::transform(name.begin(), name.end(), name.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      req.headers[name] = std::string(field.value());
-    }
-    req.body = msg.body();
+    HttpRequest req = FromMessage(parser_->get());
+    const bool keep_alive = parser_->get().keep_alive();
+    const unsigned version = parser_->get().version();
     beast::error_code peer_ec;
     const auto ep = stream_.socket().remote_endpoint(peer_ec);
     if (!peer_ec) req.peer = ep.address().to_string() + ":" + std::to_string(ep.port());
-    const bool keep_alive = msg.keep_alive();
-    const unsigned version = msg.version();
     if (req.raw_path.empty() || req.raw_path[0] != '/') {
       Write(HttpResponse::Error(400, "bad_request", "the request target must be an absolute path"), false, version);
       return;
@@ -328,5 +335,31 @@ void HttpServer::Stop() {
 }
 
 uint16_t HttpServer::port() const { return impl_->bound_port; }
+
+HttpResponse HttpServer::Handle(HttpRequest request) const {
+  if (request.raw_path.empty() || request.raw_path[0] != '/')
+    return HttpResponse::Error(400, "bad_request", "the request target must be an absolute path");
+  return impl_->Dispatch(request);
+}
+
+StatusOr<HttpRequest> ParseHttpRequest(std::string_view raw, const HttpServerOptions& options) {
+  http::request_parser<http::string_body> parser;
+  parser.body_limit(options.max_body_bytes);
+  parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
+  parser.eager(true);
+  beast::error_code ec;
+  size_t used = 0;
+  while (!ec && used < raw.size() && !parser.is_done()) {
+    const size_t n = parser.put(asio::buffer(raw.data() + used, raw.size() - used), ec);
+    if (n == 0 && !ec) break;
+    used += n;
+  }
+  if (!ec && !parser.is_done()) parser.put_eof(ec);
+  if (ec == http::error::body_limit) return ResourceExhaustedError("the request body is over the limit");
+  if (ec == http::error::header_limit) return ResourceExhaustedError("the request headers are too large");
+  if (ec) return InvalidArgumentError("malformed HTTP request: " + ec.message());
+  if (!parser.is_done()) return InvalidArgumentError("malformed HTTP request: incomplete");
+  return FromMessage(parser.get());
+}
 
 }  // namespace tessera::daemon

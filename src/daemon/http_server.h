@@ -88,12 +88,19 @@ class HttpServer {
   Status Start();
   void Stop();
   uint16_t port() const;
+  // What the server answers for a parsed request (routing and the 400/404/405 rules), without a
+  // socket: for tests and the request fuzzer. Safe to call concurrently, like the handlers.
+  HttpResponse Handle(HttpRequest request) const;
 
   struct Impl;
 
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// Parses one HTTP/1.1 request from `raw` with the server's limits, as a connection would
+// (INVALID_ARGUMENT: malformed or incomplete; RESOURCE_EXHAUSTED: over a limit).
+StatusOr<HttpRequest> ParseHttpRequest(std::string_view raw, const HttpServerOptions& options);
 
 // Splits "a=1&b=x%20y+z" into {"a": "1", "b": "x y z"} ('+' is a space in a query). A key
 // without '=' maps to "". Malformed escapes ("%zz", a '%' at the end) are kept as they are.

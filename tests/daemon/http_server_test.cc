@@ -97,7 +97,7 @@ class HttpServerTest : public ::testing::Test {
     server_ = std::make_unique<HttpServer>(o);
     ASSERT_TRUE(server_->Route("GET", "/v1/workloads/{id}", [](const HttpRequest& r) {
       nlohmann::json j = {{"id", r.path_params.at("id")}, {"query", r.query}};
-      return HttpResponse::Json(200, j.dump());
+      return HttpResponse::Json(200, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }).ok());
     ASSERT_TRUE(server_->Route("DELETE", "/v1/workloads/{id}", [](const HttpRequest&) {
       return HttpResponse::Json(204, "");
@@ -160,6 +160,16 @@ TEST_F(HttpServerTest, BodyOverTheLimitIs413AndTheConnectionCloses) {
   EXPECT_EQ(ok.first, 200);
   EXPECT_EQ(nlohmann::json::parse(ok.second)["size"], fits.size());
   EXPECT_EQ(nlohmann::json::parse(ok.second)["auth"], "Bearer abc");
+}
+
+// Found by http_request_fuzzer: a 404 quoting a path that is not UTF-8 threw from the JSON
+// encoder and ended the process.
+TEST_F(HttpServerTest, APathThatIsNotUtf8GetsA404NotACrash) {
+  Client c(server_->port());
+  auto [status, body] = c.Get("/v1/work%A6%A6loads");
+  EXPECT_EQ(status, 404);
+  EXPECT_TRUE(nlohmann::json::accept(body)) << body;
+  EXPECT_EQ(c.Get("/v1/workloads/%FF").first, 200);  // a parameter need not be UTF-8 either
 }
 
 TEST_F(HttpServerTest, MalformedRequestsGet400AndAreClosed) {

@@ -1,0 +1,54 @@
+// libFuzzer target for the control plane's request decoding: the bytes are one HTTP/1.1
+// request as a client would send it. daemon::ParseHttpRequest (Boost.Beast's parser with the
+// server's limits, then tessera's conversion: percent-decoding of path and query, header names)
+// must never crash, trip a sanitizer or hang; what it accepts goes through the server's router
+// (HttpServer::Handle, not started), whose answer must be one of the statuses the router gives
+// (200 from a route, 400, 404, 405) with a JSON body that parses, and a 405 names what is allowed.
+//
+// Build and run: tests/fuzz/run.sh [seconds].
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "src/daemon/http_server.h"
+
+namespace {
+
+tessera::daemon::HttpServer& Server() {
+  static tessera::daemon::HttpServer* server = [] {
+    auto* s = new tessera::daemon::HttpServer({.listen_host = "127.0.0.1", .listen_port = 0,
+                                               .max_body_bytes = 2048});
+    const auto echo = [](const tessera::daemon::HttpRequest& r) {
+      return tessera::daemon::HttpResponse::Json(
+          200, nlohmann::json{{"params", r.path_params}, {"query", r.query}}.dump(
+                   -1, ' ', false, nlohmann::json::error_handler_t::replace));
+    };
+    if (!s->Route("GET", "/v1/workloads/{id}", echo).ok() ||
+        !s->Route("POST", "/v1/workloads", echo).ok() ||
+        !s->Route("GET", "/v1/tenants/{name}/usage", echo).ok())
+      std::abort();
+    return s;
+  }();
+  return *server;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view raw(reinterpret_cast<const char*>(data), size);
+  auto req = tessera::daemon::ParseHttpRequest(raw, {.max_body_bytes = 2048});
+  if (!req.ok()) {
+    const auto code = req.status().code();
+    if (code != tessera::StatusCode::kInvalidArgument && code != tessera::StatusCode::kResourceExhausted)
+      std::abort();
+    return 0;
+  }
+  if (req->body.size() > 2048) std::abort();
+  const tessera::daemon::HttpResponse res = Server().Handle(*req);
+  if (res.status != 200 && res.status != 400 && res.status != 404 && res.status != 405) std::abort();
+  if (!nlohmann::json::accept(res.body)) std::abort();
+  if (res.status == 405 && res.headers.empty()) std::abort();
+  return 0;
+}
