@@ -2,7 +2,8 @@
 // request as a client would send it. daemon::ParseHttpRequest (Boost.Beast's parser with the
 // server's limits, then tessera's conversion: percent-decoding of path and query, header names)
 // must never crash, trip a sanitizer or hang; what it accepts goes through the server's router
-// (HttpServer::Handle, not started), whose answer must be one of the statuses the router gives
+// (HttpServer::Handle, not started) and its body through the workload decoder
+// (DecodeWorkloadRequest: a refusal is INVALID_ARGUMENT, an acceptance keeps its ranges); the router's answer must be one of the statuses the router gives
 // (200 from a route, 400, 404, 405) with a JSON body that parses, and a 405 names what is allowed.
 //
 // Build and run: tests/fuzz/run.sh [seconds].
@@ -13,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "src/daemon/http_server.h"
+#include "src/daemon/workload_request.h"
+#include "tessera/core/gpu_model.h"
 
 namespace {
 
@@ -46,6 +49,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (req->body.size() > 2048) std::abort();
+  // The body as a workload submission: refused only with INVALID_ARGUMENT, naming a field that
+  // exists in the body (or none for the body as a whole).
+  std::string field;
+  auto workload = tessera::daemon::DecodeWorkloadRequest(req->body, tessera::GpuModelCatalog::Builtin(), &field);
+  if (!workload.ok() && workload.status().code() != tessera::StatusCode::kInvalidArgument) std::abort();
+  if (workload.ok() && (workload->gpus < 1 || workload->gpu_milli < 1 || workload->gpu_milli > 1000 ||
+                        (workload->gpu_milli < 1000 && workload->gpus != 1)))
+    std::abort();
   const tessera::daemon::HttpResponse res = Server().Handle(*req);
   if (res.status != 200 && res.status != 400 && res.status != 404 && res.status != 405) std::abort();
   if (!nlohmann::json::accept(res.body)) std::abort();
