@@ -1,0 +1,116 @@
+#include "src/daemon/authz.h"
+
+namespace tessera::daemon {
+
+std::string_view RoleName(Role r) {
+  switch (r) {
+    case Role::kAdmin: return "admin";
+    case Role::kTenantAdmin: return "tenant-admin";
+    case Role::kTenantUser: return "tenant-user";
+    case Role::kNodeAgent: return "node-agent";
+  }
+  return "?";
+}
+
+StatusOr<Role> ParseRole(std::string_view name) {
+  for (Role r : {Role::kAdmin, Role::kTenantAdmin, Role::kTenantUser, Role::kNodeAgent})
+    if (RoleName(r) == name) return r;
+  return InvalidArgumentError("role '" + std::string(name) +
+                              "' is not admin, tenant-admin, tenant-user or node-agent");
+}
+
+bool InSubtree(std::string_view t, std::string_view root, const ParentOf& parent_of) {
+  if (root.empty()) return false;
+  std::string at(t);
+  // A tree has no cycles, but a bound keeps a corrupt parent table from looping.
+  for (int depth = 0; depth < 1024 && !at.empty(); ++depth) {
+    if (at == root) return true;
+    const std::optional<std::string> parent = parent_of(at);
+    if (!parent) return false;
+    at = *parent;
+  }
+  return false;
+}
+
+namespace {
+
+// Actions about one tenant's objects (the rest are lists the caller filters, or not about
+// tenants at all).
+bool Targeted(Action a) {
+  switch (a) {
+    case Action::kReadTenant:
+    case Action::kCreateTenant:
+    case Action::kChangeQuota:
+    case Action::kDeleteTenant:
+    case Action::kSubmitWorkload:
+    case Action::kReadWorkload:
+    case Action::kChangeWorkload:
+    case Action::kCancelWorkload:
+    case Action::kCreateToken:
+    case Action::kRevokeToken:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Decision TenantRole(const Principal& who, Action action, std::string_view target,
+                    const ParentOf& parent_of, Role new_token_role) {
+  const bool admin = who.role == Role::kTenantAdmin;
+  if (action == Action::kReadUsage && !target.empty())
+    return InSubtree(target, who.tenant, parent_of) ? Decision::kAllow : Decision::kNotFound;
+  if (!Targeted(action)) {
+    switch (action) {
+      case Action::kListTenants:
+      case Action::kReadEvents:
+      case Action::kReadUsage:
+        return Decision::kAllow;
+      case Action::kListTokens:
+        return admin ? Decision::kAllow : Decision::kForbidden;
+      default:  // nodes and the node-agent endpoints
+        return Decision::kForbidden;
+    }
+  }
+  // Creating a root, or a token not tied to a tenant: nothing of the caller's is involved.
+  if (target.empty()) return Decision::kForbidden;
+  if (!InSubtree(target, who.tenant, parent_of)) return Decision::kNotFound;
+  switch (action) {
+    case Action::kReadTenant:
+    case Action::kSubmitWorkload:
+    case Action::kReadWorkload:
+    case Action::kChangeWorkload:
+    case Action::kCancelWorkload:
+      return Decision::kAllow;
+    case Action::kCreateTenant:  // target: the parent, which may be the caller's own tenant
+    case Action::kRevokeToken:
+      return admin ? Decision::kAllow : Decision::kForbidden;
+    case Action::kChangeQuota:
+    case Action::kDeleteTenant:  // strictly below: its own tenant's quota is its parent's call
+      return admin && target != who.tenant ? Decision::kAllow : Decision::kForbidden;
+    case Action::kCreateToken:
+      return admin && (new_token_role == Role::kTenantAdmin || new_token_role == Role::kTenantUser)
+                 ? Decision::kAllow
+                 : Decision::kForbidden;
+    default:
+      return Decision::kForbidden;
+  }
+}
+
+}  // namespace
+
+Decision Authorize(const Principal& who, Action action, std::string_view target,
+                   const ParentOf& parent_of, Role new_token_role) {
+  switch (who.role) {
+    case Role::kAdmin:
+      return action == Action::kNodeAgent ? Decision::kForbidden : Decision::kAllow;
+    case Role::kNodeAgent:
+      return action == Action::kNodeAgent || action == Action::kReadNodes ? Decision::kAllow
+                                                                          : Decision::kForbidden;
+    case Role::kTenantAdmin:
+    case Role::kTenantUser:
+      return TenantRole(who, action, target, parent_of, new_token_role);
+  }
+  return Decision::kForbidden;
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,77 @@
+// Who may do what in `tessera serve`: the four token roles and tenant isolation, as one pure
+// decision the API handlers ask before they touch anything.
+//
+//   admin         everything but the node-agent endpoints
+//   tenant-admin  its tenant's subtree: read it; create, change and delete tenants strictly
+//                 below its own (quotas included; never its own quota, which its parent set);
+//                 workloads anywhere in the subtree; tokens of role tenant-admin or tenant-user
+//                 for tenants in the subtree
+//   tenant-user   its subtree's tenants (read only) and workloads (submit, read, change,
+//                 cancel); no quota changes, no tokens
+//   node-agent    the node endpoints only (register, heartbeat, usage, desired state)
+//
+// Tenant isolation: an object of a tenant outside the caller's subtree is NOT FOUND (404), never
+// FORBIDDEN (403), so that a tenant cannot even learn that another tenant or its workload
+// exists. FORBIDDEN is for what the caller can see but its role may not do (a tenant-user
+// changing its own tenant's quota; a node-agent listing tenants).
+//
+// Worked example (tree acme -> {vision, speech}; vision -> {ranking}):
+//   tenant-admin of vision, kChangeQuota on ranking -> kAllow
+//   tenant-admin of vision, kChangeQuota on vision  -> kForbidden (its own quota: acme's admin)
+//   tenant-admin of vision, kReadWorkload of speech -> kNotFound
+//   tenant-user of ranking, kSubmitWorkload ranking -> kAllow; kChangeQuota ranking -> kForbidden
+//   node-agent, kListTenants                        -> kForbidden
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "tessera/core/status.h"
+
+namespace tessera::daemon {
+
+enum class Role { kAdmin, kTenantAdmin, kTenantUser, kNodeAgent };
+std::string_view RoleName(Role r);  // "admin", "tenant-admin", "tenant-user", "node-agent"
+StatusOr<Role> ParseRole(std::string_view name);
+
+struct Principal {
+  Role role = Role::kTenantUser;
+  std::string tenant;  // tenant-admin and tenant-user: the root of what they may see
+};
+
+enum class Action {
+  kReadTenant,        // GET a tenant (target: it)
+  kListTenants,       // GET /v1/tenants (filtered to the subtree by the caller)
+  kCreateTenant,      // POST (target: the new tenant's parent; "" for a root)
+  kChangeQuota,       // PATCH a tenant's quota, weight or parent (target: it)
+  kDeleteTenant,      // target: it
+  kSubmitWorkload,    // target: the workload's tenant
+  kReadWorkload,      // target: the workload's tenant
+  kChangeWorkload,    // PATCH (limit, share, priority)
+  kCancelWorkload,    // DELETE
+  kCreateToken,       // target: the token's tenant ("" for admin and node-agent tokens)
+  kListTokens,
+  kRevokeToken,       // target: the token's tenant
+  kReadNodes,         // GET /v1/nodes
+  kNodeAgent,         // the node-agent endpoints
+  kReadUsage,         // target: the tenant whose usage is asked for ("" for all)
+  kReadEvents,        // GET /v1/events (filtered to the subtree by the caller)
+};
+
+enum class Decision { kAllow, kForbidden, kNotFound };
+
+// Whether tenant `t` is `root` or below it, given each tenant's parent ("" for a root; nullopt
+// for an unknown tenant). An unknown tenant is below nobody.
+using ParentOf = std::function<std::optional<std::string>(std::string_view tenant)>;
+bool InSubtree(std::string_view t, std::string_view root, const ParentOf& parent_of);
+
+// `target` is the tenant the action is about (see Action). `new_token_role` matters only for
+// kCreateToken.
+Decision Authorize(const Principal& who, Action action, std::string_view target,
+                   const ParentOf& parent_of, Role new_token_role = Role::kTenantUser);
+
+}  // namespace tessera::daemon

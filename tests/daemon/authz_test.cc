@@ -1,0 +1,107 @@
+// The role table and tenant isolation, action by action: another tenant's object is 404, what
+// the caller sees but may not do is 403.
+#include "src/daemon/authz.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace tessera::daemon {
+namespace {
+
+// acme -> {vision, speech}; vision -> {ranking}; other (a second root).
+const std::map<std::string, std::string, std::less<>> kParents = {
+    {"acme", ""}, {"vision", "acme"}, {"speech", "acme"}, {"ranking", "vision"}, {"other", ""}};
+
+std::optional<std::string> ParentOfTree(std::string_view t) {
+  auto it = kParents.find(t);
+  if (it == kParents.end()) return std::nullopt;
+  return it->second;
+}
+
+Decision Ask(Role role, const std::string& tenant, Action a, std::string_view target,
+             Role new_role = Role::kTenantUser) {
+  return Authorize({role, tenant}, a, target, ParentOfTree, new_role);
+}
+
+constexpr auto kAllow = Decision::kAllow;
+constexpr auto k403 = Decision::kForbidden;
+constexpr auto k404 = Decision::kNotFound;
+
+TEST(Authz, HeaderExample) {
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kChangeQuota, "ranking"), kAllow);
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kChangeQuota, "vision"), k403);
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kReadWorkload, "speech"), k404);
+  EXPECT_EQ(Ask(Role::kTenantUser, "ranking", Action::kSubmitWorkload, "ranking"), kAllow);
+  EXPECT_EQ(Ask(Role::kTenantUser, "ranking", Action::kChangeQuota, "ranking"), k403);
+  EXPECT_EQ(Ask(Role::kNodeAgent, "", Action::kListTenants, ""), k403);
+}
+
+TEST(Authz, AnotherTenantsObjectIsNotFoundForEveryTargetedAction) {
+  for (Action a : {Action::kReadTenant, Action::kCreateTenant, Action::kChangeQuota, Action::kDeleteTenant,
+                   Action::kSubmitWorkload, Action::kReadWorkload, Action::kChangeWorkload,
+                   Action::kCancelWorkload, Action::kCreateToken, Action::kRevokeToken}) {
+    for (Role r : {Role::kTenantAdmin, Role::kTenantUser}) {
+      EXPECT_EQ(Ask(r, "vision", a, "speech"), k404) << static_cast<int>(a);
+      EXPECT_EQ(Ask(r, "vision", a, "acme"), k404) << static_cast<int>(a);   // the parent too
+      EXPECT_EQ(Ask(r, "vision", a, "other"), k404) << static_cast<int>(a);
+      EXPECT_EQ(Ask(r, "vision", a, "nobody"), k404) << static_cast<int>(a);
+    }
+  }
+  EXPECT_EQ(Ask(Role::kTenantUser, "vision", Action::kReadUsage, "speech"), k404);
+  EXPECT_EQ(Ask(Role::kTenantUser, "vision", Action::kReadUsage, "ranking"), kAllow);
+}
+
+TEST(Authz, TenantUsersReadAndRunWorkButChangeNoQuotaAndNoToken) {
+  for (Action a : {Action::kReadTenant, Action::kSubmitWorkload, Action::kReadWorkload,
+                   Action::kChangeWorkload, Action::kCancelWorkload})
+    EXPECT_EQ(Ask(Role::kTenantUser, "vision", a, "ranking"), kAllow);
+  for (Action a : {Action::kCreateTenant, Action::kChangeQuota, Action::kDeleteTenant, Action::kCreateToken,
+                   Action::kRevokeToken})
+    EXPECT_EQ(Ask(Role::kTenantUser, "vision", a, "ranking"), k403);
+  EXPECT_EQ(Ask(Role::kTenantUser, "vision", Action::kListTokens, ""), k403);
+  EXPECT_EQ(Ask(Role::kTenantUser, "vision", Action::kListTenants, ""), kAllow);
+  EXPECT_EQ(Ask(Role::kTenantUser, "vision", Action::kReadNodes, ""), k403);
+  EXPECT_EQ(Ask(Role::kTenantUser, "vision", Action::kNodeAgent, ""), k403);
+}
+
+TEST(Authz, TenantAdminsManageBelowThemselvesAndMintNoStrongerToken) {
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kCreateTenant, "vision"), kAllow);  // a child
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kCreateTenant, ""), k403);         // a root
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kDeleteTenant, "ranking"), kAllow);
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kDeleteTenant, "vision"), k403);
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kCreateToken, "ranking", Role::kTenantUser), kAllow);
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kCreateToken, "vision", Role::kTenantAdmin), kAllow);
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kCreateToken, "vision", Role::kAdmin), k403);
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kCreateToken, "vision", Role::kNodeAgent), k403);
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kCreateToken, "", Role::kNodeAgent), k403);
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kListTokens, ""), kAllow);
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kRevokeToken, "ranking"), kAllow);
+}
+
+TEST(Authz, AdminsAndNodeAgents) {
+  for (Action a : {Action::kReadTenant, Action::kCreateTenant, Action::kChangeQuota, Action::kDeleteTenant,
+                   Action::kSubmitWorkload, Action::kCreateToken, Action::kReadNodes, Action::kReadUsage})
+    EXPECT_EQ(Ask(Role::kAdmin, "", a, "speech"), kAllow);
+  EXPECT_EQ(Ask(Role::kAdmin, "", Action::kNodeAgent, ""), k403);
+  EXPECT_EQ(Ask(Role::kNodeAgent, "", Action::kNodeAgent, ""), kAllow);
+  EXPECT_EQ(Ask(Role::kNodeAgent, "", Action::kReadNodes, ""), kAllow);
+  EXPECT_EQ(Ask(Role::kNodeAgent, "", Action::kSubmitWorkload, "vision"), k403);
+}
+
+TEST(Authz, SubtreeWalkAndRoleNames) {
+  EXPECT_TRUE(InSubtree("ranking", "acme", ParentOfTree));
+  EXPECT_TRUE(InSubtree("acme", "acme", ParentOfTree));
+  EXPECT_FALSE(InSubtree("acme", "vision", ParentOfTree));
+  EXPECT_FALSE(InSubtree("ghost", "acme", ParentOfTree));
+  EXPECT_FALSE(InSubtree("acme", "", ParentOfTree));
+  // A corrupt table with a cycle ends.
+  auto cyclic = [](std::string_view t) -> std::optional<std::string> { return t == "a" ? "b" : "a"; };
+  EXPECT_FALSE(InSubtree("a", "c", cyclic));
+  for (Role r : {Role::kAdmin, Role::kTenantAdmin, Role::kTenantUser, Role::kNodeAgent})
+    EXPECT_EQ(*ParseRole(RoleName(r)), r);
+  EXPECT_FALSE(ParseRole("root").ok());
+}
+
+}  // namespace
+}  // namespace tessera::daemon
