@@ -37,9 +37,9 @@ bool Scheduler::Impl::MayFitNow(const TaskRequest& p) {
 bool Scheduler::Impl::TryStart(const Job& j, bool may_preempt, Seconds now, CycleResult& out, bool fair,
                                bool skip_place) {
   const TaskRequest pod = EffectivePod(j);
-  fair_mode = fair;
-  fair_res = ResourcesOf(j, nullptr);
-  removed_all.clear();
+  Attempt at;
+  at.fair = fair;
+  at.fair_res = ResourcesOf(j, nullptr);
   Journal journal(&internal_error);
   const bool hid = HideConflicts(j, conflict_mask);
   // With affinity rules (or cordoned nodes) the mask holds in every step, reclaim included: a
@@ -64,7 +64,7 @@ bool Scheduler::Impl::TryStart(const Job& j, bool may_preempt, Seconds now, Cycl
     }
     if (!d.placement && may_preempt) {
       ++reclaim_calls;
-      auto v = Reclaim(j, pod, now, journal, removed, victims, std::nullopt, within);
+      auto v = Reclaim(at, j, pod, now, journal, removed, victims, std::nullopt, within);
       if (!v.empty()) {
         victims.insert(victims.end(), v.begin(), v.end());
         ++out.attempts;
@@ -94,11 +94,11 @@ bool Scheduler::Impl::TryStart(const Job& j, bool may_preempt, Seconds now, Cycl
     return false;
   }
   // Commit: requeue the victims, start the job.
-  CommitStart(j, pod, where, victims, now, out);
+  CommitStart(at.fair, j, pod, where, victims, now, out);
   return true;
 }
 
-void Scheduler::Impl::CommitStart(const Job& j, const TaskRequest& pod, const std::vector<Placement>& where,
+void Scheduler::Impl::CommitStart(bool fair, const Job& j, const TaskRequest& pod, const std::vector<Placement>& where,
                                   const std::vector<JobId>& victims, Seconds now, CycleResult& out) {
   for (JobId id : victims) {
     auto it = running.find(id);
@@ -112,7 +112,7 @@ void Scheduler::Impl::CommitStart(const Job& j, const TaskRequest& pod, const st
     AddUsage(v.job.tenant, v.res, v.job.qos, -1);
     Enqueue(v.job);
     reasons[id] = WaitReason::kCapacity;
-    out.preempted.push_back({id, j.id, fair_mode});
+    out.preempted.push_back({id, j.id, fair});
   }
   Running r;
   r.job = j;

@@ -41,7 +41,7 @@ std::optional<Placement> Scheduler::Impl::MoveDestination(const TaskRequest& pod
   return best;
 }
 
-bool Scheduler::Impl::PlanClear(const Job& j, const TaskRequest& pod, NodeIndex ni, Seconds now,
+bool Scheduler::Impl::PlanClear(Attempt& at, const Job& j, const TaskRequest& pod, NodeIndex ni, Seconds now,
                                 Journal& journal, ClearPlan& plan, int64_t stop_at) {
   std::vector<const Running*> occ;
   for (JobId id : on_node[ni.value()]) {
@@ -59,7 +59,7 @@ bool Scheduler::Impl::PlanClear(const Job& j, const TaskRequest& pod, NodeIndex 
     // A gang with a pod here may already be in the plan: evicted by a swap's reclaim on
     // another node it also runs on.
     if (plan.Has(r->job.id)) continue;
-    const bool evictable = Eligible(*r, j.tenant, j.qos, now, removed);
+    const bool evictable = Eligible(at, *r, j.tenant, j.qos, now, removed);
     // Work that may be evicted but can move live elsewhere moves: it loses nothing.
     if (evictable && r->pod.IsSharing() && r->job.pods == 1 && r->start < now) {
       const size_t mark = journal.mark();
@@ -85,21 +85,21 @@ bool Scheduler::Impl::PlanClear(const Job& j, const TaskRequest& pod, NodeIndex 
     if (r->job.pods != 1 || r->start >= now || (!sharing && r->job.qos == QosClass::kGuaranteed))
       continue;
     // For fair share, a restart costs only tenants at least as served as the job's.
-    if (!sharing && fair_mode && !MoreServedSide(r->job.tenant, j.tenant)) continue;
+    if (!sharing && at.fair && !MoreServedSide(at, r->job.tenant, j.tenant)) continue;
     const size_t mark = journal.mark();
     if (!journal.Undo(snap, r->pod, r->pods[0]).ok()) continue;
     auto dest = MoveDestination(r->pod, ni);
     const auto saved_removed = removed;
-    const auto saved_all = removed_all;
+    const auto saved_all = at.removed_all;
     const size_t saved_evicted = plan.evicted.size();
-    if (!dest && swap_budget >= static_cast<int64_t>(snap.node_count())) {
-      swap_budget -= static_cast<int64_t>(snap.node_count());
+    if (!dest && at.swap_budget >= static_cast<int64_t>(snap.node_count())) {
+      at.swap_budget -= static_cast<int64_t>(snap.node_count());
       // Make room elsewhere by evicting what `j` may preempt (a swap: the moved pod takes
       // the place of borrowed work, `j` takes the moved pod's).
       // Neither what the plan evicts nor what it moves may be taken again.
       std::vector<JobId> in_plan = plan.evicted;
       for (const MoveEvent& mv : plan.moves) in_plan.push_back(mv.job);
-      for (JobId v : Reclaim(j, r->pod, now, journal, removed, in_plan, ni)) {
+      for (JobId v : Reclaim(at, j, r->pod, now, journal, removed, in_plan, ni)) {
         plan.evicted.push_back(v);
         plan.cost += 1 + LostWork(running.at(v), now);
       }
@@ -108,7 +108,7 @@ bool Scheduler::Impl::PlanClear(const Job& j, const TaskRequest& pod, NodeIndex 
     if (!dest || !journal.Apply(snap, r->pod, *dest).ok()) {
       journal.RollbackTo(snap, mark);
       removed = saved_removed;
-      removed_all = saved_all;
+      at.removed_all = saved_all;
       plan.evicted.resize(saved_evicted);
       continue;
     }
@@ -123,13 +123,13 @@ bool Scheduler::Impl::PlanClear(const Job& j, const TaskRequest& pod, NodeIndex 
 bool Scheduler::Impl::Defragment(const Job& j, const TaskRequest& pod, Seconds now, CycleResult& out,
                                  bool fair) {
   if (j.pods != 1 || !opt.affinity.empty()) return false;
-  fair_mode = fair;
-  fair_res = ResourcesOf(j, nullptr);
-  removed_all.clear();
+  Attempt at;
+  at.fair = fair;
+  at.fair_res = ResourcesOf(j, nullptr);
   // Plan on the kDefragNodes nodes with the least work that can never leave them (whole-GPU
   // Guaranteed pods and gang pods), then the least work in all.
   constexpr size_t kDefragNodes = 8;
-  swap_budget = kDefragSwaps;
+  at.swap_budget = kDefragSwaps;
   std::vector<std::tuple<int64_t, int64_t, uint32_t>> order;
   for (size_t n = 0; n < snap.node_count(); ++n) {
     const NodeIndex ni{static_cast<uint32_t>(n)};
@@ -151,7 +151,7 @@ bool Scheduler::Impl::Defragment(const Job& j, const TaskRequest& pod, Seconds n
     const NodeIndex ni{n};
     Journal journal(&internal_error);
     ClearPlan plan;
-    if (PlanClear(j, pod, ni, now, journal, plan, best_cost) && plan.cost < best_cost) {
+    if (PlanClear(at, j, pod, ni, now, journal, plan, best_cost) && plan.cost < best_cost) {
       best_cost = plan.cost;
       best = ni;
     }
@@ -160,8 +160,8 @@ bool Scheduler::Impl::Defragment(const Job& j, const TaskRequest& pod, Seconds n
   if (!best) return false;
   Journal journal(&internal_error);
   ClearPlan plan;
-  swap_budget = kDefragSwaps;  // the chosen node's plan again, for real
-  if (!PlanClear(j, pod, *best, now, journal, plan)) {
+  at.swap_budget = kDefragSwaps;  // the chosen node's plan again, for real
+  if (!PlanClear(at, j, pod, *best, now, journal, plan)) {
     journal.RollbackTo(snap, 0);
     return false;
   }
@@ -183,7 +183,7 @@ bool Scheduler::Impl::Defragment(const Job& j, const TaskRequest& pod, Seconds n
     r.seq = mv.seq = next_seq++;
     out.moves.push_back(mv);
   }
-  CommitStart(j, pod, {*d.placement}, plan.evicted, now, out);
+  CommitStart(at.fair, j, pod, {*d.placement}, plan.evicted, now, out);
   return true;
 }
 

@@ -18,11 +18,11 @@ TenantIndex Scheduler::Impl::Lca(TenantIndex a, TenantIndex b) const {
   return l;
 }
 
-bool Scheduler::Impl::FairSwapAllowed(TenantIndex side_v, const Resources& v_delta, TenantIndex side_t) const {
+bool Scheduler::Impl::FairSwapAllowed(const Attempt& a, TenantIndex side_v, const Resources& v_delta, TenantIndex side_t) const {
   const double v_after = ShareWith(side_v, v_delta, -1);
   if (opt.fair_share_rule == FairShareRule::kLexicographic)
     return v_after > ShareWith(side_t, Resources(), 0) + 1e-12;
-  return v_after + 1e-12 >= ShareWith(side_t, fair_res, +1);
+  return v_after + 1e-12 >= ShareWith(side_t, a.fair_res, +1);
 }
 
 std::pair<TenantIndex, TenantIndex> Scheduler::Impl::Sides(TenantIndex v_tenant, TenantIndex t) const {
@@ -32,12 +32,12 @@ std::pair<TenantIndex, TenantIndex> Scheduler::Impl::Sides(TenantIndex v_tenant,
   return {tree->path(v_tenant)[k], tree->path(t)[k]};
 }
 
-bool Scheduler::Impl::MoreServedSide(TenantIndex v_tenant, TenantIndex t) const {
+bool Scheduler::Impl::MoreServedSide(const Attempt& a, TenantIndex v_tenant, TenantIndex t) const {
   const auto [side_v, side_t] = Sides(v_tenant, t);
-  return side_v != kNoTenant && FairSwapAllowed(side_v, Resources(), side_t);
+  return side_v != kNoTenant && FairSwapAllowed(a, side_v, Resources(), side_t);
 }
 
-bool Scheduler::Impl::Eligible(const Running& v, TenantIndex t, QosClass preemptor, Seconds now,
+bool Scheduler::Impl::Eligible(const Attempt& at, const Running& v, TenantIndex t, QosClass preemptor, Seconds now,
                                const std::unordered_map<TenantIndex, Resources>& removed) const {
   if (v.job.qos == QosClass::kGuaranteed) return false;
   // Started in this cycle: never taken back in the same cycle (no churn, and a job is never
@@ -45,20 +45,20 @@ bool Scheduler::Impl::Eligible(const Running& v, TenantIndex t, QosClass preempt
   if (v.start >= now) return false;
   if (now - v.start < opt.min_runtime) return false;
   if (v.job.qos == QosClass::kBestEffort) return true;
-  if (fair_mode && opt.fair_share_max_victim_runtime.count() > 0 &&
+  if (at.fair && opt.fair_share_max_victim_runtime.count() > 0 &&
       now - v.start > opt.fair_share_max_victim_runtime)
     return false;
   // Inside a tenant, Guaranteed work may take back what the tenant's own Burstable work took.
-  if (v.job.tenant == t) return !fair_mode && preemptor == QosClass::kGuaranteed;
+  if (v.job.tenant == t) return !at.fair && preemptor == QosClass::kGuaranteed;
   const TenantIndex lca = Lca(v.job.tenant, t);
-  if (fair_mode) {
+  if (at.fair) {
     // Fair-share preemption: only while the victim's side stays served enough against the
     // preemptor's side (opt.fair_share_rule; the two children of the common ancestor).
     const auto [side_v, side_t] = Sides(v.job.tenant, t);
     if (side_v == kNoTenant) return false;
     Resources v_delta = v.res;
-    if (auto r = removed_all.find(side_v); r != removed_all.end()) v_delta += r->second;
-    if (!FairSwapAllowed(side_v, v_delta, side_t)) return false;
+    if (auto r = at.removed_all.find(side_v); r != at.removed_all.end()) v_delta += r->second;
+    if (!FairSwapAllowed(at, side_v, v_delta, side_t)) return false;
   }
   // Borrowed work: a tenant above its guarantee is borrowing, and for an entitled job any of
   // its jobs may be taken back, even when that leaves the tenant below its guarantee: the
@@ -77,7 +77,7 @@ bool Scheduler::Impl::Eligible(const Running& v, TenantIndex t, QosClass preempt
     const Resources& g = tree->spec(a).guaranteed;
     for (int d = 0; d < kMaxResourceDims; ++d) {
       if (!(quota_dims >> d & 1) || v.res[d] == 0) continue;
-      if (before[d] <= g[d] || (fair_mode && before[d] - v.res[d] < g[d])) return false;
+      if (before[d] <= g[d] || (at.fair && before[d] - v.res[d] < g[d])) return false;
     }
   }
   return true;
@@ -95,7 +95,8 @@ void Scheduler::Impl::EvictInJournal(const Running& v, Journal& journal) {
   for (const Placement& p : v.pods) Expect(journal.Undo(snap, v.pod, p), "evicting a victim");
 }
 
-std::vector<JobId> Scheduler::Impl::Reclaim(const Job& j, const TaskRequest& pod, Seconds now, Journal& journal,
+std::vector<JobId> Scheduler::Impl::Reclaim(Attempt& at, const Job& j, const TaskRequest& pod, Seconds now,
+                                            Journal& journal,
                                             std::unordered_map<TenantIndex, Resources>& removed,
                                             const std::vector<JobId>& already,
                                             std::optional<NodeIndex> avoid,
@@ -115,7 +116,7 @@ std::vector<JobId> Scheduler::Impl::Reclaim(const Job& j, const TaskRequest& pod
       if (std::find(already.begin(), already.end(), id) != already.end()) continue;
       const Running& r = running.at(id);
       if (std::find(cands.begin(), cands.end(), &r) != cands.end()) continue;
-      if (Eligible(r, j.tenant, j.qos, now, removed)) cands.push_back(&r);
+      if (Eligible(at, r, j.tenant, j.qos, now, removed)) cands.push_back(&r);
     }
     if (cands.empty()) continue;
     std::sort(cands.begin(), cands.end(), [&](const Running* a, const Running* b) {
@@ -137,11 +138,11 @@ std::vector<JobId> Scheduler::Impl::Reclaim(const Job& j, const TaskRequest& pod
     std::vector<JobId> victims;
     int64_t cost = 0;
     bool fits = false;
-    const auto saved_all = removed_all;
+    const auto saved_all = at.removed_all;
     for (const Running* v : cands) {
-      if (!Eligible(*v, j.tenant, j.qos, now, trial_removed)) continue;
+      if (!Eligible(at, *v, j.tenant, j.qos, now, trial_removed)) continue;
       EvictInJournal(*v, journal);
-      for (TenantIndex a : tree->path(v->job.tenant)) removed_all[a] += v->res;
+      for (TenantIndex a : tree->path(v->job.tenant)) at.removed_all[a] += v->res;
       if (v->job.qos != QosClass::kBestEffort)
         for (TenantIndex a : tree->path(v->job.tenant)) trial_removed[a] += v->res;
       victims.push_back(v->job.id);
@@ -173,7 +174,7 @@ std::vector<JobId> Scheduler::Impl::Reclaim(const Job& j, const TaskRequest& pod
       }
     }
     journal.RollbackTo(snap, mark);
-    removed_all = saved_all;
+    at.removed_all = saved_all;
     if (fits && cost < best_cost) {
       best_cost = cost;
       best = victims;
@@ -183,7 +184,7 @@ std::vector<JobId> Scheduler::Impl::Reclaim(const Job& j, const TaskRequest& pod
   for (JobId id : best) {
     const Running& v = running.at(id);
     EvictInJournal(v, journal);
-    for (TenantIndex a : tree->path(v.job.tenant)) removed_all[a] += v.res;
+    for (TenantIndex a : tree->path(v.job.tenant)) at.removed_all[a] += v.res;
     if (v.job.qos != QosClass::kBestEffort)
       for (TenantIndex a : tree->path(v.job.tenant)) removed[a] += v.res;
   }

@@ -84,6 +84,19 @@ struct Journal {
   }
 };
 
+// What one attempt to start a job (TryStart, Defragment) carries through the searches it runs
+// (Eligible, Reclaim, PlanClear): made fresh for the attempt, passed by reference, gone after it.
+struct Attempt {
+  // Fair-share preemption (pass 2): victims are judged by SchedulerOptions::fair_share_rule
+  // rather than by the reclaim rules.
+  bool fair = false;
+  Resources fair_res;  // what the job to start takes (ResourcesOf without placement)
+  // Everything taken from each tenant (its subtree, all classes) in this attempt so far.
+  std::unordered_map<TenantIndex, Resources> removed_all;
+  // Defragment: swaps left, in nodes visited by their victim searches (PlanClear).
+  int64_t swap_budget = 0;
+};
+
 struct Scheduler::Impl {
   explicit Impl(ClusterSnapshot s) : snap(s), empty(std::move(s)) {}
   const TenantTree* tree = nullptr;
@@ -147,12 +160,7 @@ struct Scheduler::Impl {
   int cordoned_count = 0;
   bool Open(NodeIndex n) const { return cordoned[n.value()] == 0; }
 
-  // Fair-share preemption (pass 2) state: the preemptor's resources, and everything taken from
-  // each tenant in this attempt (all classes).
-  bool fair_mode = false;
-  Resources fair_res;
   int64_t reclaim_calls = 0;
-  std::unordered_map<TenantIndex, Resources> removed_all;
   int64_t cpu_only_pending = 0;
   int32_t max_gpu_free = 0;  // over all nodes
   int max_full_free = 0;
@@ -227,8 +235,8 @@ struct Scheduler::Impl {
   TenantIndex Lca(TenantIndex a, TenantIndex b) const;
 
   // Fair mode, opt.fair_share_rule: whether side `side_v` with `v_delta` taken away stays
-  // served enough against side `side_t`, whose job (`fair_res`) is to start.
-  bool FairSwapAllowed(TenantIndex side_v, const Resources& v_delta, TenantIndex side_t) const;
+  // served enough against side `side_t`, whose job (`a.fair_res`) is to start.
+  bool FairSwapAllowed(const Attempt& a, TenantIndex side_v, const Resources& v_delta, TenantIndex side_t) const;
 
   // The children of the common ancestor of `v_tenant` and `t` on their paths (kNoTenant if one
   // is the other's ancestor).
@@ -236,11 +244,11 @@ struct Scheduler::Impl {
 
   // Fair mode: whether `v_tenant`'s side may have its work restarted (nothing taken away) for
   // a job of `t`.
-  bool MoreServedSide(TenantIndex v_tenant, TenantIndex t) const;
+  bool MoreServedSide(const Attempt& a, TenantIndex v_tenant, TenantIndex t) const;
 
   // Whether `v` may be preempted for a job of tenant `t`, given what is already being taken
-  // from each tenant in this attempt (`removed`, protected usage only).
-  bool Eligible(const Running& v, TenantIndex t, QosClass preemptor, Seconds now,
+  // from each tenant in this attempt (`removed`, protected usage only; `a.removed_all`, all).
+  bool Eligible(const Attempt& a, const Running& v, TenantIndex t, QosClass preemptor, Seconds now,
                 const std::unordered_map<TenantIndex, Resources>& removed) const;
 
   // What stopping `v` now throws away, in GPU milli-seconds (the time it has run, times its GPU).
@@ -255,10 +263,11 @@ struct Scheduler::Impl {
   void EvictInJournal(const Running& v, Journal& journal);
 
   // Finds the cheapest set of victims on one node that lets `pod` fit there and evicts them in
-  // the journal. Returns the victims (empty: none found).
+  // the journal, adding them to `a.removed_all`. Returns the victims (empty: none found).
   // `avoid`: a node not to use (the one being cleared by PlanClear). `within`: where the pod
   // may go (nullptr: everywhere).
-  std::vector<JobId> Reclaim(const Job& j, const TaskRequest& pod, Seconds now, Journal& journal,
+  std::vector<JobId> Reclaim(Attempt& a, const Job& j, const TaskRequest& pod, Seconds now,
+                             Journal& journal,
                              std::unordered_map<TenantIndex, Resources>& removed,
                              const std::vector<JobId>& already,
                              std::optional<NodeIndex> avoid = std::nullopt,
@@ -272,8 +281,9 @@ struct Scheduler::Impl {
   bool TryStart(const Job& j, bool may_preempt, Seconds now, CycleResult& out, bool fair = false,
                 bool skip_place = false);
 
-  // Bookkeeping once the snapshot holds `j` at `where` and no longer holds `victims`.
-  void CommitStart(const Job& j, const TaskRequest& pod, const std::vector<Placement>& where,
+  // Bookkeeping once the snapshot holds `j` at `where` and no longer holds `victims` (taken by
+  // fair-share preemption if `fair`).
+  void CommitStart(bool fair, const Job& j, const TaskRequest& pod, const std::vector<Placement>& where,
                    const std::vector<JobId>& victims, Seconds now, CycleResult& out);
 
   // --- defragmentation ------------------------------------------------------------------
@@ -284,7 +294,6 @@ struct Scheduler::Impl {
   static constexpr int64_t kLiveMoveCost = 1000;
   // Swaps per Defragment, in nodes visited by their victim searches.
   static constexpr int64_t kDefragSwaps = 1000;
-  int64_t swap_budget = 0;
   struct ClearPlan {
     std::vector<JobId> evicted;
     std::vector<MoveEvent> moves;
@@ -300,8 +309,8 @@ struct Scheduler::Impl {
   // pod loses what that job has run; a live move of a fractional pod loses nothing (a small
   // fixed cost). Returns whether the pod fits there afterwards.
   // `stop_at`: give up once the plan costs this much (a cheaper one is known). Swaps draw on
-  // `swap_budget` (each is a victim search over the cluster).
-  bool PlanClear(const Job& j, const TaskRequest& pod, NodeIndex ni, Seconds now,
+  // `a.swap_budget` (each is a victim search over the cluster).
+  bool PlanClear(Attempt& a, const Job& j, const TaskRequest& pod, NodeIndex ni, Seconds now,
                  Journal& journal, ClearPlan& plan, int64_t stop_at = INT64_MAX);
 
   // For a single-pod job that reclaim could not place: clears the node that is cheapest to
