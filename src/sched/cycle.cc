@@ -33,7 +33,7 @@ CycleResult Scheduler::Cycle(Seconds now) {
       for (TenantIndex a : tree.path(t)) active[a]++;
     }
     while (true) {
-      const TenantIndex pick = PickLeastServed(tree, m.share, active);
+      const TenantIndex pick = m.fair_order->Next(tree, m.share, active);
       if (pick == kNoTenant) break;
       // Nothing more can start in this pass once no GPU is free, no victim search is left and
       // no CPU-only job waits: stop scanning the queue.

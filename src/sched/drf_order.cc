@@ -1,5 +1,5 @@
-// Fair-share bookkeeping: weighted dominant shares, usage decay, and the hierarchical
-// DRF order in which a cycle visits tenants.
+// Fair-share bookkeeping: weighted dominant shares and their decay (the order in which a cycle
+// visits tenants by these shares is a FairOrder, fair_order.cc).
 
 #include "src/sched/scheduler_impl.h"
 
@@ -60,18 +60,6 @@ void Scheduler::Impl::Decay(Seconds now) {
     for (int d = 0; d < kMaxResourceDims; ++d)
       decayed[a][d] = decayed[a][d] * keep + static_cast<double>(usage[a][d]) * (1 - keep);
     share[a] = ShareOf(a);
-  }
-}
-
-TenantIndex PickLeastServed(const TenantTree& tree, const std::vector<double>& share,
-                            const std::vector<int>& active) {
-  const std::vector<TenantIndex>* level = &tree.roots();
-  while (true) {
-    TenantIndex best = kNoTenant;
-    for (TenantIndex c : *level)
-      if (active[c] > 0 && (best == kNoTenant || share[c] < share[best])) best = c;
-    if (best == kNoTenant || tree.is_leaf(best)) return best;
-    level = &tree.children(best);
   }
 }
 

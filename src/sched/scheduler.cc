@@ -97,6 +97,11 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const TenantTree* tenants
     po.target_workload = &impl->default_workload;
   }
   TESSERA_ASSIGN_OR_RETURN(impl->policy, placement::MakePolicy(options.placement_policy, po));
+  {
+    auto order = MakeFairOrder(options.fair_order);
+    if (!order.ok()) return order.status().WithPrefix("scheduler: fair_order: ");
+    impl->fair_order = std::move(*order);
+  }
   impl->rng = Rng(options.seed);
   impl->ctx.rng = &impl->rng;
   const int nt = tenants->size();

@@ -2,7 +2,8 @@
 // of src/sched/ that implement its passes share. One file per pass:
 //   scheduler.cc    Create, Complete, Cancel, Adopt, SubmitRestored, SetCordoned, accessors
 //   admission.cc    CheckJobShape, Submit, Entitled, WithinLimits, the queues
-//   drf_order.cc    weighted dominant shares, usage decay, the fair order (PickLeastServed)
+//   drf_order.cc    weighted dominant shares and their usage decay
+//   fair_order.cc   the fair orders (FairOrder: which tenant a cycle tries next)
 //   masks.cc        affinity and cordon eligibility masks, PlaceWithin
 //   reclaim.cc      victim eligibility (reclaim and fair-share rules), victim costs, Reclaim
 //   attempt.cc      TryStart, CommitStart, AttemptJob (one job's turn in a pass)
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "tessera/core/rng.h"
+#include "tessera/sched/fair_order.h"
 #include "tessera/sched/scheduler.h"
 
 namespace tessera::sched {
@@ -110,6 +112,7 @@ struct Scheduler::Impl {
   ClusterSnapshot snap;
   ClusterSnapshot empty;
   std::unique_ptr<placement::PlacementPolicy> policy;
+  std::unique_ptr<FairOrder> fair_order;  // SchedulerOptions::fair_order
   placement::TargetWorkload default_workload;
   Rng rng{42};
   std::vector<uint32_t> rank;
@@ -342,12 +345,6 @@ struct CycleState {
   std::set<JobId> requeued_now;  // preempted in this cycle: they wait for the next
   size_t preempted_seen = 0;
 };
-
-// Hierarchical weighted DRF: the least-served active root, then its least-served active child,
-// ... down to a leaf (kNoTenant when none is active). `active[a]`: active leaves under a.
-// Example: roots A (share 0.2) and B (0.1), B's leaves b1 (0.3) and b2 (0.05) -> b2.
-TenantIndex PickLeastServed(const TenantTree& tree, const std::vector<double>& share,
-                            const std::vector<int>& active);
 
 // One pending job's turn in pass `pass` (0 entitled, 1 borrowing, 2 leftovers): admission
 // checks, then placement with reclaim or fair-share preemption, consolidation and
