@@ -126,7 +126,7 @@ struct SchedulerOptions {
   FairShareRule fair_share_rule = FairShareRule::kLexicographic;
   bool consolidation = true;     // move preemptible fractional pods to free whole GPUs
   // Clear a node for an entitled job reclaim could not place: evict what it may preempt, move
-  // other single-pod work elsewhere (see Defragment in scheduler.cc).
+  // other single-pod work elsewhere (see Defragment in src/sched/defrag.cc).
   bool defragmentation = true;
   // Also clear a node for a borrowing Burstable job that fits nowhere, by the fair-share rules
   // (evict borrowed work that fair_share_rule lets it take; restart whole-GPU pods only of
