@@ -5,13 +5,15 @@
 //   * no preemption breaks a guarantee: Guaranteed jobs are never victims; a job started in a
 //     cycle is not preempted in it; a victim ran at least min_runtime; the tenant of a
 //     Guaranteed/Burstable victim (taken by another tenant's job) ends the cycle above its
-//     guarantee less the largest job it lost (reclaim takes only from tenants over their
-//     guarantee, fair share never below it);
+//     guarantee less the largest job it lost and what its own Guaranteed jobs displaced of its
+//     work (reclaim takes only from tenants over their guarantee, fair share never below it);
 //   * usage equals the snapshot: each tenant's usage is the sum of its running jobs (and of its
 //     children's), the cluster's allocated GPU milli the sum of all running pods;
 //   * every running pod is placed feasibly: replaying every placement onto a fresh snapshot of
 //     the nodes succeeds and gives the scheduler's free CPU, memory and GPU milli exactly;
 //   * no preemption loop: with nothing submitted or completed, repeated cycles stop preempting;
+//   * cordons hold: nodes are cordoned and uncordoned at random steps (Scheduler::SetCordoned),
+//     and no started pod and no move's destination is on a node cordoned in that cycle;
 //   * the scheduler never reports its own bookkeeping inconsistent (CycleResult::error).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -197,6 +199,18 @@ std::string Describe(const World& w, const Scheduler& s, const CycleResult& r, c
   return out;
 }
 
+// No new pod on a cordoned node: neither a started job's pods nor a move's destination.
+void CheckCordons(const Scheduler& s, const CycleResult& r, const std::vector<uint8_t>& cordoned,
+                  const std::string& where) {
+  for (size_t n = 0; n < cordoned.size(); ++n)
+    EXPECT_EQ(s.cordoned(NodeIndex{static_cast<uint32_t>(n)}), cordoned[n] != 0) << where << " node " << n;
+  for (const StartEvent& e : r.started)
+    for (const Placement& p : e.pods)
+      EXPECT_FALSE(cordoned[p.node.value()]) << where << ": job " << e.job << " started on cordoned node " << p.node.value();
+  for (const MoveEvent& m : r.moves)
+    EXPECT_FALSE(cordoned[m.to.node.value()]) << where << ": job " << m.job << " moved to cordoned node " << m.to.node.value();
+}
+
 // What a cycle's preemptions must respect (see the file comment).
 void CheckPreemptions(const World& w, const Scheduler& s, const CycleResult& r,
                       const std::map<JobId, Job>& before_running, const std::map<JobId, Seconds>& started_at,
@@ -204,6 +218,9 @@ void CheckPreemptions(const World& w, const Scheduler& s, const CycleResult& r,
   std::set<JobId> started;
   for (const StartEvent& e : r.started) started.insert(e.job);
   std::map<TenantIndex, int64_t> largest_loss;
+  // What the tenant's own Guaranteed jobs displaced of its Burstable work in this cycle: that
+  // may take it below its guarantee after another tenant reclaimed from it while it was above.
+  std::map<TenantIndex, int64_t> own_loss;
   for (const PreemptEvent& p : r.preempted) {
     EXPECT_FALSE(started.count(p.victim)) << where << " job " << p.victim << " started and preempted";
     auto it = before_running.find(p.victim);
@@ -214,12 +231,16 @@ void CheckPreemptions(const World& w, const Scheduler& s, const CycleResult& r,
     const Job* by = s.job(p.by);
     ASSERT_NE(by, nullptr) << where;
     // BestEffort work claims no guarantee (it runs on leftovers): it is always a victim first.
-    if (by->tenant == v.tenant || v.qos == QosClass::kBestEffort) continue;
+    if (v.qos == QosClass::kBestEffort) continue;
+    if (by->tenant == v.tenant) {
+      own_loss[v.tenant] += GpuMilliOf(v, w.options.whole_gpus_only);
+      continue;
+    }
     int64_t& l = largest_loss[v.tenant];
     l = std::max(l, GpuMilliOf(v, w.options.whole_gpus_only));
   }
   for (const auto& [t, loss] : largest_loss) {
-    EXPECT_GT(s.protected_usage(t)[kGpuMilliDim] + loss, w.tree().spec(t).guaranteed[kGpuMilliDim])
+    EXPECT_GT(s.protected_usage(t)[kGpuMilliDim] + loss + own_loss[t], w.tree().spec(t).guaranteed[kGpuMilliDim])
         << where << ": tenant " << w.tree().name(t) << " lost work while within its guarantee" << Describe(w, s, r, before_running);
   }
 }
@@ -228,7 +249,8 @@ TEST(SchedulerInvariants, HoldOverRandomWorldsAndOptions) {
   constexpr int kWorlds = 400;
   constexpr int kSteps = 200;
   Rng rng(20261201);
-  int preemptions = 0, moves = 0, refused = 0;
+  Rng cordon_rng(20261202);  // its own stream: the worlds and job streams stay as they were
+  int preemptions = 0, moves = 0, refused = 0, cordon_changes = 0;
   for (int world = 0; world < kWorlds; ++world) {
     World w = RandomWorld(rng);
     auto made = Scheduler::Create(&w.tree(), w.nodes, w.options);
@@ -237,6 +259,9 @@ TEST(SchedulerInvariants, HoldOverRandomWorldsAndOptions) {
     JobId next_id = 1;
     std::map<JobId, Seconds> started_at;
     Seconds now{0};
+    // Cordon a random node (at most half of them at once) or uncordon one, at about one step
+    // in six.
+    std::vector<uint8_t> cordoned(w.nodes.size(), 0);
     for (int step = 0; step < kSteps; ++step) {
       const std::string where = "world " + std::to_string(world) + " step " + std::to_string(step);
       now += Seconds{static_cast<int64_t>(rng.Uniform(120))};
@@ -251,11 +276,21 @@ TEST(SchedulerInvariants, HoldOverRandomWorldsAndOptions) {
         ASSERT_TRUE(s.Complete(id, now).ok()) << where;
         started_at.erase(id);
       }
+      if (cordon_rng.Uniform(6) == 0) {
+        const size_t n = cordon_rng.Uniform(w.nodes.size());
+        const int count = static_cast<int>(std::count(cordoned.begin(), cordoned.end(), 1));
+        if (cordoned[n] || 2 * (count + 1) <= static_cast<int>(w.nodes.size())) {
+          cordoned[n] ^= 1;
+          ASSERT_TRUE(s.SetCordoned(NodeIndex{static_cast<uint32_t>(n)}, cordoned[n] != 0).ok()) << where;
+          ++cordon_changes;
+        }
+      }
       std::map<JobId, Job> before;
       for (JobId id : s.running_jobs()) before[id] = *s.job(id);
       const CycleResult r = s.Cycle(now);
       ASSERT_TRUE(r.error.ok()) << where << ": " << r.error.ToString();
       CheckPreemptions(w, s, r, before, started_at, now, where);
+      CheckCordons(s, r, cordoned, where);
       for (const PreemptEvent& p : r.preempted) started_at.erase(p.victim);
       for (const StartEvent& e : r.started) started_at[e.job] = now;
       for (const MoveEvent& m : r.moves)
@@ -274,6 +309,7 @@ TEST(SchedulerInvariants, HoldOverRandomWorldsAndOptions) {
       const CycleResult r = s.Cycle(now);
       ASSERT_TRUE(r.error.ok()) << r.error.ToString();
       CheckPreemptions(w, s, r, before, started_at, now, "world " + std::to_string(world) + " settling");
+      CheckCordons(s, r, cordoned, "world " + std::to_string(world) + " settling");
       for (const PreemptEvent& p : r.preempted) started_at.erase(p.victim);
       for (const StartEvent& e : r.started) started_at[e.job] = now;
       for (const MoveEvent& m : r.moves)
@@ -287,10 +323,12 @@ TEST(SchedulerInvariants, HoldOverRandomWorldsAndOptions) {
   // The worlds are busy enough to exercise what is checked.
   RecordProperty("preemptions", preemptions);
   RecordProperty("moves", moves);
-  std::printf("%d worlds: %d preemptions, %d moves, %d submissions refused\n", kWorlds, preemptions, moves, refused);
+  std::printf("%d worlds: %d preemptions, %d moves, %d submissions refused, %d cordon changes\n", kWorlds,
+              preemptions, moves, refused, cordon_changes);
   EXPECT_GT(preemptions, 1000);
   EXPECT_GT(moves, 100);
   EXPECT_GT(refused, 0);
+  EXPECT_GT(cordon_changes, 1000);
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 //   2. borrowing Burstable jobs beyond the guarantee, up to the tenant's limit.
 //   3. leftovers BestEffort jobs.
 // Within a pass the next job comes from the tenant with the lowest weighted dominant share
-// (hierarchical: the least-served organisation, then its least-served team, ...); inside a
+// (hierarchical: the least-served organisation, then its least-served team, ...; another order
+// by SchedulerOptions::fair_order, see fair_order.h); inside a
 // tenant by priority, then submit time. A job that cannot start is skipped (backfill) and its
 // wait reason is kept (quota, capacity, affinity).
 //
@@ -107,6 +108,9 @@ StatusOr<FairShareRule> ParseFairShareRule(std::string_view name);
 
 struct SchedulerOptions {
   std::string placement_policy = "tessera";             // placement::PolicyNames()
+  // Which tenant's job a cycle tries next (FairOrderNames(), include/tessera/sched/fair_order.h):
+  // "hdrf" hierarchical weighted DRF, "flat-drf" weighted DRF over the leaves alone.
+  std::string fair_order = "hdrf";
   const placement::TargetWorkload* target_workload = nullptr;  // needed by fgd / tessera
   Seconds min_runtime{60};       // a job runs at least this long before it may be preempted
   bool preemption = true;        // reclaim borrowed work for entitled jobs
@@ -122,7 +126,7 @@ struct SchedulerOptions {
   FairShareRule fair_share_rule = FairShareRule::kLexicographic;
   bool consolidation = true;     // move preemptible fractional pods to free whole GPUs
   // Clear a node for an entitled job reclaim could not place: evict what it may preempt, move
-  // other single-pod work elsewhere (see Defragment in scheduler.cc).
+  // other single-pod work elsewhere (see Defragment in src/sched/defrag.cc).
   bool defragmentation = true;
   // Also clear a node for a borrowing Burstable job that fits nowhere, by the fair-share rules
   // (evict borrowed work that fair_share_rule lets it take; restart whole-GPU pods only of
