@@ -1,6 +1,6 @@
 // The store's contract: every test runs against SQLite and PostgreSQL (parameterized).
 //
-// SQLite: a fresh file in a temporary folder per test. PostgreSQL: a fresh database per test on
+// SQLite: a fresh file in a temporary folder per test. PostgreSQL: a fresh schema per test on
 // the server that tests/store/with_postgres.sh starts (it exports TESSERA_TEST_PG_URL, a URL of
 // the form postgresql:///postgres?host=DIR&port=PORT&user=postgres, and TESSERA_TEST_REQUIRE_PG=1).
 // Without the URL the PostgreSQL tests skip, unless TESSERA_TEST_REQUIRE_PG is set: then they fail.
@@ -42,7 +42,7 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
-// Runs one SQL command on the PostgreSQL server's maintenance database.
+// Runs one SQL command on the PostgreSQL server (the database of TESSERA_TEST_PG_URL).
 ::testing::AssertionResult PgAdmin(const std::string& base_url, const std::string& sql) {
   PGconn* conn = PQconnectdb(base_url.c_str());
   if (PQstatus(conn) != CONNECTION_OK) {
@@ -77,14 +77,13 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
         GTEST_SKIP() << "PostgreSQL tests need a server: run them through tests/store/with_postgres.sh "
                         "(ctest runs store_postgres_contract)";
       }
-      const std::string path = "///postgres?";
-      size_t at = base_url_.find(path);
-      ASSERT_NE(at, std::string::npos) << "TESSERA_TEST_PG_URL must look like postgresql:///postgres?...";
+      // A schema per test (much cheaper than a database): the store's connection gets it as
+      // its search_path, so every table the store creates and reads lives there.
+      ASSERT_NE(base_url_.find('?'), std::string::npos) << "TESSERA_TEST_PG_URL must have parameters (?host=...)";
       static int counter = 0;
-      db_name_ = "tessera_test_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
-      ASSERT_TRUE(PgAdmin(base_url_, "CREATE DATABASE " + db_name_));
-      url_ = base_url_;
-      url_.replace(at, path.size(), "///" + db_name_ + "?");
+      schema_ = "tessera_test_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
+      ASSERT_TRUE(PgAdmin(base_url_, "CREATE SCHEMA " + schema_));
+      url_ = base_url_ + "&options=-c%20search_path%3D" + schema_;
     }
     Reopen();
   }
@@ -92,8 +91,8 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
   void TearDown() override {
     store_.reset();
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
-    if (!db_name_.empty()) {
-      EXPECT_TRUE(PgAdmin(base_url_, "DROP DATABASE " + db_name_));
+    if (!schema_.empty()) {
+      EXPECT_TRUE(PgAdmin(base_url_, "DROP SCHEMA " + schema_ + " CASCADE"));
     }
   }
 
@@ -154,7 +153,7 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
     return v.ok() ? *v : AuditVerification{};
   }
 
-  std::string dir_, url_, base_url_, db_name_;
+  std::string dir_, url_, base_url_, schema_;
   std::unique_ptr<Store> store_;
 };
 
