@@ -158,7 +158,17 @@ class PostgresBackend final : public SqlBackend {
     return s;
   }
 
-  Status Begin() override { return Exec("BEGIN"); }
+  // A connection lost earlier (server restart, network) is re-established here, at the start of
+  // the next transaction; its prepared statements went with it.
+  Status Begin() override {
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      PQreset(conn_);
+      prepared_.clear();
+      if (PQstatus(conn_) != CONNECTION_OK) return Error(nullptr, "reconnecting");
+      TESSERA_RETURN_IF_ERROR(Exec("SET client_min_messages = warning"));
+    }
+    return Exec("BEGIN");
+  }
   Status Commit() override {
     // COMMIT of a transaction that had an error answers "ROLLBACK" without an error.
     PGresult* res = PQexec(conn_, "COMMIT");

@@ -16,14 +16,17 @@
 // commit), PostgreSQL has returned from COMMIT (with its default synchronous_commit=on). When the
 // callback returns a non-OK Status, or any statement inside failed, the whole transaction is
 // rolled back and nothing of it is visible, and Transact returns that error. The daemon
-// acknowledges a request (2xx) only after its Transact returned OK.
+// acknowledges a request (2xx) only after its Transact returned OK. One case is uncertain: when the
+// connection is lost during the COMMIT itself (Unavailable from a PostgreSQL commit), the change
+// may or may not have been committed; the client's retry with its Idempotency-Key resolves it.
+// A PostgreSQL store whose connection was lost reconnects at the start of the next Transact.
 //
 // Time: the library never reads a clock. Every time value is passed in by the caller as int64
 // milliseconds since the Unix epoch (fields and parameters named *_ms).
 //
 // Errors (tessera::Status, never exceptions): NotFound (no such record), AlreadyExists (the key is
 // taken), FailedPrecondition (optimistic version conflict; a record still referenced by another,
-// e.g. deleting a tenant that has workloads; a database schema newer than this binary), 
+// e.g. deleting a tenant that has workloads; a database schema newer than this binary),
 // InvalidArgument (bad URL, bad continue token, limit out of range), Unavailable (the database
 // cannot be opened or reached, or stayed locked past the busy timeout), Internal (anything else
 // the database reports).
