@@ -42,6 +42,8 @@ tsan: setup
 	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_sim_test --gtest_filter='*Sweep*:*Parallel*'
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_node_test
 	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_node_test --gtest_filter='*Threads*'
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_store_test
+	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_store_test --gtest_filter='*Concurrent*/Sqlite'
 
 # libtessera-shim.so's tests under AddressSanitizer (+UBSan, own build folder) and ThreadSanitizer
 # (the tsan target's build folder). The probe processes get the sanitizer runtime preloaded before the shim; the kill -9
