@@ -42,6 +42,8 @@ tsan: setup
 	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_sim_test --gtest_filter='*Sweep*:*Parallel*'
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_node_test
 	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_node_test --gtest_filter='*Threads*'
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_store_test
+	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_store_test --gtest_filter='*Concurrent*/Sqlite'
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_daemon_test
 	TSAN_OPTIONS=halt_on_error=1 ./$(BUILD)-tsan/tests/tessera_daemon_test
 

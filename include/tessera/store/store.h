@@ -1,0 +1,296 @@
+// tessera::store: the control plane's persistence, behind one interface.
+//
+// What it is for: `tessera serve` keeps everything it must not lose here: tenants (with their
+// quota and QoS spec), API tokens (as SHA-256 hashes), nodes (their inventory), workloads (spec,
+// state, placement, wait reason), the answers to idempotent POSTs, the events a tenant can see on
+// its workloads (preemptions, ...) and the hash-chained audit log. Two implementations pass the
+// same contract suite (tests/store/store_contract_test.cc): SQLite (embedded, the default) and
+// PostgreSQL (a shared control plane). `Open(url)` picks one.
+//
+// Who calls it: the daemon only. The store knows no scheduler types: quotas, node inventories,
+// workload specs and placements are opaque JSON text that the daemon writes and interprets.
+// No SQL type appears in this header.
+//
+// Durability: every write happens inside `Store::Transact`. When Transact returns OK the change
+// is durable: SQLite runs in WAL mode with synchronous=FULL (the WAL is fsync'ed at every
+// commit), PostgreSQL has returned from COMMIT (with its default synchronous_commit=on). When the
+// callback returns a non-OK Status, or any statement inside failed, the whole transaction is
+// rolled back and nothing of it is visible, and Transact returns that error. The daemon
+// acknowledges a request (2xx) only after its Transact returned OK. One case is uncertain: when the
+// connection is lost during the COMMIT itself (Unavailable from a PostgreSQL commit), the change
+// may or may not have been committed; the client's retry with its Idempotency-Key resolves it.
+// A PostgreSQL store whose connection was lost reconnects at the start of the next Transact.
+//
+// Time: the library never reads a clock. Every time value is passed in by the caller as int64
+// milliseconds since the Unix epoch (fields and parameters named *_ms).
+//
+// Errors (tessera::Status, never exceptions): NotFound (no such record), AlreadyExists (the key is
+// taken), FailedPrecondition (optimistic version conflict; a record still referenced by another,
+// e.g. deleting a tenant that has workloads; a database schema newer than this binary),
+// InvalidArgument (bad URL, bad continue token, limit out of range), Unavailable (the database
+// cannot be opened or reached, or stayed locked past the busy timeout), Internal (anything else
+// the database reports).
+//
+// Thread-safety: a Store may be shared by threads; its Transact calls are serialised by a mutex
+// inside (one database connection per Store). A Transaction is valid only inside the callback it
+// was passed to and only on that thread; do not keep it, and do not call Transact from inside a
+// callback (it would deadlock). Several processes may open the same SQLite file (the busy
+// timeout makes a writer wait for another) or the same PostgreSQL database.
+//
+// Ownership: Open returns a std::unique_ptr<Store>; records are plain values.
+//
+// Worked example (submitting a workload with an idempotency key, atomically):
+//
+//   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> db, store::Open("sqlite:/var/lib/tessera.db"));
+//   int64_t id = 0;
+//   TESSERA_RETURN_IF_ERROR(db->Transact([&](store::Transaction& tx) -> Status {
+//     store::WorkloadRecord w;
+//     w.tenant = "ml-team"; w.spec_json = R"({"gpus":1})"; w.state = "pending";
+//     w.seq = 7; w.created_ms = w.updated_ms = now_ms;
+//     TESSERA_ASSIGN_OR_RETURN(id, tx.InsertWorkload(w));        // id 1, version 1
+//     TESSERA_RETURN_IF_ERROR(tx.PutIdempotency({"tok-1", "key-abc", 201, R"({"id":1})", now_ms}));
+//     return tx.AppendAudit({now_ms, "tok-1", "workload.create", "workloads/1", "201"}).status();
+//   }));
+//   // Here the workload, the idempotency answer and the audit record are all on disk, or (on
+//   // any error) none of them is. A retried POST with "key-abc" finds the stored answer with
+//   // GetIdempotency("tok-1", "key-abc") and returns it instead of inserting again.
+//
+// Audit chain: record n stores prev_hash = hash of record n-1 (64 '0's for n = 1) and
+// hash = SHA-256(canonical(prev_hash, seq, time_ms, actor, action, target, result)) in lowercase
+// hex (AuditHash below). The store also keeps the chain's head (last seq and hash) in a separate
+// row, so that removing the newest record is detected too. VerifyAuditChain walks the chain and
+// names the first seq that is missing, altered, or does not chain:
+//   seqs 1 2 3 4, record 3's actor edited      -> first_bad_seq 3 (hash mismatch)
+//   record 3 deleted                            -> first_bad_seq 3 (missing)
+//   a record inserted at 3, old 3.. renumbered  -> first_bad_seq 3 (or 4 if the forger computed
+//                                                  3's hash: 4's prev_hash no longer matches)
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/core/status.h"
+
+namespace tessera::store {
+
+// A tenant: its name is the key; parent is empty for a root tenant (and must name an existing
+// tenant otherwise). spec_json holds quota, QoS defaults, ... as the daemon writes them.
+struct TenantRecord {
+  std::string name;
+  std::string parent;
+  std::string spec_json = "{}";
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  friend bool operator==(const TenantRecord&, const TenantRecord&) = default;
+};
+
+// An API token. Only the SHA-256 of the secret is stored (lowercase hex, unique). tenant is empty
+// for roles that are not bound to a tenant (admin, node-agent).
+struct TokenRecord {
+  std::string id;
+  std::string hash_hex;
+  std::string role;
+  std::string tenant;
+  std::optional<int64_t> expires_ms;
+  bool revoked = false;
+  int64_t created_ms = 0;
+  friend bool operator==(const TokenRecord&, const TokenRecord&) = default;
+};
+
+struct NodeRecord {
+  std::string name;
+  std::string inventory_json = "{}";
+  std::string state;  // e.g. "ready", "cordoned", "lost" (the daemon's vocabulary)
+  int64_t last_heartbeat_ms = 0;
+  friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
+};
+
+// A workload. id is assigned by the store (InsertWorkload; ids only grow). version starts at 1
+// and grows by one with every UpdateWorkload (optimistic concurrency). seq is the caller's
+// submission order (the scheduler's tie-break), kept as given.
+struct WorkloadRecord {
+  int64_t id = 0;
+  std::string tenant;
+  std::string spec_json = "{}";
+  std::string state;
+  std::string placement_json;  // empty while not placed
+  std::string wait_reason;
+  int64_t seq = 0;
+  std::optional<int64_t> start_ms;
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+  int64_t version = 0;
+  friend bool operator==(const WorkloadRecord&, const WorkloadRecord&) = default;
+};
+
+// The first answer to a POST with an Idempotency-Key, per token.
+struct IdempotencyRecord {
+  std::string token_id;
+  std::string key;
+  int status_code = 0;
+  std::string body;
+  int64_t created_ms = 0;
+  friend bool operator==(const IdempotencyRecord&, const IdempotencyRecord&) = default;
+};
+
+// Something a tenant may see on its workload: "preempted", "placed", "requeued", ...
+// id is assigned by the store (AppendWorkloadEvent).
+struct WorkloadEvent {
+  int64_t id = 0;
+  int64_t workload_id = 0;
+  int64_t time_ms = 0;
+  std::string kind;
+  std::string detail;
+  friend bool operator==(const WorkloadEvent&, const WorkloadEvent&) = default;
+};
+
+// What the caller gives for one audit record; the store adds seq, prev_hash and hash.
+struct AuditEntry {
+  int64_t time_ms = 0;
+  std::string actor;   // token id, "bootstrap", "scheduler", ...
+  std::string action;  // "workload.create", ...
+  std::string target;  // "workloads/17", ...
+  std::string result;  // "201", "denied", ...
+};
+
+struct AuditRecord {
+  int64_t seq = 0;
+  int64_t time_ms = 0;
+  std::string actor;
+  std::string action;
+  std::string target;
+  std::string result;
+  std::string prev_hash;
+  std::string hash;
+  friend bool operator==(const AuditRecord&, const AuditRecord&) = default;
+};
+
+struct AuditVerification {
+  bool ok = true;
+  int64_t records = 0;        // records checked
+  int64_t first_bad_seq = 0;  // 0 when ok
+  std::string problem;        // e.g. "seq 3: hash does not match its fields"; empty when ok
+};
+
+// One page of a workload list. next_continue is empty on the last page; otherwise pass it back
+// as `continue_token` to get the next page. Tokens are opaque to callers.
+struct WorkloadPage {
+  std::vector<WorkloadRecord> workloads;
+  std::string next_continue;
+};
+
+// The SHA-256 (lowercase hex) of an audit record's canonical fields: each of prev_hash, seq,
+// time_ms, actor, action, target, result in that order as "<byte length>:<bytes>\n" (numbers in
+// decimal). Exposed so that tools and tests can check a chain independently.
+std::string AuditHash(std::string_view prev_hash, int64_t seq, int64_t time_ms, std::string_view actor,
+                      std::string_view action, std::string_view target, std::string_view result);
+
+// The hash that the first record chains to: 64 '0' characters.
+inline constexpr std::string_view kAuditGenesisHash =
+    "0000000000000000000000000000000000000000000000000000000000000000";
+
+// The operations inside one transaction (see Store::Transact). Reads see the transaction's own
+// writes. Every method may also return Unavailable or Internal when the database fails.
+class Transaction {
+ public:
+  virtual ~Transaction() = default;
+
+  // Tenants. CreateTenant: AlreadyExists when the name is taken, FailedPrecondition when the
+  // parent does not exist. UpdateTenant replaces parent, spec_json and updated_ms (created_ms is
+  // kept). DeleteTenant: FailedPrecondition while children, tokens or workloads refer to it.
+  virtual Status CreateTenant(const TenantRecord& tenant) = 0;
+  virtual Status UpdateTenant(const TenantRecord& tenant) = 0;
+  virtual Status DeleteTenant(std::string_view name) = 0;
+  virtual StatusOr<TenantRecord> GetTenant(std::string_view name) = 0;
+  virtual StatusOr<std::vector<TenantRecord>> ListTenants() = 0;  // by name
+
+  // Tokens. CreateToken: AlreadyExists when the id or the hash is taken. RevokeToken sets
+  // revoked (NotFound for an unknown id); tokens are never deleted, so the audit log's actors
+  // stay resolvable.
+  virtual Status CreateToken(const TokenRecord& token) = 0;
+  virtual StatusOr<TokenRecord> GetToken(std::string_view id) = 0;
+  virtual StatusOr<TokenRecord> FindTokenByHash(std::string_view hash_hex) = 0;
+  virtual Status RevokeToken(std::string_view id) = 0;
+  virtual StatusOr<std::vector<TokenRecord>> ListTokens() = 0;  // by id
+
+  // Nodes. PutNode inserts or replaces the node of that name.
+  virtual Status PutNode(const NodeRecord& node) = 0;
+  virtual StatusOr<NodeRecord> GetNode(std::string_view name) = 0;
+  virtual Status DeleteNode(std::string_view name) = 0;
+  virtual StatusOr<std::vector<NodeRecord>> ListNodes() = 0;  // by name
+
+  // Workloads. InsertWorkload ignores workload.id and .version, assigns the id (returned) and
+  // version 1; FailedPrecondition for an unknown tenant. UpdateWorkload writes every field but
+  // id, tenant and created_ms when the stored version equals workload.version (the version the
+  // caller read) and returns the new version (workload.version + 1); FailedPrecondition when it
+  // differs (someone else changed it: read again and retry), NotFound for an unknown id.
+  // DeleteWorkload also deletes its events.
+  virtual StatusOr<int64_t> InsertWorkload(const WorkloadRecord& workload) = 0;
+  virtual StatusOr<int64_t> UpdateWorkload(const WorkloadRecord& workload) = 0;
+  virtual StatusOr<WorkloadRecord> GetWorkload(int64_t id) = 0;
+  virtual Status DeleteWorkload(int64_t id) = 0;
+  // A tenant's workloads by id, `limit` (1..10000) at a time; an empty tenant lists every
+  // tenant's (the daemon's restart). InvalidArgument for a bad limit or continue token.
+  virtual StatusOr<WorkloadPage> ListWorkloads(std::string_view tenant, int limit,
+                                               std::string_view continue_token) = 0;
+
+  // Idempotency keys: PutIdempotency stores the first answer (AlreadyExists when the key of
+  // this token already has one); GetIdempotency returns it or NotFound.
+  virtual Status PutIdempotency(const IdempotencyRecord& record) = 0;
+  virtual StatusOr<IdempotencyRecord> GetIdempotency(std::string_view token_id, std::string_view key) = 0;
+
+  // Workload events (FailedPrecondition for an unknown workload); listed by time, then id.
+  virtual StatusOr<int64_t> AppendWorkloadEvent(const WorkloadEvent& event) = 0;
+  virtual StatusOr<std::vector<WorkloadEvent>> ListWorkloadEvents(int64_t workload_id) = 0;
+
+  // The audit log: AppendAudit chains the entry to the newest record and returns it;
+  // ListAudit returns up to `limit` records with seq > after_seq, by seq.
+  virtual StatusOr<AuditRecord> AppendAudit(const AuditEntry& entry) = 0;
+  virtual StatusOr<std::vector<AuditRecord>> ListAudit(int64_t after_seq, int limit) = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Runs fn inside one transaction (reads too). OK from fn and from the commit: durable (see the
+  // header comment). A non-OK Status from fn, or any failed statement inside: rolled back, and
+  // that Status is returned.
+  virtual Status Transact(const std::function<Status(Transaction&)>& fn) = 0;
+
+  // Walks the whole audit chain (in pages; read-only).
+  virtual StatusOr<AuditVerification> VerifyAuditChain() = 0;
+
+  // "sqlite" or "postgresql".
+  virtual std::string_view Kind() const = 0;
+  // The schema version this database is at (the newest this binary knows, after Open).
+  virtual int SchemaVersion() const = 0;
+
+  // Test-only: runs raw statements outside any Transact (tests tamper with the audit log and
+  // the migrations table through it). Never called by the daemon.
+  virtual Status ExecForTesting(std::string_view sql) = 0;
+};
+
+// The newest schema version this binary knows.
+inline constexpr int kSchemaVersion = 1;
+
+struct Options {
+  // How long a write waits for another process's lock (SQLite) before Unavailable.
+  int busy_timeout_ms = 5000;
+  // PostgreSQL: connect timeout in seconds (libpq's connect_timeout) when the URL has none.
+  int connect_timeout_s = 10;
+};
+
+// Opens (creating when needed) and migrates a store:
+//   "sqlite:PATH" or a plain file path -> SQLite (the file is created if missing);
+//   "postgresql://..." or "postgres://..." -> PostgreSQL (a libpq connection URI).
+// InvalidArgument for an empty url; Unavailable when the database cannot be opened or reached;
+// FailedPrecondition when the database's schema is newer than kSchemaVersion.
+StatusOr<std::unique_ptr<Store>> Open(std::string_view url, const Options& options = {});
+
+}  // namespace tessera::store

@@ -1,0 +1,527 @@
+// The Store over a SqlBackend: migrations, transactions, every record kind and the audit chain,
+// written once for SQLite and PostgreSQL (the SQL here is the dialects' common subset; DDL lives
+// in each backend).
+#include <charconv>
+#include <mutex>
+#include <utility>
+
+#include <openssl/evp.h>
+
+#include "src/store/sql_backend.h"
+
+namespace tessera::store {
+namespace {
+
+constexpr int kMaxListLimit = 10000;
+
+StatusOr<int64_t> ToInt(const std::optional<std::string>& v, std::string_view column) {
+  if (!v) return InternalError("store: column " + std::string(column) + " is NULL");
+  int64_t out = 0;
+  auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec != std::errc() || ptr != v->data() + v->size()) {
+    return InternalError("store: column " + std::string(column) + " is not an integer: " + *v);
+  }
+  return out;
+}
+
+std::string Text(const std::optional<std::string>& v) { return v ? *v : std::string(); }
+
+SqlParam OptText(const std::string& s) { return s.empty() ? SqlParam() : SqlParam(s); }
+SqlParam OptInt(const std::optional<int64_t>& v) { return v ? SqlParam(*v) : SqlParam(); }
+
+constexpr std::string_view kTenantColumns = "name, parent, spec_json, created_ms, updated_ms";
+constexpr std::string_view kTokenColumns = "id, hash_hex, role, tenant, expires_ms, revoked, created_ms";
+constexpr std::string_view kNodeColumns = "name, inventory_json, state, last_heartbeat_ms";
+constexpr std::string_view kWorkloadColumns =
+    "id, tenant, spec_json, state, placement_json, wait_reason, seq, start_ms, created_ms, updated_ms, version";
+constexpr std::string_view kAuditColumns = "seq, time_ms, actor, action, target, result, prev_hash, hash";
+
+std::string Select(std::string_view columns, std::string_view rest) {
+  return "SELECT " + std::string(columns) + " " + std::string(rest);
+}
+
+StatusOr<TenantRecord> TenantFrom(const SqlRow& r) {
+  TenantRecord t{Text(r[0]), Text(r[1]), Text(r[2]), 0, 0};
+  TESSERA_ASSIGN_OR_RETURN(t.created_ms, ToInt(r[3], "created_ms"));
+  TESSERA_ASSIGN_OR_RETURN(t.updated_ms, ToInt(r[4], "updated_ms"));
+  return t;
+}
+
+StatusOr<TokenRecord> TokenFrom(const SqlRow& r) {
+  TokenRecord t;
+  t.id = Text(r[0]);
+  t.hash_hex = Text(r[1]);
+  t.role = Text(r[2]);
+  t.tenant = Text(r[3]);
+  if (r[4]) {
+    TESSERA_ASSIGN_OR_RETURN(t.expires_ms, ToInt(r[4], "expires_ms"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(int64_t revoked, ToInt(r[5], "revoked"));
+  t.revoked = revoked != 0;
+  TESSERA_ASSIGN_OR_RETURN(t.created_ms, ToInt(r[6], "created_ms"));
+  return t;
+}
+
+StatusOr<NodeRecord> NodeFrom(const SqlRow& r) {
+  NodeRecord n{Text(r[0]), Text(r[1]), Text(r[2]), 0};
+  TESSERA_ASSIGN_OR_RETURN(n.last_heartbeat_ms, ToInt(r[3], "last_heartbeat_ms"));
+  return n;
+}
+
+StatusOr<WorkloadRecord> WorkloadFrom(const SqlRow& r) {
+  WorkloadRecord w;
+  TESSERA_ASSIGN_OR_RETURN(w.id, ToInt(r[0], "id"));
+  w.tenant = Text(r[1]);
+  w.spec_json = Text(r[2]);
+  w.state = Text(r[3]);
+  w.placement_json = Text(r[4]);
+  w.wait_reason = Text(r[5]);
+  TESSERA_ASSIGN_OR_RETURN(w.seq, ToInt(r[6], "seq"));
+  if (r[7]) {
+    TESSERA_ASSIGN_OR_RETURN(w.start_ms, ToInt(r[7], "start_ms"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(w.created_ms, ToInt(r[8], "created_ms"));
+  TESSERA_ASSIGN_OR_RETURN(w.updated_ms, ToInt(r[9], "updated_ms"));
+  TESSERA_ASSIGN_OR_RETURN(w.version, ToInt(r[10], "version"));
+  return w;
+}
+
+StatusOr<AuditRecord> AuditFrom(const SqlRow& r) {
+  AuditRecord a;
+  TESSERA_ASSIGN_OR_RETURN(a.seq, ToInt(r[0], "seq"));
+  TESSERA_ASSIGN_OR_RETURN(a.time_ms, ToInt(r[1], "time_ms"));
+  a.actor = Text(r[2]);
+  a.action = Text(r[3]);
+  a.target = Text(r[4]);
+  a.result = Text(r[5]);
+  a.prev_hash = Text(r[6]);
+  a.hash = Text(r[7]);
+  return a;
+}
+
+template <typename T, typename F>
+StatusOr<std::vector<T>> AllFrom(const SqlResult& res, F from) {
+  std::vector<T> out;
+  out.reserve(res.rows.size());
+  for (const SqlRow& r : res.rows) {
+    TESSERA_ASSIGN_OR_RETURN(T v, from(r));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+// The transaction over one backend. Any failed statement marks it failed: PostgreSQL aborts the
+// transaction at the first error, so a callback that swallowed one must not commit (Transact
+// rolls back and returns the first error).
+class SqlTransaction final : public Transaction {
+ public:
+  explicit SqlTransaction(SqlBackend& db) : db_(db) {}
+
+  const Status& first_error() const { return first_error_; }
+
+  Status CreateTenant(const TenantRecord& t) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("INSERT INTO tenants (name, parent, spec_json, created_ms, updated_ms) VALUES ($1, $2, $3, $4, $5) "
+          "ON CONFLICT DO NOTHING",
+          {t.name, OptText(t.parent), t.spec_json, t.created_ms, t.updated_ms}));
+    if (r.affected == 0) return AlreadyExistsError("tenant " + t.name + " already exists");
+    return Status::Ok();
+  }
+  Status UpdateTenant(const TenantRecord& t) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("UPDATE tenants SET parent = $2, spec_json = $3, updated_ms = $4 WHERE name = $1",
+          {t.name, OptText(t.parent), t.spec_json, t.updated_ms}));
+    if (r.affected == 0) return NotFoundError("tenant " + t.name + " not found");
+    return Status::Ok();
+  }
+  Status DeleteTenant(std::string_view name) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q("DELETE FROM tenants WHERE name = $1", {std::string(name)}));
+    if (r.affected == 0) return NotFoundError("tenant " + std::string(name) + " not found");
+    return Status::Ok();
+  }
+  StatusOr<TenantRecord> GetTenant(std::string_view name) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q(Select(kTenantColumns, "FROM tenants WHERE name = $1"), {std::string(name)}));
+    if (r.rows.empty()) return NotFoundError("tenant " + std::string(name) + " not found");
+    return TenantFrom(r.rows[0]);
+  }
+  StatusOr<std::vector<TenantRecord>> ListTenants() override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q(Select(kTenantColumns, "FROM tenants ORDER BY name"), {}));
+    return AllFrom<TenantRecord>(r, TenantFrom);
+  }
+
+  Status CreateToken(const TokenRecord& t) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("INSERT INTO tokens (" + std::string(kTokenColumns) + ") VALUES ($1, $2, $3, $4, $5, $6, $7) "
+          "ON CONFLICT DO NOTHING",
+          {t.id, t.hash_hex, t.role, OptText(t.tenant), OptInt(t.expires_ms), int64_t{t.revoked ? 1 : 0},
+           t.created_ms}));
+    if (r.affected == 0) return AlreadyExistsError("token " + t.id + " (or its hash) already exists");
+    return Status::Ok();
+  }
+  StatusOr<TokenRecord> GetToken(std::string_view id) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q(Select(kTokenColumns, "FROM tokens WHERE id = $1"), {std::string(id)}));
+    if (r.rows.empty()) return NotFoundError("token " + std::string(id) + " not found");
+    return TokenFrom(r.rows[0]);
+  }
+  StatusOr<TokenRecord> FindTokenByHash(std::string_view hash_hex) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q(Select(kTokenColumns, "FROM tokens WHERE hash_hex = $1"), {std::string(hash_hex)}));
+    if (r.rows.empty()) return NotFoundError("no token has this hash");
+    return TokenFrom(r.rows[0]);
+  }
+  Status RevokeToken(std::string_view id) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q("UPDATE tokens SET revoked = 1 WHERE id = $1", {std::string(id)}));
+    if (r.affected == 0) return NotFoundError("token " + std::string(id) + " not found");
+    return Status::Ok();
+  }
+  StatusOr<std::vector<TokenRecord>> ListTokens() override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q(Select(kTokenColumns, "FROM tokens ORDER BY id"), {}));
+    return AllFrom<TokenRecord>(r, TokenFrom);
+  }
+
+  Status PutNode(const NodeRecord& n) override {
+    return Q("INSERT INTO nodes (name, inventory_json, state, last_heartbeat_ms) VALUES ($1, $2, $3, $4) "
+             "ON CONFLICT (name) DO UPDATE SET inventory_json = excluded.inventory_json, state = excluded.state, "
+             "last_heartbeat_ms = excluded.last_heartbeat_ms",
+             {n.name, n.inventory_json, n.state, n.last_heartbeat_ms})
+        .status();
+  }
+  StatusOr<NodeRecord> GetNode(std::string_view name) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q(Select(kNodeColumns, "FROM nodes WHERE name = $1"), {std::string(name)}));
+    if (r.rows.empty()) return NotFoundError("node " + std::string(name) + " not found");
+    return NodeFrom(r.rows[0]);
+  }
+  Status DeleteNode(std::string_view name) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q("DELETE FROM nodes WHERE name = $1", {std::string(name)}));
+    if (r.affected == 0) return NotFoundError("node " + std::string(name) + " not found");
+    return Status::Ok();
+  }
+  StatusOr<std::vector<NodeRecord>> ListNodes() override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q(Select(kNodeColumns, "FROM nodes ORDER BY name"), {}));
+    return AllFrom<NodeRecord>(r, NodeFrom);
+  }
+
+  StatusOr<int64_t> InsertWorkload(const WorkloadRecord& w) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("INSERT INTO workloads (tenant, spec_json, state, placement_json, wait_reason, seq, start_ms, "
+          "created_ms, updated_ms, version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1) RETURNING id",
+          {w.tenant, w.spec_json, w.state, w.placement_json, w.wait_reason, w.seq, OptInt(w.start_ms),
+           w.created_ms, w.updated_ms}));
+    if (r.rows.size() != 1) return InternalError("store: INSERT ... RETURNING id returned no row");
+    return ToInt(r.rows[0][0], "id");
+  }
+  StatusOr<int64_t> UpdateWorkload(const WorkloadRecord& w) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("UPDATE workloads SET spec_json = $3, state = $4, placement_json = $5, wait_reason = $6, seq = $7, "
+          "start_ms = $8, updated_ms = $9, version = version + 1 WHERE id = $1 AND version = $2",
+          {w.id, w.version, w.spec_json, w.state, w.placement_json, w.wait_reason, w.seq, OptInt(w.start_ms),
+           w.updated_ms}));
+    if (r.affected == 1) return w.version + 1;
+    TESSERA_ASSIGN_OR_RETURN(SqlResult cur, Q("SELECT version FROM workloads WHERE id = $1", {w.id}));
+    if (cur.rows.empty()) return NotFoundError("workload " + std::to_string(w.id) + " not found");
+    return FailedPreconditionError("workload " + std::to_string(w.id) + " changed concurrently: version is " +
+                                   Text(cur.rows[0][0]) + ", the update was based on " + std::to_string(w.version));
+  }
+  StatusOr<WorkloadRecord> GetWorkload(int64_t id) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q(Select(kWorkloadColumns, "FROM workloads WHERE id = $1"), {id}));
+    if (r.rows.empty()) return NotFoundError("workload " + std::to_string(id) + " not found");
+    return WorkloadFrom(r.rows[0]);
+  }
+  Status DeleteWorkload(int64_t id) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q("DELETE FROM workloads WHERE id = $1", {id}));
+    if (r.affected == 0) return NotFoundError("workload " + std::to_string(id) + " not found");
+    return Status::Ok();
+  }
+  StatusOr<WorkloadPage> ListWorkloads(std::string_view tenant, int limit, std::string_view continue_token) override {
+    if (limit < 1 || limit > kMaxListLimit) {
+      return InvalidArgumentError("limit " + std::to_string(limit) + " is out of range 1.." +
+                                  std::to_string(kMaxListLimit));
+    }
+    int64_t after = 0;
+    if (!continue_token.empty()) {
+      // The token is "w" and the last id of the previous page.
+      auto [ptr, ec] = continue_token.size() > 1 && continue_token[0] == 'w'
+                           ? std::from_chars(continue_token.data() + 1, continue_token.data() + continue_token.size(), after)
+                           : std::from_chars_result{continue_token.data(), std::errc::invalid_argument};
+      if (ec != std::errc() || ptr != continue_token.data() + continue_token.size() || after < 0) {
+        return InvalidArgumentError("continue token '" + std::string(continue_token) + "' is not valid");
+      }
+    }
+    SqlResult r;
+    if (tenant.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(r, Q(Select(kWorkloadColumns, "FROM workloads WHERE id > $1 ORDER BY id LIMIT $2"),
+                                    {after, int64_t{limit} + 1}));
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(
+          r, Q(Select(kWorkloadColumns, "FROM workloads WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3"),
+               {std::string(tenant), after, int64_t{limit} + 1}));
+    }
+    bool more = r.rows.size() > static_cast<size_t>(limit);
+    if (more) r.rows.resize(limit);
+    WorkloadPage page;
+    TESSERA_ASSIGN_OR_RETURN(page.workloads, AllFrom<WorkloadRecord>(r, WorkloadFrom));
+    if (more) page.next_continue = "w" + std::to_string(page.workloads.back().id);
+    return page;
+  }
+
+  Status PutIdempotency(const IdempotencyRecord& rec) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("INSERT INTO idempotency (token_id, idem_key, status_code, body, created_ms) VALUES ($1, $2, $3, $4, $5) "
+          "ON CONFLICT DO NOTHING",
+          {rec.token_id, rec.key, int64_t{rec.status_code}, rec.body, rec.created_ms}));
+    if (r.affected == 0) return AlreadyExistsError("idempotency key " + rec.key + " already has an answer");
+    return Status::Ok();
+  }
+  StatusOr<IdempotencyRecord> GetIdempotency(std::string_view token_id, std::string_view key) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("SELECT token_id, idem_key, status_code, body, created_ms FROM idempotency WHERE token_id = $1 AND idem_key = $2",
+          {std::string(token_id), std::string(key)}));
+    if (r.rows.empty()) return NotFoundError("idempotency key " + std::string(key) + " not found");
+    IdempotencyRecord rec{Text(r.rows[0][0]), Text(r.rows[0][1]), 0, Text(r.rows[0][3]), 0};
+    TESSERA_ASSIGN_OR_RETURN(int64_t code, ToInt(r.rows[0][2], "status_code"));
+    rec.status_code = static_cast<int>(code);
+    TESSERA_ASSIGN_OR_RETURN(rec.created_ms, ToInt(r.rows[0][4], "created_ms"));
+    return rec;
+  }
+
+  StatusOr<int64_t> AppendWorkloadEvent(const WorkloadEvent& e) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("INSERT INTO workload_events (workload_id, time_ms, kind, detail) VALUES ($1, $2, $3, $4) RETURNING id",
+          {e.workload_id, e.time_ms, e.kind, e.detail}));
+    if (r.rows.size() != 1) return InternalError("store: INSERT ... RETURNING id returned no row");
+    return ToInt(r.rows[0][0], "id");
+  }
+  StatusOr<std::vector<WorkloadEvent>> ListWorkloadEvents(int64_t workload_id) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("SELECT id, workload_id, time_ms, kind, detail FROM workload_events WHERE workload_id = $1 "
+          "ORDER BY time_ms, id",
+          {workload_id}));
+    return AllFrom<WorkloadEvent>(r, [](const SqlRow& row) -> StatusOr<WorkloadEvent> {
+      WorkloadEvent e;
+      TESSERA_ASSIGN_OR_RETURN(e.id, ToInt(row[0], "id"));
+      TESSERA_ASSIGN_OR_RETURN(e.workload_id, ToInt(row[1], "workload_id"));
+      TESSERA_ASSIGN_OR_RETURN(e.time_ms, ToInt(row[2], "time_ms"));
+      e.kind = Text(row[3]);
+      e.detail = Text(row[4]);
+      return e;
+    });
+  }
+
+  StatusOr<AuditRecord> AppendAudit(const AuditEntry& e) override {
+    // The head row serialises appenders (PostgreSQL: FOR UPDATE; SQLite: the write lock).
+    TESSERA_ASSIGN_OR_RETURN(SqlResult head,
+        Q("SELECT seq, hash FROM audit_head WHERE id = 1" + std::string(db_.ForUpdate()), {}));
+    if (head.rows.size() != 1) return DataLossError("store: the audit head row is missing");
+    AuditRecord a;
+    TESSERA_ASSIGN_OR_RETURN(int64_t last, ToInt(head.rows[0][0], "audit_head.seq"));
+    a.seq = last + 1;
+    a.time_ms = e.time_ms;
+    a.actor = e.actor;
+    a.action = e.action;
+    a.target = e.target;
+    a.result = e.result;
+    a.prev_hash = Text(head.rows[0][1]);
+    a.hash = AuditHash(a.prev_hash, a.seq, a.time_ms, a.actor, a.action, a.target, a.result);
+    TESSERA_RETURN_IF_ERROR(Q("INSERT INTO audit (" + std::string(kAuditColumns) +
+                                  ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                              {a.seq, a.time_ms, a.actor, a.action, a.target, a.result, a.prev_hash, a.hash})
+                                .status());
+    TESSERA_RETURN_IF_ERROR(Q("UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1", {a.seq, a.hash}).status());
+    return a;
+  }
+  StatusOr<std::vector<AuditRecord>> ListAudit(int64_t after_seq, int limit) override {
+    if (limit < 1 || limit > kMaxListLimit) {
+      return InvalidArgumentError("limit " + std::to_string(limit) + " is out of range 1.." +
+                                  std::to_string(kMaxListLimit));
+    }
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q(Select(kAuditColumns, "FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2"),
+                                            {after_seq, int64_t{limit}}));
+    return AllFrom<AuditRecord>(r, AuditFrom);
+  }
+
+  // The audit head: (seq, hash) of the newest record as the store last wrote it.
+  StatusOr<std::pair<int64_t, std::string>> AuditHead() {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult head, Q("SELECT seq, hash FROM audit_head WHERE id = 1", {}));
+    if (head.rows.size() != 1) return DataLossError("the audit head row is missing");
+    TESSERA_ASSIGN_OR_RETURN(int64_t seq, ToInt(head.rows[0][0], "audit_head.seq"));
+    return std::make_pair(seq, Text(head.rows[0][1]));
+  }
+
+ private:
+  StatusOr<SqlResult> Q(std::string_view sql, const std::vector<SqlParam>& params) {
+    StatusOr<SqlResult> r = db_.Query(sql, params);
+    if (!r.ok() && first_error_.ok()) first_error_ = r.status();
+    return r;
+  }
+
+  SqlBackend& db_;
+  Status first_error_;
+};
+
+// Checks one page of records against the chain state; returns false at the first bad record.
+bool CheckAuditPage(const std::vector<AuditRecord>& page, int64_t& expected_seq, std::string& prev_hash,
+                    AuditVerification& v) {
+  for (const AuditRecord& a : page) {
+    auto bad = [&](int64_t seq, std::string why) {
+      v.ok = false;
+      v.first_bad_seq = seq;
+      v.problem = "seq " + std::to_string(seq) + ": " + why;
+      return false;
+    };
+    if (a.seq != expected_seq) return bad(expected_seq, "record is missing (next record is seq " + std::to_string(a.seq) + ")");
+    if (a.prev_hash != prev_hash) return bad(a.seq, "prev_hash does not match the hash of the record before it");
+    if (a.hash != AuditHash(a.prev_hash, a.seq, a.time_ms, a.actor, a.action, a.target, a.result)) {
+      return bad(a.seq, "hash does not match its fields");
+    }
+    ++v.records;
+    prev_hash = a.hash;
+    ++expected_seq;
+  }
+  return true;
+}
+
+class SqlStore final : public Store {
+ public:
+  explicit SqlStore(std::unique_ptr<SqlBackend> db) : db_(std::move(db)) {}
+
+  Status Migrate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    TESSERA_RETURN_IF_ERROR(db_->Exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)"));
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, db_->Query("SELECT MAX(version) FROM schema_migrations", {}));
+    int64_t current = 0;
+    if (!r.rows.empty() && r.rows[0][0]) {
+      TESSERA_ASSIGN_OR_RETURN(current, ToInt(r.rows[0][0], "schema_migrations.version"));
+    }
+    if (current > kSchemaVersion) {
+      return FailedPreconditionError("the " + std::string(db_->Kind()) + " database has schema version " +
+                                     std::to_string(current) + ", newer than this tessera knows (" +
+                                     std::to_string(kSchemaVersion) + "): use a newer tessera");
+    }
+    const std::vector<std::string_view>& migrations = db_->Migrations();
+    for (int64_t v = current + 1; v <= kSchemaVersion; ++v) {
+      TESSERA_RETURN_IF_ERROR(db_->Begin());
+      Status s = db_->Exec(migrations[v - 1]);
+      if (s.ok()) s = db_->Query("INSERT INTO schema_migrations (version) VALUES ($1)", {v}).status();
+      if (s.ok()) s = db_->Commit();
+      if (!s.ok()) {
+        Status rb = db_->Rollback();
+        (void)rb;  // the migration's own error is the one to report
+        return s.WithPrefix("migrating the " + std::string(db_->Kind()) + " schema to version " + std::to_string(v));
+      }
+    }
+    version_ = kSchemaVersion;
+    return Status::Ok();
+  }
+
+  Status Transact(const std::function<Status(Transaction&)>& fn) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return TransactLocked(fn);
+  }
+
+  StatusOr<AuditVerification> VerifyAuditChain() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    AuditVerification v;
+    int64_t expected = 1;
+    std::string prev(kAuditGenesisHash);
+    constexpr int kPage = 1000;
+    Status s = TransactLocked([&](Transaction& tx) -> Status {
+      auto& sql_tx = static_cast<SqlTransaction&>(tx);
+      for (;;) {
+        TESSERA_ASSIGN_OR_RETURN(std::vector<AuditRecord> page, tx.ListAudit(expected - 1, kPage));
+        if (!CheckAuditPage(page, expected, prev, v)) return Status::Ok();
+        if (page.size() < static_cast<size_t>(kPage)) break;
+      }
+      TESSERA_ASSIGN_OR_RETURN(auto head, sql_tx.AuditHead());
+      if (head.first != expected - 1 || head.second != prev) {
+        v.ok = false;
+        v.first_bad_seq = head.first >= expected ? expected : head.first;
+        v.problem = "seq " + std::to_string(v.first_bad_seq) + ": the chain ends at seq " + std::to_string(expected - 1) +
+                    " but the store's head is seq " + std::to_string(head.first) +
+                    (head.first >= expected ? " (newest records removed)" : " (head does not match)");
+      }
+      return Status::Ok();
+    });
+    if (!s.ok()) return s;
+    return v;
+  }
+
+  std::string_view Kind() const override { return db_->Kind(); }
+  int SchemaVersion() const override { return version_; }
+
+  Status ExecForTesting(std::string_view sql) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return db_->Exec(sql);
+  }
+
+ private:
+  Status TransactLocked(const std::function<Status(Transaction&)>& fn) {
+    TESSERA_RETURN_IF_ERROR(db_->Begin());
+    SqlTransaction tx(*db_);
+    Status s = fn(tx);
+    if (s.ok() && !tx.first_error().ok()) s = tx.first_error();
+    if (s.ok()) {
+      s = db_->Commit();
+      if (s.ok()) return s;
+    }
+    Status rb = db_->Rollback();
+    (void)rb;  // the callback's (or the commit's) error is the one to report
+    return s;
+  }
+
+  std::unique_ptr<SqlBackend> db_;
+  std::mutex mu_;
+  int version_ = 0;
+};
+
+}  // namespace
+
+std::string AuditHash(std::string_view prev_hash, int64_t seq, int64_t time_ms, std::string_view actor,
+                      std::string_view action, std::string_view target, std::string_view result) {
+  std::string canonical;
+  auto add = [&](std::string_view field) {
+    canonical += std::to_string(field.size());
+    canonical += ':';
+    canonical += field;
+    canonical += '\n';
+  };
+  add(prev_hash);
+  add(std::to_string(seq));
+  add(std::to_string(time_ms));
+  add(actor);
+  add(action);
+  add(target);
+  add(result);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(canonical.data(), canonical.size(), digest, &len, EVP_sha256(), nullptr) != 1) return {};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * len);
+  for (unsigned int i = 0; i < len; ++i) {
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 0xf];
+  }
+  return hex;
+}
+
+StatusOr<std::unique_ptr<Store>> MakeSqlStore(std::unique_ptr<SqlBackend> backend) {
+  auto store = std::make_unique<SqlStore>(std::move(backend));
+  TESSERA_RETURN_IF_ERROR(store->Migrate());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+StatusOr<std::unique_ptr<Store>> Open(std::string_view url, const Options& options) {
+  if (url.empty()) return InvalidArgumentError("store: empty database URL (a path, sqlite:PATH or postgresql://...)");
+  std::unique_ptr<SqlBackend> backend;
+  if (url.starts_with("postgresql://") || url.starts_with("postgres://")) {
+    TESSERA_ASSIGN_OR_RETURN(backend, OpenPostgres(std::string(url), options));
+  } else {
+    std::string_view path = url.starts_with("sqlite:") ? url.substr(7) : url;
+    if (path.empty()) return InvalidArgumentError("store: 'sqlite:' needs a file path");
+    TESSERA_ASSIGN_OR_RETURN(backend, OpenSqlite(std::string(path), options));
+  }
+  return MakeSqlStore(std::move(backend));
+}
+
+}  // namespace tessera::store

@@ -1,0 +1,214 @@
+// SQLite backend: WAL journal, synchronous=FULL (a commit fsyncs the WAL before it returns),
+// foreign keys on, a busy timeout, prepared statements cached by their SQL text.
+#include <sqlite3.h>
+
+#include <map>
+#include <utility>
+
+#include "src/store/sql_backend.h"
+
+namespace tessera::store {
+namespace {
+
+constexpr std::string_view kSchemaV1 = R"sql(
+CREATE TABLE tenants (
+  name TEXT PRIMARY KEY,
+  parent TEXT REFERENCES tenants(name),
+  spec_json TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL);
+CREATE TABLE tokens (
+  id TEXT PRIMARY KEY,
+  hash_hex TEXT NOT NULL UNIQUE,
+  role TEXT NOT NULL,
+  tenant TEXT REFERENCES tenants(name),
+  expires_ms INTEGER,
+  revoked INTEGER NOT NULL DEFAULT 0,
+  created_ms INTEGER NOT NULL);
+CREATE TABLE nodes (
+  name TEXT PRIMARY KEY,
+  inventory_json TEXT NOT NULL,
+  state TEXT NOT NULL,
+  last_heartbeat_ms INTEGER NOT NULL);
+CREATE TABLE workloads (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  tenant TEXT NOT NULL REFERENCES tenants(name),
+  spec_json TEXT NOT NULL,
+  state TEXT NOT NULL,
+  placement_json TEXT NOT NULL,
+  wait_reason TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  start_ms INTEGER,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  version INTEGER NOT NULL);
+CREATE INDEX workloads_by_tenant ON workloads (tenant, id);
+CREATE TABLE idempotency (
+  token_id TEXT NOT NULL,
+  idem_key TEXT NOT NULL,
+  status_code INTEGER NOT NULL,
+  body TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  PRIMARY KEY (token_id, idem_key));
+CREATE TABLE workload_events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  workload_id INTEGER NOT NULL REFERENCES workloads(id) ON DELETE CASCADE,
+  time_ms INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT NOT NULL);
+CREATE INDEX workload_events_by_workload ON workload_events (workload_id, time_ms, id);
+CREATE TABLE audit (
+  seq INTEGER PRIMARY KEY,
+  time_ms INTEGER NOT NULL,
+  actor TEXT NOT NULL,
+  action TEXT NOT NULL,
+  target TEXT NOT NULL,
+  result TEXT NOT NULL,
+  prev_hash TEXT NOT NULL,
+  hash TEXT NOT NULL);
+CREATE TABLE audit_head (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  seq INTEGER NOT NULL,
+  hash TEXT NOT NULL);
+INSERT INTO audit_head (id, seq, hash)
+  VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000');
+)sql";
+
+// $N -> ?N (SQLite's numbered parameters), outside string literals.
+std::string ToSqlitePlaceholders(std::string_view sql) {
+  std::string out;
+  out.reserve(sql.size());
+  bool in_string = false;
+  for (char c : sql) {
+    if (c == '\'') in_string = !in_string;
+    out += (c == '$' && !in_string) ? '?' : c;
+  }
+  return out;
+}
+
+class SqliteBackend final : public SqlBackend {
+ public:
+  explicit SqliteBackend(sqlite3* db) : db_(db) {}
+  ~SqliteBackend() override {
+    for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
+    sqlite3_close(db_);
+  }
+
+  std::string_view Kind() const override { return "sqlite"; }
+
+  Status Error(int rc, std::string_view what) const {
+    std::string msg = "sqlite: " + std::string(what) + ": " + sqlite3_errmsg(db_);
+    int ext = sqlite3_extended_errcode(db_);
+    if (ext == SQLITE_CONSTRAINT_PRIMARYKEY || ext == SQLITE_CONSTRAINT_UNIQUE) return AlreadyExistsError(msg);
+    if (ext == SQLITE_CONSTRAINT_FOREIGNKEY) return FailedPreconditionError(msg);
+    int primary = rc & 0xff;
+    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED || primary == SQLITE_CANTOPEN ||
+        primary == SQLITE_IOERR || primary == SQLITE_FULL || primary == SQLITE_READONLY) {
+      return UnavailableError(msg);
+    }
+    if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) return DataLossError(msg);
+    return InternalError(msg);
+  }
+
+  StatusOr<SqlResult> Query(std::string_view sql, const std::vector<SqlParam>& params) override {
+    std::string key(sql);
+    auto it = statements_.find(key);
+    if (it == statements_.end()) {
+      std::string text = ToSqlitePlaceholders(sql);
+      sqlite3_stmt* stmt = nullptr;
+      int rc = sqlite3_prepare_v3(db_, text.c_str(), static_cast<int>(text.size()), SQLITE_PREPARE_PERSISTENT,
+                                  &stmt, nullptr);
+      if (rc != SQLITE_OK) return Error(rc, "preparing " + text);
+      it = statements_.emplace(std::move(key), stmt).first;
+    }
+    sqlite3_stmt* stmt = it->second;
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    for (size_t i = 0; i < params.size(); ++i) {
+      int idx = static_cast<int>(i + 1);
+      int rc = SQLITE_OK;
+      if (const auto* v = std::get_if<int64_t>(&params[i])) {
+        rc = sqlite3_bind_int64(stmt, idx, *v);
+      } else if (const auto* s = std::get_if<std::string>(&params[i])) {
+        rc = sqlite3_bind_text(stmt, idx, s->data(), static_cast<int>(s->size()), SQLITE_TRANSIENT);
+      } else {
+        rc = sqlite3_bind_null(stmt, idx);
+      }
+      if (rc != SQLITE_OK) return Error(rc, "binding parameter " + std::to_string(idx));
+    }
+    SqlResult result;
+    for (;;) {
+      int rc = sqlite3_step(stmt);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) {
+        Status s = Error(rc, "running statement");
+        sqlite3_reset(stmt);
+        return s;
+      }
+      int n = sqlite3_column_count(stmt);
+      SqlRow row(n);
+      for (int c = 0; c < n; ++c) {
+        if (sqlite3_column_type(stmt, c) == SQLITE_NULL) continue;
+        const unsigned char* text = sqlite3_column_text(stmt, c);
+        row[c] = std::string(reinterpret_cast<const char*>(text), sqlite3_column_bytes(stmt, c));
+      }
+      result.rows.push_back(std::move(row));
+    }
+    result.affected = sqlite3_changes64(db_);
+    sqlite3_reset(stmt);
+    return result;
+  }
+
+  Status Exec(std::string_view sql) override {
+    std::string text(sql);
+    char* err = nullptr;
+    int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &err);
+    sqlite3_free(err);
+    if (rc != SQLITE_OK) return Error(rc, "executing");
+    return Status::Ok();
+  }
+
+  // IMMEDIATE: take the write lock up front, so that two writers never deadlock on an upgrade.
+  Status Begin() override { return Step("BEGIN IMMEDIATE"); }
+  Status Commit() override { return Step("COMMIT"); }
+  Status Rollback() override {
+    if (sqlite3_get_autocommit(db_)) return Status::Ok();  // SQLite already rolled back
+    return Step("ROLLBACK");
+  }
+
+  const std::vector<std::string_view>& Migrations() const override {
+    static const std::vector<std::string_view> kMigrations = {kSchemaV1};
+    return kMigrations;
+  }
+  std::string_view ForUpdate() const override { return ""; }
+
+ private:
+  Status Step(std::string_view sql) { return Query(sql, {}).status(); }
+
+  sqlite3* db_;
+  std::map<std::string, sqlite3_stmt*, std::less<>> statements_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<SqlBackend>> OpenSqlite(const std::string& path, const Options& options) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return UnavailableError("sqlite: cannot open " + path + ": " + msg);
+  }
+  auto backend = std::make_unique<SqliteBackend>(db);
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, options.busy_timeout_ms);
+  TESSERA_ASSIGN_OR_RETURN(SqlResult mode, backend->Query("PRAGMA journal_mode=WAL", {}));
+  if (mode.rows.empty() || !mode.rows[0][0] || *mode.rows[0][0] != "wal") {
+    return UnavailableError("sqlite: " + path + " cannot use WAL journal mode");
+  }
+  TESSERA_RETURN_IF_ERROR(backend->Exec("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"));
+  return std::unique_ptr<SqlBackend>(std::move(backend));
+}
+
+}  // namespace tessera::store

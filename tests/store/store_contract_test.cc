@@ -1,0 +1,588 @@
+// The store's contract: every test runs against SQLite and PostgreSQL (parameterized).
+//
+// SQLite: a fresh file in a temporary folder per test. PostgreSQL: a fresh schema per test on
+// the server that tests/store/with_postgres.sh starts (it exports TESSERA_TEST_PG_URL, a URL of
+// the form postgresql:///postgres?host=DIR&port=PORT&user=postgres, and TESSERA_TEST_REQUIRE_PG=1).
+// Without the URL the PostgreSQL tests skip, unless TESSERA_TEST_REQUIRE_PG is set: then they fail.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "tessera/store/store.h"
+
+namespace tessera::store {
+namespace {
+
+using ::testing::HasSubstr;
+
+MATCHER_P2(StatusIs, code, message_matcher, "") {
+  const Status& s = [](const auto& v) -> const Status& {
+    if constexpr (std::is_same_v<std::decay_t<decltype(v)>, Status>) {
+      return v;
+    } else {
+      return v.status();
+    }
+  }(arg);
+  if (s.code() != code) {
+    *result_listener << "status is " << s.ToString();
+    return false;
+  }
+  return ::testing::ExplainMatchResult(message_matcher, s.message(), result_listener);
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// Runs one SQL command on the PostgreSQL server (the database of TESSERA_TEST_PG_URL).
+::testing::AssertionResult PgAdmin(const std::string& base_url, const std::string& sql) {
+  PGconn* conn = PQconnectdb(base_url.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string msg = PQerrorMessage(conn);
+    PQfinish(conn);
+    return ::testing::AssertionFailure() << "cannot connect to " << base_url << ": " << msg;
+  }
+  PGresult* res = PQexec(conn, sql.c_str());
+  bool ok = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK;
+  std::string msg = PQresultErrorMessage(res);
+  PQclear(res);
+  PQfinish(conn);
+  if (!ok) return ::testing::AssertionFailure() << sql << ": " << msg;
+  return ::testing::AssertionSuccess();
+}
+
+class StoreContractTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "sqlite") {
+      std::string tmpl = (std::filesystem::temp_directory_path() / "tessera-store-XXXXXX").string();
+      ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+      dir_ = tmpl;
+      url_ = "sqlite:" + dir_ + "/tessera.db";
+    } else {
+      base_url_ = Env("TESSERA_TEST_PG_URL");
+      if (base_url_.empty()) {
+        if (!Env("TESSERA_TEST_REQUIRE_PG").empty()) {
+          FAIL() << "TESSERA_TEST_REQUIRE_PG is set but TESSERA_TEST_PG_URL is not: the PostgreSQL "
+                    "server of tests/store/with_postgres.sh did not come up";
+        }
+        GTEST_SKIP() << "PostgreSQL tests need a server: run them through tests/store/with_postgres.sh "
+                        "(ctest runs store_postgres_contract)";
+      }
+      // A schema per test (much cheaper than a database): the store's connection gets it as
+      // its search_path, so every table the store creates and reads lives there.
+      ASSERT_NE(base_url_.find('?'), std::string::npos) << "TESSERA_TEST_PG_URL must have parameters (?host=...)";
+      static int counter = 0;
+      schema_ = "tessera_test_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
+      ASSERT_TRUE(PgAdmin(base_url_, "CREATE SCHEMA " + schema_));
+      url_ = base_url_ + "&options=-c%20search_path%3D" + schema_;
+    }
+    Reopen();
+  }
+
+  void TearDown() override {
+    store_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    if (!schema_.empty()) {
+      EXPECT_TRUE(PgAdmin(base_url_, "DROP SCHEMA " + schema_ + " CASCADE"));
+    }
+  }
+
+  void Reopen() {
+    store_.reset();
+    auto s = Open(url_);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+  }
+
+  Status Tx(const std::function<Status(Transaction&)>& fn) { return store_->Transact(fn); }
+
+  // Runs fn in a transaction and returns its value (the test fails on an error).
+  template <typename T>
+  T Read(const std::function<StatusOr<T>(Transaction&)>& fn) {
+    std::optional<T> out;
+    Status s = Tx([&](Transaction& tx) -> Status {
+      StatusOr<T> v = fn(tx);
+      if (!v.ok()) return v.status();
+      out = std::move(v).value();
+      return Status::Ok();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return out ? std::move(*out) : T{};
+  }
+
+  Status Code(const std::function<Status(Transaction&)>& fn) { return Tx(fn); }
+
+  void AddTenant(const std::string& name, const std::string& parent = "") {
+    ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateTenant({name, parent, "{}", 1, 1}); }).ok());
+  }
+
+  WorkloadRecord Workload(const std::string& tenant, int64_t seq) {
+    WorkloadRecord w;
+    w.tenant = tenant;
+    w.spec_json = R"({"gpus":1})";
+    w.state = "pending";
+    w.wait_reason = "queued";
+    w.seq = seq;
+    w.created_ms = w.updated_ms = 1000 + seq;
+    return w;
+  }
+
+  void AppendAudits(int n) {
+    ASSERT_TRUE(Tx([&](Transaction& tx) -> Status {
+      for (int i = 1; i <= n; ++i) {
+        TESSERA_RETURN_IF_ERROR(tx.AppendAudit({100 + i, "tok-" + std::to_string(i), "workload.create",
+                                                "workloads/" + std::to_string(i), "201"})
+                                    .status());
+      }
+      return Status::Ok();
+    }).ok());
+  }
+
+  AuditVerification Verify() {
+    auto v = store_->VerifyAuditChain();
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    return v.ok() ? *v : AuditVerification{};
+  }
+
+  std::string dir_, url_, base_url_, schema_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_P(StoreContractTest, TenantsCrud) {
+  EXPECT_EQ(store_->Kind(), GetParam());
+  TenantRecord root{"org", "", R"({"quota":{}})", 10, 10};
+  TenantRecord child{"org.ml", "org", R"({"quota":{"gpu":4}})", 11, 11};
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateTenant(root); }).ok());
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateTenant(child); }).ok());
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.CreateTenant(root); }),
+              StatusIs(StatusCode::kAlreadyExists, HasSubstr("org")));
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.CreateTenant({"x", "nobody", "{}", 1, 1}); }),
+              StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  EXPECT_EQ(Read<TenantRecord>([](Transaction& tx) { return tx.GetTenant("org.ml"); }), child);
+
+  child.spec_json = R"({"quota":{"gpu":8}})";
+  child.updated_ms = 20;
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.UpdateTenant(child); }).ok());
+  EXPECT_EQ(Read<TenantRecord>([](Transaction& tx) { return tx.GetTenant("org.ml"); }), child);
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.UpdateTenant({"ghost", "", "{}", 1, 1}); }),
+              StatusIs(StatusCode::kNotFound, HasSubstr("ghost")));
+  EXPECT_EQ(Read<std::vector<TenantRecord>>([](Transaction& tx) { return tx.ListTenants(); }),
+            (std::vector<TenantRecord>{root, child}));
+
+  // A parent with children cannot go; the child can.
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.DeleteTenant("org"); }),
+              StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.DeleteTenant("org.ml"); }).ok());
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.GetTenant("org.ml").status(); }),
+              StatusIs(StatusCode::kNotFound, HasSubstr("org.ml")));
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.DeleteTenant("org.ml"); }),
+              StatusIs(StatusCode::kNotFound, ::testing::_));
+}
+
+TEST_P(StoreContractTest, TokensCrud) {
+  AddTenant("t1");
+  TokenRecord admin{"tok-a", std::string(64, 'a'), "admin", "", std::nullopt, false, 5};
+  TokenRecord user{"tok-u", std::string(64, 'b'), "tenant-user", "t1", int64_t{99000}, false, 6};
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateToken(admin); }).ok());
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateToken(user); }).ok());
+  TokenRecord same_hash{"tok-x", admin.hash_hex, "admin", "", std::nullopt, false, 7};
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.CreateToken(same_hash); }),
+              StatusIs(StatusCode::kAlreadyExists, ::testing::_));
+  TokenRecord same_id{"tok-a", std::string(64, 'c'), "admin", "", std::nullopt, false, 7};
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.CreateToken(same_id); }),
+              StatusIs(StatusCode::kAlreadyExists, ::testing::_));
+  EXPECT_EQ(Read<TokenRecord>([](Transaction& tx) { return tx.GetToken("tok-u"); }), user);
+  EXPECT_EQ(Read<TokenRecord>([&](Transaction& tx) { return tx.FindTokenByHash(admin.hash_hex); }), admin);
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.FindTokenByHash(std::string(64, 'f')).status(); }),
+              StatusIs(StatusCode::kNotFound, ::testing::_));
+  ASSERT_TRUE(Tx([](Transaction& tx) { return tx.RevokeToken("tok-u"); }).ok());
+  user.revoked = true;
+  EXPECT_EQ(Read<std::vector<TokenRecord>>([](Transaction& tx) { return tx.ListTokens(); }),
+            (std::vector<TokenRecord>{admin, user}));
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.RevokeToken("tok-none"); }),
+              StatusIs(StatusCode::kNotFound, HasSubstr("tok-none")));
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.GetToken("tok-none").status(); }),
+              StatusIs(StatusCode::kNotFound, ::testing::_));
+  // A token's tenant must exist, and keeps the tenant from being deleted.
+  EXPECT_THAT(Tx([](Transaction& tx) {
+                return tx.CreateToken({"tok-z", std::string(64, 'd'), "tenant-user", "nope", std::nullopt, false, 1});
+              }),
+              StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.DeleteTenant("t1"); }),
+              StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+}
+
+TEST_P(StoreContractTest, NodesCrud) {
+  NodeRecord a{"node-a", R"({"gpus":[{"model":"A100"}]})", "ready", 100};
+  NodeRecord b{"node-b", "{}", "ready", 101};
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(b); }).ok());
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(a); }).ok());
+  a.state = "cordoned";
+  a.last_heartbeat_ms = 200;
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(a); }).ok());  // replaces
+  EXPECT_EQ(Read<NodeRecord>([](Transaction& tx) { return tx.GetNode("node-a"); }), a);
+  EXPECT_EQ(Read<std::vector<NodeRecord>>([](Transaction& tx) { return tx.ListNodes(); }),
+            (std::vector<NodeRecord>{a, b}));
+  ASSERT_TRUE(Tx([](Transaction& tx) { return tx.DeleteNode("node-b"); }).ok());
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.GetNode("node-b").status(); }),
+              StatusIs(StatusCode::kNotFound, HasSubstr("node-b")));
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.DeleteNode("node-b"); }),
+              StatusIs(StatusCode::kNotFound, ::testing::_));
+}
+
+TEST_P(StoreContractTest, WorkloadsCrudAndOptimisticVersion) {
+  AddTenant("t1");
+  WorkloadRecord w = Workload("t1", 1);
+  int64_t id1 = Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(w); });
+  int64_t id2 = Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload("t1", 2)); });
+  EXPECT_GT(id1, 0);
+  EXPECT_GT(id2, id1);
+  w.id = id1;
+  w.version = 1;
+  EXPECT_EQ(Read<WorkloadRecord>([&](Transaction& tx) { return tx.GetWorkload(id1); }), w);
+
+  // Two writers read version 1; the first update wins, the second is a conflict.
+  WorkloadRecord first = w, second = w;
+  first.state = "running";
+  first.placement_json = R"({"node":"n1","gpus":[0]})";
+  first.wait_reason = "";
+  first.start_ms = 5000;
+  first.updated_ms = 5000;
+  EXPECT_EQ(Read<int64_t>([&](Transaction& tx) { return tx.UpdateWorkload(first); }), 2);
+  second.state = "cancelled";
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.UpdateWorkload(second).status(); }),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("version is 2")));
+  first.version = 2;
+  EXPECT_EQ(Read<WorkloadRecord>([&](Transaction& tx) { return tx.GetWorkload(id1); }), first);
+
+  WorkloadRecord ghost = w;
+  ghost.id = id2 + 100;
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.UpdateWorkload(ghost).status(); }),
+              StatusIs(StatusCode::kNotFound, ::testing::_));
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.InsertWorkload(Workload("nope", 3)).status(); }),
+              StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.DeleteTenant("t1"); }),
+              StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.DeleteWorkload(id2); }).ok());
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.GetWorkload(id2).status(); }),
+              StatusIs(StatusCode::kNotFound, ::testing::_));
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.DeleteWorkload(id2); }),
+              StatusIs(StatusCode::kNotFound, ::testing::_));
+  // Ids are never reused.
+  int64_t id3 = Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload("t1", 3)); });
+  EXPECT_GT(id3, id2);
+}
+
+TEST_P(StoreContractTest, WorkloadEvents) {
+  AddTenant("t1");
+  int64_t id = Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload("t1", 1)); });
+  WorkloadEvent late{0, id, 300, "preempted", "reclaimed by tenant t2"};
+  WorkloadEvent early{0, id, 200, "placed", "node n1"};
+  late.id = Read<int64_t>([&](Transaction& tx) { return tx.AppendWorkloadEvent(late); });
+  early.id = Read<int64_t>([&](Transaction& tx) { return tx.AppendWorkloadEvent(early); });
+  EXPECT_EQ(Read<std::vector<WorkloadEvent>>([&](Transaction& tx) { return tx.ListWorkloadEvents(id); }),
+            (std::vector<WorkloadEvent>{early, late}));
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.AppendWorkloadEvent({0, id + 50, 1, "x", ""}).status(); }),
+              StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.DeleteWorkload(id); }).ok());
+  EXPECT_TRUE(Read<std::vector<WorkloadEvent>>([&](Transaction& tx) { return tx.ListWorkloadEvents(id); }).empty());
+}
+
+TEST_P(StoreContractTest, IdempotencyKeysReturnTheFirstAnswer) {
+  IdempotencyRecord first{"tok-1", "key-1", 201, R"({"id":7,"state":"pending"})", 100};
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutIdempotency(first); }).ok());
+  IdempotencyRecord retry{"tok-1", "key-1", 201, R"({"id":8,"state":"pending"})", 200};
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.PutIdempotency(retry); }),
+              StatusIs(StatusCode::kAlreadyExists, HasSubstr("key-1")));
+  EXPECT_EQ(Read<IdempotencyRecord>([](Transaction& tx) { return tx.GetIdempotency("tok-1", "key-1"); }), first);
+  // The same key of another token is another request.
+  IdempotencyRecord other{"tok-2", "key-1", 409, R"({"error":"x"})", 300};
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutIdempotency(other); }).ok());
+  EXPECT_EQ(Read<IdempotencyRecord>([](Transaction& tx) { return tx.GetIdempotency("tok-2", "key-1"); }), other);
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.GetIdempotency("tok-1", "key-2").status(); }),
+              StatusIs(StatusCode::kNotFound, ::testing::_));
+
+  // The daemon's pattern: the workload and the stored answer commit together, or neither does.
+  AddTenant("t1");
+  Status s = Tx([&](Transaction& tx) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(int64_t id, tx.InsertWorkload(Workload("t1", 1)));
+    TESSERA_RETURN_IF_ERROR(tx.PutIdempotency({"tok-1", "key-1", 201, std::to_string(id), 400}));
+    return Status::Ok();
+  });
+  EXPECT_THAT(s, StatusIs(StatusCode::kAlreadyExists, ::testing::_));
+  EXPECT_TRUE(Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads("t1", 10, ""); }).workloads.empty());
+}
+
+TEST_P(StoreContractTest, ErrorRollsBackEverything) {
+  Status s = Tx([&](Transaction& tx) -> Status {
+    TESSERA_RETURN_IF_ERROR(tx.CreateTenant({"t1", "", "{}", 1, 1}));
+    TESSERA_RETURN_IF_ERROR(tx.InsertWorkload(Workload("t1", 1)).status());
+    TESSERA_RETURN_IF_ERROR(tx.PutNode({"n1", "{}", "ready", 1}));
+    TESSERA_RETURN_IF_ERROR(tx.AppendAudit({1, "a", "b", "c", "d"}).status());
+    // Reads inside see the transaction's own writes.
+    TESSERA_RETURN_IF_ERROR(tx.GetTenant("t1").status());
+    return Status(StatusCode::kAborted, "caller gave up");
+  });
+  EXPECT_THAT(s, StatusIs(StatusCode::kAborted, HasSubstr("caller gave up")));
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.GetTenant("t1").status(); }),
+              StatusIs(StatusCode::kNotFound, ::testing::_));
+  EXPECT_TRUE(Read<std::vector<NodeRecord>>([](Transaction& tx) { return tx.ListNodes(); }).empty());
+  EXPECT_TRUE(Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads("", 10, ""); }).workloads.empty());
+  EXPECT_TRUE(Read<std::vector<AuditRecord>>([](Transaction& tx) { return tx.ListAudit(0, 10); }).empty());
+  AuditVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.problem;
+  EXPECT_EQ(v.records, 0);
+}
+
+TEST_P(StoreContractTest, SwallowedStatementErrorStillRollsBack) {
+  // A callback that ignores a failed statement and returns OK: the transaction is not committed
+  // (PostgreSQL aborts at the first error; SQLite behaves the same through the store).
+  Status s = Tx([&](Transaction& tx) -> Status {
+    TESSERA_RETURN_IF_ERROR(tx.PutNode({"n1", "{}", "ready", 1}));
+    Status ignored = tx.InsertWorkload(Workload("no-such-tenant", 1)).status();
+    EXPECT_THAT(ignored, StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+    return Status::Ok();
+  });
+  EXPECT_THAT(s, StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  EXPECT_TRUE(Read<std::vector<NodeRecord>>([](Transaction& tx) { return tx.ListNodes(); }).empty());
+}
+
+TEST_P(StoreContractTest, PaginationShowsEachWorkloadOfATenantOnce) {
+  AddTenant("a");
+  AddTenant("b");
+  std::set<int64_t> inserted_a;
+  ASSERT_TRUE(Tx([&](Transaction& tx) -> Status {
+    for (int i = 0; i < 1300; ++i) {
+      bool is_a = i % 13 < 10;  // 1,000 of a, 300 of b, interleaved
+      TESSERA_ASSIGN_OR_RETURN(int64_t id, tx.InsertWorkload(Workload(is_a ? "a" : "b", i)));
+      if (is_a) inserted_a.insert(id);
+    }
+    return Status::Ok();
+  }).ok());
+  ASSERT_EQ(inserted_a.size(), 1000u);
+
+  std::set<int64_t> seen;
+  std::string token;
+  int pages = 0;
+  do {
+    WorkloadPage page = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads("a", 100, token); });
+    ASSERT_EQ(page.workloads.size(), 100u) << "page " << pages;
+    for (const WorkloadRecord& w : page.workloads) {
+      EXPECT_EQ(w.tenant, "a");
+      EXPECT_TRUE(seen.insert(w.id).second) << "workload " << w.id << " listed twice";
+    }
+    token = page.next_continue;
+    ++pages;
+    ASSERT_LE(pages, 10);
+  } while (!token.empty());
+  EXPECT_EQ(pages, 10);
+  EXPECT_EQ(seen, inserted_a);
+
+  // Every tenant's (the daemon's restart), in pages of 1,000.
+  WorkloadPage all = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads("", 1000, ""); });
+  EXPECT_EQ(all.workloads.size(), 1000u);
+  WorkloadPage rest = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads("", 1000, all.next_continue); });
+  EXPECT_EQ(rest.workloads.size(), 300u);
+  EXPECT_TRUE(rest.next_continue.empty());
+
+  EXPECT_TRUE(Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads("c", 100, ""); }).workloads.empty());
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.ListWorkloads("a", 100, "bogus").status(); }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("bogus")));
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.ListWorkloads("a", 0, "").status(); }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("limit")));
+}
+
+TEST_P(StoreContractTest, AuditChainVerifies) {
+  AppendAudits(5);
+  std::vector<AuditRecord> log = Read<std::vector<AuditRecord>>([](Transaction& tx) { return tx.ListAudit(0, 100); });
+  ASSERT_EQ(log.size(), 5u);
+  std::string prev(kAuditGenesisHash);
+  for (size_t i = 0; i < log.size(); ++i) {
+    EXPECT_EQ(log[i].seq, static_cast<int64_t>(i + 1));
+    EXPECT_EQ(log[i].prev_hash, prev);
+    EXPECT_EQ(log[i].hash, AuditHash(prev, log[i].seq, log[i].time_ms, log[i].actor, log[i].action,
+                                     log[i].target, log[i].result));
+    EXPECT_EQ(log[i].hash.size(), 64u);
+    prev = log[i].hash;
+  }
+  EXPECT_EQ(Read<std::vector<AuditRecord>>([](Transaction& tx) { return tx.ListAudit(3, 100); }).size(), 2u);
+  AuditVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.problem;
+  EXPECT_EQ(v.records, 5);
+}
+
+TEST_P(StoreContractTest, AuditChainDetectsAnEditedRecord) {
+  AppendAudits(5);
+  ASSERT_TRUE(store_->ExecForTesting("UPDATE audit SET actor = 'mallory' WHERE seq = 3").ok());
+  AuditVerification v = Verify();
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.first_bad_seq, 3);
+  EXPECT_THAT(v.problem, HasSubstr("hash does not match"));
+}
+
+TEST_P(StoreContractTest, AuditChainDetectsARemovedRecord) {
+  AppendAudits(5);
+  ASSERT_TRUE(store_->ExecForTesting("DELETE FROM audit WHERE seq = 3").ok());
+  AuditVerification v = Verify();
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.first_bad_seq, 3);
+  EXPECT_THAT(v.problem, HasSubstr("missing"));
+}
+
+TEST_P(StoreContractTest, AuditChainDetectsARemovedNewestRecord) {
+  AppendAudits(5);
+  ASSERT_TRUE(store_->ExecForTesting("DELETE FROM audit WHERE seq = 5").ok());
+  AuditVerification v = Verify();
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.first_bad_seq, 5);
+  EXPECT_THAT(v.problem, HasSubstr("removed"));
+}
+
+TEST_P(StoreContractTest, AuditChainDetectsAnInsertedRecord) {
+  AppendAudits(5);
+  std::vector<AuditRecord> log = Read<std::vector<AuditRecord>>([](Transaction& tx) { return tx.ListAudit(0, 100); });
+  ASSERT_EQ(log.size(), 5u);
+  // A forger inserts a well-formed record at seq 3 (chained to 2, its own hash right) and
+  // renumbers 3..5 to 4..6, head included: the old record 3 no longer matches.
+  std::string forged_hash = AuditHash(log[1].hash, 3, 103, "mallory", "token.create", "tokens/m", "201");
+  ASSERT_TRUE(store_->ExecForTesting(
+      "UPDATE audit SET seq = 6 WHERE seq = 5; UPDATE audit SET seq = 5 WHERE seq = 4; "
+      "UPDATE audit SET seq = 4 WHERE seq = 3; "
+      "INSERT INTO audit (seq, time_ms, actor, action, target, result, prev_hash, hash) VALUES "
+      "(3, 103, 'mallory', 'token.create', 'tokens/m', '201', '" + log[1].hash + "', '" + forged_hash + "'); "
+      "UPDATE audit_head SET seq = 6 WHERE id = 1").ok());
+  AuditVerification v = Verify();
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.first_bad_seq, 4);
+
+  // And a record simply added at the end, with an invented hash.
+  ASSERT_TRUE(store_->ExecForTesting(
+      "DELETE FROM audit; UPDATE audit_head SET seq = 0, hash = '" + std::string(kAuditGenesisHash) + "'").ok());
+  AppendAudits(2);
+  ASSERT_TRUE(store_->ExecForTesting(
+      "INSERT INTO audit (seq, time_ms, actor, action, target, result, prev_hash, hash) VALUES "
+      "(3, 1, 'mallory', 'x', 'y', 'z', 'abc', 'def')").ok());
+  v = Verify();
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.first_bad_seq, 3);
+}
+
+TEST_P(StoreContractTest, DurableAcrossReopen) {
+  AddTenant("t1");
+  int64_t id = Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload("t1", 1)); });
+  ASSERT_TRUE(Tx([](Transaction& tx) { return tx.PutIdempotency({"tok", "k", 201, "{}", 1}); }).ok());
+  AppendAudits(3);
+  WorkloadRecord before = Read<WorkloadRecord>([&](Transaction& tx) { return tx.GetWorkload(id); });
+  Reopen();
+  EXPECT_EQ(Read<WorkloadRecord>([&](Transaction& tx) { return tx.GetWorkload(id); }), before);
+  EXPECT_EQ(Read<TenantRecord>([](Transaction& tx) { return tx.GetTenant("t1"); }).name, "t1");
+  EXPECT_EQ(Read<IdempotencyRecord>([](Transaction& tx) { return tx.GetIdempotency("tok", "k"); }).status_code, 201);
+  // The chain continues where it was.
+  AuditRecord next = Read<AuditRecord>([](Transaction& tx) { return tx.AppendAudit({9, "a", "b", "c", "d"}); });
+  EXPECT_EQ(next.seq, 4);
+  AuditVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.problem;
+  EXPECT_EQ(v.records, 4);
+}
+
+TEST_P(StoreContractTest, MigratesAnEmptyDatabaseAndRefusesANewerSchema) {
+  EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
+  Reopen();  // an up-to-date database opens again without migrating twice
+  EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
+  ASSERT_TRUE(store_->ExecForTesting("INSERT INTO schema_migrations (version) VALUES (99)").ok());
+  store_.reset();
+  auto reopened = Open(url_);
+  EXPECT_THAT(reopened, StatusIs(StatusCode::kFailedPrecondition, HasSubstr("schema version 99")));
+}
+
+TEST_P(StoreContractTest, ConcurrentWritersThroughOneAndTwoStores) {
+  AddTenant("t1");
+  auto other = Open(url_);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  std::unique_ptr<Store> second = std::move(other).value();
+  constexpr int kPerThread = 30;
+  auto writer = [&](Store* s, int base) {
+    for (int i = 0; i < kPerThread; ++i) {
+      Status st = s->Transact([&](Transaction& tx) -> Status {
+        TESSERA_RETURN_IF_ERROR(tx.InsertWorkload(Workload("t1", base + i)).status());
+        return tx.AppendAudit({base + i, "w", "workload.create", "x", "201"}).status();
+      });
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+  };
+  std::thread t1(writer, store_.get(), 0), t2(writer, store_.get(), 1000), t3(writer, second.get(), 2000);
+  t1.join();
+  t2.join();
+  t3.join();
+  WorkloadPage page = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads("t1", 1000, ""); });
+  EXPECT_EQ(page.workloads.size(), 3u * kPerThread);
+  AuditVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.problem;
+  EXPECT_EQ(v.records, 3 * kPerThread);
+}
+
+// SQLite: a writer that waits past the busy timeout for another's lock. PostgreSQL: the server
+// drops the store's connection; the store reconnects at the next transaction.
+TEST_P(StoreContractTest, UnreachableOrLockedIsUnavailable) {
+  AddTenant("t1");
+  if (GetParam() == "sqlite") {
+    Options quick;
+    quick.busy_timeout_ms = 50;
+    auto other = Open(url_, quick);
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    Status inner;
+    ASSERT_TRUE(Tx([&](Transaction& tx) -> Status {
+      TESSERA_RETURN_IF_ERROR(tx.PutNode({"n1", "{}", "ready", 1}));  // holds the write lock
+      inner = (*other)->Transact([](Transaction& tx2) { return tx2.PutNode({"n2", "{}", "ready", 1}); });
+      return Status::Ok();
+    }).ok());
+    EXPECT_THAT(inner, StatusIs(StatusCode::kUnavailable, HasSubstr("locked")));
+  } else {
+    ASSERT_TRUE(PgAdmin(base_url_, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                                   "pid <> pg_backend_pid() AND datname = current_database() AND "
+                                   "backend_type = 'client backend'"));
+    EXPECT_THAT(Tx([](Transaction& tx) { return tx.PutNode({"n2", "{}", "ready", 1}); }),
+                StatusIs(StatusCode::kUnavailable, ::testing::_));
+  }
+  // The next transaction works again.
+  EXPECT_TRUE(Tx([](Transaction& tx) { return tx.PutNode({"n3", "{}", "ready", 1}); }).ok());
+  EXPECT_EQ(Read<std::vector<NodeRecord>>([](Transaction& tx) { return tx.ListNodes(); }).size(),
+            GetParam() == "sqlite" ? 2u : 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::Values("sqlite", "postgresql"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return std::string(p.param == "sqlite" ? "Sqlite" : "Postgres");
+                         });
+
+TEST(StoreOpen, BadUrlsAreClearErrors) {
+  EXPECT_THAT(Open(""), StatusIs(StatusCode::kInvalidArgument, HasSubstr("empty")));
+  EXPECT_THAT(Open("sqlite:"), StatusIs(StatusCode::kInvalidArgument, HasSubstr("path")));
+  EXPECT_THAT(Open("sqlite:/nonexistent-dir-of-tessera/x.db"),
+              StatusIs(StatusCode::kUnavailable, HasSubstr("/nonexistent-dir-of-tessera/x.db")));
+  EXPECT_THAT(Open("postgresql:///x?host=/nonexistent-dir-of-tessera&connect_timeout=2"),
+              StatusIs(StatusCode::kUnavailable, HasSubstr("cannot connect")));
+}
+
+TEST(StoreOpen, PlainPathIsSqlite) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "tessera-store-XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  {
+    auto s = Open(tmpl + "/plain.db");
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ((*s)->Kind(), "sqlite");
+  }
+  std::filesystem::remove_all(tmpl);
+}
+
+}  // namespace
+}  // namespace tessera::store
