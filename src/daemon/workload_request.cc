@@ -54,10 +54,12 @@ class Decoder {
     return InvalidArgumentError(field + ": " + message);
   }
 
-  // The integer at `field` within [lo, hi] (nullopt when absent).
-  StatusOr<std::optional<int64_t>> Int(const std::string& field, int64_t lo, int64_t hi) {
+  // The integer at `field` within [lo, hi], or `absent` when the body has no such field.
+  // (Plain values, no std::optional: GCC 12 warns maybe-uninitialized on optional<string>
+  // through StatusOr under -fsanitize=thread.)
+  StatusOr<int64_t> Int(const std::string& field, int64_t lo, int64_t hi, int64_t absent) {
     auto it = j_.find(field);
-    if (it == j_.end()) return std::optional<int64_t>();
+    if (it == j_.end()) return absent;
     if (!it->is_number_integer())
       return Fail(field, "expected an integer, got " + TypeName(*it));
     const bool is_unsigned = it->is_number_unsigned();
@@ -67,25 +69,26 @@ class Decoder {
     const int64_t v = is_unsigned ? static_cast<int64_t>(u) : it->get<int64_t>();
     if (v < lo || v > hi)
       return Fail(field, std::to_string(v) + " is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
-    return std::optional<int64_t>(v);
+    return v;
   }
 
-  // The string at `field`, 1..max_len characters (nullopt when absent).
-  StatusOr<std::optional<std::string>> Str(const std::string& field, size_t max_len) {
+  // The string at `field`, 1..max_len characters; "" when absent (an empty one is refused).
+  StatusOr<std::string> Str(const std::string& field, size_t max_len) {
     auto it = j_.find(field);
-    if (it == j_.end()) return std::optional<std::string>();
+    if (it == j_.end()) return std::string();
     if (!it->is_string()) return Fail(field, "expected a string, got " + TypeName(*it));
     std::string s = it->get<std::string>();
     if (s.empty()) return Fail(field, "must not be empty");
     if (s.size() > max_len) return Fail(field, "longer than " + std::to_string(max_len) + " characters");
-    return std::optional<std::string>(std::move(s));
+    return s;
   }
 
-  StatusOr<std::optional<double>> Number(const std::string& field) {
+  // The number at `field`; NaN when absent.
+  StatusOr<double> Number(const std::string& field) {
     auto it = j_.find(field);
-    if (it == j_.end()) return std::optional<double>();
+    if (it == j_.end()) return std::nan("");
     if (!it->is_number()) return Fail(field, "expected a number, got " + TypeName(*it));
-    return std::optional<double>(it->get<double>());
+    return it->get<double>();
   }
 
  private:
@@ -178,62 +181,50 @@ StatusOr<WorkloadRequest> DecodeWorkloadRequest(std::string_view body, const Gpu
   WorkloadRequest r;
   for (const char* required : {"tenant", "gpus", "qos"})
     if (!j.contains(required)) return d.Fail(required, "missing");
-  TESSERA_ASSIGN_OR_RETURN(auto tenant, d.Str("tenant", 253));
-  r.tenant = *tenant;
-  TESSERA_ASSIGN_OR_RETURN(auto name, d.Str("name", 253));
-  r.name = name.value_or("");
-  TESSERA_ASSIGN_OR_RETURN(auto qos, d.Str("qos", 32));
-  StatusOr<sched::QosClass> q = sched::ParseQos(*qos);
-  if (!q.ok()) return d.Fail("qos", "'" + *qos + "' is not Guaranteed, Burstable or BestEffort");
+  TESSERA_ASSIGN_OR_RETURN(r.tenant, d.Str("tenant", 253));
+  TESSERA_ASSIGN_OR_RETURN(r.name, d.Str("name", 253));
+  TESSERA_ASSIGN_OR_RETURN(const std::string qos, d.Str("qos", 32));
+  StatusOr<sched::QosClass> q = sched::ParseQos(qos);
+  if (!q.ok()) return d.Fail("qos", "'" + qos + "' is not Guaranteed, Burstable or BestEffort");
   r.qos = *q;
-  TESSERA_ASSIGN_OR_RETURN(auto gpus, d.Int("gpus", 1, 16));
-  r.gpus = static_cast<int32_t>(*gpus);
-  TESSERA_ASSIGN_OR_RETURN(auto milli, d.Int("gpu_milli", 1, 1000));
-  r.gpu_milli = static_cast<int32_t>(milli.value_or(1000));
-  TESSERA_ASSIGN_OR_RETURN(auto mem, d.Int("gpu_mem_mib", 0, int64_t{1} << 31));
-  r.gpu_mem_mib = mem.value_or(0);
-  TESSERA_ASSIGN_OR_RETURN(auto priority, d.Int("priority", -1000, 1000));
-  r.priority = static_cast<int32_t>(priority.value_or(0));
-  TESSERA_ASSIGN_OR_RETURN(auto pods, d.Int("pods", 1, 1024));
-  r.pods = static_cast<int32_t>(pods.value_or(1));
-  TESSERA_ASSIGN_OR_RETURN(auto cpu, d.Int("cpu_milli", 0, int64_t{1} << 31));
-  r.cpu_milli = cpu.value_or(1000);
-  TESSERA_ASSIGN_OR_RETURN(auto memory, d.Int("memory_mib", 0, int64_t{1} << 31));
-  r.memory_mib = memory.value_or(4096);
-  TESSERA_ASSIGN_OR_RETURN(auto model, d.Str("model", 128));
-  if (model) {
-    StatusOr<GpuModelId> id = catalog.Find(*model);
-    if (!id.ok()) return d.Fail("model", "unknown GPU model '" + *model + "' (known: " + catalog.KnownNames() + ")");
+  TESSERA_ASSIGN_OR_RETURN(const int64_t gpus, d.Int("gpus", 1, 16, 1));
+  r.gpus = static_cast<int32_t>(gpus);
+  TESSERA_ASSIGN_OR_RETURN(const int64_t milli, d.Int("gpu_milli", 1, 1000, 1000));
+  r.gpu_milli = static_cast<int32_t>(milli);
+  TESSERA_ASSIGN_OR_RETURN(r.gpu_mem_mib, d.Int("gpu_mem_mib", 0, int64_t{1} << 31, 0));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t priority, d.Int("priority", -1000, 1000, 0));
+  r.priority = static_cast<int32_t>(priority);
+  TESSERA_ASSIGN_OR_RETURN(const int64_t pods, d.Int("pods", 1, 1024, 1));
+  r.pods = static_cast<int32_t>(pods);
+  TESSERA_ASSIGN_OR_RETURN(r.cpu_milli, d.Int("cpu_milli", 0, int64_t{1} << 31, 1000));
+  TESSERA_ASSIGN_OR_RETURN(r.memory_mib, d.Int("memory_mib", 0, int64_t{1} << 31, 4096));
+  TESSERA_ASSIGN_OR_RETURN(const std::string model, d.Str("model", 128));
+  if (!model.empty()) {
+    StatusOr<GpuModelId> id = catalog.Find(model);
+    if (!id.ok()) return d.Fail("model", "unknown GPU model '" + model + "' (known: " + catalog.KnownNames() + ")");
     r.model = *id;
   }
-  TESSERA_ASSIGN_OR_RETURN(auto mig, d.Str("mig_profile", 32));
-  r.mig_profile = mig.value_or("");
-  TESSERA_ASSIGN_OR_RETURN(auto vgpu, d.Str("vgpu_profile", 64));
-  r.vgpu_profile = vgpu.value_or("");
-  TESSERA_ASSIGN_OR_RETURN(auto mode, d.Str("mode", 32));
-  if (mode) {
-    auto it = ModeNames().find(*mode);
+  TESSERA_ASSIGN_OR_RETURN(r.mig_profile, d.Str("mig_profile", 32));
+  TESSERA_ASSIGN_OR_RETURN(r.vgpu_profile, d.Str("vgpu_profile", 64));
+  TESSERA_ASSIGN_OR_RETURN(const std::string mode, d.Str("mode", 32));
+  if (!mode.empty()) {
+    auto it = ModeNames().find(mode);
     if (it == ModeNames().end())
-      return d.Fail("mode", "'" + *mode + "' is not exclusive, mig, mps, timeslice or fraction");
+      return d.Fail("mode", "'" + mode + "' is not exclusive, mig, mps, timeslice or fraction");
     r.mode = it->second;
   }
-  TESSERA_ASSIGN_OR_RETURN(auto isolation, d.Str("isolation", 32));
-  if (isolation) {
-    if (*isolation == "none") r.isolation = partition::Isolation::kNone;
-    else if (*isolation == "process") r.isolation = partition::Isolation::kProcess;
-    else if (*isolation == "hardware") r.isolation = partition::Isolation::kHardware;
-    else return d.Fail("isolation", "'" + *isolation + "' is not none, process or hardware");
+  TESSERA_ASSIGN_OR_RETURN(const std::string isolation, d.Str("isolation", 32));
+  if (isolation == "process") r.isolation = partition::Isolation::kProcess;
+  else if (isolation == "hardware") r.isolation = partition::Isolation::kHardware;
+  else if (!isolation.empty() && isolation != "none")
+    return d.Fail("isolation", "'" + isolation + "' is not none, process or hardware");
+  TESSERA_ASSIGN_OR_RETURN(const double slo, d.Number("latency_slo_ms"));
+  if (!std::isnan(slo)) {
+    if (!(slo > 0) || slo > 3600000) return d.Fail("latency_slo_ms", "must be > 0 and <= 3600000 (one hour)");
+    r.latency_slo_ms = slo;
   }
-  TESSERA_ASSIGN_OR_RETURN(auto slo, d.Number("latency_slo_ms"));
-  if (slo) {
-    if (!(*slo > 0) || *slo > 3600000)
-      return d.Fail("latency_slo_ms", "must be > 0 and <= 3600000 (one hour)");
-    r.latency_slo_ms = *slo;
-  }
-  TESSERA_ASSIGN_OR_RETURN(auto cls, d.Str("workload_class", 63));
-  r.workload_class = cls.value_or("");
-  TESSERA_ASSIGN_OR_RETURN(auto label, d.Str("label", 63));
-  r.label = label.value_or("");
+  TESSERA_ASSIGN_OR_RETURN(r.workload_class, d.Str("workload_class", 63));
+  TESSERA_ASSIGN_OR_RETURN(r.label, d.Str("label", 63));
   TESSERA_RETURN_IF_ERROR(CheckShape(d, catalog, r));
   return r;
 }
