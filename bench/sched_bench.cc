@@ -33,6 +33,15 @@ namespace {
 using sched::Job;
 using sched::QosClass;
 
+// 250 nodes of 8 A100-80GB GPUs: the benchmarks' 2,000 GPUs.
+std::vector<placement::NodeSpec> BenchNodes() {
+  std::vector<placement::NodeSpec> nodes;
+  const GpuModelId a100 = *GpuModelCatalog::Builtin().Find("A100-80GB");
+  for (int n = 0; n < 250; ++n)
+    nodes.push_back({"n" + std::to_string(n), CpuMilli{256000}, MiB{2 << 20}, 8, a100});
+  return nodes;
+}
+
 struct CycleFixture {
   std::unique_ptr<sched::TenantTree> tree;
   std::unique_ptr<sched::Scheduler> sched;
@@ -86,10 +95,7 @@ struct CycleFixture {
     for (int t = 0; t < tree->size(); ++t)
       if (tree->is_leaf(t)) leaves.push_back(t);
     if (!with_scheduler) return;
-    std::vector<placement::NodeSpec> nodes;
-    const GpuModelId a100 = *GpuModelCatalog::Builtin().Find("A100-80GB");
-    for (int n = 0; n < 250; ++n)
-      nodes.push_back({"n" + std::to_string(n), CpuMilli{256000}, MiB{2 << 20}, 8, a100});
+    const std::vector<placement::NodeSpec> nodes = BenchNodes();
     sched::SchedulerOptions opt;
     opt.min_runtime = sched::Seconds{0};
     sched = std::move(*sched::Scheduler::Create(tree.get(), nodes, opt));
@@ -148,10 +154,7 @@ struct LiveFixture {
   }
 
   LiveFixture() {
-    std::vector<placement::NodeSpec> nodes;
-    const GpuModelId a100 = *GpuModelCatalog::Builtin().Find("A100-80GB");
-    for (int n = 0; n < 250; ++n)
-      nodes.push_back({"n" + std::to_string(n), CpuMilli{256000}, MiB{2 << 20}, 8, a100});
+    const std::vector<placement::NodeSpec> nodes = BenchNodes();
     sched::SchedulerOptions opt;
     opt.min_runtime = sched::Seconds{0};
     live = std::move(*sched::LiveScheduler::Create(*base.tree, nodes, opt));
