@@ -1,5 +1,7 @@
 #include "src/daemon/workload_request.h"
 
+#include "src/daemon/json_fields.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -13,88 +15,7 @@ using json = nlohmann::json;
 
 namespace {
 
-// Where a JSON parse stopped (the byte offset of the error).
-class ErrorAt final : public json::json_sax_t {
- public:
-  size_t position = 0;
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(json::number_integer_t) override { return true; }
-  bool number_unsigned(json::number_unsigned_t) override { return true; }
-  bool number_float(json::number_float_t, const json::string_t&) override { return true; }
-  bool string(json::string_t&) override { return true; }
-  bool binary(json::binary_t&) override { return true; }
-  bool start_object(size_t) override { return true; }
-  bool key(json::string_t&) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(size_t pos, const std::string&, const json::exception&) override {
-    position = pos;
-    return false;
-  }
-};
-
-std::string TypeName(const json& v) {
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_null()) return "null";
-  if (v.is_array()) return "an array";
-  return "an object";
-}
-
-class Decoder {
- public:
-  Decoder(const json& j, std::string* bad_field) : j_(j), bad_field_(bad_field) {}
-
-  Status Fail(const std::string& field, const std::string& message) {
-    if (bad_field_) *bad_field_ = field;
-    return InvalidArgumentError(field + ": " + message);
-  }
-
-  // The integer at `field` within [lo, hi], or `absent` when the body has no such field.
-  // (Plain values, no std::optional: GCC 12 warns maybe-uninitialized on optional<string>
-  // through StatusOr under -fsanitize=thread.)
-  StatusOr<int64_t> Int(const std::string& field, int64_t lo, int64_t hi, int64_t absent) {
-    auto it = j_.find(field);
-    if (it == j_.end()) return absent;
-    if (!it->is_number_integer())
-      return Fail(field, "expected an integer, got " + TypeName(*it));
-    const bool is_unsigned = it->is_number_unsigned();
-    const uint64_t u = is_unsigned ? it->get<uint64_t>() : 0;
-    if (is_unsigned && u > static_cast<uint64_t>(INT64_MAX))
-      return Fail(field, it->dump() + " is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
-    const int64_t v = is_unsigned ? static_cast<int64_t>(u) : it->get<int64_t>();
-    if (v < lo || v > hi)
-      return Fail(field, std::to_string(v) + " is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
-    return v;
-  }
-
-  // The string at `field`, 1..max_len characters; "" when absent (an empty one is refused).
-  StatusOr<std::string> Str(const std::string& field, size_t max_len) {
-    auto it = j_.find(field);
-    if (it == j_.end()) return std::string();
-    if (!it->is_string()) return Fail(field, "expected a string, got " + TypeName(*it));
-    std::string s = it->get<std::string>();
-    if (s.empty()) return Fail(field, "must not be empty");
-    if (s.size() > max_len) return Fail(field, "longer than " + std::to_string(max_len) + " characters");
-    return s;
-  }
-
-  // The number at `field`; NaN when absent.
-  StatusOr<double> Number(const std::string& field) {
-    auto it = j_.find(field);
-    if (it == j_.end()) return std::nan("");
-    if (!it->is_number()) return Fail(field, "expected a number, got " + TypeName(*it));
-    return it->get<double>();
-  }
-
- private:
-  const json& j_;
-  std::string* bad_field_;
-};
+using Decoder = JsonFields;
 
 const std::map<std::string, partition::SharingModeKind>& ModeNames() {
   static const std::map<std::string, partition::SharingModeKind> names = {
@@ -131,7 +52,7 @@ constexpr const char* kFields[] = {"tenant", "name", "gpus", "gpu_milli", "gpu_m
                                    "pods", "cpu_milli", "memory_mib", "model", "workload_class", "label"};
 
 // The fields that say what kind of GPU share it is, checked together.
-Status CheckShape(Decoder& d, const GpuModelCatalog& catalog, WorkloadRequest& r) {
+Status CheckShape(const Decoder& d, const GpuModelCatalog& catalog, WorkloadRequest& r) {
   if (!r.mig_profile.empty() && !r.vgpu_profile.empty())
     return d.Fail("vgpu_profile", "give mig_profile or vgpu_profile, not both");
   if (r.gpu_milli < 1000 && r.gpus != 1)
@@ -164,14 +85,8 @@ Status CheckShape(Decoder& d, const GpuModelCatalog& catalog, WorkloadRequest& r
 StatusOr<WorkloadRequest> DecodeWorkloadRequest(std::string_view body, const GpuModelCatalog& catalog,
                                                 std::string* bad_field) {
   if (bad_field) bad_field->clear();
-  const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    ErrorAt at;
-    json::sax_parse(body.begin(), body.end(), &at);
-    return InvalidArgumentError("the body is not JSON (error at character " + std::to_string(at.position) + ", counting from 1)");
-  }
-  if (!j.is_object()) return InvalidArgumentError("the body must be a JSON object");
-  Decoder d(j, bad_field);
+  TESSERA_ASSIGN_OR_RETURN(const json j, ParseJsonObject(body));
+  Decoder d(j, "", bad_field);
   for (const auto& [key, value] : j.items()) {
     if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields))
       return d.Fail(key, "unknown field (known: tenant, gpus, qos, gpu_milli, gpu_mem_mib, mig_profile, "
@@ -227,6 +142,33 @@ StatusOr<WorkloadRequest> DecodeWorkloadRequest(std::string_view body, const Gpu
   TESSERA_ASSIGN_OR_RETURN(r.label, d.Str("label", 63));
   TESSERA_RETURN_IF_ERROR(CheckShape(d, catalog, r));
   return r;
+}
+
+std::string_view ModeKindName(partition::SharingModeKind kind) {
+  for (const auto& [name, k] : ModeNames())
+    if (k == kind) return name;
+  return kind == partition::SharingModeKind::kVgpu ? "vgpu" : "exclusive";
+}
+
+std::string EncodeWorkloadRequest(const WorkloadRequest& r, const GpuModelCatalog& catalog) {
+  json j = {{"tenant", r.tenant}, {"gpus", r.gpus}, {"qos", std::string(sched::QosName(r.qos))}};
+  if (!r.name.empty()) j["name"] = r.name;
+  if (r.gpu_milli != 1000) j["gpu_milli"] = r.gpu_milli;
+  if (r.gpu_mem_mib != 0) j["gpu_mem_mib"] = r.gpu_mem_mib;
+  if (!r.mig_profile.empty()) j["mig_profile"] = r.mig_profile;
+  if (!r.vgpu_profile.empty()) j["vgpu_profile"] = r.vgpu_profile;
+  if (r.mode) j["mode"] = std::string(ModeKindName(*r.mode));
+  if (r.isolation == partition::Isolation::kProcess) j["isolation"] = "process";
+  if (r.isolation == partition::Isolation::kHardware) j["isolation"] = "hardware";
+  if (r.latency_slo_ms) j["latency_slo_ms"] = *r.latency_slo_ms;
+  if (r.priority != 0) j["priority"] = r.priority;
+  if (r.pods != 1) j["pods"] = r.pods;
+  if (r.cpu_milli != 1000) j["cpu_milli"] = r.cpu_milli;
+  if (r.memory_mib != 4096) j["memory_mib"] = r.memory_mib;
+  if (r.model) j["model"] = catalog.info(*r.model).name;
+  if (!r.workload_class.empty()) j["workload_class"] = r.workload_class;
+  if (!r.label.empty()) j["label"] = r.label;
+  return j.dump();
 }
 
 }  // namespace tessera::daemon

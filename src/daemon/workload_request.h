@@ -65,10 +65,17 @@ struct WorkloadRequest {
   std::optional<GpuModelId> model;
   std::string workload_class;
   std::string label;
+  friend bool operator==(const WorkloadRequest&, const WorkloadRequest&) = default;
 };
 
 // `bad_field` (if not null) receives the field a refusal is about ("" for the body as a whole).
 StatusOr<WorkloadRequest> DecodeWorkloadRequest(std::string_view body, const GpuModelCatalog& catalog,
                                                 std::string* bad_field);
+
+// The request as the canonical JSON body DecodeWorkloadRequest reads back to an equal request
+// (defaults left out): what the control plane stores as the workload's spec.
+std::string EncodeWorkloadRequest(const WorkloadRequest& request, const GpuModelCatalog& catalog);
+// "exclusive", "mig", "mps", "timeslice", "fraction", "vgpu".
+std::string_view ModeKindName(partition::SharingModeKind kind);
 
 }  // namespace tessera::daemon

@@ -52,8 +52,8 @@ void Scheduler::Impl::Dequeue(const Job& j) {
   if (j.pod.num_gpu == 0) --cpu_only_pending;
 }
 
-Status Scheduler::Submit(const Job& job) {
-  Impl& m = *impl_;
+Status Scheduler::CheckSubmit(const Job& job) const {
+  const Impl& m = *impl_;
   const std::string what = "job " + std::to_string(job.id);
   TESSERA_RETURN_IF_ERROR(CheckJobShape(m, job, what));
   const Resources r = m.ResourcesOf(job, nullptr);
@@ -79,7 +79,13 @@ Status Scheduler::Submit(const Job& job) {
   for (size_t n = 0; n < m.empty.node_count(); ++n)
     if (m.empty.Fits(NodeIndex{static_cast<uint32_t>(n)}, pod)) ++nodes_that_fit;
   if (nodes_that_fit == 0)
-    return InvalidArgumentError(what + " can never run: no node of the cluster can hold one pod");
+    return FailedPreconditionError(what + " can never run: no node of the cluster can hold one pod");
+  return Status::Ok();
+}
+
+Status Scheduler::Submit(const Job& job) {
+  TESSERA_RETURN_IF_ERROR(CheckSubmit(job));
+  Impl& m = *impl_;
   m.Enqueue(job);
   m.reasons[job.id] = WaitReason::kCapacity;
   return Status::Ok();

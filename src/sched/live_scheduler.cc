@@ -37,6 +37,7 @@ Resources CapacityOf(const std::vector<NodeSpec>& nodes, const ResourceSpace& sp
 struct LiveScheduler::State {
   SchedulerOptions options;
   LiveAffinity affinity;
+  LiveOptions live;
   // The tree the core points at, and the one SetTenants gave for the next rebuild.
   std::unique_ptr<TenantTree> tree, next_tree;
   struct NodeEntry {
@@ -254,7 +255,8 @@ Status CheckNodeNames(const std::vector<NodeSpec>& nodes) {
 StatusOr<std::unique_ptr<LiveScheduler>> LiveScheduler::Create(TenantTree tenants,
                                                                std::vector<NodeSpec> nodes,
                                                                SchedulerOptions options,
-                                                               LiveAffinity affinity) {
+                                                               LiveAffinity affinity,
+                                                               LiveOptions live) {
   if (!options.affinity.empty())
     return InvalidArgumentError("live scheduler: give affinity rules by name (LiveAffinity), not by index");
   TESSERA_RETURN_IF_ERROR(CheckNodeNames(nodes));
@@ -262,8 +264,10 @@ StatusOr<std::unique_ptr<LiveScheduler>> LiveScheduler::Create(TenantTree tenant
     for (const std::string& name : {x, y})
       if (!tenants.Find(name))
         return InvalidArgumentError("live scheduler: affinity rule names unknown tenant '" + name + "'");
-  TESSERA_RETURN_IF_ERROR(tenants.CheckFits(CapacityOf(nodes, tenants.space())));
+  if (live.guarantees_must_fit)
+    TESSERA_RETURN_IF_ERROR(tenants.CheckFits(CapacityOf(nodes, tenants.space())));
   auto s = std::make_unique<State>();
+  s->live = live;
   s->options = std::move(options);
   s->affinity = std::move(affinity);
   s->tree = std::make_unique<TenantTree>(std::move(tenants));
@@ -280,6 +284,12 @@ Status LiveScheduler::Submit(const LiveJob& job) {
   s_->jobs[job.id] = job;
   s_->pending[job.id] = kNotReported;
   return Status::Ok();
+}
+
+Status LiveScheduler::CheckSubmit(const LiveJob& job) {
+  s_->Flush();
+  TESSERA_ASSIGN_OR_RETURN(Job c, s_->ToCore(job));
+  return s_->core->CheckSubmit(c);
 }
 
 LiveCycleResult LiveScheduler::Cycle(Seconds now) {
@@ -388,7 +398,8 @@ StatusOr<std::vector<JobId>> LiveScheduler::Drain(std::string_view name) {
 
 Status LiveScheduler::SetTenants(TenantTree tenants) {
   State& s = *s_;
-  TESSERA_RETURN_IF_ERROR(tenants.CheckFits(CapacityOf(s.Specs(), tenants.space())));
+  if (s.live.guarantees_must_fit)
+    TESSERA_RETURN_IF_ERROR(tenants.CheckFits(CapacityOf(s.Specs(), tenants.space())));
   std::map<std::string, int> jobs_of;
   for (const auto& [id, job] : s.jobs) jobs_of[job.tenant]++;
   for (const auto& [name, count] : jobs_of) {

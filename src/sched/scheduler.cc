@@ -75,8 +75,9 @@ Scheduler::~Scheduler() = default;
 StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const TenantTree* tenants,
                                                        std::vector<NodeSpec> nodes,
                                                        SchedulerOptions options) {
-  if (tenants == nullptr || tenants->size() == 0)
-    return InvalidArgumentError("scheduler: no tenants");
+  // An empty tree is allowed: a control plane starts with no tenants, and nothing can be
+  // submitted until one exists.
+  if (tenants == nullptr) return InvalidArgumentError("scheduler: no tenant tree");
   TESSERA_ASSIGN_OR_RETURN(ClusterSnapshot snap, ClusterSnapshot::Create(std::move(nodes)));
   auto impl = std::make_unique<Impl>(std::move(snap));
   impl->tree = tenants;

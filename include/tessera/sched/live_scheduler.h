@@ -121,6 +121,14 @@ struct LiveCycleResult {
   Status error = Status::Ok();
 };
 
+// How strict the live world is about quotas it cannot yet honour.
+struct LiveOptions {
+  // true: the roots' guarantees must fit the nodes' capacity (Create and SetTenants refuse
+  // otherwise). false: a control plane whose tenants are set up before its nodes register takes
+  // them; Guaranteed work beyond what the nodes hold waits (reason capacity) until nodes join.
+  bool guarantees_must_fit = true;
+};
+
 enum class NodeState : uint8_t { kReady, kCordoned };
 std::string_view NodeStateName(NodeState s);  // "ready" / "cordoned"
 
@@ -132,12 +140,16 @@ class LiveScheduler {
   static StatusOr<std::unique_ptr<LiveScheduler>> Create(TenantTree tenants,
                                                          std::vector<placement::NodeSpec> nodes,
                                                          SchedulerOptions options,
-                                                         LiveAffinity affinity = {});
+                                                         LiveAffinity affinity = {},
+                                                         LiveOptions live = {});
   ~LiveScheduler();
 
   // --- work ---------------------------------------------------------------------------------
-  // Scheduler::Submit's admission, by name (NOT_FOUND: unknown tenant).
+  // Scheduler::Submit's admission, by name (NOT_FOUND: unknown tenant; FAILED_PRECONDITION: no
+  // node of the cluster can hold one pod now).
   Status Submit(const LiveJob& job);
+  // What Submit would answer, queuing nothing (the control plane asks before it persists).
+  Status CheckSubmit(const LiveJob& job);
   LiveCycleResult Cycle(Seconds now);
   Status Complete(JobId id, Seconds now);  // NOT_FOUND if not running
   Status Cancel(JobId id);                 // NOT_FOUND if not pending
@@ -161,7 +173,7 @@ class LiveScheduler {
   // cluster's capacity. Running jobs stay whatever the new quotas say (a tenant over a lowered
   // guarantee is a borrower from then on); pending jobs the new quotas make impossible come
   // back in the next cycle's `rejected`. Affinity rules naming a tenant that is gone are
-  // dropped.
+  // dropped. The capacity check follows LiveOptions::guarantees_must_fit.
   Status SetTenants(TenantTree tenants);
 
   // --- rebuilding after a restart -------------------------------------------------------------

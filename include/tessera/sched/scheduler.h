@@ -203,9 +203,12 @@ class Scheduler {
 
   // Admission. Rejects (INVALID_ARGUMENT, with the reason) a job that can never run: unknown or
   // non-leaf tenant, a request over the tenant's (or an ancestor's) limit, a Guaranteed job
-  // over the tenant's guarantee, a pod no node of the empty cluster can hold, a duplicate id.
-  // Otherwise the job is queued for the next Cycle.
+  // over the tenant's guarantee, a duplicate id; FAILED_PRECONDITION for a pod no node of the
+  // empty cluster can hold (a node that joins later may: the control plane keeps such work
+  // waiting). Otherwise the job is queued for the next Cycle.
   Status Submit(const Job& job);
+  // Submit's checks alone: what Submit would answer, and nothing queued.
+  Status CheckSubmit(const Job& job) const;
   CycleResult Cycle(Seconds now);
   // A running job finished; its resources are freed. NOT_FOUND if it is not running.
   Status Complete(JobId id, Seconds now);

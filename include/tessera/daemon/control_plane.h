@@ -1,0 +1,85 @@
+// `tessera serve`: the control plane. It holds the truth about tenants, tokens, nodes and
+// workloads in a store (SQLite file or PostgreSQL), serves the REST API (docs/api.md) on the
+// HTTP server, and runs the open-world scheduler (sched::LiveScheduler) in one loop over that
+// state. Who calls it: the CLI's `serve` command and the daemon tests.
+//
+// What it promises:
+//   - a 2xx means the change is durable (the store's Transact returned); a POST retried with the
+//     same Idempotency-Key returns the first answer and changes nothing;
+//   - every scheduling decision (start, preemption, move, a changed wait reason, a rejection) is
+//     persisted in one transaction before anyone can read it; after a restart the loop adopts
+//     what was running and queues what was pending, as the store says;
+//   - a tenant token sees and changes only its subtree: anything else is 404;
+//   - a node silent for `node_timeout_s` is lost and its workloads are queued again.
+//
+//   ControlPlaneOptions o;  o.db = "sqlite:/var/lib/tessera/tessera.db";  o.listen_port = 8080;
+//   auto cp = ControlPlane::Create(o);        // opens + migrates the store, restores the world
+//   if (!(*cp)->generated_bootstrap_token().empty()) print it once
+//   (*cp)->Start();                           // the API and the scheduling loop
+//   ... (*cp)->Stop();
+//
+// Thread-safety: Create/Start/Stop from one thread; the API is served from the server's threads.
+// Ownership: Create returns the only owner.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "tessera/core/status.h"
+#include "tessera/sched/scheduler.h"
+
+namespace tessera::daemon {
+
+struct HttpRequest;
+struct HttpResponse;
+
+struct ControlPlaneOptions {
+  std::string db = "sqlite:tessera.db";  // "sqlite:PATH", a path, or "postgresql://..."
+  std::string listen_host = "127.0.0.1";
+  uint16_t listen_port = 8080;            // 0: any free port (see port())
+  int http_threads = 2;
+  int node_timeout_s = 30;                // a node silent this long is lost
+  int cycle_interval_ms = 1000;           // the loop also runs this often without a wake-up
+  double rate_per_s = 200;                // per token (429 with Retry-After beyond it)
+  double rate_burst = 400;
+  // The first admin token when the store has none: this value, or generated when empty.
+  std::string bootstrap_token;
+  sched::SchedulerOptions scheduler;
+  // Milliseconds since the Unix epoch; the system clock when empty (tests pass their own).
+  std::function<int64_t()> clock_ms;
+  // false: no loop thread; the caller runs cycles with RunCycle (tests).
+  bool run_loop = true;
+};
+
+class ControlPlane {
+ public:
+  // Opens and migrates the store, creates the bootstrap token for an empty store, and rebuilds
+  // the scheduler from what the store holds. INVALID_ARGUMENT for bad options, UNAVAILABLE when
+  // the store cannot be opened.
+  static StatusOr<std::unique_ptr<ControlPlane>> Create(ControlPlaneOptions options);
+  ~ControlPlane();  // Stop()s
+
+  // The admin token generated for an empty store (shown once), or "" (none generated: the
+  // store had tokens, or the token came from the options).
+  const std::string& generated_bootstrap_token() const;
+
+  // Binds the HTTP server and starts the loop. UNAVAILABLE when the address cannot be bound.
+  Status Start();
+  void Stop();
+  uint16_t port() const;
+
+  // What the API answers for a request, without a socket (tests, the fuzzer).
+  HttpResponse Handle(HttpRequest request) const;
+  // One scheduling pass now: node timeouts, a cycle, its decisions persisted (tests).
+  Status RunCycle();
+
+  struct Impl;
+
+ private:
+  explicit ControlPlane(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::daemon

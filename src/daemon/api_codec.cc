@@ -1,0 +1,259 @@
+#include "src/daemon/api_codec.h"
+
+#include <cmath>
+#include <set>
+
+#include "src/daemon/json_fields.h"
+#include "tessera/sched/job.h"
+
+namespace tessera::daemon {
+
+using json = nlohmann::json;
+
+Status CheckName(std::string_view name, std::string_view field) {
+  const std::string f(field);
+  if (name.empty() || name.size() > 63)
+    return InvalidArgumentError(f + ": a name has 1..63 characters");
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) return InvalidArgumentError(f + ": '" + std::string(name) + "' may use only A-Z a-z 0-9 . _ -");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+constexpr int64_t kMaxQuantity = int64_t{1} << 50;
+
+// {"gpu_milli", "gpu_memory_mib", "gpus": {model: n}} with the model names made canonical.
+StatusOr<json> DecodeResources(const json& object, const std::string& prefix, const GpuModelCatalog& catalog,
+                               std::string* bad_field) {
+  JsonFields f(object, prefix, bad_field);
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"gpu_milli", "gpu_memory_mib", "gpus"}));
+  json out = json::object();
+  for (const char* dim : {"gpu_milli", "gpu_memory_mib"}) {
+    if (!f.Has(dim)) continue;
+    TESSERA_ASSIGN_OR_RETURN(const int64_t v, f.Int(dim, 0, kMaxQuantity, 0));
+    out[dim] = v;
+  }
+  TESSERA_ASSIGN_OR_RETURN(const json gpus, f.Object("gpus"));
+  if (!gpus.empty()) {
+    JsonFields g(gpus, prefix + "gpus.", bad_field);
+    json models = json::object();
+    for (const auto& [model, count] : gpus.items()) {
+      StatusOr<GpuModelId> id = catalog.Find(model);
+      if (!id.ok()) return g.Fail(model, "unknown GPU model (known: " + catalog.KnownNames() + ")");
+      TESSERA_ASSIGN_OR_RETURN(const int64_t n, g.Int(model, 0, 1 << 20, 0));
+      models[catalog.info(*id).name] = n;
+    }
+    out["gpus"] = models;
+  }
+  return out;
+}
+
+StatusOr<json> DecodeQuota(const json& quota, const GpuModelCatalog& catalog, std::string* bad_field) {
+  JsonFields f(quota, "quota.", bad_field);
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"guaranteed", "limit", "weight"}));
+  json out = json::object();
+  for (const char* part : {"guaranteed", "limit"}) {
+    TESSERA_ASSIGN_OR_RETURN(const json r, f.Object(part));
+    TESSERA_ASSIGN_OR_RETURN(out[part], DecodeResources(r, "quota." + std::string(part) + ".", catalog, bad_field));
+  }
+  TESSERA_ASSIGN_OR_RETURN(const double weight, f.Number("weight"));
+  if (!std::isnan(weight) && !(weight > 0 && weight <= 1e6)) return f.Fail("weight", "must be > 0 and <= 1000000");
+  out["weight"] = std::isnan(weight) ? 1.0 : weight;
+  return out;
+}
+
+}  // namespace
+
+StatusOr<TenantBody> DecodeTenantBody(std::string_view body, bool create, const GpuModelCatalog& catalog,
+                                      std::string* bad_field) {
+  if (bad_field) bad_field->clear();
+  TESSERA_ASSIGN_OR_RETURN(const json j, ParseJsonObject(body));
+  JsonFields f(j, "", bad_field);
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"name", "parent", "quota", "default_qos"}));
+  TenantBody out;
+  if (create) {
+    TESSERA_RETURN_IF_ERROR(f.Require("name"));
+    TESSERA_ASSIGN_OR_RETURN(out.name, f.Str("name", 63));
+    if (Status st = CheckName(out.name, "name"); !st.ok()) return f.Fail("name", std::string(st.message()).substr(6));
+  } else if (f.Has("name")) {
+    return f.Fail("name", "a tenant cannot be renamed (create a new one)");
+  }
+  if (f.Has("parent")) {
+    auto it = j.find("parent");
+    if (it->is_null() || (it->is_string() && it->get<std::string>().empty())) {
+      out.parent = "";
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(const std::string parent, f.Str("parent", 63));
+      out.parent = parent;
+    }
+  }
+  if (f.Has("quota")) {
+    TESSERA_ASSIGN_OR_RETURN(const json q, f.Object("quota"));
+    TESSERA_ASSIGN_OR_RETURN(out.quota, DecodeQuota(q, catalog, bad_field));
+  } else if (create) {
+    out.quota = json{{"guaranteed", json::object()}, {"limit", json::object()}, {"weight", 1.0}};
+  }
+  if (f.Has("default_qos")) {
+    TESSERA_ASSIGN_OR_RETURN(const std::string qos, f.Str("default_qos", 32));
+    StatusOr<sched::QosClass> q = sched::ParseQos(qos);
+    if (!q.ok()) return f.Fail("default_qos", "'" + qos + "' is not Guaranteed, Burstable or BestEffort");
+    out.default_qos = std::string(sched::QosName(*q));
+  }
+  return out;
+}
+
+std::string TenantSpecJson(const json& quota, const std::string& default_qos) {
+  return json{{"quota", quota}, {"default_qos", default_qos}}.dump();
+}
+
+namespace {
+sched::Resources ToResources(const json& r, const sched::ResourceSpace& space, int64_t absent) {
+  sched::Resources out = sched::Resources::Filled(0);
+  for (int d = 0; d < space.dims(); ++d) out[d] = absent;
+  if (auto it = r.find("gpu_milli"); it != r.end()) out[sched::kGpuMilliDim] = it->get<int64_t>();
+  if (auto it = r.find("gpu_memory_mib"); it != r.end()) out[sched::kGpuMemoryDim] = it->get<int64_t>();
+  if (auto g = r.find("gpus"); g != r.end())
+    for (const auto& [model, n] : g->items())
+      if (std::optional<int> d = space.ModelDim(model)) out[*d] = n.get<int64_t>();
+  return out;
+}
+}  // namespace
+
+StatusOr<sched::TenantTree> BuildTenantTree(const std::map<std::string, store::TenantRecord>& tenants,
+                                            const GpuModelCatalog& catalog) {
+  (void)catalog;
+  std::set<std::string> models;
+  std::vector<json> quotas;
+  for (const auto& [name, t] : tenants) {
+    json spec = json::parse(t.spec_json, nullptr, false);
+    if (spec.is_discarded() || !spec.is_object()) return InternalError("tenant '" + name + "': stored spec is not JSON");
+    json quota = spec.value("quota", json::object());
+    for (const char* part : {"guaranteed", "limit"})
+      if (quota.contains(part) && quota[part].contains("gpus"))
+        for (const auto& [model, n] : quota[part]["gpus"].items()) models.insert(model);
+    quotas.push_back(std::move(quota));
+  }
+  if (static_cast<int>(models.size()) > sched::kMaxQuotaModels)
+    return InvalidArgumentError("quotas name " + std::to_string(models.size()) + " GPU models; at most " +
+                                std::to_string(sched::kMaxQuotaModels) + " can have their own quota");
+  sched::ResourceSpace space(std::vector<std::string>(models.begin(), models.end()));
+  std::vector<sched::TenantSpec> specs;
+  size_t i = 0;
+  for (const auto& [name, t] : tenants) {
+    const json& q = quotas[i++];
+    sched::TenantSpec s;
+    s.name = name;
+    s.parent = t.parent;
+    s.guaranteed = ToResources(q.value("guaranteed", json::object()), space, 0);
+    s.limit = ToResources(q.value("limit", json::object()), space, sched::kUnlimited);
+    s.weight = q.value("weight", 1.0);
+    specs.push_back(std::move(s));
+  }
+  return sched::TenantTree::Create(std::move(specs), space);
+}
+
+json TenantView(const store::TenantRecord& t) {
+  json spec = json::parse(t.spec_json, nullptr, false);
+  if (spec.is_discarded() || !spec.is_object()) spec = json::object();
+  json out = {{"name", t.name}, {"parent", t.parent.empty() ? json(nullptr) : json(t.parent)},
+              {"quota", spec.value("quota", json::object())},
+              {"default_qos", spec.value("default_qos", std::string("Burstable"))},
+              {"created_ms", t.created_ms}, {"updated_ms", t.updated_ms}};
+  return out;
+}
+
+StatusOr<NodeInventory> DecodeNodeInventory(std::string_view node_name, std::string_view body,
+                                            const GpuModelCatalog& catalog, std::string* bad_field) {
+  if (bad_field) bad_field->clear();
+  TESSERA_ASSIGN_OR_RETURN(const json j, ParseJsonObject(body));
+  JsonFields f(j, "", bad_field);
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"cpu_milli", "memory_mib", "gpus", "agent_version"}));
+  TESSERA_RETURN_IF_ERROR(f.Require("cpu_milli"));
+  TESSERA_RETURN_IF_ERROR(f.Require("memory_mib"));
+  NodeInventory out;
+  out.spec.name = std::string(node_name);
+  TESSERA_ASSIGN_OR_RETURN(const int64_t cpu, f.Int("cpu_milli", 0, int64_t{1} << 40, 0));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t mem, f.Int("memory_mib", 0, int64_t{1} << 40, 0));
+  out.spec.cpu = CpuMilli{cpu};
+  out.spec.memory = MiB{mem};
+  TESSERA_ASSIGN_OR_RETURN(const json gpus, f.Array("gpus"));
+  if (gpus.size() > static_cast<size_t>(placement::kMaxGpusPerNode))
+    return f.Fail("gpus", std::to_string(gpus.size()) + " GPUs; a node has at most 16");
+  out.gpus = json::array();
+  std::optional<GpuModelId> model;
+  std::optional<bool> mig;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const std::string at = "gpus[" + std::to_string(i) + "].";
+    if (!gpus[i].is_object()) return f.Fail("gpus[" + std::to_string(i) + "]", "expected an object");
+    JsonFields g(gpus[i], at, bad_field);
+    TESSERA_RETURN_IF_ERROR(g.OnlyKnown({"index", "uuid", "model", "memory_mib", "mig_enabled"}));
+    TESSERA_RETURN_IF_ERROR(g.Require("model"));
+    TESSERA_ASSIGN_OR_RETURN(const int64_t index, g.Int("index", 0, placement::kMaxGpusPerNode - 1,
+                                                        static_cast<int64_t>(i)));
+    if (index != static_cast<int64_t>(i)) return g.Fail("index", "GPUs are listed by index from 0 (expected " + std::to_string(i) + ")");
+    TESSERA_ASSIGN_OR_RETURN(const std::string uuid, g.Str("uuid", 96));
+    TESSERA_ASSIGN_OR_RETURN(const std::string model_name, g.Str("model", 128));
+    StatusOr<GpuModelId> id = catalog.Find(model_name);
+    if (!id.ok()) return g.Fail("model", "unknown GPU model '" + model_name + "' (known: " + catalog.KnownNames() + ")");
+    if (model && *model != *id)
+      return g.Fail("model", catalog.info(*id).name + " on a node of " + catalog.info(*model).name +
+                                 ": a node's GPUs must be one model (register each model as its own node)");
+    model = *id;
+    TESSERA_ASSIGN_OR_RETURN(const int64_t gpu_mem, g.Int("memory_mib", 0, int64_t{1} << 24, 0));
+    TESSERA_ASSIGN_OR_RETURN(const bool mig_enabled, g.Bool("mig_enabled", false));
+    if (mig && *mig != mig_enabled)
+      return g.Fail("mig_enabled", "a node's GPUs are all in MIG mode or none is");
+    mig = mig_enabled;
+    if (mig_enabled && !catalog.info(*id).mig)
+      return g.Fail("mig_enabled", catalog.info(*id).name + " has no MIG");
+    out.gpus.push_back({{"index", index}, {"uuid", uuid}, {"model", catalog.info(*id).name},
+                        {"memory_mib", gpu_mem}, {"mig_enabled", mig_enabled}});
+  }
+  out.spec.gpu_count = static_cast<int32_t>(gpus.size());
+  if (model) {
+    out.spec.model = *model;
+    if (*mig) out.spec.mig = std::make_shared<const MigGeometry>(*catalog.info(*model).mig);
+  }
+  out.canonical_json = json{{"cpu_milli", cpu}, {"memory_mib", mem}, {"gpus", out.gpus}}.dump();
+  return out;
+}
+
+json GpuList(placement::GpuSet gpus) {
+  json out = json::array();
+  for (int g = 0; g < placement::kMaxGpusPerNode; ++g)
+    if (gpus >> g & 1) out.push_back(g);
+  return out;
+}
+
+std::string PlacementJson(const std::vector<sched::PodPlacement>& pods, uint64_t seq) {
+  json list = json::array();
+  for (const sched::PodPlacement& p : pods)
+    list.push_back({{"node", p.node}, {"gpus", GpuList(p.gpus)}, {"mig_start", p.mig_start}});
+  return json{{"pods", list}, {"seq", seq}}.dump();
+}
+
+StatusOr<StoredPlacement> ParsePlacementJson(std::string_view text) {
+  const json j = json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("pods") || !j["pods"].is_array())
+    return InvalidArgumentError("stored placement is not {\"pods\": [...]}");
+  StoredPlacement out;
+  out.seq = j.value("seq", uint64_t{0});
+  for (const json& p : j["pods"]) {
+    sched::PodPlacement pod;
+    pod.node = p.value("node", std::string());
+    for (const json& g : p.value("gpus", json::array())) {
+      if (!g.is_number_integer() || g.get<int>() < 0 || g.get<int>() >= placement::kMaxGpusPerNode)
+        return InvalidArgumentError("stored placement: bad GPU index");
+      pod.gpus |= placement::GpuBit(g.get<int>());
+    }
+    pod.mig_start = p.value("mig_start", -1);
+    out.pods.push_back(std::move(pod));
+  }
+  return out;
+}
+
+}  // namespace tessera::daemon

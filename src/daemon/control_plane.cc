@@ -1,0 +1,353 @@
+#include "tessera/daemon/control_plane.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "src/daemon/api_codec.h"
+#include "src/daemon/control_plane_impl.h"
+#include "src/daemon/tokens.h"
+
+namespace tessera::daemon {
+
+using json = nlohmann::json;
+
+bool IsTerminal(std::string_view state) {
+  return state == kCompleted || state == kFailed || state == kCancelled || state == kRejected;
+}
+
+HttpResponse ErrorResponse(const Status& status, std::string_view field) {
+  const std::string message(status.message());
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument: return HttpResponse::Error(400, "invalid_argument", message, field);
+    case StatusCode::kNotFound: return HttpResponse::Error(404, "not_found", message);
+    case StatusCode::kAlreadyExists: return HttpResponse::Error(409, "already_exists", message);
+    case StatusCode::kFailedPrecondition: return HttpResponse::Error(409, "conflict", message);
+    case StatusCode::kResourceExhausted: return HttpResponse::Error(429, "too_many_requests", message);
+    case StatusCode::kUnavailable: return HttpResponse::Error(503, "unavailable", message);
+    default: return HttpResponse::Error(500, "internal", message);
+  }
+}
+
+HttpResponse NotFound(std::string_view what) {
+  return HttpResponse::Error(404, "not_found", std::string(what) + " not found");
+}
+
+int64_t ControlPlane::Impl::NowMs() const {
+  if (opt.clock_ms) return opt.clock_ms();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status ControlPlane::Impl::Transact(std::string_view operation,
+                                    const std::function<Status(store::Transaction&)>& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = db->Transact(fn);
+  m.store_latency->Observe({std::string(operation)},
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return st;
+}
+
+Status ControlPlane::Impl::AuditAlone(const Caller& who, std::string action, std::string target, int code) {
+  const int64_t now = NowMs();
+  return Transact("audit", [&](store::Transaction& tx) {
+    return tx.AppendAudit({now, who.token_id, std::move(action), std::move(target), std::to_string(code)}).status();
+  });
+}
+
+void ControlPlane::Impl::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    wake = true;
+  }
+  wake_cv.notify_one();
+}
+
+Status ControlPlane::Impl::InitMetrics() {
+  const std::vector<double> api_bounds = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1};
+  const std::vector<double> wait_bounds = {1, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600};
+  TESSERA_ASSIGN_OR_RETURN(m.requests, registry.AddCounter("tessera_api_requests_total",
+                                                           "API requests by route and status code.", {"route", "code"}));
+  TESSERA_ASSIGN_OR_RETURN(m.latency, registry.AddHistogram("tessera_api_request_duration_seconds",
+                                                            "API request latency, seconds.", {"route"}, api_bounds));
+  TESSERA_ASSIGN_OR_RETURN(m.store_latency,
+                           registry.AddHistogram("tessera_store_transaction_duration_seconds",
+                                                 "Store transaction latency (commit included), seconds.",
+                                                 {"operation"}, api_bounds));
+  TESSERA_ASSIGN_OR_RETURN(m.admissions, registry.AddCounter("tessera_admissions_total",
+                                                             "Workloads admitted to the queue.", {"tenant", "qos"}));
+  TESSERA_ASSIGN_OR_RETURN(m.rejections, registry.AddCounter("tessera_rejections_total",
+                                                             "Workloads refused at submit or rejected later.",
+                                                             {"reason"}));
+  TESSERA_ASSIGN_OR_RETURN(m.preemptions, registry.AddCounter("tessera_preemptions_total",
+                                                              "Preempted workloads by the victim's tenant and cause.",
+                                                              {"tenant", "cause"}));
+  TESSERA_ASSIGN_OR_RETURN(m.starts, registry.AddCounter("tessera_workload_starts_total", "Workloads placed.", {"tenant"}));
+  TESSERA_ASSIGN_OR_RETURN(m.queue_length, registry.AddGauge("tessera_queue_length", "Pending workloads.",
+                                                             {"tenant", "qos"}));
+  TESSERA_ASSIGN_OR_RETURN(m.wait_seconds, registry.AddHistogram("tessera_wait_duration_seconds",
+                                                                 "Submit-to-placed wait, seconds.", {"qos"}, wait_bounds));
+  TESSERA_ASSIGN_OR_RETURN(m.tenant_gpu_milli, registry.AddGauge("tessera_tenant_allocated_gpu_milli",
+                                                                 "GPU milli allocated to a tenant's subtree now.",
+                                                                 {"tenant"}));
+  TESSERA_ASSIGN_OR_RETURN(m.tenant_guaranteed_milli, registry.AddGauge("tessera_tenant_guaranteed_gpu_milli",
+                                                                        "A tenant's guaranteed GPU milli.", {"tenant"}));
+  TESSERA_ASSIGN_OR_RETURN(m.gpu_allocated_milli, registry.AddGauge("tessera_gpu_allocated_milli",
+                                                                    "GPU milli allocated on one GPU.", {"node", "gpu"}));
+  TESSERA_ASSIGN_OR_RETURN(m.nodes, registry.AddGauge("tessera_nodes", "Nodes by state.", {"state"}));
+  TESSERA_ASSIGN_OR_RETURN(m.cycles, registry.AddCounter("tessera_scheduling_cycles_total", "Scheduling cycles run.", {}));
+  TESSERA_ASSIGN_OR_RETURN(m.cycle_seconds,
+                           registry.AddHistogram("tessera_scheduling_cycle_duration_seconds",
+                                                 "A scheduling cycle with its decisions persisted, seconds.", {},
+                                                 api_bounds));
+  return Status::Ok();
+}
+
+Status ControlPlane::Impl::Bootstrap() {
+  const int64_t now = NowMs();
+  std::string token = opt.bootstrap_token;
+  if (!token.empty() && token.size() < 16)
+    return InvalidArgumentError("bootstrap token: at least 16 characters");
+  std::vector<store::TokenRecord> all;
+  const Status written = Transact("bootstrap", [&](store::Transaction& tx) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(all, tx.ListTokens());
+    if (!all.empty()) return Status::Ok();
+    bool generated = false;
+    if (token.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(token, NewToken());
+      generated = true;
+    }
+    store::TokenRecord rec;
+    rec.id = "bootstrap";
+    rec.hash_hex = TokenHash(token);
+    rec.role = "admin";
+    rec.created_ms = now;
+    TESSERA_RETURN_IF_ERROR(tx.CreateToken(rec));
+    TESSERA_RETURN_IF_ERROR(tx.AppendAudit({now, "bootstrap", "token.create", "tokens/bootstrap", "201"}).status());
+    all.push_back(rec);
+    if (generated) generated_token = token;
+    return Status::Ok();
+  });
+  if (!written.ok()) return written;
+  std::unique_lock<std::shared_mutex> lock(tokens_mu);
+  tokens.clear();
+  for (const store::TokenRecord& t : all) tokens[t.hash_hex] = t;
+  return Status::Ok();
+}
+
+ParentOf ControlPlane::Impl::Parents() const {
+  return [this](std::string_view t) -> std::optional<std::string> {
+    std::shared_lock<std::shared_mutex> lock(tenants_mu);
+    auto it = parent_of.find(std::string(t));
+    if (it == parent_of.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+void ControlPlane::Impl::RefreshParents() {
+  std::unique_lock<std::shared_mutex> lock(tenants_mu);
+  parent_of.clear();
+  for (const auto& [name, t] : tenants) parent_of[name] = t.parent;
+}
+
+std::optional<GpuModelId> ControlPlane::Impl::DefaultModel() const {
+  std::map<uint32_t, int> gpus_of;
+  for (const auto& [name, n] : nodes)
+    if (n.spec.gpu_count > 0) gpus_of[n.spec.model.value()] += n.spec.gpu_count;
+  std::optional<GpuModelId> best;
+  int most = 0;
+  for (const auto& [model, count] : gpus_of)
+    if (count > most) {
+      most = count;
+      best = GpuModelId{model};
+    }
+  return best;
+}
+
+StatusOr<Caller> ControlPlane::Impl::Authenticate(const HttpRequest& r) {
+  const std::string token = BearerToken(r.Header("authorization"));
+  if (token.empty()) return Status(StatusCode::kUnauthenticated, "missing 'Authorization: Bearer <token>'");
+  const std::string hash = TokenHash(token);
+  std::shared_lock<std::shared_mutex> lock(tokens_mu);
+  auto it = tokens.find(hash);
+  // The map lookup found a candidate by hash; the comparison that decides is constant time.
+  if (it == tokens.end() || !TokenHashesEqual(it->second.hash_hex, hash) || it->second.revoked)
+    return Status(StatusCode::kUnauthenticated, "unknown or revoked token");
+  if (it->second.expires_ms && *it->second.expires_ms <= NowMs()) return Status(StatusCode::kUnauthenticated, "the token has expired");
+  StatusOr<Role> role = ParseRole(it->second.role);
+  if (!role.ok()) return Status(StatusCode::kUnauthenticated, "the token's role is unknown");
+  return Caller{{*role, it->second.tenant}, it->second.id};
+}
+
+HttpResponse ControlPlane::Impl::Healthz(const HttpRequest&) { return HttpResponse::Json(200, R"({"status":"ok"})"); }
+
+HttpResponse ControlPlane::Impl::Readyz(const HttpRequest&) {
+  // A read through the store: it answers, and its schema is there.
+  Status st = db->Transact([](store::Transaction& tx) { return tx.ListAudit(0, 1).status(); });
+  bool healthy;
+  bool running;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    healthy = loop_healthy;
+    running = !opt.run_loop || loop.joinable();
+  }
+  json j = {{"store", st.ok() ? "ok" : std::string(st.message())},
+            {"scheduler", !running ? "stopped" : healthy ? "ok" : "recovering"}};
+  const bool ready = st.ok() && healthy && running;
+  j["status"] = ready ? "ready" : "not ready";
+  return HttpResponse::Json(ready ? 200 : 503, j.dump());
+}
+
+HttpResponse ControlPlane::Impl::Metrics(const HttpRequest&) {
+  HttpResponse r;
+  r.status = 200;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = registry.Render();
+  return r;
+}
+
+HttpResponse ControlPlane::Impl::ListAudit(const HttpRequest& r, const Caller& c) {
+  if (c.principal.role != Role::kAdmin) return HttpResponse::Error(403, "forbidden", "the audit log is for admins");
+  int64_t after = 0;
+  int limit = 100;
+  if (auto it = r.query.find("after"); it != r.query.end()) after = std::atoll(it->second.c_str());
+  if (auto it = r.query.find("limit"); it != r.query.end()) limit = std::atoi(it->second.c_str());
+  if (limit < 1 || limit > 1000) return HttpResponse::Error(400, "invalid_argument", "limit: 1..1000", "limit");
+  std::vector<store::AuditRecord> records;
+  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(records, tx.ListAudit(after, limit));
+    return Status::Ok();
+  });
+  if (!st.ok()) return ErrorResponse(st);
+  json list = json::array();
+  for (const store::AuditRecord& a : records)
+    list.push_back({{"seq", a.seq}, {"time_ms", a.time_ms}, {"actor", a.actor}, {"action", a.action},
+                    {"target", a.target}, {"result", a.result}, {"hash", a.hash}});
+  return HttpResponse::Json(200, json{{"records", list}}.dump());
+}
+
+void ControlPlane::Impl::InstallRoutes() {
+  using Authed = HttpResponse (Impl::*)(const HttpRequest&, const Caller&);
+  using Open = HttpResponse (Impl::*)(const HttpRequest&);
+  auto observe = [this](const std::string& route, const HttpResponse& resp, std::chrono::steady_clock::time_point t0) {
+    m.requests->Inc({route, std::to_string(resp.status)});
+    m.latency->Observe({route}, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
+  auto open = [&](const std::string& method, const std::string& pattern, Open fn) {
+    const std::string route = method + " " + pattern;
+    (void)http->Route(method, pattern, [this, fn, route, observe](const HttpRequest& r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      HttpResponse resp = (this->*fn)(r);
+      observe(route, resp, t0);
+      return resp;
+    });
+  };
+  auto api = [&](const std::string& method, const std::string& pattern, Authed fn) {
+    const std::string route = method + " " + pattern;
+    (void)http->Route(method, pattern, [this, fn, route, observe](const HttpRequest& r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      HttpResponse resp;
+      StatusOr<Caller> c = Authenticate(r);
+      if (!c.ok()) {
+        resp = HttpResponse::Error(401, "unauthenticated", c.status().message());
+        resp.headers.push_back({"WWW-Authenticate", "Bearer"});
+      } else if (const auto wait = limiter->Admit(c->token_id, std::chrono::steady_clock::now()); wait.count() > 0) {
+        resp = HttpResponse::Error(429, "too_many_requests",
+                                   "over this token's rate limit; retry after " + std::to_string(wait.count()) + " ms");
+        resp.headers.push_back({"Retry-After", std::to_string((wait.count() + 999) / 1000)});
+      } else {
+        resp = (this->*fn)(r, *c);
+      }
+      observe(route, resp, t0);
+      return resp;
+    });
+  };
+  open("GET", "/healthz", &Impl::Healthz);
+  open("GET", "/readyz", &Impl::Readyz);
+  open("GET", "/metrics", &Impl::Metrics);
+  api("POST", "/v1/tenants", &Impl::CreateTenant);
+  api("GET", "/v1/tenants", &Impl::ListTenants);
+  api("GET", "/v1/tenants/{name}", &Impl::GetTenant);
+  api("PATCH", "/v1/tenants/{name}", &Impl::PatchTenant);
+  api("DELETE", "/v1/tenants/{name}", &Impl::DeleteTenant);
+  api("POST", "/v1/tokens", &Impl::CreateToken);
+  api("GET", "/v1/tokens", &Impl::ListTokens);
+  api("DELETE", "/v1/tokens/{id}", &Impl::RevokeToken);
+  api("POST", "/v1/workloads", &Impl::SubmitWorkload);
+  api("GET", "/v1/workloads", &Impl::ListWorkloads);
+  api("GET", "/v1/workloads/{id}", &Impl::GetWorkload);
+  api("DELETE", "/v1/workloads/{id}", &Impl::CancelWorkload);
+  api("GET", "/v1/nodes", &Impl::ListNodes);
+  api("GET", "/v1/nodes/{name}", &Impl::GetNode);
+  api("POST", "/v1/nodes/{name}/cordon", &Impl::NodeAction);
+  api("POST", "/v1/nodes/{name}/uncordon", &Impl::NodeAction);
+  api("POST", "/v1/nodes/{name}/drain", &Impl::NodeAction);
+  api("POST", "/v1/nodes/{name}/register", &Impl::RegisterNode);
+  api("POST", "/v1/nodes/{name}/heartbeat", &Impl::Heartbeat);
+  api("GET", "/v1/nodes/{name}/desired", &Impl::DesiredState);
+  api("GET", "/v1/audit", &Impl::ListAudit);
+}
+
+ControlPlane::ControlPlane(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ControlPlane::~ControlPlane() { Stop(); }
+
+StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions options) {
+  if (options.node_timeout_s < 1) return InvalidArgumentError("node timeout: at least 1 s");
+  if (options.cycle_interval_ms < 10) return InvalidArgumentError("cycle interval: at least 10 ms");
+  if (!(options.rate_per_s > 0) || options.rate_burst < 1)
+    return InvalidArgumentError("rate limit: rate > 0 and burst >= 1 requests");
+  auto impl = std::make_unique<Impl>();
+  impl->opt = std::move(options);
+  TESSERA_RETURN_IF_ERROR(impl->InitMetrics());
+  TESSERA_ASSIGN_OR_RETURN(impl->db, store::Open(impl->opt.db));
+  impl->limiter = std::make_unique<RateLimiter>(
+      RateLimitOptions{.rate_per_s = impl->opt.rate_per_s, .burst = impl->opt.rate_burst});
+  HttpServerOptions ho;
+  ho.listen_host = impl->opt.listen_host;
+  ho.listen_port = impl->opt.listen_port;
+  ho.threads = impl->opt.http_threads;
+  impl->http = std::make_unique<HttpServer>(ho);
+  TESSERA_RETURN_IF_ERROR(impl->Bootstrap());
+  {
+    std::lock_guard<std::mutex> lock(impl->mu);
+    TESSERA_RETURN_IF_ERROR(impl->Restore());
+  }
+  impl->InstallRoutes();
+  return std::unique_ptr<ControlPlane>(new ControlPlane(std::move(impl)));
+}
+
+const std::string& ControlPlane::generated_bootstrap_token() const { return impl_->generated_token; }
+
+Status ControlPlane::Start() {
+  TESSERA_RETURN_IF_ERROR(impl_->http->Start());
+  if (impl_->opt.run_loop && !impl_->loop.joinable()) {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = false;
+    impl_->loop = std::thread([this] { impl_->LoopMain(); });
+  }
+  return Status::Ok();
+}
+
+void ControlPlane::Stop() {
+  if (!impl_) return;
+  impl_->http->Stop();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake_cv.notify_all();
+  if (impl_->loop.joinable()) impl_->loop.join();
+}
+
+uint16_t ControlPlane::port() const { return impl_->http->port(); }
+
+HttpResponse ControlPlane::Handle(HttpRequest request) const { return impl_->http->Handle(std::move(request)); }
+
+Status ControlPlane::RunCycle() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->CycleOnce();
+}
+
+}  // namespace tessera::daemon

@@ -1,0 +1,191 @@
+// The control plane's state and the handlers' declarations, shared by its .cc files:
+//   control_plane.cc            Create, restore from the store, routes, auth, Start/Stop
+//   control_plane_tenants.cc    /v1/tenants, /v1/tokens
+//   control_plane_workloads.cc  /v1/workloads
+//   control_plane_nodes.cc      /v1/nodes and the node-agent endpoints
+//   control_plane_loop.cc       the scheduling loop: cycles, persisted decisions, node timeouts
+//
+// Locks (always taken in this order; none is held while waiting for a client):
+//   mu          the world: the LiveScheduler, the jobs and nodes it knows, the tenant map. A
+//               cycle holds it while its decisions are persisted, so nobody sees a decision
+//               before it is durable. Submits persist WITHOUT it (concurrent submits share a
+//               group commit) and take it only to queue the job.
+//   tenants_mu  (shared) the tenant map's copy for authorisation on the read path
+//   tokens_mu   (shared) the token cache
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "src/daemon/authz.h"
+#include "src/daemon/http_server.h"
+#include "src/daemon/metrics.h"
+#include "src/daemon/rate_limit.h"
+#include "src/daemon/workload_shape.h"
+#include "tessera/core/gpu_model.h"
+#include "tessera/daemon/control_plane.h"
+#include "tessera/sched/live_scheduler.h"
+#include "tessera/store/store.h"
+
+namespace tessera::daemon {
+
+// Workload states as stored and shown.
+inline constexpr std::string_view kPending = "pending";
+inline constexpr std::string_view kRunning = "running";
+inline constexpr std::string_view kCompleted = "completed";
+inline constexpr std::string_view kFailed = "failed";
+inline constexpr std::string_view kCancelled = "cancelled";
+inline constexpr std::string_view kRejected = "rejected";
+bool IsTerminal(std::string_view state);
+
+// Who is calling, once the bearer token checked out.
+struct Caller {
+  Principal principal;
+  std::string token_id;
+};
+
+struct ApiMetrics {
+  Counter* requests = nullptr;            // {route, code}
+  Histogram* latency = nullptr;           // {route}
+  Histogram* store_latency = nullptr;     // {operation}
+  Counter* admissions = nullptr;          // {tenant, qos}
+  Counter* rejections = nullptr;          // {reason}
+  Counter* preemptions = nullptr;         // {tenant, cause}
+  Counter* starts = nullptr;              // {tenant}
+  Gauge* queue_length = nullptr;          // {tenant, qos}
+  Histogram* wait_seconds = nullptr;      // {qos}
+  Gauge* tenant_gpu_milli = nullptr;      // {tenant}: allocated now
+  Gauge* tenant_guaranteed_milli = nullptr;  // {tenant}
+  Gauge* gpu_allocated_milli = nullptr;   // {node, gpu}
+  Gauge* nodes = nullptr;                 // {state}
+  Counter* cycles = nullptr;
+  Histogram* cycle_seconds = nullptr;
+};
+
+// A job the scheduler knows (pending or running), with what the store says of it.
+struct KnownJob {
+  WorkloadShape shape;
+  int64_t submit_ms = 0;
+};
+
+struct KnownNode {
+  store::NodeRecord record;
+  placement::NodeSpec spec;
+  int64_t last_heartbeat_ms = 0;  // in memory only: a restart gives every node a fresh timeout
+};
+
+struct ControlPlane::Impl {
+  ControlPlaneOptions opt;
+  const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
+  std::unique_ptr<store::Store> db;
+  std::unique_ptr<HttpServer> http;
+  MetricsRegistry registry;
+  ApiMetrics m;
+  std::unique_ptr<RateLimiter> limiter;
+  std::string generated_token;
+
+  mutable std::shared_mutex tokens_mu;
+  std::unordered_map<std::string, store::TokenRecord> tokens;  // by hash
+
+  mutable std::mutex mu;
+  std::unique_ptr<sched::LiveScheduler> live;
+  std::map<int64_t, KnownJob> jobs;
+  std::map<std::string, KnownNode> nodes;  // ready and cordoned
+  std::set<std::string> lost_nodes;         // lost (in the store; back when they register)
+  std::set<int64_t> cancelled_before_queued;
+  // Pending work no node of the cluster can hold now (FAILED_PRECONDITION from the scheduler's
+  // admission): kept waiting ("no_fitting_node") and offered again whenever a node registers.
+  std::set<int64_t> parked;
+  std::map<std::string, store::TenantRecord> tenants;
+
+  mutable std::shared_mutex tenants_mu;
+  std::map<std::string, std::string> parent_of;  // tenant -> parent ("" for a root)
+
+  // The loop.
+  std::thread loop;
+  std::condition_variable wake_cv;
+  bool wake = false;
+  bool stopping = false;
+  bool loop_healthy = true;  // false after a failed persistence, until a restore succeeded
+
+  int64_t NowMs() const;
+  // Store transaction with its latency observed.
+  Status Transact(std::string_view operation, const std::function<Status(store::Transaction&)>& fn);
+  Status AuditAlone(const Caller& who, std::string action, std::string target, int code);
+  void Wake();
+
+  // Create's steps.
+  Status InitMetrics();
+  Status Bootstrap();
+  Status Restore();  // (re)builds live, jobs, nodes, tenants from the store; mu held
+  void InstallRoutes();
+
+  // Authorisation helpers.
+  ParentOf Parents() const;  // reads parent_of under tenants_mu (shared)
+  void RefreshParents();     // mu held
+  StatusOr<Caller> Authenticate(const HttpRequest& r);
+  std::optional<GpuModelId> DefaultModel() const;  // mu held
+
+  // Handlers.
+  HttpResponse Healthz(const HttpRequest& r);
+  HttpResponse Readyz(const HttpRequest& r);
+  HttpResponse Metrics(const HttpRequest& r);
+  HttpResponse CreateTenant(const HttpRequest& r, const Caller& c);
+  HttpResponse ListTenants(const HttpRequest& r, const Caller& c);
+  HttpResponse GetTenant(const HttpRequest& r, const Caller& c);
+  HttpResponse PatchTenant(const HttpRequest& r, const Caller& c);
+  HttpResponse DeleteTenant(const HttpRequest& r, const Caller& c);
+  HttpResponse CreateToken(const HttpRequest& r, const Caller& c);
+  HttpResponse ListTokens(const HttpRequest& r, const Caller& c);
+  HttpResponse RevokeToken(const HttpRequest& r, const Caller& c);
+  HttpResponse SubmitWorkload(const HttpRequest& r, const Caller& c);
+  HttpResponse ListWorkloads(const HttpRequest& r, const Caller& c);
+  HttpResponse GetWorkload(const HttpRequest& r, const Caller& c);
+  HttpResponse CancelWorkload(const HttpRequest& r, const Caller& c);
+  HttpResponse ListNodes(const HttpRequest& r, const Caller& c);
+  HttpResponse GetNode(const HttpRequest& r, const Caller& c);
+  HttpResponse NodeAction(const HttpRequest& r, const Caller& c);  // cordon / uncordon / drain
+  HttpResponse RegisterNode(const HttpRequest& r, const Caller& c);
+  HttpResponse Heartbeat(const HttpRequest& r, const Caller& c);
+  HttpResponse DesiredState(const HttpRequest& r, const Caller& c);
+  HttpResponse ListAudit(const HttpRequest& r, const Caller& c);
+
+  // The tenant change both POST and PATCH make: the new map must make a valid tree the
+  // scheduler takes; then it is persisted (with the audit record) and applied. mu held.
+  HttpResponse ApplyTenants(std::map<std::string, store::TenantRecord> next, const Caller& c,
+                            const std::string& action, const std::string& name, int ok_code,
+                            const std::function<Status(store::Transaction&)>& write, nlohmann::json answer);
+
+  // Idempotency-Key: the key of a POST (INVALID_ARGUMENT for a bad one; "" when none), and the
+  // first answer stored for it (nullopt: none yet).
+  StatusOr<std::string> IdempotencyKey(const HttpRequest& r) const;
+  std::optional<HttpResponse> StoredAnswer(const Caller& c, const std::string& key);
+
+  // The loop (control_plane_loop.cc).
+  void LoopMain();
+  Status CycleOnce();  // mu held
+  // Jobs lost with a node (or drained) are pending again: their records say so (call inside the
+  // transaction; the caller queues them with Queue once it committed). mu held.
+  Status PersistRequeue(const std::vector<sched::JobId>& ids, std::string_view why, store::Transaction& tx,
+                        int64_t now);
+  void UpdateGauges();  // mu held
+  // Offers parked jobs to the scheduler again (after a node joined). mu held.
+  void Unpark();
+  // Queues a known job (Submit, or parked when no node can hold it). mu held.
+  void Queue(int64_t id);
+};
+
+// Status -> an HTTP error answer (400 names `field` when given).
+HttpResponse ErrorResponse(const Status& status, std::string_view field = "");
+// 404 {"error": {"code": "not_found", ...}} for `what`.
+HttpResponse NotFound(std::string_view what);
+
+}  // namespace tessera::daemon

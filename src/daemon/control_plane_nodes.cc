@@ -1,0 +1,289 @@
+// /v1/nodes (read, cordon, uncordon, drain) and the node-agent endpoints (register, heartbeat,
+// desired state).
+#include <nlohmann/json.hpp>
+
+#include "src/daemon/api_codec.h"
+#include "src/daemon/control_plane_impl.h"
+#include "src/daemon/json_fields.h"
+
+namespace tessera::daemon {
+
+using json = nlohmann::json;
+
+namespace {
+
+HttpResponse NodeAgentOnly(Decision d) {
+  if (d == Decision::kNotFound) return NotFound("node");
+  return HttpResponse::Error(403, "forbidden", "the node endpoints take node-agent tokens only");
+}
+
+}  // namespace
+
+Status ControlPlane::Impl::PersistRequeue(const std::vector<sched::JobId>& ids, std::string_view why,
+                                          store::Transaction& tx, int64_t now) {
+  for (sched::JobId id : ids) {
+    TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(id));
+    w.state = std::string(kPending);
+    w.placement_json.clear();
+    w.start_ms.reset();
+    w.wait_reason = "queued";
+    w.updated_ms = now;
+    TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
+    TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, id, now, "requeued", std::string(why)}).status());
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+json NodeJson(const store::NodeRecord& rec, const std::string& state, const sched::LiveScheduler::NodeView* view) {
+  json inv = json::parse(rec.inventory_json, nullptr, false);
+  if (inv.is_discarded() || !inv.is_object()) inv = json::object();
+  json gpus = inv.value("gpus", json::array());
+  for (size_t g = 0; g < gpus.size(); ++g) {
+    const bool known = view && g < view->gpu_free_milli.size();
+    gpus[g]["allocated_milli"] = known ? 1000 - view->gpu_free_milli[g] : 0;
+  }
+  json out = {{"name", rec.name},
+              {"state", state},
+              {"cpu_milli", inv.value("cpu_milli", int64_t{0})},
+              {"memory_mib", inv.value("memory_mib", int64_t{0})},
+              {"gpus", gpus},
+              {"workloads", view ? view->jobs.size() : 0},
+              {"last_heartbeat_ms", rec.last_heartbeat_ms}};
+  return out;
+}
+
+}  // namespace
+
+HttpResponse ControlPlane::Impl::ListNodes(const HttpRequest&, const Caller& c) {
+  const Decision d = Authorize(c.principal, Action::kReadNodes, "", Parents());
+  if (d != Decision::kAllow) return HttpResponse::Error(403, "forbidden", "this token's role may not read nodes");
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<store::NodeRecord> stored;
+  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(stored, tx.ListNodes());
+    return Status::Ok();
+  });
+  if (!st.ok()) return ErrorResponse(st);
+  const std::vector<sched::LiveScheduler::NodeView> views = live->nodes();
+  json list = json::array();
+  for (store::NodeRecord& rec : stored) {
+    const sched::LiveScheduler::NodeView* view = nullptr;
+    for (const auto& v : views)
+      if (v.name == rec.name) view = &v;
+    auto known = nodes.find(rec.name);
+    if (known != nodes.end()) rec.last_heartbeat_ms = known->second.last_heartbeat_ms;
+    const std::string state = view ? std::string(sched::NodeStateName(view->state)) : "lost";
+    list.push_back(NodeJson(rec, state, view));
+  }
+  return HttpResponse::Json(200, json{{"nodes", list}}.dump());
+}
+
+HttpResponse ControlPlane::Impl::GetNode(const HttpRequest& r, const Caller& c) {
+  const std::string name = r.path_params.at("name");
+  const Decision d = Authorize(c.principal, Action::kReadNodes, "", Parents());
+  if (d != Decision::kAllow) return HttpResponse::Error(403, "forbidden", "this token's role may not read nodes");
+  std::lock_guard<std::mutex> lock(mu);
+  StatusOr<store::NodeRecord> rec = store::NodeRecord{};
+  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
+    rec = tx.GetNode(name);
+    return Status::Ok();
+  });
+  if (!st.ok()) return ErrorResponse(st);
+  if (!rec.ok()) return NotFound("node '" + name + "'");
+  for (const auto& v : live->nodes())
+    if (v.name == name) {
+      rec->last_heartbeat_ms = nodes[name].last_heartbeat_ms;
+      return HttpResponse::Json(200, NodeJson(*rec, std::string(sched::NodeStateName(v.state)), &v).dump());
+    }
+  return HttpResponse::Json(200, NodeJson(*rec, "lost", nullptr).dump());
+}
+
+HttpResponse ControlPlane::Impl::NodeAction(const HttpRequest& r, const Caller& c) {
+  if (c.principal.role != Role::kAdmin)
+    return HttpResponse::Error(403, "forbidden", "cordon, uncordon and drain are for admins");
+  const std::string name = r.path_params.at("name");
+  const std::string action = r.path.substr(r.path.rfind('/') + 1);
+  std::lock_guard<std::mutex> lock(mu);
+  auto node = nodes.find(name);
+  if (node == nodes.end()) return NotFound("node '" + name + "' (registered and not lost)");
+  const int64_t now = NowMs();
+  std::vector<sched::JobId> drained;
+  Status st;
+  if (action == "cordon") st = live->Cordon(name);
+  else if (action == "uncordon") st = live->Uncordon(name);
+  else {
+    StatusOr<std::vector<sched::JobId>> ids = live->Drain(name);
+    st = ids.status();
+    if (ids.ok()) drained = *ids;
+  }
+  if (!st.ok()) return ErrorResponse(st);
+  store::NodeRecord rec = node->second.record;
+  rec.state = action == "uncordon" ? "ready" : "cordoned";
+  st = Transact("node", [&](store::Transaction& tx) -> Status {
+    TESSERA_RETURN_IF_ERROR(tx.PutNode(rec));
+    TESSERA_RETURN_IF_ERROR(PersistRequeue(drained, "node '" + name + "' drained", tx, now));
+    return tx.AppendAudit({now, c.token_id, "node." + action, "nodes/" + name, "200"}).status();
+  });
+  if (!st.ok()) {
+    loop_healthy = Restore().ok();  // the scheduler changed; the store did not: back to the store
+    return ErrorResponse(st);
+  }
+  node->second.record = rec;
+  if (action == "uncordon") Unpark();
+  wake = true;
+  wake_cv.notify_one();
+  json requeued = json::array();
+  for (sched::JobId id : drained) requeued.push_back(id);
+  return HttpResponse::Json(200, json{{"node", name}, {"state", rec.state}, {"requeued", requeued}}.dump());
+}
+
+HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller& c) {
+  const Decision d = Authorize(c.principal, Action::kNodeAgent, "", Parents());
+  if (d != Decision::kAllow) return NodeAgentOnly(d);
+  const std::string name = r.path_params.at("name");
+  if (Status st = CheckName(name, "node"); !st.ok()) return ErrorResponse(st, "node");
+  std::string field;
+  StatusOr<NodeInventory> inv = DecodeNodeInventory(name, r.body, catalog, &field);
+  if (!inv.ok()) return ErrorResponse(inv.status(), field);
+  std::lock_guard<std::mutex> lock(mu);
+  const int64_t now = NowMs();
+  auto known = nodes.find(name);
+  if (known != nodes.end() && known->second.record.inventory_json == inv->canonical_json) {
+    known->second.last_heartbeat_ms = now;  // the same inventory again (an agent restarted)
+    return HttpResponse::Json(200, json{{"node", name}, {"state", known->second.record.state}}.dump());
+  }
+  std::vector<sched::JobId> lost;
+  if (known != nodes.end()) {
+    StatusOr<std::vector<sched::JobId>> ids = live->RemoveNode(name);
+    if (!ids.ok()) return ErrorResponse(ids.status());
+    lost = *ids;
+  }
+  if (Status st = live->AddNode(inv->spec); !st.ok()) {
+    if (known != nodes.end()) loop_healthy = Restore().ok();
+    return ErrorResponse(st, "gpus");
+  }
+  store::NodeRecord rec{name, inv->canonical_json, "ready", now};
+  Status st = Transact("node", [&](store::Transaction& tx) -> Status {
+    TESSERA_RETURN_IF_ERROR(tx.PutNode(rec));
+    TESSERA_RETURN_IF_ERROR(PersistRequeue(lost, "node '" + name + "' registered a new inventory", tx, now));
+    return tx.AppendAudit({now, c.token_id, "node.register", "nodes/" + name, "200"}).status();
+  });
+  if (!st.ok()) {
+    loop_healthy = Restore().ok();
+    return ErrorResponse(st);
+  }
+  nodes[name] = KnownNode{rec, inv->spec, now};
+  lost_nodes.erase(name);
+  for (sched::JobId id : lost) Queue(id);
+  Unpark();
+  UpdateGauges();
+  wake = true;
+  wake_cv.notify_one();
+  return HttpResponse::Json(200, json{{"node", name}, {"state", "ready"}}.dump());
+}
+
+HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c) {
+  const Decision d = Authorize(c.principal, Action::kNodeAgent, "", Parents());
+  if (d != Decision::kAllow) return NodeAgentOnly(d);
+  const std::string name = r.path_params.at("name");
+  std::string field;
+  json finished = json::array();
+  if (!r.body.empty()) {
+    StatusOr<json> j = ParseJsonObject(r.body);
+    if (!j.ok()) return ErrorResponse(j.status());
+    JsonFields f(*j, "", &field);
+    if (Status st = f.OnlyKnown({"finished"}); !st.ok()) return ErrorResponse(st, field);
+    StatusOr<json> list = f.Array("finished");
+    if (!list.ok()) return ErrorResponse(list.status(), field);
+    finished = *list;
+  }
+  struct Done {
+    int64_t id;
+    int64_t exit_code;
+  };
+  std::vector<Done> done;
+  for (size_t i = 0; i < finished.size(); ++i) {
+    const std::string at = "finished[" + std::to_string(i) + "]";
+    if (!finished[i].is_object()) return HttpResponse::Error(400, "invalid_argument", at + ": expected an object", at);
+    JsonFields g(finished[i], at + ".", &field);
+    if (Status st = g.OnlyKnown({"id", "exit_code"}); !st.ok()) return ErrorResponse(st, field);
+    if (Status st = g.Require("id"); !st.ok()) return ErrorResponse(st, field);
+    StatusOr<int64_t> id = g.Int("id", 1, INT64_MAX, 0);
+    if (!id.ok()) return ErrorResponse(id.status(), field);
+    StatusOr<int64_t> code = g.Int("exit_code", -255, 255, 0);
+    if (!code.ok()) return ErrorResponse(code.status(), field);
+    done.push_back({*id, *code});
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  auto node = nodes.find(name);
+  if (node == nodes.end())
+    return HttpResponse::Error(404, "not_found", "node '" + name + "' is not registered (register it again)");
+  const int64_t now = NowMs();
+  node->second.last_heartbeat_ms = now;
+  std::vector<Done> here;
+  json ignored = json::array();
+  for (const Done& x : done) {
+    bool on_node = false;
+    for (const sched::PodPlacement& p : live->placement_of(x.id)) on_node |= p.node == name;
+    if (on_node) here.push_back(x);
+    else ignored.push_back(x.id);
+  }
+  if (!here.empty()) {
+    Status st = Transact("finish", [&](store::Transaction& tx) -> Status {
+      for (const Done& x : here) {
+        TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(x.id));
+        w.state = std::string(x.exit_code == 0 ? kCompleted : kFailed);
+        w.updated_ms = now;
+        TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
+        TESSERA_RETURN_IF_ERROR(
+            tx.AppendWorkloadEvent({0, x.id, now, "finished", "exit code " + std::to_string(x.exit_code)}).status());
+      }
+      return Status::Ok();
+    });
+    if (!st.ok()) return ErrorResponse(st);
+    for (const Done& x : here) {
+      (void)live->Complete(x.id, sched::Seconds{now / 1000});
+      jobs.erase(x.id);
+    }
+    wake = true;
+    wake_cv.notify_one();
+  }
+  return HttpResponse::Json(200, json{{"node", name}, {"state", node->second.record.state}, {"ignored", ignored}}.dump());
+}
+
+HttpResponse ControlPlane::Impl::DesiredState(const HttpRequest& r, const Caller& c) {
+  const Decision d = Authorize(c.principal, Action::kNodeAgent, "", Parents());
+  if (d != Decision::kAllow) return NodeAgentOnly(d);
+  const std::string name = r.path_params.at("name");
+  std::lock_guard<std::mutex> lock(mu);
+  auto node = nodes.find(name);
+  if (node == nodes.end())
+    return HttpResponse::Error(404, "not_found", "node '" + name + "' is not registered (register it again)");
+  json list = json::array();
+  for (const auto& v : live->nodes()) {
+    if (v.name != name) continue;
+    for (sched::JobId id : v.jobs) {
+      auto job = jobs.find(id);
+      if (job == jobs.end()) continue;
+      const WorkloadShape& s = job->second.shape;
+      json pods = json::array();
+      for (const sched::PodPlacement& p : live->placement_of(id))
+        if (p.node == name) {
+          json one = {{"gpus", GpuList(p.gpus)}};
+          if (p.mig_start >= 0) one["mig_start"] = p.mig_start;
+          pods.push_back(one);
+        }
+      list.push_back({{"id", id},
+                      {"tenant", s.request.tenant},
+                      {"mode", s.mode.ToString()},
+                      {"gpu_milli", s.job.pod.gpu_milli.value()},
+                      {"gpu_mem_mib", s.request.gpu_mem_mib},
+                      {"pods", pods}});
+    }
+  }
+  return HttpResponse::Json(200, json{{"node", name}, {"state", node->second.record.state}, {"workloads", list}}.dump());
+}
+
+}  // namespace tessera::daemon

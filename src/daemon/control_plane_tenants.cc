@@ -1,0 +1,297 @@
+// /v1/tenants and /v1/tokens.
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "src/daemon/api_codec.h"
+#include "src/daemon/json_fields.h"
+#include "src/daemon/control_plane_impl.h"
+#include "src/daemon/tokens.h"
+
+namespace tessera::daemon {
+
+using json = nlohmann::json;
+
+namespace {
+
+HttpResponse Denied(Decision d, std::string_view what, std::string_view action) {
+  if (d == Decision::kNotFound) return NotFound(what);
+  return HttpResponse::Error(403, "forbidden", "this token's role may not " + std::string(action));
+}
+
+}  // namespace
+
+StatusOr<std::string> ControlPlane::Impl::IdempotencyKey(const HttpRequest& r) const {
+  std::string key = r.Header("idempotency-key");
+  if (key.empty()) return key;
+  if (key.size() > 255) return InvalidArgumentError("Idempotency-Key: at most 255 characters");
+  for (char ch : key)
+    if (ch < 0x21 || ch > 0x7e) return InvalidArgumentError("Idempotency-Key: printable ASCII without spaces");
+  return key;
+}
+
+std::optional<HttpResponse> ControlPlane::Impl::StoredAnswer(const Caller& c, const std::string& key) {
+  if (key.empty()) return std::nullopt;
+  StatusOr<store::IdempotencyRecord> rec = store::IdempotencyRecord{};
+  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
+    rec = tx.GetIdempotency(c.token_id, key);
+    return Status::Ok();
+  });
+  if (!st.ok()) return ErrorResponse(st);
+  if (!rec.ok()) {
+    if (rec.status().code() == StatusCode::kNotFound) return std::nullopt;
+    return ErrorResponse(rec.status());
+  }
+  HttpResponse out = HttpResponse::Json(rec->status_code, rec->body);
+  out.headers.push_back({"Idempotent-Replayed", "true"});
+  return out;
+}
+
+HttpResponse ControlPlane::Impl::ApplyTenants(std::map<std::string, store::TenantRecord> next, const Caller& c,
+                                              const std::string& action, const std::string& name, int ok_code,
+                                              const std::function<Status(store::Transaction&)>& write,
+                                              json answer) {
+  StatusOr<sched::TenantTree> tree = BuildTenantTree(next, catalog);
+  if (!tree.ok()) return ErrorResponse(tree.status(), "quota");
+  if (Status st = live->SetTenants(std::move(*tree)); !st.ok()) return ErrorResponse(st, "quota");
+  const int64_t now = NowMs();
+  const std::string body = answer.dump();
+  Status st = Transact("tenant", [&](store::Transaction& tx) -> Status {
+    TESSERA_RETURN_IF_ERROR(write(tx));
+    return tx.AppendAudit({now, c.token_id, action, "tenants/" + name, std::to_string(ok_code)}).status();
+  });
+  if (!st.ok()) {
+    // The store refused (a tenant still referenced, ...): the scheduler keeps the old tree.
+    if (StatusOr<sched::TenantTree> old = BuildTenantTree(tenants, catalog); old.ok())
+      (void)live->SetTenants(std::move(*old));
+    return ErrorResponse(st);
+  }
+  tenants = std::move(next);
+  RefreshParents();
+  UpdateGauges();
+  wake = true;
+  wake_cv.notify_one();
+  return HttpResponse::Json(ok_code, body);
+}
+
+HttpResponse ControlPlane::Impl::CreateTenant(const HttpRequest& r, const Caller& c) {
+  std::string field;
+  StatusOr<TenantBody> b = DecodeTenantBody(r.body, /*create=*/true, catalog, &field);
+  if (!b.ok()) return ErrorResponse(b.status(), field);
+  const std::string parent = b->parent.value_or("");
+  const Decision d = Authorize(c.principal, Action::kCreateTenant, parent, Parents());
+  if (d != Decision::kAllow) return Denied(d, "tenant '" + parent + "'", "create tenants here");
+  StatusOr<std::string> key = IdempotencyKey(r);
+  if (!key.ok()) return ErrorResponse(key.status(), "Idempotency-Key");
+  if (auto stored = StoredAnswer(c, *key)) return *stored;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!parent.empty() && !tenants.count(parent))
+    return HttpResponse::Error(400, "invalid_argument", "parent: unknown tenant '" + parent + "'", "parent");
+  if (tenants.count(b->name))
+    return HttpResponse::Error(409, "already_exists", "tenant '" + b->name + "' exists");
+  store::TenantRecord rec;
+  rec.name = b->name;
+  rec.parent = parent;
+  rec.spec_json = TenantSpecJson(*b->quota, b->default_qos.value_or("Burstable"));
+  rec.created_ms = rec.updated_ms = NowMs();
+  auto next = tenants;
+  next[rec.name] = rec;
+  const json view = TenantView(rec);
+  return ApplyTenants(std::move(next), c, "tenant.create", rec.name, 201, [&](store::Transaction& tx) -> Status {
+    TESSERA_RETURN_IF_ERROR(tx.CreateTenant(rec));
+    if (key->empty()) return Status::Ok();
+    return tx.PutIdempotency({c.token_id, *key, 201, view.dump(), rec.created_ms});
+  }, view);
+}
+
+HttpResponse ControlPlane::Impl::ListTenants(const HttpRequest&, const Caller& c) {
+  const Decision d = Authorize(c.principal, Action::kListTenants, "", Parents());
+  if (d != Decision::kAllow) return Denied(d, "tenants", "list tenants");
+  const ParentOf parents = Parents();
+  json list = json::array();
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& [name, t] : tenants) {
+    const bool visible = c.principal.role == Role::kAdmin || InSubtree(name, c.principal.tenant, parents);
+    if (visible) list.push_back(TenantView(t));
+  }
+  return HttpResponse::Json(200, json{{"tenants", list}}.dump());
+}
+
+HttpResponse ControlPlane::Impl::GetTenant(const HttpRequest& r, const Caller& c) {
+  const std::string name = r.path_params.at("name");
+  const Decision d = Authorize(c.principal, Action::kReadTenant, name, Parents());
+  if (d != Decision::kAllow) return Denied(d, "tenant '" + name + "'", "read tenants");
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = tenants.find(name);
+  if (it == tenants.end()) return NotFound("tenant '" + name + "'");
+  json view = TenantView(it->second);
+  if (StatusOr<sched::Resources> use = live->usage(name); use.ok()) {
+    const sched::ResourceSpace& space = live->tenants().space();
+    json u = json::object();
+    for (int dim = 0; dim < space.dims(); ++dim) u[space.DimName(dim)] = (*use)[dim];
+    view["usage"] = u;
+  }
+  return HttpResponse::Json(200, view.dump());
+}
+
+HttpResponse ControlPlane::Impl::PatchTenant(const HttpRequest& r, const Caller& c) {
+  const std::string name = r.path_params.at("name");
+  std::string field;
+  StatusOr<TenantBody> b = DecodeTenantBody(r.body, /*create=*/false, catalog, &field);
+  if (!b.ok()) return ErrorResponse(b.status(), field);
+  const ParentOf parents = Parents();
+  Decision d = Authorize(c.principal, Action::kChangeQuota, name, parents);
+  if (d == Decision::kAllow && b->parent) d = Authorize(c.principal, Action::kCreateTenant, *b->parent, parents);
+  if (d != Decision::kAllow) return Denied(d, "tenant '" + name + "'", "change this tenant");
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = tenants.find(name);
+  if (it == tenants.end()) return NotFound("tenant '" + name + "'");
+  store::TenantRecord rec = it->second;
+  if (b->parent) {
+    if (!b->parent->empty() && !tenants.count(*b->parent))
+      return HttpResponse::Error(400, "invalid_argument", "parent: unknown tenant '" + *b->parent + "'", "parent");
+    rec.parent = *b->parent;
+  }
+  json spec = json::parse(rec.spec_json, nullptr, false);
+  if (spec.is_discarded()) spec = json::object();
+  rec.spec_json = TenantSpecJson(b->quota ? *b->quota : spec.value("quota", json::object()),
+                                 b->default_qos.value_or(spec.value("default_qos", std::string("Burstable"))));
+  rec.updated_ms = NowMs();
+  auto next = tenants;
+  next[name] = rec;
+  return ApplyTenants(std::move(next), c, "tenant.update", name, 200,
+                      [&](store::Transaction& tx) { return tx.UpdateTenant(rec); }, TenantView(rec));
+}
+
+HttpResponse ControlPlane::Impl::DeleteTenant(const HttpRequest& r, const Caller& c) {
+  const std::string name = r.path_params.at("name");
+  const Decision d = Authorize(c.principal, Action::kDeleteTenant, name, Parents());
+  if (d != Decision::kAllow) return Denied(d, "tenant '" + name + "'", "delete this tenant");
+  std::lock_guard<std::mutex> lock(mu);
+  if (!tenants.count(name)) return NotFound("tenant '" + name + "'");
+  for (const auto& [other, t] : tenants)
+    if (t.parent == name)
+      return HttpResponse::Error(409, "conflict", "tenant '" + name + "' has sub-tenants ('" + other + "', ...)");
+  auto next = tenants;
+  next.erase(name);
+  return ApplyTenants(std::move(next), c, "tenant.delete", name, 200,
+                      [&](store::Transaction& tx) { return tx.DeleteTenant(name); },
+                      json{{"name", name}, {"deleted", true}});
+}
+
+namespace {
+
+json TokenView(const store::TokenRecord& t) {
+  json j = {{"id", t.id}, {"role", t.role}, {"tenant", t.tenant.empty() ? json(nullptr) : json(t.tenant)},
+            {"revoked", t.revoked}, {"created_ms", t.created_ms}};
+  j["expires_ms"] = t.expires_ms ? json(*t.expires_ms) : json(nullptr);
+  return j;
+}
+
+}  // namespace
+
+HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller& c) {
+  if (!r.Header("idempotency-key").empty())
+    return HttpResponse::Error(400, "invalid_argument",
+                               "Idempotency-Key: not taken on /v1/tokens (a token's secret is never stored, so "
+                               "its answer cannot be replayed)",
+                               "Idempotency-Key");
+  std::string field;
+  StatusOr<json> j = ParseJsonObject(r.body);
+  if (!j.ok()) return ErrorResponse(j.status());
+  JsonFields f(*j, "", &field);
+  if (Status st = f.OnlyKnown({"role", "tenant", "expires_in_s"}); !st.ok()) return ErrorResponse(st, field);
+  if (Status st = f.Require("role"); !st.ok()) return ErrorResponse(st, field);
+  StatusOr<std::string> role_name = f.Str("role", 32);
+  if (!role_name.ok()) return ErrorResponse(role_name.status(), field);
+  StatusOr<Role> role = ParseRole(*role_name);
+  if (!role.ok())
+    return HttpResponse::Error(400, "invalid_argument",
+                               "role: '" + *role_name + "' is not admin, tenant-admin, tenant-user or node-agent", "role");
+  StatusOr<std::string> tenant = f.Str("tenant", 63);
+  if (!tenant.ok()) return ErrorResponse(tenant.status(), field);
+  const bool tenant_role = *role == Role::kTenantAdmin || *role == Role::kTenantUser;
+  if (tenant_role && tenant->empty())
+    return HttpResponse::Error(400, "invalid_argument", "tenant: required for role " + *role_name, "tenant");
+  if (!tenant_role && !tenant->empty())
+    return HttpResponse::Error(400, "invalid_argument", "tenant: role " + *role_name + " is not bound to a tenant",
+                               "tenant");
+  StatusOr<int64_t> expires_in = f.Int("expires_in_s", 1, int64_t{10} * 365 * 86400, 0);
+  if (!expires_in.ok()) return ErrorResponse(expires_in.status(), field);
+  const Decision d = Authorize(c.principal, Action::kCreateToken, *tenant, Parents(), *role);
+  if (d != Decision::kAllow) return Denied(d, "tenant '" + *tenant + "'", "create this token");
+  StatusOr<std::string> secret = NewToken();
+  if (!secret.ok()) return ErrorResponse(secret.status());
+  const int64_t now = NowMs();
+  store::TokenRecord rec;
+  rec.hash_hex = TokenHash(*secret);
+  rec.id = "tok_" + rec.hash_hex.substr(0, 16);
+  rec.role = *role_name;
+  rec.tenant = *tenant;
+  if (*expires_in > 0) rec.expires_ms = now + *expires_in * 1000;
+  rec.created_ms = now;
+  {
+    std::lock_guard<std::mutex> lock(mu);  // the tenant cannot vanish meanwhile
+    if (tenant_role && !tenants.count(*tenant)) return NotFound("tenant '" + *tenant + "'");
+    Status st = Transact("token", [&](store::Transaction& tx) -> Status {
+      TESSERA_RETURN_IF_ERROR(tx.CreateToken(rec));
+      return tx.AppendAudit({now, c.token_id, "token.create", "tokens/" + rec.id, "201"}).status();
+    });
+    if (!st.ok()) return ErrorResponse(st);
+  }
+  {
+    std::unique_lock<std::shared_mutex> lock(tokens_mu);
+    tokens[rec.hash_hex] = rec;
+  }
+  json view = TokenView(rec);
+  view["token"] = *secret;
+  return HttpResponse::Json(201, view.dump());
+}
+
+HttpResponse ControlPlane::Impl::ListTokens(const HttpRequest&, const Caller& c) {
+  const Decision d = Authorize(c.principal, Action::kListTokens, c.principal.tenant, Parents());
+  if (d != Decision::kAllow) return Denied(d, "tokens", "list tokens");
+  const ParentOf parents = Parents();
+  std::vector<store::TokenRecord> all;
+  {
+    std::shared_lock<std::shared_mutex> lock(tokens_mu);
+    for (const auto& [hash, t] : tokens) all.push_back(t);
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  json list = json::array();
+  for (const store::TokenRecord& t : all) {
+    const bool visible = c.principal.role == Role::kAdmin ||
+                         (!t.tenant.empty() && InSubtree(t.tenant, c.principal.tenant, parents));
+    if (visible) list.push_back(TokenView(t));
+  }
+  return HttpResponse::Json(200, json{{"tokens", list}}.dump());
+}
+
+HttpResponse ControlPlane::Impl::RevokeToken(const HttpRequest& r, const Caller& c) {
+  const std::string id = r.path_params.at("id");
+  std::optional<store::TokenRecord> found;
+  {
+    std::shared_lock<std::shared_mutex> lock(tokens_mu);
+    for (const auto& [hash, t] : tokens)
+      if (t.id == id) found = t;
+  }
+  if (!found) return NotFound("token '" + id + "'");
+  // Tokens without a tenant (admin, node-agent) are the admins' to revoke.
+  const Decision d = found->tenant.empty()
+                         ? (c.principal.role == Role::kAdmin ? Decision::kAllow : Decision::kNotFound)
+                         : Authorize(c.principal, Action::kRevokeToken, found->tenant, Parents());
+  if (d != Decision::kAllow) return Denied(d, "token '" + id + "'", "revoke tokens");
+  const int64_t now = NowMs();
+  Status st = Transact("token", [&](store::Transaction& tx) -> Status {
+    TESSERA_RETURN_IF_ERROR(tx.RevokeToken(id));
+    return tx.AppendAudit({now, c.token_id, "token.revoke", "tokens/" + id, "200"}).status();
+  });
+  if (!st.ok()) return ErrorResponse(st);
+  {
+    std::unique_lock<std::shared_mutex> lock(tokens_mu);
+    tokens[found->hash_hex].revoked = true;
+  }
+  found->revoked = true;
+  return HttpResponse::Json(200, TokenView(*found).dump());
+}
+
+}  // namespace tessera::daemon

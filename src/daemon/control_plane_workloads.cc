@@ -1,0 +1,258 @@
+// /v1/workloads: submit (with Idempotency-Key), read, list (paginated), cancel.
+#include <charconv>
+
+#include <nlohmann/json.hpp>
+
+#include "src/daemon/api_codec.h"
+#include "src/daemon/control_plane_impl.h"
+
+namespace tessera::daemon {
+
+using json = nlohmann::json;
+
+namespace {
+
+json WorkloadView(const store::WorkloadRecord& w) {
+  json spec = json::parse(w.spec_json, nullptr, false);
+  if (spec.is_discarded() || !spec.is_object()) spec = json::object();
+  const json request = spec.value("request", json::object());
+  json out = {{"id", w.id},
+              {"tenant", w.tenant},
+              {"state", w.state},
+              {"qos", request.value("qos", std::string("Burstable"))},
+              {"priority", request.value("priority", 0)},
+              {"request", request},
+              {"mode", spec.value("mode", std::string())},
+              {"mode_reason", spec.value("mode_reason", std::string())},
+              {"created_ms", w.created_ms},
+              {"updated_ms", w.updated_ms},
+              {"version", w.version}};
+  if (request.contains("name")) out["name"] = request["name"];
+  if (w.state == kPending || w.state == kRejected) out["wait_reason"] = w.wait_reason;
+  if (w.start_ms) out["start_ms"] = *w.start_ms;
+  if (!w.placement_json.empty()) {
+    if (StatusOr<StoredPlacement> p = ParsePlacementJson(w.placement_json); p.ok() && !p->pods.empty()) {
+      json pods = json::array();
+      for (const sched::PodPlacement& pod : p->pods) {
+        json one = {{"node", pod.node}, {"gpus", GpuList(pod.gpus)}};
+        if (pod.mig_start >= 0) one["mig_start"] = pod.mig_start;
+        pods.push_back(one);
+      }
+      out["placement"] = pods[0];
+      out["pods"] = pods;
+    }
+  }
+  return out;
+}
+
+std::optional<int64_t> ParseId(const std::string& s) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
+  return v;
+}
+
+HttpResponse Denied(Decision d, std::string_view what) {
+  if (d == Decision::kNotFound) return NotFound(what);
+  return HttpResponse::Error(403, "forbidden", "this token's role may not do that to workloads");
+}
+
+}  // namespace
+
+void ControlPlane::Impl::Queue(int64_t id) {
+  auto it = jobs.find(id);
+  if (it == jobs.end()) return;
+  sched::LiveJob job = it->second.shape.job;
+  job.id = id;
+  Status st = live->Submit(job);
+  if (st.ok()) return;
+  if (st.code() == StatusCode::kFailedPrecondition) {
+    parked.insert(id);
+    return;
+  }
+  // The world changed between the check and the queueing (a quota was lowered): rejected.
+  jobs.erase(it);
+  m.rejections->Inc({"quota"});
+  const int64_t now = NowMs();
+  (void)Transact("reject", [&](store::Transaction& tx) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(id));
+    w.state = std::string(kRejected);
+    w.wait_reason = std::string(st.message());
+    w.updated_ms = now;
+    TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
+    return tx.AppendWorkloadEvent({0, id, now, "rejected", std::string(st.message())}).status();
+  });
+}
+
+void ControlPlane::Impl::Unpark() {
+  std::vector<int64_t> ids(parked.begin(), parked.end());
+  parked.clear();
+  for (int64_t id : ids) Queue(id);
+}
+
+HttpResponse ControlPlane::Impl::SubmitWorkload(const HttpRequest& r, const Caller& c) {
+  std::string field;
+  StatusOr<WorkloadRequest> req = DecodeWorkloadRequest(r.body, catalog, &field);
+  if (!req.ok()) return ErrorResponse(req.status(), field);
+  const Decision d = Authorize(c.principal, Action::kSubmitWorkload, req->tenant, Parents());
+  if (d != Decision::kAllow) return Denied(d, "tenant '" + req->tenant + "'");
+  StatusOr<std::string> key = IdempotencyKey(r);
+  if (!key.ok()) return ErrorResponse(key.status(), "Idempotency-Key");
+  if (auto stored = StoredAnswer(c, *key)) return *stored;
+
+  const int64_t now = NowMs();
+  WorkloadShape shape;
+  bool park = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!tenants.count(req->tenant)) return NotFound("tenant '" + req->tenant + "'");
+    const std::optional<sched::TenantIndex> t = live->tenants().Find(req->tenant);
+    if (!t || !live->tenants().is_leaf(*t))
+      return HttpResponse::Error(400, "invalid_argument",
+                                 "tenant: '" + req->tenant + "' has sub-tenants; submit to a leaf", "tenant");
+    StatusOr<WorkloadShape> s = ResolveWorkload(*req, DefaultModel(), catalog, &field);
+    if (!s.ok()) return ErrorResponse(s.status(), field);
+    shape = std::move(*s);
+    shape.job.submit = sched::Seconds{now / 1000};
+    Status check = live->CheckSubmit(shape.job);
+    if (check.code() == StatusCode::kFailedPrecondition) {
+      park = true;
+    } else if (!check.ok()) {
+      m.rejections->Inc({"submit"});
+      return ErrorResponse(check);
+    }
+  }
+
+  store::WorkloadRecord rec;
+  rec.tenant = req->tenant;
+  rec.spec_json = WorkloadSpecJson(shape, catalog);
+  rec.state = std::string(kPending);
+  rec.wait_reason = park ? "no_fitting_node" : "queued";
+  rec.created_ms = rec.updated_ms = now;
+  int64_t id = 0;
+  std::string answer;
+  Status st = Transact("submit", [&](store::Transaction& tx) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(id, tx.InsertWorkload(rec));
+    answer = json{{"id", id}, {"state", kPending}}.dump();
+    if (!key->empty()) TESSERA_RETURN_IF_ERROR(tx.PutIdempotency({c.token_id, *key, 201, answer, now}));
+    return tx.AppendAudit({now, c.token_id, "workload.create", "workloads/" + std::to_string(id), "201"}).status();
+  });
+  if (st.code() == StatusCode::kAlreadyExists && !key->empty()) {
+    // The same key raced with another request: that one's answer is the answer.
+    if (auto stored = StoredAnswer(c, *key)) return *stored;
+  }
+  if (!st.ok()) return ErrorResponse(st);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (cancelled_before_queued.erase(id) == 0) {
+      shape.job.id = id;
+      jobs[id] = KnownJob{shape, now};
+      Queue(id);
+      m.admissions->Inc({req->tenant, std::string(sched::QosName(req->qos))});
+      wake = true;
+    }
+  }
+  wake_cv.notify_one();
+  return HttpResponse::Json(201, answer);
+}
+
+HttpResponse ControlPlane::Impl::GetWorkload(const HttpRequest& r, const Caller& c) {
+  const std::string& raw = r.path_params.at("id");
+  const std::optional<int64_t> id = ParseId(raw);
+  if (!id) return NotFound("workload '" + raw + "'");
+  StatusOr<store::WorkloadRecord> w = store::WorkloadRecord{};
+  std::vector<store::WorkloadEvent> events;
+  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
+    w = tx.GetWorkload(*id);
+    if (!w.ok()) return Status::Ok();
+    TESSERA_ASSIGN_OR_RETURN(events, tx.ListWorkloadEvents(*id));
+    return Status::Ok();
+  });
+  if (!st.ok()) return ErrorResponse(st);
+  if (!w.ok()) return w.status().code() == StatusCode::kNotFound ? NotFound("workload " + raw) : ErrorResponse(w.status());
+  const Decision d = Authorize(c.principal, Action::kReadWorkload, w->tenant, Parents());
+  if (d != Decision::kAllow) return Denied(d, "workload " + raw);
+  json view = WorkloadView(*w);
+  json list = json::array();
+  for (const store::WorkloadEvent& e : events)
+    list.push_back({{"time_ms", e.time_ms}, {"kind", e.kind}, {"detail", e.detail}});
+  view["events"] = list;
+  return HttpResponse::Json(200, view.dump());
+}
+
+HttpResponse ControlPlane::Impl::ListWorkloads(const HttpRequest& r, const Caller& c) {
+  std::string tenant = c.principal.role == Role::kAdmin ? "" : c.principal.tenant;
+  if (auto it = r.query.find("tenant"); it != r.query.end() && !it->second.empty()) tenant = it->second;
+  if (!tenant.empty() || c.principal.role != Role::kAdmin) {
+    const Decision d = Authorize(c.principal, Action::kReadWorkload, tenant, Parents());
+    if (d != Decision::kAllow) return Denied(d, "tenant '" + tenant + "'");
+  }
+  int limit = 100;
+  if (auto it = r.query.find("limit"); it != r.query.end()) {
+    const std::optional<int64_t> l = ParseId(it->second);
+    if (!l || *l > 1000) return HttpResponse::Error(400, "invalid_argument", "limit: an integer 1..1000", "limit");
+    limit = static_cast<int>(*l);
+  }
+  std::string cont;
+  if (auto it = r.query.find("continue"); it != r.query.end()) cont = it->second;
+  store::WorkloadPage page;
+  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(page, tx.ListWorkloads(tenant, limit, cont));
+    return Status::Ok();
+  });
+  if (!st.ok()) return ErrorResponse(st, st.code() == StatusCode::kInvalidArgument ? "continue" : "");
+  json list = json::array();
+  for (const store::WorkloadRecord& w : page.workloads) list.push_back(WorkloadView(w));
+  json out = {{"workloads", list}};
+  out["continue"] = page.next_continue.empty() ? json(nullptr) : json(page.next_continue);
+  return HttpResponse::Json(200, out.dump());
+}
+
+HttpResponse ControlPlane::Impl::CancelWorkload(const HttpRequest& r, const Caller& c) {
+  const std::string& raw = r.path_params.at("id");
+  const std::optional<int64_t> id = ParseId(raw);
+  if (!id) return NotFound("workload '" + raw + "'");
+  std::lock_guard<std::mutex> lock(mu);
+  StatusOr<store::WorkloadRecord> w = store::WorkloadRecord{};
+  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
+    w = tx.GetWorkload(*id);
+    return Status::Ok();
+  });
+  if (!st.ok()) return ErrorResponse(st);
+  if (!w.ok()) return w.status().code() == StatusCode::kNotFound ? NotFound("workload " + raw) : ErrorResponse(w.status());
+  const Decision d = Authorize(c.principal, Action::kCancelWorkload, w->tenant, Parents());
+  if (d != Decision::kAllow) return Denied(d, "workload " + raw);
+  if (IsTerminal(w->state))
+    return HttpResponse::Error(409, "conflict", "workload " + raw + " is already " + w->state);
+  const int64_t now = NowMs();
+  const bool was_running = w->state == kRunning;
+  st = Transact("cancel", [&](store::Transaction& tx) -> Status {
+    store::WorkloadRecord u = *w;
+    u.state = std::string(kCancelled);
+    u.updated_ms = now;
+    TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(u).status());
+    TESSERA_RETURN_IF_ERROR(
+        tx.AppendWorkloadEvent({0, *id, now, "cancelled", was_running ? "stopped by its owner" : "taken out of the queue"})
+            .status());
+    return tx.AppendAudit({now, c.token_id, "workload.cancel", "workloads/" + raw, "200"}).status();
+  });
+  if (!st.ok()) return ErrorResponse(st);
+  if (parked.erase(*id)) {
+  } else if (live->is_pending(*id)) {
+    (void)live->Cancel(*id);
+  } else if (live->is_running(*id)) {
+    (void)live->Complete(*id, sched::Seconds{now / 1000});
+  } else if (!jobs.count(*id)) {
+    cancelled_before_queued.insert(*id);  // its submit has not queued it yet
+  }
+  jobs.erase(*id);
+  wake = true;
+  wake_cv.notify_one();
+  store::WorkloadRecord shown = *w;
+  shown.state = std::string(kCancelled);
+  shown.updated_ms = now;
+  shown.version += 1;
+  return HttpResponse::Json(200, WorkloadView(shown).dump());
+}
+
+}  // namespace tessera::daemon

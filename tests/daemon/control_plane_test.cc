@@ -1,0 +1,473 @@
+// The control plane through its API (ControlPlane::Handle: the router without a socket), on a
+// real SQLite store in a temporary folder, with a test clock and the loop driven by RunCycle.
+#include "tessera/daemon/control_plane.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "src/daemon/http_server.h"
+#include "tessera/store/store.h"
+
+namespace tessera::daemon {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr const char* kAdmin = "admin-token-for-the-tests-0001";
+
+class ControlPlaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tessera-cp-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    Open();
+  }
+  void TearDown() override {
+    cp_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  ControlPlaneOptions Options() {
+    ControlPlaneOptions o;
+    o.db = "sqlite:" + (dir_ / "tessera.db").string();
+    o.listen_port = 0;
+    o.bootstrap_token = kAdmin;
+    o.run_loop = false;
+    o.node_timeout_s = 30;
+    o.scheduler.min_runtime = sched::Seconds{0};
+    o.clock_ms = [this] { return now_ms_; };
+    return o;
+  }
+  void Open(ControlPlaneOptions o) {
+    cp_.reset();
+    auto cp = ControlPlane::Create(std::move(o));
+    ASSERT_TRUE(cp.ok()) << cp.status().ToString();
+    cp_ = std::move(*cp);
+  }
+  void Open() { Open(Options()); }
+
+  HttpResponse Call(const std::string& method, const std::string& target, const std::string& body = "",
+                    const std::string& token = kAdmin, std::map<std::string, std::string> headers = {}) {
+    HttpRequest r;
+    r.method = method;
+    const size_t q = target.find('?');
+    r.raw_path = r.path = target.substr(0, q);
+    if (q != std::string::npos) r.query = ParseQuery(target.substr(q + 1));
+    r.body = body;
+    if (!token.empty()) headers["authorization"] = "Bearer " + token;
+    r.headers = std::move(headers);
+    return cp_->Handle(std::move(r));
+  }
+  json Ok(const std::string& method, const std::string& target, const std::string& body = "",
+          const std::string& token = kAdmin, int expected = 200) {
+    HttpResponse r = Call(method, target, body, token);
+    EXPECT_EQ(r.status, expected) << method << " " << target << ": " << r.body;
+    json j = json::parse(r.body, nullptr, false);
+    return j.is_discarded() ? json::object() : j;
+  }
+  std::string Token(const std::string& role, const std::string& tenant = "") {
+    json body = {{"role", role}};
+    if (!tenant.empty()) body["tenant"] = tenant;
+    return Ok("POST", "/v1/tokens", body.dump(), kAdmin, 201).value("token", std::string());
+  }
+  void Tenant(const std::string& name, const std::string& parent = "", json quota = json::object()) {
+    json body = {{"name", name}, {"quota", quota}};
+    if (!parent.empty()) body["parent"] = parent;
+    Ok("POST", "/v1/tenants", body.dump(), kAdmin, 201);
+  }
+  void RegisterNode(const std::string& agent, const std::string& name, int gpus, const std::string& model = "A100-80GB") {
+    json list = json::array();
+    for (int g = 0; g < gpus; ++g)
+      list.push_back({{"index", g}, {"uuid", "GPU-" + name + "-" + std::to_string(g)}, {"model", model}});
+    Ok("POST", "/v1/nodes/" + name + "/register",
+       json{{"cpu_milli", 64000}, {"memory_mib", 262144}, {"gpus", list}}.dump(), agent);
+  }
+  int64_t Submit(const std::string& tenant, const std::string& token, json extra = json::object(),
+                 const std::string& qos = "Burstable") {
+    json body = {{"tenant", tenant}, {"gpus", 1}, {"qos", qos}};
+    body.update(extra);
+    return Ok("POST", "/v1/workloads", body.dump(), token, 201).value("id", int64_t{0});
+  }
+  json Workload(int64_t id, const std::string& token = kAdmin) {
+    return Ok("GET", "/v1/workloads/" + std::to_string(id), "", token);
+  }
+  void Cycle() { ASSERT_TRUE(cp_->RunCycle().ok()); }
+
+  std::filesystem::path dir_;
+  int64_t now_ms_ = 1'790'000'000'000;
+  std::unique_ptr<ControlPlane> cp_;
+};
+
+TEST_F(ControlPlaneTest, TheBootstrapTokenIsTheAdminsAndNoRequestPassesWithoutAToken) {
+  EXPECT_TRUE(cp_->generated_bootstrap_token().empty());  // it came from the options
+  EXPECT_EQ(Call("GET", "/v1/tenants").status, 200);
+  HttpResponse none = Call("GET", "/v1/tenants", "", "");
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(Call("GET", "/v1/tenants", "", "tsr_not-a-token").status, 401);
+  EXPECT_EQ(Call("GET", "/healthz", "", "").status, 200);
+  EXPECT_EQ(Call("GET", "/metrics", "", "").status, 200);
+  EXPECT_EQ(Call("GET", "/readyz", "", "").status, 200);
+}
+
+TEST_F(ControlPlaneTest, AnEmptyStoreWithoutABootstrapTokenGeneratesOneOnce) {
+  ControlPlaneOptions o = Options();
+  o.db = "sqlite:" + (dir_ / "fresh.db").string();
+  o.bootstrap_token.clear();
+  Open(o);
+  const std::string token = cp_->generated_bootstrap_token();
+  ASSERT_THAT(token, HasSubstr("tsr_"));
+  EXPECT_EQ(Call("GET", "/v1/tenants", "", token).status, 200);
+  Open(o);  // a restart: the store has a token now, nothing is generated
+  EXPECT_TRUE(cp_->generated_bootstrap_token().empty());
+  EXPECT_EQ(Call("GET", "/v1/tenants", "", token).status, 200);
+}
+
+TEST_F(ControlPlaneTest, TenantsAreCreatedReadChangedAndDeletedWithTheirQuotas) {
+  Tenant("acme", "", {{"guaranteed", {{"gpu_milli", 4000}, {"gpus", {{"A100-80GB", 4}}}}}, {"weight", 2}});
+  Tenant("vision", "acme", {{"guaranteed", {{"gpu_milli", 2000}, {"gpus", {{"NVIDIA A100-SXM4-80GB", 2}}}}}});
+  json v = Ok("GET", "/v1/tenants/vision");
+  EXPECT_EQ(v["parent"], "acme");
+  EXPECT_EQ(v["quota"]["guaranteed"]["gpus"]["A100-80GB"], 2);  // the NVML name made canonical
+  EXPECT_EQ(Ok("GET", "/v1/tenants")["tenants"].size(), 2u);
+  // A child over its parent's guarantee is refused, naming the problem; nothing changes.
+  HttpResponse over = Call("PATCH", "/v1/tenants/vision", R"({"quota": {"guaranteed": {"gpu_milli": 5000}}})");
+  EXPECT_EQ(over.status, 400) << over.body;
+  EXPECT_THAT(over.body, HasSubstr("acme"));
+  EXPECT_EQ(Ok("GET", "/v1/tenants/vision")["quota"]["guaranteed"]["gpu_milli"], 2000);
+  Ok("PATCH", "/v1/tenants/vision", R"({"quota": {"guaranteed": {"gpu_milli": 1000}}})");
+  EXPECT_EQ(Ok("GET", "/v1/tenants/vision")["quota"]["guaranteed"]["gpu_milli"], 1000);
+  EXPECT_EQ(Call("POST", "/v1/tenants", R"({"name": "acme"})").status, 409);
+  EXPECT_EQ(Call("DELETE", "/v1/tenants/acme").status, 409);  // it has a sub-tenant
+  Ok("DELETE", "/v1/tenants/vision");
+  EXPECT_EQ(Call("GET", "/v1/tenants/vision").status, 404);
+}
+
+TEST_F(ControlPlaneTest, BadTenantBodiesAre400sThatNameTheField) {
+  struct Case {
+    std::string body, field;
+  };
+  const std::vector<Case> cases = {
+      {R"({"name": "a", "quota": {"guaranteed": {"gpu": 1}}})", "quota.guaranteed.gpu"},
+      {R"({"name": "a", "quota": {"guaranteed": {"gpu_milli": -1}}})", "quota.guaranteed.gpu_milli"},
+      {R"({"name": "a", "quota": {"guaranteed": {"gpus": {"B200-9000": 1}}}})", "quota.guaranteed.gpus.B200-9000"},
+      {R"({"name": "a", "quota": {"weight": 0}})", "quota.weight"},
+      {R"({"name": "a b"})", "name"},
+      {R"({"name": "a", "parent": "nobody"})", "parent"},
+      {R"({"name": "a", "colour": "red"})", "colour"},
+      {R"({"name": 7})", "name"},
+      {R"({"quota": {}})", "name"},
+  };
+  for (const Case& c : cases) {
+    HttpResponse r = Call("POST", "/v1/tenants", c.body);
+    EXPECT_EQ(r.status, 400) << c.body << " -> " << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"].value("field", ""), c.field) << c.body << " -> " << r.body;
+  }
+  EXPECT_EQ(Call("POST", "/v1/tenants", "{not json").status, 400);
+  EXPECT_EQ(Ok("GET", "/v1/tenants")["tenants"].size(), 0u);
+}
+
+TEST_F(ControlPlaneTest, ATenantTokenSeesOnlyItsSubtreeAndEverythingElseIs404) {
+  Tenant("acme");
+  Tenant("vision", "acme");
+  Tenant("ranking", "vision");
+  Tenant("speech", "acme");
+  const std::string vision_admin = Token("tenant-admin", "vision");
+  const std::string ranking_user = Token("tenant-user", "ranking");
+  const std::string speech_user = Token("tenant-user", "speech");
+  EXPECT_EQ(Call("GET", "/v1/tenants/ranking", "", vision_admin).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/tenants/speech", "", vision_admin).status, 404);
+  EXPECT_EQ(Call("GET", "/v1/tenants/nonexistent", "", vision_admin).status, 404);
+  json listed = Ok("GET", "/v1/tenants", "", vision_admin);
+  EXPECT_EQ(listed["tenants"].size(), 2u);  // vision and ranking
+  // Quotas: the tenant-admin sets its children's, never its own; a tenant-user none.
+  EXPECT_EQ(Call("PATCH", "/v1/tenants/ranking", R"({"quota": {}})", vision_admin).status, 200);
+  EXPECT_EQ(Call("PATCH", "/v1/tenants/vision", R"({"quota": {}})", vision_admin).status, 403);
+  EXPECT_EQ(Call("PATCH", "/v1/tenants/ranking", R"({"quota": {}})", ranking_user).status, 403);
+  EXPECT_EQ(Call("PATCH", "/v1/tenants/speech", R"({"quota": {}})", vision_admin).status, 404);
+  // Workloads: another tenant's is 404, for reading, listing and cancelling.
+  const int64_t mine = Submit("ranking", ranking_user);
+  const int64_t theirs = Submit("speech", speech_user);
+  EXPECT_EQ(Call("GET", "/v1/workloads/" + std::to_string(mine), "", vision_admin).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/workloads/" + std::to_string(theirs), "", ranking_user).status, 404);
+  EXPECT_EQ(Call("DELETE", "/v1/workloads/" + std::to_string(theirs), "", ranking_user).status, 404);
+  EXPECT_EQ(Call("GET", "/v1/workloads?tenant=speech", "", ranking_user).status, 404);
+  EXPECT_EQ(Call("POST", "/v1/workloads", R"({"tenant":"speech","gpus":1,"qos":"Burstable"})", ranking_user).status, 404);
+  json list = Ok("GET", "/v1/workloads", "", ranking_user);
+  ASSERT_EQ(list["workloads"].size(), 1u);
+  EXPECT_EQ(list["workloads"][0]["id"], mine);
+  // Tokens: a tenant-user makes none; a tenant-admin only inside its subtree.
+  EXPECT_EQ(Call("POST", "/v1/tokens", R"({"role":"tenant-user","tenant":"ranking"})", ranking_user).status, 403);
+  EXPECT_EQ(Call("POST", "/v1/tokens", R"({"role":"tenant-user","tenant":"ranking"})", vision_admin).status, 201);
+  EXPECT_EQ(Call("POST", "/v1/tokens", R"({"role":"tenant-user","tenant":"speech"})", vision_admin).status, 404);
+  EXPECT_EQ(Call("POST", "/v1/tokens", R"({"role":"admin"})", vision_admin).status, 403);
+  // The node endpoints take node-agent tokens only.
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", R"({"cpu_milli":1,"memory_mib":1})", vision_admin).status, 403);
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", R"({"cpu_milli":1,"memory_mib":1})", kAdmin).status, 403);
+}
+
+TEST_F(ControlPlaneTest, ARevokedOrExpiredTokenIsRefused) {
+  Tenant("a");
+  json made = Ok("POST", "/v1/tokens", R"({"role":"tenant-user","tenant":"a","expires_in_s":60})", kAdmin, 201);
+  const std::string token = made["token"];
+  EXPECT_EQ(Call("GET", "/v1/workloads", "", token).status, 200);
+  now_ms_ += 61'000;
+  EXPECT_EQ(Call("GET", "/v1/workloads", "", token).status, 401);
+  const std::string other = Token("tenant-user", "a");
+  EXPECT_EQ(Call("GET", "/v1/workloads", "", other).status, 200);
+  json tokens = Ok("GET", "/v1/tokens");
+  std::string id;
+  for (const json& t : tokens["tokens"])
+    if (t["tenant"] == "a" && t["expires_ms"].is_null()) id = t["id"];
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(tokens.dump().find("hash"), std::string::npos);  // hashes never leave the store
+  Ok("DELETE", "/v1/tokens/" + id);
+  EXPECT_EQ(Call("GET", "/v1/workloads", "", other).status, 401);
+}
+
+TEST_F(ControlPlaneTest, AWorkloadIsPlacedRunsAndFinishesThroughTheNodeAgent) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  const std::string user = Token("tenant-user", "a");
+  RegisterNode(agent, "n1", 2);
+  const int64_t id = Submit("a", user, {{"gpu_milli", 500}, {"gpu_mem_mib", 20480}});
+  json w = Workload(id, user);
+  EXPECT_EQ(w["state"], "pending");
+  EXPECT_EQ(w["mode"], "fraction(500,20480MiB)");
+  Cycle();
+  w = Workload(id, user);
+  EXPECT_EQ(w["state"], "running");
+  EXPECT_EQ(w["placement"]["node"], "n1");
+  EXPECT_EQ(w["placement"]["gpus"].size(), 1u);
+  EXPECT_EQ(w["events"].back()["kind"], "placed");
+  json desired = Ok("GET", "/v1/nodes/n1/desired", "", agent);
+  ASSERT_EQ(desired["workloads"].size(), 1u);
+  EXPECT_EQ(desired["workloads"][0]["id"], id);
+  EXPECT_EQ(desired["workloads"][0]["gpu_mem_mib"], 20480);
+  json nodes = Ok("GET", "/v1/nodes");
+  ASSERT_EQ(nodes["nodes"].size(), 1u);
+  EXPECT_EQ(nodes["nodes"][0]["state"], "ready");
+  EXPECT_EQ(nodes["nodes"][0]["gpus"].size(), 2u);
+  Ok("POST", "/v1/nodes/n1/heartbeat", json{{"finished", {{{"id", id}, {"exit_code", 0}}}}}.dump(), agent);
+  EXPECT_EQ(Workload(id, user)["state"], "completed");
+  EXPECT_EQ(Ok("GET", "/v1/nodes/n1/desired", "", agent)["workloads"].size(), 0u);
+}
+
+TEST_F(ControlPlaneTest, ARetriedSubmitWithItsIdempotencyKeyGetsTheFirstAnswer) {
+  Tenant("a");
+  const std::string body = R"({"tenant":"a","gpus":1,"qos":"Burstable"})";
+  HttpResponse first = Call("POST", "/v1/workloads", body, kAdmin, {{"idempotency-key", "k-1"}});
+  HttpResponse again = Call("POST", "/v1/workloads", body, kAdmin, {{"idempotency-key", "k-1"}});
+  HttpResponse other = Call("POST", "/v1/workloads", body, kAdmin, {{"idempotency-key", "k-2"}});
+  ASSERT_EQ(first.status, 201);
+  EXPECT_EQ(again.status, 201);
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_NE(other.body, first.body);
+  EXPECT_EQ(Ok("GET", "/v1/workloads?tenant=a")["workloads"].size(), 2u);
+  EXPECT_EQ(Call("POST", "/v1/workloads", body, kAdmin, {{"idempotency-key", std::string(300, 'x')}}).status, 400);
+}
+
+TEST_F(ControlPlaneTest, WorkSubmittedBeforeAnyNodeWaitsAndRunsWhenOneRegisters) {
+  Tenant("a");
+  const int64_t id = Submit("a", kAdmin, {{"gpus", 4}});
+  EXPECT_EQ(Workload(id)["wait_reason"], "no_fitting_node");
+  Cycle();
+  EXPECT_EQ(Workload(id)["state"], "pending");
+  RegisterNode(Token("node-agent"), "n1", 8);
+  Cycle();
+  json w = Workload(id);
+  EXPECT_EQ(w["state"], "running");
+  EXPECT_EQ(w["placement"]["gpus"].size(), 4u);
+}
+
+TEST_F(ControlPlaneTest, ALostNodesWorkloadsAreQueuedAgainAndRunElsewhere) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 1);
+  const int64_t id = Submit("a", kAdmin);
+  Cycle();
+  ASSERT_EQ(Workload(id)["placement"]["node"], "n1");
+  now_ms_ += 20'000;
+  RegisterNode(agent, "n2", 1);
+  now_ms_ += 11'000;  // n1 silent for 31 s, n2 for 11 s
+  Cycle();
+  json w = Workload(id);
+  EXPECT_EQ(w["state"], "running");
+  EXPECT_EQ(w["placement"]["node"], "n2");
+  bool requeued = false;
+  for (const json& e : w["events"]) requeued |= e["kind"] == "requeued" && e["detail"].get<std::string>().find("n1") != std::string::npos;
+  EXPECT_TRUE(requeued) << w.dump();
+  json nodes = Ok("GET", "/v1/nodes");
+  EXPECT_EQ(nodes["nodes"][0]["name"], "n1");
+  EXPECT_EQ(nodes["nodes"][0]["state"], "lost");
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/heartbeat", "", agent).status, 404);  // it must register again
+}
+
+TEST_F(ControlPlaneTest, ARestartAdoptsWhatRanAndNeverPlacesTwiceOnTheSameGpu) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 2);
+  const int64_t first = Submit("a", kAdmin);
+  Cycle();
+  const json before = Workload(first);
+  ASSERT_EQ(before["state"], "running");
+  Open();  // the control plane restarts on the same store
+  EXPECT_EQ(Workload(first)["placement"], before["placement"]);
+  const int64_t second = Submit("a", kAdmin);
+  Cycle();
+  const json after = Workload(second);
+  ASSERT_EQ(after["state"], "running");
+  EXPECT_NE(after["placement"]["gpus"], before["placement"]["gpus"]);  // GPU taken by the adopted one
+  const int64_t third = Submit("a", kAdmin);
+  Cycle();
+  EXPECT_EQ(Workload(third)["state"], "pending");  // both GPUs are in use
+  EXPECT_EQ(Workload(third)["wait_reason"], "capacity");
+}
+
+TEST_F(ControlPlaneTest, APreemptionIsAnEventTheVictimsTenantSees) {
+  Tenant("a", "", {{"guaranteed", {{"gpu_milli", 1000}}}});
+  Tenant("b");
+  const std::string b_user = Token("tenant-user", "b");
+  RegisterNode(Token("node-agent"), "n1", 1);
+  const int64_t borrowed = Submit("b", b_user);
+  Cycle();
+  ASSERT_EQ(Workload(borrowed, b_user)["state"], "running");
+  const int64_t owed = Submit("a", kAdmin, json::object(), "Guaranteed");
+  now_ms_ += 1000;
+  Cycle();
+  Cycle();
+  EXPECT_EQ(Workload(owed)["state"], "running");
+  json victim = Workload(borrowed, b_user);
+  EXPECT_EQ(victim["state"], "pending");
+  bool preempted = false;
+  for (const json& e : victim["events"]) preempted |= e["kind"] == "preempted";
+  EXPECT_TRUE(preempted) << victim.dump();
+  EXPECT_THAT(Call("GET", "/metrics", "", "").body, HasSubstr("tessera_preemptions_total{tenant=\"b\",cause=\"reclaim\"} 1"));
+}
+
+TEST_F(ControlPlaneTest, TheModeIsChosenFromTheIsolationNeedWhenTheRequestGivesNone) {
+  Tenant("a");
+  RegisterNode(Token("node-agent"), "n1", 1, "H100-80GB");
+  auto mode = [&](json extra) { return Workload(Submit("a", kAdmin, extra))["mode"].get<std::string>(); };
+  EXPECT_EQ(mode({{"gpus", 2}}), "exclusive");
+  EXPECT_EQ(mode({{"gpu_milli", 300}, {"gpu_mem_mib", 8192}}), "fraction(300,8192MiB)");
+  EXPECT_EQ(mode({{"gpu_milli", 300}, {"gpu_mem_mib", 8192}, {"isolation", "process"}}), "timeslice(300,8192MiB)");
+  EXPECT_EQ(mode({{"gpu_milli", 100}, {"gpu_mem_mib", 8192}, {"isolation", "hardware"}}), "mig:1g.10gb");
+  HttpResponse vgpu = Call("POST", "/v1/workloads", R"({"tenant":"a","gpus":1,"qos":"Burstable","vgpu_profile":"H100-20C"})");
+  EXPECT_EQ(vgpu.status, 400);
+}
+
+TEST_F(ControlPlaneTest, BadWorkloadsAre4xxNeverA500) {
+  Tenant("org");
+  Tenant("a", "org", {{"limit", {{"gpu_milli", 2000}}}});
+  const std::vector<std::string> bodies = {
+      "", "[]", "{", R"({"tenant":"a"})", R"({"tenant":"a","gpus":0,"qos":"Burstable"})",
+      R"({"tenant":"a","gpus":1,"qos":"Sometimes"})", R"({"tenant":"nobody","gpus":1,"qos":"Burstable"})",
+      R"({"tenant":"org","gpus":1,"qos":"Burstable"})",  // not a leaf
+      R"({"tenant":"a","gpus":4,"qos":"Burstable"})",    // over a's limit
+      R"({"tenant":"a","gpus":1,"qos":"Guaranteed"})",   // a has no guarantee
+      R"({"tenant":"a","gpus":1,"qos":"Burstable","model":"Z80"})",
+      R"({"tenant":"a","gpus":1,"qos":"Burstable","gpu_milli":1.5})"};
+  for (const std::string& b : bodies) {
+    HttpResponse r = Call("POST", "/v1/workloads", b);
+    EXPECT_GE(r.status, 400) << b << " -> " << r.body;
+    EXPECT_LT(r.status, 500) << b << " -> " << r.body;
+  }
+  EXPECT_EQ(Call("GET", "/v1/workloads/abc").status, 404);
+  EXPECT_EQ(Call("GET", "/v1/workloads/999").status, 404);
+  EXPECT_EQ(Call("GET", "/v1/workloads?limit=0").status, 400);
+  EXPECT_EQ(Call("GET", "/v1/workloads?continue=garbage").status, 400);
+  EXPECT_EQ(Ok("GET", "/v1/workloads")["workloads"].size(), 0u);
+}
+
+TEST_F(ControlPlaneTest, ListsArePagedWithAContinueToken) {
+  Tenant("a");
+  for (int i = 0; i < 5; ++i) Submit("a", kAdmin);
+  json page = Ok("GET", "/v1/workloads?tenant=a&limit=2");
+  std::vector<int64_t> seen;
+  while (true) {
+    for (const json& w : page["workloads"]) seen.push_back(w["id"]);
+    if (page["continue"].is_null()) break;
+    page = Ok("GET", "/v1/workloads?tenant=a&limit=2&continue=" + page["continue"].get<std::string>());
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{1, 2, 3, 4, 5}));
+}
+
+TEST_F(ControlPlaneTest, CancellingTakesAWorkloadOutOfTheQueueOrOffItsGpu) {
+  Tenant("a");
+  RegisterNode(Token("node-agent"), "n1", 1);
+  const int64_t running = Submit("a", kAdmin);
+  Cycle();
+  const int64_t waiting = Submit("a", kAdmin);
+  Cycle();
+  ASSERT_EQ(Workload(waiting)["state"], "pending");
+  Ok("DELETE", "/v1/workloads/" + std::to_string(running));
+  EXPECT_EQ(Workload(running)["state"], "cancelled");
+  EXPECT_EQ(Call("DELETE", "/v1/workloads/" + std::to_string(running)).status, 409);
+  Cycle();
+  EXPECT_EQ(Workload(waiting)["state"], "running");  // the freed GPU
+}
+
+TEST_F(ControlPlaneTest, EveryChangeIsInTheAuditChainAndTheChainVerifies) {
+  Tenant("a");
+  Submit("a", kAdmin);
+  EXPECT_EQ(Call("POST", "/v1/tenants", R"({"name": "a"})").status, 409);
+  json audit = Ok("GET", "/v1/audit");
+  std::vector<std::string> actions;
+  for (const json& a : audit["records"]) actions.push_back(a["action"]);
+  EXPECT_EQ(actions, (std::vector<std::string>{"token.create", "tenant.create", "workload.create"}));
+  EXPECT_EQ(Call("GET", "/v1/audit", "", Token("tenant-user", "a")).status, 403);
+  cp_.reset();
+  auto db = store::Open("sqlite:" + (dir_ / "tessera.db").string());
+  ASSERT_TRUE(db.ok());
+  auto v = (*db)->VerifyAuditChain();
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->ok) << v->problem;
+  EXPECT_EQ(v->records, 4);  // and the token made just above
+}
+
+TEST_F(ControlPlaneTest, ATokenOverItsRateGets429WithRetryAfter) {
+  ControlPlaneOptions o = Options();
+  o.rate_per_s = 1;
+  o.rate_burst = 3;
+  Open(o);
+  int refused = 0;
+  std::string retry_after;
+  for (int i = 0; i < 5; ++i) {
+    HttpResponse r = Call("GET", "/v1/tenants");
+    if (r.status == 429) {
+      ++refused;
+      for (const auto& [k, v] : r.headers)
+        if (k == "Retry-After") retry_after = v;
+    }
+  }
+  EXPECT_EQ(refused, 2);
+  EXPECT_EQ(retry_after, "1");
+}
+
+TEST_F(ControlPlaneTest, MetricsCarryTheQueueAndTheTenantsAllocation) {
+  Tenant("a", "", {{"guaranteed", {{"gpu_milli", 1000}}}});
+  RegisterNode(Token("node-agent"), "n1", 1);
+  Submit("a", kAdmin);
+  Submit("a", kAdmin);
+  Cycle();
+  const std::string text = Call("GET", "/metrics", "", "").body;
+  EXPECT_THAT(text, HasSubstr("tessera_queue_length{tenant=\"a\",qos=\"Burstable\"} 1"));
+  EXPECT_THAT(text, HasSubstr("tessera_tenant_allocated_gpu_milli{tenant=\"a\"} 1000"));
+  EXPECT_THAT(text, HasSubstr("tessera_tenant_guaranteed_gpu_milli{tenant=\"a\"} 1000"));
+  EXPECT_THAT(text, HasSubstr("tessera_gpu_allocated_milli{node=\"n1\",gpu=\"0\"} 1000"));
+  EXPECT_THAT(text, HasSubstr("tessera_api_requests_total{route=\"POST /v1/workloads\",code=\"201\"} 2"));
+  EXPECT_THAT(text, HasSubstr("tessera_nodes{state=\"ready\"} 1"));
+}
+
+}  // namespace
+}  // namespace tessera::daemon
