@@ -1,0 +1,219 @@
+// `tessera serve` as a process: it starts, answers, stops on SIGTERM; an acknowledged submit
+// survives SIGKILL at any moment (the crash test); a real Prometheus scrapes it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/testing/serve_process.h"
+#include "tests/testing/sim_test_util.h"
+
+namespace tessera::testing {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr const char* kAdmin = "admin-token-for-the-process-tests";
+const std::string kAuth = std::string("Authorization: Bearer ") + kAdmin;
+
+std::vector<std::string> ServeArgs(const std::string& db, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {TESSERA_BINARY, "serve", "--db", db, "--listen", "127.0.0.1:0",
+                                   "--rate", "100000", "--burst", "100000"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+std::vector<std::string> Env() { return {std::string("TESSERA_BOOTSTRAP_TOKEN=") + kAdmin}; }
+
+json Body(const HttpResult& r) {
+  json j = json::parse(r.body, nullptr, false);
+  return j.is_discarded() ? json::object() : j;
+}
+
+TEST(ServeProcess, StartsAnswersAndStopsOnSigterm) {
+  TempDir dir;
+  ServeProcess serve(ServeArgs(dir.File("t.db")), Env());
+  ASSERT_TRUE(serve.WaitListening()) << serve.output();
+  EXPECT_EQ(HttpCall(serve.port(), "GET", "/healthz").status, 200);
+  HttpResult ready = HttpCall(serve.port(), "GET", "/readyz");
+  EXPECT_EQ(ready.status, 200) << ready.body;
+  EXPECT_EQ(Body(ready)["scheduler"], "ok");
+  EXPECT_EQ(HttpCall(serve.port(), "GET", "/v1/tenants").status, 401);
+  EXPECT_EQ(HttpCall(serve.port(), "GET", "/v1/tenants", "", {kAuth}).status, 200);
+  EXPECT_EQ(serve.Kill(SIGTERM), 0);
+}
+
+TEST(ServeProcess, PrintsAGeneratedBootstrapTokenOnceForAnEmptyStore) {
+  TempDir dir;
+  std::string token;
+  {
+    ServeProcess serve(ServeArgs(dir.File("t.db")));
+    ASSERT_TRUE(serve.WaitListening()) << serve.output();
+    const std::string& out = serve.output();
+    const size_t at = out.find("tsr_");
+    ASSERT_NE(at, std::string::npos) << out;
+    token = out.substr(at, out.find('\n', at) - at);
+    EXPECT_EQ(HttpCall(serve.port(), "GET", "/v1/tenants", "", {"Authorization: Bearer " + token}).status, 200);
+    EXPECT_EQ(serve.Kill(SIGTERM), 0);
+  }
+  ServeProcess again(ServeArgs(dir.File("t.db")));
+  ASSERT_TRUE(again.WaitListening()) << again.output();
+  EXPECT_EQ(again.output().find("tsr_"), std::string::npos) << again.output();
+  EXPECT_EQ(HttpCall(again.port(), "GET", "/v1/tenants", "", {"Authorization: Bearer " + token}).status, 200);
+}
+
+TEST(ServeProcess, BadFlagsAndAnUnopenableStoreAreClearErrors) {
+  TempDir dir;
+  CommandResult r = RunCommand("'" + std::string(TESSERA_BINARY) + "' serve --listen nonsense", dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--listen"));
+  r = RunCommand("'" + std::string(TESSERA_BINARY) + "' serve --db /nonexistent/dir/t.db --listen 127.0.0.1:0", dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("tessera serve: "));
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/dir/t.db"));
+}
+
+// The crash test of issue 15: 500 submits, each with its own Idempotency-Key, while the daemon
+// is SIGKILLed at random moments and restarted; the client retries a submit that got no answer
+// with the same key. Afterwards every acknowledged submit is there, and none twice.
+TEST(ServeProcess, EveryAcknowledgedSubmitSurvivesSigkillAndNoneIsThereTwice) {
+  TempDir dir;
+  const std::string db = dir.File("t.db");
+  auto serve = std::make_unique<ServeProcess>(ServeArgs(db), Env());
+  ASSERT_TRUE(serve->WaitListening()) << serve->output();
+  ASSERT_EQ(HttpCall(serve->port(), "POST", "/v1/tenants", R"({"name":"a"})", {kAuth}).status, 201);
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<int> kill_after_ms(20, 400);
+  std::map<int, int64_t> acknowledged;  // submit -> id
+  int kills = 0, retries = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kill_after_ms(rng));
+  const int kSubmits = 500;
+  for (int i = 0; i < kSubmits;) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      serve->Kill(SIGKILL);  // between two requests, or (below) in the middle of one
+      ++kills;
+    }
+    if (serve->pid() == 0) {
+      serve = std::make_unique<ServeProcess>(ServeArgs(db), Env());
+      ASSERT_TRUE(serve->WaitListening()) << serve->output();
+      deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kill_after_ms(rng));
+    }
+    // Half of the kills land while a request is in flight.
+    std::thread killer;
+    if (rng() % 8 == 0) {
+      const int delay_us = static_cast<int>(rng() % 3000);
+      ServeProcess* s = serve.get();
+      killer = std::thread([s, delay_us] {
+        std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+        s->Signal(SIGKILL);
+      });
+    }
+    const std::string body = R"({"tenant":"a","gpus":1,"qos":"Burstable","name":"job-)" + std::to_string(i) + "\"}";
+    HttpResult r = HttpCall(serve->port(), "POST", "/v1/workloads", body,
+                            {kAuth, "Idempotency-Key: submit-" + std::to_string(i)});
+    if (killer.joinable()) {
+      killer.join();
+      serve->Wait();
+      ++kills;
+    }
+    if (r.status == 201) {
+      const int64_t id = Body(r).value("id", int64_t{0});
+      ASSERT_GT(id, 0) << r.body;
+      if (acknowledged.count(i)) {
+        ASSERT_EQ(acknowledged[i], id) << "submit " << i << " answered twice differently";
+      }
+      acknowledged[i] = id;
+      ++i;
+    } else {
+      ASSERT_EQ(r.status, 0) << "submit " << i << ": " << r.status << " " << r.body;
+      ++retries;  // no answer: the daemon died; retry with the same key
+    }
+  }
+  if (serve->pid() == 0) {
+    serve = std::make_unique<ServeProcess>(ServeArgs(db), Env());
+    ASSERT_TRUE(serve->WaitListening());
+  }
+  std::map<std::string, int> names;
+  std::set<int64_t> ids;
+  std::string cont;
+  do {
+    HttpResult page = HttpCall(serve->port(), "GET", "/v1/workloads?tenant=a&limit=1000" +
+                                                        (cont.empty() ? "" : "&continue=" + cont), "", {kAuth});
+    ASSERT_EQ(page.status, 200) << page.body;
+    const json j = Body(page);
+    for (const json& w : j["workloads"]) {
+      names[w["name"].get<std::string>()]++;
+      ids.insert(w["id"].get<int64_t>());
+    }
+    cont = j["continue"].is_null() ? "" : j["continue"].get<std::string>();
+  } while (!cont.empty());
+  EXPECT_EQ(names.size(), static_cast<size_t>(kSubmits));
+  for (const auto& [name, count] : names) EXPECT_EQ(count, 1) << name << " is there " << count << " times";
+  for (const auto& [i, id] : acknowledged) EXPECT_TRUE(ids.count(id)) << "acknowledged submit " << i << " (id " << id << ") is gone";
+  EXPECT_GE(kills, 10);
+  std::printf("crash test: %d submits, %d kills, %d retries without an answer\n", kSubmits, kills, retries);
+}
+
+// A real Prometheus (Debian's package) scrapes the daemon on loopback, and a tenant's series
+// comes back through its query API; promtool accepts the exposition.
+TEST(ServeProcess, ARealPrometheusScrapesTheDaemonAndATenantsSeriesComesBack) {
+  ASSERT_EQ(std::system("command -v prometheus > /dev/null && command -v promtool > /dev/null"), 0)
+      << "prometheus and promtool are installed by scripts/setup";
+  TempDir dir;
+  ServeProcess serve(ServeArgs(dir.File("t.db")), Env());
+  ASSERT_TRUE(serve.WaitListening()) << serve.output();
+  ASSERT_EQ(HttpCall(serve.port(), "POST", "/v1/tenants",
+                     R"({"name":"vision","quota":{"guaranteed":{"gpu_milli":3000}}})", {kAuth})
+                .status,
+            201);
+  HttpResult metrics = HttpCall(serve.port(), "GET", "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  WriteTextFile(dir.File("metrics.txt"), metrics.body);
+  CommandResult lint = RunCommand("promtool check metrics < '" + dir.File("metrics.txt") + "'", dir);
+  EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err;
+
+  // A free port for Prometheus: bind 0, read it, close (a small race, retried below).
+  int prom_port = 0;
+  for (int attempt = 0; attempt < 3 && prom_port == 0; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      prom_port = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  ASSERT_GT(prom_port, 0);
+  WriteTextFile(dir.File("prometheus.yml"),
+                "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: tessera\n    static_configs:\n"
+                "      - targets: ['127.0.0.1:" + std::to_string(serve.port()) + "']\n");
+  ServeProcess prom({"/usr/bin/prometheus", "--config.file=" + dir.File("prometheus.yml"),
+                     "--storage.tsdb.path=" + dir.File("tsdb"),
+                     "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)});
+  const std::string query = "/api/v1/query?query=tessera_tenant_guaranteed_gpu_milli%7Btenant%3D%22vision%22%7D";
+  std::string value;
+  for (int i = 0; i < 300 && value.empty(); ++i) {  // up to 30 s: Prometheus starts, scrapes every second
+    HttpResult r = HttpCall(prom_port, "GET", query);
+    if (r.status == 200) {
+      const json j = Body(r);
+      if (j["data"]["result"].is_array() && !j["data"]["result"].empty())
+        value = j["data"]["result"][0]["value"][1].get<std::string>();
+    }
+    if (value.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(value, "3000");
+  prom.Kill(SIGTERM);
+}
+
+}  // namespace
+}  // namespace tessera::testing
