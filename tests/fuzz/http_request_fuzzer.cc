@@ -5,6 +5,10 @@
 // (HttpServer::Handle, not started) and its body through the workload decoder
 // (DecodeWorkloadRequest: a refusal is INVALID_ARGUMENT, an acceptance keeps its ranges); the router's answer must be one of the statuses the router gives
 // (200 from a route, 400, 404, 405) with a JSON body that parses, and a 405 names what is allowed.
+// The body also goes through the control plane's other decoders (tenant bodies, node
+// inventories), each of which may refuse only with INVALID_ARGUMENT; an accepted workload
+// request survives its own encoding (Encode then Decode gives the same request), and its
+// resolution to a mode and a pod is refused only with INVALID_ARGUMENT or stored and read back.
 //
 // Build and run: tests/fuzz/run.sh [seconds].
 #include <cstdint>
@@ -14,7 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "src/daemon/http_server.h"
+#include "src/daemon/api_codec.h"
 #include "src/daemon/workload_request.h"
+#include "src/daemon/workload_shape.h"
 #include "tessera/core/gpu_model.h"
 
 namespace {
@@ -57,6 +63,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (workload.ok() && (workload->gpus < 1 || workload->gpu_milli < 1 || workload->gpu_milli > 1000 ||
                         (workload->gpu_milli < 1000 && workload->gpus != 1)))
     std::abort();
+  const auto& catalog = tessera::GpuModelCatalog::Builtin();
+  const auto only_invalid = [](const tessera::Status& st) {
+    if (!st.ok() && st.code() != tessera::StatusCode::kInvalidArgument) std::abort();
+  };
+  if (workload.ok()) {
+    auto again = tessera::daemon::DecodeWorkloadRequest(tessera::daemon::EncodeWorkloadRequest(*workload, catalog),
+                                                        catalog, &field);
+    if (!again.ok() || !(*again == *workload)) std::abort();
+    auto shape = tessera::daemon::ResolveWorkload(*workload, catalog.Find("H100-80GB").value(), catalog, &field);
+    only_invalid(shape.status());
+    if (shape.ok()) {
+      if (!tessera::placement::ValidateTask(shape->job.pod).ok()) std::abort();
+      auto stored = tessera::daemon::ParseWorkloadSpec(tessera::daemon::WorkloadSpecJson(*shape, catalog), catalog);
+      if (!stored.ok() || !(stored->job.pod == shape->job.pod)) std::abort();
+    }
+  }
+  only_invalid(tessera::daemon::DecodeTenantBody(req->body, true, catalog, &field).status());
+  only_invalid(tessera::daemon::DecodeTenantBody(req->body, false, catalog, &field).status());
+  auto inventory = tessera::daemon::DecodeNodeInventory("n1", req->body, catalog, &field);
+  only_invalid(inventory.status());
+  if (inventory.ok() && (inventory->spec.gpu_count < 0 || inventory->spec.gpu_count > 16)) std::abort();
   const tessera::daemon::HttpResponse res = Server().Handle(*req);
   if (res.status != 200 && res.status != 400 && res.status != 404 && res.status != 405) std::abort();
   if (!nlohmann::json::accept(res.body)) std::abort();

