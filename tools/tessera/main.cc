@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterMig(app, &exit_code);
   tessera::cli::RegisterNode(app, &exit_code);
   tessera::cli::RegisterServe(app, &exit_code);
+  tessera::cli::RegisterCtl(app, &exit_code);
   app.add_subcommand("version", "Print the version and the git commit")->callback([] {
     std::printf("%s\n", kVersion.c_str());
   });

@@ -20,5 +20,7 @@ void RegisterMig(CLI::App& app, int* exit_code);
 void RegisterNode(CLI::App& app, int* exit_code);
 // `tessera serve`: the control plane (commands/serve.cc).
 void RegisterServe(CLI::App& app, int* exit_code);
+// `tessera ctl`: the API from the shell (commands/ctl.cc).
+void RegisterCtl(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

@@ -1,0 +1,55 @@
+// A blocking client of the control plane's API (docs/api.md): what `tessera ctl` and the node
+// agent use. One keep-alive connection, re-opened when the server closed it; HTTP/1.1 with
+// Boost.Beast. No retries of its own: a POST that got no answer is retried by the caller with
+// its Idempotency-Key (the answer is then the first one).
+//
+//   auto c = ApiClient::Create("http://127.0.0.1:8080", token);
+//   StatusOr<ApiResponse> r = c->Call("POST", "/v1/workloads", R"({"tenant":"a","gpus":1,"qos":"Burstable"})",
+//                                     {{"Idempotency-Key", "job-42"}});
+//   r->status == 201, r->body == {"id": 7, "state": "pending"}
+//   ApiError(*r) -> "tenant: unknown tenant 'a'" for {"error": {"message": ...}} answers
+//
+// Errors: INVALID_ARGUMENT for a URL that is not http://HOST[:PORT]; UNAVAILABLE (naming the
+// server) when it cannot be reached or the connection broke before the whole answer came.
+// An HTTP error status is NOT an error of Call: the caller reads status and body.
+// Thread-safety: one ApiClient per thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "tessera/core/status.h"
+
+namespace tessera::daemon {
+
+struct ApiResponse {
+  int status = 0;
+  std::string body;
+  std::map<std::string, std::string> headers;  // names in lower case
+};
+
+// The message of an {"error": {"message"}} body, else the body itself (or "HTTP <status>").
+std::string ApiError(const ApiResponse& response);
+
+class ApiClient {
+ public:
+  static StatusOr<std::unique_ptr<ApiClient>> Create(std::string_view url, std::string token,
+                                                     int timeout_ms = 30000);
+  ~ApiClient();
+  StatusOr<ApiResponse> Call(std::string_view method, std::string_view target, std::string_view body = "",
+                             const std::map<std::string, std::string>& headers = {});
+  const std::string& host() const { return host_; }
+  const std::string& port() const { return port_; }
+
+  struct Conn;
+
+ private:
+  ApiClient() = default;
+  std::string host_, port_, token_;
+  int timeout_ms_ = 30000;
+  std::unique_ptr<Conn> conn_;
+};
+
+}  // namespace tessera::daemon

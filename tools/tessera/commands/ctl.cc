@@ -1,0 +1,222 @@
+// `tessera ctl`: every API area of the control plane from the shell. Flags become a request
+// (method, path, JSON body); the answer is printed as a table (-o table, the default) or as the
+// server's JSON (-o json). Exit 0 for a 2xx, 1 for an HTTP error or an unreachable server
+// (the message is the server's), 2 for bad flags.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/daemon/api_client.h"
+#include "tools/tessera/commands/commands.h"
+#include "tools/tessera/commands/common.h"
+#include "tools/tessera/commands/ctl.h"
+
+namespace tessera::cli {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct CtlFlags {
+  std::string server;
+  std::string token;
+  std::string token_file;
+  std::string output = "table";
+  // Per-verb values.
+  std::string name, parent, quota, default_qos, role, tenant, id, file, idempotency_key, cont;
+  std::string qos, mode, isolation, mig_profile, model;
+  int64_t expires_in = 0, gpus = 1, gpu_milli = 1000, gpu_mem_mib = 0, priority = 0, pods = 1, limit = 100, after = 0;
+};
+
+int Run(const CtlFlags& f, const std::string& area, const std::string& verb, const std::string& method,
+        const std::string& target, const std::string& body = "") {
+  const std::string command = "ctl " + area + " " + verb;
+  std::string token = f.token;
+  if (token.empty() && !f.token_file.empty()) {
+    std::ifstream in(f.token_file);
+    if (!in) return Fail(command, "cannot read --token-file " + f.token_file, kExitBadInput);
+    std::getline(in, token);
+  }
+  if (token.empty())
+    if (const char* t = std::getenv("TESSERA_TOKEN")) token = t;
+  std::string server = f.server;
+  if (server.empty()) server = std::getenv("TESSERA_SERVER") ? std::getenv("TESSERA_SERVER") : "http://127.0.0.1:8080";
+  StatusOr<std::unique_ptr<daemon::ApiClient>> client = daemon::ApiClient::Create(server, token);
+  if (!client.ok()) return Fail(command, client.status(), kExitBadInput);
+  std::map<std::string, std::string> headers;
+  if (!f.idempotency_key.empty()) headers["Idempotency-Key"] = f.idempotency_key;
+  StatusOr<daemon::ApiResponse> r = (*client)->Call(method, target, body, headers);
+  if (!r.ok()) return Fail(command, r.status(), kExitFailure);
+  if (r->status < 200 || r->status > 299)
+    return Fail(command, "HTTP " + std::to_string(r->status) + ": " + daemon::ApiError(*r), kExitFailure);
+  const json answer = json::parse(r->body, nullptr, false);
+  if (f.output == "json" || answer.is_discarded()) std::printf("%s\n", answer.is_discarded() ? r->body.c_str() : answer.dump(2).c_str());
+  else std::printf("%s", CtlTable(area, verb, answer).c_str());
+  return kExitOk;
+}
+
+// "a b" -> "a%20b" for query values.
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
+    else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// --quota '{"guaranteed": {...}}' as JSON (bad JSON is refused before anything is sent).
+bool QuotaJson(const std::string& text, json* out) {
+  *out = json::parse(text, nullptr, false);
+  return !out->is_discarded() && out->is_object();
+}
+
+}  // namespace
+
+void RegisterCtl(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<CtlFlags>();
+  CLI::App* ctl = app.add_subcommand(
+      "ctl",
+      "Talk to the control plane (tessera serve): tenants, tokens, workloads, nodes, audit.\n"
+      "Server: --server, else $TESSERA_SERVER, else http://127.0.0.1:8080. Token: --token, --token-file,\n"
+      "else $TESSERA_TOKEN. Exit 0 for success, 1 for an error answer or no answer, 2 for bad flags.");
+  ctl->require_subcommand(1);
+  ctl->add_option("--server", f->server, "Control plane URL, http://HOST:PORT");
+  ctl->add_option("--token", f->token, "API token (prefer --token-file: a command line is visible to others)");
+  ctl->add_option("--token-file", f->token_file, "File whose first line is the API token");
+  ctl->add_option("-o,--output", f->output, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
+  auto verb = [&](CLI::App* area, const std::string& name, const std::string& help) {
+    CLI::App* v = area->add_subcommand(name, help);
+    return v;
+  };
+  auto set = [f, exit_code](CLI::App* v, std::function<int()> run) { v->callback([run, exit_code] { *exit_code = run(); }); };
+
+  CLI::App* tenants = ctl->add_subcommand("tenants", "Tenants and their quotas")->require_subcommand(1);
+  set(verb(tenants, "list", "Tenants the token may see"), [f] { return Run(*f, "tenants", "list", "GET", "/v1/tenants"); });
+  CLI::App* tget = verb(tenants, "get", "One tenant with its usage now");
+  tget->add_option("name", f->name, "Tenant")->required();
+  set(tget, [f] { return Run(*f, "tenants", "get", "GET", "/v1/tenants/" + Escape(f->name)); });
+  for (const std::string v : {"create", "update"}) {
+    CLI::App* t = verb(tenants, v, v == "create" ? "Create a tenant" : "Change a tenant's parent, quota or default QoS");
+    t->add_option("name", f->name, "Tenant")->required();
+    t->add_option("--parent", f->parent, "Parent tenant (create: none = a root)");
+    t->add_option("--quota", f->quota,
+                  "Quota as JSON: {\"guaranteed\": {\"gpu_milli\": 8000, \"gpus\": {\"A100-80GB\": 8}}, \"limit\": {...}, \"weight\": 2}");
+    t->add_option("--default-qos", f->default_qos, "Guaranteed, Burstable or BestEffort");
+    t->add_option("--idempotency-key", f->idempotency_key, "Retry-safe key (create)");
+    set(t, [f, v] {
+      json body = json::object();
+      if (v == "create") body["name"] = f->name;
+      if (!f->parent.empty()) body["parent"] = f->parent;
+      if (!f->quota.empty() && !QuotaJson(f->quota, &body["quota"]))
+        return Fail("ctl tenants " + v, "--quota: not a JSON object: " + f->quota, kExitBadInput);
+      if (!f->default_qos.empty()) body["default_qos"] = f->default_qos;
+      return v == "create" ? Run(*f, "tenants", v, "POST", "/v1/tenants", body.dump())
+                           : Run(*f, "tenants", v, "PATCH", "/v1/tenants/" + Escape(f->name), body.dump());
+    });
+  }
+  CLI::App* tdel = verb(tenants, "delete", "Delete a tenant without sub-tenants, tokens or workloads");
+  tdel->add_option("name", f->name, "Tenant")->required();
+  set(tdel, [f] { return Run(*f, "tenants", "delete", "DELETE", "/v1/tenants/" + Escape(f->name)); });
+
+  CLI::App* tokens = ctl->add_subcommand("tokens", "API tokens")->require_subcommand(1);
+  set(verb(tokens, "list", "Tokens the token may see"), [f] { return Run(*f, "tokens", "list", "GET", "/v1/tokens"); });
+  CLI::App* tnew = verb(tokens, "create", "Make a token; its secret is printed once");
+  tnew->add_option("--role", f->role, "admin, tenant-admin, tenant-user or node-agent")->required();
+  tnew->add_option("--tenant", f->tenant, "The tenant (tenant-admin, tenant-user)");
+  tnew->add_option("--expires-in", f->expires_in, "Seconds until it expires (default: never)");
+  set(tnew, [f] {
+    json body = {{"role", f->role}};
+    if (!f->tenant.empty()) body["tenant"] = f->tenant;
+    if (f->expires_in > 0) body["expires_in_s"] = f->expires_in;
+    return Run(*f, "tokens", "create", "POST", "/v1/tokens", body.dump());
+  });
+  CLI::App* trev = verb(tokens, "revoke", "Revoke a token by id");
+  trev->add_option("id", f->id, "Token id (tok_...)")->required();
+  set(trev, [f] { return Run(*f, "tokens", "revoke", "DELETE", "/v1/tokens/" + Escape(f->id)); });
+
+  CLI::App* workloads = ctl->add_subcommand("workloads", "Workloads")->require_subcommand(1);
+  CLI::App* wlist = verb(workloads, "list", "One tenant's workloads, a page at a time");
+  wlist->add_option("--tenant", f->tenant, "Tenant (default: the token's; admins: all)");
+  wlist->add_option("--limit", f->limit, "Page size, 1..1000")->capture_default_str();
+  wlist->add_option("--continue", f->cont, "The continue token of the previous page");
+  set(wlist, [f] {
+    std::string q = "/v1/workloads?limit=" + std::to_string(f->limit);
+    if (!f->tenant.empty()) q += "&tenant=" + Escape(f->tenant);
+    if (!f->cont.empty()) q += "&continue=" + Escape(f->cont);
+    return Run(*f, "workloads", "list", "GET", q);
+  });
+  for (const std::string v : {"get", "cancel"}) {
+    CLI::App* w = verb(workloads, v, v == "get" ? "One workload with its placement and events" : "Cancel a workload");
+    w->add_option("id", f->id, "Workload id")->required();
+    set(w, [f, v] { return Run(*f, "workloads", v, v == "get" ? "GET" : "DELETE", "/v1/workloads/" + Escape(f->id)); });
+  }
+  CLI::App* sub = verb(workloads, "submit", "Submit a workload (flags, or the whole body with --file)");
+  sub->add_option("--file", f->file, "JSON body (docs/api.md); the other request flags are ignored");
+  sub->add_option("--tenant", f->tenant, "Leaf tenant");
+  sub->add_option("--gpus", f->gpus, "GPUs per pod")->capture_default_str();
+  sub->add_option("--qos", f->qos, "Guaranteed, Burstable or BestEffort");
+  sub->add_option("--gpu-milli", f->gpu_milli, "Share of each GPU, 1..1000")->capture_default_str();
+  sub->add_option("--gpu-mem-mib", f->gpu_mem_mib, "Device memory per GPU, MiB (needed with a share)");
+  sub->add_option("--mode", f->mode, "exclusive, mig, mps, timeslice, fraction (default: chosen)");
+  sub->add_option("--isolation", f->isolation, "none, process or hardware");
+  sub->add_option("--mig-profile", f->mig_profile, "A MIG profile, e.g. 1g.10gb");
+  sub->add_option("--model", f->model, "GPU model");
+  sub->add_option("--priority", f->priority, "Priority within the tenant, -1000..1000");
+  sub->add_option("--pods", f->pods, "Gang size")->capture_default_str();
+  sub->add_option("--name", f->name, "A name");
+  sub->add_option("--idempotency-key", f->idempotency_key, "Retry-safe key: a retry returns the first answer");
+  set(sub, [f] {
+    if (!f->file.empty()) {
+      std::ifstream in(f->file);
+      if (!in) return Fail("ctl workloads submit", "cannot read --file " + f->file, kExitBadInput);
+      std::stringstream s;
+      s << in.rdbuf();
+      return Run(*f, "workloads", "submit", "POST", "/v1/workloads", s.str());
+    }
+    if (f->tenant.empty() || f->qos.empty())
+      return Fail("ctl workloads submit", "--tenant and --qos are required (or --file)", kExitBadInput);
+    json b = {{"tenant", f->tenant}, {"gpus", f->gpus}, {"qos", f->qos}};
+    if (f->gpu_milli != 1000) b["gpu_milli"] = f->gpu_milli;
+    if (f->gpu_mem_mib != 0) b["gpu_mem_mib"] = f->gpu_mem_mib;
+    if (f->priority != 0) b["priority"] = f->priority;
+    if (f->pods != 1) b["pods"] = f->pods;
+    for (const auto& [k, v] : {std::pair{"mode", f->mode}, {"isolation", f->isolation}, {"mig_profile", f->mig_profile},
+                               {"model", f->model}, {"name", f->name}})
+      if (!v.empty()) b[k] = v;
+    return Run(*f, "workloads", "submit", "POST", "/v1/workloads", b.dump());
+  });
+
+  CLI::App* nodes = ctl->add_subcommand("nodes", "Nodes and their GPUs")->require_subcommand(1);
+  set(verb(nodes, "list", "Every node with its state and allocation"), [f] { return Run(*f, "nodes", "list", "GET", "/v1/nodes"); });
+  for (const std::string v : {"get", "cordon", "uncordon", "drain"}) {
+    CLI::App* n = verb(nodes, v, v == "get" ? "One node" : v == "drain" ? "Cordon and requeue its work (admins)"
+                                                                         : v + " a node (admins)");
+    n->add_option("name", f->name, "Node")->required();
+    set(n, [f, v] {
+      return v == "get" ? Run(*f, "nodes", v, "GET", "/v1/nodes/" + Escape(f->name))
+                        : Run(*f, "nodes", v, "POST", "/v1/nodes/" + Escape(f->name) + "/" + v);
+    });
+  }
+
+  CLI::App* audit = ctl->add_subcommand("audit", "The audit log (admins)")->require_subcommand(1);
+  CLI::App* alist = verb(audit, "list", "Records after --after, --limit at a time");
+  alist->add_option("--after", f->after, "Records with seq > this")->capture_default_str();
+  alist->add_option("--limit", f->limit, "1..1000")->capture_default_str();
+  set(alist, [f] {
+    return Run(*f, "audit", "list", "GET",
+               "/v1/audit?after=" + std::to_string(f->after) + "&limit=" + std::to_string(f->limit));
+  });
+  set(ctl->add_subcommand("health", "The control plane's /readyz"), [f] { return Run(*f, "health", "", "GET", "/readyz"); });
+}
+
+}  // namespace tessera::cli
