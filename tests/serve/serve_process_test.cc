@@ -81,6 +81,60 @@ TEST(ServeProcess, BadFlagsAndAnUnopenableStoreAreClearErrors) {
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/dir/t.db"));
 }
 
+// `tessera ctl` over every API area against a real daemon: tables by default, the server's JSON
+// with -o json, exit 1 with the server's message for an error answer, 2 for bad flags.
+TEST(ServeProcess, CtlCoversEveryAreaOfTheApi) {
+  TempDir dir;
+  ServeProcess serve(ServeArgs(dir.File("t.db")), Env());
+  ASSERT_TRUE(serve.WaitListening()) << serve.output();
+  const std::string ctl = "TESSERA_SERVER=http://127.0.0.1:" + std::to_string(serve.port()) +
+                          " TESSERA_TOKEN=" + kAdmin + " '" + std::string(TESSERA_BINARY) + "' ctl ";
+  auto run = [&](const std::string& args) { return RunCommand(ctl + args, dir); };
+  CommandResult r = run("tenants create acme --quota '{\"guaranteed\": {\"gpu_milli\": 2000}}'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("gpu_milli=2000"));
+  ASSERT_EQ(run("tenants create ml --parent acme").exit_code, 0);
+  r = run("tenants list");
+  EXPECT_THAT(r.out, HasSubstr("ml    acme"));
+  r = run("tokens create --role node-agent -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string agent = Body({200, {}, r.out})["token"];
+  ASSERT_FALSE(agent.empty()) << r.out;
+  ASSERT_EQ(HttpCall(serve.port(), "POST", "/v1/nodes/gpu-1/register",
+                     R"({"cpu_milli":8000,"memory_mib":65536,"gpus":[{"model":"A100-80GB"},{"model":"A100-80GB"}]})",
+                     {"Authorization: Bearer " + agent})
+                .status,
+            200);
+  r = run("workloads submit --tenant ml --gpus 1 --gpu-milli 500 --gpu-mem-mib 8192 --qos Burstable --idempotency-key k1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(run("workloads submit --tenant ml --gpus 1 --gpu-milli 500 --gpu-mem-mib 8192 --qos Burstable "
+                "--idempotency-key k1").out,
+            r.out);  // the retry gets the first answer
+  bool placed = false;
+  for (int i = 0; i < 100 && !placed; ++i) {
+    placed = run("workloads get 1").out.find("running") != std::string::npos;
+    if (!placed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  r = run("workloads get 1");
+  EXPECT_TRUE(placed) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("gpu-1:[0]"));
+  EXPECT_THAT(r.out, HasSubstr("event"));
+  EXPECT_THAT(run("workloads list --tenant ml").out, HasSubstr("fraction(500,8192MiB)"));
+  EXPECT_THAT(run("nodes list").out, HasSubstr("gpu-1  ready  2     A100-80GB  500"));
+  EXPECT_EQ(run("nodes cordon gpu-1").exit_code, 0);
+  EXPECT_THAT(run("nodes get gpu-1").out, HasSubstr("cordoned"));
+  EXPECT_EQ(run("workloads cancel 1").exit_code, 0);
+  EXPECT_THAT(run("audit list").out, HasSubstr("workload.cancel"));
+  EXPECT_THAT(run("health -o json").out, HasSubstr("\"ready\""));
+  r = run("workloads get 99");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("tessera ctl workloads get: HTTP 404: workload 99 not found"));
+  EXPECT_EQ(run("tenants create x --quota nope").exit_code, 2);
+  r = RunCommand("TESSERA_SERVER=http://127.0.0.1:1 '" + std::string(TESSERA_BINARY) + "' ctl tenants list", dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot reach the control plane"));
+}
+
 // The crash test of issue 15: 500 submits, each with its own Idempotency-Key, while the daemon
 // is SIGKILLed at random moments and restarted; the client retries a submit that got no answer
 // with the same key. Afterwards every acknowledged submit is there, and none twice.

@@ -90,17 +90,19 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
       "Server: --server, else $TESSERA_SERVER, else http://127.0.0.1:8080. Token: --token, --token-file,\n"
       "else $TESSERA_TOKEN. Exit 0 for success, 1 for an error answer or no answer, 2 for bad flags.");
   ctl->require_subcommand(1);
+  ctl->fallthrough();  // --server, --token, -o also after the area and verb
   ctl->add_option("--server", f->server, "Control plane URL, http://HOST:PORT");
   ctl->add_option("--token", f->token, "API token (prefer --token-file: a command line is visible to others)");
   ctl->add_option("--token-file", f->token_file, "File whose first line is the API token");
   ctl->add_option("-o,--output", f->output, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
   auto verb = [&](CLI::App* area, const std::string& name, const std::string& help) {
     CLI::App* v = area->add_subcommand(name, help);
+    v->fallthrough();
     return v;
   };
   auto set = [f, exit_code](CLI::App* v, std::function<int()> run) { v->callback([run, exit_code] { *exit_code = run(); }); };
 
-  CLI::App* tenants = ctl->add_subcommand("tenants", "Tenants and their quotas")->require_subcommand(1);
+  CLI::App* tenants = ctl->add_subcommand("tenants", "Tenants and their quotas")->require_subcommand(1)->fallthrough();
   set(verb(tenants, "list", "Tenants the token may see"), [f] { return Run(*f, "tenants", "list", "GET", "/v1/tenants"); });
   CLI::App* tget = verb(tenants, "get", "One tenant with its usage now");
   tget->add_option("name", f->name, "Tenant")->required();
@@ -128,7 +130,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   tdel->add_option("name", f->name, "Tenant")->required();
   set(tdel, [f] { return Run(*f, "tenants", "delete", "DELETE", "/v1/tenants/" + Escape(f->name)); });
 
-  CLI::App* tokens = ctl->add_subcommand("tokens", "API tokens")->require_subcommand(1);
+  CLI::App* tokens = ctl->add_subcommand("tokens", "API tokens")->require_subcommand(1)->fallthrough();
   set(verb(tokens, "list", "Tokens the token may see"), [f] { return Run(*f, "tokens", "list", "GET", "/v1/tokens"); });
   CLI::App* tnew = verb(tokens, "create", "Make a token; its secret is printed once");
   tnew->add_option("--role", f->role, "admin, tenant-admin, tenant-user or node-agent")->required();
@@ -144,7 +146,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   trev->add_option("id", f->id, "Token id (tok_...)")->required();
   set(trev, [f] { return Run(*f, "tokens", "revoke", "DELETE", "/v1/tokens/" + Escape(f->id)); });
 
-  CLI::App* workloads = ctl->add_subcommand("workloads", "Workloads")->require_subcommand(1);
+  CLI::App* workloads = ctl->add_subcommand("workloads", "Workloads")->require_subcommand(1)->fallthrough();
   CLI::App* wlist = verb(workloads, "list", "One tenant's workloads, a page at a time");
   wlist->add_option("--tenant", f->tenant, "Tenant (default: the token's; admins: all)");
   wlist->add_option("--limit", f->limit, "Page size, 1..1000")->capture_default_str();
@@ -196,7 +198,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
     return Run(*f, "workloads", "submit", "POST", "/v1/workloads", b.dump());
   });
 
-  CLI::App* nodes = ctl->add_subcommand("nodes", "Nodes and their GPUs")->require_subcommand(1);
+  CLI::App* nodes = ctl->add_subcommand("nodes", "Nodes and their GPUs")->require_subcommand(1)->fallthrough();
   set(verb(nodes, "list", "Every node with its state and allocation"), [f] { return Run(*f, "nodes", "list", "GET", "/v1/nodes"); });
   for (const std::string v : {"get", "cordon", "uncordon", "drain"}) {
     CLI::App* n = verb(nodes, v, v == "get" ? "One node" : v == "drain" ? "Cordon and requeue its work (admins)"
@@ -208,7 +210,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
     });
   }
 
-  CLI::App* audit = ctl->add_subcommand("audit", "The audit log (admins)")->require_subcommand(1);
+  CLI::App* audit = ctl->add_subcommand("audit", "The audit log (admins)")->require_subcommand(1)->fallthrough();
   CLI::App* alist = verb(audit, "list", "Records after --after, --limit at a time");
   alist->add_option("--after", f->after, "Records with seq > this")->capture_default_str();
   alist->add_option("--limit", f->limit, "1..1000")->capture_default_str();
@@ -216,7 +218,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
     return Run(*f, "audit", "list", "GET",
                "/v1/audit?after=" + std::to_string(f->after) + "&limit=" + std::to_string(f->limit));
   });
-  set(ctl->add_subcommand("health", "The control plane's /readyz"), [f] { return Run(*f, "health", "", "GET", "/readyz"); });
+  set(ctl->add_subcommand("health", "The control plane's /readyz")->fallthrough(), [f] { return Run(*f, "health", "", "GET", "/readyz"); });
 }
 
 }  // namespace tessera::cli
