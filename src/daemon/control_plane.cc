@@ -278,6 +278,7 @@ void ControlPlane::Impl::InstallRoutes() {
   api("GET", "/v1/workloads", &Impl::ListWorkloads);
   api("GET", "/v1/workloads/{id}", &Impl::GetWorkload);
   api("DELETE", "/v1/workloads/{id}", &Impl::CancelWorkload);
+  api("PATCH", "/v1/workloads/{id}", &Impl::PatchWorkload);
   api("GET", "/v1/nodes", &Impl::ListNodes);
   api("GET", "/v1/nodes/{name}", &Impl::GetNode);
   api("POST", "/v1/nodes/{name}/cordon", &Impl::NodeAction);

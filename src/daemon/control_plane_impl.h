@@ -150,6 +150,7 @@ struct ControlPlane::Impl {
   HttpResponse ListWorkloads(const HttpRequest& r, const Caller& c);
   HttpResponse GetWorkload(const HttpRequest& r, const Caller& c);
   HttpResponse CancelWorkload(const HttpRequest& r, const Caller& c);
+  HttpResponse PatchWorkload(const HttpRequest& r, const Caller& c);
   HttpResponse ListNodes(const HttpRequest& r, const Caller& c);
   HttpResponse GetNode(const HttpRequest& r, const Caller& c);
   HttpResponse NodeAction(const HttpRequest& r, const Caller& c);  // cordon / uncordon / drain

@@ -5,6 +5,7 @@
 
 #include "src/daemon/api_codec.h"
 #include "src/daemon/control_plane_impl.h"
+#include "src/daemon/json_fields.h"
 
 namespace tessera::daemon {
 
@@ -253,6 +254,76 @@ HttpResponse ControlPlane::Impl::CancelWorkload(const HttpRequest& r, const Call
   shown.updated_ms = now;
   shown.version += 1;
   return HttpResponse::Json(200, WorkloadView(shown).dump());
+}
+
+// PATCH {"gpu_mem_mib", "gpu_milli", "priority"}: the memory limit, the compute share (of a
+// fractional mode) or the priority of a pending or running workload. The agent applies a running
+// workload's new limit and share live (the node's desired state carries them). A change that
+// would alter the mode, or a larger share than its GPU has free, is refused (409: resubmit).
+// The scheduler is rebuilt from the store afterwards (Restore), so its accounting follows.
+HttpResponse ControlPlane::Impl::PatchWorkload(const HttpRequest& r, const Caller& c) {
+  const std::string& raw = r.path_params.at("id");
+  const std::optional<int64_t> id = ParseId(raw);
+  if (!id) return NotFound("workload '" + raw + "'");
+  std::string field;
+  StatusOr<json> body = ParseJsonObject(r.body);
+  if (!body.ok()) return ErrorResponse(body.status());
+  JsonFields f(*body, "", &field);
+  if (Status st = f.OnlyKnown({"gpu_mem_mib", "gpu_milli", "priority"}); !st.ok()) return ErrorResponse(st, field);
+  std::lock_guard<std::mutex> lock(mu);
+  StatusOr<store::WorkloadRecord> w = store::WorkloadRecord{};
+  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
+    w = tx.GetWorkload(*id);
+    return Status::Ok();
+  });
+  if (!st.ok()) return ErrorResponse(st);
+  if (!w.ok()) return w.status().code() == StatusCode::kNotFound ? NotFound("workload " + raw) : ErrorResponse(w.status());
+  const Decision d = Authorize(c.principal, Action::kChangeWorkload, w->tenant, Parents());
+  if (d != Decision::kAllow) return Denied(d, "workload " + raw);
+  if (IsTerminal(w->state)) return HttpResponse::Error(409, "conflict", "workload " + raw + " is already " + w->state);
+  auto known = jobs.find(*id);
+  if (known == jobs.end()) return HttpResponse::Error(409, "conflict", "workload " + raw + " is being queued; retry");
+  json request = json::parse(EncodeWorkloadRequest(known->second.shape.request, catalog));
+  for (const char* k : {"gpu_mem_mib", "gpu_milli", "priority"})
+    if (body->contains(k)) request[k] = (*body)[k];
+  StatusOr<WorkloadRequest> changed = DecodeWorkloadRequest(request.dump(), catalog, &field);
+  if (!changed.ok()) return ErrorResponse(changed.status(), field);
+  StatusOr<WorkloadShape> shape = ResolveWorkload(*changed, DefaultModel(), catalog, &field);
+  if (!shape.ok()) return ErrorResponse(shape.status(), field);
+  const WorkloadShape& old = known->second.shape;
+  if (shape->mode.kind != old.mode.kind || shape->job.pod.num_gpu != old.job.pod.num_gpu ||
+      shape->job.pod.mig_profile != old.job.pod.mig_profile)
+    return HttpResponse::Error(409, "conflict", "the change would give workload " + raw + " another mode (" +
+                                                    shape->mode.ToString() + " instead of " + old.mode.ToString() +
+                                                    "): submit a new workload instead");
+  const int32_t more = shape->job.pod.gpu_milli.value() - old.job.pod.gpu_milli.value();
+  if (more > 0 && live->is_running(*id)) {
+    for (const sched::PodPlacement& p : live->placement_of(*id))
+      for (const auto& v : live->nodes())
+        if (v.name == p.node)
+          for (int g = 0; g < static_cast<int>(v.gpu_free_milli.size()); ++g)
+            if ((p.gpus >> g & 1) && v.gpu_free_milli[g] < more)
+              return HttpResponse::Error(409, "conflict", "GPU " + std::to_string(g) + " of " + p.node + " has " +
+                                                              std::to_string(v.gpu_free_milli[g]) +
+                                                              " milli free, the change needs " + std::to_string(more));
+  }
+  const int64_t now = NowMs();
+  store::WorkloadRecord u = *w;
+  u.spec_json = WorkloadSpecJson(*shape, catalog);
+  u.updated_ms = now;
+  st = Transact("patch", [&](store::Transaction& tx) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(u.version, tx.UpdateWorkload(u));
+    TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, *id, now, "changed", body->dump()}).status());
+    return tx.AppendAudit({now, c.token_id, "workload.update", "workloads/" + raw, "200"}).status();
+  });
+  if (!st.ok()) return ErrorResponse(st);
+  if (Status rs = Restore(); !rs.ok()) {
+    loop_healthy = false;
+    return ErrorResponse(rs);
+  }
+  wake = true;
+  wake_cv.notify_one();
+  return HttpResponse::Json(200, WorkloadView(u).dump());
 }
 
 }  // namespace tessera::daemon

@@ -473,6 +473,39 @@ TEST_F(ControlPlaneTest, MetricsCarryTheQueueAndTheTenantsAllocation) {
   EXPECT_THAT(text, HasSubstr("tessera_nodes{state=\"ready\"} 1"));
 }
 
+TEST_F(ControlPlaneTest, APatchChangesARunningWorkloadsLimitAndShareAndTheNodeSeesIt) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  const std::string user = Token("tenant-user", "a");
+  RegisterNode(agent, "n1", 1);
+  const int64_t id = Submit("a", user, {{"gpu_milli", 300}, {"gpu_mem_mib", 8192}});
+  const int64_t other = Submit("a", user, {{"gpu_milli", 500}, {"gpu_mem_mib", 8192}});
+  Cycle();
+  ASSERT_EQ(Workload(id)["state"], "running");
+  const std::string path = "/v1/workloads/" + std::to_string(id);
+  json w = Ok("PATCH", path, R"({"gpu_mem_mib": 4096, "gpu_milli": 400, "priority": 5})", user);
+  EXPECT_EQ(w["mode"], "fraction(400,4096MiB)");
+  EXPECT_EQ(w["state"], "running");
+  json desired = Ok("GET", "/v1/nodes/n1/desired", "", agent);
+  ASSERT_EQ(desired["workloads"].size(), 2u);
+  for (const json& d : desired["workloads"])
+    if (d["id"] == id) {
+      EXPECT_EQ(d["gpu_mem_mib"], 4096);
+      EXPECT_EQ(d["gpu_milli"], 400);
+    }
+  // The scheduler's books follow: 400 + 500 milli on the GPU, 100 free.
+  EXPECT_THAT(Call("GET", "/metrics", "", "").body, HasSubstr("tessera_gpu_allocated_milli{node=\"n1\",gpu=\"0\"} 900"));
+  HttpResponse too_much = Call("PATCH", path, R"({"gpu_milli": 600})", user);
+  EXPECT_EQ(too_much.status, 409) << too_much.body;
+  EXPECT_EQ(Call("PATCH", path, R"({"gpu_milli": 1000})", user).status, 409);  // fraction -> exclusive
+  EXPECT_EQ(Call("PATCH", path, R"({"gpus": 2})", user).status, 400);
+  EXPECT_EQ(Call("PATCH", path, R"({"gpu_mem_mib": -1})", user).status, 400);
+  EXPECT_EQ(Call("PATCH", "/v1/workloads/" + std::to_string(other), R"({"priority": 1})", Token("tenant-user", "a")).status, 200);
+  Tenant("b");
+  EXPECT_EQ(Call("PATCH", path, R"({"priority": 1})", Token("tenant-user", "b")).status, 404);
+  EXPECT_EQ(Workload(id)["events"].back()["kind"], "changed");
+}
+
 // docs/openapi.yaml and the server agree: every documented path and method is routed.
 TEST_F(ControlPlaneTest, EveryPathOfTheOpenApiFileIsServed) {
   const YAML::Node doc = YAML::LoadFile(std::string(TESSERA_SOURCE_DIR) + "/docs/openapi.yaml");
@@ -491,7 +524,7 @@ TEST_F(ControlPlaneTest, EveryPathOfTheOpenApiFileIsServed) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 24);  // as many as InstallRoutes adds
+  EXPECT_EQ(checked, 25);  // as many as InstallRoutes adds
 }
 
 // The loop and the HTTP threads at once (run under ThreadSanitizer by `make tsan`): submits from
