@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -79,6 +80,20 @@ TEST(ServeProcess, BadFlagsAndAnUnopenableStoreAreClearErrors) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("tessera serve: "));
   EXPECT_THAT(r.err, HasSubstr("/nonexistent/dir/t.db"));
+  WriteTextFile(dir.File("bad.yaml"), "listen: 127.0.0.1:0\nnode_timeout_s: soon\n");
+  r = RunCommand("'" + std::string(TESSERA_BINARY) + "' serve --config '" + dir.File("bad.yaml") + "'", dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("bad.yaml:2: node_timeout_s"));
+}
+
+TEST(ServeProcess, TheConfigFileSetsOptionsAndFlagsWin) {
+  TempDir dir;
+  WriteTextFile(dir.File("serve.yaml"), "db: sqlite:" + dir.File("from-config.db") +
+                                            "\nlisten: 127.0.0.1:1\nscheduler:\n  min_runtime_s: 5\n");
+  ServeProcess serve({TESSERA_BINARY, "serve", "--config", dir.File("serve.yaml"), "--listen", "127.0.0.1:0"}, Env());
+  ASSERT_TRUE(serve.WaitListening()) << serve.output();  // the flag's port 0, not the file's 1
+  EXPECT_EQ(HttpCall(serve.port(), "GET", "/readyz").status, 200);
+  EXPECT_TRUE(std::filesystem::exists(dir.File("from-config.db")));
 }
 
 // `tessera ctl` over every API area against a real daemon: tables by default, the server's JSON

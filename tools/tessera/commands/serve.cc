@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tessera/daemon/control_plane.h"
+#include "tessera/daemon/serve_config.h"
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
 
@@ -14,6 +15,7 @@ namespace tessera::cli {
 namespace {
 
 struct ServeFlags {
+  std::string config;
   std::string db = "sqlite:tessera.db";
   std::string listen = "127.0.0.1:8080";
   int node_timeout_s = 30;
@@ -23,29 +25,25 @@ struct ServeFlags {
   double burst = 400;
 };
 
-// "HOST:PORT" ("[::1]:8080" for IPv6).
-Status SplitListen(const std::string& listen, std::string* host, uint16_t* port) {
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == listen.size())
-    return InvalidArgumentError("--listen: expected HOST:PORT (e.g. 127.0.0.1:8080), got '" + listen + "'");
-  *host = listen.substr(0, colon);
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
-  char* end = nullptr;
-  const long p = std::strtol(listen.c_str() + colon + 1, &end, 10);
-  if (*end != '\0' || p < 0 || p > 65535) return InvalidArgumentError("--listen: port must be 0..65535");
-  *port = static_cast<uint16_t>(p);
-  return Status::Ok();
-}
-
-int RunServe(const ServeFlags& f) {
-  daemon::ControlPlaneOptions o;
+// The defaults, then the file (--config), then the flags given on the command line.
+int RunServe(const ServeFlags& f, const CLI::App& cmd) {
+  daemon::ControlPlaneOptions o;  // 127.0.0.1:8080, the flags' defaults
   o.db = f.db;
-  if (Status st = SplitListen(f.listen, &o.listen_host, &o.listen_port); !st.ok()) return Fail("serve", st, kExitBadInput);
-  o.node_timeout_s = f.node_timeout_s;
-  o.http_threads = f.threads;
-  o.cycle_interval_ms = f.cycle_interval_ms;
-  o.rate_per_s = f.rate;
-  o.rate_burst = f.burst;
+  if (!f.config.empty()) {
+    StatusOr<daemon::ControlPlaneOptions> c = daemon::LoadServeConfig(f.config, o);
+    if (!c.ok()) return Fail("serve", c.status(), kExitBadInput);
+    o = std::move(*c);
+  }
+  auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
+  if (given("--db")) o.db = f.db;
+  if (given("--listen"))
+    if (Status st = daemon::SplitListenAddress(f.listen, &o.listen_host, &o.listen_port); !st.ok())
+      return Fail("serve", std::string("--") + std::string(st.message()), kExitBadInput);
+  if (given("--node-timeout")) o.node_timeout_s = f.node_timeout_s;
+  if (given("--threads")) o.http_threads = f.threads;
+  if (given("--cycle-interval-ms")) o.cycle_interval_ms = f.cycle_interval_ms;
+  if (given("--rate")) o.rate_per_s = f.rate;
+  if (given("--burst")) o.rate_burst = f.burst;
   if (const char* t = std::getenv("TESSERA_BOOTSTRAP_TOKEN")) o.bootstrap_token = t;
   // The signals are waited for below; block them before any thread starts so none of the
   // server's threads takes them.
@@ -80,6 +78,8 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       "Run the control plane: the REST API (docs/api.md) over a store, and the scheduling loop.\n"
       "With an empty store the first admin token is $TESSERA_BOOTSTRAP_TOKEN when set (>= 16\n"
       "characters), else generated and printed once. Stops on SIGINT or SIGTERM.");
+  serve->add_option("--config", flags->config,
+                    "YAML file with these options and the scheduler's (docs/api.md); flags given here win");
   serve->add_option("--db", flags->db,
                     "The store: sqlite:PATH (or a plain path; created if missing) or postgresql://... (libpq URI)")
       ->capture_default_str();
@@ -96,7 +96,7 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   serve->add_option("--burst", flags->burst, "Requests per token allowed at once before 429")
       ->capture_default_str()->check(CLI::Range(1.0, 1e9));
-  serve->callback([flags, exit_code] { *exit_code = RunServe(*flags); });
+  serve->callback([flags, exit_code, serve] { *exit_code = RunServe(*flags, *serve); });
 }
 
 }  // namespace tessera::cli

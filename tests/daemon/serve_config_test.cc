@@ -1,0 +1,77 @@
+// The serve.yaml options file: every key, every problem at once with file:line.
+#include "tessera/daemon/serve_config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tessera::daemon {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ServeConfig, EveryKeyIsRead) {
+  auto o = ParseServeConfig(R"(db: postgresql://tessera@db/tessera
+listen: "[::1]:9090"
+node_timeout_s: 45
+http_threads: 4
+cycle_interval_ms: 250
+rate_per_s: 20.5
+rate_burst: 50
+scheduler:
+  placement_policy: fgd
+  fair_order: flat-drf
+  min_runtime_s: 120
+  preemption: false
+  fair_share_preemption: false
+  fair_share_half_life_s: 3600
+)", "serve.yaml", {});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->db, "postgresql://tessera@db/tessera");
+  EXPECT_EQ(o->listen_host, "::1");
+  EXPECT_EQ(o->listen_port, 9090);
+  EXPECT_EQ(o->node_timeout_s, 45);
+  EXPECT_EQ(o->http_threads, 4);
+  EXPECT_EQ(o->cycle_interval_ms, 250);
+  EXPECT_DOUBLE_EQ(o->rate_per_s, 20.5);
+  EXPECT_DOUBLE_EQ(o->rate_burst, 50);
+  EXPECT_EQ(o->scheduler.placement_policy, "fgd");
+  EXPECT_EQ(o->scheduler.fair_order, "flat-drf");
+  EXPECT_EQ(o->scheduler.min_runtime.count(), 120);
+  EXPECT_FALSE(o->scheduler.preemption);
+  EXPECT_FALSE(o->scheduler.fair_share_preemption);
+  EXPECT_DOUBLE_EQ(o->scheduler.fair_share_half_life_s, 3600);
+}
+
+TEST(ServeConfig, AnEmptyFileKeepsTheDefaults) {
+  ControlPlaneOptions base;
+  base.db = "sqlite:x.db";
+  auto o = ParseServeConfig("", "serve.yaml", base);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->db, "sqlite:x.db");
+}
+
+TEST(ServeConfig, EveryProblemIsListedWithItsLine) {
+  auto o = ParseServeConfig(R"(db: sqlite:x.db
+listen: nowhere
+node_timeout_s: 0
+rate_per_s: fast
+colour: red
+scheduler:
+  placement_policy: magic
+  preemption: maybe
+)", "serve.yaml", {});
+  ASSERT_FALSE(o.ok());
+  const std::string m(o.status().message());
+  EXPECT_THAT(m, HasSubstr("serve.yaml:2: listen: expected HOST:PORT"));
+  EXPECT_THAT(m, HasSubstr("serve.yaml:3: node_timeout_s"));
+  EXPECT_THAT(m, HasSubstr("serve.yaml:4: rate_per_s"));
+  EXPECT_THAT(m, HasSubstr("serve.yaml:5: colour: unknown key"));
+  EXPECT_THAT(m, HasSubstr("serve.yaml:7: scheduler.placement_policy: unknown policy 'magic'"));
+  EXPECT_THAT(m, HasSubstr("serve.yaml:8: scheduler.preemption: expected true or false"));
+  EXPECT_FALSE(ParseServeConfig("db: [unclosed", "serve.yaml", {}).ok());
+  EXPECT_FALSE(ParseServeConfig("- a list", "serve.yaml", {}).ok());
+  EXPECT_FALSE(ParseServeConfig("{[1]: x}", "serve.yaml", {}).ok());
+}
+
+}  // namespace
+}  // namespace tessera::daemon
