@@ -177,6 +177,13 @@ struct ControlPlane::Impl {
   // transaction; the caller queues them with Queue once it committed). mu held.
   Status PersistRequeue(const std::vector<sched::JobId>& ids, std::string_view why, store::Transaction& tx,
                         int64_t now);
+  // One workload back to pending (no placement, wait reason "queued") with an event `kind`.
+  Status PersistPending(sched::JobId id, std::string_view kind, std::string_view detail, store::Transaction& tx,
+                        int64_t now);
+  // The workload of path parameter `raw` when the caller may do `action` to it (into *out);
+  // else the answer to give (404 for an unknown one or one outside the caller's subtree).
+  std::optional<HttpResponse> FindWorkload(const std::string& raw, const Caller& c, Action action,
+                                           store::WorkloadRecord* out);
   void UpdateGauges();  // mu held
   // Offers parked jobs to the scheduler again (after a node joined). mu held.
   void Unpark();

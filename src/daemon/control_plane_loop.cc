@@ -186,16 +186,9 @@ Status ControlPlane::Impl::CycleOnce() {
                                                tx, now));
       }
       for (const sched::PreemptEvent& p : r.preempted) {
-        TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(p.victim));
-        w.state = std::string(kPending);
-        w.placement_json.clear();
-        w.start_ms.reset();
-        w.wait_reason = "queued";
-        w.updated_ms = now;
-        TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
         const std::string why = std::string(p.fair_share ? "fair share" : "reclaim") + ": for workload " +
                                 std::to_string(p.by);
-        TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, p.victim, now, "preempted", why}).status());
+        TESSERA_RETURN_IF_ERROR(PersistPending(p.victim, "preempted", why, tx, now));
       }
       for (const sched::LiveStart& s : r.started) {
         TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(s.job));

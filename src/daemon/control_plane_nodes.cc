@@ -21,17 +21,20 @@ HttpResponse NodeAgentOnly(Decision d) {
 
 Status ControlPlane::Impl::PersistRequeue(const std::vector<sched::JobId>& ids, std::string_view why,
                                           store::Transaction& tx, int64_t now) {
-  for (sched::JobId id : ids) {
-    TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(id));
-    w.state = std::string(kPending);
-    w.placement_json.clear();
-    w.start_ms.reset();
-    w.wait_reason = "queued";
-    w.updated_ms = now;
-    TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
-    TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, id, now, "requeued", std::string(why)}).status());
-  }
+  for (sched::JobId id : ids) TESSERA_RETURN_IF_ERROR(PersistPending(id, "requeued", why, tx, now));
   return Status::Ok();
+}
+
+Status ControlPlane::Impl::PersistPending(sched::JobId id, std::string_view kind, std::string_view detail,
+                                          store::Transaction& tx, int64_t now) {
+  TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(id));
+  w.state = std::string(kPending);
+  w.placement_json.clear();
+  w.start_ms.reset();
+  w.wait_reason = "queued";
+  w.updated_ms = now;
+  TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
+  return tx.AppendWorkloadEvent({0, id, now, std::string(kind), std::string(detail)}).status();
 }
 
 namespace {

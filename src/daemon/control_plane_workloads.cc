@@ -209,11 +209,10 @@ HttpResponse ControlPlane::Impl::ListWorkloads(const HttpRequest& r, const Calle
   return HttpResponse::Json(200, out.dump());
 }
 
-HttpResponse ControlPlane::Impl::CancelWorkload(const HttpRequest& r, const Caller& c) {
-  const std::string& raw = r.path_params.at("id");
+std::optional<HttpResponse> ControlPlane::Impl::FindWorkload(const std::string& raw, const Caller& c, Action action,
+                                                             store::WorkloadRecord* out) {
   const std::optional<int64_t> id = ParseId(raw);
   if (!id) return NotFound("workload '" + raw + "'");
-  std::lock_guard<std::mutex> lock(mu);
   StatusOr<store::WorkloadRecord> w = store::WorkloadRecord{};
   Status st = Transact("read", [&](store::Transaction& tx) -> Status {
     w = tx.GetWorkload(*id);
@@ -221,35 +220,46 @@ HttpResponse ControlPlane::Impl::CancelWorkload(const HttpRequest& r, const Call
   });
   if (!st.ok()) return ErrorResponse(st);
   if (!w.ok()) return w.status().code() == StatusCode::kNotFound ? NotFound("workload " + raw) : ErrorResponse(w.status());
-  const Decision d = Authorize(c.principal, Action::kCancelWorkload, w->tenant, Parents());
+  const Decision d = Authorize(c.principal, action, w->tenant, Parents());
   if (d != Decision::kAllow) return Denied(d, "workload " + raw);
-  if (IsTerminal(w->state))
-    return HttpResponse::Error(409, "conflict", "workload " + raw + " is already " + w->state);
+  *out = std::move(*w);
+  return std::nullopt;
+}
+
+HttpResponse ControlPlane::Impl::CancelWorkload(const HttpRequest& r, const Caller& c) {
+  const std::string& raw = r.path_params.at("id");
+  std::lock_guard<std::mutex> lock(mu);
+  store::WorkloadRecord w;
+  if (auto answer = FindWorkload(raw, c, Action::kCancelWorkload, &w)) return *answer;
+  const int64_t id = w.id;
+  Status st;
+  if (IsTerminal(w.state))
+    return HttpResponse::Error(409, "conflict", "workload " + raw + " is already " + w.state);
   const int64_t now = NowMs();
-  const bool was_running = w->state == kRunning;
+  const bool was_running = w.state == kRunning;
   st = Transact("cancel", [&](store::Transaction& tx) -> Status {
-    store::WorkloadRecord u = *w;
+    store::WorkloadRecord u = w;
     u.state = std::string(kCancelled);
     u.updated_ms = now;
     TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(u).status());
     TESSERA_RETURN_IF_ERROR(
-        tx.AppendWorkloadEvent({0, *id, now, "cancelled", was_running ? "stopped by its owner" : "taken out of the queue"})
+        tx.AppendWorkloadEvent({0, id, now, "cancelled", was_running ? "stopped by its owner" : "taken out of the queue"})
             .status());
     return tx.AppendAudit({now, c.token_id, "workload.cancel", "workloads/" + raw, "200"}).status();
   });
   if (!st.ok()) return ErrorResponse(st);
-  if (parked.erase(*id)) {
-  } else if (live->is_pending(*id)) {
-    (void)live->Cancel(*id);
-  } else if (live->is_running(*id)) {
-    (void)live->Complete(*id, sched::Seconds{now / 1000});
-  } else if (!jobs.count(*id)) {
-    cancelled_before_queued.insert(*id);  // its submit has not queued it yet
+  if (parked.erase(id)) {
+  } else if (live->is_pending(id)) {
+    (void)live->Cancel(id);
+  } else if (live->is_running(id)) {
+    (void)live->Complete(id, sched::Seconds{now / 1000});
+  } else if (!jobs.count(id)) {
+    cancelled_before_queued.insert(id);  // its submit has not queued it yet
   }
-  jobs.erase(*id);
+  jobs.erase(id);
   wake = true;
   wake_cv.notify_one();
-  store::WorkloadRecord shown = *w;
+  store::WorkloadRecord shown = w;
   shown.state = std::string(kCancelled);
   shown.updated_ms = now;
   shown.version += 1;
@@ -263,25 +273,18 @@ HttpResponse ControlPlane::Impl::CancelWorkload(const HttpRequest& r, const Call
 // The scheduler is rebuilt from the store afterwards (Restore), so its accounting follows.
 HttpResponse ControlPlane::Impl::PatchWorkload(const HttpRequest& r, const Caller& c) {
   const std::string& raw = r.path_params.at("id");
-  const std::optional<int64_t> id = ParseId(raw);
-  if (!id) return NotFound("workload '" + raw + "'");
   std::string field;
   StatusOr<json> body = ParseJsonObject(r.body);
   if (!body.ok()) return ErrorResponse(body.status());
   JsonFields f(*body, "", &field);
   if (Status st = f.OnlyKnown({"gpu_mem_mib", "gpu_milli", "priority"}); !st.ok()) return ErrorResponse(st, field);
   std::lock_guard<std::mutex> lock(mu);
-  StatusOr<store::WorkloadRecord> w = store::WorkloadRecord{};
-  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
-    w = tx.GetWorkload(*id);
-    return Status::Ok();
-  });
-  if (!st.ok()) return ErrorResponse(st);
-  if (!w.ok()) return w.status().code() == StatusCode::kNotFound ? NotFound("workload " + raw) : ErrorResponse(w.status());
-  const Decision d = Authorize(c.principal, Action::kChangeWorkload, w->tenant, Parents());
-  if (d != Decision::kAllow) return Denied(d, "workload " + raw);
-  if (IsTerminal(w->state)) return HttpResponse::Error(409, "conflict", "workload " + raw + " is already " + w->state);
-  auto known = jobs.find(*id);
+  store::WorkloadRecord w;
+  if (auto answer = FindWorkload(raw, c, Action::kChangeWorkload, &w)) return *answer;
+  const int64_t id = w.id;
+  Status st;
+  if (IsTerminal(w.state)) return HttpResponse::Error(409, "conflict", "workload " + raw + " is already " + w.state);
+  auto known = jobs.find(id);
   if (known == jobs.end()) return HttpResponse::Error(409, "conflict", "workload " + raw + " is being queued; retry");
   json request = json::parse(EncodeWorkloadRequest(known->second.shape.request, catalog));
   for (const char* k : {"gpu_mem_mib", "gpu_milli", "priority"})
@@ -297,8 +300,8 @@ HttpResponse ControlPlane::Impl::PatchWorkload(const HttpRequest& r, const Calle
                                                     shape->mode.ToString() + " instead of " + old.mode.ToString() +
                                                     "): submit a new workload instead");
   const int32_t more = shape->job.pod.gpu_milli.value() - old.job.pod.gpu_milli.value();
-  if (more > 0 && live->is_running(*id)) {
-    for (const sched::PodPlacement& p : live->placement_of(*id))
+  if (more > 0 && live->is_running(id)) {
+    for (const sched::PodPlacement& p : live->placement_of(id))
       for (const auto& v : live->nodes())
         if (v.name == p.node)
           for (int g = 0; g < static_cast<int>(v.gpu_free_milli.size()); ++g)
@@ -308,12 +311,12 @@ HttpResponse ControlPlane::Impl::PatchWorkload(const HttpRequest& r, const Calle
                                                               " milli free, the change needs " + std::to_string(more));
   }
   const int64_t now = NowMs();
-  store::WorkloadRecord u = *w;
+  store::WorkloadRecord u = w;
   u.spec_json = WorkloadSpecJson(*shape, catalog);
   u.updated_ms = now;
   st = Transact("patch", [&](store::Transaction& tx) -> Status {
     TESSERA_ASSIGN_OR_RETURN(u.version, tx.UpdateWorkload(u));
-    TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, *id, now, "changed", body->dump()}).status());
+    TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, id, now, "changed", body->dump()}).status());
     return tx.AppendAudit({now, c.token_id, "workload.update", "workloads/" + raw, "200"}).status();
   });
   if (!st.ok()) return ErrorResponse(st);
