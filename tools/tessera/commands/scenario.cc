@@ -51,8 +51,9 @@ void AddScenarioFlags(CLI::App* cmd, ScenarioFlags* f) {
                   "(default 60)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--fair-share-max-victim-run", f->spec.fair_share_max_victim_run,
-                  "Scenario: fair-share preemption takes only Burstable work that has run at most "
-                  "this many seconds (default 0: any; reclaim for guarantees is not limited)")
+                  "Scenario: fair-share preemption takes only Burstable batch work that has run at "
+                  "most this many seconds (service replicas lose only their start-up and are always "
+                  "taken; default 7200; 0: any; reclaim for guarantees is not limited)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--fair-share-rule", f->spec.fair_share_rule,
                   "Scenario: when fair-share preemption may take another tenant's borrowed work: "
