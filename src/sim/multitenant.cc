@@ -548,21 +548,20 @@ class Loop {
       run_start_[s.job] = now;
       running_[s.job] = 1;
       const WorkloadJob& w = jobs_[s.job - 1];
+      if (w.job.qos != sched::QosClass::kBestEffort) {
+        auto& pg = acc_.pending_gpu[w.job.tenant];
+        if (auto it = pg.find(RequestedMilli(w.job)); it != pg.end()) pg.erase(it);
+      }
+      acc_.requested_now += RequestedMilli(w.job);
       if (IsService(s.job)) {
         // A service serves until its deletion time, its first start + its lifetime; a
         // re-created replica spends its start-up first (the trace's lifetime includes the first).
         if (!restart) end_[s.job] = now + w.duration.count();
         else StartUp(s.job, now);
         events_.push({end_[s.job], 0, s.job, generation_[s.job]});
-        acc_.requested_now += RequestedMilli(w.job);
-        continue;
+      } else {
+        events_.push({now + w.duration.count() - saved_[s.job], 0, s.job, generation_[s.job]});
       }
-      if (w.job.qos != sched::QosClass::kBestEffort) {
-        auto& pg = acc_.pending_gpu[w.job.tenant];
-        if (auto it = pg.find(RequestedMilli(w.job)); it != pg.end()) pg.erase(it);
-      }
-      events_.push({now + w.duration.count() - saved_[s.job], 0, s.job, generation_[s.job]});
-      acc_.requested_now += RequestedMilli(w.job);
     }
     m_.consolidation_moves += static_cast<int64_t>(r.moves.size());
     for (const sched::MoveEvent& mv : r.moves) {

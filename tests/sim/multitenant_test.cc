@@ -418,12 +418,18 @@ TEST(DedicatedVsShared, BreaksTheJainLossDownByTenantAndWaitingJobSize) {
   // one of b's) and waits with a fourth; b runs one and waits with a 4-GPU job that fits
   // nowhere (its own job holds a GPU of the only node, and a job above the guarantee may not
   // reclaim). Weighted shares 3/8 and 1/8: Jain 0.8 all the time; the loss is b's, and its
-  // smallest waiting job asks 4 GPUs.
+  // smallest waiting job asks 4 GPUs. The same whether the jobs are batch or services (a
+  // service that is never preempted runs like a batch job).
   std::vector<NodeSpec> nodes = {{"n", CpuMilli{64000}, MiB{65536}, 4, Model("V100M16")}};
   auto tree = Tree({{"a", 2}, {"b", 2}});
+  for (sched::JobKind kind : {sched::JobKind::kBatch, sched::JobKind::kService}) {
+  SCOPED_TRACE(std::string(sched::JobKindName(kind)));
   std::vector<WorkloadJob> jobs;
-  for (int i = 0; i < 6; ++i)
+  for (int i = 0; i < 6; ++i) {
     jobs.push_back(WholeGpuJob(i + 1, i < 4 ? 0 : 1, QosClass::kBurstable, i == 5 ? 4 : 1, 0, 5000));
+    jobs.back().job.kind = kind;
+    jobs.back().job.startup = Seconds{60};
+  }
   ScenarioOptions opt;
   opt.horizon = Seconds{3600};
   auto s = RunShared(tree, nodes, jobs, opt);
@@ -442,6 +448,7 @@ TEST(DedicatedVsShared, BreaksTheJainLossDownByTenantAndWaitingJobSize) {
   EXPECT_NEAR(b.relative_share_while_waiting, 0.5, 1e-12);
   EXPECT_DOUBLE_EQ(a.jain_loss_pct, 0.0);
   EXPECT_NEAR(b.jain_loss_pct, 100.0, 1e-9);
+  }
 }
 
 TEST(DedicatedVsShared, ARejectedJobCountsAsWaitingUntilTheEnd) {
