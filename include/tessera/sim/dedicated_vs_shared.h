@@ -9,7 +9,7 @@
 //
 //   DedicatedVsSharedSpec spec;  // paths filled in by the caller, options left at their defaults
 //   auto r = RunDedicatedVsShared(spec, GpuModelCatalog::Builtin(), &std::cerr);
-//   std::cout << RenderDedicatedVsSharedTable(*r);   // "GPU allocation (requested), avg (%) 45.0 77.6"
+//   std::cout << RenderDedicatedVsSharedTable(*r);   // "  useful (the rest) (%) 45.0 70.5"
 //   r->checks.Passed()   // shared useful allocation (allocation minus what preemptions threw
 //                        // away) >= 1.5x dedicated's, Guaranteed p99 wait no worse,
 //                        // zero guarantee violations, Jain >= 0.9
