@@ -19,6 +19,10 @@ std::string_view QosName(QosClass q) {
   return "?";
 }
 
+std::string_view JobKindName(JobKind k) {
+  return k == JobKind::kService ? "service" : "batch";
+}
+
 StatusOr<QosClass> ParseQos(std::string_view name) {
   std::string s;
   for (char c : name)

@@ -254,7 +254,8 @@ struct Scheduler::Impl {
   bool Eligible(const Attempt& a, const Running& v, TenantIndex t, QosClass preemptor, Seconds now,
                 const std::unordered_map<TenantIndex, Resources>& removed) const;
 
-  // What stopping `v` now throws away, in GPU milli-seconds (the time it has run, times its GPU).
+  // What stopping `v` now throws away, in GPU milli-seconds, times its GPU: a batch job's run
+  // since its last checkpoint, a service replica's start-up (Job::kind).
   static int64_t LostWork(const Running& v, Seconds now);
   // Above any sum of lost work (16 GPUs for 10^7 s is 1.6e11) and summable without overflow.
   static constexpr int64_t kOwnVictimCost = int64_t{1} << 50;

@@ -275,6 +275,10 @@ StatusOr<std::vector<WorkloadJob>> BuildTenantWorkload(const std::vector<TimedPo
       j.qos = QosClass::kBurstable;
     j.pod = p.pod.request;
     j.submit = Seconds{submit};
+    if (std::find(options.service_qos.begin(), options.service_qos.end(), p.qos) != options.service_qos.end()) {
+      j.kind = sched::JobKind::kService;
+      j.startup = options.service_startup;
+    }
     jobs.push_back(std::move(w));
   }
   std::stable_sort(jobs.begin(), jobs.end(),
@@ -396,13 +400,16 @@ class Loop {
 
  private:
   // (time, kind, job (the scheduler for kFollowUp), generation)
-  static constexpr int kFollowUp = 2;  // kinds: 0 = completion, 1 = arrival, 2 = follow-up cycle
+  // kinds: 0 = completion, 1 = arrival, 2 = follow-up cycle, 3 = the deletion time of a
+  // preempted service replica that may still be waiting (it is withdrawn: nothing to serve)
+  static constexpr int kFollowUp = 2;
+  static constexpr int kServiceDeletion = 3;
   using Ev = std::tuple<int64_t, int, sched::JobId, int>;
 
   // What Run integrates over the horizon, and the per-instant scratch it reuses.
   struct Accumulators {
     double wasted_integral = 0;  // GPU milli-seconds of runs that a preemption or restart discarded
-    std::map<std::string, double> wasted_by_cause;
+    std::map<std::string, double> wasted_by_cause, wasted_by_kind;
     std::vector<double> alloc_hours;
     double cpu_integral = 0;
     double jain_top_integral = 0, jain_top_time = 0;
@@ -429,9 +436,17 @@ class Loop {
     first_start_.assign(n + 1, -1);
     run_start_.assign(n + 1, -1);
     saved_.assign(n + 1, 0);
+    end_.assign(n + 1, -1);
+    warm_until_.assign(n + 1, -1);
+    warm_cause_.assign(n + 1, nullptr);
+    running_.assign(n + 1, 0);
     for (const char* cause : {"reclaim", "fair_share", "restart_move"}) {
       m_.preemptions_by_cause[cause] = 0;
       acc_.wasted_by_cause[cause] = 0;
+    }
+    for (sched::JobKind k : {sched::JobKind::kBatch, sched::JobKind::kService}) {
+      m_.preemptions_by_kind[std::string(sched::JobKindName(k))] = 0;
+      acc_.wasted_by_kind[std::string(sched::JobKindName(k))] = 0;
     }
     generation_.assign(n + 1, 0);
     rejected_.assign(n + 1, 0);
@@ -461,16 +476,33 @@ class Loop {
       }
       const WorkloadJob& w = jobs_[id - 1];
       const auto [si, local] = route_[w.job.tenant];
+      if (kind == kServiceDeletion) {
+        // Preempted and not re-created before its deletion time: the replica is withdrawn.
+        if (gen != generation_[id] || running_[id]) continue;  // re-created (or preempted again) since
+        if (Status st = scheds_[si]->Cancel(id); !st.ok())
+          return InternalError(st.message() + " at t=" + std::to_string(now));
+        if (w.job.qos != sched::QosClass::kBestEffort) {
+          auto& pg = acc_.pending_gpu[w.job.tenant];
+          if (auto it = pg.find(RequestedMilli(w.job)); it != pg.end()) pg.erase(it);
+        }
+        running_[id] = 2;  // done
+        ++m_.jobs_completed;
+        acc_.touched[si] = 1;
+        continue;
+      }
       if (kind == 0) {
         if (gen != generation_[id]) continue;  // preempted since
         if (Status st = scheds_[si]->Complete(id, Seconds{now}); !st.ok())
           return InternalError(st.message() + " at t=" + std::to_string(now));
         acc_.requested_now -= RequestedMilli(w.job);
+        running_[id] = 2;
         ++m_.jobs_completed;
       } else {
         ++m_.jobs_submitted;
         Job j = w.job;
         j.tenant = local;
+        // The scheduler costs a batch victim by its run since its last checkpoint.
+        if (j.kind == sched::JobKind::kBatch) j.checkpoint_interval = Seconds{checkpoint_interval_};
         if (!scheds_[si]->Submit(j).ok()) {
           rejected_[id] = 1;
           ++m_.jobs_rejected;
@@ -497,27 +529,39 @@ class Loop {
     }
     for (const sched::PreemptEvent& p : r.preempted) {
       ++generation_[p.victim];
-      const double lost = static_cast<double>(RequestedMilli(jobs_[p.victim - 1].job)) *
-                          static_cast<double>(Interrupt(p.victim, now));
       const char* cause = p.fair_share ? "fair_share" : "reclaim";
-      acc_.wasted_integral += lost;
-      acc_.wasted_by_cause[cause] += lost;
+      Waste(p.victim, cause, static_cast<double>(Interrupt(p.victim, now)));
+      warm_cause_[p.victim] = cause;  // what its re-created replica's start-up is put on
+      running_[p.victim] = 0;
       ++m_.preemptions;
       ++m_.preemptions_by_cause[cause];
+      ++m_.preemptions_by_kind[std::string(sched::JobKindName(jobs_[p.victim - 1].job.kind))];
+      // A service replica waits to be re-created until its deletion time at the latest.
+      if (IsService(p.victim)) events_.push({end_[p.victim], kServiceDeletion, p.victim, generation_[p.victim]});
       acc_.requested_now -= RequestedMilli(jobs_[p.victim - 1].job);
       const Job& vj = jobs_[p.victim - 1].job;  // requeued
       if (vj.qos != sched::QosClass::kBestEffort) acc_.pending_gpu[vj.tenant].insert(RequestedMilli(vj));
     }
     for (const sched::StartEvent& s : r.started) {
-      if (first_start_[s.job] < 0) first_start_[s.job] = now;
+      const bool restart = first_start_[s.job] >= 0;
+      if (!restart) first_start_[s.job] = now;
       run_start_[s.job] = now;
+      running_[s.job] = 1;
       const WorkloadJob& w = jobs_[s.job - 1];
       if (w.job.qos != sched::QosClass::kBestEffort) {
         auto& pg = acc_.pending_gpu[w.job.tenant];
         if (auto it = pg.find(RequestedMilli(w.job)); it != pg.end()) pg.erase(it);
       }
-      events_.push({now + w.duration.count() - saved_[s.job], 0, s.job, generation_[s.job]});
       acc_.requested_now += RequestedMilli(w.job);
+      if (IsService(s.job)) {
+        // A service serves until its deletion time, its first start + its lifetime; a
+        // re-created replica spends its start-up first (the trace's lifetime includes the first).
+        if (!restart) end_[s.job] = now + w.duration.count();
+        else StartUp(s.job, now);
+        events_.push({end_[s.job], 0, s.job, generation_[s.job]});
+      } else {
+        events_.push({now + w.duration.count() - saved_[s.job], 0, s.job, generation_[s.job]});
+      }
     }
     m_.consolidation_moves += static_cast<int64_t>(r.moves.size());
     for (const sched::MoveEvent& mv : r.moves) {
@@ -525,13 +569,17 @@ class Loop {
       // A whole-GPU pod restarts at its destination: it loses its progress since its last
       // checkpoint (counted as a preemption) and runs the rest from there.
       ++generation_[mv.job];
-      const double lost = static_cast<double>(RequestedMilli(jobs_[mv.job - 1].job)) *
-                          static_cast<double>(Interrupt(mv.job, now));
-      acc_.wasted_integral += lost;
-      acc_.wasted_by_cause["restart_move"] += lost;
+      Waste(mv.job, "restart_move", static_cast<double>(Interrupt(mv.job, now)));
       run_start_[mv.job] = now;
       ++m_.preemptions;
       ++m_.preemptions_by_cause["restart_move"];
+      ++m_.preemptions_by_kind[std::string(sched::JobKindName(jobs_[mv.job - 1].job.kind))];
+      if (IsService(mv.job)) {
+        warm_cause_[mv.job] = "restart_move";
+        StartUp(mv.job, now);
+        events_.push({end_[mv.job], 0, mv.job, generation_[mv.job]});
+        continue;
+      }
       events_.push({now + jobs_[mv.job - 1].duration.count() - saved_[mv.job], 0, mv.job, generation_[mv.job]});
     }
     return Status::Ok();
@@ -642,7 +690,9 @@ class Loop {
     m.gpu_held_pct = 100.0 * a.alloc_integral / span;
     m.gpu_allocation_pct = 100.0 * a.requested_integral / span;
     m.gpu_allocation_wasted_pct = 100.0 * a.wasted_integral / span;
+    m.gpu_allocation_useful_pct = m.gpu_allocation_pct - m.gpu_allocation_wasted_pct;
     for (const auto& [cause, lost] : a.wasted_by_cause) m.gpu_allocation_wasted_pct_by_cause[cause] = 100.0 * lost / span;
+    for (const auto& [kind, lost] : a.wasted_by_kind) m.gpu_allocation_wasted_pct_by_kind[kind] = 100.0 * lost / span;
     m.cpu_allocation_pct = 100.0 * a.cpu_integral / static_cast<double>(H);
     m.jain_fairness = a.jain_time > 0 ? a.jain_integral / a.jain_time : 1.0;
     m.jain_fairness_top_level = a.jain_top_time > 0 ? a.jain_top_integral / a.jain_top_time : 1.0;
@@ -738,15 +788,47 @@ class Loop {
   std::vector<int64_t> saved_;      // progress kept by the last checkpoint (seconds of work)
   int64_t checkpoint_interval_ = 0;  // 0: a stopped job starts over
 
-  // A running job stops at `now` (preempted, or moved with a restart): its progress rounds down
-  // to its last checkpoint. Returns the seconds of work thrown away.
+  bool IsService(sched::JobId id) const { return jobs_[id - 1].job.kind == sched::JobKind::kService; }
+
+  // `seconds` of job `id`'s GPU request thrown away, put on `cause` and on the job's kind.
+  void Waste(sched::JobId id, const char* cause, double seconds) {
+    const double lost = static_cast<double>(RequestedMilli(jobs_[id - 1].job)) * seconds;
+    acc_.wasted_integral += lost;
+    acc_.wasted_by_cause[cause] += lost;
+    acc_.wasted_by_kind[std::string(sched::JobKindName(jobs_[id - 1].job.kind))] += lost;
+  }
+
+  // A service replica re-created at `now` holds its GPUs for its start-up (cut at its deletion
+  // time and at the horizon) before it serves: all of it is waste, put on the cause of the
+  // preemption or move that stopped it (a later stop gives back what it did not spend).
+  void StartUp(sched::JobId id, int64_t now) {
+    const int64_t warm =
+        std::max<int64_t>(0, std::min({jobs_[id - 1].job.startup.count(), end_[id] - now, horizon_.count() - now}));
+    warm_until_[id] = now + warm;
+    Waste(id, warm_cause_[id] != nullptr ? warm_cause_[id] : "reclaim", static_cast<double>(warm));
+  }
+
+  // A running job stops at `now` (preempted, or moved with a restart). A batch job's progress
+  // rounds down to its last checkpoint: returns the seconds of work thrown away. A service
+  // replica keeps what it served (0), and gives back the part of a start-up it did not spend.
   int64_t Interrupt(sched::JobId id, int64_t now) {
+    if (IsService(id)) {
+      const int64_t unspent = std::max<int64_t>(0, warm_until_[id] - now);
+      if (unspent > 0) Waste(id, warm_cause_[id], -static_cast<double>(unspent));
+      warm_until_[id] = now;
+      return 0;
+    }
     const int64_t progress = saved_[id] + (now - run_start_[id]);
     const int64_t kept = checkpoint_interval_ > 0 ? progress / checkpoint_interval_ * checkpoint_interval_ : 0;
     const int64_t lost = progress - kept;
     saved_[id] = kept;
     return lost;
   }
+  // Services: deletion time (first start + lifetime), end of the current start-up, and the
+  // cause of the stop that the start-up pays for.
+  std::vector<int64_t> end_, warm_until_;
+  std::vector<const char*> warm_cause_;
+  std::vector<char> running_;  // 0 waiting (or not submitted), 1 running, 2 done
   std::vector<int> generation_;
   std::vector<char> rejected_;
 };

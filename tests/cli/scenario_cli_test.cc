@@ -44,7 +44,30 @@ TEST(ScenarioCli, WritesBothModesWithTheIssuesFields) {
     EXPECT_NEAR(loss, 100.0, 1e-6) << mode;
     EXPECT_EQ(m.at("fairness_by_tenant").size(), 16u) << mode;
   }
+  // Job kinds: LS pods are services by default; waste and preemptions split by kind in the
+  // JSON (adding up to the totals), the text and the HTML; useful = raw - waste.
+  EXPECT_EQ(j.at("scenario").at("service_qos"), "LS");
+  EXPECT_EQ(j.at("scenario").at("service_startup_s").get<int>(), 60);
+  EXPECT_GT(j.at("scenario").at("service_jobs").get<int>(), 0);
+  {
+    const auto& s = j.at("shared");
+    int64_t n = 0;
+    double wasted = 0;
+    for (const char* kind : {"batch", "service"}) {
+      n += s.at("preemptions_by_kind").at(kind).get<int64_t>();
+      wasted += s.at("gpu_allocation_wasted_pct_by_kind").at(kind).get<double>();
+    }
+    EXPECT_EQ(n, s.at("preemptions").get<int64_t>());
+    EXPECT_NEAR(wasted, s.at("gpu_allocation_wasted_pct").get<double>(), 1e-9);
+    EXPECT_GT(s.at("preemptions_by_kind").at("service").get<int64_t>(), 0);
+    EXPECT_NEAR(s.at("gpu_allocation_useful_pct").get<double>(),
+                s.at("gpu_allocation_pct").get<double>() - s.at("gpu_allocation_wasted_pct").get<double>(), 1e-9);
+  }
+  EXPECT_TRUE(j.at("checks").contains("useful_allocation_1_5x"));
+  EXPECT_THAT(r.out, HasSubstr("preempting service jobs"));
+  EXPECT_THAT(r.out, HasSubstr("useful allocation >= 1.5x dedicated"));
   const std::string page = testing::ReadTextFile(dir.File("a.html"));
+  EXPECT_THAT(page, HasSubstr("preemptions of service jobs"));
   EXPECT_THAT(page, HasSubstr("<svg"));
   EXPECT_THAT(page, HasSubstr("Mean wait per tenant"));
   EXPECT_THAT(page, HasSubstr("Where Jain's fairness loses"));
@@ -79,6 +102,10 @@ TEST(ScenarioCli, ReportsWasteTheBoundAndCheckpoints) {
             a.at("shared").at("gpu_allocation_wasted_pct").get<double>() / 2);
   EXPECT_EQ(c.at("scenario").at("checkpoint_interval_s").get<int>(), 3600);
   EXPECT_EQ(RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --checkpoint-interval -1").exit_code, 2);
+  EXPECT_EQ(RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --service-startup -1").exit_code, 2);
+  CommandResult bad = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --service-qos LS,,BE");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("service qos 'LS,,BE': an empty label"));
 }
 
 TEST(ScenarioCli, TheFairShareRuleIsAnOption) {

@@ -619,6 +619,46 @@ TEST(Scheduler, ReclaimTakesTheVictimsThatLoseTheLeastWork) {
   EXPECT_TRUE(s->is_running(1));
 }
 
+// The same two B jobs (1000 s and 10 s old) with kinds and checkpoints: reclaim frees a node
+// for A's job at t = 1000 and takes the one whose stop throws the least away.
+JobId ReclaimVictimOf(const Job& old_job, const Job& young_job) {
+  TenantTree tree = Tree({{"A", "", 1000}, {"B", "", 1000}});
+  SchedulerOptions opt;
+  opt.placement_policy = "firstfit";
+  auto s = Make(tree, Nodes(2, 1), opt);
+  EXPECT_TRUE(s->Submit(old_job).ok());
+  s->Cycle(Seconds{0});
+  EXPECT_TRUE(s->Submit(young_job).ok());
+  s->Cycle(Seconds{990});
+  EXPECT_TRUE(s->is_running(old_job.id) && s->is_running(young_job.id));
+  EXPECT_TRUE(s->Submit(MakeJob(3, 0, QosClass::kBurstable, 1, 1000, 1, 1000)).ok());
+  CycleResult r = s->Cycle(Seconds{1000});
+  EXPECT_EQ(r.preempted.size(), 1u);
+  return r.preempted.empty() ? 0 : r.preempted[0].victim;
+}
+
+TEST(Scheduler, AServiceReplicaCostsItsStartUpToPreempt) {
+  // The 1000 s old job is a service replica with a 5 s start-up: taking it loses 5 GPU-seconds,
+  // less than the young batch job's 10, however long the replica has served.
+  Job service = MakeJob(1, 1, QosClass::kBurstable, 1);
+  service.kind = JobKind::kService;
+  service.startup = Seconds{5};
+  EXPECT_EQ(ReclaimVictimOf(service, MakeJob(2, 1, QosClass::kBurstable, 1, 1000, 1, 990)), 1);
+  // A start-up longer than the young job's run: the young batch job goes, as without kinds.
+  service.startup = Seconds{60};
+  EXPECT_EQ(ReclaimVictimOf(service, MakeJob(2, 1, QosClass::kBurstable, 1, 1000, 1, 990)), 2);
+}
+
+TEST(Scheduler, ABatchJobWithCheckpointsLosesOnlyItsRunSinceTheLast) {
+  // The 1000 s old batch job checkpoints every 333 s: it would lose 1000 - 999 = 1 s, less
+  // than the young job's 10 s without checkpoints.
+  Job old_job = MakeJob(1, 1, QosClass::kBurstable, 1);
+  old_job.checkpoint_interval = Seconds{333};
+  EXPECT_EQ(ReclaimVictimOf(old_job, MakeJob(2, 1, QosClass::kBurstable, 1, 1000, 1, 990)), 1);
+  old_job.checkpoint_interval = Seconds{300};  // 100 s since the last: the young one goes
+  EXPECT_EQ(ReclaimVictimOf(old_job, MakeJob(2, 1, QosClass::kBurstable, 1, 1000, 1, 990)), 2);
+}
+
 TEST(Scheduler, ReclaimReprievesVictimsThePodDoesNotNeed) {
   // One 2-GPU node. A (guaranteed 1.8) runs a Guaranteed 0.8 on GPU 0; B (guaranteed 0.2)
   // borrows GPU 1 with a 1.0 job and, later, the rest of GPU 0 with a 0.2 job. A's 1-GPU job

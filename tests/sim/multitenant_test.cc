@@ -251,6 +251,119 @@ TEST(DedicatedVsShared, CountsGuaranteeViolations) {
   EXPECT_EQ(ckpt->jobs_completed, 2);
 }
 
+// One GPU; "lender" is guaranteed it, "borrower" holds it with a 500 s job submitted at 0;
+// the lender's `lender_duration` job arrives at 100 and reclaims the GPU.
+StatusOr<ModeMetrics> ReclaimOnce(sched::JobKind borrower_kind, int64_t lender_duration) {
+  std::vector<NodeSpec> nodes = {{"n", CpuMilli{64000}, MiB{65536}, 1, Model("V100M16")}};
+  static const auto tree = Tree({{"lender", 1}, {"borrower", 0}});
+  std::vector<WorkloadJob> jobs = {WholeGpuJob(1, 1, QosClass::kBurstable, 1, 0, 500),
+                                   WholeGpuJob(2, 0, QosClass::kBurstable, 1, 100, lender_duration)};
+  jobs[0].job.kind = borrower_kind;
+  jobs[0].job.startup = Seconds{60};
+  ScenarioOptions opt;
+  opt.horizon = Seconds{2000};
+  opt.scheduler.min_runtime = Seconds{0};
+  return RunShared(tree, nodes, jobs, opt);
+}
+
+TEST(DedicatedVsShared, APreemptedServiceLosesItsStartUpNotWhatItServed) {
+  // The borrower is a service replica (start-up 60 s, deletion time 0 + 500): preempted at 100,
+  // re-created at 300 when the lender's 200 s job ends, it holds the GPU from 300 and serves
+  // from 360 until its deletion time 500. Waste: the 60 s start-up, not the 100 s it served.
+  auto s = ReclaimOnce(sched::JobKind::kService, 200);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->preemptions, 1);
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_pct, 100.0 * (100 + 200 + 200) / 2000);
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_wasted_pct, 100.0 * 60 / 2000);
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_useful_pct, 100.0 * (100 + 200 + 140) / 2000);
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_wasted_pct_by_cause.at("reclaim"), 100.0 * 60 / 2000);
+  EXPECT_THAT(s->preemptions_by_kind, ::testing::ElementsAre(::testing::Pair("batch", 0), ::testing::Pair("service", 1)));
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_wasted_pct_by_kind.at("service"), 100.0 * 60 / 2000);
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_wasted_pct_by_kind.at("batch"), 0.0);
+  EXPECT_EQ(s->jobs_completed, 2);
+  // The same job as batch starts over: its first 100 s are waste and it ends at 300 + 500.
+  auto b = ReclaimOnce(sched::JobKind::kBatch, 200);
+  ASSERT_TRUE(b.ok());
+  EXPECT_DOUBLE_EQ(b->gpu_allocation_wasted_pct, 100.0 * 100 / 2000);
+  EXPECT_DOUBLE_EQ(b->gpu_allocation_pct, 100.0 * (100 + 200 + 500) / 2000);
+  EXPECT_THAT(b->preemptions_by_kind, ::testing::ElementsAre(::testing::Pair("batch", 1), ::testing::Pair("service", 0)));
+}
+
+TEST(DedicatedVsShared, AServiceReplicaWaitingPastItsDeletionTimeIsWithdrawn) {
+  // The lender's job runs 100 -> 700: the preempted replica's deletion time (500) comes while
+  // it waits, so it is never re-created: no start-up, nothing runs after 700.
+  auto s = ReclaimOnce(sched::JobKind::kService, 600);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_pct, 100.0 * (100 + 600) / 2000);
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_wasted_pct, 0.0);
+  EXPECT_EQ(s->jobs_completed, 2);
+  EXPECT_EQ(s->preemptions_by_kind.at("service"), 1);
+}
+
+TEST(DedicatedVsShared, WasteAndPreemptionsByKindAddUpToTheTotals) {
+  // Two 2-GPU nodes, spread placement; B runs a batch job and a service replica, C two service
+  // replicas (1 GPU each; start-up 1000 s, so a replica costs more to preempt than the batch
+  // job's first 100 s). A is guaranteed everything: its 1-GPU job at 100 takes the batch job
+  // (reclaim), its 1-GPU job at 200 (until 500) one of C's replicas (C is the more served).
+  // At 500 B's batch job restarts on the freed GPU and fair share re-creates C's replica in
+  // the place of B's (a third preemption); C's replica spends the rest of the horizon (500 s)
+  // starting up, B's waits to the end: no start-up spent, no waste.
+  std::vector<NodeSpec> nodes = {{"n0", CpuMilli{64000}, MiB{65536}, 2, Model("V100M16")},
+                                 {"n1", CpuMilli{64000}, MiB{65536}, 2, Model("V100M16")}};
+  auto tree = Tree({{"A", 4}, {"B", 0}, {"C", 0}});
+  std::vector<WorkloadJob> jobs = {WholeGpuJob(1, 1, QosClass::kBurstable, 1, 0, 5000),
+                                   WholeGpuJob(2, 1, QosClass::kBurstable, 1, 0, 5000),
+                                   WholeGpuJob(3, 2, QosClass::kBurstable, 1, 0, 5000),
+                                   WholeGpuJob(4, 2, QosClass::kBurstable, 1, 0, 5000),
+                                   WholeGpuJob(5, 0, QosClass::kBurstable, 1, 100, 5000),
+                                   WholeGpuJob(6, 0, QosClass::kBurstable, 1, 200, 300)};
+  for (int i : {1, 2, 3}) {
+    jobs[i].job.kind = sched::JobKind::kService;
+    jobs[i].job.startup = Seconds{1000};
+  }
+  ScenarioOptions opt;
+  opt.horizon = Seconds{1000};
+  opt.scheduler.min_runtime = Seconds{0};
+  opt.scheduler.placement_policy = "worstfit";
+  auto s = RunShared(tree, nodes, jobs, opt);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_THAT(s->preemptions_by_kind, ::testing::ElementsAre(::testing::Pair("batch", 1), ::testing::Pair("service", 2)));
+  EXPECT_EQ(s->preemptions, 3);
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_wasted_pct_by_kind.at("batch"), 100.0 * 100 / 4000);
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_wasted_pct_by_kind.at("service"), 100.0 * 500 / 4000);
+  double by_kind = 0, by_cause = 0;
+  for (const auto& [kind, w] : s->gpu_allocation_wasted_pct_by_kind) by_kind += w;
+  for (const auto& [cause, w] : s->gpu_allocation_wasted_pct_by_cause) by_cause += w;
+  EXPECT_DOUBLE_EQ(by_kind, s->gpu_allocation_wasted_pct);
+  EXPECT_DOUBLE_EQ(by_cause, s->gpu_allocation_wasted_pct);
+  EXPECT_DOUBLE_EQ(s->gpu_allocation_useful_pct, s->gpu_allocation_pct - s->gpu_allocation_wasted_pct);
+}
+
+TEST(TenantWorkload, LsPodsAreServicesUnlessTheOptionsSayOtherwise) {
+  std::vector<TimedPod> pods;
+  for (int i = 0; i < 40; ++i)
+    pods.push_back(Pod("p" + std::to_string(i), i * 3600, i * 3600 + 600, 1, 1000, i % 2 ? "BE" : "LS"));
+  auto tree = Tree({{"a", 1}});
+  WorkloadOptions opt;
+  opt.horizon = Seconds{86400};
+  opt.time_compression = 1;
+  opt.service_startup = Seconds{45};
+  auto w = BuildTenantWorkload(pods, tree, {1.0}, opt);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_FALSE(w->empty());
+  for (const WorkloadJob& j : *w) {
+    const bool ls = (j.job.submit.count() / 3600) % 2 == 0;
+    EXPECT_EQ(j.job.kind, ls ? sched::JobKind::kService : sched::JobKind::kBatch) << j.job.id;
+    EXPECT_EQ(j.job.startup, ls ? Seconds{45} : Seconds{0});
+  }
+  opt.service_qos = {"LS", "BE"};
+  w = BuildTenantWorkload(pods, tree, {1.0}, opt);
+  for (const WorkloadJob& j : *w) EXPECT_EQ(j.job.kind, sched::JobKind::kService);
+  opt.service_qos = {};
+  w = BuildTenantWorkload(pods, tree, {1.0}, opt);
+  for (const WorkloadJob& j : *w) EXPECT_EQ(j.job.kind, sched::JobKind::kBatch);
+}
+
 TEST(DedicatedVsShared, JainCountsTenantsWaitingWithAClaim) {
   // Two GPUs. "a" (guaranteed 1) runs two 1-GPU Burstable jobs and waits with a third; "b"
   // (guaranteed 1) waits with a BestEffort job only, which claims no share: the fairness index
@@ -305,12 +418,18 @@ TEST(DedicatedVsShared, BreaksTheJainLossDownByTenantAndWaitingJobSize) {
   // one of b's) and waits with a fourth; b runs one and waits with a 4-GPU job that fits
   // nowhere (its own job holds a GPU of the only node, and a job above the guarantee may not
   // reclaim). Weighted shares 3/8 and 1/8: Jain 0.8 all the time; the loss is b's, and its
-  // smallest waiting job asks 4 GPUs.
+  // smallest waiting job asks 4 GPUs. The same whether the jobs are batch or services (a
+  // service that is never preempted runs like a batch job).
   std::vector<NodeSpec> nodes = {{"n", CpuMilli{64000}, MiB{65536}, 4, Model("V100M16")}};
   auto tree = Tree({{"a", 2}, {"b", 2}});
+  for (sched::JobKind kind : {sched::JobKind::kBatch, sched::JobKind::kService}) {
+  SCOPED_TRACE(std::string(sched::JobKindName(kind)));
   std::vector<WorkloadJob> jobs;
-  for (int i = 0; i < 6; ++i)
+  for (int i = 0; i < 6; ++i) {
     jobs.push_back(WholeGpuJob(i + 1, i < 4 ? 0 : 1, QosClass::kBurstable, i == 5 ? 4 : 1, 0, 5000));
+    jobs.back().job.kind = kind;
+    jobs.back().job.startup = Seconds{60};
+  }
   ScenarioOptions opt;
   opt.horizon = Seconds{3600};
   auto s = RunShared(tree, nodes, jobs, opt);
@@ -329,6 +448,7 @@ TEST(DedicatedVsShared, BreaksTheJainLossDownByTenantAndWaitingJobSize) {
   EXPECT_NEAR(b.relative_share_while_waiting, 0.5, 1e-12);
   EXPECT_DOUBLE_EQ(a.jain_loss_pct, 0.0);
   EXPECT_NEAR(b.jain_loss_pct, 100.0, 1e-9);
+  }
 }
 
 TEST(DedicatedVsShared, ARejectedJobCountsAsWaitingUntilTheEnd) {

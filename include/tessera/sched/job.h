@@ -11,6 +11,13 @@
 //   Burstable   may borrow idle quota of others up to the tenant's limit; borrowed work can be
 //               reclaimed (preempted and requeued) when a lender asks for its guarantee
 //   BestEffort  leftovers only; first to be preempted; never counts toward a guarantee
+// Kinds (what a preemption costs, for the victim choice; batch unless the caller says otherwise):
+//   batch    a preempted job starts over (or from its last checkpoint): it loses what it has run
+//            since then, GPU milli x seconds
+//   service  a replica of a service (e.g. an inference server): a preempted replica is
+//            re-created and loses only its start-up time, GPU milli x startup, however long it
+//            has served. Example: a 1-GPU service replica with startup 60 s that has served for
+//            a day costs 60 000 to preempt; a 1-GPU batch job that has run 5 min costs 300 000.
 // Thread-safety: plain values.
 #pragma once
 
@@ -35,6 +42,9 @@ std::string_view QosName(QosClass q);  // "Guaranteed", "Burstable", "BestEffort
 // besteffort, best-effort. INVALID_ARGUMENT otherwise.
 StatusOr<QosClass> ParseQos(std::string_view name);
 
+enum class JobKind : uint8_t { kBatch = 0, kService = 1 };
+std::string_view JobKindName(JobKind k);  // "batch", "service"
+
 struct Job {
   JobId id = 0;
   TenantIndex tenant = kNoTenant;
@@ -48,6 +58,13 @@ struct Job {
   int32_t workload_class = -1;
   int32_t label = -1;
   Seconds submit{0};
+  JobKind kind = JobKind::kBatch;
+  // A service: seconds a re-created replica holds its GPUs before it serves (what its
+  // preemption costs). Ignored for batch.
+  Seconds startup{0};
+  // A batch job: it checkpoints every this many seconds of its run, so a preemption loses only
+  // the run since its last checkpoint (0: none; it starts over). Ignored for services.
+  Seconds checkpoint_interval{0};
 };
 
 }  // namespace tessera::sched

@@ -39,7 +39,9 @@
 // stays within its guarantee; taking the job that crossed a borrower's guarantee may leave the
 // borrower below it, by less than that job. Guaranteed jobs are never victims, and a job is
 // not preempted before it has run `min_runtime`. Victims: BestEffort first, then the least
-// lost work (GPU milli x time run: a stopped job starts over), the tenant's own work last;
+// lost work (GPU milli x time run since its last checkpoint for a batch job, which starts over
+// from there; GPU milli x its start-up for a service replica, Job::kind), the tenant's own
+// work last;
 // victims the job turns out not to need are reprieved.
 //
 // Worked example (one node of 2 GPUs; A and B each guaranteed 1 GPU, no limits):
@@ -119,8 +121,9 @@ struct SchedulerOptions {
   // (weighted dominant shares, compared between the two sides under their common ancestor)
   // and at or above its guarantee.
   bool fair_share_preemption = true;
-  // > 0: fair-share preemption takes only Burstable work that has run at most this long (a
-  // preempted job starts over, so older work is left alone; BestEffort work is always taken).
+  // > 0: fair-share preemption takes only Burstable batch work that has run at most this long
+  // (a preempted batch job starts over, so older work is left alone; BestEffort work and
+  // service replicas, which lose only their start-up, are always taken).
   // Reclaim for guarantees is not limited.
   Seconds fair_share_max_victim_runtime{0};
   FairShareRule fair_share_rule = FairShareRule::kLexicographic;

@@ -9,8 +9,9 @@
 //
 //   DedicatedVsSharedSpec spec;  // paths filled in by the caller, options left at their defaults
 //   auto r = RunDedicatedVsShared(spec, GpuModelCatalog::Builtin(), &std::cerr);
-//   std::cout << RenderDedicatedVsSharedTable(*r);   // "GPU allocation (requested), avg (%) 45.0 77.6"
-//   r->checks.Passed()   // shared >= 2x dedicated allocation, Guaranteed p99 wait no worse,
+//   std::cout << RenderDedicatedVsSharedTable(*r);   // "  useful (the rest) (%) 45.0 70.5"
+//   r->checks.Passed()   // shared useful allocation (allocation minus what preemptions threw
+//                        // away) >= 1.5x dedicated's, Guaranteed p99 wait no worse,
 //                        // zero guarantee violations, Jain >= 0.9
 //
 // Thread-safety: pure functions of their inputs (seeded); `progress` is written from the
@@ -43,8 +44,15 @@ struct DedicatedVsSharedSpec {
   int64_t min_runtime = 0;
   double half_life = 0;
   bool fair_share_defrag = true;
-  int64_t checkpoint_interval = 0;
-  int64_t fair_share_max_victim_run = 0;
+  int64_t checkpoint_interval = 0;  // batch jobs (ScenarioOptions::checkpoint_interval)
+  // Comma-separated trace qos labels whose pods are services (WorkloadOptions::service_qos);
+  // empty: every pod is batch.
+  std::string service_qos = "LS";
+  int64_t service_startup = 60;      // seconds (WorkloadOptions::service_startup)
+  // Fair-share preemption leaves batch work that has run longer than this alone (service
+  // replicas lose only their start-up and are always taken): on seeds 42-49 it buys back most
+  // of the re-run batch work at little cost in fairness (docs/multitenancy.md). 0: any.
+  int64_t fair_share_max_victim_run = 7200;
   std::string fair_share_rule = "lexicographic";
   bool no_clearable_nodes = false;
   uint64_t seed = 42;
@@ -55,11 +63,11 @@ struct DedicatedVsSharedSpec {
 };
 
 struct DedicatedVsSharedChecks {
-  bool allocation_2x = false;              // shared allocation >= 2 x dedicated
+  bool useful_allocation_1_5x = false;     // shared useful allocation >= 1.5 x dedicated's
   bool guaranteed_p99_wait = false;        // shared Guaranteed p99 wait <= dedicated
   bool zero_guarantee_violations = false;  // in the shared mode
   bool jain_0_9 = false;                   // shared Jain's fairness >= 0.9
-  bool Passed() const { return allocation_2x && guaranteed_p99_wait && zero_guarantee_violations && jain_0_9; }
+  bool Passed() const { return useful_allocation_1_5x && guaranteed_p99_wait && zero_guarantee_violations && jain_0_9; }
 };
 
 struct DedicatedVsSharedResult {
@@ -68,7 +76,8 @@ struct DedicatedVsSharedResult {
   ModeMetrics shared;
   int64_t gpus = 0;                   // GPUs of the kept nodes
   size_t jobs = 0;
-  double allocation_upper_bound_pct = 0;  // any scheduler, no restarts
+  double allocation_upper_bound_pct = 0;  // useful allocation of any scheduler
+  size_t service_jobs = 0;                // jobs of kind service (the rest are batch)
   DedicatedVsSharedChecks checks;
 };
 

@@ -27,7 +27,18 @@
 //              pod takes a whole GPU; no borrowing, no preemption; a job its slice can never
 //              hold is rejected.
 //   shared     one pool, fractional sharing, quotas, borrowing and reclaim (sched::Scheduler).
-// A preempted job restarts from the beginning when it starts again.
+// Job kinds (sched::JobKind, from the trace's qos: WorkloadOptions::service_qos, LS by default):
+//   batch    a preempted job restarts from the beginning (or from its last checkpoint,
+//            ScenarioOptions::checkpoint_interval) when it starts again: the run since then is
+//            waste
+//   service  an inference replica: it serves until its deletion time (first start + its
+//            lifetime) whatever happens; a preempted replica is re-created when the scheduler
+//            places it again (or withdrawn if its deletion time comes first) and holds its GPUs
+//            for its start-up (WorkloadOptions::service_startup) before it serves: the start-up
+//            is waste, what it served is not. Example: a 1-GPU replica with a 60 s start-up,
+//            first started at 0 with lifetime 1000, preempted at 400, re-created at 500: it holds
+//            the GPU over [0, 400) and [500, 1000), 900 GPU-seconds of allocation, 60 of them
+//            waste; a batch job in its place would waste its first 400 s and end at 1500.
 //
 // Event loop on a virtual clock: at each instant, completions, then arrivals, then one
 // scheduling cycle. Metrics (time-weighted over [0, horizon]):
@@ -102,6 +113,10 @@ struct WorkloadOptions {
   double guaranteed_fraction = 0.25;   // of the trace's LS pods
   double best_effort_fraction = 0.25;  // of the trace's BE pods
   uint64_t seed = 42;
+  // The trace's qos labels whose pods are services (sched::JobKind::kService: a preempted
+  // replica is re-created and loses its start-up, not what it served); the others are batch.
+  std::vector<std::string> service_qos = {"LS"};
+  sched::Seconds service_startup{60};  // of a re-created service replica (sched::Job::startup)
   // Per-application daily arrivals (ReadAppArrivals), or null. When set, the tenant of a
   // submission made at relative position x of the busy window is drawn with weight
   // share_i * a_i(d) / mean(a_i), d = the trace day at position x of the DLRM trace: each leaf
@@ -128,9 +143,11 @@ struct TenantFairness {
 
 struct ModeMetrics {
   double gpu_allocation_pct = 0;
-  // The part of gpu_allocation_pct spent on runs that a preemption (or a move that restarts a
-  // whole-GPU pod) threw away: the job starts over, so that GPU time did no lasting work.
+  // The part of gpu_allocation_pct that did no lasting work because of a preemption (or a move
+  // that restarts a whole-GPU pod): a batch job's run since its last checkpoint (it starts over
+  // from there), a re-created service replica's start-up (it holds its GPUs, serves nothing).
   double gpu_allocation_wasted_pct = 0;
+  double gpu_allocation_useful_pct = 0;  // gpu_allocation_pct - gpu_allocation_wasted_pct
   double gpu_held_pct = 0;
   double cpu_allocation_pct = 0;    // CPU held by running jobs / capacity
   int64_t jobs_submitted = 0;
@@ -143,6 +160,9 @@ struct ModeMetrics {
   // whole-GPU pod moved with a restart to make room). Every cause is present, zeros included.
   std::map<std::string, int64_t> preemptions_by_cause;
   std::map<std::string, double> gpu_allocation_wasted_pct_by_cause;
+  // The same by the victim's kind (sched::JobKindName: "batch", "service"), zeros included.
+  std::map<std::string, int64_t> preemptions_by_kind;
+  std::map<std::string, double> gpu_allocation_wasted_pct_by_kind;
   int64_t consolidation_moves = 0;
   double wait_seconds_p50 = 0, wait_seconds_p99 = 0;
   std::map<std::string, std::pair<double, double>> wait_by_qos;  // class -> (p50, p99)
@@ -193,10 +213,11 @@ StatusOr<ModeMetrics> RunDedicated(const sched::TenantTree& tenants,
                                    const std::vector<placement::NodeSpec>& nodes,
                                    const std::vector<WorkloadJob>& jobs,
                                    const ScenarioOptions& options);
-// An upper bound on the time-averaged GPU allocation (%) that any scheduler reaches on `jobs`
-// with `capacity_milli` GPU milli over [0, horizon], without restarting work: a job runs at
-// most its duration and never before its submission, so for every instant t1 the allocation
-// integral over [0, t1] is at most min(capacity * t1, sum over jobs of request * min(duration,
+// An upper bound on the time-averaged useful GPU allocation (%, allocation minus waste) that
+// any scheduler reaches on `jobs` with `capacity_milli` GPU milli over [0, horizon]: a job does
+// useful work for at most its duration (a batch job's repeated runs and a service replica's
+// start-ups are waste; a service serves at most its lifetime) and never before its
+// submission, so for every instant t1 the useful allocation integral over [0, t1] is at most min(capacity * t1, sum over jobs of request * min(duration,
 // t1 - submit)), and over [t1, horizon] at most capacity * (horizon - t1). The bound is the
 // least of these over hourly t1. Node packing is ignored (a pool of GPU milli).
 // Example: capacity 2 GPUs, horizon 2 h, one 1-GPU job submitted at 0 for 1 h: at t1 = 1 h the

@@ -38,13 +38,22 @@ void AddScenarioFlags(CLI::App* cmd, ScenarioFlags* f) {
   cmd->add_option("--half-life", f->spec.half_life, "Scenario: fair share on usage decayed with this half-life in seconds (default 0: current usage)")
       ->check(CLI::Range(0.0, 1e9));
   cmd->add_option("--checkpoint-interval", f->spec.checkpoint_interval,
-                  "Scenario: a preempted job resumes from its last checkpoint, taken every this many "
-                  "seconds of its run (default 0: it starts over, as the trace says nothing of "
+                  "Scenario: a preempted batch job resumes from its last checkpoint, taken every this "
+                  "many seconds of its run (default 0: it starts over, as the trace says nothing of "
                   "checkpoints)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--service-qos", f->spec.service_qos,
+                  "Scenario: comma-separated trace qos labels whose pods are services (a preempted "
+                  "replica is re-created and loses its start-up, not what it served); the others "
+                  "are batch (default LS; \"\": every pod is batch)");
+  cmd->add_option("--service-startup", f->spec.service_startup,
+                  "Scenario: seconds a re-created service replica holds its GPUs before it serves "
+                  "(default 60)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--fair-share-max-victim-run", f->spec.fair_share_max_victim_run,
-                  "Scenario: fair-share preemption takes only Burstable work that has run at most "
-                  "this many seconds (default 0: any; reclaim for guarantees is not limited)")
+                  "Scenario: fair-share preemption takes only Burstable batch work that has run at "
+                  "most this many seconds (service replicas lose only their start-up and are always "
+                  "taken; default 7200; 0: any; reclaim for guarantees is not limited)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--fair-share-rule", f->spec.fair_share_rule,
                   "Scenario: when fair-share preemption may take another tenant's borrowed work: "

@@ -32,7 +32,7 @@ inline const char* const kScenarioOnlyFlags[] = {
     "--scenario", "--quotas", "--node-stride", "--compression", "--days", "--submission-window",
     "--tenant-arrivals", "--guaranteed-fraction", "--best-effort-fraction", "--min-runtime", "--half-life",
     "--checkpoint-interval", "--fair-share-max-victim-run", "--fair-share-rule", "--fair-share-defrag",
-    "--no-clearable-nodes", "--seed", "--placement"};
+    "--no-clearable-nodes", "--seed", "--placement", "--service-qos", "--service-startup"};
 
 // Runs it; `check` exits 1 unless the done-when criteria of the multi-tenancy issue hold.
 int RunScenario(const ScenarioFlags& flags, const ScenarioShared& shared);
