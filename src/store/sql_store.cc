@@ -502,8 +502,6 @@ class SqlStore final : public Store {
       if (!begin.ok()) {
         // Nothing ran; the callers queued now share the failure (they would meet the same lock
         // or the same lost server).
-        Status rb = db_->Rollback();
-        (void)rb;  // Begin's error is the one to report
         while (Waiter* w = Take(batch.size())) {
           w->result = begin;
           batch.push_back(w);

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -759,6 +760,25 @@ TEST_P(StoreContractTest, ConcurrentBatchesAreBoundedByMaxBatch) {
   EXPECT_EQ(store_->Stats().commits - before.commits, 3);
   EXPECT_EQ(store_->Stats().transactions - before.transactions, 7);
   EXPECT_EQ(WorkloadSeqs("t1").size(), 7u);
+}
+
+// A callback that throws (library code does not, but a daemon's might) fails alone with
+// Internal, its writes undone; the batch's other callers commit and the store carries on.
+TEST_P(StoreContractTest, ConcurrentThrowingCallbackFailsAlone) {
+  AddTenant("t1");
+  std::vector<Status> got = RunBatched({
+      [&](Transaction& tx) { return Submit(tx, "t1", 0); },
+      [&](Transaction& tx) -> Status {
+        TESSERA_RETURN_IF_ERROR(Submit(tx, "t1", 1));
+        throw std::runtime_error("boom");
+      },
+      [&](Transaction& tx) { return Submit(tx, "t1", 2); },
+  });
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_THAT(got[1], StatusIs(StatusCode::kInternal, HasSubstr("threw")));
+  EXPECT_TRUE(got[2].ok()) << got[2].ToString();
+  EXPECT_EQ(WorkloadSeqs("t1"), (std::set<int64_t>{0, 2}));
+  EXPECT_TRUE(Tx([&](Transaction& tx) { return Submit(tx, "t1", 3); }).ok());
 }
 
 // Free-running submitters (16 threads, as HTTP handlers), a third of them failing after they

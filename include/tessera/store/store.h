@@ -16,10 +16,11 @@
 // commit), PostgreSQL has returned from COMMIT (with its default synchronous_commit=on). When the
 // callback returns a non-OK Status, or any statement inside failed, everything that callback
 // wrote is rolled back and nothing of it is visible, and Transact returns that error (other
-// callers' callbacks batched into the same commit are not affected; see group commit below). The daemon
-// acknowledges a request (2xx) only after its Transact returned OK. One case is uncertain: when the
-// connection is lost during the COMMIT itself (Unavailable from a PostgreSQL commit), the change
-// may or may not have been committed; the client's retry with its Idempotency-Key resolves it.
+// callers' callbacks batched into the same commit are not affected; see group commit below).
+// The daemon acknowledges a request (2xx) only after its Transact returned OK. One case is
+// uncertain: when the connection is lost during the COMMIT itself (Unavailable from a PostgreSQL
+// commit), the change may or may not have been committed; the client's retry with its
+// Idempotency-Key resolves it.
 // A PostgreSQL store whose connection was lost reconnects at the start of the next Transact.
 //
 // Time: the library never reads a clock. Every time value is passed in by the caller as int64
@@ -44,7 +45,9 @@
 //     other callbacks of the batch are not affected;
 //   - Transact returns OK only after the commit that contains its caller's writes is durable;
 //     when that commit fails, every caller whose callback succeeded in that batch gets the
-//     commit's error (none of the batch's writes is visible);
+//     commit's error (none of the batch's writes is visible); likewise when the database drops
+//     the transaction in mid-batch (SQLite after an I/O error, PostgreSQL on a lost connection),
+//     and a failed BEGIN (lock timeout, server gone) fails the callers queued at that moment;
 //   - a callback's reads see the writes of the callbacks before it in the same batch (they are
 //     one transaction), never those of a callback that was rolled back.
 // A caller that finds no batch running does not wait for company (no timer): its callback runs
@@ -59,12 +62,13 @@
 // Worked example (group commit): threads A, B and C call Transact at about the same time.
 //   A finds no batch running: it leads. BEGIN; SAVEPOINT; fnA inserts workload 1; RELEASE.
 //   B and C queued while fnA ran, so A continues with them:
-//     SAVEPOINT; fnB inserts workload 2, then PutIdempotency says AlreadyExists and fnB returns
-//       it; ROLLBACK TO SAVEPOINT: workload 2 is undone (its id is not reused: ids only grow);
-//     SAVEPOINT; fnC reads workload 1 (visible: same transaction) and inserts workload 3; RELEASE.
-//   The queue is empty: COMMIT, one fsync. A and C return OK (workloads 1 and 3 are durable), B
+//     SAVEPOINT; fnB inserts a workload, then PutIdempotency says AlreadyExists and fnB returns
+//       it; ROLLBACK TO SAVEPOINT: fnB's workload is undone;
+//     SAVEPOINT; fnC reads workload 1 (visible: same transaction), inserts a workload; RELEASE.
+//   The queue is empty: COMMIT, one fsync. A and C return OK (their workloads are durable), B
 //   returns AlreadyExists. Had the COMMIT failed, A and C would both get its error and neither
 //   workload would exist. Stats() then shows transactions +3, commits +1.
+//
 // Ownership: Open returns a std::unique_ptr<Store>; records are plain values.
 //
 // Worked example (submitting a workload with an idempotency key, atomically):
