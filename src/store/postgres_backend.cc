@@ -187,6 +187,14 @@ class PostgresBackend final : public SqlBackend {
     return Exec("ROLLBACK");
   }
 
+  bool InTransaction() const override {
+    const PGTransactionStatusType st = PQtransactionStatus(conn_);
+    return st == PQTRANS_INTRANS || st == PQTRANS_INERROR;
+  }
+  Status Savepoint() override { return Exec("SAVEPOINT tessera_callback"); }
+  Status ReleaseSavepoint() override { return Exec("RELEASE SAVEPOINT tessera_callback"); }
+  Status RollbackToSavepoint() override { return Exec("ROLLBACK TO SAVEPOINT tessera_callback"); }
+
   const std::vector<std::string_view>& Migrations() const override {
     static const std::vector<std::string_view> kMigrations = {kSchemaV1};
     return kMigrations;

@@ -3,7 +3,7 @@
 //
 // SQL texts use PostgreSQL's $1..$n placeholders; the SQLite backend rewrites them to ?1..?n.
 // Every value comes back as text (NULL as nullopt); integers in decimal.
-// Thread-safety: none; SqlStore serialises all use with its mutex.
+// Thread-safety: none; SqlStore serialises all use with its database mutex.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +39,15 @@ class SqlBackend {
   virtual Status Begin() = 0;
   virtual Status Commit() = 0;
   virtual Status Rollback() = 0;
+  // Savepoints inside Begin..Commit: one per group-committed callback (sql_store.cc).
+  // RollbackToSavepoint undoes what followed SavePoint (and, on PostgreSQL, clears an aborted
+  // transaction's error state); both it and ReleaseSavepoint fail when the transaction itself
+  // is gone (SQLite rolls a transaction back by itself after some I/O errors).
+  // True between Begin and Commit/Rollback while the database still holds the transaction.
+  virtual bool InTransaction() const = 0;
+  virtual Status Savepoint() = 0;
+  virtual Status ReleaseSavepoint() = 0;
+  virtual Status RollbackToSavepoint() = 0;
   // The DDL of each schema version, in this database's dialect; index 0 is version 1.
   virtual const std::vector<std::string_view>& Migrations() const = 0;
   // Appended to a SELECT that reads a row it will update (PostgreSQL: " FOR UPDATE").
@@ -48,7 +57,7 @@ class SqlBackend {
 StatusOr<std::unique_ptr<SqlBackend>> OpenSqlite(const std::string& path, const Options& options);
 StatusOr<std::unique_ptr<SqlBackend>> OpenPostgres(const std::string& url, const Options& options);
 
-// The store over either backend (migrates on creation).
-StatusOr<std::unique_ptr<Store>> MakeSqlStore(std::unique_ptr<SqlBackend> backend);
+// The store over either backend (migrates on creation); options.max_batch bounds group commits.
+StatusOr<std::unique_ptr<Store>> MakeSqlStore(std::unique_ptr<SqlBackend> backend, const Options& options);
 
 }  // namespace tessera::store

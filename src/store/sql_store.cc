@@ -1,7 +1,10 @@
-// The Store over a SqlBackend: migrations, transactions, every record kind and the audit chain,
-// written once for SQLite and PostgreSQL (the SQL here is the dialects' common subset; DDL lives
+// The Store over a SqlBackend: migrations, group-committed transactions, every record kind and
+// the audit chain, written once for SQLite and PostgreSQL (the SQL here is the dialects' common subset; DDL lives
 // in each backend).
+#include <atomic>
 #include <charconv>
+#include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <utility>
 
@@ -383,7 +386,7 @@ bool CheckAuditPage(const std::vector<AuditRecord>& page, int64_t& expected_seq,
 
 class SqlStore final : public Store {
  public:
-  explicit SqlStore(std::unique_ptr<SqlBackend> db) : db_(std::move(db)) {}
+  SqlStore(std::unique_ptr<SqlBackend> db, int max_batch) : db_(std::move(db)), max_batch_(max_batch) {}
 
   Status Migrate() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -414,18 +417,32 @@ class SqlStore final : public Store {
     return Status::Ok();
   }
 
+  // Group commit (see store.h): queue, then either lead a batch or wait for a leader to finish
+  // the batch that took this call.
   Status Transact(const std::function<Status(Transaction&)>& fn) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return TransactLocked(fn);
+    Waiter w(fn);
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    queue_.push_back(&w);
+    waiting_ = static_cast<int64_t>(queue_.size());
+    while (!w.done && (leading_ || queue_.front() != &w)) w.cv.wait(lock);
+    if (!w.done) {
+      leading_ = true;  // w is the oldest caller left and no batch runs: lead one
+      lock.unlock();
+      LeadBatch();
+      lock.lock();
+    }
+    ++transactions_;
+    return w.result;
   }
 
+  StoreStats Stats() const override { return {transactions_.load(), commits_.load(), waiting_.load()}; }
+
   StatusOr<AuditVerification> VerifyAuditChain() override {
-    std::lock_guard<std::mutex> lock(mu_);
     AuditVerification v;
     int64_t expected = 1;
     std::string prev(kAuditGenesisHash);
     constexpr int kPage = 1000;
-    Status s = TransactLocked([&](Transaction& tx) -> Status {
+    Status s = Transact([&](Transaction& tx) -> Status {
       auto& sql_tx = static_cast<SqlTransaction&>(tx);
       for (;;) {
         TESSERA_ASSIGN_OR_RETURN(std::vector<AuditRecord> page, tx.ListAudit(expected - 1, kPage));
@@ -455,23 +472,129 @@ class SqlStore final : public Store {
   }
 
  private:
-  Status TransactLocked(const std::function<Status(Transaction&)>& fn) {
-    TESSERA_RETURN_IF_ERROR(db_->Begin());
-    SqlTransaction tx(*db_);
-    Status s = fn(tx);
-    if (s.ok() && !tx.first_error().ok()) s = tx.first_error();
-    if (s.ok()) {
-      s = db_->Commit();
-      if (s.ok()) return s;
+  // One Transact caller, on its own stack while it waits in the queue. done, and the
+  // hand-off, are guarded by queue_mu_; result is written by the leader before done.
+  struct Waiter {
+    explicit Waiter(const std::function<Status(Transaction&)>& f) : fn(f) {}
+    const std::function<Status(Transaction&)>& fn;
+    Status result;
+    bool done = false;
+    std::condition_variable cv;
+  };
+
+  // The next caller for the running batch, or nullptr when the queue is empty or the batch full.
+  Waiter* Take(size_t taken) {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (queue_.empty() || taken >= max_batch_) return nullptr;
+    Waiter* w = queue_.front();
+    queue_.pop_front();
+    waiting_ = static_cast<int64_t>(queue_.size());
+    return w;
+  }
+
+  // Runs as the leader (leading_ set by the caller): one database transaction for the callers
+  // queued now and while it runs, one commit, then wakes them and the next leader.
+  void LeadBatch() {
+    std::vector<Waiter*> batch;
+    {
+      std::lock_guard<std::mutex> db_lock(mu_);
+      Status begin = db_->Begin();
+      if (!begin.ok()) {
+        // Nothing ran; the callers queued now share the failure (they would meet the same lock
+        // or the same lost server).
+        while (Waiter* w = Take(batch.size())) {
+          w->result = begin;
+          batch.push_back(w);
+        }
+      } else {
+        RunBatch(batch);
+      }
+    }
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    for (Waiter* w : batch) {
+      w->done = true;
+      w->cv.notify_one();  // under the lock: the waiter cannot leave (and destroy cv) before
+    }
+    leading_ = false;
+    if (!queue_.empty()) queue_.front()->cv.notify_one();
+  }
+
+  // Inside Begin: each callback in its own savepoint, then COMMIT (or ROLLBACK when no callback
+  // succeeded). A failed COMMIT, or a transaction the database dropped in the middle, fails
+  // every caller of the batch whose callback had succeeded.
+  void RunBatch(std::vector<Waiter*>& batch) {
+    Status lost;  // non-OK once the transaction itself is gone
+    int succeeded = 0;
+    while (Waiter* w = Take(batch.size())) {
+      batch.push_back(w);
+      w->result = RunOne(w->fn, lost);
+      if (!lost.ok()) break;
+      if (w->result.ok()) ++succeeded;
+    }
+    Status end = lost;
+    if (end.ok() && succeeded > 0) {
+      end = db_->Commit();
+      if (end.ok()) {
+        ++commits_;
+        return;
+      }
     }
     Status rb = db_->Rollback();
-    (void)rb;  // the callback's (or the commit's) error is the one to report
+    (void)rb;  // the commit's (or the lost transaction's) error is the one to report
+    if (end.ok()) return;  // no callback succeeded: each caller has its own error
+    for (Waiter* w : batch) {
+      if (w->result.ok()) w->result = end;
+    }
+  }
+
+  // One callback between SAVEPOINT and RELEASE (or ROLLBACK TO on failure). Returns the
+  // caller's outcome before the commit; sets `lost` when the batch's transaction is gone.
+  Status RunOne(const std::function<Status(Transaction&)>& fn, Status& lost) {
+    if (!db_->InTransaction()) {
+      lost = UnavailableError("store: the " + std::string(db_->Kind()) + " transaction of this batch was lost");
+      return lost;
+    }
+    if (Status sp = db_->Savepoint(); !sp.ok()) {
+      lost = sp.WithPrefix("store: starting a savepoint");
+      return lost;
+    }
+    SqlTransaction tx(*db_);
+    Status s = Call(fn, tx);
+    if (s.ok() && !tx.first_error().ok()) s = tx.first_error();
+    if (s.ok()) {
+      Status release = db_->ReleaseSavepoint();
+      if (!release.ok()) lost = release.WithPrefix("store: releasing a savepoint");
+      return lost.ok() ? s : lost;
+    }
+    Status undo = db_->RollbackToSavepoint();
+    if (undo.ok()) undo = db_->ReleaseSavepoint();
+    if (!undo.ok()) {
+      // SQLite rolls the whole transaction back after some errors (I/O, full disk); PostgreSQL
+      // after a lost connection. The callback's error is the cause for everyone.
+      lost = Status(s.code(), "store: the batch's transaction was lost after a failed callback: " + s.message());
+    }
     return s;
   }
 
+  static Status Call(const std::function<Status(Transaction&)>& fn, Transaction& tx) {
+    try {
+      return fn(tx);
+    } catch (...) {
+      // Library code does not throw, but a callback that did must not leave the batch's
+      // other callers waiting forever.
+      return InternalError("store: a Transact callback threw an exception");
+    }
+  }
+
   std::unique_ptr<SqlBackend> db_;
-  std::mutex mu_;
+  const size_t max_batch_;
+  std::mutex mu_;  // the database connection: held by a leader for its batch, by Migrate, ExecForTesting
   int version_ = 0;
+
+  std::mutex queue_mu_;
+  std::deque<Waiter*> queue_;  // callers not yet taken into a batch, oldest first
+  bool leading_ = false;       // a batch is running (guarded by queue_mu_)
+  std::atomic<int64_t> transactions_{0}, commits_{0}, waiting_{0};
 };
 
 }  // namespace
@@ -505,14 +628,17 @@ std::string AuditHash(std::string_view prev_hash, int64_t seq, int64_t time_ms, 
   return hex;
 }
 
-StatusOr<std::unique_ptr<Store>> MakeSqlStore(std::unique_ptr<SqlBackend> backend) {
-  auto store = std::make_unique<SqlStore>(std::move(backend));
+StatusOr<std::unique_ptr<Store>> MakeSqlStore(std::unique_ptr<SqlBackend> backend, const Options& options) {
+  auto store = std::make_unique<SqlStore>(std::move(backend), options.max_batch);
   TESSERA_RETURN_IF_ERROR(store->Migrate());
   return std::unique_ptr<Store>(std::move(store));
 }
 
 StatusOr<std::unique_ptr<Store>> Open(std::string_view url, const Options& options) {
   if (url.empty()) return InvalidArgumentError("store: empty database URL (a path, sqlite:PATH or postgresql://...)");
+  if (options.max_batch < 1) {
+    return InvalidArgumentError("store: max_batch must be at least 1 (it is " + std::to_string(options.max_batch) + ")");
+  }
   std::unique_ptr<SqlBackend> backend;
   if (url.starts_with("postgresql://") || url.starts_with("postgres://")) {
     TESSERA_ASSIGN_OR_RETURN(backend, OpenPostgres(std::string(url), options));
@@ -521,7 +647,7 @@ StatusOr<std::unique_ptr<Store>> Open(std::string_view url, const Options& optio
     if (path.empty()) return InvalidArgumentError("store: 'sqlite:' needs a file path");
     TESSERA_ASSIGN_OR_RETURN(backend, OpenSqlite(std::string(path), options));
   }
-  return MakeSqlStore(std::move(backend));
+  return MakeSqlStore(std::move(backend), options);
 }
 
 }  // namespace tessera::store

@@ -176,6 +176,11 @@ class SqliteBackend final : public SqlBackend {
     return Step("ROLLBACK");
   }
 
+  bool InTransaction() const override { return sqlite3_get_autocommit(db_) == 0; }
+  Status Savepoint() override { return Step("SAVEPOINT tessera_callback"); }
+  Status ReleaseSavepoint() override { return Step("RELEASE SAVEPOINT tessera_callback"); }
+  Status RollbackToSavepoint() override { return Step("ROLLBACK TO SAVEPOINT tessera_callback"); }
+
   const std::vector<std::string_view>& Migrations() const override {
     static const std::vector<std::string_view> kMigrations = {kSchemaV1};
     return kMigrations;
@@ -193,8 +198,8 @@ class SqliteBackend final : public SqlBackend {
 
 StatusOr<std::unique_ptr<SqlBackend>> OpenSqlite(const std::string& path, const Options& options) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  const int create = options.create_if_missing ? SQLITE_OPEN_CREATE : 0;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | create | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);

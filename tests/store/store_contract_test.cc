@@ -9,9 +9,12 @@
 #include <libpq-fe.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -96,9 +99,9 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
     }
   }
 
-  void Reopen() {
+  void Reopen(const Options& options = {}) {
     store_.reset();
-    auto s = Open(url_);
+    auto s = Open(url_, options);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();
   }
@@ -151,6 +154,53 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
     auto v = store_->VerifyAuditChain();
     EXPECT_TRUE(v.ok()) << v.status().ToString();
     return v.ok() ? *v : AuditVerification{};
+  }
+
+  // Runs fns[i] on thread i so that all of them land in one group-commit batch, in order: thread
+  // 0 starts first and leads (nobody else is queued); its callback then waits until the others
+  // are queued. Thread i starts once threads 1..i-1 are queued (Stats().waiting is the
+  // handshake), so the queue holds them in index order. Without group commit the waits time out
+  // (10 s in all) and each caller commits alone. Returns each caller's Status.
+  std::vector<Status> RunBatched(const std::vector<std::function<Status(Transaction&)>>& fns) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    auto wait_until = [&](const std::function<bool()>& pred) {
+      while (!pred() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    };
+    const int64_t n = static_cast<int64_t>(fns.size());
+    std::vector<Status> out(fns.size());
+    std::atomic<bool> leading{false};
+    std::vector<std::thread> threads;
+    threads.emplace_back([&] {
+      out[0] = store_->Transact([&](Transaction& tx) -> Status {
+        leading = true;
+        wait_until([&] { return store_->Stats().waiting >= n - 1; });
+        return fns[0](tx);
+      });
+    });
+    wait_until([&] { return leading.load(); });
+    for (int64_t i = 1; i < n; ++i) {
+      wait_until([&] { return store_->Stats().waiting >= i - 1; });
+      threads.emplace_back([&, i] { out[i] = store_->Transact(fns[i]); });
+    }
+    for (std::thread& t : threads) t.join();
+    return out;
+  }
+
+  std::set<int64_t> WorkloadSeqs(const std::string& tenant) {
+    std::set<int64_t> seqs;
+    for (const WorkloadRecord& w :
+         Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads(tenant, 10000, ""); }).workloads) {
+      seqs.insert(w.seq);
+    }
+    return seqs;
+  }
+
+  // A submit as the daemon does it: the workload, its idempotency answer and an audit record.
+  Status Submit(Transaction& tx, const std::string& tenant, int64_t seq) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t id, tx.InsertWorkload(Workload(tenant, seq)));
+    TESSERA_RETURN_IF_ERROR(
+        tx.PutIdempotency({"tok", "key-" + std::to_string(seq), 201, "{\"id\":" + std::to_string(id) + "}", seq}));
+    return tx.AppendAudit({seq, "tok", "workload.create", "workloads/" + std::to_string(id), "201"}).status();
   }
 
   std::string dir_, url_, base_url_, schema_;
@@ -528,6 +578,246 @@ TEST_P(StoreContractTest, ConcurrentWritersThroughOneAndTwoStores) {
   AuditVerification v = Verify();
   EXPECT_TRUE(v.ok) << v.problem;
   EXPECT_EQ(v.records, 3 * kPerThread);
+}
+
+// --- group commit (concurrent Transact callers share one database commit) --------------------
+// Each test forces one batch with RunBatched and checks Stats(): commits grow by one for the
+// whole batch. Named Concurrent* so that `make tsan` runs them.
+
+TEST_P(StoreContractTest, ConcurrentCallersShareOneDurableCommit) {
+  AddTenant("t1");
+  const StoreStats before = store_->Stats();
+  std::vector<std::function<Status(Transaction&)>> fns;
+  for (int i = 0; i < 8; ++i) fns.push_back([&, i](Transaction& tx) { return Submit(tx, "t1", i); });
+  for (const Status& s : RunBatched(fns)) EXPECT_TRUE(s.ok()) << s.ToString();
+  const StoreStats after = store_->Stats();
+  EXPECT_EQ(after.transactions - before.transactions, 8);
+  EXPECT_EQ(after.commits - before.commits, 1) << "the 8 callers were not batched into one commit";
+  EXPECT_EQ(after.waiting, 0);
+  Reopen();  // acknowledged means on disk
+  EXPECT_EQ(WorkloadSeqs("t1"), (std::set<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  AuditVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.problem;
+  EXPECT_EQ(v.records, 8);
+}
+
+TEST_P(StoreContractTest, ConcurrentFailingCallbacksDoNotRollBackTheirBatch) {
+  AddTenant("t1");
+  const StoreStats before = store_->Stats();
+  std::vector<std::function<Status(Transaction&)>> fns;
+  for (int i = 0; i < 6; ++i) {
+    fns.push_back([&, i](Transaction& tx) -> Status {
+      TESSERA_RETURN_IF_ERROR(Submit(tx, "t1", i));
+      if (i % 2 == 1) return Status(StatusCode::kAborted, "caller " + std::to_string(i) + " gave up");
+      return Status::Ok();
+    });
+  }
+  std::vector<Status> got = RunBatched(fns);
+  for (int i = 0; i < 6; ++i) {
+    if (i % 2 == 0) {
+      EXPECT_TRUE(got[i].ok()) << i << ": " << got[i].ToString();
+    } else {
+      EXPECT_THAT(got[i], StatusIs(StatusCode::kAborted, HasSubstr("caller " + std::to_string(i))));
+    }
+  }
+  EXPECT_EQ(store_->Stats().commits - before.commits, 1);
+  EXPECT_EQ(WorkloadSeqs("t1"), (std::set<int64_t>{0, 2, 4}));
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.GetIdempotency("tok", "key-1").status(); }),
+              StatusIs(StatusCode::kNotFound, ::testing::_));
+  // The rolled-back callbacks' audit appends are gone, head included: the chain is 1..3.
+  AuditVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.problem;
+  EXPECT_EQ(v.records, 3);
+  std::vector<AuditRecord> log = Read<std::vector<AuditRecord>>([](Transaction& tx) { return tx.ListAudit(0, 100); });
+  ASSERT_EQ(log.size(), 3u);
+  EXPECT_EQ(log[2].seq, 3);
+}
+
+TEST_P(StoreContractTest, ConcurrentCallbackFailingAfterWritingLeavesNothing) {
+  AddTenant("t1");
+  const StoreStats before = store_->Stats();
+  std::vector<Status> got = RunBatched({
+      [&](Transaction& tx) { return Submit(tx, "t1", 0); },
+      // Writes every kind of record, then fails.
+      [&](Transaction& tx) -> Status {
+        TESSERA_RETURN_IF_ERROR(tx.CreateTenant({"t-bad", "", "{}", 1, 1}));
+        TESSERA_RETURN_IF_ERROR(tx.CreateToken({"tok-bad", "hash-bad", "tenant-user", "t-bad", std::nullopt, false, 1}));
+        TESSERA_RETURN_IF_ERROR(tx.PutNode({"n-bad", "{}", "ready", 1}));
+        TESSERA_RETURN_IF_ERROR(tx.UpdateTenant({"t1", "", R"({"changed":true})", 1, 2}));
+        TESSERA_ASSIGN_OR_RETURN(int64_t id, tx.InsertWorkload(Workload("t-bad", 1)));
+        TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, id, 5, "placed", "n-bad"}).status());
+        TESSERA_RETURN_IF_ERROR(tx.PutIdempotency({"tok", "key-bad", 201, "{}", 1}));
+        TESSERA_RETURN_IF_ERROR(tx.AppendAudit({1, "tok", "tenant.create", "tenants/t-bad", "201"}).status());
+        return Status(StatusCode::kAborted, "changed its mind");
+      },
+      // Ignores a failed statement (an unknown tenant: a foreign key error, which aborts a
+      // PostgreSQL transaction) and returns OK: its writes are undone all the same.
+      [&](Transaction& tx) -> Status {
+        TESSERA_RETURN_IF_ERROR(tx.PutNode({"n-swallowed", "{}", "ready", 1}));
+        Status ignored = tx.InsertWorkload(Workload("no-such-tenant", 2)).status();
+        EXPECT_THAT(ignored, StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+        return Status::Ok();
+      },
+      [&](Transaction& tx) { return Submit(tx, "t1", 3); },
+  });
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_THAT(got[1], StatusIs(StatusCode::kAborted, HasSubstr("changed its mind")));
+  EXPECT_THAT(got[2], StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  EXPECT_TRUE(got[3].ok()) << got[3].ToString();
+  EXPECT_EQ(store_->Stats().commits - before.commits, 1);
+  EXPECT_EQ(WorkloadSeqs("t1"), (std::set<int64_t>{0, 3}));
+  EXPECT_TRUE(WorkloadSeqs("").count(1) == 0);
+  EXPECT_EQ(Read<std::vector<TenantRecord>>([](Transaction& tx) { return tx.ListTenants(); }),
+            (std::vector<TenantRecord>{{"t1", "", "{}", 1, 1}}));
+  EXPECT_TRUE(Read<std::vector<TokenRecord>>([](Transaction& tx) { return tx.ListTokens(); }).empty());
+  EXPECT_TRUE(Read<std::vector<NodeRecord>>([](Transaction& tx) { return tx.ListNodes(); }).empty());
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.GetIdempotency("tok", "key-bad").status(); }),
+              StatusIs(StatusCode::kNotFound, ::testing::_));
+  AuditVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.problem;
+  EXPECT_EQ(v.records, 2);
+}
+
+TEST_P(StoreContractTest, ConcurrentAlreadyExistsDoesNotPoisonTheBatch) {
+  AddTenant("t1");
+  ASSERT_TRUE(Tx([](Transaction& tx) { return tx.PutIdempotency({"tok", "key-1", 201, "first", 1}); }).ok());
+  const StoreStats before = store_->Stats();
+  std::vector<Status> got = RunBatched({
+      [&](Transaction& tx) { return Submit(tx, "t1", 0); },
+      // A retried POST whose key already has an answer: its insert is undone.
+      [&](Transaction& tx) { return Submit(tx, "t1", 1); },
+      // A callback that meets AlreadyExists, reacts to it and carries on.
+      [&](Transaction& tx) -> Status {
+        Status dup = tx.CreateTenant({"t1", "", "{}", 1, 1});
+        if (dup.code() != StatusCode::kAlreadyExists) return InternalError("expected AlreadyExists: " + dup.ToString());
+        return Submit(tx, "t1", 2);
+      },
+      [&](Transaction& tx) { return Submit(tx, "t1", 3); },
+  });
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_THAT(got[1], StatusIs(StatusCode::kAlreadyExists, HasSubstr("key-1")));
+  EXPECT_TRUE(got[2].ok()) << got[2].ToString();
+  EXPECT_TRUE(got[3].ok()) << got[3].ToString();
+  EXPECT_EQ(store_->Stats().commits - before.commits, 1);
+  EXPECT_EQ(WorkloadSeqs("t1"), (std::set<int64_t>{0, 2, 3}));
+  EXPECT_EQ(Read<IdempotencyRecord>([](Transaction& tx) { return tx.GetIdempotency("tok", "key-1"); }).body, "first");
+  EXPECT_EQ(Read<IdempotencyRecord>([](Transaction& tx) { return tx.GetIdempotency("tok", "key-3"); }).status_code, 201);
+  AuditVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.problem;
+  EXPECT_EQ(v.records, 3);
+}
+
+TEST_P(StoreContractTest, ConcurrentReadsSeeEarlierCallbacksOfTheBatch) {
+  const StoreStats before = store_->Stats();
+  std::vector<Status> got = RunBatched({
+      [](Transaction& tx) { return tx.CreateTenant({"a", "", "{}", 1, 1}); },
+      [&](Transaction& tx) -> Status {
+        TESSERA_RETURN_IF_ERROR(tx.GetTenant("a").status());  // written by the callback before
+        return tx.InsertWorkload(Workload("a", 1)).status();
+      },
+  });
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_TRUE(got[1].ok()) << got[1].ToString();
+  EXPECT_EQ(store_->Stats().commits - before.commits, 1);
+  EXPECT_EQ(WorkloadSeqs("a"), (std::set<int64_t>{1}));
+}
+
+TEST_P(StoreContractTest, ConcurrentCommitFailureFailsEveryCallerOfTheBatch) {
+  AddTenant("t1");
+  // A node whose name must be a tenant's, checked only at COMMIT (a deferred foreign key): a
+  // batch with a bad node fails as a whole when it commits.
+  ASSERT_TRUE(store_->ExecForTesting(
+      "DROP TABLE nodes; CREATE TABLE nodes (name TEXT PRIMARY KEY REFERENCES tenants(name) DEFERRABLE "
+      "INITIALLY DEFERRED, inventory_json TEXT NOT NULL, state TEXT NOT NULL, last_heartbeat_ms BIGINT NOT NULL)").ok());
+  const StoreStats before = store_->Stats();
+  std::vector<Status> got = RunBatched({
+      [&](Transaction& tx) { return Submit(tx, "t1", 0); },
+      [](Transaction& tx) { return tx.PutNode({"ghost", "{}", "ready", 1}); },
+      [&](Transaction& tx) { return Submit(tx, "t1", 2); },
+  });
+  for (const Status& s : got) EXPECT_THAT(s, StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  EXPECT_EQ(store_->Stats().commits - before.commits, 0);
+  EXPECT_TRUE(WorkloadSeqs("t1").empty());
+  AuditVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.problem;
+  EXPECT_EQ(v.records, 0);
+  // The store carries on.
+  EXPECT_TRUE(Tx([&](Transaction& tx) { return Submit(tx, "t1", 3); }).ok());
+  EXPECT_TRUE(Tx([](Transaction& tx) { return tx.PutNode({"t1", "{}", "ready", 1}); }).ok());
+  EXPECT_EQ(WorkloadSeqs("t1"), (std::set<int64_t>{3}));
+}
+
+TEST_P(StoreContractTest, ConcurrentBatchesAreBoundedByMaxBatch) {
+  Options options;
+  options.max_batch = 3;
+  Reopen(options);
+  AddTenant("t1");
+  const StoreStats before = store_->Stats();
+  std::vector<std::function<Status(Transaction&)>> fns;
+  for (int i = 0; i < 7; ++i) fns.push_back([&, i](Transaction& tx) { return Submit(tx, "t1", i); });
+  for (const Status& s : RunBatched(fns)) EXPECT_TRUE(s.ok()) << s.ToString();
+  // 7 callers queued at once, at most 3 per commit: 3 + 3 + 1.
+  EXPECT_EQ(store_->Stats().commits - before.commits, 3);
+  EXPECT_EQ(store_->Stats().transactions - before.transactions, 7);
+  EXPECT_EQ(WorkloadSeqs("t1").size(), 7u);
+}
+
+// A callback that throws (library code does not, but a daemon's might) fails alone with
+// Internal, its writes undone; the batch's other callers commit and the store carries on.
+TEST_P(StoreContractTest, ConcurrentThrowingCallbackFailsAlone) {
+  AddTenant("t1");
+  std::vector<Status> got = RunBatched({
+      [&](Transaction& tx) { return Submit(tx, "t1", 0); },
+      [&](Transaction& tx) -> Status {
+        TESSERA_RETURN_IF_ERROR(Submit(tx, "t1", 1));
+        throw std::runtime_error("boom");
+      },
+      [&](Transaction& tx) { return Submit(tx, "t1", 2); },
+  });
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_THAT(got[1], StatusIs(StatusCode::kInternal, HasSubstr("threw")));
+  EXPECT_TRUE(got[2].ok()) << got[2].ToString();
+  EXPECT_EQ(WorkloadSeqs("t1"), (std::set<int64_t>{0, 2}));
+  EXPECT_TRUE(Tx([&](Transaction& tx) { return Submit(tx, "t1", 3); }).ok());
+}
+
+// Free-running submitters (16 threads, as HTTP handlers), a third of them failing after they
+// wrote: exactly the successful ones are stored, the audit chain holds, and commits were shared.
+TEST_P(StoreContractTest, ConcurrentSubmittersWithMixedOutcomes) {
+  AddTenant("t1");
+  constexpr int kThreads = 16, kPerThread = 20;
+  const StoreStats before = store_->Stats();
+  std::vector<std::thread> threads;
+  std::vector<Status> got(kThreads * kPerThread);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kPerThread; ++k) {
+        const int seq = t * kPerThread + k;
+        got[seq] = store_->Transact([&](Transaction& tx) -> Status {
+          TESSERA_RETURN_IF_ERROR(Submit(tx, "t1", seq));
+          if (seq % 3 == 0) return Status(StatusCode::kAborted, "no");
+          return Status::Ok();
+        });
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const StoreStats after = store_->Stats();
+  std::set<int64_t> want;
+  for (int seq = 0; seq < kThreads * kPerThread; ++seq) {
+    if (seq % 3 == 0) {
+      EXPECT_THAT(got[seq], StatusIs(StatusCode::kAborted, ::testing::_));
+    } else {
+      EXPECT_TRUE(got[seq].ok()) << seq << ": " << got[seq].ToString();
+      want.insert(seq);
+    }
+  }
+  EXPECT_EQ(WorkloadSeqs("t1"), want);
+  AuditVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.problem;
+  EXPECT_EQ(v.records, static_cast<int64_t>(want.size()));
+  EXPECT_EQ(after.transactions - before.transactions, kThreads * kPerThread);
+  EXPECT_LT(after.commits - before.commits, static_cast<int64_t>(want.size()));
 }
 
 // SQLite: a writer that waits past the busy timeout for another's lock. PostgreSQL: the server

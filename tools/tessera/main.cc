@@ -1,4 +1,4 @@
-// tessera: one binary for every tessera command (simulate, mig, run, node).
+// tessera: one binary for every tessera command (simulate, mig, run, node, audit).
 #include <cstdio>
 #include <string>
 
@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterNode(app, &exit_code);
   tessera::cli::RegisterServe(app, &exit_code);
   tessera::cli::RegisterCtl(app, &exit_code);
+  tessera::cli::RegisterAudit(app, &exit_code);
   app.add_subcommand("version", "Print the version and the git commit")->callback([] {
     std::printf("%s\n", kVersion.c_str());
   });

@@ -14,11 +14,13 @@
 // Durability: every write happens inside `Store::Transact`. When Transact returns OK the change
 // is durable: SQLite runs in WAL mode with synchronous=FULL (the WAL is fsync'ed at every
 // commit), PostgreSQL has returned from COMMIT (with its default synchronous_commit=on). When the
-// callback returns a non-OK Status, or any statement inside failed, the whole transaction is
-// rolled back and nothing of it is visible, and Transact returns that error. The daemon
-// acknowledges a request (2xx) only after its Transact returned OK. One case is uncertain: when the
-// connection is lost during the COMMIT itself (Unavailable from a PostgreSQL commit), the change
-// may or may not have been committed; the client's retry with its Idempotency-Key resolves it.
+// callback returns a non-OK Status, or any statement inside failed, everything that callback
+// wrote is rolled back and nothing of it is visible, and Transact returns that error (other
+// callers' callbacks batched into the same commit are not affected; see group commit below).
+// The daemon acknowledges a request (2xx) only after its Transact returned OK. One case is
+// uncertain: when the connection is lost during the COMMIT itself (Unavailable from a PostgreSQL
+// commit), the change may or may not have been committed; the client's retry with its
+// Idempotency-Key resolves it.
 // A PostgreSQL store whose connection was lost reconnects at the start of the next Transact.
 //
 // Time: the library never reads a clock. Every time value is passed in by the caller as int64
@@ -31,11 +33,41 @@
 // cannot be opened or reached, or stayed locked past the busy timeout), Internal (anything else
 // the database reports).
 //
-// Thread-safety: a Store may be shared by threads; its Transact calls are serialised by a mutex
-// inside (one database connection per Store). A Transaction is valid only inside the callback it
-// was passed to and only on that thread; do not keep it, and do not call Transact from inside a
-// callback (it would deadlock). Several processes may open the same SQLite file (the busy
-// timeout makes a writer wait for another) or the same PostgreSQL database.
+// Thread-safety and group commit: a Store may be shared by threads (the daemon's HTTP handler
+// threads each call Transact). It holds one database connection, and concurrent Transact calls
+// are group-committed: the first caller that finds no batch running becomes the leader; it
+// begins one database transaction and runs its own callback and then every callback queued
+// meanwhile, in arrival order, each inside its own SAVEPOINT, until the queue is empty or
+// Options::max_batch callbacks ran; then it commits once (one fsync for the whole batch) and
+// wakes the callers of the batch. The per-call contract above is unchanged:
+//   - each callback takes full effect or none: a callback that returns non-OK (or whose
+//     statement failed) is rolled back to its savepoint, its caller gets its error, and the
+//     other callbacks of the batch are not affected;
+//   - Transact returns OK only after the commit that contains its caller's writes is durable;
+//     when that commit fails, every caller whose callback succeeded in that batch gets the
+//     commit's error (none of the batch's writes is visible); likewise when the database drops
+//     the transaction in mid-batch (SQLite after an I/O error, PostgreSQL on a lost connection),
+//     and a failed BEGIN (lock timeout, server gone) fails the callers queued at that moment;
+//   - a callback's reads see the writes of the callbacks before it in the same batch (they are
+//     one transaction), never those of a callback that was rolled back.
+// A caller that finds no batch running does not wait for company (no timer): its callback runs
+// at once, alone when nobody else is queued. Callbacks may run on another caller's thread (the
+// leader's), while their own caller waits inside Transact; everything they capture by reference
+// stays valid. A Transaction is valid only inside the callback it was passed to; do not keep
+// it, and do not call Transact of the same Store from inside a callback (it would deadlock).
+// Callbacks must not throw (one that does fails with Internal, its writes rolled back).
+// Several processes may open the same SQLite file (the busy timeout makes a writer wait for
+// another) or the same PostgreSQL database.
+//
+// Worked example (group commit): threads A, B and C call Transact at about the same time.
+//   A finds no batch running: it leads. BEGIN; SAVEPOINT; fnA inserts workload 1; RELEASE.
+//   B and C queued while fnA ran, so A continues with them:
+//     SAVEPOINT; fnB inserts a workload, then PutIdempotency says AlreadyExists and fnB returns
+//       it; ROLLBACK TO SAVEPOINT: fnB's workload is undone;
+//     SAVEPOINT; fnC reads workload 1 (visible: same transaction), inserts a workload; RELEASE.
+//   The queue is empty: COMMIT, one fsync. A and C return OK (their workloads are durable), B
+//   returns AlreadyExists. Had the COMMIT failed, A and C would both get its error and neither
+//   workload would exist. Stats() then shows transactions +3, commits +1.
 //
 // Ownership: Open returns a std::unique_ptr<Store>; records are plain values.
 //
@@ -254,14 +286,26 @@ class Transaction {
   virtual StatusOr<std::vector<AuditRecord>> ListAudit(int64_t after_seq, int limit) = 0;
 };
 
+// Counters of one Store (see Store::Stats).
+struct StoreStats {
+  int64_t transactions = 0;  // Transact calls that finished (OK or not)
+  int64_t commits = 0;       // database transactions committed (one per batch that had a success)
+  int64_t waiting = 0;       // callers queued now, not yet taken into a batch
+};
+
 class Store {
  public:
   virtual ~Store() = default;
 
-  // Runs fn inside one transaction (reads too). OK from fn and from the commit: durable (see the
-  // header comment). A non-OK Status from fn, or any failed statement inside: rolled back, and
-  // that Status is returned.
+  // Runs fn inside one transaction (reads too), possibly batched with other callers' (group
+  // commit, see the header comment). OK from fn and from the commit: durable. A non-OK Status
+  // from fn, or any failed statement inside: fn's writes are rolled back, and that Status is
+  // returned.
   virtual Status Transact(const std::function<Status(Transaction&)>& fn) = 0;
+
+  // What this Store has done since Open (counters only grow; cheap, never blocks on the
+  // database). Tests use it to see batching; the daemon may export it as metrics.
+  virtual StoreStats Stats() const = 0;
 
   // Walks the whole audit chain (in pages; read-only).
   virtual StatusOr<AuditVerification> VerifyAuditChain() = 0;
@@ -284,6 +328,11 @@ struct Options {
   int busy_timeout_ms = 5000;
   // PostgreSQL: connect timeout in seconds (libpq's connect_timeout) when the URL has none.
   int connect_timeout_s = 10;
+  // Group commit: the most callbacks one database commit takes (>= 1; 1 = one commit per Transact).
+  int max_batch = 64;
+  // SQLite: create the file when it does not exist (false: Open fails with Unavailable, e.g. for
+  // `tessera audit verify`, which must not invent an empty database from a mistyped path).
+  bool create_if_missing = true;
 };
 
 // Opens (creating when needed) and migrates a store:

@@ -22,5 +22,7 @@ void RegisterNode(CLI::App& app, int* exit_code);
 void RegisterServe(CLI::App& app, int* exit_code);
 // `tessera ctl`: the API from the shell (commands/ctl.cc).
 void RegisterCtl(CLI::App& app, int* exit_code);
+// `tessera audit verify --db URL`: the control plane's audit chain (commands/audit.cc).
+void RegisterAudit(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli
