@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterSimulate(app, &command_line, &exit_code);
   tessera::cli::RegisterMig(app, &exit_code);
   tessera::cli::RegisterNode(app, &exit_code);
+  tessera::cli::RegisterAnomalies(app, &exit_code);
   app.add_subcommand("version", "Print the version and the git commit")->callback([] {
     std::printf("%s\n", kVersion.c_str());
   });
