@@ -26,8 +26,11 @@
 //
 // Worked example (level only, level_window 5, suppress 0): values 10 10 11 10 10 | 30. The
 // forecast for 30 is median(10 10 11 10 10) = 10, the error 20; with a scale of 0.5 (the quantile
-// of earlier errors, floored at min_scale) z = 40 >= threshold_z = 8, so the row is flagged with
-// score 40 / (40 + 8) = 0.83.
+// of earlier errors, floored at min_scale_rel * level) z = 40 >= threshold_z = 10, so the row is
+// flagged with score 40 / (40 + 10) = 0.8.
+//
+// The defaults were tuned on half of the NAB subset (data/nab/labels/split_a.json) and checked
+// on the other half (docs/anomaly.md).
 #pragma once
 
 #include <cstdint>
@@ -42,18 +45,18 @@
 namespace tessera::metering {
 
 struct AnomalyOptions {
-  int warmup_rows = 150;           // rows before the first verdict (score 0, never flagged)
-  int level_window = 32;           // rows in the level forecast's median
-  int scale_window = 600;          // past absolute errors the robust scale is taken from
+  int warmup_rows = 300;           // rows before the first verdict (score 0, never flagged)
+  int level_window = 16;           // rows in the level forecast's median
+  int scale_window = 1500;         // past absolute errors the robust scale is taken from
   double scale_quantile = 0.8;     // which quantile of them (then divided by its normal value)
-  double min_scale_rel = 1e-3;     // scale floor, relative to the level's magnitude
+  double min_scale_rel = 0.01;     // scale floor, relative to the level's magnitude
   bool seasonal = true;            // use the daily seasonal forecast when the rows allow it
-  double season_alpha = 0.25;      // EWMA weight of a new value in its time-of-day bin
+  double season_alpha = 0.05;      // EWMA weight of a new value in its time-of-day bin
   int combine = 1;                 // 0: max of the two z, 1: min, 2: level only
-  bool log_values = false;         // forecast log(1 + value - min) (count-like series)
-  double threshold_z = 8.0;        // flag at z >= this
-  double score_z_half = 8.0;       // z at which the score is 0.5
-  int suppress_rows = 300;         // rows after a flag that are not flagged
+  bool log_values = false;         // forecast sign(v) log(1 + |v|) (count-like series)
+  double threshold_z = 10.0;       // flag at z >= this
+  double score_z_half = 10.0;       // z at which the score is 0.5
+  int suppress_rows = 250;         // rows after a flag that are not flagged
 };
 
 struct AnomalyVerdict {
