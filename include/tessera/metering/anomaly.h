@@ -101,8 +101,6 @@ class AnomalyDetector {
   AnomalyOptions options_;
   int64_t rows_ = 0;
   int64_t suppressed_until_ = -1;  // row index until which flags are suppressed
-  double min_seen_ = 0;            // log transform offset (first value's floor)
-  bool have_min_ = false;
   // period learning: the first diffs between rows
   std::vector<int64_t> diffs_;
   int64_t last_time_s_ = 0;
