@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterServe(app, &exit_code);
   tessera::cli::RegisterCtl(app, &exit_code);
   tessera::cli::RegisterAudit(app, &exit_code);
+  tessera::cli::RegisterAnomalies(app, &exit_code);
   app.add_subcommand("version", "Print the version and the git commit")->callback([] {
     std::printf("%s\n", kVersion.c_str());
   });

@@ -24,5 +24,7 @@ void RegisterServe(CLI::App& app, int* exit_code);
 void RegisterCtl(CLI::App& app, int* exit_code);
 // `tessera audit verify --db URL`: the control plane's audit chain (commands/audit.cc).
 void RegisterAudit(CLI::App& app, int* exit_code);
+// `tessera anomalies` (commands/anomalies.cc).
+void RegisterAnomalies(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

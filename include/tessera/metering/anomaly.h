@@ -1,0 +1,124 @@
+// Online anomaly detection over one time series: the detector behind `tessera anomalies`, meant
+// to run per tenant over usage, error counts and wait times (docs/anomaly.md).
+//
+// Called by the CLI (one series from a file) and, later, by the control plane's metering loop.
+// Pure: no I/O, no clock (times come with the rows). Thread-safety: one AnomalyDetector per
+// series and per thread; different detectors share nothing. It owns its history (bounded: a few
+// thousand doubles).
+//
+// Online by construction: the detector is fed one row at a time (Step) and each verdict is made
+// from that row and the state the earlier rows left, so feeding a prefix of a series gives
+// exactly the verdicts of that prefix (tests/metering/anomaly_test.cc checks it).
+//
+// Method (docs/anomaly.md has the derivation and the NAB scores):
+//   1. Two forecasts of the row's value from earlier rows: the median of the last
+//      `level_window` values (robust to spikes; follows a level shift after half a window), and,
+//      when the rows are regular enough to have a daily period, a seasonal forecast: the level of
+//      the last day plus this time of day's learned offset (an EWMA of value - level per bin).
+//   2. Each forecast's error is scaled by a robust scale of that forecast's own past errors (a
+//      quantile of the last `scale_window` absolute errors) -> z scores; the series' z is the
+//      smaller of the two (an anomaly is a value neither forecast explains; a square wave or a
+//      daily cycle is explained by the seasonal one, a level shift by the level one once it has
+//      moved).
+//   3. score = z / (z + score_z_half) in [0, 1); a row is flagged when z >= threshold_z, and
+//      after a flag the next `suppress_rows` rows are not flagged and score 0 (one alarm per
+//      event: NAB rewards the first detection in a window and charges every false one).
+//
+// Worked example (level only, level_window 5, suppress 0): values 10 10 11 10 10 | 30. The
+// forecast for 30 is median(10 10 11 10 10) = 10, the error 20; with a scale of 0.5 (the quantile
+// of earlier errors, floored at min_scale_rel * level) z = 40 >= threshold_z = 10, so the row is
+// flagged with score 40 / (40 + 10) = 0.8.
+//
+// The defaults were tuned on half of the NAB subset (data/nab/labels/split_a.json) and checked
+// on the other half (docs/anomaly.md).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/core/status.h"
+#include "tessera/metering/anomaly_series.h"
+
+namespace tessera::metering {
+
+struct AnomalyOptions {
+  int warmup_rows = 300;           // rows before the first verdict (score 0, never flagged)
+  int level_window = 16;           // rows in the level forecast's median
+  int scale_window = 1500;         // past absolute errors the robust scale is taken from
+  double scale_quantile = 0.8;     // which quantile of them (then divided by its normal value)
+  double min_scale_rel = 0.01;     // scale floor, relative to the level's magnitude
+  bool seasonal = true;            // use the daily seasonal forecast when the rows allow it
+  double season_alpha = 0.05;      // EWMA weight of a new value in its time-of-day bin
+  int combine = 1;                 // 0: max of the two z, 1: min, 2: level only
+  bool log_values = false;         // forecast sign(v) log(1 + |v|) (count-like series)
+  double threshold_z = 10.0;       // flag at z >= this
+  double score_z_half = 10.0;       // z at which the score is 0.5
+  int suppress_rows = 250;         // rows after a flag that are not flagged
+};
+
+struct AnomalyVerdict {
+  double score = 0;    // in [0, 1); 0 during warm-up and suppression
+  double z = 0;        // the robust z the score comes from
+  bool flagged = false;
+  double expected = 0;  // the forecast the row was compared with (in value units)
+};
+
+class AnomalyDetector {
+ public:
+  explicit AnomalyDetector(AnomalyOptions options = {});
+
+  // The verdict on one row (time in seconds, non-decreasing), then folds it into the history.
+  AnomalyVerdict Step(int64_t time_s, double value);
+
+  // The score at which Step flags (score of threshold_z).
+  double FlagScore() const;
+  const AnomalyOptions& options() const { return options_; }
+
+ private:
+  // A window of the last `capacity` values kept in arrival order and sorted.
+  class SortedWindow {
+   public:
+    explicit SortedWindow(int capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
+    void Push(double v);
+    bool empty() const { return fifo_.empty(); }
+    size_t size() const { return fifo_.size(); }
+    double Quantile(double q) const;  // requires !empty()
+
+   private:
+    size_t capacity_;
+    std::deque<double> fifo_;
+    std::vector<double> sorted_;
+  };
+
+  double Transform(double v) const;
+  double Untransform(double v) const;
+  void LearnPeriod(int64_t time_s);
+  double Scale(const SortedWindow& errors, double level) const;
+
+  AnomalyOptions options_;
+  int64_t rows_ = 0;
+  int64_t suppressed_until_ = -1;  // row index until which flags are suppressed
+  // period learning: the first diffs between rows
+  std::vector<int64_t> diffs_;
+  int64_t last_time_s_ = 0;
+  int64_t step_s_ = 0;  // learned row spacing; 0 = not yet
+  int bins_ = 0;        // time-of-day bins (0 = no seasonal forecast)
+  SortedWindow level_;
+  SortedWindow day_;    // the last day of values (the seasonal forecast's level)
+  std::vector<double> bin_offset_;
+  std::vector<char> bin_seen_;
+  SortedWindow level_errors_;
+  SortedWindow season_errors_;
+};
+
+// Sets one option from "name=value" (the names of AnomalyOptions' fields; `tessera anomalies
+// --set`, for tuning and the held-out check). INVALID_ARGUMENT names the unknown key or bad value.
+Status SetAnomalyOption(AnomalyOptions* options, std::string_view assignment);
+
+// Runs a fresh detector over the rows in order: one verdict per row.
+std::vector<AnomalyVerdict> DetectAnomalies(const Series& series, const AnomalyOptions& options);
+
+}  // namespace tessera::metering
