@@ -85,9 +85,24 @@ Period MakePeriod(int64_t y, int m) {
 }  // namespace
 
 StatusOr<Period> ParsePeriod(std::string_view s) {
+  if (const size_t dots = s.find(".."); dots != std::string_view::npos) {
+    auto day = [](std::string_view d) -> StatusOr<int64_t> {
+      int y = 0, m = 0, dd = 0;
+      if (d.size() != 10 || d[4] != '-' || d[7] != '-' || !Digits(d, 0, 4, &y) || !Digits(d, 5, 2, &m) ||
+          !Digits(d, 8, 2, &dd) || m < 1 || m > 12 || dd < 1 || dd > DaysInMonth(y, m)) {
+        return InvalidArgumentError("expected a day like 2026-11-01, got '" + std::string(d) + "'");
+      }
+      return DaysFromCivil(y, m, dd) * 86400;
+    };
+    TESSERA_ASSIGN_OR_RETURN(const int64_t start, day(s.substr(0, dots)));
+    TESSERA_ASSIGN_OR_RETURN(const int64_t end, day(s.substr(dots + 2)));
+    if (end <= start) return InvalidArgumentError("period '" + std::string(s) + "' ends before it starts");
+    return Period{std::string(s), start, end};
+  }
   int y = 0, m = 0;
   if (s.size() != 7 || s[4] != '-' || !Digits(s, 0, 4, &y) || !Digits(s, 5, 2, &m) || m < 1 || m > 12) {
-    return InvalidArgumentError("expected a month like 2026-11, got '" + std::string(s) + "'");
+    return InvalidArgumentError("expected a month like 2026-11 or days like 2026-11-01..2026-11-08, got '" +
+                                std::string(s) + "'");
   }
   return MakePeriod(y, m);
 }

@@ -193,9 +193,10 @@ std::string RenderUsageLine(const UsageSample& s) {
   j["end"] = FormatUtc(s.values.end);
   j["gpu_milli_s_allocated"] = s.values.gpu_milli_s_allocated;
   j["gpu_milli_s_used"] = s.values.gpu_milli_s_used;
-  j["memory_mib_s"] = s.values.memory_mib_s;
-  j["peak_memory_mib"] = s.values.peak_memory_mib;
-  j["kernel_launches"] = s.values.kernel_launches;
+  // The optional quantities are left out when zero (the parser's default).
+  if (s.values.memory_mib_s != 0) j["memory_mib_s"] = s.values.memory_mib_s;
+  if (s.values.peak_memory_mib != 0) j["peak_memory_mib"] = s.values.peak_memory_mib;
+  if (s.values.kernel_launches != 0) j["kernel_launches"] = s.values.kernel_launches;
   if (s.values.bytes_transferred >= 0) j["bytes_transferred"] = s.values.bytes_transferred;
   return j.dump() + "\n";
 }

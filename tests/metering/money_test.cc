@@ -63,6 +63,12 @@ TEST(CivilTime, RoundTripsAndMonths) {
     EXPECT_FALSE(ParseUtc(bad).ok()) << bad;
   }
   EXPECT_FALSE(ParsePeriod("2026-1").ok());
+  auto week = ParsePeriod("2026-11-01..2026-11-08");
+  ASSERT_TRUE(week.ok());
+  EXPECT_EQ(week->start, 1793491200);
+  EXPECT_EQ(week->Hours(), 7 * 24);
+  EXPECT_FALSE(ParsePeriod("2026-11-08..2026-11-01").ok());
+  EXPECT_FALSE(ParsePeriod("2026-11-01..2026-11-31").ok());
   EXPECT_EQ(HourOf(-1), -1);
   EXPECT_EQ(HourOf(3599), 0);
 }

@@ -1,4 +1,4 @@
-// tessera: one binary for every tessera command (simulate, mig, run, node).
+// tessera: one binary for every tessera command (simulate, mig, run, node, bill).
 #include <cstdio>
 #include <string>
 
@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterSimulate(app, &command_line, &exit_code);
   tessera::cli::RegisterMig(app, &exit_code);
   tessera::cli::RegisterNode(app, &exit_code);
+  tessera::cli::RegisterBill(app, &exit_code);
   app.add_subcommand("version", "Print the version and the git commit")->callback([] {
     std::printf("%s\n", kVersion.c_str());
   });

@@ -1,5 +1,6 @@
 // UTC civil time for metering: "2026-11-01T00:00:00Z" <-> seconds since the Unix epoch, and
-// billing periods ("2026-11": the month of November 2026, [start, end) in seconds). Pure integer
+// billing periods ("2026-11": the month of November 2026, [start, end) in seconds; or a range of
+// whole days). Pure integer
 // arithmetic (Howard Hinnant's days-from-civil), no time zone database, no clock.
 //
 //   ParseUtc("2026-11-01T01:00:00Z") -> 1793494800
@@ -27,13 +28,14 @@ StatusOr<int64_t> ParseUtc(std::string_view text);
 std::string FormatUtc(int64_t seconds);
 
 struct Period {
-  std::string name;   // "2026-11"
+  std::string name;   // "2026-11" or "2026-11-01..2026-11-08"
   int64_t start = 0;  // seconds, inclusive
   int64_t end = 0;    // seconds, exclusive
   int64_t Hours() const { return (end - start) / kSecondsPerHour; }
 };
 
-// "YYYY-MM" (a calendar month).
+// "YYYY-MM" (a calendar month) or "YYYY-MM-DD..YYYY-MM-DD" (whole days, the second exclusive:
+// "2026-11-01..2026-11-08" is the first week of November).
 StatusOr<Period> ParsePeriod(std::string_view text);
 // The month that contains `seconds`.
 Period MonthOf(int64_t seconds);

@@ -49,7 +49,7 @@ struct LedgerFile {
 StatusOr<LedgerFile> ParseLedgerJsonl(std::string_view text, std::string_view source,
                                       const GpuModelCatalog& catalog);
 
-// One line each, ending in '\n'.
+// One line each, ending in '\n'; zero memory_mib_s, peak_memory_mib and kernel_launches are left out.
 std::string RenderUsageLine(const UsageSample& sample);
 std::string RenderSlaLine(const SlaObservation& observation);
 

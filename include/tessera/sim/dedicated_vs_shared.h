@@ -52,6 +52,8 @@ struct DedicatedVsSharedSpec {
   // > 0: the control plane restarts at this second (ScenarioOptions::restart_at). Not echoed in
   // the JSON: the results do not depend on it (tests/sim/restart_test.cc).
   int64_t restart_at = 0;
+  // Also render the workload's usage ledger (sim/ledger_export.h) into the result's `ledger`.
+  bool ledger = false;
 };
 
 struct DedicatedVsSharedChecks {
@@ -70,6 +72,7 @@ struct DedicatedVsSharedResult {
   size_t jobs = 0;
   double allocation_upper_bound_pct = 0;  // any scheduler, no restarts
   DedicatedVsSharedChecks checks;
+  std::string ledger;  // JSON lines (metering/ledger_file.h) when spec.ledger; else empty
 };
 
 // INVALID_ARGUMENT / NOT_FOUND naming the file (and line) for bad input, or a quota file whose

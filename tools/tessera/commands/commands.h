@@ -18,5 +18,7 @@ void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_
 void RegisterMig(CLI::App& app, int* exit_code);
 // `tessera run` (a command under libtessera-shim.so) and `tessera node status` (commands/node.cc).
 void RegisterNode(CLI::App& app, int* exit_code);
+// `tessera bill` (commands/bill.cc): invoices from a ledger and a price plan.
+void RegisterBill(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli
