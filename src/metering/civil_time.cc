@@ -97,6 +97,7 @@ StatusOr<Period> ParsePeriod(std::string_view s) {
     TESSERA_ASSIGN_OR_RETURN(const int64_t start, day(s.substr(0, dots)));
     TESSERA_ASSIGN_OR_RETURN(const int64_t end, day(s.substr(dots + 2)));
     if (end <= start) return InvalidArgumentError("period '" + std::string(s) + "' ends before it starts");
+    if (end - start > 366 * 86400) return InvalidArgumentError("period '" + std::string(s) + "' is longer than 366 days");
     return Period{std::string(s), start, end};
   }
   int y = 0, m = 0;

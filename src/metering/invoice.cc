@@ -1,6 +1,7 @@
 #include "tessera/metering/invoice.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -82,8 +83,11 @@ class Run {
   std::set<std::string> missing_;
   std::map<std::string, Pool> pools_;  // by key: a stable order of pools
   std::vector<std::vector<InvoiceLine>> lines_;  // per account, after allocation
-  std::vector<Micro> totals_;
-  Micro metered_ = 0;
+  std::vector<Int128> totals_;
+  Int128 metered_ = 0;
+
+ public:
+  bool overflow_ = false;  // an amount left the int64 micro-unit range
 };
 
 Status Run::Collect(const std::vector<SourceKey>& sources, const std::vector<HourlyRecord>& records) {
@@ -273,6 +277,18 @@ void Run::ChargeIdle(const std::string& m, int64_t gpus) {
   }
   Int128 total_weight = 0;
   for (const auto& [a, w] : weight) total_weight += w;
+  // num x weight must fit 127 bits: with extreme weights, scale them down together (the shares
+  // stay proportional to within 2^-30 and still sum to the pool exactly).
+  auto bits = [](Int128 x) {
+    int b = 0;
+    for (; x > 0; x >>= 1) ++b;
+    return b;
+  };
+  if (bits(num) + bits(total_weight) > 124) {
+    const int shift = bits(total_weight) - 30;
+    total_weight = 0;
+    for (auto& [a, w] : weight) total_weight += (w >>= shift);
+  }
   if (plan_.idle == IdlePolicy::kOperator || total_weight == 0) {
     InvoiceLine l = base;
     l.quantity = Qty(idle, kMilliSPerGpuHour);
@@ -335,6 +351,8 @@ InvoiceRun Run::Finish(const std::vector<SlaObservation>& sla) {
           line.list_cost_micro = std::max(line.list_cost_micro, amounts[i]);
         totals_[pool.lines[i].account] += amounts[i];
         metered_ += amounts[i];
+        if (std::abs(static_cast<double>(metered_)) > 4e18 || std::abs(static_cast<double>(totals_[pool.lines[i].account])) > 4e18)
+          overflow_ = true;
         lines_[pool.lines[i].account].push_back(std::move(line));
       }
     }
@@ -342,7 +360,8 @@ InvoiceRun Run::Finish(const std::vector<SlaObservation>& sla) {
   allocate(pools_);
   // SLA credits on the charges so far.
   std::map<std::string, Pool> credits;
-  std::vector<Micro> pre = totals_;
+  std::vector<Micro> pre(totals_.size());
+  for (size_t a = 0; a < pre.size(); ++a) pre[a] = overflow_ ? 0 : static_cast<Micro>(totals_[a]);
   std::vector<Micro> credited(accounts_.size(), 0);  // micro-percent given so far
   for (size_t k = 0; k < plan_.sla_credits.size(); ++k) {
     const SlaRule& rule = plan_.sla_credits[k];
@@ -373,7 +392,7 @@ InvoiceRun Run::Finish(const std::vector<SlaObservation>& sla) {
   InvoiceRun run;
   run.period = period_;
   run.currency = plan_.currency;
-  run.metered_total_micro = metered_;
+  run.metered_total_micro = static_cast<Micro>(metered_);
   std::vector<size_t> order(accounts_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return accounts_[a] < accounts_[b]; });
@@ -389,7 +408,7 @@ InvoiceRun Run::Finish(const std::vector<SlaObservation>& sla) {
       inv.organisation = cb == plan_.chargeback.end() ? "unassigned" : cb->second.organisation;
       inv.team = cb == plan_.chargeback.end() ? inv.tenant : cb->second.team;
     }
-    inv.total_micro = totals_[a];
+    inv.total_micro = static_cast<Micro>(totals_[a]);
     inv.lines = std::move(lines_[a]);
     orgs[inv.organisation][inv.team] += inv.total_micro;
     run.invoices.push_back(std::move(inv));
@@ -421,7 +440,9 @@ StatusOr<InvoiceRun> ComputeInvoices(const std::vector<SourceKey>& sources,
     for (const std::string& p : run.problems) msg += "\n  " + p;
     return InvalidArgumentError(msg);
   }
-  return run.Finish(sla);
+  InvoiceRun out = run.Finish(sla);
+  if (run.overflow_) return InvalidArgumentError("the invoice's amounts exceed the int64 micro-unit range");
+  return out;
 }
 
 }  // namespace tessera::metering

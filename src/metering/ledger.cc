@@ -42,8 +42,16 @@ Status Validate(const SampleValues& v) {
   if (v.bytes_transferred < -1) {
     return InvalidArgumentError("bytes_transferred: negative value " + std::to_string(v.bytes_transferred));
   }
+  // Bounds that keep every hourly sum inside int64: a sample spans at most 31 days, a GPU has at
+  // most 4 TiB, launches and bytes stay under 2^30 and 2^40 per second.
   const int64_t span = v.end - v.start;
-  if (span > (int64_t{1} << 40)) return InvalidArgumentError("span of " + std::to_string(span) + " s is too long");
+  if (span > 31 * 86400) return InvalidArgumentError("span of " + std::to_string(span) + " s is longer than 31 days");
+  if (v.memory_mib_s > (int64_t{1} << 22) * span || v.peak_memory_mib > (int64_t{1} << 22)) {
+    return InvalidArgumentError("memory_mib_s/peak_memory_mib above 4 TiB for the span");
+  }
+  if (v.kernel_launches > (int64_t{1} << 30) * span || v.bytes_transferred > (int64_t{1} << 40) * span) {
+    return InvalidArgumentError("kernel_launches/bytes_transferred above 2^30/2^40 per second for the span");
+  }
   const int64_t one_gpu = 1000 * span;
   if (v.gpu_milli_s_allocated > one_gpu || v.gpu_milli_s_used > one_gpu) {
     return InvalidArgumentError("gpu_milli_s_allocated/used above one GPU for the span (max " +

@@ -33,7 +33,10 @@ struct Walk {
     return false;
   }
 
-  std::optional<Micro> Price(const YAML::Node& n, const std::string& field) {
+  // Bounds keep every exact charge inside 128 bits and every invoice inside int64 micro-units.
+  static constexpr Micro kMaxPrice = 10'000 * kMicroPerUnit;  // per unit (GPU-hour, ...)
+
+  std::optional<Micro> Price(const YAML::Node& n, const std::string& field, Micro max = kMaxPrice) {
     if (!n.IsScalar()) {
       Problem(n, field + ": expected a price (a decimal number)");
       return std::nullopt;
@@ -47,10 +50,14 @@ struct Walk {
       Problem(n, field + ": negative price " + n.Scalar());
       return std::nullopt;
     }
+    if (*v > max) {
+      Problem(n, field + ": " + n.Scalar() + " is above the largest value accepted, " + FormatMicro(max));
+      return std::nullopt;
+    }
     return *v;
   }
 
-  std::optional<int64_t> Count(const YAML::Node& n, const std::string& field) {
+  std::optional<int64_t> Count(const YAML::Node& n, const std::string& field, int64_t max) {
     if (n.IsScalar()) {
       const std::string& s = n.Scalar();
       int64_t v = 0;
@@ -58,6 +65,10 @@ struct Walk {
       for (char c : s) {
         if (c < '0' || c > '9') ok = false;
         else v = v * 10 + (c - '0');
+      }
+      if (ok && v > max) {
+        Problem(n, field + ": " + s + " is above the largest value accepted, " + std::to_string(max));
+        return std::nullopt;
       }
       if (ok) return v;
       if (!s.empty() && s[0] == '-') {
@@ -109,7 +120,7 @@ struct Walk {
         const std::string k = kv.first.Scalar();
         if (k == "gpu_hour") {
           if (auto p = Price(kv.second, field + ".gpu_hour")) tier.gpu_hour = *p, have_price = true;
-        } else if (auto v = Count(kv.second, field + "." + k)) {
+        } else if (auto v = Count(kv.second, field + "." + k, 1'000'000'000)) {
           (k == "from" ? tier.from_gpu_hours : tier.to_gpu_hours) = *v;
           if (k == "from") have_from = true;
         }
@@ -209,7 +220,7 @@ struct Walk {
         } else if (k == "model") {
           if (const GpuModelInfo* info = Model(kv.second, "reservations.model")) res.model = info->name, model_ok = true;
         } else if (k == "gpus" || k == "gpu_milli") {
-          if (auto v = Count(kv.second, "reservations." + k)) {
+          if (auto v = Count(kv.second, "reservations." + k, k == "gpus" ? 10'000 : 10'000'000)) {
             res.gpu_milli = k == "gpus" ? *v * 1000 : *v;
             have_size = true;
           }
@@ -251,7 +262,7 @@ struct Walk {
         } else if (k == "above" || k == "below") {
           ++thresholds;
           rule.above = k == "above";
-          if (auto v = Price(kv.second, "sla_credits." + k)) rule.threshold = *v;
+          if (auto v = Price(kv.second, "sla_credits." + k, Micro{1'000'000'000} * kMicroPerUnit)) rule.threshold = *v;
         } else if (k == "credit_percent") {
           if (auto v = Price(kv.second, "sla_credits.credit_percent")) {
             if (*v > 100 * kMicroPerUnit) Problem(kv.second, "sla_credits.credit_percent: above 100");
@@ -324,7 +335,7 @@ struct Walk {
         }
         for (const auto& m : kv.second) {
           const GpuModelInfo* info = Model(m.first, "capacity");
-          auto v = Count(m.second, "capacity");
+          auto v = Count(m.second, "capacity", 1'000'000);
           if (info != nullptr && v) plan.capacity_gpus[info->name] = *v;
         }
       } else if (k == "prices") {

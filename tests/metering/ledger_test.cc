@@ -74,7 +74,7 @@ TEST(Ledger, RandomSplitsConserveEveryQuantity) {
     v.start = kT0 + static_cast<int64_t>(rng() % 100000);
     v.end = v.start + 1 + static_cast<int64_t>(rng() % 40000);
     v.gpu_milli_s_allocated = static_cast<int64_t>(rng() % (1000 * (v.end - v.start) + 1));
-    v.memory_mib_s = static_cast<int64_t>(rng() % 1'000'000'000'000);
+    v.memory_mib_s = static_cast<int64_t>(rng() % static_cast<uint64_t>((int64_t{1} << 22) * (v.end - v.start)));
     v.bytes_transferred = static_cast<int64_t>(rng() % 1'000'000'000);
     ASSERT_TRUE(l.Ingest(Key(), v).ok());
     int64_t alloc = 0, mem = 0, bytes = 0, secs = 0;

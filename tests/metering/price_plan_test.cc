@@ -99,6 +99,11 @@ TEST(PricePlan, BadYamlAndOpenTiersAreReported) {
   ASSERT_FALSE(closed.ok());
   EXPECT_THAT(closed.status().message(), HasSubstr("t.yaml:4: prices.A10.tiers: the last tier must be unbounded"));
   EXPECT_FALSE(ParsePricePlanYaml("", "e.yaml", Cat()).ok());
+  // Bounds that keep the exact arithmetic inside 128 bits.
+  auto big = ParsePricePlanYaml("capacity: {A10: 9999999}\nprices:\n  A10: {gpu_hour: 20000}\n", "b.yaml", Cat());
+  ASSERT_FALSE(big.ok());
+  EXPECT_THAT(big.status().message(), HasSubstr("b.yaml:1: capacity: 9999999 is above the largest value accepted"));
+  EXPECT_THAT(big.status().message(), HasSubstr("b.yaml:3: prices.A10.gpu_hour: 20000 is above the largest value"));
 }
 
 }  // namespace
