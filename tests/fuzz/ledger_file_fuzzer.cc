@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "tessera/core/gpu_model.h"
+#include "tessera/metering/civil_time.h"
 #include "tessera/metering/ledger_file.h"
 
 using namespace tessera::metering;
