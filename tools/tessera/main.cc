@@ -1,4 +1,4 @@
-// tessera: one binary for every tessera command (simulate, mig, run, node, audit).
+// tessera: one binary for every tessera command (simulate, mig, run, node, serve, ctl, audit, anomalies, bill).
 #include <cstdio>
 #include <string>
 
@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterCtl(app, &exit_code);
   tessera::cli::RegisterAudit(app, &exit_code);
   tessera::cli::RegisterAnomalies(app, &exit_code);
+  tessera::cli::RegisterBill(app, &exit_code);
   app.add_subcommand("version", "Print the version and the git commit")->callback([] {
     std::printf("%s\n", kVersion.c_str());
   });

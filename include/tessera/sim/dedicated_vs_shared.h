@@ -60,6 +60,8 @@ struct DedicatedVsSharedSpec {
   // > 0: the control plane restarts at this second (ScenarioOptions::restart_at). Not echoed in
   // the JSON: the results do not depend on it (tests/sim/restart_test.cc).
   int64_t restart_at = 0;
+  // Also render the workload's usage ledger (sim/ledger_export.h) into the result's `ledger`.
+  bool ledger = false;
 };
 
 struct DedicatedVsSharedChecks {
@@ -79,6 +81,7 @@ struct DedicatedVsSharedResult {
   double allocation_upper_bound_pct = 0;  // useful allocation of any scheduler
   size_t service_jobs = 0;                // jobs of kind service (the rest are batch)
   DedicatedVsSharedChecks checks;
+  std::string ledger;  // JSON lines (metering/ledger_file.h) when spec.ledger; else empty
 };
 
 // INVALID_ARGUMENT / NOT_FOUND naming the file (and line) for bad input, or a quota file whose

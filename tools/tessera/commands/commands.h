@@ -26,5 +26,7 @@ void RegisterCtl(CLI::App& app, int* exit_code);
 void RegisterAudit(CLI::App& app, int* exit_code);
 // `tessera anomalies` (commands/anomalies.cc).
 void RegisterAnomalies(CLI::App& app, int* exit_code);
+// `tessera bill` (commands/bill.cc): invoices from a ledger and a price plan.
+void RegisterBill(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

@@ -72,6 +72,7 @@ void AddScenarioFlags(CLI::App* cmd, ScenarioFlags* f) {
   cmd->add_option("--seed", f->spec.seed, "Scenario: seed of the tenant and QoS draw (default 42)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{INT64_MAX}));
   cmd->add_option("--placement", f->spec.placement, "Scenario: placement policy (default tessera)");
+  cmd->add_option("--ledger", f->ledger, "Scenario: write the workload's usage ledger (JSON lines, docs/metering.md) to this file ('-': stdout)");
 }
 
 int RunScenario(const ScenarioFlags& f, const ScenarioShared& shared) {
@@ -86,6 +87,7 @@ int RunScenario(const ScenarioFlags& f, const ScenarioShared& shared) {
   spec.pods_path = shared.pods.empty() ? data + "/alibaba-gpu-2023/csv/openb_pod_list_default.csv" : shared.pods[0];
   spec.app_skew_path = data + "/tenants/dlrm-app-skew.csv";
   spec.app_arrivals_path = data + "/tenants/dlrm-app-arrivals.csv";
+  spec.ledger = !f.ledger.empty();
   auto r = sim::RunDedicatedVsShared(spec, GpuModelCatalog::Builtin(), shared.quiet ? nullptr : &std::cerr);
   if (!r.ok()) return Fail("simulate", r.status(), kExitBadInput);
   if (shared.json_out != "-") std::cout << sim::RenderDedicatedVsSharedTable(*r) << std::flush;
@@ -98,6 +100,9 @@ int RunScenario(const ScenarioFlags& f, const ScenarioShared& shared) {
     if (Status s = WriteOutput(shared.html_out, sim::RenderDedicatedVsSharedHtml(*r)); !s.ok()) {
       return Fail("simulate", s, kExitFailure);
     }
+  }
+  if (!f.ledger.empty()) {
+    if (Status s = WriteOutput(f.ledger, r->ledger); !s.ok()) return Fail("simulate", s, kExitFailure);
   }
   if (shared.check && !r->checks.Passed()) return kExitFailure;
   return kExitOk;

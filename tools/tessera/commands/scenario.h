@@ -13,6 +13,7 @@ namespace tessera::cli {
 struct ScenarioFlags {
   std::string name;                  // set: run the scenario instead of the placement replay
   std::string quotas;                // default: data/scenarios/quotas-default.yaml
+  std::string ledger;                // "" = none: where the scenario's usage ledger goes
   sim::DedicatedVsSharedSpec spec;   // the options; paths filled in by RunScenario
 };
 
@@ -32,7 +33,8 @@ inline const char* const kScenarioOnlyFlags[] = {
     "--scenario", "--quotas", "--node-stride", "--compression", "--days", "--submission-window",
     "--tenant-arrivals", "--guaranteed-fraction", "--best-effort-fraction", "--min-runtime", "--half-life",
     "--checkpoint-interval", "--fair-share-max-victim-run", "--fair-share-rule", "--fair-share-defrag",
-    "--no-clearable-nodes", "--seed", "--placement", "--service-qos", "--service-startup"};
+    "--no-clearable-nodes", "--seed", "--placement", "--service-qos", "--service-startup",
+    "--ledger"};
 
 // Runs it; `check` exits 1 unless the done-when criteria of the multi-tenancy issue hold.
 int RunScenario(const ScenarioFlags& flags, const ScenarioShared& shared);

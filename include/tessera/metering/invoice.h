@@ -1,0 +1,94 @@
+// The invoice run: hourly usage records and a price plan -> one invoice per account for one
+// billing period, every amount in integer micro-units, reconciled to the micro-unit.
+//
+// What is charged (per tenant, model; records whose hour is inside the period):
+//   GPU compute   whole and share partitions, on max(allocated, used) milli-GPU-seconds of each
+//                 hourly record (OpenCost's GPU cost basis). Without a reservation: the model's
+//                 tiers (marginal, on the tenant's GPU-hours of the model in the period) or
+//                 gpu_hour (whole) / milli_gpu_hour (share). With a reservation of R milli-GPU: in
+//                 each hour, use up to R x 3600 milli-GPU-s is covered by the commitment and the
+//                 rest is burst (burst_gpu_hour, default gpu_hour); the commitment is billed for
+//                 every hour of the period, split into a "used" and an "unused" line.
+//   MIG           profile-hours (seconds the instance was held) x the profile's price; not
+//                 covered by reservations.
+//   memory        GiB-hours of memory_mib_s x memory_gib_hour (any partition), if priced.
+//   idle          per model with capacity: capacity x 1000 x 3600 milli-GPU-s per hour minus what
+//                 tenants held (max(use, reservation) per tenant, MIG instances as their compute
+//                 slices / the model's slices), summed over the hours where positive, at gpu_hour:
+//                 billed to the operator account, or shared out uniformly among the billed tenants,
+//                 or in proportion to the GPU time each held of that model (OpenCost's idle
+//                 allocation); with no tenant to share among it stays with the operator.
+//   SLA credits   after all charges: per rule, each tenant whose observation for the period
+//                 triggers it gets credit_percent of its charges back (percentages of several rules
+//                 add up, capped at 100).
+// Rounding: money.h's one rule (pools, half away from zero, largest remainder), so the sum of the
+// lines of every account equals metered_total_micro exactly.
+//
+// Worked example: A100 at 2.40/GPU-hour, capacity 1 GPU, idle: uniform; tenants a and b each
+// held a 250-milli share for one hour (900,000 milli-GPU-s = 0.25 GPU-hour): 600,000 micro each;
+// the idle half GPU-hour (1,200,000 micro) is split 600,000 + 600,000; metered total 2,400,000 =
+// the GPU-hour's price. Rounding: three tenants each held 1 milli-GPU for 1 s: exact 0.667 micro
+// each, pool total 2 -> lines 1, 1, 0 (equal remainders: the first by name).
+//
+// Callers: the CLI (`tessera bill`), the benchmarks, tests. Thread-safety: a pure function.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/core/gpu_model.h"
+#include "tessera/core/status.h"
+#include "tessera/metering/civil_time.h"
+#include "tessera/metering/ledger.h"
+#include "tessera/metering/ledger_file.h"
+#include "tessera/metering/money.h"
+#include "tessera/metering/price_plan.h"
+
+namespace tessera::metering {
+
+struct InvoiceLine {
+  std::string description;      // "A100-80GB whole GPU", "A100-80GB reserved (unused)"
+  std::string quantity;         // exact decimal, 6 places, in `unit`
+  std::string unit;             // GPU-hour, milli-GPU-hour, profile-hour, GiB-hour, percent
+  Micro amount_micro = 0;
+  Micro list_cost_micro = 0;    // the same quantity at the list (on-demand, untiered) price
+  std::string unit_price;       // decimal of the price applied ("" where several apply)
+  std::string charge_category;  // FOCUS: Usage, Purchase, Credit
+  std::string pricing_category; // FOCUS: Standard, Committed, Dynamic ("" for credits)
+  std::string resource;         // gpu, gpu_share, mig, memory, idle, reservation, burst, credit
+  std::string model;            // GPU model ("" for credits)
+  std::string profile;          // MIG profile, else ""
+  std::string commitment;       // reservation id ("tenant/model"), else ""
+  std::string commitment_status;  // Used | Unused | ""
+};
+
+struct Invoice {
+  std::string tenant;  // the account (a tenant, or the operator account)
+  std::string organisation;
+  std::string team;
+  Micro total_micro = 0;
+  std::vector<InvoiceLine> lines;
+};
+
+struct ChargebackTotal {
+  std::string organisation;
+  Micro total_micro = 0;
+  std::vector<std::pair<std::string, Micro>> teams;  // team -> total, by name
+};
+
+struct InvoiceRun {
+  Period period;
+  std::string currency;
+  Micro metered_total_micro = 0;  // sum of the pools' rounded totals
+  std::vector<Invoice> invoices;  // by account name
+  std::vector<ChargebackTotal> chargeback;  // by organisation
+};
+
+// INVALID_ARGUMENT listing every price the usage needs and the plan lacks ("prices.A100-80GB.
+// gpu_hour: ..."). `sources` are the ids of `records` (Ledger::sources()).
+StatusOr<InvoiceRun> ComputeInvoices(const std::vector<SourceKey>& sources,
+                                     const std::vector<HourlyRecord>& records,
+                                     const std::vector<SlaObservation>& sla, const PricePlan& plan,
+                                     const Period& period, const GpuModelCatalog& catalog);
+
+}  // namespace tessera::metering
