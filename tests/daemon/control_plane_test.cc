@@ -564,14 +564,14 @@ TEST_F(ControlPlaneTest, ConcurrentSubmitsWhileTheLoopRunsAreAllPlacedOnce) {
   int running = 0;
   for (int attempt = 0; attempt < 500 && running < kThreads * kEach; ++attempt) {
     running = 0;
-    std::string cont;
     json page = Ok("GET", "/v1/workloads?tenant=a&limit=1000");
     for (const json& w : page["workloads"]) running += w["state"] == "running";
     if (running < kThreads * kEach) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(running, kThreads * kEach);  // 100 half GPUs on 64 GPUs: all fit
   std::map<std::string, int> milli;      // node/gpu -> milli placed there
-  for (const json& w : Ok("GET", "/v1/workloads?tenant=a&limit=1000")["workloads"])
+  const json placed = Ok("GET", "/v1/workloads?tenant=a&limit=1000");
+  for (const json& w : placed["workloads"])
     milli[w["placement"]["node"].get<std::string>() + "/" + w["placement"]["gpus"][0].dump()] += 500;
   for (const auto& [gpu, m] : milli) EXPECT_LE(m, 1000) << gpu << " is over-committed";
   cp_->Stop();
