@@ -123,7 +123,10 @@ AnomalyVerdict AnomalyDetector::Step(int64_t time_s, double value) {
     }
     v.z = z;
     if (rows_ > suppressed_until_) {
-      v.score = z / (z + options_.score_z_half);
+      // In [0, 1) as the header says: for a z so large that z / (z + half) rounds to 1 (or an
+      // infinite one), the largest double below 1.
+      const double score = z / (z + options_.score_z_half);
+      v.score = std::isfinite(score) && score < 1 ? score : std::nextafter(1.0, 0.0);
       if (z >= options_.threshold_z) {
         v.flagged = true;
         suppressed_until_ = rows_ + options_.suppress_rows;
