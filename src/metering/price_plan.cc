@@ -164,9 +164,14 @@ struct Walk {
         Problem(m.second, f + ": expected a map (gpu_hour, milli_gpu_hour, memory_gib_hour, mig, tiers)");
         continue;
       }
+      std::set<std::string> seen;  // YAML maps may repeat a key; yaml-cpp keeps both
       for (const auto& kv : m.second) {
         if (!Known(kv.first, f, {"gpu_hour", "milli_gpu_hour", "memory_gib_hour", "mig", "tiers"})) continue;
         const std::string k = kv.first.Scalar();
+        if (!seen.insert(k).second) {
+          Problem(kv.first, f + "." + k + ": given twice");
+          continue;
+        }
         if (k == "gpu_hour") p.gpu_hour = Price(kv.second, f + ".gpu_hour");
         else if (k == "milli_gpu_hour") p.milli_gpu_hour = Price(kv.second, f + ".milli_gpu_hour");
         else if (k == "memory_gib_hour") p.memory_gib_hour = Price(kv.second, f + ".memory_gib_hour");

@@ -99,6 +99,13 @@ TEST(PricePlan, BadYamlAndOpenTiersAreReported) {
   ASSERT_FALSE(closed.ok());
   EXPECT_THAT(closed.status().message(), HasSubstr("t.yaml:4: prices.A10.tiers: the last tier must be unbounded"));
   EXPECT_FALSE(ParsePricePlanYaml("", "e.yaml", Cat()).ok());
+  // A key given twice in one model's prices (found by price_plan_fuzzer: two tier lists were
+  // appended into one, an open tier in the middle).
+  auto twice = ParsePricePlanYaml(
+      "prices:\n  A10:\n    tiers:\n      - {from: 0, gpu_hour: 1}\n    tiers:\n      - {from: 0, gpu_hour: 2}\n",
+      "d.yaml", Cat());
+  ASSERT_FALSE(twice.ok());
+  EXPECT_THAT(twice.status().message(), HasSubstr("d.yaml:5: prices.A10.tiers: given twice"));
   // Bounds that keep the exact arithmetic inside 128 bits.
   auto big = ParsePricePlanYaml("capacity: {A10: 9999999}\nprices:\n  A10: {gpu_hour: 20000}\n", "b.yaml", Cat());
   ASSERT_FALSE(big.ok());
