@@ -100,7 +100,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
     v->fallthrough();
     return v;
   };
-  auto set = [f, exit_code](CLI::App* v, std::function<int()> run) { v->callback([run, exit_code] { *exit_code = run(); }); };
+  auto set = [exit_code](CLI::App* v, std::function<int()> run) { v->callback([run, exit_code] { *exit_code = run(); }); };
 
   CLI::App* tenants = ctl->add_subcommand("tenants", "Tenants and their quotas")->require_subcommand(1)->fallthrough();
   set(verb(tenants, "list", "Tenants the token may see"), [f] { return Run(*f, "tenants", "list", "GET", "/v1/tenants"); });
