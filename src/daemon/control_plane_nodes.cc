@@ -278,12 +278,16 @@ HttpResponse ControlPlane::Impl::DesiredState(const HttpRequest& r, const Caller
           if (p.mig_start >= 0) one["mig_start"] = p.mig_start;
           pods.push_back(one);
         }
-      list.push_back({{"id", id},
-                      {"tenant", s.request.tenant},
-                      {"mode", s.mode.ToString()},
-                      {"gpu_milli", s.job.pod.gpu_milli.value()},
-                      {"gpu_mem_mib", s.request.gpu_mem_mib},
-                      {"pods", pods}});
+      json one = {{"id", id},
+                  {"tenant", s.request.tenant},
+                  {"mode", s.mode.ToString()},
+                  {"gpu_milli", s.job.pod.gpu_milli.value()},
+                  {"gpu_mem_mib", s.request.gpu_mem_mib},
+                  {"priority", s.request.priority},
+                  {"pods", pods}};
+      if (!s.request.mig_profile.empty()) one["mig_profile"] = s.request.mig_profile;
+      if (!s.request.command.empty()) one["command"] = s.request.command;
+      list.push_back(std::move(one));
     }
   }
   return HttpResponse::Json(200, json{{"node", name}, {"state", node->second.record.state}, {"workloads", list}}.dump());

@@ -49,7 +49,8 @@ bool KnownVgpuProfile(const GpuModelCatalog& catalog, std::optional<GpuModelId> 
 
 constexpr const char* kFields[] = {"tenant", "name", "gpus", "gpu_milli", "gpu_mem_mib", "mig_profile",
                                    "vgpu_profile", "mode", "isolation", "latency_slo_ms", "qos", "priority",
-                                   "pods", "cpu_milli", "memory_mib", "model", "workload_class", "label"};
+                                   "pods", "cpu_milli", "memory_mib", "model", "workload_class", "label",
+                                   "command"};
 
 // The fields that say what kind of GPU share it is, checked together.
 Status CheckShape(const Decoder& d, const GpuModelCatalog& catalog, WorkloadRequest& r) {
@@ -91,7 +92,7 @@ StatusOr<WorkloadRequest> DecodeWorkloadRequest(std::string_view body, const Gpu
     if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields))
       return d.Fail(key, "unknown field (known: tenant, gpus, qos, gpu_milli, gpu_mem_mib, mig_profile, "
                          "vgpu_profile, mode, isolation, latency_slo_ms, priority, pods, cpu_milli, "
-                         "memory_mib, model, workload_class, label, name)");
+                         "memory_mib, model, workload_class, label, name, command)");
   }
   WorkloadRequest r;
   for (const char* required : {"tenant", "gpus", "qos"})
@@ -140,6 +141,20 @@ StatusOr<WorkloadRequest> DecodeWorkloadRequest(std::string_view body, const Gpu
   }
   TESSERA_ASSIGN_OR_RETURN(r.workload_class, d.Str("workload_class", 63));
   TESSERA_ASSIGN_OR_RETURN(r.label, d.Str("label", 63));
+  if (j.contains("command")) {
+    const json& c = j["command"];
+    if (!c.is_array() || c.empty() || c.size() > kMaxCommandArgs)
+      return d.Fail("command", "expected an array of 1.." + std::to_string(kMaxCommandArgs) + " strings");
+    for (size_t i = 0; i < c.size(); ++i) {
+      const std::string at = "command[" + std::to_string(i) + "]";
+      if (!c[i].is_string()) return d.Fail(at, "expected a string");
+      const std::string& arg = c[i].get_ref<const std::string&>();
+      if (arg.size() > kMaxCommandArgBytes || arg.find('\0') != std::string::npos || (i == 0 && arg.empty()))
+        return d.Fail(at, i == 0 ? "the program must be a non-empty string without NUL of at most 4096 bytes"
+                                 : "at most 4096 bytes, without NUL");
+      r.command.push_back(arg);
+    }
+  }
   TESSERA_RETURN_IF_ERROR(CheckShape(d, catalog, r));
   return r;
 }
@@ -168,6 +183,7 @@ std::string EncodeWorkloadRequest(const WorkloadRequest& r, const GpuModelCatalo
   if (r.model) j["model"] = catalog.info(*r.model).name;
   if (!r.workload_class.empty()) j["workload_class"] = r.workload_class;
   if (!r.label.empty()) j["label"] = r.label;
+  if (!r.command.empty()) j["command"] = r.command;
   return j.dump();
 }
 

@@ -23,6 +23,9 @@
 //   model           a GPU model, catalog or NVML name ("A100-80GB", "NVIDIA H100 80GB HBM3")
 //   workload_class, label   strings (1..63 characters) for the affinity rules
 //   name            a free-form name (<= 253 characters)
+//   command         array of strings (program and arguments, 1..256 items of <= 4096 bytes):
+//                   what the node agent runs under the shim when the workload is placed; absent:
+//                   the agent only holds the slot (limits) for processes attached to it
 // Unknown fields, wrong JSON types (1.5 where an integer is due, "1" for a number) and values
 // out of range are refused; the message says which field and what is allowed.
 //
@@ -38,6 +41,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tessera/core/gpu_model.h"
 #include "tessera/core/status.h"
@@ -45,6 +49,9 @@
 #include "tessera/sched/job.h"
 
 namespace tessera::daemon {
+
+inline constexpr size_t kMaxCommandArgs = 256;
+inline constexpr size_t kMaxCommandArgBytes = 4096;
 
 struct WorkloadRequest {
   std::string tenant;
@@ -65,6 +72,7 @@ struct WorkloadRequest {
   std::optional<GpuModelId> model;
   std::string workload_class;
   std::string label;
+  std::vector<std::string> command;
   friend bool operator==(const WorkloadRequest&, const WorkloadRequest&) = default;
 };
 

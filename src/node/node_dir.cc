@@ -208,6 +208,19 @@ Status NodeDir::Leave(long member_pid, long pgid) const {
   return internal::WriteRegistry(paths_.registry, tenants);
 }
 
+Status NodeDir::LeaveTenant(const std::string& name, long member_pid) const {
+  if (::access(paths_.policy.c_str(), F_OK) != 0) return Status::Ok();
+  FileLock lock(paths_.lock, LOCK_EX);
+  if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
+  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(paths_.policy, paths_.counters);
+  TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
+  for (TenantEntry& e : tenants)
+    if (e.name == name) std::erase(e.pids, member_pid);
+  if (seg.ok()) seg->Reconcile();
+  PruneEntries(tenants, seg.ok() ? &*seg : nullptr);
+  return internal::WriteRegistry(paths_.registry, tenants);
+}
+
 Status NodeDir::Prune() const {
   if (::access(paths_.policy.c_str(), F_OK) != 0) return Status::Ok();
   FileLock lock(paths_.lock, LOCK_EX);

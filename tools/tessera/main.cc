@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterAudit(app, &exit_code);
   tessera::cli::RegisterAnomalies(app, &exit_code);
   tessera::cli::RegisterBill(app, &exit_code);
+  tessera::cli::RegisterAgent(app, &exit_code);
   app.add_subcommand("version", "Print the version and the git commit")->callback([] {
     std::printf("%s\n", kVersion.c_str());
   });

@@ -115,6 +115,9 @@ class NodeDir {
   Status AddCommandGroup(long member_pid, long pgid) const;
   // Removes `member_pid` (and `pgid` when > 0) and prunes; reconciles the segment.
   Status Leave(long member_pid, long pgid = 0) const;
+  // Removes `member_pid` from tenant `name` only (a supervisor of several tenants, the agent,
+  // leaves one of them) and prunes. OK when the tenant or the node does not exist.
+  Status LeaveTenant(const std::string& name, long member_pid) const;
   // The live entries (shared lock; dead members are not shown, nothing is written). An entry
   // whose runs are gone but one of whose processes still holds a segment slot (a daemon) is
   // live: its index and limit stay reserved, and its GPU's arbiter keeps it on the board.

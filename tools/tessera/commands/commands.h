@@ -28,5 +28,7 @@ void RegisterAudit(CLI::App& app, int* exit_code);
 void RegisterAnomalies(CLI::App& app, int* exit_code);
 // `tessera bill` (commands/bill.cc): invoices from a ledger and a price plan.
 void RegisterBill(CLI::App& app, int* exit_code);
+// `tessera agent` (commands/agent.cc): the node agent.
+void RegisterAgent(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

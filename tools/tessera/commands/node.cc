@@ -35,15 +35,33 @@ struct RunFlags {
   int kernel_estimate_us = 1000;
   bool scrub = false;
   std::string nvml = "libnvidia-ml.so.1";
+  std::string exit_file;
   std::vector<std::string> command;
 };
+
+// --exit-file: the code, written atomically, so that an agent that did not start this process
+// (it restarted) learns how the command ended.
+int Finish(const RunFlags& f, int code) {
+  if (f.exit_file.empty()) return code;
+  const std::string tmp = f.exit_file + ".tmp";
+  std::ofstream out(tmp, std::ios::trunc);
+  out << code << "\n";
+  out.close();
+  if (!out || std::rename(tmp.c_str(), f.exit_file.c_str()) != 0)
+    std::fprintf(stderr, "tessera run: cannot write the exit file '%s'\n", f.exit_file.c_str());
+  return code;
+}
 
 int RunFail(const std::string& message, int code) {
   std::fprintf(stderr, "tessera run: %s\n", message.c_str());
   return code;
 }
 
-int Run(const RunFlags& f) {
+int RunCommand(const RunFlags& f);
+
+int Run(const RunFlags& f) { return Finish(f, RunCommand(f)); }
+
+int RunCommand(const RunFlags& f) {
   if (f.command.empty()) {
     return RunFail("no command given (usage: tessera run --tenant T --gpu 0 --mem 8GiB --share 30 -- CMD ARGS...)",
                    kExitBadInput);
@@ -145,7 +163,9 @@ void RegisterNode(CLI::App& app, int* exit_code) {
   run->add_option("--mem", flags->mem,
                   std::string("Device memory limit with a unit: ") + node::kMemoryUnits + ", e.g. 8GiB, 512MiB")
       ->required();
-  run->add_option("--share", flags->share, "Compute share (weight), 1..100")->required()->check(CLI::Range(1, 100));
+  run->add_option("--share", flags->share, "Compute share: a weight against the GPU's other tenants, 1..1000")
+      ->required()
+      ->check(CLI::Range(1, 1000));
   run->add_option("--priority", flags->priority, "Priority (used by the priority policy; default 0)");
   run->add_option("--kernel-estimate-us", flags->kernel_estimate_us,
                   "The lease arbiter's duration model: GPU time of one kernel (default 1000)")
@@ -154,6 +174,8 @@ void RegisterNode(CLI::App& app, int* exit_code) {
                 "Zero the tenant's device memory before every free (sticky while the tenant runs)");
   run->add_option("--nvml", flags->nvml,
                   "NVML library for the GPU's UUID (default libnvidia-ml.so.1; without it the GPU is pinned by index)");
+  run->add_option("--exit-file", flags->exit_file,
+                  "Write the exit code to this file when done (what the node agent reads after a restart)");
   run->add_option("command", flags->command, "The command and its arguments (after --)");
   run->footer(
       "The node directory is $TESSERA_RUN_DIR, else $XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>.\n"

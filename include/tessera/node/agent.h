@@ -1,0 +1,189 @@
+// Agent: `tessera agent`, the control plane's hands on one GPU node. It registers the node's
+// inventory (inventory.h), heartbeats, reads the node's desired state, and makes it true in the
+// node directory (node_dir.h) the shim enforces: one slot per placed workload with the
+// workload's memory limit and compute share, the workload's command run under the shim, usage
+// samples back to the control plane. The control plane decides; the agent never places work.
+//
+// Callers: tools/tessera/commands/agent.cc (the process: flags, signals, the HTTP link) and the
+// tests (tests/node/agent_test.cc with a scripted control plane; tests/e2e with the real one).
+//
+// One round (Round, every `interval_ms`):
+//   1. register the inventory if the control plane does not know the node (first round, or a
+//      404 from heartbeat: it restarted without it or declared the node lost);
+//   2. heartbeat, reporting the workloads that ended since the last acknowledged heartbeat
+//      ({"finished": [{"id", "exit_code"}]}; kept and resent until a 200);
+//   3. GET desired; for each desired workload not held yet: join its slot `w<id>` on its GPU
+//      (limit = gpu_mem_mib, or the whole GPU's memory when 0; share = gpu_milli; priority) and,
+//      when it has a command, start `<supervisor> run --tenant w<id> ... -- COMMAND` (the same
+//      launcher `tessera run` uses: shim, GPU pinning, process group, arbiter) with its output
+//      in <run_dir>/agent/w<id>.log and its exit code written to w<id>.exit; for a held one
+//      whose limit, share or priority changed: join again (the policy page changes under the
+//      running process: a lowered limit refuses new allocations, never frees); for a held one no
+//      longer desired (cancelled, preempted, moved): SIGTERM its supervisor, SIGKILL its process
+//      groups after `stop_grace_ms`, then leave its slot;
+//   4. every `usage_interval_s`: one usage sample per held workload, from the segment (memory
+//      now and peak) and the GPU's lease board (launches, GPU time charged), with a sequence
+//      number per workload; unacknowledged samples are resent with the same seq and values (the
+//      control plane counts a resend once).
+// Each held workload's state (slot, supervisor pid and start time, next usage seq, the counters
+// already reported) is in <run_dir>/agent/w<id>.json, replaced atomically: a restarted agent
+// re-adopts what is running (same slot and limit: the slot is joined again by name, nothing is
+// reset), continues the seq and counts nothing twice. The unsent samples are in
+// <run_dir>/agent/outbox.json.
+//
+// Worked example: desired = [{"id": 7, "tenant": "vision", "mode": "fraction(500,2048MiB)",
+// "gpu_milli": 500, "gpu_mem_mib": 2048, "pods": [{"gpus": [1]}], "command": ["./train"]}].
+// Round joins slot w7 on GPU 1 (limit 2 GiB, share 500), starts `tessera run --tenant w7 --gpu 1
+// --mem 2147483648B --share 500 --exit-file .../w7.exit -- ./train`. When ./train exits 0 the
+// next round's heartbeat carries {"finished": [{"id": 7, "exit_code": 0}]}, the slot is left
+// and w7.json removed once the control plane acknowledged it.
+//
+// Errors: Round returns UNAUTHENTICATED / PERMISSION_DENIED when the control plane refuses the
+// token (the process exits), INVALID_ARGUMENT when it refuses the inventory (400: the message
+// names the GPU), UNAVAILABLE while it cannot be reached (the caller retries next round); a
+// corrupt w<id>.json or registry is DATA_LOSS naming the file. Thread-safety: one thread calls
+// Round and Stop. Ownership: the agent owns its supervisor children and the arbiter threads
+// (StopArbiters joins them); the workloads themselves outlive the agent.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tessera/core/status.h"
+#include "tessera/node/inventory.h"
+#include "tessera/node/node_dir.h"
+
+namespace tessera::node {
+
+namespace internal {
+struct DesiredWorkload;
+}
+
+struct LinkResponse {
+  int status = 0;
+  std::string body;
+};
+
+// The agent's transport to the control plane: the CLI gives the HTTP client with the node-agent
+// token; tests give a scripted control plane. UNAVAILABLE when the server cannot be reached.
+class ControlPlaneLink {
+ public:
+  virtual ~ControlPlaneLink() = default;
+  virtual StatusOr<LinkResponse> Call(std::string_view method, std::string_view path, std::string_view body) = 0;
+};
+
+struct AgentOptions {
+  std::string name;        // the node's name at the control plane
+  std::string run_dir;     // the node directory (DefaultNodeDir() unless given)
+  std::string supervisor;  // the `tessera` executable that runs each workload (`tessera run`)
+  std::string nvml_library = "libnvidia-ml.so.1";  // given to `tessera run --nvml` for GPU UUIDs
+  // Extra environment of the supervisors and so of the workloads (e.g. TESSERA_SHIM_PATH).
+  std::vector<std::pair<std::string, std::string>> child_env;
+  int64_t usage_interval_s = 10;
+  int64_t stop_grace_ms = 5000;
+  bool run_arbiters = true;  // drive each GPU's lease board from this process (tests may not)
+};
+
+// One workload the agent holds (a slot, and a supervisor when it has a command).
+struct HeldWorkload {
+  int64_t id = 0;
+  std::string tenant;
+  std::string slot;       // "w<id>": the node directory's tenant name
+  std::string partition;  // "whole", "share" or the MIG profile (usage samples)
+  int gpu = 0;
+  uint64_t mem_bytes = 0;
+  int share = 1;
+  int priority = 0;
+  int gpu_milli = 1000;
+  std::vector<std::string> command;
+  long pid = 0;                  // the supervisor; 0 when there is no command
+  uint64_t pid_start_ticks = 0;  // /proc/<pid>/stat start time (guards against pid reuse)
+  bool ended = false;            // the supervisor exited; exit_code is its code
+  int exit_code = 0;
+  bool final_sampled = false;    // the last usage sample after the end was taken
+  int64_t stop_deadline_ms = 0;  // > 0: being stopped (no longer desired)
+  // Usage accounting (persisted): the next sample's seq and start, the counters already reported.
+  int64_t next_seq = 1;
+  int64_t usage_from_s = 0;
+  uint64_t reported_launches = 0;
+  uint64_t reported_charged_ns = 0;
+};
+
+struct AgentStats {
+  int64_t rounds = 0;
+  int64_t registrations = 0;
+  int64_t started = 0;
+  int64_t stopped = 0;
+  int64_t finished_reported = 0;
+  int64_t limit_changes = 0;
+  int64_t samples_sent = 0;      // acknowledged (counted or duplicate)
+  int64_t samples_rejected = 0;  // refused by the control plane (logged)
+  int64_t samples_pending = 0;
+};
+
+class Agent {
+ public:
+  // `inventory` is what DiscoverInventory found; `link` must outlive the agent.
+  Agent(AgentOptions options, Inventory inventory, ControlPlaneLink* link);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Re-adopts the workloads of <run_dir>/agent (a restart) and loads the outbox. Call once.
+  Status Start();
+  // One round (see above); `now_ms`: wall-clock milliseconds since the epoch.
+  Status Round(int64_t now_ms);
+  // Stops the arbiter threads. The workloads keep running (a restarted agent re-adopts them).
+  void StopArbiters();
+
+  const std::map<int64_t, HeldWorkload>& held() const { return held_; }
+  const AgentStats& stats() const { return stats_; }
+  bool registered() const { return registered_; }
+  // Log lines since the last call (what the process prints: starts, stops, refusals).
+  std::vector<std::string> TakeLog();
+
+ private:
+  Status Register();
+  Status Heartbeat(int64_t now_ms);
+  Status ApplyDesired(int64_t now_ms);
+  Status Hold(const internal::DesiredWorkload& want, int64_t now_ms);
+  Status Adopt();
+  Status LoadOutbox();
+  bool HasUnsampledEnd() const;
+  Status Spawn(HeldWorkload& w);
+  void Reap(int64_t now_ms);
+  void StopWorkload(HeldWorkload& w, int64_t now_ms);
+  Status Release(HeldWorkload& w);
+  Status SampleUsage(int64_t now_ms);
+  Status SendUsage();
+  Status SaveWorkload(const HeldWorkload& w) const;
+  Status SaveOutbox() const;
+  void EnsureArbiter(int gpu);
+  std::string AgentDir() const;
+  void Log(std::string line);
+
+  AgentOptions options_;
+  Inventory inventory_;
+  ControlPlaneLink* link_;
+  NodeDir node_;
+  bool registered_ = false;
+  std::map<int64_t, HeldWorkload> held_;
+  std::set<int64_t> done_;  // ended here and acknowledged (never started again)
+  std::vector<std::pair<int64_t, int>> finished_;  // reported until acknowledged
+  std::vector<std::string> outbox_;                // usage samples as JSON objects
+  int64_t next_usage_ms_ = 0;
+  AgentStats stats_;
+  std::vector<std::string> log_;
+  std::atomic<bool> stop_arbiters_{false};
+  std::map<int, std::thread> arbiters_;
+};
+
+}  // namespace tessera::node

@@ -1,0 +1,56 @@
+// Node inventory: what a node agent registers with the control plane (docs/api.md, POST
+// /v1/nodes/{name}/register): the machine's CPUs and memory and, per GPU, its NVML index, UUID,
+// catalog model, memory and MIG mode, read through the NVML adapter (the real driver's
+// libnvidia-ml.so.1 or the in-tree fake).
+//
+// Worked example: on a node whose NVML reports two "NVIDIA H100 80GB HBM3" GPUs (81559 MiB, MIG
+// on), DiscoverInventory(nvml, GpuModelCatalog::Builtin()) returns gpus = [{0, "GPU-...",
+// "H100-80GB", 81559, true}, {1, ...}] and InventoryJson gives
+//   {"cpu_milli": 16000, "memory_mib": 128000,
+//    "gpus": [{"index": 0, "uuid": "GPU-...", "model": "H100-80GB", "memory_mib": 81559,
+//              "mig_enabled": true}, ...]}
+// A GPU whose NVML name the catalog does not know is an error naming it (the control plane
+// could not place work on it); so is a GPU whose memory or MIG mode cannot be read.
+//
+// Thread-safety: pure but for the NVML calls (NvmlApi is thread-safe after Init).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/core/gpu_model.h"
+#include "tessera/core/status.h"
+#include "tessera/enforce/nvml.h"
+
+namespace tessera::node {
+
+struct InventoryGpu {
+  int index = 0;
+  std::string uuid;
+  std::string model;  // catalog name ("H100-80GB")
+  int64_t memory_mib = 0;
+  bool mig_enabled = false;
+  friend bool operator==(const InventoryGpu&, const InventoryGpu&) = default;
+};
+
+struct Inventory {
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::vector<InventoryGpu> gpus;
+  friend bool operator==(const Inventory&, const Inventory&) = default;
+};
+
+// The GPUs from NVML (Init done by the caller) and this machine's CPUs and memory (sysconf).
+StatusOr<Inventory> DiscoverInventory(const enforce::NvmlApi& nvml, const GpuModelCatalog& catalog);
+
+// The register body (see above).
+std::string InventoryJson(const Inventory& inventory);
+
+// `--fake-gpus H100-80GB:2,A100-40GB:4` (MODEL:COUNT[:mig], COUNT 1..16) as the fake NVML's
+// TESSERA_FAKE_NVML_CONFIG ("H100-80GB*2:mig=1,..."). A model the catalog lacks, a bad count or
+// more than 16 GPUs in all is INVALID_ARGUMENT naming the item. `mig` turns MIG mode on (the
+// model must have MIG).
+StatusOr<std::string> FakeNvmlConfig(const std::string& fake_gpus, const GpuModelCatalog& catalog);
+
+}  // namespace tessera::node

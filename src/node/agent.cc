@@ -1,0 +1,162 @@
+// The node agent's rounds (tessera/node/agent.h): registration, heartbeat, desired state. The
+// workload processes and the files that let a restarted agent re-adopt them are in
+// agent_workloads.cc; usage samples in agent_usage.cc.
+#include "tessera/node/agent.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "src/node/agent_impl.h"
+#include "tessera/node/arbiter_duty.h"
+
+namespace tessera::node {
+
+using nlohmann::json;
+
+namespace internal {
+
+std::string ResponseMessage(const LinkResponse& r) {
+  json j = json::parse(r.body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("message") &&
+      j["error"]["message"].is_string())
+    return j["error"]["message"].get<std::string>();
+  return "HTTP " + std::to_string(r.status) + (r.body.empty() ? "" : ": " + r.body.substr(0, 200));
+}
+
+Status RefusedToken(const LinkResponse& r, std::string_view what) {
+  const std::string m = std::string(what) + ": the control plane refused the token (HTTP " +
+                        std::to_string(r.status) + "): " + ResponseMessage(r);
+  return Status(r.status == 401 ? StatusCode::kUnauthenticated : StatusCode::kPermissionDenied, m);
+}
+
+}  // namespace internal
+
+Agent::Agent(AgentOptions options, Inventory inventory, ControlPlaneLink* link)
+    : options_(std::move(options)), inventory_(std::move(inventory)), link_(link), node_(options_.run_dir) {}
+
+Agent::~Agent() { StopArbiters(); }
+
+std::string Agent::AgentDir() const { return options_.run_dir + "/agent"; }
+
+void Agent::Log(std::string line) { log_.push_back(std::move(line)); }
+
+std::vector<std::string> Agent::TakeLog() { return std::exchange(log_, {}); }
+
+Status Agent::Register() {
+  TESSERA_ASSIGN_OR_RETURN(LinkResponse r,
+                           link_->Call("POST", "/v1/nodes/" + options_.name + "/register", InventoryJson(inventory_)));
+  if (r.status == 401 || r.status == 403) return internal::RefusedToken(r, "register");
+  if (r.status == 400) return InvalidArgumentError("the control plane refused the inventory: " + internal::ResponseMessage(r));
+  if (r.status != 200) return UnavailableError("register: " + internal::ResponseMessage(r));
+  registered_ = true;
+  ++stats_.registrations;
+  Log("registered node '" + options_.name + "' (" + std::to_string(inventory_.gpus.size()) + " GPUs)");
+  return Status::Ok();
+}
+
+Status Agent::Heartbeat(int64_t) {
+  json finished = json::array();
+  for (const auto& [id, code] : finished_) finished.push_back({{"id", id}, {"exit_code", code}});
+  const std::string body = finished.empty() ? "" : json{{"finished", finished}}.dump();
+  TESSERA_ASSIGN_OR_RETURN(LinkResponse r, link_->Call("POST", "/v1/nodes/" + options_.name + "/heartbeat", body));
+  if (r.status == 401 || r.status == 403) return internal::RefusedToken(r, "heartbeat");
+  if (r.status == 404) {  // the control plane does not know the node (lost, or a new store)
+    registered_ = false;
+    Log("the control plane does not know node '" + options_.name + "': registering again");
+    return Status::Ok();
+  }
+  if (r.status != 200) return UnavailableError("heartbeat: " + internal::ResponseMessage(r));
+  for (const auto& [id, code] : finished_) {
+    auto w = held_.find(id);
+    if (w != held_.end()) {
+      done_.insert(id);
+      (void)::unlink(internal::WorkloadFile(AgentDir(), id).c_str());
+      held_.erase(w);
+    }
+    ++stats_.finished_reported;
+  }
+  finished_.clear();
+  return Status::Ok();
+}
+
+Status Agent::Start() {
+  if (::mkdir(options_.run_dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return InternalError("node directory '" + options_.run_dir + "': " + std::strerror(errno));
+  if (::mkdir(AgentDir().c_str(), 0755) != 0 && errno != EEXIST)
+    return InternalError("agent directory '" + AgentDir() + "': " + std::strerror(errno));
+  TESSERA_RETURN_IF_ERROR(Adopt());
+  return LoadOutbox();
+}
+
+Status Agent::Round(int64_t now_ms) {
+  ++stats_.rounds;
+  if (!registered_) TESSERA_RETURN_IF_ERROR(Register());
+  Reap(now_ms);
+  // Ended workloads get their last sample (and leave their slots) before they are reported.
+  if (now_ms >= next_usage_ms_ || HasUnsampledEnd()) {
+    TESSERA_RETURN_IF_ERROR(SampleUsage(now_ms));
+    if (now_ms >= next_usage_ms_) next_usage_ms_ = now_ms + options_.usage_interval_s * 1000;
+  }
+  TESSERA_RETURN_IF_ERROR(Heartbeat(now_ms));
+  if (!registered_) return Status::Ok();  // the next round registers first
+  TESSERA_RETURN_IF_ERROR(ApplyDesired(now_ms));
+  if (!outbox_.empty()) TESSERA_RETURN_IF_ERROR(SendUsage());
+  stats_.samples_pending = static_cast<int64_t>(outbox_.size());
+  return Status::Ok();
+}
+
+Status Agent::ApplyDesired(int64_t now_ms) {
+  TESSERA_ASSIGN_OR_RETURN(LinkResponse r, link_->Call("GET", "/v1/nodes/" + options_.name + "/desired", ""));
+  if (r.status == 401 || r.status == 403) return internal::RefusedToken(r, "desired");
+  if (r.status == 404) {
+    registered_ = false;
+    return Status::Ok();
+  }
+  if (r.status != 200) return UnavailableError("desired: " + internal::ResponseMessage(r));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<internal::DesiredWorkload> desired, internal::ParseDesired(r.body));
+  std::set<int64_t> wanted;
+  for (const internal::DesiredWorkload& d : desired) {
+    wanted.insert(d.id);
+    if (done_.count(d.id)) continue;  // ended here and reported; the control plane catches up
+    Status st = Hold(d, now_ms);
+    if (!st.ok()) Log("workload " + std::to_string(d.id) + ": " + std::string(st.message()));
+  }
+  for (auto& [id, w] : held_) {
+    if (!wanted.count(id) && !w.ended && w.stop_deadline_ms == 0) StopWorkload(w, now_ms);
+  }
+  // Stopped workloads whose processes are gone leave their slots and are forgotten (not reported:
+  // the control plane stopped them).
+  for (auto it = held_.begin(); it != held_.end();) {
+    HeldWorkload& w = it->second;
+    if (w.stop_deadline_ms > 0 && w.ended && w.final_sampled) {
+      (void)Release(w);
+      (void)::unlink(internal::WorkloadFile(AgentDir(), w.id).c_str());
+      ++stats_.stopped;
+      it = held_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return Status::Ok();
+}
+
+void Agent::EnsureArbiter(int gpu) {
+  if (!options_.run_arbiters || arbiters_.count(gpu)) return;
+  arbiters_[gpu] = std::thread([this, gpu] {
+    ArbiterDuty duty(node_, gpu);
+    while (!stop_arbiters_.load(std::memory_order_relaxed)) duty.Round();
+  });
+}
+
+void Agent::StopArbiters() {
+  stop_arbiters_ = true;
+  for (auto& [gpu, t] : arbiters_)
+    if (t.joinable()) t.join();
+  arbiters_.clear();
+}
+
+}  // namespace tessera::node

@@ -1,0 +1,131 @@
+// The agent's usage samples (tessera/node/agent.h): taken from the segment and the lease boards,
+// kept in an outbox file until the control plane acknowledged them, sent in batches.
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "src/node/agent_impl.h"
+#include "tessera/node/agent.h"
+
+namespace tessera::node {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxBatch = 1000;      // samples per POST
+constexpr size_t kMaxOutbox = 100'000;  // beyond it the oldest are dropped (and counted)
+
+}  // namespace
+
+bool Agent::HasUnsampledEnd() const {
+  return std::any_of(held_.begin(), held_.end(),
+                     [](const auto& p) { return p.second.ended && !p.second.final_sampled; });
+}
+
+Status Agent::SampleUsage(int64_t now_ms) {
+  StatusOr<NodeStatus> status = node_.ReadStatus();
+  if (!status.ok()) return status.status();
+  std::map<std::string, const TenantStatus*> by_slot;
+  for (const GpuStatus& g : status->gpus)
+    for (const TenantStatus& t : g.tenants) by_slot[t.name] = &t;
+  const int64_t now_s = now_ms / 1000;
+  bool outbox_changed = false;
+  for (auto& [id, w] : held_) {
+    if (w.final_sampled) continue;
+    auto t = by_slot.find(w.slot);
+    const int64_t span = now_s - w.usage_from_s;
+    if (span > 0) {
+      const uint64_t launches = t != by_slot.end() ? t->second->launches : w.reported_launches;
+      const uint64_t charged = t != by_slot.end() ? t->second->charged_ns : w.reported_charged_ns;
+      const uint64_t used = t != by_slot.end() ? t->second->used_bytes : 0;
+      const uint64_t peak = t != by_slot.end() ? t->second->peak_bytes : 0;
+      // Counters only grow while the slot lives; a reset (a reused index) counts from zero.
+      const uint64_t new_launches = launches >= w.reported_launches ? launches - w.reported_launches : launches;
+      const uint64_t new_charged = charged >= w.reported_charged_ns ? charged - w.reported_charged_ns : charged;
+      const int64_t allocated = int64_t{w.gpu_milli} * span;
+      // GPU time: 1 GPU-second = 1000 milli-GPU-seconds = 1e9 ns, so milli-seconds = ns / 1e6.
+      const int64_t used_milli_s = std::min<int64_t>(static_cast<int64_t>(new_charged / 1'000'000), 1000 * span);
+      json sample = {{"tenant", w.tenant},
+                     {"workload", std::to_string(w.id)},
+                     {"gpu", std::to_string(w.gpu)},
+                     {"model", inventory_.gpus[static_cast<size_t>(w.gpu)].model},
+                     {"partition", w.partition},
+                     {"seq", w.next_seq},
+                     {"start", w.usage_from_s},
+                     {"end", now_s},
+                     {"gpu_milli_s_allocated", allocated},
+                     {"gpu_milli_s_used", used_milli_s},
+                     {"memory_mib_s", static_cast<int64_t>(used >> 20) * span},
+                     {"peak_memory_mib", static_cast<int64_t>(peak >> 20)},
+                     {"kernel_launches", static_cast<int64_t>(new_launches)},
+                     {"bytes_transferred", -1}};
+      outbox_.push_back(sample.dump());
+      outbox_changed = true;
+      ++w.next_seq;
+      w.usage_from_s = now_s;
+      w.reported_launches = launches;
+      w.reported_charged_ns = charged;
+    }
+    if (w.ended) w.final_sampled = true;
+  }
+  if (outbox_.size() > kMaxOutbox) {
+    const size_t drop = outbox_.size() - kMaxOutbox;
+    outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(drop));
+    stats_.samples_rejected += static_cast<int64_t>(drop);
+    Log("usage outbox full: dropped the " + std::to_string(drop) + " oldest samples");
+  }
+  // The outbox first: a crash between the two files resends a sample (counted once), never
+  // loses one or gives a seq twice to different values.
+  if (outbox_changed) TESSERA_RETURN_IF_ERROR(SaveOutbox());
+  for (auto& [id, w] : held_) TESSERA_RETURN_IF_ERROR(SaveWorkload(w));
+  for (auto& [id, w] : held_) {
+    if (w.ended && w.final_sampled && w.stop_deadline_ms == 0) (void)Release(w);  // the slot goes
+  }
+  return Status::Ok();
+}
+
+Status Agent::SendUsage() {
+  const size_t n = std::min(outbox_.size(), kMaxBatch);
+  std::string body = "{\"samples\":[";
+  for (size_t i = 0; i < n; ++i) body += (i ? "," : "") + outbox_[i];
+  body += "]}";
+  TESSERA_ASSIGN_OR_RETURN(LinkResponse r, link_->Call("POST", "/v1/nodes/" + options_.name + "/usage", body));
+  if (r.status == 401 || r.status == 403) return internal::RefusedToken(r, "usage");
+  // Anything else keeps the samples for the next round (a 404 for an unknown node is the
+  // heartbeat's to handle: it registers again).
+  if (r.status != 200) return UnavailableError("usage: " + internal::ResponseMessage(r));
+  json j = json::parse(r.body, nullptr, false);
+  if (j.is_object() && j.contains("rejected") && j["rejected"].is_array()) {
+    for (const json& x : j["rejected"]) {
+      ++stats_.samples_rejected;
+      Log("usage sample refused: " + (x.is_object() ? x.value("error", std::string("?")) : std::string("?")));
+    }
+    stats_.samples_sent += static_cast<int64_t>(n) - static_cast<int64_t>(j["rejected"].size());
+  } else {
+    stats_.samples_sent += static_cast<int64_t>(n);
+  }
+  outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(n));
+  return SaveOutbox();
+}
+
+Status Agent::SaveOutbox() const {
+  std::string text = "[";
+  for (size_t i = 0; i < outbox_.size(); ++i) text += (i ? ",\n" : "\n") + outbox_[i];
+  text += "\n]\n";
+  return internal::WriteFileAtomically(AgentDir() + "/outbox.json", text);
+}
+
+Status Agent::LoadOutbox() {
+  const std::string path = AgentDir() + "/outbox.json";
+  StatusOr<std::string> text = internal::ReadWholeFile(path);
+  if (!text.ok()) return text.status().code() == StatusCode::kNotFound ? Status::Ok() : text.status();
+  json j = json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) return DataLossError("'" + path + "': not a JSON array of samples");
+  for (const json& s : j) {
+    if (!s.is_object()) return DataLossError("'" + path + "': a sample is not an object");
+    outbox_.push_back(s.dump());
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::node

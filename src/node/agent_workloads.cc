@@ -1,0 +1,450 @@
+// The agent's workloads (tessera/node/agent.h): slots, supervisor processes, their files, and
+// re-adoption after a restart.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "src/node/agent_impl.h"
+#include "tessera/enforce/segment.h"
+#include "tessera/node/agent.h"
+
+extern char** environ;
+
+namespace tessera::node {
+
+using nlohmann::json;
+
+namespace internal {
+
+namespace {
+
+StatusOr<int64_t> IntField(const json& j, const std::string& at, const char* key, int64_t lo, int64_t hi,
+                           std::optional<int64_t> fallback) {
+  if (!j.contains(key)) {
+    if (fallback) return *fallback;
+    return InvalidArgumentError("desired state: " + at + key + ": missing");
+  }
+  const json& v = j[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+    return InvalidArgumentError("desired state: " + at + key + ": expected an integer " + std::to_string(lo) +
+                                ".." + std::to_string(hi));
+  return v.get<int64_t>();
+}
+
+StatusOr<std::string> StrField(const json& j, const std::string& at, const char* key, bool required) {
+  if (!j.contains(key)) {
+    if (!required) return std::string();
+    return InvalidArgumentError("desired state: " + at + key + ": missing");
+  }
+  if (!j[key].is_string()) return InvalidArgumentError("desired state: " + at + key + ": expected a string");
+  return j[key].get<std::string>();
+}
+
+}  // namespace
+
+StatusOr<std::vector<DesiredWorkload>> ParseDesired(std::string_view body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgumentError("desired state: not a JSON object");
+  if (!j.contains("workloads") || !j["workloads"].is_array())
+    return InvalidArgumentError("desired state: workloads: expected an array");
+  std::vector<DesiredWorkload> out;
+  const json& list = j["workloads"];
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = "workloads[" + std::to_string(i) + "].";
+    const json& w = list[i];
+    if (!w.is_object()) return InvalidArgumentError("desired state: " + at + ": expected an object");
+    DesiredWorkload d;
+    TESSERA_ASSIGN_OR_RETURN(d.id, IntField(w, at, "id", 1, INT64_MAX, std::nullopt));
+    TESSERA_ASSIGN_OR_RETURN(d.tenant, StrField(w, at, "tenant", true));
+    TESSERA_ASSIGN_OR_RETURN(d.mode, StrField(w, at, "mode", true));
+    TESSERA_ASSIGN_OR_RETURN(const int64_t milli, IntField(w, at, "gpu_milli", 1, 1000, 1000));
+    d.gpu_milli = static_cast<int>(milli);
+    TESSERA_ASSIGN_OR_RETURN(d.gpu_mem_mib, IntField(w, at, "gpu_mem_mib", 0, int64_t{1} << 31, 0));
+    TESSERA_ASSIGN_OR_RETURN(const int64_t priority, IntField(w, at, "priority", -1000, 1000, 0));
+    d.priority = static_cast<int>(priority);
+    TESSERA_ASSIGN_OR_RETURN(d.mig_profile, StrField(w, at, "mig_profile", false));
+    if (!w.contains("pods") || !w["pods"].is_array() || w["pods"].empty() || !w["pods"][0].is_object())
+      return InvalidArgumentError("desired state: " + at + "pods: expected a non-empty array of objects");
+    const json& pod = w["pods"][0];
+    if (!pod.contains("gpus") || !pod["gpus"].is_array() || pod["gpus"].empty())
+      return InvalidArgumentError("desired state: " + at + "pods[0].gpus: expected a non-empty array");
+    for (const json& g : pod["gpus"]) {
+      if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() >= enforce::kMaxGpus)
+        return InvalidArgumentError("desired state: " + at + "pods[0].gpus: GPU indexes are 0..15");
+      d.gpus.push_back(g.get<int>());
+    }
+    TESSERA_ASSIGN_OR_RETURN(const int64_t mig_start, IntField(pod, at + "pods[0].", "mig_start", -1, 7, -1));
+    d.mig_start = static_cast<int>(mig_start);
+    if (w.contains("command")) {
+      if (!w["command"].is_array()) return InvalidArgumentError("desired state: " + at + "command: expected an array");
+      for (const json& a : w["command"]) {
+        if (!a.is_string()) return InvalidArgumentError("desired state: " + at + "command: expected strings");
+        d.command.push_back(a.get<std::string>());
+      }
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::string PartitionOf(const DesiredWorkload& d) {
+  if (d.mode.rfind("mig:", 0) == 0) return d.mode.substr(4);
+  if (d.mode == "exclusive") return "whole";
+  return "share";
+}
+
+std::string SlotName(int64_t id) { return "w" + std::to_string(id); }
+std::string WorkloadFile(const std::string& dir, int64_t id) { return dir + "/" + SlotName(id) + ".json"; }
+std::string ExitFile(const std::string& dir, int64_t id) { return dir + "/" + SlotName(id) + ".exit"; }
+std::string LogFile(const std::string& dir, int64_t id) { return dir + "/" + SlotName(id) + ".log"; }
+
+Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return InternalError("cannot write '" + tmp + "': " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return InternalError("cannot write '" + tmp + "': " + std::strerror(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) return InternalError("cannot write '" + tmp + "': " + std::strerror(errno));
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return InternalError("cannot replace '" + path + "': " + std::strerror(errno));
+  return Status::Ok();
+}
+
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) return NotFoundError("'" + path + "' does not exist");
+    return InternalError("cannot read '" + path + "': " + std::strerror(errno));
+  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+uint64_t ProcessStartTicks(long pid) {
+  if (pid <= 0) return 0;
+  StatusOr<std::string> stat = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return 0;
+  const size_t paren = stat->rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos) return 0;
+  std::istringstream rest(stat->substr(paren + 2));
+  std::string field;
+  // Field 3 (state) is the first after ')'; the start time is field 22.
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
+}  // namespace internal
+
+namespace {
+
+json WorkloadJson(const HeldWorkload& w) {
+  return json{{"id", w.id},
+              {"tenant", w.tenant},
+              {"slot", w.slot},
+              {"partition", w.partition},
+              {"gpu", w.gpu},
+              {"mem_bytes", w.mem_bytes},
+              {"share", w.share},
+              {"priority", w.priority},
+              {"gpu_milli", w.gpu_milli},
+              {"command", w.command},
+              {"pid", w.pid},
+              {"pid_start_ticks", w.pid_start_ticks},
+              {"stopping", w.stop_deadline_ms > 0},
+              {"next_seq", w.next_seq},
+              {"usage_from_s", w.usage_from_s},
+              {"reported_launches", w.reported_launches},
+              {"reported_charged_ns", w.reported_charged_ns}};
+}
+
+StatusOr<HeldWorkload> WorkloadFromJson(const std::string& path, const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  const std::string bad = "'" + path + "': ";
+  if (j.is_discarded() || !j.is_object()) return DataLossError(bad + "not a JSON object");
+  HeldWorkload w;
+  try {
+    w.id = j.at("id").get<int64_t>();
+    w.tenant = j.at("tenant").get<std::string>();
+    w.slot = j.at("slot").get<std::string>();
+    w.partition = j.at("partition").get<std::string>();
+    w.gpu = j.at("gpu").get<int>();
+    w.mem_bytes = j.at("mem_bytes").get<uint64_t>();
+    w.share = j.at("share").get<int>();
+    w.priority = j.at("priority").get<int>();
+    w.gpu_milli = j.at("gpu_milli").get<int>();
+    w.command = j.at("command").get<std::vector<std::string>>();
+    w.pid = j.at("pid").get<long>();
+    w.pid_start_ticks = j.at("pid_start_ticks").get<uint64_t>();
+    w.next_seq = j.at("next_seq").get<int64_t>();
+    w.usage_from_s = j.at("usage_from_s").get<int64_t>();
+    w.reported_launches = j.at("reported_launches").get<uint64_t>();
+    w.reported_charged_ns = j.at("reported_charged_ns").get<uint64_t>();
+    if (j.value("stopping", false)) w.stop_deadline_ms = 1;  // past: finish stopping it now
+  } catch (const json::exception& e) {
+    return DataLossError(bad + "field missing or of the wrong type (" + e.what() + ")");
+  }
+  if (w.gpu < 0 || w.gpu >= enforce::kMaxGpus || w.slot != internal::SlotName(w.id))
+    return DataLossError(bad + "gpu or slot out of range");
+  return w;
+}
+
+// The code in w<id>.exit, if the supervisor wrote one.
+std::optional<int> ReadExitCode(const std::string& path) {
+  StatusOr<std::string> text = internal::ReadWholeFile(path);
+  if (!text.ok()) return std::nullopt;
+  char* end = nullptr;
+  const long code = std::strtol(text->c_str(), &end, 10);
+  if (end == text->c_str()) return std::nullopt;
+  return static_cast<int>(code);
+}
+
+}  // namespace
+
+Status Agent::SaveWorkload(const HeldWorkload& w) const {
+  return internal::WriteFileAtomically(internal::WorkloadFile(AgentDir(), w.id), WorkloadJson(w).dump() + "\n");
+}
+
+Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
+  const int gpu = d.gpus.front();
+  if (gpu >= static_cast<int>(inventory_.gpus.size()))
+    return FailedPreconditionError("placed on GPU " + std::to_string(gpu) + ", which this node does not have");
+  const uint64_t mem_bytes = static_cast<uint64_t>(d.gpu_mem_mib > 0 ? d.gpu_mem_mib : inventory_.gpus[gpu].memory_mib)
+                             << 20;
+  auto it = held_.find(d.id);
+  if (it != held_.end()) {
+    HeldWorkload& w = it->second;
+    if (w.ended || w.stop_deadline_ms > 0) return Status::Ok();
+    if (w.gpu != gpu) {  // moved to another GPU of this node: stop here; the next round starts it again
+      StopWorkload(w, now_ms);
+      return Status::Ok();
+    }
+    if (w.mem_bytes == mem_bytes && w.share == d.gpu_milli && w.priority == d.priority) return Status::Ok();
+    TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpu = gpu, .mem_bytes = mem_bytes, .share = d.gpu_milli,
+                                        .priority = d.priority},
+                                       static_cast<long>(::getpid()))
+                                .status());
+    Log("workload " + std::to_string(d.id) + ": limit " + std::to_string(mem_bytes >> 20) + " MiB, share " +
+        std::to_string(d.gpu_milli) + ", priority " + std::to_string(d.priority) + " (was " +
+        std::to_string(w.mem_bytes >> 20) + " MiB, " + std::to_string(w.share) + ", " + std::to_string(w.priority) + ")");
+    w.mem_bytes = mem_bytes;
+    w.share = d.gpu_milli;
+    w.priority = d.priority;
+    w.gpu_milli = d.gpu_milli;
+    ++stats_.limit_changes;
+    return SaveWorkload(w);
+  }
+  HeldWorkload w;
+  w.id = d.id;
+  w.tenant = d.tenant;
+  w.slot = internal::SlotName(d.id);
+  w.partition = internal::PartitionOf(d);
+  w.gpu = gpu;
+  w.mem_bytes = mem_bytes;
+  w.share = d.gpu_milli;
+  w.priority = d.priority;
+  w.gpu_milli = d.gpu_milli;
+  w.command = d.command;
+  w.usage_from_s = now_ms / 1000;
+  TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpu = gpu, .mem_bytes = mem_bytes, .share = d.gpu_milli,
+                                      .priority = d.priority},
+                                     static_cast<long>(::getpid()))
+                              .status());
+  // The lease board's counters of a reused index start where the last tenant left them.
+  if (StatusOr<NodeStatus> s = node_.ReadStatus(); s.ok()) {
+    for (const GpuStatus& g : s->gpus)
+      for (const TenantStatus& t : g.tenants)
+        if (t.name == w.slot) {
+          w.reported_launches = t.launches;
+          w.reported_charged_ns = t.charged_ns;
+        }
+  }
+  EnsureArbiter(gpu);
+  (void)::unlink(internal::ExitFile(AgentDir(), w.id).c_str());
+  if (d.gpus.size() > 1 && !w.command.empty()) {
+    // The shim enforces one GPU per process today; a multi-GPU pod is not run rather than run
+    // unlimited on its other GPUs.
+    Log("workload " + std::to_string(d.id) + ": pods of " + std::to_string(d.gpus.size()) +
+        " GPUs are not run under the shim yet; reported as failed (exit code 126)");
+    w.ended = true;
+    w.exit_code = 126;
+  } else if (!w.command.empty()) {
+    TESSERA_RETURN_IF_ERROR(Spawn(w));
+  }
+  TESSERA_RETURN_IF_ERROR(SaveWorkload(w));
+  Log("workload " + std::to_string(d.id) + " (" + d.tenant + "): slot " + w.slot + " on GPU " + std::to_string(gpu) +
+      ", limit " + std::to_string(mem_bytes >> 20) + " MiB, share " + std::to_string(d.gpu_milli) +
+      (w.pid > 0 ? ", supervisor pid " + std::to_string(w.pid) : std::string(w.command.empty() ? ", no command" : "")));
+  ++stats_.started;
+  if (w.ended) finished_.push_back({w.id, w.exit_code});
+  held_[w.id] = std::move(w);
+  return Status::Ok();
+}
+
+Status Agent::Spawn(HeldWorkload& w) {
+  std::vector<std::string> args = {options_.supervisor,
+                                   "run",
+                                   "--tenant",
+                                   w.slot,
+                                   "--gpu",
+                                   std::to_string(w.gpu),
+                                   "--mem",
+                                   std::to_string(w.mem_bytes) + "B",
+                                   "--share",
+                                   std::to_string(w.share),
+                                   "--priority",
+                                   std::to_string(w.priority),
+                                   "--nvml",
+                                   options_.nvml_library,
+                                   "--exit-file",
+                                   internal::ExitFile(AgentDir(), w.id),
+                                   "--"};
+  args.insert(args.end(), w.command.begin(), w.command.end());
+  std::vector<std::string> env;
+  std::set<std::string> overridden = {"TESSERA_RUN_DIR"};
+  for (const auto& [k, v] : options_.child_env) overridden.insert(k);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    if (!overridden.count(kv.substr(0, kv.find('=')))) env.push_back(kv);
+  }
+  env.push_back("TESSERA_RUN_DIR=" + options_.run_dir);
+  for (const auto& [k, v] : options_.child_env) env.push_back(k + "=" + v);
+  std::vector<char*> argv, envp;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  const std::string log = internal::LogFile(AgentDir(), w.id);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // A session of its own: the agent's terminal signals and its death do not reach the workload.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, options_.supervisor.c_str(), &actions, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0)
+    return InternalError("cannot start '" + options_.supervisor + "': " + std::strerror(rc));
+  w.pid = pid;
+  w.pid_start_ticks = internal::ProcessStartTicks(pid);
+  return Status::Ok();
+}
+
+void Agent::Reap(int64_t now_ms) {
+  for (auto& [id, w] : held_) {
+    if (w.ended || w.pid <= 0) continue;
+    int status = 0;
+    const pid_t r = ::waitpid(static_cast<pid_t>(w.pid), &status, WNOHANG);
+    bool gone = false;
+    std::optional<int> code;
+    if (r == w.pid) {
+      gone = true;
+      code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    } else if (r < 0 && errno == ECHILD) {  // adopted after a restart: not our child
+      gone = internal::ProcessStartTicks(w.pid) != w.pid_start_ticks;
+    }
+    if (!gone) {
+      if (w.stop_deadline_ms > 0 && now_ms >= w.stop_deadline_ms) {
+        // Past the grace: the supervisor and every process group of the slot.
+        if (StatusOr<std::vector<TenantEntry>> live = node_.LiveTenants(); live.ok()) {
+          for (const TenantEntry& e : *live)
+            if (e.name == w.slot)
+              for (long g : e.pgids) ::kill(-static_cast<pid_t>(g), SIGKILL);
+        }
+        ::kill(static_cast<pid_t>(w.pid), SIGKILL);
+      }
+      continue;
+    }
+    w.ended = true;
+    // The supervisor's own record is the command's code; without it (killed before it wrote
+    // one, or adopted), what waitpid said, else -1 (unknown: reported as failed).
+    w.exit_code = ReadExitCode(internal::ExitFile(AgentDir(), id)).value_or(code.value_or(-1));
+    if (w.stop_deadline_ms == 0) {
+      finished_.push_back({id, w.exit_code});
+      Log("workload " + std::to_string(id) + " ended with exit code " + std::to_string(w.exit_code));
+    }
+  }
+  // Ended workloads leave their slots once their last usage sample is taken (SampleUsage).
+}
+
+void Agent::StopWorkload(HeldWorkload& w, int64_t now_ms) {
+  w.stop_deadline_ms = now_ms + options_.stop_grace_ms;
+  if (w.pid > 0 && !w.ended) ::kill(static_cast<pid_t>(w.pid), SIGTERM);  // forwarded to the command's group
+  if (w.pid <= 0) w.ended = true;  // only a slot: nothing to wait for
+  Log("workload " + std::to_string(w.id) + ": no longer desired here; stopping it");
+  (void)SaveWorkload(w);
+}
+
+Status Agent::Release(HeldWorkload& w) {
+  return node_.LeaveTenant(w.slot, static_cast<long>(::getpid()));
+}
+
+Status Agent::Adopt() {
+  DIR* dir = ::opendir(AgentDir().c_str());
+  if (dir == nullptr) return InternalError("cannot read '" + AgentDir() + "': " + std::strerror(errno));
+  std::vector<std::string> files;
+  while (dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.size() > 6 && name[0] == 'w' && name.compare(name.size() - 5, 5, ".json") == 0)
+      files.push_back(AgentDir() + "/" + name);
+  }
+  ::closedir(dir);
+  for (const std::string& path : files) {
+    TESSERA_ASSIGN_OR_RETURN(const std::string text, internal::ReadWholeFile(path));
+    TESSERA_ASSIGN_OR_RETURN(HeldWorkload w, WorkloadFromJson(path, text));
+    const bool alive = w.pid > 0 && internal::ProcessStartTicks(w.pid) == w.pid_start_ticks;
+    if (w.pid > 0 && !alive) {
+      w.ended = true;
+      w.exit_code = ReadExitCode(internal::ExitFile(AgentDir(), w.id)).value_or(-1);
+      if (w.stop_deadline_ms == 0) finished_.push_back({w.id, w.exit_code});
+    } else if (w.pid <= 0 && w.stop_deadline_ms > 0) {
+      w.ended = true;
+    }
+    if (!w.ended) {
+      // The slot is joined again by name: same index, same limit; nothing in the segment resets.
+      TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpu = w.gpu, .mem_bytes = w.mem_bytes,
+                                          .share = w.share, .priority = w.priority},
+                                         static_cast<long>(::getpid()))
+                                  .status());
+      EnsureArbiter(w.gpu);
+    }
+    Log("re-adopted workload " + std::to_string(w.id) + " (" + w.tenant + ", slot " + w.slot +
+        (alive ? ", running" : w.ended ? ", ended" : ", no command") + ")");
+    held_[w.id] = std::move(w);
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::node

@@ -1,0 +1,292 @@
+// node::Agent against a scripted control plane: registration, slots and live limit changes,
+// commands run through the real `tessera run`, finished reports, stops, re-adoption after a
+// restart, usage samples with their sequence numbers and resends, refusals.
+#include "tessera/node/agent.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/testing/sim_test_util.h"
+
+namespace tessera::node {
+namespace {
+
+using nlohmann::json;
+using tessera::testing::TempDir;
+
+// Answers the agent's calls as docs/api.md says the control plane does; `desired` is what GET
+// desired returns, `status_for` overrides the status of a path.
+class ScriptedControlPlane : public ControlPlaneLink {
+ public:
+  StatusOr<LinkResponse> Call(std::string_view method, std::string_view path, std::string_view body) override {
+    calls.push_back(std::string(method) + " " + std::string(path));
+    bodies.push_back(std::string(body));
+    if (unreachable) return UnavailableError("connection refused");
+    for (const auto& [p, status] : status_for)
+      if (path.find(p) != std::string_view::npos)
+        return LinkResponse{status, R"({"error": {"code": "x", "message": "scripted refusal"}})"};
+    if (path.ends_with("/register")) {
+      registered_body = std::string(body);
+      return LinkResponse{200, R"({"node": "n1", "state": "ready"})"};
+    }
+    if (path.ends_with("/heartbeat")) {
+      if (!body.empty()) {
+        const json j = json::parse(body);
+        for (const json& f : j["finished"]) finished.push_back({f["id"], f["exit_code"]});
+      }
+      return LinkResponse{200, R"({"node": "n1", "state": "ready", "ignored": []})"};
+    }
+    if (path.ends_with("/desired")) return LinkResponse{200, json{{"node", "n1"}, {"workloads", desired}}.dump()};
+    if (path.ends_with("/usage")) {
+      const json j = json::parse(body);
+      for (const json& s : j["samples"]) samples.push_back(s);
+      return LinkResponse{200, R"({"counted": 1, "duplicates": 0, "rejected": []})"};
+    }
+    return LinkResponse{404, "{}"};
+  }
+  int Count(const std::string& suffix) const {
+    int n = 0;
+    for (const std::string& c : calls) n += c.ends_with(suffix);
+    return n;
+  }
+
+  json desired = json::array();
+  std::map<std::string, int> status_for;
+  bool unreachable = false;
+  std::vector<std::string> calls, bodies;
+  std::string registered_body;
+  std::vector<std::pair<int64_t, int>> finished;
+  std::vector<json> samples;
+};
+
+json Workload(int64_t id, int gpu, int64_t mem_mib, int milli, std::vector<std::string> command = {}) {
+  json w = {{"id", id},
+            {"tenant", "vision"},
+            {"mode", "fraction(" + std::to_string(milli) + "," + std::to_string(mem_mib) + "MiB)"},
+            {"gpu_milli", milli},
+            {"gpu_mem_mib", mem_mib},
+            {"priority", 0},
+            {"pods", json::array({{{"gpus", {gpu}}}})}};
+  if (!command.empty()) w["command"] = command;
+  return w;
+}
+
+Inventory TwoGpus() {
+  Inventory inv;
+  inv.cpu_milli = 8000;
+  inv.memory_mib = 32768;
+  for (int g = 0; g < 2; ++g) inv.gpus.push_back({g, "GPU-fake-" + std::to_string(g), "A100-40GB", 40960, false});
+  return inv;
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  AgentOptions Options() {
+    AgentOptions o;
+    o.name = "n1";
+    o.run_dir = dir.File("node");
+    o.supervisor = TESSERA_CLI;
+    o.nvml_library = "/nonexistent/libnvidia-ml.so.1";  // GPUs pinned by index
+    o.usage_interval_s = 1;
+    o.stop_grace_ms = 2000;
+    return o;
+  }
+  const TenantStatus* Slot(const std::string& name) {
+    status = NodeDir(dir.File("node")).ReadStatus();
+    if (!status.ok()) return nullptr;
+    for (const GpuStatus& g : status->gpus)
+      for (const TenantStatus& t : g.tenants)
+        if (t.name == name) return &t;
+    return nullptr;
+  }
+  // Rounds (1 s of agent time apart) until `done` or 20 s of wall time.
+  template <typename Done>
+  bool RoundsUntil(Agent& agent, Done done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      now_ms += 1000;
+      Status st = agent.Round(now_ms);
+      if (!st.ok()) ADD_FAILURE() << st.message();
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  TempDir dir;
+  ScriptedControlPlane cp;
+  StatusOr<NodeStatus> status = NodeStatus{};
+  int64_t now_ms = 1'800'000'000'000;
+};
+
+TEST_F(AgentTest, RegistersTheInventoryAndAgainWhenTheControlPlaneForgetsTheNode) {
+  Agent agent(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  ASSERT_TRUE(agent.Round(now_ms).ok());
+  json inv = json::parse(cp.registered_body);
+  EXPECT_EQ(inv["gpus"].size(), 2u);
+  EXPECT_EQ(inv["gpus"][1]["uuid"], "GPU-fake-1");
+  EXPECT_EQ(inv["gpus"][0]["model"], "A100-40GB");
+  ASSERT_TRUE(agent.Round(now_ms + 1000).ok());
+  EXPECT_EQ(cp.Count("/register"), 1);
+  cp.status_for["/heartbeat"] = 404;  // e.g. the node was declared lost
+  ASSERT_TRUE(agent.Round(now_ms + 2000).ok());
+  cp.status_for.clear();
+  ASSERT_TRUE(agent.Round(now_ms + 3000).ok());
+  EXPECT_EQ(cp.Count("/register"), 2);
+  EXPECT_EQ(agent.stats().registrations, 2);
+}
+
+TEST_F(AgentTest, HoldsASlotWithTheLimitAndChangesItLiveAndLeavesIt) {
+  Agent agent(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(7, 1, 2048, 500)});
+  ASSERT_TRUE(agent.Round(now_ms).ok());
+  const TenantStatus* t = Slot("w7");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->limit_bytes, uint64_t{2048} << 20);
+  EXPECT_EQ(t->share, 500);
+  const int index = t->index;
+  // A PATCHed limit and share: the same slot, the new values in the policy page.
+  cp.desired = json::array({Workload(7, 1, 1024, 300)});
+  ASSERT_TRUE(agent.Round(now_ms + 1000).ok());
+  t = Slot("w7");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->index, index);
+  EXPECT_EQ(t->limit_bytes, uint64_t{1024} << 20);
+  EXPECT_EQ(t->share, 300);
+  EXPECT_EQ(agent.stats().limit_changes, 1);
+  // No longer desired (cancelled): the slot goes, nothing is reported as finished.
+  cp.desired = json::array();
+  ASSERT_TRUE(agent.Round(now_ms + 2000).ok());
+  ASSERT_TRUE(agent.Round(now_ms + 3000).ok());
+  EXPECT_EQ(Slot("w7"), nullptr);
+  EXPECT_TRUE(agent.held().empty());
+  EXPECT_TRUE(cp.finished.empty());
+}
+
+TEST_F(AgentTest, ACommandRunsUnderTessera_RunAndItsExitCodeIsReportedOnce) {
+  Agent agent(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(9, 0, 512, 1000, {"/bin/sh", "-c", "echo \"limit=$TESSERA_SHIM_TENANT\"; exit 3"})});
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !cp.finished.empty(); }));
+  EXPECT_THAT(cp.finished, ::testing::ElementsAre(std::pair<int64_t, int>{9, 3}));
+  std::ifstream log(dir.File("node/agent/w9.log"));
+  std::string line;
+  std::getline(log, line);
+  EXPECT_THAT(line, ::testing::StartsWith("limit="));  // it ran under the shim's variables
+  cp.desired = json::array();  // the control plane took the report
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(cp.finished.size(), 1u);
+  EXPECT_EQ(Slot("w9"), nullptr);
+}
+
+TEST_F(AgentTest, ARestartedAgentAdoptsTheRunningWorkloadWithItsSlotAndStopsItWhenNoLongerDesired) {
+  cp.desired = json::array({Workload(11, 0, 256, 400, {"/bin/sleep", "60"})});
+  long pid = 0;
+  int index = -1;
+  {
+    Agent first(Options(), TwoGpus(), &cp);
+    ASSERT_TRUE(first.Start().ok());
+    ASSERT_TRUE(first.Round(now_ms).ok());
+    ASSERT_EQ(first.held().size(), 1u);
+    pid = first.held().at(11).pid;
+    ASSERT_GT(pid, 0);
+    ASSERT_TRUE(RoundsUntil(first, [&] {
+      const TenantStatus* t = Slot("w11");
+      return t != nullptr && t->pids.size() >= 2;  // the agent and its `tessera run`
+    }));
+    index = Slot("w11")->index;
+  }  // the agent is gone; its workload runs on
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), 0), 0);
+  Agent second(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(second.Start().ok());
+  ASSERT_EQ(second.held().size(), 1u);
+  EXPECT_EQ(second.held().at(11).pid, pid);
+  ASSERT_TRUE(second.Round(now_ms += 1000).ok());
+  const TenantStatus* t = Slot("w11");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->index, index);
+  EXPECT_EQ(t->limit_bytes, uint64_t{256} << 20);
+  cp.desired = json::array();  // preempted: stop it
+  ASSERT_TRUE(RoundsUntil(second, [&] { return second.held().empty(); }));
+  EXPECT_NE(::kill(static_cast<pid_t>(pid), 0), 0);
+  EXPECT_EQ(Slot("w11"), nullptr);
+  EXPECT_TRUE(cp.finished.empty());
+}
+
+TEST_F(AgentTest, UsageSamplesCarryIncreasingSeqAndAreResentUnchangedUntilAcknowledged) {
+  Agent agent(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(5, 0, 1024, 250)});
+  ASSERT_TRUE(agent.Round(now_ms).ok());
+  ASSERT_TRUE(agent.Round(now_ms + 2000).ok());
+  ASSERT_EQ(cp.samples.size(), 1u);
+  EXPECT_EQ(cp.samples[0]["seq"], 1);
+  EXPECT_EQ(cp.samples[0]["workload"], "5");
+  EXPECT_EQ(cp.samples[0]["partition"], "share");
+  EXPECT_EQ(cp.samples[0]["end"].get<int64_t>() - cp.samples[0]["start"].get<int64_t>(), 2);
+  EXPECT_EQ(cp.samples[0]["gpu_milli_s_allocated"], 500);  // 250 milli x 2 s
+  cp.status_for["/usage"] = 503;
+  ASSERT_FALSE(agent.Round(now_ms + 4000).ok());  // UNAVAILABLE: kept for the next round
+  const json kept = json::parse(cp.bodies.back())["samples"][0];
+  cp.status_for.clear();
+  cp.samples.clear();
+  ASSERT_TRUE(agent.Round(now_ms + 4500).ok());
+  ASSERT_GE(cp.samples.size(), 1u);
+  EXPECT_EQ(cp.samples[0], kept);  // the same seq and values
+  EXPECT_EQ(kept["seq"], 2);
+  // A restarted agent continues the seq where the first left it.
+  const int64_t last_end = cp.samples.back()["end"];
+  Agent again(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(again.Start().ok());
+  cp.samples.clear();
+  ASSERT_TRUE(again.Round(now_ms + 7000).ok());
+  ASSERT_EQ(cp.samples.size(), 1u);
+  EXPECT_EQ(cp.samples[0]["seq"], kept["seq"].get<int>() + 1);
+  EXPECT_EQ(cp.samples[0]["start"], last_end);
+}
+
+TEST_F(AgentTest, ARefusedTokenStopsTheAgentAndAnUnreachableServerIsRetried) {
+  Agent agent(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.unreachable = true;
+  EXPECT_EQ(agent.Round(now_ms).code(), StatusCode::kUnavailable);
+  cp.unreachable = false;
+  cp.status_for["/register"] = 401;
+  Status st = agent.Round(now_ms + 1000);
+  EXPECT_EQ(st.code(), StatusCode::kUnauthenticated);
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("refused the token"));
+  cp.status_for["/register"] = 400;
+  EXPECT_EQ(agent.Round(now_ms + 2000).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(AgentTest, ACorruptWorkloadFileIsAnErrorNamingIt) {
+  ASSERT_EQ(::mkdir(dir.File("node").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(dir.File("node/agent").c_str(), 0755), 0);
+  std::ofstream(dir.File("node/agent/w3.json")) << "{\"id\": 3, \"tenant\": 7}";
+  Agent agent(Options(), TwoGpus(), &cp);
+  Status st = agent.Start();
+  EXPECT_EQ(st.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("w3.json"));
+}
+
+TEST(FakeNvmlConfigTest, TranslatesTheFlagAndNamesBadItems) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  EXPECT_EQ(*FakeNvmlConfig("H100-80GB:2:mig", cat), "H100-80GB*2:mig=1");
+  EXPECT_EQ(*FakeNvmlConfig("A100-40GB:4", cat), "A100-40GB*4");
+  EXPECT_THAT(std::string(FakeNvmlConfig("H100-80GB:0", cat).status().message()), ::testing::HasSubstr("H100-80GB:0"));
+  EXPECT_FALSE(FakeNvmlConfig("Z99:1", cat).ok());
+  EXPECT_FALSE(FakeNvmlConfig("T4:1:mig", cat).ok());
+  EXPECT_FALSE(FakeNvmlConfig("A100-40GB:9,H100-80GB:8", cat).ok());
+}
+
+}  // namespace
+}  // namespace tessera::node

@@ -1,0 +1,198 @@
+// `tessera agent`: the node agent process. Flags, the HTTP link and the signal loop only; what
+// the agent does each round is tessera::node::Agent (include/tessera/node/agent.h).
+//   tessera agent --server URL --token-file F [--name NODE] [--run-dir DIR]
+//                 [--fake-gpus H100-80GB:2:mig,A100-40GB:4] [--interval-ms 1000] [--usage-interval 10]
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "tessera/core/gpu_model.h"
+#include "tessera/daemon/api_client.h"
+#include "tessera/enforce/nvml.h"
+#include "tessera/node/agent.h"
+#include "tessera/node/inventory.h"
+#include "tessera/node/node_dir.h"
+#include "tools/tessera/commands/commands.h"
+
+namespace tessera::cli {
+namespace {
+
+struct AgentFlags {
+  std::string server, token_file, name, run_dir, fake_gpus, nvml = "libnvidia-ml.so.1";
+  int interval_ms = 1000;
+  int usage_interval_s = 10;
+  int stop_grace_s = 5;
+};
+
+int Fail(const std::string& message, int code) {
+  std::fprintf(stderr, "tessera agent: %s\n", message.c_str());
+  return code;
+}
+
+class HttpLink final : public node::ControlPlaneLink {
+ public:
+  explicit HttpLink(std::unique_ptr<daemon::ApiClient> client) : client_(std::move(client)) {}
+  StatusOr<node::LinkResponse> Call(std::string_view method, std::string_view path, std::string_view body) override {
+    TESSERA_ASSIGN_OR_RETURN(daemon::ApiResponse r, client_->Call(method, path, body));
+    return node::LinkResponse{r.status, std::move(r.body)};
+  }
+
+ private:
+  std::unique_ptr<daemon::ApiClient> client_;
+};
+
+std::string ExecutableDir() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+// The in-tree fake NVML for --fake-gpus: $TESSERA_FAKE_NVML_LIBRARY, else the build tree's or
+// the install's copy next to this executable.
+StatusOr<std::string> FindFakeNvml() {
+  if (const char* p = std::getenv("TESSERA_FAKE_NVML_LIBRARY"); p != nullptr && *p) return std::string(p);
+  const std::string dir = ExecutableDir();
+  for (const std::string& candidate :
+       {dir + "/tests/fake_nvml/libnvidia-ml.so.1", dir + "/../lib/tessera/fake/libnvidia-ml.so.1"}) {
+    if (::access(candidate.c_str(), R_OK) == 0) return candidate;
+  }
+  return NotFoundError("--fake-gpus needs the in-tree fake NVML: set TESSERA_FAKE_NVML_LIBRARY (not found in " + dir +
+                       "/tests/fake_nvml/ or " + dir + "/../lib/tessera/fake/)");
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void PrintLog(node::Agent& agent) {
+  for (const std::string& line : agent.TakeLog()) std::printf("tessera agent: %s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+int RunAgent(AgentFlags f) {
+  std::ifstream token_in(f.token_file);
+  if (!token_in) return Fail("--token-file '" + f.token_file + "': cannot read it", kExitBadInput);
+  std::stringstream token_text;
+  token_text << token_in.rdbuf();
+  std::string token = token_text.str();
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) return Fail("--token-file '" + f.token_file + "' is empty", kExitBadInput);
+  if (f.name.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return Fail("no --name and no host name", kExitBadInput);
+    f.name = host;
+  }
+  if (f.run_dir.empty()) f.run_dir = node::DefaultNodeDir();
+  const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
+  if (!f.fake_gpus.empty()) {
+    StatusOr<std::string> config = node::FakeNvmlConfig(f.fake_gpus, catalog);
+    if (!config.ok()) return Fail(config.status().message(), kExitBadInput);
+    StatusOr<std::string> library = FindFakeNvml();
+    if (!library.ok()) return Fail(library.status().message(), kExitBadInput);
+    ::setenv("TESSERA_FAKE_NVML_CONFIG", config->c_str(), 1);  // the agent's and its children's fake
+    f.nvml = *library;
+  }
+  enforce::DlopenNvml nvml({.library_path = f.nvml});
+  if (Status st = nvml.Init(); !st.ok()) return Fail("NVML: " + std::string(st.message()), kExitFailure);
+  StatusOr<node::Inventory> inventory = node::DiscoverInventory(nvml, catalog);
+  (void)nvml.Shutdown();
+  if (!inventory.ok()) return Fail("GPU discovery: " + std::string(inventory.status().message()), kExitFailure);
+  StatusOr<std::unique_ptr<daemon::ApiClient>> client = daemon::ApiClient::Create(f.server, token, 10000);
+  if (!client.ok()) return Fail("--server: " + std::string(client.status().message()), kExitBadInput);
+  HttpLink link(std::move(*client));
+
+  sigset_t signals;  // waited for between rounds; blocked before the arbiter threads start
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  node::AgentOptions options;
+  options.name = f.name;
+  options.run_dir = f.run_dir;
+  options.supervisor = ExecutableDir() + "/tessera";
+  {
+    char buf[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    if (n > 0) options.supervisor.assign(buf, static_cast<size_t>(n));
+  }
+  options.nvml_library = f.nvml;
+  options.usage_interval_s = f.usage_interval_s;
+  options.stop_grace_ms = int64_t{f.stop_grace_s} * 1000;
+  node::Agent agent(options, *inventory, &link);
+  if (Status st = agent.Start(); !st.ok()) return Fail(st.message(), kExitFailure);
+  std::printf("tessera agent: node '%s', %zu GPUs, node directory %s, control plane %s\n", f.name.c_str(),
+              inventory->gpus.size(), f.run_dir.c_str(), f.server.c_str());
+  PrintLog(agent);
+  std::string last_error;
+  for (;;) {
+    Status st = agent.Round(NowMs());
+    PrintLog(agent);
+    if (!st.ok()) {
+      const StatusCode c = st.code();
+      if (c == StatusCode::kUnauthenticated || c == StatusCode::kPermissionDenied ||
+          c == StatusCode::kInvalidArgument || c == StatusCode::kDataLoss) {
+        agent.StopArbiters();
+        return Fail(st.message(), kExitFailure);
+      }
+      if (st.message() != last_error) std::fprintf(stderr, "tessera agent: %s (retrying)\n", st.message().c_str());
+      last_error = st.message();
+    } else if (!last_error.empty()) {
+      std::printf("tessera agent: the control plane answers again\n");
+      last_error.clear();
+    }
+    timespec wait{f.interval_ms / 1000, static_cast<long>(f.interval_ms % 1000) * 1'000'000};
+    const int sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig == SIGINT || sig == SIGTERM) {
+      std::printf("tessera agent: %s, stopping (the workloads keep running; a restarted agent adopts them)\n",
+                  sig == SIGINT ? "SIGINT" : "SIGTERM");
+      agent.StopArbiters();
+      return kExitOk;
+    }
+  }
+}
+
+}  // namespace
+
+void RegisterAgent(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<AgentFlags>();
+  CLI::App* cmd = app.add_subcommand("agent", "Run the node agent: register GPUs, run placed workloads under the shim");
+  cmd->add_option("--server", f->server, "The control plane, http://HOST:PORT")->required();
+  cmd->add_option("--token-file", f->token_file, "File holding a node-agent token (tessera ctl tokens create)")
+      ->required();
+  cmd->add_option("--name", f->name, "Node name at the control plane (default: the host name)");
+  cmd->add_option("--run-dir", f->run_dir,
+                  "Node directory shared with the shim and `tessera run` (default: $TESSERA_RUN_DIR, else "
+                  "$XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>)");
+  cmd->add_option("--fake-gpus", f->fake_gpus,
+                  "Use the in-tree fake NVML with these GPUs instead of the driver: MODEL:COUNT[:mig],... "
+                  "(e.g. H100-80GB:2:mig); one model per node");
+  cmd->add_option("--nvml-library", f->nvml, "NVML library to load (default libnvidia-ml.so.1)");
+  cmd->add_option("--interval-ms", f->interval_ms,
+                  "Milliseconds between rounds (heartbeat, desired state; default 1000)")
+      ->check(CLI::Range(50, 60000));
+  cmd->add_option("--usage-interval", f->usage_interval_s, "Seconds between usage samples (default 10)")
+      ->check(CLI::Range(1, 3600));
+  cmd->add_option("--stop-grace", f->stop_grace_s,
+                  "Seconds a stopped workload gets between SIGTERM and SIGKILL (default 5)")
+      ->check(CLI::Range(0, 3600));
+  cmd->footer(
+      "Each placed workload runs as `tessera run --tenant w<id> ...` under the shim, its output in\n"
+      "<run-dir>/agent/w<id>.log. Stopping the agent leaves the workloads running; a restarted agent\n"
+      "re-adopts them from <run-dir>/agent/. Exit code: 1 when the control plane refuses the token or\n"
+      "the inventory, 2 for bad flags; 0 after SIGTERM or SIGINT.");
+  cmd->callback([f, exit_code] { *exit_code = RunAgent(*f); });
+}
+
+}  // namespace tessera::cli
