@@ -313,9 +313,13 @@ TEST(NodeCli, BadFlagsAreExit2) {
   ExpectBadInput(Tessera(dir, "run --tenant a --gpu 0 --mem 8XB --share 30 -- true"), "--mem '8XB': unknown unit 'XB'");
   ExpectBadInput(Tessera(dir, "run --tenant a --gpu 0 --mem GiB --share 30 -- true"), "--mem 'GiB'");
   ExpectBadInput(Tessera(dir, "run --tenant a --gpu 0 --mem 8GiB --share 0 -- true"), "--share");
-  ExpectBadInput(Tessera(dir, "run --tenant a --gpu 0 --mem 8GiB --share 101 -- true"), "--share");
+  ExpectBadInput(Tessera(dir, "run --tenant a --gpu 0 --mem 8GiB --share 1001 -- true"), "--share");
   ExpectBadInput(Tessera(dir, "run --tenant a --gpu 0 --mem 8GiB --share 30"), "no command given");
   ExpectBadInput(Tessera(dir, "run --tenant a --gpu 16 --mem 8GiB --share 30 -- true"), "--gpu");
+  ExpectBadInput(Tessera(dir, "run --tenant a --mem 8GiB -- true"), "--gpu, --mem and --share are required");
+  ExpectBadInput(Tessera(dir, "run --server http://127.0.0.1:1 --token t --tenant a --gpu 0 -- true"),
+                 "--gpu is chosen by the control plane");
+  ExpectBadInput(Tessera(dir, "run --server ftp://x --token t --tenant a -- true"), "--server");
   // A size needs a unit: "4096" is not silently 4096 bytes.
   CommandResult bare = Tessera(dir, "run --tenant a --gpu 0 --mem 4096 --share 30 -- true");
   ExpectBadInput(bare, "tessera run: --mem '4096': no unit");

@@ -20,6 +20,7 @@
 #include "tessera/node/memory_size.h"
 #include "tessera/node/node_dir.h"
 #include "tools/tessera/commands/commands.h"
+#include "tools/tessera/commands/run_remote.h"
 
 namespace tessera::cli {
 namespace {
@@ -28,7 +29,7 @@ using nlohmann::json;
 
 struct RunFlags {
   std::string tenant;
-  int gpu = 0;
+  int gpu = -1;
   std::string mem;
   int share = 0;
   int priority = 0;
@@ -37,6 +38,7 @@ struct RunFlags {
   std::string nvml = "libnvidia-ml.so.1";
   std::string exit_file;
   std::vector<std::string> command;
+  RemoteRunFlags remote;  // --server and the request flags that go with it
 };
 
 // --exit-file: the code, written atomically, so that an agent that did not start this process
@@ -59,7 +61,20 @@ int RunFail(const std::string& message, int code) {
 
 int RunCommand(const RunFlags& f);
 
-int Run(const RunFlags& f) { return Finish(f, RunCommand(f)); }
+int Run(RunFlags f) {
+  if (!f.remote.server.empty()) {
+    if (f.gpu >= 0) return RunFail("--gpu is chosen by the control plane with --server", kExitBadInput);
+    f.remote.tenant = f.tenant;
+    f.remote.mem = f.mem;
+    f.remote.share = f.share;
+    f.remote.priority = f.priority;
+    f.remote.command = f.command;
+    return RunRemote(f.remote);
+  }
+  if (f.gpu < 0 || f.mem.empty() || f.share <= 0)
+    return RunFail("--gpu, --mem and --share are required without --server", kExitBadInput);
+  return Finish(f, RunCommand(f));
+}
 
 int RunCommand(const RunFlags& f) {
   if (f.command.empty()) {
@@ -158,14 +173,20 @@ void RegisterNode(CLI::App& app, int* exit_code) {
   run->add_option("--tenant", flags->tenant, "Tenant name (processes with the same name share limit and lease)")
       ->required();
   run->add_option("--gpu", flags->gpu, "Node GPU index; the command sees only this GPU (CUDA_VISIBLE_DEVICES)")
-      ->required()
       ->check(CLI::Range(0, enforce::kMaxGpus - 1));
   run->add_option("--mem", flags->mem,
-                  std::string("Device memory limit with a unit: ") + node::kMemoryUnits + ", e.g. 8GiB, 512MiB")
-      ->required();
-  run->add_option("--share", flags->share, "Compute share: a weight against the GPU's other tenants, 1..1000")
-      ->required()
+                  std::string("Device memory limit with a unit: ") + node::kMemoryUnits + ", e.g. 8GiB, 512MiB");
+  run->add_option("--share", flags->share,
+                  "Compute share: a weight against the GPU's other tenants, 1..1000 (with --server: the "
+                  "share of the GPU in milli; absent = a whole GPU)")
       ->check(CLI::Range(1, 1000));
+  run->add_option("--server", flags->remote.server,
+                  "Ask this control plane (http://HOST:PORT) to place the workload; its node agent runs it");
+  run->add_option("--token", flags->remote.token, "With --server: API token (else --token-file or $TESSERA_TOKEN)");
+  run->add_option("--token-file", flags->remote.token_file, "With --server: file whose first line is the token");
+  run->add_option("--qos", flags->remote.qos, "With --server: Guaranteed, Burstable (default) or BestEffort");
+  run->add_option("--mode", flags->remote.mode, "With --server: exclusive, mig, mps, timeslice, fraction");
+  run->add_option("--model", flags->remote.model, "With --server: the GPU model to run on");
   run->add_option("--priority", flags->priority, "Priority (used by the priority policy; default 0)");
   run->add_option("--kernel-estimate-us", flags->kernel_estimate_us,
                   "The lease arbiter's duration model: GPU time of one kernel (default 1000)")
@@ -182,6 +203,8 @@ void RegisterNode(CLI::App& app, int* exit_code) {
       "The shim is $TESSERA_SHIM_PATH, else libtessera-shim.so next to tessera; without it nothing runs.\n"
       "The GPU's lease arbiter runs inside the `tessera run` processes of that GPU (one at a time, by\n"
       "flock); the command starts once it has admitted the tenant. The command dies with tessera run.\n"
+      "With --server the control plane places the workload and the node agent there runs it; the output\n"
+      "is followed when that agent shares this node directory; Ctrl-C cancels the workload.\n"
       "Exit code: the command's (128 + signal if it was killed); 2 for bad flags; 1 when it did not start.");
   run->callback([flags, exit_code] { *exit_code = Run(*flags); });
 

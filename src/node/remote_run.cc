@@ -1,0 +1,103 @@
+#include "tessera/node/remote_run.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "src/node/agent_impl.h"
+
+namespace tessera::node {
+
+using nlohmann::json;
+
+namespace {
+
+// Appends what `path` gained since `*offset` to on_output.
+void Follow(const std::string& path, std::streamoff* offset, const RemoteRunOptions& o) {
+  if (!o.on_output) return;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  in.seekg(*offset);
+  std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (chunk.empty()) return;
+  *offset += static_cast<std::streamoff>(chunk.size());
+  o.on_output(chunk);
+}
+
+std::optional<int> ExitCodeOf(const json& view) {
+  if (!view.contains("events") || !view["events"].is_array()) return std::nullopt;
+  for (const json& e : view["events"]) {
+    if (!e.is_object() || e.value("kind", "") != "finished") continue;
+    const std::string detail = e.value("detail", "");
+    const size_t at = detail.rfind("exit code ");
+    if (at != std::string::npos) return std::atoi(detail.c_str() + at + 10);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+StatusOr<RemoteRunResult> RemoteRun(ControlPlaneLink& link, const std::string& request_json,
+                                    const RemoteRunOptions& o) {
+  auto event = [&](const std::string& line) {
+    if (o.on_event) o.on_event(line);
+  };
+  TESSERA_ASSIGN_OR_RETURN(LinkResponse posted, link.Call("POST", "/v1/workloads", request_json));
+  if (posted.status == 401 || posted.status == 403) return internal::RefusedToken(posted, "submit");
+  if (posted.status != 201 && posted.status != 200) {
+    const std::string m = "the control plane refused the workload: " + internal::ResponseMessage(posted);
+    return posted.status >= 500 ? UnavailableError(m) : InvalidArgumentError(m);
+  }
+  json created = json::parse(posted.body, nullptr, false);
+  if (!created.is_object() || !created.contains("id") || !created["id"].is_number_integer())
+    return InternalError("the control plane's answer has no workload id: " + posted.body.substr(0, 200));
+  RemoteRunResult result;
+  result.id = created["id"].get<int64_t>();
+  const std::string path = "/v1/workloads/" + std::to_string(result.id);
+  event("workload " + std::to_string(result.id) + " submitted");
+  std::string last_state, last_reason;
+  std::streamoff offset = 0;
+  const std::string log =
+      o.local_run_dir.empty() ? "" : internal::LogFile(o.local_run_dir + "/agent", result.id);
+  for (;;) {
+    if (o.interrupted && o.interrupted()) {
+      (void)link.Call("DELETE", path, "");
+      event("interrupted: workload " + std::to_string(result.id) + " cancelled");
+      result.state = "cancelled";
+      result.exit_code = 130;
+      return result;
+    }
+    TESSERA_ASSIGN_OR_RETURN(LinkResponse got, link.Call("GET", path, ""));
+    if (got.status != 200) return UnavailableError("GET " + path + ": " + internal::ResponseMessage(got));
+    json view = json::parse(got.body, nullptr, false);
+    if (!view.is_object()) return InternalError("GET " + path + ": not a JSON object");
+    const std::string state = view.value("state", "");
+    const std::string reason = view.value("wait_reason", "");
+    if (state != last_state || reason != last_reason) {
+      if (state == "running" && view.contains("placement")) {
+        const json& p = view["placement"];
+        event("workload " + std::to_string(result.id) + " running on " + p.value("node", "?") + " GPU " +
+              p.value("gpus", json::array()).dump() + " (" + view.value("mode", "") + ")");
+      } else if (state == "pending") {
+        event("workload " + std::to_string(result.id) + " pending" + (reason.empty() ? "" : ": " + reason));
+      }
+      last_state = state;
+      last_reason = reason;
+    }
+    if (!log.empty()) Follow(log, &offset, o);
+    if (state == "completed" || state == "failed" || state == "cancelled" || state == "rejected") {
+      if (!log.empty()) Follow(log, &offset, o);
+      result.state = state;
+      result.exit_code = ExitCodeOf(view).value_or(state == "completed" ? 0 : 1);
+      event("workload " + std::to_string(result.id) + " " + state +
+            (state == "completed" || state == "failed" ? " (exit code " + std::to_string(result.exit_code) + ")"
+                                                       : reason.empty() ? "" : ": " + reason));
+      return result;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.poll_ms));
+  }
+}
+
+}  // namespace tessera::node

@@ -1,0 +1,87 @@
+// `tessera run --server URL ...`: flags and printing; the submit-and-follow is
+// tessera::node::RemoteRun (include/tessera/node/remote_run.h).
+#include "tools/tessera/commands/run_remote.h"
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tessera/daemon/api_client.h"
+#include "tessera/node/memory_size.h"
+#include "tessera/node/node_dir.h"
+#include "tessera/node/remote_run.h"
+#include "tools/tessera/commands/commands.h"
+
+namespace tessera::cli {
+namespace {
+
+int Fail(const std::string& message, int code) {
+  std::fprintf(stderr, "tessera run: %s\n", message.c_str());
+  return code;
+}
+
+class HttpLink final : public node::ControlPlaneLink {
+ public:
+  explicit HttpLink(std::unique_ptr<daemon::ApiClient> client) : client_(std::move(client)) {}
+  StatusOr<node::LinkResponse> Call(std::string_view method, std::string_view path, std::string_view body) override {
+    TESSERA_ASSIGN_OR_RETURN(daemon::ApiResponse r, client_->Call(method, path, body));
+    return node::LinkResponse{r.status, std::move(r.body)};
+  }
+
+ private:
+  std::unique_ptr<daemon::ApiClient> client_;
+};
+
+}  // namespace
+
+int RunRemote(const RemoteRunFlags& f) {
+  if (f.command.empty()) return Fail("no command given (after --)", kExitBadInput);
+  std::string token = f.token;
+  if (token.empty() && !f.token_file.empty()) {
+    std::ifstream in(f.token_file);
+    if (!in) return Fail("--token-file '" + f.token_file + "': cannot read it", kExitBadInput);
+    std::getline(in, token);
+  }
+  if (token.empty())
+    if (const char* t = std::getenv("TESSERA_TOKEN"); t != nullptr) token = t;
+  if (token.empty()) return Fail("--server needs --token, --token-file or $TESSERA_TOKEN", kExitBadInput);
+  nlohmann::json body = {{"tenant", f.tenant}, {"gpus", 1}, {"qos", f.qos}, {"command", f.command}};
+  if (!f.mem.empty()) {
+    StatusOr<uint64_t> mem = node::ParseMemorySize(f.mem);
+    if (!mem.ok()) return Fail("--mem " + mem.status().message(), kExitBadInput);
+    body["gpu_mem_mib"] = static_cast<int64_t>((*mem + (1 << 20) - 1) >> 20);
+  }
+  if (f.share > 0) body["gpu_milli"] = f.share;
+  if (f.priority != 0) body["priority"] = f.priority;
+  if (!f.mode.empty()) body["mode"] = f.mode;
+  if (!f.model.empty()) body["model"] = f.model;
+  StatusOr<std::unique_ptr<daemon::ApiClient>> client = daemon::ApiClient::Create(f.server, token);
+  if (!client.ok()) return Fail("--server: " + client.status().message(), kExitBadInput);
+  HttpLink link(std::move(*client));
+  sigset_t signals;  // Ctrl-C cancels the workload
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  node::RemoteRunOptions options;
+  options.local_run_dir = node::DefaultNodeDir();
+  options.on_event = [](const std::string& line) { std::fprintf(stderr, "tessera run: %s\n", line.c_str()); };
+  options.on_output = [](const std::string& chunk) {
+    std::fwrite(chunk.data(), 1, chunk.size(), stdout);
+    std::fflush(stdout);
+  };
+  options.interrupted = [&signals] {
+    timespec zero{0, 0};
+    return sigtimedwait(&signals, nullptr, &zero) > 0;
+  };
+  StatusOr<node::RemoteRunResult> r = node::RemoteRun(link, body.dump(), options);
+  if (!r.ok()) {
+    return Fail(r.status().message(),
+                r.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
+  }
+  return r->exit_code;
+}
+
+}  // namespace tessera::cli

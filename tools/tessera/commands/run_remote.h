@@ -1,0 +1,19 @@
+// `tessera run --server ...` (commands/run_remote.cc), called by `tessera run` (commands/node.cc).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tessera::cli {
+
+struct RemoteRunFlags {
+  std::string server, token, token_file;
+  std::string tenant, mem, qos = "Burstable", mode, model;
+  int share = 0;  // gpu_milli; 0 = a whole GPU
+  int priority = 0;
+  std::vector<std::string> command;
+};
+
+int RunRemote(const RemoteRunFlags& flags);
+
+}  // namespace tessera::cli
