@@ -276,8 +276,8 @@ TEST_F(Platform, ARestartedServeAdoptsWhatRunsAndChangesNoLimit) {
       for (const json& t : g["tenants"]) out.push_back({t["name"], t["index"], t["limit_bytes"], t["share"]});
     return out;
   };
+  ASSERT_TRUE(WaitFor([&] { return status().size() == 2; })) << status().dump();  // the agent made both slots
   const json before = status();
-  ASSERT_EQ(before.size(), 2u) << before.dump();
   const json list_before = Body(Call("GET", "/v1/workloads"));
   EXPECT_EQ(serve_->Kill(SIGKILL), 128 + SIGKILL);
   StartServe(port_);
