@@ -1,5 +1,7 @@
 #include "src/daemon/workload_shape.h"
 
+#include "tessera/placement/cluster_snapshot.h"
+
 #include <chrono>
 #include <vector>
 
@@ -114,7 +116,8 @@ StatusOr<WorkloadShape> ResolveWorkload(const WorkloadRequest& r, std::optional<
         return Fail(bad_field, "mig_profile", "'" + mig_profile + "' is not a MIG profile of " + catalog.info(*model).name);
       mode.profile = mig_profile;
       pod.mig_profile = index;
-      pod.gpu_milli = kWholeGpu;
+      // The instance's share of the GPU, as the placement engine counts it (memory slices).
+      pod.gpu_milli = GpuMilli{placement::ClusterSnapshot::MigInstanceMilli(*geometry, index)};
       break;
     }
     case SharingModeKind::kMps:

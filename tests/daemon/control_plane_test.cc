@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 #include <map>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -89,10 +90,12 @@ class ControlPlaneTest : public ::testing::Test {
     if (!parent.empty()) body["parent"] = parent;
     Ok("POST", "/v1/tenants", body.dump(), kAdmin, 201);
   }
-  void RegisterNode(const std::string& agent, const std::string& name, int gpus, const std::string& model = "A100-80GB") {
+  void RegisterNode(const std::string& agent, const std::string& name, int gpus, const std::string& model = "A100-80GB",
+                    bool mig = false) {
     json list = json::array();
     for (int g = 0; g < gpus; ++g)
-      list.push_back({{"index", g}, {"uuid", "GPU-" + name + "-" + std::to_string(g)}, {"model", model}});
+      list.push_back({{"index", g}, {"uuid", "GPU-" + name + "-" + std::to_string(g)}, {"model", model},
+                      {"mig_enabled", mig}});
     Ok("POST", "/v1/nodes/" + name + "/register",
        json{{"cpu_milli", 64000}, {"memory_mib", 262144}, {"gpus", list}}.dump(), agent);
   }
@@ -368,6 +371,27 @@ TEST_F(ControlPlaneTest, TheModeIsChosenFromTheIsolationNeedWhenTheRequestGivesN
   EXPECT_EQ(mode({{"gpu_milli", 100}, {"gpu_mem_mib", 8192}, {"isolation", "hardware"}}), "mig:1g.10gb");
   HttpResponse vgpu = Call("POST", "/v1/workloads", R"({"tenant":"a","gpus":1,"qos":"Burstable","vgpu_profile":"H100-20C"})");
   EXPECT_EQ(vgpu.status, 400);
+}
+
+TEST_F(ControlPlaneTest, MigInstancesArePlacedSideBySideOnAMigNodeWithTheirStartsInTheDesiredState) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 1, "H100-80GB", /*mig=*/true);
+  const int64_t big = Submit("a", kAdmin, {{"mig_profile", "3g.40gb"}, {"model", "H100-80GB"}});
+  const int64_t small = Submit("a", kAdmin, {{"mig_profile", "1g.10gb"}, {"model", "H100-80GB"}});
+  Cycle();
+  // Two instances on the one GPU: a MIG instance is its memory slices' share, not a whole GPU.
+  EXPECT_EQ(Workload(big)["state"], "running") << Workload(big).dump();
+  EXPECT_EQ(Workload(small)["state"], "running") << Workload(small).dump();
+  json desired = Ok("GET", "/v1/nodes/n1/desired", "", agent);
+  ASSERT_EQ(desired["workloads"].size(), 2u);
+  std::set<int> starts;
+  for (const json& w : desired["workloads"]) {
+    EXPECT_EQ(w["pods"][0]["gpus"], json::array({0}));
+    starts.insert(w["pods"][0]["mig_start"].get<int>());
+    EXPECT_TRUE(w["mig_profile"] == "3g.40gb" || w["mig_profile"] == "1g.10gb");
+  }
+  EXPECT_EQ(starts.size(), 2u);
 }
 
 TEST_F(ControlPlaneTest, BadWorkloadsAre4xxNeverA500) {
