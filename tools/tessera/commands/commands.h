@@ -28,5 +28,9 @@ void RegisterAudit(CLI::App& app, int* exit_code);
 void RegisterAnomalies(CLI::App& app, int* exit_code);
 // `tessera bill` (commands/bill.cc): invoices from a ledger and a price plan.
 void RegisterBill(CLI::App& app, int* exit_code);
+// `tessera forecast` (commands/forecast.cc): hourly series forecasts and their backtest.
+void RegisterForecast(CLI::App& app, int* exit_code);
+// `tessera plan capacity` (commands/plan.cc): when GPU demand exceeds capacity, per model.
+void RegisterPlan(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli
