@@ -239,9 +239,26 @@ Vec WeekProfile(std::span<const double> y, int horizon) {
   return out;
 }
 
+// Per hour of the day, the mean of the last 7 days, moved half way to the level of the last day.
+Vec DayProfile(std::span<const double> y, int horizon) {
+  const int n = static_cast<int>(y.size());
+  const int days = std::min(7, n / kDay);
+  Vec prof(kDay, 0);
+  for (int h = 0; h < kDay; ++h) {
+    for (int k = 1; k <= days; ++k) prof[h] += y[n - k * kDay + h];
+    prof[h] /= days;
+  }
+  double last = 0;
+  for (int i = n - kDay; i < n; ++i) last += y[i];
+  const double shift = (last / kDay - Mean(prof)) / 2;
+  Vec out(horizon);
+  for (int h = 0; h < horizon; ++h) out[h] = prof[h % kDay] + shift;
+  return out;
+}
+
 constexpr const char* kCandidateNames[] = {"snaive24",         "snaive168",       "week_profile", "decomp_damped",
                                            "decomp_theta",     "decomp_damped_log", "decomp_theta_log", "naive",
-                                           "naive2",           "ses"};
+                                           "naive2",           "ses",               "day_profile"};
 constexpr int kCandidates = static_cast<int>(std::size(kCandidateNames));
 
 // Every candidate's forecast of `horizon` hours after `y` (empty where it does not apply).
@@ -256,6 +273,7 @@ std::vector<Vec> Candidates(std::span<const double> y, int horizon, bool positiv
   out[7] = Vec(horizon, y.back());
   out[8] = Naive2(y, horizon, kDay);
   out[9] = Ses(y, horizon);
+  out[10] = DayProfile(y, horizon);
   return out;
 }
 

@@ -9,6 +9,9 @@
 //   snaive24 / snaive168   the value 24 / 168 hours earlier (seasonal naive)
 //   week_profile           per hour of the week, the mean of the last weeks (up to 4), shifted to
 //                          the level of the last day
+//   day_profile            per hour of the day, the mean of the last 7 days, moved half way to
+//                          the level of the last day
+//   naive, naive2, ses     the last value; M4's Naive2 (below); simple exponential smoothing
 //   decomp_damped[_log]    robust decomposition: trend = centred moving median, daily and weekly
 //                          profiles = medians of the detrended values, outliers (|remainder| above
 //                          4 robust sigmas) clipped; the seasonally adjusted series is extrapolated
