@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <numeric>
 
@@ -77,7 +78,7 @@ Vec MovingMean(const Vec& y, int w) {
   return out;
 }
 
-// The robust decomposition y = trend + day[t % 24] + week[t % 168] + remainder; `clean` is the
+// The robust decomposition y = trend + day[t % 24] + week[t % 168] + remainder; `adjusted` is the
 // seasonally adjusted series with outliers clipped.
 struct Decomposition {
   Vec day = Vec(kDay, 0), week = Vec(kWeek, 0);
