@@ -7,7 +7,8 @@
 #  3. tessera_shim_bench: the shim's added cost per launch and per allocation (Direct vs ThroughShim).
 #     Also BM_FreeThroughShim[Scrubbed]/BYTES: the cost of scrub-on-free (host memset on the fake).
 #  4. tessera_metering_bench: ledger ingest rate and the invoice run (1,000 tenants x 31 days).
-#  5. The full sweep (17 lists x all policies x 10 seeds) on 2 threads, timed 3 times (median),
+#  5. tessera_forecast_bench: the forecaster over 100 and 500 hourly series, and one 90-day forecast.
+#  6. The full sweep (17 lists x all policies x 10 seeds) on 2 threads, timed 3 times (median),
 #     with peak memory from /usr/bin/time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +36,10 @@ echo "== libtessera-shim.so added cost vs the fake driver (median of 5; the diff
 echo "== metering: ledger ingest (samples/s, one core) and the invoice run, 1,000 tenants x 31 days (median of 3) =="
 taskset -c 0 "$BUILD/bench/tessera_metering_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
   --benchmark_out="$OUT/metering_bench.json" --benchmark_out_format=json | grep -E "median|Benchmark|---"
+
+echo "== forecasting: 100 and 500 hourly series (horizon 48 h), one 90-day forecast (median of 3) =="
+taskset -c 0 "$BUILD/bench/tessera_forecast_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+  --benchmark_out="$OUT/forecast_bench.json" --benchmark_out_format=json | grep -E "median|Benchmark|---"
 
 echo "== full sweep: 17 lists x all policies x 10 seeds, 2 threads (3 runs) =="
 times=()

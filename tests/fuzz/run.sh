@@ -27,7 +27,7 @@ cmake -S "$root" -B "$build" \
   -DTESSERA_SANITIZE=address,undefined \
   -DTESSERA_BUILD_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF \
   -DTESSERA_WERROR="${WERROR:-OFF}" >/dev/null
-cmake --build "$build" -j "$jobs" --target csv_fuzzer mig_layout_fuzzer catalog_file_fuzzer quota_file_fuzzer mig_plan_json_fuzzer http_request_fuzzer anomaly_series_fuzzer price_plan_fuzzer ledger_file_fuzzer
+cmake --build "$build" -j "$jobs" --target csv_fuzzer mig_layout_fuzzer catalog_file_fuzzer quota_file_fuzzer mig_plan_json_fuzzer http_request_fuzzer anomaly_series_fuzzer price_plan_fuzzer ledger_file_fuzzer forecast_input_fuzzer
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/tessera-fuzz.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -62,3 +62,4 @@ fuzz http_request_fuzzer corpus_http
 fuzz anomaly_series_fuzzer corpus_anomaly
 fuzz price_plan_fuzzer corpus_price_plan
 fuzz ledger_file_fuzzer corpus_ledger
+fuzz forecast_input_fuzzer corpus_forecast

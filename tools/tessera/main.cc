@@ -1,4 +1,5 @@
-// tessera: one binary for every tessera command (simulate, mig, run, node, serve, ctl, audit, anomalies, bill).
+// tessera: one binary for every tessera command (simulate, mig, run, node, serve, ctl, audit, anomalies, bill, forecast,
+// plan).
 #include <cstdio>
 #include <string>
 
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterAnomalies(app, &exit_code);
   tessera::cli::RegisterBill(app, &exit_code);
   tessera::cli::RegisterAgent(app, &exit_code);
+  tessera::cli::RegisterForecast(app, &exit_code);
+  tessera::cli::RegisterPlan(app, &exit_code);
   app.add_subcommand("version", "Print the version and the git commit")->callback([] {
     std::printf("%s\n", kVersion.c_str());
   });

@@ -30,5 +30,9 @@ void RegisterAnomalies(CLI::App& app, int* exit_code);
 void RegisterBill(CLI::App& app, int* exit_code);
 // `tessera agent` (commands/agent.cc): the node agent.
 void RegisterAgent(CLI::App& app, int* exit_code);
+// `tessera forecast` (commands/forecast.cc): hourly series forecasts and their backtest.
+void RegisterForecast(CLI::App& app, int* exit_code);
+// `tessera plan capacity` (commands/plan.cc): when GPU demand exceeds capacity, per model.
+void RegisterPlan(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

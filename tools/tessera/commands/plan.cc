@@ -1,0 +1,181 @@
+// `tessera plan capacity --history LEDGER --horizon 90d [--capacity MODEL=N,...] [--json OUT]`:
+// per GPU model, when the forecast demand first exceeds capacity and how many GPUs to add.
+// Parsing, file reading and printing only; the work is in tessera::metering (capacity_plan.h).
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tessera/core/gpu_model.h"
+#include "tessera/metering/capacity_plan.h"
+#include "tessera/metering/civil_time.h"
+#include "tessera/metering/ledger_file.h"
+#include "tools/tessera/commands/commands.h"
+#include "tools/tessera/commands/common.h"
+
+namespace tessera::cli {
+namespace {
+
+constexpr const char* kCommand = "plan capacity";
+
+struct PlanFlags {
+  std::string history;
+  std::string horizon = "90d";
+  std::vector<std::string> capacity;
+  std::string json_out;
+  double level = 0.9;
+};
+
+StatusOr<std::string> ReadInput(const std::string& path) {
+  std::stringstream ss;
+  if (path == "-") {
+    ss << std::cin.rdbuf();
+    return ss.str();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError("--history: cannot read '" + path + "'");
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// "90d", "13w", "2160h" (rounded up to whole days) -> days, 1 .. 1098.
+StatusOr<int> ParseHorizonDays(const std::string& text) {
+  const Status bad = InvalidArgumentError("--horizon: '" + text + "' is not a number of days, weeks or hours (90d, 13w, 2160h)");
+  if (text.size() < 2) return bad;
+  const char unit = text.back();
+  const std::string digits = text.substr(0, text.size() - 1);
+  if (digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) return bad;
+  const long v = std::strtol(digits.c_str(), nullptr, 10);
+  long days = unit == 'd' ? v : unit == 'w' ? v * 7 : unit == 'h' ? (v + 23) / 24 : -1;
+  if (days < 1 || days > 1098) return unit == 'd' || unit == 'w' || unit == 'h' ? InvalidArgumentError("--horizon: give 1 day to 3 years") : bad;
+  return static_cast<int>(days);
+}
+
+// "A100-80GB=64,H100-80GB=16" (repeatable) -> the capacity map; every bad item is listed.
+Status ParseCapacity(const std::vector<std::string>& items, std::map<std::string, double>* out) {
+  std::string problems;
+  for (const std::string& flag : items) {
+    std::stringstream ss(flag);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const size_t eq = item.find('=');
+      char* end = nullptr;
+      const std::string number = eq == std::string::npos ? "" : item.substr(eq + 1);
+      const double v = number.empty() ? -1 : std::strtod(number.c_str(), &end);
+      if (eq == 0 || eq == std::string::npos || end != number.c_str() + number.size() || !std::isfinite(v) || v < 0) {
+        problems += (problems.empty() ? "" : "\n") + std::string("--capacity: '") + item +
+                    "' is not MODEL=GPUS (a number >= 0)";
+        continue;
+      }
+      (*out)[item.substr(0, eq)] = v;
+    }
+  }
+  return problems.empty() ? Status::Ok() : InvalidArgumentError(problems);
+}
+
+std::string When(int64_t at) { return at < 0 ? "not within the horizon" : metering::FormatUtc(at); }
+
+int RunPlan(const PlanFlags& f) {
+  if (f.history.empty()) return Fail(kCommand, "--history LEDGER is required", kExitBadInput);
+  metering::CapacityPlanOptions o;
+  std::string problems;
+  auto days = ParseHorizonDays(f.horizon);
+  if (!days.ok()) problems += days.status().message();
+  else o.horizon_days = *days;
+  const Status cap = ParseCapacity(f.capacity, &o.capacity_gpus);
+  if (!cap.ok()) problems += (problems.empty() ? "" : "\n") + cap.message();
+  if (!problems.empty()) return Fail(kCommand, problems, kExitBadInput);
+  o.forecast.interval_level = f.level;
+  auto text = ReadInput(f.history);
+  if (!text.ok()) return Fail(kCommand, text.status(), kExitBadInput);
+  const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
+  auto ledger = metering::ParseLedgerJsonl(*text, f.history == "-" ? "<stdin>" : f.history, catalog);
+  if (!ledger.ok()) return Fail(kCommand, ledger.status(), kExitBadInput);
+  for (const auto& [model, gpus] : o.capacity_gpus) {
+    if (!catalog.Find(model).ok()) problems += (problems.empty() ? "" : "\n") + ("--capacity: unknown GPU model '" + model + "'");
+  }
+  if (!problems.empty()) return Fail(kCommand, problems, kExitBadInput);
+  const std::vector<metering::ModelPlan> plans = metering::PlanCapacity(ledger->ledger, o);
+  if (plans.empty()) return Fail(kCommand, "'" + f.history + "' has no usage records to plan from", kExitBadInput);
+  std::string out;
+  char line[512];
+  nlohmann::json models = nlohmann::json::array();
+  for (const metering::ModelPlan& p : plans) {
+    std::snprintf(line, sizeof line,
+                  "%s: %d hours of history from %s, peak demand %.2f GPUs (hourly mean of allocated GPUs)\n"
+                  "  capacity %.0f GPUs (%s)\n"
+                  "  forecast over %d days (%s): highest daily peak %.2f GPUs, upper bound (%.0f%%) %.2f\n"
+                  "  demand exceeds capacity: %s (forecast), %s (upper bound)\n"
+                  "  GPUs to add to keep the upper bound under capacity: %d x %s\n",
+                  p.model.c_str(), p.history_hours, metering::FormatUtc(p.history_start).c_str(), p.peak_demand_gpus,
+                  p.capacity_gpus, p.capacity_from_history ? "none given: the peak hourly demand seen in the ledger, rounded up" : "given",
+                  o.horizon_days, p.methods.empty() ? "" : ("mean of " + p.methods[0] + (p.methods.size() > 1 ? " and " + p.methods[1] : "")).c_str(),
+                  *std::max_element(p.daily_peak.begin(), p.daily_peak.end()), f.level * 100,
+                  *std::max_element(p.daily_peak_upper.begin(), p.daily_peak_upper.end()),
+                  When(p.first_exceed_hour).c_str(), When(p.first_exceed_upper_hour).c_str(), p.gpus_to_add, p.model.c_str());
+    out += line;
+    nlohmann::json bt = nullptr;
+    if (p.backtest.windows > 0) {
+      const double owa = metering::Owa(p.backtest.smape, p.backtest.mase, p.backtest.smape_naive2, p.backtest.mase_naive2);
+      std::snprintf(line, sizeof line,
+                    "  backtest of this forecast (last %d h held out, %d-hour windows): sMAPE %.2f, MASE %.3f, OWA %.3f "
+                    "against Naive2 (seasonal naive: sMAPE %.2f, MASE %.3f), interval coverage %.0f%%\n",
+                    p.backtest_holdout_hours, p.backtest_horizon_hours, p.backtest.smape, p.backtest.mase, owa,
+                    p.backtest.smape_snaive, p.backtest.mase_snaive, p.backtest.coverage * 100);
+      bt = {{"holdout_hours", p.backtest_holdout_hours}, {"horizon_hours", p.backtest_horizon_hours},
+            {"windows", p.backtest.windows}, {"smape", p.backtest.smape}, {"mase", p.backtest.mase},
+            {"owa", std::isfinite(owa) ? nlohmann::json(owa) : nlohmann::json(nullptr)},
+            {"smape_snaive", p.backtest.smape_snaive}, {"mase_snaive", p.backtest.mase_snaive},
+            {"coverage", p.backtest.coverage}};
+    } else {
+      std::snprintf(line, sizeof line, "  backtest: history too short (needs at least 3 days)\n");
+    }
+    out += line;
+    models.push_back({{"model", p.model}, {"history_start", metering::FormatUtc(p.history_start)},
+                      {"history_hours", p.history_hours}, {"peak_demand_gpus", p.peak_demand_gpus},
+                      {"capacity_gpus", p.capacity_gpus}, {"capacity_from_history", p.capacity_from_history},
+                      {"first_exceed", p.first_exceed_hour < 0 ? nlohmann::json(nullptr) : nlohmann::json(metering::FormatUtc(p.first_exceed_hour))},
+                      {"first_exceed_upper", p.first_exceed_upper_hour < 0 ? nlohmann::json(nullptr) : nlohmann::json(metering::FormatUtc(p.first_exceed_upper_hour))},
+                      {"gpus_to_add", p.gpus_to_add}, {"daily_peak_gpus", p.daily_peak},
+                      {"daily_peak_upper_gpus", p.daily_peak_upper}, {"methods", p.methods}, {"backtest", bt}});
+  }
+  if (f.json_out != "-") std::fputs(out.c_str(), stdout);
+  if (!f.json_out.empty()) {
+    const nlohmann::json j = {{"horizon_days", o.horizon_days}, {"level", f.level}, {"models", models}};
+    const Status w = WriteOutput(f.json_out, j.dump(2) + "\n");
+    if (!w.ok()) return Fail(kCommand, w, kExitFailure);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterPlan(CLI::App& app, int* exit_code) {
+  CLI::App* plan = app.add_subcommand("plan", "Plan from metered history (capacity)");
+  plan->require_subcommand(1);
+  auto f = std::make_shared<PlanFlags>();
+  CLI::App* cmd = plan->add_subcommand(
+      "capacity",
+      "Per GPU model: forecast the hourly GPU demand of a ledger, say when its daily peak first exceeds capacity and "
+      "how many GPUs to add so that the forecast's upper bound stays under it; with the forecast's backtest error");
+  cmd->add_option("--history", f->history,
+                  "Ledger (JSON lines, the format of tessera bill --usage; - = stdin, e.g. zcat ledger.jsonl.gz |). "
+                  "Demand per model and hour = allocated GPU milli-seconds / 3600 / 1000, in GPUs")
+      ->required();
+  cmd->add_option("--horizon", f->horizon, "How far ahead: days (90d), weeks (13w) or hours (2160h, rounded up to days); default 90d");
+  cmd->add_option("--capacity", f->capacity,
+                  "GPUs installed per model, MODEL=N[,MODEL=N...] (catalog names, e.g. A100-80GB=64); a model not "
+                  "given gets the peak hourly demand seen in the ledger, rounded up (the output says so)");
+  cmd->add_option("--level", f->level, "Coverage of the forecast's prediction interval, in (0.5, 1) (default 0.9)")
+      ->check(CLI::Range(0.5, 0.999));
+  cmd->add_option("--json", f->json_out, "Also write the plan as JSON here (- = stdout only)");
+  cmd->callback([f, exit_code] { *exit_code = RunPlan(*f); });
+}
+
+}  // namespace tessera::cli
