@@ -394,6 +394,31 @@ TEST_F(ControlPlaneTest, MigInstancesArePlacedSideBySideOnAMigNodeWithTheirStart
   EXPECT_EQ(starts.size(), 2u);
 }
 
+TEST_F(ControlPlaneTest, GpusFreedByFinishedWorkTakeTheWaitingBestEffortWork) {
+  Tenant("research", "", {{"guaranteed", {{"gpu_milli", 1000}}}});
+  Tenant("batch");
+  Tenant("prod", "", {{"guaranteed", {{"gpu_milli", 3000}}}, {"weight", 2}});
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 4, "A100-40GB");
+  RegisterNode(agent, "h1", 2, "H100-80GB", true);
+  Submit("prod", kAdmin, {{"mig_profile", "3g.40gb"}, {"model", "H100-80GB"}}, "Guaranteed");
+  std::vector<int64_t> train, batch;
+  for (int i = 0; i < 2; ++i) train.push_back(Submit("research", kAdmin, {{"gpu_milli", 500}, {"gpu_mem_mib", 4096}, {"model", "A100-40GB"}}));
+  Cycle();
+  json finished = json::array();
+  for (int64_t id : train) {
+    ASSERT_EQ(Workload(id)["state"], "running");
+    finished.push_back({{"id", id}, {"exit_code", 0}});
+  }
+  Ok("POST", "/v1/nodes/n1/heartbeat", json{{"finished", finished}}.dump(), agent);
+  Cycle();
+  for (int i = 0; i < 4; ++i) {
+    batch.push_back(Submit("batch", kAdmin, {{"model", "A100-40GB"}}, "BestEffort"));
+    Cycle();
+  }
+  for (int64_t id : batch) EXPECT_EQ(Workload(id)["state"], "running") << Workload(id).dump();
+}
+
 TEST_F(ControlPlaneTest, BadWorkloadsAre4xxNeverA500) {
   Tenant("org");
   Tenant("a", "org", {{"limit", {{"gpu_milli", 2000}}}});
