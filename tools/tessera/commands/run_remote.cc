@@ -13,6 +13,7 @@
 #include "tessera/node/node_dir.h"
 #include "tessera/node/remote_run.h"
 #include "tools/tessera/commands/commands.h"
+#include "tools/tessera/commands/http_link.h"
 
 namespace tessera::cli {
 namespace {
@@ -21,18 +22,6 @@ int Fail(const std::string& message, int code) {
   std::fprintf(stderr, "tessera run: %s\n", message.c_str());
   return code;
 }
-
-class HttpLink final : public node::ControlPlaneLink {
- public:
-  explicit HttpLink(std::unique_ptr<daemon::ApiClient> client) : client_(std::move(client)) {}
-  StatusOr<node::LinkResponse> Call(std::string_view method, std::string_view path, std::string_view body) override {
-    TESSERA_ASSIGN_OR_RETURN(daemon::ApiResponse r, client_->Call(method, path, body));
-    return node::LinkResponse{r.status, std::move(r.body)};
-  }
-
- private:
-  std::unique_ptr<daemon::ApiClient> client_;
-};
 
 }  // namespace
 
