@@ -60,12 +60,10 @@ struct Walk {
   std::optional<int64_t> Count(const YAML::Node& n, const std::string& field, int64_t max) {
     if (n.IsScalar()) {
       const std::string& s = n.Scalar();
-      int64_t v = 0;
-      bool ok = !s.empty() && s.size() <= 12;
-      for (char c : s) {
-        if (c < '0' || c > '9') ok = false;
-        else v = v * 10 + (c - '0');
-      }
+      bool ok = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+      // More than 12 digits is above any max used here; the sum of at most 12 cannot overflow.
+      int64_t v = ok && s.size() > 12 ? max + 1 : 0;
+      for (size_t i = 0; ok && v <= max && i < s.size(); ++i) v = v * 10 + (s[i] - '0');
       if (ok && v > max) {
         Problem(n, field + ": " + s + " is above the largest value accepted, " + std::to_string(max));
         return std::nullopt;

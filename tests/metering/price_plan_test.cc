@@ -111,6 +111,11 @@ TEST(PricePlan, BadYamlAndOpenTiersAreReported) {
   ASSERT_FALSE(big.ok());
   EXPECT_THAT(big.status().message(), HasSubstr("b.yaml:1: capacity: 9999999 is above the largest value accepted"));
   EXPECT_THAT(big.status().message(), HasSubstr("b.yaml:3: prices.A10.gpu_hour: 20000 is above the largest value"));
+  // A count of 19 digits (found by price_plan_fuzzer: the digits were summed past int64).
+  auto huge = ParsePricePlanYaml("capacity: {A10: 6666666666666666666}\n", "h.yaml", Cat());
+  ASSERT_FALSE(huge.ok());
+  EXPECT_THAT(huge.status().message(),
+              HasSubstr("h.yaml:1: capacity: 6666666666666666666 is above the largest value accepted"));
 }
 
 }  // namespace
