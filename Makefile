@@ -7,7 +7,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 WERROR ?= $(if $(filter true,$(CI)),ON,OFF)
 override CMAKE_FLAGS += -DTESSERA_WERROR=$(WERROR)
 
-.PHONY: setup build demo test unit fuzz tsan shim-sanitize bench reproduce clean
+.PHONY: setup build demo simulate test unit fuzz tsan shim-sanitize bench reproduce clean
 
 setup:
 	./scripts/setup
@@ -16,8 +16,13 @@ build: setup
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: every placement policy on the bundled Alibaba default trace, seeds 42-51.
+# The main job: the platform on one machine (tessera serve on SQLite in a temporary folder, two
+# node agents with fake GPUs, tenants, a mix of work run under the shim); it stops what it started.
 demo: build
+	./scripts/demo_platform.sh $(BUILD)
+
+# The trace simulator: every placement policy on the bundled Alibaba default trace, seeds 42-51.
+simulate: build
 	./$(BUILD)/tessera simulate
 
 # The fuzzers for a short while, the concurrent parts under ThreadSanitizer, then every unit,

@@ -58,10 +58,10 @@ ctl -o json tokens create --role node-agent | json 'd["token"]' > "$work/agent.t
 export TESSERA_FAKE_NVML_LIBRARY="$build/tests/fake_nvml/libnvidia-ml.so.1"
 export TESSERA_FAKE_CUDA_MEM_BYTES=$((40 << 30))
 "$bin" agent --server "$url" --token-file "$work/agent.token" --name n-h100 --run-dir "$work/n-h100" \
-  --fake-gpus H100-80GB:2:mig --interval-ms 250 --usage-interval 2 >"$work/agent-h100.log" 2>&1 &
+  --fake-gpus H100-80GB:2:mig --cpu-milli 64000 --memory-mib 524288 --interval-ms 250 --usage-interval 2 >"$work/agent-h100.log" 2>&1 &
 pids+=($!)
 "$bin" agent --server "$url" --token-file "$work/agent.token" --name n-a100 --run-dir "$work/n-a100" \
-  --fake-gpus A100-40GB:4 --interval-ms 250 --usage-interval 2 >"$work/agent-a100.log" 2>&1 &
+  --fake-gpus A100-40GB:4 --cpu-milli 64000 --memory-mib 524288 --interval-ms 250 --usage-interval 2 >"$work/agent-a100.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [[ "$(ctl -o json nodes list | json 'len(d["nodes"])')" == 2 ]] && break; sleep 0.1; done
 ctl nodes list
@@ -75,7 +75,7 @@ wait_state() {  # wait_state ID STATE (up to 90 s)
   echo "demo: workload $1 did not become $2" >&2
   ctl workloads list >&2
   ctl nodes list >&2
-  tail -5 "$work"/agent-*.log >&2
+  tail -n 5 "$work"/agent-*.log >&2
   return 1
 }
 submit() { ctl -o json workloads submit --file /dev/stdin | json 'd["id"]'; }

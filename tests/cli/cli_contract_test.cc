@@ -108,7 +108,7 @@ TEST(CliContractTest, VersionPrintsTheVersionAndTheCommit) {
   for (const char* args : {"version", "--version"}) {
     CommandResult r = RunTessera(dir, args);
     ASSERT_EQ(r.exit_code, 0) << args << ": " << r.err;
-    EXPECT_THAT(r.out, MatchesRegex("tessera [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]{4,40}|unknown)\\)\n"))
+    EXPECT_THAT(r.out, MatchesRegex("tessera [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]{4,40}(-dirty)?|unknown)\\)\n"))
         << args;
   }
 }

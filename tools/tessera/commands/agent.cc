@@ -1,7 +1,8 @@
 // `tessera agent`: the node agent process. Flags, the HTTP link and the signal loop only; what
 // the agent does each round is tessera::node::Agent (include/tessera/node/agent.h).
 //   tessera agent --server URL --token-file F [--name NODE] [--run-dir DIR]
-//                 [--fake-gpus H100-80GB:2:mig,A100-40GB:4] [--interval-ms 1000] [--usage-interval 10]
+//                 [--fake-gpus H100-80GB:2:mig,A100-40GB:4] [--cpu-milli N] [--memory-mib N]
+//                 [--interval-ms 1000] [--usage-interval 10]
 #include <unistd.h>
 
 #include <chrono>
@@ -31,6 +32,8 @@ struct AgentFlags {
   int interval_ms = 1000;
   int usage_interval_s = 10;
   int stop_grace_s = 5;
+  int64_t cpu_milli = 0;   // 0: all online CPUs
+  int64_t memory_mib = 0;  // 0: all physical memory
 };
 
 int Fail(const std::string& message, int code) {
@@ -97,6 +100,8 @@ int RunAgent(AgentFlags f) {
   StatusOr<node::Inventory> inventory = node::DiscoverInventory(nvml, catalog);
   (void)nvml.Shutdown();
   if (!inventory.ok()) return Fail("GPU discovery: " + std::string(inventory.status().message()), kExitFailure);
+  if (f.cpu_milli > 0) inventory->cpu_milli = f.cpu_milli;
+  if (f.memory_mib > 0) inventory->memory_mib = f.memory_mib;
   StatusOr<std::unique_ptr<daemon::ApiClient>> client = daemon::ApiClient::Create(f.server, token, 10000);
   if (!client.ok()) return Fail("--server: " + std::string(client.status().message()), kExitBadInput);
   HttpLink link(std::move(*client));
@@ -167,6 +172,13 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--fake-gpus", f->fake_gpus,
                   "Use the in-tree fake NVML with these GPUs instead of the driver: MODEL:COUNT[:mig],... "
                   "(e.g. H100-80GB:2:mig); one model per node");
+  cmd->add_option("--cpu-milli", f->cpu_milli,
+                  "CPU the node offers to workloads, in milli-CPUs (default: 1000 per online CPU); each "
+                  "workload pod asks 1000 unless its cpu_milli says otherwise")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
+  cmd->add_option("--memory-mib", f->memory_mib,
+                  "Host memory the node offers to workloads, in MiB (default: all physical memory)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   cmd->add_option("--nvml-library", f->nvml, "NVML library to load (default libnvidia-ml.so.1)");
   cmd->add_option("--interval-ms", f->interval_ms,
                   "Milliseconds between rounds (heartbeat, desired state; default 1000)")
