@@ -5,6 +5,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace tessera::daemon {
@@ -126,6 +127,102 @@ StatusOr<ApiResponse> ApiClient::Call(std::string_view method, std::string_view 
     return out;
   }
   return UnavailableError("the control plane at " + where + " closed the connection");
+}
+
+std::vector<std::string> EventStreamParser::Feed(std::string_view chunk) {
+  std::vector<std::string> out;
+  for (char c : chunk) {
+    if (c == '\n' && saw_cr_) {  // the \n of a \r\n whose \r ended the last piece or line
+      saw_cr_ = false;
+      continue;
+    }
+    saw_cr_ = false;
+    if (c == '\r' || c == '\n') {
+      saw_cr_ = c == '\r';
+      Line(pending_, out);
+      pending_.clear();
+    } else if (pending_.size() < (size_t{1} << 20)) {  // a line is at most 1 MiB; the rest is dropped
+      pending_ += c;
+    }
+  }
+  return out;
+}
+
+void EventStreamParser::Line(std::string_view line, std::vector<std::string>& out) {
+  if (line.empty()) {  // the end of an event
+    if (has_data_) out.push_back(data_);
+    if (!id_.empty()) last_id_ = id_;
+    data_.clear();
+    has_data_ = false;
+    id_.clear();
+    return;
+  }
+  if (line.front() == ':') return;  // a comment
+  const size_t colon = line.find(':');
+  const std::string_view field = line.substr(0, colon);
+  std::string_view value = colon == std::string_view::npos ? std::string_view() : line.substr(colon + 1);
+  if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  if (field == "data") {
+    if (has_data_) data_ += '\n';
+    data_ += value;
+    has_data_ = true;
+  } else if (field == "id") {
+    id_ = std::string(value);
+  }
+}
+
+StatusOr<ApiResponse> ApiClient::Stream(std::string_view target, const std::map<std::string, std::string>& headers,
+                                        const std::function<bool(std::string_view)>& on_data) {
+  const std::string where = host_ + ":" + port_;
+  // Its own connection: the stream holds it until the end.
+  asio::io_context io;
+  beast::tcp_stream stream(io);
+  beast::error_code ec;
+  tcp::resolver resolver(io);
+  auto endpoints = resolver.resolve(host_, port_, ec);
+  if (ec) return UnavailableError("cannot resolve " + where + ": " + ec.message());
+  stream.expires_after(std::chrono::milliseconds(timeout_ms_));
+  stream.connect(endpoints, ec);
+  if (ec) return UnavailableError("cannot reach the control plane at " + where + ": " + ec.message());
+  http::request<http::empty_body> req{http::verb::get, std::string(target), 11};
+  req.set(http::field::host, host_);
+  req.set(http::field::user_agent, "tessera");
+  req.set(http::field::accept, "text/event-stream");
+  if (!token_.empty()) req.set(http::field::authorization, "Bearer " + token_);
+  for (const auto& [k, v] : headers) req.set(k, v);
+  http::write(stream, req, ec);
+  beast::flat_buffer buffer;
+  http::response_parser<http::buffer_body> parser;
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // a stream has no end the client knows of
+  if (!ec) http::read_header(stream, buffer, parser, ec);
+  if (ec) return UnavailableError("the control plane at " + where + " did not answer: " + ec.message());
+  ApiResponse out;
+  out.status = static_cast<int>(parser.get().result_int());
+  for (const auto& f : parser.get()) {
+    std::string name(f.name_string());
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    out.headers[name] = std::string(f.value());
+  }
+  const bool ok = out.status >= 200 && out.status <= 299;
+  char buf[8192];
+  while (!parser.is_done()) {
+    parser.get().body().data = buf;
+    parser.get().body().size = sizeof buf;
+    stream.expires_after(std::chrono::milliseconds(timeout_ms_));
+    http::read_some(stream, buffer, parser, ec);  // what has come, not a full buffer
+    if (ec == http::error::need_buffer) ec = {};
+    const size_t n = sizeof buf - parser.get().body().size;
+    if (ok) {
+      if (n > 0 && !on_data(std::string_view(buf, n))) break;
+    } else if (out.body.size() < (size_t{1} << 20)) {
+      out.body.append(buf, n);
+    }
+    if (ec == http::error::end_of_stream || ec == asio::error::eof) break;
+    if (ec) return UnavailableError("the event stream from " + where + " broke: " + ec.message());
+  }
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  return out;
 }
 
 }  // namespace tessera::daemon

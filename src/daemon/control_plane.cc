@@ -44,6 +44,7 @@ Status ControlPlane::Impl::Transact(std::string_view operation,
                                     const std::function<Status(store::Transaction&)>& fn) {
   const auto t0 = std::chrono::steady_clock::now();
   Status st = db->Transact(fn);
+  if (st.ok() && operation != "read" && feed) feed->Notify();  // there may be new events
   m.store_latency->Observe({std::string(operation)},
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return st;
@@ -288,6 +289,7 @@ void ControlPlane::Impl::InstallRoutes() {
   api("POST", "/v1/nodes/{name}/heartbeat", &Impl::Heartbeat);
   api("GET", "/v1/nodes/{name}/desired", &Impl::DesiredState);
   api("GET", "/v1/audit", &Impl::ListAudit);
+  api("GET", "/v1/events", &Impl::StreamEvents);
 }
 
 ControlPlane::ControlPlane(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -296,6 +298,8 @@ ControlPlane::~ControlPlane() { Stop(); }
 
 StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions options) {
   if (options.node_timeout_s < 1) return InvalidArgumentError("node timeout: at least 1 s");
+  if (options.events_ping_interval_ms < 10 || options.events_poll_interval_ms < 10)
+    return InvalidArgumentError("event stream ping and poll intervals: at least 10 ms");
   if (options.cycle_interval_ms < 10) return InvalidArgumentError("cycle interval: at least 10 ms");
   if (!(options.rate_per_s > 0) || options.rate_burst < 1)
     return InvalidArgumentError("rate limit: rate > 0 and burst >= 1 requests");
@@ -303,6 +307,12 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   impl->opt = std::move(options);
   TESSERA_RETURN_IF_ERROR(impl->InitMetrics());
   TESSERA_ASSIGN_OR_RETURN(impl->db, store::Open(impl->opt.db));
+  EventFeedOptions fo;
+  fo.ping_interval_ms = impl->opt.events_ping_interval_ms;
+  fo.poll_interval_ms = impl->opt.events_poll_interval_ms;
+  // PostgreSQL may commit a lower event id after a higher one (event_feed.h); SQLite never does.
+  if (impl->db->Kind() != "sqlite" && fo.gap_grace_ms == 0) fo.gap_grace_ms = 2000;
+  impl->feed = std::make_unique<EventFeed>(*impl->db, fo);
   impl->limiter = std::make_unique<RateLimiter>(
       RateLimitOptions{.rate_per_s = impl->opt.rate_per_s, .burst = impl->opt.rate_burst});
   HttpServerOptions ho;
@@ -323,6 +333,7 @@ const std::string& ControlPlane::generated_bootstrap_token() const { return impl
 
 Status ControlPlane::Start() {
   TESSERA_RETURN_IF_ERROR(impl_->http->Start());
+  impl_->feed->Start();
   if (impl_->opt.run_loop && !impl_->loop.joinable()) {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stopping = false;
@@ -333,6 +344,7 @@ Status ControlPlane::Start() {
 
 void ControlPlane::Stop() {
   if (!impl_) return;
+  impl_->feed->Stop();  // first: its streams live on the server's threads
   impl_->http->Stop();
   {
     std::lock_guard<std::mutex> lock(impl_->mu);

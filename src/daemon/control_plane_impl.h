@@ -4,6 +4,7 @@
 //   control_plane_workloads.cc  /v1/workloads
 //   control_plane_nodes.cc      /v1/nodes and the node-agent endpoints
 //   control_plane_loop.cc       the scheduling loop: cycles, persisted decisions, node timeouts
+//   control_plane_events.cc     /v1/events (server-sent events from the event feed)
 //
 // Locks (always taken in this order; none is held while waiting for a client):
 //   mu          the world: the LiveScheduler, the jobs and nodes it knows, the tenant map. A
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "src/daemon/authz.h"
+#include "src/daemon/event_feed.h"
 #include "src/daemon/http_server.h"
 #include "src/daemon/metrics.h"
 #include "src/daemon/rate_limit.h"
@@ -87,6 +89,7 @@ struct ControlPlane::Impl {
   const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
   std::unique_ptr<store::Store> db;
   std::unique_ptr<HttpServer> http;
+  std::unique_ptr<EventFeed> feed;  // GET /v1/events
   MetricsRegistry registry;
   ApiMetrics m;
   std::unique_ptr<RateLimiter> limiter;
@@ -158,6 +161,9 @@ struct ControlPlane::Impl {
   HttpResponse Heartbeat(const HttpRequest& r, const Caller& c);
   HttpResponse DesiredState(const HttpRequest& r, const Caller& c);
   HttpResponse ListAudit(const HttpRequest& r, const Caller& c);
+  HttpResponse StreamEvents(const HttpRequest& r, const Caller& c);  // control_plane_events.cc
+  // Whether the token of this hash is still known, unrevoked and unexpired (open streams).
+  bool TokenStillValid(const std::string& hash) const;
 
   // The tenant change both POST and PATCH make: the new map must make a valid tree the
   // scheduler takes; then it is persisted (with the audit record) and applied. mu held.
@@ -195,5 +201,7 @@ struct ControlPlane::Impl {
 HttpResponse ErrorResponse(const Status& status, std::string_view field = "");
 // 404 {"error": {"code": "not_found", ...}} for `what`.
 HttpResponse NotFound(std::string_view what);
+// "42" -> 42; nullopt for anything but a positive decimal integer.
+std::optional<int64_t> ParseId(const std::string& s);
 
 }  // namespace tessera::daemon

@@ -46,13 +46,6 @@ json WorkloadView(const store::WorkloadRecord& w) {
   return out;
 }
 
-std::optional<int64_t> ParseId(const std::string& s) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
-  return v;
-}
-
 HttpResponse Denied(Decision d, std::string_view what) {
   if (d == Decision::kNotFound) return NotFound(what);
   return HttpResponse::Error(403, "forbidden", "this token's role may not do that to workloads");
@@ -155,6 +148,13 @@ HttpResponse ControlPlane::Impl::SubmitWorkload(const HttpRequest& r, const Call
   }
   wake_cv.notify_one();
   return HttpResponse::Json(201, answer);
+}
+
+std::optional<int64_t> ParseId(const std::string& s) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
+  return v;
 }
 
 HttpResponse ControlPlane::Impl::GetWorkload(const HttpRequest& r, const Caller& c) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -178,12 +179,49 @@ HttpRequest FromMessage(const http::request<http::string_body>& msg) {
   return req;
 }
 
+class Session;
+
+// What a streaming handler holds: a weak reference to its connection. Send posts the bytes to
+// the connection's strand, where they are queued and written in order.
+class SessionStream final : public HttpStream {
+ public:
+  explicit SessionStream(std::weak_ptr<Session> session) : session_(std::move(session)) {}
+  bool Send(std::string bytes) override;
+  bool open() const override { return open_.load(); }
+  void Close() override;
+  void MarkClosed() { open_ = false; }
+
+ private:
+  std::weak_ptr<Session> session_;
+  std::atomic<bool> open_{true};
+};
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, const HttpServer::Impl& server)
       : stream_(std::move(socket)), server_(server) {}
+  ~Session() {
+    if (out_) out_->MarkClosed();
+  }
 
   void Start() { Read(); }
+
+  // Stream mode, on the strand.
+  void Enqueue(std::string bytes) {
+    if (!streaming_) return;
+    backlog_ += bytes.size();
+    if (backlog_ > server_.options.max_stream_backlog_bytes) {
+      EndStream();  // a client this far behind would only fall further
+      return;
+    }
+    queue_.push_back(std::move(bytes));
+    if (!writing_) WriteNext();
+  }
+  void RequestClose() {
+    closing_ = true;
+    if (streaming_ && !writing_) EndStream();
+  }
+  asio::any_io_executor executor() { return stream_.get_executor(); }
 
  private:
   void Read() {
@@ -226,7 +264,71 @@ class Session : public std::enable_shared_from_this<Session> {
       Write(HttpResponse::Error(400, "bad_request", "the request target must be an absolute path"), false, version);
       return;
     }
-    Write(server_.Dispatch(req), keep_alive, version);
+    HttpResponse res = server_.Dispatch(req);
+    if (res.open_stream) {
+      StartStream(std::move(res), version);
+      return;
+    }
+    Write(std::move(res), keep_alive, version);
+  }
+
+  void StartStream(HttpResponse r, unsigned version) {
+    const auto status = static_cast<unsigned>(r.status);
+    std::string head = (version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ") + std::to_string(status) + " " +
+                       std::string(http::obsolete_reason(http::int_to_status(status))) +
+                       "\r\nServer: tessera\r\n";
+    if (!r.content_type.empty()) head += "Content-Type: " + r.content_type + "\r\n";
+    for (const auto& [name, value] : r.headers) head += name + ": " + value + "\r\n";
+    head += "Connection: close\r\n\r\n";
+    streaming_ = true;
+    out_ = std::make_shared<SessionStream>(weak_from_this());
+    Enqueue(std::move(head));
+    if (!r.body.empty()) Enqueue(std::move(r.body));
+    // Nothing more is read but the end of the connection: the client going away ends the stream.
+    DiscardInput();
+    r.open_stream(out_);
+  }
+
+  void DiscardInput() {
+    stream_.socket().async_read_some(asio::buffer(discard_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) {
+        self->EndStream();
+      } else {
+        self->DiscardInput();
+      }
+    });
+  }
+
+  void WriteNext() {
+    if (queue_.empty() || !streaming_) {
+      writing_ = false;
+      if (closing_) EndStream();
+      return;
+    }
+    writing_ = true;
+    stream_.expires_after(std::chrono::seconds(server_.options.stream_write_timeout_s));
+    asio::async_write(stream_, asio::buffer(queue_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec || !self->streaming_) {
+        self->writing_ = false;
+        self->EndStream();
+        self->queue_.clear();  // only now: the write that ended was reading queue_.front()
+        return;
+      }
+      self->backlog_ -= self->queue_.front().size();
+      self->queue_.pop_front();
+      self->WriteNext();
+    });
+  }
+
+  void EndStream() {
+    if (out_) out_->MarkClosed();
+    if (!streaming_) return;
+    streaming_ = false;
+    if (!writing_) queue_.clear();  // else the write in flight still reads its front
+    backlog_ = 0;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
   }
 
   void Write(HttpResponse r, bool keep_alive, unsigned version) {
@@ -257,12 +359,36 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   const HttpServer::Impl& server_;
+  // Stream mode.
+  std::shared_ptr<SessionStream> out_;
+  bool streaming_ = false;
+  bool writing_ = false;
+  bool closing_ = false;
+  std::deque<std::string> queue_;
+  size_t backlog_ = 0;
+  char discard_[256];
 };
+
+bool SessionStream::Send(std::string bytes) {
+  if (!open_) return false;
+  std::shared_ptr<Session> s = session_.lock();
+  if (!s) {
+    open_ = false;
+    return false;
+  }
+  asio::post(s->executor(), [s, b = std::move(bytes)]() mutable { s->Enqueue(std::move(b)); });
+  return true;
+}
+
+void SessionStream::Close() {
+  if (std::shared_ptr<Session> s = session_.lock()) asio::post(s->executor(), [s] { s->RequestClose(); });
+}
 
 }  // namespace
 
 void HttpServer::Impl::Accept() {
-  acceptor->async_accept([this](beast::error_code ec, tcp::socket socket) {
+  // Each connection on its own strand: a stream's Send posts to it from other threads.
+  acceptor->async_accept(asio::make_strand(*io), [this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
     if (!ec) {
       beast::error_code opt_ec;

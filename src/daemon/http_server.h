@@ -21,6 +21,19 @@
 //   ...
 //   server.Stop();                            // closes the listener and every connection
 //
+// Streamed responses (server-sent events): a handler that sets `HttpResponse::open_stream` gets
+// the head written (its status, content type and headers, no Content-Length, `Connection:
+// close`), and then open_stream(stream) once, on a server thread. Whoever holds the stream may
+// Send() bytes from any thread until it reports the client gone; the connection closes then or
+// on Close(). A client that reads slower than `max_stream_backlog_bytes` accumulate is cut off,
+// and so is one whose write has not completed in `stream_write_timeout_s`.
+//
+//   server.Route("GET", "/v1/events", [&](const HttpRequest&) {
+//     HttpResponse r;  r.content_type = "text/event-stream";
+//     r.open_stream = [&](std::shared_ptr<HttpStream> s) { feed.Add(std::move(s)); };
+//     return r;
+//   });
+//
 // Thread-safety: Route before Start; handlers run on the server's threads, concurrently (a
 // handler must be safe to call from several threads at once). Start/Stop from one thread.
 #pragma once
@@ -51,11 +64,25 @@ struct HttpRequest {
   std::string Header(std::string_view name) const;
 };
 
+// The open end of a streamed response. Thread-safe.
+class HttpStream {
+ public:
+  virtual ~HttpStream() = default;
+  // Queues bytes for the client; false once the client is gone (closed, cut off, server stopped):
+  // the bytes are dropped then, and every later Send is false too.
+  virtual bool Send(std::string bytes) = 0;
+  virtual bool open() const = 0;
+  // Ends the response (what was queued is written first) and closes the connection.
+  virtual void Close() = 0;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // Set: a streamed response (see the header comment); `body`, when not empty, is written first.
+  std::function<void(std::shared_ptr<HttpStream>)> open_stream;
 
   static HttpResponse Json(int status, std::string body);
   // {"error": {"code": code, "message": message[, "field": field]}}
@@ -72,6 +99,8 @@ struct HttpServerOptions {
   size_t max_body_bytes = size_t{1} << 20;
   size_t max_header_bytes = 16 * 1024;
   int idle_timeout_s = 60;  // a keep-alive connection silent this long is closed
+  size_t max_stream_backlog_bytes = size_t{1} << 20;  // per streamed response, not yet written
+  int stream_write_timeout_s = 30;
 };
 
 class HttpServer {

@@ -311,6 +311,30 @@ class SqlTransaction final : public Transaction {
     });
   }
 
+  StatusOr<std::vector<TenantWorkloadEvent>> ListEventsAfter(int64_t after_id, int limit) override {
+    if (limit < 1) return InvalidArgumentError("store: ListEventsAfter limit must be >= 1");
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("SELECT e.id, e.workload_id, e.time_ms, e.kind, e.detail, w.tenant FROM workload_events e "
+          "JOIN workloads w ON w.id = e.workload_id WHERE e.id > $1 ORDER BY e.id LIMIT $2",
+          {after_id, int64_t{limit}}));
+    return AllFrom<TenantWorkloadEvent>(r, [](const SqlRow& row) -> StatusOr<TenantWorkloadEvent> {
+      TenantWorkloadEvent t;
+      TESSERA_ASSIGN_OR_RETURN(t.event.id, ToInt(row[0], "id"));
+      TESSERA_ASSIGN_OR_RETURN(t.event.workload_id, ToInt(row[1], "workload_id"));
+      TESSERA_ASSIGN_OR_RETURN(t.event.time_ms, ToInt(row[2], "time_ms"));
+      t.event.kind = Text(row[3]);
+      t.event.detail = Text(row[4]);
+      t.tenant = Text(row[5]);
+      return t;
+    });
+  }
+
+  StatusOr<int64_t> LastWorkloadEventId() override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q("SELECT COALESCE(MAX(id), 0) FROM workload_events", {}));
+    if (r.rows.size() != 1) return InternalError("store: SELECT MAX(id) returned no row");
+    return ToInt(r.rows[0][0], "max(id)");
+  }
+
   StatusOr<AuditRecord> AppendAudit(const AuditEntry& e) override {
     // The head row serialises appenders (PostgreSQL: FOR UPDATE; SQLite: the write lock).
     TESSERA_ASSIGN_OR_RETURN(SqlResult head,

@@ -573,7 +573,78 @@ TEST_F(ControlPlaneTest, EveryPathOfTheOpenApiFileIsServed) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 25);  // as many as InstallRoutes adds
+  EXPECT_EQ(checked, 26);  // as many as InstallRoutes adds
+}
+
+// GET /v1/events over a real socket: each committed change as a server-sent event, only to the
+// tokens allowed to see its tenant; a replay after an id; a revoked token's stream closed.
+TEST_F(ControlPlaneTest, EventsStreamEveryChangeToTheTokensAllowedToSeeIt) {
+  ControlPlaneOptions o = Options();
+  o.events_poll_interval_ms = 20;
+  Open(o);
+  ASSERT_TRUE(cp_->Start().ok());
+  Tenant("a");
+  Tenant("b");
+  json made = Ok("POST", "/v1/tokens", R"({"role":"tenant-user","tenant":"a"})", kAdmin, 201);
+  const std::string a_user = made["token"];
+  RegisterNode(Token("node-agent"), "n1", 2);
+  const auto bearer = [](const std::string& t) { return std::vector<std::string>{"Authorization: Bearer " + t}; };
+  testing::EventStreamReader all(cp_->port(), "/v1/events", bearer(kAdmin));
+  testing::EventStreamReader only_a(cp_->port(), "/v1/events", bearer(a_user));
+  ASSERT_TRUE(all.ReadUntil("retry: 3000\n\n")) << all.text();
+  ASSERT_TRUE(only_a.ReadUntil("retry: 3000\n\n")) << only_a.text();
+  EXPECT_THAT(all.text(), HasSubstr("Content-Type: text/event-stream"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both subscribed: "from now on"
+  const int64_t wb = Submit("b", kAdmin);
+  const int64_t wa = Submit("a", a_user);
+  Cycle();
+  ASSERT_TRUE(all.ReadUntil("\"tenant\":\"b\",\"time_ms\":" + std::to_string(now_ms_) + ",\"workload\":" +
+                            std::to_string(wb) + "}"))
+      << all.text();
+  ASSERT_TRUE(all.ReadUntil("\"workload\":" + std::to_string(wa) + "}")) << all.text();
+  ASSERT_TRUE(only_a.ReadUntil("\"kind\":\"placed\",\"tenant\":\"a\"")) << only_a.text();
+  // A later event of a's: by the time it arrives, b's earlier ones would have too.
+  Ok("DELETE", "/v1/workloads/" + std::to_string(wa), "", a_user, 200);
+  ASSERT_TRUE(only_a.ReadUntil("\"kind\":\"cancelled\"")) << only_a.text();
+  EXPECT_THAT(only_a.text(), ::testing::Not(HasSubstr("\"tenant\":\"b\"")));
+
+  // Replay: everything after id 0, in id order, then live (Last-Event-ID as EventSource sends it).
+  std::vector<std::string> replay_headers = bearer(kAdmin);
+  replay_headers.push_back("Last-Event-ID: 0");
+  testing::EventStreamReader replay(cp_->port(), "/v1/events", replay_headers);
+  ASSERT_TRUE(replay.ReadUntil("\"kind\":\"cancelled\"")) << replay.text();
+  EXPECT_LT(replay.text().find("\"kind\":\"placed\""), replay.text().find("\"kind\":\"cancelled\""));
+
+  // Revoking a's token closes its stream.
+  std::string id;
+  const json tokens = Ok("GET", "/v1/tokens");
+  for (const json& t : tokens["tokens"])
+    if (t["tenant"] == "a") id = t["id"];
+  ASSERT_FALSE(id.empty());
+  Ok("DELETE", "/v1/tokens/" + id);
+  EXPECT_TRUE(only_a.Eof(5000)) << "a revoked token's stream stayed open";
+}
+
+TEST_F(ControlPlaneTest, BadEventStreamRequestsAre4xxThatNameTheProblem) {
+  Tenant("a");
+  Tenant("b");
+  const std::string a_user = Token("tenant-user", "a");
+  EXPECT_EQ(Call("GET", "/v1/events", "", "").status, 401);
+  EXPECT_EQ(Call("GET", "/v1/events", "", Token("node-agent")).status, 403);
+  EXPECT_EQ(Call("GET", "/v1/events?tenant=b", "", a_user).status, 404);
+  EXPECT_EQ(Call("GET", "/v1/events?tenant=nobody").status, 404);
+  for (const auto& [target, field] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/events?after=x", "after"}, {"/v1/events?after=-3", "after"}, {"/v1/events?workload=0", "workload"}}) {
+    HttpResponse r = Call("GET", target);
+    EXPECT_EQ(r.status, 400) << target;
+    EXPECT_EQ(json::parse(r.body, nullptr, false)["error"]["field"], field) << target << ": " << r.body;
+  }
+  HttpResponse last = Call("GET", "/v1/events", "", kAdmin, {{"last-event-id", "12abc"}});
+  EXPECT_EQ(last.status, 400);
+  HttpResponse ok = Call("GET", "/v1/events?tenant=a&after=0", "", a_user);
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.content_type, "text/event-stream");
+  EXPECT_TRUE(static_cast<bool>(ok.open_stream));
 }
 
 // The loop and the HTTP threads at once (run under ThreadSanitizer by `make tsan`): submits from

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,6 +69,24 @@ class Client {
   std::pair<int, std::string> Get(const std::string& target, std::string* headers = nullptr) {
     if (!Send("GET " + target + " HTTP/1.1\r\nHost: t\r\n\r\n")) return {0, ""};
     return Read(headers);
+  }
+  // Everything read so far once it holds `needle` ("" on EOF or the 10 s timeout first).
+  std::string ReadUntil(const std::string& needle) {
+    while (buf_.find(needle) == std::string::npos)
+      if (!Fill()) return "";
+    return buf_;
+  }
+  // Reads to the end of the stream: true when the server closed it (false: timeout).
+  bool ReadToEof(std::string* all = nullptr) {
+    char tmp[4096];
+    for (;;) {
+      const ssize_t n = recv(fd_, tmp, sizeof tmp, 0);
+      if (n == 0) break;
+      if (n < 0) return false;
+      buf_.append(tmp, static_cast<size_t>(n));
+    }
+    if (all) *all = buf_;
+    return true;
   }
   // Whether the server closed the connection (reads EOF).
   bool Closed() {
@@ -238,6 +257,120 @@ TEST(HttpServer, StopClosesIdleConnectionsAndCanBeRepeated) {
   s.Stop();
   EXPECT_TRUE(c.Closed());
   s.Stop();
+}
+
+// A streamed response: the head without a length, then whatever the holder sends, from any
+// thread, until it closes; a client that leaves is noticed; one that does not read is cut off.
+class StreamTest : public ::testing::Test {
+ protected:
+  void Start(HttpServerOptions o = {}) {
+    o.listen_host = "127.0.0.1";
+    o.listen_port = 0;
+    server_ = std::make_unique<HttpServer>(o);
+    ASSERT_TRUE(server_->Route("GET", "/events", [this](const HttpRequest&) {
+      HttpResponse r;
+      r.content_type = "text/event-stream";
+      r.headers = {{"Cache-Control", "no-cache"}};
+      r.body = "retry: 3000\n\n";
+      r.open_stream = [this](std::shared_ptr<HttpStream> s) {
+        std::lock_guard<std::mutex> lock(mu_);
+        streams_.push_back(std::move(s));
+      };
+      return r;
+    }).ok());
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  std::shared_ptr<HttpStream> WaitStream(size_t n = 1) {
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (streams_.size() >= n) return streams_[n - 1];
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return nullptr;
+  }
+  std::mutex mu_;
+  std::vector<std::shared_ptr<HttpStream>> streams_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(StreamTest, TheHeadHasNoLengthAndWhatIsSentArrivesInOrderUntilClose) {
+  Start();
+  Client c(server_->port());
+  ASSERT_TRUE(c.Send("GET /events HTTP/1.1\r\nHost: t\r\n\r\n"));
+  const std::shared_ptr<HttpStream> s = WaitStream();
+  ASSERT_NE(s, nullptr);
+  const std::string head = c.ReadUntil("retry: 3000\n\n");
+  EXPECT_THAT(head, ::testing::StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(head, HasSubstr("Content-Type: text/event-stream\r\n"));
+  EXPECT_THAT(head, HasSubstr("Cache-Control: no-cache\r\n"));
+  EXPECT_THAT(head, HasSubstr("Connection: close\r\n"));
+  EXPECT_THAT(head, ::testing::Not(HasSubstr("Content-Length")));
+  std::vector<std::thread> senders;
+  for (int t = 0; t < 4; ++t)
+    senders.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) EXPECT_TRUE(s->Send("t" + std::to_string(t) + "-" + std::to_string(i) + "\n"));
+    });
+  for (std::thread& t : senders) t.join();
+  s->Close();
+  std::string all;
+  ASSERT_TRUE(c.ReadToEof(&all));
+  // Each sender's lines in its order, none lost.
+  for (int t = 0; t < 4; ++t) {
+    size_t at = 0;
+    for (int i = 0; i < 50; ++i) {
+      const size_t next = all.find("t" + std::to_string(t) + "-" + std::to_string(i) + "\n", at);
+      ASSERT_NE(next, std::string::npos) << t << " " << i;
+      at = next;
+    }
+  }
+  EXPECT_FALSE(s->open());
+  EXPECT_FALSE(s->Send("late"));
+}
+
+TEST_F(StreamTest, AClientThatLeavesClosesTheStream) {
+  Start();
+  auto c = std::make_unique<Client>(server_->port());
+  ASSERT_TRUE(c->Send("GET /events HTTP/1.1\r\nHost: t\r\n\r\n"));
+  const std::shared_ptr<HttpStream> s = WaitStream();
+  ASSERT_NE(s, nullptr);
+  ASSERT_NE(c->ReadUntil("retry"), "");
+  c.reset();  // the client closes its socket
+  bool closed = false;
+  for (int i = 0; i < 300 && !closed; ++i) {
+    (void)s->Send(": ping\n\n");
+    closed = !s->open();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(closed);
+}
+
+TEST_F(StreamTest, AClientThatDoesNotReadIsCutOffAtTheBacklogLimit) {
+  Start({.max_stream_backlog_bytes = 64 * 1024});
+  Client c(server_->port());  // sends the request and then never reads
+  ASSERT_TRUE(c.Send("GET /events HTTP/1.1\r\nHost: t\r\n\r\n"));
+  const std::shared_ptr<HttpStream> s = WaitStream();
+  ASSERT_NE(s, nullptr);
+  const std::string chunk(16 * 1024, 'x');
+  bool cut = false;
+  // The kernel's socket buffers take a few MiB first; then the backlog grows past the limit.
+  for (int i = 0; i < 4000 && !cut; ++i) {
+    cut = !s->Send(chunk);
+    if (i % 64 == 63) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(cut);
+}
+
+TEST_F(StreamTest, StoppingTheServerClosesOpenStreams) {
+  Start();
+  Client c(server_->port());
+  ASSERT_TRUE(c.Send("GET /events HTTP/1.1\r\nHost: t\r\n\r\n"));
+  const std::shared_ptr<HttpStream> s = WaitStream();
+  ASSERT_NE(s, nullptr);
+  server_->Stop();
+  EXPECT_TRUE(c.ReadToEof());
+  EXPECT_FALSE(s->Send("after stop"));
 }
 
 TEST(Query, DecodesPercentAndPlusAndKeepsMalformedEscapes) {

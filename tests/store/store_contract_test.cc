@@ -347,6 +347,36 @@ TEST_P(StoreContractTest, WorkloadEvents) {
   EXPECT_TRUE(Read<std::vector<WorkloadEvent>>([&](Transaction& tx) { return tx.ListWorkloadEvents(id); }).empty());
 }
 
+TEST_P(StoreContractTest, EventsAfterAnIdAcrossWorkloadsWithTheirTenant) {
+  AddTenant("t1");
+  AddTenant("t2");
+  EXPECT_EQ(Read<int64_t>([](Transaction& tx) { return tx.LastWorkloadEventId(); }), 0);
+  const int64_t w1 = Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload("t1", 1)); });
+  const int64_t w2 = Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload("t2", 1)); });
+  std::vector<TenantWorkloadEvent> want;
+  for (int i = 0; i < 5; ++i) {
+    WorkloadEvent e{0, i % 2 ? w2 : w1, 100 + i, "placed", "event " + std::to_string(i)};
+    e.id = Read<int64_t>([&](Transaction& tx) { return tx.AppendWorkloadEvent(e); });
+    want.push_back({e, i % 2 ? "t2" : "t1"});
+  }
+  EXPECT_EQ(Read<int64_t>([](Transaction& tx) { return tx.LastWorkloadEventId(); }), want.back().event.id);
+  EXPECT_EQ(Read<std::vector<TenantWorkloadEvent>>([](Transaction& tx) { return tx.ListEventsAfter(0, 100); }), want);
+  // After an id, with a limit, in id order.
+  EXPECT_EQ(Read<std::vector<TenantWorkloadEvent>>([&](Transaction& tx) {
+              return tx.ListEventsAfter(want[1].event.id, 2);
+            }),
+            (std::vector<TenantWorkloadEvent>{want[2], want[3]}));
+  EXPECT_TRUE(Read<std::vector<TenantWorkloadEvent>>([&](Transaction& tx) {
+                return tx.ListEventsAfter(want.back().event.id, 10);
+              }).empty());
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.ListEventsAfter(0, 0).status(); }),
+              StatusIs(StatusCode::kInvalidArgument, ::testing::_));
+  // A deleted workload takes its events out of the feed.
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.DeleteWorkload(w2); }).ok());
+  EXPECT_EQ(Read<std::vector<TenantWorkloadEvent>>([](Transaction& tx) { return tx.ListEventsAfter(0, 100); }),
+            (std::vector<TenantWorkloadEvent>{want[0], want[2], want[4]}));
+}
+
 TEST_P(StoreContractTest, IdempotencyKeysReturnTheFirstAnswer) {
   IdempotencyRecord first{"tok-1", "key-1", 201, R"({"id":7,"state":"pending"})", 100};
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutIdempotency(first); }).ok());

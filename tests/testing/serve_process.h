@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -180,5 +181,68 @@ inline HttpResult HttpCall(int port, const std::string& method, const std::strin
   out.status = status;
   return out;
 }
+
+// A streamed response read as it comes (server-sent events): the request is sent on a fresh
+// connection; ReadUntil waits for text to appear, Eof for the server to close.
+//
+//   EventStreamReader events(port, "/v1/events", {"Authorization: Bearer " + token});
+//   ASSERT_TRUE(events.ReadUntil("\"kind\":\"placed\""));
+class EventStreamReader {
+ public:
+  EventStreamReader(int port, const std::string& target, const std::vector<std::string>& headers = {}) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return;
+    std::string req = "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n";
+    for (const std::string& h : headers) req += h + "\r\n";
+    req += "\r\n";
+    ok_ = ::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size());
+  }
+  ~EventStreamReader() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  EventStreamReader(const EventStreamReader&) = delete;
+  EventStreamReader& operator=(const EventStreamReader&) = delete;
+  bool ok() const { return ok_; }
+  // Whether `needle` arrived within timeout_ms (what came so far is text()).
+  bool ReadUntil(const std::string& needle, int timeout_ms = 10000) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (text_.find(needle) == std::string::npos) {
+      if (eof_ || !Fill(deadline)) return false;
+    }
+    return true;
+  }
+  // Whether the server closed the stream within timeout_ms.
+  bool Eof(int timeout_ms = 10000) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!eof_)
+      if (!Fill(deadline)) return eof_;
+    return true;
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  bool Fill(std::chrono::steady_clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+    char buf[8192];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) {
+      eof_ = true;
+      return false;
+    }
+    text_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  int fd_ = -1;
+  bool ok_ = false;
+  bool eof_ = false;
+  std::string text_;
+};
 
 }  // namespace tessera::testing

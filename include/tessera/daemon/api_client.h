@@ -15,10 +15,12 @@
 // Thread-safety: one ApiClient per thread.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tessera/core/status.h"
 
@@ -33,6 +35,27 @@ struct ApiResponse {
 // The message of an {"error": {"message"}} body, else the body itself (or "HTTP <status>").
 std::string ApiError(const ApiResponse& response);
 
+// Splits a server-sent-event stream into its events' data, whatever the pieces it arrives in:
+// "id: 4\ndata: {...}\n\n" gives {"{...}"}; comments (": ping") and records without data give
+// nothing; several data lines of one event are joined with "\n". Lines end in \n, \r\n or \r.
+//
+//   EventStreamParser p;
+//   p.Feed("id: 1\nda");          // {}
+//   p.Feed("ta: {\"a\":1}\n\n");   // {"{\"a\":1}"}; p.last_event_id() == "1"
+class EventStreamParser {
+ public:
+  std::vector<std::string> Feed(std::string_view chunk);
+  const std::string& last_event_id() const { return last_id_; }
+
+ private:
+  void Line(std::string_view line, std::vector<std::string>& out);
+  std::string pending_;  // an unfinished line
+  bool saw_cr_ = false;  // the last piece ended in \r (a \n next belongs to it)
+  std::string data_;
+  bool has_data_ = false;
+  std::string id_, last_id_;
+};
+
 class ApiClient {
  public:
   static StatusOr<std::unique_ptr<ApiClient>> Create(std::string_view url, std::string token,
@@ -40,6 +63,13 @@ class ApiClient {
   ~ApiClient();
   StatusOr<ApiResponse> Call(std::string_view method, std::string_view target, std::string_view body = "",
                              const std::map<std::string, std::string>& headers = {});
+  // A streamed GET (server-sent events, GET /v1/events): on_data gets each piece of the body as
+  // it arrives, until the server ends the stream or on_data returns false. The returned response
+  // has the status and headers (and, for a non-2xx answer, the whole body, which on_data does
+  // not see). UNAVAILABLE when the server cannot be reached or went silent for the timeout
+  // (the server pings every 15 s).
+  StatusOr<ApiResponse> Stream(std::string_view target, const std::map<std::string, std::string>& headers,
+                               const std::function<bool(std::string_view)>& on_data);
   const std::string& host() const { return host_; }
   const std::string& port() const { return port_; }
 

@@ -44,6 +44,10 @@ struct ControlPlaneOptions {
   int cycle_interval_ms = 1000;           // the loop also runs this often without a wake-up
   double rate_per_s = 200;                // per token (429 with Retry-After beyond it)
   double rate_burst = 400;
+  // GET /v1/events: a ": ping" comment this often on every open stream; the store is polled for
+  // new events this often besides the wake-up every committed change gives.
+  int events_ping_interval_ms = 15000;
+  int events_poll_interval_ms = 1000;
   // The first admin token when the store has none: this value, or generated when empty.
   std::string bootstrap_token;
   sched::SchedulerOptions scheduler;

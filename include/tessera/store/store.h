@@ -181,6 +181,13 @@ struct WorkloadEvent {
   friend bool operator==(const WorkloadEvent&, const WorkloadEvent&) = default;
 };
 
+// A workload event with its workload's tenant: one row of the control plane's event feed.
+struct TenantWorkloadEvent {
+  WorkloadEvent event;
+  std::string tenant;
+  friend bool operator==(const TenantWorkloadEvent&, const TenantWorkloadEvent&) = default;
+};
+
 // What the caller gives for one audit record; the store adds seq, prev_hash and hash.
 struct AuditEntry {
   int64_t time_ms = 0;
@@ -279,6 +286,12 @@ class Transaction {
   // Workload events (FailedPrecondition for an unknown workload); listed by time, then id.
   virtual StatusOr<int64_t> AppendWorkloadEvent(const WorkloadEvent& event) = 0;
   virtual StatusOr<std::vector<WorkloadEvent>> ListWorkloadEvents(int64_t workload_id) = 0;
+  // Every workload's events with id > after_id, by id, at most `limit` (the event feed; ids grow
+  // in commit order on SQLite, not always on PostgreSQL: see daemon/event_feed.h). A deleted
+  // workload's events are gone with it.
+  virtual StatusOr<std::vector<TenantWorkloadEvent>> ListEventsAfter(int64_t after_id, int limit) = 0;
+  // The largest event id there is, 0 when there is none.
+  virtual StatusOr<int64_t> LastWorkloadEventId() = 0;
 
   // The audit log: AppendAudit chains the entry to the newest record and returns it;
   // ListAudit returns up to `limit` records with seq > after_seq, by seq.

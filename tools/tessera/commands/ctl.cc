@@ -22,11 +22,7 @@ namespace {
 
 using json = nlohmann::json;
 
-struct CtlFlags {
-  std::string server;
-  std::string token;
-  std::string token_file;
-  std::string output = "table";
+struct CtlFlags : CtlConnection {
   // Per-verb values.
   std::string name, parent, quota, default_qos, role, tenant, id, file, idempotency_key, cont;
   std::string qos, mode, isolation, mig_profile, model;
@@ -36,17 +32,7 @@ struct CtlFlags {
 int Run(const CtlFlags& f, const std::string& area, const std::string& verb, const std::string& method,
         const std::string& target, const std::string& body = "") {
   const std::string command = "ctl " + area + " " + verb;
-  std::string token = f.token;
-  if (token.empty() && !f.token_file.empty()) {
-    std::ifstream in(f.token_file);
-    if (!in) return Fail(command, "cannot read --token-file " + f.token_file, kExitBadInput);
-    std::getline(in, token);
-  }
-  if (token.empty())
-    if (const char* t = std::getenv("TESSERA_TOKEN")) token = t;
-  std::string server = f.server;
-  if (server.empty()) server = std::getenv("TESSERA_SERVER") ? std::getenv("TESSERA_SERVER") : "http://127.0.0.1:8080";
-  StatusOr<std::unique_ptr<daemon::ApiClient>> client = daemon::ApiClient::Create(server, token);
+  StatusOr<std::unique_ptr<daemon::ApiClient>> client = CtlClient(f);
   if (!client.ok()) return Fail(command, client.status(), kExitBadInput);
   std::map<std::string, std::string> headers;
   if (!f.idempotency_key.empty()) headers["Idempotency-Key"] = f.idempotency_key;
@@ -60,8 +46,16 @@ int Run(const CtlFlags& f, const std::string& area, const std::string& verb, con
   return kExitOk;
 }
 
+// --quota '{"guaranteed": {...}}' as JSON (bad JSON is refused before anything is sent).
+bool QuotaJson(const std::string& text, json* out) {
+  *out = json::parse(text, nullptr, false);
+  return !out->is_discarded() && out->is_object();
+}
+
+}  // namespace
+
 // "a b" -> "a%20b" for query values.
-std::string Escape(const std::string& s) {
+std::string QueryEscape(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
     if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
@@ -74,19 +68,25 @@ std::string Escape(const std::string& s) {
   return out;
 }
 
-// --quota '{"guaranteed": {...}}' as JSON (bad JSON is refused before anything is sent).
-bool QuotaJson(const std::string& text, json* out) {
-  *out = json::parse(text, nullptr, false);
-  return !out->is_discarded() && out->is_object();
+StatusOr<std::unique_ptr<daemon::ApiClient>> CtlClient(const CtlConnection& c, int timeout_ms) {
+  std::string token = c.token;
+  if (token.empty() && !c.token_file.empty()) {
+    std::ifstream in(c.token_file);
+    if (!in) return InvalidArgumentError("cannot read --token-file " + c.token_file);
+    std::getline(in, token);
+  }
+  if (token.empty())
+    if (const char* t = std::getenv("TESSERA_TOKEN")) token = t;
+  std::string server = c.server;
+  if (server.empty()) server = std::getenv("TESSERA_SERVER") ? std::getenv("TESSERA_SERVER") : "http://127.0.0.1:8080";
+  return daemon::ApiClient::Create(server, token, timeout_ms);
 }
-
-}  // namespace
 
 void RegisterCtl(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<CtlFlags>();
   CLI::App* ctl = app.add_subcommand(
       "ctl",
-      "Talk to the control plane (tessera serve): tenants, tokens, workloads, nodes, audit.\n"
+      "Talk to the control plane (tessera serve): tenants, tokens, workloads, nodes, audit, events.\n"
       "Server: --server, else $TESSERA_SERVER, else http://127.0.0.1:8080. Token: --token, --token-file,\n"
       "else $TESSERA_TOKEN. Exit 0 for success, 1 for an error answer or no answer, 2 for bad flags.");
   ctl->require_subcommand(1);
@@ -106,7 +106,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   set(verb(tenants, "list", "Tenants the token may see"), [f] { return Run(*f, "tenants", "list", "GET", "/v1/tenants"); });
   CLI::App* tget = verb(tenants, "get", "One tenant with its usage now");
   tget->add_option("name", f->name, "Tenant")->required();
-  set(tget, [f] { return Run(*f, "tenants", "get", "GET", "/v1/tenants/" + Escape(f->name)); });
+  set(tget, [f] { return Run(*f, "tenants", "get", "GET", "/v1/tenants/" + QueryEscape(f->name)); });
   for (const std::string v : {"create", "update"}) {
     CLI::App* t = verb(tenants, v, v == "create" ? "Create a tenant" : "Change a tenant's parent, quota or default QoS");
     t->add_option("name", f->name, "Tenant")->required();
@@ -123,12 +123,12 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
         return Fail("ctl tenants " + v, "--quota: not a JSON object: " + f->quota, kExitBadInput);
       if (!f->default_qos.empty()) body["default_qos"] = f->default_qos;
       return v == "create" ? Run(*f, "tenants", v, "POST", "/v1/tenants", body.dump())
-                           : Run(*f, "tenants", v, "PATCH", "/v1/tenants/" + Escape(f->name), body.dump());
+                           : Run(*f, "tenants", v, "PATCH", "/v1/tenants/" + QueryEscape(f->name), body.dump());
     });
   }
   CLI::App* tdel = verb(tenants, "delete", "Delete a tenant without sub-tenants, tokens or workloads");
   tdel->add_option("name", f->name, "Tenant")->required();
-  set(tdel, [f] { return Run(*f, "tenants", "delete", "DELETE", "/v1/tenants/" + Escape(f->name)); });
+  set(tdel, [f] { return Run(*f, "tenants", "delete", "DELETE", "/v1/tenants/" + QueryEscape(f->name)); });
 
   CLI::App* tokens = ctl->add_subcommand("tokens", "API tokens")->require_subcommand(1)->fallthrough();
   set(verb(tokens, "list", "Tokens the token may see"), [f] { return Run(*f, "tokens", "list", "GET", "/v1/tokens"); });
@@ -144,7 +144,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   });
   CLI::App* trev = verb(tokens, "revoke", "Revoke a token by id");
   trev->add_option("id", f->id, "Token id (tok_...)")->required();
-  set(trev, [f] { return Run(*f, "tokens", "revoke", "DELETE", "/v1/tokens/" + Escape(f->id)); });
+  set(trev, [f] { return Run(*f, "tokens", "revoke", "DELETE", "/v1/tokens/" + QueryEscape(f->id)); });
 
   CLI::App* workloads = ctl->add_subcommand("workloads", "Workloads")->require_subcommand(1)->fallthrough();
   CLI::App* wlist = verb(workloads, "list", "One tenant's workloads, a page at a time");
@@ -153,14 +153,14 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   wlist->add_option("--continue", f->cont, "The continue token of the previous page");
   set(wlist, [f] {
     std::string q = "/v1/workloads?limit=" + std::to_string(f->limit);
-    if (!f->tenant.empty()) q += "&tenant=" + Escape(f->tenant);
-    if (!f->cont.empty()) q += "&continue=" + Escape(f->cont);
+    if (!f->tenant.empty()) q += "&tenant=" + QueryEscape(f->tenant);
+    if (!f->cont.empty()) q += "&continue=" + QueryEscape(f->cont);
     return Run(*f, "workloads", "list", "GET", q);
   });
   for (const std::string v : {"get", "cancel"}) {
     CLI::App* w = verb(workloads, v, v == "get" ? "One workload with its placement and events" : "Cancel a workload");
     w->add_option("id", f->id, "Workload id")->required();
-    set(w, [f, v] { return Run(*f, "workloads", v, v == "get" ? "GET" : "DELETE", "/v1/workloads/" + Escape(f->id)); });
+    set(w, [f, v] { return Run(*f, "workloads", v, v == "get" ? "GET" : "DELETE", "/v1/workloads/" + QueryEscape(f->id)); });
   }
   CLI::App* sub = verb(workloads, "submit", "Submit a workload (flags, or the whole body with --file)");
   sub->add_option("--file", f->file, "JSON body (docs/api.md); the other request flags are ignored");
@@ -205,8 +205,8 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
                                                                          : v + " a node (admins)");
     n->add_option("name", f->name, "Node")->required();
     set(n, [f, v] {
-      return v == "get" ? Run(*f, "nodes", v, "GET", "/v1/nodes/" + Escape(f->name))
-                        : Run(*f, "nodes", v, "POST", "/v1/nodes/" + Escape(f->name) + "/" + v);
+      return v == "get" ? Run(*f, "nodes", v, "GET", "/v1/nodes/" + QueryEscape(f->name))
+                        : Run(*f, "nodes", v, "POST", "/v1/nodes/" + QueryEscape(f->name) + "/" + v);
     });
   }
 
@@ -219,6 +219,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
                "/v1/audit?after=" + std::to_string(f->after) + "&limit=" + std::to_string(f->limit));
   });
   set(ctl->add_subcommand("health", "The control plane's /readyz")->fallthrough(), [f] { return Run(*f, "health", "", "GET", "/readyz"); });
+  RegisterCtlEvents(ctl, f, exit_code);
 }
 
 }  // namespace tessera::cli

@@ -2,11 +2,34 @@
 // commands/ctl_print.cc prints the answers as tables).
 #pragma once
 
+#include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/daemon/api_client.h"
+
 namespace tessera::cli {
+
+// The flags every `ctl` verb shares.
+struct CtlConnection {
+  std::string server;
+  std::string token;
+  std::string token_file;
+  std::string output = "table";
+};
+
+// The client for these flags: --server, else $TESSERA_SERVER, else http://127.0.0.1:8080;
+// --token, else the first line of --token-file, else $TESSERA_TOKEN. INVALID_ARGUMENT for a bad
+// URL or an unreadable token file.
+StatusOr<std::unique_ptr<daemon::ApiClient>> CtlClient(const CtlConnection& c, int timeout_ms = 30000);
+
+// "a b" -> "a%20b" (a query value or path segment).
+std::string QueryEscape(const std::string& s);
+
+// `ctl events` (commands/ctl_events.cc), under `ctl`.
+void RegisterCtlEvents(CLI::App* ctl, std::shared_ptr<const CtlConnection> connection, int* exit_code);
 
 // What `-o table` prints for the answer of `area verb` (e.g. "workloads", "list"); the JSON
 // itself for answers without a table.
