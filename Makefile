@@ -7,7 +7,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 WERROR ?= $(if $(filter true,$(CI)),ON,OFF)
 override CMAKE_FLAGS += -DTESSERA_WERROR=$(WERROR)
 
-.PHONY: setup build demo simulate test unit fuzz tsan shim-sanitize bench reproduce clean
+.PHONY: setup build demo simulate test unit fuzz tsan shim-sanitize bench reproduce clean deb
 
 setup:
 	./scripts/setup
@@ -32,6 +32,10 @@ test: build
 	$(MAKE) --no-print-directory tsan
 	$(MAKE) --no-print-directory shim-sanitize
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The Debian package (cmake/TesseraInstall.cmake): $(BUILD)/tessera_<version>_<arch>.deb.
+deb: build
+	cd $(BUILD) && cpack -G DEB
 
 unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -111,6 +112,58 @@ TEST(CliContractTest, VersionPrintsTheVersionAndTheCommit) {
     EXPECT_THAT(r.out, MatchesRegex("tessera [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]{4,40}(-dirty)?|unknown)\\)\n"))
         << args;
   }
+}
+
+// In the build tree: the source tree's data, the shim and the fake NVML next to the binary.
+TEST(CliContractTest, VersionPathsNamesWhereTheDataAndTheShimAreFound) {
+  TempDir dir;
+  const std::string bin_dir = std::filesystem::path(TESSERA_BINARY).parent_path().string();
+  CommandResult r = RunTessera(dir, "version --paths",
+                               "env -u TESSERA_DATA_DIR -u TESSERA_SHIM_PATH -u TESSERA_FAKE_NVML_LIBRARY");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, StartsWith("tessera "));
+  EXPECT_THAT(r.out, HasSubstr("\ndata:      " + std::string(TESSERA_SOURCE_DIR) + "/data (the source tree)\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nshim:      " + bin_dir + "/libtessera-shim.so (next to the executable)\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nfake-nvml: " + bin_dir +
+                               "/tests/fake_nvml/libnvidia-ml.so.1 (for tessera agent --fake-gpus)\n"));
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(CliContractTest, VersionPathsFollowsTheEnvironmentAndFailsWithoutTheShim) {
+  TempDir dir;
+  CommandResult r = RunTessera(dir, "version --paths",
+                               "TESSERA_DATA_DIR='" + dir.path() + "' TESSERA_SHIM_PATH='" + dir.File("none.so") + "'");
+  EXPECT_FALSE(r.Crashed());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\ndata:      " + dir.path() + " ($TESSERA_DATA_DIR)\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nshim:      not found\n"));
+  EXPECT_THAT(r.err, HasSubstr(dir.File("none.so") + ": cannot load the shim"));
+}
+
+// `tessera serve --check`: the file and the flags, without opening a store or a port; the
+// packaging's sample config passes (tests/install checks it once installed, too).
+TEST(CliContractTest, ServeCheckValidatesTheConfigWithoutServing) {
+  TempDir dir;
+  const std::string sample = std::string(TESSERA_SOURCE_DIR) + "/packaging/config/serve.yaml";
+  CommandResult ok = RunTessera(dir, "serve --config '" + sample + "' --check");
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr(sample + ": valid (listen 127.0.0.1:8080, store sqlite:/var/lib/tessera/tessera.db)"));
+  CommandResult no_store = RunTessera(dir, "serve --db sqlite:t.db --listen 127.0.0.1:0 --check");
+  EXPECT_EQ(no_store.exit_code, 0) << no_store.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.File("t.db"))) << "--check opened the store";
+  {
+    std::ofstream bad(dir.File("serve.yaml"));
+    bad << "listen: 127.0.0.1:9000\nbogus_key: 1\nscheduler:\n  preemption: maybe\n";
+  }
+  CommandResult bad = RunTessera(dir, "serve --config serve.yaml --check");
+  EXPECT_FALSE(bad.Crashed());
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_THAT(bad.err, HasSubstr("serve.yaml:2: bogus_key: unknown key"));
+  EXPECT_THAT(bad.err, HasSubstr("serve.yaml:4: scheduler.preemption: expected true or false"));
+  EXPECT_EQ(bad.out, "");
+  CommandResult flag = RunTessera(dir, "serve --listen nowhere --check");
+  EXPECT_EQ(flag.exit_code, 2) << flag.out;
+  EXPECT_THAT(flag.err, HasSubstr("--listen: expected HOST:PORT"));
 }
 
 TEST(CliContractTest, UnknownCommandNamesItAndShowsTheHelp) {

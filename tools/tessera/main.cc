@@ -1,5 +1,5 @@
 // tessera: one binary for every tessera command (simulate, mig, run, node, serve, ctl, audit, anomalies, bill, forecast,
-// plan).
+// plan, version).
 #include <cstdio>
 #include <string>
 
@@ -49,9 +49,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterAgent(app, &exit_code);
   tessera::cli::RegisterForecast(app, &exit_code);
   tessera::cli::RegisterPlan(app, &exit_code);
-  app.add_subcommand("version", "Print the version and the git commit")->callback([] {
-    std::printf("%s\n", kVersion.c_str());
-  });
+  tessera::cli::RegisterVersion(app, kVersion, &exit_code);
   // An unknown first word is a mistyped command, not a stray argument.
   if (argc > 1 && argv[1][0] != '-') {
     try {

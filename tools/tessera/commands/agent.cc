@@ -22,6 +22,7 @@
 #include "tessera/node/inventory.h"
 #include "tessera/node/node_dir.h"
 #include "tools/tessera/commands/commands.h"
+#include "tools/tessera/commands/common.h"
 #include "tools/tessera/commands/http_link.h"
 
 namespace tessera::cli {
@@ -39,27 +40,6 @@ struct AgentFlags {
 int Fail(const std::string& message, int code) {
   std::fprintf(stderr, "tessera agent: %s\n", message.c_str());
   return code;
-}
-
-std::string ExecutableDir() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string path(buf, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/'));
-}
-
-// The in-tree fake NVML for --fake-gpus: $TESSERA_FAKE_NVML_LIBRARY, else the build tree's or
-// the install's copy next to this executable.
-StatusOr<std::string> FindFakeNvml() {
-  if (const char* p = std::getenv("TESSERA_FAKE_NVML_LIBRARY"); p != nullptr && *p) return std::string(p);
-  const std::string dir = ExecutableDir();
-  for (const std::string& candidate :
-       {dir + "/tests/fake_nvml/libnvidia-ml.so.1", dir + "/../lib/tessera/fake/libnvidia-ml.so.1"}) {
-    if (::access(candidate.c_str(), R_OK) == 0) return candidate;
-  }
-  return NotFoundError("--fake-gpus needs the in-tree fake NVML: set TESSERA_FAKE_NVML_LIBRARY (not found in " + dir +
-                       "/tests/fake_nvml/ or " + dir + "/../lib/tessera/fake/)");
 }
 
 int64_t NowMs() {

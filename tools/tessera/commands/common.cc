@@ -1,5 +1,7 @@
 #include "tools/tessera/commands/common.h"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <climits>
 #include <cstdio>
@@ -22,10 +24,38 @@ std::optional<uint64_t> ParseSeed(const std::string& s) {
 
 }  // namespace
 
-std::string DataDir() {
-  if (const char* env = std::getenv("TESSERA_DATA_DIR"); env != nullptr && *env) return env;
-  if (std::filesystem::exists("data/alibaba-gpu-2023/csv")) return "data";
-  return std::string(TESSERA_SOURCE_DIR) + "/data";
+std::string ExecutableDir() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  const std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+Located LocateDataDir() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("TESSERA_DATA_DIR"); env != nullptr && *env)
+    return {.path = env, .how = "$TESSERA_DATA_DIR", .found = fs::is_directory(env)};
+  if (fs::exists("data/alibaba-gpu-2023/csv")) return {.path = "data", .how = "the working directory", .found = true};
+  // An install keeps the data in share/tessera/ beside bin/ (cmake/TesseraInstall.cmake).
+  const fs::path installed = (fs::path(ExecutableDir()) / "../share/tessera").lexically_normal();
+  if (fs::exists(installed / "alibaba-gpu-2023/csv"))
+    return {.path = installed.string(), .how = "next to the executable", .found = true};
+  const std::string source = std::string(TESSERA_SOURCE_DIR) + "/data";
+  return {.path = source, .how = "the source tree", .found = fs::exists(source + "/alibaba-gpu-2023/csv")};
+}
+
+std::string DataDir() { return LocateDataDir().path; }
+
+StatusOr<std::string> FindFakeNvml() {
+  if (const char* p = std::getenv("TESSERA_FAKE_NVML_LIBRARY"); p != nullptr && *p) return std::string(p);
+  const std::string dir = ExecutableDir();
+  for (const std::string& candidate :
+       {dir + "/tests/fake_nvml/libnvidia-ml.so.1", dir + "/../lib/tessera/fake/libnvidia-ml.so.1"}) {
+    if (::access(candidate.c_str(), R_OK) == 0) return std::filesystem::path(candidate).lexically_normal().string();
+  }
+  return NotFoundError("--fake-gpus needs the in-tree fake NVML: set TESSERA_FAKE_NVML_LIBRARY (not found in " + dir +
+                       "/tests/fake_nvml/ or " + dir + "/../lib/tessera/fake/)");
 }
 
 StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {

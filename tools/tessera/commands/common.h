@@ -10,8 +10,27 @@
 
 namespace tessera::cli {
 
-// Where the bundled data lives: $TESSERA_DATA_DIR, else ./data, else the source tree's data/.
-std::string DataDir();
+// A file or folder the CLI needs at run time, and how it was found ("$TESSERA_DATA_DIR",
+// "next to the executable", ...); `found` is false when nothing is there.
+struct Located {
+  std::string path;
+  std::string how;
+  bool found = false;
+};
+
+// The folder the running executable lies in (/proc/self/exe), "." when it cannot be read.
+std::string ExecutableDir();
+
+// Where the bundled data lives: $TESSERA_DATA_DIR, else ./data (when it holds the traces), else
+// <executable>/../share/tessera (an install: bin/tessera, share/tessera/), else the source
+// tree's data/ (a build tree).
+Located LocateDataDir();
+std::string DataDir();  // LocateDataDir().path
+
+// The in-tree fake NVML for `tessera agent --fake-gpus`: $TESSERA_FAKE_NVML_LIBRARY, else the
+// build tree's copy (<executable>/tests/fake_nvml/) or the install's (<executable>/../lib/tessera/fake/);
+// NOT_FOUND names both places.
+StatusOr<std::string> FindFakeNvml();
 
 // "42-51" or "42,43,50-51" -> seeds (each 0 .. 2^63-1, at most 10000); INVALID_ARGUMENT names
 // the bad item and the flag.

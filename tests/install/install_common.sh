@@ -1,0 +1,79 @@
+# Shared by install_layout_test.sh and install_deb_test.sh (sourced): the installed layout and
+# what the installed binary must find. The callers set `root` (the source tree) and `work` (a
+# temporary folder outside it) and define fail().
+
+# check_layout PREFIX ETC: every file cmake/TesseraInstall.cmake promises is there.
+check_layout() {
+  local prefix="$1" etc="$2" f
+  for f in bin/tessera lib/libtessera-shim.so lib/tessera/fake/libnvidia-ml.so.1 \
+           share/tessera/alibaba-gpu-2023/csv/openb_pod_list_default.csv share/tessera/alibaba-gpu-2023/SOURCE.md \
+           share/tessera/gpu-models/mig-profiles.json share/tessera/gpu-models/SOURCE.md \
+           share/tessera/nab/LICENSE share/tessera/nab/SOURCE.md share/tessera/forecast/README.md \
+           share/tessera/tenants/SOURCE.md share/tessera/scenarios/quotas-default.yaml \
+           share/tessera/examples/price-plan.yaml share/tessera/examples/demo-tenants.json \
+           share/tessera/config/serve.yaml share/tessera/config/serve.env share/tessera/config/agent.env \
+           share/doc/tessera/README.md share/doc/tessera/docs/api.md \
+           lib/systemd/system/tessera-serve.service lib/systemd/system/tessera-agent.service; do
+    [[ -f "$prefix/$f" ]] || fail "$prefix/$f is not installed"
+  done
+  for f in serve.yaml serve.env agent.env; do
+    [[ -f "$etc/$f" ]] || fail "$etc/$f is not installed"
+  done
+  [[ -x "$prefix/bin/tessera" ]] || fail "$prefix/bin/tessera is not executable"
+  [[ -z "$(find "$etc/serve.env" -perm /077)" ]] || fail "$etc/serve.env is readable by others (it may hold a token)"
+  # All of data/ (the attribution files with the data they describe).
+  local want got
+  want="$(cd "$root/data" && find . -type f | sort)"
+  got="$(cd "$prefix/share/tessera" && find . -type f -not -path './config/*' | sort)"
+  [[ "$want" == "$got" ]] || fail "share/tessera differs from data/: $(diff <(echo "$want") <(echo "$got") | head -5)"
+  file -L "$prefix/lib/libtessera-shim.so" | grep -q 'ELF 64-bit LSB shared object' ||
+    fail "lib/libtessera-shim.so is not a shared object: $(file -L "$prefix/lib/libtessera-shim.so")"
+}
+
+# check_binary PREFIX ETC: the installed tessera, run from a folder outside the source tree with
+# none of the TESSERA_* overrides, finds the data and the shim under PREFIX, and accepts the
+# sample config (a wrong key fails the check).
+check_binary() {
+  local prefix="$1" etc="$2" out
+  mkdir -p "$work/elsewhere"
+  cd "$work/elsewhere"
+  local -a run=(env -u TESSERA_DATA_DIR -u TESSERA_SHIM_PATH -u TESSERA_FAKE_NVML_LIBRARY "$prefix/bin/tessera")
+  out="$("${run[@]}" version)" || fail "tessera version exited $?"
+  [[ "$out" =~ ^tessera\ [0-9]+\.[0-9]+\.[0-9]+\ \(commit ]] || fail "tessera version printed '$out'"
+  out="$("${run[@]}" version --paths 2>&1)" || fail "tessera version --paths exited $?: $out"
+  echo "$out"
+  grep -qxF "data:      $prefix/share/tessera (next to the executable)" <<<"$out" ||
+    fail "the data folder is not $prefix/share/tessera"
+  grep -qxF "shim:      $prefix/lib/libtessera-shim.so (next to the executable)" <<<"$out" ||
+    fail "the shim is not $prefix/lib/libtessera-shim.so"
+  grep -qxF "fake-nvml: $prefix/lib/tessera/fake/libnvidia-ml.so.1 (for tessera agent --fake-gpus)" <<<"$out" ||
+    fail "the fake NVML is not $prefix/lib/tessera/fake/libnvidia-ml.so.1"
+  if grep -qF "$root" <<<"$out"; then fail "the installed tessera uses the source tree $root"; fi
+  # The bundled data is usable: `tessera forecast --backtest` reads share/tessera/forecast/.
+  out="$("${run[@]}" forecast --backtest --horizon 24 --holdout 24 2>&1)" ||
+    fail "tessera forecast --backtest on the bundled series exited $?: ${out:0:300}"
+  grep -qE '^dlrm/gpus +1 ' <<<"$out" || fail "tessera forecast --backtest printed no dlrm/gpus row: ${out:0:300}"
+  out="$("${run[@]}" serve --config "$etc/serve.yaml" --check 2>&1)" || fail "the sample serve.yaml: $out"
+  grep -qF "valid" <<<"$out" || fail "serve --check printed '$out'"
+  { cat "$etc/serve.yaml"; echo "scheduler_typo: 1"; } > "$work/bad.yaml"
+  local rc=0
+  out="$("${run[@]}" serve --config "$work/bad.yaml" --check 2>&1)" || rc=$?
+  [[ $rc -eq 2 ]] || fail "serve --check of a config with a wrong key exited $rc: $out"
+  grep -qF "bad.yaml:$(wc -l < "$work/bad.yaml" | tr -d ' '): scheduler_typo: unknown key" <<<"$out" ||
+    fail "serve --check did not name the wrong key with file:line: $out"
+  cd - >/dev/null
+}
+
+# check_units DIR: systemd-analyze verify on the two units in DIR (their paths already point at
+# the installed binary), and the properties the package promises.
+check_units() {
+  local dir="$1" out
+  out="$(systemd-analyze verify --man=no "$dir/tessera-serve.service" "$dir/tessera-agent.service" 2>&1)" ||
+    fail "systemd-analyze verify failed: $out"
+  # It reports an unknown key or a bad value as a warning and still exits 0.
+  if grep -E "tessera-(serve|agent)\.service" <<<"$out"; then fail "systemd-analyze verify warns about the units"; fi
+  grep -qx "KillMode=process" "$dir/tessera-agent.service" || fail "tessera-agent.service: no KillMode=process"
+  grep -qx "Restart=on-failure" "$dir/tessera-serve.service" || fail "tessera-serve.service: no Restart=on-failure"
+  grep -qx "DynamicUser=yes" "$dir/tessera-serve.service" || fail "tessera-serve.service: no DynamicUser=yes"
+  grep -qx "StateDirectory=tessera" "$dir/tessera-serve.service" || fail "tessera-serve.service: no StateDirectory"
+}
