@@ -573,7 +573,7 @@ TEST_F(ControlPlaneTest, EveryPathOfTheOpenApiFileIsServed) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 25);  // as many as InstallRoutes adds
+  EXPECT_EQ(checked, 27);  // as many as InstallRoutes adds
 }
 
 // The loop and the HTTP threads at once (run under ThreadSanitizer by `make tsan`): submits from
