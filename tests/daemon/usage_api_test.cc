@@ -12,6 +12,7 @@
 
 #include "src/daemon/http_server.h"
 #include "tessera/daemon/control_plane.h"
+#include "tessera/store/store.h"
 
 namespace tessera::daemon {
 namespace {
@@ -242,6 +243,27 @@ TEST_F(UsageApiTest, TheLedgerIsRebuiltFromTheStoreAfterARestart) {
   ASSERT_EQ(again["rejected"].size(), 1u);
   EXPECT_EQ(again["rejected"][0]["index"], 1);
   EXPECT_EQ(Ok("GET", "/v1/usage"), before);
+}
+
+// A write that fails after the ledger took a sample of the batch: nothing is stored, and the
+// ledger (rebuilt from the table) does not count it either; the agent's resend then stores it once.
+TEST_F(UsageApiTest, AFailedTransactionLeavesTheLedgerAsTheTable) {
+  auto db = store::Open("sqlite:" + (dir_ / "tessera.db").string());
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  ASSERT_TRUE((*db)->ExecForTesting("CREATE TRIGGER boom BEFORE INSERT ON usage_samples WHEN NEW.workload = 'boom' "
+                                    "BEGIN SELECT RAISE(ABORT, 'injected'); END")
+                  .ok());
+  const json good = Sample("acme", "1", 0, kT0, kT0 + 60);
+  HttpResponse r = Call("POST", "/v1/nodes/n1/usage",
+                        json{{"samples", json::array({good, Sample("acme", "boom", 0, kT0, kT0 + 60)})}}.dump(), agent_);
+  EXPECT_EQ(r.status, 500) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("injected"));
+  EXPECT_EQ(Ok("GET", "/v1/usage")["hours"].size(), 0u);
+  ASSERT_TRUE((*db)->ExecForTesting("DROP TRIGGER boom").ok());
+  json again = Post(json::array({good}));
+  EXPECT_EQ(again["stored"], 1);  // new to the table and to the ledger, not a duplicate
+  EXPECT_EQ(Ok("GET", "/v1/usage")["tenants"][0]["gpu_milli_s_allocated"], 30000);
+  EXPECT_THAT(Metrics(), HasSubstr("tessera_tenant_gpu_milli_seconds_allocated_total{tenant=\"acme\"} 30000"));
 }
 
 TEST_F(UsageApiTest, FromAndToSelectWholeHours) {
