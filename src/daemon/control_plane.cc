@@ -102,7 +102,7 @@ Status ControlPlane::Impl::InitMetrics() {
                            registry.AddHistogram("tessera_scheduling_cycle_duration_seconds",
                                                  "A scheduling cycle with its decisions persisted, seconds.", {},
                                                  api_bounds));
-  return Status::Ok();
+  return InitUsageMetrics();
 }
 
 Status ControlPlane::Impl::Bootstrap() {
@@ -288,6 +288,8 @@ void ControlPlane::Impl::InstallRoutes() {
   api("POST", "/v1/nodes/{name}/register", &Impl::RegisterNode);
   api("POST", "/v1/nodes/{name}/heartbeat", &Impl::Heartbeat);
   api("GET", "/v1/nodes/{name}/desired", &Impl::DesiredState);
+  api("POST", "/v1/nodes/{name}/usage", &Impl::PostUsage);
+  api("GET", "/v1/usage", &Impl::GetUsage);
   api("GET", "/v1/audit", &Impl::ListAudit);
   api("GET", "/v1/events", &Impl::StreamEvents);
 }
@@ -324,6 +326,10 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   {
     std::lock_guard<std::mutex> lock(impl->mu);
     TESSERA_RETURN_IF_ERROR(impl->Restore());
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl->usage_mu);
+    TESSERA_RETURN_IF_ERROR(impl->RebuildLedger(/*count=*/true));
   }
   impl->InstallRoutes();
   return std::unique_ptr<ControlPlane>(new ControlPlane(std::move(impl)));

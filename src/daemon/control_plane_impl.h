@@ -5,6 +5,7 @@
 //   control_plane_nodes.cc      /v1/nodes and the node-agent endpoints
 //   control_plane_loop.cc       the scheduling loop: cycles, persisted decisions, node timeouts
 //   control_plane_events.cc     /v1/events (server-sent events from the event feed)
+//   control_plane_usage.cc      usage samples from node agents, the metering ledger, /v1/usage
 //
 // Locks (always taken in this order; none is held while waiting for a client):
 //   mu          the world: the LiveScheduler, the jobs and nodes it knows, the tenant map. A
@@ -13,6 +14,8 @@
 //               group commit) and take it only to queue the job.
 //   tenants_mu  (shared) the tenant map's copy for authorisation on the read path
 //   tokens_mu   (shared) the token cache
+//   usage_mu    the metering ledger; never held with mu (the usage handlers do not touch the
+//               world), taken before tenants_mu
 #pragma once
 
 #include <condition_variable>
@@ -34,6 +37,7 @@
 #include "src/daemon/workload_shape.h"
 #include "tessera/core/gpu_model.h"
 #include "tessera/daemon/control_plane.h"
+#include "tessera/metering/ledger.h"
 #include "tessera/sched/live_scheduler.h"
 #include "tessera/store/store.h"
 
@@ -70,6 +74,9 @@ struct ApiMetrics {
   Gauge* nodes = nullptr;                 // {state}
   Counter* cycles = nullptr;
   Histogram* cycle_seconds = nullptr;
+  Counter* usage_allocated = nullptr;     // {tenant}: gpu_milli_s_allocated of stored samples
+  Counter* usage_used = nullptr;          // {tenant}
+  Counter* usage_samples = nullptr;       // {result}: stored, duplicate, rejected
 };
 
 // A job the scheduler knows (pending or running), with what the store says of it.
@@ -111,6 +118,12 @@ struct ControlPlane::Impl {
 
   mutable std::shared_mutex tenants_mu;
   std::map<std::string, std::string> parent_of;  // tenant -> parent ("" for a root)
+
+  // Usage: the ledger holds exactly the stored samples (rebuilt from the store at Create, and
+  // after a failed usage transaction: stale until then).
+  std::mutex usage_mu;
+  metering::Ledger ledger;
+  bool ledger_stale = false;
 
   // The loop.
   std::thread loop;
@@ -164,6 +177,13 @@ struct ControlPlane::Impl {
   HttpResponse StreamEvents(const HttpRequest& r, const Caller& c);  // control_plane_events.cc
   // Whether the token of this hash is still known, unrevoked and unexpired (open streams).
   bool TokenStillValid(const std::string& hash) const;
+  HttpResponse PostUsage(const HttpRequest& r, const Caller& c);
+  HttpResponse GetUsage(const HttpRequest& r, const Caller& c);
+
+  // Usage (control_plane_usage.cc): the metrics' families, and the ledger again from every
+  // stored sample (`count`: add them to the per-tenant counters, at Create). usage_mu held.
+  Status InitUsageMetrics();
+  Status RebuildLedger(bool count);
 
   // The tenant change both POST and PATCH make: the new map must make a valid tree the
   // scheduler takes; then it is persisted (with the audit record) and applied. mu held.

@@ -62,7 +62,7 @@ Status Validate(const SampleValues& v) {
 
 }  // namespace
 
-uint32_t Ledger::Intern(const SourceKey& k) {
+std::string Ledger::Joined(const SourceKey& k) {
   std::string joined;
   joined.reserve(k.tenant.size() + k.node.size() + k.gpu.size() + k.model.size() + k.partition.size() +
                  k.workload.size() + 6);
@@ -70,7 +70,11 @@ uint32_t Ledger::Intern(const SourceKey& k) {
     joined += *part;
     joined.push_back('\x1f');
   }
-  auto [it, inserted] = ids_.try_emplace(std::move(joined), static_cast<uint32_t>(keys_.size()));
+  return joined;
+}
+
+uint32_t Ledger::Intern(const SourceKey& k) {
+  auto [it, inserted] = ids_.try_emplace(Joined(k), static_cast<uint32_t>(keys_.size()));
   if (inserted) {
     keys_.push_back(k);
     state_.emplace_back();
@@ -124,17 +128,10 @@ void Ledger::Add(Source& s, uint32_t id, const SampleValues& v) {
   }
 }
 
-StatusOr<IngestResult> Ledger::Ingest(uint32_t id, const SampleValues& v) {
-  if (id >= state_.size()) return InvalidArgumentError("unknown source id " + std::to_string(id));
-  TESSERA_RETURN_IF_ERROR(Validate(v));
-  Source& s = state_[id];
-  const uint64_t fp = Fingerprint(v);
-  auto& spans = s.spans;
+StatusOr<Ledger::Place> Ledger::Locate(const Source& s, const SampleValues& v, uint64_t fp) {
+  const auto& spans = s.spans;
   if (spans.empty() || (v.start >= spans.back().end && v.seq > spans.back().seq)) {
-    spans.push_back({v.start, v.end, v.seq, fp});  // in order: the fast path
-    Add(s, id, v);
-    ++counted_;
-    return IngestResult::kCounted;
+    return Place{IngestResult::kCounted, spans.size()};  // in order: the fast path
   }
   // A resend, a late sample or an error: find its place by start.
   auto it = std::lower_bound(spans.begin(), spans.end(), v.start,
@@ -142,8 +139,7 @@ StatusOr<IngestResult> Ledger::Ingest(uint32_t id, const SampleValues& v) {
   for (auto probe : {it, it == spans.begin() ? spans.end() : it - 1}) {
     if (probe != spans.end() && probe->seq == v.seq) {
       if (probe->start == v.start && probe->end == v.end && probe->fingerprint == fp) {
-        ++duplicates_;
-        return IngestResult::kDuplicate;
+        return Place{IngestResult::kDuplicate, 0};
       }
       return AlreadyExistsError("seq " + std::to_string(v.seq) +
                                 " was already counted with a different span or values (a conflicting resend)");
@@ -162,10 +158,31 @@ StatusOr<IngestResult> Ledger::Ingest(uint32_t id, const SampleValues& v) {
                                    " is out of order with the source's samples around it in time (seq " +
                                    std::to_string(prev != nullptr ? prev->seq : next->seq) + ")");
   }
-  spans.insert(it, {v.start, v.end, v.seq, fp});
+  return Place{IngestResult::kCounted, static_cast<size_t>(it - spans.begin())};
+}
+
+StatusOr<IngestResult> Ledger::Ingest(uint32_t id, const SampleValues& v) {
+  if (id >= state_.size()) return InvalidArgumentError("unknown source id " + std::to_string(id));
+  TESSERA_RETURN_IF_ERROR(Validate(v));
+  Source& s = state_[id];
+  const uint64_t fp = Fingerprint(v);
+  TESSERA_ASSIGN_OR_RETURN(Place place, Locate(s, v, fp));
+  if (place.result == IngestResult::kDuplicate) {
+    ++duplicates_;
+    return IngestResult::kDuplicate;
+  }
+  s.spans.insert(s.spans.begin() + static_cast<std::ptrdiff_t>(place.at), {v.start, v.end, v.seq, fp});
   Add(s, id, v);
   ++counted_;
   return IngestResult::kCounted;
+}
+
+StatusOr<IngestResult> Ledger::Check(const SourceKey& key, const SampleValues& v) const {
+  TESSERA_RETURN_IF_ERROR(Validate(v));
+  auto it = ids_.find(Joined(key));
+  if (it == ids_.end()) return IngestResult::kCounted;  // a new source takes any valid sample
+  TESSERA_ASSIGN_OR_RETURN(Place place, Locate(state_[it->second], v, Fingerprint(v)));
+  return place.result;
 }
 
 std::vector<HourlyRecord> Ledger::Records() const {

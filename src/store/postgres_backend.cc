@@ -77,6 +77,29 @@ INSERT INTO audit_head (id, seq, hash)
   VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000');
 )sql";
 
+// Version 2: the usage samples node agents report (store.h, UsageSampleRecord). The key makes
+// a resend a no-op; the index serves the time-window queries of GET /v1/usage.
+constexpr std::string_view kSchemaV2 = R"sql(
+CREATE TABLE usage_samples (
+  node TEXT NOT NULL,
+  tenant TEXT NOT NULL,
+  workload TEXT NOT NULL,
+  gpu TEXT NOT NULL,
+  model TEXT NOT NULL,
+  "partition" TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  start_s BIGINT NOT NULL,
+  end_s BIGINT NOT NULL,
+  gpu_milli_s_allocated BIGINT NOT NULL,
+  gpu_milli_s_used BIGINT NOT NULL,
+  memory_mib_s BIGINT NOT NULL,
+  peak_memory_mib BIGINT NOT NULL,
+  kernel_launches BIGINT NOT NULL,
+  bytes_transferred BIGINT NOT NULL,
+  PRIMARY KEY (node, workload, gpu, seq));
+CREATE INDEX usage_samples_by_tenant_end ON usage_samples (tenant, end_s);
+)sql";
+
 class PostgresBackend final : public SqlBackend {
  public:
   explicit PostgresBackend(PGconn* conn) : conn_(conn) {}
@@ -196,7 +219,7 @@ class PostgresBackend final : public SqlBackend {
   Status RollbackToSavepoint() override { return Exec("ROLLBACK TO SAVEPOINT tessera_callback"); }
 
   const std::vector<std::string_view>& Migrations() const override {
-    static const std::vector<std::string_view> kMigrations = {kSchemaV1};
+    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2};
     return kMigrations;
   }
   std::string_view ForUpdate() const override { return " FOR UPDATE"; }

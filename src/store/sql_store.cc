@@ -38,6 +38,10 @@ constexpr std::string_view kNodeColumns = "name, inventory_json, state, last_hea
 constexpr std::string_view kWorkloadColumns =
     "id, tenant, spec_json, state, placement_json, wait_reason, seq, start_ms, created_ms, updated_ms, version";
 constexpr std::string_view kAuditColumns = "seq, time_ms, actor, action, target, result, prev_hash, hash";
+// "partition" is quoted: a keyword in both dialects.
+constexpr std::string_view kUsageColumns =
+    "node, tenant, workload, gpu, model, \"partition\", seq, start_s, end_s, gpu_milli_s_allocated, "
+    "gpu_milli_s_used, memory_mib_s, peak_memory_mib, kernel_launches, bytes_transferred";
 
 std::string Select(std::string_view columns, std::string_view rest) {
   return "SELECT " + std::string(columns) + " " + std::string(rest);
@@ -100,6 +104,43 @@ StatusOr<AuditRecord> AuditFrom(const SqlRow& r) {
   a.prev_hash = Text(r[6]);
   a.hash = Text(r[7]);
   return a;
+}
+
+StatusOr<UsageSampleRecord> UsageFrom(const SqlRow& r) {
+  UsageSampleRecord u;
+  u.node = Text(r[0]);
+  u.tenant = Text(r[1]);
+  u.workload = Text(r[2]);
+  u.gpu = Text(r[3]);
+  u.model = Text(r[4]);
+  u.partition = Text(r[5]);
+  int64_t* ints[] = {&u.seq, &u.start_s, &u.end_s, &u.gpu_milli_s_allocated, &u.gpu_milli_s_used, &u.memory_mib_s,
+                     &u.peak_memory_mib, &u.kernel_launches, &u.bytes_transferred};
+  for (size_t i = 0; i < std::size(ints); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(*ints[i], ToInt(r[6 + i], "usage_samples column " + std::to_string(6 + i)));
+  }
+  return u;
+}
+
+std::vector<SqlParam> UsageParams(const UsageSampleRecord& u) {
+  return {u.node, u.tenant, u.workload, u.gpu, u.model, u.partition, u.seq, u.start_s, u.end_s,
+          u.gpu_milli_s_allocated, u.gpu_milli_s_used, u.memory_mib_s, u.peak_memory_mib, u.kernel_launches,
+          u.bytes_transferred};
+}
+
+// The first field where two samples of the same key differ ("" when none does).
+std::string FirstDifference(const UsageSampleRecord& a, const UsageSampleRecord& b) {
+  const std::pair<const char*, bool> fields[] = {
+      {"tenant", a.tenant != b.tenant}, {"model", a.model != b.model}, {"partition", a.partition != b.partition},
+      {"start", a.start_s != b.start_s}, {"end", a.end_s != b.end_s},
+      {"gpu_milli_s_allocated", a.gpu_milli_s_allocated != b.gpu_milli_s_allocated},
+      {"gpu_milli_s_used", a.gpu_milli_s_used != b.gpu_milli_s_used}, {"memory_mib_s", a.memory_mib_s != b.memory_mib_s},
+      {"peak_memory_mib", a.peak_memory_mib != b.peak_memory_mib},
+      {"kernel_launches", a.kernel_launches != b.kernel_launches},
+      {"bytes_transferred", a.bytes_transferred != b.bytes_transferred}};
+  for (const auto& [name, differs] : fields)
+    if (differs) return name;
+  return "";
 }
 
 template <typename T, typename F>
@@ -333,6 +374,51 @@ class SqlTransaction final : public Transaction {
     TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q("SELECT COALESCE(MAX(id), 0) FROM workload_events", {}));
     if (r.rows.size() != 1) return InternalError("store: SELECT MAX(id) returned no row");
     return ToInt(r.rows[0][0], "max(id)");
+  }
+
+  StatusOr<bool> PutUsageSample(const UsageSampleRecord& u) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("INSERT INTO usage_samples (" + std::string(kUsageColumns) +
+              ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT DO NOTHING",
+          UsageParams(u)));
+    if (r.affected == 1) return true;
+    TESSERA_ASSIGN_OR_RETURN(SqlResult cur,
+        Q(Select(kUsageColumns, "FROM usage_samples WHERE node = $1 AND workload = $2 AND gpu = $3 AND seq = $4"),
+          {u.node, u.workload, u.gpu, u.seq}));
+    if (cur.rows.empty()) return InternalError("store: a usage sample neither inserted nor found");
+    TESSERA_ASSIGN_OR_RETURN(UsageSampleRecord stored, UsageFrom(cur.rows[0]));
+    const std::string differs = FirstDifference(stored, u);
+    if (differs.empty()) return false;
+    return AlreadyExistsError("usage sample seq " + std::to_string(u.seq) + " of workload " + u.workload + " on " +
+                              u.node + " gpu " + u.gpu + " is stored with another " + differs);
+  }
+  StatusOr<std::vector<UsageSampleRecord>> ListUsageSamples(const UsageFilter& f, int limit) override {
+    if (limit < 1 || limit > kMaxListLimit) {
+      return InvalidArgumentError("limit " + std::to_string(limit) + " is out of range 1.." +
+                                  std::to_string(kMaxListLimit));
+    }
+    // Placeholders are numbered as they are used (both databases refuse a parameter the
+    // statement does not mention).
+    std::vector<SqlParam> params;
+    auto p = [&](SqlParam v) {
+      params.push_back(std::move(v));
+      return "$" + std::to_string(params.size());
+    };
+    std::string sql;
+    if (!f.tenant.empty()) {
+      // The subtree through the tenants' parent links (a recursive CTE: both dialects have it).
+      sql = "WITH RECURSIVE sub(name) AS (SELECT CAST(" + p(f.tenant) +
+            " AS TEXT) UNION ALL SELECT t.name FROM tenants t JOIN sub ON t.parent = sub.name) ";
+    }
+    sql += Select(kUsageColumns, "FROM usage_samples WHERE start_s < " + p(f.to_s) + " AND end_s > " + p(f.from_s));
+    if (!f.tenant.empty()) sql += " AND tenant IN (SELECT name FROM sub)";
+    if (f.after) {
+      sql += " AND (node, workload, gpu, seq) > (" + p(f.after->node) + ", " + p(f.after->workload) + ", " +
+             p(f.after->gpu) + ", " + p(f.after->seq) + ")";
+    }
+    sql += " ORDER BY node, workload, gpu, seq LIMIT " + p(int64_t{limit});
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q(sql, params));
+    return AllFrom<UsageSampleRecord>(r, UsageFrom);
   }
 
   StatusOr<AuditRecord> AppendAudit(const AuditEntry& e) override {

@@ -86,6 +86,29 @@ std::string ToSqlitePlaceholders(std::string_view sql) {
   return out;
 }
 
+// Version 2: the usage samples node agents report (store.h, UsageSampleRecord). The key makes
+// a resend a no-op; the index serves the time-window queries of GET /v1/usage.
+constexpr std::string_view kSchemaV2 = R"sql(
+CREATE TABLE usage_samples (
+  node TEXT NOT NULL,
+  tenant TEXT NOT NULL,
+  workload TEXT NOT NULL,
+  gpu TEXT NOT NULL,
+  model TEXT NOT NULL,
+  "partition" TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  start_s INTEGER NOT NULL,
+  end_s INTEGER NOT NULL,
+  gpu_milli_s_allocated INTEGER NOT NULL,
+  gpu_milli_s_used INTEGER NOT NULL,
+  memory_mib_s INTEGER NOT NULL,
+  peak_memory_mib INTEGER NOT NULL,
+  kernel_launches INTEGER NOT NULL,
+  bytes_transferred INTEGER NOT NULL,
+  PRIMARY KEY (node, workload, gpu, seq));
+CREATE INDEX usage_samples_by_tenant_end ON usage_samples (tenant, end_s);
+)sql";
+
 class SqliteBackend final : public SqlBackend {
  public:
   explicit SqliteBackend(sqlite3* db) : db_(db) {}
@@ -182,7 +205,7 @@ class SqliteBackend final : public SqlBackend {
   Status RollbackToSavepoint() override { return Step("ROLLBACK TO SAVEPOINT tessera_callback"); }
 
   const std::vector<std::string_view>& Migrations() const override {
-    static const std::vector<std::string_view> kMigrations = {kSchemaV1};
+    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2};
     return kMigrations;
   }
   std::string_view ForUpdate() const override { return ""; }

@@ -7,7 +7,8 @@
 //   - a SIGKILLed agent's workloads are requeued and placed on the other node;
 //   - a SIGKILLed and restarted serve adopts what runs: nothing lost or duplicated, no limit
 //     changed on the node;
-//   - an agent with a wrong token is refused and exits 1.
+//   - an agent with a wrong token is refused and exits 1;
+//   - the agents' usage samples reach GET /v1/usage.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -196,6 +197,12 @@ TEST_F(Platform, AGuaranteedWorkloadPreemptsABorrowerAndStarts) {
                       dir_)
                .out.find("\"w" + std::to_string(guaranteed) + "\"") != std::string::npos;
   }));
+  // The agents' usage samples reach the control plane's ledger, none refused.
+  EXPECT_TRUE(WaitFor([&] {
+    const json u = Body(Call("GET", "/v1/usage?tenant=prod"));
+    return !u.value("tenants", json::array()).empty() && u["tenants"][0].value("gpu_milli_s_allocated", 0) > 0;
+  })) << Body(Call("GET", "/v1/usage")).dump();
+  EXPECT_THAT(a->output() + b->output(), ::testing::Not(HasSubstr("usage sample refused")));
 }
 
 TEST_F(Platform, TesseraRunServerHoldsTheMemoryLimitToTheByte) {

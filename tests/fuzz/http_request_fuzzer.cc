@@ -9,6 +9,11 @@
 // inventories), each of which may refuse only with INVALID_ARGUMENT; an accepted workload
 // request survives its own encoding (Encode then Decode gives the same request), and its
 // resolution to a mode and a pod is refused only with INVALID_ARGUMENT or stored and read back.
+// The usage decoder (a node agent's batch) refuses a body only with INVALID_ARGUMENT or
+// RESOURCE_EXHAUSTED (too many samples); each sample it refuses names a field of that sample,
+// and each it accepts keeps the rules (end after start, quantities >= 0, used <= allocated <=
+// one GPU) and goes through the metering ledger (Check then Ingest agree); the query's
+// from/to go through the usage time parser (refused only with INVALID_ARGUMENT).
 //
 // Build and run: tests/fuzz/run.sh [seconds].
 #include <cstdint>
@@ -19,6 +24,7 @@
 
 #include "src/daemon/http_server.h"
 #include "src/daemon/api_codec.h"
+#include "src/daemon/usage_codec.h"
 #include "src/daemon/workload_request.h"
 #include "src/daemon/workload_shape.h"
 #include "tessera/core/gpu_model.h"
@@ -41,6 +47,44 @@ tessera::daemon::HttpServer& Server() {
     return s;
   }();
   return *server;
+}
+
+// The usage endpoints' decoding (see the header comment); aborts on a broken rule.
+void CheckUsage(const tessera::daemon::HttpRequest& req) {
+  using tessera::StatusCode;
+  std::string field;
+  auto batch = tessera::daemon::DecodeUsageBatch("n1", req.body, &field, 8);
+  if (!batch.ok()) {
+    const auto code = batch.status().code();
+    if (code != StatusCode::kInvalidArgument && code != StatusCode::kResourceExhausted) std::abort();
+  } else {
+    tessera::metering::Ledger ledger;
+    for (const tessera::daemon::UsageItem& item : *batch) {
+      const std::string at = "samples[" + std::to_string(item.index) + "]";
+      if (!item.error.ok()) {
+        if (item.error.code() != StatusCode::kInvalidArgument || !item.field.starts_with(at)) std::abort();
+        continue;
+      }
+      const tessera::store::UsageSampleRecord& s = item.sample;
+      const int64_t span = s.end_s - s.start_s;
+      if (s.node != "n1" || span <= 0 || s.seq < 0 || s.gpu_milli_s_used < 0 ||
+          s.gpu_milli_s_used > s.gpu_milli_s_allocated || s.gpu_milli_s_allocated > 1000 * span ||
+          s.memory_mib_s < 0 || s.peak_memory_mib < 0 || s.kernel_launches < 0 || s.bytes_transferred < -1)
+        std::abort();
+      const auto key = tessera::daemon::UsageSourceKey(s);
+      const auto values = tessera::daemon::UsageValues(s);
+      auto check = ledger.Check(key, values);
+      auto in = ledger.Ingest(key, values);
+      if (check.ok() != in.ok() || (check.ok() && *check != *in)) std::abort();
+      if (!check.ok() && !tessera::daemon::LedgerErrorField(check.status(), item.index).starts_with(at)) std::abort();
+    }
+  }
+  for (const char* key : {"from", "to"}) {
+    auto it = req.query.find(key);
+    if (it == req.query.end()) continue;
+    auto t = tessera::daemon::ParseUsageTime(it->second, key);
+    if (!t.ok() && t.status().code() != StatusCode::kInvalidArgument) std::abort();
+  }
 }
 
 }  // namespace
@@ -84,6 +128,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto inventory = tessera::daemon::DecodeNodeInventory("n1", req->body, catalog, &field);
   only_invalid(inventory.status());
   if (inventory.ok() && (inventory->spec.gpu_count < 0 || inventory->spec.gpu_count > 16)) std::abort();
+  CheckUsage(*req);
   const tessera::daemon::HttpResponse res = Server().Handle(*req);
   if (res.status != 200 && res.status != 400 && res.status != 404 && res.status != 405) std::abort();
   if (!nlohmann::json::accept(res.body)) std::abort();

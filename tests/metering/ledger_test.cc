@@ -147,6 +147,25 @@ TEST(Ledger, OverlapConflictAndOrderAreErrorsThatChangeNothing) {
   EXPECT_TRUE(l.Ingest(Key(), Sample(2, kT0 + 600, kT0 + 1200)).ok());
 }
 
+// Check answers what Ingest would, and changes nothing (not even the sources).
+TEST(Ledger, CheckAnswersAsIngestWouldWithoutChangingTheLedger) {
+  Ledger l;
+  ASSERT_TRUE(l.Ingest(Key(), Sample(1, kT0, kT0 + 600)).ok());
+  ASSERT_TRUE(l.Ingest(Key(), Sample(3, kT0 + 1200, kT0 + 1800)).ok());
+  const auto before = l.Records();
+  EXPECT_EQ(*l.Check(Key(), Sample(1, kT0, kT0 + 600)), IngestResult::kDuplicate);
+  EXPECT_EQ(*l.Check(Key(), Sample(2, kT0 + 600, kT0 + 1200)), IngestResult::kCounted);
+  EXPECT_EQ(*l.Check(Key(), Sample(4, kT0 + 1800, kT0 + 2400)), IngestResult::kCounted);
+  EXPECT_THAT(l.Check(Key(), Sample(2, kT0 + 500, kT0 + 700)).status().message(), HasSubstr("overlaps seq 1"));
+  EXPECT_EQ(l.Check(Key(), Sample(1, kT0, kT0 + 600, 900)).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(l.Check(Key(), Sample(9, kT0, kT0)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*l.Check(Key("new"), Sample(1, kT0, kT0 + 600)), IngestResult::kCounted);
+  EXPECT_EQ(l.sources().size(), 1u);  // "new" was not interned
+  EXPECT_TRUE(SameRecords(before, l.Records()));
+  EXPECT_EQ(l.counted(), 2);
+  EXPECT_EQ(l.duplicates(), 0);
+}
+
 TEST(LedgerFile, RoundTripsAndListsEveryProblemWithItsLine) {
   const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
   UsageSample s{Key(), Sample(1, kT0, kT0 + 600)};

@@ -161,6 +161,48 @@ TEST(ServeProcess, CtlCoversEveryAreaOfTheApi) {
   EXPECT_THAT(r.err, HasSubstr("cannot reach the control plane"));
 }
 
+// `tessera ctl usage`: what node agents reported, per tenant and hour, from a real daemon.
+TEST(ServeProcess, CtlUsagePrintsTotalsAndHours) {
+  TempDir dir;
+  ServeProcess serve(ServeArgs(dir.File("t.db")), Env());
+  ASSERT_TRUE(serve.WaitListening()) << serve.output();
+  const std::string ctl = "TESSERA_SERVER=http://127.0.0.1:" + std::to_string(serve.port()) +
+                          " TESSERA_TOKEN=" + kAdmin + " '" + std::string(TESSERA_BINARY) + "' ctl ";
+  auto run = [&](const std::string& args) { return RunCommand(ctl + args, dir); };
+  ASSERT_EQ(run("tenants create ml").exit_code, 0);
+  const std::string agent = Body({200, {}, run("tokens create --role node-agent -o json").out})["token"];
+  ASSERT_EQ(HttpCall(serve.port(), "POST", "/v1/nodes/gpu-1/register",
+                     R"({"cpu_milli":8000,"memory_mib":65536,"gpus":[{"model":"A100-80GB"}]})",
+                     {"Authorization: Bearer " + agent})
+                .status,
+            200);
+  // 2026-11-01T00:59:00Z .. 01:01:00Z at half a GPU: 30 GPU-seconds in each hour.
+  const std::string sample =
+      R"({"tenant":"ml","workload":"1","gpu":"0","model":"A100-80GB","partition":"share","seq":0,)"
+      R"("start":1793494740,"end":1793494860,"gpu_milli_s_allocated":60000,"gpu_milli_s_used":12000,)"
+      R"("memory_mib_s":0,"peak_memory_mib":0,"kernel_launches":4})";
+  HttpResult posted = HttpCall(serve.port(), "POST", "/v1/nodes/gpu-1/usage", "{\"samples\":[" + sample + "]}",
+                               {"Authorization: Bearer " + agent});
+  ASSERT_EQ(posted.status, 200) << posted.body;
+  CommandResult r = run("usage");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("TENANT  GPU_S_ALLOCATED  GPU_S_USED  KERNEL_LAUNCHES  SAMPLES"));
+  EXPECT_THAT(r.out, HasSubstr("ml      60               12"));
+  EXPECT_THAT(r.out, HasSubstr("2026-11-01T00:00:00Z  ml      gpu-1:0  1         share      30"));
+  EXPECT_THAT(r.out, HasSubstr("2026-11-01T01:00:00Z"));
+  r = run("usage --tenant ml --from 2026-11-01T01:00:00Z -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = Body({200, {}, r.out});
+  ASSERT_EQ(j["hours"].size(), 1u) << r.out;
+  EXPECT_EQ(j["tenants"][0]["gpu_milli_s_allocated"], 30000);
+  r = run("usage --from yesterday");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("tessera ctl usage: HTTP 400: from:"));
+  r = run("usage --tenant nobody");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("HTTP 404"));
+}
+
 // The crash test of issue 15: 500 submits, each with its own Idempotency-Key, while the daemon
 // is SIGKILLed at random moments and restarted; the client retries a submit that got no answer
 // with the same key. Afterwards every acknowledged submit is there, and none twice.

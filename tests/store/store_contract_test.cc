@@ -584,6 +584,96 @@ TEST_P(StoreContractTest, MigratesAnEmptyDatabaseAndRefusesANewerSchema) {
   EXPECT_THAT(reopened, StatusIs(StatusCode::kFailedPrecondition, HasSubstr("schema version 99")));
 }
 
+// A database made by a binary of schema version 1 (no usage_samples) migrates to version 2 and
+// keeps what it held.
+TEST_P(StoreContractTest, MigratesAVersion1DatabaseToUsageSamples) {
+  AddTenant("t1");
+  ASSERT_TRUE(store_->ExecForTesting("DROP TABLE usage_samples; DELETE FROM schema_migrations WHERE version = 2").ok());
+  Reopen();
+  EXPECT_EQ(store_->SchemaVersion(), 2);
+  EXPECT_EQ(Read<TenantRecord>([](Transaction& tx) { return tx.GetTenant("t1"); }).name, "t1");
+  EXPECT_TRUE(Read<bool>([](Transaction& tx) { return tx.PutUsageSample({"n1", "t1", "w1", "0", "A100-80GB", "whole", 0,
+                                                                           3600, 3660, 60000, 30000, 6000, 100, 5, -1}); }));
+}
+
+UsageSampleRecord Sample(const std::string& tenant, const std::string& workload, int64_t seq, int64_t start,
+                         int64_t end, const std::string& node = "n1") {
+  return {node, tenant, workload, "0", "A100-80GB", "whole", seq, start, end, 1000 * (end - start), 500 * (end - start),
+          1024 * (end - start), 1024, 7, -1};
+}
+
+TEST_P(StoreContractTest, UsageSampleResendIsANoOpAndOtherValuesAreRefused) {
+  const UsageSampleRecord s = Sample("t1", "w1", 0, 100, 160);
+  EXPECT_TRUE(Read<bool>([&](Transaction& tx) { return tx.PutUsageSample(s); }));
+  EXPECT_FALSE(Read<bool>([&](Transaction& tx) { return tx.PutUsageSample(s); }));  // the resend
+  UsageSampleRecord other = s;
+  other.gpu_milli_s_used += 1;
+  EXPECT_THAT(Code([&](Transaction& tx) { return tx.PutUsageSample(other).status(); }),
+              StatusIs(StatusCode::kAlreadyExists, HasSubstr("gpu_milli_s_used")));
+  other = s;
+  other.tenant = "t2";
+  EXPECT_THAT(Code([&](Transaction& tx) { return tx.PutUsageSample(other).status(); }),
+              StatusIs(StatusCode::kAlreadyExists, HasSubstr("tenant")));
+  // The same seq on another GPU, node or workload is another sample.
+  for (std::string UsageSampleRecord::*part : {&UsageSampleRecord::gpu, &UsageSampleRecord::node,
+                                               &UsageSampleRecord::workload}) {
+    UsageSampleRecord k = s;
+    k.*part += "x";
+    EXPECT_TRUE(Read<bool>([&](Transaction& tx) { return tx.PutUsageSample(k); })) << k.*part;
+  }
+  std::vector<UsageSampleRecord> all =
+      Read<std::vector<UsageSampleRecord>>([](Transaction& tx) { return tx.ListUsageSamples({}, 100); });
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0], s);  // every field as it was written
+  Reopen();
+  EXPECT_EQ(Read<std::vector<UsageSampleRecord>>([](Transaction& tx) { return tx.ListUsageSamples({}, 100); }), all);
+}
+
+TEST_P(StoreContractTest, UsageSamplesListBySubtreeTimeWindowAndPages) {
+  AddTenant("acme");
+  AddTenant("vision", "acme");
+  AddTenant("ranking", "vision");
+  AddTenant("other");
+  ASSERT_TRUE(Tx([&](Transaction& tx) -> Status {
+    for (const UsageSampleRecord& u :
+         {Sample("acme", "a", 0, 0, 100), Sample("vision", "v", 0, 100, 200), Sample("ranking", "r", 0, 200, 300),
+          Sample("ranking", "r", 1, 300, 400), Sample("other", "o", 0, 0, 400), Sample("gone", "g", 0, 0, 10)}) {
+      TESSERA_RETURN_IF_ERROR(tx.PutUsageSample(u).status());
+    }
+    return Status::Ok();
+  }).ok());
+  auto list = [&](UsageFilter f, int limit = 100) {
+    std::vector<std::string> out;
+    for (const UsageSampleRecord& u :
+         Read<std::vector<UsageSampleRecord>>([&](Transaction& tx) { return tx.ListUsageSamples(f, limit); }))
+      out.push_back(u.workload + std::to_string(u.seq));
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(list({}), (V{"a0", "g0", "o0", "r0", "r1", "v0"}));  // every tenant's, deleted ones too, by key
+  EXPECT_EQ(list({"acme"}), (V{"a0", "r0", "r1", "v0"}));
+  EXPECT_EQ(list({"vision"}), (V{"r0", "r1", "v0"}));
+  EXPECT_EQ(list({"ranking"}), (V{"r0", "r1"}));
+  EXPECT_EQ(list({"nobody"}), V{});
+  // Spans overlapping [from, to): [100, 300) takes v0 and r0, not a0 (ends at 100) nor r1 (starts at 300).
+  EXPECT_EQ(list({"acme", 100, 300}), (V{"r0", "v0"}));
+  EXPECT_EQ(list({"", 399, 1000}), (V{"o0", "r1"}));
+  // Pages: each sample once.
+  V paged;
+  UsageFilter f;
+  for (;;) {
+    std::vector<UsageSampleRecord> page =
+        Read<std::vector<UsageSampleRecord>>([&](Transaction& tx) { return tx.ListUsageSamples(f, 4); });
+    for (const UsageSampleRecord& u : page) paged.push_back(u.workload + std::to_string(u.seq));
+    if (page.size() < 4) break;
+    const UsageSampleRecord& last = page.back();
+    f.after = UsageSampleKey{last.node, last.workload, last.gpu, last.seq};
+  }
+  EXPECT_EQ(paged, list({}));
+  EXPECT_THAT(Code([](Transaction& tx) { return tx.ListUsageSamples({}, 0).status(); }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("limit")));
+}
+
 TEST_P(StoreContractTest, ConcurrentWritersThroughOneAndTwoStores) {
   AddTenant("t1");
   auto other = Open(url_);

@@ -92,6 +92,10 @@ class Ledger {
     return Ingest(Intern(key), sample);
   }
 
+  // What Ingest would answer for the sample, without changing the ledger (nor interning the key):
+  // the daemon asks before it stores a sample, so that the table and the ledger hold the same.
+  StatusOr<IngestResult> Check(const SourceKey& key, const SampleValues& sample) const;
+
   // Every hourly record, by source id then hour.
   std::vector<HourlyRecord> Records() const;
   int64_t counted() const { return counted_; }
@@ -107,6 +111,14 @@ class Ledger {
     std::map<int64_t, HourlyRecord> hours;
     HourlyRecord* last = nullptr;  // the hour of the last sample (fast path)
   };
+  // Where the sample goes among the source's spans: kCounted with the index to insert at,
+  // kDuplicate, or the error (Ingest's rules).
+  struct Place {
+    IngestResult result;
+    size_t at;
+  };
+  static StatusOr<Place> Locate(const Source& s, const SampleValues& v, uint64_t fingerprint);
+  static std::string Joined(const SourceKey& key);
   HourlyRecord& Hour(Source& s, uint32_t id, int64_t hour);
   void Add(Source& s, uint32_t id, const SampleValues& v);
 

@@ -3,7 +3,8 @@
 // What it is for: `tessera serve` keeps everything it must not lose here: tenants (with their
 // quota and QoS spec), API tokens (as SHA-256 hashes), nodes (their inventory), workloads (spec,
 // state, placement, wait reason), the answers to idempotent POSTs, the events a tenant can see on
-// its workloads (preemptions, ...) and the hash-chained audit log. Two implementations pass the
+// its workloads (preemptions, ...), the hash-chained audit log and the usage samples node agents
+// report (the metering ledger's input). Two implementations pass the
 // same contract suite (tests/store/store_contract_test.cc): SQLite (embedded, the default) and
 // PostgreSQL (a shared control plane). `Open(url)` picks one.
 //
@@ -216,6 +217,52 @@ struct AuditVerification {
   std::string problem;        // e.g. "seq 3: hash does not match its fields"; empty when ok
 };
 
+// One usage sample as a node agent reported it (POST /v1/nodes/{name}/usage): what one workload
+// used on one GPU partition over [start_s, end_s) (seconds since the epoch; the metering ledger's
+// vocabulary, tessera/metering/ledger.h). The key is (node, workload, gpu, seq): the agent numbers
+// each workload's samples from 0, so a resend carries the same key and values and is a no-op.
+// tenant is the name the agent gave (no foreign key: usage is history and outlives a deleted
+// tenant; the daemon checks the tenant when the sample arrives).
+struct UsageSampleRecord {
+  std::string node;
+  std::string tenant;
+  std::string workload;
+  std::string gpu;        // index (or UUID) on its node
+  std::string model;      // catalog name
+  std::string partition;  // "whole", "share" or a MIG profile
+  int64_t seq = 0;
+  int64_t start_s = 0;
+  int64_t end_s = 0;
+  int64_t gpu_milli_s_allocated = 0;
+  int64_t gpu_milli_s_used = 0;
+  int64_t memory_mib_s = 0;
+  int64_t peak_memory_mib = 0;
+  int64_t kernel_launches = 0;
+  int64_t bytes_transferred = -1;  // -1: unknown
+  friend bool operator==(const UsageSampleRecord&, const UsageSampleRecord&) = default;
+};
+
+// The key of a usage sample, as ListUsageSamples orders them (node, workload, gpu, seq; strings
+// by the database's text order).
+struct UsageSampleKey {
+  std::string node;
+  std::string workload;
+  std::string gpu;
+  int64_t seq = 0;
+  friend bool operator==(const UsageSampleKey&, const UsageSampleKey&) = default;
+};
+
+// Which usage samples ListUsageSamples returns: those whose span overlaps [from_s, to_s)
+// (start_s < to_s and end_s > from_s), of `tenant` and every tenant below it (by the tenants'
+// parent links; "" = every tenant, deleted ones too), with a key after `after` (a page's last
+// key; none = from the first).
+struct UsageFilter {
+  std::string tenant;
+  int64_t from_s = INT64_MIN;
+  int64_t to_s = INT64_MAX;
+  std::optional<UsageSampleKey> after;
+};
+
 // One page of a workload list. next_continue is empty on the last page; otherwise pass it back
 // as `continue_token` to get the next page. Tokens are opaque to callers.
 struct WorkloadPage {
@@ -293,6 +340,14 @@ class Transaction {
   // The largest event id there is, 0 when there is none.
   virtual StatusOr<int64_t> LastWorkloadEventId() = 0;
 
+  // Usage samples. PutUsageSample stores a new sample and returns true; false when the same key
+  // is stored with the same values (a resend: nothing changes); ALREADY_EXISTS, naming the first
+  // field that differs, when the key is stored with other values. The store does not check the
+  // values (the daemon and the metering ledger do). ListUsageSamples returns up to `limit`
+  // (1..10000) samples of `filter` by key; the next page starts after the last one's key.
+  virtual StatusOr<bool> PutUsageSample(const UsageSampleRecord& sample) = 0;
+  virtual StatusOr<std::vector<UsageSampleRecord>> ListUsageSamples(const UsageFilter& filter, int limit) = 0;
+
   // The audit log: AppendAudit chains the entry to the newest record and returns it;
   // ListAudit returns up to `limit` records with seq > after_seq, by seq.
   virtual StatusOr<AuditRecord> AppendAudit(const AuditEntry& entry) = 0;
@@ -333,8 +388,9 @@ class Store {
   virtual Status ExecForTesting(std::string_view sql) = 0;
 };
 
-// The newest schema version this binary knows.
-inline constexpr int kSchemaVersion = 1;
+// The newest schema version this binary knows. 1: tenants, tokens, nodes, workloads, idempotency,
+// workload events, audit. 2: usage samples.
+inline constexpr int kSchemaVersion = 2;
 
 struct Options {
   // How long a write waits for another process's lock (SQLite) before Unavailable.

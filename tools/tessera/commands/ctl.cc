@@ -25,13 +25,13 @@ using json = nlohmann::json;
 struct CtlFlags : CtlConnection {
   // Per-verb values.
   std::string name, parent, quota, default_qos, role, tenant, id, file, idempotency_key, cont;
-  std::string qos, mode, isolation, mig_profile, model;
+  std::string qos, mode, isolation, mig_profile, model, from, to;
   int64_t expires_in = 0, gpus = 1, gpu_milli = 1000, gpu_mem_mib = 0, priority = 0, pods = 1, limit = 100, after = 0;
 };
 
 int Run(const CtlFlags& f, const std::string& area, const std::string& verb, const std::string& method,
         const std::string& target, const std::string& body = "") {
-  const std::string command = "ctl " + area + " " + verb;
+  const std::string command = "ctl " + area + (verb.empty() ? "" : " " + verb);
   StatusOr<std::unique_ptr<daemon::ApiClient>> client = CtlClient(f);
   if (!client.ok()) return Fail(command, client.status(), kExitBadInput);
   std::map<std::string, std::string> headers;
@@ -86,7 +86,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<CtlFlags>();
   CLI::App* ctl = app.add_subcommand(
       "ctl",
-      "Talk to the control plane (tessera serve): tenants, tokens, workloads, nodes, audit, events.\n"
+      "Talk to the control plane (tessera serve): tenants, tokens, workloads, nodes, usage, audit, events.\n"
       "Server: --server, else $TESSERA_SERVER, else http://127.0.0.1:8080. Token: --token, --token-file,\n"
       "else $TESSERA_TOKEN. Exit 0 for success, 1 for an error answer or no answer, 2 for bad flags.");
   ctl->require_subcommand(1);
@@ -209,6 +209,18 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
                         : Run(*f, "nodes", v, "POST", "/v1/nodes/" + QueryEscape(f->name) + "/" + v);
     });
   }
+
+  CLI::App* usage = ctl->add_subcommand("usage", "Metered usage per tenant and hour (a tenant token: its subtree)");
+  usage->fallthrough();
+  usage->add_option("--tenant", f->tenant, "A tenant and its subtree (default: the token's; admins: all)");
+  usage->add_option("--from", f->from, "Start: unix seconds or RFC 3339 (2026-11-01T00:00:00Z)");
+  usage->add_option("--to", f->to, "End (exclusive), likewise");
+  set(usage, [f] {
+    std::string q;
+    for (const auto& [key, v] : {std::pair{"tenant", f->tenant}, {"from", f->from}, {"to", f->to}})
+      if (!v.empty()) q += std::string(q.empty() ? "?" : "&") + key + "=" + QueryEscape(v);
+    return Run(*f, "usage", "", "GET", "/v1/usage" + q);
+  });
 
   CLI::App* audit = ctl->add_subcommand("audit", "The audit log (admins)")->require_subcommand(1)->fallthrough();
   CLI::App* alist = verb(audit, "list", "Records after --after, --limit at a time");

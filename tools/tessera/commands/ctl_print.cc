@@ -104,6 +104,22 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
     }
     return Render({"NAME", "STATE", "GPUS", "MODEL", "ALLOCATED_MILLI", "WORKLOADS"}, rows);
   }
+  if (area == "usage") {
+    // Totals first, then the hours (GPU-seconds: milli-GPU seconds / 1000, rounded down).
+    std::vector<std::vector<std::string>> rows;
+    auto gpu_s = [](const json& v) { return v.is_number_integer() ? std::to_string(v.get<int64_t>() / 1000) : "-"; };
+    for (const json& t : a.value("tenants", json::array()))
+      rows.push_back({Text(t["tenant"]), gpu_s(t["gpu_milli_s_allocated"]), gpu_s(t["gpu_milli_s_used"]),
+                      Text(t["kernel_launches"]), Text(t["samples"])});
+    std::string out = Render({"TENANT", "GPU_S_ALLOCATED", "GPU_S_USED", "KERNEL_LAUNCHES", "SAMPLES"}, rows);
+    rows.clear();
+    for (const json& h : a.value("hours", json::array()))
+      rows.push_back({Text(h["hour"]), Text(h["tenant"]), Text(h["node"]) + ":" + Text(h["gpu"]), Text(h["workload"]),
+                      Text(h["partition"]), gpu_s(h["gpu_milli_s_allocated"]), gpu_s(h["gpu_milli_s_used"])});
+    if (!rows.empty())
+      out += "\n" + Render({"HOUR", "TENANT", "GPU", "WORKLOAD", "PARTITION", "GPU_S_ALLOCATED", "GPU_S_USED"}, rows);
+    return out;
+  }
   if (area == "audit") {
     std::vector<std::vector<std::string>> rows;
     for (const json& r : a.value("records", json::array()))
