@@ -116,6 +116,15 @@ struct ControlPlane::Impl {
   std::set<int64_t> parked;
   std::map<std::string, store::TenantRecord> tenants;
 
+  // The JSON text of each workload's view as the read paths answer it (a list page is 100 of
+  // them; rendering one parses its stored spec): id -> (version, text). A record's every change
+  // bumps its version and ids are never reused, so an entry is right as long as its version is.
+  // Bounded: cleared when it grows past kMaxViews.
+  static constexpr size_t kMaxViews = 100'000;
+  mutable std::mutex workload_views_mu;
+  std::unordered_map<int64_t, std::pair<int64_t, std::string>> workload_views;
+  std::string WorkloadViewText(const store::WorkloadRecord& w);
+
   mutable std::shared_mutex tenants_mu;
   std::map<std::string, std::string> parent_of;  // tenant -> parent ("" for a root)
 

@@ -202,11 +202,28 @@ HttpResponse ControlPlane::Impl::ListWorkloads(const HttpRequest& r, const Calle
     return Status::Ok();
   });
   if (!st.ok()) return ErrorResponse(st, st.code() == StatusCode::kInvalidArgument ? "continue" : "");
-  json list = json::array();
-  for (const store::WorkloadRecord& w : page.workloads) list.push_back(WorkloadView(w));
-  json out = {{"workloads", list}};
-  out["continue"] = page.next_continue.empty() ? json(nullptr) : json(page.next_continue);
-  return HttpResponse::Json(200, out.dump());
+  // The page is assembled from the views' cached text: {"continue": ..., "workloads": [...]}
+  // as json would write it (keys in order).
+  std::string body = "{\"continue\":" + (page.next_continue.empty() ? std::string("null") : json(page.next_continue).dump()) +
+                     ",\"workloads\":[";
+  for (size_t i = 0; i < page.workloads.size(); ++i) {
+    if (i) body += ',';
+    body += WorkloadViewText(page.workloads[i]);
+  }
+  body += "]}";
+  return HttpResponse::Json(200, std::move(body));
+}
+
+std::string ControlPlane::Impl::WorkloadViewText(const store::WorkloadRecord& w) {
+  {
+    std::lock_guard<std::mutex> lock(workload_views_mu);
+    if (auto it = workload_views.find(w.id); it != workload_views.end() && it->second.first == w.version) return it->second.second;
+  }
+  std::string text = WorkloadView(w).dump(-1, ' ', false, json::error_handler_t::replace);
+  std::lock_guard<std::mutex> lock(workload_views_mu);
+  if (workload_views.size() >= kMaxViews) workload_views.clear();
+  workload_views[w.id] = {w.version, text};
+  return text;
 }
 
 std::optional<HttpResponse> ControlPlane::Impl::FindWorkload(const std::string& raw, const Caller& c, Action action,
