@@ -136,6 +136,13 @@ TESSERA_RUN_DIR="$work/n-a100" "$bin" run --server "$url" --tenant research --me
 step "the A100 node as the shim sees it (tessera node status)"
 TESSERA_RUN_DIR="$work/n-a100" "$bin" node status
 
+step "usage per tenant, as the agents reported it (tessera ctl usage; GPU-seconds)"
+sleep 2.5  # the agents report every 2 s here (default 10 s)
+ctl usage | sed '/^$/q'
+
+step "the event stream (tessera ctl events --after 0): every placement, preemption and end as it happened"
+timeout 3 "$bin" ctl events --after 0 || true  # a stream does not end: stopped after 3 s
+
 step "a few /metrics lines"
 python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" "$url/metrics" |
   grep -E '^tessera_(tenant_allocated_gpu_milli|preemptions_total|workload_starts_total|nodes)' | head -14 || true

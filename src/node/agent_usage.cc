@@ -33,7 +33,11 @@ Status Agent::SampleUsage(int64_t now_ms) {
   for (auto& [id, w] : held_) {
     if (w.final_sampled) continue;
     auto t = by_slot.find(w.slot);
-    const int64_t span = now_s - w.usage_from_s;
+    // A workload that ends in the second it started (or was last sampled in) is billed that
+    // started second: its final sample spans 1 s, so short work is neither free nor loses its
+    // kernel launches (the ledger takes no empty span).
+    const int64_t end_s = w.ended ? std::max(now_s, w.usage_from_s + 1) : now_s;
+    const int64_t span = end_s - w.usage_from_s;
     if (span > 0) {
       const uint64_t launches = t != by_slot.end() ? t->second->launches : w.reported_launches;
       const uint64_t charged = t != by_slot.end() ? t->second->charged_ns : w.reported_charged_ns;
@@ -52,7 +56,7 @@ Status Agent::SampleUsage(int64_t now_ms) {
                      {"partition", w.partition},
                      {"seq", w.next_seq},
                      {"start", w.usage_from_s},
-                     {"end", now_s},
+                     {"end", end_s},
                      {"gpu_milli_s_allocated", allocated},
                      {"gpu_milli_s_used", used_milli_s},
                      {"memory_mib_s", static_cast<int64_t>(used >> 20) * span},
@@ -62,7 +66,7 @@ Status Agent::SampleUsage(int64_t now_ms) {
       outbox_.push_back(sample.dump());
       outbox_changed = true;
       ++w.next_seq;
-      w.usage_from_s = now_s;
+      w.usage_from_s = end_s;
       w.reported_launches = launches;
       w.reported_charged_ns = charged;
     }

@@ -1,5 +1,6 @@
 // The agent's workloads (tessera/node/agent.h): slots, supervisor processes, their files, and
 // re-adoption after a restart.
+#include <algorithm>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -267,6 +268,9 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
   w.gpu_milli = d.gpu_milli;
   w.command = d.command;
   w.usage_from_s = now_ms / 1000;
+  if (auto back = released_usage_end_s_.find(d.id); back != released_usage_end_s_.end())
+    w.usage_from_s = std::max(w.usage_from_s, back->second);
+  w.next_seq = now_ms;
   TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpu = gpu, .mem_bytes = mem_bytes, .share = d.gpu_milli,
                                       .priority = d.priority},
                                      static_cast<long>(::getpid()))
@@ -408,6 +412,9 @@ void Agent::StopWorkload(HeldWorkload& w, int64_t now_ms) {
 }
 
 Status Agent::Release(HeldWorkload& w) {
+  // Forget what is an hour older than this end: a workload back after that cannot overlap it.
+  std::erase_if(released_usage_end_s_, [&](const auto& e) { return e.second < w.usage_from_s - 3600; });
+  released_usage_end_s_[w.id] = w.usage_from_s;
   return node_.LeaveTenant(w.slot, static_cast<long>(::getpid()));
 }
 

@@ -16,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "src/daemon/http_server.h"
+#include "tests/testing/pg_schema.h"
 #include "tests/testing/serve_process.h"
 #include "tessera/store/store.h"
 
@@ -35,6 +36,10 @@ class ControlPlaneTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
+    // Under tests/store/with_postgres.sh (ctest daemon_postgres) the same tests run on PostgreSQL.
+    if (testing::PgTestSchema::Available()) {
+      ASSERT_TRUE(pg_.Create());
+    }
     Open();
   }
   void TearDown() override {
@@ -44,7 +49,7 @@ class ControlPlaneTest : public ::testing::Test {
 
   ControlPlaneOptions Options() {
     ControlPlaneOptions o;
-    o.db = "sqlite:" + (dir_ / "tessera.db").string();
+    o.db = testing::PgTestSchema::Available() ? pg_.url() : "sqlite:" + (dir_ / "tessera.db").string();
     o.listen_port = 0;
     o.bootstrap_token = kAdmin;
     o.run_loop = false;
@@ -111,6 +116,7 @@ class ControlPlaneTest : public ::testing::Test {
   void Cycle() { ASSERT_TRUE(cp_->RunCycle().ok()); }
 
   std::filesystem::path dir_;
+  testing::PgTestSchema pg_;  // dropped after cp_ is gone (declared first)
   int64_t now_ms_ = 1'790'000'000'000;
   std::unique_ptr<ControlPlane> cp_;
 };
@@ -480,7 +486,7 @@ TEST_F(ControlPlaneTest, EveryChangeIsInTheAuditChainAndTheChainVerifies) {
   EXPECT_EQ(actions, (std::vector<std::string>{"token.create", "tenant.create", "workload.create"}));
   EXPECT_EQ(Call("GET", "/v1/audit", "", Token("tenant-user", "a")).status, 403);
   cp_.reset();
-  auto db = store::Open("sqlite:" + (dir_ / "tessera.db").string());
+  auto db = store::Open(Options().db);
   ASSERT_TRUE(db.ok());
   auto v = (*db)->VerifyAuditChain();
   ASSERT_TRUE(v.ok());

@@ -1,7 +1,8 @@
 // Invoices through the control plane's API (ControlPlane::Handle, no socket): node agents POST
 // usage samples, GET /v1/invoices bills them with the price plan given at start; the answer is
 // what the metering library computes for the same samples and plan, to the micro-unit, and a
-// tenant's token sees its subtree's invoices and nothing of the others' amounts.
+// tenant's token sees its subtree's invoices and nothing of the others' amounts. On SQLite, and on
+// PostgreSQL under ctest daemon_postgres.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/daemon/http_server.h"
+#include "tests/testing/pg_schema.h"
 #include "tessera/core/gpu_model.h"
 #include "tessera/daemon/control_plane.h"
 #include "tessera/metering/invoice.h"
@@ -48,6 +50,9 @@ class InvoicesApiTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
+    if (testing::PgTestSchema::Available()) {  // ctest daemon_postgres
+      ASSERT_TRUE(pg_.Create());
+    }
     Write("plan.yaml", kPlan);
     ASSERT_TRUE(Open(File("plan.yaml")).ok());
     Tenant("acme");
@@ -69,7 +74,7 @@ class InvoicesApiTest : public ::testing::Test {
   Status Open(const std::string& plan) {
     cp_.reset();
     ControlPlaneOptions o;
-    o.db = "sqlite:" + File("tessera.db");
+    o.db = testing::PgTestSchema::Available() ? pg_.url() : "sqlite:" + File("tessera.db");
     o.listen_port = 0;
     o.bootstrap_token = kAdmin;
     o.run_loop = false;
@@ -170,6 +175,7 @@ class InvoicesApiTest : public ::testing::Test {
   }
 
   std::filesystem::path dir_;
+  testing::PgTestSchema pg_;  // dropped after cp_ is gone (declared first)
   std::unique_ptr<ControlPlane> cp_;
   std::string agent_;
   metering::Ledger ledger_;

@@ -13,6 +13,7 @@
 #include "src/daemon/http_server.h"
 #include "tessera/daemon/control_plane.h"
 #include "tessera/store/store.h"
+#include "tests/testing/pg_schema.h"
 
 namespace tessera::daemon {
 namespace {
@@ -31,6 +32,9 @@ class UsageApiTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
+    if (testing::PgTestSchema::Available()) {  // ctest daemon_postgres
+      ASSERT_TRUE(pg_.Create());
+    }
     Open();
     Tenant("acme");
     Tenant("vision", "acme");
@@ -47,7 +51,7 @@ class UsageApiTest : public ::testing::Test {
   void Open() {
     cp_.reset();
     ControlPlaneOptions o;
-    o.db = "sqlite:" + (dir_ / "tessera.db").string();
+    o.db = testing::PgTestSchema::Available() ? pg_.url() : "sqlite:" + (dir_ / "tessera.db").string();
     o.listen_port = 0;
     o.bootstrap_token = kAdmin;
     o.run_loop = false;
@@ -101,6 +105,7 @@ class UsageApiTest : public ::testing::Test {
   std::string Metrics() { return Call("GET", "/metrics").body; }
 
   std::filesystem::path dir_;
+  testing::PgTestSchema pg_;  // dropped after cp_ is gone (declared first)
   std::unique_ptr<ControlPlane> cp_;
   std::string agent_;
 };
@@ -144,8 +149,8 @@ TEST_F(UsageApiTest, EachBadSampleIsRejectedNamingItsFieldAndTheRestIsStored) {
   s["kernel_launches"] = -1;
   samples.push_back(s);  // 3: negative
   s = Sample("acme", "4", 0, kT0, kT0 + 60);
-  s["gpu_milli_s_used"] = s["gpu_milli_s_allocated"].get<int64_t>() + 1;
-  samples.push_back(s);  // 4: used > allocated
+  s["gpu_milli_s_used"] = 1000 * 60 + 1;
+  samples.push_back(s);  // 4: busier than one GPU (above the allocation alone is a burst: allowed)
   s = Sample("acme", "5", 0, kT0, kT0 + 60);
   s.erase("model");
   samples.push_back(s);  // 5: missing
@@ -154,8 +159,11 @@ TEST_F(UsageApiTest, EachBadSampleIsRejectedNamingItsFieldAndTheRestIsStored) {
   samples.push_back(s);  // 6: wrong type
   samples.push_back(Sample("vision", "7", 0, kT0, kT0 + 60));  // 7: good
   samples.push_back(Sample("acme", "1", 1, kT0 + 30, kT0 + 90));  // 8: overlaps sample 0
+  s = Sample("vision", "9", 0, kT0, kT0 + 60);
+  s["gpu_milli_s_used"] = 1000 * 60;  // 9: good, a 500-milli share that kept the whole GPU busy
+  samples.push_back(s);
   json r = Post(samples);
-  EXPECT_EQ(r["stored"], 2);
+  EXPECT_EQ(r["stored"], 3);
   std::map<int, std::string> field_of;
   for (const json& x : r["rejected"]) {
     field_of[x["index"].get<int>()] = x["field"].get<std::string>();
@@ -169,7 +177,7 @@ TEST_F(UsageApiTest, EachBadSampleIsRejectedNamingItsFieldAndTheRestIsStored) {
                                                   {6, "samples[6].seq"},
                                                   {8, "samples[8].start"}}));
   json usage = Ok("GET", "/v1/usage");
-  ASSERT_EQ(usage["hours"].size(), 2u);
+  ASSERT_EQ(usage["hours"].size(), 3u);  // acme 1, vision 7 and 9
   EXPECT_EQ(usage["tenants"][0]["tenant"], "acme");
   EXPECT_EQ(usage["tenants"][0]["gpu_milli_s_allocated"], 30000);
   EXPECT_THAT(Metrics(), HasSubstr("tessera_usage_samples_total{result=\"rejected\"} 7"));
@@ -248,10 +256,15 @@ TEST_F(UsageApiTest, TheLedgerIsRebuiltFromTheStoreAfterARestart) {
 // A write that fails after the ledger took a sample of the batch: nothing is stored, and the
 // ledger (rebuilt from the table) does not count it either; the agent's resend then stores it once.
 TEST_F(UsageApiTest, AFailedTransactionLeavesTheLedgerAsTheTable) {
-  auto db = store::Open("sqlite:" + (dir_ / "tessera.db").string());
+  const bool pg = testing::PgTestSchema::Available();
+  auto db = store::Open(pg ? pg_.url() : "sqlite:" + (dir_ / "tessera.db").string());
   ASSERT_TRUE(db.ok()) << db.status().ToString();
-  ASSERT_TRUE((*db)->ExecForTesting("CREATE TRIGGER boom BEFORE INSERT ON usage_samples WHEN NEW.workload = 'boom' "
-                                    "BEGIN SELECT RAISE(ABORT, 'injected'); END")
+  ASSERT_TRUE((*db)->ExecForTesting(
+                      pg ? "CREATE FUNCTION boom() RETURNS trigger AS $$ BEGIN IF NEW.workload = 'boom' THEN "
+                           "RAISE EXCEPTION 'injected'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql; "
+                           "CREATE TRIGGER boom BEFORE INSERT ON usage_samples FOR EACH ROW EXECUTE FUNCTION boom()"
+                         : "CREATE TRIGGER boom BEFORE INSERT ON usage_samples WHEN NEW.workload = 'boom' "
+                           "BEGIN SELECT RAISE(ABORT, 'injected'); END")
                   .ok());
   const json good = Sample("acme", "1", 0, kT0, kT0 + 60);
   HttpResponse r = Call("POST", "/v1/nodes/n1/usage",
@@ -259,7 +272,7 @@ TEST_F(UsageApiTest, AFailedTransactionLeavesTheLedgerAsTheTable) {
   EXPECT_EQ(r.status, 500) << r.body;
   EXPECT_THAT(r.body, HasSubstr("injected"));
   EXPECT_EQ(Ok("GET", "/v1/usage")["hours"].size(), 0u);
-  ASSERT_TRUE((*db)->ExecForTesting("DROP TRIGGER boom").ok());
+  ASSERT_TRUE((*db)->ExecForTesting(pg ? "DROP TRIGGER boom ON usage_samples" : "DROP TRIGGER boom").ok());
   json again = Post(json::array({good}));
   EXPECT_EQ(again["stored"], 1);  // new to the table and to the ledger, not a duplicate
   EXPECT_EQ(Ok("GET", "/v1/usage")["tenants"][0]["gpu_milli_s_allocated"], 30000);

@@ -25,6 +25,10 @@ expect 'alloc family=mem rc=0 id=0'
 expect 'alloc family=mem rc=2 id=1'                                      # 64 MiB limit + 1 byte refused
 expect 'completed \(exit code 0\)'
 expect '^tessera_nodes\{state="ready"\} 2'
+expect '^TENANT +GPU_S_ALLOCATED +GPU_S_USED +KERNEL_LAUNCHES +SAMPLES'
+expect '^research +[1-9][0-9]* +[0-9]+ +[0-9]+ +[1-9]'                # usage samples reached serve
+expect '^[0-9]+ +[0-9T:-]+Z +prod +1 +placed +n-h100'                  # the event stream's history
+expect '^[0-9]+ +[0-9T:-]+Z +[a-z-]+ +[0-9]+ +preempted +reclaim'
 # Nothing it started is left: no process runs from the demo's temporary folder.
 sleep 1
 if pgrep -f "$TMPDIR/tessera-demo" >/dev/null; then

@@ -68,7 +68,7 @@ void CheckUsage(const tessera::daemon::HttpRequest& req) {
       const tessera::store::UsageSampleRecord& s = item.sample;
       const int64_t span = s.end_s - s.start_s;
       if (s.node != "n1" || span <= 0 || s.seq < 0 || s.gpu_milli_s_used < 0 ||
-          s.gpu_milli_s_used > s.gpu_milli_s_allocated || s.gpu_milli_s_allocated > 1000 * span ||
+          s.gpu_milli_s_used > 1000 * span || s.gpu_milli_s_allocated > 1000 * span ||
           s.memory_mib_s < 0 || s.peak_memory_mib < 0 || s.kernel_launches < 0 || s.bytes_transferred < -1)
         std::abort();
       const auto key = tessera::daemon::UsageSourceKey(s);

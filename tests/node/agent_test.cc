@@ -229,7 +229,7 @@ TEST_F(AgentTest, UsageSamplesCarryIncreasingSeqAndAreResentUnchangedUntilAcknow
   ASSERT_TRUE(agent.Round(now_ms).ok());
   ASSERT_TRUE(agent.Round(now_ms + 2000).ok());
   ASSERT_EQ(cp.samples.size(), 1u);
-  EXPECT_EQ(cp.samples[0]["seq"], 1);
+  EXPECT_EQ(cp.samples[0]["seq"], now_ms);  // the first seq is the placement's time in ms
   EXPECT_EQ(cp.samples[0]["workload"], "5");
   EXPECT_EQ(cp.samples[0]["partition"], "share");
   EXPECT_EQ(cp.samples[0]["end"].get<int64_t>() - cp.samples[0]["start"].get<int64_t>(), 2);
@@ -242,7 +242,7 @@ TEST_F(AgentTest, UsageSamplesCarryIncreasingSeqAndAreResentUnchangedUntilAcknow
   ASSERT_TRUE(agent.Round(now_ms + 4500).ok());
   ASSERT_GE(cp.samples.size(), 1u);
   EXPECT_EQ(cp.samples[0], kept);  // the same seq and values
-  EXPECT_EQ(kept["seq"], 2);
+  EXPECT_EQ(kept["seq"], now_ms + 1);
   // A restarted agent continues the seq where the first left it.
   const int64_t last_end = cp.samples.back()["end"];
   Agent again(Options(), TwoGpus(), &cp);
@@ -250,8 +250,49 @@ TEST_F(AgentTest, UsageSamplesCarryIncreasingSeqAndAreResentUnchangedUntilAcknow
   cp.samples.clear();
   ASSERT_TRUE(again.Round(now_ms + 7000).ok());
   ASSERT_EQ(cp.samples.size(), 1u);
-  EXPECT_EQ(cp.samples[0]["seq"], kept["seq"].get<int>() + 1);
+  EXPECT_EQ(cp.samples[0]["seq"], kept["seq"].get<int64_t>() + 1);
   EXPECT_EQ(cp.samples[0]["start"], last_end);
+}
+
+// Work that starts and ends within one second still gets its (final) sample: 1 s, billed.
+TEST_F(AgentTest, AWorkloadShorterThanASecondGetsAOneSecondFinalSample) {
+  Agent agent(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  const int64_t t0 = now_ms - now_ms % 1000;  // at the start of a second
+  cp.desired = json::array({Workload(12, 1, 1024, 400)});
+  ASSERT_TRUE(agent.Round(t0 + 100).ok());
+  ASSERT_EQ(agent.held().size(), 1u);
+  cp.desired = json::array();  // stopped 0.5 s later
+  for (int i = 0; i < 100 && !agent.held().empty(); ++i) {
+    ASSERT_TRUE(agent.Round(t0 + 600).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(agent.held().empty());
+  std::vector<json> mine;
+  for (const json& s : cp.samples)
+    if (s["workload"] == "12") mine.push_back(s);
+  ASSERT_EQ(mine.size(), 1u) << json(mine).dump();
+  EXPECT_EQ(mine[0]["start"], t0 / 1000);
+  EXPECT_EQ(mine[0]["end"], t0 / 1000 + 1);
+  EXPECT_EQ(mine[0]["gpu_milli_s_allocated"], 400);
+
+  // Placed here again in the same second (after a preemption): its usage starts where the last
+  // sample ended and its seq is higher, so the control plane takes both (same source).
+  cp.desired = json::array({Workload(12, 1, 1024, 400)});
+  ASSERT_TRUE(agent.Round(t0 + 800).ok());
+  ASSERT_EQ(agent.held().size(), 1u);
+  cp.desired = json::array();
+  for (int i = 0; i < 100 && !agent.held().empty(); ++i) {
+    ASSERT_TRUE(agent.Round(t0 + 900).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  mine.clear();
+  for (const json& s : cp.samples)
+    if (s["workload"] == "12") mine.push_back(s);
+  ASSERT_EQ(mine.size(), 2u) << json(mine).dump();
+  EXPECT_EQ(mine[1]["start"], mine[0]["end"]);
+  EXPECT_GT(mine[1]["end"].get<int64_t>(), mine[1]["start"].get<int64_t>());
+  EXPECT_GT(mine[1]["seq"].get<int64_t>(), mine[0]["seq"].get<int64_t>());
 }
 
 TEST_F(AgentTest, ARefusedTokenStopsTheAgentAndAnUnreachableServerIsRetried) {

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "tessera/store/store.h"
+#include "tests/testing/pg_schema.h"
 
 namespace tessera::store {
 namespace {
@@ -40,28 +41,6 @@ MATCHER_P2(StatusIs, code, message_matcher, "") {
   return ::testing::ExplainMatchResult(message_matcher, s.message(), result_listener);
 }
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-// Runs one SQL command on the PostgreSQL server (the database of TESSERA_TEST_PG_URL).
-::testing::AssertionResult PgAdmin(const std::string& base_url, const std::string& sql) {
-  PGconn* conn = PQconnectdb(base_url.c_str());
-  if (PQstatus(conn) != CONNECTION_OK) {
-    std::string msg = PQerrorMessage(conn);
-    PQfinish(conn);
-    return ::testing::AssertionFailure() << "cannot connect to " << base_url << ": " << msg;
-  }
-  PGresult* res = PQexec(conn, sql.c_str());
-  bool ok = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK;
-  std::string msg = PQresultErrorMessage(res);
-  PQclear(res);
-  PQfinish(conn);
-  if (!ok) return ::testing::AssertionFailure() << sql << ": " << msg;
-  return ::testing::AssertionSuccess();
-}
-
 class StoreContractTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -71,22 +50,18 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
       dir_ = tmpl;
       url_ = "sqlite:" + dir_ + "/tessera.db";
     } else {
-      base_url_ = Env("TESSERA_TEST_PG_URL");
-      if (base_url_.empty()) {
-        if (!Env("TESSERA_TEST_REQUIRE_PG").empty()) {
+      if (!testing::PgTestSchema::Available()) {
+        if (testing::PgTestSchema::Required()) {
           FAIL() << "TESSERA_TEST_REQUIRE_PG is set but TESSERA_TEST_PG_URL is not: the PostgreSQL "
                     "server of tests/store/with_postgres.sh did not come up";
         }
         GTEST_SKIP() << "PostgreSQL tests need a server: run them through tests/store/with_postgres.sh "
                         "(ctest runs store_postgres_contract)";
       }
-      // A schema per test (much cheaper than a database): the store's connection gets it as
-      // its search_path, so every table the store creates and reads lives there.
-      ASSERT_NE(base_url_.find('?'), std::string::npos) << "TESSERA_TEST_PG_URL must have parameters (?host=...)";
-      static int counter = 0;
-      schema_ = "tessera_test_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
-      ASSERT_TRUE(PgAdmin(base_url_, "CREATE SCHEMA " + schema_));
-      url_ = base_url_ + "&options=-c%20search_path%3D" + schema_;
+      pg_ = std::make_unique<testing::PgTestSchema>();
+      ASSERT_TRUE(pg_->Create());
+      url_ = pg_->url();
+      base_url_ = pg_->base_url();
     }
     Reopen();
   }
@@ -94,9 +69,7 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
   void TearDown() override {
     store_.reset();
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
-    if (!schema_.empty()) {
-      EXPECT_TRUE(PgAdmin(base_url_, "DROP SCHEMA " + schema_ + " CASCADE"));
-    }
+    pg_.reset();  // drops the schema
   }
 
   void Reopen(const Options& options = {}) {
@@ -203,7 +176,8 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
     return tx.AppendAudit({seq, "tok", "workload.create", "workloads/" + std::to_string(id), "201"}).status();
   }
 
-  std::string dir_, url_, base_url_, schema_;
+  std::string dir_, url_, base_url_;
+  std::unique_ptr<testing::PgTestSchema> pg_;
   std::unique_ptr<Store> store_;
 };
 
@@ -957,7 +931,7 @@ TEST_P(StoreContractTest, UnreachableOrLockedIsUnavailable) {
     }).ok());
     EXPECT_THAT(inner, StatusIs(StatusCode::kUnavailable, HasSubstr("locked")));
   } else {
-    ASSERT_TRUE(PgAdmin(base_url_, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+    ASSERT_TRUE(testing::PgAdmin(base_url_, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
                                    "pid <> pg_backend_pid() AND datname = current_database() AND "
                                    "backend_type = 'client backend'"));
     EXPECT_THAT(Tx([](Transaction& tx) { return tx.PutNode({"n2", "{}", "ready", 1}); }),

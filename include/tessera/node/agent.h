@@ -111,6 +111,8 @@ struct HeldWorkload {
   bool final_sampled = false;    // the last usage sample after the end was taken
   int64_t stop_deadline_ms = 0;  // > 0: being stopped (no longer desired)
   // Usage accounting (persisted): the next sample's seq and start, the counters already reported.
+  // The first seq is the placement's time in ms, so that a workload placed here again (after a
+  // preemption) continues with higher seqs: its samples share a source (node, workload, GPU).
   int64_t next_seq = 1;
   int64_t usage_from_s = 0;
   uint64_t reported_launches = 0;
@@ -177,6 +179,9 @@ class Agent {
   bool registered_ = false;
   std::map<int64_t, HeldWorkload> held_;
   std::set<int64_t> done_;  // ended here and acknowledged (never started again)
+  // The end of the last usage sample of workloads that left this node (in memory): a workload
+  // placed here again within the same second starts its usage there, never overlapping.
+  std::map<int64_t, int64_t> released_usage_end_s_;
   std::vector<std::pair<int64_t, int>> finished_;  // reported until acknowledged
   std::vector<std::string> outbox_;                // usage samples as JSON objects
   int64_t next_usage_ms_ = 0;
