@@ -57,13 +57,14 @@ bool Targeted(Action a) {
 Decision TenantRole(const Principal& who, Action action, std::string_view target,
                     const ParentOf& parent_of, Role new_token_role) {
   const bool admin = who.role == Role::kTenantAdmin;
-  if (action == Action::kReadUsage && !target.empty())
+  if ((action == Action::kReadUsage || action == Action::kReadInvoices) && !target.empty())
     return InSubtree(target, who.tenant, parent_of) ? Decision::kAllow : Decision::kNotFound;
   if (!Targeted(action)) {
     switch (action) {
       case Action::kListTenants:
       case Action::kReadEvents:
       case Action::kReadUsage:
+      case Action::kReadInvoices:
         return Decision::kAllow;
       case Action::kListTokens:
         return admin ? Decision::kAllow : Decision::kForbidden;

@@ -60,6 +60,7 @@ enum class Action {
   kNodeAgent,         // the node-agent endpoints
   kReadUsage,         // target: the tenant whose usage is asked for ("" for all)
   kReadEvents,        // GET /v1/events (filtered to the subtree by the caller)
+  kReadInvoices,      // GET /v1/invoices; target: the tenant asked for ("" for all)
 };
 
 enum class Decision { kAllow, kForbidden, kNotFound };

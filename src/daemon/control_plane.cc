@@ -290,6 +290,7 @@ void ControlPlane::Impl::InstallRoutes() {
   api("GET", "/v1/nodes/{name}/desired", &Impl::DesiredState);
   api("POST", "/v1/nodes/{name}/usage", &Impl::PostUsage);
   api("GET", "/v1/usage", &Impl::GetUsage);
+  api("GET", "/v1/invoices", &Impl::GetInvoices);
   api("GET", "/v1/audit", &Impl::ListAudit);
   api("GET", "/v1/events", &Impl::StreamEvents);
 }
@@ -307,6 +308,7 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
     return InvalidArgumentError("rate limit: rate > 0 and burst >= 1 requests");
   auto impl = std::make_unique<Impl>();
   impl->opt = std::move(options);
+  TESSERA_ASSIGN_OR_RETURN(impl->price_plan, LoadPricePlan(impl->opt.price_plan, impl->catalog));
   TESSERA_RETURN_IF_ERROR(impl->InitMetrics());
   TESSERA_ASSIGN_OR_RETURN(impl->db, store::Open(impl->opt.db));
   EventFeedOptions fo;

@@ -6,6 +6,7 @@
 //   control_plane_loop.cc       the scheduling loop: cycles, persisted decisions, node timeouts
 //   control_plane_events.cc     /v1/events (server-sent events from the event feed)
 //   control_plane_usage.cc      usage samples from node agents, the metering ledger, /v1/usage
+//   control_plane_invoices.cc   the price plan, /v1/invoices (the ledger billed with it)
 //
 // Locks (always taken in this order; none is held while waiting for a client):
 //   mu          the world: the LiveScheduler, the jobs and nodes it knows, the tenant map. A
@@ -38,6 +39,7 @@
 #include "tessera/core/gpu_model.h"
 #include "tessera/daemon/control_plane.h"
 #include "tessera/metering/ledger.h"
+#include "tessera/metering/price_plan.h"
 #include "tessera/sched/live_scheduler.h"
 #include "tessera/store/store.h"
 
@@ -133,6 +135,9 @@ struct ControlPlane::Impl {
   std::mutex usage_mu;
   metering::Ledger ledger;
   bool ledger_stale = false;
+  // GET /v1/invoices: the plan of opt.price_plan, parsed once by Create (nullopt: none given).
+  // Never changed afterwards, so read without a lock.
+  std::optional<metering::PricePlan> price_plan;
 
   // The loop.
   std::thread loop;
@@ -188,6 +193,7 @@ struct ControlPlane::Impl {
   bool TokenStillValid(const std::string& hash) const;
   HttpResponse PostUsage(const HttpRequest& r, const Caller& c);
   HttpResponse GetUsage(const HttpRequest& r, const Caller& c);
+  HttpResponse GetInvoices(const HttpRequest& r, const Caller& c);  // control_plane_invoices.cc
 
   // Usage (control_plane_usage.cc): the metrics' families, and the ledger again from every
   // stored sample (`count`: add them to the per-tenant counters, at Create). usage_mu held.
@@ -225,6 +231,9 @@ struct ControlPlane::Impl {
   // Queues a known job (Submit, or parked when no node can hold it). mu held.
   void Queue(int64_t id);
 };
+
+// The plan of file `path` (nullopt for ""), parsed with the catalog (control_plane_invoices.cc).
+StatusOr<std::optional<metering::PricePlan>> LoadPricePlan(const std::string& path, const GpuModelCatalog& catalog);
 
 // Status -> an HTTP error answer (400 names `field` when given).
 HttpResponse ErrorResponse(const Status& status, std::string_view field = "");

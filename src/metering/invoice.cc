@@ -396,7 +396,6 @@ InvoiceRun Run::Finish(const std::vector<SlaObservation>& sla) {
   std::vector<size_t> order(accounts_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return accounts_[a] < accounts_[b]; });
-  std::map<std::string, std::map<std::string, Micro>> orgs;
   for (size_t a : order) {
     Invoice inv;
     inv.tenant = accounts_[a];
@@ -410,21 +409,42 @@ InvoiceRun Run::Finish(const std::vector<SlaObservation>& sla) {
     }
     inv.total_micro = static_cast<Micro>(totals_[a]);
     inv.lines = std::move(lines_[a]);
-    orgs[inv.organisation][inv.team] += inv.total_micro;
     run.invoices.push_back(std::move(inv));
   }
+  run.chargeback = ChargebackOf(run.invoices);
+  return run;
+}
+
+}  // namespace
+
+std::vector<ChargebackTotal> ChargebackOf(const std::vector<Invoice>& invoices) {
+  std::map<std::string, std::map<std::string, Micro>> orgs;
+  for (const Invoice& inv : invoices) orgs[inv.organisation][inv.team] += inv.total_micro;
+  std::vector<ChargebackTotal> out;
   for (const auto& [org, teams] : orgs) {
     ChargebackTotal t{org, 0, {}};
     for (const auto& [team, total] : teams) {
       t.total_micro += total;
       t.teams.emplace_back(team, total);
     }
-    run.chargeback.push_back(std::move(t));
+    out.push_back(std::move(t));
   }
-  return run;
+  return out;
 }
 
-}  // namespace
+InvoiceRun RestrictToAccounts(InvoiceRun run, const std::function<bool(const std::string&)>& shown) {
+  std::vector<Invoice> kept;
+  Micro total = 0;
+  for (Invoice& inv : run.invoices) {
+    if (!shown(inv.tenant)) continue;
+    total += inv.total_micro;
+    kept.push_back(std::move(inv));
+  }
+  run.invoices = std::move(kept);
+  run.metered_total_micro = total;
+  run.chargeback = ChargebackOf(run.invoices);
+  return run;
+}
 
 StatusOr<InvoiceRun> ComputeInvoices(const std::vector<SourceKey>& sources,
                                      const std::vector<HourlyRecord>& records,

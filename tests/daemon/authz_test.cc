@@ -50,6 +50,10 @@ TEST(Authz, AnotherTenantsObjectIsNotFoundForEveryTargetedAction) {
   }
   EXPECT_EQ(Ask(Role::kTenantUser, "vision", Action::kReadUsage, "speech"), k404);
   EXPECT_EQ(Ask(Role::kTenantUser, "vision", Action::kReadUsage, "ranking"), kAllow);
+  EXPECT_EQ(Ask(Role::kTenantUser, "vision", Action::kReadInvoices, "speech"), k404);
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kReadInvoices, "ranking"), kAllow);
+  EXPECT_EQ(Ask(Role::kTenantUser, "vision", Action::kReadInvoices, ""), kAllow);  // filtered to its subtree
+  EXPECT_EQ(Ask(Role::kNodeAgent, "", Action::kReadInvoices, ""), k403);
 }
 
 TEST(Authz, TenantUsersReadAndRunWorkButChangeNoQuotaAndNoToken) {
@@ -81,7 +85,8 @@ TEST(Authz, TenantAdminsManageBelowThemselvesAndMintNoStrongerToken) {
 
 TEST(Authz, AdminsAndNodeAgents) {
   for (Action a : {Action::kReadTenant, Action::kCreateTenant, Action::kChangeQuota, Action::kDeleteTenant,
-                   Action::kSubmitWorkload, Action::kCreateToken, Action::kReadNodes, Action::kReadUsage})
+                   Action::kSubmitWorkload, Action::kCreateToken, Action::kReadNodes, Action::kReadUsage,
+                   Action::kReadInvoices})
     EXPECT_EQ(Ask(Role::kAdmin, "", a, "speech"), kAllow);
   EXPECT_EQ(Ask(Role::kAdmin, "", Action::kNodeAgent, ""), k403);
   EXPECT_EQ(Ask(Role::kNodeAgent, "", Action::kNodeAgent, ""), kAllow);

@@ -579,7 +579,7 @@ TEST_F(ControlPlaneTest, EveryPathOfTheOpenApiFileIsServed) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 28);  // as many as InstallRoutes adds
+  EXPECT_EQ(checked, 29);  // as many as InstallRoutes adds
 }
 
 // GET /v1/events over a real socket: each committed change as a server-sent event, only to the

@@ -73,5 +73,15 @@ scheduler:
   EXPECT_FALSE(ParseServeConfig("{[1]: x}", "serve.yaml", {}).ok());
 }
 
+// The plan itself is read and parsed when the control plane starts (invoices_api_test.cc).
+TEST(ServeConfig, APricePlanPathIsReadAsGiven) {
+  auto o = ParseServeConfig("price_plan: plans/2026.yaml\n", "serve.yaml", {});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->price_plan, "plans/2026.yaml");
+  auto bad = ParseServeConfig("price_plan: [a, b]\n", "serve.yaml", {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("serve.yaml:1: price_plan: expected a non-empty string"));
+}
+
 }  // namespace
 }  // namespace tessera::daemon

@@ -349,6 +349,43 @@ TEST(Invoice, TheHeadersWorkedExample) {
   EXPECT_EQ(r2->metered_total_micro, 2);
 }
 
+// What a tenant's token sees at the control plane: its invoices as the whole run priced them,
+// a metered total and chargeback of those alone.
+TEST(Invoice, ARunRestrictedToSomeAccountsShowsNothingOfTheOthers) {
+  PricePlan p;
+  p.prices["A100-80GB"].gpu_hour = 2'400'000;
+  p.capacity_gpus["A100-80GB"] = 1;
+  p.chargeback["a"] = {"acme", "ml"};
+  p.chargeback["b"] = {"acme", "web"};
+  Ledger l;
+  for (const char* t : {"a", "b"}) {
+    SampleValues v;
+    v.seq = 1;
+    v.start = kT0;
+    v.end = kT0 + 3600;
+    v.gpu_milli_s_allocated = 250 * 3600;
+    ASSERT_TRUE(l.Ingest({t, "n", "0", "A100-80GB", "share", "w"}, v).ok());
+  }
+  auto run = ComputeInvoices(l.sources(), l.Records(), {}, p, *ParsePeriod("2026-11"), Cat());
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  ASSERT_EQ(run->invoices.size(), 3u);  // a, b, operator (idle)
+  const InvoiceRun only_a = RestrictToAccounts(*run, [](const std::string& t) { return t == "a"; });
+  ASSERT_EQ(only_a.invoices.size(), 1u);
+  EXPECT_EQ(only_a.invoices[0].tenant, "a");
+  EXPECT_EQ(only_a.invoices[0].total_micro, 600'000);
+  EXPECT_EQ(only_a.invoices[0].lines.size(), run->invoices[0].lines.size());
+  EXPECT_EQ(only_a.metered_total_micro, 600'000);
+  ASSERT_EQ(only_a.chargeback.size(), 1u);
+  EXPECT_EQ(only_a.chargeback[0].organisation, "acme");
+  EXPECT_EQ(only_a.chargeback[0].total_micro, 600'000);
+  EXPECT_EQ(only_a.chargeback[0].teams, (std::vector<std::pair<std::string, Micro>>{{"ml", 600'000}}));
+  EXPECT_EQ(only_a.period.name, "2026-11");
+  // Everything shown: the run itself.
+  const InvoiceRun all = RestrictToAccounts(*run, [](const std::string&) { return true; });
+  EXPECT_EQ(all.metered_total_micro, run->metered_total_micro);
+  EXPECT_EQ(RenderInvoicesJson(all), RenderInvoicesJson(*run));
+}
+
 TEST(Invoice, MissingPricesAreListed) {
   PricePlan p;
   p.prices["A10"].gpu_hour = 1;

@@ -203,6 +203,69 @@ TEST(ServeProcess, CtlUsagePrintsTotalsAndHours) {
   EXPECT_THAT(r.err, HasSubstr("HTTP 404"));
 }
 
+// `tessera serve --price-plan`: a bad plan fails the start (and --check) with the parser's
+// file:line, exit 2; with a good one `tessera ctl invoices` prints the month's invoices.
+TEST(ServeProcess, APricePlanBillsUsageAndABadOneFailsTheStart) {
+  TempDir dir;
+  const std::string serve = "'" + std::string(TESSERA_BINARY) + "' serve --db '" + dir.File("t.db") +
+                            "' --listen 127.0.0.1:0 ";
+  WriteTextFile(dir.File("bad.yaml"), "currency: USD\nprices:\n  A100-80GB: {gpu_hour: lots}\n");
+  CommandResult r = RunCommand(serve + "--price-plan '" + dir.File("bad.yaml") + "'", dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(dir.File("bad.yaml") + ":3:"));
+  EXPECT_THAT(r.err, HasSubstr("gpu_hour"));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("t.db")));  // refused before the store is opened
+  r = RunCommand(serve + "--check --price-plan '" + dir.File("bad.yaml") + "'", dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(dir.File("bad.yaml") + ":3:"));
+  WriteTextFile(dir.File("serve.yaml"), "price_plan: " + dir.File("bad.yaml") + "\n");
+  r = RunCommand(serve + "--config '" + dir.File("serve.yaml") + "'", dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(dir.File("bad.yaml") + ":3:"));
+  r = RunCommand(serve + "--price-plan '" + dir.File("missing.yaml") + "'", dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("price plan: cannot read"));
+
+  WriteTextFile(dir.File("plan.yaml"), "currency: USD\nprices:\n  A100-80GB: {gpu_hour: 2.40}\n");
+  ServeProcess server(ServeArgs(dir.File("t.db"), {"--price-plan", dir.File("plan.yaml")}), Env());
+  ASSERT_TRUE(server.WaitListening()) << server.output();
+  const std::string ctl = "TESSERA_SERVER=http://127.0.0.1:" + std::to_string(server.port()) +
+                          " TESSERA_TOKEN=" + kAdmin + " '" + std::string(TESSERA_BINARY) + "' ctl ";
+  auto run = [&](const std::string& args) { return RunCommand(ctl + args, dir); };
+  ASSERT_EQ(run("tenants create ml").exit_code, 0);
+  const std::string agent = Body({200, {}, run("tokens create --role node-agent -o json").out})["token"];
+  ASSERT_EQ(HttpCall(server.port(), "POST", "/v1/nodes/gpu-1/register",
+                     R"({"cpu_milli":8000,"memory_mib":65536,"gpus":[{"model":"A100-80GB"}]})",
+                     {"Authorization: Bearer " + agent})
+                .status,
+            200);
+  // Half a GPU for two minutes of 2026-11-01: 60 GPU-seconds at 2.40 per GPU-hour = 0.04.
+  const std::string sample =
+      R"({"tenant":"ml","workload":"1","gpu":"0","model":"A100-80GB","partition":"share","seq":0,)"
+      R"("start":1793494740,"end":1793494860,"gpu_milli_s_allocated":60000,"gpu_milli_s_used":12000,)"
+      R"("memory_mib_s":0,"peak_memory_mib":0,"kernel_launches":4})";
+  ASSERT_EQ(HttpCall(server.port(), "POST", "/v1/nodes/gpu-1/usage", "{\"samples\":[" + sample + "]}",
+                     {"Authorization: Bearer " + agent})
+                .status,
+            200);
+  r = run("invoices --period 2026-11");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Invoices for 2026-11 (USD), total 0.040000"));
+  EXPECT_THAT(r.out, HasSubstr("TENANT  ORGANISATION  TEAM  TOTAL\nml      unassigned    ml    0.040000\n"));
+  EXPECT_THAT(r.out, HasSubstr("A100-80GB GPU share  16.666667"));
+  r = run("invoices --period 2026-11 --tenant ml -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = Body({200, {}, r.out});
+  EXPECT_EQ(j["metered_total_micro"], 40000) << r.out;
+  EXPECT_EQ(j["invoices"][0]["tenant"], "ml");
+  r = run("invoices --period 2026-13");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("tessera ctl invoices: HTTP 400: period:"));
+  r = run("invoices --tenant nobody");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("HTTP 404"));
+}
+
 // The crash test of issue 15: 500 submits, each with its own Idempotency-Key, while the daemon
 // is SIGKILLed at random moments and restarted; the client retries a submit that got no answer
 // with the same key. Afterwards every acknowledged submit is there, and none twice.

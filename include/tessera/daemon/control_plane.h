@@ -10,7 +10,8 @@
 //     persisted in one transaction before anyone can read it; after a restart the loop adopts
 //     what was running and queues what was pending, as the store says;
 //   - a tenant token sees and changes only its subtree: anything else is 404;
-//   - a node silent for `node_timeout_s` is lost and its workloads are queued again.
+//   - a node silent for `node_timeout_s` is lost and its workloads are queued again;
+//   - with a price plan, GET /v1/invoices bills the metering ledger with it (metering/invoice.h).
 //
 //   ControlPlaneOptions o;  o.db = "sqlite:/var/lib/tessera/tessera.db";  o.listen_port = 8080;
 //   auto cp = ControlPlane::Create(o);        // opens + migrates the store, restores the world
@@ -48,6 +49,10 @@ struct ControlPlaneOptions {
   // new events this often besides the wake-up every committed change gives.
   int events_ping_interval_ms = 15000;
   int events_poll_interval_ms = 1000;
+  // A price plan file (YAML, tessera/metering/price_plan.h) for GET /v1/invoices, read and
+  // parsed by Create (a bad plan: INVALID_ARGUMENT with the parser's file:line messages); ""
+  // none: GET /v1/invoices answers 404 no_price_plan.
+  std::string price_plan;
   // The first admin token when the store has none: this value, or generated when empty.
   std::string bootstrap_token;
   sched::SchedulerOptions scheduler;
@@ -56,6 +61,11 @@ struct ControlPlaneOptions {
   // false: no loop thread; the caller runs cycles with RunCycle (tests).
   bool run_loop = true;
 };
+
+// The price plan file `path` read and parsed as Create does (OK for ""): INVALID_ARGUMENT with
+// every problem of the plan, "plan.yaml:12: ...", or naming a file that cannot be read.
+// `tessera serve --check` calls it.
+Status CheckPricePlan(const std::string& path);
 
 class ControlPlane {
  public:

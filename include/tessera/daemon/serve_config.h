@@ -9,6 +9,7 @@
 //   cycle_interval_ms: 1000
 //   rate_per_s: 200             # per token
 //   rate_burst: 400
+//   price_plan: /etc/tessera/price-plan.yaml  # GET /v1/invoices bills usage with it (path as given)
 //   scheduler:
 //     placement_policy: tessera # placement::PolicyNames()
 //     fair_order: hdrf          # or flat-drf

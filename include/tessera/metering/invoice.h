@@ -30,9 +30,11 @@
 // the GPU-hour's price. Rounding: three tenants each held 1 milli-GPU for 1 s: exact 0.667 micro
 // each, pool total 2 -> lines 1, 1, 0 (equal remainders: the first by name).
 //
-// Callers: the CLI (`tessera bill`), the benchmarks, tests. Thread-safety: a pure function.
+// Callers: the CLI (`tessera bill`), the control plane (GET /v1/invoices), the benchmarks, tests.
+// Thread-safety: pure functions.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -90,5 +92,16 @@ StatusOr<InvoiceRun> ComputeInvoices(const std::vector<SourceKey>& sources,
                                      const std::vector<HourlyRecord>& records,
                                      const std::vector<SlaObservation>& sla, const PricePlan& plan,
                                      const Period& period, const GpuModelCatalog& catalog);
+
+// The chargeback of `invoices`: per organisation (by name) its total and its teams' (by name).
+std::vector<ChargebackTotal> ChargebackOf(const std::vector<Invoice>& invoices);
+
+// The run as seen by a caller who may see only some accounts (a tenant's token at the control
+// plane): the invoices of the accounts `shown` keeps, exactly as the whole run priced them;
+// metered_total_micro their sum and the chargeback of those alone, so that nothing of the other
+// accounts' amounts shows, not even the cluster's total.
+//   run: a 600,000, b 600,000, operator 1,200,000 (metered 2,400,000); shown = {a}
+//   -> invoices [a], metered_total_micro 600,000, chargeback {unassigned: 600,000 {a: 600,000}}
+InvoiceRun RestrictToAccounts(InvoiceRun run, const std::function<bool(const std::string&)>& shown);
 
 }  // namespace tessera::metering

@@ -86,7 +86,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<CtlFlags>();
   CLI::App* ctl = app.add_subcommand(
       "ctl",
-      "Talk to the control plane (tessera serve): tenants, tokens, workloads, nodes, usage, audit, events.\n"
+      "Talk to the control plane (tessera serve): tenants, tokens, workloads, nodes, usage, invoices, audit, events.\n"
       "Server: --server, else $TESSERA_SERVER, else http://127.0.0.1:8080. Token: --token, --token-file,\n"
       "else $TESSERA_TOKEN. Exit 0 for success, 1 for an error answer or no answer, 2 for bad flags.");
   ctl->require_subcommand(1);
@@ -232,6 +232,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   });
   set(ctl->add_subcommand("health", "The control plane's /readyz")->fallthrough(), [f] { return Run(*f, "health", "", "GET", "/readyz"); });
   RegisterCtlEvents(ctl, f, exit_code);
+  RegisterCtlInvoices(ctl, f, exit_code);
 }
 
 }  // namespace tessera::cli

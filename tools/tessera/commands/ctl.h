@@ -30,6 +30,8 @@ std::string QueryEscape(const std::string& s);
 
 // `ctl events` (commands/ctl_events.cc), under `ctl`.
 void RegisterCtlEvents(CLI::App* ctl, std::shared_ptr<const CtlConnection> connection, int* exit_code);
+// `ctl invoices` (commands/ctl_invoices.cc), under `ctl`.
+void RegisterCtlInvoices(CLI::App* ctl, std::shared_ptr<const CtlConnection> connection, int* exit_code);
 
 // What `-o table` prints for the answer of `area verb` (e.g. "workloads", "list"); the JSON
 // itself for answers without a table.

@@ -18,6 +18,7 @@ struct ServeFlags {
   std::string config;
   std::string db = "sqlite:tessera.db";
   std::string listen = "127.0.0.1:8080";
+  std::string price_plan;
   int node_timeout_s = 30;
   int threads = 2;
   int cycle_interval_ms = 1000;
@@ -45,8 +46,10 @@ int RunServe(const ServeFlags& f, const CLI::App& cmd) {
   if (given("--cycle-interval-ms")) o.cycle_interval_ms = f.cycle_interval_ms;
   if (given("--rate")) o.rate_per_s = f.rate;
   if (given("--burst")) o.rate_burst = f.burst;
+  if (given("--price-plan")) o.price_plan = f.price_plan;
   if (const char* t = std::getenv("TESSERA_BOOTSTRAP_TOKEN")) o.bootstrap_token = t;
   if (f.check) {  // the file and the flags only: the store is not opened, no port is bound
+    if (Status st = daemon::CheckPricePlan(o.price_plan); !st.ok()) return Fail("serve", st, kExitBadInput);
     std::printf("tessera serve: configuration %s: valid (listen %s:%u, store %s)\n",
                 f.config.empty() ? "(no --config)" : f.config.c_str(), o.listen_host.c_str(), o.listen_port,
                 o.db.c_str());
@@ -103,6 +106,9 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   serve->add_option("--burst", flags->burst, "Requests per token allowed at once before 429")
       ->capture_default_str()->check(CLI::Range(1.0, 1e9));
+  serve->add_option("--price-plan", flags->price_plan,
+                    "Price plan (YAML, as `tessera bill --plan`) for GET /v1/invoices; a bad plan fails the start "
+                    "(exit 2, file:line)");
   serve->add_flag("--check", flags->check,
                   "Check the configuration (--config and the flags: every problem at once, with file:line) "
                   "and exit: 0 valid, 2 not; opens no store, binds no port (packaging/systemd runs it first)");
