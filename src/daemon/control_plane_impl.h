@@ -122,7 +122,7 @@ struct ControlPlane::Impl {
   // them; rendering one parses its stored spec): id -> (version, text). A record's every change
   // bumps its version and ids are never reused, so an entry is right as long as its version is.
   // Bounded: cleared when it grows past kMaxViews.
-  static constexpr size_t kMaxViews = 100'000;
+  static constexpr size_t kMaxViews = 20'000;  // about 14 MiB of views at ~700 bytes each
   mutable std::mutex workload_views_mu;
   std::unordered_map<int64_t, std::pair<int64_t, std::string>> workload_views;
   std::string WorkloadViewText(const store::WorkloadRecord& w);
