@@ -9,6 +9,8 @@
 //   cycle_interval_ms: 1000
 //   rate_per_s: 200             # per token
 //   rate_burst: 400
+//   tls_cert: /etc/tessera/tls/cert.pem  # with tls_key: HTTPS (PEM; the file may hold a chain)
+//   tls_key: /etc/tessera/tls/key.pem
 //   scheduler:
 //     placement_policy: tessera # placement::PolicyNames()
 //     fair_order: hdrf          # or flat-drf
