@@ -80,6 +80,19 @@ TEST(ServeTls, HalfTheTlsFlagsOrUnusableFilesExit2NamingWhatIsWrong) {
   EXPECT_THAT(r.err, HasSubstr(missing));
 }
 
+TEST(ServeTls, ClientsNameACaFileTheyCannotRead) {
+  TempDir dir;
+  const std::string missing = dir.File("missing-ca.pem");
+  CommandResult r = RunCommand(Binary() + " ctl --server https://127.0.0.1:1 --ca-file '" + missing + "' tenants list", dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("CA file '" + missing + "': cannot be read"));
+  r = RunCommand(Binary() + " run --server https://127.0.0.1:1 --ca-file '" + missing +
+                     "' --token t --tenant a -- true",
+                 dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--ca-file: CA file '" + missing + "'"));
+}
+
 TEST(ServeTls, TheConfigFileCanTurnTlsOn) {
   TempDir dir;
   const TlsFiles tls = MakeSelfSignedCert(dir, "server");

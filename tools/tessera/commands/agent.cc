@@ -84,7 +84,10 @@ int RunAgent(AgentFlags f) {
   if (f.memory_mib > 0) inventory->memory_mib = f.memory_mib;
   StatusOr<std::unique_ptr<daemon::ApiClient>> client =
       daemon::ApiClient::Create(f.server, {.token = token, .timeout_ms = 10000, .ca_file = f.ca_file});
-  if (!client.ok()) return Fail(std::string(client.status().message()), kExitBadInput);  // names the URL or file
+  if (!client.ok()) {
+    const std::string m(client.status().message());
+    return Fail((m.rfind("CA file", 0) == 0 ? "--ca-file: " : "--server: ") + m, kExitBadInput);
+  }
   HttpLink link(std::move(*client));
 
   sigset_t signals;  // waited for between rounds; blocked before the arbiter threads start

@@ -48,7 +48,10 @@ int RunRemote(const RemoteRunFlags& f) {
   if (!f.model.empty()) body["model"] = f.model;
   StatusOr<std::unique_ptr<daemon::ApiClient>> client =
       daemon::ApiClient::Create(f.server, {.token = token, .timeout_ms = 30000, .ca_file = f.ca_file});
-  if (!client.ok()) return Fail(client.status().message(), kExitBadInput);  // names the URL or the CA file
+  if (!client.ok()) {
+    const std::string& m = client.status().message();
+    return Fail((m.rfind("CA file", 0) == 0 ? "--ca-file: " : "--server: ") + m, kExitBadInput);
+  }
   HttpLink link(std::move(*client));
   sigset_t signals;  // Ctrl-C cancels the workload
   sigemptyset(&signals);

@@ -98,7 +98,7 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   serve->add_option("--db", flags->db,
                     "The store: sqlite:PATH (or a plain path; created if missing) or postgresql://... (libpq URI)")
       ->capture_default_str();
-  serve->add_option("--listen", flags->listen, "HOST:PORT to serve HTTP on (port 0: any free port, printed)")
+  serve->add_option("--listen", flags->listen, "HOST:PORT to serve HTTP (HTTPS with --tls-cert) on (port 0: any free port, printed)")
       ->capture_default_str();
   serve->add_option("--tls-cert", flags->tls_cert,
                     "PEM certificate (chain) to serve HTTPS with, TLS 1.2+; needs --tls-key (default: plain HTTP)");
