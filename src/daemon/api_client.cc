@@ -2,24 +2,87 @@
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <chrono>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 namespace tessera::daemon {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
+// One connection, plain or TLS (a new stream each time: a TLS session does not survive its
+// socket).
 struct ApiClient::Conn {
   asio::io_context io;
-  beast::tcp_stream stream{io};
+  std::shared_ptr<ssl::context> tls;  // https only
+  std::optional<beast::tcp_stream> plain;
+  std::optional<TlsStream> secure;
   bool open = false;
+
+  beast::tcp_stream& Tcp() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
+  template <class F>
+  auto Visit(F&& f) {
+    if (secure) return f(*secure);
+    return f(*plain);
+  }
+  void Close() {
+    beast::error_code ignored;
+    if (secure || plain) Tcp().socket().close(ignored);
+    open = false;
+  }
+  Status Open(const std::string& host, const std::string& port, int timeout_ms);
 };
+
+Status ApiClient::Conn::Open(const std::string& host, const std::string& port, int timeout_ms) {
+  const std::string where = host + ":" + port;
+  beast::error_code ec;
+  tcp::resolver resolver(io);
+  auto endpoints = resolver.resolve(host, port, ec);
+  if (ec) return UnavailableError("cannot resolve " + where + ": " + ec.message());
+  if (tls) {
+    secure.emplace(io, *tls);
+  } else {
+    plain.emplace(io);
+  }
+  Tcp().expires_after(std::chrono::milliseconds(timeout_ms));
+  Tcp().connect(endpoints, ec);
+  if (ec) return UnavailableError("cannot reach the control plane at " + where + ": " + ec.message());
+  Tcp().socket().set_option(tcp::no_delay(true), ec);
+  if (secure) {
+    beast::error_code not_ip;
+    (void)asio::ip::make_address(host, not_ip);
+    if (not_ip) SSL_set_tlsext_host_name(secure->native_handle(), host.c_str());  // SNI: names only
+    bool wrong_name = false;
+    secure->set_verify_callback([&wrong_name, check = ssl::host_name_verification(host)](
+                                    bool preverified, ssl::verify_context& vc) mutable {
+      const bool ok = check(preverified, vc);
+      if (preverified && !ok) wrong_name = true;  // only the leaf's name is checked
+      return ok;
+    });
+    secure->handshake(ssl::stream_base::client, ec);
+    if (ec) {
+      std::string reason = ec.message();
+      const long verify = SSL_get_verify_result(secure->native_handle());
+      if (wrong_name) reason += " (the certificate is not for " + host + ")";
+      else if (verify != X509_V_OK) reason += " (" + std::string(X509_verify_cert_error_string(verify)) + ")";
+      Close();
+      return UnavailableError("TLS handshake with the control plane at " + where + " failed: " + reason);
+    }
+  }
+  open = true;
+  return Status::Ok();
+}
 
 std::string ApiError(const ApiResponse& r) {
   const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
@@ -31,13 +94,39 @@ std::string ApiError(const ApiResponse& r) {
 }
 
 StatusOr<std::unique_ptr<ApiClient>> ApiClient::Create(std::string_view url, std::string token, int timeout_ms) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.substr(0, kScheme.size()) != kScheme)
-    return InvalidArgumentError("server URL '" + std::string(url) + "': expected http://HOST[:PORT]");
-  std::string_view rest = url.substr(kScheme.size());
+  return Create(url, ApiClientOptions{.token = std::move(token), .timeout_ms = timeout_ms, .ca_file = ""});
+}
+
+namespace {
+
+StatusOr<std::shared_ptr<ssl::context>> TlsClientContext(const std::string& ca_file) {
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  ctx->set_options(ssl::context::no_compression);
+  ctx->set_verify_mode(ssl::verify_peer);
+  beast::error_code ec;
+  if (ca_file.empty()) {
+    ctx->set_default_verify_paths(ec);
+    if (ec) return InvalidArgumentError("cannot load the system's trusted certificates: " + ec.message());
+    return ctx;
+  }
+  if (!std::ifstream(ca_file)) return InvalidArgumentError("CA file '" + ca_file + "': cannot be read");
+  ctx->load_verify_file(ca_file, ec);
+  if (ec) return InvalidArgumentError("CA file '" + ca_file + "': not PEM certificates (" + ec.message() + ")");
+  return ctx;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ApiClient>> ApiClient::Create(std::string_view url, ApiClientOptions options) {
+  constexpr std::string_view kHttp = "http://", kHttps = "https://";
+  const bool https = url.substr(0, kHttps.size()) == kHttps;
+  if (!https && url.substr(0, kHttp.size()) != kHttp)
+    return InvalidArgumentError("server URL '" + std::string(url) + "': expected http://HOST[:PORT] or https://HOST[:PORT]");
+  std::string_view rest = url.substr(https ? kHttps.size() : kHttp.size());
   while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (rest.empty() || rest.find('/') != std::string_view::npos)
-    return InvalidArgumentError("server URL '" + std::string(url) + "': expected http://HOST[:PORT] (no path)");
+    return InvalidArgumentError("server URL '" + std::string(url) + "': expected http(s)://HOST[:PORT] (no path)");
   auto c = std::unique_ptr<ApiClient>(new ApiClient());
   const size_t colon = rest.rfind(':');
   if (colon != std::string_view::npos && rest.find(']') == std::string_view::npos) {
@@ -45,20 +134,26 @@ StatusOr<std::unique_ptr<ApiClient>> ApiClient::Create(std::string_view url, std
     c->port_ = std::string(rest.substr(colon + 1));
   } else {
     c->host_ = std::string(rest);
-    c->port_ = "80";
+    c->port_ = https ? "443" : "80";
   }
   if (c->port_.empty() || c->port_.find_first_not_of("0123456789") != std::string::npos)
     return InvalidArgumentError("server URL '" + std::string(url) + "': the port must be a number");
-  c->token_ = std::move(token);
-  c->timeout_ms_ = timeout_ms;
+  c->token_ = std::move(options.token);
+  c->timeout_ms_ = options.timeout_ms;
   c->conn_ = std::make_unique<Conn>();
+  if (https) {
+    TESSERA_ASSIGN_OR_RETURN(c->conn_->tls, TlsClientContext(options.ca_file));
+  }
   return c;
 }
 
+// A TLS connection is closed without close_notify: waiting for the server's would block on a
+// server that went away (the server takes the bare close as the end too).
 ApiClient::~ApiClient() {
   if (conn_ && conn_->open) {
     beast::error_code ec;
-    conn_->stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    conn_->Tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    conn_->Close();
   }
 }
 
@@ -85,28 +180,24 @@ StatusOr<ApiResponse> ApiClient::Call(std::string_view method, std::string_view 
     beast::error_code ec;
     Conn& c = *conn_;
     const bool reused = c.open;
-    if (!c.open) {
-      tcp::resolver resolver(c.io);
-      auto endpoints = resolver.resolve(host_, port_, ec);
-      if (ec) return UnavailableError("cannot resolve " + where + ": " + ec.message());
-      c.stream.expires_after(std::chrono::milliseconds(timeout_ms_));
-      c.stream.connect(endpoints, ec);
-      if (ec) return UnavailableError("cannot reach the control plane at " + where + ": " + ec.message());
-      c.stream.socket().set_option(tcp::no_delay(true), ec);
-      c.open = true;
-    }
-    c.stream.expires_after(std::chrono::milliseconds(timeout_ms_));
-    http::write(c.stream, req, ec);
+    if (!c.open) TESSERA_RETURN_IF_ERROR(c.Open(host_, port_, timeout_ms_));
+    c.Tcp().expires_after(std::chrono::milliseconds(timeout_ms_));
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
     parser.body_limit(64u << 20);
-    if (!ec) http::read(c.stream, buffer, parser, ec);
+    ec = c.Visit([&](auto& stream) {
+      beast::error_code e;
+      http::write(stream, req, e);
+      if (!e) http::read(stream, buffer, parser, e);
+      return e;
+    });
     if (ec) {
-      beast::error_code ignored;
-      c.stream.socket().close(ignored);
-      c.open = false;
+      c.Close();
+      // Over TLS a server that closed the idle connection shows as eof (close_notify) or a
+      // truncated stream (none).
       if (reused && attempt == 0 && (ec == http::error::end_of_stream || ec == asio::error::connection_reset ||
-                                     ec == asio::error::broken_pipe || ec == asio::error::eof))
+                                     ec == asio::error::broken_pipe || ec == asio::error::eof ||
+                                     ec == ssl::error::stream_truncated))
         continue;
       return UnavailableError("the control plane at " + where + " did not answer: " + ec.message());
     }
@@ -119,11 +210,7 @@ StatusOr<ApiResponse> ApiClient::Call(std::string_view method, std::string_view 
       for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
       out.headers[name] = std::string(f.value());
     }
-    if (!res.keep_alive()) {
-      beast::error_code ignored;
-      c.stream.socket().close(ignored);
-      c.open = false;
-    }
+    if (!res.keep_alive()) c.Close();
     return out;
   }
   return UnavailableError("the control plane at " + where + " closed the connection");
@@ -171,25 +258,14 @@ void EventStreamParser::Line(std::string_view line, std::vector<std::string>& ou
   }
 }
 
-StatusOr<ApiResponse> ApiClient::Stream(std::string_view target, const std::map<std::string, std::string>& headers,
-                                        const std::function<bool(std::string_view)>& on_data) {
-  const std::string where = host_ + ":" + port_;
-  // Its own connection: the stream holds it until the end.
-  asio::io_context io;
-  beast::tcp_stream stream(io);
+namespace {
+
+// The rest of ApiClient::Stream, over a plain or a TLS stream.
+template <class S>
+StatusOr<ApiResponse> ReadEventStream(S& stream, const http::request<http::empty_body>& req, const std::string& where,
+                                      int timeout_ms, const std::function<bool(std::string_view)>& on_data) {
+  beast::tcp_stream& tcp_layer = beast::get_lowest_layer(stream);
   beast::error_code ec;
-  tcp::resolver resolver(io);
-  auto endpoints = resolver.resolve(host_, port_, ec);
-  if (ec) return UnavailableError("cannot resolve " + where + ": " + ec.message());
-  stream.expires_after(std::chrono::milliseconds(timeout_ms_));
-  stream.connect(endpoints, ec);
-  if (ec) return UnavailableError("cannot reach the control plane at " + where + ": " + ec.message());
-  http::request<http::empty_body> req{http::verb::get, std::string(target), 11};
-  req.set(http::field::host, host_);
-  req.set(http::field::user_agent, "tessera");
-  req.set(http::field::accept, "text/event-stream");
-  if (!token_.empty()) req.set(http::field::authorization, "Bearer " + token_);
-  for (const auto& [k, v] : headers) req.set(k, v);
   http::write(stream, req, ec);
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
@@ -208,7 +284,7 @@ StatusOr<ApiResponse> ApiClient::Stream(std::string_view target, const std::map<
   while (!parser.is_done()) {
     parser.get().body().data = buf;
     parser.get().body().size = sizeof buf;
-    stream.expires_after(std::chrono::milliseconds(timeout_ms_));
+    tcp_layer.expires_after(std::chrono::milliseconds(timeout_ms));
     http::read_some(stream, buffer, parser, ec);  // what has come, not a full buffer
     if (ec == http::error::need_buffer) ec = {};
     const size_t n = sizeof buf - parser.get().body().size;
@@ -221,8 +297,27 @@ StatusOr<ApiResponse> ApiClient::Stream(std::string_view target, const std::map<
     if (ec) return UnavailableError("the event stream from " + where + " broke: " + ec.message());
   }
   beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  tcp_layer.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  tcp_layer.socket().close(ignored);
   return out;
+}
+
+}  // namespace
+
+StatusOr<ApiResponse> ApiClient::Stream(std::string_view target, const std::map<std::string, std::string>& headers,
+                                        const std::function<bool(std::string_view)>& on_data) {
+  const std::string where = host_ + ":" + port_;
+  // Its own connection: the stream holds it until the end.
+  Conn conn;
+  conn.tls = conn_->tls;
+  TESSERA_RETURN_IF_ERROR(conn.Open(host_, port_, timeout_ms_));
+  http::request<http::empty_body> req{http::verb::get, std::string(target), 11};
+  req.set(http::field::host, host_);
+  req.set(http::field::user_agent, "tessera");
+  req.set(http::field::accept, "text/event-stream");
+  if (!token_.empty()) req.set(http::field::authorization, "Bearer " + token_);
+  for (const auto& [k, v] : headers) req.set(k, v);
+  return conn.Visit([&](auto& stream) { return ReadEventStream(stream, req, where, timeout_ms_, on_data); });
 }
 
 }  // namespace tessera::daemon

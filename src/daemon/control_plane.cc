@@ -323,6 +323,8 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   ho.listen_host = impl->opt.listen_host;
   ho.listen_port = impl->opt.listen_port;
   ho.threads = impl->opt.http_threads;
+  ho.tls_cert_file = impl->opt.tls_cert_file;
+  ho.tls_key_file = impl->opt.tls_key_file;
   impl->http = std::make_unique<HttpServer>(ho);
   TESSERA_RETURN_IF_ERROR(impl->Bootstrap());
   {

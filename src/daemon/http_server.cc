@@ -3,16 +3,20 @@
 #include <utility>  // boost/asio/awaitable.hpp (1.74) uses std::exchange without it
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
 #include <deque>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -21,7 +25,9 @@ namespace tessera::daemon {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 std::string HttpRequest::Header(std::string_view name) const {
   std::string lower(name);
@@ -127,6 +133,7 @@ struct HttpServer::Impl {
   HttpServerOptions options;
   std::vector<RouteEntry> routes;
   std::unique_ptr<asio::io_context> io;
+  std::unique_ptr<ssl::context> tls;  // set: every connection is TLS
   std::unique_ptr<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   std::atomic<uint16_t> bound_port{0};
@@ -179,32 +186,63 @@ HttpRequest FromMessage(const http::request<http::string_body>& msg) {
   return req;
 }
 
+template <class Stream>
 class Session;
 
 // What a streaming handler holds: a weak reference to its connection. Send posts the bytes to
 // the connection's strand, where they are queued and written in order.
+template <class Stream>
 class SessionStream final : public HttpStream {
  public:
-  explicit SessionStream(std::weak_ptr<Session> session) : session_(std::move(session)) {}
+  explicit SessionStream(std::weak_ptr<Session<Stream>> session) : session_(std::move(session)) {}
   bool Send(std::string bytes) override;
   bool open() const override { return open_.load(); }
   void Close() override;
   void MarkClosed() { open_ = false; }
 
  private:
-  std::weak_ptr<Session> session_;
+  std::weak_ptr<Session<Stream>> session_;
   std::atomic<bool> open_{true};
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+// Errors of the connection itself (the peer left, a timeout, a broken TLS record): the
+// connection is closed without an answer.
+bool IsTransportError(const beast::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+         ec == asio::error::connection_reset || ec == ssl::error::stream_truncated ||
+         ec.category() == asio::error::get_ssl_category();
+}
+
+// One connection, over plain TCP (beast::tcp_stream) or TLS (TlsStream): the same HTTP handling,
+// only the start (a handshake) and the end (close_notify, bounded by a timer) differ.
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
  public:
-  Session(tcp::socket socket, const HttpServer::Impl& server)
-      : stream_(std::move(socket)), server_(server) {}
+  template <class... Args>
+  Session(const HttpServer::Impl& server, Args&&... args)
+      : stream_(std::forward<Args>(args)...), server_(server), close_timer_(stream_.get_executor()) {}
   ~Session() {
     if (out_) out_->MarkClosed();
   }
 
-  void Start() { Read(); }
+  void Start() {
+    if constexpr (kTls) {
+      // A client that never completes the handshake (or speaks plain HTTP) is closed by the
+      // timeout; it holds a socket, never a thread.
+      Tcp().expires_after(std::chrono::seconds(server_.options.tls_handshake_timeout_s));
+      stream_.async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+        if (ec) {
+          self->CloseSocket();
+          return;
+        }
+        self->Read();
+      });
+    } else {
+      Read();
+    }
+  }
 
   // Stream mode, on the strand.
   void Enqueue(std::string bytes) {
@@ -224,18 +262,19 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::any_io_executor executor() { return stream_.get_executor(); }
 
  private:
+  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
+
   void Read() {
     parser_.emplace();
     parser_->body_limit(server_.options.max_body_bytes);
     parser_->header_limit(static_cast<uint32_t>(server_.options.max_header_bytes));
-    stream_.expires_after(std::chrono::seconds(server_.options.idle_timeout_s));
+    Tcp().expires_after(std::chrono::seconds(server_.options.idle_timeout_s));
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-        ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
+    if (IsTransportError(ec)) {
       Close();
       return;
     }
@@ -258,7 +297,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool keep_alive = parser_->get().keep_alive();
     const unsigned version = parser_->get().version();
     beast::error_code peer_ec;
-    const auto ep = stream_.socket().remote_endpoint(peer_ec);
+    const auto ep = Tcp().socket().remote_endpoint(peer_ec);
     if (!peer_ec) req.peer = ep.address().to_string() + ":" + std::to_string(ep.port());
     if (req.raw_path.empty() || req.raw_path[0] != '/') {
       Write(HttpResponse::Error(400, "bad_request", "the request target must be an absolute path"), false, version);
@@ -281,7 +320,7 @@ class Session : public std::enable_shared_from_this<Session> {
     for (const auto& [name, value] : r.headers) head += name + ": " + value + "\r\n";
     head += "Connection: close\r\n\r\n";
     streaming_ = true;
-    out_ = std::make_shared<SessionStream>(weak_from_this());
+    out_ = std::make_shared<SessionStream<Stream>>(this->weak_from_this());
     Enqueue(std::move(head));
     if (!r.body.empty()) Enqueue(std::move(r.body));
     // Nothing more is read but the end of the connection: the client going away ends the stream.
@@ -290,7 +329,11 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void DiscardInput() {
-    stream_.socket().async_read_some(asio::buffer(discard_), [self = shared_from_this()](beast::error_code ec, size_t) {
+    // Through the stream (TLS records need decrypting), but without the tcp_stream's timer: the
+    // read waits as long as the stream lasts, and a write's timeout must not end it. A write
+    // in flight keeps its own timer (expires_never only touches the idle side then).
+    Tcp().expires_never();
+    stream_.async_read_some(asio::buffer(discard_), [self = this->shared_from_this()](beast::error_code ec, size_t) {
       if (ec) {
         self->EndStream();
       } else {
@@ -306,8 +349,8 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     writing_ = true;
-    stream_.expires_after(std::chrono::seconds(server_.options.stream_write_timeout_s));
-    asio::async_write(stream_, asio::buffer(queue_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
+    Tcp().expires_after(std::chrono::seconds(server_.options.stream_write_timeout_s));
+    asio::async_write(stream_, asio::buffer(queue_.front()), [self = this->shared_from_this()](beast::error_code ec, size_t) {
       if (ec || !self->streaming_) {
         self->writing_ = false;
         self->EndStream();
@@ -324,11 +367,16 @@ class Session : public std::enable_shared_from_this<Session> {
     if (out_) out_->MarkClosed();
     if (!streaming_) return;
     streaming_ = false;
+    const bool cut_off = writing_;  // a write in flight: no close_notify can follow it cleanly
     if (!writing_) queue_.clear();  // else the write in flight still reads its front
     backlog_ = 0;
+    if (kTls && !cut_off) {
+      Close();  // the SSE client sees a clean end (close_notify), not a truncated stream
+      return;
+    }
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.socket().close(ec);
+    Tcp().socket().shutdown(tcp::socket::shutdown_both, ec);
+    CloseSocket();
   }
 
   void Write(HttpResponse r, bool keep_alive, unsigned version) {
@@ -341,7 +389,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res->body() = std::move(r.body);
     res->keep_alive(keep_alive);
     res->prepare_payload();
-    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+    http::async_write(stream_, *res, [self = this->shared_from_this(), res](beast::error_code ec, size_t) {
       if (!ec && res->keep_alive()) {
         self->Read();
       } else {
@@ -350,17 +398,41 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // The end of a connection: a TCP half-close, or TLS close_notify both ways. The exchange is
+  // bounded by its own timer (the tcp_stream's may be off while a read is pending): a peer that
+  // never answers costs a socket for tls_handshake_timeout_s, never a thread.
   void Close() {
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if constexpr (kTls) {
+      if (shutting_down_) return;
+      shutting_down_ = true;
+      close_timer_.expires_after(std::chrono::seconds(server_.options.tls_handshake_timeout_s));
+      close_timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
+        if (!ec) self->CloseSocket();
+      });
+      Tcp().expires_after(std::chrono::seconds(server_.options.tls_handshake_timeout_s));
+      stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {
+        self->close_timer_.cancel();
+        self->CloseSocket();
+      });
+    } else {
+      beast::error_code ec;
+      Tcp().socket().shutdown(tcp::socket::shutdown_send, ec);
+    }
   }
 
-  beast::tcp_stream stream_;
+  void CloseSocket() {
+    beast::error_code ec;
+    Tcp().socket().close(ec);
+  }
+
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   const HttpServer::Impl& server_;
+  asio::steady_timer close_timer_;
+  bool shutting_down_ = false;
   // Stream mode.
-  std::shared_ptr<SessionStream> out_;
+  std::shared_ptr<SessionStream<Stream>> out_;
   bool streaming_ = false;
   bool writing_ = false;
   bool closing_ = false;
@@ -369,9 +441,10 @@ class Session : public std::enable_shared_from_this<Session> {
   char discard_[256];
 };
 
-bool SessionStream::Send(std::string bytes) {
+template <class Stream>
+bool SessionStream<Stream>::Send(std::string bytes) {
   if (!open_) return false;
-  std::shared_ptr<Session> s = session_.lock();
+  std::shared_ptr<Session<Stream>> s = session_.lock();
   if (!s) {
     open_ = false;
     return false;
@@ -380,8 +453,34 @@ bool SessionStream::Send(std::string bytes) {
   return true;
 }
 
-void SessionStream::Close() {
-  if (std::shared_ptr<Session> s = session_.lock()) asio::post(s->executor(), [s] { s->RequestClose(); });
+template <class Stream>
+void SessionStream<Stream>::Close() {
+  if (std::shared_ptr<Session<Stream>> s = session_.lock()) asio::post(s->executor(), [s] { s->RequestClose(); });
+}
+
+// The server's TLS context from PEM files (the certificate file may hold the chain after the
+// leaf). INVALID_ARGUMENT names the file that cannot be read or does not fit.
+StatusOr<std::unique_ptr<ssl::context>> TlsServerContext(const std::string& cert_file, const std::string& key_file) {
+  for (const std::string* f : {&cert_file, &key_file})
+    if (!std::ifstream(*f))
+      return InvalidArgumentError(std::string(f == &cert_file ? "TLS certificate" : "TLS key") + " file '" + *f +
+                                  "': cannot be read");
+  auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                   ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::no_compression |
+                   ssl::context::single_dh_use);
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  SSL_CTX_set_options(ctx->native_handle(), SSL_OP_NO_RENEGOTIATION);
+  beast::error_code ec;
+  ctx->use_certificate_chain_file(cert_file, ec);
+  if (ec) return InvalidArgumentError("TLS certificate file '" + cert_file + "': not a PEM certificate (" + ec.message() + ")");
+  ctx->use_private_key_file(key_file, ssl::context::pem, ec);
+  if (ec)  // not PEM, or OpenSSL's "key values mismatch" for another certificate's key
+    return InvalidArgumentError("TLS key file '" + key_file + "': not the PEM private key of the certificate in '" +
+                                cert_file + "' (" + ec.message() + ")");
+  if (SSL_CTX_check_private_key(ctx->native_handle()) != 1)
+    return InvalidArgumentError("TLS key file '" + key_file + "' does not match the certificate in '" + cert_file + "'");
+  return ctx;
 }
 
 }  // namespace
@@ -393,7 +492,10 @@ void HttpServer::Impl::Accept() {
     if (!ec) {
       beast::error_code opt_ec;
       socket.set_option(tcp::no_delay(true), opt_ec);
-      std::make_shared<Session>(std::move(socket), *this)->Start();
+      if (tls)
+        std::make_shared<Session<TlsStream>>(*this, std::move(socket), *tls)->Start();
+      else
+        std::make_shared<Session<beast::tcp_stream>>(*this, std::move(socket))->Start();
     }
     Accept();
   });
@@ -422,6 +524,12 @@ Status HttpServer::Start() {
   if (m.started) return FailedPreconditionError("the HTTP server is already started");
   if (m.options.threads < 1) return InvalidArgumentError("HTTP server: threads must be >= 1");
   const std::string where = m.options.listen_host + ":" + std::to_string(m.options.listen_port);
+  if (m.options.tls_cert_file.empty() != m.options.tls_key_file.empty())
+    return InvalidArgumentError("HTTP server: TLS needs both a certificate file and a key file");
+  m.tls.reset();
+  if (!m.options.tls_cert_file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(m.tls, TlsServerContext(m.options.tls_cert_file, m.options.tls_key_file));
+  }
   m.io = std::make_unique<asio::io_context>(m.options.threads);
   beast::error_code ec;
   const asio::ip::address address = asio::ip::make_address(m.options.listen_host, ec);

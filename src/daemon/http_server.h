@@ -9,6 +9,12 @@
 //   - every error body is JSON: {"error": {"code": "not_found", "message": "..."}};
 //   - idle keep-alive connections cost no thread (they are closed after `idle_timeout`).
 //
+// TLS (`tls_cert_file` and `tls_key_file` set): every connection does a TLS handshake (TLS 1.2
+// or later, no compression, no renegotiation) before the same HTTP handling; a client that
+// fails it, stalls in it or speaks plain HTTP is closed (after `tls_handshake_timeout_s` at
+// most) without taking a thread. Connections end with close_notify, so a streamed response's
+// reader sees a clean end, but a peer that never answers it is not waited for.
+//
 // Routes: literal segments and `{name}` parameters, e.g. "/v1/workloads/{id}". A request for
 // "/v1/workloads/42?tenant=a" matches it with path_params {"id": "42"} and query {"tenant": "a"}
 // (percent-decoded). The first route added that matches wins.
@@ -101,6 +107,12 @@ struct HttpServerOptions {
   int idle_timeout_s = 60;  // a keep-alive connection silent this long is closed
   size_t max_stream_backlog_bytes = size_t{1} << 20;  // per streamed response, not yet written
   int stream_write_timeout_s = 30;
+  // Both set: HTTPS. PEM files; the certificate file may hold the chain after the leaf.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // A TLS handshake not done in this many seconds is dropped; closing a TLS connection
+  // (close_notify both ways) waits at most this long too.
+  int tls_handshake_timeout_s = 10;
 };
 
 class HttpServer {
@@ -113,7 +125,8 @@ class HttpServer {
   // INVALID_ARGUMENT for a pattern that does not start with '/' or has an empty `{}`.
   Status Route(std::string method, std::string pattern, HttpHandler handler);
   // Binds and starts the threads. UNAVAILABLE (naming host:port and the reason) when the
-  // address cannot be bound.
+  // address cannot be bound; INVALID_ARGUMENT naming the file when the TLS certificate or key
+  // cannot be read, is not PEM, or the two do not match.
   Status Start();
   void Stop();
   uint16_t port() const;

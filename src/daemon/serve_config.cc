@@ -143,11 +143,13 @@ StatusOr<ControlPlaneOptions> ParseServeConfig(std::string_view text, std::strin
     else if (k == "cycle_interval_ms") (void)w.Int(v, k, 10, 600000, &base.cycle_interval_ms);
     else if (k == "rate_per_s") (void)w.Number(v, k, 1e-3, 1e9, &base.rate_per_s);
     else if (k == "rate_burst") (void)w.Number(v, k, 1, 1e9, &base.rate_burst);
+    else if (k == "tls_cert") (void)w.Str(v, k, &base.tls_cert_file);
+    else if (k == "tls_key") (void)w.Str(v, k, &base.tls_key_file);
     else if (k == "scheduler") Scheduler(w, v, base.scheduler);
     else if (k == "price_plan") (void)w.Str(v, k, &base.price_plan);
     else
       w.Problem(kv.first, k + ": unknown key (known: db, listen, node_timeout_s, http_threads, cycle_interval_ms, "
-                              "rate_per_s, rate_burst, scheduler, price_plan)");
+                               "rate_per_s, rate_burst, tls_cert, tls_key, scheduler, price_plan)");
   }
   } catch (const YAML::Exception& e) {  // a key that is not a string
     w.problems.push_back(w.source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);

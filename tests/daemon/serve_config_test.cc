@@ -17,6 +17,8 @@ http_threads: 4
 cycle_interval_ms: 250
 rate_per_s: 20.5
 rate_burst: 50
+tls_cert: /etc/tessera/tls/cert.pem
+tls_key: /etc/tessera/tls/key.pem
 scheduler:
   placement_policy: fgd
   fair_order: flat-drf
@@ -34,6 +36,8 @@ scheduler:
   EXPECT_EQ(o->cycle_interval_ms, 250);
   EXPECT_DOUBLE_EQ(o->rate_per_s, 20.5);
   EXPECT_DOUBLE_EQ(o->rate_burst, 50);
+  EXPECT_EQ(o->tls_cert_file, "/etc/tessera/tls/cert.pem");
+  EXPECT_EQ(o->tls_key_file, "/etc/tessera/tls/key.pem");
   EXPECT_EQ(o->scheduler.placement_policy, "fgd");
   EXPECT_EQ(o->scheduler.fair_order, "flat-drf");
   EXPECT_EQ(o->scheduler.min_runtime.count(), 120);

@@ -1,5 +1,5 @@
 // Running real daemons in tests: `tessera serve` (or any command that prints a line with
-// "http://HOST:PORT" when it listens) as a child process, and a small blocking HTTP/1.1 client.
+// "http://HOST:PORT" or "https://HOST:PORT" when it listens) as a child process, and a small blocking HTTP/1.1 client.
 //
 //   ServeProcess serve({TESSERA_BINARY, "serve", "--db", db, "--listen", "127.0.0.1:0"},
 //                      {"TESSERA_BOOTSTRAP_TOKEN=..."});
@@ -59,7 +59,8 @@ class ServeProcess {
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;
 
-  // Reads stdout until a line with "http://HOST:PORT" (false on EOF or after `timeout_ms`).
+  // Reads stdout until a line with "http://HOST:PORT" or "https://HOST:PORT" (false on EOF or
+  // after `timeout_ms`).
   bool WaitListening(int timeout_ms = 20000) {
     std::string line;
     while (true) {
@@ -72,7 +73,8 @@ class ServeProcess {
         line += c;
         continue;
       }
-      const size_t at = line.find("http://");
+      size_t at = line.find("http://");
+      if (at == std::string::npos && (at = line.find("https://")) != std::string::npos) ++at;
       if (at != std::string::npos) {
         const size_t colon = line.find(':', at + 7);
         if (colon != std::string::npos) {

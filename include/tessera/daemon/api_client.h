@@ -9,8 +9,16 @@
 //   r->status == 201, r->body == {"id": 7, "state": "pending"}
 //   ApiError(*r) -> "tenant: unknown tenant 'a'" for {"error": {"message": ...}} answers
 //
-// Errors: INVALID_ARGUMENT for a URL that is not http://HOST[:PORT]; UNAVAILABLE (naming the
-// server) when it cannot be reached or the connection broke before the whole answer came.
+// HTTPS: "https://HOST[:PORT]" (port 443 by default). The server's certificate is verified
+// against `ca_file` (PEM) when given, else the system's trust store, and must name HOST (a DNS
+// name, sent as SNI, or an IP address):
+//
+//   auto c = ApiClient::Create("https://cp.internal:8443", {.token = token, .ca_file = "/etc/tessera/ca.pem"});
+//
+// Errors: INVALID_ARGUMENT for a URL that is not http(s)://HOST[:PORT] or a CA file that cannot
+// be read; UNAVAILABLE (naming the server) when it cannot be reached, the TLS handshake failed
+// ("certificate verify failed (self-signed certificate)"), or the connection broke before the
+// whole answer came.
 // An HTTP error status is NOT an error of Call: the caller reads status and body.
 // Thread-safety: one ApiClient per thread.
 #pragma once
@@ -56,8 +64,15 @@ class EventStreamParser {
   std::string id_, last_id_;
 };
 
+struct ApiClientOptions {
+  std::string token;        // sent as "Authorization: Bearer ..." when not empty
+  int timeout_ms = 30000;
+  std::string ca_file;      // https: PEM certificates to trust; empty: the system's store
+};
+
 class ApiClient {
  public:
+  static StatusOr<std::unique_ptr<ApiClient>> Create(std::string_view url, ApiClientOptions options);
   static StatusOr<std::unique_ptr<ApiClient>> Create(std::string_view url, std::string token,
                                                      int timeout_ms = 30000);
   ~ApiClient();
@@ -79,7 +94,7 @@ class ApiClient {
   ApiClient() = default;
   std::string host_, port_, token_;
   int timeout_ms_ = 30000;
-  std::unique_ptr<Conn> conn_;
+  std::unique_ptr<Conn> conn_;  // holds the TLS settings too (https)
 };
 
 }  // namespace tessera::daemon

@@ -41,6 +41,9 @@ struct ControlPlaneOptions {
   std::string listen_host = "127.0.0.1";
   uint16_t listen_port = 8080;            // 0: any free port (see port())
   int http_threads = 2;
+  // Both set: the API is served over HTTPS (PEM files; the certificate file may hold a chain).
+  std::string tls_cert_file;
+  std::string tls_key_file;
   int node_timeout_s = 30;                // a node silent this long is lost
   int cycle_interval_ms = 1000;           // the loop also runs this often without a wake-up
   double rate_per_s = 200;                // per token (429 with Retry-After beyond it)

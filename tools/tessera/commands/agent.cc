@@ -29,7 +29,7 @@ namespace tessera::cli {
 namespace {
 
 struct AgentFlags {
-  std::string server, token_file, name, run_dir, fake_gpus, nvml = "libnvidia-ml.so.1";
+  std::string server, token_file, ca_file, name, run_dir, fake_gpus, nvml = "libnvidia-ml.so.1";
   int interval_ms = 1000;
   int usage_interval_s = 10;
   int stop_grace_s = 5;
@@ -82,8 +82,12 @@ int RunAgent(AgentFlags f) {
   if (!inventory.ok()) return Fail("GPU discovery: " + std::string(inventory.status().message()), kExitFailure);
   if (f.cpu_milli > 0) inventory->cpu_milli = f.cpu_milli;
   if (f.memory_mib > 0) inventory->memory_mib = f.memory_mib;
-  StatusOr<std::unique_ptr<daemon::ApiClient>> client = daemon::ApiClient::Create(f.server, token, 10000);
-  if (!client.ok()) return Fail("--server: " + std::string(client.status().message()), kExitBadInput);
+  StatusOr<std::unique_ptr<daemon::ApiClient>> client =
+      daemon::ApiClient::Create(f.server, {.token = token, .timeout_ms = 10000, .ca_file = f.ca_file});
+  if (!client.ok()) {
+    const std::string m(client.status().message());
+    return Fail((m.rfind("CA file", 0) == 0 ? "--ca-file: " : "--server: ") + m, kExitBadInput);
+  }
   HttpLink link(std::move(*client));
 
   sigset_t signals;  // waited for between rounds; blocked before the arbiter threads start
@@ -142,7 +146,8 @@ int RunAgent(AgentFlags f) {
 void RegisterAgent(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<AgentFlags>();
   CLI::App* cmd = app.add_subcommand("agent", "Run the node agent: register GPUs, run placed workloads under the shim");
-  cmd->add_option("--server", f->server, "The control plane, http://HOST:PORT")->required();
+  cmd->add_option("--server", f->server, "The control plane, http://HOST:PORT or https://HOST[:PORT] (443)")->required();
+  cmd->add_option("--ca-file", f->ca_file, "https: PEM CA certificates to verify the server with (default: system's)");
   cmd->add_option("--token-file", f->token_file, "File holding a node-agent token (tessera ctl tokens create)")
       ->required();
   cmd->add_option("--name", f->name, "Node name at the control plane (default: the host name)");

@@ -79,7 +79,9 @@ StatusOr<std::unique_ptr<daemon::ApiClient>> CtlClient(const CtlConnection& c, i
     if (const char* t = std::getenv("TESSERA_TOKEN")) token = t;
   std::string server = c.server;
   if (server.empty()) server = std::getenv("TESSERA_SERVER") ? std::getenv("TESSERA_SERVER") : "http://127.0.0.1:8080";
-  return daemon::ApiClient::Create(server, token, timeout_ms);
+  std::string ca_file = c.ca_file;
+  if (ca_file.empty() && std::getenv("TESSERA_CA_FILE")) ca_file = std::getenv("TESSERA_CA_FILE");
+  return daemon::ApiClient::Create(server, {.token = token, .timeout_ms = timeout_ms, .ca_file = ca_file});
 }
 
 void RegisterCtl(CLI::App& app, int* exit_code) {
@@ -88,10 +90,12 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
       "ctl",
       "Talk to the control plane (tessera serve): tenants, tokens, workloads, nodes, usage, invoices, audit, events.\n"
       "Server: --server, else $TESSERA_SERVER, else http://127.0.0.1:8080. Token: --token, --token-file,\n"
-      "else $TESSERA_TOKEN. Exit 0 for success, 1 for an error answer or no answer, 2 for bad flags.");
+      "else $TESSERA_TOKEN. https: the CA is --ca-file, else $TESSERA_CA_FILE, else the system's.\n"
+      "Exit 0 for success, 1 for an error answer or no answer, 2 for bad flags.");
   ctl->require_subcommand(1);
   ctl->fallthrough();  // --server, --token, -o also after the area and verb
-  ctl->add_option("--server", f->server, "Control plane URL, http://HOST:PORT");
+  ctl->add_option("--server", f->server, "Control plane URL, http://HOST:PORT or https://HOST[:PORT] (443)");
+  ctl->add_option("--ca-file", f->ca_file, "https: PEM CA certificates to verify the server with (default: system's)");
   ctl->add_option("--token", f->token, "API token (prefer --token-file: a command line is visible to others)");
   ctl->add_option("--token-file", f->token_file, "File whose first line is the API token");
   ctl->add_option("-o,--output", f->output, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();

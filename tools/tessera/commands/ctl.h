@@ -17,12 +17,14 @@ struct CtlConnection {
   std::string server;
   std::string token;
   std::string token_file;
+  std::string ca_file;
   std::string output = "table";
 };
 
 // The client for these flags: --server, else $TESSERA_SERVER, else http://127.0.0.1:8080;
-// --token, else the first line of --token-file, else $TESSERA_TOKEN. INVALID_ARGUMENT for a bad
-// URL or an unreadable token file.
+// --token, else the first line of --token-file, else $TESSERA_TOKEN; for https, --ca-file, else
+// $TESSERA_CA_FILE, else the system's trusted certificates. INVALID_ARGUMENT for a bad URL or
+// an unreadable token or CA file.
 StatusOr<std::unique_ptr<daemon::ApiClient>> CtlClient(const CtlConnection& c, int timeout_ms = 30000);
 
 // "a b" -> "a%20b" (a query value or path segment).

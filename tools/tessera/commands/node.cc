@@ -181,7 +181,10 @@ void RegisterNode(CLI::App& app, int* exit_code) {
                   "share of the GPU in milli; absent = a whole GPU)")
       ->check(CLI::Range(1, 1000));
   run->add_option("--server", flags->remote.server,
-                  "Ask this control plane (http://HOST:PORT) to place the workload; its node agent runs it");
+                  "Ask this control plane (http://HOST:PORT or https://HOST[:PORT]) to place the workload; its "
+                  "node agent runs it");
+  run->add_option("--ca-file", flags->remote.ca_file,
+                  "With an https --server: PEM CA certificates to verify it with (default: the system's)");
   run->add_option("--token", flags->remote.token, "With --server: API token (else --token-file or $TESSERA_TOKEN)");
   run->add_option("--token-file", flags->remote.token_file, "With --server: file whose first line is the token");
   run->add_option("--qos", flags->remote.qos, "With --server: Guaranteed, Burstable (default) or BestEffort");

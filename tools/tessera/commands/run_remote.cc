@@ -46,8 +46,12 @@ int RunRemote(const RemoteRunFlags& f) {
   if (f.priority != 0) body["priority"] = f.priority;
   if (!f.mode.empty()) body["mode"] = f.mode;
   if (!f.model.empty()) body["model"] = f.model;
-  StatusOr<std::unique_ptr<daemon::ApiClient>> client = daemon::ApiClient::Create(f.server, token);
-  if (!client.ok()) return Fail("--server: " + client.status().message(), kExitBadInput);
+  StatusOr<std::unique_ptr<daemon::ApiClient>> client =
+      daemon::ApiClient::Create(f.server, {.token = token, .timeout_ms = 30000, .ca_file = f.ca_file});
+  if (!client.ok()) {
+    const std::string& m = client.status().message();
+    return Fail((m.rfind("CA file", 0) == 0 ? "--ca-file: " : "--server: ") + m, kExitBadInput);
+  }
   HttpLink link(std::move(*client));
   sigset_t signals;  // Ctrl-C cancels the workload
   sigemptyset(&signals);

@@ -7,7 +7,7 @@
 namespace tessera::cli {
 
 struct RemoteRunFlags {
-  std::string server, token, token_file;
+  std::string server, token, token_file, ca_file;
   std::string tenant, mem, qos = "Burstable", mode, model;
   int share = 0;  // gpu_milli; 0 = a whole GPU
   int priority = 0;

@@ -24,6 +24,7 @@ struct ServeFlags {
   int cycle_interval_ms = 1000;
   double rate = 200;
   double burst = 400;
+  std::string tls_cert, tls_key;
   bool check = false;
 };
 
@@ -47,6 +48,12 @@ int RunServe(const ServeFlags& f, const CLI::App& cmd) {
   if (given("--rate")) o.rate_per_s = f.rate;
   if (given("--burst")) o.rate_burst = f.burst;
   if (given("--price-plan")) o.price_plan = f.price_plan;
+  if (given("--tls-cert")) o.tls_cert_file = f.tls_cert;
+  if (given("--tls-key")) o.tls_key_file = f.tls_key;
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty())
+    return Fail("serve", o.tls_key_file.empty() ? "--tls-cert needs --tls-key (or tls_key in --config)"
+                                                : "--tls-key needs --tls-cert (or tls_cert in --config)",
+                kExitBadInput);
   if (const char* t = std::getenv("TESSERA_BOOTSTRAP_TOKEN")) o.bootstrap_token = t;
   if (f.check) {  // the file and the flags only: the store is not opened, no port is bound
     if (Status st = daemon::CheckPricePlan(o.price_plan); !st.ok()) return Fail("serve", st, kExitBadInput);
@@ -65,12 +72,13 @@ int RunServe(const ServeFlags& f, const CLI::App& cmd) {
   StatusOr<std::unique_ptr<daemon::ControlPlane>> cp = daemon::ControlPlane::Create(o);
   if (!cp.ok())
     return Fail("serve", cp.status(), cp.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
-  if (Status st = (*cp)->Start(); !st.ok()) return Fail("serve", st, kExitFailure);
+  if (Status st = (*cp)->Start(); !st.ok())  // INVALID_ARGUMENT: a TLS file that cannot be used
+    return Fail("serve", st, st.code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
   if (!(*cp)->generated_bootstrap_token().empty())
     std::printf("tessera serve: bootstrap admin token (shown once, store it now): %s\n",
                 (*cp)->generated_bootstrap_token().c_str());
-  std::printf("tessera serve: listening on http://%s:%u (store %s)\n", o.listen_host.c_str(), (*cp)->port(),
-              o.db.c_str());
+  std::printf("tessera serve: listening on %s://%s:%u (store %s)\n", o.tls_cert_file.empty() ? "http" : "https",
+              o.listen_host.c_str(), (*cp)->port(), o.db.c_str());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
@@ -93,8 +101,11 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   serve->add_option("--db", flags->db,
                     "The store: sqlite:PATH (or a plain path; created if missing) or postgresql://... (libpq URI)")
       ->capture_default_str();
-  serve->add_option("--listen", flags->listen, "HOST:PORT to serve HTTP on (port 0: any free port, printed)")
+  serve->add_option("--listen", flags->listen, "HOST:PORT to serve HTTP (HTTPS with --tls-cert) on (port 0: any free port, printed)")
       ->capture_default_str();
+  serve->add_option("--tls-cert", flags->tls_cert,
+                    "PEM certificate (chain) to serve HTTPS with, TLS 1.2+; needs --tls-key (default: plain HTTP)");
+  serve->add_option("--tls-key", flags->tls_key, "PEM private key of --tls-cert");
   serve->add_option("--node-timeout", flags->node_timeout_s,
                     "Seconds without a heartbeat after which a node is lost and its workloads are requeued")
       ->capture_default_str()->check(CLI::Range(1, 86400));
