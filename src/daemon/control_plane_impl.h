@@ -126,6 +126,7 @@ struct ControlPlane::Impl {
   mutable std::mutex workload_views_mu;
   std::unordered_map<int64_t, std::pair<int64_t, std::string>> workload_views;
   std::string WorkloadViewText(const store::WorkloadRecord& w);
+  std::optional<std::string> CachedView(int64_t id, int64_t version);
 
   mutable std::shared_mutex tenants_mu;
   std::map<std::string, std::string> parent_of;  // tenant -> parent ("" for a root)

@@ -196,22 +196,41 @@ HttpResponse ControlPlane::Impl::ListWorkloads(const HttpRequest& r, const Calle
   }
   std::string cont;
   if (auto it = r.query.find("continue"); it != r.query.end()) cont = it->second;
+  // Ids and versions first; a whole record is read (in the same transaction) only for a view
+  // not cached at that version.
   store::WorkloadPage page;
+  std::vector<std::string> texts;
   Status st = Transact("read", [&](store::Transaction& tx) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(page, tx.ListWorkloads(tenant, limit, cont));
+    TESSERA_ASSIGN_OR_RETURN(page, tx.ListWorkloadVersions(tenant, limit, cont));
+    texts.assign(page.workloads.size(), std::string());
+    for (size_t i = 0; i < page.workloads.size(); ++i) {
+      if (std::optional<std::string> hit = CachedView(page.workloads[i].id, page.workloads[i].version)) {
+        texts[i] = std::move(*hit);
+        continue;
+      }
+      TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(page.workloads[i].id));
+      texts[i] = WorkloadViewText(w);
+    }
     return Status::Ok();
   });
   if (!st.ok()) return ErrorResponse(st, st.code() == StatusCode::kInvalidArgument ? "continue" : "");
-  // The page is assembled from the views' cached text: {"continue": ..., "workloads": [...]}
-  // as json would write it (keys in order).
+  // The page is assembled from the views' text: {"continue": ..., "workloads": [...]} as json
+  // would write it (keys in order).
   std::string body = "{\"continue\":" + (page.next_continue.empty() ? std::string("null") : json(page.next_continue).dump()) +
                      ",\"workloads\":[";
-  for (size_t i = 0; i < page.workloads.size(); ++i) {
+  for (size_t i = 0; i < texts.size(); ++i) {
     if (i) body += ',';
-    body += WorkloadViewText(page.workloads[i]);
+    body += texts[i];
   }
   body += "]}";
   return HttpResponse::Json(200, std::move(body));
+}
+
+std::optional<std::string> ControlPlane::Impl::CachedView(int64_t id, int64_t version) {
+  std::lock_guard<std::mutex> lock(workload_views_mu);
+  if (auto it = workload_views.find(id); it != workload_views.end() && it->second.first == version)
+    return it->second.second;
+  return std::nullopt;
 }
 
 std::string ControlPlane::Impl::WorkloadViewText(const store::WorkloadRecord& w) {

@@ -278,6 +278,20 @@ class SqlTransaction final : public Transaction {
     return Status::Ok();
   }
   StatusOr<WorkloadPage> ListWorkloads(std::string_view tenant, int limit, std::string_view continue_token) override {
+    return Page(tenant, limit, continue_token, kWorkloadColumns, WorkloadFrom);
+  }
+  StatusOr<WorkloadPage> ListWorkloadVersions(std::string_view tenant, int limit,
+                                              std::string_view continue_token) override {
+    return Page(tenant, limit, continue_token, "id, version", [](const SqlRow& row) -> StatusOr<WorkloadRecord> {
+      WorkloadRecord w;
+      TESSERA_ASSIGN_OR_RETURN(w.id, ToInt(row[0], "id"));
+      TESSERA_ASSIGN_OR_RETURN(w.version, ToInt(row[1], "version"));
+      return w;
+    });
+  }
+  template <class RowFn>
+  StatusOr<WorkloadPage> Page(std::string_view tenant, int limit, std::string_view continue_token,
+                              std::string_view columns, RowFn from) {
     if (limit < 1 || limit > kMaxListLimit) {
       return InvalidArgumentError("limit " + std::to_string(limit) + " is out of range 1.." +
                                   std::to_string(kMaxListLimit));
@@ -294,17 +308,17 @@ class SqlTransaction final : public Transaction {
     }
     SqlResult r;
     if (tenant.empty()) {
-      TESSERA_ASSIGN_OR_RETURN(r, Q(Select(kWorkloadColumns, "FROM workloads WHERE id > $1 ORDER BY id LIMIT $2"),
+      TESSERA_ASSIGN_OR_RETURN(r, Q(Select(columns, "FROM workloads WHERE id > $1 ORDER BY id LIMIT $2"),
                                     {after, int64_t{limit} + 1}));
     } else {
       TESSERA_ASSIGN_OR_RETURN(
-          r, Q(Select(kWorkloadColumns, "FROM workloads WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3"),
+          r, Q(Select(columns, "FROM workloads WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3"),
                {std::string(tenant), after, int64_t{limit} + 1}));
     }
     bool more = r.rows.size() > static_cast<size_t>(limit);
     if (more) r.rows.resize(limit);
     WorkloadPage page;
-    TESSERA_ASSIGN_OR_RETURN(page.workloads, AllFrom<WorkloadRecord>(r, WorkloadFrom));
+    TESSERA_ASSIGN_OR_RETURN(page.workloads, AllFrom<WorkloadRecord>(r, from));
     if (more) page.next_continue = "w" + std::to_string(page.workloads.back().id);
     return page;
   }

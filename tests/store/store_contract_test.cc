@@ -321,6 +321,37 @@ TEST_P(StoreContractTest, WorkloadEvents) {
   EXPECT_TRUE(Read<std::vector<WorkloadEvent>>([&](Transaction& tx) { return tx.ListWorkloadEvents(id); }).empty());
 }
 
+TEST_P(StoreContractTest, WorkloadVersionPagesMatchTheFullPages) {
+  AddTenant("t1");
+  AddTenant("t2");
+  for (int i = 0; i < 7; ++i)
+    (void)Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload(i % 3 ? "t1" : "t2", i)); });
+  WorkloadRecord changed = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads("t1", 1, ""); }).workloads.at(0);
+  changed.state = "running";
+  (void)Read<int64_t>([&](Transaction& tx) { return tx.UpdateWorkload(changed); });
+  for (const std::string tenant : {"t1", ""}) {
+    std::string cont;
+    do {
+      WorkloadPage full = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads(tenant, 2, cont); });
+      WorkloadPage thin = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloadVersions(tenant, 2, cont); });
+      ASSERT_EQ(thin.workloads.size(), full.workloads.size());
+      EXPECT_EQ(thin.next_continue, full.next_continue);
+      for (size_t i = 0; i < full.workloads.size(); ++i) {
+        EXPECT_EQ(thin.workloads[i].id, full.workloads[i].id);
+        EXPECT_EQ(thin.workloads[i].version, full.workloads[i].version);
+        EXPECT_TRUE(thin.workloads[i].spec_json == "{}" && thin.workloads[i].tenant.empty());  // only id, version
+      }
+      cont = full.next_continue;
+    } while (!cont.empty());
+  }
+  const WorkloadPage t1 = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloadVersions("t1", 100, ""); });
+  ASSERT_FALSE(t1.workloads.empty());
+  EXPECT_EQ(t1.workloads[0].id, changed.id);
+  EXPECT_EQ(t1.workloads[0].version, changed.version + 1);  // updated once
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.ListWorkloadVersions("t1", 0, "").status(); }),
+              StatusIs(StatusCode::kInvalidArgument, ::testing::_));
+}
+
 TEST_P(StoreContractTest, EventsAfterAnIdAcrossWorkloadsWithTheirTenant) {
   AddTenant("t1");
   AddTenant("t2");

@@ -324,6 +324,10 @@ class Transaction {
   // tenant's (the daemon's restart). InvalidArgument for a bad limit or continue token.
   virtual StatusOr<WorkloadPage> ListWorkloads(std::string_view tenant, int limit,
                                                std::string_view continue_token) = 0;
+  // The same page with only id and version set in each record (the rest default): for readers
+  // that keep what they rendered of a record by its version and fetch only what changed.
+  virtual StatusOr<WorkloadPage> ListWorkloadVersions(std::string_view tenant, int limit,
+                                                      std::string_view continue_token) = 0;
 
   // Idempotency keys: PutIdempotency stores the first answer (AlreadyExists when the key of
   // this token already has one); GetIdempotency returns it or NotFound.
