@@ -36,13 +36,13 @@ StatusOr<std::unique_ptr<LeaseArbiter>> LeaseArbiter::Create(LeaseBoard* board, 
   if (options.wake_grace.count() <= 0) return InvalidArgumentError("lease arbiter: wake_grace must be > 0");
   if (options.share_window.count() <= 0) return InvalidArgumentError("lease arbiter: share_window must be > 0");
   if (options.max_sleep.count() <= 0) return InvalidArgumentError("lease arbiter: max_sleep must be > 0");
-  auto policy = sched::MakeTimeslicePolicy(options.policy, options.seed);
+  auto policy = MakeTimeslicePolicy(options.policy, options.seed);
   if (!policy.ok()) return policy.status().WithPrefix("lease arbiter: policy");
   return std::unique_ptr<LeaseArbiter>(new LeaseArbiter(board, options, std::move(policy).value()));
 }
 
 LeaseArbiter::LeaseArbiter(LeaseBoard* board, const LeaseArbiterOptions& options,
-                           std::unique_ptr<sched::TimeslicePolicy> policy)
+                           std::unique_ptr<TimeslicePolicy> policy)
     : board_(board),
       options_(options),
       policy_(std::move(policy)),
@@ -278,7 +278,7 @@ uint64_t LeaseArbiter::Step(uint64_t now_ns) {
   // 2. Grant the next lease.
   bool capped = false;
   if (!lease_.active) {
-    std::vector<sched::RunnableClient> runnable;
+    std::vector<RunnableClient> runnable;
     std::optional<uint32_t> below_min;
     double best_deficit = 0;
     for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) {

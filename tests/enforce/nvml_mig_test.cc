@@ -29,7 +29,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr char kFakePath[] = TESSERA_FAKE_NVML_PATH;
+const char* const kFakePath = TESSERA_FAKE_NVML_PATH;
 
 const Status& StatusOf(const Status& s) { return s; }
 template <typename T>

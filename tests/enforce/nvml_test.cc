@@ -28,7 +28,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
 
-constexpr char kFakePath[] = TESSERA_FAKE_NVML_PATH;
+const char* const kFakePath = TESSERA_FAKE_NVML_PATH;
 
 const Status& StatusOf(const Status& s) { return s; }
 template <typename T>

@@ -19,7 +19,7 @@ using ::testing::StartsWith;
 using tessera::testing::TempDir;
 using tessera::testing::WriteTextFile;
 
-const char kFakeNvml[] = TESSERA_FAKE_NVML_PATH;
+const char* const kFakeNvml = TESSERA_FAKE_NVML_PATH;
 const char kUuid1[] = "GPU-fa4e0000-0000-4000-8000-000000000001";
 
 class FakeNvmlConfig {

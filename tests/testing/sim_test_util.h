@@ -4,7 +4,7 @@
 //
 //   TempDir dir;                                   // removed with everything in it at scope exit
 //   WriteTextFile(dir.path() + "/p.csv", "name,cpu_milli,...\n");
-//   CommandResult r = RunCommand(TESSERA_BINARY " simulate --help");
+//   CommandResult r = RunCommand(std::string(TESSERA_BINARY) + " simulate --help");
 //   EXPECT_EQ(r.exit_code, 0);
 #pragma once
 

@@ -2,7 +2,7 @@
 // (tessera/enforce/lease.h) that the tenants' shims read: at each step it ends the current
 // lease when it expires, when its holder goes idle (work-conserving) or when a higher-priority
 // tenant waits (priority policy), charges the holder the GPU time it used, picks the next
-// tenant among those with waiting work with a `sched::TimeslicePolicy` (weighted_fair,
+// tenant among those with waiting work with a `TimeslicePolicy` (weighted_fair,
 // priority, hierarchical, round_robin, lottery, edf), grants it a lease of one quantum and
 // wakes its waiting processes (FUTEX_WAKE on the slot's wake_seq).
 //
@@ -47,14 +47,14 @@
 
 #include "tessera/core/status.h"
 #include "tessera/enforce/lease.h"
-#include "tessera/sched/timeslice.h"
+#include "tessera/node/timeslice.h"
 
 namespace tessera::node {
 
 using Nanos = std::chrono::nanoseconds;
 
 struct LeaseArbiterOptions {
-  // Time-slice policy (sched::MakeTimeslicePolicy): weighted_fair, priority, hierarchical,
+  // Time-slice policy (MakeTimeslicePolicy): weighted_fair, priority, hierarchical,
   // round_robin, lottery, edf.
   std::string policy = "weighted_fair";
   uint64_t seed = 1;  // lottery only
@@ -151,7 +151,7 @@ class LeaseArbiter {
   };
 
   LeaseArbiter(enforce::LeaseBoard* board, const LeaseArbiterOptions& options,
-               std::unique_ptr<sched::TimeslicePolicy> policy);
+               std::unique_ptr<TimeslicePolicy> policy);
   bool HasDemand(uint32_t slot) const;
   bool HigherPriorityWaiting(int32_t priority) const;
   void EndLease(uint64_t now_ns, LeaseEndReason reason);
@@ -163,7 +163,7 @@ class LeaseArbiter {
 
   enforce::LeaseBoard* board_;
   LeaseArbiterOptions options_;
-  std::unique_ptr<sched::TimeslicePolicy> policy_;
+  std::unique_ptr<TimeslicePolicy> policy_;
   bool preempt_;
   std::vector<Tenant> tenants_;
   Lease lease_;

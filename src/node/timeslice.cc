@@ -1,4 +1,4 @@
-#include "tessera/sched/timeslice.h"
+#include "tessera/node/timeslice.h"
 
 #include <algorithm>
 #include <limits>
@@ -7,7 +7,7 @@
 
 #include "tessera/core/rng.h"
 
-namespace tessera::sched {
+namespace tessera::node {
 namespace {
 
 // Shared bookkeeping: the registered clients.
@@ -230,4 +230,4 @@ StatusOr<std::unique_ptr<TimeslicePolicy>> MakeTimeslicePolicy(std::string_view 
   return InvalidArgumentError("unknown time-slice policy '" + std::string(name) + "' (known: " + known + ")");
 }
 
-}  // namespace tessera::sched
+}  // namespace tessera::node

@@ -1,13 +1,13 @@
 // Contract suite of the device-level time-slice policies: each delivers its promise on a
 // virtual clock (weighted shares, EDF deadlines, strict priority, no credit for idling).
-#include "tessera/sched/timeslice.h"
+#include "tessera/node/timeslice.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <numeric>
 
-namespace tessera::sched {
+namespace tessera::node {
 namespace {
 
 using std::chrono::milliseconds;
@@ -175,4 +175,4 @@ TEST(TimesliceTest, BadInput) {
 }
 
 }  // namespace
-}  // namespace tessera::sched
+}  // namespace tessera::node

@@ -31,7 +31,7 @@
 
 #include "tessera/core/status.h"
 
-namespace tessera::sched {
+namespace tessera::node {
 
 using Nanos = std::chrono::nanoseconds;
 
@@ -67,4 +67,4 @@ class TimeslicePolicy {
 StatusOr<std::unique_ptr<TimeslicePolicy>> MakeTimeslicePolicy(std::string_view name, uint64_t seed = 1);
 const std::vector<std::string>& TimeslicePolicyNames();
 
-}  // namespace tessera::sched
+}  // namespace tessera::node
