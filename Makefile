@@ -58,7 +58,7 @@ CTEST = ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 # `make test`: every step above, each timed; the closing table (scripts/phase) shows where the
 # time went. ctest runs first after the build (the quickest answer); then the fuzzers, then the
 # concurrent parts under ThreadSanitizer and the shim under AddressSanitizer+UBSan and TSan.
-PHASES = $(CURDIR)/$(BUILD)-phases.tsv
+PHASES = $(CURDIR)/$(BUILD)/make-test-phases.tsv
 T = @./scripts/phase run $(PHASES)
 test:
 	@./scripts/phase start $(PHASES)
@@ -124,4 +124,4 @@ reproduce: build
 	  --json out/reproduce.json --html out/reproduce.html
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-tsan build-fuzz build-shim-asan build-shim-tsan out $(PHASES)
+	rm -rf $(BUILD) $(BUILD)-tsan build-fuzz build-shim-asan build-shim-tsan out

@@ -67,6 +67,36 @@ function(tessera_module name)
   tessera_module_options(tessera_${name})
 endfunction()
 
+# tessera_module_part(NAME MODULE SOURCES src... LIBS targets...): a static library NAME of some
+# of MODULE's own sources (each must belong to tessera_MODULE), with the module's include paths,
+# options and position-independent code, linking LIBS publicly. For a sanitizer tree that tests
+# one part of a module and need not compile the rest under instrumentation:
+#
+#   tessera_module_part(tessera_node_lease_arbiter node
+#     SOURCES src/node/lease_arbiter.cc src/node/timeslice.cc LIBS tessera::enforce tessera::core)
+#
+# The module itself stays the one target the product links; a part is only linked by tests and
+# fuzzers (the shim's tests use the arbiter, not the agent; the HTTP fuzzer reaches the daemon's
+# parser and decoders, not the control plane).
+function(tessera_module_part name module)
+  cmake_parse_arguments(M "" "" "SOURCES;LIBS" ${ARGN})
+  set(abs_sources "")
+  foreach(src IN LISTS M_SOURCES)
+    get_filename_component(abs "${src}" ABSOLUTE BASE_DIR ${PROJECT_SOURCE_DIR})
+    string(MAKE_C_IDENTIFIER "${abs}" key)
+    get_property(owner GLOBAL PROPERTY TESSERA_SOURCE_OWNER_${key})
+    if(NOT owner STREQUAL "tessera_${module}")
+      message(FATAL_ERROR "tessera_module_part(${name} ${module}): ${src} is not a source of tessera_${module}")
+    endif()
+    list(APPEND abs_sources ${abs})
+  endforeach()
+  add_library(${name} STATIC ${abs_sources})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC ${M_LIBS})
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  tessera_module_options(${name})
+endfunction()
+
 # Every src/**/*.cc belongs to exactly one target (call once, after all targets).
 function(tessera_check_all_sources_claimed)
   file(GLOB_RECURSE all CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/*.cc)

@@ -97,7 +97,7 @@ TEST(CliContractTest, JsonIsAPathAndDashIsStdoutInEveryCommand) {
 
 TEST(CliContractTest, ScenarioJsonToStdout) {
   TempDir dir;
-  CommandResult r = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --days 1 --json -");
+  CommandResult r = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --days 0.05 --json -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = StdoutJson(r);
   EXPECT_TRUE(j.contains("dedicated"));
