@@ -1,6 +1,8 @@
 #include "tessera/metering/anomaly_series.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -59,6 +61,65 @@ std::string Printable(std::string_view s) {
   return out;
 }
 
+// One data row "timestamp,value" at `line`; errors start with `at` ("file:line: ").
+StatusOr<SeriesRow> ParseRow(std::string_view row, int line, const std::string& at) {
+  const size_t comma = row.find(',');
+  if (comma == std::string_view::npos || row.find(',', comma + 1) != std::string_view::npos) {
+    return InvalidArgumentError(at + "expected two fields 'timestamp,value', got '" + Printable(row) + "'");
+  }
+  StatusOr<int64_t> t = ParseNabTimestamp(row.substr(0, comma));
+  if (!t.ok()) return InvalidArgumentError(at + t.status().message());
+  SeriesRow r{*t, 0, line};
+  if (!ParseValue(row.substr(comma + 1), &r.value)) {
+    return InvalidArgumentError(at + "value '" + Printable(row.substr(comma + 1)) + "' is not a finite number");
+  }
+  return r;
+}
+
+
+// Folds a parsed row into the series: a duplicate of the previous row's timestamp is counted and
+// dropped (the first value stays), a step back is counted and kept.
+void AddRow(const SeriesRow& r, Series* series) {
+  SeriesIrregularities& irr = series->irregularities;
+  if (!series->rows.empty()) {
+    const int64_t previous = series->rows.back().time_s;
+    if (r.time_s == previous) {
+      if (irr.duplicates++ == 0) irr.first_duplicate_line = r.line;
+      return;
+    }
+    if (r.time_s < previous) {
+      ++irr.steps_back;
+      if (previous - r.time_s > irr.largest_step_back_s) {
+        irr.largest_step_back_s = previous - r.time_s;
+        irr.largest_step_back_line = r.line;
+      }
+    }
+  }
+  series->rows.push_back(r);
+}
+
+// The usual spacing (the median forward step between kept rows) and the steps longer than twice it.
+void CountGaps(Series* series) {
+  const std::vector<SeriesRow>& rows = series->rows;
+  std::vector<int64_t> steps;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (rows[i].time_s > rows[i - 1].time_s) steps.push_back(rows[i].time_s - rows[i - 1].time_s);
+  }
+  if (steps.empty()) return;
+  SeriesIrregularities& irr = series->irregularities;
+  std::nth_element(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2), steps.end());
+  irr.usual_step_s = steps[steps.size() / 2];
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const int64_t step = rows[i].time_s - rows[i - 1].time_s;
+    if (step <= 2 * irr.usual_step_s) continue;
+    ++irr.gaps;
+    if (step > irr.largest_gap_s) {
+      irr.largest_gap_s = step;
+      irr.largest_gap_line = rows[i].line;
+    }
+  }
+}
+
 }  // namespace
 
 StatusOr<int64_t> ParseNabTimestamp(std::string_view t) {
@@ -115,25 +176,52 @@ StatusOr<Series> ParseNabSeries(std::string_view text, std::string_view file) {
       continue;
     }
     if (row.empty() && pos >= text.size()) break;  // the final newline
-    const size_t comma = row.find(',');
-    if (comma == std::string_view::npos || row.find(',', comma + 1) != std::string_view::npos) {
-      return InvalidArgumentError(at + "expected two fields 'timestamp,value', got '" + Printable(row) + "'");
-    }
-    StatusOr<int64_t> t = ParseNabTimestamp(row.substr(0, comma));
-    if (!t.ok()) return InvalidArgumentError(at + t.status().message());
-    SeriesRow r{*t, 0, line};
-    if (!ParseValue(row.substr(comma + 1), &r.value)) {
-      return InvalidArgumentError(at + "value '" + Printable(row.substr(comma + 1)) + "' is not a finite number");
-    }
-    if (!series.rows.empty() && r.time_s < series.rows.back().time_s) {
-      return InvalidArgumentError(at + "timestamp " + FormatNabTimestamp(r.time_s) + " is before the previous row's " +
-                                  FormatNabTimestamp(series.rows.back().time_s));
-    }
-    series.rows.push_back(r);
+    TESSERA_ASSIGN_OR_RETURN(const SeriesRow r, ParseRow(row, line, at));
+    AddRow(r, &series);
   }
   if (line == 0) return InvalidArgumentError(where + ":1: empty file, expected the header 'timestamp,value'");
   if (series.rows.empty()) return InvalidArgumentError(where + ":2: no rows after the header");
+  CountGaps(&series);
   return series;
+}
+
+std::string FormatDuration(int64_t seconds) {
+  const int64_t s = seconds < 0 ? -seconds : seconds;
+  const int64_t days = s / 86400, hours = s % 86400 / 3600, minutes = s % 3600 / 60, secs = s % 60;
+  auto two = [](int64_t big, const char* big_unit, int64_t small, const char* small_unit) {
+    std::string out = std::to_string(big) + " " + big_unit;
+    if (small != 0) out += " " + std::to_string(small) + " " + small_unit;
+    return out;
+  };
+  if (days > 0) return two(days, "d", hours, "h");
+  if (hours > 0) return two(hours, "h", minutes, "min");
+  if (minutes > 0) return two(minutes, "min", secs, "s");
+  return std::to_string(secs) + " s";
+}
+
+std::string DescribeIrregularities(const SeriesIrregularities& irr) {
+  auto counted = [](int n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  std::vector<std::string> parts;
+  if (irr.steps_back > 0) {
+    parts.push_back(counted(irr.steps_back, "step back in time", "steps back in time") + " (largest " +
+                    FormatDuration(irr.largest_step_back_s) + ", at line " + std::to_string(irr.largest_step_back_line) +
+                    ")");
+  }
+  if (irr.duplicates > 0) {
+    parts.push_back(counted(irr.duplicates, "duplicate timestamp", "duplicate timestamps") +
+                    " (first value kept, not scored twice, first at line " + std::to_string(irr.first_duplicate_line) +
+                    ")");
+  }
+  if (irr.gaps > 0) {
+    parts.push_back(counted(irr.gaps, "gap", "gaps") + " longer than twice the usual " +
+                    FormatDuration(irr.usual_step_s) + " spacing (largest " + FormatDuration(irr.largest_gap_s) +
+                    ", at line " + std::to_string(irr.largest_gap_line) + ")");
+  }
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
 }
 
 }  // namespace tessera::metering

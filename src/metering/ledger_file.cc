@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/core/input_bytes.h"
 #include "tessera/metering/civil_time.h"
 
 namespace tessera::metering {
@@ -141,6 +142,16 @@ void ParseSla(LineReader& r, LedgerFile& out) {
   if (r.ok) out.sla.push_back(o);
 }
 
+// The problem of a line that is not a JSON object. A wrong file (compressed, binary, CSV) fails at
+// its first line: there the problem says what the file looks like instead and `*stop` is set, as
+// its other lines would only repeat it.
+std::string NotAnObject(std::string_view line, bool first_line, bool* stop) {
+  const std::string looks = first_line ? DescribeBytes(line) : "";
+  *stop = !looks.empty();
+  if (looks.empty()) return "not a JSON object";
+  return "not a JSON object; it looks like " + looks + ", so the rest was not read";
+}
+
 }  // namespace
 
 StatusOr<LedgerFile> ParseLedgerJsonl(std::string_view text, std::string_view source,
@@ -161,7 +172,9 @@ StatusOr<LedgerFile> ParseLedgerJsonl(std::string_view text, std::string_view so
     const std::string at = std::string(source) + ":" + std::to_string(line_no) + ": ";
     const json obj = json::parse(line.begin(), line.end(), nullptr, false);
     if (obj.is_discarded() || !obj.is_object()) {
-      problems.push_back(at + "not a JSON object");
+      bool stop = false;
+      problems.push_back(at + NotAnObject(line, out.lines == 1, &stop));
+      if (stop) break;
       continue;
     }
     LineReader r{obj, at, problems};

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <unordered_map>
 
 #include "tessera/metering/anomaly_series.h"
 
@@ -36,6 +35,47 @@ StatusOr<int64_t> ParseLimit(const nlohmann::json& j, const std::string& where) 
   return *t;
 }
 
+// A window's first and last rows (indices into the file's rows).
+struct WindowRows {
+  int64_t left = 0;
+  int64_t right = 0;
+};
+
+// First index >= `from` whose timestamp is `t`; -1 when none.
+int64_t FindRow(const std::vector<int64_t>& timestamps, int64_t from, int64_t t) {
+  for (auto i = static_cast<size_t>(from); i < timestamps.size(); ++i) {
+    if (timestamps[i] == t) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+// Matches the windows' limits to rows in row order: a window starts at the first row with its
+// start timestamp after the previous window's last row, and ends at the first row with its end
+// timestamp from there on. For timestamps that only go forward this is NAB's rule (the first row
+// with the timestamp); after a clock step back, where a timestamp can appear twice, the window
+// takes the rows where it first opens and closes in file order, so it is never inverted.
+StatusOr<std::vector<WindowRows>> MatchWindowsToRows(const NabFile& file) {
+  std::vector<WindowRows> out;
+  int64_t from = 0;
+  for (size_t k = 0; k < file.windows.size(); ++k) {
+    const NabWindow& w = file.windows[k];
+    const std::string which = file.name + ": window " + std::to_string(k + 1) + " [" + FormatNabTimestamp(w.start_s) +
+                              ", " + FormatNabTimestamp(w.end_s) + "]";
+    if (w.end_s < w.start_s) return InvalidArgumentError(which + ": ends before it starts");
+    if (k > 0 && w.start_s <= file.windows[k - 1].end_s) {
+      return InvalidArgumentError(which + ": starts before the previous window ends (windows must be sorted, apart)");
+    }
+    const int64_t left = FindRow(file.timestamps, from, w.start_s);
+    const int64_t right = left < 0 ? -1 : FindRow(file.timestamps, left, w.end_s);
+    if (left < 0 || right < 0) {
+      return InvalidArgumentError(which + ": a limit is not the timestamp of a row (in row order, after the previous window)");
+    }
+    out.push_back({left, right});
+    from = right + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<std::vector<NabRowWeight>> NabRowWeights(const NabFile& file, const NabCostProfile& profile,
@@ -45,26 +85,7 @@ StatusOr<std::vector<NabRowWeight>> NabRowWeights(const NabFile& file, const Nab
     return InvalidArgumentError(file.name + ": " + std::to_string(file.scores.size()) + " scores for " +
                                 std::to_string(n) + " rows");
   }
-  std::unordered_map<int64_t, int64_t> first_index;
-  for (size_t i = 0; i < n; ++i) first_index.emplace(file.timestamps[i], static_cast<int64_t>(i));
-  std::vector<int64_t> left(file.windows.size()), right(file.windows.size());
-  for (size_t k = 0; k < file.windows.size(); ++k) {
-    const NabWindow& w = file.windows[k];
-    const std::string which = file.name + ": window " + std::to_string(k + 1) + " [" + FormatNabTimestamp(w.start_s) +
-                              ", " + FormatNabTimestamp(w.end_s) + "]";
-    auto l = first_index.find(w.start_s);
-    auto r = first_index.find(w.end_s);
-    if (l == first_index.end() || r == first_index.end()) {
-      return InvalidArgumentError(which + ": a limit is not the timestamp of a row");
-    }
-    if (w.end_s < w.start_s) return InvalidArgumentError(which + ": ends before it starts");
-    if (k > 0 && w.start_s <= file.windows[k - 1].end_s) {
-      return InvalidArgumentError(which + ": starts before the previous window ends (windows must be sorted, apart)");
-    }
-    left[k] = l->second;
-    right[k] = r->second;
-  }
-
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<WindowRows> rows_of, MatchWindowsToRows(file));
   const double probation = std::min(std::floor(probation_percent * static_cast<double>(n)), probation_percent * 5000);
   const double max_tp = ScaledSigmoid(-1.0);
   std::vector<NabRowWeight> out(n);
@@ -73,13 +94,13 @@ StatusOr<std::vector<NabRowWeight>> NabRowWeights(const NabFile& file, const Nab
   int64_t prev_right = -1;
   double prev_width = 0;
   for (size_t i = 0; i < n; ++i) {
-    const int64_t t = file.timestamps[i];
-    if (cur < 0 && next < file.windows.size() && t == file.windows[next].start_s) cur = static_cast<int>(next++);
-    NabRowWeight& row = out[i];
     const auto ii = static_cast<int64_t>(i);
+    if (cur < 0 && next < rows_of.size() && ii == rows_of[next].left) cur = static_cast<int>(next++);
+    NabRowWeight& row = out[i];
     if (cur >= 0) {
-      const double width = static_cast<double>(right[cur] - left[cur] + 1);
-      row.weight = ScaledSigmoid(-static_cast<double>(right[cur] - ii + 1) / width) * profile.tp_weight / max_tp;
+      const WindowRows& w = rows_of[cur];
+      const double width = static_cast<double>(w.right - w.left + 1);
+      row.weight = ScaledSigmoid(-static_cast<double>(w.right - ii + 1) / width) * profile.tp_weight / max_tp;
       row.window = cur;
     } else if (prev_right < 0) {
       row.weight = -1.0 * profile.fp_weight;
@@ -90,9 +111,9 @@ StatusOr<std::vector<NabRowWeight>> NabRowWeights(const NabFile& file, const Nab
       row.weight = ScaledSigmoid(pos) * profile.fp_weight;
     }
     row.scored = static_cast<double>(i) >= probation;
-    if (cur >= 0 && t == file.windows[cur].end_s) {
+    if (cur >= 0 && ii == rows_of[cur].right) {
       prev_right = ii;
-      prev_width = static_cast<double>(right[cur] - left[cur] + 1);
+      prev_width = static_cast<double>(rows_of[cur].right - rows_of[cur].left + 1);
       cur = -1;
     }
   }

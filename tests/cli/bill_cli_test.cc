@@ -153,6 +153,41 @@ TEST(BillCli, TheShippedExampleBills) {
   EXPECT_EQ(sum, j["metered_total_micro"].get<int64_t>());
 }
 
+TEST(BillCli, ReadsTheShippedGzipLedgerDirectlyAsWhenPiped) {
+  TempDir dir;
+  const std::string data = std::string(TESSERA_SOURCE_DIR) + "/data/examples/";
+  const std::string args = " --plan '" + data + "price-plan.yaml' --period 2026-11-01..2026-11-08 -o json";
+  const std::string tessera = "'" + std::string(TESSERA_BINARY) + "'";
+  auto piped = testing::RunCommand(
+      "gzip -dc '" + data + "ledger-default-week.jsonl.gz' | " + tessera + " bill --usage -" + args, dir);
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  auto direct = RunTessera(dir, "bill --usage '" + data + "ledger-default-week.jsonl.gz'" + args);
+  ASSERT_EQ(direct.exit_code, 0) << direct.err;
+  EXPECT_EQ(direct.err, "");
+  EXPECT_EQ(direct.out, piped.out);  // the same invoices, byte for byte
+  EXPECT_EQ(nlohmann::json::parse(direct.out)["invoices"].size(), 17u);
+  // Compressed bytes on standard input are read the same way.
+  auto stdin_gz = testing::RunCommand("cat '" + data + "ledger-default-week.jsonl.gz' | " + tessera + " bill --usage -" + args, dir);
+  ASSERT_EQ(stdin_gz.exit_code, 0) << stdin_gz.err;
+  EXPECT_EQ(stdin_gz.out, piped.out);
+}
+
+TEST(BillCli, ABrokenGzipOrANonLedgerSaysWhatItIs) {
+  TempDir dir;
+  const std::string data = std::string(TESSERA_SOURCE_DIR) + "/data/examples/";
+  WriteTextFile(dir.File("plan.yaml"), kPlan);
+  ASSERT_EQ(testing::RunCommand("head -c 1000 '" + data + "ledger-default-week.jsonl.gz' > '" + dir.File("cut.jsonl.gz") + "'", dir)
+                .exit_code,
+            0);
+  testing::ExpectOneLineBadInput(RunTessera(dir, "bill --usage cut.jsonl.gz --plan plan.yaml"),
+                                 "tessera bill: cut.jsonl.gz: gzip data is truncated (the stream ends after 1000 of its bytes)");
+  WriteTextFile(dir.File("usage.csv"), "tenant,hour,gpu_hours\nvision,2026-11-01T00:00:00Z,2\nnlp,2026-11-01T00:00:00Z,1\n");
+  auto csv = RunTessera(dir, "bill --usage usage.csv --plan plan.yaml");
+  EXPECT_EQ(csv.exit_code, 2);
+  EXPECT_EQ(csv.err, "tessera bill: 1 problem in the ledger:\n  usage.csv:1: not a JSON object; it looks like CSV (commas, "
+                     "no '{'), so the rest was not read\n");
+}
+
 TEST(BillCli, TheScenarioWritesALedgerThatBills) {
   TempDir dir;
   auto sim = RunTessera(dir, "simulate --scenario dedicated-vs-shared --days 0.02 --ledger out/ledger.jsonl --quiet");

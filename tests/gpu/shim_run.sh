@@ -6,7 +6,8 @@
 #      through cudaMalloc, cuMemAlloc and cudaMallocAsync (tests/gpu/shim_check.cu);
 #   2. share accuracy: two processes running the same ~1 ms kernel loop for SECONDS (default 20)
 #      with shares 30/70 and then 10/90; the share is kernels(a) / (kernels(a) + kernels(b));
-#   3. end-to-end overhead: 100,000 empty-kernel launches with and without the shim;
+#   3. end-to-end overhead: 100,000 empty-kernel launches without the shim, with the shim preloaded
+#      but unmanaged, and under `tessera run` (gated); the cost of the clocks the gate may read;
 #   4. scrub-on-free cost: cudaFree of 1 MiB / 256 MiB / 4 GiB under `tessera run` without and
 #      with --scrub (median of 50/20/5), and whether a re-allocation after a scrubbed free reads 0.
 # Writes OUT_DIR/shim-results.md (default ./gpu-results). Never changes MIG mode, clocks, power
@@ -78,13 +79,27 @@ run_scrub() {  # as run, with --scrub (zero device memory before every free)
       printf "| %d/%d | %d | %d | %.1f %% | %d %% | %+.1f |\n", t, 100 - t, a, b, s, t, s - t }'
   done
   echo
-  echo "## 3. Launch overhead (100,000 empty kernels, ns per launch incl. the final sync)"
+  echo "## 3. Launch overhead (100,000 empty kernels, ns per launch incl. the final sync; median of 5 runs each)"
   echo
-  direct=$("$CHECK" launch 100000 2>>"$LOG" | sed -n 's/.*ns_per=\([0-9.]*\).*/\1/p')
-  shimmed=$(run ovh 100 2GiB launch 100000 | sed -n 's/.*ns_per=\([0-9.]*\).*/\1/p')
-  echo "| without shim | with shim | added |"
-  echo "|---:|---:|---:|"
-  awk -v d="${direct:-0}" -v s="${shimmed:-0}" 'BEGIN { printf "| %.1f ns | %.1f ns | %+.1f ns |\n", d, s, s - d }'
+  echo "Three ways, to tell the shim's wrappers from its compute gate: the program alone; the shim"
+  echo "preloaded without \\`tessera run\\` (wrappers and launch counting, no lease, no limit); and under"
+  echo "\\`tessera run --share 100\\` (the lease gate on every launch, the arbiter granting)."
+  echo
+  median5() { sort -n | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : 0) }'; }
+  direct=$(for i in 1 2 3 4 5; do "$CHECK" launch 100000 2>>"$LOG" | sed -n 's/.*ns_per=\([0-9.]*\).*/\1/p'; done | median5)
+  preload=$(for i in 1 2 3 4 5; do LD_PRELOAD="$TESSERA_SHIM_PATH" "$CHECK" launch 100000 2>>"$LOG" | sed -n 's/.*ns_per=\([0-9.]*\).*/\1/p'; done | median5)
+  shimmed=$(for i in 1 2 3 4 5; do run ovh 100 2GiB launch 100000 | sed -n 's/.*ns_per=\([0-9.]*\).*/\1/p'; done | median5)
+  echo "| without shim | shim preloaded, unmanaged | under tessera run (gated) | added by the wrappers | added by the gate |"
+  echo "|---:|---:|---:|---:|---:|"
+  awk -v d="${direct:-0}" -v p="${preload:-0}" -v s="${shimmed:-0}" \
+    'BEGIN { printf "| %.1f ns | %.1f ns | %.1f ns | %+.1f ns | %+.1f ns |\n", d, p, s, p - d, s - p }'
+  echo
+  echo "The clocks the gate may read, on this machine (tests/gpu/clock_cost.c; median of 21 x 1e6 calls):"
+  echo
+  echo '```'
+  echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
+  if cc -O2 -o "$WORK/clock_cost" "$REPO/tests/gpu/clock_cost.c" >>"$LOG" 2>&1; then "$WORK/clock_cost"; else echo "(no C compiler)"; fi
+  echo '```'
   echo
   echo "## 4. Scrub-on-free cost (cudaFree under tessera run, median; --scrub adds cuMemsetD8_v2 before the free)"
   echo

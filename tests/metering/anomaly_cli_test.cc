@@ -59,6 +59,34 @@ TEST(AnomaliesCli, BadInputIsFileLineAndExitTwo) {
   EXPECT_FALSE(std::filesystem::exists(dir.File("o.json")));
 }
 
+TEST(AnomaliesCli, AcceptsStepsBackDuplicatesAndGapsAndSaysSoOnce) {
+  TempDir dir;
+  const std::string text = "timestamp,value\n2015-02-26 10:00:00,1\n2015-02-26 10:05:00,2\n2015-02-26 10:05:00,9\n"
+                     "2015-02-26 09:10:00,3\n2015-02-26 09:15:00,4\n2015-02-26 10:15:00,5\n";
+  testing::WriteTextFile(dir.File("clock.csv"), text);
+  const CommandResult r = RunTessera(dir, "anomalies --input clock.csv --json out.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err,
+            "tessera anomalies: clock.csv: 1 step back in time (largest 55 min, at line 5), 1 duplicate timestamp "
+            "(first value kept, not scored twice, first at line 4), 1 gap longer than twice the usual 5 min spacing "
+            "(largest 1 h, at line 7)\n");
+  const nlohmann::json j = nlohmann::json::parse(testing::ReadTextFile(dir.File("out.json")));
+  EXPECT_EQ(j.at("rows").get<int>(), 5);  // six rows, the duplicate scored once
+
+  // The same series gzip-compressed reads the same; a series without irregularities says nothing.
+  ASSERT_EQ(testing::RunCommand("gzip -c '" + dir.File("clock.csv") + "' > '" + dir.File("clock.csv.gz") + "'", dir)
+                .exit_code,
+            0);
+  const CommandResult gz = RunTessera(dir, "anomalies --input clock.csv.gz --json gz.json");
+  ASSERT_EQ(gz.exit_code, 0) << gz.err;
+  EXPECT_THAT(gz.err, HasSubstr("clock.csv.gz: 1 step back in time"));
+  EXPECT_EQ(testing::ReadTextFile(dir.File("gz.json")), testing::ReadTextFile(dir.File("out.json")));
+  testing::WriteTextFile(dir.File("plain.csv"), "timestamp,value\n2015-02-26 10:00:00,1\n2015-02-26 10:05:00,2\n");
+  const CommandResult plain = RunTessera(dir, "anomalies --input plain.csv --json p.json");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.err, "");
+}
+
 TEST(AnomaliesCli, ScoresACorpusWithNabsRules) {
   // A two-file corpus: one file without windows, one with.
   TempDir dir;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <random>
+#include <string>
+#include <string_view>
 
 #include "tessera/core/gpu_model.h"
 #include "tessera/metering/ledger_file.h"
@@ -199,6 +201,27 @@ TEST(LedgerFile, RoundTripsAndListsEveryProblemWithItsLine) {
   EXPECT_THAT(m, HasSubstr("bad.jsonl:4: model: unknown GPU model 'H999'"));
   EXPECT_THAT(m, HasSubstr("bad.jsonl:5: partition: '9g.90gb' is not whole, share or a MIG profile of A100-80GB"));
   EXPECT_THAT(m, HasSubstr("bad.jsonl:6: period: missing"));
+}
+
+TEST(LedgerFile, AFirstLineThatIsNotJsonSaysWhatTheFileLooksLike) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  auto message = [&](std::string_view text) { return ParseLedgerJsonl(text, "u.jsonl", cat).status().message(); };
+  // One problem, not one per line of the wrong file.
+  EXPECT_EQ(message("tenant,hour,gpus\nvision,0,2\nnlp,0,1\n"),
+            "1 problem in the ledger:\n  u.jsonl:1: not a JSON object; it looks like CSV (commas, no '{'), so the "
+            "rest was not read");
+  EXPECT_EQ(message(std::string("\x1f\x8b\x08\x00\x00\n\x01\x02\n", 9)),
+            "1 problem in the ledger:\n  u.jsonl:1: not a JSON object; it looks like gzip-compressed data, so the "
+            "rest was not read");
+  EXPECT_THAT(message(std::string("\n\x00\x01" "binary\n", 10)),
+              HasSubstr("u.jsonl:2: not a JSON object; it looks like binary data"));  // the first non-blank line
+  EXPECT_THAT(message("[{\"tenant\":\"a\"}]\n"), HasSubstr("u.jsonl:1: not a JSON object; it looks like a JSON array"));
+  // A first line that looks like nothing in particular, and later lines, keep the plain problem.
+  const std::string plain = message("{not json\nnor this\n");
+  EXPECT_THAT(plain, HasSubstr("2 problems in the ledger:"));
+  EXPECT_THAT(plain, HasSubstr("u.jsonl:1: not a JSON object\n"));
+  EXPECT_THAT(plain, HasSubstr("u.jsonl:2: not a JSON object"));
+  EXPECT_THAT(plain, ::testing::Not(HasSubstr("looks like")));
 }
 
 }  // namespace

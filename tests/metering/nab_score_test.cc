@@ -104,6 +104,33 @@ TEST(NabScore, BadWindowsAreErrorsNamingTheFile) {
   EXPECT_THAT(ScoreNabCorpus({f}, NabCostProfile{}, 0.5).status().message(), HasSubstr("9 scores for 10 rows"));
 }
 
+TEST(NabScore, WindowsAreMatchedInRowOrderAfterAClockStepBack) {
+  // Row 2 jumps ahead to 1300, row 3 steps back to 1240, row 4 is 1300 again. The window
+  // [1240, 1300] is rows 3..4 (where it opens and then closes in file order), not rows 3..2.
+  NabFile f;
+  f.name = "step.csv";
+  f.timestamps = {1000, 1060, 1300, 1240, 1300, 1360, 1420, 1480, 1540, 1600};
+  f.scores = {0, 0, 0.9, 0.9, 0, 0, 0, 0, 0, 0};
+  f.windows = {{1240, 1300}};
+  auto w = NabRowWeights(f, NabCostProfile{});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ((*w)[2].window, -1);  // the first 1300, before the window opened
+  EXPECT_EQ((*w)[3].window, 0);
+  EXPECT_EQ((*w)[4].window, 0);
+  EXPECT_EQ((*w)[5].window, -1);
+  EXPECT_NEAR((*w)[3].weight, 1.0, 1e-12);  // the window's first row: S(-2/2) / S(-1)
+  EXPECT_NEAR((*w)[4].weight, S(-0.5) / S(-1.0), 1e-12);
+  auto r = ScoreNabCorpus({f}, NabCostProfile{}, 0.5);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NEAR(r->raw, 1.0 - 0.11, 1e-12);  // row 2 is a false positive before any window
+  EXPECT_EQ(r->files[0].detected, 1);
+  // A window whose end comes only before its start in row order is no window of this file.
+  f.windows = {{1360, 1420}, {1480, 1540}};
+  f.timestamps = {1000, 1060, 1120, 1540, 1360, 1420, 1480, 1500, 1520, 1530};
+  EXPECT_THAT(NabRowWeights(f, NabCostProfile{}).status().message(),
+              HasSubstr("step.csv: window 2 [1970-01-01 00:24:40, 1970-01-01 00:25:40]: a limit is not the timestamp"));
+}
+
 TEST(NabLabels, ParsesNabsWindowFile) {
   auto l = ParseNabLabels(R"({"a/x.csv": [["2014-04-10 07:15:00.000000", "2014-04-11 16:45:00"]], "b.csv": []})",
                           "labels.json");

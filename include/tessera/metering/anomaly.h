@@ -70,7 +70,9 @@ class AnomalyDetector {
  public:
   explicit AnomalyDetector(AnomalyOptions options = {});
 
-  // The verdict on one row (time in seconds, non-decreasing), then folds it into the history.
+  // The verdict on one row, then folds it into the history. Rows come in arrival order; a time
+  // before the previous row's (a clock step back) is accepted: it does not teach the row spacing
+  // and falls into its own time-of-day bin.
   AnomalyVerdict Step(int64_t time_s, double value);
 
   // The score at which Step flags (score of threshold_z).

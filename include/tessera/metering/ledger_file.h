@@ -11,7 +11,11 @@
 // may be omitted or null (unknown). The model must be a catalog name and the partition "whole",
 // "share" or a MIG profile of that model. Each sample goes through Ledger::Ingest, so resends are
 // counted once and overlaps are problems. Every problem is reported at once, one per line, as
-// "<file>:<line>: <field>: <what>".
+// "<file>:<line>: <field>: <what>". A file that is not a ledger at all fails at its first line;
+// when that line looks like something else the one problem says what, and the rest is not read:
+//   ledger.csv:1: not a JSON object; it looks like CSV (commas, no '{'), so the rest was not read
+// (also gzip- or otherwise compressed data, binary data, a JSON array: core/input_bytes.h's
+// DescribeBytes). The parser reads text: callers decompress first (DecompressIfGzip, same header).
 //
 // Callers: the CLI, the simulator's ledger export (the renderers), tests, the fuzzer.
 // Thread-safety: pure functions.

@@ -73,7 +73,12 @@ struct NabCorpusScore {
 
 // The per-row weights of NAB's sweeper for one file; nullopt for rows in the probation.
 // INVALID_ARGUMENT when the sizes differ, a window limit is not a row's timestamp, or windows
-// are inverted, unsorted or overlap.
+// are inverted, unsorted or overlap. Windows are matched to rows in row order: a window opens at
+// the first row with its start timestamp after the previous window's last row and closes at the
+// first row with its end timestamp from there on. Where timestamps only go forward this is NAB's
+// rule (the first row with the timestamp); after a clock step back (anomaly_series.h), where a
+// timestamp can appear twice, the window is the rows where it first opens and closes in file
+// order, so row-index widths stay positive and the scoring above applies unchanged.
 struct NabRowWeight {
   bool scored = false;   // past the probation
   int window = -1;       // index into NabFile::windows, -1 outside

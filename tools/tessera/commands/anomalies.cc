@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/input_bytes.h"
 #include "tessera/metering/anomaly.h"
 #include "tessera/metering/anomaly_series.h"
 #include "tessera/metering/nab_score.h"
@@ -31,12 +32,25 @@ struct AnomalyFlags {
   std::vector<std::string> sets;
 };
 
+// The file's text (gzip-compressed files are decompressed).
 StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError("cannot read '" + path + "'");
   std::ostringstream s;
   s << in.rdbuf();
-  return s.str();
+  return DecompressIfGzip(s.str(), path);
+}
+
+// Reads and parses one series; what its clock did (steps back, duplicates, gaps: accepted, not
+// errors) is said once, on one stderr line.
+StatusOr<metering::Series> LoadSeries(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  TESSERA_ASSIGN_OR_RETURN(metering::Series series, metering::ParseNabSeries(text, path));
+  if (series.irregularities.any()) {
+    std::fprintf(stderr, "tessera %s: %s: %s\n", kCommand, path.c_str(),
+                 metering::DescribeIrregularities(series.irregularities).c_str());
+  }
+  return series;
 }
 
 StatusOr<metering::AnomalyOptions> Options(const AnomalyFlags& f) {
@@ -53,9 +67,7 @@ int Detect(const AnomalyFlags& f) {
   if (f.input.empty()) return Fail(kCommand, "--input IN.csv is required (or --score)", kExitBadInput);
   StatusOr<metering::AnomalyOptions> options = Options(f);
   if (!options.ok()) return Fail(kCommand, options.status(), kExitBadInput);
-  StatusOr<std::string> text = ReadFile(f.input);
-  if (!text.ok()) return Fail(kCommand, text.status(), kExitBadInput);
-  StatusOr<metering::Series> series = metering::ParseNabSeries(*text, f.input);
+  StatusOr<metering::Series> series = LoadSeries(f.input);
   if (!series.ok()) return Fail(kCommand, series.status(), kExitBadInput);
   const std::vector<metering::AnomalyVerdict> verdicts = metering::DetectAnomalies(*series, *options);
   nlohmann::json out = {{"rows", series->rows.size()}, {"anomalies", nlohmann::json::array()}};
@@ -86,9 +98,7 @@ int Score(const AnomalyFlags& f) {
   std::vector<metering::NabFile> files;
   for (const auto& [name, windows] : *labels) {
     const std::string path = data_dir + "/" + name;
-    StatusOr<std::string> text = ReadFile(path);
-    if (!text.ok()) return Fail(kCommand, text.status(), kExitBadInput);
-    StatusOr<metering::Series> series = metering::ParseNabSeries(*text, path);
+    StatusOr<metering::Series> series = LoadSeries(path);
     if (!series.ok()) return Fail(kCommand, series.status(), kExitBadInput);
     metering::NabFile file{name, {}, {}, windows};
     for (const metering::AnomalyVerdict& v : metering::DetectAnomalies(*series, *options)) file.scores.push_back(v.score);
@@ -133,7 +143,10 @@ void RegisterAnomalies(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(kCommand,
                                      "Flag anomalous rows of a time series (NAB format: timestamp,value), online; "
                                      "or score the detector on the NAB corpus (--score)");
-  cmd->add_option("--input", f->input, "Series CSV: header timestamp,value; timestamps YYYY-MM-DD HH:MM:SS");
+  cmd->add_option("--input", f->input,
+                  "Series CSV (plain or gzip-compressed): header timestamp,value; timestamps YYYY-MM-DD HH:MM:SS, "
+                  "scored in row order (steps back, duplicate timestamps and gaps are accepted and reported once "
+                  "on stderr; a duplicate is not scored twice)");
   cmd->add_option("--json", f->json_out,
                   "Write the JSON here (- = stdout; default stdout): {\"rows\", \"anomalies\": [{\"timestamp\", "
                   "\"score\", \"reason\"}]}; with --score the scores per file");

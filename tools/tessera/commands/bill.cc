@@ -1,7 +1,8 @@
 // `tessera bill`: invoices for one billing period from a ledger and a price plan.
-//   tessera bill --usage LEDGER.jsonl --plan PLAN.yaml [--period 2026-11 | 2026-11-01..2026-11-08] [-o table|json|csv|html]
-// Reads the two files, hands them to the metering module (ledger_file.h, price_plan.h,
-// invoice.h) and prints what its renderers return. Bad files: every problem, file:line, exit 2.
+//   tessera bill --usage LEDGER.jsonl[.gz] --plan PLAN.yaml [--period 2026-11 | 2026-11-01..2026-11-08] [-o table|json|csv|html]
+// Reads the two files (gzip-compressed ones are decompressed: core/input_bytes.h), hands them to
+// the metering module (ledger_file.h, price_plan.h, invoice.h) and prints what its renderers
+// return. Bad files: every problem, file:line, exit 2.
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "tessera/core/gpu_model.h"
+#include "tessera/core/input_bytes.h"
 #include "tessera/metering/invoice.h"
 #include "tessera/metering/invoice_render.h"
 #include "tessera/metering/ledger_file.h"
@@ -27,17 +29,17 @@ struct BillFlags {
   std::string format = "table";
 };
 
-// "-": standard input (e.g. `zcat ledger.jsonl.gz | tessera bill --usage - ...`).
+// "-": standard input (e.g. `curl ... | tessera bill --usage - ...`). Gzip is decompressed.
 StatusOr<std::string> ReadFile(const std::string& path, const std::string& flag) {
   std::stringstream ss;
   if (path == "-") {
     ss << std::cin.rdbuf();
-    return ss.str();
+    return DecompressIfGzip(ss.str(), "<stdin>");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError(flag + ": cannot read '" + path + "'");
   ss << in.rdbuf();
-  return ss.str();
+  return DecompressIfGzip(ss.str(), path);
 }
 
 int RunBill(const BillFlags& f) {
@@ -84,11 +86,11 @@ void RegisterBill(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "bill",
       "Invoices for one billing period from a usage ledger (JSON lines) and a price plan (YAML)\n"
-      "  zcat data/examples/ledger-default-week.jsonl.gz | tessera bill --usage - --plan data/examples/price-plan.yaml \\\n"
+      "  tessera bill --usage data/examples/ledger-default-week.jsonl.gz --plan data/examples/price-plan.yaml \\\n"
       "      --period 2026-11-01..2026-11-08\n"
       "Money is integer micro-units; the lines of all accounts sum to the metered total exactly\n"
       "(docs/metering.md). Bad files: every problem with file:line, exit 2.");
-  cmd->add_option("--usage", flags->usage, "Ledger file: usage samples and SLA observations, JSON lines ('-': standard input)")->required();
+  cmd->add_option("--usage", flags->usage, "Ledger file: usage samples and SLA observations, JSON lines, plain or gzip-compressed ('-': standard input)")->required();
   cmd->add_option("--plan", flags->plan, "Price plan, YAML")->required();
   cmd->add_option("--period", flags->period, "Billing period: a month YYYY-MM or days YYYY-MM-DD..YYYY-MM-DD (end exclusive; default: the month of the ledger's first hour)");
   cmd->add_option("-o,--output", flags->format, "Output format: table (default), json, csv (FinOps FOCUS columns), html")

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/input_bytes.h"
 #include "tessera/metering/forecast.h"
 #include "tessera/metering/forecast_input.h"
 #include "tools/tessera/commands/commands.h"
@@ -35,7 +36,8 @@ StatusOr<std::vector<metering::HourlySeries>> Load(const std::string& path) {
   if (!in) return NotFoundError("cannot read '" + path + "'");
   std::ostringstream text;
   text << in.rdbuf();
-  return metering::ParseHourlySeriesCsv(text.str(), path);
+  TESSERA_ASSIGN_OR_RETURN(const std::string csv, DecompressIfGzip(text.str(), path));
+  return metering::ParseHourlySeriesCsv(csv, path);
 }
 
 int Forecast(const ForecastFlags& f) {
@@ -120,7 +122,7 @@ void RegisterForecast(CLI::App& app, int* exit_code) {
       kCommand, "Forecast hourly series (daily and weekly seasons, trend, robust to outliers); or backtest the "
                 "forecaster with M4's measures (--backtest)");
   cmd->add_option("--input", f->input,
-                  "CSV with header series,timestamp,value: timestamps ISO 8601 UTC on the hour "
+                  "CSV (plain or gzip-compressed) with header series,timestamp,value: timestamps ISO 8601 UTC on the hour "
                   "(2026-11-01T00:00:00Z), one row per hour, each series' rows together; with --backtest "
                   "default data/forecast/trace-demand.csv");
   cmd->add_option("--horizon", f->horizon, "Hours to forecast after each series' last row (backtest: default 48)");

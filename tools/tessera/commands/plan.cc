@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tessera/core/gpu_model.h"
+#include "tessera/core/input_bytes.h"
 #include "tessera/metering/capacity_plan.h"
 #include "tessera/metering/civil_time.h"
 #include "tessera/metering/ledger_file.h"
@@ -36,12 +37,12 @@ StatusOr<std::string> ReadInput(const std::string& path) {
   std::stringstream ss;
   if (path == "-") {
     ss << std::cin.rdbuf();
-    return ss.str();
+    return DecompressIfGzip(ss.str(), "<stdin>");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError("--history: cannot read '" + path + "'");
   ss << in.rdbuf();
-  return ss.str();
+  return DecompressIfGzip(ss.str(), path);
 }
 
 // "90d", "13w", "2160h" (rounded up to whole days) -> days, 1 .. 1098.
@@ -165,7 +166,7 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
       "Per GPU model: forecast the hourly GPU demand of a ledger, say when its daily peak first exceeds capacity and "
       "how many GPUs to add so that the forecast's upper bound stays under it; with the forecast's backtest error");
   cmd->add_option("--history", f->history,
-                  "Ledger (JSON lines, the format of tessera bill --usage; - = stdin, e.g. zcat ledger.jsonl.gz |). "
+                  "Ledger (JSON lines, plain or gzip-compressed, the format of tessera bill --usage; - = stdin). "
                   "Demand per model and hour = allocated GPU milli-seconds / 3600 / 1000, in GPUs")
       ->required();
   cmd->add_option("--horizon", f->horizon, "How far ahead: days (90d), weeks (13w) or hours (2160h, rounded up to days); default 90d");
