@@ -34,3 +34,16 @@ if(TESSERA_SANITIZE)
   add_compile_options(-fsanitize=${TESSERA_SANITIZE} -fno-omit-frame-pointer)
   add_link_options(-fsanitize=${TESSERA_SANITIZE})
 endif()
+
+# tessera_precompiled_headers(TARGET header...): target_precompile_headers(TARGET PRIVATE ...). The
+# compiler launcher (scripts/compile_launcher) writes a checksum beside each precompiled header it
+# compiles (cmake_pch.hxx.gch.sum; .pch.sum for clang): ccache hashes every include of a file it
+# looks up, and a precompiled header is one, 130 MB of GoogleTest, GoogleMock and nlohmann/json
+# hashed again for every test file (0.7 s a file, most of a warm build). With the sum present and
+# CCACHE_PCH_EXTERNAL_CHECKSUM=1, ccache hashes the sum instead (its manual, "pch_external_checksum").
+#
+#   tessera_precompiled_headers(tessera <CLI/CLI.hpp> <nlohmann/json.hpp>)
+#   -> build/CMakeFiles/tessera.dir/cmake_pch.hxx.gch  and  cmake_pch.hxx.gch.sum ("9b1c...  -")
+function(tessera_precompiled_headers target)
+  target_precompile_headers(${target} PRIVATE ${ARGN})
+endfunction()

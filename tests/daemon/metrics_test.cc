@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <thread>
+#include <unistd.h>  // getpid: temporary files per process (worktrees run tests at once)
 
 namespace tessera::daemon {
 namespace {
@@ -96,7 +97,7 @@ TEST(Metrics, PromtoolAcceptsTheExposition) {
   (*m.AddGauge("tessera_queue_length", "Pending workloads per tenant.", {"tenant"}))->Set({"a \"b\"\n"}, 7);
   (*m.AddHistogram("tessera_api_request_seconds", "API latency.", {"route"}, {0.001, 0.01, 0.1, 1}))
       ->Observe({"POST /v1/workloads"}, 0.02);
-  const std::string path = ::testing::TempDir() + "/tessera_metrics.txt";
+  const std::string path = ::testing::TempDir() + "/tessera_metrics." + std::to_string(::getpid()) + ".txt";
   std::ofstream(path) << m.Render();
   const int rc = std::system(("promtool check metrics < " + path + " > " + path + ".out 2>&1").c_str());
   std::ifstream out(path + ".out");

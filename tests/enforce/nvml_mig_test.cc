@@ -15,6 +15,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>  // getpid: temporary files per process (worktrees run tests at once)
 
 #include "tessera/core/gpu_model.h"
 #include "tessera/enforce/mig_apply.h"
@@ -448,7 +449,7 @@ TEST_F(NvmlMigTest, CatalogMigStepCarriesNvmlTerms) {
 // A plan made for one model is refused on GPUs of another, by the names NVML reports, before
 // anything changes (the bug: an H100 plan was "applied" to A100s).
 TEST_F(NvmlMigTest, StepsForAnotherModelAreRefusedByTheGpusNvmlName) {
-  const std::string log = ::testing::TempDir() + "/model_check_mutations.log";
+  const std::string log = ::testing::TempDir() + "/model_check_mutations." + std::to_string(::getpid()) + ".log";
   std::remove(log.c_str());
   ASSERT_OK(Start("A100-40GB:mig=1,A100-40GB:mig=1"));
   setenv("TESSERA_FAKE_NVML_MUTATION_LOG", log.c_str(), 1);
@@ -475,7 +476,7 @@ TEST_F(NvmlMigTest, AppliedPlanEndsInThePlannedLayout) {
       g, std::vector<partition::MigGpuState>(4), {{"1g.10gb", 9}, {"3g.40gb", 2}});
   ASSERT_OK(plan);
   ASSERT_TRUE(plan->unsatisfied.empty());
-  const std::string log = ::testing::TempDir() + "/nvml_mig_apply.log";
+  const std::string log = ::testing::TempDir() + "/nvml_mig_apply." + std::to_string(::getpid()) + ".log";
   std::remove(log.c_str());
   setenv("TESSERA_FAKE_NVML_MUTATION_LOG", log.c_str(), 1);
   ASSERT_OK(Start("H100-80GB*4:mig=1"));
@@ -549,7 +550,7 @@ TEST_F(NvmlMigTest, PreflightRefusesBeforeChangingAnything) {
   const MigGeometry& h100 = Geometry("H100-80GB");
   const int three = *partition::FindProfileIndex(h100, "3g.40gb");
   const int one = *partition::FindProfileIndex(h100, "1g.10gb");
-  const std::string log = ::testing::TempDir() + "/nvml_mig_preflight.log";
+  const std::string log = ::testing::TempDir() + "/nvml_mig_preflight." + std::to_string(::getpid()) + ".log";
   setenv("TESSERA_FAKE_NVML_MUTATION_LOG", log.c_str(), 1);
   ASSERT_OK(Start("H100-80GB:mig=1:procs=77/512/1/0,H100-80GB:mig=0,A30-24GB:mig=1"));
   const MigStep create0 = *CatalogMigStep(h100, MigStep::Kind::kCreate, 0, three, 0);

@@ -17,6 +17,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <unistd.h>  // getpid: temporary files per process (worktrees run tests at once)
 
 #include "tessera/core/gpu_model.h"
 
@@ -524,7 +525,7 @@ std::string RunCommand(const std::string& command, int* exit_code) {
 }
 
 TEST_F(NvmlTest, MutationLogRecordsInstanceChanges) {
-  const std::string log = ::testing::TempDir() + "/nvml_mutations_direct.log";
+  const std::string log = ::testing::TempDir() + "/nvml_mutations_direct." + std::to_string(::getpid()) + ".log";
   std::remove(log.c_str());
   setenv("TESSERA_FAKE_NVML_MUTATION_LOG", log.c_str(), 1);
   ASSERT_OK(Start("H100-80GB:mig=1"));
@@ -535,7 +536,7 @@ TEST_F(NvmlTest, MutationLogRecordsInstanceChanges) {
 }
 
 TEST_F(NvmlTest, ProbePrintsJsonAndChangesNothing) {
-  const std::string log = ::testing::TempDir() + "/nvml_mutations_probe.log";
+  const std::string log = ::testing::TempDir() + "/nvml_mutations_probe." + std::to_string(::getpid()) + ".log";
   std::remove(log.c_str());
   setenv("TESSERA_FAKE_NVML_MUTATION_LOG", log.c_str(), 1);
   setenv("TESSERA_FAKE_NVML_CONFIG", "H100-80GB:mig=1:procs=4242/100,V100M32", 1);
