@@ -40,7 +40,7 @@ endif()
 # compiles (cmake_pch.hxx.gch.sum; .pch.sum for clang): ccache hashes every include of a file it
 # looks up, and a precompiled header is one, 130 MB of GoogleTest, GoogleMock and nlohmann/json
 # hashed again for every test file (0.7 s a file, most of a warm build). With the sum present and
-# CCACHE_PCH_EXTERNAL_CHECKSUM=1, ccache hashes the sum instead (its manual, "pch_external_checksum").
+# CCACHE_PCH_EXTSUM=1, ccache hashes the sum instead (its manual, "pch_external_checksum").
 #
 #   tessera_precompiled_headers(tessera <CLI/CLI.hpp> <nlohmann/json.hpp>)
 #   -> build/CMakeFiles/tessera.dir/cmake_pch.hxx.gch  and  cmake_pch.hxx.gch.sum ("9b1c...  -")
