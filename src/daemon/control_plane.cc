@@ -1,7 +1,12 @@
 #include "tessera/daemon/control_plane.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +37,62 @@ HttpResponse ErrorResponse(const Status& status, std::string_view field) {
 
 HttpResponse NotFound(std::string_view what) {
   return HttpResponse::Error(404, "not_found", std::string(what) + " not found");
+}
+
+namespace {
+
+// "2026-12-05T05:50:01Z" (UTC, whole seconds).
+std::string UtcTime(int64_t ms) {
+  const std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  char buf[32];
+  if (gmtime_r(&t, &tm) == nullptr || std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) return "?";
+  return buf;
+}
+
+// "pid 1234 on host h1, since 2026-12-05T05:50:01Z" (`sep` before "since").
+std::string DescribeOwner(const store::OwnerIdentity& o, const char* sep) {
+  if (o.pid == 0) return "a process that has not recorded its pid and host yet";
+  return "pid " + std::to_string(o.pid) + " on host " + (o.host.empty() ? "?" : o.host) + sep + "since " +
+         UtcTime(o.since_ms);
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "?";
+  return buf;
+}
+
+}  // namespace
+
+// A SQLite store is refused at once (the file is local: the other serve is on this host, and
+// waiting would only hide the misconfiguration); PostgreSQL is meant for a leader and standbys.
+Status ControlPlane::Impl::AcquireStore() {
+  const store::OwnerIdentity me{static_cast<int64_t>(::getpid()), HostName(), NowMs()};
+  bool standby = false;
+  for (;;) {
+    TESSERA_ASSIGN_OR_RETURN(store::OwnershipClaim claim, db->TryAcquireOwnership(me));
+    if (claim.acquired) {
+      if (standby) std::fprintf(stderr, "tessera serve: standby: the store is ours now; taking over\n");
+      return Status::Ok();
+    }
+    if (db->Kind() == "sqlite") {
+      const std::string path = opt.db.starts_with("sqlite:") ? opt.db.substr(7) : opt.db;
+      return AlreadyExistsError("the store " + path + " is owned by another tessera serve (" +
+                                DescribeOwner(claim.holder, ", ") + "); only one control plane may own a store");
+    }
+    if (!standby) {
+      std::fprintf(stderr, "tessera serve: standby: store owned by %s; waiting\n",
+                   DescribeOwner(claim.holder, " ").c_str());
+      std::fflush(stderr);
+      standby = true;
+    }
+    for (int waited = 0; waited < opt.standby_poll_ms; waited += 100) {
+      if (opt.keep_waiting && !opt.keep_waiting())
+        return Status(StatusCode::kCancelled, "stopped while waiting as a standby for the store");
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
 }
 
 int64_t ControlPlane::Impl::NowMs() const {
@@ -304,6 +365,7 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   if (options.events_ping_interval_ms < 10 || options.events_poll_interval_ms < 10)
     return InvalidArgumentError("event stream ping and poll intervals: at least 10 ms");
   if (options.cycle_interval_ms < 10) return InvalidArgumentError("cycle interval: at least 10 ms");
+  if (options.standby_poll_ms < 100) return InvalidArgumentError("standby poll interval: at least 100 ms");
   if (!(options.rate_per_s > 0) || options.rate_burst < 1)
     return InvalidArgumentError("rate limit: rate > 0 and burst >= 1 requests");
   auto impl = std::make_unique<Impl>();
@@ -311,6 +373,7 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   TESSERA_ASSIGN_OR_RETURN(impl->price_plan, LoadPricePlan(impl->opt.price_plan, impl->catalog));
   TESSERA_RETURN_IF_ERROR(impl->InitMetrics());
   TESSERA_ASSIGN_OR_RETURN(impl->db, store::Open(impl->opt.db));
+  if (impl->opt.own_store) TESSERA_RETURN_IF_ERROR(impl->AcquireStore());
   EventFeedOptions fo;
   fo.ping_interval_ms = impl->opt.events_ping_interval_ms;
   fo.poll_interval_ms = impl->opt.events_poll_interval_ms;

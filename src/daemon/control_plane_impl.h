@@ -155,6 +155,7 @@ struct ControlPlane::Impl {
 
   // Create's steps.
   Status InitMetrics();
+  Status AcquireStore();  // the store's ownership (opt.own_store): fails, or waits as a standby
   Status Bootstrap();
   Status Restore();  // (re)builds live, jobs, nodes, tenants from the store; mu held
   void InstallRoutes();

@@ -34,6 +34,16 @@ void ControlPlane::Impl::LoopMain() {
       if (stopping) break;
     }
     wake = false;
+    // A leader whose lease is gone stops at once: a standby may already be scheduling.
+    if (opt.own_store) {
+      if (Status owned = db->CheckOwnership(); !owned.ok()) {
+        loop_healthy = false;
+        std::fprintf(stderr, "tessera serve: %s; scheduling stopped\n", std::string(owned.message()).c_str());
+        lock.unlock();
+        if (opt.on_ownership_lost) opt.on_ownership_lost(owned);
+        return;
+      }
+    }
     if (Status st = CycleOnce(); !st.ok())
       std::fprintf(stderr, "tessera serve: scheduling cycle: %s\n", std::string(st.message()).c_str());
   }

@@ -1,6 +1,7 @@
 // PostgreSQL backend over libpq: one connection, statements prepared once per connection
 // (PQprepare, named s1, s2, ...) and run with text parameters. A commit has returned from COMMIT
 // (synchronous_commit as the server is configured; on by default) before Transact returns OK.
+// Ownership (store.h): a session advisory lock on a second connection, the leader lease.
 #include <libpq-fe.h>
 
 #include <charconv>
@@ -100,9 +101,23 @@ CREATE TABLE usage_samples (
 CREATE INDEX usage_samples_by_tenant_end ON usage_samples (tenant, end_s);
 )sql";
 
+// The owner's record, beside the lease (not a migration: it is the lease's, and a standby
+// reads it before any owner has run the migrations of a newer binary).
+constexpr std::string_view kOwnerTable = R"sql(
+CREATE TABLE IF NOT EXISTS tessera_owner (
+  id BIGINT PRIMARY KEY CHECK (id = 1),
+  pid BIGINT NOT NULL,
+  host TEXT NOT NULL,
+  since_ms BIGINT NOT NULL)
+)sql";
+
+class PostgresBackend;
+StatusOr<std::unique_ptr<PostgresBackend>> Connect(const std::string& url, const Options& options);
+
 class PostgresBackend final : public SqlBackend {
  public:
-  explicit PostgresBackend(PGconn* conn) : conn_(conn) {}
+  PostgresBackend(PGconn* conn, std::string url, const Options& options)
+      : conn_(conn), url_(std::move(url)), options_(options) {}
   ~PostgresBackend() override { PQfinish(conn_); }
 
   std::string_view Kind() const override { return "postgresql"; }
@@ -224,14 +239,73 @@ class PostgresBackend final : public SqlBackend {
   }
   std::string_view ForUpdate() const override { return " FOR UPDATE"; }
 
+  StatusOr<OwnershipClaim> TryAcquireOwnership(const OwnerIdentity& me) override {
+    if (lease_held_) return OwnershipClaim{.acquired = true, .holder = {}};
+    if (lease_ && PQstatus(lease_->conn_) != CONNECTION_OK) lease_.reset();  // a standby's lost connection
+    if (!lease_) {
+      TESSERA_ASSIGN_OR_RETURN(lease_, Connect(url_, options_));
+    }
+    const std::string try_lock =
+        "SELECT pg_try_advisory_lock(" + std::to_string(kOwnerLockClass) + ", hashtext(current_schema()::text))";
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, lease_->Query(try_lock, {}));
+    if (r.rows.size() != 1 || !r.rows[0][0]) return InternalError("postgresql: pg_try_advisory_lock answered no row");
+    if (*r.rows[0][0] != "t") {
+      OwnershipClaim claim;
+      // No table or no row yet: the holder has not recorded itself; the claim says so (pid 0).
+      StatusOr<SqlResult> holder = lease_->Query("SELECT pid, host, since_ms FROM tessera_owner WHERE id = 1", {});
+      if (holder.ok() && holder->rows.size() == 1) {
+        const SqlRow& row = holder->rows[0];
+        claim.holder.host = row[1].value_or("");
+        auto number = [&](size_t col, int64_t* out) {
+          if (!row[col]) return;
+          const std::string& text = *row[col];
+          const std::from_chars_result parsed = std::from_chars(text.data(), text.data() + text.size(), *out);
+          if (parsed.ec != std::errc()) *out = 0;
+        };
+        number(0, &claim.holder.pid);
+        number(2, &claim.holder.since_ms);
+      }
+      return claim;
+    }
+    Status recorded = lease_->Exec(kOwnerTable);
+    if (recorded.ok()) {
+      recorded = lease_->Query(
+          "INSERT INTO tessera_owner (id, pid, host, since_ms) VALUES (1, $1, $2, $3) ON CONFLICT (id) DO UPDATE "
+          "SET pid = EXCLUDED.pid, host = EXCLUDED.host, since_ms = EXCLUDED.since_ms",
+          {me.pid, me.host, me.since_ms}).status();
+    }
+    if (!recorded.ok()) {
+      lease_.reset();  // closing the session gives the lease back
+      return recorded.WithPrefix("recording the store's owner");
+    }
+    lease_held_ = true;
+    return OwnershipClaim{.acquired = true, .holder = {}};
+  }
+
+  // A session lock lasts as long as its session: while the lease connection answers, it is ours.
+  Status CheckOwnership() override {
+    if (!lease_held_) return FailedPreconditionError("postgresql: this store has not acquired ownership");
+    if (Status alive = lease_->Query("SELECT 1", {}).status(); !alive.ok()) {
+      lease_held_ = false;
+      lease_.reset();
+      std::string why = alive.message();  // libpq's text spans lines: keep the log line one line
+      for (char& c : why)
+        if (c == '\n' || c == '\t') c = ' ';
+      return UnavailableError("postgresql: lost the store's leader lease (its connection failed: " + why + ")");
+    }
+    return Status::Ok();
+  }
+
  private:
   PGconn* conn_;
+  const std::string url_;  // to open the lease connection
+  const Options options_;
+  std::unique_ptr<PostgresBackend> lease_;  // holds the advisory lock while lease_held_
+  bool lease_held_ = false;
   std::map<std::string, std::string, std::less<>> prepared_;
 };
 
-}  // namespace
-
-StatusOr<std::unique_ptr<SqlBackend>> OpenPostgres(const std::string& url, const Options& options) {
+StatusOr<std::unique_ptr<PostgresBackend>> Connect(const std::string& url, const Options& options) {
   std::string conninfo = url;
   if (url.find("connect_timeout=") == std::string::npos) {
     conninfo += (url.find('?') == std::string::npos ? "?" : "&");
@@ -245,10 +319,17 @@ StatusOr<std::unique_ptr<SqlBackend>> OpenPostgres(const std::string& url, const
     PQfinish(conn);
     return UnavailableError("postgresql: cannot connect: " + msg);
   }
-  auto backend = std::make_unique<PostgresBackend>(conn);
+  auto backend = std::make_unique<PostgresBackend>(conn, url, options);
   // Notices ("relation already exists, skipping") are not errors; keep them off stderr.
   PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
   TESSERA_RETURN_IF_ERROR(backend->Exec("SET client_min_messages = warning"));
+  return backend;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<SqlBackend>> OpenPostgres(const std::string& url, const Options& options) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<PostgresBackend> backend, Connect(url, options));
   return std::unique_ptr<SqlBackend>(std::move(backend));
 }
 

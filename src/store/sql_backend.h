@@ -3,7 +3,8 @@
 //
 // SQL texts use PostgreSQL's $1..$n placeholders; the SQLite backend rewrites them to ?1..?n.
 // Every value comes back as text (NULL as nullopt); integers in decimal.
-// Thread-safety: none; SqlStore serialises all use with its database mutex.
+// Thread-safety: none; SqlStore serialises all use with its database mutex, except the two
+// ownership calls, which use their own descriptor or connection and SqlStore's owner mutex.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +53,10 @@ class SqlBackend {
   virtual const std::vector<std::string_view>& Migrations() const = 0;
   // Appended to a SELECT that reads a row it will update (PostgreSQL: " FOR UPDATE").
   virtual std::string_view ForUpdate() const = 0;
+  // Store::TryAcquireOwnership and Store::CheckOwnership (store.h): SQLite's flock on
+  // "<path>.owner", PostgreSQL's advisory lock on a connection of its own.
+  virtual StatusOr<OwnershipClaim> TryAcquireOwnership(const OwnerIdentity& me) = 0;
+  virtual Status CheckOwnership() = 0;
 };
 
 StatusOr<std::unique_ptr<SqlBackend>> OpenSqlite(const std::string& path, const Options& options);

@@ -561,6 +561,15 @@ class SqlStore final : public Store {
 
   StoreStats Stats() const override { return {transactions_.load(), commits_.load(), waiting_.load()}; }
 
+  StatusOr<OwnershipClaim> TryAcquireOwnership(const OwnerIdentity& me) override {
+    std::lock_guard<std::mutex> lock(owner_mu_);
+    return db_->TryAcquireOwnership(me);
+  }
+  Status CheckOwnership() override {
+    std::lock_guard<std::mutex> lock(owner_mu_);
+    return db_->CheckOwnership();
+  }
+
   StatusOr<AuditVerification> VerifyAuditChain() override {
     AuditVerification v;
     int64_t expected = 1;
@@ -714,6 +723,7 @@ class SqlStore final : public Store {
   const size_t max_batch_;
   std::mutex mu_;  // the database connection: held by a leader for its batch, by Migrate, ExecForTesting
   int version_ = 0;
+  std::mutex owner_mu_;  // the backend's ownership calls (their own descriptor or connection)
 
   std::mutex queue_mu_;
   std::deque<Waiter*> queue_;  // callers not yet taken into a batch, oldest first

@@ -1,7 +1,14 @@
 // SQLite backend: WAL journal, synchronous=FULL (a commit fsyncs the WAL before it returns),
-// foreign keys on, a busy timeout, prepared statements cached by their SQL text.
+// foreign keys on, a busy timeout, prepared statements cached by their SQL text. Ownership
+// (store.h): an exclusive flock on "<path>.owner" for the Store's lifetime.
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -109,12 +116,48 @@ CREATE TABLE usage_samples (
 CREATE INDEX usage_samples_by_tenant_end ON usage_samples (tenant, end_s);
 )sql";
 
+// The owner lock file's text: "pid=1234\nhost=h1\nsince_ms=1796449801000\n".
+std::string FormatOwner(const OwnerIdentity& o) {
+  return "pid=" + std::to_string(o.pid) + "\nhost=" + o.host + "\nsince_ms=" + std::to_string(o.since_ms) + "\n";
+}
+
+// What FormatOwner wrote; unknown lines and bad numbers are skipped (the message then says less,
+// it never fails).
+OwnerIdentity ParseOwner(std::string_view text) {
+  OwnerIdentity o;
+  while (!text.empty()) {
+    const size_t end = text.find('\n');
+    const std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    const size_t eq = line.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view key = line.substr(0, eq);
+    const std::string_view value = line.substr(eq + 1);
+    if (key == "host") {
+      o.host = std::string(value);
+    } else if (key == "pid" || key == "since_ms") {
+      int64_t n = 0;
+      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec == std::errc() && ptr == value.data() + value.size()) (key == "pid" ? o.pid : o.since_ms) = n;
+    }
+  }
+  return o;
+}
+
+// Up to 4 KiB of the file from its start (the owner record is a few dozen bytes).
+std::string ReadOwnerFile(int fd) {
+  char buf[4096];
+  const ssize_t n = ::pread(fd, buf, sizeof buf, 0);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
 class SqliteBackend final : public SqlBackend {
  public:
-  explicit SqliteBackend(sqlite3* db) : db_(db) {}
+  SqliteBackend(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   ~SqliteBackend() override {
     for (auto& [sql, stmt] : statements_) sqlite3_finalize(stmt);
     sqlite3_close(db_);
+    if (owner_fd_ >= 0) ::close(owner_fd_);  // releases the flock
   }
 
   std::string_view Kind() const override { return "sqlite"; }
@@ -210,10 +253,49 @@ class SqliteBackend final : public SqlBackend {
   }
   std::string_view ForUpdate() const override { return ""; }
 
+  // The lock file is never removed: unlinking it would let a newcomer lock a fresh file while
+  // someone still holds the old one. A file left by a crashed owner is unlocked (the kernel
+  // dropped its lock with the process), so its stale text is simply overwritten.
+  StatusOr<OwnershipClaim> TryAcquireOwnership(const OwnerIdentity& me) override {
+    if (owner_fd_ >= 0) return OwnershipClaim{.acquired = true, .holder = {}};
+    const std::string lock_path = path_ + ".owner";
+    const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return UnavailableError("sqlite: cannot open the owner lock file " + lock_path + ": " + std::strerror(errno));
+    int rc;
+    do {
+      rc = ::flock(fd, LOCK_EX | LOCK_NB);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      const int err = errno;
+      OwnershipClaim claim;
+      if (err == EWOULDBLOCK) claim.holder = ParseOwner(ReadOwnerFile(fd));
+      ::close(fd);
+      if (err != EWOULDBLOCK) return UnavailableError("sqlite: cannot lock " + lock_path + ": " + std::strerror(err));
+      return claim;
+    }
+    const std::string text = FormatOwner(me);
+    if (::ftruncate(fd, 0) != 0 ||
+        ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+      const int err = errno;
+      ::close(fd);
+      return UnavailableError("sqlite: cannot write the owner lock file " + lock_path + ": " + std::strerror(err));
+    }
+    owner_fd_ = fd;
+    return OwnershipClaim{.acquired = true, .holder = {}};
+  }
+
+  Status CheckOwnership() override {
+    if (owner_fd_ < 0) return FailedPreconditionError("sqlite: this store has not acquired ownership of " + path_);
+    return Status::Ok();
+  }
+
  private:
   Status Step(std::string_view sql) { return Query(sql, {}).status(); }
 
   sqlite3* db_;
+  const std::string path_;
+  int owner_fd_ = -1;  // the open "<path>.owner" that holds the flock; -1 until acquired
   std::map<std::string, sqlite3_stmt*, std::less<>> statements_;
 };
 
@@ -228,7 +310,7 @@ StatusOr<std::unique_ptr<SqlBackend>> OpenSqlite(const std::string& path, const 
     sqlite3_close(db);
     return UnavailableError("sqlite: cannot open " + path + ": " + msg);
   }
-  auto backend = std::make_unique<SqliteBackend>(db);
+  auto backend = std::make_unique<SqliteBackend>(db, path);
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, options.busy_timeout_ms);
   TESSERA_ASSIGN_OR_RETURN(SqlResult mode, backend->Query("PRAGMA journal_mode=WAL", {}));

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <future>
 #include <thread>
 #include <map>
 #include <set>
@@ -700,6 +701,56 @@ TEST_F(ControlPlaneTest, ConcurrentSubmitsWhileTheLoopRunsAreAllPlacedOnce) {
   for (const json& w : placed["workloads"])
     milli[w["placement"]["node"].get<std::string>() + "/" + w["placement"]["gpus"][0].dump()] += 500;
   for (const auto& [gpu, m] : milli) EXPECT_LE(m, 1000) << gpu << " is over-committed";
+  cp_->Stop();
+}
+
+// One control plane per store (store.h, Ownership): a second plane on the same store is
+// refused at once with SQLite (naming the owner's pid and host) and waits as a standby with
+// PostgreSQL (here: until keep_waiting says stop); once the owner is gone, a new one takes over.
+TEST_F(ControlPlaneTest, ASecondPlaneOnTheSameStoreIsRefusedOrWaitsAsAStandby) {
+  ControlPlaneOptions o = Options();
+  o.standby_poll_ms = 100;
+  int asked = 0;
+  o.keep_waiting = [&asked] { return ++asked < 3; };
+  auto second = ControlPlane::Create(o);
+  ASSERT_FALSE(second.ok());
+  if (testing::PgTestSchema::Available()) {
+    EXPECT_EQ(second.status().code(), StatusCode::kCancelled) << second.status().ToString();
+    EXPECT_EQ(asked, 3);
+  } else {
+    EXPECT_EQ(second.status().code(), StatusCode::kAlreadyExists) << second.status().ToString();
+    EXPECT_THAT(second.status().message(),
+                HasSubstr("the store " + (dir_ / "tessera.db").string() + " is owned by another tessera serve (pid " +
+                          std::to_string(::getpid()) + " on host "));
+    EXPECT_EQ(asked, 0);  // SQLite never waits
+  }
+  EXPECT_EQ(Call("GET", "/v1/tenants").status, 200);  // the owner is untouched
+  o.keep_waiting = nullptr;  // PostgreSQL: wait until the lease is free (the server frees it a moment after)
+  Open(o);                   // closes the first plane, then opens this one
+  EXPECT_EQ(Call("GET", "/v1/tenants").status, 200);
+}
+
+// A PostgreSQL leader whose lease session ends stops scheduling and says why (tessera serve then
+// exits 1); a standby may be scheduling already.
+TEST_F(ControlPlaneTest, ALeaderThatLosesItsPostgresLeaseStopsScheduling) {
+  if (!testing::PgTestSchema::Available())
+    GTEST_SKIP() << "a SQLite owner cannot lose its lock (ctest daemon_postgres runs this)";
+  ControlPlaneOptions o = Options();
+  o.run_loop = true;
+  o.cycle_interval_ms = 20;
+  o.clock_ms = nullptr;
+  std::promise<Status> lost;
+  o.on_ownership_lost = [&lost](const Status& why) { lost.set_value(why); };
+  Open(o);
+  ASSERT_TRUE(cp_->Start().ok());
+  ASSERT_TRUE(testing::PgAdmin(pg_.base_url(), "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE "
+                                               "pid <> pg_backend_pid() AND datname = current_database() AND "
+                                               "backend_type = 'client backend'"));
+  std::future<Status> why = lost.get_future();
+  ASSERT_EQ(why.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(why.get().code(), StatusCode::kUnavailable);
+  HttpResponse ready = Call("GET", "/readyz", "", "");
+  EXPECT_EQ(ready.status, 503) << ready.body;
   cp_->Stop();
 }
 

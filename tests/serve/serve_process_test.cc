@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
@@ -84,6 +85,38 @@ TEST(ServeProcess, BadFlagsAndAnUnopenableStoreAreClearErrors) {
   r = RunCommand("'" + std::string(TESSERA_BINARY) + "' serve --config '" + dir.File("bad.yaml") + "'", dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("bad.yaml:2: node_timeout_s"));
+}
+
+// One control plane per store (issue 31): a second serve on the same SQLite file used to start
+// and schedule onto the same GPUs. Now it exits 2 naming the owner's pid and host; and once the
+// owner is SIGKILLed, the lock file it leaves behind blocks nobody (the kernel dropped its lock).
+TEST(ServeProcess, ASecondServeOnTheSameStoreExits2NamingTheOwner) {
+  TempDir dir;
+  const std::string db = "sqlite:" + dir.File("t.db");
+  ServeProcess first(ServeArgs(db), Env());
+  ASSERT_TRUE(first.WaitListening()) << first.output();
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  // `timeout`: without the fix the second serve would run until killed (exit 124 here).
+  CommandResult second = RunCommand("timeout 20 '" + std::string(TESSERA_BINARY) + "' serve --db '" + db +
+                                        "' --listen 127.0.0.1:0",
+                                    dir);
+  EXPECT_EQ(second.exit_code, 2) << second.out << second.err;
+  EXPECT_THAT(second.err, HasSubstr("tessera serve: the store " + dir.File("t.db") +
+                                    " is owned by another tessera serve (pid " + std::to_string(first.pid()) +
+                                    " on host " + host + ", since "));
+  EXPECT_THAT(second.err, HasSubstr("only one control plane may own a store"));
+  EXPECT_EQ(HttpCall(first.port(), "GET", "/readyz").status, 200);  // the owner is untouched
+
+  EXPECT_EQ(first.Kill(SIGKILL), 128 + SIGKILL);
+  EXPECT_TRUE(std::filesystem::exists(dir.File("t.db.owner")));  // left behind, still naming it
+  ServeProcess third(ServeArgs(db), Env());
+  ASSERT_TRUE(third.WaitListening()) << third.output();
+  EXPECT_EQ(HttpCall(third.port(), "GET", "/readyz").status, 200);
+  std::ifstream owner(dir.File("t.db.owner"));
+  const std::string text((std::istreambuf_iterator<char>(owner)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("pid=" + std::to_string(third.pid()) + "\n"));
+  EXPECT_EQ(third.Kill(SIGTERM), 0);
 }
 
 TEST(ServeProcess, TheConfigFileSetsOptionsAndFlagsWin) {

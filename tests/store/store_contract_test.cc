@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -972,6 +974,83 @@ TEST_P(StoreContractTest, UnreachableOrLockedIsUnavailable) {
   EXPECT_TRUE(Tx([](Transaction& tx) { return tx.PutNode({"n3", "{}", "ready", 1}); }).ok());
   EXPECT_EQ(Read<std::vector<NodeRecord>>([](Transaction& tx) { return tx.ListNodes(); }).size(),
             GetParam() == "sqlite" ? 2u : 1u);
+}
+
+// --- ownership: one control plane per store (store.h, Ownership) -----------------------------
+
+TEST_P(StoreContractTest, OneStoreOwnsTheDatabaseUntilItIsGone) {
+  EXPECT_THAT(store_->CheckOwnership(), StatusIs(StatusCode::kFailedPrecondition, HasSubstr("not acquired")));
+  const OwnerIdentity first{4242, "host-a", 1'790'000'000'000};
+  StatusOr<OwnershipClaim> mine = store_->TryAcquireOwnership(first);
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  EXPECT_TRUE(mine->acquired);
+  EXPECT_TRUE(store_->CheckOwnership().ok());
+  mine = store_->TryAcquireOwnership(first);  // again: still ours
+  ASSERT_TRUE(mine.ok() && mine->acquired);
+
+  auto other = Open(url_);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  const OwnerIdentity second{4343, "host-b", 1'790'000'001'000};
+  StatusOr<OwnershipClaim> theirs = (*other)->TryAcquireOwnership(second);
+  ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
+  EXPECT_FALSE(theirs->acquired);
+  EXPECT_EQ(theirs->holder, first);
+  EXPECT_THAT((*other)->CheckOwnership(), StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
+  // Ownership does not lock the data: the other store still reads and writes.
+  EXPECT_TRUE((*other)->Transact([](Transaction& tx) { return tx.PutNode({"n1", "{}", "ready", 1}); }).ok());
+
+  // The owner goes away (PostgreSQL: its lease session ends, which the server notices a moment
+  // after the client closed it): the other store gets it.
+  store_.reset();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    theirs = (*other)->TryAcquireOwnership(second);
+    ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
+    if (!theirs->acquired) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (!theirs->acquired && std::chrono::steady_clock::now() < deadline);
+  EXPECT_TRUE(theirs->acquired);
+  EXPECT_TRUE((*other)->CheckOwnership().ok());
+  // And a third one now finds the second as the holder.
+  Reopen();
+  StatusOr<OwnershipClaim> third = store_->TryAcquireOwnership({4444, "host-c", 1'790'000'002'000});
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_FALSE(third->acquired);
+  EXPECT_EQ(third->holder, second);
+}
+
+// A lock file left behind by an owner that died (here: written by hand, never locked) names a
+// process that is gone; it blocks nobody, and the new owner's record replaces it.
+TEST_P(StoreContractTest, AStaleSqliteOwnerFileDoesNotBlock) {
+  if (GetParam() != "sqlite") GTEST_SKIP() << "the lock file is SQLite's";
+  const std::string lock_file = dir_ + "/tessera.db.owner";
+  {
+    std::ofstream stale(lock_file);
+    stale << "pid=999999\nhost=gone\nsince_ms=1\n";
+  }
+  StatusOr<OwnershipClaim> mine = store_->TryAcquireOwnership({4242, "host-a", 1'790'000'000'000});
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  EXPECT_TRUE(mine->acquired);
+  std::ifstream in(lock_file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "pid=4242\nhost=host-a\nsince_ms=1790000000000\n");
+}
+
+// The leader lease lives as long as its session: a terminated session is a lost lease, which
+// CheckOwnership reports (the daemon then stops scheduling), and a standby can take it.
+TEST_P(StoreContractTest, APostgresLeaderWhoseSessionEndsLosesTheLease) {
+  if (GetParam() != "postgresql") GTEST_SKIP() << "a SQLite owner cannot lose its lock";
+  StatusOr<OwnershipClaim> mine = store_->TryAcquireOwnership({4242, "host-a", 1'790'000'000'000});
+  ASSERT_TRUE(mine.ok() && mine->acquired) << mine.status().ToString();
+  // pg_terminate_backend(pid, 5000): returns once the session is gone (PostgreSQL 14+).
+  ASSERT_TRUE(testing::PgAdmin(base_url_, "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE "
+                                          "pid <> pg_backend_pid() AND datname = current_database() AND "
+                                          "backend_type = 'client backend'"));
+  EXPECT_THAT(store_->CheckOwnership(), StatusIs(StatusCode::kUnavailable, HasSubstr("lost the store's leader lease")));
+  auto other = Open(url_);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  StatusOr<OwnershipClaim> theirs = (*other)->TryAcquireOwnership({4343, "host-b", 1'790'000'001'000});
+  ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
+  EXPECT_TRUE(theirs->acquired);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreContractTest, ::testing::Values("sqlite", "postgresql"),

@@ -11,7 +11,16 @@
 //     what was running and queues what was pending, as the store says;
 //   - a tenant token sees and changes only its subtree: anything else is 404;
 //   - a node silent for `node_timeout_s` is lost and its workloads are queued again;
-//   - with a price plan, GET /v1/invoices bills the metering ledger with it (metering/invoice.h).
+//   - with a price plan, GET /v1/invoices bills the metering ledger with it (metering/invoice.h);
+//   - one control plane per store (store.h, Ownership): Create claims the store right after
+//     opening it, before the bootstrap token and the restore. A SQLite store owned by another process fails Create with
+//     ALREADY_EXISTS naming the holder ("the store /var/lib/t.db is owned by another tessera
+//     serve (pid 1234 on host h1, since 2026-12-05T05:50:01Z); only one control plane may own
+//     a store"). On PostgreSQL, Create waits as a standby instead: it says so once on stderr
+//     ("tessera serve: standby: store owned by pid 1234 on host h1 since ...; waiting"), tries
+//     again every standby_poll_ms, and continues once the leader is gone. A leader checks its
+//     lease before each cycle of the loop; when it is lost, the loop stops scheduling and calls
+//     on_ownership_lost (tessera serve then exits 1, and a standby takes over).
 //
 //   ControlPlaneOptions o;  o.db = "sqlite:/var/lib/tessera/tessera.db";  o.listen_port = 8080;
 //   auto cp = ControlPlane::Create(o);        // opens + migrates the store, restores the world
@@ -63,6 +72,18 @@ struct ControlPlaneOptions {
   std::function<int64_t()> clock_ms;
   // false: no loop thread; the caller runs cycles with RunCycle (tests).
   bool run_loop = true;
+  // Claim the store at Create (see the header comment); false only for tools and tests that run
+  // two planes over one store on purpose.
+  bool own_store = true;
+  // PostgreSQL standby: how often Create tries again for the lease, and whether to keep waiting
+  // (asked about every 100 ms; false: Create returns CANCELLED; empty: wait until the lease
+  // comes). tessera serve stops waiting on SIGINT or SIGTERM.
+  int standby_poll_ms = 2000;
+  std::function<bool()> keep_waiting;
+  // Called once from the loop thread, with no lock held, after the loop found the lease lost
+  // and stopped scheduling (PostgreSQL; a SQLite owner cannot lose it). It must not call into
+  // the ControlPlane; tessera serve signals its main thread, which stops and exits 1.
+  std::function<void(const Status&)> on_ownership_lost;
 };
 
 // The price plan file `path` read and parsed as Create does (OK for ""): INVALID_ARGUMENT with
@@ -72,9 +93,10 @@ Status CheckPricePlan(const std::string& path);
 
 class ControlPlane {
  public:
-  // Opens and migrates the store, creates the bootstrap token for an empty store, and rebuilds
-  // the scheduler from what the store holds. INVALID_ARGUMENT for bad options, UNAVAILABLE when
-  // the store cannot be opened.
+  // Opens and migrates the store, claims it (own_store), creates the bootstrap token for an
+  // empty store, and rebuilds the scheduler from what the store holds. INVALID_ARGUMENT for bad
+  // options, UNAVAILABLE when the store cannot be opened, ALREADY_EXISTS when another process
+  // owns the (SQLite) store, CANCELLED when keep_waiting ended a standby's wait.
   static StatusOr<std::unique_ptr<ControlPlane>> Create(ControlPlaneOptions options);
   ~ControlPlane();  // Stop()s
 

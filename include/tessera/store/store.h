@@ -58,7 +58,32 @@
 // it, and do not call Transact of the same Store from inside a callback (it would deadlock).
 // Callbacks must not throw (one that does fails with Internal, its writes rolled back).
 // Several processes may open the same SQLite file (the busy timeout makes a writer wait for
-// another) or the same PostgreSQL database.
+// another) or the same PostgreSQL database; but only one of them may own it (below).
+//
+// Ownership: one control plane per store. Two `tessera serve` on one store would each schedule
+// onto the same GPUs, so the daemon claims the store once at start with TryAcquireOwnership and
+// keeps it until its Store is destroyed (or the process dies). Other openers (`tessera audit
+// verify`, tests) never claim it.
+//   - SQLite: an exclusive flock(2) on a lock file next to the database, "<path>.owner", held
+//     by an open descriptor for the Store's lifetime. The kernel drops the lock when the process
+//     exits or is killed, so a lock file left behind by a crashed owner blocks nobody: the next
+//     owner takes the lock and overwrites the file's text, which names the owner (pid, host,
+//     start time) for the refusal message. (SQLite's own locks on the database file are
+//     per-transaction and managed by SQLite; a POSIX lock on that file would be released by
+//     SQLite's close() calls, hence a separate file.) flock conflicts between two opens of the
+//     file in one process too, so two Stores of one process exclude each other as well.
+//   - PostgreSQL: a leader lease, the session-level advisory lock (kOwnerLockClass,
+//     hashtext(current_schema())) taken with pg_try_advisory_lock on a connection of its own
+//     that the Store keeps open; the owner records itself in the table tessera_owner (one row).
+//     The server releases the lock when that session ends (the owner exits or its connection is
+//     lost). A standby retries TryAcquireOwnership until it succeeds; a leader checks
+//     CheckOwnership (its lease connection still answers) before each scheduling cycle.
+// Worked example (SQLite, /var/lib/tessera.db):
+//   serve A (pid 1234 on h1): TryAcquireOwnership -> acquired; /var/lib/tessera.db.owner holds
+//     "pid=1234\nhost=h1\nsince_ms=1796449801000\n" and A's descriptor holds the flock.
+//   serve B: TryAcquireOwnership -> not acquired, holder {1234, "h1", 1796449801000}: B exits 2.
+//   A is SIGKILLed: the kernel drops the flock; the file still names 1234.
+//   serve C: TryAcquireOwnership -> acquired (the lock was free); the file now names C.
 //
 // Worked example (group commit): threads A, B and C call Transact at about the same time.
 //   A finds no batch running: it leads. BEGIN; SAVEPOINT; fnA inserts workload 1; RELEASE.
@@ -358,6 +383,27 @@ class Transaction {
   virtual StatusOr<std::vector<AuditRecord>> ListAudit(int64_t after_seq, int limit) = 0;
 };
 
+// Who owns a store (see Ownership in the header comment): the process as it records itself.
+struct OwnerIdentity {
+  int64_t pid = 0;
+  std::string host;
+  int64_t since_ms = 0;  // when it took ownership (ms since the epoch)
+  friend bool operator==(const OwnerIdentity&, const OwnerIdentity&) = default;
+};
+
+// What one TryAcquireOwnership found. When not acquired, holder is the owner as it recorded
+// itself; pid 0 and an empty host when it has not written that yet (it took the lock a moment
+// ago) or the record cannot be read.
+struct OwnershipClaim {
+  bool acquired = false;
+  OwnerIdentity holder;
+};
+
+// The first key of the PostgreSQL leader lease's advisory lock ("tess"); the second is
+// hashtext(current_schema()), so stores in different schemas of one database do not exclude
+// each other.
+inline constexpr int32_t kOwnerLockClass = 0x74657373;
+
 // Counters of one Store (see Store::Stats).
 struct StoreStats {
   int64_t transactions = 0;  // Transact calls that finished (OK or not)
@@ -381,6 +427,17 @@ class Store {
 
   // Walks the whole audit chain (in pages; read-only).
   virtual StatusOr<AuditVerification> VerifyAuditChain() = 0;
+
+  // Tries once, without waiting, to make this Store the store's only owner (see Ownership in the
+  // header comment) until it is destroyed. acquired: it is (again OK and acquired when it
+  // already was); otherwise someone else owns it and holder says who. Unavailable when the lock
+  // file cannot be created or locked (SQLite) or the lease connection fails (PostgreSQL).
+  // Thread-safe with Transact (it uses its own descriptor or connection).
+  virtual StatusOr<OwnershipClaim> TryAcquireOwnership(const OwnerIdentity& me) = 0;
+  // OK while this Store owns the store. FailedPrecondition when it never acquired it;
+  // Unavailable when it lost it (PostgreSQL: the lease connection no longer answers, so the
+  // server has released, or will release, the lease to a standby). A SQLite owner cannot lose it.
+  virtual Status CheckOwnership() = 0;
 
   // "sqlite" or "postgresql".
   virtual std::string_view Kind() const = 0;

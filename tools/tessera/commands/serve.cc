@@ -1,8 +1,11 @@
 // `tessera serve`: the control plane (tessera::daemon::ControlPlane) until SIGINT or SIGTERM.
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "tessera/daemon/control_plane.h"
@@ -69,9 +72,33 @@ int RunServe(const ServeFlags& f, const CLI::App& cmd) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A PostgreSQL standby waits inside Create: a pending SIGINT/SIGTERM ends the wait.
+  o.keep_waiting = [] {
+    sigset_t pending;
+    sigpending(&pending);
+    return !sigismember(&pending, SIGINT) && !sigismember(&pending, SIGTERM);
+  };
+  // A leader that lost its lease: the loop has stopped; wake the sigwait below and exit 1.
+  std::mutex lost_mu;
+  Status lost;
+  o.on_ownership_lost = [&lost_mu, &lost](const Status& why) {
+    {
+      std::lock_guard<std::mutex> lock(lost_mu);
+      lost = why;
+    }
+    kill(getpid(), SIGTERM);
+  };
   StatusOr<std::unique_ptr<daemon::ControlPlane>> cp = daemon::ControlPlane::Create(o);
+  if (!cp.ok() && cp.status().code() == StatusCode::kCancelled) {
+    std::printf("tessera serve: %s\n", std::string(cp.status().message()).c_str());
+    return kExitOk;
+  }
+  // Bad options and a store another serve owns are the caller's to fix: exit 2.
   if (!cp.ok())
-    return Fail("serve", cp.status(), cp.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
+    return Fail("serve", cp.status(),
+                cp.status().code() == StatusCode::kInvalidArgument || cp.status().code() == StatusCode::kAlreadyExists
+                    ? kExitBadInput
+                    : kExitFailure);
   if (Status st = (*cp)->Start(); !st.ok())  // INVALID_ARGUMENT: a TLS file that cannot be used
     return Fail("serve", st, st.code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
   if (!(*cp)->generated_bootstrap_token().empty())
@@ -84,7 +111,8 @@ int RunServe(const ServeFlags& f, const CLI::App& cmd) {
   sigwait(&signals, &sig);
   std::printf("tessera serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   (*cp)->Stop();
-  return kExitOk;
+  std::lock_guard<std::mutex> lock(lost_mu);
+  return lost.ok() ? kExitOk : Fail("serve", lost, kExitFailure);
 }
 
 }  // namespace
@@ -95,7 +123,10 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       "serve",
       "Run the control plane: the REST API (docs/api.md) over a store, and the scheduling loop.\n"
       "With an empty store the first admin token is $TESSERA_BOOTSTRAP_TOKEN when set (>= 16\n"
-      "characters), else generated and printed once. Stops on SIGINT or SIGTERM.");
+      "characters), else generated and printed once. Stops on SIGINT or SIGTERM.\n"
+      "One serve per store: a SQLite store already owned by another serve is refused (exit 2,\n"
+      "naming its pid and host; the lock is <db>.owner, freed when that process ends); on\n"
+      "PostgreSQL a second serve waits as a standby and takes over when the leader is gone.");
   serve->add_option("--config", flags->config,
                     "YAML file with these options and the scheduler's (docs/api.md); flags given here win");
   serve->add_option("--db", flags->db,
