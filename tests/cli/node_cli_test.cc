@@ -345,7 +345,7 @@ TEST(NodeCli, RefusesToRunWithoutALoadableShim) {
 
 // Nobody drives GPU 0's lease board (its arbiter lock is held by a process that never steps):
 // the command would launch ungated, so tessera run refuses after the admission wait.
-TEST(NodeCli, RefusesToRunWhenTheArbiterNeverAdmitsTheTenant) {
+TEST(NodeCliAdmission, RefusesToRunWhenTheArbiterNeverAdmitsTheTenant) {
   TempDir dir;
   ASSERT_EQ(::mkdir((dir.path() + "/node").c_str(), 0755), 0);
   const int fd = ::open((dir.path() + "/node/arbiter-gpu0.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
