@@ -12,7 +12,7 @@
 # parallelism, default 2), CXX_COMPILER (default clang++), WERROR (ON: warnings are errors, as in
 # CI; default OFF), FUZZ_OPT (default -O0: clang's -O1 under ASan+UBSan+coverage doubles this
 # tree's compile time, which a 15-second run in CI does not win back; for a long campaign use
-# FUZZ_OPT=-O1 BUILD_DIR=build-fuzz-o1, about twice the executions per second). The tree is
+# FUZZ_OPT=-O1 BUILD_DIR=build-fuzz-o1: more executions per second). The tree is
 # configured by scripts/configure_tree (Ninja, ccache, lld).
 # Exit status: 0 if no fuzzer found anything, non-zero if one crashed (the reproducer is copied
 # to $BUILD_DIR/fuzz-artifacts/ and its path printed, with the end of that fuzzer's log) or the
