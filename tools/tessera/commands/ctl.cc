@@ -54,6 +54,14 @@ bool QuotaJson(const std::string& text, json* out) {
 
 }  // namespace
 
+int CtlGuard(const std::function<int()>& run) {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    return Fail("ctl", std::string("internal error: ") + e.what(), kExitFailure);
+  }
+}
+
 // "a b" -> "a%20b" for query values.
 std::string QueryEscape(const std::string& s) {
   std::string out;
@@ -104,7 +112,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
     v->fallthrough();
     return v;
   };
-  auto set = [exit_code](CLI::App* v, std::function<int()> run) { v->callback([run, exit_code] { *exit_code = run(); }); };
+  auto set = [exit_code](CLI::App* v, std::function<int()> run) { v->callback([run, exit_code] { *exit_code = CtlGuard(run); }); };
 
   CLI::App* tenants = ctl->add_subcommand("tenants", "Tenants and their quotas")->require_subcommand(1)->fallthrough();
   set(verb(tenants, "list", "Tenants the token may see"), [f] { return Run(*f, "tenants", "list", "GET", "/v1/tenants"); });
