@@ -1,6 +1,7 @@
-// `tessera ctl` against a canned HTTP server (one fixed answer to every request, and a record of
-// what came): the exception barrier (issue 31: an answer of an unexpected shape is an internal
-// error with exit 1, not an abort).
+// `tessera ctl` and `tessera run --server` against a canned HTTP server (one fixed answer to every
+// request, and a record of what came): the flags that must be refused before anything is sent
+// (issue 31), and the exception barrier (an answer of an unexpected shape is an internal error
+// with exit 1, not an abort).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -24,6 +25,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::CommandResult;
+using testing::ExpectOneLineBadInput;
 using testing::RunTessera;
 using testing::TempDir;
 
@@ -119,6 +121,57 @@ TEST(CtlCli, AnExceptionInAVerbIsAnInternalErrorWithExit1) {
   EXPECT_THAT(r.err, HasSubstr("tessera ctl: internal error: "));
   EXPECT_THAT(r.err, HasSubstr("type_error"));
   EXPECT_EQ(server.requests().size(), 1u);
+}
+
+// --expires-in 0 or less was dropped: the token never expired. Now exit 2, nothing sent.
+TEST(CtlCli, ExpiresInMustBePositiveAndNothingIsSent) {
+  TempDir dir;
+  CannedServer server(201, R"({"id": "tok_1", "role": "admin", "tenant": null, "revoked": false, "expires_ms": null})");
+  ASSERT_GT(server.port(), 0);
+  for (const std::string v : {"-5", "0", "=-5"}) {
+    CommandResult r = RunTessera(dir, "ctl tokens create --role admin --expires-in" + (v[0] == '=' ? v : " " + v),
+                                 Env(server));
+    ExpectOneLineBadInput(r, "tessera ctl tokens create: --expires-in must be > 0 seconds, got ");
+  }
+  EXPECT_TRUE(server.requests().empty());
+  CommandResult ok = RunTessera(dir, "ctl tokens create --role admin --expires-in 60", Env(server));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_THAT(server.requests()[0], HasSubstr("\"expires_in_s\":60"));
+}
+
+// An empty --token-file fell back to $TESSERA_TOKEN (the admin's); --token with --token-file
+// silently used --token. Both are bad flags now, for ctl and for `tessera run --server`.
+TEST(CtlCli, AnEmptyTokenFileOrBothTokenFlagsAreRefused) {
+  TempDir dir;
+  CannedServer server(200, R"({"tenants": []})");
+  ASSERT_GT(server.port(), 0);
+  testing::WriteTextFile(dir.File("empty.token"), "");
+  testing::WriteTextFile(dir.File("blank.token"), "  \n");
+  testing::WriteTextFile(dir.File("good.token"), "from-the-file\n");
+  for (const std::string file : {"empty.token", "blank.token"}) {
+    CommandResult r = RunTessera(dir, "ctl tenants list --token-file " + dir.File(file), Env(server));
+    ExpectOneLineBadInput(r, "tessera ctl tenants list: --token-file '" + dir.File(file) + "' is empty");
+    r = RunTessera(dir, "run --tenant t --server " + server.url() + " --token-file " + dir.File(file) + " -- true",
+                   Env(server));
+    ExpectOneLineBadInput(r, "tessera run: --token-file '" + dir.File(file) + "' is empty");
+  }
+  CommandResult r = RunTessera(dir, "ctl tenants list --token x --token-file " + dir.File("good.token"), Env(server));
+  ExpectOneLineBadInput(r, "--token and --token-file: give one of them, not both");
+  r = RunTessera(dir, "run --tenant t --server " + server.url() + " --token x --token-file " + dir.File("good.token") +
+                          " -- true",
+                 Env(server));
+  ExpectOneLineBadInput(r, "tessera run: --token and --token-file: give one of them, not both");
+  r = RunTessera(dir, "ctl events --token x --token-file " + dir.File("good.token"), Env(server));
+  ExpectOneLineBadInput(r, "--token and --token-file");
+  r = RunTessera(dir, "agent --server " + server.url() + " --token-file " + dir.File("blank.token"), Env(server));
+  ExpectOneLineBadInput(r, "tessera agent: --token-file '" + dir.File("blank.token") + "' is empty");
+  EXPECT_TRUE(server.requests().empty());
+  // A good file wins over $TESSERA_TOKEN.
+  r = RunTessera(dir, "ctl tenants list --token-file " + dir.File("good.token"), Env(server));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_THAT(server.requests()[0], HasSubstr("Bearer from-the-file\r\n"));
 }
 
 }  // namespace

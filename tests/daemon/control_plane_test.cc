@@ -190,6 +190,25 @@ TEST_F(ControlPlaneTest, DeletingATenantThatTokensOrWorkloadsReferToNamesThem) {
   EXPECT_EQ(Call("GET", "/v1/tenants/idle").status, 404);
 }
 
+// Issue 31: /metrics names tenants and their queues; --metrics-auth (off by default) makes it
+// ask for a token of any role, answering 401 as the API does.
+TEST_F(ControlPlaneTest, MetricsAuthMakesMetricsAskForAToken) {
+  EXPECT_EQ(Call("GET", "/metrics", "", "").status, 200);  // the default: open
+  ControlPlaneOptions o = Options();
+  o.metrics_auth = true;
+  Open(o);
+  HttpResponse none = Call("GET", "/metrics", "", "");
+  EXPECT_EQ(none.status, 401) << none.body;
+  EXPECT_THAT(none.body, HasSubstr("unauthenticated"));
+  EXPECT_EQ(Call("GET", "/metrics", "", "tsr_not-a-token").status, 401);
+  Tenant("acme");
+  HttpResponse user = Call("GET", "/metrics", "", Token("tenant-user", "acme"));
+  EXPECT_EQ(user.status, 200) << user.body;
+  EXPECT_THAT(user.body, HasSubstr("tessera_api_requests_total"));
+  EXPECT_EQ(Call("GET", "/metrics", "", Token("node-agent")).status, 200);
+  EXPECT_EQ(Call("GET", "/healthz", "", "").status, 200);  // health stays open
+}
+
 TEST_F(ControlPlaneTest, BadTenantBodiesAre400sThatNameTheField) {
   struct Case {
     std::string body, field;

@@ -220,6 +220,22 @@ TEST(ServeProcess, CtlDeletesATenantAndSaysWhatKeepsOne) {
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("FOREIGN KEY")));
 }
 
+// `tessera serve --metrics-auth`: /metrics asks for a token (401 without); open by default.
+TEST(ServeProcess, MetricsAuthMakesMetricsAskForAToken) {
+  TempDir dir;
+  ServeProcess open(ServeArgs(dir.File("open.db")), Env());
+  ASSERT_TRUE(open.WaitListening()) << open.output();
+  EXPECT_EQ(HttpCall(open.port(), "GET", "/metrics").status, 200);
+  ServeProcess closed(ServeArgs(dir.File("closed.db"), {"--metrics-auth"}), Env());
+  ASSERT_TRUE(closed.WaitListening()) << closed.output();
+  HttpResult none = HttpCall(closed.port(), "GET", "/metrics");
+  EXPECT_EQ(none.status, 401) << none.body;
+  EXPECT_EQ(none.headers["www-authenticate"], "Bearer");
+  HttpResult with = HttpCall(closed.port(), "GET", "/metrics", "", {kAuth});
+  EXPECT_EQ(with.status, 200) << with.body;
+  EXPECT_THAT(with.body, HasSubstr("tessera_api_requests_total"));
+}
+
 // `tessera ctl usage`: what node agents reported, per tenant and hour, from a real daemon.
 TEST(ServeProcess, CtlUsagePrintsTotalsAndHours) {
   TempDir dir;
