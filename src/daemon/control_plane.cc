@@ -269,6 +269,8 @@ HttpResponse ControlPlane::Impl::Metrics(const HttpRequest&) {
   return r;
 }
 
+HttpResponse ControlPlane::Impl::MetricsWithToken(const HttpRequest& r, const Caller&) { return Metrics(r); }
+
 HttpResponse ControlPlane::Impl::ListAudit(const HttpRequest& r, const Caller& c) {
   if (c.principal.role != Role::kAdmin) return HttpResponse::Error(403, "forbidden", "the audit log is for admins");
   int64_t after = 0;
@@ -327,7 +329,8 @@ void ControlPlane::Impl::InstallRoutes() {
   };
   open("GET", "/healthz", &Impl::Healthz);
   open("GET", "/readyz", &Impl::Readyz);
-  open("GET", "/metrics", &Impl::Metrics);
+  if (opt.metrics_auth) api("GET", "/metrics", &Impl::MetricsWithToken);
+  else open("GET", "/metrics", &Impl::Metrics);
   api("POST", "/v1/tenants", &Impl::CreateTenant);
   api("GET", "/v1/tenants", &Impl::ListTenants);
   api("GET", "/v1/tenants/{name}", &Impl::GetTenant);

@@ -170,6 +170,7 @@ struct ControlPlane::Impl {
   HttpResponse Healthz(const HttpRequest& r);
   HttpResponse Readyz(const HttpRequest& r);
   HttpResponse Metrics(const HttpRequest& r);
+  HttpResponse MetricsWithToken(const HttpRequest& r, const Caller& c);  // --metrics-auth
   HttpResponse CreateTenant(const HttpRequest& r, const Caller& c);
   HttpResponse ListTenants(const HttpRequest& r, const Caller& c);
   HttpResponse GetTenant(const HttpRequest& r, const Caller& c);

@@ -18,6 +18,32 @@ HttpResponse Denied(Decision d, std::string_view what, std::string_view action) 
   return HttpResponse::Error(403, "forbidden", "this token's role may not " + std::string(action));
 }
 
+// What keeps tenant `name` in the store, for the 409 of a DELETE ("1 token (tok_...) and 2
+// workloads"); "" when nothing does. Tokens and workloads are never deleted (the audit log names
+// them), and both refer to their tenant, so a revoked token or a finished workload counts too.
+StatusOr<std::string> WhatKeepsTenant(store::Transaction& tx, const std::string& name) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<store::TokenRecord> all, tx.ListTokens());
+  std::vector<std::string> ids;
+  for (const store::TokenRecord& t : all)
+    if (t.tenant == name) ids.push_back(t.id + (t.revoked ? " revoked" : ""));
+  int64_t workloads = 0;
+  std::string next;
+  do {
+    TESSERA_ASSIGN_OR_RETURN(store::WorkloadPage page, tx.ListWorkloadVersions(name, 10000, next));
+    workloads += static_cast<int64_t>(page.workloads.size());
+    next = page.next_continue;
+  } while (!next.empty());
+  std::string what;
+  if (!ids.empty()) {
+    what = std::to_string(ids.size()) + (ids.size() == 1 ? " token (" : " tokens (");
+    for (size_t i = 0; i < ids.size() && i < 3; ++i) what += (i ? ", " : "") + ids[i];
+    what += ids.size() > 3 ? ", ...)" : ")";
+  }
+  if (workloads > 0)
+    what += (what.empty() ? "" : " and ") + std::to_string(workloads) + (workloads == 1 ? " workload" : " workloads");
+  return what;
+}
+
 }  // namespace
 
 StatusOr<std::string> ControlPlane::Impl::IdempotencyKey(const HttpRequest& r) const {
@@ -171,6 +197,17 @@ HttpResponse ControlPlane::Impl::DeleteTenant(const HttpRequest& r, const Caller
   for (const auto& [other, t] : tenants)
     if (t.parent == name)
       return HttpResponse::Error(409, "conflict", "tenant '" + name + "' has sub-tenants ('" + other + "', ...)");
+  std::string kept;
+  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(kept, WhatKeepsTenant(tx, name));
+    return Status::Ok();
+  });
+  if (!st.ok()) return ErrorResponse(st);
+  if (!kept.empty())
+    return HttpResponse::Error(409, "conflict",
+                               "tenant '" + name + "' has " + kept +
+                                   ": tokens (revoked or not) and workloads (finished or not) are kept for the "
+                                   "audit log, so a tenant that had any cannot be deleted");
   auto next = tenants;
   next.erase(name);
   return ApplyTenants(std::move(next), c, "tenant.delete", name, 200,

@@ -147,9 +147,10 @@ StatusOr<ControlPlaneOptions> ParseServeConfig(std::string_view text, std::strin
     else if (k == "tls_key") (void)w.Str(v, k, &base.tls_key_file);
     else if (k == "scheduler") Scheduler(w, v, base.scheduler);
     else if (k == "price_plan") (void)w.Str(v, k, &base.price_plan);
+    else if (k == "metrics_auth") (void)w.Bool(v, k, &base.metrics_auth);
     else
       w.Problem(kv.first, k + ": unknown key (known: db, listen, node_timeout_s, http_threads, cycle_interval_ms, "
-                               "rate_per_s, rate_burst, tls_cert, tls_key, scheduler, price_plan)");
+                               "rate_per_s, rate_burst, tls_cert, tls_key, scheduler, price_plan, metrics_auth)");
   }
   } catch (const YAML::Exception& e) {  // a key that is not a string
     w.problems.push_back(w.source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);

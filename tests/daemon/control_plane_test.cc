@@ -166,6 +166,49 @@ TEST_F(ControlPlaneTest, TenantsAreCreatedReadChangedAndDeletedWithTheirQuotas) 
   EXPECT_EQ(Call("GET", "/v1/tenants/vision").status, 404);
 }
 
+// Issue 31: deleting a tenant that a token refers to answered "409 sqlite: running statement:
+// FOREIGN KEY constraint failed". The 409 names what keeps the tenant: its tokens (revoked ones
+// too: tokens are never deleted) and its workloads.
+TEST_F(ControlPlaneTest, DeletingATenantThatTokensOrWorkloadsReferToNamesThem) {
+  Tenant("acme");
+  Tenant("idle");
+  const json made = Ok("POST", "/v1/tokens", R"({"role": "tenant-user", "tenant": "acme"})", kAdmin, 201);
+  const std::string id = made.value("id", std::string());
+  ASSERT_FALSE(id.empty()) << made.dump();
+  HttpResponse r = Call("DELETE", "/v1/tenants/acme");
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("tenant 'acme' has 1 token (" + id + "): tokens (revoked or not)"));
+  EXPECT_THAT(r.body, ::testing::Not(HasSubstr("FOREIGN KEY")));
+  EXPECT_THAT(r.body, ::testing::Not(HasSubstr("sqlite")));
+  Submit("acme", made.value("token", std::string()));
+  Ok("DELETE", "/v1/tokens/" + id);
+  r = Call("DELETE", "/v1/tenants/acme");
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("tenant 'acme' has 1 token (" + id + " revoked) and 1 workload: "));
+  EXPECT_EQ(Call("GET", "/v1/tenants/acme").status, 200);  // still there, in the scheduler too
+  Ok("DELETE", "/v1/tenants/idle");                        // nothing keeps this one
+  EXPECT_EQ(Call("GET", "/v1/tenants/idle").status, 404);
+}
+
+// Issue 31: /metrics names tenants and their queues; --metrics-auth (off by default) makes it
+// ask for a token of any role, answering 401 as the API does.
+TEST_F(ControlPlaneTest, MetricsAuthMakesMetricsAskForAToken) {
+  EXPECT_EQ(Call("GET", "/metrics", "", "").status, 200);  // the default: open
+  ControlPlaneOptions o = Options();
+  o.metrics_auth = true;
+  Open(o);
+  HttpResponse none = Call("GET", "/metrics", "", "");
+  EXPECT_EQ(none.status, 401) << none.body;
+  EXPECT_THAT(none.body, HasSubstr("unauthenticated"));
+  EXPECT_EQ(Call("GET", "/metrics", "", "tsr_not-a-token").status, 401);
+  Tenant("acme");
+  HttpResponse user = Call("GET", "/metrics", "", Token("tenant-user", "acme"));
+  EXPECT_EQ(user.status, 200) << user.body;
+  EXPECT_THAT(user.body, HasSubstr("tessera_api_requests_total"));
+  EXPECT_EQ(Call("GET", "/metrics", "", Token("node-agent")).status, 200);
+  EXPECT_EQ(Call("GET", "/healthz", "", "").status, 200);  // health stays open
+}
+
 TEST_F(ControlPlaneTest, BadTenantBodiesAre400sThatNameTheField) {
   struct Case {
     std::string body, field;

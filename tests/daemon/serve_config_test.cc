@@ -19,6 +19,7 @@ rate_per_s: 20.5
 rate_burst: 50
 tls_cert: /etc/tessera/tls/cert.pem
 tls_key: /etc/tessera/tls/key.pem
+metrics_auth: true
 scheduler:
   placement_policy: fgd
   fair_order: flat-drf
@@ -38,6 +39,7 @@ scheduler:
   EXPECT_DOUBLE_EQ(o->rate_burst, 50);
   EXPECT_EQ(o->tls_cert_file, "/etc/tessera/tls/cert.pem");
   EXPECT_EQ(o->tls_key_file, "/etc/tessera/tls/key.pem");
+  EXPECT_TRUE(o->metrics_auth);
   EXPECT_EQ(o->scheduler.placement_policy, "fgd");
   EXPECT_EQ(o->scheduler.fair_order, "flat-drf");
   EXPECT_EQ(o->scheduler.min_runtime.count(), 120);

@@ -194,6 +194,48 @@ TEST(ServeProcess, CtlCoversEveryAreaOfTheApi) {
   EXPECT_THAT(r.err, HasSubstr("cannot reach the control plane"));
 }
 
+// Issue 31: `ctl tenants delete` aborted (type_error.306, exit 134) after the server had deleted;
+// a tenant a token refers to answered "FOREIGN KEY constraint failed". Now: a line saying it is
+// deleted, exit 0; and the 409 names the token, exit 1.
+TEST(ServeProcess, CtlDeletesATenantAndSaysWhatKeepsOne) {
+  TempDir dir;
+  ServeProcess serve(ServeArgs(dir.File("t.db")), Env());
+  ASSERT_TRUE(serve.WaitListening()) << serve.output();
+  const std::string ctl = "TESSERA_SERVER=http://127.0.0.1:" + std::to_string(serve.port()) +
+                          " TESSERA_TOKEN=" + kAdmin + " '" + std::string(TESSERA_BINARY) + "' ctl ";
+  auto run = [&](const std::string& args) { return RunCommand(ctl + args, dir); };
+  ASSERT_EQ(run("tenants create gone").exit_code, 0);
+  CommandResult r = run("tenants delete gone");
+  EXPECT_FALSE(r.Crashed()) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "tenant 'gone' deleted\n");
+  EXPECT_EQ(run("tenants get gone").exit_code, 1);
+  ASSERT_EQ(run("tenants create kept").exit_code, 0);
+  r = run("tokens create --role tenant-user --tenant kept -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string id = Body({200, {}, r.out})["id"];
+  r = run("tenants delete kept");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("tessera ctl tenants delete: HTTP 409: tenant 'kept' has 1 token (" + id + ")"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("FOREIGN KEY")));
+}
+
+// `tessera serve --metrics-auth`: /metrics asks for a token (401 without); open by default.
+TEST(ServeProcess, MetricsAuthMakesMetricsAskForAToken) {
+  TempDir dir;
+  ServeProcess open(ServeArgs(dir.File("open.db")), Env());
+  ASSERT_TRUE(open.WaitListening()) << open.output();
+  EXPECT_EQ(HttpCall(open.port(), "GET", "/metrics").status, 200);
+  ServeProcess closed(ServeArgs(dir.File("closed.db"), {"--metrics-auth"}), Env());
+  ASSERT_TRUE(closed.WaitListening()) << closed.output();
+  HttpResult none = HttpCall(closed.port(), "GET", "/metrics");
+  EXPECT_EQ(none.status, 401) << none.body;
+  EXPECT_EQ(none.headers["www-authenticate"], "Bearer");
+  HttpResult with = HttpCall(closed.port(), "GET", "/metrics", "", {kAuth});
+  EXPECT_EQ(with.status, 200) << with.body;
+  EXPECT_THAT(with.body, HasSubstr("tessera_api_requests_total"));
+}
+
 // `tessera ctl usage`: what node agents reported, per tenant and hour, from a real daemon.
 TEST(ServeProcess, CtlUsagePrintsTotalsAndHours) {
   TempDir dir;

@@ -55,6 +55,9 @@ struct ControlPlaneOptions {
   std::string tls_key_file;
   int node_timeout_s = 30;                // a node silent this long is lost
   int cycle_interval_ms = 1000;           // the loop also runs this often without a wake-up
+  // GET /metrics asks for a token (any role; 401 without one) instead of being open. The
+  // metrics name tenants and show their queues, allocations and usage (docs/api.md).
+  bool metrics_auth = false;
   double rate_per_s = 200;                // per token (429 with Retry-After beyond it)
   double rate_burst = 400;
   // GET /v1/events: a ": ping" comment this often on every open stream; the store is polled for

@@ -12,6 +12,7 @@
 //   price_plan: /etc/tessera/price-plan.yaml  # GET /v1/invoices bills usage with it (path as given)
 //   tls_cert: /etc/tessera/tls/cert.pem  # with tls_key: HTTPS (PEM; the file may hold a chain)
 //   tls_key: /etc/tessera/tls/key.pem
+//   metrics_auth: true  # GET /metrics needs a token (any role); default false: open
 //   scheduler:
 //     placement_policy: tessera # placement::PolicyNames()
 //     fair_order: hdrf          # or flat-drf

@@ -53,13 +53,8 @@ void PrintLog(node::Agent& agent) {
 }
 
 int RunAgent(AgentFlags f) {
-  std::ifstream token_in(f.token_file);
-  if (!token_in) return Fail("--token-file '" + f.token_file + "': cannot read it", kExitBadInput);
-  std::stringstream token_text;
-  token_text << token_in.rdbuf();
-  std::string token = token_text.str();
-  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  if (token.empty()) return Fail("--token-file '" + f.token_file + "' is empty", kExitBadInput);
+  StatusOr<std::string> token = ReadTokenFile(f.token_file);
+  if (!token.ok()) return Fail(std::string(token.status().message()), kExitBadInput);
   if (f.name.empty()) {
     char host[256] = {};
     if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return Fail("no --name and no host name", kExitBadInput);
@@ -83,7 +78,7 @@ int RunAgent(AgentFlags f) {
   if (f.cpu_milli > 0) inventory->cpu_milli = f.cpu_milli;
   if (f.memory_mib > 0) inventory->memory_mib = f.memory_mib;
   StatusOr<std::unique_ptr<daemon::ApiClient>> client =
-      daemon::ApiClient::Create(f.server, {.token = token, .timeout_ms = 10000, .ca_file = f.ca_file});
+      daemon::ApiClient::Create(f.server, {.token = *token, .timeout_ms = 10000, .ca_file = f.ca_file});
   if (!client.ok()) {
     const std::string m(client.status().message());
     return Fail((m.rfind("CA file", 0) == 0 ? "--ca-file: " : "--server: ") + m, kExitBadInput);

@@ -103,6 +103,26 @@ Status WriteOutput(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
+StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return InvalidArgumentError("--token-file '" + path + "': cannot read it");
+  std::string token;
+  std::getline(in, token);
+  const size_t first = token.find_first_not_of(" \t\r\n");
+  token = first == std::string::npos ? "" : token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
+  if (token.empty()) return InvalidArgumentError("--token-file '" + path + "' is empty (the token is its first line)");
+  return token;
+}
+
+StatusOr<std::string> ApiToken(const std::string& token, const std::string& token_file) {
+  if (!token.empty() && !token_file.empty())
+    return InvalidArgumentError("--token and --token-file: give one of them, not both");
+  if (!token_file.empty()) return ReadTokenFile(token_file);
+  if (!token.empty()) return token;
+  const char* env = std::getenv("TESSERA_TOKEN");
+  return std::string(env != nullptr ? env : "");
+}
+
 int Fail(const std::string& command, const std::string& message, int exit_code) {
   std::fprintf(stderr, "tessera %s: %s\n", command.c_str(), message.c_str());
   return exit_code;

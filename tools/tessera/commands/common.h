@@ -39,6 +39,16 @@ StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text);
 // Writes `text` to `path` ("-": stdout), creating the parent folders; UNAVAILABLE names the path.
 Status WriteOutput(const std::string& path, const std::string& text);
 
+// The first line of --token-file `path` without surrounding whitespace. INVALID_ARGUMENT names
+// the flag and the path when the file cannot be read or holds no token (an empty file must not
+// fall back to $TESSERA_TOKEN, which may be an admin's).
+StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// The API token of `ctl` and `run --server`: --token, else --token-file's, else $TESSERA_TOKEN
+// (else ""). INVALID_ARGUMENT when both flags are given (which one was meant?) or for a
+// --token-file that ReadTokenFile refuses.
+StatusOr<std::string> ApiToken(const std::string& token, const std::string& token_file);
+
 // Prints "tessera <command>: <message>" on stderr (never the status code's name) and returns
 // `exit_code`.
 int Fail(const std::string& command, const Status& status, int exit_code);

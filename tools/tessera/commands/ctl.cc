@@ -54,6 +54,14 @@ bool QuotaJson(const std::string& text, json* out) {
 
 }  // namespace
 
+int CtlGuard(const std::function<int()>& run) {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    return Fail("ctl", std::string("internal error: ") + e.what(), kExitFailure);
+  }
+}
+
 // "a b" -> "a%20b" for query values.
 std::string QueryEscape(const std::string& s) {
   std::string out;
@@ -69,14 +77,7 @@ std::string QueryEscape(const std::string& s) {
 }
 
 StatusOr<std::unique_ptr<daemon::ApiClient>> CtlClient(const CtlConnection& c, int timeout_ms) {
-  std::string token = c.token;
-  if (token.empty() && !c.token_file.empty()) {
-    std::ifstream in(c.token_file);
-    if (!in) return InvalidArgumentError("cannot read --token-file " + c.token_file);
-    std::getline(in, token);
-  }
-  if (token.empty())
-    if (const char* t = std::getenv("TESSERA_TOKEN")) token = t;
+  TESSERA_ASSIGN_OR_RETURN(std::string token, ApiToken(c.token, c.token_file));
   std::string server = c.server;
   if (server.empty()) server = std::getenv("TESSERA_SERVER") ? std::getenv("TESSERA_SERVER") : "http://127.0.0.1:8080";
   std::string ca_file = c.ca_file;
@@ -97,14 +98,14 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   ctl->add_option("--server", f->server, "Control plane URL, http://HOST:PORT or https://HOST[:PORT] (443)");
   ctl->add_option("--ca-file", f->ca_file, "https: PEM CA certificates to verify the server with (default: system's)");
   ctl->add_option("--token", f->token, "API token (prefer --token-file: a command line is visible to others)");
-  ctl->add_option("--token-file", f->token_file, "File whose first line is the API token");
+  ctl->add_option("--token-file", f->token_file, "File whose first line is the API token (not with --token)");
   ctl->add_option("-o,--output", f->output, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
   auto verb = [&](CLI::App* area, const std::string& name, const std::string& help) {
     CLI::App* v = area->add_subcommand(name, help);
     v->fallthrough();
     return v;
   };
-  auto set = [exit_code](CLI::App* v, std::function<int()> run) { v->callback([run, exit_code] { *exit_code = run(); }); };
+  auto set = [exit_code](CLI::App* v, std::function<int()> run) { v->callback([run, exit_code] { *exit_code = CtlGuard(run); }); };
 
   CLI::App* tenants = ctl->add_subcommand("tenants", "Tenants and their quotas")->require_subcommand(1)->fallthrough();
   set(verb(tenants, "list", "Tenants the token may see"), [f] { return Run(*f, "tenants", "list", "GET", "/v1/tenants"); });
@@ -139,11 +140,17 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   CLI::App* tnew = verb(tokens, "create", "Make a token; its secret is printed once");
   tnew->add_option("--role", f->role, "admin, tenant-admin, tenant-user or node-agent")->required();
   tnew->add_option("--tenant", f->tenant, "The tenant (tenant-admin, tenant-user)");
-  tnew->add_option("--expires-in", f->expires_in, "Seconds until it expires (default: never)");
-  set(tnew, [f] {
+  tnew->add_option("--expires-in", f->expires_in, "Seconds until it expires, > 0 (default: never)");
+  set(tnew, [f, tnew] {
     json body = {{"role", f->role}};
     if (!f->tenant.empty()) body["tenant"] = f->tenant;
-    if (f->expires_in > 0) body["expires_in_s"] = f->expires_in;
+    // 0 or less used to be dropped, which made a token that never expires.
+    if (tnew->count("--expires-in") > 0 && f->expires_in <= 0)
+      return Fail("ctl tokens create",
+                  "--expires-in must be > 0 seconds, got " + std::to_string(f->expires_in) +
+                      " (leave it out for a token that never expires)",
+                  kExitBadInput);
+    if (tnew->count("--expires-in") > 0) body["expires_in_s"] = f->expires_in;
     return Run(*f, "tokens", "create", "POST", "/v1/tokens", body.dump());
   });
   CLI::App* trev = verb(tokens, "revoke", "Revoke a token by id");

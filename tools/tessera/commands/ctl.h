@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,10 +23,16 @@ struct CtlConnection {
 };
 
 // The client for these flags: --server, else $TESSERA_SERVER, else http://127.0.0.1:8080;
-// --token, else the first line of --token-file, else $TESSERA_TOKEN; for https, --ca-file, else
-// $TESSERA_CA_FILE, else the system's trusted certificates. INVALID_ARGUMENT for a bad URL or
-// an unreadable token or CA file.
+// --token, else the first line of --token-file, else $TESSERA_TOKEN (ApiToken, common.h); for
+// https, --ca-file, else $TESSERA_CA_FILE, else the system's trusted certificates.
+// INVALID_ARGUMENT for a bad URL, --token with --token-file, an unreadable or empty token file,
+// or an unreadable CA file.
 StatusOr<std::unique_ptr<daemon::ApiClient>> CtlClient(const CtlConnection& c, int timeout_ms = 30000);
+
+// Runs one `ctl` verb behind the same barrier the server has: an exception that escapes it (a
+// server answer of an unexpected shape, ...) is printed as "tessera ctl: internal error: <what>"
+// and the exit code is 1, instead of ending the process with abort() (exit 134).
+int CtlGuard(const std::function<int()>& run);
 
 // "a b" -> "a%20b" (a query value or path segment).
 std::string QueryEscape(const std::string& s);

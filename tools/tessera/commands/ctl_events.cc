@@ -82,7 +82,7 @@ void RegisterCtlEvents(CLI::App* ctl, std::shared_ptr<const CtlConnection> conne
   events->add_option("--after", f->after,
                      "First replay every event with an id above this one (0: the whole history); default: from now on");
   events->add_option("--count", f->count, "Stop after this many events (default: never)");
-  events->callback([connection, f, exit_code] { *exit_code = Follow(*connection, *f); });
+  events->callback([connection, f, exit_code] { *exit_code = CtlGuard([&] { return Follow(*connection, *f); }); });
 }
 
 }  // namespace tessera::cli

@@ -92,7 +92,7 @@ void RegisterCtlInvoices(CLI::App* ctl, std::shared_ptr<const CtlConnection> con
   invoices->fallthrough();
   invoices->add_option("--period", f->period, "The month, YYYY-MM (UTC; default: the current month)");
   invoices->add_option("--tenant", f->tenant, "A tenant and its subtree (default: the token's; admins: all)");
-  invoices->callback([connection, f, exit_code] { *exit_code = Invoices(*connection, *f); });
+  invoices->callback([connection, f, exit_code] { *exit_code = CtlGuard([&] { return Invoices(*connection, *f); }); });
 }
 
 }  // namespace tessera::cli

@@ -56,6 +56,9 @@ std::string Quota(const json& q, const char* part) {
 
 std::string CtlTable(const std::string& area, const std::string& verb, const json& a) {
   if (area == "tenants") {
+    // DELETE answers {"name": ..., "deleted": true}: no quota to tabulate (issue 31: reading one
+    // from it aborted ctl after the server had deleted).
+    if (verb == "delete") return "tenant '" + Text(a.value("name", json())) + "' deleted\n";
     std::vector<json> list = verb == "list" ? a.value("tenants", json::array()).get<std::vector<json>>()
                                             : std::vector<json>{a};
     std::vector<std::vector<std::string>> rows;

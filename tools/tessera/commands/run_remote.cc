@@ -13,6 +13,7 @@
 #include "tessera/node/node_dir.h"
 #include "tessera/node/remote_run.h"
 #include "tools/tessera/commands/commands.h"
+#include "tools/tessera/commands/common.h"
 #include "tools/tessera/commands/http_link.h"
 
 namespace tessera::cli {
@@ -27,15 +28,9 @@ int Fail(const std::string& message, int code) {
 
 int RunRemote(const RemoteRunFlags& f) {
   if (f.command.empty()) return Fail("no command given (after --)", kExitBadInput);
-  std::string token = f.token;
-  if (token.empty() && !f.token_file.empty()) {
-    std::ifstream in(f.token_file);
-    if (!in) return Fail("--token-file '" + f.token_file + "': cannot read it", kExitBadInput);
-    std::getline(in, token);
-  }
-  if (token.empty())
-    if (const char* t = std::getenv("TESSERA_TOKEN"); t != nullptr) token = t;
-  if (token.empty()) return Fail("--server needs --token, --token-file or $TESSERA_TOKEN", kExitBadInput);
+  StatusOr<std::string> token = ApiToken(f.token, f.token_file);
+  if (!token.ok()) return Fail(std::string(token.status().message()), kExitBadInput);
+  if (token->empty()) return Fail("--server needs --token, --token-file or $TESSERA_TOKEN", kExitBadInput);
   nlohmann::json body = {{"tenant", f.tenant}, {"gpus", 1}, {"qos", f.qos}, {"command", f.command}};
   if (!f.mem.empty()) {
     StatusOr<uint64_t> mem = node::ParseMemorySize(f.mem);
@@ -47,7 +42,7 @@ int RunRemote(const RemoteRunFlags& f) {
   if (!f.mode.empty()) body["mode"] = f.mode;
   if (!f.model.empty()) body["model"] = f.model;
   StatusOr<std::unique_ptr<daemon::ApiClient>> client =
-      daemon::ApiClient::Create(f.server, {.token = token, .timeout_ms = 30000, .ca_file = f.ca_file});
+      daemon::ApiClient::Create(f.server, {.token = *token, .timeout_ms = 30000, .ca_file = f.ca_file});
   if (!client.ok()) {
     const std::string& m = client.status().message();
     return Fail((m.rfind("CA file", 0) == 0 ? "--ca-file: " : "--server: ") + m, kExitBadInput);

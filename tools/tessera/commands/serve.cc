@@ -29,6 +29,7 @@ struct ServeFlags {
   double burst = 400;
   std::string tls_cert, tls_key;
   bool check = false;
+  bool metrics_auth = false;
 };
 
 // The defaults, then the file (--config), then the flags given on the command line.
@@ -53,6 +54,7 @@ int RunServe(const ServeFlags& f, const CLI::App& cmd) {
   if (given("--price-plan")) o.price_plan = f.price_plan;
   if (given("--tls-cert")) o.tls_cert_file = f.tls_cert;
   if (given("--tls-key")) o.tls_key_file = f.tls_key;
+  if (given("--metrics-auth")) o.metrics_auth = f.metrics_auth;
   if (o.tls_cert_file.empty() != o.tls_key_file.empty())
     return Fail("serve", o.tls_key_file.empty() ? "--tls-cert needs --tls-key (or tls_key in --config)"
                                                 : "--tls-key needs --tls-cert (or tls_cert in --config)",
@@ -151,6 +153,9 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   serve->add_option("--price-plan", flags->price_plan,
                     "Price plan (YAML, as `tessera bill --plan`) for GET /v1/invoices; a bad plan fails the start "
                     "(exit 2, file:line)");
+  serve->add_flag("--metrics-auth", flags->metrics_auth,
+                  "GET /metrics needs a token (any role; 401 without). Default: open to anyone who can reach "
+                  "the port; the metrics name tenants and show their queues, allocations and usage");
   serve->add_flag("--check", flags->check,
                   "Check the configuration (--config and the flags: every problem at once, with file:line) "
                   "and exit: 0 valid, 2 not; opens no store, binds no port (packaging/systemd runs it first)");
