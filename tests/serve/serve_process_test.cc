@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -34,6 +35,13 @@ std::vector<std::string> ServeArgs(const std::string& db, std::vector<std::strin
   return args;
 }
 std::vector<std::string> Env() { return {std::string("TESSERA_BOOTSTRAP_TOKEN=") + kAdmin}; }
+
+// `run("tenants list")`: runs `tessera ctl tenants list` as the admin against `serve`, in `dir`.
+std::function<CommandResult(const std::string&)> AdminCtl(const ServeProcess& serve, const TempDir& dir) {
+  const std::string ctl = "TESSERA_SERVER=http://127.0.0.1:" + std::to_string(serve.port()) +
+                          " TESSERA_TOKEN=" + kAdmin + " '" + std::string(TESSERA_BINARY) + "' ctl ";
+  return [ctl, &dir](const std::string& args) { return RunCommand(ctl + args, dir); };
+}
 
 json Body(const HttpResult& r) {
   json j = json::parse(r.body, nullptr, false);
@@ -135,9 +143,7 @@ TEST(ServeProcess, CtlCoversEveryAreaOfTheApi) {
   TempDir dir;
   ServeProcess serve(ServeArgs(dir.File("t.db")), Env());
   ASSERT_TRUE(serve.WaitListening()) << serve.output();
-  const std::string ctl = "TESSERA_SERVER=http://127.0.0.1:" + std::to_string(serve.port()) +
-                          " TESSERA_TOKEN=" + kAdmin + " '" + std::string(TESSERA_BINARY) + "' ctl ";
-  auto run = [&](const std::string& args) { return RunCommand(ctl + args, dir); };
+  auto run = AdminCtl(serve, dir);
   CommandResult r = run("tenants create acme --quota '{\"guaranteed\": {\"gpu_milli\": 2000}}'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("gpu_milli=2000"));
@@ -201,9 +207,7 @@ TEST(ServeProcess, CtlDeletesATenantAndSaysWhatKeepsOne) {
   TempDir dir;
   ServeProcess serve(ServeArgs(dir.File("t.db")), Env());
   ASSERT_TRUE(serve.WaitListening()) << serve.output();
-  const std::string ctl = "TESSERA_SERVER=http://127.0.0.1:" + std::to_string(serve.port()) +
-                          " TESSERA_TOKEN=" + kAdmin + " '" + std::string(TESSERA_BINARY) + "' ctl ";
-  auto run = [&](const std::string& args) { return RunCommand(ctl + args, dir); };
+  auto run = AdminCtl(serve, dir);
   ASSERT_EQ(run("tenants create gone").exit_code, 0);
   CommandResult r = run("tenants delete gone");
   EXPECT_FALSE(r.Crashed()) << r.err;
@@ -241,9 +245,7 @@ TEST(ServeProcess, CtlUsagePrintsTotalsAndHours) {
   TempDir dir;
   ServeProcess serve(ServeArgs(dir.File("t.db")), Env());
   ASSERT_TRUE(serve.WaitListening()) << serve.output();
-  const std::string ctl = "TESSERA_SERVER=http://127.0.0.1:" + std::to_string(serve.port()) +
-                          " TESSERA_TOKEN=" + kAdmin + " '" + std::string(TESSERA_BINARY) + "' ctl ";
-  auto run = [&](const std::string& args) { return RunCommand(ctl + args, dir); };
+  auto run = AdminCtl(serve, dir);
   ASSERT_EQ(run("tenants create ml").exit_code, 0);
   const std::string agent = Body({200, {}, run("tokens create --role node-agent -o json").out})["token"];
   ASSERT_EQ(HttpCall(serve.port(), "POST", "/v1/nodes/gpu-1/register",
@@ -304,9 +306,7 @@ TEST(ServeProcess, APricePlanBillsUsageAndABadOneFailsTheStart) {
   WriteTextFile(dir.File("plan.yaml"), "currency: USD\nprices:\n  A100-80GB: {gpu_hour: 2.40}\n");
   ServeProcess server(ServeArgs(dir.File("t.db"), {"--price-plan", dir.File("plan.yaml")}), Env());
   ASSERT_TRUE(server.WaitListening()) << server.output();
-  const std::string ctl = "TESSERA_SERVER=http://127.0.0.1:" + std::to_string(server.port()) +
-                          " TESSERA_TOKEN=" + kAdmin + " '" + std::string(TESSERA_BINARY) + "' ctl ";
-  auto run = [&](const std::string& args) { return RunCommand(ctl + args, dir); };
+  auto run = AdminCtl(server, dir);
   ASSERT_EQ(run("tenants create ml").exit_code, 0);
   const std::string agent = Body({200, {}, run("tokens create --role node-agent -o json").out})["token"];
   ASSERT_EQ(HttpCall(server.port(), "POST", "/v1/nodes/gpu-1/register",
