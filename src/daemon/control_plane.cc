@@ -275,9 +275,17 @@ HttpResponse ControlPlane::Impl::ListAudit(const HttpRequest& r, const Caller& c
   if (c.principal.role != Role::kAdmin) return HttpResponse::Error(403, "forbidden", "the audit log is for admins");
   int64_t after = 0;
   int limit = 100;
-  if (auto it = r.query.find("after"); it != r.query.end()) after = std::atoll(it->second.c_str());
-  if (auto it = r.query.find("limit"); it != r.query.end()) limit = std::atoi(it->second.c_str());
-  if (limit < 1 || limit > 1000) return HttpResponse::Error(400, "invalid_argument", "limit: 1..1000", "limit");
+  if (auto it = r.query.find("after"); it != r.query.end() && it->second != "0") {
+    const std::optional<int64_t> a = ParseId(it->second);
+    if (!a) return HttpResponse::Error(400, "invalid_argument", "after: an audit sequence number (an integer >= 0)",
+                                       "after");
+    after = *a;
+  }
+  if (auto it = r.query.find("limit"); it != r.query.end()) {
+    const std::optional<int64_t> l = ParseId(it->second);
+    if (!l || *l > 1000) return HttpResponse::Error(400, "invalid_argument", "limit: an integer 1..1000", "limit");
+    limit = static_cast<int>(*l);
+  }
   std::vector<store::AuditRecord> records;
   Status st = Transact("read", [&](store::Transaction& tx) -> Status {
     TESSERA_ASSIGN_OR_RETURN(records, tx.ListAudit(after, limit));

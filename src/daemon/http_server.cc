@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <fstream>
 #include <mutex>
@@ -139,6 +140,29 @@ struct HttpServer::Impl {
   std::atomic<uint16_t> bound_port{0};
   bool started = false;
 
+  // The exception barrier: whatever a handler throws ends as a logged 500 for this request, never
+  // as the end of the process (a throw would otherwise unwind through the io thread).
+  static HttpResponse CallHandler(const RouteEntry& route, const HttpRequest& req) noexcept {
+    std::string what;
+    try {
+      return route.handler(req);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+      what = "an exception that is not a std::exception";
+    }
+    std::fprintf(stderr, "tessera serve: internal error in %s %s: %s\n", req.method.c_str(), req.path.c_str(),
+                 what.c_str());
+    try {
+      return HttpResponse::Error(500, "internal", "internal error while handling " + req.method + " " + req.path +
+                                                      "; the server's log has the details");
+    } catch (...) {
+      HttpResponse bare;  // out of memory while building the answer: a bodiless 500
+      bare.status = 500;
+      return bare;
+    }
+  }
+
   HttpResponse Dispatch(HttpRequest& req) const {
     // Split before decoding: an escaped '/' ("a%2Fb") stays inside one parameter.
     const std::vector<std::string_view> parts = SplitPath(req.raw_path);
@@ -151,7 +175,7 @@ struct HttpServer::Impl {
         continue;
       }
       req.path_params = std::move(params);
-      return r.handler(req);
+      return CallHandler(r, req);
     }
     if (!allow.empty()) {
       HttpResponse res = HttpResponse::Error(405, "method_not_allowed",
@@ -325,7 +349,15 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (!r.body.empty()) Enqueue(std::move(r.body));
     // Nothing more is read but the end of the connection: the client going away ends the stream.
     DiscardInput();
-    r.open_stream(out_);
+    try {
+      r.open_stream(out_);
+    } catch (const std::exception& e) {  // the head is out: all that is left is to end the stream
+      std::fprintf(stderr, "tessera serve: internal error opening a stream: %s\n", e.what());
+      out_->Close();
+    } catch (...) {
+      std::fprintf(stderr, "tessera serve: internal error opening a stream\n");
+      out_->Close();
+    }
   }
 
   void DiscardInput() {

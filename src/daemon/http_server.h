@@ -7,6 +7,8 @@
 //   - a malformed request gets 400 and the connection is closed;
 //   - an unknown path 404, a known path with another method 405 with an `Allow` header;
 //   - every error body is JSON: {"error": {"code": "not_found", "message": "..."}};
+//   - a handler that throws gets its request a 500 ("internal", the detail on stderr); the
+//     process and every other connection go on;
 //   - idle keep-alive connections cost no thread (they are closed after `idle_timeout`).
 //
 // TLS (`tls_cert_file` and `tls_key_file` set): every connection does a TLS handshake (TLS 1.2

@@ -529,6 +529,16 @@ TEST_F(ControlPlaneTest, EveryChangeIsInTheAuditChainAndTheChainVerifies) {
   for (const json& a : audit["records"]) actions.push_back(a["action"]);
   EXPECT_EQ(actions, (std::vector<std::string>{"token.create", "tenant.create", "workload.create"}));
   EXPECT_EQ(Call("GET", "/v1/audit", "", Token("tenant-user", "a")).status, 403);
+  EXPECT_EQ(Ok("GET", "/v1/audit?after=1&limit=1")["records"].size(), 1u);
+  EXPECT_EQ(Ok("GET", "/v1/audit?after=0")["records"].size(), 4u);  // and the tenant-user token
+  // A query value that is not a number is a 400 naming it, not a silent 0.
+  for (const char* bad : {"/v1/audit?after=abc", "/v1/audit?after=-1", "/v1/audit?limit=x", "/v1/audit?limit=0",
+                          "/v1/audit?limit=1001"}) {
+    const auto r = Call("GET", bad);
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_EQ(json::parse(r.body)["error"]["field"], std::string(bad).substr(10, std::string(bad).find('=') - 10))
+        << bad << " " << r.body;
+  }
   cp_.reset();
   auto db = store::Open(Options().db);
   ASSERT_TRUE(db.ok());

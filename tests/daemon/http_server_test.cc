@@ -125,6 +125,11 @@ class HttpServerTest : public ::testing::Test {
       return HttpResponse::Json(200, nlohmann::json{{"size", r.body.size()},
                                                     {"auth", r.Header("AUTHORIZATION")}}.dump());
     }).ok());
+    ASSERT_TRUE(server_->Route("GET", "/v1/throws", [](const HttpRequest& r) -> HttpResponse {
+      if (r.query.count("json") != 0) return HttpResponse::Json(200, nlohmann::json::parse("{").dump());
+      if (r.query.count("int") != 0) throw 42;
+      throw std::runtime_error("handler bug");
+    }).ok());
     ASSERT_TRUE(server_->Start().ok());
   }
   std::unique_ptr<HttpServer> server_;
@@ -144,6 +149,23 @@ TEST_F(HttpServerTest, RoutesWithPathAndQueryParameters) {
   auto second = c.Get("/v1/workloads/a%2Fb");
   EXPECT_EQ(second.first, 200);
   EXPECT_EQ(nlohmann::json::parse(second.second)["id"], "a/b");
+}
+
+TEST_F(HttpServerTest, AHandlerThatThrowsGetsA500AndTheServerKeepsServing) {
+  Client c(server_->port());
+  ASSERT_TRUE(c.ok());
+  for (const char* target : {"/v1/throws", "/v1/throws?json", "/v1/throws?int"}) {
+    auto [status, body] = c.Get(target);
+    EXPECT_EQ(status, 500) << target;
+    const auto j = nlohmann::json::parse(body);
+    EXPECT_EQ(j["error"]["code"], "internal") << target;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find("GET /v1/throws"), std::string::npos) << body;
+  }
+  // The same connection and a new one are still served.
+  EXPECT_EQ(c.Get("/v1/workloads/1").first, 200);
+  Client again(server_->port());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.Get("/v1/workloads/2").first, 200);
 }
 
 TEST_F(HttpServerTest, UnknownPathIs404AndWrongMethodIs405WithAllow) {
