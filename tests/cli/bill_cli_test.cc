@@ -12,6 +12,7 @@ namespace tessera {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 using testing::RunTessera;
 using testing::TempDir;
@@ -106,6 +107,45 @@ TEST(BillCli, CsvHasTheFocusColumnsAndTableAndHtmlRender) {
   auto html = RunTessera(f.dir, "bill --usage ledger.jsonl --plan plan.yaml -o html");
   ASSERT_EQ(html.exit_code, 0);
   EXPECT_THAT(html.out, StartsWith("<!DOCTYPE html>"));
+}
+
+// Issue 31 item 7: without --period a short ledger billed idle capacity and the reservation for
+// the whole month. They are billed for the hours the ledger covers (2026-11-01 00:00 to 03:00
+// here), the month is marked not complete, and a reservation of a tenant the ledger does not
+// name is not billed.
+TEST(BillCli, AMonthTheLedgerCoversInPartIsBilledForThoseHoursAndSaysSo) {
+  std::string plan = kPlan;
+  plan.replace(plan.find("chargeback:"), 0, "  - {tenant: ghost, model: A100-80GB, gpus: 8, gpu_hour: 1.50}\n");
+  Files f(kLedger, plan);
+  auto r = RunTessera(f.dir, "bill --usage ledger.jsonl --plan plan.yaml -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("tessera bill: 2026-11 is not complete: the ledger covers 3 of its 720 hours "
+                               "(2026-11-01T00:00:00Z to 2026-11-01T03:00:00Z)\n"));
+  EXPECT_THAT(r.err, HasSubstr("tessera bill: reservation ghost/A100-80GB not billed: tenant ghost does not exist\n"));
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["complete"], false);
+  EXPECT_EQ(j["observed_start"], "2026-11-01T00:00:00Z");
+  EXPECT_EQ(j["observed_end"], "2026-11-01T03:00:00Z");
+  EXPECT_EQ(j["observed_hours"], 3);
+  std::map<std::string, nlohmann::json> by_tenant;
+  for (const auto& inv : j["invoices"]) by_tenant[inv["tenant"]] = inv;
+  EXPECT_EQ(by_tenant.count("ghost"), 0u);
+  // vision's 0.2-GPU reservation over 3 hours: 0.6 GPU-hours, 0.2 of them used.
+  bool unused = false;
+  for (const auto& l : by_tenant["vision"]["lines"]) {
+    if (l["commitment_status"] != "Unused") continue;
+    unused = true;
+    EXPECT_EQ(l["quantity"], "0.400000");
+  }
+  EXPECT_TRUE(unused);
+  // The operator's idle: 2 GPUs x 3 hours minus what was held, not 2 x 720.
+  ASSERT_EQ(by_tenant["operator"]["lines"].size(), 1u);
+  EXPECT_LT(std::stod(by_tenant["operator"]["lines"][0]["quantity"].get<std::string>()), 6.0);
+  auto table = RunTessera(f.dir, "bill --usage ledger.jsonl --plan plan.yaml");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("\nNot complete: observed 2026-11-01T00:00:00Z to 2026-11-01T03:00:00Z (3 of 720 "
+                                   "hours); idle capacity and reservations are billed for those hours only\n"));
+  EXPECT_THAT(table.out, HasSubstr("\nNote: reservation ghost/A100-80GB not billed: tenant ghost does not exist\n"));
 }
 
 TEST(BillCli, BadLedgerAndBadPlanListEveryProblemAndExit2) {
