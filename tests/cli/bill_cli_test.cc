@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -185,12 +186,37 @@ TEST(BillCli, TheShippedExampleBills) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["period"], "2026-11-01..2026-11-08");
-  // The default quota file's 16 teams and the operator, who keeps the idle T4, V100M16 and P100
-  // GPUs that no team held (the workload asks for no model: its jobs are metered on G2).
+  // The default quota file's 16 teams and the operator, who keeps the idle T4, V100M16, G3 and
+  // P100 GPUs that no team held (the workload asks for no model: its jobs are metered on G2).
   EXPECT_EQ(j["invoices"].size(), 17u);
   int64_t sum = 0;
   for (const auto& inv : j["invoices"]) sum += inv["total_micro"].get<int64_t>();
   EXPECT_EQ(sum, j["metered_total_micro"].get<int64_t>());
+}
+
+// Issue 31 item 8: the example plan's comment named a file that does not exist, and the example
+// ledger's demand (74.85 G2 GPUs at its peak) exceeded the plan's capacity (32 G2).
+TEST(BillCli, TheShippedExamplesFilesExistAndItsDemandFitsThePlansCapacity) {
+  TempDir dir;
+  const std::string root = std::string(TESSERA_SOURCE_DIR) + "/";
+  const std::string plan = testing::ReadTextFile(root + "data/examples/price-plan.yaml");
+  size_t named = 0;
+  for (size_t at = plan.find("data/"); at != std::string::npos; at = plan.find("data/", at + 1)) {
+    const std::string path = plan.substr(at, plan.find_first_of(" \n,;:)", at) - at);
+    EXPECT_TRUE(std::filesystem::exists(root + path)) << "price-plan.yaml names " << path;
+    ++named;
+  }
+  EXPECT_GE(named, 2u);
+  const size_t g2 = plan.find("capacity: {G2: ");
+  ASSERT_NE(g2, std::string::npos);
+  const std::string gpus = plan.substr(g2 + 15, plan.find(',', g2) - g2 - 15);
+  auto r = RunTessera(dir, "plan capacity --history '" + root + "data/examples/ledger-default-week.jsonl.gz' --horizon 7d "
+                           "--capacity G2=" + gpus + " --json plan.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const auto j = nlohmann::json::parse(testing::ReadTextFile(dir.File("plan.json")));
+  EXPECT_TRUE(j["warnings"].empty()) << j["warnings"];
+  EXPECT_LE(j["models"][0]["peak_demand_gpus"].get<double>(), std::stod(gpus));
 }
 
 TEST(BillCli, ReadsTheShippedGzipLedgerDirectlyAsWhenPiped) {
