@@ -202,6 +202,10 @@ struct ControlPlane::Impl {
   // stored sample (`count`: add them to the per-tenant counters, at Create). usage_mu held.
   Status InitUsageMetrics();
   Status RebuildLedger(bool count);
+  // Create's last step with a price plan: INVALID_ARGUMENT naming the plan file and every GPU
+  // model of the cluster (its nodes and its ledger) the plan has no prices for
+  // (control_plane_invoices.cc). Takes mu and usage_mu.
+  Status CheckPlanCoversCluster();
 
   // The tenant change both POST and PATCH make: the new map must make a valid tree the
   // scheduler takes; then it is persisted (with the audit record) and applied. mu held.

@@ -11,7 +11,17 @@
 // so a tenant never learns the cluster's total, the operator account's or another tenant's
 // amounts (metering::RestrictToAccounts). Another tenant is 404, node agents 403, no price plan
 // 404 no_price_plan. The control plane holds no SLA observations: SLA credit rules never apply.
+//
+// What happened only: idle capacity and reservations are billed for the hours from the first
+// usage sample the control plane stored (the ledger's first hour) to the start of the current
+// hour, so the current month is billed so far and a month before the cluster reported anything
+// bills no capacity; such a run says "complete": false with the observed span. Reservations of
+// the plan name tenants: only those of tenants in the store are billed (the others are listed in
+// the run's notes, which an admin sees). A plan without prices for a GPU model of the cluster (its
+// nodes' and its ledger's) fails the start (CheckPlanCoversCluster); a node of another model that
+// registers later makes the invoices 409 price_plan_incomplete until the plan has it.
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>  // control_plane_impl.h uses it
@@ -35,6 +45,30 @@ StatusOr<std::optional<metering::PricePlan>> LoadPricePlan(const std::string& pa
 
 Status CheckPricePlan(const std::string& path) {
   return LoadPricePlan(path, GpuModelCatalog::Builtin()).status();
+}
+
+Status ControlPlane::Impl::CheckPlanCoversCluster() {
+  if (!price_plan) return Status::Ok();
+  std::map<std::string, std::string> where;  // model -> the first node (or "usage") seen with it
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [name, n] : nodes)
+      if (n.spec.gpu_count > 0) where.try_emplace(std::string(catalog.info(n.spec.model).name), "node " + name);
+  }
+  {
+    std::lock_guard<std::mutex> lock(usage_mu);
+    for (const metering::SourceKey& k : ledger.sources()) where.try_emplace(k.model, "usage of node " + k.node);
+  }
+  std::vector<std::string> models;
+  for (const auto& [model, w] : where) models.push_back(model);
+  const std::vector<std::string> missing = metering::UnpricedModels(*price_plan, models);
+  if (missing.empty()) return Status::Ok();
+  std::string msg = "price plan " + opt.price_plan + ": no prices for " +
+                    (missing.size() == 1 ? "a GPU model" : std::to_string(missing.size()) + " GPU models") +
+                    " of the cluster:";
+  for (const std::string& model : missing)
+    msg += "\n  prices." + model + ": missing (" + where[model] + " has " + model + "; give gpu_hour or tiers)";
+  return InvalidArgumentError(msg);
 }
 
 namespace {
@@ -77,16 +111,26 @@ HttpResponse ControlPlane::Impl::GetInvoices(const HttpRequest& r, const Caller&
   // The period's records, copied under usage_mu; the run is priced without holding it.
   std::vector<metering::SourceKey> sources;
   std::vector<metering::HourlyRecord> records;
+  metering::InvoiceOptions options;
+  bool observed_any = false;
   {
     std::lock_guard<std::mutex> lock(usage_mu);
     if (ledger_stale) {
       if (Status st = RebuildLedger(false); !st.ok()) return ErrorResponse(st);
     }
     sources = ledger.sources();
-    for (const metering::HourlyRecord& h : ledger.Records())
+    const std::vector<metering::HourlyRecord> all = ledger.Records();
+    options.observed_start = metering::ObservedSpan(all).first;
+    observed_any = !all.empty();
+    for (const metering::HourlyRecord& h : all)
       if (h.hour >= period.start && h.hour < period.end) records.push_back(h);
   }
-  StatusOr<metering::InvoiceRun> run = metering::ComputeInvoices(sources, records, {}, *price_plan, period, catalog);
+  // Observed until the start of the current hour; nothing at all before the first sample.
+  options.observed_end =
+      observed_any ? metering::HourOf(NowMs() / 1000) * metering::kSecondsPerHour : options.observed_start;
+  options.tenant_exists = [&parents](const std::string& t) { return static_cast<bool>(parents(t)); };
+  StatusOr<metering::InvoiceRun> run =
+      metering::ComputeInvoices(sources, records, {}, *price_plan, period, catalog, options);
   const bool tenant_role = c.principal.role == Role::kTenantAdmin || c.principal.role == Role::kTenantUser;
   if (!run.ok()) {
     // The plan lacks prices the usage needs: the operator's to fix. Its list names models other

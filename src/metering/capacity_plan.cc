@@ -36,6 +36,7 @@ std::vector<ModelPlan> PlanCapacity(const Ledger& ledger, const CapacityPlanOpti
     p.capacity_from_history = given == options.capacity_gpus.end();
     // 1e-9: a peak of exactly 8 GPUs computed as 8.0000000001 is still 8.
     p.capacity_gpus = p.capacity_from_history ? std::ceil(p.peak_demand_gpus - 1e-9) : given->second;
+    for (double g : d.gpus) p.hours_over_capacity += g > p.capacity_gpus + 1e-9 ? 1 : 0;
     const Forecast f = ForecastHourly(d.gpus, horizon, options.forecast);
     p.methods = f.methods;
     const int64_t first_forecast_hour = d.start_hour + static_cast<int64_t>(d.gpus.size()) * kSecondsPerHour;

@@ -40,8 +40,26 @@ std::string Qty(Int128 num, Int128 den) { return FormatRational(num, den, 6); }
 
 class Run {
  public:
-  Run(const PricePlan& plan, const Period& period, const GpuModelCatalog& catalog)
-      : plan_(plan), period_(period), catalog_(catalog), hours_(period.Hours()) {}
+  Run(const PricePlan& plan, const Period& period, const GpuModelCatalog& catalog, const InvoiceOptions& o)
+      : plan_(plan), period_(period), catalog_(catalog), hours_(period.Hours()) {
+    // The observed hours, as indexes of the period's hours: [first_, last_).
+    auto clip = [&](int64_t t, bool up) {
+      if (t <= period.start) return int64_t{0};
+      if (t >= period.end) return hours_;
+      const int64_t h = (t - period.start) / kSecondsPerHour;
+      return up && (t - period.start) % kSecondsPerHour != 0 ? h + 1 : h;
+    };
+    first_ = clip(o.observed_start, false);
+    last_ = std::max(first_, clip(o.observed_end, true));
+    for (const Reservation& r : plan.reservations) {
+      if (!o.tenant_exists || o.tenant_exists(r.tenant)) {
+        reservations_.push_back(&r);
+      } else {
+        notes_.push_back("reservation " + r.tenant + "/" + r.model + " not billed: tenant " + r.tenant +
+                         " does not exist");
+      }
+    }
+  }
 
   Status Collect(const std::vector<SourceKey>& sources, const std::vector<HourlyRecord>& records);
   void Charge();
@@ -85,6 +103,9 @@ class Run {
   std::vector<std::vector<InvoiceLine>> lines_;  // per account, after allocation
   std::vector<Int128> totals_;
   Int128 metered_ = 0;
+  int64_t first_ = 0, last_ = 0;  // the observed hours of the period
+  std::vector<const Reservation*> reservations_;  // of tenants that exist
+  std::vector<std::string> notes_;
 
  public:
   bool overflow_ = false;  // an amount left the int64 micro-unit range
@@ -169,12 +190,15 @@ void Run::ChargeCompute(Slot& s, const Reservation* r) {
   const ModelPrices* p = Prices(m);
   if (r != nullptr) {
     const int64_t cap = r->gpu_milli * kSecondsPerHour;
+    // Outside the observed hours nothing is committed: use there is burst.
     Int128 covered = 0, over = 0;
-    for (int64_t b : s.basis_by_hour) {
-      covered += std::min(b, cap);
-      over += std::max<int64_t>(0, b - cap);
+    for (int64_t h = 0; h < hours_; ++h) {
+      const int64_t b = s.basis_by_hour[static_cast<size_t>(h)];
+      const int64_t c = h >= first_ && h < last_ ? cap : 0;
+      covered += std::min(b, c);
+      over += std::max<int64_t>(0, b - c);
     }
-    const Int128 committed = Int128{cap} * hours_;
+    const Int128 committed = Int128{cap} * (last_ - first_);
     const std::string id = r->tenant + "/" + m;
     const std::string price = FormatMicro(r->gpu_hour);
     Add("reservation/" + id, kMilliSPerGpuHour, s.tenant,
@@ -255,10 +279,10 @@ void Run::ChargeIdle(const std::string& m, int64_t gpus) {
   for (const Slot& s : slots_) {
     if (s.model != m) continue;
     int64_t reserved = 0;
-    for (const Reservation& r : plan_.reservations) {
-      if (r.model == m && r.tenant == accounts_[s.tenant]) reserved = r.gpu_milli * kSecondsPerHour;
+    for (const Reservation* r : reservations_) {
+      if (r->model == m && r->tenant == accounts_[s.tenant]) reserved = r->gpu_milli * kSecondsPerHour;
     }
-    for (size_t h = 0; h < held.size(); ++h) {
+    for (size_t h = static_cast<size_t>(first_); h < static_cast<size_t>(last_); ++h) {
       const int64_t x = std::max(s.basis_by_hour[h], reserved) + (s.mig_held_by_hour.empty() ? 0 : s.mig_held_by_hour[h]);
       held[h] += x;
       weight[s.tenant] += x;
@@ -266,7 +290,7 @@ void Run::ChargeIdle(const std::string& m, int64_t gpus) {
   }
   Int128 idle = 0;
   const int64_t cap = gpus * 1000 * kSecondsPerHour;
-  for (int64_t x : held) idle += std::max<int64_t>(0, cap - x);
+  for (int64_t h = first_; h < last_; ++h) idle += std::max<int64_t>(0, cap - held[static_cast<size_t>(h)]);
   if (idle == 0) return;
   const Int128 num = idle * *p->gpu_hour;
   const InvoiceLine base{m + " idle capacity", "", "GPU-hour", 0, 0, FormatMicro(*p->gpu_hour), "Usage",
@@ -311,15 +335,17 @@ void Run::Charge() {
     return std::tie(accounts_[a.tenant], a.model) < std::tie(accounts_[b.tenant], b.model);
   });
   std::map<std::pair<std::string, std::string>, const Reservation*> res;
-  for (const Reservation& r : plan_.reservations) res[{r.tenant, r.model}] = &r;
-  // A reservation is billed even when its tenant used nothing of the model in the period.
-  for (const Reservation& r : plan_.reservations) {
+  for (const Reservation* r : reservations_) res[{r->tenant, r->model}] = r;
+  // A reservation is billed even when its tenant used nothing of the model in the period (but
+  // not when nothing of the period was observed).
+  for (const Reservation* r : reservations_) {
+    if (last_ == first_) break;
     bool found = false;
-    for (const Slot& s : slots_) found = found || (accounts_[s.tenant] == r.tenant && s.model == r.model);
+    for (const Slot& s : slots_) found = found || (accounts_[s.tenant] == r->tenant && s.model == r->model);
     if (!found) {
       Slot s;
-      s.tenant = Account(r.tenant);
-      s.model = r.model;
+      s.tenant = Account(r->tenant);
+      s.model = r->model;
       s.basis_by_hour.assign(static_cast<size_t>(hours_), 0);
       slots_.push_back(std::move(s));
     }
@@ -391,6 +417,10 @@ InvoiceRun Run::Finish(const std::vector<SlaObservation>& sla) {
 
   InvoiceRun run;
   run.period = period_;
+  run.observed_start = period_.start + first_ * kSecondsPerHour;
+  run.observed_end = period_.start + last_ * kSecondsPerHour;
+  run.complete = first_ == 0 && last_ == hours_;
+  run.notes = notes_;
   run.currency = plan_.currency;
   run.metered_total_micro = static_cast<Micro>(metered_);
   std::vector<size_t> order(accounts_.size());
@@ -442,6 +472,7 @@ InvoiceRun RestrictToAccounts(InvoiceRun run, const std::function<bool(const std
   }
   run.invoices = std::move(kept);
   run.metered_total_micro = total;
+  run.notes.clear();  // about the plan's other tenants: the operator's to read
   run.chargeback = ChargebackOf(run.invoices);
   return run;
 }
@@ -449,9 +480,10 @@ InvoiceRun RestrictToAccounts(InvoiceRun run, const std::function<bool(const std
 StatusOr<InvoiceRun> ComputeInvoices(const std::vector<SourceKey>& sources,
                                      const std::vector<HourlyRecord>& records,
                                      const std::vector<SlaObservation>& sla, const PricePlan& plan,
-                                     const Period& period, const GpuModelCatalog& catalog) {
+                                     const Period& period, const GpuModelCatalog& catalog,
+                                     const InvoiceOptions& options) {
   if (period.end <= period.start) return InvalidArgumentError("empty billing period");
-  Run run(plan, period, catalog);
+  Run run(plan, period, catalog, options);
   TESSERA_RETURN_IF_ERROR(run.Collect(sources, records));
   run.Charge();
   if (!run.problems.empty()) {
@@ -463,6 +495,25 @@ StatusOr<InvoiceRun> ComputeInvoices(const std::vector<SourceKey>& sources,
   InvoiceRun out = run.Finish(sla);
   if (run.overflow_) return InvalidArgumentError("the invoice's amounts exceed the int64 micro-unit range");
   return out;
+}
+
+std::pair<int64_t, int64_t> ObservedSpan(const std::vector<HourlyRecord>& records) {
+  if (records.empty()) return {0, 0};
+  int64_t first = records.front().hour, last = records.front().hour;
+  for (const HourlyRecord& r : records) {
+    first = std::min(first, r.hour);
+    last = std::max(last, r.hour);
+  }
+  return {first, last + kSecondsPerHour};
+}
+
+std::vector<std::string> UnpricedModels(const PricePlan& plan, const std::vector<std::string>& models) {
+  std::set<std::string> out;
+  for (const std::string& m : models) {
+    auto it = plan.prices.find(m);
+    if (it == plan.prices.end() || (!it->second.gpu_hour && it->second.tiers.empty())) out.insert(m);
+  }
+  return {out.begin(), out.end()};
 }
 
 }  // namespace tessera::metering

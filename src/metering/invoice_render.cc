@@ -40,11 +40,28 @@ std::string ResourceType(const InvoiceLine& l) {
   return "GPU";
 }
 
+// The line that says a period is not complete ("" when it is): what was observed of it.
+std::string Coverage(const InvoiceRun& run) {
+  if (run.complete) return "";
+  const int64_t hours = (run.observed_end - run.observed_start) / kSecondsPerHour;
+  if (hours == 0)
+    return "Not complete: nothing of " + run.period.name + " was observed; no idle capacity or reservation is billed";
+  return "Not complete: observed " + FormatUtc(run.observed_start) + " to " + FormatUtc(run.observed_end) + " (" +
+         std::to_string(hours) + " of " + std::to_string(run.period.Hours()) +
+         " hours); idle capacity and reservations are billed for those hours only";
+}
+
 }  // namespace
 
 std::string RenderInvoicesJson(const InvoiceRun& run) {
   ordered_json j;
   j["period"] = run.period.name;
+  j["complete"] = run.complete;
+  const bool seen = run.observed_end > run.observed_start;
+  j["observed_start"] = seen ? ordered_json(FormatUtc(run.observed_start)) : ordered_json(nullptr);
+  j["observed_end"] = seen ? ordered_json(FormatUtc(run.observed_end)) : ordered_json(nullptr);
+  j["observed_hours"] = (run.observed_end - run.observed_start) / kSecondsPerHour;
+  j["notes"] = run.notes;
   j["currency"] = run.currency;
   j["metered_total_micro"] = run.metered_total_micro;
   j["invoices"] = ordered_json::array();
@@ -113,6 +130,8 @@ std::string RenderInvoicesCsv(const InvoiceRun& run) {
 std::string RenderInvoicesTable(const InvoiceRun& run) {
   std::string out = "Invoices for " + run.period.name + " (" + run.currency + "), metered total " +
                     FormatMicro(run.metered_total_micro) + "\n";
+  if (!run.complete) out += Coverage(run) + "\n";
+  for (const std::string& n : run.notes) out += "Note: " + n + "\n";
   char buf[512];
   for (const Invoice& inv : run.invoices) {
     std::snprintf(buf, sizeof buf, "\n%s (%s / %s): %s\n", inv.tenant.c_str(), inv.organisation.c_str(),
@@ -143,6 +162,8 @@ std::string RenderInvoicesHtml(const InvoiceRun& run) {
       "td,th{border:1px solid #ccc;padding:2px 6px}td.n{text-align:right}</style></head><body>\n<h1>Invoices " +
       Html(run.period.name) + "</h1>\n<p>Metered total: " + FormatMicro(run.metered_total_micro) + " " +
       Html(run.currency) + "</p>\n";
+  if (!run.complete) out += "<p>" + Html(Coverage(run)) + "</p>\n";
+  for (const std::string& n : run.notes) out += "<p>Note: " + Html(n) + "</p>\n";
   for (const Invoice& inv : run.invoices) {
     out += "<h2>" + Html(inv.tenant) + " <small>(" + Html(inv.organisation) + " / " + Html(inv.team) + ")</small>: " +
            FormatMicro(inv.total_micro) + "</h2>\n<table><tr><th>description</th><th>quantity</th><th>unit</th>"

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -12,6 +13,7 @@ namespace tessera {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 using testing::RunTessera;
 using testing::TempDir;
@@ -108,6 +110,45 @@ TEST(BillCli, CsvHasTheFocusColumnsAndTableAndHtmlRender) {
   EXPECT_THAT(html.out, StartsWith("<!DOCTYPE html>"));
 }
 
+// Issue 31 item 7: without --period a short ledger billed idle capacity and the reservation for
+// the whole month. They are billed for the hours the ledger covers (2026-11-01 00:00 to 03:00
+// here), the month is marked not complete, and a reservation of a tenant the ledger does not
+// name is not billed.
+TEST(BillCli, AMonthTheLedgerCoversInPartIsBilledForThoseHoursAndSaysSo) {
+  std::string plan = kPlan;
+  plan.replace(plan.find("chargeback:"), 0, "  - {tenant: ghost, model: A100-80GB, gpus: 8, gpu_hour: 1.50}\n");
+  Files f(kLedger, plan);
+  auto r = RunTessera(f.dir, "bill --usage ledger.jsonl --plan plan.yaml -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("tessera bill: 2026-11 is not complete: the ledger covers 3 of its 720 hours "
+                               "(2026-11-01T00:00:00Z to 2026-11-01T03:00:00Z)\n"));
+  EXPECT_THAT(r.err, HasSubstr("tessera bill: reservation ghost/A100-80GB not billed: tenant ghost does not exist\n"));
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["complete"], false);
+  EXPECT_EQ(j["observed_start"], "2026-11-01T00:00:00Z");
+  EXPECT_EQ(j["observed_end"], "2026-11-01T03:00:00Z");
+  EXPECT_EQ(j["observed_hours"], 3);
+  std::map<std::string, nlohmann::json> by_tenant;
+  for (const auto& inv : j["invoices"]) by_tenant[inv["tenant"]] = inv;
+  EXPECT_EQ(by_tenant.count("ghost"), 0u);
+  // vision's 0.2-GPU reservation over 3 hours: 0.6 GPU-hours, 0.2 of them used.
+  bool unused = false;
+  for (const auto& l : by_tenant["vision"]["lines"]) {
+    if (l["commitment_status"] != "Unused") continue;
+    unused = true;
+    EXPECT_EQ(l["quantity"], "0.400000");
+  }
+  EXPECT_TRUE(unused);
+  // The operator's idle: 2 GPUs x 3 hours minus what was held, not 2 x 720.
+  ASSERT_EQ(by_tenant["operator"]["lines"].size(), 1u);
+  EXPECT_LT(std::stod(by_tenant["operator"]["lines"][0]["quantity"].get<std::string>()), 6.0);
+  auto table = RunTessera(f.dir, "bill --usage ledger.jsonl --plan plan.yaml");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("\nNot complete: observed 2026-11-01T00:00:00Z to 2026-11-01T03:00:00Z (3 of 720 "
+                                   "hours); idle capacity and reservations are billed for those hours only\n"));
+  EXPECT_THAT(table.out, HasSubstr("\nNote: reservation ghost/A100-80GB not billed: tenant ghost does not exist\n"));
+}
+
 TEST(BillCli, BadLedgerAndBadPlanListEveryProblemAndExit2) {
   const std::string bad_ledger = std::string(kLedger) +
                                  R"({"tenant":"vision","node":"n1","gpu":"0","model":"A100-80GB","partition":"share","workload":"j1","seq":2,"start":"2026-11-01T00:30:00Z","end":"2026-11-01T01:30:00Z","gpu_milli_s_allocated":1,"gpu_milli_s_used":0})"
@@ -145,12 +186,37 @@ TEST(BillCli, TheShippedExampleBills) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["period"], "2026-11-01..2026-11-08");
-  // The default quota file's 16 teams and the operator, who keeps the idle T4, V100M16 and P100
-  // GPUs that no team held (the workload asks for no model: its jobs are metered on G2).
+  // The default quota file's 16 teams and the operator, who keeps the idle T4, V100M16, G3 and
+  // P100 GPUs that no team held (the workload asks for no model: its jobs are metered on G2).
   EXPECT_EQ(j["invoices"].size(), 17u);
   int64_t sum = 0;
   for (const auto& inv : j["invoices"]) sum += inv["total_micro"].get<int64_t>();
   EXPECT_EQ(sum, j["metered_total_micro"].get<int64_t>());
+}
+
+// Issue 31 item 8: the example plan's comment named a file that does not exist, and the example
+// ledger's demand (74.85 G2 GPUs at its peak) exceeded the plan's capacity (32 G2).
+TEST(BillCli, TheShippedExamplesFilesExistAndItsDemandFitsThePlansCapacity) {
+  TempDir dir;
+  const std::string root = std::string(TESSERA_SOURCE_DIR) + "/";
+  const std::string plan = testing::ReadTextFile(root + "data/examples/price-plan.yaml");
+  size_t named = 0;
+  for (size_t at = plan.find("data/"); at != std::string::npos; at = plan.find("data/", at + 1)) {
+    const std::string path = plan.substr(at, plan.find_first_of(" \n,;:)", at) - at);
+    EXPECT_TRUE(std::filesystem::exists(root + path)) << "price-plan.yaml names " << path;
+    ++named;
+  }
+  EXPECT_GE(named, 2u);
+  const size_t g2 = plan.find("capacity: {G2: ");
+  ASSERT_NE(g2, std::string::npos);
+  const std::string gpus = plan.substr(g2 + 15, plan.find(',', g2) - g2 - 15);
+  auto r = RunTessera(dir, "plan capacity --history '" + root + "data/examples/ledger-default-week.jsonl.gz' --horizon 7d "
+                           "--capacity G2=" + gpus + " --json plan.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const auto j = nlohmann::json::parse(testing::ReadTextFile(dir.File("plan.json")));
+  EXPECT_TRUE(j["warnings"].empty()) << j["warnings"];
+  EXPECT_LE(j["models"][0]["peak_demand_gpus"].get<double>(), std::stod(gpus));
 }
 
 TEST(BillCli, ReadsTheShippedGzipLedgerDirectlyAsWhenPiped) {

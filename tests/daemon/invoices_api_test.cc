@@ -78,7 +78,7 @@ class InvoicesApiTest : public ::testing::Test {
     o.listen_port = 0;
     o.bootstrap_token = kAdmin;
     o.run_loop = false;
-    o.clock_ms = [] { return (kT0 + 86400) * 1000; };  // 2026-11-02
+    o.clock_ms = [this] { return now_ * 1000; };
     o.price_plan = plan;
     auto cp = ControlPlane::Create(std::move(o));
     if (!cp.ok()) return cp.status();
@@ -155,12 +155,16 @@ class InvoicesApiTest : public ::testing::Test {
                       Sample("vision", "v1", 1, kDecember, kDecember + 3600, 1000)}));
   }
   // What the metering library bills for the same samples, plan and period.
+  // Observed: from the first sample's hour to the start of the control plane's current hour.
   metering::InvoiceRun Expected(const std::string& period = "2026-11") const {
     const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
     auto plan = metering::ParsePricePlanYaml(kPlan, "plan.yaml", catalog);
     EXPECT_TRUE(plan.ok()) << plan.status().message();
+    metering::InvoiceOptions o;
+    o.observed_start = metering::ObservedSpan(ledger_.Records()).first;
+    o.observed_end = now_ / 3600 * 3600;
     auto run = metering::ComputeInvoices(ledger_.sources(), ledger_.Records(), {}, *plan,
-                                         *metering::ParsePeriod(period), catalog);
+                                         *metering::ParsePeriod(period), catalog, o);
     EXPECT_TRUE(run.ok()) << run.status().message();
     return *run;
   }
@@ -179,6 +183,7 @@ class InvoicesApiTest : public ::testing::Test {
   std::unique_ptr<ControlPlane> cp_;
   std::string agent_;
   metering::Ledger ledger_;
+  int64_t now_ = kT0 + 86400;  // the control plane's clock, seconds: 2026-11-02
 };
 
 TEST_F(InvoicesApiTest, AnAdminGetsWhatTheMeteringLibraryComputesToTheMicroUnit) {
@@ -193,13 +198,18 @@ TEST_F(InvoicesApiTest, AnAdminGetsWhatTheMeteringLibraryComputesToTheMicroUnit)
   EXPECT_EQ(Accounts(j), (std::vector<std::string>{"acme", "operator", "other", "vision"}));
   // vision: 0.75 GPU-hour at 2.40 = 1,800,000 and 1.5 GiB-hours at 0.002 = 3,000.
   EXPECT_EQ(j["invoices"][3]["total_micro"], 1'803'000);
-  // The month is 720 GPU-hours of the one A100, billed to tenants or as idle to the operator,
-  // plus memory: 1.5 + 2/3 GiB-hours and 1 GiB-second at 0.002 (4,333.89 -> 4,334).
+  // The month so far (2026-11-01 00:00, the first sample, to 2026-11-02 00:00, now) is 24
+  // GPU-hours of the one A100, billed to tenants or as idle to the operator, plus memory: 1.5 +
+  // 2/3 GiB-hours and 1 GiB-second at 0.002 (4,333.89 -> 4,334).
   Micro sum = 0;
   for (const json& i : j["invoices"]) sum += i["total_micro"].get<Micro>();
   EXPECT_EQ(sum, j["metered_total_micro"].get<Micro>());
   EXPECT_EQ(j["metered_total_micro"], expected.metered_total_micro);
-  EXPECT_EQ(j["metered_total_micro"], 720 * 2'400'000 + 4'334);
+  EXPECT_EQ(j["metered_total_micro"], 24 * 2'400'000 + 4'334);
+  EXPECT_EQ(j["complete"], false);
+  EXPECT_EQ(j["observed_start"], "2026-11-01T00:00:00Z");
+  EXPECT_EQ(j["observed_end"], "2026-11-02T00:00:00Z");
+  EXPECT_EQ(j["observed_hours"], 24);
   // Without a period: the month of the control plane's clock (2026-11-02).
   EXPECT_EQ(Call("/v1/invoices").body, r.body);
   // December holds the one later sample.
@@ -319,17 +329,76 @@ TEST_F(InvoicesApiTest, ABadPlanFailsTheStartWithTheParsersFileAndLine) {
   EXPECT_TRUE(CheckPricePlan("").ok());
 }
 
-TEST_F(InvoicesApiTest, UsageThePlanCannotPriceIs409AndOnlyAdminsLearnWhy) {
+// Issue 31 item 7: a plan without prices for the cluster's GPU models used to answer 409 at query
+// time only; it fails the start, naming the model and the plan file.
+TEST_F(InvoicesApiTest, APlanWithoutPricesForTheClustersModelsFailsTheStart) {
   Write("t4.yaml", "prices:\n  T4: {gpu_hour: 0.35}\n");
-  ASSERT_TRUE(Open(File("t4.yaml")).ok());
-  PostTheMonth();
+  Status st = Open(File("t4.yaml"));  // n1, an A100-80GB, is in the store
+  ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("price plan " + File("t4.yaml")));
+  EXPECT_THAT(st.message(), HasSubstr("prices.A100-80GB: missing (node n1 has A100-80GB"));
+  ASSERT_TRUE(Open(File("plan.yaml")).ok());
+}
+
+// A node of a model the plan lacks that registers after the start: 409 until the plan has it.
+TEST_F(InvoicesApiTest, UsageOfAModelThatJoinedLaterIs409AndOnlyAdminsLearnWhy) {
+  Ok("POST", "/v1/nodes/n2/register",
+     R"({"cpu_milli": 64000, "memory_mib": 262144, "gpus": [{"index": 0, "uuid": "GPU-n2-0", "model": "T4"}]})",
+     agent_);
+  json t4 = Sample("vision", "t1", 0, kT0, kT0 + 60, 1000);
+  t4["model"] = "T4";
+  t4["partition"] = "whole";
+  Ok("POST", "/v1/nodes/n2/usage", json{{"samples", json::array({t4})}}.dump(), agent_);
   HttpResponse r = Call("/v1/invoices?period=2026-11");
   EXPECT_EQ(r.status, 409) << r.body;
   EXPECT_EQ(Body(r)["error"]["code"], "price_plan_incomplete");
-  EXPECT_THAT(r.body, HasSubstr("A100-80GB"));
+  EXPECT_THAT(r.body, HasSubstr("T4"));
   HttpResponse t = Call("/v1/invoices?period=2026-11", Token("tenant-user", "vision"));
   EXPECT_EQ(t.status, 409) << t.body;
-  EXPECT_THAT(t.body, Not(HasSubstr("A100-80GB")));
+  EXPECT_THAT(t.body, Not(HasSubstr("T4")));
+  // And a restart with the same plan fails, naming both places the model is seen.
+  Status st = Open(File("plan.yaml"));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_THAT(st.message(), HasSubstr("prices.T4: missing (node n2 has T4"));
+}
+
+// Issue 31 item 7: on 4 December `ctl invoices` billed idle capacity for all of December, and a
+// month before the server existed billed the plan's reservation to a tenant not in the store.
+TEST_F(InvoicesApiTest, CapacityIsBilledForWhatWasObservedAndReservationsForTenantsThatExist) {
+  Write("reserved.yaml", std::string(kPlan) +
+                             "reservations:\n"
+                             "  - {tenant: vision, model: A100-80GB, gpus: 1, gpu_hour: 1.50}\n"
+                             "  - {tenant: ghost, model: A100-80GB, gpus: 8, gpu_hour: 1.50}\n");
+  now_ = kDecember + 3 * 86400 + 10 * 3600 + 1234;  // 2026-12-04T10:20:34Z
+  ASSERT_TRUE(Open(File("reserved.yaml")).ok());
+  PostTheMonth();
+  // December so far: 2026-12-01 00:00 to 10:00 on the 4th, 82 hours of vision's 1-GPU reservation
+  // (ghost's is not billed: no such tenant); the one A100 is all reserved, so no idle capacity.
+  const json dec = Ok("GET", "/v1/invoices?period=2026-12");
+  EXPECT_EQ(dec["complete"], false);
+  EXPECT_EQ(dec["observed_start"], "2026-12-01T00:00:00Z");
+  EXPECT_EQ(dec["observed_end"], "2026-12-04T10:00:00Z");
+  EXPECT_EQ(dec["observed_hours"], 82);
+  EXPECT_EQ(Accounts(dec), std::vector<std::string>{"vision"});
+  EXPECT_EQ(dec["notes"], json::array({"reservation ghost/A100-80GB not billed: tenant ghost does not exist"}));
+  Micro reserved = 0;
+  for (const json& l : dec["invoices"][0]["lines"])
+    if (l["resource"] == "reservation") reserved += l["amount_micro"].get<Micro>();
+  EXPECT_EQ(reserved, 82 * 1'500'000);
+  // November: complete (the first sample at its first hour, now after its end).
+  const json nov = Ok("GET", "/v1/invoices?period=2026-11");
+  EXPECT_EQ(nov["complete"], true);
+  EXPECT_EQ(nov["observed_hours"], 720);
+  // October, before the first sample: nothing observed, nothing billed.
+  const json oct = Ok("GET", "/v1/invoices?period=2026-10");
+  EXPECT_EQ(oct["complete"], false);
+  EXPECT_TRUE(oct["observed_start"].is_null());
+  EXPECT_EQ(oct["observed_hours"], 0);
+  EXPECT_TRUE(oct["invoices"].empty());
+  EXPECT_EQ(oct["metered_total_micro"], 0);
+  // A tenant's token does not read the notes about the plan's other tenants.
+  const json mine = Ok("GET", "/v1/invoices?period=2026-12", "", Token("tenant-user", "vision"));
+  EXPECT_TRUE(mine["notes"].empty());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@ namespace tessera {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::CommandResult;
 using testing::ExpectOneLineBadInput;
 using testing::RunTessera;
@@ -126,6 +127,31 @@ TEST(PlanCapacityCli, SaysWhenAndHowManyPerModel) {
   const CommandResult seen = RunTessera(dir, "plan capacity --history ledger.jsonl --horizon 2w");
   ASSERT_EQ(seen.exit_code, 0) << seen.err;
   EXPECT_THAT(seen.out, HasSubstr("none given: the peak hourly demand seen in the ledger"));
+}
+
+// Demand above the given capacity: a warning on stderr and in the JSON (issue 31, item 8).
+TEST(PlanCapacityCli, WarnsWhenTheLedgersDemandExceedsTheGivenCapacity) {
+  TempDir dir;
+  testing::WriteTextFile(dir.File("ledger.jsonl"), Ledger(24 * 21));
+  const CommandResult r =
+      RunTessera(dir, "plan capacity --history ledger.jsonl --horizon 2w --capacity A100-80GB=1 --json plan.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("tessera plan capacity: warning: A100-80GB: the ledger's demand exceeds the given "
+                               "capacity of 1 GPUs in "));
+  const nlohmann::json j = nlohmann::json::parse(testing::ReadTextFile(dir.File("plan.json")));
+  ASSERT_EQ(j.at("warnings").size(), 1u);
+  EXPECT_THAT(j["warnings"][0].get<std::string>(), HasSubstr("A100-80GB: the ledger's demand exceeds"));
+  EXPECT_GT(j["models"][0].at("hours_over_capacity").get<int>(), 0);
+  EXPECT_EQ(j["models"][0].at("warning"), j["warnings"][0]);
+  // Capacity enough: no warning.
+  const CommandResult ok =
+      RunTessera(dir, "plan capacity --history ledger.jsonl --horizon 2w --capacity A100-80GB=1000 --json plan.json");
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_THAT(ok.err, Not(HasSubstr("warning")));
+  const nlohmann::json k = nlohmann::json::parse(testing::ReadTextFile(dir.File("plan.json")));
+  EXPECT_TRUE(k.at("warnings").empty());
+  EXPECT_TRUE(k["models"][0].at("warning").is_null());
+  EXPECT_EQ(k["models"][0].at("hours_over_capacity"), 0);
 }
 
 TEST(PlanCapacityCli, BadInputExitsTwo) {

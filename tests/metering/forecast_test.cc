@@ -238,6 +238,21 @@ TEST(CapacityPlan, GrowingDemandExceedsCapacity) {
   EXPECT_TRUE(seen[0].capacity_from_history);
   EXPECT_EQ(seen[0].capacity_gpus, 14);
   EXPECT_GT(seen[0].first_exceed_upper_hour, 0);
+  EXPECT_EQ(seen[0].hours_over_capacity, 0);  // the peak seen is never over itself
+}
+
+// Issue 31 item 8: the example ledger's demand peaked at 74.85 GPUs on a cluster of 32 and the
+// plan said "add 48" without a word about it. Hours whose demand exceeds the given capacity are
+// counted (the CLI warns).
+TEST(CapacityPlan, CountsTheHistoryHoursWhoseDemandExceedsTheGivenCapacity) {
+  CapacityPlanOptions o;
+  o.horizon_days = 2;
+  o.capacity_gpus["A100-80GB"] = 2;
+  const std::vector<ModelPlan> plans = PlanCapacity(LedgerOf({1, 3, 2, 4, 0}), o);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].hours_over_capacity, 2);  // 3 and 4; 2 is not over 2
+  o.capacity_gpus["A100-80GB"] = 4;
+  EXPECT_EQ(PlanCapacity(LedgerOf({1, 3, 2, 4, 0}), o)[0].hours_over_capacity, 0);
 }
 
 }  // namespace

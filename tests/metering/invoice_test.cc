@@ -403,5 +403,135 @@ TEST(Invoice, MissingPricesAreListed) {
   EXPECT_THAT(run.status().message(), HasSubstr("prices.A100-80GB.gpu_hour"));
 }
 
+// Issue 31 item 7: `ctl invoices` on 4 December billed idle capacity for all of December (2,975
+// GPU-hours against 1 of use). Idle capacity and reservations are billed for the observed hours
+// only, and the run says the period is not complete.
+constexpr int64_t kDec1 = 1796083200;  // 2026-12-01T00:00:00Z
+
+Ledger OneWholeGpuHour(const std::string& tenant, int64_t at) {
+  Ledger l;
+  SampleValues v;
+  v.seq = 1;
+  v.start = at;
+  v.end = at + 3600;
+  v.gpu_milli_s_allocated = 1000 * 3600;
+  EXPECT_TRUE(l.Ingest({tenant, "n", "0", "A100-80GB", "whole", "w"}, v).ok());
+  return l;
+}
+
+TEST(Invoice, IdleCapacityIsBilledForTheObservedHoursOnly) {
+  PricePlan p;
+  p.prices["A100-80GB"].gpu_hour = 3'000'000;
+  p.capacity_gpus["A100-80GB"] = 4;
+  const Ledger l = OneWholeGpuHour("t", kDec1);
+  const Period dec = *ParsePeriod("2026-12");
+  // The whole month (the default): 4 x 744 - 1 = 2,975 GPU-hours idle, and complete.
+  auto whole = ComputeInvoices(l.sources(), l.Records(), {}, p, dec, Cat());
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_TRUE(whole->complete);
+  ASSERT_EQ(whole->invoices.size(), 2u);
+  EXPECT_EQ(whole->invoices[0].tenant, "operator");
+  EXPECT_EQ(whole->invoices[0].lines[0].quantity, "2975.000000");
+  // Observed 2026-12-01 00:00 to 2026-12-04 10:00: 82 hours, 4 x 82 - 1 = 327 GPU-hours idle.
+  InvoiceOptions o;
+  o.observed_start = kDec1;
+  o.observed_end = kDec1 + 82 * 3600;
+  auto so_far = ComputeInvoices(l.sources(), l.Records(), {}, p, dec, Cat(), o);
+  ASSERT_TRUE(so_far.ok()) << so_far.status().message();
+  EXPECT_FALSE(so_far->complete);
+  EXPECT_EQ(so_far->observed_start, kDec1);
+  EXPECT_EQ(so_far->observed_end, kDec1 + 82 * 3600);
+  ASSERT_EQ(so_far->invoices.size(), 2u);
+  EXPECT_EQ(so_far->invoices[0].lines[0].quantity, "327.000000");
+  EXPECT_EQ(so_far->invoices[0].total_micro, 327 * 3'000'000);
+  EXPECT_EQ(so_far->invoices[1].total_micro, 3'000'000);  // the use is billed as before
+  // A span that is not on whole hours is rounded out; one that covers the period is complete.
+  o.observed_start = kDec1 - 5;
+  o.observed_end = kDec1 + 81 * 3600 + 1;
+  EXPECT_EQ(ComputeInvoices(l.sources(), l.Records(), {}, p, dec, Cat(), o)->invoices[0].lines[0].quantity,
+            "327.000000");
+  o.observed_end = kDec1 + 800 * 3600;
+  EXPECT_TRUE(ComputeInvoices(l.sources(), l.Records(), {}, p, dec, Cat(), o)->complete);
+  // The renderers say so.
+  const std::string json = RenderInvoicesJson(*so_far);
+  EXPECT_THAT(json, HasSubstr("\"complete\": false"));
+  EXPECT_THAT(json, HasSubstr("\"observed_start\": \"2026-12-01T00:00:00Z\""));
+  EXPECT_THAT(json, HasSubstr("\"observed_end\": \"2026-12-04T10:00:00Z\""));
+  EXPECT_THAT(json, HasSubstr("\"observed_hours\": 82"));
+  EXPECT_THAT(RenderInvoicesTable(*so_far),
+              HasSubstr("Not complete: observed 2026-12-01T00:00:00Z to 2026-12-04T10:00:00Z (82 of 744 hours)"));
+  EXPECT_THAT(RenderInvoicesJson(*whole), HasSubstr("\"complete\": true"));
+}
+
+TEST(Invoice, ReservationsAreCommittedForTheObservedHoursOnlyAndUseOutsideThemIsBurst) {
+  PricePlan p;
+  p.prices["A100-80GB"].gpu_hour = 3'000'000;
+  p.reservations.push_back({"t", "A100-80GB", 1000, 2'000'000, 4'000'000});
+  // Used in the first hour of December; observed hours 2 to 12 (10 hours) only.
+  const Ledger l = OneWholeGpuHour("t", kDec1);
+  InvoiceOptions o;
+  o.observed_start = kDec1 + 2 * 3600;
+  o.observed_end = kDec1 + 12 * 3600;
+  auto run = ComputeInvoices(l.sources(), l.Records(), {}, p, *ParsePeriod("2026-12"), Cat(), o);
+  ASSERT_TRUE(run.ok()) << run.status().message();
+  ASSERT_EQ(run->invoices.size(), 1u);
+  std::map<std::string, std::string> qty;
+  for (const InvoiceLine& line : run->invoices[0].lines) qty[line.description] = line.quantity;
+  EXPECT_EQ(qty["A100-80GB reserved (used)"], "0.000000");
+  EXPECT_EQ(qty["A100-80GB reserved (unused)"], "10.000000");  // not 744
+  EXPECT_EQ(qty["A100-80GB burst above reservation"], "1.000000");
+  EXPECT_EQ(run->invoices[0].total_micro, 10 * 2'000'000 + 4'000'000);
+}
+
+// A month before the server existed billed the example plan's reservation (55,728 USD) to a
+// tenant that does not exist there.
+TEST(Invoice, NothingObservedBillsNoCapacityAndReservationsOfUnknownTenantsAreNotBilled) {
+  PricePlan p;
+  p.prices["A100-80GB"].gpu_hour = 3'000'000;
+  p.capacity_gpus["A100-80GB"] = 4;
+  p.reservations.push_back({"ghost", "A100-80GB", 8000, 1'500'000, std::nullopt});
+  p.reservations.push_back({"t", "A100-80GB", 1000, 2'000'000, std::nullopt});
+  const Ledger l = OneWholeGpuHour("t", kDec1);
+  InvoiceOptions o;
+  o.observed_start = o.observed_end = kDec1;  // nothing of November observed
+  auto nov = ComputeInvoices(l.sources(), l.Records(), {}, p, *ParsePeriod("2026-11"), Cat(), o);
+  ASSERT_TRUE(nov.ok()) << nov.status().message();
+  EXPECT_FALSE(nov->complete);
+  EXPECT_TRUE(nov->invoices.empty());
+  EXPECT_EQ(nov->metered_total_micro, 0);
+  EXPECT_THAT(RenderInvoicesJson(*nov), HasSubstr("\"observed_start\": null"));
+  EXPECT_THAT(RenderInvoicesTable(*nov), HasSubstr("Not complete: nothing of 2026-11 was observed"));
+  // December, observed whole, with only t existing: ghost's reservation is a note, not a line.
+  o = {};
+  o.tenant_exists = [](const std::string& t) { return t == "t"; };
+  auto dec = ComputeInvoices(l.sources(), l.Records(), {}, p, *ParsePeriod("2026-12"), Cat(), o);
+  ASSERT_TRUE(dec.ok()) << dec.status().message();
+  std::vector<std::string> accounts;
+  for (const Invoice& inv : dec->invoices) accounts.push_back(inv.tenant);
+  EXPECT_EQ(accounts, (std::vector<std::string>{"operator", "t"}));
+  EXPECT_EQ(dec->notes, std::vector<std::string>{"reservation ghost/A100-80GB not billed: tenant ghost does not exist"});
+  // Idle: 4 GPUs minus t's reservation of 1 (it used 1 in the first hour, within it): 3 x 744.
+  EXPECT_EQ(dec->invoices[0].lines[0].quantity, "2232.000000");
+  EXPECT_THAT(RenderInvoicesTable(*dec), HasSubstr("Note: reservation ghost/A100-80GB not billed"));
+  // A tenant's view carries no notes about the plan's other tenants.
+  EXPECT_TRUE(RestrictToAccounts(*dec, [](const std::string& t) { return t == "t"; }).notes.empty());
+}
+
+TEST(Invoice, ObservedSpanIsTheLedgersFirstToLastHour) {
+  Ledger l = OneWholeGpuHour("t", kDec1 + 1800);  // 00:30 to 01:30: hours 0 and 1
+  EXPECT_EQ(ObservedSpan(l.Records()), (std::pair<int64_t, int64_t>{kDec1, kDec1 + 2 * 3600}));
+  EXPECT_EQ(ObservedSpan({}), (std::pair<int64_t, int64_t>{0, 0}));
+}
+
+TEST(Invoice, UnpricedModelsAreThoseWithoutGpuHourOrTiers) {
+  PricePlan p;
+  p.prices["A100-80GB"].gpu_hour = 1;
+  p.prices["T4"].tiers = {{0, -1, 1}};
+  p.prices["A10"].milli_gpu_hour = 1;  // shares only: whole-GPU use and idle cannot be billed
+  EXPECT_EQ(UnpricedModels(p, {"T4", "H100-80GB", "A100-80GB", "A10", "H100-80GB"}),
+            (std::vector<std::string>{"A10", "H100-80GB"}));
+  EXPECT_TRUE(UnpricedModels(p, {"A100-80GB", "T4"}).empty());
+}
+
 }  // namespace
 }  // namespace tessera::metering

@@ -326,6 +326,11 @@ TEST(ServeProcess, APricePlanBillsUsageAndABadOneFailsTheStart) {
   r = run("invoices --period 2026-11");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("Invoices for 2026-11 (USD), total 0.040000"));
+  // A month before the first sample: nothing observed, nothing billed, and it says so.
+  const CommandResult before = run("invoices --period 2026-10");
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  EXPECT_THAT(before.out, HasSubstr("Invoices for 2026-10 (USD), total 0.000000\nNot complete: nothing of 2026-10 was "
+                                    "observed; no idle capacity or reservation is billed\n"));
   EXPECT_THAT(r.out, HasSubstr("TENANT  ORGANISATION  TEAM  TOTAL\nml      unassigned    ml    0.040000\n"));
   EXPECT_THAT(r.out, HasSubstr("A100-80GB GPU share  16.666667"));
   r = run("invoices --period 2026-11 --tenant ml -o json");

@@ -14,7 +14,10 @@
 // (first_exceed_hour = -1); to keep the upper bound under capacity: ceil(11.2 - 10) = 2 GPUs.
 //
 // Capacity per model: given by the caller, or else the highest hourly demand seen in the ledger
-// rounded up (capacity_from_history = true; the report says so).
+// rounded up (capacity_from_history = true; the report says so). A given capacity that the
+// history's demand exceeds (hours_over_capacity > 0) is suspect: the cluster could not have held
+// that use, so the ledger is of demand rather than of what ran, or the capacity is wrong; the
+// report warns.
 //
 // Callers: `tessera plan capacity`, tests. Pure: no I/O, no clock. Thread-safety: a pure function.
 #pragma once
@@ -50,6 +53,7 @@ struct ModelPlan {
   double peak_demand_gpus = 0;  // the highest hourly demand in the history
   double capacity_gpus = 0;
   bool capacity_from_history = false;
+  int hours_over_capacity = 0;  // history hours whose demand exceeded the given capacity
   std::vector<double> daily_peak;        // of the forecast, one per day of the horizon
   std::vector<double> daily_peak_upper;  // of the interval's upper bound
   int64_t first_exceed_hour = -1;        // seconds: the first forecast hour above capacity; -1 none

@@ -8,13 +8,17 @@
 //                 gpu_hour (whole) / milli_gpu_hour (share). With a reservation of R milli-GPU: in
 //                 each hour, use up to R x 3600 milli-GPU-s is covered by the commitment and the
 //                 rest is burst (burst_gpu_hour, default gpu_hour); the commitment is billed for
-//                 every hour of the period, split into a "used" and an "unused" line.
+//                 every observed hour of the period (InvoiceOptions), split into a "used" and an
+//                 "unused" line; in an hour outside the observed span all use is burst. A
+//                 reservation of a tenant that does not exist (InvoiceOptions::tenant_exists) is
+//                 not billed: the run lists it in `notes`.
 //   MIG           profile-hours (seconds the instance was held) x the profile's price; not
 //                 covered by reservations.
 //   memory        GiB-hours of memory_mib_s x memory_gib_hour (any partition), if priced.
 //   idle          per model with capacity: capacity x 1000 x 3600 milli-GPU-s per hour minus what
 //                 tenants held (max(use, reservation) per tenant, MIG instances as their compute
-//                 slices / the model's slices), summed over the hours where positive, at gpu_hour:
+//                 slices / the model's slices), summed over the observed hours where positive
+//                 (capacity nobody watched is not billed), at gpu_hour:
 //                 billed to the operator account, or shared out uniformly among the billed tenants,
 //                 or in proportion to the GPU time each held of that model (OpenCost's idle
 //                 allocation); with no tenant to share among it stays with the operator.
@@ -30,12 +34,22 @@
 // the GPU-hour's price. Rounding: three tenants each held 1 milli-GPU for 1 s: exact 0.667 micro
 // each, pool total 2 -> lines 1, 1, 0 (equal remainders: the first by name).
 //
+// Observed span: the hours of the period the caller saw the cluster (`tessera bill`: from the
+// ledger's first record to the end of the hour of its last; the control plane: from the first
+// usage sample it stored to the start of the current hour). A run whose span is not the whole
+// period is not complete (`complete` false): an invoice of a month so far, or of a month the
+// cluster existed in for part of it. Example: period 2026-12 (744 hours), observed 2026-12-01
+// 00:00 to 2026-12-04 10:00 (82 hours), 4 GPUs of capacity and no use: idle 328 GPU-hours, not
+// 2,976.
+//
 // Callers: the CLI (`tessera bill`), the control plane (GET /v1/invoices), the benchmarks, tests.
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/core/gpu_model.h"
@@ -80,18 +94,44 @@ struct ChargebackTotal {
 
 struct InvoiceRun {
   Period period;
+  // The observed hours [observed_start, observed_end) (seconds, whole hours, inside the period;
+  // equal when nothing of the period was observed); complete: they are the whole period.
+  int64_t observed_start = 0;
+  int64_t observed_end = 0;
+  bool complete = true;
+  // What the run left out and why, one sentence each ("reservation app-0/G2 not billed: tenant
+  // app-0 does not exist").
+  std::vector<std::string> notes;
   std::string currency;
   Micro metered_total_micro = 0;  // sum of the pools' rounded totals
   std::vector<Invoice> invoices;  // by account name
   std::vector<ChargebackTotal> chargeback;  // by organisation
 };
 
+struct InvoiceOptions {
+  // The observed span, seconds (rounded out to whole hours, clipped to the period); the default:
+  // the whole period.
+  int64_t observed_start = INT64_MIN;
+  int64_t observed_end = INT64_MAX;
+  // Whether a tenant exists (reservations of others are not billed); empty: every tenant does.
+  std::function<bool(const std::string&)> tenant_exists;
+};
+
+// The observed span of a ledger: from the hour of its first record to the end of the hour of its
+// last (all records, any period); {0, 0} for none. `tessera bill`'s rule.
+std::pair<int64_t, int64_t> ObservedSpan(const std::vector<HourlyRecord>& records);
+
 // INVALID_ARGUMENT listing every price the usage needs and the plan lacks ("prices.A100-80GB.
 // gpu_hour: ..."). `sources` are the ids of `records` (Ledger::sources()).
 StatusOr<InvoiceRun> ComputeInvoices(const std::vector<SourceKey>& sources,
                                      const std::vector<HourlyRecord>& records,
                                      const std::vector<SlaObservation>& sla, const PricePlan& plan,
-                                     const Period& period, const GpuModelCatalog& catalog);
+                                     const Period& period, const GpuModelCatalog& catalog,
+                                     const InvoiceOptions& options = {});
+
+// The models of `models` the plan cannot bill whole-GPU and share use of (no prices.<model> with
+// gpu_hour or tiers), by name: what `tessera serve` checks at start against its cluster.
+std::vector<std::string> UnpricedModels(const PricePlan& plan, const std::vector<std::string>& models);
 
 // The chargeback of `invoices`: per organisation (by name) its total and its teams' (by name).
 std::vector<ChargebackTotal> ChargebackOf(const std::vector<Invoice>& invoices);

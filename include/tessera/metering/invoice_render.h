@@ -1,6 +1,7 @@
 // Renderers of an invoice run (invoice.h): what `tessera bill -o table|json|csv|html` prints.
 //
-//   json  {"period", "currency", "metered_total_micro", "invoices": [{"tenant", "organisation",
+//   json  {"period", "complete", "observed_start", "observed_end" (UTC, null when nothing was
+//         observed), "observed_hours", "notes": [text], "currency", "metered_total_micro", "invoices": [{"tenant", "organisation",
 //         "team", "total_micro", "lines": [{"description", "quantity", "unit", "amount_micro",
 //         "list_cost_micro", "unit_price", "charge_category", "pricing_category", "resource",
 //         "model", "profile", "commitment", "commitment_status"}]}], "chargeback":
@@ -9,7 +10,9 @@
 //         ContractedCost, ChargeCategory, ChargeClass, ChargeDescription, ConsumedQuantity,
 //         ConsumedUnit, PricingQuantity, PricingUnit, PricingCategory, CommitmentDiscount*, ...);
 //         money as decimals of the currency (6 places).
-//   table a text table per account; html a standalone page with the same tables.
+//   table a text table per account; html a standalone page with the same tables. Both say when
+//         the period is not complete ("Not complete: observed 2026-11-01T00:00:00Z to
+//         2026-11-08T00:00:00Z (168 of 720 hours); ...") and list the notes.
 //
 // Callers: the CLI. Thread-safety: pure functions.
 #pragma once

@@ -16,8 +16,8 @@
 //         - {from: 500, gpu_hour: 2.00}         # gpu_hour/milli_gpu_hour; contiguous from 0
 //   reservations:               # a commitment per tenant and model, billed for every hour of the
 //     - {tenant: vision, model: A100-80GB, gpus: 2, gpu_hour: 1.70, burst_gpu_hour: 3.00}
-//                               # period used or not; use above it is billed at burst_gpu_hour
-//                               # (default: the model's gpu_hour)
+//                               # period observed, used or not (invoice.h); use above it is
+//                               # billed at burst_gpu_hour (default: the model's gpu_hour)
 //   chargeback:                 # organisation and team of each tenant (default: "unassigned", tenant)
 //     - {tenant: vision, organisation: acme, team: ml}
 //   sla_credits:                # a rule: when a tenant's metric for the period is above (or

@@ -2,12 +2,18 @@
 //   tessera bill --usage LEDGER.jsonl[.gz] --plan PLAN.yaml [--period 2026-11 | 2026-11-01..2026-11-08] [-o table|json|csv|html]
 // Reads the two files (gzip-compressed ones are decompressed: core/input_bytes.h), hands them to
 // the metering module (ledger_file.h, price_plan.h, invoice.h) and prints what its renderers
-// return. Bad files: every problem, file:line, exit 2.
+// return. Bad files: every problem, file:line, exit 2. Idle capacity and reservations are billed
+// for the hours the ledger covers (its first record's hour to the end of its last's), and only
+// reservations of tenants the ledger names; a period the ledger does not cover is marked not
+// complete (the table's second line; on stderr with -o json|csv, and the JSON's "complete").
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 #include "tessera/core/gpu_model.h"
 #include "tessera/core/input_bytes.h"
@@ -68,8 +74,24 @@ int RunBill(const BillFlags& f) {
     for (const metering::HourlyRecord& r : records) first = std::min(first, r.hour);
     period = metering::MonthOf(first);
   }
-  auto run = metering::ComputeInvoices(ledger->ledger.sources(), records, ledger->sla, *plan, period, catalog);
+  // What the ledger saw: idle capacity and reservations are billed for the hours from its first
+  // record to the end of its last only, and only reservations of tenants the ledger names.
+  metering::InvoiceOptions options;
+  std::tie(options.observed_start, options.observed_end) = metering::ObservedSpan(records);
+  std::set<std::string> tenants;
+  for (const metering::SourceKey& k : ledger->ledger.sources()) tenants.insert(k.tenant);
+  options.tenant_exists = [&tenants](const std::string& t) { return tenants.count(t) > 0; };
+  auto run = metering::ComputeInvoices(ledger->ledger.sources(), records, ledger->sla, *plan, period, catalog, options);
   if (!run.ok()) return Fail("bill", f.plan + ": " + run.status().message(), kExitBadInput);
+  if (f.format != "table" && f.format != "html") {  // the table and the page say it themselves
+    if (!run->complete)
+      std::fprintf(stderr, "tessera bill: %s is not complete: the ledger covers %lld of its %lld hours (%s to %s)\n",
+                   period.name.c_str(), static_cast<long long>((run->observed_end - run->observed_start) / metering::kSecondsPerHour),
+                   static_cast<long long>(period.Hours()),
+                   run->observed_end > run->observed_start ? metering::FormatUtc(run->observed_start).c_str() : "-",
+                   run->observed_end > run->observed_start ? metering::FormatUtc(run->observed_end).c_str() : "-");
+    for (const std::string& n : run->notes) std::fprintf(stderr, "tessera bill: %s\n", n.c_str());
+  }
   std::string out;
   if (f.format == "json") out = metering::RenderInvoicesJson(*run);
   else if (f.format == "csv") out = metering::RenderInvoicesCsv(*run);
@@ -89,7 +111,10 @@ void RegisterBill(CLI::App& app, int* exit_code) {
       "  tessera bill --usage data/examples/ledger-default-week.jsonl.gz --plan data/examples/price-plan.yaml \\\n"
       "      --period 2026-11-01..2026-11-08\n"
       "Money is integer micro-units; the lines of all accounts sum to the metered total exactly\n"
-      "(docs/metering.md). Bad files: every problem with file:line, exit 2.");
+      "(docs/metering.md). Idle capacity and reservations are billed only for the hours the ledger\n"
+      "covers (its first record to its last), reservations only for tenants the ledger names; a\n"
+      "period the ledger does not cover is marked not complete. Bad files: every problem with\n"
+      "file:line, exit 2.");
   cmd->add_option("--usage", flags->usage, "Ledger file: usage samples and SLA observations, JSON lines, plain or gzip-compressed ('-': standard input)")->required();
   cmd->add_option("--plan", flags->plan, "Price plan, YAML")->required();
   cmd->add_option("--period", flags->period, "Billing period: a month YYYY-MM or days YYYY-MM-DD..YYYY-MM-DD (end exclusive; default: the month of the ledger's first hour)");

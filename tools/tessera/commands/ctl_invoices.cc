@@ -49,7 +49,18 @@ std::string Columns(const std::vector<std::vector<std::string>>& rows) {
 // The accounts with their totals, then every line.
 std::string InvoiceTable(const json& a) {
   std::string out = "Invoices for " + Text(a["period"]) + " (" + Text(a["currency"]) + "), total " +
-                    Money(a["metered_total_micro"]) + "\n\n";
+                    Money(a["metered_total_micro"]) + "\n";
+  // A month so far, or one the cluster reported nothing in for part of it (docs/api.md#invoices).
+  if (a.value("complete", true) == false) {
+    const json hours = a.value("observed_hours", json(0));
+    if (a["observed_start"].is_string())
+      out += "Not complete: observed " + Text(a["observed_start"]) + " to " + Text(a["observed_end"]) + " (" +
+             Text(hours) + " hours); idle capacity and reservations are billed for those hours only\n";
+    else
+      out += "Not complete: nothing of " + Text(a["period"]) + " was observed; no idle capacity or reservation is billed\n";
+  }
+  for (const json& n : a.value("notes", json::array())) out += "Note: " + Text(n) + "\n";
+  out += "\n";
   std::vector<std::vector<std::string>> accounts = {{"TENANT", "ORGANISATION", "TEAM", "TOTAL"}};
   std::vector<std::vector<std::string>> lines = {{"TENANT", "DESCRIPTION", "QUANTITY", "UNIT", "AMOUNT"}};
   for (const json& i : a.value("invoices", json::array())) {
@@ -87,7 +98,9 @@ void RegisterCtlInvoices(CLI::App* ctl, std::shared_ptr<const CtlConnection> con
   CLI::App* invoices = ctl->add_subcommand(
       "invoices",
       "A month's invoices, billed by the control plane from its usage ledger with its price plan\n"
-      "(tessera serve --price-plan): each account's total, then its lines. A tenant token sees its\n"
+      "(tessera serve --price-plan): each account's total, then its lines. Idle capacity and\n"
+      "reservations are billed for the hours observed (from the first usage sample to the start of\n"
+      "the current hour); a month not observed whole says \"Not complete\". A tenant token sees its\n"
       "subtree's invoices only, and a total of those.");
   invoices->fallthrough();
   invoices->add_option("--period", f->period, "The month, YYYY-MM (UTC; default: the current month)");

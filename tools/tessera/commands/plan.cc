@@ -1,6 +1,8 @@
 // `tessera plan capacity --history LEDGER --horizon 90d [--capacity MODEL=N,...] [--json OUT]`:
 // per GPU model, when the forecast demand first exceeds capacity and how many GPUs to add.
 // Parsing, file reading and printing only; the work is in tessera::metering (capacity_plan.h).
+// A given capacity the ledger's own demand exceeded is warned about on stderr and in the JSON
+// ("warnings", and each model's "warning" and "hours_over_capacity").
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -107,7 +109,19 @@ int RunPlan(const PlanFlags& f) {
   std::string out;
   char line[512];
   nlohmann::json models = nlohmann::json::array();
+  nlohmann::json warnings = nlohmann::json::array();
   for (const metering::ModelPlan& p : plans) {
+    nlohmann::json warning = nullptr;
+    if (p.hours_over_capacity > 0) {
+      std::snprintf(line, sizeof line,
+                    "%s: the ledger's demand exceeds the given capacity of %.0f GPUs in %d of its %d hours (peak "
+                    "%.2f): the cluster could not have held that use; is the ledger of demand rather than of what "
+                    "ran, or is the capacity wrong?",
+                    p.model.c_str(), p.capacity_gpus, p.hours_over_capacity, p.history_hours, p.peak_demand_gpus);
+      warning = line;
+      warnings.push_back(line);
+      std::fprintf(stderr, "tessera %s: warning: %s\n", kCommand, line);
+    }
     std::snprintf(line, sizeof line,
                   "%s: %d hours of history from %s, peak demand %.2f GPUs (hourly mean of allocated GPUs)\n"
                   "  capacity %.0f GPUs (%s)\n"
@@ -141,6 +155,7 @@ int RunPlan(const PlanFlags& f) {
     models.push_back({{"model", p.model}, {"history_start", metering::FormatUtc(p.history_start)},
                       {"history_hours", p.history_hours}, {"peak_demand_gpus", p.peak_demand_gpus},
                       {"capacity_gpus", p.capacity_gpus}, {"capacity_from_history", p.capacity_from_history},
+                      {"hours_over_capacity", p.hours_over_capacity}, {"warning", warning},
                       {"first_exceed", p.first_exceed_hour < 0 ? nlohmann::json(nullptr) : nlohmann::json(metering::FormatUtc(p.first_exceed_hour))},
                       {"first_exceed_upper", p.first_exceed_upper_hour < 0 ? nlohmann::json(nullptr) : nlohmann::json(metering::FormatUtc(p.first_exceed_upper_hour))},
                       {"gpus_to_add", p.gpus_to_add}, {"daily_peak_gpus", p.daily_peak},
@@ -148,7 +163,8 @@ int RunPlan(const PlanFlags& f) {
   }
   if (f.json_out != "-") std::fputs(out.c_str(), stdout);
   if (!f.json_out.empty()) {
-    const nlohmann::json j = {{"horizon_days", o.horizon_days}, {"level", f.level}, {"models", models}};
+    const nlohmann::json j = {
+        {"horizon_days", o.horizon_days}, {"level", f.level}, {"warnings", warnings}, {"models", models}};
     const Status w = WriteOutput(f.json_out, j.dump(2) + "\n");
     if (!w.ok()) return Fail(kCommand, w, kExitFailure);
   }

@@ -152,7 +152,8 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->capture_default_str()->check(CLI::Range(1.0, 1e9));
   serve->add_option("--price-plan", flags->price_plan,
                     "Price plan (YAML, as `tessera bill --plan`) for GET /v1/invoices; a bad plan fails the start "
-                    "(exit 2, file:line)");
+                    "(exit 2, file:line), and so does one without prices for a GPU model of the cluster's nodes "
+                    "or stored usage (naming the model and the plan file)");
   serve->add_flag("--metrics-auth", flags->metrics_auth,
                   "GET /metrics needs a token (any role; 401 without). Default: open to anyone who can reach "
                   "the port; the metrics name tenants and show their queues, allocations and usage");
