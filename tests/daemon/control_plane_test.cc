@@ -291,6 +291,57 @@ TEST_F(ControlPlaneTest, ARevokedOrExpiredTokenIsRefused) {
   EXPECT_EQ(Call("GET", "/v1/workloads", "", other).status, 401);
 }
 
+// Issue 31: revoking the last admin token answered 200 and every call was 401 after it, with no
+// way back. A live admin token is revoked only if another admin token that never expires stays.
+TEST_F(ControlPlaneTest, TheLastAdminTokenThatNeverExpiresCannotBeRevoked) {
+  HttpResponse r = Call("DELETE", "/v1/tokens/bootstrap");
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("token 'bootstrap': not revoked: no other admin token that never expires"));
+  EXPECT_THAT(r.body, HasSubstr("create another admin token without expires_in_s first"));
+  EXPECT_EQ(Call("GET", "/v1/tenants").status, 200);  // it still works
+  // An admin token that expires does not count: the API would be locked out when it does.
+  const json expiring = Ok("POST", "/v1/tokens", R"({"role":"admin","expires_in_s":3600})", kAdmin, 201);
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/bootstrap").status, 409);
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/bootstrap", "", expiring["token"]).status, 409);
+  // Nor do other roles' tokens.
+  Token("node-agent");
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/bootstrap").status, 409);
+  // The expiring one may go: the bootstrap token stays.
+  Ok("DELETE", "/v1/tokens/" + expiring["id"].get<std::string>());
+  EXPECT_EQ(Call("GET", "/v1/tenants", "", expiring["token"]).status, 401);
+  // With a second admin token that never expires, either may go, but not both.
+  const json second = Ok("POST", "/v1/tokens", R"({"role":"admin"})", kAdmin, 201);
+  Ok("DELETE", "/v1/tokens/bootstrap", "", second["token"]);
+  EXPECT_EQ(Call("GET", "/v1/tenants").status, 401);
+  r = Call("DELETE", "/v1/tokens/" + second["id"].get<std::string>(), "", second["token"]);
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(Call("GET", "/v1/tenants", "", second["token"]).status, 200);
+  // The rule holds after a restart (the token cache is rebuilt from the store).
+  Open();
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/" + second["id"].get<std::string>(), "", second["token"]).status, 409);
+  // Revoking an admin token that is already revoked, or expired, changes nothing and is not refused.
+  Ok("DELETE", "/v1/tokens/bootstrap", "", second["token"]);
+}
+
+// The way back in with access to the store (tessera serve --issue-admin-token): a new admin token
+// that never expires, in the audit log under the actor given.
+TEST_F(ControlPlaneTest, AnAdminTokenIssuedWithTheStoreWorksAndIsAudited) {
+  StatusOr<ControlPlane::IssuedToken> issued = cp_->IssueAdminToken("local-recovery");
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_THAT(issued->id, ::testing::StartsWith("tok_"));
+  EXPECT_THAT(issued->token, ::testing::StartsWith("tsr_"));
+  EXPECT_EQ(Call("GET", "/v1/tenants", "", issued->token).status, 200);
+  bool listed = false;
+  const json tokens = Ok("GET", "/v1/tokens");
+  for (const json& t : tokens["tokens"])
+    if (t["id"] == issued->id) listed = t["role"] == "admin" && t["expires_ms"].is_null();
+  EXPECT_TRUE(listed) << tokens.dump();
+  const json audit = Ok("GET", "/v1/audit", "", issued->token);
+  EXPECT_THAT(audit.dump(), HasSubstr(R"("actor":"local-recovery")")) << audit.dump();
+  // It counts as an admin token that never expires: the bootstrap token may go now.
+  Ok("DELETE", "/v1/tokens/bootstrap", "", issued->token);
+}
+
 TEST_F(ControlPlaneTest, AWorkloadIsPlacedRunsAndFinishesThroughTheNodeAgent) {
   Tenant("a");
   const std::string agent = Token("node-agent");
