@@ -31,7 +31,7 @@ StatusOr<std::string> WhatKeepsTenant(store::Transaction& tx, const std::string&
   int64_t workloads = 0;
   std::string next;
   do {
-    TESSERA_ASSIGN_OR_RETURN(store::WorkloadPage page, tx.ListWorkloadVersions(name, 10000, next));
+    TESSERA_ASSIGN_OR_RETURN(store::WorkloadPage page, tx.ListWorkloadVersions({.tenant = name}, 10000, next));
     workloads += static_cast<int64_t>(page.workloads.size());
     next = page.next_continue;
   } while (!next.empty());

@@ -556,6 +556,43 @@ TEST_F(ControlPlaneTest, ListsArePagedWithAContinueToken) {
   EXPECT_EQ(seen, (std::vector<int64_t>{1, 2, 3, 4, 5}));
 }
 
+// Issue 31: ?state= was silently ignored (every workload came back). Now it filters, pages stay
+// full, and an unknown state is 400 naming the parameter.
+TEST_F(ControlPlaneTest, WorkloadListsFilterByState) {
+  Tenant("a");
+  Tenant("b");
+  RegisterNode(Token("node-agent"), "n1", 2);
+  const int64_t a1 = Submit("a", kAdmin);
+  const int64_t b1 = Submit("b", kAdmin);
+  Cycle();  // both run; the GPUs are full now
+  const int64_t a2 = Submit("a", kAdmin);
+  const int64_t a3 = Submit("a", kAdmin);
+  Ok("DELETE", "/v1/workloads/" + std::to_string(a3));
+  auto ids = [&](const std::string& query) {
+    std::vector<int64_t> out;
+    json page = Ok("GET", "/v1/workloads?limit=1&" + query);
+    while (true) {
+      for (const json& w : page["workloads"]) out.push_back(w["id"]);
+      if (page["continue"].is_null() || out.size() > 10) break;
+      page = Ok("GET", "/v1/workloads?limit=1&" + query + "&continue=" + page["continue"].get<std::string>());
+    }
+    return out;
+  };
+  EXPECT_EQ(ids("state=running"), (std::vector<int64_t>{a1, b1}));
+  EXPECT_EQ(ids("state=running&tenant=a"), (std::vector<int64_t>{a1}));
+  EXPECT_EQ(ids("state=pending"), (std::vector<int64_t>{a2}));
+  EXPECT_EQ(ids("state=cancelled&tenant=a"), (std::vector<int64_t>{a3}));
+  EXPECT_TRUE(ids("state=completed").empty());
+  EXPECT_EQ(ids("tenant=a"), (std::vector<int64_t>{a1, a2, a3}));
+  for (const std::string bad : {"Running", "done", ""}) {
+    HttpResponse r = Call("GET", "/v1/workloads?state=" + bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+    const json j = json::parse(r.body, nullptr, false);
+    EXPECT_EQ(j["error"]["field"], "state") << r.body;
+    EXPECT_THAT(r.body, HasSubstr("state: '" + bad + "' is not pending, running, completed, failed, cancelled or rejected"));
+  }
+}
+
 TEST_F(ControlPlaneTest, CancellingTakesAWorkloadOutOfTheQueueOrOffItsGpu) {
   Tenant("a");
   RegisterNode(Token("node-agent"), "n1", 1);

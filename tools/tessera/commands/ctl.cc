@@ -25,7 +25,7 @@ using json = nlohmann::json;
 struct CtlFlags : CtlConnection {
   // Per-verb values.
   std::string name, parent, quota, default_qos, role, tenant, id, file, idempotency_key, cont;
-  std::string qos, mode, isolation, mig_profile, model, from, to;
+  std::string qos, mode, isolation, mig_profile, model, from, to, state;
   int64_t expires_in = 0, gpus = 1, gpu_milli = 1000, gpu_mem_mib = 0, priority = 0, pods = 1, limit = 100, after = 0;
 };
 
@@ -161,10 +161,13 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   CLI::App* wlist = verb(workloads, "list", "One tenant's workloads, a page at a time");
   wlist->add_option("--tenant", f->tenant, "Tenant (default: the token's; admins: all)");
   wlist->add_option("--limit", f->limit, "Page size, 1..1000")->capture_default_str();
+  wlist->add_option("--state", f->state, "Only workloads in this state")
+      ->check(CLI::IsMember({"pending", "running", "completed", "failed", "cancelled", "rejected"}));
   wlist->add_option("--continue", f->cont, "The continue token of the previous page");
   set(wlist, [f] {
     std::string q = "/v1/workloads?limit=" + std::to_string(f->limit);
     if (!f->tenant.empty()) q += "&tenant=" + QueryEscape(f->tenant);
+    if (!f->state.empty()) q += "&state=" + QueryEscape(f->state);
     if (!f->cont.empty()) q += "&continue=" + QueryEscape(f->cont);
     return Run(*f, "workloads", "list", "GET", q);
   });
