@@ -99,7 +99,15 @@ HttpResponse ControlPlane::Impl::SubmitWorkload(const HttpRequest& r, const Call
   bool park = false;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (!tenants.count(req->tenant)) return NotFound("tenant '" + req->tenant + "'");
+    auto tenant = tenants.find(req->tenant);
+    if (tenant == tenants.end()) return NotFound("tenant '" + req->tenant + "'");
+    if (req->qos_from_tenant) {  // the body named none: the tenant's default_qos (Burstable unless set)
+      const json spec = json::parse(tenant->second.spec_json, nullptr, false);
+      const json given = spec.is_object() ? spec.value("default_qos", json("Burstable")) : json("Burstable");
+      StatusOr<sched::QosClass> q = sched::ParseQos(given.is_string() ? given.get<std::string>() : "Burstable");
+      req->qos = q.ok() ? *q : sched::QosClass::kBurstable;
+      req->qos_from_tenant = false;
+    }
     const std::optional<sched::TenantIndex> t = live->tenants().Find(req->tenant);
     if (!t || !live->tenants().is_leaf(*t))
       return HttpResponse::Error(400, "invalid_argument",

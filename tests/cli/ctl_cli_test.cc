@@ -169,6 +169,24 @@ TEST(CtlCli, WorkloadsListShowsNamesAndFiltersByState) {
   EXPECT_EQ(server.requests().size(), 1u);
 }
 
+// Issue 31: --qos was required, so the tenant's default_qos could not apply. Without it the body
+// has no qos (the server uses the tenant's); with it, the qos is sent.
+TEST(CtlCli, WorkloadsSubmitWithoutQosLeavesItToTheTenant) {
+  TempDir dir;
+  CannedServer server(201, R"({"id": 1, "state": "pending"})");
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl workloads submit --tenant ml --gpus 1", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunTessera(dir, "ctl workloads submit --tenant ml --gpus 1 --qos BestEffort", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(server.requests().size(), 2u);
+  EXPECT_THAT(server.requests()[0], HasSubstr(R"({"gpus":1,"tenant":"ml"})"));
+  EXPECT_THAT(server.requests()[1], HasSubstr(R"("qos":"BestEffort")"));
+  r = RunTessera(dir, "ctl workloads submit --gpus 1", Env(server));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--tenant is required (or --file)"));
+}
+
 // An empty --token-file fell back to $TESSERA_TOKEN (the admin's); --token with --token-file
 // silently used --token. Both are bad flags now, for ctl and for `tessera run --server`.
 TEST(CtlCli, AnEmptyTokenFileOrBothTokenFlagsAreRefused) {

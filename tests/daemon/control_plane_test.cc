@@ -556,6 +556,28 @@ TEST_F(ControlPlaneTest, ListsArePagedWithAContinueToken) {
   EXPECT_EQ(seen, (std::vector<int64_t>{1, 2, 3, 4, 5}));
 }
 
+// Issue 31: a tenant's default_qos was stored and shown but never used (qos was required). A
+// submit without qos gets it; one with qos keeps its own; a tenant that set none gives Burstable.
+TEST_F(ControlPlaneTest, ASubmitWithoutQosGetsItsTenantsDefaultQos) {
+  Ok("POST", "/v1/tenants", R"({"name":"batch","default_qos":"BestEffort"})", kAdmin, 201);
+  Tenant("plain");
+  const std::string user = Token("tenant-user", "batch");
+  const int64_t defaulted = Ok("POST", "/v1/workloads", R"({"tenant":"batch","gpus":1})", user, 201)["id"];
+  const int64_t own = Submit("batch", user, json::object(), "Burstable");
+  const int64_t plain = Ok("POST", "/v1/workloads", R"({"tenant":"plain","gpus":1})", kAdmin, 201)["id"];
+  EXPECT_EQ(Workload(defaulted)["qos"], "BestEffort");
+  EXPECT_EQ(Workload(defaulted)["request"]["qos"], "BestEffort");  // stored resolved, not "the default"
+  EXPECT_EQ(Workload(own)["qos"], "Burstable");
+  EXPECT_EQ(Workload(plain)["qos"], "Burstable");
+  // A later change of the default leaves submitted work as it was; the next submit gets the new one.
+  Ok("PATCH", "/v1/tenants/batch", R"({"default_qos":"Burstable"})");
+  EXPECT_EQ(Ok("POST", "/v1/workloads", R"({"tenant":"batch","gpus":1})", user, 201)["id"].get<int64_t>(),
+            plain + 1);
+  EXPECT_EQ(Workload(plain + 1)["qos"], "Burstable");
+  Open();  // a restart reads the stored request back
+  EXPECT_EQ(Workload(defaulted)["qos"], "BestEffort");
+}
+
 // Issue 31: ?state= was silently ignored (every workload came back). Now it filters, pages stay
 // full, and an unknown state is 400 naming the parameter.
 TEST_F(ControlPlaneTest, WorkloadListsFilterByState) {
