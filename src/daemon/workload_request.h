@@ -3,7 +3,7 @@
 // store or the scheduler.
 //
 // A body: {"tenant": "vision", "gpus": 1, "gpu_milli": 500, "gpu_mem_mib": 20480,
-//                    "qos": "Burstable"}
+//          "qos": "Burstable"}
 // Fields (units in the names; all but the first two optional):
 //   tenant          string, the leaf tenant the work is charged to
 //   gpus            integer 1..16, GPUs per pod
