@@ -86,11 +86,14 @@ int IssueAdminToken(daemon::ControlPlaneOptions o, const std::string& path) {
                          ::fsync(fd) == 0;
     const int err = errno;
     ::close(fd);
-    if (!written)
+    if (!written) {
+      ::unlink(path.c_str());
       return Fail("serve",
                   "--issue-admin-token: " + path + ": " + std::strerror(err) + "; the token " + issued->id +
-                      " was made but not written: revoke it (tessera ctl tokens revoke " + issued->id + ")",
+                      " was made but not written (no one has its secret): run --issue-admin-token again, then "
+                      "revoke " + issued->id + " with the new one",
                   kExitFailure);
+    }
   }
   std::fprintf(info,
                "tessera serve: issued admin token %s (never expires; audit actor %s)%s; not serving: start "
