@@ -81,6 +81,10 @@ Status ControlPlane::Impl::AcquireStore() {
       return AlreadyExistsError("the store " + path + " is owned by another tessera serve (" +
                                 DescribeOwner(claim.holder, ", ") + "); only one control plane may own a store");
     }
+    // Asked before the standby line too: a caller that will not wait (serve --issue-admin-token)
+    // is not said to be waiting.
+    if (opt.keep_waiting && !opt.keep_waiting())
+      return Status(StatusCode::kCancelled, "stopped while waiting as a standby for the store");
     if (!standby) {
       std::fprintf(stderr, "tessera serve: standby: store owned by %s; waiting\n",
                    DescribeOwner(claim.holder, " ").c_str());

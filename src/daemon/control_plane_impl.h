@@ -179,6 +179,10 @@ struct ControlPlane::Impl {
   HttpResponse CreateToken(const HttpRequest& r, const Caller& c);
   HttpResponse ListTokens(const HttpRequest& r, const Caller& c);
   HttpResponse RevokeToken(const HttpRequest& r, const Caller& c);
+  // Why the token `id` may not be revoked, or "": a live admin token is kept unless another live
+  // admin token that never expires remains (so the API cannot be locked out by revokes and
+  // expiries). Takes tokens_mu; the caller holds mu so that the answer stays true until it acts.
+  std::string WhyAdminTokenMustStay(const std::string& id, int64_t now_ms) const;
   HttpResponse SubmitWorkload(const HttpRequest& r, const Caller& c);
   HttpResponse ListWorkloads(const HttpRequest& r, const Caller& c);
   HttpResponse GetWorkload(const HttpRequest& r, const Caller& c);

@@ -59,7 +59,7 @@ Status ControlPlane::Impl::Restore() {
     open.clear();
     std::string cont;
     do {
-      TESSERA_ASSIGN_OR_RETURN(store::WorkloadPage page, tx.ListWorkloads("", 1000, cont));
+      TESSERA_ASSIGN_OR_RETURN(store::WorkloadPage page, tx.ListWorkloads({}, 1000, cont));
       for (store::WorkloadRecord& w : page.workloads)
         if (!IsTerminal(w.state)) open.push_back(std::move(w));
       cont = page.next_continue;

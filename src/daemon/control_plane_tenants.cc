@@ -1,5 +1,7 @@
 // /v1/tenants and /v1/tokens.
 #include <algorithm>
+#include <optional>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "src/daemon/api_codec.h"
@@ -29,7 +31,7 @@ StatusOr<std::string> WhatKeepsTenant(store::Transaction& tx, const std::string&
   int64_t workloads = 0;
   std::string next;
   do {
-    TESSERA_ASSIGN_OR_RETURN(store::WorkloadPage page, tx.ListWorkloadVersions(name, 10000, next));
+    TESSERA_ASSIGN_OR_RETURN(store::WorkloadPage page, tx.ListWorkloadVersions({.tenant = name}, 10000, next));
     workloads += static_cast<int64_t>(page.workloads.size());
     next = page.next_continue;
   } while (!next.empty());
@@ -224,6 +226,20 @@ json TokenView(const store::TokenRecord& t) {
   return j;
 }
 
+// A new secret and its record (the id is the hash's first 16 hex digits), not stored yet.
+StatusOr<std::pair<store::TokenRecord, std::string>> MakeToken(std::string role, std::string tenant,
+                                                               std::optional<int64_t> expires_ms, int64_t now) {
+  TESSERA_ASSIGN_OR_RETURN(std::string secret, NewToken());
+  store::TokenRecord rec;
+  rec.hash_hex = TokenHash(secret);
+  rec.id = "tok_" + rec.hash_hex.substr(0, 16);
+  rec.role = std::move(role);
+  rec.tenant = std::move(tenant);
+  rec.expires_ms = expires_ms;
+  rec.created_ms = now;
+  return std::make_pair(std::move(rec), std::move(secret));
+}
+
 }  // namespace
 
 HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller& c) {
@@ -256,16 +272,12 @@ HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller&
   if (!expires_in.ok()) return ErrorResponse(expires_in.status(), field);
   const Decision d = Authorize(c.principal, Action::kCreateToken, *tenant, Parents(), *role);
   if (d != Decision::kAllow) return Denied(d, "tenant '" + *tenant + "'", "create this token");
-  StatusOr<std::string> secret = NewToken();
-  if (!secret.ok()) return ErrorResponse(secret.status());
   const int64_t now = NowMs();
-  store::TokenRecord rec;
-  rec.hash_hex = TokenHash(*secret);
-  rec.id = "tok_" + rec.hash_hex.substr(0, 16);
-  rec.role = *role_name;
-  rec.tenant = *tenant;
-  if (*expires_in > 0) rec.expires_ms = now + *expires_in * 1000;
-  rec.created_ms = now;
+  auto made = MakeToken(*role_name, *tenant,
+                        *expires_in > 0 ? std::optional<int64_t>(now + *expires_in * 1000) : std::nullopt, now);
+  if (!made.ok()) return ErrorResponse(made.status());
+  store::TokenRecord& rec = made->first;  // named, not bound: the lambda below captures it
+  const std::string& secret = made->second;
   {
     std::lock_guard<std::mutex> lock(mu);  // the tenant cannot vanish meanwhile
     if (tenant_role && !tenants.count(*tenant)) return NotFound("tenant '" + *tenant + "'");
@@ -280,8 +292,26 @@ HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller&
     tokens[rec.hash_hex] = rec;
   }
   json view = TokenView(rec);
-  view["token"] = *secret;
+  view["token"] = secret;
   return HttpResponse::Json(201, view.dump());
+}
+
+StatusOr<ControlPlane::IssuedToken> ControlPlane::IssueAdminToken(const std::string& actor) {
+  Impl& p = *impl_;
+  const int64_t now = p.NowMs();
+  TESSERA_ASSIGN_OR_RETURN(auto made, MakeToken("admin", "", std::nullopt, now));
+  store::TokenRecord& rec = made.first;
+  std::string& secret = made.second;
+  const Status st = p.Transact("token", [&](store::Transaction& tx) -> Status {
+    TESSERA_RETURN_IF_ERROR(tx.CreateToken(rec));
+    return tx.AppendAudit({now, actor, "token.create", "tokens/" + rec.id, "201"}).status();
+  });
+  if (!st.ok()) return st;
+  {
+    std::unique_lock<std::shared_mutex> lock(p.tokens_mu);
+    p.tokens[rec.hash_hex] = rec;
+  }
+  return IssuedToken{rec.id, std::move(secret)};
 }
 
 HttpResponse ControlPlane::Impl::ListTokens(const HttpRequest&, const Caller& c) {
@@ -303,6 +333,26 @@ HttpResponse ControlPlane::Impl::ListTokens(const HttpRequest&, const Caller& c)
   return HttpResponse::Json(200, json{{"tokens", list}}.dump());
 }
 
+std::string ControlPlane::Impl::WhyAdminTokenMustStay(const std::string& id, int64_t now_ms) const {
+  auto usable = [now_ms](const store::TokenRecord& t) {
+    return !t.revoked && (!t.expires_ms || *t.expires_ms > now_ms);
+  };
+  std::shared_lock<std::shared_mutex> lock(tokens_mu);
+  bool target_is_live_admin = false;
+  for (const auto& [hash, t] : tokens) {
+    if (t.role != "admin" || !usable(t)) continue;
+    if (t.id == id) {
+      target_is_live_admin = true;
+    } else if (!t.expires_ms) {
+      return "";  // another admin token that never expires remains
+    }
+  }
+  if (!target_is_live_admin) return "";
+  return "no other admin token that never expires would remain, and once the rest expired no one could "
+         "administer the control plane; create another admin token without expires_in_s first (or, with "
+         "access to the store, `tessera serve --issue-admin-token FILE`)";
+}
+
 HttpResponse ControlPlane::Impl::RevokeToken(const HttpRequest& r, const Caller& c) {
   const std::string id = r.path_params.at("id");
   std::optional<store::TokenRecord> found;
@@ -318,6 +368,11 @@ HttpResponse ControlPlane::Impl::RevokeToken(const HttpRequest& r, const Caller&
                          : Authorize(c.principal, Action::kRevokeToken, found->tenant, Parents());
   if (d != Decision::kAllow) return Denied(d, "token '" + id + "'", "revoke tokens");
   const int64_t now = NowMs();
+  // mu makes the check and the revoke one step: two revokes at once cannot each leave the other's
+  // token as the one that remains.
+  std::lock_guard<std::mutex> world(mu);
+  if (std::string why = WhyAdminTokenMustStay(id, now); !why.empty())
+    return HttpResponse::Error(409, "conflict", "token '" + id + "': not revoked: " + why);
   Status st = Transact("token", [&](store::Transaction& tx) -> Status {
     TESSERA_RETURN_IF_ERROR(tx.RevokeToken(id));
     return tx.AppendAudit({now, c.token_id, "token.revoke", "tokens/" + id, "200"}).status();

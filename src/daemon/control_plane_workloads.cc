@@ -99,7 +99,15 @@ HttpResponse ControlPlane::Impl::SubmitWorkload(const HttpRequest& r, const Call
   bool park = false;
   {
     std::lock_guard<std::mutex> lock(mu);
-    if (!tenants.count(req->tenant)) return NotFound("tenant '" + req->tenant + "'");
+    auto tenant = tenants.find(req->tenant);
+    if (tenant == tenants.end()) return NotFound("tenant '" + req->tenant + "'");
+    if (req->qos_from_tenant) {  // the body named none: the tenant's default_qos (Burstable unless set)
+      const json spec = json::parse(tenant->second.spec_json, nullptr, false);
+      const json given = spec.is_object() ? spec.value("default_qos", json("Burstable")) : json("Burstable");
+      StatusOr<sched::QosClass> q = sched::ParseQos(given.is_string() ? given.get<std::string>() : "Burstable");
+      req->qos = q.ok() ? *q : sched::QosClass::kBurstable;
+      req->qos_from_tenant = false;
+    }
     const std::optional<sched::TenantIndex> t = live->tenants().Find(req->tenant);
     if (!t || !live->tenants().is_leaf(*t))
       return HttpResponse::Error(400, "invalid_argument",
@@ -194,6 +202,17 @@ HttpResponse ControlPlane::Impl::ListWorkloads(const HttpRequest& r, const Calle
     if (!l || *l > 1000) return HttpResponse::Error(400, "invalid_argument", "limit: an integer 1..1000", "limit");
     limit = static_cast<int>(*l);
   }
+  std::string state;
+  if (auto it = r.query.find("state"); it != r.query.end()) {
+    state = it->second;
+    bool known = false;
+    for (std::string_view s : {kPending, kRunning, kCompleted, kFailed, kCancelled, kRejected}) known |= state == s;
+    if (!known)
+      return HttpResponse::Error(400, "invalid_argument",
+                                 "state: '" + state +
+                                     "' is not pending, running, completed, failed, cancelled or rejected",
+                                 "state");
+  }
   std::string cont;
   if (auto it = r.query.find("continue"); it != r.query.end()) cont = it->second;
   // Ids and versions first; a whole record is read (in the same transaction) only for a view
@@ -201,7 +220,7 @@ HttpResponse ControlPlane::Impl::ListWorkloads(const HttpRequest& r, const Calle
   store::WorkloadPage page;
   std::vector<std::string> texts;
   Status st = Transact("read", [&](store::Transaction& tx) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(page, tx.ListWorkloadVersions(tenant, limit, cont));
+    TESSERA_ASSIGN_OR_RETURN(page, tx.ListWorkloadVersions({.tenant = tenant, .state = state}, limit, cont));
     texts.assign(page.workloads.size(), std::string());
     for (size_t i = 0; i < page.workloads.size(); ++i) {
       if (std::optional<std::string> hit = CachedView(page.workloads[i].id, page.workloads[i].version)) {

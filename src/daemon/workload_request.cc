@@ -95,14 +95,18 @@ StatusOr<WorkloadRequest> DecodeWorkloadRequest(std::string_view body, const Gpu
                          "memory_mib, model, workload_class, label, name, command)");
   }
   WorkloadRequest r;
-  for (const char* required : {"tenant", "gpus", "qos"})
+  for (const char* required : {"tenant", "gpus"})
     if (!j.contains(required)) return d.Fail(required, "missing");
   TESSERA_ASSIGN_OR_RETURN(r.tenant, d.Str("tenant", 253));
   TESSERA_ASSIGN_OR_RETURN(r.name, d.Str("name", 253));
-  TESSERA_ASSIGN_OR_RETURN(const std::string qos, d.Str("qos", 32));
-  StatusOr<sched::QosClass> q = sched::ParseQos(qos);
-  if (!q.ok()) return d.Fail("qos", "'" + qos + "' is not Guaranteed, Burstable or BestEffort");
-  r.qos = *q;
+  if (j.contains("qos")) {
+    TESSERA_ASSIGN_OR_RETURN(const std::string qos, d.Str("qos", 32));
+    StatusOr<sched::QosClass> q = sched::ParseQos(qos);
+    if (!q.ok()) return d.Fail("qos", "'" + qos + "' is not Guaranteed, Burstable or BestEffort");
+    r.qos = *q;
+  } else {
+    r.qos_from_tenant = true;
+  }
   TESSERA_ASSIGN_OR_RETURN(const int64_t gpus, d.Int("gpus", 1, 16, 1));
   r.gpus = static_cast<int32_t>(gpus);
   TESSERA_ASSIGN_OR_RETURN(const int64_t milli, d.Int("gpu_milli", 1, 1000, 1000));
@@ -166,7 +170,8 @@ std::string_view ModeKindName(partition::SharingModeKind kind) {
 }
 
 std::string EncodeWorkloadRequest(const WorkloadRequest& r, const GpuModelCatalog& catalog) {
-  json j = {{"tenant", r.tenant}, {"gpus", r.gpus}, {"qos", std::string(sched::QosName(r.qos))}};
+  json j = {{"tenant", r.tenant}, {"gpus", r.gpus}};
+  if (!r.qos_from_tenant) j["qos"] = std::string(sched::QosName(r.qos));
   if (!r.name.empty()) j["name"] = r.name;
   if (r.gpu_milli != 1000) j["gpu_milli"] = r.gpu_milli;
   if (r.gpu_mem_mib != 0) j["gpu_mem_mib"] = r.gpu_mem_mib;

@@ -2,12 +2,13 @@
 // request vocabulary. Every problem is a 400 that names the field; nothing here touches the
 // store or the scheduler.
 //
-// The minimum body: {"tenant": "vision", "gpus": 1, "gpu_milli": 500, "gpu_mem_mib": 20480,
-//                    "qos": "Burstable"}
-// Fields (units in the names; all but the first three optional):
+// A body: {"tenant": "vision", "gpus": 1, "gpu_milli": 500, "gpu_mem_mib": 20480,
+//          "qos": "Burstable"}
+// Fields (units in the names; all but the first two optional):
 //   tenant          string, the leaf tenant the work is charged to
 //   gpus            integer 1..16, GPUs per pod
-//   qos             "Guaranteed" | "Burstable" | "BestEffort" (any case)
+//   qos             "Guaranteed" | "Burstable" | "BestEffort" (any case); absent: the tenant's
+//                   default_qos (qos_from_tenant, for the control plane to resolve)
 //   gpu_milli       integer 1..1000, share of each GPU (default 1000: whole GPUs); a fraction
 //                   (< 1000) needs gpus = 1
 //   gpu_mem_mib     integer 0..2^31, device memory per GPU (required with a fraction)
@@ -65,6 +66,9 @@ struct WorkloadRequest {
   partition::Isolation isolation = partition::Isolation::kNone;
   std::optional<double> latency_slo_ms;
   sched::QosClass qos = sched::QosClass::kBurstable;
+  // The body had no qos: the tenant's default_qos applies. qos is Burstable meanwhile; the control
+  // plane sets it from the tenant and clears this before it resolves and stores the request.
+  bool qos_from_tenant = false;
   int32_t priority = 0;
   int32_t pods = 1;
   int64_t cpu_milli = 1000;
@@ -81,7 +85,8 @@ StatusOr<WorkloadRequest> DecodeWorkloadRequest(std::string_view body, const Gpu
                                                 std::string* bad_field);
 
 // The request as the canonical JSON body DecodeWorkloadRequest reads back to an equal request
-// (defaults left out): what the control plane stores as the workload's spec.
+// (defaults left out, and qos when it is the tenant's to choose): what the control plane stores as
+// the workload's spec.
 std::string EncodeWorkloadRequest(const WorkloadRequest& request, const GpuModelCatalog& catalog);
 // "exclusive", "mig", "mps", "timeslice", "fraction", "vgpu".
 std::string_view ModeKindName(partition::SharingModeKind kind);

@@ -277,12 +277,13 @@ class SqlTransaction final : public Transaction {
     if (r.affected == 0) return NotFoundError("workload " + std::to_string(id) + " not found");
     return Status::Ok();
   }
-  StatusOr<WorkloadPage> ListWorkloads(std::string_view tenant, int limit, std::string_view continue_token) override {
-    return Page(tenant, limit, continue_token, kWorkloadColumns, WorkloadFrom);
+  StatusOr<WorkloadPage> ListWorkloads(const WorkloadFilter& filter, int limit,
+                                       std::string_view continue_token) override {
+    return Page(filter, limit, continue_token, kWorkloadColumns, WorkloadFrom);
   }
-  StatusOr<WorkloadPage> ListWorkloadVersions(std::string_view tenant, int limit,
+  StatusOr<WorkloadPage> ListWorkloadVersions(const WorkloadFilter& filter, int limit,
                                               std::string_view continue_token) override {
-    return Page(tenant, limit, continue_token, "id, version", [](const SqlRow& row) -> StatusOr<WorkloadRecord> {
+    return Page(filter, limit, continue_token, "id, version", [](const SqlRow& row) -> StatusOr<WorkloadRecord> {
       WorkloadRecord w;
       TESSERA_ASSIGN_OR_RETURN(w.id, ToInt(row[0], "id"));
       TESSERA_ASSIGN_OR_RETURN(w.version, ToInt(row[1], "version"));
@@ -290,7 +291,7 @@ class SqlTransaction final : public Transaction {
     });
   }
   template <class RowFn>
-  StatusOr<WorkloadPage> Page(std::string_view tenant, int limit, std::string_view continue_token,
+  StatusOr<WorkloadPage> Page(const WorkloadFilter& filter, int limit, std::string_view continue_token,
                               std::string_view columns, RowFn from) {
     if (limit < 1 || limit > kMaxListLimit) {
       return InvalidArgumentError("limit " + std::to_string(limit) + " is out of range 1.." +
@@ -306,15 +307,18 @@ class SqlTransaction final : public Transaction {
         return InvalidArgumentError("continue token '" + std::string(continue_token) + "' is not valid");
       }
     }
-    SqlResult r;
-    if (tenant.empty()) {
-      TESSERA_ASSIGN_OR_RETURN(r, Q(Select(columns, "FROM workloads WHERE id > $1 ORDER BY id LIMIT $2"),
-                                    {after, int64_t{limit} + 1}));
-    } else {
-      TESSERA_ASSIGN_OR_RETURN(
-          r, Q(Select(columns, "FROM workloads WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3"),
-               {std::string(tenant), after, int64_t{limit} + 1}));
+    // The conditions the filter asks for, numbered after id's $1.
+    std::string where = "id > $1";
+    std::vector<SqlParam> args = {after};
+    for (const auto& [column, value] : {std::pair{"tenant", filter.tenant}, {"state", filter.state}}) {
+      if (value.empty()) continue;
+      args.push_back(std::string(value));
+      where += std::string(" AND ") + column + " = $" + std::to_string(args.size());
     }
+    args.push_back(int64_t{limit} + 1);
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q(Select(columns, "FROM workloads WHERE " + where + " ORDER BY id LIMIT $" +
+                                                              std::to_string(args.size())),
+                                            args));
     bool more = r.rows.size() > static_cast<size_t>(limit);
     if (more) r.rows.resize(limit);
     WorkloadPage page;

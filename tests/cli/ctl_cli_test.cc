@@ -140,6 +140,53 @@ TEST(CtlCli, ExpiresInMustBePositiveAndNothingIsSent) {
   EXPECT_THAT(server.requests()[0], HasSubstr("\"expires_in_s\":60"));
 }
 
+// Issue 31: `ctl workloads list` showed no names (the one thing a user recognises a workload by)
+// and had no way to ask for one state. Now a NAME column ("-" without one), and --state is sent as
+// ?state= (checked here first: a typo is exit 2 and nothing is sent).
+TEST(CtlCli, WorkloadsListShowsNamesAndFiltersByState) {
+  TempDir dir;
+  CannedServer server(200, R"({"continue": null, "workloads": [
+      {"id": 7, "name": "bert-finetune", "tenant": "ml", "state": "running", "qos": "Burstable", "mode": "exclusive",
+       "placement": {"node": "gpu-1", "gpus": [0]}},
+      {"id": 8, "tenant": "ml", "state": "pending", "wait_reason": "capacity", "qos": "BestEffort", "mode": ""}]})");
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl workloads list --state running", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The columns, with runs of spaces made one.
+  std::string table;
+  for (size_t k = 0; k < r.out.size(); ++k)
+    if (r.out[k] != ' ' || (k > 0 && r.out[k - 1] != ' ')) table += r.out[k];
+  EXPECT_EQ(table,
+            "ID NAME TENANT STATE QOS MODE PLACEMENT WAITING_FOR\n"
+            "7 bert-finetune ml running Burstable exclusive gpu-1:[0] \n"
+            "8 - ml pending BestEffort - capacity\n")
+      << r.out;
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_THAT(server.requests()[0], HasSubstr("GET /v1/workloads?limit=100&state=running "));
+  r = RunTessera(dir, "ctl workloads list --state Running", Env(server));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--state"));
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+// Issue 31: --qos was required, so the tenant's default_qos could not apply. Without it the body
+// has no qos (the server uses the tenant's); with it, the qos is sent.
+TEST(CtlCli, WorkloadsSubmitWithoutQosLeavesItToTheTenant) {
+  TempDir dir;
+  CannedServer server(201, R"({"id": 1, "state": "pending"})");
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl workloads submit --tenant ml --gpus 1", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunTessera(dir, "ctl workloads submit --tenant ml --gpus 1 --qos BestEffort", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(server.requests().size(), 2u);
+  EXPECT_THAT(server.requests()[0], HasSubstr(R"({"gpus":1,"tenant":"ml"})"));
+  EXPECT_THAT(server.requests()[1], HasSubstr(R"("qos":"BestEffort")"));
+  r = RunTessera(dir, "ctl workloads submit --gpus 1", Env(server));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--tenant is required (or --file)"));
+}
+
 // An empty --token-file fell back to $TESSERA_TOKEN (the admin's); --token with --token-file
 // silently used --token. Both are bad flags now, for ctl and for `tessera run --server`.
 TEST(CtlCli, AnEmptyTokenFileOrBothTokenFlagsAreRefused) {

@@ -291,6 +291,57 @@ TEST_F(ControlPlaneTest, ARevokedOrExpiredTokenIsRefused) {
   EXPECT_EQ(Call("GET", "/v1/workloads", "", other).status, 401);
 }
 
+// Issue 31: revoking the last admin token answered 200 and every call was 401 after it, with no
+// way back. A live admin token is revoked only if another admin token that never expires stays.
+TEST_F(ControlPlaneTest, TheLastAdminTokenThatNeverExpiresCannotBeRevoked) {
+  HttpResponse r = Call("DELETE", "/v1/tokens/bootstrap");
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("token 'bootstrap': not revoked: no other admin token that never expires"));
+  EXPECT_THAT(r.body, HasSubstr("create another admin token without expires_in_s first"));
+  EXPECT_EQ(Call("GET", "/v1/tenants").status, 200);  // it still works
+  // An admin token that expires does not count: the API would be locked out when it does.
+  const json expiring = Ok("POST", "/v1/tokens", R"({"role":"admin","expires_in_s":3600})", kAdmin, 201);
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/bootstrap").status, 409);
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/bootstrap", "", expiring["token"]).status, 409);
+  // Nor do other roles' tokens.
+  Token("node-agent");
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/bootstrap").status, 409);
+  // The expiring one may go: the bootstrap token stays.
+  Ok("DELETE", "/v1/tokens/" + expiring["id"].get<std::string>());
+  EXPECT_EQ(Call("GET", "/v1/tenants", "", expiring["token"]).status, 401);
+  // With a second admin token that never expires, either may go, but not both.
+  const json second = Ok("POST", "/v1/tokens", R"({"role":"admin"})", kAdmin, 201);
+  Ok("DELETE", "/v1/tokens/bootstrap", "", second["token"]);
+  EXPECT_EQ(Call("GET", "/v1/tenants").status, 401);
+  r = Call("DELETE", "/v1/tokens/" + second["id"].get<std::string>(), "", second["token"]);
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(Call("GET", "/v1/tenants", "", second["token"]).status, 200);
+  // The rule holds after a restart (the token cache is rebuilt from the store).
+  Open();
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/" + second["id"].get<std::string>(), "", second["token"]).status, 409);
+  // Revoking an admin token that is already revoked, or expired, changes nothing and is not refused.
+  Ok("DELETE", "/v1/tokens/bootstrap", "", second["token"]);
+}
+
+// The way back in with access to the store (tessera serve --issue-admin-token): a new admin token
+// that never expires, in the audit log under the actor given.
+TEST_F(ControlPlaneTest, AnAdminTokenIssuedWithTheStoreWorksAndIsAudited) {
+  StatusOr<ControlPlane::IssuedToken> issued = cp_->IssueAdminToken("local-recovery");
+  ASSERT_TRUE(issued.ok()) << issued.status().ToString();
+  EXPECT_THAT(issued->id, ::testing::StartsWith("tok_"));
+  EXPECT_THAT(issued->token, ::testing::StartsWith("tsr_"));
+  EXPECT_EQ(Call("GET", "/v1/tenants", "", issued->token).status, 200);
+  bool listed = false;
+  const json tokens = Ok("GET", "/v1/tokens");
+  for (const json& t : tokens["tokens"])
+    if (t["id"] == issued->id) listed = t["role"] == "admin" && t["expires_ms"].is_null();
+  EXPECT_TRUE(listed) << tokens.dump();
+  const json audit = Ok("GET", "/v1/audit", "", issued->token);
+  EXPECT_THAT(audit.dump(), HasSubstr(R"("actor":"local-recovery")")) << audit.dump();
+  // It counts as an admin token that never expires: the bootstrap token may go now.
+  Ok("DELETE", "/v1/tokens/bootstrap", "", issued->token);
+}
+
 TEST_F(ControlPlaneTest, AWorkloadIsPlacedRunsAndFinishesThroughTheNodeAgent) {
   Tenant("a");
   const std::string agent = Token("node-agent");
@@ -503,6 +554,65 @@ TEST_F(ControlPlaneTest, ListsArePagedWithAContinueToken) {
     page = Ok("GET", "/v1/workloads?tenant=a&limit=2&continue=" + page["continue"].get<std::string>());
   }
   EXPECT_EQ(seen, (std::vector<int64_t>{1, 2, 3, 4, 5}));
+}
+
+// Issue 31: a tenant's default_qos was stored and shown but never used (qos was required). A
+// submit without qos gets it; one with qos keeps its own; a tenant that set none gives Burstable.
+TEST_F(ControlPlaneTest, ASubmitWithoutQosGetsItsTenantsDefaultQos) {
+  Ok("POST", "/v1/tenants", R"({"name":"batch","default_qos":"BestEffort"})", kAdmin, 201);
+  Tenant("plain");
+  const std::string user = Token("tenant-user", "batch");
+  const int64_t defaulted = Ok("POST", "/v1/workloads", R"({"tenant":"batch","gpus":1})", user, 201)["id"];
+  const int64_t own = Submit("batch", user, json::object(), "Burstable");
+  const int64_t plain = Ok("POST", "/v1/workloads", R"({"tenant":"plain","gpus":1})", kAdmin, 201)["id"];
+  EXPECT_EQ(Workload(defaulted)["qos"], "BestEffort");
+  EXPECT_EQ(Workload(defaulted)["request"]["qos"], "BestEffort");  // stored resolved, not "the default"
+  EXPECT_EQ(Workload(own)["qos"], "Burstable");
+  EXPECT_EQ(Workload(plain)["qos"], "Burstable");
+  // A later change of the default leaves submitted work as it was; the next submit gets the new one.
+  Ok("PATCH", "/v1/tenants/batch", R"({"default_qos":"Burstable"})");
+  EXPECT_EQ(Ok("POST", "/v1/workloads", R"({"tenant":"batch","gpus":1})", user, 201)["id"].get<int64_t>(),
+            plain + 1);
+  EXPECT_EQ(Workload(plain + 1)["qos"], "Burstable");
+  Open();  // a restart reads the stored request back
+  EXPECT_EQ(Workload(defaulted)["qos"], "BestEffort");
+}
+
+// Issue 31: ?state= was silently ignored (every workload came back). Now it filters, pages stay
+// full, and an unknown state is 400 naming the parameter.
+TEST_F(ControlPlaneTest, WorkloadListsFilterByState) {
+  Tenant("a");
+  Tenant("b");
+  RegisterNode(Token("node-agent"), "n1", 2);
+  const int64_t a1 = Submit("a", kAdmin);
+  const int64_t b1 = Submit("b", kAdmin);
+  Cycle();  // both run; the GPUs are full now
+  const int64_t a2 = Submit("a", kAdmin);
+  const int64_t a3 = Submit("a", kAdmin);
+  Ok("DELETE", "/v1/workloads/" + std::to_string(a3));
+  auto ids = [&](const std::string& query) {
+    std::vector<int64_t> out;
+    json page = Ok("GET", "/v1/workloads?limit=1&" + query);
+    while (true) {
+      for (const json& w : page["workloads"]) out.push_back(w["id"]);
+      if (page["continue"].is_null() || out.size() > 10) break;
+      page = Ok("GET", "/v1/workloads?limit=1&" + query + "&continue=" + page["continue"].get<std::string>());
+    }
+    return out;
+  };
+  EXPECT_EQ(ids("state=running"), (std::vector<int64_t>{a1, b1}));
+  EXPECT_EQ(ids("state=running&tenant=a"), (std::vector<int64_t>{a1}));
+  EXPECT_EQ(ids("state=pending"), (std::vector<int64_t>{a2}));
+  EXPECT_EQ(ids("state=cancelled&tenant=a"), (std::vector<int64_t>{a3}));
+  EXPECT_TRUE(ids("state=completed").empty());
+  EXPECT_EQ(ids("tenant=a"), (std::vector<int64_t>{a1, a2, a3}));
+  for (const std::string bad : {"Running", "done", ""}) {
+    HttpResponse r = Call("GET", "/v1/workloads?state=" + bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+    const json j = json::parse(r.body, nullptr, false);
+    EXPECT_EQ(j["error"]["field"], "state") << r.body;
+    EXPECT_THAT(r.body, HasSubstr("state: '" + bad + "' is not pending, running, completed, failed, cancelled or rejected"));
+  }
 }
 
 TEST_F(ControlPlaneTest, CancellingTakesAWorkloadOutOfTheQueueOrOffItsGpu) {

@@ -29,6 +29,23 @@ TEST(WorkloadRequest, TheMinimumBody) {
   EXPECT_EQ(r->isolation, partition::Isolation::kNone);
 }
 
+// Issue 31: qos was required, so a tenant's default_qos never applied. Without it the request
+// says the tenant's default is to be used, and encodes back without a qos (the round trip holds).
+TEST(WorkloadRequest, WithoutQosTheTenantsDefaultIsToBeUsed) {
+  auto r = Decode(R"({"tenant":"a","gpus":1})", nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->qos_from_tenant);
+  const std::string encoded = EncodeWorkloadRequest(*r, GpuModelCatalog::Builtin());
+  EXPECT_THAT(encoded, ::testing::Not(HasSubstr("qos")));
+  auto again = Decode(encoded, nullptr);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *r);
+  auto given = Decode(R"({"tenant":"a","gpus":1,"qos":"BestEffort"})", nullptr);
+  ASSERT_TRUE(given.ok());
+  EXPECT_FALSE(given->qos_from_tenant);
+  EXPECT_EQ(given->qos, sched::QosClass::kBestEffort);
+}
+
 TEST(WorkloadRequest, EveryOptionalField) {
   auto r = Decode(R"({"tenant":"a","gpus":2,"qos":"guaranteed","priority":-5,"pods":4,"cpu_milli":8000,
                       "memory_mib":65536,"model":"NVIDIA H100 80GB HBM3","mig_profile":"3g.40gb","mode":"mig",
@@ -57,7 +74,7 @@ TEST(WorkloadRequest, EachRefusalNamesItsField) {
       {R"({"tenant":"a","gpus":1,"qos":"Burstable","gpu_mili":5})", "gpu_mili", "unknown field"},
       {R"({"gpus":1,"qos":"Burstable"})", "tenant", "missing"},
       {R"({"tenant":"a","qos":"Burstable"})", "gpus", "missing"},
-      {R"({"tenant":"a","gpus":1})", "qos", "missing"},
+      {R"({"tenant":"a","gpus":1,"qos":null})", "qos", "expected a string"},
       {R"({"tenant":"","gpus":1,"qos":"Burstable"})", "tenant", "must not be empty"},
       {R"({"tenant":7,"gpus":1,"qos":"Burstable"})", "tenant", "expected a string, got an integer"},
       {R"({"tenant":"a","gpus":1.5,"qos":"Burstable"})", "gpus", "expected an integer, got a number"},

@@ -16,9 +16,9 @@ cat "$out"
 fail() { echo "demo_platform_test: $*" >&2; exit 1; }
 [[ $rc -eq 0 ]] || fail "the demo exited $rc"
 expect() { grep -qE -- "$1" "$out" || fail "the demo did not print /$1/"; }
-expect '^1 +prod +running +Guaranteed +mig:3g\.40gb +n-h100'
-expect '^2 +research +completed +Burstable +fraction\(500,4096MiB\) +n-a100'
-expect '^[0-9]+ +batch +running +BestEffort +exclusive +n-a100:\[3\]'  # all four A100s in use
+expect '^1 +inference +prod +running +Guaranteed +mig:3g\.40gb +n-h100'
+expect '^2 +train-a +research +completed +Burstable +fraction\(500,4096MiB\) +n-a100'
+expect '^[0-9]+ +batch-[0-9] +batch +running +BestEffort +exclusive +n-a100:\[3\]'  # all four A100s in use
 expect 'fill family=mem count=16 rc=2'                                   # 256 MiB limit: 16 x 16 MiB, then refused
 expect 'preempted: reclaim: for workload'
 expect 'alloc family=mem rc=0 id=0'

@@ -224,6 +224,61 @@ TEST(ServeProcess, CtlDeletesATenantAndSaysWhatKeepsOne) {
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("FOREIGN KEY")));
 }
 
+// Issue 31: `ctl tokens revoke` of the last admin token succeeded and every call was 401 after,
+// with no way back ($TESSERA_BOOTSTRAP_TOKEN is ignored once the store has tokens). Now the revoke
+// is refused (409, naming why), and `serve --issue-admin-token FILE`, with the store and no serve
+// owning it, makes a new admin token, audited as local-recovery, and exits.
+TEST(ServeProcess, TheLastAdminTokenStaysAndTheStoreCanIssueANewOne) {
+  TempDir dir;
+  const std::string db = "sqlite:" + dir.File("t.db");
+  const std::string tessera = "'" + std::string(TESSERA_BINARY) + "' ";
+  const std::string recover = tessera + "serve --db '" + db + "' --issue-admin-token ";
+  {
+    ServeProcess serve(ServeArgs(db), Env());
+    ASSERT_TRUE(serve.WaitListening()) << serve.output();
+    auto run = AdminCtl(serve, dir);
+    CommandResult r = run("tokens revoke bootstrap");
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_THAT(r.err, HasSubstr("HTTP 409: token 'bootstrap': not revoked: no other admin token that never expires"));
+    EXPECT_EQ(run("tenants list").exit_code, 0);  // the token still works
+    // While the serve owns the store, the recovery is refused and leaves no file behind.
+    r = RunCommand("timeout 20 " + recover + "'" + dir.File("admin.token") + "'", dir);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_THAT(r.err, HasSubstr("--issue-admin-token: the store " + dir.File("t.db") + " is owned by another tessera serve"));
+    EXPECT_FALSE(std::filesystem::exists(dir.File("admin.token")));
+    EXPECT_EQ(serve.Kill(SIGTERM), 0);
+  }
+  CommandResult r = RunCommand(recover + "'" + dir.File("admin.token") + "'", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("audit actor local-recovery"));
+  EXPECT_THAT(r.out, HasSubstr("not serving"));
+  EXPECT_EQ(r.out.find("tsr_"), std::string::npos) << r.out;  // the secret is in the file only
+  EXPECT_EQ(std::filesystem::status(dir.File("admin.token")).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const std::string first = ReadTextFile(dir.File("admin.token"));
+  EXPECT_THAT(first, ::testing::StartsWith("tsr_"));
+  // The file is never overwritten; "-" prints the token alone on stdout.
+  r = RunCommand(recover + "'" + dir.File("admin.token") + "'", dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("admin.token: exists"));
+  EXPECT_EQ(ReadTextFile(dir.File("admin.token")), first);
+  r = RunCommand(recover + "-", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::MatchesRegex("tsr_[A-Za-z0-9_-]+\n"));
+  EXPECT_THAT(r.err, HasSubstr("audit actor local-recovery"));
+
+  ServeProcess serve(ServeArgs(db), Env());
+  ASSERT_TRUE(serve.WaitListening()) << serve.output();
+  const std::string ctl = "TESSERA_SERVER=http://127.0.0.1:" + std::to_string(serve.port()) + " " + tessera +
+                          "ctl --token-file '" + dir.File("admin.token") + "' ";
+  r = RunCommand(ctl + "audit list -o json", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("local-recovery"));
+  // With the recovered token, the old one can go: it is not the last admin token any more.
+  EXPECT_EQ(RunCommand(ctl + "tokens revoke bootstrap", dir).exit_code, 0);
+  EXPECT_EQ(HttpCall(serve.port(), "GET", "/v1/tenants", "", {kAuth}).status, 401);
+}
+
 // `tessera serve --metrics-auth`: /metrics asks for a token (401 without); open by default.
 TEST(ServeProcess, MetricsAuthMakesMetricsAskForAToken) {
   TempDir dir;

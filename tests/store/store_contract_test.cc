@@ -164,7 +164,7 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
   std::set<int64_t> WorkloadSeqs(const std::string& tenant) {
     std::set<int64_t> seqs;
     for (const WorkloadRecord& w :
-         Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads(tenant, 10000, ""); }).workloads) {
+         Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads({.tenant = tenant}, 10000, ""); }).workloads) {
       seqs.insert(w.seq);
     }
     return seqs;
@@ -328,14 +328,14 @@ TEST_P(StoreContractTest, WorkloadVersionPagesMatchTheFullPages) {
   AddTenant("t2");
   for (int i = 0; i < 7; ++i)
     (void)Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload(i % 3 ? "t1" : "t2", i)); });
-  WorkloadRecord changed = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads("t1", 1, ""); }).workloads.at(0);
+  WorkloadRecord changed = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads({.tenant = "t1"}, 1, ""); }).workloads.at(0);
   changed.state = "running";
   (void)Read<int64_t>([&](Transaction& tx) { return tx.UpdateWorkload(changed); });
   for (const std::string tenant : {"t1", ""}) {
     std::string cont;
     do {
-      WorkloadPage full = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads(tenant, 2, cont); });
-      WorkloadPage thin = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloadVersions(tenant, 2, cont); });
+      WorkloadPage full = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads({.tenant = tenant}, 2, cont); });
+      WorkloadPage thin = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloadVersions({.tenant = tenant}, 2, cont); });
       ASSERT_EQ(thin.workloads.size(), full.workloads.size());
       EXPECT_EQ(thin.next_continue, full.next_continue);
       for (size_t i = 0; i < full.workloads.size(); ++i) {
@@ -346,11 +346,11 @@ TEST_P(StoreContractTest, WorkloadVersionPagesMatchTheFullPages) {
       cont = full.next_continue;
     } while (!cont.empty());
   }
-  const WorkloadPage t1 = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloadVersions("t1", 100, ""); });
+  const WorkloadPage t1 = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloadVersions({.tenant = "t1"}, 100, ""); });
   ASSERT_FALSE(t1.workloads.empty());
   EXPECT_EQ(t1.workloads[0].id, changed.id);
   EXPECT_EQ(t1.workloads[0].version, changed.version + 1);  // updated once
-  EXPECT_THAT(Tx([](Transaction& tx) { return tx.ListWorkloadVersions("t1", 0, "").status(); }),
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.ListWorkloadVersions({.tenant = "t1"}, 0, "").status(); }),
               StatusIs(StatusCode::kInvalidArgument, ::testing::_));
 }
 
@@ -406,7 +406,7 @@ TEST_P(StoreContractTest, IdempotencyKeysReturnTheFirstAnswer) {
     return Status::Ok();
   });
   EXPECT_THAT(s, StatusIs(StatusCode::kAlreadyExists, ::testing::_));
-  EXPECT_TRUE(Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads("t1", 10, ""); }).workloads.empty());
+  EXPECT_TRUE(Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads({.tenant = "t1"}, 10, ""); }).workloads.empty());
 }
 
 TEST_P(StoreContractTest, ErrorRollsBackEverything) {
@@ -423,7 +423,7 @@ TEST_P(StoreContractTest, ErrorRollsBackEverything) {
   EXPECT_THAT(Tx([](Transaction& tx) { return tx.GetTenant("t1").status(); }),
               StatusIs(StatusCode::kNotFound, ::testing::_));
   EXPECT_TRUE(Read<std::vector<NodeRecord>>([](Transaction& tx) { return tx.ListNodes(); }).empty());
-  EXPECT_TRUE(Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads("", 10, ""); }).workloads.empty());
+  EXPECT_TRUE(Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads({}, 10, ""); }).workloads.empty());
   EXPECT_TRUE(Read<std::vector<AuditRecord>>([](Transaction& tx) { return tx.ListAudit(0, 10); }).empty());
   AuditVerification v = Verify();
   EXPECT_TRUE(v.ok) << v.problem;
@@ -461,7 +461,7 @@ TEST_P(StoreContractTest, PaginationShowsEachWorkloadOfATenantOnce) {
   std::string token;
   int pages = 0;
   do {
-    WorkloadPage page = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads("a", 100, token); });
+    WorkloadPage page = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads({.tenant = "a"}, 100, token); });
     ASSERT_EQ(page.workloads.size(), 100u) << "page " << pages;
     for (const WorkloadRecord& w : page.workloads) {
       EXPECT_EQ(w.tenant, "a");
@@ -475,17 +475,57 @@ TEST_P(StoreContractTest, PaginationShowsEachWorkloadOfATenantOnce) {
   EXPECT_EQ(seen, inserted_a);
 
   // Every tenant's (the daemon's restart), in pages of 1,000.
-  WorkloadPage all = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads("", 1000, ""); });
+  WorkloadPage all = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads({}, 1000, ""); });
   EXPECT_EQ(all.workloads.size(), 1000u);
-  WorkloadPage rest = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads("", 1000, all.next_continue); });
+  WorkloadPage rest = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads({}, 1000, all.next_continue); });
   EXPECT_EQ(rest.workloads.size(), 300u);
   EXPECT_TRUE(rest.next_continue.empty());
 
-  EXPECT_TRUE(Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads("c", 100, ""); }).workloads.empty());
-  EXPECT_THAT(Tx([](Transaction& tx) { return tx.ListWorkloads("a", 100, "bogus").status(); }),
+  EXPECT_TRUE(Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads({.tenant = "c"}, 100, ""); }).workloads.empty());
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.ListWorkloads({.tenant = "a"}, 100, "bogus").status(); }),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("bogus")));
-  EXPECT_THAT(Tx([](Transaction& tx) { return tx.ListWorkloads("a", 0, "").status(); }),
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.ListWorkloads({.tenant = "a"}, 0, "").status(); }),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("limit")));
+}
+
+// Issue 31: GET /v1/workloads?state= was ignored; the store filters by state, with the tenant or
+// without, and pages the filtered list.
+TEST_P(StoreContractTest, WorkloadListsFilterByState) {
+  AddTenant("a");
+  AddTenant("b");
+  std::set<int64_t> running_a, running_all;
+  ASSERT_TRUE(Tx([&](Transaction& tx) -> Status {
+    for (int i = 0; i < 9; ++i) {
+      WorkloadRecord w = Workload(i % 3 == 2 ? "b" : "a", i);
+      if (i % 2 == 0) w.state = "running";
+      TESSERA_ASSIGN_OR_RETURN(int64_t id, tx.InsertWorkload(w));
+      if (i % 2 == 0) running_all.insert(id);
+      if (i % 2 == 0 && w.tenant == "a") running_a.insert(id);
+    }
+    return Status::Ok();
+  }).ok());
+  auto ids = [&](const WorkloadFilter& filter) {
+    std::set<int64_t> out;
+    std::string token;
+    for (int pages = 0; pages < 10; ++pages) {
+      WorkloadPage page = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloads(filter, 2, token); });
+      WorkloadPage thin = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloadVersions(filter, 2, token); });
+      EXPECT_EQ(thin.workloads.size(), page.workloads.size());
+      for (const WorkloadRecord& w : page.workloads) {
+        EXPECT_TRUE(filter.state.empty() || w.state == filter.state) << w.id << " " << w.state;
+        EXPECT_TRUE(filter.tenant.empty() || w.tenant == filter.tenant) << w.id << " " << w.tenant;
+        out.insert(w.id);
+      }
+      token = page.next_continue;
+      if (token.empty()) break;
+    }
+    return out;
+  };
+  EXPECT_EQ(ids({.tenant = "a", .state = "running"}), running_a);
+  EXPECT_EQ(ids({.state = "running"}), running_all);
+  EXPECT_EQ(ids({.state = "pending"}).size(), 9u - running_all.size());
+  EXPECT_TRUE(ids({.state = "completed"}).empty());
+  EXPECT_EQ(ids({.tenant = "b"}).size(), 3u);
 }
 
 TEST_P(StoreContractTest, AuditChainVerifies) {
@@ -700,7 +740,7 @@ TEST_P(StoreContractTest, ConcurrentWritersThroughOneAndTwoStores) {
   t1.join();
   t2.join();
   t3.join();
-  WorkloadPage page = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads("t1", 1000, ""); });
+  WorkloadPage page = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads({.tenant = "t1"}, 1000, ""); });
   EXPECT_EQ(page.workloads.size(), 3u * kPerThread);
   AuditVerification v = Verify();
   EXPECT_TRUE(v.ok) << v.problem;

@@ -107,6 +107,17 @@ class ControlPlane {
   // store had tokens, or the token came from the options).
   const std::string& generated_bootstrap_token() const;
 
+  // `tessera serve --issue-admin-token`, the way back in when no admin token works any more: a
+  // new admin token that never expires, made by whoever can open (and claim) the store rather
+  // than by a caller of the API. Stored with a "token.create" audit record whose actor is
+  // `actor`; the secret is returned once, like POST /v1/tokens's. INTERNAL/UNAVAILABLE when the
+  // store fails (nothing is stored then).
+  struct IssuedToken {
+    std::string id;     // "tok_..."
+    std::string token;  // the secret, "tsr_..."
+  };
+  StatusOr<IssuedToken> IssueAdminToken(const std::string& actor);
+
   // Binds the HTTP server and starts the loop. UNAVAILABLE when the address cannot be bound.
   Status Start();
   void Stop();

@@ -288,6 +288,13 @@ struct UsageFilter {
   std::optional<UsageSampleKey> after;
 };
 
+// Which workloads a list holds: one tenant's ("" every tenant's), in one state ("" any; the
+// daemon's vocabulary, compared as stored).
+struct WorkloadFilter {
+  std::string_view tenant;
+  std::string_view state;
+};
+
 // One page of a workload list. next_continue is empty on the last page; otherwise pass it back
 // as `continue_token` to get the next page. Tokens are opaque to callers.
 struct WorkloadPage {
@@ -345,13 +352,14 @@ class Transaction {
   virtual StatusOr<int64_t> UpdateWorkload(const WorkloadRecord& workload) = 0;
   virtual StatusOr<WorkloadRecord> GetWorkload(int64_t id) = 0;
   virtual Status DeleteWorkload(int64_t id) = 0;
-  // A tenant's workloads by id, `limit` (1..10000) at a time; an empty tenant lists every
-  // tenant's (the daemon's restart). InvalidArgument for a bad limit or continue token.
-  virtual StatusOr<WorkloadPage> ListWorkloads(std::string_view tenant, int limit,
+  // The workloads `filter` selects by id, `limit` (1..10000) at a time; an empty filter lists
+  // every tenant's (the daemon's restart). InvalidArgument for a bad limit or continue token (a
+  // token is good only with the filter that gave it).
+  virtual StatusOr<WorkloadPage> ListWorkloads(const WorkloadFilter& filter, int limit,
                                                std::string_view continue_token) = 0;
   // The same page with only id and version set in each record (the rest default): for readers
   // that keep what they rendered of a record by its version and fetch only what changed.
-  virtual StatusOr<WorkloadPage> ListWorkloadVersions(std::string_view tenant, int limit,
+  virtual StatusOr<WorkloadPage> ListWorkloadVersions(const WorkloadFilter& filter, int limit,
                                                       std::string_view continue_token) = 0;
 
   // Idempotency keys: PutIdempotency stores the first answer (AlreadyExists when the key of

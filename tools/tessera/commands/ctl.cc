@@ -25,7 +25,7 @@ using json = nlohmann::json;
 struct CtlFlags : CtlConnection {
   // Per-verb values.
   std::string name, parent, quota, default_qos, role, tenant, id, file, idempotency_key, cont;
-  std::string qos, mode, isolation, mig_profile, model, from, to;
+  std::string qos, mode, isolation, mig_profile, model, from, to, state;
   int64_t expires_in = 0, gpus = 1, gpu_milli = 1000, gpu_mem_mib = 0, priority = 0, pods = 1, limit = 100, after = 0;
 };
 
@@ -161,10 +161,13 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   CLI::App* wlist = verb(workloads, "list", "One tenant's workloads, a page at a time");
   wlist->add_option("--tenant", f->tenant, "Tenant (default: the token's; admins: all)");
   wlist->add_option("--limit", f->limit, "Page size, 1..1000")->capture_default_str();
+  wlist->add_option("--state", f->state, "Only workloads in this state")
+      ->check(CLI::IsMember({"pending", "running", "completed", "failed", "cancelled", "rejected"}));
   wlist->add_option("--continue", f->cont, "The continue token of the previous page");
   set(wlist, [f] {
     std::string q = "/v1/workloads?limit=" + std::to_string(f->limit);
     if (!f->tenant.empty()) q += "&tenant=" + QueryEscape(f->tenant);
+    if (!f->state.empty()) q += "&state=" + QueryEscape(f->state);
     if (!f->cont.empty()) q += "&continue=" + QueryEscape(f->cont);
     return Run(*f, "workloads", "list", "GET", q);
   });
@@ -177,7 +180,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   sub->add_option("--file", f->file, "JSON body (docs/api.md); the other request flags are ignored");
   sub->add_option("--tenant", f->tenant, "Leaf tenant");
   sub->add_option("--gpus", f->gpus, "GPUs per pod")->capture_default_str();
-  sub->add_option("--qos", f->qos, "Guaranteed, Burstable or BestEffort");
+  sub->add_option("--qos", f->qos, "Guaranteed, Burstable or BestEffort (default: the tenant's default_qos)");
   sub->add_option("--gpu-milli", f->gpu_milli, "Share of each GPU, 1..1000")->capture_default_str();
   sub->add_option("--gpu-mem-mib", f->gpu_mem_mib, "Device memory per GPU, MiB (needed with a share)");
   sub->add_option("--mode", f->mode, "exclusive, mig, mps, timeslice, fraction (default: chosen)");
@@ -196,9 +199,9 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
       s << in.rdbuf();
       return Run(*f, "workloads", "submit", "POST", "/v1/workloads", s.str());
     }
-    if (f->tenant.empty() || f->qos.empty())
-      return Fail("ctl workloads submit", "--tenant and --qos are required (or --file)", kExitBadInput);
-    json b = {{"tenant", f->tenant}, {"gpus", f->gpus}, {"qos", f->qos}};
+    if (f->tenant.empty()) return Fail("ctl workloads submit", "--tenant is required (or --file)", kExitBadInput);
+    json b = {{"tenant", f->tenant}, {"gpus", f->gpus}};
+    if (!f->qos.empty()) b["qos"] = f->qos;
     if (f->gpu_milli != 1000) b["gpu_milli"] = f->gpu_milli;
     if (f->gpu_mem_mib != 0) b["gpu_mem_mib"] = f->gpu_mem_mib;
     if (f->priority != 0) b["priority"] = f->priority;

@@ -42,7 +42,8 @@ std::string Placement(const json& w) {
 
 std::vector<std::string> WorkloadRow(const json& w) {
   const std::string why = w.value("state", "") == "pending" ? Text(w.value("wait_reason", json())) : "";
-  return {Text(w["id"]), Text(w["tenant"]), Text(w["state"]), Text(w["qos"]), Text(w["mode"]), Placement(w), why};
+  return {Text(w["id"]), Text(w.value("name", json())), Text(w["tenant"]), Text(w["state"]), Text(w["qos"]),
+          Text(w["mode"]), Placement(w), why};
 }
 
 std::string Quota(const json& q, const char* part) {
@@ -84,7 +85,7 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
       for (const json& w : a.value("workloads", json::array())) rows.push_back(WorkloadRow(w));
     else
       rows.push_back(WorkloadRow(a));
-    std::string out = Render({"ID", "TENANT", "STATE", "QOS", "MODE", "PLACEMENT", "WAITING_FOR"}, rows);
+    std::string out = Render({"ID", "NAME", "TENANT", "STATE", "QOS", "MODE", "PLACEMENT", "WAITING_FOR"}, rows);
     if (verb == "get")
       for (const json& e : a.value("events", json::array()))
         out += "  event " + Text(e["time_ms"]) + " " + Text(e["kind"]) + ": " + Text(e["detail"]) + "\n";

@@ -1,9 +1,12 @@
 // `tessera serve`: the control plane (tessera::daemon::ControlPlane) until SIGINT or SIGTERM.
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,7 +33,74 @@ struct ServeFlags {
   std::string tls_cert, tls_key;
   bool check = false;
   bool metrics_auth = false;
+  std::string issue_admin_token;  // FILE or "-"
 };
+
+// The actor of the audit record of a token made by --issue-admin-token.
+constexpr const char* kRecoveryActor = "local-recovery";
+
+// --issue-admin-token: claims the store as a serve would (so not while one runs), adds an admin
+// token that never expires, writes it to `path` ("-": stdout) and exits without serving. The file
+// is created first (mode 0600, never overwritten), so no token is made that could not be written.
+int IssueAdminToken(daemon::ControlPlaneOptions o, const std::string& path) {
+  const bool to_stdout = path == "-";
+  FILE* info = to_stdout ? stderr : stdout;  // stdout carries only the token then
+  int fd = -1;
+  if (!to_stdout) {
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+      return Fail("serve", "--issue-admin-token: " + path + ": " +
+                               (errno == EEXIST ? std::string("exists; a token file is never overwritten (remove it "
+                                                              "or name another)")
+                                                : std::string(std::strerror(errno))),
+                  kExitBadInput);
+  }
+  auto give_up = [&](const std::string& why, int code) {
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(path.c_str());
+    }
+    return Fail("serve", "--issue-admin-token: " + why, code);
+  };
+  o.keep_waiting = [] { return false; };  // PostgreSQL: a leader runs; do not wait as a standby
+  StatusOr<std::unique_ptr<daemon::ControlPlane>> cp = daemon::ControlPlane::Create(o);
+  if (!cp.ok() && cp.status().code() == StatusCode::kCancelled)
+    return give_up("the store " + o.db + " is owned by a running tessera serve; stop it first", kExitBadInput);
+  if (!cp.ok())
+    return give_up(std::string(cp.status().message()),
+                   cp.status().code() == StatusCode::kInvalidArgument ||
+                           cp.status().code() == StatusCode::kAlreadyExists
+                       ? kExitBadInput
+                       : kExitFailure);
+  if (!(*cp)->generated_bootstrap_token().empty())  // the store was empty
+    std::fprintf(info, "tessera serve: bootstrap admin token (shown once, store it now): %s\n",
+                 (*cp)->generated_bootstrap_token().c_str());
+  StatusOr<daemon::ControlPlane::IssuedToken> issued = (*cp)->IssueAdminToken(kRecoveryActor);
+  if (!issued.ok()) return give_up(std::string(issued.status().message()), kExitFailure);
+  const std::string line = issued->token + "\n";
+  if (to_stdout) {
+    std::fputs(line.c_str(), stdout);
+    std::fflush(stdout);
+  } else {
+    const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+                         ::fsync(fd) == 0;
+    const int err = errno;
+    ::close(fd);
+    if (!written) {
+      ::unlink(path.c_str());
+      return Fail("serve",
+                  "--issue-admin-token: " + path + ": " + std::strerror(err) + "; the token " + issued->id +
+                      " was made but not written (no one has its secret): run --issue-admin-token again, then "
+                      "revoke " + issued->id + " with the new one",
+                  kExitFailure);
+    }
+  }
+  std::fprintf(info,
+               "tessera serve: issued admin token %s (never expires; audit actor %s)%s; not serving: start "
+               "tessera serve without --issue-admin-token\n",
+               issued->id.c_str(), kRecoveryActor, to_stdout ? "" : (" to " + path + " (mode 0600)").c_str());
+  return kExitOk;
+}
 
 // The defaults, then the file (--config), then the flags given on the command line.
 int RunServe(const ServeFlags& f, const CLI::App& cmd) {
@@ -60,6 +130,7 @@ int RunServe(const ServeFlags& f, const CLI::App& cmd) {
                                                 : "--tls-key needs --tls-cert (or tls_cert in --config)",
                 kExitBadInput);
   if (const char* t = std::getenv("TESSERA_BOOTSTRAP_TOKEN")) o.bootstrap_token = t;
+  if (given("--issue-admin-token")) return IssueAdminToken(std::move(o), f.issue_admin_token);
   if (f.check) {  // the file and the flags only: the store is not opened, no port is bound
     if (Status st = daemon::CheckPricePlan(o.price_plan); !st.ok()) return Fail("serve", st, kExitBadInput);
     std::printf("tessera serve: configuration %s: valid (listen %s:%u, store %s)\n",
@@ -125,7 +196,8 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       "serve",
       "Run the control plane: the REST API (docs/api.md) over a store, and the scheduling loop.\n"
       "With an empty store the first admin token is $TESSERA_BOOTSTRAP_TOKEN when set (>= 16\n"
-      "characters), else generated and printed once. Stops on SIGINT or SIGTERM.\n"
+      "characters), else generated and printed once; later, --issue-admin-token makes a new one\n"
+      "from the store when none works any more. Stops on SIGINT or SIGTERM.\n"
       "One serve per store: a SQLite store already owned by another serve is refused (exit 2,\n"
       "naming its pid and host; the lock is <db>.owner, freed when that process ends); on\n"
       "PostgreSQL a second serve waits as a standby and takes over when the leader is gone.");
@@ -160,6 +232,12 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   serve->add_flag("--check", flags->check,
                   "Check the configuration (--config and the flags: every problem at once, with file:line) "
                   "and exit: 0 valid, 2 not; opens no store, binds no port (packaging/systemd runs it first)");
+  serve->add_option("--issue-admin-token", flags->issue_admin_token,
+                    "Recovery when no admin token works: with the store (not while another serve owns it), add "
+                    "an admin token that never expires, write it to FILE (created with mode 0600, never "
+                    "overwritten; - for stdout), audit it as actor local-recovery, and exit without serving")
+      ->type_name("FILE")
+      ->excludes("--check");
   serve->callback([flags, exit_code, serve] { *exit_code = RunServe(*flags, *serve); });
 }
 
