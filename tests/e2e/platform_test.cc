@@ -60,7 +60,7 @@ std::string ReadFile(const std::string& path) {
 class AgentProcess {
  public:
   AgentProcess(const TempDir& dir, const std::string& name, int port, const std::string& token_file,
-               const std::string& gpus)
+               const std::string& gpus, const std::string& cpu_milli = "")
       : log_(dir.File(name + ".log")), run_dir_(dir.File(name)) {
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -70,9 +70,14 @@ class AgentProcess {
       ::setenv("TESSERA_FAKE_NVML_LIBRARY", TESSERA_FAKE_NVML_PATH, 1);
       ::setenv("TESSERA_FAKE_CUDA_MEM_BYTES", std::to_string(uint64_t{40} << 30).c_str(), 1);
       const std::string server = "http://127.0.0.1:" + std::to_string(port);
-      ::execl(TESSERA_BINARY, "tessera", "agent", "--server", server.c_str(), "--token-file", token_file.c_str(),
-              "--name", name.c_str(), "--run-dir", run_dir_.c_str(), "--fake-gpus", gpus.c_str(), "--interval-ms",
-              "200", "--usage-interval", "1", "--stop-grace", "1", static_cast<char*>(nullptr));
+      std::vector<std::string> argv = {"tessera", "agent", "--server", server, "--token-file", token_file, "--name",
+                                       name, "--run-dir", run_dir_, "--fake-gpus", gpus, "--interval-ms", "200",
+                                       "--usage-interval", "1", "--stop-grace", "1"};
+      if (!cpu_milli.empty()) argv.insert(argv.end(), {"--cpu-milli", cpu_milli});
+      std::vector<char*> args;
+      for (std::string& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      ::execv(TESSERA_BINARY, args.data());
       ::_exit(127);
     }
   }
@@ -135,8 +140,10 @@ class Platform : public ::testing::Test {
   HttpResult Call(const std::string& method, const std::string& target, const std::string& body = "") {
     return HttpCall(port_, method, target, body, {kAuth});
   }
-  std::unique_ptr<AgentProcess> Agent(const std::string& name, const std::string& gpus = "A100-40GB:2") {
-    auto a = std::make_unique<AgentProcess>(dir_, name, port_, dir_.File("agent.token"), gpus);
+  // cpu_milli: what the node offers (each pod asks 1000 milli-CPUs); "": 1000 per online CPU.
+  std::unique_ptr<AgentProcess> Agent(const std::string& name, const std::string& gpus = "A100-40GB:2",
+                                      const std::string& cpu_milli = "") {
+    auto a = std::make_unique<AgentProcess>(dir_, name, port_, dir_.File("agent.token"), gpus, cpu_milli);
     EXPECT_TRUE(WaitFor([&] { return Call("GET", "/v1/nodes/" + name).status == 200; })) << a->output();
     return a;
   }
@@ -327,7 +334,7 @@ class PlatformUnderARateLimit : public Platform {
 };
 
 TEST_F(PlatformUnderARateLimit, SixtyConcurrentRunsAllFinishThroughTheir429s) {
-  auto a = Agent("n1", "A100-40GB:8");  // 8 GPUs x 10 shares of 100: room for all 60 at once
+  auto a = Agent("n1", "A100-40GB:8", "60000");  // 8 GPUs x 10 shares of 100 and 60 CPUs: all 60 at once
   const std::string server = "http://127.0.0.1:" + std::to_string(port_);
   constexpr int kRuns = 60;
   std::vector<pid_t> runs;
