@@ -4,15 +4,20 @@
 // with exit 1, not an abort).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -238,6 +243,47 @@ TEST(CtlCli, A503IsRetriedOnlyWhereARepeatIsSafe) {
   r = RunTessera(dir, "ctl health", Env(standby));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(standby.requests().size(), 1u);
+}
+
+// Ctrl-C used to wait for nothing (there were no retries); now it must not wait out the budget.
+TEST(CtlCli, CtrlCDuringARetryWaitEndsTesseraRunAtOnce) {
+  TempDir dir;
+  CannedServer server(201, R"({"id": 1, "state": "pending"})", /*refuse_first=*/1000);
+  ASSERT_GT(server.port(), 0);
+  const std::string err = dir.File("run.err");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    ::setenv("TESSERA_TOKEN", "t", 1);
+    ::execl(TESSERA_BINARY, "tessera", "run", "--tenant", "t", "--server", server.url().c_str(), "--", "true",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Once the first 429 came back, tessera run is waiting to retry.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server.requests().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_FALSE(server.requests().empty());
+  ::kill(pid, SIGINT);
+  const auto interrupted = std::chrono::steady_clock::now();
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() - interrupted > std::chrono::seconds(10)) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      FAIL() << "tessera run did not end within 10 s of SIGINT";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // Well under one wait of 1..1.5 s after the signal (the sleep looks every 50 ms).
+  EXPECT_LT(std::chrono::steady_clock::now() - interrupted, std::chrono::milliseconds(900));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("tessera run: interrupted before the workload was submitted"));
+  EXPECT_LE(server.requests().size(), 2u);
 }
 
 }  // namespace
