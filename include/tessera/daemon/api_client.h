@@ -12,7 +12,8 @@
 // jitter (250 ms, 500 ms, 1 s, ... at most 8 s, each 50..100 %); the same headers (and so the
 // same Idempotency-Key) go with every try. A wait that would end past the budget is not begun:
 // Call returns UNAVAILABLE "POST /v1/workloads: the control plane at H:P still answered HTTP 429
-// (over this token's rate limit; retry after 1 s) after 7 tries in 58.3 s (retry budget 60 s)".
+// (over this token's rate limit; retry after 1 s) after 41 tries in 58.2 s (retry budget 60 s;
+// the next wait, 1.9 s, would pass it)". Other answers are never retried.
 //
 //   auto c = ApiClient::Create("http://127.0.0.1:8080", token);
 //   StatusOr<ApiResponse> r = c->Call("POST", "/v1/workloads", R"({"tenant":"a","gpus":1,"qos":"Burstable"})",
