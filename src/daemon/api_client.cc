@@ -6,11 +6,18 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <ctime>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
+#include <thread>
+
+#include "tessera/core/rng.h"
 
 namespace tessera::daemon {
 
@@ -140,6 +147,11 @@ StatusOr<std::unique_ptr<ApiClient>> ApiClient::Create(std::string_view url, Api
     return InvalidArgumentError("server URL '" + std::string(url) + "': the port must be a number");
   c->token_ = std::move(options.token);
   c->timeout_ms_ = options.timeout_ms;
+  c->retry_budget_ms_ = std::max<int64_t>(0, options.retry_budget_ms);
+  c->clock_ = options.clock;
+  c->sleep_ = std::move(options.sleep);
+  c->jitter_ = std::make_unique<Rng>(options.jitter_seed != 0 ? options.jitter_seed
+                                                               : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}());
   c->conn_ = std::make_unique<Conn>();
   if (https) {
     TESSERA_ASSIGN_OR_RETURN(c->conn_->tls, TlsClientContext(options.ca_file));
@@ -157,31 +169,119 @@ ApiClient::~ApiClient() {
   }
 }
 
-StatusOr<ApiResponse> ApiClient::Call(std::string_view method, std::string_view target, std::string_view body,
-                                      const std::map<std::string, std::string>& headers) {
-  const std::string where = host_ + ":" + port_;
-  http::request<http::string_body> req;
-  req.method(http::string_to_verb(std::string(method)));
-  if (req.method() == http::verb::unknown) return InvalidArgumentError("unknown HTTP method '" + std::string(method) + "'");
-  req.target(std::string(target));
-  req.version(11);
-  req.set(http::field::host, host_);
-  req.set(http::field::user_agent, "tessera");
-  if (!token_.empty()) req.set(http::field::authorization, "Bearer " + token_);
-  for (const auto& [k, v] : headers) req.set(k, v);
-  if (!body.empty() || method == "POST" || method == "PATCH") {
-    req.set(http::field::content_type, "application/json");
-    req.body() = std::string(body);
+namespace {
+
+std::string LowerCase(std::string_view s) {
+  std::string out(s);
+  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+// An HTTP-date (RFC 9110 5.6.7): IMF-fixdate, or the obsolete RFC 850 and asctime forms.
+std::optional<std::chrono::system_clock::time_point> ParseHttpDate(const std::string& text) {
+  for (const char* format : {"%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y"}) {
+    std::tm tm{};
+    const char* end = ::strptime(text.c_str(), format, &tm);
+    if (end == nullptr || *end != '\0') continue;
+    const std::time_t t = ::timegm(&tm);
+    if (t == static_cast<std::time_t>(-1)) continue;
+    return std::chrono::system_clock::from_time_t(t);
   }
-  req.prepare_payload();
+  return std::nullopt;
+}
+
+// Retry-After as a wait, or nothing when absent or neither seconds nor an HTTP-date.
+std::optional<std::chrono::milliseconds> RetryAfter(const ApiResponse& r, std::chrono::system_clock::time_point now) {
+  auto it = r.headers.find("retry-after");
+  if (it == r.headers.end()) return std::nullopt;
+  std::string v = it->second;
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.erase(0, 1);
+  if (!v.empty() && v.size() <= 9 && v.find_first_not_of("0123456789") == std::string::npos)
+    return std::chrono::seconds(std::stoll(v));
+  std::optional<std::chrono::system_clock::time_point> at = ParseHttpDate(v);
+  if (!at) return std::nullopt;
+  if (auto date = r.headers.find("date"); date != r.headers.end()) {
+    if (std::optional<std::chrono::system_clock::time_point> sent = ParseHttpDate(date->second)) now = *sent;
+  }
+  if (*at <= now) return std::chrono::milliseconds(0);
+  return std::chrono::ceil<std::chrono::milliseconds>(*at - now);
+}
+
+// "2 s", "250 ms", "1.5 s".
+std::string Seconds(std::chrono::milliseconds d) {
+  if (d.count() < 1000) return std::to_string(d.count()) + " ms";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(d.count()) / 1000.0);
+  std::string out = buf;
+  if (out.size() > 4 && out.compare(out.size() - 4, 4, ".0 s") == 0) out.erase(out.size() - 4, 2);
+  return out;
+}
+
+class SteadyClock final : public Clock {
+ public:
+  TimePoint Now() const override { return TimePoint(std::chrono::steady_clock::now().time_since_epoch()); }
+};
+
+}  // namespace
+
+std::chrono::milliseconds RetryDelay(const ApiResponse& response, int try_index, double jitter_0_1,
+                                     std::chrono::system_clock::time_point now) {
+  jitter_0_1 = std::clamp(jitter_0_1, 0.0, 1.0);
+  if (std::optional<std::chrono::milliseconds> after = RetryAfter(response, now); after && after->count() > 0) {
+    const auto capped = std::min(*after, std::chrono::milliseconds(std::chrono::hours(24)));
+    return capped + std::chrono::milliseconds(static_cast<int64_t>(std::floor(capped.count() * jitter_0_1 / 2)));
+  }
+  constexpr int64_t kFirstMs = 250, kMostMs = 8000;
+  const int64_t base = try_index >= 5 ? kMostMs : std::min(kMostMs, kFirstMs << std::max(0, try_index));
+  return std::chrono::milliseconds(static_cast<int64_t>(std::floor(base * (0.5 + jitter_0_1 / 2))));
+}
+
+StatusOr<ApiResponse> ApiClient::WithRetries(std::string_view method, std::string_view target, bool repeatable,
+                                             const std::function<StatusOr<ApiResponse>()>& attempt) {
+  static const SteadyClock kSteady;
+  const Clock& clock = clock_ != nullptr ? *clock_ : kSteady;
+  const Clock::TimePoint start = clock.Now();
+  const auto budget = std::chrono::milliseconds(retry_budget_ms_);
+  for (int tries = 1;; ++tries) {
+    TESSERA_ASSIGN_OR_RETURN(ApiResponse r, attempt());
+    const bool retryable = r.status == 429 || (r.status == 503 && repeatable);
+    if (!retryable || budget.count() == 0) return r;
+    // The wall clock only turns a Retry-After date into a wait when the answer has no Date.
+    const std::chrono::milliseconds wait =
+        RetryDelay(r, tries - 1, jitter_->UniformDouble(), std::chrono::system_clock::now());
+    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(clock.Now() - start);
+    if (spent + wait > budget) {
+      return UnavailableError(std::string(method) + " " + std::string(target) + ": the control plane at " + host_ +
+                              ":" + port_ + " still answered HTTP " + std::to_string(r.status) + " (" + ApiError(r) +
+                              ") after " + std::to_string(tries) + (tries == 1 ? " try" : " tries") + " in " +
+                              Seconds(spent) + " (retry budget " + Seconds(budget) + "; the next wait, " +
+                              Seconds(wait) + ", would pass it)");
+    }
+    if (!sleep_) {
+      std::this_thread::sleep_for(wait);
+    } else if (!sleep_(wait)) {
+      return Status(StatusCode::kCancelled, std::string(method) + " " + std::string(target) +
+                                                ": stopped while waiting " + Seconds(wait) + " to retry HTTP " +
+                                                std::to_string(r.status) + " (" + ApiError(r) + ")");
+    }
+  }
+}
+
+namespace {
+
+// One request and its answer on the kept-alive connection `c` (re-opened once when the server
+// had closed it).
+StatusOr<ApiResponse> Exchange(ApiClient::Conn& c, const std::string& host, const std::string& port,
+                               int timeout_ms, const http::request<http::string_body>& req) {
+  const std::string where = host + ":" + port;
   // A kept-alive connection the server closed fails at the first write or read: one new
   // connection is tried then (nothing of the request was processed if nothing was read back).
   for (int attempt = 0; attempt < 2; ++attempt) {
     beast::error_code ec;
-    Conn& c = *conn_;
     const bool reused = c.open;
-    if (!c.open) TESSERA_RETURN_IF_ERROR(c.Open(host_, port_, timeout_ms_));
-    c.Tcp().expires_after(std::chrono::milliseconds(timeout_ms_));
+    if (!c.open) TESSERA_RETURN_IF_ERROR(c.Open(host, port, timeout_ms));
+    c.Tcp().expires_after(std::chrono::milliseconds(timeout_ms));
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
     parser.body_limit(64u << 20);
@@ -205,15 +305,36 @@ StatusOr<ApiResponse> ApiClient::Call(std::string_view method, std::string_view 
     ApiResponse out;
     out.status = static_cast<int>(res.result_int());
     out.body = std::move(res.body());
-    for (const auto& f : res) {
-      std::string name(f.name_string());
-      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      out.headers[name] = std::string(f.value());
-    }
+    for (const auto& f : res) out.headers[LowerCase(std::string(f.name_string()))] = std::string(f.value());
     if (!res.keep_alive()) c.Close();
     return out;
   }
   return UnavailableError("the control plane at " + where + " closed the connection");
+}
+
+}  // namespace
+
+StatusOr<ApiResponse> ApiClient::Call(std::string_view method, std::string_view target, std::string_view body,
+                                      const std::map<std::string, std::string>& headers) {
+  http::request<http::string_body> req;
+  req.method(http::string_to_verb(std::string(method)));
+  if (req.method() == http::verb::unknown) return InvalidArgumentError("unknown HTTP method '" + std::string(method) + "'");
+  req.target(std::string(target));
+  req.version(11);
+  req.set(http::field::host, host_);
+  req.set(http::field::user_agent, "tessera");
+  if (!token_.empty()) req.set(http::field::authorization, "Bearer " + token_);
+  for (const auto& [k, v] : headers) req.set(k, v);
+  if (!body.empty() || method == "POST" || method == "PATCH") {
+    req.set(http::field::content_type, "application/json");
+    req.body() = std::string(body);
+  }
+  req.prepare_payload();
+  bool keyed = false;
+  for (const auto& [k, v] : headers) keyed = keyed || (!v.empty() && LowerCase(k) == "idempotency-key");
+  const bool repeatable = keyed || !(method == "POST" || method == "PATCH");
+  return WithRetries(method, target, repeatable,
+                     [&] { return Exchange(*conn_, host_, port_, timeout_ms_, req); });
 }
 
 std::vector<std::string> EventStreamParser::Feed(std::string_view chunk) {
@@ -274,11 +395,7 @@ StatusOr<ApiResponse> ReadEventStream(S& stream, const http::request<http::empty
   if (ec) return UnavailableError("the control plane at " + where + " did not answer: " + ec.message());
   ApiResponse out;
   out.status = static_cast<int>(parser.get().result_int());
-  for (const auto& f : parser.get()) {
-    std::string name(f.name_string());
-    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    out.headers[name] = std::string(f.value());
-  }
+  for (const auto& f : parser.get()) out.headers[LowerCase(std::string(f.name_string()))] = std::string(f.value());
   const bool ok = out.status >= 200 && out.status <= 299;
   char buf[8192];
   while (!parser.is_done()) {
@@ -307,17 +424,19 @@ StatusOr<ApiResponse> ReadEventStream(S& stream, const http::request<http::empty
 StatusOr<ApiResponse> ApiClient::Stream(std::string_view target, const std::map<std::string, std::string>& headers,
                                         const std::function<bool(std::string_view)>& on_data) {
   const std::string where = host_ + ":" + port_;
-  // Its own connection: the stream holds it until the end.
-  Conn conn;
-  conn.tls = conn_->tls;
-  TESSERA_RETURN_IF_ERROR(conn.Open(host_, port_, timeout_ms_));
   http::request<http::empty_body> req{http::verb::get, std::string(target), 11};
   req.set(http::field::host, host_);
   req.set(http::field::user_agent, "tessera");
   req.set(http::field::accept, "text/event-stream");
   if (!token_.empty()) req.set(http::field::authorization, "Bearer " + token_);
   for (const auto& [k, v] : headers) req.set(k, v);
-  return conn.Visit([&](auto& stream) { return ReadEventStream(stream, req, where, timeout_ms_, on_data); });
+  return WithRetries("GET", target, true, [&]() -> StatusOr<ApiResponse> {
+    // Its own connection: the stream holds it until the end.
+    Conn conn;
+    conn.tls = conn_->tls;
+    TESSERA_RETURN_IF_ERROR(conn.Open(host_, port_, timeout_ms_));
+    return conn.Visit([&](auto& stream) { return ReadEventStream(stream, req, where, timeout_ms_, on_data); });
+  });
 }
 
 }  // namespace tessera::daemon

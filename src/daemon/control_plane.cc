@@ -329,9 +329,10 @@ void ControlPlane::Impl::InstallRoutes() {
         resp = HttpResponse::Error(401, "unauthenticated", c.status().message());
         resp.headers.push_back({"WWW-Authenticate", "Bearer"});
       } else if (const auto wait = limiter->Admit(c->token_id, std::chrono::steady_clock::now()); wait.count() > 0) {
-        resp = HttpResponse::Error(429, "too_many_requests",
-                                   "over this token's rate limit; retry after " + std::to_string(wait.count()) + " ms");
-        resp.headers.push_back({"Retry-After", std::to_string((wait.count() + 999) / 1000)});
+        // Retry-After takes whole seconds; the message says the same number.
+        const std::string after_s = std::to_string((wait.count() + 999) / 1000);
+        resp = HttpResponse::Error(429, "too_many_requests", "over this token's rate limit; retry after " + after_s + " s");
+        resp.headers.push_back({"Retry-After", after_s});
       } else {
         resp = (this->*fn)(r, *c);
       }

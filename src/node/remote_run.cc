@@ -44,11 +44,18 @@ StatusOr<RemoteRunResult> RemoteRun(ControlPlaneLink& link, const std::string& r
   auto event = [&](const std::string& line) {
     if (o.on_event) o.on_event(line);
   };
-  TESSERA_ASSIGN_OR_RETURN(LinkResponse posted, link.Call("POST", "/v1/workloads", request_json));
+  StatusOr<LinkResponse> submitted = link.Call("POST", "/v1/workloads", request_json);
+  if (!submitted.ok() && submitted.status().code() == StatusCode::kCancelled && o.interrupted) {
+    // Interrupted while the submit waited to be retried: the control plane has nothing to cancel.
+    (void)o.interrupted();  // takes the signal
+    event("interrupted before the workload was submitted");
+    return RemoteRunResult{.id = 0, .state = "cancelled", .exit_code = 130};
+  }
+  TESSERA_ASSIGN_OR_RETURN(LinkResponse posted, std::move(submitted));
   if (posted.status == 401 || posted.status == 403) return internal::RefusedToken(posted, "submit");
   if (posted.status != 201 && posted.status != 200) {
     const std::string m = "the control plane refused the workload: " + internal::ResponseMessage(posted);
-    return posted.status >= 500 ? UnavailableError(m) : InvalidArgumentError(m);
+    return posted.status >= 500 || posted.status == 429 ? UnavailableError(m) : InvalidArgumentError(m);
   }
   json created = json::parse(posted.body, nullptr, false);
   if (!created.is_object() || !created.contains("id") || !created["id"].is_number_integer())
@@ -61,16 +68,26 @@ StatusOr<RemoteRunResult> RemoteRun(ControlPlaneLink& link, const std::string& r
   std::streamoff offset = 0;
   const std::string log =
       o.local_run_dir.empty() ? "" : internal::LogFile(o.local_run_dir + "/agent", result.id);
+  auto cancel = [&] {
+    (void)link.Call("DELETE", path, "");
+    event("interrupted: workload " + std::to_string(result.id) + " cancelled");
+    result.state = "cancelled";
+    result.exit_code = 130;
+    return result;
+  };
+  // Giving up on following leaves the workload to run: say which one and how to cancel it.
+  const std::string left = "workload " + std::to_string(result.id) + " (still there; `tessera ctl workloads cancel " +
+                           std::to_string(result.id) + "` cancels it)";
   for (;;) {
-    if (o.interrupted && o.interrupted()) {
-      (void)link.Call("DELETE", path, "");
-      event("interrupted: workload " + std::to_string(result.id) + " cancelled");
-      result.state = "cancelled";
-      result.exit_code = 130;
-      return result;
+    if (o.interrupted && o.interrupted()) return cancel();
+    StatusOr<LinkResponse> polled = link.Call("GET", path, "");
+    if (!polled.ok() && polled.status().code() == StatusCode::kCancelled && o.interrupted) {
+      (void)o.interrupted();  // interrupted while the GET waited to be retried; takes the signal
+      return cancel();
     }
-    TESSERA_ASSIGN_OR_RETURN(LinkResponse got, link.Call("GET", path, ""));
-    if (got.status != 200) return UnavailableError("GET " + path + ": " + internal::ResponseMessage(got));
+    if (!polled.ok()) return polled.status().WithPrefix(left);
+    const LinkResponse& got = *polled;
+    if (got.status != 200) return UnavailableError(left + ": GET " + path + ": " + internal::ResponseMessage(got));
     json view = json::parse(got.body, nullptr, false);
     if (!view.is_object()) return InternalError("GET " + path + ": not a JSON object");
     const std::string state = view.value("state", "");

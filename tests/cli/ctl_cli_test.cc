@@ -1,18 +1,23 @@
 // `tessera ctl` and `tessera run --server` against a canned HTTP server (one fixed answer to every
 // request, and a record of what came): the flags that must be refused before anything is sent
-// (issue 31), and the exception barrier (an answer of an unexpected shape is an internal error
+// (issue 31), the retries of 429 and 503 answers (issue 31, item 3), and the exception barrier (an answer of an unexpected shape is an internal error
 // with exit 1, not an abort).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -30,10 +35,12 @@ using testing::RunTessera;
 using testing::TempDir;
 
 // Answers every request on 127.0.0.1:port() with `status` and the JSON `body`, one request per
-// connection; requests() is what arrived (head and body).
+// connection; requests() is what arrived (head and body). The first `refuse_first` requests get
+// `refusal` (429 or 503) with `Retry-After: 1` instead.
 class CannedServer {
  public:
-  CannedServer(int status, std::string body) : status_(status), body_(std::move(body)) {
+  CannedServer(int status, std::string body, int refuse_first = 0, int refusal = 429)
+      : status_(status), body_(std::move(body)), refuse_first_(refuse_first), refusal_(refusal) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -83,13 +90,18 @@ class CannedServer {
           need = head + 4 + length;
         }
       }
+      bool refuse = false;
       {
         std::lock_guard<std::mutex> lock(mu_);
         requests_.push_back(req);
+        refuse = static_cast<int>(requests_.size()) <= refuse_first_;
       }
-      const std::string answer = "HTTP/1.1 " + std::to_string(status_) +
+      const std::string body =
+          refuse ? R"({"error": {"code": "x", "message": "over this token's rate limit; retry after 1 s"}})" : body_;
+      const std::string answer = "HTTP/1.1 " + std::to_string(refuse ? refusal_ : status_) +
                                  " X\r\nContent-Type: application/json\r\nContent-Length: " +
-                                 std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" + body_;
+                                 std::to_string(body.size()) + "\r\nConnection: close\r\n" +
+                                 (refuse ? "Retry-After: 1\r\n" : "") + "\r\n" + body;
       (void)::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
       ::close(c);
     }
@@ -97,6 +109,7 @@ class CannedServer {
 
   int status_;
   std::string body_;
+  int refuse_first_, refusal_;
   int fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
@@ -219,6 +232,105 @@ TEST(CtlCli, AnEmptyTokenFileOrBothTokenFlagsAreRefused) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(server.requests().size(), 1u);
   EXPECT_THAT(server.requests()[0], HasSubstr("Bearer from-the-file\r\n"));
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// A 429 used to end ctl at once (exit 1) and `tessera run --server` too, leaving its workload
+// pending with nobody following it. Now they wait Retry-After (1 s, plus up to half) and ask again.
+TEST(CtlCli, A429IsWaitedOutWithinTheRetryBudget) {
+  TempDir dir;
+  CannedServer server(200, R"({"tenants": []})", /*refuse_first=*/2);
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl tenants list", Env(server));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(server.requests().size(), 3u);
+  // --retry-budget 0: the first answer, as before.
+  CannedServer once(200, R"({"tenants": []})", /*refuse_first=*/1);
+  r = RunTessera(dir, "ctl tenants list --retry-budget 0", Env(once));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("HTTP 429: over this token's rate limit; retry after 1 s"));
+  EXPECT_EQ(once.requests().size(), 1u);
+}
+
+TEST(CtlCli, ASpentRetryBudgetSaysHowLongItTriedAndTheLastAnswer) {
+  TempDir dir;
+  CannedServer server(200, R"({"tenants": []})", /*refuse_first=*/1000);
+  ASSERT_GT(server.port(), 0);
+  // Waits of 1..1.5 s: the budget of 2 s holds one, not the next.
+  CommandResult r = RunTessera(dir, "run --tenant t --server " + server.url() + " --retry-budget 2 -- true", Env(server));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("tessera run: POST /v1/workloads: the control plane at 127.0.0.1:" +
+                               std::to_string(server.port()) +
+                               " still answered HTTP 429 (over this token's rate limit; retry after 1 s) after 2 "
+                               "tries in 1."));
+  EXPECT_THAT(r.err, HasSubstr("(retry budget 2 s; the next wait, 1"));
+  EXPECT_EQ(server.requests().size(), 2u);
+}
+
+TEST(CtlCli, A503IsRetriedOnlyWhereARepeatIsSafe) {
+  TempDir dir;
+  // A POST without an Idempotency-Key may have been done: its 503 is the answer.
+  CannedServer keyless(201, R"({"id": 1, "state": "pending"})", /*refuse_first=*/1, /*refusal=*/503);
+  CommandResult r = RunTessera(dir, "ctl workloads submit --tenant a --qos Burstable", Env(keyless));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(keyless.requests().size(), 1u);
+  // With one, a repeat gets the first answer.
+  CannedServer keyed(201, R"({"id": 1, "state": "pending"})", /*refuse_first=*/1, /*refusal=*/503);
+  r = RunTessera(dir, "ctl workloads submit --tenant a --qos Burstable --idempotency-key job-1", Env(keyed));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(keyed.requests().size(), 2u);
+  EXPECT_THAT(keyed.requests()[1], HasSubstr("Idempotency-Key: job-1"));
+  // A probe answers for now: `ctl health` does not wait for readiness.
+  CannedServer standby(503, R"({"status": "not ready"})");
+  r = RunTessera(dir, "ctl health", Env(standby));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(standby.requests().size(), 1u);
+}
+
+// Ctrl-C used to wait for nothing (there were no retries); now it must not wait out the budget.
+TEST(CtlCli, CtrlCDuringARetryWaitEndsTesseraRunAtOnce) {
+  TempDir dir;
+  CannedServer server(201, R"({"id": 1, "state": "pending"})", /*refuse_first=*/1000);
+  ASSERT_GT(server.port(), 0);
+  const std::string err = dir.File("run.err");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    ::setenv("TESSERA_TOKEN", "t", 1);
+    ::execl(TESSERA_BINARY, "tessera", "run", "--tenant", "t", "--server", server.url().c_str(), "--", "true",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Once the first 429 came back, tessera run is waiting to retry.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server.requests().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_FALSE(server.requests().empty());
+  ::kill(pid, SIGINT);
+  const auto interrupted = std::chrono::steady_clock::now();
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() - interrupted > std::chrono::seconds(10)) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      FAIL() << "tessera run did not end within 10 s of SIGINT";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // Well under one wait of 1..1.5 s after the signal (the sleep looks every 50 ms).
+  EXPECT_LT(std::chrono::steady_clock::now() - interrupted, std::chrono::milliseconds(900));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("tessera run: interrupted before the workload was submitted"));
+  EXPECT_LE(server.requests().size(), 2u);
 }
 
 }  // namespace

@@ -664,17 +664,20 @@ TEST_F(ControlPlaneTest, ATokenOverItsRateGets429WithRetryAfter) {
   o.rate_burst = 3;
   Open(o);
   int refused = 0;
-  std::string retry_after;
+  std::string retry_after, message;
   for (int i = 0; i < 5; ++i) {
     HttpResponse r = Call("GET", "/v1/tenants");
     if (r.status == 429) {
       ++refused;
       for (const auto& [k, v] : r.headers)
         if (k == "Retry-After") retry_after = v;
+      message = nlohmann::json::parse(r.body)["error"]["message"].get<std::string>();
     }
   }
   EXPECT_EQ(refused, 2);
   EXPECT_EQ(retry_after, "1");
+  // The message says what the header says (it used to say "retry after 1000 ms" next to "1").
+  EXPECT_EQ(message, "over this token's rate limit; retry after 1 s");
 }
 
 TEST_F(ControlPlaneTest, MetricsCarryTheQueueAndTheTenantsAllocation) {

@@ -8,7 +8,9 @@
 //   - a SIGKILLed and restarted serve adopts what runs: nothing lost or duplicated, no limit
 //     changed on the node;
 //   - an agent with a wrong token is refused and exits 1;
-//   - the agents' usage samples reach GET /v1/usage.
+//   - the agents' usage samples reach GET /v1/usage;
+//   - 60 concurrent `tessera run --server` with one token against a low rate limit all finish
+//     (issue 31: a third of them used to exit on their first 429).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -58,7 +60,7 @@ std::string ReadFile(const std::string& path) {
 class AgentProcess {
  public:
   AgentProcess(const TempDir& dir, const std::string& name, int port, const std::string& token_file,
-               const std::string& gpus)
+               const std::string& gpus, const std::string& cpu_milli = "")
       : log_(dir.File(name + ".log")), run_dir_(dir.File(name)) {
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -68,9 +70,14 @@ class AgentProcess {
       ::setenv("TESSERA_FAKE_NVML_LIBRARY", TESSERA_FAKE_NVML_PATH, 1);
       ::setenv("TESSERA_FAKE_CUDA_MEM_BYTES", std::to_string(uint64_t{40} << 30).c_str(), 1);
       const std::string server = "http://127.0.0.1:" + std::to_string(port);
-      ::execl(TESSERA_BINARY, "tessera", "agent", "--server", server.c_str(), "--token-file", token_file.c_str(),
-              "--name", name.c_str(), "--run-dir", run_dir_.c_str(), "--fake-gpus", gpus.c_str(), "--interval-ms",
-              "200", "--usage-interval", "1", "--stop-grace", "1", static_cast<char*>(nullptr));
+      std::vector<std::string> argv = {"tessera", "agent", "--server", server, "--token-file", token_file, "--name",
+                                       name, "--run-dir", run_dir_, "--fake-gpus", gpus, "--interval-ms", "200",
+                                       "--usage-interval", "1", "--stop-grace", "1"};
+      if (!cpu_milli.empty()) argv.insert(argv.end(), {"--cpu-milli", cpu_milli});
+      std::vector<char*> args;
+      for (std::string& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      ::execv(TESSERA_BINARY, args.data());
       ::_exit(127);
     }
   }
@@ -124,8 +131,8 @@ class Platform : public ::testing::Test {
     serve_ = std::make_unique<ServeProcess>(
         std::vector<std::string>{TESSERA_BINARY, "serve", "--config", dir_.File("serve.yaml"), "--db",
                                  "sqlite:" + dir_.File("t.db"), "--listen",
-                                 "127.0.0.1:" + std::to_string(port), "--node-timeout", "2", "--rate", "100000",
-                                 "--burst", "100000"},
+                                 "127.0.0.1:" + std::to_string(port), "--node-timeout", "2", "--rate",
+                                 std::to_string(rate_), "--burst", std::to_string(rate_)},
         std::vector<std::string>{std::string("TESSERA_BOOTSTRAP_TOKEN=") + kAdmin});
     ASSERT_TRUE(serve_->WaitListening()) << serve_->output();
     port_ = serve_->port();
@@ -133,8 +140,10 @@ class Platform : public ::testing::Test {
   HttpResult Call(const std::string& method, const std::string& target, const std::string& body = "") {
     return HttpCall(port_, method, target, body, {kAuth});
   }
-  std::unique_ptr<AgentProcess> Agent(const std::string& name, const std::string& gpus = "A100-40GB:2") {
-    auto a = std::make_unique<AgentProcess>(dir_, name, port_, dir_.File("agent.token"), gpus);
+  // cpu_milli: what the node offers (each pod asks 1000 milli-CPUs); "": 1000 per online CPU.
+  std::unique_ptr<AgentProcess> Agent(const std::string& name, const std::string& gpus = "A100-40GB:2",
+                                      const std::string& cpu_milli = "") {
+    auto a = std::make_unique<AgentProcess>(dir_, name, port_, dir_.File("agent.token"), gpus, cpu_milli);
     EXPECT_TRUE(WaitFor([&] { return Call("GET", "/v1/nodes/" + name).status == 200; })) << a->output();
     return a;
   }
@@ -157,6 +166,7 @@ class Platform : public ::testing::Test {
 
   TempDir dir_;
   std::unique_ptr<ServeProcess> serve_;
+  int rate_ = 100000;  // --rate and --burst: requests per second and at once, per token
   int port_ = 0;
   std::string user_token_;
 };
@@ -305,6 +315,76 @@ TEST_F(Platform, AnAgentWithAWrongTokenIsRefused) {
   EXPECT_EQ(agent.WaitExit(20000), 1) << agent.output();
   EXPECT_THAT(agent.output(), HasSubstr("refused the token (HTTP 401)"));
   EXPECT_EQ(Call("GET", "/v1/nodes/n9").status, 404);
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// The user token may make 30 requests a second (and 30 at once); the admin's and the agent's
+// tokens have buckets of their own.
+class PlatformUnderARateLimit : public Platform {
+ protected:
+  void SetUp() override {
+    rate_ = 30;
+    Platform::SetUp();
+  }
+};
+
+TEST_F(PlatformUnderARateLimit, SixtyConcurrentRunsAllFinishThroughTheir429s) {
+  auto a = Agent("n1", "A100-40GB:8", "60000");  // 8 GPUs x 10 shares of 100 and 60 CPUs: all 60 at once
+  const std::string server = "http://127.0.0.1:" + std::to_string(port_);
+  constexpr int kRuns = 60;
+  std::vector<pid_t> runs;
+  for (int i = 0; i < kRuns; ++i) {
+    const std::string log = dir_.File("run" + std::to_string(i) + ".log");
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::setenv("TESSERA_RUN_DIR", a->run_dir().c_str(), 1);
+      ::execl(TESSERA_BINARY, "tessera", "run", "--server", server.c_str(), "--token", user_token_.c_str(),
+              "--tenant", "batch", "--mem", "16MiB", "--share", "100", "--", "true", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    runs.push_back(pid);
+  }
+  std::vector<int> codes(kRuns, -1);
+  int ended = 0;
+  WaitFor(
+      [&] {
+        for (int i = 0; i < kRuns; ++i) {
+          int status = 0;
+          if (codes[i] == -1 && ::waitpid(runs[i], &status, WNOHANG) == runs[i]) {
+            codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            ++ended;
+          }
+        }
+        return ended == kRuns;
+      },
+      60000);
+  std::string failures;
+  for (int i = 0; i < kRuns; ++i) {
+    if (codes[i] == -1) {
+      ::kill(runs[i], SIGKILL);
+      ::waitpid(runs[i], nullptr, 0);
+    }
+    if (codes[i] != 0)
+      failures += "run " + std::to_string(i) + ": exit " + std::to_string(codes[i]) + ": " +
+                  ReadFile(dir_.File("run" + std::to_string(i) + ".log")) + "\n";
+  }
+  EXPECT_EQ(failures, "") << a->output();
+  // The limit did bite: the runs were told 429 and waited it out.
+  const std::string metrics = HttpCall(port_, "GET", "/metrics", "", {kAuth}).body;
+  EXPECT_THAT(metrics, HasSubstr("route=\"POST /v1/workloads\",code=\"429\""));
+  // Each was submitted once: 60 workloads, all completed.
+  const json list = Body(Call("GET", "/v1/workloads?limit=1000&tenant=batch"));
+  int completed = 0;
+  for (const json& w : list.value("workloads", json::array())) completed += w.value("state", "") == "completed";
+  EXPECT_EQ(completed, kRuns) << list.dump();
 }
 
 }  // namespace

@@ -1,7 +1,19 @@
 // A blocking client of the control plane's API (docs/api.md): what `tessera ctl` and the node
 // agent use. One keep-alive connection, re-opened when the server closed it; HTTP/1.1 with
-// Boost.Beast. No retries of its own: a POST that got no answer is retried by the caller with
-// its Idempotency-Key (the answer is then the first one).
+// Boost.Beast. A POST that got no answer is retried by the caller with its Idempotency-Key (the
+// answer is then the first one).
+//
+// Retries (ApiClientOptions::retry_budget_ms, 60 s by default, 0: none): a 429 (the server did
+// not act: over the token's rate limit) is tried again, whatever the method; a 503 (the server
+// could not act: its store failed, it is not ready) only when the request is safe to repeat: GET,
+// HEAD, PUT, DELETE, OPTIONS, or a POST/PATCH that carries an Idempotency-Key (a repeat then
+// gets the first answer). The wait is the answer's Retry-After (seconds, or an HTTP-date read
+// against the answer's Date) plus up to half as much again, else an exponential backoff with
+// jitter (250 ms, 500 ms, 1 s, ... at most 8 s, each 50..100 %); the same headers (and so the
+// same Idempotency-Key) go with every try. A wait that would end past the budget is not begun:
+// Call returns UNAVAILABLE "POST /v1/workloads: the control plane at H:P still answered HTTP 429
+// (over this token's rate limit; retry after 1 s) after 41 tries in 58.2 s (retry budget 60 s;
+// the next wait, 1.9 s, would pass it)". Other answers are never retried.
 //
 //   auto c = ApiClient::Create("http://127.0.0.1:8080", token);
 //   StatusOr<ApiResponse> r = c->Call("POST", "/v1/workloads", R"({"tenant":"a","gpus":1,"qos":"Burstable"})",
@@ -23,6 +35,8 @@
 // Thread-safety: one ApiClient per thread.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -30,7 +44,12 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/core/clock.h"
 #include "tessera/core/status.h"
+
+namespace tessera {
+class Rng;
+}
 
 namespace tessera::daemon {
 
@@ -64,10 +83,29 @@ class EventStreamParser {
   std::string id_, last_id_;
 };
 
+// The wait before the next try after a 429/503 answer (see the retries above): Retry-After plus
+// up to half again (jitter_0_1 in [0, 1)); without a usable Retry-After, min(8 s, 250 ms * 2^try)
+// * (0.5 + jitter_0_1 / 2). `try_index` counts from 0 (the first retry). Retry-After is seconds
+// ("2") or an HTTP-date ("Sun, 06 Nov 1994 08:49:37 GMT"), whose delay is counted from the
+// answer's Date header, else from `now`; a date in the past is a wait of 0.
+//
+//   RetryDelay({.status = 429, .headers = {{"retry-after", "2"}}}, 0, 0.5, now) == 2500 ms
+//   RetryDelay({.status = 503}, 3, 0.0, now) == 1000 ms
+std::chrono::milliseconds RetryDelay(const ApiResponse& response, int try_index, double jitter_0_1,
+                                     std::chrono::system_clock::time_point now);
+
 struct ApiClientOptions {
   std::string token;        // sent as "Authorization: Bearer ..." when not empty
   int timeout_ms = 30000;
   std::string ca_file;      // https: PEM certificates to trust; empty: the system's store
+  // How long, in all, one Call or Stream keeps retrying 429/503 answers (above); 0: never.
+  int64_t retry_budget_ms = 60000;
+  // Tests: the clock the budget is measured on (null: a steady clock), the wait between tries
+  // (null: sleep; returning false stops retrying, e.g. on Ctrl-C, and Call returns CANCELLED), and
+  // the seed of the jitter (0: a random one).
+  const Clock* clock = nullptr;
+  std::function<bool(std::chrono::milliseconds)> sleep;
+  uint64_t jitter_seed = 0;
 };
 
 class ApiClient {
@@ -76,12 +114,13 @@ class ApiClient {
   static StatusOr<std::unique_ptr<ApiClient>> Create(std::string_view url, std::string token,
                                                      int timeout_ms = 30000);
   ~ApiClient();
+  // One request, retried on 429/503 as above. CANCELLED when options.sleep stopped the retries.
   StatusOr<ApiResponse> Call(std::string_view method, std::string_view target, std::string_view body = "",
                              const std::map<std::string, std::string>& headers = {});
   // A streamed GET (server-sent events, GET /v1/events): on_data gets each piece of the body as
   // it arrives, until the server ends the stream or on_data returns false. The returned response
   // has the status and headers (and, for a non-2xx answer, the whole body, which on_data does
-  // not see). UNAVAILABLE when the server cannot be reached or went silent for the timeout
+  // not see). A 429/503 answer is retried as Call's are (before any data). UNAVAILABLE when the server cannot be reached or went silent for the timeout
   // (the server pings every 15 s).
   StatusOr<ApiResponse> Stream(std::string_view target, const std::map<std::string, std::string>& headers,
                                const std::function<bool(std::string_view)>& on_data);
@@ -92,8 +131,15 @@ class ApiClient {
 
  private:
   ApiClient() = default;
+  // Sends `attempt` until its answer is not one to retry, or the budget is spent.
+  StatusOr<ApiResponse> WithRetries(std::string_view method, std::string_view target, bool repeatable,
+                                    const std::function<StatusOr<ApiResponse>()>& attempt);
   std::string host_, port_, token_;
   int timeout_ms_ = 30000;
+  int64_t retry_budget_ms_ = 60000;
+  const Clock* clock_ = nullptr;
+  std::function<bool(std::chrono::milliseconds)> sleep_;
+  std::unique_ptr<Rng> jitter_;
   std::unique_ptr<Conn> conn_;  // holds the TLS settings too (https)
 };
 

@@ -11,6 +11,9 @@
 // exit_code 0} once GET /v1/workloads/12 says completed (the event "finished: exit code 0").
 // A workload the control plane refuses (4xx) is INVALID_ARGUMENT / FAILED_PRECONDITION with its
 // message; one cancelled by someone else ends with exit code 1 and state "cancelled".
+// The link's client retries 429/503 answers itself (daemon::ApiClient); a call it stopped
+// retrying because of an interrupt (CANCELLED) cancels the workload like `interrupted` does, and
+// any other error after the submit names the workload that is left running.
 //
 // Thread-safety: one call at a time per link.
 #pragma once
@@ -29,11 +32,13 @@ struct RemoteRunOptions {
   int poll_ms = 200;
   std::function<void(const std::string&)> on_event;   // one line per state change
   std::function<void(const std::string&)> on_output;  // chunks of the command's output
-  std::function<bool()> interrupted;                  // true: cancel the workload and return
+  // true: cancel the workload and return (called once more, to take the interrupt, after a call
+  // that came back CANCELLED).
+  std::function<bool()> interrupted;
 };
 
 struct RemoteRunResult {
-  int64_t id = 0;
+  int64_t id = 0;      // 0 when interrupted before the submit was accepted
   std::string state;  // completed, failed, cancelled, rejected
   int exit_code = 0;  // the command's; 1 when it never ran (cancelled, rejected); 130 interrupted
 };

@@ -2,7 +2,7 @@
 // the agent does each round is tessera::node::Agent (include/tessera/node/agent.h).
 //   tessera agent --server URL --token-file F [--name NODE] [--run-dir DIR]
 //                 [--fake-gpus H100-80GB:2:mig,A100-40GB:4] [--cpu-milli N] [--memory-mib N]
-//                 [--interval-ms 1000] [--usage-interval 10]
+//                 [--interval-ms 1000] [--usage-interval 10] [--retry-budget 5]
 #include <unistd.h>
 
 #include <chrono>
@@ -33,6 +33,7 @@ struct AgentFlags {
   int interval_ms = 1000;
   int usage_interval_s = 10;
   int stop_grace_s = 5;
+  int retry_budget_s = 5;  // per call: how long 429/503 answers are retried; 0: never
   int64_t cpu_milli = 0;   // 0: all online CPUs
   int64_t memory_mib = 0;  // 0: all physical memory
 };
@@ -77,19 +78,23 @@ int RunAgent(AgentFlags f) {
   if (!inventory.ok()) return Fail("GPU discovery: " + std::string(inventory.status().message()), kExitFailure);
   if (f.cpu_milli > 0) inventory->cpu_milli = f.cpu_milli;
   if (f.memory_mib > 0) inventory->memory_mib = f.memory_mib;
-  StatusOr<std::unique_ptr<daemon::ApiClient>> client =
-      daemon::ApiClient::Create(f.server, {.token = *token, .timeout_ms = 10000, .ca_file = f.ca_file});
-  if (!client.ok()) {
-    const std::string m(client.status().message());
-    return Fail((m.rfind("CA file", 0) == 0 ? "--ca-file: " : "--server: ") + m, kExitBadInput);
-  }
-  HttpLink link(std::move(*client));
-
   sigset_t signals;  // waited for between rounds; blocked before the arbiter threads start
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // A call retries 429/503 for a few rounds' time, not for the whole node timeout: the round
+  // (reaping, usage, the next heartbeat) waits meanwhile. SIGTERM ends a wait at once.
+  daemon::ApiClientOptions client_options{.token = *token, .timeout_ms = 10000, .ca_file = f.ca_file};
+  client_options.retry_budget_ms = int64_t{f.retry_budget_s} * 1000;
+  client_options.sleep = [&signals](std::chrono::milliseconds wait) { return SleepUnlessSignalled(signals, wait); };
+  StatusOr<std::unique_ptr<daemon::ApiClient>> client = daemon::ApiClient::Create(f.server, std::move(client_options));
+  if (!client.ok()) {
+    const std::string m(client.status().message());
+    return Fail((m.rfind("CA file", 0) == 0 ? "--ca-file: " : "--server: ") + m, kExitBadInput);
+  }
+  HttpLink link(std::move(*client));
 
   node::AgentOptions options;
   options.name = f.name;
@@ -165,6 +170,10 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(50, 60000));
   cmd->add_option("--usage-interval", f->usage_interval_s, "Seconds between usage samples (default 10)")
       ->check(CLI::Range(1, 3600));
+  cmd->add_option("--retry-budget", f->retry_budget_s,
+                  "Seconds each call to the control plane keeps retrying answers 429 and 503 (Retry-After, "
+                  "else backoff) before the round fails and the next one tries again (default 5; 0: no retries)")
+      ->check(CLI::Range(0, 600));
   cmd->add_option("--stop-grace", f->stop_grace_s,
                   "Seconds a stopped workload gets between SIGTERM and SIGKILL (default 5)")
       ->check(CLI::Range(0, 3600));

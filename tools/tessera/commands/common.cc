@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
+#include <thread>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -130,6 +132,26 @@ int Fail(const std::string& command, const std::string& message, int exit_code) 
 
 int Fail(const std::string& command, const Status& status, int exit_code) {
   return Fail(command, status.message(), exit_code);
+}
+
+}  // namespace tessera::cli
+
+namespace tessera::cli {
+
+bool SleepUnlessSignalled(const sigset_t& signals, std::chrono::milliseconds wait) {
+  const auto end = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    sigset_t pending;
+    sigemptyset(&pending);
+    if (sigpending(&pending) == 0) {
+      for (int sig = 1; sig < NSIG; ++sig)
+        if (sigismember(&signals, sig) == 1 && sigismember(&pending, sig) == 1) return false;
+    }
+    const auto left = end - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) return true;
+    // Slices of 50 ms: a pending signal is seen that soon (sigtimedwait would take it).
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(50)));
+  }
 }
 
 }  // namespace tessera::cli

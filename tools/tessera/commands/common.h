@@ -2,6 +2,9 @@
 // output goes (`--json PATH`, `-` = stdout) and how errors are printed.
 #pragma once
 
+#include <signal.h>
+
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,6 +51,11 @@ StatusOr<std::string> ReadTokenFile(const std::string& path);
 // (else ""). INVALID_ARGUMENT when both flags are given (which one was meant?) or for a
 // --token-file that ReadTokenFile refuses.
 StatusOr<std::string> ApiToken(const std::string& token, const std::string& token_file);
+
+// The wait between an API client's retries (ApiClientOptions::sleep) in a command that blocks
+// `signals` and waits for them itself: sleeps `wait`, or less when one of them arrives, and then
+// returns false (the client stops retrying) leaving the signal pending for the command to take.
+bool SleepUnlessSignalled(const sigset_t& signals, std::chrono::milliseconds wait);
 
 // Prints "tessera <command>: <message>" on stderr (never the status code's name) and returns
 // `exit_code`.

@@ -82,7 +82,9 @@ StatusOr<std::unique_ptr<daemon::ApiClient>> CtlClient(const CtlConnection& c, i
   if (server.empty()) server = std::getenv("TESSERA_SERVER") ? std::getenv("TESSERA_SERVER") : "http://127.0.0.1:8080";
   std::string ca_file = c.ca_file;
   if (ca_file.empty() && std::getenv("TESSERA_CA_FILE")) ca_file = std::getenv("TESSERA_CA_FILE");
-  return daemon::ApiClient::Create(server, {.token = token, .timeout_ms = timeout_ms, .ca_file = ca_file});
+  daemon::ApiClientOptions options{.token = token, .timeout_ms = timeout_ms, .ca_file = ca_file};
+  options.retry_budget_ms = int64_t{c.retry_budget_s} * 1000;
+  return daemon::ApiClient::Create(server, std::move(options));
 }
 
 void RegisterCtl(CLI::App& app, int* exit_code) {
@@ -92,7 +94,8 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
       "Talk to the control plane (tessera serve): tenants, tokens, workloads, nodes, usage, invoices, audit, events.\n"
       "Server: --server, else $TESSERA_SERVER, else http://127.0.0.1:8080. Token: --token, --token-file,\n"
       "else $TESSERA_TOKEN. https: the CA is --ca-file, else $TESSERA_CA_FILE, else the system's.\n"
-      "Exit 0 for success, 1 for an error answer or no answer, 2 for bad flags.");
+      "Answers 429 and 503 are retried (503 only for GET/DELETE or with --idempotency-key) for\n"
+      "--retry-budget s. Exit 0 for success, 1 for an error answer or no answer, 2 for bad flags.");
   ctl->require_subcommand(1);
   ctl->fallthrough();  // --server, --token, -o also after the area and verb
   ctl->add_option("--server", f->server, "Control plane URL, http://HOST:PORT or https://HOST[:PORT] (443)");
@@ -100,6 +103,10 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   ctl->add_option("--token", f->token, "API token (prefer --token-file: a command line is visible to others)");
   ctl->add_option("--token-file", f->token_file, "File whose first line is the API token (not with --token)");
   ctl->add_option("-o,--output", f->output, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
+  ctl->add_option("--retry-budget", f->retry_budget_s,
+                  "Seconds a request keeps retrying answers 429 and 503 (waiting Retry-After, else backing "
+                  "off), default 60; 0: no retries")
+      ->check(CLI::Range(0, 86400));
   auto verb = [&](CLI::App* area, const std::string& name, const std::string& help) {
     CLI::App* v = area->add_subcommand(name, help);
     v->fallthrough();
@@ -244,7 +251,12 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
     return Run(*f, "audit", "list", "GET",
                "/v1/audit?after=" + std::to_string(f->after) + "&limit=" + std::to_string(f->limit));
   });
-  set(ctl->add_subcommand("health", "The control plane's /readyz")->fallthrough(), [f] { return Run(*f, "health", "", "GET", "/readyz"); });
+  // A probe answers for now: a 503 (not ready) is its answer, not one to wait out.
+  set(ctl->add_subcommand("health", "The control plane's /readyz (never retried)")->fallthrough(), [f] {
+    CtlFlags now = *f;
+    now.retry_budget_s = 0;
+    return Run(now, "health", "", "GET", "/readyz");
+  });
   RegisterCtlEvents(ctl, f, exit_code);
   RegisterCtlInvoices(ctl, f, exit_code);
 }

@@ -20,13 +20,14 @@ struct CtlConnection {
   std::string token_file;
   std::string ca_file;
   std::string output = "table";
+  int retry_budget_s = 60;  // how long a request keeps retrying 429/503 answers; 0: never
 };
 
 // The client for these flags: --server, else $TESSERA_SERVER, else http://127.0.0.1:8080;
 // --token, else the first line of --token-file, else $TESSERA_TOKEN (ApiToken, common.h); for
 // https, --ca-file, else $TESSERA_CA_FILE, else the system's trusted certificates.
 // INVALID_ARGUMENT for a bad URL, --token with --token-file, an unreadable or empty token file,
-// or an unreadable CA file.
+// or an unreadable CA file. 429 and 503 answers are retried for --retry-budget s (ApiClient).
 StatusOr<std::unique_ptr<daemon::ApiClient>> CtlClient(const CtlConnection& c, int timeout_ms = 30000);
 
 // Runs one `ctl` verb behind the same barrier the server has: an exception that escapes it (a

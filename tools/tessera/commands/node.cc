@@ -190,6 +190,10 @@ void RegisterNode(CLI::App& app, int* exit_code) {
   run->add_option("--qos", flags->remote.qos, "With --server: Guaranteed, Burstable (default) or BestEffort");
   run->add_option("--mode", flags->remote.mode, "With --server: exclusive, mig, mps, timeslice, fraction");
   run->add_option("--model", flags->remote.model, "With --server: the GPU model to run on");
+  run->add_option("--retry-budget", flags->remote.retry_budget_s,
+                  "With --server: seconds each request keeps retrying answers 429 and 503 (Retry-After, else "
+                  "backoff), default 60; 0: no retries")
+      ->check(CLI::Range(0, 86400));
   run->add_option("--priority", flags->priority, "Priority (used by the priority policy; default 0)");
   run->add_option("--kernel-estimate-us", flags->kernel_estimate_us,
                   "The lease arbiter's duration model: GPU time of one kernel (default 1000)")

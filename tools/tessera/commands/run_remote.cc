@@ -2,6 +2,7 @@
 // tessera::node::RemoteRun (include/tessera/node/remote_run.h).
 #include "tools/tessera/commands/run_remote.h"
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -41,18 +42,20 @@ int RunRemote(const RemoteRunFlags& f) {
   if (f.priority != 0) body["priority"] = f.priority;
   if (!f.mode.empty()) body["mode"] = f.mode;
   if (!f.model.empty()) body["model"] = f.model;
-  StatusOr<std::unique_ptr<daemon::ApiClient>> client =
-      daemon::ApiClient::Create(f.server, {.token = *token, .timeout_ms = 30000, .ca_file = f.ca_file});
+  sigset_t signals;  // Ctrl-C cancels the workload, also while a request waits to be retried
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  daemon::ApiClientOptions client_options{.token = *token, .timeout_ms = 30000, .ca_file = f.ca_file};
+  client_options.retry_budget_ms = int64_t{f.retry_budget_s} * 1000;
+  client_options.sleep = [&signals](std::chrono::milliseconds wait) { return SleepUnlessSignalled(signals, wait); };
+  StatusOr<std::unique_ptr<daemon::ApiClient>> client = daemon::ApiClient::Create(f.server, std::move(client_options));
   if (!client.ok()) {
     const std::string& m = client.status().message();
     return Fail((m.rfind("CA file", 0) == 0 ? "--ca-file: " : "--server: ") + m, kExitBadInput);
   }
   HttpLink link(std::move(*client));
-  sigset_t signals;  // Ctrl-C cancels the workload
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   node::RemoteRunOptions options;
   options.local_run_dir = node::DefaultNodeDir();
   options.on_event = [](const std::string& line) { std::fprintf(stderr, "tessera run: %s\n", line.c_str()); };

@@ -11,6 +11,7 @@ struct RemoteRunFlags {
   std::string tenant, mem, qos = "Burstable", mode, model;
   int share = 0;  // gpu_milli; 0 = a whole GPU
   int priority = 0;
+  int retry_budget_s = 60;  // how long each request keeps retrying 429/503 answers; 0: never
   std::vector<std::string> command;
 };
 
