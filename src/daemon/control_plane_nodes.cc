@@ -167,13 +167,12 @@ HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller
   // A live node (ready or cordoned) is its agent's: a second agent with the same name would
   // replace its inventory and requeue its work. A lost node is anyone's to take over.
   if (known != nodes.end() && !SameAgent(known->second.record, c.token_id, inv->agent_id)) {
-    const int64_t silent_s = (now - known->second.last_heartbeat_ms) / 1000;
+    // The same text every time (an agent prints a changed error once, not every round).
     return HttpResponse::Error(
         409, "conflict",
         "node '" + name + "' is held by another agent (registered with token " + known->second.record.agent_token +
-            ", last heartbeat " + std::to_string(silent_s) + " s ago): a second agent may not register the same "
-            "name; stop the other agent, give this one another name, or wait until the node is lost (no "
-            "heartbeat for " + std::to_string(opt.node_timeout_s) + " s)");
+            "): a second agent may not register the same name; stop the other agent, give this one another "
+            "name, or wait until the node is lost (no heartbeat for " + std::to_string(opt.node_timeout_s) + " s)");
   }
   if (known != nodes.end() && known->second.record.inventory_json == inv->canonical_json) {
     known->second.last_heartbeat_ms = now;  // the same inventory again (an agent restarted)
