@@ -318,13 +318,13 @@ void ControlPlane::Impl::InstallRoutes() {
       HttpResponse resp;
       StatusOr<Caller> c = Authenticate(r);
       std::string key;
-      std::string whose = "this token's";
+      std::string whose = "this token's rate limit";
       if (c.ok()) {
         key = "token/" + c->token_id;
         if (c->principal.role == Role::kNodeAgent && node_route) {
           const std::string& node = r.path_params.at("name");
           key = "node/" + node;
-          whose = "node '" + node + "''s";
+          whose = "the rate limit of node '" + node + "'";
         }
       }
       if (!c.ok()) {
@@ -336,7 +336,7 @@ void ControlPlane::Impl::InstallRoutes() {
                                        r.path_params.at("name") + "'");
       } else if (const auto wait = limiter->Admit(key, std::chrono::steady_clock::now()); wait.count() > 0) {
         resp = HttpResponse::Error(429, "too_many_requests",
-                                   "over " + whose + " rate limit; retry after " + std::to_string(wait.count()) + " ms");
+                                   "over " + whose + "; retry after " + std::to_string(wait.count()) + " ms");
         resp.headers.push_back({"Retry-After", std::to_string((wait.count() + 999) / 1000)});
       } else {
         resp = (this->*fn)(r, *c);

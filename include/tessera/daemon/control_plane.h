@@ -58,7 +58,9 @@ struct ControlPlaneOptions {
   // GET /metrics asks for a token (any role; 401 without one) instead of being open. The
   // metrics name tenants and show their queues, allocations and usage (docs/api.md).
   bool metrics_auth = false;
-  double rate_per_s = 200;                // per token (429 with Retry-After beyond it)
+  // Per token (429 with Retry-After beyond it); node-agent calls on /v1/nodes/{name}/... per
+  // node instead, so that a fleet sharing one token is not limited by its size.
+  double rate_per_s = 200;
   double rate_burst = 400;
   // GET /v1/events: a ": ping" comment this often on every open stream; the store is polled for
   // new events this often besides the wake-up every committed change gives.
