@@ -171,7 +171,7 @@ StatusOr<NodeInventory> DecodeNodeInventory(std::string_view node_name, std::str
   if (bad_field) bad_field->clear();
   TESSERA_ASSIGN_OR_RETURN(const json j, ParseJsonObject(body));
   JsonFields f(j, "", bad_field);
-  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"cpu_milli", "memory_mib", "gpus", "agent_version"}));
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"cpu_milli", "memory_mib", "gpus", "agent_version", "agent_id"}));
   TESSERA_RETURN_IF_ERROR(f.Require("cpu_milli"));
   TESSERA_RETURN_IF_ERROR(f.Require("memory_mib"));
   NodeInventory out;
@@ -180,6 +180,7 @@ StatusOr<NodeInventory> DecodeNodeInventory(std::string_view node_name, std::str
   TESSERA_ASSIGN_OR_RETURN(const int64_t mem, f.Int("memory_mib", 0, int64_t{1} << 40, 0));
   out.spec.cpu = CpuMilli{cpu};
   out.spec.memory = MiB{mem};
+  TESSERA_ASSIGN_OR_RETURN(out.agent_id, f.Str("agent_id", 64));
   TESSERA_ASSIGN_OR_RETURN(const json gpus, f.Array("gpus"));
   if (gpus.size() > static_cast<size_t>(placement::kMaxGpusPerNode))
     return f.Fail("gpus", std::to_string(gpus.size()) + " GPUs; a node has at most 16");

@@ -65,7 +65,10 @@ nlohmann::json TenantView(const store::TenantRecord& tenant);
 struct NodeInventory {
   placement::NodeSpec spec;
   nlohmann::json gpus;  // the GPUs as registered (model names canonical)
-  std::string canonical_json;
+  std::string canonical_json;  // the inventory only (not agent_id)
+  // The registering agent's instance id ("" when the body has none): the same across the
+  // agent's restarts, another for another agent (see RegisterNode).
+  std::string agent_id;
 };
 StatusOr<NodeInventory> DecodeNodeInventory(std::string_view node_name, std::string_view body,
                                             const GpuModelCatalog& catalog, std::string* bad_field);

@@ -8,7 +8,9 @@
 //                 for tenants in the subtree
 //   tenant-user   its subtree's tenants (read only) and workloads (submit, read, change,
 //                 cancel); no quota changes, no tokens
-//   node-agent    the node endpoints only (register, heartbeat, usage, desired state)
+//   node-agent    the node endpoints only (register, heartbeat, usage, desired state); a token
+//                 bound to a node (TokenRecord::node) only for that node, which the control
+//                 plane's route wrapper checks (a decision about the path, not the role)
 //
 // Tenant isolation: an object of a tenant outside the caller's subtree is NOT FOUND (404), never
 // FORBIDDEN (403), so that a tenant cannot even learn that another tenant or its workload

@@ -243,7 +243,7 @@ StatusOr<Caller> ControlPlane::Impl::Authenticate(const HttpRequest& r) {
   if (it->second.expires_ms && *it->second.expires_ms <= NowMs()) return Status(StatusCode::kUnauthenticated, "the token has expired");
   StatusOr<Role> role = ParseRole(it->second.role);
   if (!role.ok()) return Status(StatusCode::kUnauthenticated, "the token's role is unknown");
-  return Caller{{*role, it->second.tenant}, it->second.id};
+  return Caller{{*role, it->second.tenant}, it->second.id, it->second.node};
 }
 
 HttpResponse ControlPlane::Impl::Healthz(const HttpRequest&) { return HttpResponse::Json(200, R"({"status":"ok"})"); }
@@ -319,19 +319,37 @@ void ControlPlane::Impl::InstallRoutes() {
       return resp;
     });
   };
+  // Node-agent calls on a node's routes are limited per node (the node of the path), not per
+  // token: a fleet shares one node-agent token, and each agent's own cadence is what has to fit.
+  // A token bound to a node acts for that node only (403 naming it), before the limit counts.
   auto api = [&](const std::string& method, const std::string& pattern, Authed fn) {
     const std::string route = method + " " + pattern;
-    (void)http->Route(method, pattern, [this, fn, route, observe](const HttpRequest& r) {
+    const bool node_route = pattern.starts_with("/v1/nodes/{name}");
+    (void)http->Route(method, pattern, [this, fn, route, node_route, observe](const HttpRequest& r) {
       const auto t0 = std::chrono::steady_clock::now();
       HttpResponse resp;
       StatusOr<Caller> c = Authenticate(r);
+      std::string key;
+      std::string whose = "this token's rate limit";
+      if (c.ok()) {
+        key = "token/" + c->token_id;
+        if (c->principal.role == Role::kNodeAgent && node_route) {
+          const std::string& node = r.path_params.at("name");
+          key = "node/" + node;
+          whose = "the rate limit of node '" + node + "'";
+        }
+      }
       if (!c.ok()) {
         resp = HttpResponse::Error(401, "unauthenticated", c.status().message());
         resp.headers.push_back({"WWW-Authenticate", "Bearer"});
-      } else if (const auto wait = limiter->Admit(c->token_id, std::chrono::steady_clock::now()); wait.count() > 0) {
+      } else if (!c->node.empty() && node_route && r.path_params.at("name") != c->node) {
+        resp = HttpResponse::Error(403, "forbidden",
+                                   "this token is bound to node '" + c->node + "'; it may not act for node '" +
+                                       r.path_params.at("name") + "'");
+      } else if (const auto wait = limiter->Admit(key, std::chrono::steady_clock::now()); wait.count() > 0) {
         // Retry-After takes whole seconds; the message says the same number.
         const std::string after_s = std::to_string((wait.count() + 999) / 1000);
-        resp = HttpResponse::Error(429, "too_many_requests", "over this token's rate limit; retry after " + after_s + " s");
+        resp = HttpResponse::Error(429, "too_many_requests", "over " + whose + "; retry after " + after_s + " s");
         resp.headers.push_back({"Retry-After", after_s});
       } else {
         resp = (this->*fn)(r, *c);

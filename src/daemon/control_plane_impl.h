@@ -58,6 +58,7 @@ bool IsTerminal(std::string_view state);
 struct Caller {
   Principal principal;
   std::string token_id;
+  std::string node;  // a node-agent token bound to one node: that node ("" for any)
 };
 
 struct ApiMetrics {

@@ -17,6 +17,17 @@ HttpResponse NodeAgentOnly(Decision d) {
   return HttpResponse::Error(403, "forbidden", "the node endpoints take node-agent tokens only");
 }
 
+// Whether the agent registering now (its token's id and instance id) is the one that registered
+// `held`. The instance id decides when both sides have one (it survives the agent's restarts and
+// a new token; a fleet shares one token, so the token alone cannot tell two agents apart); an
+// agent without one is known by its token. A node registered before identities were kept (schema
+// version 3) belongs to whoever registers it next.
+bool SameAgent(const store::NodeRecord& held, const std::string& token_id, const std::string& agent_id) {
+  if (held.agent_token.empty() && held.agent_id.empty()) return true;
+  if (!held.agent_id.empty() && !agent_id.empty()) return held.agent_id == agent_id;
+  return held.agent_token == token_id;
+}
+
 }  // namespace
 
 Status ControlPlane::Impl::PersistRequeue(const std::vector<sched::JobId>& ids, std::string_view why,
@@ -153,9 +164,28 @@ HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller
   std::lock_guard<std::mutex> lock(mu);
   const int64_t now = NowMs();
   auto known = nodes.find(name);
+  // A live node (ready or cordoned) is its agent's: a second agent with the same name would
+  // replace its inventory and requeue its work. A lost node is anyone's to take over.
+  if (known != nodes.end() && !SameAgent(known->second.record, c.token_id, inv->agent_id)) {
+    // The same text every time (an agent prints a changed error once, not every round).
+    return HttpResponse::Error(
+        409, "conflict",
+        "node '" + name + "' is held by another agent (registered with token " + known->second.record.agent_token +
+            "): a second agent may not register the same name; stop the other agent, give this one another "
+            "name, or wait until the node is lost (no heartbeat for " + std::to_string(opt.node_timeout_s) + " s)");
+  }
   if (known != nodes.end() && known->second.record.inventory_json == inv->canonical_json) {
     known->second.last_heartbeat_ms = now;  // the same inventory again (an agent restarted)
-    return HttpResponse::Json(200, json{{"node", name}, {"state", known->second.record.state}}.dump());
+    store::NodeRecord& held = known->second.record;
+    if (held.agent_token != c.token_id || held.agent_id != inv->agent_id) {  // a new token, or a first id
+      store::NodeRecord rec = held;
+      rec.agent_token = c.token_id;
+      rec.agent_id = inv->agent_id;
+      Status st = Transact("node", [&](store::Transaction& tx) { return tx.PutNode(rec); });
+      if (!st.ok()) return ErrorResponse(st);
+      held = rec;
+    }
+    return HttpResponse::Json(200, json{{"node", name}, {"state", held.state}}.dump());
   }
   std::vector<sched::JobId> lost;
   if (known != nodes.end()) {
@@ -167,7 +197,7 @@ HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller
     if (known != nodes.end()) loop_healthy = Restore().ok();
     return ErrorResponse(st, "gpus");
   }
-  store::NodeRecord rec{name, inv->canonical_json, "ready", now};
+  store::NodeRecord rec{name, inv->canonical_json, "ready", now, c.token_id, inv->agent_id};
   Status st = Transact("node", [&](store::Transaction& tx) -> Status {
     TESSERA_RETURN_IF_ERROR(tx.PutNode(rec));
     TESSERA_RETURN_IF_ERROR(PersistRequeue(lost, "node '" + name + "' registered a new inventory", tx, now));

@@ -221,7 +221,8 @@ namespace {
 
 json TokenView(const store::TokenRecord& t) {
   json j = {{"id", t.id}, {"role", t.role}, {"tenant", t.tenant.empty() ? json(nullptr) : json(t.tenant)},
-            {"revoked", t.revoked}, {"created_ms", t.created_ms}};
+            {"node", t.node.empty() ? json(nullptr) : json(t.node)}, {"revoked", t.revoked},
+            {"created_ms", t.created_ms}};
   j["expires_ms"] = t.expires_ms ? json(*t.expires_ms) : json(nullptr);
   return j;
 }
@@ -252,7 +253,7 @@ HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller&
   StatusOr<json> j = ParseJsonObject(r.body);
   if (!j.ok()) return ErrorResponse(j.status());
   JsonFields f(*j, "", &field);
-  if (Status st = f.OnlyKnown({"role", "tenant", "expires_in_s"}); !st.ok()) return ErrorResponse(st, field);
+  if (Status st = f.OnlyKnown({"role", "tenant", "node", "expires_in_s"}); !st.ok()) return ErrorResponse(st, field);
   if (Status st = f.Require("role"); !st.ok()) return ErrorResponse(st, field);
   StatusOr<std::string> role_name = f.Str("role", 32);
   if (!role_name.ok()) return ErrorResponse(role_name.status(), field);
@@ -268,6 +269,15 @@ HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller&
   if (!tenant_role && !tenant->empty())
     return HttpResponse::Error(400, "invalid_argument", "tenant: role " + *role_name + " is not bound to a tenant",
                                "tenant");
+  // A node-agent token may be bound to one node: it then registers, heartbeats and reports for
+  // that node only. The node need not be registered yet (the token is made for a new machine).
+  StatusOr<std::string> node = f.Str("node", 63);
+  if (!node.ok()) return ErrorResponse(node.status(), field);
+  if (!node->empty() && *role != Role::kNodeAgent)
+    return HttpResponse::Error(400, "invalid_argument",
+                               "node: only a node-agent token is bound to a node (role is " + *role_name + ")", "node");
+  if (!node->empty())
+    if (Status st = CheckName(*node, "node"); !st.ok()) return ErrorResponse(st, "node");
   StatusOr<int64_t> expires_in = f.Int("expires_in_s", 1, int64_t{10} * 365 * 86400, 0);
   if (!expires_in.ok()) return ErrorResponse(expires_in.status(), field);
   const Decision d = Authorize(c.principal, Action::kCreateToken, *tenant, Parents(), *role);
@@ -277,6 +287,7 @@ HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller&
                         *expires_in > 0 ? std::optional<int64_t>(now + *expires_in * 1000) : std::nullopt, now);
   if (!made.ok()) return ErrorResponse(made.status());
   store::TokenRecord& rec = made->first;  // named, not bound: the lambda below captures it
+  rec.node = *node;
   const std::string& secret = made->second;
   {
     std::lock_guard<std::mutex> lock(mu);  // the tenant cannot vanish meanwhile

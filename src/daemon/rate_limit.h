@@ -1,6 +1,7 @@
-// Per-token rate limiting for the API (429 with Retry-After): a token bucket per key (a token's
-// id), refilled continuously at `rate_per_s` up to `burst`. The clock is the caller's, so tests
-// and the simulator drive it; the server passes steady_clock.
+// Rate limiting for the API (429 with Retry-After): a token bucket per key, refilled continuously
+// at `rate_per_s` up to `burst`. The control plane's keys: "token/<id>" for a token's calls,
+// "node/<name>" for node-agent calls about a node (a fleet shares one token). The clock is the
+// caller's, so tests and the simulator drive it; the server passes steady_clock.
 //
 //   RateLimiter limiter({.rate_per_s = 10, .burst = 20});
 //   limiter.Admit("tok-1", t)             -> 0 s: admitted (20 requests at once pass)

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "src/node/agent_impl.h"
@@ -48,7 +50,8 @@ std::vector<std::string> Agent::TakeLog() { return std::exchange(log_, {}); }
 
 Status Agent::Register() {
   TESSERA_ASSIGN_OR_RETURN(LinkResponse r,
-                           link_->Call("POST", "/v1/nodes/" + options_.name + "/register", InventoryJson(inventory_)));
+                           link_->Call("POST", "/v1/nodes/" + options_.name + "/register",
+                                       InventoryJson(inventory_, agent_id_)));
   if (r.status == 401 || r.status == 403) return internal::RefusedToken(r, "register");
   if (r.status == 400) return InvalidArgumentError("the control plane refused the inventory: " + internal::ResponseMessage(r));
   if (r.status != 200) return UnavailableError("register: " + internal::ResponseMessage(r));
@@ -88,8 +91,32 @@ Status Agent::Start() {
     return InternalError("node directory '" + options_.run_dir + "': " + std::strerror(errno));
   if (::mkdir(AgentDir().c_str(), 0755) != 0 && errno != EEXIST)
     return InternalError("agent directory '" + AgentDir() + "': " + std::strerror(errno));
+  TESSERA_RETURN_IF_ERROR(LoadAgentId());
   TESSERA_RETURN_IF_ERROR(Adopt());
   return LoadOutbox();
+}
+
+// The instance id is drawn once and kept in the agent directory, so that a restarted agent is
+// the same agent to the control plane (it may register its node again) and an agent on another
+// machine with the same --name is not (409 while the node is live).
+Status Agent::LoadAgentId() {
+  const std::string path = AgentDir() + "/agent_id";
+  StatusOr<std::string> text = internal::ReadWholeFile(path);
+  if (text.ok()) {
+    std::string id = *text;
+    while (!id.empty() && (id.back() == '\n' || id.back() == '\r')) id.pop_back();
+    bool hex = id.size() == 32;
+    for (char c : id) hex &= (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+    if (!hex) return DataLossError("'" + path + "': expected 32 lowercase hex digits (remove the file for a new id)");
+    agent_id_ = id;
+    return Status::Ok();
+  }
+  if (text.status().code() != StatusCode::kNotFound) return text.status();
+  std::random_device rd;
+  char buf[33];
+  for (int i = 0; i < 4; ++i) std::snprintf(buf + 8 * i, 9, "%08x", static_cast<unsigned>(rd()));
+  agent_id_ = buf;
+  return internal::WriteFileAtomically(path, agent_id_ + "\n");
 }
 
 Status Agent::Round(int64_t now_ms) {

@@ -42,7 +42,7 @@ StatusOr<Inventory> DiscoverInventory(const enforce::NvmlApi& nvml, const GpuMod
   return out;
 }
 
-std::string InventoryJson(const Inventory& inventory) {
+std::string InventoryJson(const Inventory& inventory, std::string_view agent_id) {
   nlohmann::json gpus = nlohmann::json::array();
   for (const InventoryGpu& g : inventory.gpus) {
     gpus.push_back({{"index", g.index},
@@ -51,8 +51,9 @@ std::string InventoryJson(const Inventory& inventory) {
                     {"memory_mib", g.memory_mib},
                     {"mig_enabled", g.mig_enabled}});
   }
-  return nlohmann::json{{"cpu_milli", inventory.cpu_milli}, {"memory_mib", inventory.memory_mib}, {"gpus", gpus}}
-      .dump();
+  nlohmann::json body = {{"cpu_milli", inventory.cpu_milli}, {"memory_mib", inventory.memory_mib}, {"gpus", gpus}};
+  if (!agent_id.empty()) body["agent_id"] = std::string(agent_id);
+  return body.dump();
 }
 
 StatusOr<std::string> FakeNvmlConfig(const std::string& fake_gpus, const GpuModelCatalog& catalog) {

@@ -101,6 +101,15 @@ CREATE TABLE usage_samples (
 CREATE INDEX usage_samples_by_tenant_end ON usage_samples (tenant, end_s);
 )sql";
 
+// Version 3: the node a node-agent token is bound to ("" for any node), and the identity that
+// registered each node (the token's id and the agent's instance id; "" for nodes registered
+// before, which the next registration claims).
+constexpr std::string_view kSchemaV3 = R"sql(
+ALTER TABLE tokens ADD COLUMN node TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN agent_token TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN agent_id TEXT NOT NULL DEFAULT '';
+)sql";
+
 // The owner's record, beside the lease (not a migration: it is the lease's, and a standby
 // reads it before any owner has run the migrations of a newer binary).
 constexpr std::string_view kOwnerTable = R"sql(
@@ -234,7 +243,7 @@ class PostgresBackend final : public SqlBackend {
   Status RollbackToSavepoint() override { return Exec("ROLLBACK TO SAVEPOINT tessera_callback"); }
 
   const std::vector<std::string_view>& Migrations() const override {
-    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2};
+    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3};
     return kMigrations;
   }
   std::string_view ForUpdate() const override { return " FOR UPDATE"; }

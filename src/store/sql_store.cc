@@ -33,8 +33,8 @@ SqlParam OptText(const std::string& s) { return s.empty() ? SqlParam() : SqlPara
 SqlParam OptInt(const std::optional<int64_t>& v) { return v ? SqlParam(*v) : SqlParam(); }
 
 constexpr std::string_view kTenantColumns = "name, parent, spec_json, created_ms, updated_ms";
-constexpr std::string_view kTokenColumns = "id, hash_hex, role, tenant, expires_ms, revoked, created_ms";
-constexpr std::string_view kNodeColumns = "name, inventory_json, state, last_heartbeat_ms";
+constexpr std::string_view kTokenColumns = "id, hash_hex, role, tenant, expires_ms, revoked, created_ms, node";
+constexpr std::string_view kNodeColumns = "name, inventory_json, state, last_heartbeat_ms, agent_token, agent_id";
 constexpr std::string_view kWorkloadColumns =
     "id, tenant, spec_json, state, placement_json, wait_reason, seq, start_ms, created_ms, updated_ms, version";
 constexpr std::string_view kAuditColumns = "seq, time_ms, actor, action, target, result, prev_hash, hash";
@@ -66,11 +66,12 @@ StatusOr<TokenRecord> TokenFrom(const SqlRow& r) {
   TESSERA_ASSIGN_OR_RETURN(int64_t revoked, ToInt(r[5], "revoked"));
   t.revoked = revoked != 0;
   TESSERA_ASSIGN_OR_RETURN(t.created_ms, ToInt(r[6], "created_ms"));
+  t.node = Text(r[7]);
   return t;
 }
 
 StatusOr<NodeRecord> NodeFrom(const SqlRow& r) {
-  NodeRecord n{Text(r[0]), Text(r[1]), Text(r[2]), 0};
+  NodeRecord n{Text(r[0]), Text(r[1]), Text(r[2]), 0, Text(r[4]), Text(r[5])};
   TESSERA_ASSIGN_OR_RETURN(n.last_heartbeat_ms, ToInt(r[3], "last_heartbeat_ms"));
   return n;
 }
@@ -196,10 +197,10 @@ class SqlTransaction final : public Transaction {
 
   Status CreateToken(const TokenRecord& t) override {
     TESSERA_ASSIGN_OR_RETURN(SqlResult r,
-        Q("INSERT INTO tokens (" + std::string(kTokenColumns) + ") VALUES ($1, $2, $3, $4, $5, $6, $7) "
+        Q("INSERT INTO tokens (" + std::string(kTokenColumns) + ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
           "ON CONFLICT DO NOTHING",
           {t.id, t.hash_hex, t.role, OptText(t.tenant), OptInt(t.expires_ms), int64_t{t.revoked ? 1 : 0},
-           t.created_ms}));
+           t.created_ms, t.node}));
     if (r.affected == 0) return AlreadyExistsError("token " + t.id + " (or its hash) already exists");
     return Status::Ok();
   }
@@ -225,10 +226,11 @@ class SqlTransaction final : public Transaction {
   }
 
   Status PutNode(const NodeRecord& n) override {
-    return Q("INSERT INTO nodes (name, inventory_json, state, last_heartbeat_ms) VALUES ($1, $2, $3, $4) "
+    return Q("INSERT INTO nodes (" + std::string(kNodeColumns) + ") VALUES ($1, $2, $3, $4, $5, $6) "
              "ON CONFLICT (name) DO UPDATE SET inventory_json = excluded.inventory_json, state = excluded.state, "
-             "last_heartbeat_ms = excluded.last_heartbeat_ms",
-             {n.name, n.inventory_json, n.state, n.last_heartbeat_ms})
+             "last_heartbeat_ms = excluded.last_heartbeat_ms, agent_token = excluded.agent_token, "
+             "agent_id = excluded.agent_id",
+             {n.name, n.inventory_json, n.state, n.last_heartbeat_ms, n.agent_token, n.agent_id})
         .status();
   }
   StatusOr<NodeRecord> GetNode(std::string_view name) override {

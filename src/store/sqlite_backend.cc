@@ -116,6 +116,15 @@ CREATE TABLE usage_samples (
 CREATE INDEX usage_samples_by_tenant_end ON usage_samples (tenant, end_s);
 )sql";
 
+// Version 3: the node a node-agent token is bound to ("" for any node), and the identity that
+// registered each node (the token's id and the agent's instance id; "" for nodes registered
+// before, which the next registration claims).
+constexpr std::string_view kSchemaV3 = R"sql(
+ALTER TABLE tokens ADD COLUMN node TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN agent_token TEXT NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN agent_id TEXT NOT NULL DEFAULT '';
+)sql";
+
 // The owner lock file's text: "pid=1234\nhost=h1\nsince_ms=1796449801000\n".
 std::string FormatOwner(const OwnerIdentity& o) {
   return "pid=" + std::to_string(o.pid) + "\nhost=" + o.host + "\nsince_ms=" + std::to_string(o.since_ms) + "\n";
@@ -248,7 +257,7 @@ class SqliteBackend final : public SqlBackend {
   Status RollbackToSavepoint() override { return Step("ROLLBACK TO SAVEPOINT tessera_callback"); }
 
   const std::vector<std::string_view>& Migrations() const override {
-    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2};
+    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3};
     return kMigrations;
   }
   std::string_view ForUpdate() const override { return ""; }

@@ -200,6 +200,20 @@ TEST(CtlCli, WorkloadsSubmitWithoutQosLeavesItToTheTenant) {
   EXPECT_THAT(r.err, HasSubstr("--tenant is required (or --file)"));
 }
 
+// --node binds a node-agent token to one node: sent as "node", shown in the NODE column.
+TEST(CtlCli, TokensCreateSendsTheNodeAndTheTableShowsIt) {
+  TempDir dir;
+  CannedServer server(201, R"({"id": "tok_1", "role": "node-agent", "tenant": null, "node": "gpu-07",
+                               "revoked": false, "expires_ms": null, "token": "tsr_x"})");
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl tokens create --role node-agent --node gpu-07", Env(server));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_THAT(server.requests()[0], HasSubstr("\"node\":\"gpu-07\""));
+  EXPECT_THAT(r.out, HasSubstr("NODE"));
+  EXPECT_THAT(r.out, HasSubstr("gpu-07"));
+}
+
 // An empty --token-file fell back to $TESSERA_TOKEN (the admin's); --token with --token-file
 // silently used --token. Both are bad flags now, for ctl and for `tessera run --server`.
 TEST(CtlCli, AnEmptyTokenFileOrBothTokenFlagsAreRefused) {

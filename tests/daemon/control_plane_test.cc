@@ -420,6 +420,102 @@ TEST_F(ControlPlaneTest, ALostNodesWorkloadsAreQueuedAgainAndRunElsewhere) {
   EXPECT_EQ(Call("POST", "/v1/nodes/n1/heartbeat", "", agent).status, 404);  // it must register again
 }
 
+// A register body: `gpus` A100s, and the agent's instance id when given.
+std::string NodeBody(const std::string& name, int gpus, const std::string& agent_id = "") {
+  json list = json::array();
+  for (int g = 0; g < gpus; ++g)
+    list.push_back({{"index", g}, {"uuid", "GPU-" + name + "-" + std::to_string(g)}, {"model", "A100-80GB"}});
+  json body = {{"cpu_milli", 64000}, {"memory_mib", 262144}, {"gpus", list}};
+  if (!agent_id.empty()) body["agent_id"] = agent_id;
+  return body.dump();
+}
+
+TEST_F(ControlPlaneTest, ANodeBoundTokenActsForItsNodeOnlyAndTheListShowsTheNode) {
+  const json made = Ok("POST", "/v1/tokens", R"({"role": "node-agent", "node": "gpu-07"})", kAdmin, 201);
+  EXPECT_EQ(made["node"], "gpu-07");
+  const std::string bound = made.value("token", std::string());
+  EXPECT_EQ(Call("POST", "/v1/nodes/gpu-07/register", NodeBody("gpu-07", 1), bound).status, 200);
+  EXPECT_EQ(Call("POST", "/v1/nodes/gpu-07/heartbeat", "", bound).status, 200);
+  RegisterNode(Token("node-agent"), "gpu-08", 1);  // an unbound token acts for any node
+  for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
+           {"POST", "/v1/nodes/gpu-08/register"}, {"POST", "/v1/nodes/gpu-08/heartbeat"},
+           {"GET", "/v1/nodes/gpu-08/desired"}, {"POST", "/v1/nodes/gpu-08/usage"}}) {
+    HttpResponse r = Call(method, path, method == "POST" ? NodeBody("gpu-08", 1) : "", bound);
+    EXPECT_EQ(r.status, 403) << path << ": " << r.body;
+    EXPECT_THAT(r.body, HasSubstr("bound to node 'gpu-07'")) << path;
+    EXPECT_THAT(r.body, HasSubstr("node 'gpu-08'")) << path;
+  }
+  bool listed = false;
+  const json tokens = Ok("GET", "/v1/tokens");
+  for (const json& t : tokens["tokens"])
+    if (t["id"] == made["id"]) listed = t["node"] == "gpu-07";
+  EXPECT_TRUE(listed);
+  // Only a node-agent token is bound to a node, and the name is a node name.
+  HttpResponse user = Call("POST", "/v1/tokens", R"({"role": "admin", "node": "gpu-07"})");
+  EXPECT_EQ(user.status, 400);
+  EXPECT_THAT(user.body, HasSubstr("node-agent"));
+  EXPECT_THAT(user.body, HasSubstr(R"("field":"node")"));
+  EXPECT_EQ(Call("POST", "/v1/tokens", R"({"role": "node-agent", "node": "a b"})").status, 400);
+  // The binding survives a restart (it is in the store).
+  Open();
+  EXPECT_EQ(Call("POST", "/v1/nodes/gpu-08/heartbeat", "", bound).status, 403);
+  EXPECT_EQ(Call("POST", "/v1/nodes/gpu-07/heartbeat", "", bound).status, 200);
+}
+
+// Node-agent calls are limited per node: one busy node is refused, the others (on the same
+// token) are not; every other role is still limited per token.
+TEST_F(ControlPlaneTest, NodeAgentCallsAreRateLimitedPerNodeNotPerToken) {
+  ControlPlaneOptions o = Options();
+  o.rate_per_s = 1;
+  o.rate_burst = 3;
+  Open(o);
+  const std::string agent = Token("node-agent");
+  for (const std::string node : {"n1", "n2", "n3"})
+    EXPECT_EQ(Call("POST", "/v1/nodes/" + node + "/register", NodeBody(node, 1), agent).status, 200);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(Call("POST", "/v1/nodes/n1/heartbeat", "", agent).status, 200);
+  HttpResponse over = Call("POST", "/v1/nodes/n1/heartbeat", "", agent);
+  EXPECT_EQ(over.status, 429);
+  EXPECT_THAT(over.body, HasSubstr("node 'n1'"));
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(Call("POST", "/v1/nodes/n2/heartbeat", "", agent).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/nodes/n3/desired", "", agent).status, 200);
+}
+
+TEST_F(ControlPlaneTest, ASecondAgentOnALiveNodeIs409AndARestartOfTheSameAgentIs200) {
+  Tenant("a");
+  const std::string fleet = Token("node-agent");  // one token shared by every agent
+  const std::string x(32, 'a'), y(32, 'b');
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", NodeBody("n1", 2, x), fleet).status, 200);
+  const int64_t id = Submit("a", kAdmin);
+  Cycle();
+  ASSERT_EQ(Workload(id)["placement"]["node"], "n1");
+  // Another agent (another instance id) with the same name: refused, nothing changes.
+  HttpResponse second = Call("POST", "/v1/nodes/n1/register", NodeBody("n1", 1, y), fleet);
+  EXPECT_EQ(second.status, 409) << second.body;
+  EXPECT_THAT(second.body, HasSubstr("node 'n1' is held by another agent"));
+  EXPECT_THAT(second.body, HasSubstr("lost (no heartbeat for 30 s)"));
+  EXPECT_EQ(Workload(id)["state"], "running");
+  EXPECT_EQ(Ok("GET", "/v1/nodes/n1")["gpus"].size(), 2u);
+  // An agent without an instance id is known by its token: another token is another agent.
+  const std::string other = Token("node-agent");
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", NodeBody("n1", 2), other).status, 409);
+  // The same agent restarted (same instance id): its inventory again, or a new one, is taken.
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", NodeBody("n1", 2, x), fleet).status, 200);
+  EXPECT_EQ(Workload(id)["state"], "running");
+  // ... also with a new token (the shared token was rotated), after a control plane restart.
+  Open();
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", NodeBody("n1", 2, y), fleet).status, 409);
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", NodeBody("n1", 2, x), other).status, 200);
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", NodeBody("n1", 4, x), other).status, 200);
+  EXPECT_EQ(Ok("GET", "/v1/nodes/n1")["gpus"].size(), 4u);
+  // A lost node is anyone's to take over.
+  now_ms_ += 31'000;
+  Cycle();
+  ASSERT_EQ(Ok("GET", "/v1/nodes/n1")["state"], "lost");
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", NodeBody("n1", 1, y), fleet).status, 200);
+  EXPECT_EQ(Ok("GET", "/v1/nodes/n1")["state"], "ready");
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", NodeBody("n1", 1, x), other).status, 409);
+}
+
 TEST_F(ControlPlaneTest, ARestartAdoptsWhatRanAndNeverPlacesTwiceOnTheSameGpu) {
   Tenant("a");
   const std::string agent = Token("node-agent");

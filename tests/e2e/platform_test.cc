@@ -309,6 +309,44 @@ TEST_F(Platform, ARestartedServeAdoptsWhatRunsAndChangesNoLimit) {
   EXPECT_EQ(status(), before);
 }
 
+// A second agent with a live node's name (another machine: another run directory, so another
+// agent id) is refused and changes nothing; the node's own agent, restarted (same run directory),
+// registers again and keeps its work.
+TEST_F(Platform, ASecondAgentWithANodesNameIsRefusedAndARestartedAgentKeepsItsNode) {
+  auto a = Agent("n1");
+  const int64_t id = Submit(Whole("research", "Burstable"));
+  ASSERT_TRUE(WaitState(id, "running"));
+  auto requeued = [&] {
+    const json w = Get(id);
+    for (const json& e : w["events"])
+      if (e["kind"] == "requeued") return true;
+    return false;
+  };
+  {
+    TempDir elsewhere;
+    AgentProcess second(elsewhere, "n1", port_, dir_.File("agent.token"), "A100-40GB:1");
+    EXPECT_TRUE(WaitFor([&] { return second.output().find("is held by another agent") != std::string::npos; }))
+        << second.output();
+    EXPECT_THAT(second.output(), HasSubstr("node 'n1'"));
+    EXPECT_EQ(Body(Call("GET", "/v1/nodes/n1"))["gpus"].size(), 2u);  // the first agent's inventory
+    EXPECT_EQ(second.Kill(SIGTERM), 0);
+  }
+  EXPECT_EQ(a->Kill(SIGKILL), 128 + SIGKILL);
+  AgentProcess restarted(dir_, "n1", port_, dir_.File("agent.token"), "A100-40GB:2");
+  auto registrations = [&] {
+    const std::string out = restarted.output();  // both runs' lines (the log is appended to)
+    int n = 0;
+    for (size_t at = out.find("registered node 'n1'"); at != std::string::npos;
+         at = out.find("registered node 'n1'", at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_TRUE(WaitFor([&] { return registrations() == 2; })) << restarted.output();
+  EXPECT_EQ(Get(id)["state"], "running");
+  EXPECT_EQ(Get(id)["placement"]["node"], "n1");
+  EXPECT_FALSE(requeued()) << Get(id).dump();
+}
+
 TEST_F(Platform, AnAgentWithAWrongTokenIsRefused) {
   std::ofstream(dir_.File("wrong.token")) << "tsr_not-a-token-at-all\n";
   AgentProcess agent(dir_, "n9", port_, dir_.File("wrong.token"), "A100-40GB:1");

@@ -144,6 +144,41 @@ TEST_F(AgentTest, RegistersTheInventoryAndAgainWhenTheControlPlaneForgetsTheNode
   EXPECT_EQ(agent.stats().registrations, 2);
 }
 
+// The register body carries the agent's instance id; a restarted agent (same run directory)
+// sends the same one, an agent with another run directory (another machine) another.
+TEST_F(AgentTest, ARestartedAgentRegistersWithTheSameAgentIdAndAnotherAgentWithAnother) {
+  std::string first;
+  {
+    Agent agent(Options(), TwoGpus(), &cp);
+    ASSERT_TRUE(agent.Start().ok());
+    ASSERT_TRUE(agent.Round(now_ms).ok());
+    first = json::parse(cp.registered_body).value("agent_id", std::string());
+  }
+  EXPECT_THAT(first, ::testing::MatchesRegex("[0-9a-f]{32}"));
+  {
+    Agent restarted(Options(), TwoGpus(), &cp);
+    ASSERT_TRUE(restarted.Start().ok());
+    ASSERT_TRUE(restarted.Round(now_ms + 1000).ok());
+    EXPECT_EQ(json::parse(cp.registered_body).value("agent_id", std::string()), first);
+  }
+  AgentOptions other = Options();
+  other.run_dir = dir.File("other-node");
+  Agent second(other, TwoGpus(), &cp);
+  ASSERT_TRUE(second.Start().ok());
+  ASSERT_TRUE(second.Round(now_ms + 2000).ok());
+  const std::string second_id = json::parse(cp.registered_body).value("agent_id", std::string());
+  EXPECT_THAT(second_id, ::testing::MatchesRegex("[0-9a-f]{32}"));
+  EXPECT_NE(second_id, first);
+  // A 409 (another agent holds the name) is retried with the control plane's message.
+  AgentOptions third = Options();
+  third.run_dir = dir.File("third-node");
+  Agent refused(third, TwoGpus(), &cp);
+  ASSERT_TRUE(refused.Start().ok());
+  cp.status_for["/register"] = 409;
+  EXPECT_EQ(refused.Round(now_ms + 3000).code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(refused.registered());
+}
+
 TEST_F(AgentTest, HoldsASlotWithTheLimitAndChangesItLiveAndLeavesIt) {
   Agent agent(Options(), TwoGpus(), &cp);
   ASSERT_TRUE(agent.Start().ok());

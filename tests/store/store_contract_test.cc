@@ -218,8 +218,11 @@ TEST_P(StoreContractTest, TokensCrud) {
   AddTenant("t1");
   TokenRecord admin{"tok-a", std::string(64, 'a'), "admin", "", std::nullopt, false, 5};
   TokenRecord user{"tok-u", std::string(64, 'b'), "tenant-user", "t1", int64_t{99000}, false, 6};
+  TokenRecord agent{"tok-n", std::string(64, 'e'), "node-agent", "", std::nullopt, false, 8, "gpu-07"};
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateToken(admin); }).ok());
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateToken(user); }).ok());
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateToken(agent); }).ok());
+  EXPECT_EQ(Read<TokenRecord>([](Transaction& tx) { return tx.GetToken("tok-n"); }).node, "gpu-07");
   TokenRecord same_hash{"tok-x", admin.hash_hex, "admin", "", std::nullopt, false, 7};
   EXPECT_THAT(Tx([&](Transaction& tx) { return tx.CreateToken(same_hash); }),
               StatusIs(StatusCode::kAlreadyExists, ::testing::_));
@@ -233,7 +236,7 @@ TEST_P(StoreContractTest, TokensCrud) {
   ASSERT_TRUE(Tx([](Transaction& tx) { return tx.RevokeToken("tok-u"); }).ok());
   user.revoked = true;
   EXPECT_EQ(Read<std::vector<TokenRecord>>([](Transaction& tx) { return tx.ListTokens(); }),
-            (std::vector<TokenRecord>{admin, user}));
+            (std::vector<TokenRecord>{admin, agent, user}));
   EXPECT_THAT(Tx([](Transaction& tx) { return tx.RevokeToken("tok-none"); }),
               StatusIs(StatusCode::kNotFound, HasSubstr("tok-none")));
   EXPECT_THAT(Tx([](Transaction& tx) { return tx.GetToken("tok-none").status(); }),
@@ -248,12 +251,14 @@ TEST_P(StoreContractTest, TokensCrud) {
 }
 
 TEST_P(StoreContractTest, NodesCrud) {
-  NodeRecord a{"node-a", R"({"gpus":[{"model":"A100"}]})", "ready", 100};
+  NodeRecord a{"node-a", R"({"gpus":[{"model":"A100"}]})", "ready", 100, "tok-n", "agent-1"};
   NodeRecord b{"node-b", "{}", "ready", 101};
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(b); }).ok());
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(a); }).ok());
   a.state = "cordoned";
   a.last_heartbeat_ms = 200;
+  a.agent_token = "tok-m";
+  a.agent_id = "agent-2";
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(a); }).ok());  // replaces
   EXPECT_EQ(Read<NodeRecord>([](Transaction& tx) { return tx.GetNode("node-a"); }), a);
   EXPECT_EQ(Read<std::vector<NodeRecord>>([](Transaction& tx) { return tx.ListNodes(); }),
@@ -631,13 +636,37 @@ TEST_P(StoreContractTest, MigratesAnEmptyDatabaseAndRefusesANewerSchema) {
   EXPECT_THAT(reopened, StatusIs(StatusCode::kFailedPrecondition, HasSubstr("schema version 99")));
 }
 
-// A database made by a binary of schema version 1 (no usage_samples) migrates to version 2 and
-// keeps what it held.
+// What schema version 3 added, taken away again (a database as a version 2 binary left it).
+constexpr std::string_view kDropVersion3 =
+    "ALTER TABLE tokens DROP COLUMN node; ALTER TABLE nodes DROP COLUMN agent_token; "
+    "ALTER TABLE nodes DROP COLUMN agent_id; ";
+
+// A database made by a binary of schema version 2 (no token node, no node agent identity)
+// migrates to version 3 and keeps what it held; the new fields read "".
+TEST_P(StoreContractTest, MigratesAVersion2DatabaseToNodeBoundTokens) {
+  TokenRecord admin{"tok-a", std::string(64, 'a'), "admin", "", std::nullopt, false, 5};
+  NodeRecord n{"node-a", "{}", "ready", 100};
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateToken(admin); }).ok());
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(n); }).ok());
+  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion3) + "DELETE FROM schema_migrations WHERE version = 3").ok());
+  Reopen();
+  EXPECT_EQ(store_->SchemaVersion(), 3);
+  EXPECT_EQ(Read<TokenRecord>([](Transaction& tx) { return tx.GetToken("tok-a"); }), admin);
+  EXPECT_EQ(Read<NodeRecord>([](Transaction& tx) { return tx.GetNode("node-a"); }), n);
+  TokenRecord bound{"tok-b", std::string(64, 'b'), "node-agent", "", std::nullopt, false, 6, "node-a"};
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateToken(bound); }).ok());
+  EXPECT_EQ(Read<TokenRecord>([](Transaction& tx) { return tx.GetToken("tok-b"); }), bound);
+}
+
+// A database made by a binary of schema version 1 (no usage_samples) migrates to the newest
+// version and keeps what it held.
 TEST_P(StoreContractTest, MigratesAVersion1DatabaseToUsageSamples) {
   AddTenant("t1");
-  ASSERT_TRUE(store_->ExecForTesting("DROP TABLE usage_samples; DELETE FROM schema_migrations WHERE version = 2").ok());
+  ASSERT_TRUE(store_->ExecForTesting("DROP TABLE usage_samples; " + std::string(kDropVersion3) +
+                                     "DELETE FROM schema_migrations WHERE version >= 2")
+                  .ok());
   Reopen();
-  EXPECT_EQ(store_->SchemaVersion(), 2);
+  EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
   EXPECT_EQ(Read<TenantRecord>([](Transaction& tx) { return tx.GetTenant("t1"); }).name, "t1");
   EXPECT_TRUE(Read<bool>([](Transaction& tx) { return tx.PutUsageSample({"n1", "t1", "w1", "0", "A100-80GB", "whole", 0,
                                                                            3600, 3660, 60000, 30000, 6000, 100, 5, -1}); }));
@@ -895,7 +924,8 @@ TEST_P(StoreContractTest, ConcurrentCommitFailureFailsEveryCallerOfTheBatch) {
   // batch with a bad node fails as a whole when it commits.
   ASSERT_TRUE(store_->ExecForTesting(
       "DROP TABLE nodes; CREATE TABLE nodes (name TEXT PRIMARY KEY REFERENCES tenants(name) DEFERRABLE "
-      "INITIALLY DEFERRED, inventory_json TEXT NOT NULL, state TEXT NOT NULL, last_heartbeat_ms BIGINT NOT NULL)").ok());
+      "INITIALLY DEFERRED, inventory_json TEXT NOT NULL, state TEXT NOT NULL, last_heartbeat_ms BIGINT NOT NULL, "
+      "agent_token TEXT NOT NULL DEFAULT '', agent_id TEXT NOT NULL DEFAULT '')").ok());
   const StoreStats before = store_->Stats();
   std::vector<Status> got = RunBatched({
       [&](Transaction& tx) { return Submit(tx, "t1", 0); },

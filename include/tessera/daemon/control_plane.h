@@ -10,7 +10,11 @@
 //     persisted in one transaction before anyone can read it; after a restart the loop adopts
 //     what was running and queues what was pending, as the store says;
 //   - a tenant token sees and changes only its subtree: anything else is 404;
-//   - a node silent for `node_timeout_s` is lost and its workloads are queued again;
+//   - a node silent for `node_timeout_s` is lost and its workloads are queued again; a live node
+//     belongs to the agent that registered it (its agent id, else its token): another agent's
+//     register is 409 and changes nothing, until the node is lost;
+//   - node-agent calls are rate-limited per node, every other call per token; a node-agent token
+//     bound to a node acts for that node only (403);
 //   - with a price plan, GET /v1/invoices bills the metering ledger with it (metering/invoice.h);
 //   - one control plane per store (store.h, Ownership): Create claims the store right after
 //     opening it, before the bootstrap token and the restore. A SQLite store owned by another process fails Create with
@@ -58,7 +62,9 @@ struct ControlPlaneOptions {
   // GET /metrics asks for a token (any role; 401 without one) instead of being open. The
   // metrics name tenants and show their queues, allocations and usage (docs/api.md).
   bool metrics_auth = false;
-  double rate_per_s = 200;                // per token (429 with Retry-After beyond it)
+  // Per token (429 with Retry-After beyond it); node-agent calls on /v1/nodes/{name}/... per
+  // node instead, so that a fleet sharing one token is not limited by its size.
+  double rate_per_s = 200;
   double rate_burst = 400;
   // GET /v1/events: a ": ping" comment this often on every open stream; the store is polled for
   // new events this often besides the wake-up every committed change gives.

@@ -7,7 +7,7 @@
 //   node_timeout_s: 30          # a node silent this long is lost
 //   http_threads: 4
 //   cycle_interval_ms: 1000
-//   rate_per_s: 200             # per token
+//   rate_per_s: 200             # per token; node-agent calls per node
 //   rate_burst: 400
 //   price_plan: /etc/tessera/price-plan.yaml  # GET /v1/invoices bills usage with it (path as given)
 //   tls_cert: /etc/tessera/tls/cert.pem  # with tls_key: HTTPS (PEM; the file may hold a chain)

@@ -25,6 +25,10 @@
 //      now and peak) and the GPU's lease board (launches, GPU time charged), with a sequence
 //      number per workload; unacknowledged samples are resent with the same seq and values (the
 //      control plane counts a resend once).
+// The register body carries the agent's instance id ("agent_id", kept in <run_dir>/agent/agent_id):
+// a restarted agent registers its node again as the same agent; a second agent with the same name
+// (another machine, another run directory) is refused (409) while the node is live, and
+// Round returns UNAVAILABLE with the control plane's message until the node is lost.
 // Each held workload's state (slot, supervisor pid and start time, next usage seq, the counters
 // already reported) is in <run_dir>/agent/w<id>.json, replaced atomically: a restarted agent
 // re-adopts what is running (same slot and limit: the slot is joined again by name, nothing is
@@ -139,7 +143,8 @@ class Agent {
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
-  // Re-adopts the workloads of <run_dir>/agent (a restart) and loads the outbox. Call once.
+  // Loads the agent's instance id (<run_dir>/agent/agent_id; drawn and written on the first
+  // start), re-adopts the workloads of <run_dir>/agent (a restart) and loads the outbox. Call once.
   Status Start();
   // One round (see above); `now_ms`: wall-clock milliseconds since the epoch.
   Status Round(int64_t now_ms);
@@ -157,6 +162,7 @@ class Agent {
   Status Heartbeat(int64_t now_ms);
   Status ApplyDesired(int64_t now_ms);
   Status Hold(const internal::DesiredWorkload& want, int64_t now_ms);
+  Status LoadAgentId();  // <run_dir>/agent/agent_id, drawn on the first start
   Status Adopt();
   Status LoadOutbox();
   bool HasUnsampledEnd() const;
@@ -177,6 +183,7 @@ class Agent {
   ControlPlaneLink* link_;
   NodeDir node_;
   bool registered_ = false;
+  std::string agent_id_;  // sent with the inventory; see LoadAgentId
   std::map<int64_t, HeldWorkload> held_;
   std::set<int64_t> done_;  // ended here and acknowledged (never started again)
   // The end of the last usage sample of workloads that left this node (in memory): a workload

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/core/gpu_model.h"
@@ -44,8 +45,9 @@ struct Inventory {
 // The GPUs from NVML (Init done by the caller) and this machine's CPUs and memory (sysconf).
 StatusOr<Inventory> DiscoverInventory(const enforce::NvmlApi& nvml, const GpuModelCatalog& catalog);
 
-// The register body (see above).
-std::string InventoryJson(const Inventory& inventory);
+// The register body (see above), with "agent_id" when `agent_id` is not empty (the agent's
+// instance id: the control plane tells a restart of the node's agent from a second agent by it).
+std::string InventoryJson(const Inventory& inventory, std::string_view agent_id = "");
 
 // `--fake-gpus H100-80GB:2,A100-40GB:4` (MODEL:COUNT[:mig], COUNT 1..16) as the fake NVML's
 // TESSERA_FAKE_NVML_CONFIG ("H100-80GB*2:mig=1,..."). A model the catalog lacks, a bad count or

@@ -148,7 +148,8 @@ struct TenantRecord {
 };
 
 // An API token. Only the SHA-256 of the secret is stored (lowercase hex, unique). tenant is empty
-// for roles that are not bound to a tenant (admin, node-agent).
+// for roles that are not bound to a tenant (admin, node-agent). node: the one node a node-agent
+// token may act for ("" for any node, and for every other role).
 struct TokenRecord {
   std::string id;
   std::string hash_hex;
@@ -157,14 +158,20 @@ struct TokenRecord {
   std::optional<int64_t> expires_ms;
   bool revoked = false;
   int64_t created_ms = 0;
+  std::string node;
   friend bool operator==(const TokenRecord&, const TokenRecord&) = default;
 };
 
+// agent_token and agent_id: who registered the node, the identity a second agent registering the
+// same name is compared with (the token's id, and the agent's instance id when it sent one; ""
+// for a node registered before schema version 3).
 struct NodeRecord {
   std::string name;
   std::string inventory_json = "{}";
   std::string state;  // e.g. "ready", "cordoned", "lost" (the daemon's vocabulary)
   int64_t last_heartbeat_ms = 0;
+  std::string agent_token;
+  std::string agent_id;
   friend bool operator==(const NodeRecord&, const NodeRecord&) = default;
 };
 
@@ -458,8 +465,9 @@ class Store {
 };
 
 // The newest schema version this binary knows. 1: tenants, tokens, nodes, workloads, idempotency,
-// workload events, audit. 2: usage samples.
-inline constexpr int kSchemaVersion = 2;
+// workload events, audit. 2: usage samples. 3: a node-agent token's node (tokens.node), the
+// identity that registered a node (nodes.agent_token, nodes.agent_id).
+inline constexpr int kSchemaVersion = 3;
 
 struct Options {
   // How long a write waits for another process's lock (SQLite) before Unavailable.

@@ -153,7 +153,9 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--name", f->name, "Node name at the control plane (default: the host name)");
   cmd->add_option("--run-dir", f->run_dir,
                   "Node directory shared with the shim and `tessera run` (default: $TESSERA_RUN_DIR, else "
-                  "$XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>)");
+                  "$XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>); agent/agent_id in it is this agent's "
+                  "identity at the control plane (another one with the same --name is refused while the node "
+                  "is live)");
   cmd->add_option("--fake-gpus", f->fake_gpus,
                   "Use the in-tree fake NVML with these GPUs instead of the driver: MODEL:COUNT[:mig],... "
                   "(e.g. H100-80GB:2:mig); one model per node");

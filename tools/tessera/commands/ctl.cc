@@ -24,7 +24,7 @@ using json = nlohmann::json;
 
 struct CtlFlags : CtlConnection {
   // Per-verb values.
-  std::string name, parent, quota, default_qos, role, tenant, id, file, idempotency_key, cont;
+  std::string name, parent, quota, default_qos, role, tenant, node, id, file, idempotency_key, cont;
   std::string qos, mode, isolation, mig_profile, model, from, to, state;
   int64_t expires_in = 0, gpus = 1, gpu_milli = 1000, gpu_mem_mib = 0, priority = 0, pods = 1, limit = 100, after = 0;
 };
@@ -147,10 +147,12 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   CLI::App* tnew = verb(tokens, "create", "Make a token; its secret is printed once");
   tnew->add_option("--role", f->role, "admin, tenant-admin, tenant-user or node-agent")->required();
   tnew->add_option("--tenant", f->tenant, "The tenant (tenant-admin, tenant-user)");
+  tnew->add_option("--node", f->node, "node-agent: the one node it may act for (default: any node)");
   tnew->add_option("--expires-in", f->expires_in, "Seconds until it expires, > 0 (default: never)");
   set(tnew, [f, tnew] {
     json body = {{"role", f->role}};
     if (!f->tenant.empty()) body["tenant"] = f->tenant;
+    if (!f->node.empty()) body["node"] = f->node;
     // 0 or less used to be dropped, which made a token that never expires.
     if (tnew->count("--expires-in") > 0 && f->expires_in <= 0)
       return Fail("ctl tokens create",

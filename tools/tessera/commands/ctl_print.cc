@@ -73,9 +73,9 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
                                             : std::vector<json>{a};
     std::vector<std::vector<std::string>> rows;
     for (const json& t : list)
-      rows.push_back({Text(t["id"]), Text(t["role"]), Text(t["tenant"]), Text(t["expires_ms"]),
-                      t.value("revoked", false) ? "yes" : "no"});
-    std::string out = Render({"ID", "ROLE", "TENANT", "EXPIRES_MS", "REVOKED"}, rows);
+      rows.push_back({Text(t["id"]), Text(t["role"]), Text(t["tenant"]), Text(t.value("node", json())),
+                      Text(t["expires_ms"]), t.value("revoked", false) ? "yes" : "no"});
+    std::string out = Render({"ID", "ROLE", "TENANT", "NODE", "EXPIRES_MS", "REVOKED"}, rows);
     if (a.contains("token")) out += "token (shown once): " + a["token"].get<std::string>() + "\n";
     return out;
   }

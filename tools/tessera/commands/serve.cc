@@ -218,9 +218,11 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   serve->add_option("--cycle-interval-ms", flags->cycle_interval_ms,
                     "Milliseconds between scheduling cycles when nothing wakes the loop earlier")
       ->capture_default_str()->check(CLI::Range(10, 600000));
-  serve->add_option("--rate", flags->rate, "Requests per second per token before 429 (sustained)")
+  serve->add_option("--rate", flags->rate,
+                    "Requests per second before 429 (sustained), per token; node-agent calls per node")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  serve->add_option("--burst", flags->burst, "Requests per token allowed at once before 429")
+  serve->add_option("--burst", flags->burst,
+                    "Requests allowed at once before 429, per token; node-agent calls per node")
       ->capture_default_str()->check(CLI::Range(1.0, 1e9));
   serve->add_option("--price-plan", flags->price_plan,
                     "Price plan (YAML, as `tessera bill --plan`) for GET /v1/invoices; a bad plan fails the start "
