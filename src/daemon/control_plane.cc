@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -303,6 +305,17 @@ HttpResponse ControlPlane::Impl::ListAudit(const HttpRequest& r, const Caller& c
   return HttpResponse::Json(200, json{{"records", list}}.dump());
 }
 
+namespace {
+
+// The first query parameter of `r` that is not in `known`, or "" when there is none.
+std::string UnknownQueryParameter(const HttpRequest& r, const std::vector<std::string>& known) {
+  for (const auto& [name, value] : r.query)
+    if (std::find(known.begin(), known.end(), name) == known.end()) return name.empty() ? "(empty name)" : name;
+  return "";
+}
+
+}  // namespace
+
 void ControlPlane::Impl::InstallRoutes() {
   using Authed = HttpResponse (Impl::*)(const HttpRequest&, const Caller&);
   using Open = HttpResponse (Impl::*)(const HttpRequest&);
@@ -322,10 +335,18 @@ void ControlPlane::Impl::InstallRoutes() {
   // Node-agent calls on a node's routes are limited per node (the node of the path), not per
   // token: a fleet shares one node-agent token, and each agent's own cadence is what has to fit.
   // A token bound to a node acts for that node only (403 naming it), before the limit counts.
-  auto api = [&](const std::string& method, const std::string& pattern, Authed fn) {
+  // Query parameters are strict on /v1: each route lists the ones it reads, and any other is a 400
+  // naming it (a misspelt "?tenat=a" must not silently list every tenant's workloads).
+  auto api = [&](const std::string& method, const std::string& pattern, Authed fn,
+                 std::vector<std::string> params = {}) {
     const std::string route = method + " " + pattern;
     const bool node_route = pattern.starts_with("/v1/nodes/{name}");
-    (void)http->Route(method, pattern, [this, fn, route, node_route, observe](const HttpRequest& r) {
+    const bool strict_query = pattern.starts_with("/v1/");
+    std::string takes;
+    for (const std::string& p : params) takes += (takes.empty() ? "" : ", ") + p;
+    takes = route + (takes.empty() ? " takes no query parameters" : " takes: " + takes);
+    (void)http->Route(method, pattern, [this, fn, route, node_route, strict_query, params, takes,
+                                        observe](const HttpRequest& r) {
       const auto t0 = std::chrono::steady_clock::now();
       HttpResponse resp;
       StatusOr<Caller> c = Authenticate(r);
@@ -351,6 +372,10 @@ void ControlPlane::Impl::InstallRoutes() {
         const std::string after_s = std::to_string((wait.count() + 999) / 1000);
         resp = HttpResponse::Error(429, "too_many_requests", "over " + whose + "; retry after " + after_s + " s");
         resp.headers.push_back({"Retry-After", after_s});
+      } else if (const std::string unknown = strict_query ? UnknownQueryParameter(r, params) : std::string();
+                 !unknown.empty()) {
+        resp = HttpResponse::Error(400, "invalid_argument",
+                                   "unknown query parameter '" + unknown + "' (" + takes + ")", unknown);
       } else {
         resp = (this->*fn)(r, *c);
       }
@@ -371,7 +396,7 @@ void ControlPlane::Impl::InstallRoutes() {
   api("GET", "/v1/tokens", &Impl::ListTokens);
   api("DELETE", "/v1/tokens/{id}", &Impl::RevokeToken);
   api("POST", "/v1/workloads", &Impl::SubmitWorkload);
-  api("GET", "/v1/workloads", &Impl::ListWorkloads);
+  api("GET", "/v1/workloads", &Impl::ListWorkloads, {"tenant", "state", "limit", "continue"});
   api("GET", "/v1/workloads/{id}", &Impl::GetWorkload);
   api("DELETE", "/v1/workloads/{id}", &Impl::CancelWorkload);
   api("PATCH", "/v1/workloads/{id}", &Impl::PatchWorkload);
@@ -384,10 +409,10 @@ void ControlPlane::Impl::InstallRoutes() {
   api("POST", "/v1/nodes/{name}/heartbeat", &Impl::Heartbeat);
   api("GET", "/v1/nodes/{name}/desired", &Impl::DesiredState);
   api("POST", "/v1/nodes/{name}/usage", &Impl::PostUsage);
-  api("GET", "/v1/usage", &Impl::GetUsage);
-  api("GET", "/v1/invoices", &Impl::GetInvoices);
-  api("GET", "/v1/audit", &Impl::ListAudit);
-  api("GET", "/v1/events", &Impl::StreamEvents);
+  api("GET", "/v1/usage", &Impl::GetUsage, {"tenant", "from", "to"});
+  api("GET", "/v1/invoices", &Impl::GetInvoices, {"tenant", "period", "format"});
+  api("GET", "/v1/audit", &Impl::ListAudit, {"after", "limit"});
+  api("GET", "/v1/events", &Impl::StreamEvents, {"tenant", "workload", "after"});
 }
 
 ControlPlane::ControlPlane(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -745,6 +745,17 @@ TEST_F(ControlPlaneTest, EveryChangeIsInTheAuditChainAndTheChainVerifies) {
     EXPECT_EQ(json::parse(r.body)["error"]["field"], std::string(bad).substr(10, std::string(bad).find('=') - 10))
         << bad << " " << r.body;
   }
+  // Query parameters are strict: one a route does not read is a 400 naming it and what it takes.
+  const auto misspelt = Call("GET", "/v1/workloads?tenat=a");
+  EXPECT_EQ(misspelt.status, 400);
+  EXPECT_EQ(json::parse(misspelt.body)["error"]["field"], "tenat");
+  EXPECT_EQ(json::parse(misspelt.body)["error"]["message"],
+            "unknown query parameter 'tenat' (GET /v1/workloads takes: tenant, state, limit, continue)");
+  const auto none = Call("GET", "/v1/tenants?limit=5");
+  EXPECT_EQ(none.status, 400);
+  EXPECT_EQ(json::parse(none.body)["error"]["message"],
+            "unknown query parameter 'limit' (GET /v1/tenants takes no query parameters)");
+  EXPECT_EQ(Call("GET", "/v1/workloads?tenant=a&limit=5").status, 200);
   cp_.reset();
   auto db = store::Open(Options().db);
   ASSERT_TRUE(db.ok());
