@@ -202,6 +202,24 @@ TEST(CtlCli, WorkloadsSubmitWithoutQosLeavesItToTheTenant) {
 
 // An empty --token-file fell back to $TESSERA_TOKEN (the admin's); --token with --token-file
 // silently used --token. Both are bad flags now, for ctl and for `tessera run --server`.
+// Issue 31: a node gone for good could not be taken out of the list. `ctl nodes remove` sends the
+// DELETE and says what it removed; the server's refusal (a node with work) is its message, exit 1.
+TEST(CtlCli, NodesRemoveDeletesTheNodeAndShowsTheServersRefusal) {
+  TempDir dir;
+  CannedServer server(200, R"({"node": "n2", "removed": true, "was": "cordoned"})");
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl nodes remove n2", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "node 'n2' removed (was cordoned)\n");
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_THAT(server.requests()[0], HasSubstr("DELETE /v1/nodes/n2 "));
+  CannedServer refusing(409, R"({"error": {"code": "conflict", "message": "node 'n1' still runs workload 7: drain it (requeues them) or wait until they end"}})");
+  ASSERT_GT(refusing.port(), 0);
+  r = RunTessera(dir, "ctl nodes remove n1", Env(refusing));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("tessera ctl nodes remove: HTTP 409: node 'n1' still runs workload 7: drain it"));
+}
+
 TEST(CtlCli, AnEmptyTokenFileOrBothTokenFlagsAreRefused) {
   TempDir dir;
   CannedServer server(200, R"({"tenants": []})");

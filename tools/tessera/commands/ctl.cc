@@ -230,6 +230,9 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
                         : Run(*f, "nodes", v, "POST", "/v1/nodes/" + QueryEscape(f->name) + "/" + v);
     });
   }
+  CLI::App* nrm = verb(nodes, "remove", "Forget a lost node, or a cordoned one with no workload left (admins)");
+  nrm->add_option("name", f->name, "Node")->required();
+  set(nrm, [f] { return Run(*f, "nodes", "remove", "DELETE", "/v1/nodes/" + QueryEscape(f->name)); });
 
   CLI::App* usage = ctl->add_subcommand("usage", "Metered usage per tenant and hour (a tenant token: its subtree)");
   usage->fallthrough();

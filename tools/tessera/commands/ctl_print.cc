@@ -92,6 +92,8 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
     if (a.contains("continue") && !a["continue"].is_null()) out += "more: --continue " + Text(a["continue"]) + "\n";
     return out;
   }
+  if (area == "nodes" && verb == "remove")
+    return "node '" + Text(a.value("node", json())) + "' removed (was " + Text(a.value("was", json())) + ")\n";
   if (area == "nodes" && (verb == "list" || verb == "get")) {
     std::vector<json> list = verb == "list" ? a.value("nodes", json::array()).get<std::vector<json>>()
                                             : std::vector<json>{a};
