@@ -79,7 +79,7 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
     if (a.contains("token")) out += "token (shown once): " + a["token"].get<std::string>() + "\n";
     return out;
   }
-  if (area == "workloads" && (verb == "list" || verb == "get" || verb == "cancel")) {
+  if (area == "workloads" && (verb == "list" || verb == "get" || verb == "cancel" || verb == "update")) {
     std::vector<std::vector<std::string>> rows;
     if (verb == "list")
       for (const json& w : a.value("workloads", json::array())) rows.push_back(WorkloadRow(w));
