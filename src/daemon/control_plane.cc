@@ -402,6 +402,7 @@ void ControlPlane::Impl::InstallRoutes() {
   api("PATCH", "/v1/workloads/{id}", &Impl::PatchWorkload);
   api("GET", "/v1/nodes", &Impl::ListNodes);
   api("GET", "/v1/nodes/{name}", &Impl::GetNode);
+  api("DELETE", "/v1/nodes/{name}", &Impl::RemoveNode);
   api("POST", "/v1/nodes/{name}/cordon", &Impl::NodeAction);
   api("POST", "/v1/nodes/{name}/uncordon", &Impl::NodeAction);
   api("POST", "/v1/nodes/{name}/drain", &Impl::NodeAction);

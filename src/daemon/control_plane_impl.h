@@ -192,6 +192,7 @@ struct ControlPlane::Impl {
   HttpResponse ListNodes(const HttpRequest& r, const Caller& c);
   HttpResponse GetNode(const HttpRequest& r, const Caller& c);
   HttpResponse NodeAction(const HttpRequest& r, const Caller& c);  // cordon / uncordon / drain
+  HttpResponse RemoveNode(const HttpRequest& r, const Caller& c);  // DELETE: a lost or cordoned empty node
   HttpResponse RegisterNode(const HttpRequest& r, const Caller& c);
   HttpResponse Heartbeat(const HttpRequest& r, const Caller& c);
   HttpResponse DesiredState(const HttpRequest& r, const Caller& c);

@@ -1,4 +1,4 @@
-// /v1/nodes (read, cordon, uncordon, drain) and the node-agent endpoints (register, heartbeat,
+// /v1/nodes (read, cordon, uncordon, drain, remove) and the node-agent endpoints (register, heartbeat,
 // desired state).
 #include <nlohmann/json.hpp>
 
@@ -151,6 +151,50 @@ HttpResponse ControlPlane::Impl::NodeAction(const HttpRequest& r, const Caller& 
   json requeued = json::array();
   for (sched::JobId id : drained) requeued.push_back(id);
   return HttpResponse::Json(200, json{{"node", name}, {"state", rec.state}, {"requeued", requeued}}.dump());
+}
+
+// DELETE /v1/nodes/{name} (admins): forgets a node that is lost (its work was requeued when it
+// was lost) or cordoned with nothing running (drain it first). A ready node, or a cordoned one
+// that still runs work, is 409 naming why; nothing changes then. If its agent comes back, its
+// next heartbeat is 404 and it registers again as a new node.
+HttpResponse ControlPlane::Impl::RemoveNode(const HttpRequest& r, const Caller& c) {
+  if (c.principal.role != Role::kAdmin) return HttpResponse::Error(403, "forbidden", "removing a node is for admins");
+  const std::string name = r.path_params.at("name");
+  std::lock_guard<std::mutex> lock(mu);
+  const bool lost = lost_nodes.count(name) > 0;
+  if (!lost && !nodes.count(name)) return NotFound("node '" + name + "'");
+  const std::string was = lost ? "lost" : "cordoned";
+  if (!lost)
+    for (const auto& v : live->nodes()) {
+      if (v.name != name) continue;
+      if (v.state == sched::NodeState::kReady)
+        return HttpResponse::Error(409, "conflict", "node '" + name +
+                                                        "' is ready: cordon it (no new work) or drain it (its work "
+                                                        "requeued) before removing it");
+      if (!v.jobs.empty()) {
+        std::string ids;
+        for (sched::JobId id : v.jobs) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+        return HttpResponse::Error(409, "conflict", "node '" + name + "' still runs workload" +
+                                                        (v.jobs.size() > 1 ? "s " : " ") + ids +
+                                                        ": drain it (requeues them) or wait until they end");
+      }
+    }
+  const int64_t now = NowMs();
+  Status st = Transact("node", [&](store::Transaction& tx) -> Status {
+    TESSERA_RETURN_IF_ERROR(tx.DeleteNode(name));
+    return tx.AppendAudit({now, c.token_id, "node.remove", "nodes/" + name, "200"}).status();
+  });
+  if (!st.ok()) return ErrorResponse(st);
+  if (lost) {
+    lost_nodes.erase(name);
+  } else {
+    nodes.erase(name);
+    if (!live->RemoveNode(name).ok()) loop_healthy = Restore().ok();  // back to what the store says
+  }
+  UpdateGauges();
+  wake = true;
+  wake_cv.notify_one();
+  return HttpResponse::Json(200, json{{"node", name}, {"removed", true}, {"was", was}}.dump());
 }
 
 HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller& c) {

@@ -14,16 +14,17 @@ using nlohmann::json;
 
 namespace {
 
-// Appends what `path` gained since `*offset` to on_output.
-void Follow(const std::string& path, std::streamoff* offset, const RemoteRunOptions& o) {
-  if (!o.on_output) return;
+// Appends what `path` gained since `*offset` to on_output; false when there is no such file here.
+bool Follow(const std::string& path, std::streamoff* offset, const RemoteRunOptions& o) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return;
+  if (!in) return false;
+  if (!o.on_output) return true;
   in.seekg(*offset);
   std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (chunk.empty()) return;
+  if (chunk.empty()) return true;
   *offset += static_cast<std::streamoff>(chunk.size());
   o.on_output(chunk);
+  return true;
 }
 
 std::optional<int> ExitCodeOf(const json& view) {
@@ -68,7 +69,23 @@ StatusOr<RemoteRunResult> RemoteRun(ControlPlaneLink& link, const std::string& r
   std::streamoff offset = 0;
   const std::string log =
       o.local_run_dir.empty() ? "" : internal::LogFile(o.local_run_dir + "/agent", result.id);
+  // The output is streamed only when the agent that runs the command writes its log where this
+  // machine looks (it shares the node directory). Otherwise say once where the log is: on the
+  // node that ran it, in that agent's run directory, which this side cannot know.
+  std::string node;                    // where it runs (or ran), from its placement
+  bool log_seen = false, told = false;
+  int polls_without_log = 0;
+  auto tell_where = [&] {
+    if (told || log_seen || node.empty()) return;
+    told = true;
+    event("the output of workload " + std::to_string(result.id) + " is not streamed here (" +
+          (log.empty() ? std::string("no local run directory") : "no " + log + " on this machine") +
+          "): it is in " + internal::LogFile("<run-dir>/agent", result.id) + " on node " + node +
+          ", <run-dir> being that agent's --run-dir (default $TESSERA_RUN_DIR, else $XDG_RUNTIME_DIR/tessera, "
+          "else /tmp/tessera-<uid>)");
+  };
   auto cancel = [&] {
+    tell_where();
     (void)link.Call("DELETE", path, "");
     event("interrupted: workload " + std::to_string(result.id) + " cancelled");
     result.state = "cancelled";
@@ -92,6 +109,9 @@ StatusOr<RemoteRunResult> RemoteRun(ControlPlaneLink& link, const std::string& r
     if (!view.is_object()) return InternalError("GET " + path + ": not a JSON object");
     const std::string state = view.value("state", "");
     const std::string reason = view.value("wait_reason", "");
+    if (view.contains("placement") && view["placement"].is_object() && view["placement"].contains("node") &&
+        view["placement"]["node"].is_string())
+      node = view["placement"]["node"].get<std::string>();
     if (state != last_state || reason != last_reason) {
       if (state == "running" && view.contains("placement")) {
         const json& p = view["placement"];
@@ -103,9 +123,12 @@ StatusOr<RemoteRunResult> RemoteRun(ControlPlaneLink& link, const std::string& r
       last_state = state;
       last_reason = reason;
     }
-    if (!log.empty()) Follow(log, &offset, o);
+    if (!log.empty() && Follow(log, &offset, o)) log_seen = true;
+    // The agent opens the log when it starts the command, a little after the placement.
+    if (state == "running" && !log_seen && ++polls_without_log * int64_t{o.poll_ms} > o.output_grace_ms) tell_where();
     if (state == "completed" || state == "failed" || state == "cancelled" || state == "rejected") {
-      if (!log.empty()) Follow(log, &offset, o);
+      if (!log.empty() && Follow(log, &offset, o)) log_seen = true;
+      tell_where();
       result.state = state;
       result.exit_code = ExitCodeOf(view).value_or(state == "completed" ? 0 : 1);
       event("workload " + std::to_string(result.id) + " " + state +

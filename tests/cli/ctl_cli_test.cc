@@ -216,6 +216,75 @@ TEST(CtlCli, TokensCreateSendsTheNodeAndTheTableShowsIt) {
 
 // An empty --token-file fell back to $TESSERA_TOKEN (the admin's); --token with --token-file
 // silently used --token. Both are bad flags now, for ctl and for `tessera run --server`.
+// Issue 31: a node gone for good could not be taken out of the list. `ctl nodes remove` sends the
+// DELETE and says what it removed; the server's refusal (a node with work) is its message, exit 1.
+TEST(CtlCli, NodesRemoveDeletesTheNodeAndShowsTheServersRefusal) {
+  TempDir dir;
+  CannedServer server(200, R"({"node": "n2", "removed": true, "was": "cordoned"})");
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl nodes remove n2", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "node 'n2' removed (was cordoned)\n");
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_THAT(server.requests()[0], HasSubstr("DELETE /v1/nodes/n2 "));
+  CannedServer refusing(409, R"({"error": {"code": "conflict", "message": "node 'n1' still runs workload 7: drain it (requeues them) or wait until they end"}})");
+  ASSERT_GT(refusing.port(), 0);
+  r = RunTessera(dir, "ctl nodes remove n1", Env(refusing));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("tessera ctl nodes remove: HTTP 409: node 'n1' still runs workload 7: drain it"));
+}
+
+// Issue 31: `ctl workloads submit` could not give the command the agent runs, so the README's
+// submit made a workload with no process that held half a GPU and was billed. --command PROG
+// ARGS..., or everything after -- (arguments that start with '-'), is the body's "command".
+TEST(CtlCli, WorkloadsSubmitSendsTheCommand) {
+  TempDir dir;
+  CannedServer server(201, R"({"id": 1, "state": "pending"})");
+  ASSERT_GT(server.port(), 0);
+  // The README's example, as written there.
+  CommandResult r = RunTessera(
+      dir,
+      "ctl workloads submit --tenant ml --gpus 1 --gpu-milli 500 --gpu-mem-mib 20480 --qos Burstable --name demo "
+      "--command sleep 300",
+      Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunTessera(dir, "ctl workloads submit --tenant ml -- python3 -c 'print(1)' --lr 1e-3", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(server.requests().size(), 2u);
+  EXPECT_THAT(server.requests()[0], HasSubstr(R"({"command":["sleep","300"],"gpu_mem_mib":20480,"gpu_milli":500,)"));
+  EXPECT_THAT(server.requests()[1], HasSubstr(R"x({"command":["python3","-c","print(1)","--lr","1e-3"],"gpus":1,)x"));
+}
+
+// Issue 31: PATCH /v1/workloads/{id} had no verb. `ctl workloads update ID` sends --mem (a size with
+// a unit, as MiB), --share (milli-GPU) and --priority as the PATCH body; nothing to change or a
+// size without a unit is exit 2 with nothing sent; what the server refuses is its message, exit 1.
+TEST(CtlCli, WorkloadsUpdatePatchesMemShareAndPriority) {
+  TempDir dir;
+  CannedServer server(200, R"x({"id": 7, "name": "bert", "tenant": "ml", "state": "running", "qos": "Burstable",
+                                "mode": "fraction(400,8192MiB)", "placement": {"node": "gpu-1", "gpus": [0]}})x");
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl workloads update 7 --mem 8GiB --share 400 --priority 5", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("fraction(400,8192MiB)"));
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_THAT(server.requests()[0], HasSubstr("PATCH /v1/workloads/7 "));
+  EXPECT_THAT(server.requests()[0], HasSubstr(R"({"gpu_mem_mib":8192,"gpu_milli":400,"priority":5})"));
+  r = RunTessera(dir, "ctl workloads update 7 --mem 1.5MiB", Env(server));  // rounded up to whole MiB
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(server.requests().size(), 2u);
+  EXPECT_THAT(server.requests()[1], HasSubstr(R"({"gpu_mem_mib":2})"));
+  ExpectOneLineBadInput(RunTessera(dir, "ctl workloads update 7", Env(server)),
+                        "tessera ctl workloads update: nothing to change: give --mem, --share or --priority");
+  ExpectOneLineBadInput(RunTessera(dir, "ctl workloads update 7 --mem 4096", Env(server)), "--mem '4096': no unit");
+  EXPECT_EQ(RunTessera(dir, "ctl workloads update 7 --share 0", Env(server)).exit_code, 2);
+  EXPECT_EQ(server.requests().size(), 2u);
+  CannedServer refusing(409, R"({"error": {"code": "conflict", "message": "GPU 0 of gpu-1 has 100 milli free, the change needs 200"}})");
+  ASSERT_GT(refusing.port(), 0);
+  r = RunTessera(dir, "ctl workloads update 7 --share 600", Env(refusing));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("tessera ctl workloads update: HTTP 409: GPU 0 of gpu-1 has 100 milli free"));
+}
+
 TEST(CtlCli, AnEmptyTokenFileOrBothTokenFlagsAreRefused) {
   TempDir dir;
   CannedServer server(200, R"({"tenants": []})");

@@ -516,6 +516,47 @@ TEST_F(ControlPlaneTest, ASecondAgentOnALiveNodeIs409AndARestartOfTheSameAgentIs
   EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", NodeBody("n1", 1, x), other).status, 409);
 }
 
+// Issue 31: a node that was gone for good stayed in the list (lost) forever. DELETE forgets a lost
+// node, or a cordoned one with nothing running; a ready node or one with work is 409 naming why.
+TEST_F(ControlPlaneTest, AnAdminRemovesALostOrACordonedEmptyNodeButNotOneWithWork) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 1);
+  const int64_t id = Submit("a", kAdmin);
+  Cycle();
+  ASSERT_EQ(Workload(id)["placement"]["node"], "n1");
+  RegisterNode(agent, "n2", 1);
+  EXPECT_EQ(Call("DELETE", "/v1/nodes/n2", "", Token("tenant-admin", "a")).status, 403);
+  EXPECT_EQ(Call("DELETE", "/v1/nodes/n9").status, 404);
+  HttpResponse ready = Call("DELETE", "/v1/nodes/n2");
+  EXPECT_EQ(ready.status, 409);
+  EXPECT_THAT(ready.body, HasSubstr("node 'n2' is ready: cordon it"));
+  Ok("POST", "/v1/nodes/n1/cordon");
+  HttpResponse busy = Call("DELETE", "/v1/nodes/n1");
+  EXPECT_EQ(busy.status, 409);
+  EXPECT_THAT(busy.body, HasSubstr("node 'n1' still runs workload " + std::to_string(id) + ": drain it"));
+  Ok("POST", "/v1/nodes/n2/cordon");
+  EXPECT_EQ(Ok("DELETE", "/v1/nodes/n2"), (json{{"node", "n2"}, {"removed", true}, {"was", "cordoned"}}));
+  EXPECT_EQ(Call("GET", "/v1/nodes/n2").status, 404);
+  EXPECT_EQ(Call("POST", "/v1/nodes/n2/heartbeat", "", agent).status, 404);  // its agent registers again
+  EXPECT_EQ(Workload(id)["state"], "running");  // n1's work is untouched
+  // n1 goes silent: lost, its workload requeued (nowhere to run now); then removed.
+  now_ms_ += 31'000;
+  Cycle();
+  ASSERT_EQ(Workload(id)["state"], "pending");
+  EXPECT_EQ(Ok("DELETE", "/v1/nodes/n1")["was"], "lost");
+  EXPECT_EQ(Ok("GET", "/v1/nodes")["nodes"], json::array());
+  EXPECT_EQ(Workload(id)["state"], "pending");
+  const json audit = Ok("GET", "/v1/audit");
+  int removes = 0;
+  for (const json& rec : audit["records"]) removes += rec["action"] == "node.remove";
+  EXPECT_EQ(removes, 2) << audit.dump();
+  // What the store holds is what the control plane serves after a restart.
+  Open();
+  EXPECT_EQ(Ok("GET", "/v1/nodes")["nodes"], json::array());
+  EXPECT_EQ(Workload(id)["state"], "pending");
+}
+
 TEST_F(ControlPlaneTest, ARestartAdoptsWhatRanAndNeverPlacesTwiceOnTheSameGpu) {
   Tenant("a");
   const std::string agent = Token("node-agent");
@@ -853,7 +894,7 @@ TEST_F(ControlPlaneTest, EveryPathOfTheOpenApiFileIsServed) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 29);  // as many as InstallRoutes adds
+  EXPECT_EQ(checked, 30);  // as many as InstallRoutes adds
 }
 
 // GET /v1/events over a real socket: each committed change as a server-sent event, only to the

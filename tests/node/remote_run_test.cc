@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -88,6 +90,81 @@ TEST(RemoteRun, A429ToTheSubmitIsUnavailableNotABadRequest) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);  // exit 1, not 2 (bad flags)
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("retry after 1 s"));
+}
+
+const LinkResponse kRunning{200, R"({"id": 5, "state": "running", "mode": "exclusive",
+                                     "placement": {"node": "gpu-7", "gpus": [0]}})"};
+const LinkResponse kCompleted{200, R"({"id": 5, "state": "completed", "placement": {"node": "gpu-7", "gpus": [0]},
+                                       "events": [{"kind": "finished", "detail": "exit code 0"}]})"};
+
+// A run directory of its own, removed afterwards.
+struct RunDir {
+  RunDir() {
+    path = (std::filesystem::temp_directory_path() /
+            ("tessera-remote-run-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name())))
+               .string();
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path + "/agent");
+  }
+  ~RunDir() { std::filesystem::remove_all(path); }
+  std::string path;
+};
+
+// Issue 31: when the command ran on another machine, `tessera run --server` printed no output and
+// no word of where it was. Now one line names the node and the log's path there, once the
+// workload has run output_grace_ms without the log appearing here.
+TEST(RemoteRun, OutputThatIsNotHereIsNamedWithItsNodeAndPath) {
+  RunDir dir;
+  ScriptedLink link;
+  link.script = {kCreated, kRunning, kRunning, kRunning, kCompleted};
+  std::vector<std::string> events;
+  RemoteRunOptions o{.local_run_dir = dir.path, .poll_ms = 1, .output_grace_ms = 1};
+  o.on_event = [&](const std::string& line) { events.push_back(line); };
+  o.on_output = [](const std::string& chunk) { ADD_FAILURE() << "no output expected: " << chunk; };
+  StatusOr<RemoteRunResult> r = RemoteRun(link, "{}", o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->exit_code, 0);
+  const std::string where = "the output of workload 5 is not streamed here (no " + dir.path +
+                            "/agent/w5.log on this machine): it is in <run-dir>/agent/w5.log on node gpu-7, "
+                            "<run-dir> being that agent's --run-dir (default $TESSERA_RUN_DIR, else "
+                            "$XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>)";
+  EXPECT_THAT(events, ElementsAre("workload 5 submitted", "workload 5 running on gpu-7 GPU [0] (exclusive)", where,
+                                  "workload 5 completed (exit code 0)"));
+}
+
+// A command that ends before the grace is over: the line comes with the end. Nothing is said when
+// the workload never ran (cancelled while pending).
+TEST(RemoteRun, AWorkloadThatEndsWithinTheGraceStillSaysWhereItsOutputIs) {
+  RunDir dir;
+  ScriptedLink link;
+  link.script = {kCreated, kCompleted};
+  std::vector<std::string> events;
+  RemoteRunOptions o{.local_run_dir = dir.path, .poll_ms = 1, .output_grace_ms = 60000};
+  o.on_event = [&](const std::string& line) { events.push_back(line); };
+  ASSERT_TRUE(RemoteRun(link, "{}", o).ok());
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_THAT(events[1], HasSubstr("it is in <run-dir>/agent/w5.log on node gpu-7"));
+  events.clear();
+  link.script = {kCreated, kPending, LinkResponse{200, R"({"id": 5, "state": "cancelled"})"}};
+  ASSERT_TRUE(RemoteRun(link, "{}", o).ok());
+  for (const std::string& e : events) EXPECT_THAT(e, ::testing::Not(HasSubstr("output")));
+}
+
+// The agent shares this node directory: its log is streamed and nothing more is said.
+TEST(RemoteRun, OutputThatIsHereIsStreamedWithoutANote) {
+  RunDir dir;
+  std::ofstream(dir.path + "/agent/w5.log") << "epoch 1\n";
+  ScriptedLink link;
+  link.script = {kCreated, kRunning, kRunning, kCompleted};
+  std::vector<std::string> events;
+  std::string output;
+  RemoteRunOptions o{.local_run_dir = dir.path, .poll_ms = 1, .output_grace_ms = 0};
+  o.on_event = [&](const std::string& line) { events.push_back(line); };
+  o.on_output = [&](const std::string& chunk) { output += chunk; };
+  ASSERT_TRUE(RemoteRun(link, "{}", o).ok());
+  EXPECT_EQ(output, "epoch 1\n");
+  EXPECT_THAT(events, ElementsAre("workload 5 submitted", "workload 5 running on gpu-7 GPU [0] (exclusive)",
+                                  "workload 5 completed (exit code 0)"));
 }
 
 }  // namespace

@@ -2,7 +2,12 @@
 // follow it until it ends, and give back the command's exit code. The control plane places it
 // (node, GPU, mode, limits); the node agent there runs the command under the shim and reports
 // the exit code. When that node's agent shares this machine's node directory, the command's
-// output (<run_dir>/agent/w<id>.log) is streamed back as it is written.
+// output (<run_dir>/agent/w<id>.log) is streamed back as it is written. When it does not (the
+// workload runs on another machine, or under an agent with another --run-dir), one on_event line
+// says where the output is instead: "the output of workload 12 is not streamed here (no
+// /run/user/1000/tessera/agent/w12.log on this machine): it is in <run-dir>/agent/w12.log on node
+// n1, <run-dir> being that agent's --run-dir (...)": once the workload ran output_grace_ms
+// without the log appearing here, or when it ends (or is interrupted) if that came first.
 //
 // Worked example: RemoteRun(link, R"({"tenant": "vision", "gpus": 1, "gpu_milli": 500,
 // "gpu_mem_mib": 2048, "qos": "Burstable", "command": ["./train"]})", options) posts it (201
@@ -30,6 +35,7 @@ namespace tessera::node {
 struct RemoteRunOptions {
   std::string local_run_dir;  // where to look for the output ("" = do not stream)
   int poll_ms = 200;
+  int output_grace_ms = 2000;  // running this long with no log here: say where the output is
   std::function<void(const std::string&)> on_event;   // one line per state change
   std::function<void(const std::string&)> on_output;  // chunks of the command's output
   // true: cancel the workload and return (called once more, to take the interrupt, after a call

@@ -8,10 +8,12 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "tessera/daemon/api_client.h"
+#include "tessera/node/memory_size.h"
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
 #include "tools/tessera/commands/ctl.h"
@@ -25,8 +27,10 @@ using json = nlohmann::json;
 struct CtlFlags : CtlConnection {
   // Per-verb values.
   std::string name, parent, quota, default_qos, role, tenant, node, id, file, idempotency_key, cont;
-  std::string qos, mode, isolation, mig_profile, model, from, to, state;
+  std::string qos, mode, isolation, mig_profile, model, from, to, state, mem;
+  std::vector<std::string> command;
   int64_t expires_in = 0, gpus = 1, gpu_milli = 1000, gpu_mem_mib = 0, priority = 0, pods = 1, limit = 100, after = 0;
+  int64_t share = 0;
 };
 
 int Run(const CtlFlags& f, const std::string& area, const std::string& verb, const std::string& method,
@@ -199,6 +203,11 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   sub->add_option("--priority", f->priority, "Priority within the tenant, -1000..1000");
   sub->add_option("--pods", f->pods, "Gang size")->capture_default_str();
   sub->add_option("--name", f->name, "A name");
+  sub->add_option("--command,command", f->command,
+                  "What the node agent runs under the shim once the workload is placed: --command PROG ARGS..., "
+                  "or after -- when an argument starts with '-' (-- python train.py --lr 1e-3); its output goes "
+                  "to <run-dir>/agent/w<id>.log on that node. Without a command the workload only holds its "
+                  "GPUs (and is billed) for processes attached to it");
   sub->add_option("--idempotency-key", f->idempotency_key, "Retry-safe key: a retry returns the first answer");
   set(sub, [f] {
     if (!f->file.empty()) {
@@ -218,7 +227,34 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
     for (const auto& [k, v] : {std::pair{"mode", f->mode}, {"isolation", f->isolation}, {"mig_profile", f->mig_profile},
                                {"model", f->model}, {"name", f->name}})
       if (!v.empty()) b[k] = v;
+    if (!f->command.empty()) b["command"] = f->command;
     return Run(*f, "workloads", "submit", "POST", "/v1/workloads", b.dump());
+  });
+
+  // PATCH /v1/workloads/{id}: what the server accepts (gpu_mem_mib, gpu_milli, priority); it
+  // refuses what it cannot change (another mode, more share than the GPU has free, an ended one).
+  CLI::App* upd = verb(workloads, "update", "Change a pending or running workload's memory limit, share or priority");
+  upd->add_option("id", f->id, "Workload id")->required();
+  upd->add_option("--mem", f->mem,
+                  std::string("New device memory limit per GPU with a unit: ") + node::kMemoryUnits +
+                      ", e.g. 8GiB (sent as gpu_mem_mib, rounded up to whole MiB)");
+  upd->add_option("--share", f->share,
+                  "New share of each GPU in milli-GPU, 1..999 for a fractional workload (sent as gpu_milli; "
+                  "1000 would make it exclusive: refused, as is more than its GPU has free)")
+      ->check(CLI::Range(1, 1000));
+  upd->add_option("--priority", f->priority, "New priority within the tenant, -1000..1000")
+      ->check(CLI::Range(-1000, 1000));
+  set(upd, [f, upd] {
+    json b = json::object();
+    if (upd->count("--mem") > 0) {
+      StatusOr<uint64_t> bytes = node::ParseMemorySize(f->mem);
+      if (!bytes.ok()) return Fail("ctl workloads update", "--mem " + bytes.status().message(), kExitBadInput);
+      b["gpu_mem_mib"] = static_cast<int64_t>((*bytes + (1 << 20) - 1) >> 20);
+    }
+    if (upd->count("--share") > 0) b["gpu_milli"] = f->share;
+    if (upd->count("--priority") > 0) b["priority"] = f->priority;
+    if (b.empty()) return Fail("ctl workloads update", "nothing to change: give --mem, --share or --priority", kExitBadInput);
+    return Run(*f, "workloads", "update", "PATCH", "/v1/workloads/" + QueryEscape(f->id), b.dump());
   });
 
   CLI::App* nodes = ctl->add_subcommand("nodes", "Nodes and their GPUs")->require_subcommand(1)->fallthrough();
@@ -232,6 +268,9 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
                         : Run(*f, "nodes", v, "POST", "/v1/nodes/" + QueryEscape(f->name) + "/" + v);
     });
   }
+  CLI::App* nrm = verb(nodes, "remove", "Forget a lost node, or a cordoned one with no workload left (admins)");
+  nrm->add_option("name", f->name, "Node")->required();
+  set(nrm, [f] { return Run(*f, "nodes", "remove", "DELETE", "/v1/nodes/" + QueryEscape(f->name)); });
 
   CLI::App* usage = ctl->add_subcommand("usage", "Metered usage per tenant and hour (a tenant token: its subtree)");
   usage->fallthrough();

@@ -79,7 +79,7 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
     if (a.contains("token")) out += "token (shown once): " + a["token"].get<std::string>() + "\n";
     return out;
   }
-  if (area == "workloads" && (verb == "list" || verb == "get" || verb == "cancel")) {
+  if (area == "workloads" && (verb == "list" || verb == "get" || verb == "cancel" || verb == "update")) {
     std::vector<std::vector<std::string>> rows;
     if (verb == "list")
       for (const json& w : a.value("workloads", json::array())) rows.push_back(WorkloadRow(w));
@@ -92,6 +92,8 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
     if (a.contains("continue") && !a["continue"].is_null()) out += "more: --continue " + Text(a["continue"]) + "\n";
     return out;
   }
+  if (area == "nodes" && verb == "remove")
+    return "node '" + Text(a.value("node", json())) + "' removed (was " + Text(a.value("was", json())) + ")\n";
   if (area == "nodes" && (verb == "list" || verb == "get")) {
     std::vector<json> list = verb == "list" ? a.value("nodes", json::array()).get<std::vector<json>>()
                                             : std::vector<json>{a};

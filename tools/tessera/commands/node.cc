@@ -211,7 +211,8 @@ void RegisterNode(CLI::App& app, int* exit_code) {
       "The GPU's lease arbiter runs inside the `tessera run` processes of that GPU (one at a time, by\n"
       "flock); the command starts once it has admitted the tenant. The command dies with tessera run.\n"
       "With --server the control plane places the workload and the node agent there runs it; the output\n"
-      "is followed when that agent shares this node directory; Ctrl-C cancels the workload.\n"
+      "is followed when that agent shares this node directory, else one line names the node and the log\n"
+      "there (<run-dir>/agent/w<id>.log, <run-dir> being that agent's --run-dir); Ctrl-C cancels it.\n"
       "Exit code: the command's (128 + signal if it was killed); 2 for bad flags; 1 when it did not start.");
   run->callback([flags, exit_code] { *exit_code = Run(*flags); });
 
