@@ -95,6 +95,43 @@ TEST(CliContractTest, JsonIsAPathAndDashIsStdoutInEveryCommand) {
   EXPECT_EQ(applied["gpus"][0]["gpu_instances"].size(), 2u);
 }
 
+// Issue 31, item 10: `-o json` and `--json PATH` meant different things per command (bill had
+// only -o; anomalies, forecast and plan only --json, some printing JSON by default, some a table).
+// Now in each: a table by default, -o json prints the JSON instead, --json PATH also writes it
+// (the table still printed), and --json - is -o json.
+TEST(CliContractTest, DashOJsonAndJsonPathMeanTheSameInEveryCommand) {
+  TempDir dir;
+  std::string series = "series,timestamp,value\n";
+  for (int h = 0; h < 96; ++h)
+    series += "a,2026-11-0" + std::to_string(1 + h / 24) + "T" + (h % 24 < 10 ? "0" : "") + std::to_string(h % 24) +
+              ":00:00Z," + std::to_string(10 + h % 24) + "\n";
+  testing::WriteTextFile(dir.File("series.csv"), series);
+  const std::string src = TESSERA_SOURCE_DIR;
+  const std::string ledger = src + "/data/examples/ledger-default-week.jsonl.gz";
+  for (const std::string& command :
+       {"bill --usage '" + ledger + "' --plan '" + src + "/data/examples/price-plan.yaml'",
+        "anomalies --input '" + src + "/data/nab/data/artificialWithAnomaly/art_daily_jumpsup.csv'",
+        std::string("forecast --input series.csv --horizon 3"),
+        "plan capacity --history '" + ledger + "' --horizon 7d"}) {
+    SCOPED_TRACE(command);
+    const CommandResult table = RunTessera(dir, command);
+    ASSERT_EQ(table.exit_code, 0) << table.err;
+    EXPECT_TRUE(nlohmann::json::parse(table.out, nullptr, false).is_discarded()) << "not a table:\n" << table.out;
+    const CommandResult json = RunTessera(dir, command + " -o json");
+    ASSERT_EQ(json.exit_code, 0) << json.err;
+    const nlohmann::json j = StdoutJson(json);
+    const CommandResult dash = RunTessera(dir, command + " --json -");
+    ASSERT_EQ(dash.exit_code, 0) << dash.err;
+    EXPECT_EQ(dash.out, json.out);
+    std::filesystem::remove(dir.File("out.json"));
+    const CommandResult both = RunTessera(dir, command + " --json out.json");
+    ASSERT_EQ(both.exit_code, 0) << both.err;
+    EXPECT_EQ(both.out, table.out);
+    EXPECT_EQ(FileJson(dir, "out.json"), j);
+    EXPECT_THAT(RunTessera(dir, command + " --help").out, HasSubstr("-o,--output"));
+  }
+}
+
 TEST(CliContractTest, ScenarioJsonToStdout) {
   TempDir dir;
   CommandResult r = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --days 0.05 --json -");
