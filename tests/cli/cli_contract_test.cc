@@ -203,6 +203,27 @@ TEST(CliContractTest, ServeCheckValidatesTheConfigWithoutServing) {
   EXPECT_THAT(flag.err, HasSubstr("--listen: expected HOST:PORT"));
 }
 
+// Issue 31, item 10: serve's config keys were the options' field names (node_timeout_s for
+// --node-timeout, http_threads for --threads, rate_per_s, rate_burst for --rate, --burst). Each
+// flag's name is now its key ('-' or '_'); the old keys stay as aliases; one option twice is exit 2.
+TEST(CliContractTest, ServeConfigKeysAreTheFlagNames) {
+  TempDir dir;
+  testing::WriteTextFile(dir.File("flags.yaml"),
+                         "listen: 127.0.0.1:9001\nnode_timeout: 45\nthreads: 4\nrate: 20\nburst: 50\n"
+                         "cycle-interval-ms: 500\nmetrics-auth: true\n");
+  CommandResult r = RunTessera(dir, "serve --config flags.yaml --check");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("valid (listen 127.0.0.1:9001"));
+  testing::WriteTextFile(dir.File("old.yaml"), "node_timeout_s: 45\nhttp_threads: 4\nrate_per_s: 20\nrate_burst: 50\n");
+  r = RunTessera(dir, "serve --config old.yaml --check");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  testing::WriteTextFile(dir.File("twice.yaml"), "rate: 20\nrate_per_s: 30\nthreads: none\n");
+  r = RunTessera(dir, "serve --config twice.yaml --check");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("twice.yaml:2: rate_per_s: set again (line 1 has rate, the same option)"));
+  EXPECT_THAT(r.err, HasSubstr("twice.yaml:3: threads: expected a number in 1..64, got 'none'"));
+}
+
 TEST(CliContractTest, UnknownCommandNamesItAndShowsTheHelp) {
   TempDir dir;
   CommandResult r = RunTessera(dir, "frobnicate --x");
