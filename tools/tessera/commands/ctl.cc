@@ -229,8 +229,10 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   CLI::App* nodes = ctl->add_subcommand("nodes", "Nodes and their GPUs")->require_subcommand(1)->fallthrough();
   set(verb(nodes, "list", "Every node with its state and allocation"), [f] { return Run(*f, "nodes", "list", "GET", "/v1/nodes"); });
   for (const std::string v : {"get", "cordon", "uncordon", "drain"}) {
-    CLI::App* n = verb(nodes, v, v == "get" ? "One node" : v == "drain" ? "Cordon and requeue its work (admins)"
-                                                                         : v + " a node (admins)");
+    CLI::App* n = verb(nodes, v, v == "get"        ? "One node"
+                                 : v == "drain"    ? "Cordon a node and requeue its work (admins)"
+                                 : v == "cordon"   ? "Place nothing new on a node; what runs there stays (admins)"
+                                                   : "Let a cordoned node take work again (admins)");
     n->add_option("name", f->name, "Node")->required();
     set(n, [f, v] {
       return v == "get" ? Run(*f, "nodes", v, "GET", "/v1/nodes/" + QueryEscape(f->name))
