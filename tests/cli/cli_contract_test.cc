@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/testing/cli_test_util.h"
 
@@ -222,6 +224,24 @@ TEST(CliContractTest, ServeConfigKeysAreTheFlagNames) {
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.err, HasSubstr("twice.yaml:2: rate_per_s: set again (line 1 has rate, the same option)"));
   EXPECT_THAT(r.err, HasSubstr("twice.yaml:3: threads: expected a number in 1..64, got 'none'"));
+}
+
+// Issue 31, item 10: a flag a command cannot do without says so in --help: REQUIRED (CLI11) where
+// it always is, "required without ..." where another flag stands in for it.
+TEST(CliContractTest, RequiredFlagsAreMarkedInTheHelp) {
+  TempDir dir;
+  for (const auto& [command, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"ctl tokens create", "REQUIRED"},
+           {"ctl workloads submit", "Leaf tenant (required without --file)"},
+           {"anomalies", "(required without --score"},
+           {"forecast", "(required without --backtest"},
+           {"run", "(required without --server)"},
+           {"bill", "REQUIRED"},
+           {"plan capacity", "REQUIRED"}}) {
+    const CommandResult r = RunTessera(dir, command + " --help");
+    EXPECT_EQ(r.exit_code, 0) << command;
+    EXPECT_THAT(r.out, HasSubstr(needle)) << command;
+  }
 }
 
 TEST(CliContractTest, UnknownCommandNamesItAndShowsTheHelp) {

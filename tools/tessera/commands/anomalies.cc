@@ -151,7 +151,7 @@ void RegisterAnomalies(CLI::App& app, int* exit_code) {
                                      "Flag anomalous rows of a time series (NAB format: timestamp,value), online; "
                                      "or score the detector on the NAB corpus (--score)");
   cmd->add_option("--input", f->input,
-                  "Series CSV (plain or gzip-compressed): header timestamp,value; timestamps YYYY-MM-DD HH:MM:SS, "
+                  "Series CSV (required without --score; plain or gzip-compressed): header timestamp,value; timestamps YYYY-MM-DD HH:MM:SS, "
                   "scored in row order (steps back, duplicate timestamps and gaps are accepted and reported once "
                   "on stderr; a duplicate is not scored twice)");
   AddOutputFlags(cmd, &f->output,

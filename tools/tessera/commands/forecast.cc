@@ -162,10 +162,10 @@ void RegisterForecast(CLI::App& app, int* exit_code) {
       kCommand, "Forecast hourly series (daily and weekly seasons, trend, robust to outliers); or backtest the "
                 "forecaster with M4's measures (--backtest)");
   cmd->add_option("--input", f->input,
-                  "CSV (plain or gzip-compressed) with header series,timestamp,value: timestamps ISO 8601 UTC on the hour "
+                  "CSV (required without --backtest; plain or gzip-compressed) with header series,timestamp,value: timestamps ISO 8601 UTC on the hour "
                   "(2026-11-01T00:00:00Z), one row per hour, each series' rows together; with --backtest "
                   "default data/forecast/trace-demand.csv");
-  cmd->add_option("--horizon", f->horizon, "Hours to forecast after each series' last row (backtest: default 48)");
+  cmd->add_option("--horizon", f->horizon, "Hours to forecast after each series' last row, 1..8784 (required without --backtest; with it default 48)");
   AddOutputFlags(cmd, &f->output,
                  "{\"forecasts\":[{\"series\",\"values\":[H numbers]}]}; with --backtest the scores per series. "
                  "The table: SERIES, HOUR (RFC 3339, UTC), FORECAST (4 significant digits)[, LOWER, UPPER]");
