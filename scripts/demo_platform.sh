@@ -30,7 +30,7 @@ json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 export TESSERA_BOOTSTRAP_TOKEN="demo-admin-token-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
 cat > "$work/serve.yaml" <<EOF
-node_timeout_s: 10
+node_timeout: 10
 scheduler:
   min_runtime_s: 0
 EOF

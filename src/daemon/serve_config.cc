@@ -2,10 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -128,29 +130,44 @@ StatusOr<ControlPlaneOptions> ParseServeConfig(std::string_view text, std::strin
   }
   if (root.IsNull()) return base;
   if (!root.IsMap()) return InvalidArgumentError(w.source + ": expected a mapping of options");
+  // A key is its flag's name (`--node-timeout` -> node_timeout or node-timeout); the keys of
+  // before, named after the options' fields, stay as aliases. Each option may be set once.
+  const std::map<std::string, std::string> aliases = {
+      {"node_timeout_s", "node_timeout"}, {"http_threads", "threads"}, {"rate_per_s", "rate"}, {"rate_burst", "burst"}};
+  std::map<std::string, std::pair<std::string, int>> seen;  // option -> (key as written, line)
   try {
   for (const auto& kv : root) {
-    const std::string k = kv.first.as<std::string>();
+    const std::string written = kv.first.as<std::string>();
+    std::string k = written;
+    std::replace(k.begin(), k.end(), '-', '_');
+    if (auto a = aliases.find(k); a != aliases.end()) k = a->second;
     const YAML::Node& v = kv.second;
-    if (k == "db") (void)w.Str(v, k, &base.db);
+    const int line = kv.first.Mark().line + 1;
+    if (auto [at, fresh] = seen.emplace(k, std::pair{written, line}); !fresh) {
+      w.Problem(kv.first, written + ": set again (line " + std::to_string(at->second.second) + " has " +
+                              at->second.first + ", the same option)");
+      continue;
+    }
+    if (k == "db") (void)w.Str(v, written, &base.db);
     else if (k == "listen") {
       std::string l;
       if (w.Str(v, k, &l))
         if (Status st = SplitListenAddress(l, &base.listen_host, &base.listen_port); !st.ok())
           w.Problem(v, std::string(st.message()));
-    } else if (k == "node_timeout_s") (void)w.Int(v, k, 1, 86400, &base.node_timeout_s);
-    else if (k == "http_threads") (void)w.Int(v, k, 1, 64, &base.http_threads);
-    else if (k == "cycle_interval_ms") (void)w.Int(v, k, 10, 600000, &base.cycle_interval_ms);
-    else if (k == "rate_per_s") (void)w.Number(v, k, 1e-3, 1e9, &base.rate_per_s);
-    else if (k == "rate_burst") (void)w.Number(v, k, 1, 1e9, &base.rate_burst);
-    else if (k == "tls_cert") (void)w.Str(v, k, &base.tls_cert_file);
-    else if (k == "tls_key") (void)w.Str(v, k, &base.tls_key_file);
+    } else if (k == "node_timeout") (void)w.Int(v, written, 1, 86400, &base.node_timeout_s);
+    else if (k == "threads") (void)w.Int(v, written, 1, 64, &base.http_threads);
+    else if (k == "cycle_interval_ms") (void)w.Int(v, written, 10, 600000, &base.cycle_interval_ms);
+    else if (k == "rate") (void)w.Number(v, written, 1e-3, 1e9, &base.rate_per_s);
+    else if (k == "burst") (void)w.Number(v, written, 1, 1e9, &base.rate_burst);
+    else if (k == "tls_cert") (void)w.Str(v, written, &base.tls_cert_file);
+    else if (k == "tls_key") (void)w.Str(v, written, &base.tls_key_file);
     else if (k == "scheduler") Scheduler(w, v, base.scheduler);
-    else if (k == "price_plan") (void)w.Str(v, k, &base.price_plan);
-    else if (k == "metrics_auth") (void)w.Bool(v, k, &base.metrics_auth);
+    else if (k == "price_plan") (void)w.Str(v, written, &base.price_plan);
+    else if (k == "metrics_auth") (void)w.Bool(v, written, &base.metrics_auth);
     else
-      w.Problem(kv.first, k + ": unknown key (known: db, listen, node_timeout_s, http_threads, cycle_interval_ms, "
-                               "rate_per_s, rate_burst, tls_cert, tls_key, scheduler, price_plan, metrics_auth)");
+      w.Problem(kv.first, written + ": unknown key (known: the flags of tessera serve without --: db, listen, "
+                                    "node_timeout, threads, cycle_interval_ms, rate, burst, tls_cert, tls_key, "
+                                    "price_plan, metrics_auth; and scheduler)");
   }
   } catch (const YAML::Exception& e) {  // a key that is not a string
     w.problems.push_back(w.source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/testing/cli_test_util.h"
 
@@ -95,6 +97,43 @@ TEST(CliContractTest, JsonIsAPathAndDashIsStdoutInEveryCommand) {
   EXPECT_EQ(applied["gpus"][0]["gpu_instances"].size(), 2u);
 }
 
+// Issue 31, item 10: `-o json` and `--json PATH` meant different things per command (bill had
+// only -o; anomalies, forecast and plan only --json, some printing JSON by default, some a table).
+// Now in each: a table by default, -o json prints the JSON instead, --json PATH also writes it
+// (the table still printed), and --json - is -o json.
+TEST(CliContractTest, DashOJsonAndJsonPathMeanTheSameInEveryCommand) {
+  TempDir dir;
+  std::string series = "series,timestamp,value\n";
+  for (int h = 0; h < 96; ++h)
+    series += "a,2026-11-0" + std::to_string(1 + h / 24) + "T" + (h % 24 < 10 ? "0" : "") + std::to_string(h % 24) +
+              ":00:00Z," + std::to_string(10 + h % 24) + "\n";
+  testing::WriteTextFile(dir.File("series.csv"), series);
+  const std::string src = TESSERA_SOURCE_DIR;
+  const std::string ledger = src + "/data/examples/ledger-default-week.jsonl.gz";
+  for (const std::string& command :
+       {"bill --usage '" + ledger + "' --plan '" + src + "/data/examples/price-plan.yaml'",
+        "anomalies --input '" + src + "/data/nab/data/artificialWithAnomaly/art_daily_jumpsup.csv'",
+        std::string("forecast --input series.csv --horizon 3"),
+        "plan capacity --history '" + ledger + "' --horizon 7d"}) {
+    SCOPED_TRACE(command);
+    const CommandResult table = RunTessera(dir, command);
+    ASSERT_EQ(table.exit_code, 0) << table.err;
+    EXPECT_TRUE(nlohmann::json::parse(table.out, nullptr, false).is_discarded()) << "not a table:\n" << table.out;
+    const CommandResult json = RunTessera(dir, command + " -o json");
+    ASSERT_EQ(json.exit_code, 0) << json.err;
+    const nlohmann::json j = StdoutJson(json);
+    const CommandResult dash = RunTessera(dir, command + " --json -");
+    ASSERT_EQ(dash.exit_code, 0) << dash.err;
+    EXPECT_EQ(dash.out, json.out);
+    std::filesystem::remove(dir.File("out.json"));
+    const CommandResult both = RunTessera(dir, command + " --json out.json");
+    ASSERT_EQ(both.exit_code, 0) << both.err;
+    EXPECT_EQ(both.out, table.out);
+    EXPECT_EQ(FileJson(dir, "out.json"), j);
+    EXPECT_THAT(RunTessera(dir, command + " --help").out, HasSubstr("-o,--output"));
+  }
+}
+
 TEST(CliContractTest, ScenarioJsonToStdout) {
   TempDir dir;
   CommandResult r = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --days 0.05 --json -");
@@ -164,6 +203,45 @@ TEST(CliContractTest, ServeCheckValidatesTheConfigWithoutServing) {
   CommandResult flag = RunTessera(dir, "serve --listen nowhere --check");
   EXPECT_EQ(flag.exit_code, 2) << flag.out;
   EXPECT_THAT(flag.err, HasSubstr("--listen: expected HOST:PORT"));
+}
+
+// Issue 31, item 10: serve's config keys were the options' field names (node_timeout_s for
+// --node-timeout, http_threads for --threads, rate_per_s, rate_burst for --rate, --burst). Each
+// flag's name is now its key ('-' or '_'); the old keys stay as aliases; one option twice is exit 2.
+TEST(CliContractTest, ServeConfigKeysAreTheFlagNames) {
+  TempDir dir;
+  testing::WriteTextFile(dir.File("flags.yaml"),
+                         "listen: 127.0.0.1:9001\nnode_timeout: 45\nthreads: 4\nrate: 20\nburst: 50\n"
+                         "cycle-interval-ms: 500\nmetrics-auth: true\n");
+  CommandResult r = RunTessera(dir, "serve --config flags.yaml --check");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("valid (listen 127.0.0.1:9001"));
+  testing::WriteTextFile(dir.File("old.yaml"), "node_timeout_s: 45\nhttp_threads: 4\nrate_per_s: 20\nrate_burst: 50\n");
+  r = RunTessera(dir, "serve --config old.yaml --check");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  testing::WriteTextFile(dir.File("twice.yaml"), "rate: 20\nrate_per_s: 30\nthreads: none\n");
+  r = RunTessera(dir, "serve --config twice.yaml --check");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_THAT(r.err, HasSubstr("twice.yaml:2: rate_per_s: set again (line 1 has rate, the same option)"));
+  EXPECT_THAT(r.err, HasSubstr("twice.yaml:3: threads: expected a number in 1..64, got 'none'"));
+}
+
+// Issue 31, item 10: a flag a command cannot do without says so in --help: REQUIRED (CLI11) where
+// it always is, "required without ..." where another flag stands in for it.
+TEST(CliContractTest, RequiredFlagsAreMarkedInTheHelp) {
+  TempDir dir;
+  for (const auto& [command, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"ctl tokens create", "REQUIRED"},
+           {"ctl workloads submit", "Leaf tenant (required without --file)"},
+           {"anomalies", "(required without --score"},
+           {"forecast", "(required without --backtest"},
+           {"run", "(required without --server)"},
+           {"bill", "REQUIRED"},
+           {"plan capacity", "REQUIRED"}}) {
+    const CommandResult r = RunTessera(dir, command + " --help");
+    EXPECT_EQ(r.exit_code, 0) << command;
+    EXPECT_THAT(r.out, HasSubstr(needle)) << command;
+  }
 }
 
 TEST(CliContractTest, UnknownCommandNamesItAndShowsTheHelp) {

@@ -23,12 +23,15 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/testing/cli_test_util.h"
 
 namespace tessera {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::CommandResult;
 using testing::ExpectOneLineBadInput;
 using testing::RunTessera;
@@ -414,6 +417,139 @@ TEST(CtlCli, CtrlCDuringARetryWaitEndsTesseraRunAtOnce) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_THAT(text, HasSubstr("tessera run: interrupted before the workload was submitted"));
   EXPECT_LE(server.requests().size(), 2u);
+}
+
+// Runs of spaces made one: a table's cells, whatever the column widths.
+std::string Squeezed(const std::string& text) {
+  std::string out;
+  for (size_t k = 0; k < text.size(); ++k)
+    if (text[k] != ' ' || (k > 0 && text[k - 1] != ' ')) out += text[k];
+  return out;
+}
+
+// Issue 31, item 10: table mode printed the server's JSON for `workloads submit`, `nodes
+// cordon/uncordon/drain` and `health`. Now one line (or a short table) each; -o json keeps the JSON.
+TEST(CtlCli, ActionsPrintALineOrATableAndJsonOnlyWithDashOJson) {
+  TempDir dir;
+  {
+    CannedServer server(201, R"({"id": 17, "state": "pending"})");
+    ASSERT_GT(server.port(), 0);
+    CommandResult r = RunTessera(dir, "ctl workloads submit --tenant ml", Env(server));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "workload 17 submitted: pending\n");
+    r = RunTessera(dir, "ctl workloads submit --tenant ml -o json", Env(server));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::parse(R"({"id": 17, "state": "pending"})"));
+  }
+  {
+    CannedServer server(200, R"({"node": "gpu-1", "state": "cordoned", "requeued": [7, 9]})");
+    ASSERT_GT(server.port(), 0);
+    CommandResult r = RunTessera(dir, "ctl nodes drain gpu-1", Env(server));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "node 'gpu-1' cordoned, workloads requeued: 7, 9\n");
+    r = RunTessera(dir, "ctl nodes cordon gpu-1", Env(server));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "node 'gpu-1' cordoned\n");
+    r = RunTessera(dir, "ctl nodes drain gpu-1 -o json", Env(server));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["requeued"], nlohmann::json::parse("[7, 9]"));
+  }
+  {
+    CannedServer server(200, R"({"node": "gpu-1", "state": "ready", "requeued": []})");
+    ASSERT_GT(server.port(), 0);
+    CommandResult r = RunTessera(dir, "ctl nodes uncordon gpu-1", Env(server));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "node 'gpu-1' ready\n");
+  }
+  {
+    CannedServer server(200, R"({"status": "ready", "store": "ok", "scheduler": "ok"})");
+    ASSERT_GT(server.port(), 0);
+    CommandResult r = RunTessera(dir, "ctl health", Env(server));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(Squeezed(r.out), "STATUS STORE SCHEDULER\nready ok ok\n");
+    r = RunTessera(dir, "ctl health -o json", Env(server));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["scheduler"], "ok");
+  }
+}
+
+// Issue 31, item 10: times in tables were epoch milliseconds (workloads get, tokens list, audit
+// list); now RFC 3339 in UTC. -o json keeps the API's *_ms numbers.
+TEST(CtlCli, TablesShowTimesAsRfc3339AndJsonKeepsMilliseconds) {
+  TempDir dir;
+  {
+    CannedServer server(200, R"({"id": 7, "tenant": "ml", "state": "running", "qos": "Burstable", "mode": "exclusive",
+        "placement": {"node": "gpu-1", "gpus": [0]},
+        "events": [{"time_ms": 1764590000123, "kind": "placed", "detail": "gpu-1 [0]"}]})");
+    ASSERT_GT(server.port(), 0);
+    CommandResult r = RunTessera(dir, "ctl workloads get 7", Env(server));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("  event 2025-12-01T11:53:20Z placed: gpu-1 [0]\n"));
+    r = RunTessera(dir, "ctl workloads get 7 -o json", Env(server));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["events"][0]["time_ms"], 1764590000123);
+  }
+  {
+    CannedServer server(200, R"({"records": [{"seq": 3, "time_ms": 1764590000000, "actor": "tok_1",
+        "action": "workload.create", "target": "workloads/7", "result": "201"}]})");
+    ASSERT_GT(server.port(), 0);
+    CommandResult r = RunTessera(dir, "ctl audit list", Env(server));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(Squeezed(r.out),
+              "SEQ TIME ACTOR ACTION TARGET RESULT\n3 2025-12-01T11:53:20Z tok_1 workload.create workloads/7 201\n");
+  }
+}
+
+// Issue 31, item 10: `tokens list` showed an expired token like a live one (EXPIRES_MS, REVOKED
+// no). Now a STATE column, active, revoked or expired, and the times as RFC 3339.
+TEST(CtlCli, TokensListSaysWhichTokensExpired) {
+  TempDir dir;
+  CannedServer server(200, R"({"tokens": [
+      {"id": "tok_live", "role": "admin", "tenant": null, "revoked": false, "expires_ms": null, "created_ms": 1764590000000},
+      {"id": "tok_later", "role": "tenant-user", "tenant": "ml", "revoked": false, "expires_ms": 4102444800000, "created_ms": 1764590000000},
+      {"id": "tok_old", "role": "tenant-user", "tenant": "ml", "revoked": false, "expires_ms": 1000, "created_ms": 0},
+      {"id": "tok_gone", "role": "tenant-user", "tenant": "ml", "revoked": true, "expires_ms": 1000, "created_ms": 0}]})");
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl tokens list", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Squeezed(r.out),
+            "ID ROLE TENANT NODE STATE EXPIRES CREATED\n"
+            "tok_live admin - - active never 2025-12-01T11:53:20Z\n"
+            "tok_later tenant-user ml - active 2100-01-01T00:00:00Z 2025-12-01T11:53:20Z\n"
+            "tok_old tenant-user ml - expired 1970-01-01T00:00:01Z 1970-01-01T00:00:00Z\n"
+            "tok_gone tenant-user ml - revoked 1970-01-01T00:00:01Z 1970-01-01T00:00:00Z\n")
+      << r.out;
+}
+
+// Issue 31, item 10: a mistyped verb said "A subcommand is required"; now it names the word and
+// lists the verbs (exit 2, nothing sent).
+TEST(CtlCli, AnUnknownVerbIsNamedWithTheVerbsThereAre) {
+  TempDir dir;
+  CannedServer server(200, R"({"tenants": []})");
+  ASSERT_GT(server.port(), 0);
+  ExpectOneLineBadInput(RunTessera(dir, "ctl tenants lst", Env(server)),
+                        "tessera ctl tenants: unknown verb 'lst' for 'ctl tenants'; verbs: create, delete, get, list, update\n");
+  ExpectOneLineBadInput(RunTessera(dir, "ctl --server " + server.url() + " tenant list", Env(server)),
+                        "tessera ctl: unknown verb 'tenant' for 'ctl'; verbs: audit, events, health, invoices, nodes, ");
+  ExpectOneLineBadInput(RunTessera(dir, "ctl tokens", Env(server)),
+                        "tessera ctl tokens: a verb is needed; verbs: create, list, revoke\n");
+  EXPECT_TRUE(server.requests().empty());
+}
+
+// Issue 31, item 10: `ctl tenants update --help` showed create's texts (and a retry key PATCH
+// ignores). Each verb's help now says what its flags do for it.
+TEST(CtlCli, TenantsUpdateHelpIsUpdates) {
+  TempDir dir;
+  CommandResult r = RunTessera(dir, "ctl tenants update --help");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Move it under this tenant"));
+  EXPECT_THAT(r.out, HasSubstr("The new quota, replacing the old"));
+  EXPECT_THAT(r.out, Not(HasSubstr("create")));
+  EXPECT_THAT(r.out, Not(HasSubstr("--idempotency-key")));
+  r = RunTessera(dir, "ctl tenants create --help");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Parent tenant (default: none, a root)"));
+  EXPECT_THAT(r.out, HasSubstr("--idempotency-key"));
 }
 
 }  // namespace

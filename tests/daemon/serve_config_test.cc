@@ -89,5 +89,27 @@ TEST(ServeConfig, APricePlanPathIsReadAsGiven) {
   EXPECT_THAT(bad.status().message(), HasSubstr("serve.yaml:1: price_plan: expected a non-empty string"));
 }
 
+// Issue 31, item 10: a key is its flag's name (`--node-timeout` -> node_timeout or node-timeout);
+// the older field-named keys are aliases; one option under two keys is a problem naming both.
+TEST(ServeConfig, KeysAreTheFlagNamesAndTheOldKeysAliases) {
+  auto o = ParseServeConfig("node_timeout: 45\nthreads: 4\nrate: 20.5\nburst: 50\ntls-cert: c.pem\ntls_key: k.pem\n"
+                            "cycle-interval-ms: 250\nprice-plan: p.yaml\nmetrics-auth: true\n",
+                            "serve.yaml", {});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->node_timeout_s, 45);
+  EXPECT_EQ(o->http_threads, 4);
+  EXPECT_DOUBLE_EQ(o->rate_per_s, 20.5);
+  EXPECT_DOUBLE_EQ(o->rate_burst, 50);
+  EXPECT_EQ(o->tls_cert_file, "c.pem");
+  EXPECT_EQ(o->cycle_interval_ms, 250);
+  EXPECT_EQ(o->price_plan, "p.yaml");
+  EXPECT_TRUE(o->metrics_auth);
+  auto twice = ParseServeConfig("burst: 5\nrate_burst: 6\nnode-timeout: 3\nnode_timeout_s: 4\n", "serve.yaml", {});
+  ASSERT_FALSE(twice.ok());
+  const std::string m(twice.status().message());
+  EXPECT_THAT(m, HasSubstr("serve.yaml:2: rate_burst: set again (line 1 has burst, the same option)"));
+  EXPECT_THAT(m, HasSubstr("serve.yaml:4: node_timeout_s: set again (line 3 has node-timeout, the same option)"));
+}
+
 }  // namespace
 }  // namespace tessera::daemon

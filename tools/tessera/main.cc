@@ -1,7 +1,9 @@
 // tessera: one binary for every tessera command (simulate, mig, run, node, serve, ctl, audit, anomalies, bill, forecast,
 // plan, version).
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "tessera_commit.h"  // generated at build time: TESSERA_GIT_COMMIT
 #include "tools/tessera/commands/commands.h"
@@ -23,6 +25,49 @@ std::string CommandName(const CLI::App& app) {
     name += (name.empty() ? "" : " ") + at->get_name();
   }
   return name;
+}
+
+// When a command that takes a sub-command (`ctl tenants`, `mig`, ...) is given an unknown word
+// or none, the line that says so and lists what it takes ("ctl tenants: unknown verb 'lst' for
+// 'ctl tenants'; verbs: create, delete, get, list, update"); "" otherwise. Walks argv as CLI11 does: words that
+// start with '-' are options (skipping the value of one that takes a value), others sub-commands.
+std::string UnknownVerb(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  std::string path;
+  std::string word;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() > 1 && arg[0] == '-') {
+      if (arg.find('=') != std::string::npos || (arg[1] != '-' && arg.size() > 2)) continue;  // --x=v, -ov
+      for (const CLI::App* a = at; a != nullptr; a = a->get_parent())
+        if (const CLI::Option* o = a->get_option_no_throw(arg)) {
+          if (o->get_type_size_min() > 0) ++i;  // its value
+          break;
+        }
+      continue;
+    }
+    CLI::App* next = nullptr;
+    try {
+      next = at->get_subcommand(arg);
+    } catch (const CLI::OptionNotFound&) {
+    }
+    if (next == nullptr) {
+      word = arg;
+      break;
+    }
+    at = next;
+    path += (path.empty() ? "" : " ") + arg;
+  }
+  std::vector<std::string> verbs;
+  for (const CLI::App* sub : at->get_subcommands([](CLI::App* a) { return !a->get_name().empty(); }))
+    verbs.push_back(sub->get_name());
+  if (at == &app || verbs.empty()) return "";
+  std::sort(verbs.begin(), verbs.end());
+  std::string list;
+  for (const std::string& v : verbs) list += (list.empty() ? "" : ", ") + v;
+  if (word.empty()) return path + ": a verb is needed; verbs: " + list;
+  return path + ": unknown verb '" + word + "' for '" + path + "'; verbs: " + list;
 }
 
 }  // namespace
@@ -68,6 +113,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (const std::string line = UnknownVerb(app, argc, argv); !line.empty()) {
+      std::fprintf(stderr, "tessera %s\n", line.c_str());
+      return tessera::cli::kExitBadInput;
+    }
     const std::string command = CommandName(app);
     std::fprintf(stderr, "tessera%s%s: %s\n", command.empty() ? "" : " ", command.c_str(), e.what());
     return tessera::cli::kExitBadInput;

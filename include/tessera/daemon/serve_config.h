@@ -1,14 +1,17 @@
 // `tessera serve --config serve.yaml`: the control plane's options in a file. Every key is
-// optional; a flag given on the command line wins over the file.
+// optional; a flag given on the command line wins over the file. A key is its flag's name
+// without the dashes in front (`--node-timeout` -> node_timeout; '-' and '_' are the same in a
+// key); the older keys node_timeout_s, http_threads, rate_per_s and rate_burst are aliases of
+// node_timeout, threads, rate and burst (one option set twice is a problem).
 //
 //   # serve.yaml
 //   db: postgresql://tessera@db.internal/tessera   # or sqlite:/var/lib/tessera/tessera.db
 //   listen: 0.0.0.0:8080
-//   node_timeout_s: 30          # a node silent this long is lost
-//   http_threads: 4
+//   node_timeout: 30            # seconds; a node silent this long is lost
+//   threads: 4                  # HTTP server threads
 //   cycle_interval_ms: 1000
-//   rate_per_s: 200             # per token; node-agent calls per node
-//   rate_burst: 400
+//   rate: 200                   # requests per second per token; node-agent calls per node
+//   burst: 400
 //   price_plan: /etc/tessera/price-plan.yaml  # GET /v1/invoices bills usage with it (path as given)
 //   tls_cert: /etc/tessera/tls/cert.pem  # with tls_key: HTTPS (PEM; the file may hold a chain)
 //   tls_key: /etc/tessera/tls/key.pem
@@ -34,7 +37,7 @@
 namespace tessera::daemon {
 
 // The options `base` with what the file sets. INVALID_ARGUMENT lists every problem, one per
-// line, each "serve.yaml:7: rate_per_s: expected a number > 0".
+// line, each "serve.yaml:7: rate: expected a number in 0.001..1e+09" (the key as written).
 StatusOr<ControlPlaneOptions> ParseServeConfig(std::string_view text, std::string_view source,
                                                ControlPlaneOptions base);
 // Reads the file first (NOT_FOUND names it).

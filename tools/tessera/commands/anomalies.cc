@@ -1,5 +1,6 @@
 // `tessera anomalies`: the online anomaly detector over one NAB-format series
-// (--input IN.csv --json OUT), or NAB's scoring of it over a labelled corpus (--score).
+// (--input IN.csv [-o json] [--json OUT]), or NAB's scoring of it over a labelled corpus (--score).
+// A table on stdout; -o json prints the JSON instead, --json PATH also writes it (common.h).
 // Parsing, file reading and printing only; the work is in tessera::metering (docs/anomaly.md).
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "tessera/core/input_bytes.h"
 #include "tessera/metering/anomaly.h"
 #include "tessera/metering/anomaly_series.h"
+#include "tessera/metering/civil_time.h"
 #include "tessera/metering/nab_score.h"
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
@@ -24,7 +26,7 @@ constexpr const char* kCommand = "anomalies";
 
 struct AnomalyFlags {
   std::string input;
-  std::string json_out;
+  OutputFlags output;
   bool score = false;
   std::string data_dir;
   std::string labels;
@@ -71,6 +73,8 @@ int Detect(const AnomalyFlags& f) {
   if (!series.ok()) return Fail(kCommand, series.status(), kExitBadInput);
   const std::vector<metering::AnomalyVerdict> verdicts = metering::DetectAnomalies(*series, *options);
   nlohmann::json out = {{"rows", series->rows.size()}, {"anomalies", nlohmann::json::array()}};
+  std::string table = "TIMESTAMP             SCORE  REASON\n";
+  size_t flagged = 0;
   for (size_t i = 0; i < verdicts.size(); ++i) {
     if (!verdicts[i].flagged) continue;
     const metering::SeriesRow& r = series->rows[i];
@@ -80,8 +84,14 @@ int Detect(const AnomalyFlags& f) {
                   verdicts[i].expected, verdicts[i].z);
     out["anomalies"].push_back(
         {{"timestamp", metering::FormatNabTimestamp(r.time_s)}, {"score", verdicts[i].score}, {"reason", reason}});
+    char line[256];
+    std::snprintf(line, sizeof line, "%-20s  %5.3f  %s\n", metering::FormatUtc(r.time_s).c_str(), verdicts[i].score,
+                  reason);
+    table += line;
+    ++flagged;
   }
-  const Status w = WriteOutput(f.json_out.empty() ? "-" : f.json_out, out.dump(2) + "\n");
+  table += std::to_string(flagged) + " of " + std::to_string(series->rows.size()) + " rows flagged\n";
+  const Status w = EmitOutput(f.output, table, out.dump(2) + "\n");
   if (!w.ok()) return Fail(kCommand, w, kExitFailure);
   return kExitOk;
 }
@@ -124,15 +134,12 @@ int Score(const AnomalyFlags& f) {
                 score->raw, score->null_score, score->perfect, score->threshold,
                 threshold ? "given" : "swept, NAB's optimizer", score->normalized);
   text += line;
-  if (f.json_out != "-") std::fputs(text.c_str(), stdout);
-  if (!f.json_out.empty()) {
-    const nlohmann::json j = {{"profile", "standard"}, {"threshold", score->threshold},
-                              {"threshold_swept", !threshold.has_value()}, {"raw", score->raw},
-                              {"null", score->null_score}, {"perfect", score->perfect},
-                              {"score", score->normalized}, {"files", per_file}};
-    const Status w = WriteOutput(f.json_out, j.dump(2) + "\n");
-    if (!w.ok()) return Fail(kCommand, w, kExitFailure);
-  }
+  const nlohmann::json j = {{"profile", "standard"}, {"threshold", score->threshold},
+                            {"threshold_swept", !threshold.has_value()}, {"raw", score->raw},
+                            {"null", score->null_score}, {"perfect", score->perfect},
+                            {"score", score->normalized}, {"files", per_file}};
+  const Status w = EmitOutput(f.output, text, j.dump(2) + "\n");
+  if (!w.ok()) return Fail(kCommand, w, kExitFailure);
   return kExitOk;
 }
 
@@ -144,12 +151,12 @@ void RegisterAnomalies(CLI::App& app, int* exit_code) {
                                      "Flag anomalous rows of a time series (NAB format: timestamp,value), online; "
                                      "or score the detector on the NAB corpus (--score)");
   cmd->add_option("--input", f->input,
-                  "Series CSV (plain or gzip-compressed): header timestamp,value; timestamps YYYY-MM-DD HH:MM:SS, "
+                  "Series CSV (required without --score; plain or gzip-compressed): header timestamp,value; timestamps YYYY-MM-DD HH:MM:SS, "
                   "scored in row order (steps back, duplicate timestamps and gaps are accepted and reported once "
                   "on stderr; a duplicate is not scored twice)");
-  cmd->add_option("--json", f->json_out,
-                  "Write the JSON here (- = stdout; default stdout): {\"rows\", \"anomalies\": [{\"timestamp\", "
-                  "\"score\", \"reason\"}]}; with --score the scores per file");
+  AddOutputFlags(cmd, &f->output,
+                 "{\"rows\", \"anomalies\": [{\"timestamp\" (YYYY-MM-DD HH:MM:SS, as in the input), \"score\", "
+                 "\"reason\"}]}; with --score the scores per file. The table: TIMESTAMP (RFC 3339, UTC), SCORE, REASON");
   cmd->add_flag("--score", f->score, "Score the detector with NAB's rules (standard profile) over --labels' files");
   cmd->add_option("--data-dir", f->data_dir, "--score: the corpus' data folder (default data/nab/data)");
   cmd->add_option("--labels", f->labels, "--score: NAB windows JSON (default data/nab/labels/combined_windows.json)");

@@ -1,5 +1,6 @@
 // `tessera bill`: invoices for one billing period from a ledger and a price plan.
 //   tessera bill --usage LEDGER.jsonl[.gz] --plan PLAN.yaml [--period 2026-11 | 2026-11-01..2026-11-08] [-o table|json|csv|html]
+//       [--json PATH]
 // Reads the two files (gzip-compressed ones are decompressed: core/input_bytes.h), hands them to
 // the metering module (ledger_file.h, price_plan.h, invoice.h) and prints what its renderers
 // return. Bad files: every problem, file:line, exit 2. Idle capacity and reservations are billed
@@ -32,7 +33,7 @@ struct BillFlags {
   std::string usage;
   std::string plan;
   std::string period;
-  std::string format = "table";
+  OutputFlags output;  // -o table|json|csv|html, --json PATH (common.h)
 };
 
 // "-": standard input (e.g. `curl ... | tessera bill --usage - ...`). Gzip is decompressed.
@@ -83,7 +84,8 @@ int RunBill(const BillFlags& f) {
   options.tenant_exists = [&tenants](const std::string& t) { return tenants.count(t) > 0; };
   auto run = metering::ComputeInvoices(ledger->ledger.sources(), records, ledger->sla, *plan, period, catalog, options);
   if (!run.ok()) return Fail("bill", f.plan + ": " + run.status().message(), kExitBadInput);
-  if (f.format != "table" && f.format != "html") {  // the table and the page say it themselves
+  const bool json_out = f.output.JsonOnStdout();
+  if (json_out || f.output.format == "csv") {  // the table and the page say it themselves
     if (!run->complete)
       std::fprintf(stderr, "tessera bill: %s is not complete: the ledger covers %lld of its %lld hours (%s to %s)\n",
                    period.name.c_str(), static_cast<long long>((run->observed_end - run->observed_start) / metering::kSecondsPerHour),
@@ -93,11 +95,12 @@ int RunBill(const BillFlags& f) {
     for (const std::string& n : run->notes) std::fprintf(stderr, "tessera bill: %s\n", n.c_str());
   }
   std::string out;
-  if (f.format == "json") out = metering::RenderInvoicesJson(*run);
-  else if (f.format == "csv") out = metering::RenderInvoicesCsv(*run);
-  else if (f.format == "html") out = metering::RenderInvoicesHtml(*run);
-  else out = metering::RenderInvoicesTable(*run);
-  if (Status s = WriteOutput("-", out); !s.ok()) return Fail("bill", s, kExitFailure);
+  if (f.output.format == "csv") out = metering::RenderInvoicesCsv(*run);
+  else if (f.output.format == "html") out = metering::RenderInvoicesHtml(*run);
+  else if (!json_out) out = metering::RenderInvoicesTable(*run);
+  const bool need_json = json_out || !f.output.json_path.empty();
+  if (Status s = EmitOutput(f.output, out, need_json ? metering::RenderInvoicesJson(*run) : ""); !s.ok())
+    return Fail("bill", s, kExitFailure);
   return kExitOk;
 }
 
@@ -118,8 +121,9 @@ void RegisterBill(CLI::App& app, int* exit_code) {
   cmd->add_option("--usage", flags->usage, "Ledger file: usage samples and SLA observations, JSON lines, plain or gzip-compressed ('-': standard input)")->required();
   cmd->add_option("--plan", flags->plan, "Price plan, YAML")->required();
   cmd->add_option("--period", flags->period, "Billing period: a month YYYY-MM or days YYYY-MM-DD..YYYY-MM-DD (end exclusive; default: the month of the ledger's first hour)");
-  cmd->add_option("-o,--output", flags->format, "Output format: table (default), json, csv (FinOps FOCUS columns), html")
-      ->check(CLI::IsMember({"table", "json", "csv", "html"}));
+  AddOutputFlags(cmd, &flags->output,
+                 "the invoices, their lines and totals (docs/metering.md); -o csv: FinOps FOCUS columns, -o html: a page",
+                 {"csv", "html"});
   cmd->callback([flags, exit_code] { *exit_code = RunBill(*flags); });
 }
 

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <optional>
 
+#include <CLI/CLI.hpp>
+
 namespace tessera::cli {
 namespace {
 
@@ -102,6 +104,25 @@ Status WriteOutput(const std::string& path, const std::string& text) {
   out << text;
   out.close();
   if (!out) return UnavailableError("error writing '" + path + "'");
+  return Status::Ok();
+}
+
+void AddOutputFlags(CLI::App* cmd, OutputFlags* flags, const std::string& json_shape,
+                    const std::vector<std::string>& more_formats) {
+  std::vector<std::string> formats = {"table", "json"};
+  formats.insert(formats.end(), more_formats.begin(), more_formats.end());
+  std::string list;
+  for (const std::string& f : formats) list += (list.empty() ? "" : ", ") + f;
+  cmd->add_option("-o,--output", flags->format,
+                  "What stdout gets: " + list + " (default table); json: the JSON instead of the table")
+      ->check(CLI::IsMember(formats));
+  cmd->add_option("--json", flags->json_path,
+                  "Also write the JSON to this file ('-': to stdout instead of the table, as -o json): " + json_shape);
+}
+
+Status EmitOutput(const OutputFlags& flags, const std::string& table, const std::string& json) {
+  TESSERA_RETURN_IF_ERROR(WriteOutput("-", flags.JsonOnStdout() ? json : table));
+  if (!flags.json_path.empty() && flags.json_path != "-") return WriteOutput(flags.json_path, json);
   return Status::Ok();
 }
 

@@ -11,6 +11,10 @@
 
 #include "tessera/core/status.h"
 
+namespace CLI {
+class App;
+}
+
 namespace tessera::cli {
 
 // A file or folder the CLI needs at run time, and how it was found ("$TESSERA_DATA_DIR",
@@ -41,6 +45,25 @@ StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text);
 
 // Writes `text` to `path` ("-": stdout), creating the parent folders; UNAVAILABLE names the path.
 Status WriteOutput(const std::string& path, const std::string& text);
+
+// `-o table|json` and `--json PATH`, with one meaning in every command that prints a table and
+// has a JSON form (bill, anomalies, forecast, plan capacity): -o json prints the JSON on stdout
+// instead of the table; --json PATH also writes it to PATH (`--json -` is -o json).
+struct OutputFlags {
+  std::string format = "table";  // or "json", or a command's own (bill: csv, html)
+  std::string json_path;
+  // The JSON goes to stdout, not the table.
+  bool JsonOnStdout() const { return format == "json" || json_path == "-"; }
+};
+
+// Adds -o,--output (table, json and `more_formats`) and --json PATH to `cmd`; `json_shape` says
+// what the JSON holds (the end of --json's help).
+void AddOutputFlags(CLI::App* cmd, OutputFlags* flags, const std::string& json_shape,
+                    const std::vector<std::string>& more_formats = {});
+
+// Prints `table` (the JSON instead where JsonOnStdout()) and writes `json` to --json PATH when
+// one is given; UNAVAILABLE names the path that could not be written.
+Status EmitOutput(const OutputFlags& flags, const std::string& table, const std::string& json);
 
 // The first line of --token-file `path` without surrounding whitespace. INVALID_ARGUMENT names
 // the flag and the path when the file cannot be read or holds no token (an empty file must not

@@ -124,13 +124,18 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   tget->add_option("name", f->name, "Tenant")->required();
   set(tget, [f] { return Run(*f, "tenants", "get", "GET", "/v1/tenants/" + QueryEscape(f->name)); });
   for (const std::string v : {"create", "update"}) {
-    CLI::App* t = verb(tenants, v, v == "create" ? "Create a tenant" : "Change a tenant's parent, quota or default QoS");
-    t->add_option("name", f->name, "Tenant")->required();
-    t->add_option("--parent", f->parent, "Parent tenant (create: none = a root)");
-    t->add_option("--quota", f->quota,
-                  "Quota as JSON: {\"guaranteed\": {\"gpu_milli\": 8000, \"gpus\": {\"A100-80GB\": 8}}, \"limit\": {...}, \"weight\": 2}");
-    t->add_option("--default-qos", f->default_qos, "Guaranteed, Burstable or BestEffort");
-    t->add_option("--idempotency-key", f->idempotency_key, "Retry-safe key (create)");
+    // Each verb says what its flags do for it (update used to show create's texts).
+    const bool create = v == "create";
+    CLI::App* t = verb(tenants, v, create ? "Create a tenant" : "Change a tenant's parent, quota or default QoS (flags left out stay)");
+    t->add_option("name", f->name, create ? "The new tenant's name" : "The tenant to change")->required();
+    t->add_option("--parent", f->parent, create ? "Parent tenant (default: none, a root)" : "Move it under this tenant");
+    const std::string quota =
+        "as JSON: {\"guaranteed\": {\"gpu_milli\": 8000, \"gpus\": {\"A100-80GB\": 8}}, \"limit\": {...}, \"weight\": 2}";
+    t->add_option("--quota", f->quota, create ? "Quota " + quota + " (default: none)" : "The new quota, replacing the old, " + quota);
+    t->add_option("--default-qos", f->default_qos,
+                  create ? "QoS of its workloads that name none: Guaranteed, Burstable or BestEffort (default Burstable)"
+                         : "The new default QoS: Guaranteed, Burstable or BestEffort (submitted work keeps its own)");
+    if (create) t->add_option("--idempotency-key", f->idempotency_key, "Retry-safe key: a retry returns the first answer");
     set(t, [f, v] {
       json body = json::object();
       if (v == "create") body["name"] = f->name;
@@ -191,7 +196,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   }
   CLI::App* sub = verb(workloads, "submit", "Submit a workload (flags, or the whole body with --file)");
   sub->add_option("--file", f->file, "JSON body (docs/api.md); the other request flags are ignored");
-  sub->add_option("--tenant", f->tenant, "Leaf tenant");
+  sub->add_option("--tenant", f->tenant, "Leaf tenant (required without --file)");
   sub->add_option("--gpus", f->gpus, "GPUs per pod")->capture_default_str();
   sub->add_option("--qos", f->qos, "Guaranteed, Burstable or BestEffort (default: the tenant's default_qos)");
   sub->add_option("--gpu-milli", f->gpu_milli, "Share of each GPU, 1..1000")->capture_default_str();
@@ -260,8 +265,10 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   CLI::App* nodes = ctl->add_subcommand("nodes", "Nodes and their GPUs")->require_subcommand(1)->fallthrough();
   set(verb(nodes, "list", "Every node with its state and allocation"), [f] { return Run(*f, "nodes", "list", "GET", "/v1/nodes"); });
   for (const std::string v : {"get", "cordon", "uncordon", "drain"}) {
-    CLI::App* n = verb(nodes, v, v == "get" ? "One node" : v == "drain" ? "Cordon and requeue its work (admins)"
-                                                                         : v + " a node (admins)");
+    CLI::App* n = verb(nodes, v, v == "get"        ? "One node"
+                                 : v == "drain"    ? "Cordon a node and requeue its work (admins)"
+                                 : v == "cordon"   ? "Place nothing new on a node; what runs there stays (admins)"
+                                                   : "Let a cordoned node take work again (admins)");
     n->add_option("name", f->name, "Node")->required();
     set(n, [f, v] {
       return v == "get" ? Run(*f, "nodes", v, "GET", "/v1/nodes/" + QueryEscape(f->name))

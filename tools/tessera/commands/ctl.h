@@ -43,6 +43,10 @@ void RegisterCtlEvents(CLI::App* ctl, std::shared_ptr<const CtlConnection> conne
 // `ctl invoices` (commands/ctl_invoices.cc), under `ctl`.
 void RegisterCtlInvoices(CLI::App* ctl, std::shared_ptr<const CtlConnection> connection, int* exit_code);
 
+// Milliseconds since the epoch as RFC 3339 in UTC, to the second: 1764590000123 ->
+// "2025-12-01T11:53:20Z" (every time in a `ctl` table; -o json keeps the API's *_ms numbers).
+std::string Rfc3339(int64_t ms);
+
 // What `-o table` prints for the answer of `area verb` (e.g. "workloads", "list"); the JSON
 // itself for answers without a table.
 std::string CtlTable(const std::string& area, const std::string& verb, const nlohmann::json& answer);

@@ -1,6 +1,5 @@
 // `tessera ctl events`: GET /v1/events followed on the terminal, one line per workload event.
 #include <cstdio>
-#include <ctime>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -19,16 +18,6 @@ struct EventFlags {
   int64_t after = -1;
   int64_t count = 0;
 };
-
-// "1764590000123" ms -> "2026-12-01T12:33:20Z".
-std::string UtcTime(int64_t ms) {
-  const std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 int Follow(const CtlConnection& c, const EventFlags& f) {
   const std::string command = "ctl events";
@@ -52,7 +41,7 @@ int Follow(const CtlConnection& c, const EventFlags& f) {
         std::printf("%s\n", data.c_str());
       } else {
         std::printf("%-8lld %-20s %-16s %-9lld %-10s %s\n", static_cast<long long>(e.value("id", int64_t{0})),
-                    UtcTime(e.value("time_ms", int64_t{0})).c_str(), e.value("tenant", std::string()).c_str(),
+                    Rfc3339(e.value("time_ms", int64_t{0})).c_str(), e.value("tenant", std::string()).c_str(),
                     static_cast<long long>(e.value("workload", int64_t{0})), e.value("kind", std::string()).c_str(),
                     e.value("detail", std::string()).c_str());
       }

@@ -1,5 +1,7 @@
 // Tables for `tessera ctl -o table` (the default): one row per object, the columns people look at.
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,20 @@ std::string Render(const std::vector<std::string>& header, const std::vector<std
   return out;
 }
 
+// A *_ms field as RFC 3339 ("-" when absent or not a number; `absent` instead when given).
+std::string Time(const json& v, const std::string& absent = "-") {
+  return v.is_number_integer() ? Rfc3339(v.get<int64_t>()) : absent;
+}
+
+// active, revoked or expired (revoked first: a revoked token that also expired was revoked).
+std::string TokenState(const json& t) {
+  if (t.value("revoked", false)) return "revoked";
+  const json& expires = t.contains("expires_ms") ? t["expires_ms"] : json();
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  return expires.is_number_integer() && expires.get<int64_t>() <= now ? "expired" : "active";
+}
+
 std::string Placement(const json& w) {
   if (!w.contains("placement")) return "-";
   return Text(w["placement"]["node"]) + ":" + Text(w["placement"]["gpus"]);
@@ -55,6 +71,15 @@ std::string Quota(const json& q, const char* part) {
 
 }  // namespace
 
+std::string Rfc3339(int64_t ms) {
+  const std::time_t t = static_cast<std::time_t>(ms / 1000 - (ms % 1000 < 0 ? 1 : 0));
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 std::string CtlTable(const std::string& area, const std::string& verb, const json& a) {
   if (area == "tenants") {
     // DELETE answers {"name": ..., "deleted": true}: no quota to tabulate (issue 31: reading one
@@ -73,9 +98,9 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
                                             : std::vector<json>{a};
     std::vector<std::vector<std::string>> rows;
     for (const json& t : list)
-      rows.push_back({Text(t["id"]), Text(t["role"]), Text(t["tenant"]), Text(t.value("node", json())),
-                      Text(t["expires_ms"]), t.value("revoked", false) ? "yes" : "no"});
-    std::string out = Render({"ID", "ROLE", "TENANT", "NODE", "EXPIRES_MS", "REVOKED"}, rows);
+      rows.push_back({Text(t["id"]), Text(t["role"]), Text(t["tenant"]), Text(t.value("node", json())), TokenState(t),
+                      Time(t["expires_ms"], "never"), Time(t.value("created_ms", json()))});
+    std::string out = Render({"ID", "ROLE", "TENANT", "NODE", "STATE", "EXPIRES", "CREATED"}, rows);
     if (a.contains("token")) out += "token (shown once): " + a["token"].get<std::string>() + "\n";
     return out;
   }
@@ -88,12 +113,27 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
     std::string out = Render({"ID", "NAME", "TENANT", "STATE", "QOS", "MODE", "PLACEMENT", "WAITING_FOR"}, rows);
     if (verb == "get")
       for (const json& e : a.value("events", json::array()))
-        out += "  event " + Text(e["time_ms"]) + " " + Text(e["kind"]) + ": " + Text(e["detail"]) + "\n";
+        out += "  event " + Time(e["time_ms"]) + " " + Text(e["kind"]) + ": " + Text(e["detail"]) + "\n";
     if (a.contains("continue") && !a["continue"].is_null()) out += "more: --continue " + Text(a["continue"]) + "\n";
     return out;
   }
   if (area == "nodes" && verb == "remove")
     return "node '" + Text(a.value("node", json())) + "' removed (was " + Text(a.value("was", json())) + ")\n";
+  if (area == "workloads" && verb == "submit")
+    return "workload " + Text(a.value("id", json())) + " submitted: " + Text(a.value("state", json())) + "\n";
+  if (area == "nodes" && verb != "list" && verb != "get") {
+    // cordon, uncordon, drain: {"node", "state", "requeued": [ids]}.
+    std::string out = "node '" + Text(a.value("node", json())) + "' " + Text(a.value("state", json()));
+    if (verb == "drain") {
+      std::string ids;
+      for (const json& id : a.value("requeued", json::array())) ids += (ids.empty() ? "" : ", ") + Text(id);
+      out += ", workloads requeued: " + (ids.empty() ? std::string("none") : ids);
+    }
+    return out + "\n";
+  }
+  if (area == "health")
+    return Render({"STATUS", "STORE", "SCHEDULER"},
+                  {{Text(a.value("status", json())), Text(a.value("store", json())), Text(a.value("scheduler", json()))}});
   if (area == "nodes" && (verb == "list" || verb == "get")) {
     std::vector<json> list = verb == "list" ? a.value("nodes", json::array()).get<std::vector<json>>()
                                             : std::vector<json>{a};
@@ -129,9 +169,9 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
   if (area == "audit") {
     std::vector<std::vector<std::string>> rows;
     for (const json& r : a.value("records", json::array()))
-      rows.push_back({Text(r["seq"]), Text(r["time_ms"]), Text(r["actor"]), Text(r["action"]), Text(r["target"]),
+      rows.push_back({Text(r["seq"]), Time(r["time_ms"]), Text(r["actor"]), Text(r["action"]), Text(r["target"]),
                       Text(r["result"])});
-    return Render({"SEQ", "TIME_MS", "ACTOR", "ACTION", "TARGET", "RESULT"}, rows);
+    return Render({"SEQ", "TIME", "ACTOR", "ACTION", "TARGET", "RESULT"}, rows);
   }
   return a.dump(2) + "\n";
 }

@@ -1,6 +1,8 @@
-// `tessera forecast`: forecasts hourly series (--input IN.csv --horizon H --json OUT), or
-// backtests the forecaster against M4's benchmarks on held-out weeks (--backtest).
+// `tessera forecast`: forecasts hourly series (--input IN.csv --horizon H [-o json] [--json OUT]),
+// or backtests the forecaster against M4's benchmarks on held-out weeks (--backtest). A table on
+// stdout; -o json prints the JSON instead, --json PATH also writes it (common.h).
 // Parsing, file reading and printing only; the work is in tessera::metering (forecast.h).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "tessera/core/input_bytes.h"
+#include "tessera/metering/civil_time.h"
 #include "tessera/metering/forecast.h"
 #include "tessera/metering/forecast_input.h"
 #include "tools/tessera/commands/commands.h"
@@ -23,13 +26,39 @@ constexpr const char* kCommand = "forecast";
 
 struct ForecastFlags {
   std::string input;
-  std::string json_out;
+  OutputFlags output;
   int horizon = 0;
   bool backtest = false;
   int holdout = 336;
   bool interval = false;
   metering::ForecastOptions options;
 };
+
+// A forecast value in the table: 4 significant digits are plenty to read (the JSON has them all).
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+// The header and the rows, left-aligned, two spaces apart.
+std::string Columns(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size() && c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  std::string out;
+  auto line = [&](const std::vector<std::string>& cells) {
+    for (size_t c = 0; c < cells.size(); ++c) {
+      out += cells[c];
+      if (c + 1 < cells.size()) out += std::string(width[c] - cells[c].size() + 2, ' ');
+    }
+    out += "\n";
+  };
+  line(header);
+  for (const auto& r : rows) line(r);
+  return out;
+}
 
 StatusOr<std::vector<metering::HourlySeries>> Load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -46,13 +75,27 @@ int Forecast(const ForecastFlags& f) {
   auto series = Load(f.input);
   if (!series.ok()) return Fail(kCommand, series.status(), kExitBadInput);
   nlohmann::json out = {{"forecasts", nlohmann::json::array()}};
+  std::vector<std::vector<std::string>> rows;
   for (const metering::HourlySeries& s : *series) {
     const metering::Forecast fc = metering::ForecastHourly(s.values, f.horizon, f.options);
     nlohmann::json j = {{"series", s.name}, {"values", fc.values}};
     if (f.interval) j["lower"] = fc.lower, j["upper"] = fc.upper, j["methods"] = fc.methods;
     out["forecasts"].push_back(std::move(j));
+    const int64_t first = s.start + static_cast<int64_t>(s.values.size()) * 3600;  // the hour after the last row
+    for (size_t h = 0; h < fc.values.size(); ++h) {
+      std::vector<std::string> row = {s.name, metering::FormatUtc(first + static_cast<int64_t>(h) * 3600),
+                                      Number(fc.values[h])};
+      if (f.interval && h < fc.lower.size() && h < fc.upper.size()) {
+        row.push_back(Number(fc.lower[h]));
+        row.push_back(Number(fc.upper[h]));
+      }
+      rows.push_back(std::move(row));
+    }
   }
-  const Status w = WriteOutput(f.json_out.empty() ? "-" : f.json_out, out.dump() + "\n");
+  const std::string table = Columns(f.interval ? std::vector<std::string>{"SERIES", "HOUR", "FORECAST", "LOWER", "UPPER"}
+                             : std::vector<std::string>{"SERIES", "HOUR", "FORECAST"},
+                                    rows);
+  const Status w = EmitOutput(f.output, table, out.dump() + "\n");
   if (!w.ok()) return Fail(kCommand, w, kExitFailure);
   return kExitOk;
 }
@@ -102,15 +145,12 @@ int Backtest(const ForecastFlags& f) {
                 "Naive2: tessera %.3f, seasonal naive (m=24) %.3f\n",
                 counted, skipped, horizon, f.holdout, owa, owa_sn);
   text += line;
-  if (f.json_out != "-") std::fputs(text.c_str(), stdout);
-  if (!f.json_out.empty()) {
-    const nlohmann::json j = {{"horizon", horizon}, {"holdout", f.holdout}, {"series", per}, {"owa", owa},
-                              {"owa_snaive", owa_sn}, {"smape", sm / n}, {"mase", ma / n},
-                              {"smape_naive2", sm2 / n}, {"mase_naive2", ma2 / n}, {"smape_snaive", sms / n},
-                              {"mase_snaive", mas / n}, {"coverage", cov / n}};
-    const Status w = WriteOutput(f.json_out, j.dump(2) + "\n");
-    if (!w.ok()) return Fail(kCommand, w, kExitFailure);
-  }
+  const nlohmann::json j = {{"horizon", horizon}, {"holdout", f.holdout}, {"series", per}, {"owa", owa},
+                            {"owa_snaive", owa_sn}, {"smape", sm / n}, {"mase", ma / n},
+                            {"smape_naive2", sm2 / n}, {"mase_naive2", ma2 / n}, {"smape_snaive", sms / n},
+                            {"mase_snaive", mas / n}, {"coverage", cov / n}};
+  const Status w = EmitOutput(f.output, text, j.dump(2) + "\n");
+  if (!w.ok()) return Fail(kCommand, w, kExitFailure);
   return kExitOk;
 }
 
@@ -122,13 +162,13 @@ void RegisterForecast(CLI::App& app, int* exit_code) {
       kCommand, "Forecast hourly series (daily and weekly seasons, trend, robust to outliers); or backtest the "
                 "forecaster with M4's measures (--backtest)");
   cmd->add_option("--input", f->input,
-                  "CSV (plain or gzip-compressed) with header series,timestamp,value: timestamps ISO 8601 UTC on the hour "
+                  "CSV (required without --backtest; plain or gzip-compressed) with header series,timestamp,value: timestamps ISO 8601 UTC on the hour "
                   "(2026-11-01T00:00:00Z), one row per hour, each series' rows together; with --backtest "
                   "default data/forecast/trace-demand.csv");
-  cmd->add_option("--horizon", f->horizon, "Hours to forecast after each series' last row (backtest: default 48)");
-  cmd->add_option("--json", f->json_out,
-                  "Write the JSON here (- = stdout; default stdout): {\"forecasts\":[{\"series\",\"values\":[H "
-                  "numbers]}]}; with --backtest the scores per series");
+  cmd->add_option("--horizon", f->horizon, "Hours to forecast after each series' last row, 1..8784 (required without --backtest; with it default 48)");
+  AddOutputFlags(cmd, &f->output,
+                 "{\"forecasts\":[{\"series\",\"values\":[H numbers]}]}; with --backtest the scores per series. "
+                 "The table: SERIES, HOUR (RFC 3339, UTC), FORECAST (4 significant digits)[, LOWER, UPPER]");
   cmd->add_flag("--interval", f->interval,
                 "Add \"lower\", \"upper\" (the prediction interval) and \"methods\" (the candidates averaged) per series");
   cmd->add_option("--level", f->options.interval_level, "Coverage of the prediction interval, in (0, 1) (default 0.9)")

@@ -172,12 +172,12 @@ void RegisterNode(CLI::App& app, int* exit_code) {
   CLI::App* run = app.add_subcommand("run", "Run a command under the shim with a memory limit and a compute share");
   run->add_option("--tenant", flags->tenant, "Tenant name (processes with the same name share limit and lease)")
       ->required();
-  run->add_option("--gpu", flags->gpu, "Node GPU index; the command sees only this GPU (CUDA_VISIBLE_DEVICES)")
+  run->add_option("--gpu", flags->gpu, "Node GPU index (required without --server); the command sees only this GPU (CUDA_VISIBLE_DEVICES)")
       ->check(CLI::Range(0, enforce::kMaxGpus - 1));
   run->add_option("--mem", flags->mem,
-                  std::string("Device memory limit with a unit: ") + node::kMemoryUnits + ", e.g. 8GiB, 512MiB");
+                  std::string("Device memory limit (required without --server) with a unit: ") + node::kMemoryUnits + ", e.g. 8GiB, 512MiB");
   run->add_option("--share", flags->share,
-                  "Compute share: a weight against the GPU's other tenants, 1..1000 (with --server: the "
+                  "Compute share (required without --server): a weight against the GPU's other tenants, 1..1000 (with --server: the "
                   "share of the GPU in milli; absent = a whole GPU)")
       ->check(CLI::Range(1, 1000));
   run->add_option("--server", flags->remote.server,

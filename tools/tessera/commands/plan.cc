@@ -1,4 +1,4 @@
-// `tessera plan capacity --history LEDGER --horizon 90d [--capacity MODEL=N,...] [--json OUT]`:
+// `tessera plan capacity --history LEDGER --horizon 90d [--capacity MODEL=N,...] [-o json] [--json OUT]`:
 // per GPU model, when the forecast demand first exceeds capacity and how many GPUs to add.
 // Parsing, file reading and printing only; the work is in tessera::metering (capacity_plan.h).
 // A given capacity the ledger's own demand exceeded is warned about on stderr and in the JSON
@@ -31,7 +31,7 @@ struct PlanFlags {
   std::string history;
   std::string horizon = "90d";
   std::vector<std::string> capacity;
-  std::string json_out;
+  OutputFlags output;  // -o table|json, --json PATH (common.h)
   double level = 0.9;
 };
 
@@ -161,13 +161,10 @@ int RunPlan(const PlanFlags& f) {
                       {"gpus_to_add", p.gpus_to_add}, {"daily_peak_gpus", p.daily_peak},
                       {"daily_peak_upper_gpus", p.daily_peak_upper}, {"methods", p.methods}, {"backtest", bt}});
   }
-  if (f.json_out != "-") std::fputs(out.c_str(), stdout);
-  if (!f.json_out.empty()) {
-    const nlohmann::json j = {
-        {"horizon_days", o.horizon_days}, {"level", f.level}, {"warnings", warnings}, {"models", models}};
-    const Status w = WriteOutput(f.json_out, j.dump(2) + "\n");
-    if (!w.ok()) return Fail(kCommand, w, kExitFailure);
-  }
+  const nlohmann::json j = {
+      {"horizon_days", o.horizon_days}, {"level", f.level}, {"warnings", warnings}, {"models", models}};
+  const Status w = EmitOutput(f.output, out, j.dump(2) + "\n");
+  if (!w.ok()) return Fail(kCommand, w, kExitFailure);
   return kExitOk;
 }
 
@@ -191,7 +188,9 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
                   "given gets the peak hourly demand seen in the ledger, rounded up (the output says so)");
   cmd->add_option("--level", f->level, "Coverage of the forecast's prediction interval, in (0.5, 1) (default 0.9)")
       ->check(CLI::Range(0.5, 0.999));
-  cmd->add_option("--json", f->json_out, "Also write the plan as JSON here (- = stdout only)");
+  AddOutputFlags(cmd, &f->output,
+                 "the plan: {\"horizon_days\", \"level\", \"warnings\", \"models\": [{\"model\", \"first_exceed\", "
+                 "\"gpus_to_add\", \"daily_peak_gpus\", ...}]}");
   cmd->callback([f, exit_code] { *exit_code = RunPlan(*f); });
 }
 
