@@ -73,9 +73,9 @@ void Agent::Backstop(int64_t now_ms) {
   std::map<long, HeldWorkload*> by_supervisor;
   std::set<int> shared_gpus;
   for (auto& [id, w] : held_) {
-    if (w.ended || w.pid <= 0) continue;
-    by_supervisor[w.pid] = &w;
+    if (w.ended) continue;
     if (w.partition == "share") shared_gpus.insert(w.gpu);
+    if (w.pid > 0) by_supervisor[w.pid] = &w;
   }
   std::map<long, HeldWorkload*> owner_cache;
   auto owner_of = [&](uint32_t pid) -> HeldWorkload* {
