@@ -446,6 +446,26 @@ TEST_F(BackstopTest, AWorkloadThatDropsTheShimAndAllocatesOverItsLimitIsKilledWi
   EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
 }
 
+TEST_F(BackstopTest, AnAgentRestartedRightAfterTheKillStillReportsViolatedLimit) {
+  cp.desired = json::array({Workload(8, 0, 256, 500, Holder(kGiB, true))});
+  {
+    AgentOptions o = BackstopOptions(true);
+    o.backstop_period_ms = 3'600'000;  // the rounds' checks see nothing: only the first, before the start
+    Agent first(o, TwoGpus(), &cp);
+    ASSERT_TRUE(first.Start().ok());
+    ASSERT_TRUE(RoundsUntil(first, [&] { return !Holding(kGiB).empty(); }));
+    ASSERT_EQ(first.stats().backstop_checks, 1);
+    first.Backstop(now_ms += 3'600'000);  // kills; no round reports it before the agent is gone
+    ASSERT_EQ(first.stats().backstop_violations, 1);
+  }
+  EXPECT_TRUE(cp.finished.empty());
+  Agent second(BackstopOptions(true), TwoGpus(), &cp);
+  ASSERT_TRUE(second.Start().ok());
+  ASSERT_TRUE(RoundsUntil(second, [&] { return !cp.finished.empty(); }));
+  EXPECT_EQ(cp.finished.front().first, 8);
+  EXPECT_EQ(cp.reasons[8], "violated_limit");
+}
+
 TEST_F(BackstopTest, AProcessOfNoWorkloadOnASharedGpuIsReportedAndKilled) {
   Agent agent(BackstopOptions(true), TwoGpus(), &cp);
   ASSERT_TRUE(agent.Start().ok());
