@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "src/node/agent_impl.h"
 #include "tessera/node/agent.h"
@@ -15,19 +19,27 @@ namespace tessera::node {
 namespace {
 
 struct ProcStat {
+  std::string comm;  // field 2, at most 15 characters
   long ppid = 0;
   long sid = 0;
 };
 
-// /proc/<pid>/stat's ppid (field 4) and session (field 6); nullopt when the process is gone.
+// The MPS server lists as a compute process of no workload on the GPUs it serves; it is the node's,
+// not a tenant's, and is never killed.
+bool IsMpsServer(const ProcStat& s) { return s.comm.rfind("nvidia-cuda-mps", 0) == 0; }
+
+// /proc/<pid>/stat's command, ppid (field 4) and session (field 6); nullopt when it is gone.
 std::optional<ProcStat> ReadProcStat(long pid) {
   StatusOr<std::string> stat = internal::ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
   if (!stat.ok()) return std::nullopt;
   const size_t paren = stat->rfind(')');  // the command name may hold spaces and parentheses
-  if (paren == std::string::npos || paren + 2 >= stat->size()) return std::nullopt;
+  const size_t open = stat->find('(');
+  if (paren == std::string::npos || open == std::string::npos || open > paren || paren + 2 >= stat->size())
+    return std::nullopt;
   std::istringstream rest(stat->substr(paren + 2));
   std::string state;
   ProcStat s;
+  s.comm = stat->substr(open + 1, paren - open - 1);
   long pgrp = 0;
   if (!(rest >> state >> s.ppid >> pgrp >> s.sid)) return std::nullopt;
   return s;
@@ -116,6 +128,7 @@ void Agent::Backstop(int64_t now_ms) {
       if (w == nullptr) {
         if (!shared_gpus.count(static_cast<int>(gpu)) || unknown_seen_.count(p.pid)) continue;
         unknown_seen_.insert(p.pid);
+        if (const std::optional<ProcStat> st = ReadProcStat(p.pid); st && IsMpsServer(*st)) continue;
         ++stats_.backstop_unknown;
         Log("backstop: pid " + std::to_string(p.pid) + " uses " + Mib(used) + " on shared GPU " +
             std::to_string(gpu) + " and belongs to no workload" +
@@ -135,6 +148,7 @@ void Agent::Backstop(int64_t now_ms) {
     }
   }
   std::erase_if(unknown_seen_, [&](uint32_t pid) { return !seen.count(pid); });
+  std::erase_if(over_limit_, [&](int64_t id) { return !held_.count(id); });
 
   for (auto& [id, w] : held_) {
     if (w.ended || w.pid <= 0 || !w.end_reason.empty()) continue;

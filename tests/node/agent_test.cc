@@ -362,14 +362,15 @@ class BackstopTest : public AgentTest {
   }
   // A command that allocates `bytes` through the fake driver and holds them for 30 s; `hostile`
   // re-execs it without LD_PRELOAD first, so the shim never sees the allocation.
-  static std::vector<std::string> Holder(uint64_t bytes, bool hostile) {
+  static std::vector<std::string> Holder(uint64_t bytes, bool hostile,
+                                         const std::string& program = TESSERA_SHIM_PROBE) {
     return {"/bin/sh", "-c",
-            std::string("sleep 30 | ") + (hostile ? "exec env -u LD_PRELOAD " : "exec ") + TESSERA_SHIM_PROBE +
+            std::string("sleep 30 | ") + (hostile ? "exec env -u LD_PRELOAD " : "exec ") + program +
                 " init alloc:mem:" + std::to_string(bytes) + " wait"};
   }
   // A process group of no workload running Holder (its own group, killed in TearDown).
-  void StartForeign(uint64_t bytes) {
-    const std::vector<std::string> cmd = Holder(bytes, true);
+  void StartForeign(uint64_t bytes, const std::string& program = TESSERA_SHIM_PROBE) {
+    const std::vector<std::string> cmd = Holder(bytes, true, program);
     const pid_t child = ::fork();
     if (child == 0) {
       ::setpgid(0, 0);
@@ -479,6 +480,23 @@ TEST_F(BackstopTest, AProcessOfNoWorkloadOnASharedGpuIsReportedAndKilled) {
   EXPECT_EQ(agent.stats().backstop_unknown, 1);
   EXPECT_EQ(agent.stats().backstop_kills, 1);
   EXPECT_TRUE(cp.finished.empty());  // the slot's workload is not blamed
+}
+
+TEST_F(BackstopTest, TheMpsServerIsNeverCountedOrKilled) {
+  Agent agent(BackstopOptions(true), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(7, 0, 1024, 500)});  // GPU 0 is shared
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  const std::string mps = dir.File("nvidia-cuda-mps-server");  // its /proc comm: nvidia-cuda-mps
+  ASSERT_EQ(::symlink(TESSERA_SHIM_PROBE, mps.c_str()), 0);
+  StartForeign(32 * kMiB, mps);
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !Holding(32 * kMiB).empty(); }));
+  const int64_t checks = agent.stats().backstop_checks;
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(agent.stats().backstop_checks, checks + 2);
+  EXPECT_TRUE(Alive(Holding(32 * kMiB).front()));
+  EXPECT_EQ(agent.stats().backstop_unknown, 0);
+  EXPECT_EQ(agent.stats().backstop_kills, 0);
 }
 
 TEST_F(BackstopTest, ReportModeReportsOnceAndKillsNothing) {
