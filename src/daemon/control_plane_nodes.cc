@@ -230,8 +230,8 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c
     StatusOr<std::string> kind = g.Str("kind", 64);
     if (!kind.ok()) return ErrorResponse(kind.status(), field);
     if (*kind != kViolatedLimit)
-      return HttpResponse::Error(400, "invalid_argument", at + ".kind: '" + *kind + "' is not an agent event (violated_limit)",
-                                 at + ".kind");
+      return HttpResponse::Error(400, "invalid_argument",
+                                 at + ".kind: '" + *kind + "' is not an agent event (violated_limit)", at + ".kind");
     StatusOr<std::string> detail = g.Str("detail", 1000);
     if (!detail.ok()) return ErrorResponse(detail.status(), field);
     reported.push_back({*id, *kind, *detail});
@@ -251,7 +251,8 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c
     if (!reason.ok()) return ErrorResponse(reason.status(), field);
     if (!reason->empty() && *reason != kViolatedLimit)
       return HttpResponse::Error(400, "invalid_argument",
-                                 at + ".reason: '" + *reason + "' is not an end reason (violated_limit)", at + ".reason");
+                                 at + ".reason: '" + *reason + "' is not an end reason (violated_limit)",
+                                 at + ".reason");
     done.push_back({*id, *code, *reason});
   }
   std::lock_guard<std::mutex> lock(mu);

@@ -380,20 +380,17 @@ TEST_F(ControlPlaneTest, TheAgentsBackstopEventsAndAViolatedLimitEndReachTheWork
   Cycle();
   ASSERT_EQ(Workload(id, user)["state"], "running");
   // Report mode: an event only; the workload runs on.
-  json r = Ok("POST", "/v1/nodes/n1/heartbeat",
-              json{{"events", {{{"id", id}, {"kind", "violated_limit"}, {"detail", "GPU 0: 4096 MiB ..., limit 1024 MiB"}},
-                               {{"id", 999}, {"kind", "violated_limit"}}}}}
-                  .dump(),
-              agent);
+  const json events = {{{"id", id}, {"kind", "violated_limit"}, {"detail", "GPU 0: 4096 MiB ..., limit 1024 MiB"}},
+                       {{"id", 999}, {"kind", "violated_limit"}}};
+  json r = Ok("POST", "/v1/nodes/n1/heartbeat", json{{"events", events}}.dump(), agent);
   EXPECT_EQ(r["ignored"], json::array({999}));
   json w = Workload(id, user);
   EXPECT_EQ(w["state"], "running");
   EXPECT_EQ(w["events"].back()["kind"], "violated_limit");
   EXPECT_EQ(w["events"].back()["detail"], "GPU 0: 4096 MiB ..., limit 1024 MiB");
   // Kill mode: the end carries the reason; even a zero exit code is a failure then.
-  Ok("POST", "/v1/nodes/n1/heartbeat",
-     json{{"finished", {{{"id", id}, {"exit_code", 0}, {"reason", "violated_limit"}}, {{"id", other}, {"exit_code", 1}}}}}.dump(),
-     agent);
+  const json finished = {{{"id", id}, {"exit_code", 0}, {"reason", "violated_limit"}}, {{"id", other}, {"exit_code", 1}}};
+  Ok("POST", "/v1/nodes/n1/heartbeat", json{{"finished", finished}}.dump(), agent);
   w = Workload(id, user);
   EXPECT_EQ(w["state"], "failed");
   EXPECT_EQ(w["reason"], "violated_limit");

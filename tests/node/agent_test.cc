@@ -420,7 +420,8 @@ TEST_F(BackstopTest, AWorkloadThatDropsTheShimAndAllocatesOverItsLimitIsKilledWi
   ASSERT_TRUE(agent.Start().ok());
   // Both on GPU 0 with 256 MiB: 3 hostile allocates 1 GiB unseen by the shim (1124 MiB in NVML,
   // 996 over the allowance); 4 honest holds 64 MiB under the shim (164 MiB, 36 over).
-  cp.desired = json::array({Workload(3, 0, 256, 500, Holder(kGiB, true)), Workload(4, 0, 256, 500, Holder(64 * kMiB, false))});
+  cp.desired = json::array(
+      {Workload(3, 0, 256, 500, Holder(kGiB, true)), Workload(4, 0, 256, 500, Holder(64 * kMiB, false))});
   ASSERT_TRUE(RoundsUntil(agent, [&] { return !Holding(kGiB).empty() && !Holding(64 * kMiB).empty(); }));
   const long hostile = Holding(kGiB).front();
   int periods = 0;
