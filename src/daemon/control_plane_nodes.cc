@@ -1,5 +1,7 @@
 // /v1/nodes (read, cordon, uncordon, drain, remove) and the node-agent endpoints (register, heartbeat,
 // desired state).
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "src/daemon/api_codec.h"
@@ -267,31 +269,65 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c
   const std::string name = r.path_params.at("name");
   std::string field;
   json finished = json::array();
+  json events = json::array();
   if (!r.body.empty()) {
     StatusOr<json> j = ParseJsonObject(r.body);
     if (!j.ok()) return ErrorResponse(j.status());
     JsonFields f(*j, "", &field);
-    if (Status st = f.OnlyKnown({"finished"}); !st.ok()) return ErrorResponse(st, field);
+    if (Status st = f.OnlyKnown({"finished", "events"}); !st.ok()) return ErrorResponse(st, field);
     StatusOr<json> list = f.Array("finished");
     if (!list.ok()) return ErrorResponse(list.status(), field);
     finished = *list;
+    StatusOr<json> ev = f.Array("events");
+    if (!ev.ok()) return ErrorResponse(ev.status(), field);
+    events = *ev;
   }
   struct Done {
     int64_t id;
     int64_t exit_code;
+    std::string reason;  // "" or kViolatedLimit
   };
+  struct NodeEvent {
+    int64_t id;
+    std::string kind, detail;
+  };
+  std::vector<NodeEvent> reported;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const std::string at = "events[" + std::to_string(i) + "]";
+    if (!events[i].is_object()) return HttpResponse::Error(400, "invalid_argument", at + ": expected an object", at);
+    JsonFields g(events[i], at + ".", &field);
+    if (Status st = g.OnlyKnown({"id", "kind", "detail"}); !st.ok()) return ErrorResponse(st, field);
+    for (const char* required : {"id", "kind"})
+      if (Status st = g.Require(required); !st.ok()) return ErrorResponse(st, field);
+    StatusOr<int64_t> id = g.Int("id", 1, INT64_MAX, 0);
+    if (!id.ok()) return ErrorResponse(id.status(), field);
+    StatusOr<std::string> kind = g.Str("kind", 64);
+    if (!kind.ok()) return ErrorResponse(kind.status(), field);
+    if (*kind != kViolatedLimit)
+      return HttpResponse::Error(400, "invalid_argument",
+                                 at + ".kind: '" + *kind + "' is not an agent event (violated_limit)", at + ".kind");
+    StatusOr<std::string> detail = g.Str("detail", 1000);
+    if (!detail.ok()) return ErrorResponse(detail.status(), field);
+    reported.push_back({*id, *kind, *detail});
+  }
   std::vector<Done> done;
   for (size_t i = 0; i < finished.size(); ++i) {
     const std::string at = "finished[" + std::to_string(i) + "]";
     if (!finished[i].is_object()) return HttpResponse::Error(400, "invalid_argument", at + ": expected an object", at);
     JsonFields g(finished[i], at + ".", &field);
-    if (Status st = g.OnlyKnown({"id", "exit_code"}); !st.ok()) return ErrorResponse(st, field);
+    if (Status st = g.OnlyKnown({"id", "exit_code", "reason"}); !st.ok()) return ErrorResponse(st, field);
     if (Status st = g.Require("id"); !st.ok()) return ErrorResponse(st, field);
     StatusOr<int64_t> id = g.Int("id", 1, INT64_MAX, 0);
     if (!id.ok()) return ErrorResponse(id.status(), field);
     StatusOr<int64_t> code = g.Int("exit_code", -255, 255, 0);
     if (!code.ok()) return ErrorResponse(code.status(), field);
-    done.push_back({*id, *code});
+    StatusOr<std::string> reason = g.Str("reason", 64);
+    if (!reason.ok()) return ErrorResponse(reason.status(), field);
+    if (!reason->empty() && *reason != kViolatedLimit)
+      return HttpResponse::Error(400, "invalid_argument",
+                                 at + ".reason: '" + *reason + "' is not an end reason (violated_limit)",
+                                 at + ".reason");
+    done.push_back({*id, *code, *reason});
   }
   std::lock_guard<std::mutex> lock(mu);
   auto node = nodes.find(name);
@@ -300,22 +336,36 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c
   const int64_t now = NowMs();
   node->second.last_heartbeat_ms = now;
   std::vector<Done> here;
+  std::vector<NodeEvent> here_events;
   json ignored = json::array();
+  auto on_node = [&](int64_t id) {
+    bool on = false;
+    for (const sched::PodPlacement& p : live->placement_of(id)) on |= p.node == name;
+    return on;
+  };
   for (const Done& x : done) {
-    bool on_node = false;
-    for (const sched::PodPlacement& p : live->placement_of(x.id)) on_node |= p.node == name;
-    if (on_node) here.push_back(x);
+    if (on_node(x.id)) here.push_back(x);
     else ignored.push_back(x.id);
   }
-  if (!here.empty()) {
+  for (const NodeEvent& e : reported) {
+    if (on_node(e.id)) here_events.push_back(e);
+    else if (std::find(ignored.begin(), ignored.end(), json(e.id)) == ignored.end()) ignored.push_back(e.id);
+  }
+  if (!here.empty() || !here_events.empty()) {
     Status st = Transact("finish", [&](store::Transaction& tx) -> Status {
+      // Events first: a violation's detail comes before the end it caused.
+      for (const NodeEvent& e : here_events)
+        TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, e.id, now, e.kind, e.detail}).status());
       for (const Done& x : here) {
         TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(x.id));
-        w.state = std::string(x.exit_code == 0 ? kCompleted : kFailed);
+        w.state = std::string(x.exit_code == 0 && x.reason.empty() ? kCompleted : kFailed);
+        w.wait_reason = x.reason;  // a failed workload's "reason" (docs/api.md)
         w.updated_ms = now;
         TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
-        TESSERA_RETURN_IF_ERROR(
-            tx.AppendWorkloadEvent({0, x.id, now, "finished", "exit code " + std::to_string(x.exit_code)}).status());
+        TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, x.id, now, "finished",
+                                                        "exit code " + std::to_string(x.exit_code) +
+                                                            (x.reason.empty() ? "" : " (" + x.reason + ")")})
+                                    .status());
       }
       return Status::Ok();
     });

@@ -63,8 +63,18 @@ Status Agent::Register() {
 
 Status Agent::Heartbeat(int64_t) {
   json finished = json::array();
-  for (const auto& [id, code] : finished_) finished.push_back({{"id", id}, {"exit_code", code}});
-  const std::string body = finished.empty() ? "" : json{{"finished", finished}}.dump();
+  for (const Finished& f : finished_) {
+    json one = {{"id", f.id}, {"exit_code", f.exit_code}};
+    if (!f.reason.empty()) one["reason"] = f.reason;
+    finished.push_back(std::move(one));
+  }
+  json events = json::array();
+  for (const Event& e : events_) events.push_back({{"id", e.id}, {"kind", e.kind}, {"detail", e.detail}});
+  json body_json = json::object();
+  if (!finished.empty()) body_json["finished"] = finished;
+  if (!events.empty()) body_json["events"] = events;
+  const std::string body = body_json.empty() ? "" : body_json.dump();
+  const size_t events_sent = events_.size();
   TESSERA_ASSIGN_OR_RETURN(LinkResponse r, link_->Call("POST", "/v1/nodes/" + options_.name + "/heartbeat", body));
   if (r.status == 401 || r.status == 403) return internal::RefusedToken(r, "heartbeat");
   if (r.status == 404) {  // the control plane does not know the node (lost, or a new store)
@@ -73,7 +83,8 @@ Status Agent::Heartbeat(int64_t) {
     return Status::Ok();
   }
   if (r.status != 200) return UnavailableError("heartbeat: " + internal::ResponseMessage(r));
-  for (const auto& [id, code] : finished_) {
+  for (const Finished& f : finished_) {
+    const int64_t id = f.id;
     auto w = held_.find(id);
     if (w != held_.end()) {
       done_.insert(id);
@@ -83,6 +94,7 @@ Status Agent::Heartbeat(int64_t) {
     ++stats_.finished_reported;
   }
   finished_.clear();
+  events_.erase(events_.begin(), events_.begin() + static_cast<std::ptrdiff_t>(events_sent));
   return Status::Ok();
 }
 
@@ -122,6 +134,7 @@ Status Agent::LoadAgentId() {
 Status Agent::Round(int64_t now_ms) {
   ++stats_.rounds;
   if (!registered_) TESSERA_RETURN_IF_ERROR(Register());
+  Backstop(now_ms);
   Reap(now_ms);
   // Ended workloads get their last sample (and leave their slots) before they are reported.
   if (now_ms >= next_usage_ms_ || HasUnsampledEnd()) {

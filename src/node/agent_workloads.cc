@@ -174,6 +174,7 @@ json WorkloadJson(const HeldWorkload& w) {
               {"pid", w.pid},
               {"pid_start_ticks", w.pid_start_ticks},
               {"stopping", w.stop_deadline_ms > 0},
+              {"end_reason", w.end_reason},
               {"next_seq", w.next_seq},
               {"usage_from_s", w.usage_from_s},
               {"reported_launches", w.reported_launches},
@@ -202,6 +203,7 @@ StatusOr<HeldWorkload> WorkloadFromJson(const std::string& path, const std::stri
     w.usage_from_s = j.at("usage_from_s").get<int64_t>();
     w.reported_launches = j.at("reported_launches").get<uint64_t>();
     w.reported_charged_ns = j.at("reported_charged_ns").get<uint64_t>();
+    w.end_reason = j.value("end_reason", std::string());  // absent in files of older agents
     if (j.value("stopping", false)) w.stop_deadline_ms = 1;  // past: finish stopping it now
   } catch (const json::exception& e) {
     return DataLossError(bad + "field missing or of the wrong type (" + e.what() + ")");
@@ -301,7 +303,7 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
       ", limit " + std::to_string(mem_bytes >> 20) + " MiB, share " + std::to_string(d.gpu_milli) +
       (w.pid > 0 ? ", supervisor pid " + std::to_string(w.pid) : std::string(w.command.empty() ? ", no command" : "")));
   ++stats_.started;
-  if (w.ended) finished_.push_back({w.id, w.exit_code});
+  if (w.ended) finished_.push_back({w.id, w.exit_code, ""});
   held_[w.id] = std::move(w);
   return Status::Ok();
 }
@@ -396,8 +398,9 @@ void Agent::Reap(int64_t now_ms) {
     // one, or adopted), what waitpid said, else -1 (unknown: reported as failed).
     w.exit_code = ReadExitCode(internal::ExitFile(AgentDir(), id)).value_or(code.value_or(-1));
     if (w.stop_deadline_ms == 0) {
-      finished_.push_back({id, w.exit_code});
-      Log("workload " + std::to_string(id) + " ended with exit code " + std::to_string(w.exit_code));
+      finished_.push_back({id, w.exit_code, w.end_reason});
+      Log("workload " + std::to_string(id) + " ended with exit code " + std::to_string(w.exit_code) +
+          (w.end_reason.empty() ? "" : " (" + w.end_reason + ")"));
     }
   }
   // Ended workloads leave their slots once their last usage sample is taken (SampleUsage).
@@ -435,7 +438,7 @@ Status Agent::Adopt() {
     if (w.pid > 0 && !alive) {
       w.ended = true;
       w.exit_code = ReadExitCode(internal::ExitFile(AgentDir(), w.id)).value_or(-1);
-      if (w.stop_deadline_ms == 0) finished_.push_back({w.id, w.exit_code});
+      if (w.stop_deadline_ms == 0) finished_.push_back({w.id, w.exit_code, w.end_reason});
     } else if (w.pid <= 0 && w.stop_deadline_ms > 0) {
       w.ended = true;
     }

@@ -370,6 +370,43 @@ TEST_F(ControlPlaneTest, AWorkloadIsPlacedRunsAndFinishesThroughTheNodeAgent) {
   EXPECT_EQ(Ok("GET", "/v1/nodes/n1/desired", "", agent)["workloads"].size(), 0u);
 }
 
+TEST_F(ControlPlaneTest, TheAgentsBackstopEventsAndAViolatedLimitEndReachTheWorkload) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  const std::string user = Token("tenant-user", "a");
+  RegisterNode(agent, "n1", 2);
+  const int64_t id = Submit("a", user, {{"gpu_milli", 500}, {"gpu_mem_mib", 1024}});
+  const int64_t other = Submit("a", user, {{"gpu_milli", 500}, {"gpu_mem_mib", 1024}});
+  Cycle();
+  ASSERT_EQ(Workload(id, user)["state"], "running");
+  // Report mode: an event only; the workload runs on.
+  const json events = {{{"id", id}, {"kind", "violated_limit"}, {"detail", "GPU 0: 4096 MiB ..., limit 1024 MiB"}},
+                       {{"id", 999}, {"kind", "violated_limit"}}};
+  json r = Ok("POST", "/v1/nodes/n1/heartbeat", json{{"events", events}}.dump(), agent);
+  EXPECT_EQ(r["ignored"], json::array({999}));
+  json w = Workload(id, user);
+  EXPECT_EQ(w["state"], "running");
+  EXPECT_EQ(w["events"].back()["kind"], "violated_limit");
+  EXPECT_EQ(w["events"].back()["detail"], "GPU 0: 4096 MiB ..., limit 1024 MiB");
+  // Kill mode: the end carries the reason; even a zero exit code is a failure then.
+  const json finished = {{{"id", id}, {"exit_code", 0}, {"reason", "violated_limit"}}, {{"id", other}, {"exit_code", 1}}};
+  Ok("POST", "/v1/nodes/n1/heartbeat", json{{"finished", finished}}.dump(), agent);
+  w = Workload(id, user);
+  EXPECT_EQ(w["state"], "failed");
+  EXPECT_EQ(w["reason"], "violated_limit");
+  EXPECT_EQ(w["events"].back()["detail"], "exit code 0 (violated_limit)");
+  EXPECT_EQ(Workload(other, user)["state"], "failed");
+  EXPECT_FALSE(Workload(other, user).contains("reason"));
+  // Anything else is refused naming the field.
+  HttpResponse bad = Call("POST", "/v1/nodes/n1/heartbeat",
+                          json{{"finished", {{{"id", id}, {"exit_code", 1}, {"reason", "oom"}}}}}.dump(), agent);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.body, HasSubstr("finished[0].reason"));
+  bad = Call("POST", "/v1/nodes/n1/heartbeat", json{{"events", {{{"id", id}, {"kind", "note"}}}}}.dump(), agent);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.body, HasSubstr("events[0].kind"));
+}
+
 TEST_F(ControlPlaneTest, ARetriedSubmitWithItsIdempotencyKeyGetsTheFirstAnswer) {
   Tenant("a");
   const std::string body = R"({"tenant":"a","gpus":1,"qos":"Burstable"})";

@@ -14,6 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,7 +61,8 @@ std::string ReadFile(const std::string& path) {
 class AgentProcess {
  public:
   AgentProcess(const TempDir& dir, const std::string& name, int port, const std::string& token_file,
-               const std::string& gpus, const std::string& cpu_milli = "")
+               const std::string& gpus, const std::string& cpu_milli = "",
+               const std::vector<std::pair<std::string, std::string>>& env = {})
       : log_(dir.File(name + ".log")), run_dir_(dir.File(name)) {
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -69,6 +71,7 @@ class AgentProcess {
       ::dup2(fd, 2);
       ::setenv("TESSERA_FAKE_NVML_LIBRARY", TESSERA_FAKE_NVML_PATH, 1);
       ::setenv("TESSERA_FAKE_CUDA_MEM_BYTES", std::to_string(uint64_t{40} << 30).c_str(), 1);
+      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
       const std::string server = "http://127.0.0.1:" + std::to_string(port);
       std::vector<std::string> argv = {"tessera", "agent", "--server", server, "--token-file", token_file, "--name",
                                        name, "--run-dir", run_dir_, "--fake-gpus", gpus, "--interval-ms", "200",
@@ -141,9 +144,11 @@ class Platform : public ::testing::Test {
     return HttpCall(port_, method, target, body, {kAuth});
   }
   // cpu_milli: what the node offers (each pod asks 1000 milli-CPUs); "": 1000 per online CPU.
+  // env: set in the agent's environment (and so its workloads').
   std::unique_ptr<AgentProcess> Agent(const std::string& name, const std::string& gpus = "A100-40GB:2",
-                                      const std::string& cpu_milli = "") {
-    auto a = std::make_unique<AgentProcess>(dir_, name, port_, dir_.File("agent.token"), gpus, cpu_milli);
+                                      const std::string& cpu_milli = "",
+                                      const std::vector<std::pair<std::string, std::string>>& env = {}) {
+    auto a = std::make_unique<AgentProcess>(dir_, name, port_, dir_.File("agent.token"), gpus, cpu_milli, env);
     EXPECT_TRUE(WaitFor([&] { return Call("GET", "/v1/nodes/" + name).status == 200; })) << a->output();
     return a;
   }
@@ -248,6 +253,36 @@ TEST_F(Platform, APatchedLimitIsSeenByTheRunningProcess) {
   ASSERT_TRUE(WaitState(id, "completed")) << Get(id).dump() << a->output();
   const std::string log = ReadFile(a->run_dir() + "/agent/w" + std::to_string(id) + ".log");
   EXPECT_THAT(log, HasSubstr("fill family=mem count=128 rc=2")) << log;
+}
+
+// The NVML backstop end to end: a workload that re-execs itself without LD_PRELOAD escapes the shim
+// and allocates 1 GiB under a 256 MiB limit; the fake NVML sees it (the fake driver records each
+// process's bytes in TESSERA_FAKE_GPU_STATE) and the agent kills it: failed, violated_limit. The
+// other tenant's workload on the same GPU runs on.
+TEST_F(Platform, AWorkloadThatEscapesTheShimIsKilledByTheBackstopAndFailsWithViolatedLimit) {
+  ASSERT_EQ(::mkdir(dir_.File("gpu-state").c_str(), 0755), 0);
+  auto a = Agent("n1", "A100-40GB:1", "", {{"TESSERA_FAKE_GPU_STATE", dir_.File("gpu-state")}});
+  auto holder = [&](const std::string& tenant, uint64_t bytes, bool hostile) {
+    return json{{"tenant", tenant},
+                {"gpus", 1},
+                {"qos", "Burstable"},
+                {"gpu_milli", 400},
+                {"gpu_mem_mib", 256},
+                {"command", {"/bin/sh", "-c",
+                             std::string("sleep 60 | exec ") + (hostile ? "env -u LD_PRELOAD '" : "'") + kProbe +
+                                 "' init alloc:mem:" + std::to_string(bytes) + " wait"}}};
+  };
+  const int64_t honest = Submit(holder("research", uint64_t{64} << 20, false));
+  const int64_t hostile = Submit(holder("batch", uint64_t{1} << 30, true));
+  ASSERT_TRUE(WaitState(hostile, "failed", 20000)) << Get(hostile).dump() << a->output();
+  const json w = Get(hostile);
+  EXPECT_EQ(w["reason"], "violated_limit") << w.dump();
+  bool event = false;
+  for (const json& e : w["events"]) event |= e["kind"] == "violated_limit";
+  EXPECT_TRUE(event) << w.dump();
+  EXPECT_TRUE(WaitFor([&] { return a->output().find("violated_limit") != std::string::npos; })) << a->output();
+  EXPECT_EQ(Get(honest)["state"], "running") << Get(honest).dump();
+  EXPECT_EQ(Call("DELETE", "/v1/workloads/" + std::to_string(honest)).status, 200);
 }
 
 TEST_F(Platform, AKilledAgentsWorkIsRequeuedOntoTheOtherNode) {

@@ -5,6 +5,7 @@
 #include "tessera/enforce/nvml.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -425,6 +426,37 @@ TEST_F(NvmlTest, RunningProcessesWithTheirMemory) {
   StatusOr<std::vector<GpuProcess>> none = nvml().RunningProcesses(1);
   ASSERT_OK(none);
   EXPECT_THAT(*none, IsEmpty());
+}
+
+// The processes the fake CUDA driver records (TESSERA_FAKE_GPU_STATE/<pid>: "<gpu> <bytes>" lines)
+// follow the configured ones, with their context added; processes that are gone are not listed.
+TEST_F(NvmlTest, RunningProcessesIncludeWhatTheFakeDriverRecorded) {
+  const std::string dir = ::testing::TempDir() + "/fake_gpu_state." + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(gone, nullptr, 0), gone);
+  const std::string mine = dir + "/" + std::to_string(::getpid()), theirs = dir + "/" + std::to_string(gone);
+  std::ofstream(mine) << "0 1048576\n1 2097152\n";
+  std::ofstream(theirs) << "0 4194304\n";
+  setenv("TESSERA_FAKE_GPU_STATE", dir.c_str(), 1);
+  setenv("TESSERA_FAKE_GPU_CONTEXT_MIB", "100", 1);
+  ASSERT_OK(Start("A100-40GB:procs=4242/1024,A100-40GB"));
+  StatusOr<std::vector<GpuProcess>> zero = nvml().RunningProcesses(0);
+  StatusOr<std::vector<GpuProcess>> one = nvml().RunningProcesses(1);
+  unsetenv("TESSERA_FAKE_GPU_STATE");
+  unsetenv("TESSERA_FAKE_GPU_CONTEXT_MIB");
+  std::remove(mine.c_str());
+  std::remove(theirs.c_str());
+  ::rmdir(dir.c_str());
+  ASSERT_OK(zero);
+  ASSERT_EQ(zero->size(), 2u);
+  EXPECT_EQ((*zero)[0].pid, 4242u);
+  EXPECT_EQ((*zero)[1].pid, static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ((*zero)[1].used_memory, MiB(101));
+  ASSERT_OK(one);
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].used_memory, MiB(102));
 }
 
 // Some R535 drivers wrote 32-byte entries through nvmlDeviceGetComputeRunningProcesses_v3.

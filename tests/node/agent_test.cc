@@ -6,13 +6,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <dirent.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tessera/enforce/nvml.h"
 #include "tests/testing/sim_test_util.h"
 
 namespace tessera::node {
@@ -39,7 +43,13 @@ class ScriptedControlPlane : public ControlPlaneLink {
     if (path.ends_with("/heartbeat")) {
       if (!body.empty()) {
         const json j = json::parse(body);
-        for (const json& f : j["finished"]) finished.push_back({f["id"], f["exit_code"]});
+        if (j.contains("finished"))
+          for (const json& f : j["finished"]) {
+            finished.push_back({f["id"], f["exit_code"]});
+            reasons[f["id"].get<int64_t>()] = f.value("reason", "");
+          }
+        if (j.contains("events"))
+          for (const json& e : j["events"]) events.push_back(e);
       }
       return LinkResponse{200, R"({"node": "n1", "state": "ready", "ignored": []})"};
     }
@@ -63,6 +73,8 @@ class ScriptedControlPlane : public ControlPlaneLink {
   std::vector<std::string> calls, bodies;
   std::string registered_body;
   std::vector<std::pair<int64_t, int>> finished;
+  std::map<int64_t, std::string> reasons;  // of the finished reports
+  std::vector<json> events;
   std::vector<json> samples;
 };
 
@@ -354,6 +366,197 @@ TEST_F(AgentTest, ACorruptWorkloadFileIsAnErrorNamingIt) {
   Status st = agent.Start();
   EXPECT_EQ(st.code(), StatusCode::kDataLoss);
   EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("w3.json"));
+}
+
+// The NVML backstop on the fakes: the fake CUDA driver records each process's device bytes in
+// `state`, the fake NVML lists them (plus a 100 MiB context each); the allowance is 128 MiB.
+class BackstopTest : public AgentTest {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(::mkdir(dir.File("gpu-state").c_str(), 0755), 0);
+    ::setenv("TESSERA_FAKE_NVML_CONFIG", "A100-40GB*2", 1);
+    ::setenv("TESSERA_FAKE_GPU_STATE", dir.File("gpu-state").c_str(), 1);  // the test's and its children's
+    ::setenv("TESSERA_FAKE_GPU_CONTEXT_MIB", "100", 1);
+    ASSERT_TRUE(nvml.Init().ok());
+  }
+  void TearDown() override {
+    for (pid_t g : groups) ::kill(-g, SIGKILL);
+    for (pid_t g : groups) ::waitpid(g, nullptr, 0);
+    (void)nvml.Shutdown();
+    ::unsetenv("TESSERA_FAKE_NVML_CONFIG");
+    ::unsetenv("TESSERA_FAKE_GPU_STATE");
+    ::unsetenv("TESSERA_FAKE_GPU_CONTEXT_MIB");
+  }
+  AgentOptions BackstopOptions(bool kill) {
+    AgentOptions o = Options();
+    o.nvml = &nvml;
+    o.backstop_period_ms = 1000;  // one round of RoundsUntil
+    o.context_allowance_mib = 128;
+    o.backstop_kill = kill;
+    return o;
+  }
+  // A command that allocates `bytes` through the fake driver and holds them for 30 s; `hostile`
+  // re-execs it without LD_PRELOAD first, so the shim never sees the allocation.
+  static std::vector<std::string> Holder(uint64_t bytes, bool hostile,
+                                         const std::string& program = TESSERA_SHIM_PROBE) {
+    return {"/bin/sh", "-c",
+            std::string("sleep 30 | ") + (hostile ? "exec env -u LD_PRELOAD " : "exec ") + program +
+                " init alloc:mem:" + std::to_string(bytes) + " wait"};
+  }
+  // A process group of no workload running Holder (its own group, killed in TearDown).
+  void StartForeign(uint64_t bytes, const std::string& program = TESSERA_SHIM_PROBE) {
+    const std::vector<std::string> cmd = Holder(bytes, true, program);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::setpgid(0, 0);
+      ::execl(cmd[0].c_str(), cmd[0].c_str(), cmd[1].c_str(), cmd[2].c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::setpgid(child, child);
+    groups.push_back(child);
+  }
+  // The pids the fake driver recorded holding exactly `bytes` on a GPU.
+  std::vector<long> Holding(uint64_t bytes) {
+    std::vector<long> out;
+    DIR* d = ::opendir(dir.File("gpu-state").c_str());
+    if (d == nullptr) return out;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::ifstream in(dir.File("gpu-state/" + std::string(e->d_name)));
+      int gpu = 0;
+      uint64_t b = 0;
+      while (in >> gpu >> b)
+        if (b == bytes) out.push_back(std::atol(e->d_name));
+    }
+    ::closedir(d);
+    return out;
+  }
+  static bool Alive(long pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  }
+  static int Count(const std::vector<json>& events, int64_t id, const std::string& kind) {
+    int n = 0;
+    for (const json& e : events) n += e["id"] == id && e["kind"] == kind;
+    return n;
+  }
+
+  enforce::DlopenNvml nvml{{.library_path = TESSERA_FAKE_NVML_PATH}};
+  std::vector<pid_t> groups;
+};
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+TEST_F(BackstopTest, AWorkloadThatDropsTheShimAndAllocatesOverItsLimitIsKilledWithinTwoPeriods) {
+  Agent agent(BackstopOptions(true), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  // Both on GPU 0 with 256 MiB: 3 hostile allocates 1 GiB unseen by the shim (1124 MiB in NVML,
+  // 996 over the allowance); 4 honest holds 64 MiB under the shim (164 MiB, 36 over).
+  cp.desired = json::array(
+      {Workload(3, 0, 256, 500, Holder(kGiB, true)), Workload(4, 0, 256, 500, Holder(64 * kMiB, false))});
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !Holding(kGiB).empty() && !Holding(64 * kMiB).empty(); }));
+  const long hostile = Holding(kGiB).front();
+  int periods = 0;
+  while (periods < 2 && agent.stats().backstop_violations == 0) {
+    ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+    ++periods;
+  }
+  EXPECT_EQ(agent.stats().backstop_violations, 1) << "not detected within two periods";
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !cp.finished.empty(); }));
+  EXPECT_FALSE(Alive(hostile));
+  EXPECT_EQ(cp.finished.front().first, 3);
+  EXPECT_EQ(cp.reasons[3], "violated_limit");
+  EXPECT_EQ(Count(cp.events, 3, "violated_limit"), 1);
+  EXPECT_GE(agent.stats().backstop_kills, 1);
+  // The other tenant's workload runs on, untouched, and is never reported.
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  ASSERT_EQ(agent.held().count(4), 1u);
+  EXPECT_FALSE(agent.held().at(4).ended);
+  for (long pid : Holding(64 * kMiB)) EXPECT_TRUE(Alive(pid));
+  EXPECT_EQ(Count(cp.events, 4, "violated_limit"), 0);
+  EXPECT_EQ(cp.finished.size(), 1u);
+  EXPECT_EQ(agent.stats().backstop_unknown, 0);
+  cp.desired = json::array();
+  EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
+}
+
+TEST_F(BackstopTest, AnAgentRestartedRightAfterTheKillStillReportsViolatedLimit) {
+  cp.desired = json::array({Workload(8, 0, 256, 500, Holder(kGiB, true))});
+  {
+    AgentOptions o = BackstopOptions(true);
+    o.backstop_period_ms = 3'600'000;  // the rounds' checks see nothing: only the first, before the start
+    Agent first(o, TwoGpus(), &cp);
+    ASSERT_TRUE(first.Start().ok());
+    ASSERT_TRUE(RoundsUntil(first, [&] { return !Holding(kGiB).empty(); }));
+    ASSERT_EQ(first.stats().backstop_checks, 1);
+    first.Backstop(now_ms += 3'600'000);  // kills; no round reports it before the agent is gone
+    ASSERT_EQ(first.stats().backstop_violations, 1);
+  }
+  EXPECT_TRUE(cp.finished.empty());
+  Agent second(BackstopOptions(true), TwoGpus(), &cp);
+  ASSERT_TRUE(second.Start().ok());
+  ASSERT_TRUE(RoundsUntil(second, [&] { return !cp.finished.empty(); }));
+  EXPECT_EQ(cp.finished.front().first, 8);
+  EXPECT_EQ(cp.reasons[8], "violated_limit");
+}
+
+TEST_F(BackstopTest, AProcessOfNoWorkloadOnASharedGpuIsReportedAndKilled) {
+  Agent agent(BackstopOptions(true), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(5, 0, 1024, 500)});  // GPU 0 is shared (a slot of 500)
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  StartForeign(32 * kMiB);
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return agent.stats().backstop_unknown > 0; }));
+  ASSERT_EQ(Holding(32 * kMiB).size(), 1u);
+  const long foreign = Holding(32 * kMiB).front();
+  EXPECT_TRUE(RoundsUntil(agent, [&] { return !Alive(foreign); }));
+  EXPECT_EQ(agent.stats().backstop_unknown, 1);
+  EXPECT_EQ(agent.stats().backstop_kills, 1);
+  EXPECT_TRUE(cp.finished.empty());  // the slot's workload is not blamed
+}
+
+TEST_F(BackstopTest, TheMpsServerIsNeverCountedOrKilled) {
+  Agent agent(BackstopOptions(true), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(7, 0, 1024, 500)});  // GPU 0 is shared
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  const std::string mps = dir.File("nvidia-cuda-mps-server");  // its /proc comm: nvidia-cuda-mps
+  ASSERT_EQ(::symlink(TESSERA_SHIM_PROBE, mps.c_str()), 0);
+  StartForeign(32 * kMiB, mps);
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !Holding(32 * kMiB).empty(); }));
+  const int64_t checks = agent.stats().backstop_checks;
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(agent.stats().backstop_checks, checks + 2);
+  EXPECT_TRUE(Alive(Holding(32 * kMiB).front()));
+  EXPECT_EQ(agent.stats().backstop_unknown, 0);
+  EXPECT_EQ(agent.stats().backstop_kills, 0);
+}
+
+TEST_F(BackstopTest, ReportModeReportsOnceAndKillsNothing) {
+  Agent agent(BackstopOptions(false), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(6, 0, 256, 500, Holder(kGiB, true))});
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !Holding(kGiB).empty(); }));
+  const long hostile = Holding(kGiB).front();
+  StartForeign(32 * kMiB);
+  ASSERT_TRUE(RoundsUntil(agent, [&] {
+    return agent.stats().backstop_violations > 0 && agent.stats().backstop_unknown > 0 && !cp.events.empty();
+  }));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_TRUE(Alive(hostile));
+  for (long pid : Holding(32 * kMiB)) EXPECT_TRUE(Alive(pid));
+  EXPECT_EQ(agent.stats().backstop_kills, 0);
+  EXPECT_EQ(agent.stats().backstop_violations, 1);  // once, not every period
+  EXPECT_EQ(agent.stats().backstop_unknown, 1);
+  EXPECT_EQ(Count(cp.events, 6, "violated_limit"), 1);
+  EXPECT_THAT(cp.events.front()["detail"].get<std::string>(), ::testing::HasSubstr("limit 256 MiB"));
+  EXPECT_TRUE(cp.finished.empty());
+  EXPECT_FALSE(agent.held().at(6).ended);
+  cp.desired = json::array();
+  EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
 }
 
 TEST(FakeNvmlConfigTest, TranslatesTheFlagAndNamesBadItems) {

@@ -1,5 +1,9 @@
 // Exact device-memory limits through libtessera-shim.so, end to end: the probe runs under
 // LD_PRELOAD with the fake driver; the test reads the node segment and the fake's own usage.
+#include <sys/stat.h>
+
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -70,6 +74,24 @@ ProbeOptions Managed(const TestSegment& t, int tenant = 0) {
 }
 
 // Fills the limit with one family, checks the count to the object, then frees everything.
+// The fake driver's per-process record for the fake NVML (TESSERA_FAKE_GPU_STATE): this process's
+// bytes on the node GPU that CUDA_VISIBLE_DEVICES names (here by fake NVML UUID: GPU 3), whether or
+// not the shim is loaded, updated at every allocation and free.
+TEST(FakeDriverState, RecordsEachProcesssBytesOnItsNodeGpu) {
+  TestSegment t;  // for its folder
+  const std::string state = t.dir.path() + "/gpu-state";
+  ASSERT_EQ(::mkdir(state.c_str(), 0755), 0);
+  ProbeOptions o;
+  o.preload = false;
+  o.env = {"TESSERA_FAKE_GPU_STATE=" + state, "CUDA_VISIBLE_DEVICES=GPU-fa4e0000-0000-4000-8000-000000000003"};
+  ProbeRun r = RunProbe(o, {"init", "alloc:mem:1048576", "alloc:mem:4096", "free:0", "pid"});
+  ASSERT_EQ(r.exit_code, 0);
+  const long pid = FieldInt(r.Find("pid"), "value");
+  std::ifstream in(state + "/" + std::to_string(pid));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "3 4096\n");
+}
+
 TEST(MemoryLimit, ExactThroughEveryAllocationFamily) {
   for (const Family& f : Families()) {
     SCOPED_TRACE(f.name);

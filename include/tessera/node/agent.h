@@ -29,6 +29,26 @@
 // a restarted agent registers its node again as the same agent; a second agent with the same name
 // (another machine, another run directory) is refused (409) while the node is live, and
 // Round returns UNAVAILABLE with the control plane's message until the node is lost.
+//   5. every `backstop_period_ms` (when `nvml` is given): the NVML backstop (Backstop). The shim
+//      enforces limits inside each process, and a process that drops LD_PRELOAD (re-exec under
+//      `env -u LD_PRELOAD`, a static binary) escapes it; the driver still sees it. Each GPU's
+//      compute processes (NvmlApi::RunningProcesses) are mapped to workloads: a process belongs
+//      to workload w when w's supervisor is among its ancestors (the /proc/<pid>/stat ppid chain)
+//      or leads its session (the supervisor is started with setsid, so double-forked daemons stay
+//      in it). A workload's use on its GPU is the sum over its processes of (used - allowance),
+//      the allowance being `context_allowance_mib` per process (the CUDA context the driver
+//      charges to every process: ~500 MiB measured on an H200). Over the limit, or any use on a
+//      GPU it was not placed on: a `violated_limit` event (heartbeat "events") and, with
+//      `backstop_kill`, SIGKILL of its processes and supervisor; it is then reported finished
+//      with reason `violated_limit` (the control plane marks it failed). A compute process that
+//      belongs to no workload on a GPU shared by `share` workloads is logged and counted and,
+//      with `backstop_kill`, killed. A violation can last up to one period before it is seen.
+//
+// Worked example of the backstop: workload 7 has a 1024 MiB limit on GPU 0 and allowance 500 MiB;
+// NVML lists pid 4242 (its command, a child of its supervisor) with 4596 MiB: 4596 - 500 = 4096
+// MiB > 1024 MiB, so 4242 and the supervisor are killed and the next heartbeat carries
+// {"finished": [{"id": 7, "exit_code": 137, "reason": "violated_limit"}], "events": [{"id": 7,
+// "kind": "violated_limit", "detail": "GPU 0: 4096 MiB over the allowance ..."}]}.
 // Each held workload's state (slot, supervisor pid and start time, next usage seq, the counters
 // already reported) is in <run_dir>/agent/w<id>.json, replaced atomically: a restarted agent
 // re-adopts what is running (same slot and limit: the slot is joined again by name, nothing is
@@ -62,6 +82,7 @@
 #include <vector>
 
 #include "tessera/core/status.h"
+#include "tessera/enforce/nvml.h"
 #include "tessera/node/inventory.h"
 #include "tessera/node/node_dir.h"
 
@@ -94,6 +115,12 @@ struct AgentOptions {
   int64_t usage_interval_s = 10;
   int64_t stop_grace_ms = 5000;
   bool run_arbiters = true;  // drive each GPU's lease board from this process (tests may not)
+  // The NVML backstop (step 5): null turns it off. Initialised by the caller; must outlive the
+  // agent.
+  enforce::NvmlApi* nvml = nullptr;
+  int64_t backstop_period_ms = 1000;   // between two NVML checks
+  int64_t context_allowance_mib = 500;  // per process, not counted against the limit
+  bool backstop_kill = true;            // false: report only (events, log, counters)
 };
 
 // One workload the agent holds (a slot, and a supervisor when it has a command).
@@ -114,6 +141,7 @@ struct HeldWorkload {
   int exit_code = 0;
   bool final_sampled = false;    // the last usage sample after the end was taken
   int64_t stop_deadline_ms = 0;  // > 0: being stopped (no longer desired)
+  std::string end_reason;        // "violated_limit": the backstop killed it (persisted)
   // Usage accounting (persisted): the next sample's seq and start, the counters already reported.
   // The first seq is the placement's time in ms, so that a workload placed here again (after a
   // preemption) continues with higher seqs: its samples share a source (node, workload, GPU).
@@ -133,6 +161,10 @@ struct AgentStats {
   int64_t samples_sent = 0;      // acknowledged (counted or duplicate)
   int64_t samples_rejected = 0;  // refused by the control plane (logged)
   int64_t samples_pending = 0;
+  int64_t backstop_checks = 0;      // NVML passes
+  int64_t backstop_violations = 0;  // workloads found over their limit (once per episode)
+  int64_t backstop_unknown = 0;     // processes of no workload on a shared GPU (once per pid)
+  int64_t backstop_kills = 0;       // processes the backstop sent SIGKILL
 };
 
 class Agent {
@@ -148,6 +180,9 @@ class Agent {
   Status Start();
   // One round (see above); `now_ms`: wall-clock milliseconds since the epoch.
   Status Round(int64_t now_ms);
+  // Step 5 alone, when `backstop_period_ms` passed since the last check (Round calls it too), so
+  // that the process may check more often than it rounds. NVML errors are logged, not returned.
+  void Backstop(int64_t now_ms);
   // Stops the arbiter threads. The workloads keep running (a restarted agent re-adopts them).
   void StopArbiters();
 
@@ -175,6 +210,8 @@ class Agent {
   Status SaveWorkload(const HeldWorkload& w) const;
   Status SaveOutbox() const;
   void EnsureArbiter(int gpu);
+  void Violated(HeldWorkload& w, const std::string& detail, const std::vector<uint32_t>& pids);
+  void KillProcess(uint32_t pid);
   std::string AgentDir() const;
   void Log(std::string line);
 
@@ -189,7 +226,20 @@ class Agent {
   // The end of the last usage sample of workloads that left this node (in memory): a workload
   // placed here again within the same second starts its usage there, never overlapping.
   std::map<int64_t, int64_t> released_usage_end_s_;
-  std::vector<std::pair<int64_t, int>> finished_;  // reported until acknowledged
+  struct Finished {
+    int64_t id = 0;
+    int exit_code = 0;
+    std::string reason;  // "" or "violated_limit"
+  };
+  struct Event {
+    int64_t id = 0;
+    std::string kind, detail;
+  };
+  std::vector<Finished> finished_;  // reported until acknowledged
+  std::vector<Event> events_;       // reported until acknowledged (in memory)
+  int64_t next_backstop_ms_ = 0;
+  std::set<int64_t> over_limit_;     // workloads reported over their limit (report mode)
+  std::set<uint32_t> unknown_seen_;  // processes of no workload already reported
   std::vector<std::string> outbox_;                // usage samples as JSON objects
   int64_t next_usage_ms_ = 0;
   AgentStats stats_;

@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <set>
@@ -289,6 +290,8 @@ void ParseFailures(const char* spec) {
   }
 }
 
+void LoadProcessStateConfig();  // TESSERA_FAKE_GPU_STATE, below
+
 __attribute__((constructor)) void LoadConfig() {
   g_config.devices = static_cast<int>(std::clamp<unsigned long long>(
       EnvU64("TESSERA_FAKE_CUDA_DEVICES", 1), 1, kMaxDevices));
@@ -305,6 +308,7 @@ __attribute__((constructor)) void LoadConfig() {
     if (fd >= 0) ::close(fd);
   }
   ParseFailures(std::getenv("TESSERA_FAKE_CUDA_FAIL"));
+  LoadProcessStateConfig();
   // A slow driver load (tests of a fork taken while another thread is inside dlopen of libcuda).
   if (unsigned long long ms = EnvU64("TESSERA_FAKE_CUDA_LOAD_DELAY_MS", 0); ms > 0) ::usleep(static_cast<useconds_t>(ms * 1000));
 }
@@ -344,6 +348,71 @@ CUresult CurrentDevice(int* dev) {
   return CUDA_SUCCESS;
 }
 
+// Per-process device memory for the fake NVML (TESSERA_FAKE_GPU_STATE, a folder): after every
+// change this process's bytes per device are in <folder>/<pid>, one "<node GPU> <bytes>" line per
+// device it touched, replaced atomically. The node GPU of ordinal i is the i-th entry of
+// CUDA_VISIBLE_DEVICES (an index, or a fake NVML UUID "GPU-fa4e0000-0000-4000-8000-<12 hex>"),
+// else i. A fork()ed child starts from zero: a CUDA context is not inherited.
+struct ProcessState {
+  std::string dir;  // empty: not recorded
+  int node_gpu[kMaxDevices] = {};
+  std::mutex mu;
+  pid_t pid = 0;
+  long long used[kMaxDevices] = {};
+  bool touched[kMaxDevices] = {};
+};
+ProcessState& ProcState() {
+  static auto* s = new ProcessState;
+  return *s;
+}
+
+void LoadProcessStateConfig() {
+  ProcessState& ps = ProcState();
+  for (int d = 0; d < kMaxDevices; ++d) ps.node_gpu[d] = d;
+  const char* dir = std::getenv("TESSERA_FAKE_GPU_STATE");
+  if (dir == nullptr || *dir == '\0') return;
+  ps.dir = dir;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == nullptr) return;
+  std::string list(visible);
+  int ordinal = 0;
+  for (std::size_t pos = 0; pos <= list.size() && ordinal < kMaxDevices; ++ordinal) {
+    std::size_t comma = list.find(',', pos);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string item = list.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (!item.empty() && std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      ps.node_gpu[ordinal] = std::atoi(item.c_str());
+    } else if (item.rfind("GPU-", 0) == 0 && item.size() >= 12) {
+      ps.node_gpu[ordinal] = static_cast<int>(std::strtol(item.substr(item.size() - 12).c_str(), nullptr, 16));
+    }
+  }
+}
+
+void RecordProcessUsage(int dev, long long delta) {
+  ProcessState& ps = ProcState();
+  if (ps.dir.empty() || dev < 0 || dev >= kMaxDevices) return;
+  std::lock_guard<std::mutex> lock(ps.mu);
+  const pid_t self = ::getpid();
+  if (ps.pid != self) {
+    ps.pid = self;
+    std::fill(std::begin(ps.used), std::end(ps.used), 0);
+    std::fill(std::begin(ps.touched), std::end(ps.touched), false);
+  }
+  ps.used[dev] = std::max<long long>(0, ps.used[dev] + delta);
+  ps.touched[dev] = true;
+  std::string text;
+  for (int d = 0; d < kMaxDevices; ++d)
+    if (ps.touched[d]) text += std::to_string(ps.node_gpu[d]) + " " + std::to_string(ps.used[d]) + "\n";
+  const std::string path = ps.dir + "/" + std::to_string(self);
+  const std::string tmp = ps.dir + "/." + std::to_string(self) + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (written) (void)::rename(tmp.c_str(), path.c_str());
+}
+
 CUresult ChargeDevice(int dev, unsigned long long bytes) {
   auto& used = g_usage->used[dev];
   unsigned long long cur = used.load(std::memory_order_relaxed);
@@ -355,11 +424,13 @@ CUresult ChargeDevice(int dev, unsigned long long bytes) {
   unsigned long long p = peak.load(std::memory_order_relaxed);
   while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
   }
+  RecordProcessUsage(dev, static_cast<long long>(bytes));
   return CUDA_SUCCESS;
 }
 
 void UnchargeDevice(int dev, unsigned long long bytes) {
   g_usage->used[dev].fetch_sub(bytes, std::memory_order_acq_rel);
+  RecordProcessUsage(dev, -static_cast<long long>(bytes));
 }
 
 // Device allocation on the current context's device, or on `on_device` if >= 0 (a pool's device)

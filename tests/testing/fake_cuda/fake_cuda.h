@@ -13,6 +13,9 @@
 //   TESSERA_FAKE_CUDA_FAIL            SYMBOL:CODE[:COUNT][,...]: the exported entry point SYMBOL
 //                                     returns CODE (a CUresult) for its next COUNT calls (default:
 //                                     every call), e.g. "cuMemAlloc_v2:2:1"
+//   TESSERA_FAKE_GPU_STATE            a folder: each process writes its device bytes to <folder>/<pid>
+//                                     ("<node GPU> <bytes>" lines; CUDA_VISIBLE_DEVICES maps ordinals
+//                                     to node GPUs), which the fake NVML reports as its processes
 //   TESSERA_FAKE_CUDA_LOAD_DELAY_MS   the library's constructor sleeps this long (a slow dlopen)
 //
 // Thread-safety: every function may be called from any thread.

@@ -18,6 +18,10 @@
 //     e.g. "H100-80GB:mig=1,A100-40GB:mig=0:procs=4242/1024;4343/2048"
 //   TESSERA_FAKE_NVML_FAIL     NAME:CODE[,NAME:CODE]... makes function NAME return CODE
 //       (an nvmlReturn_t value) on every call, e.g. "nvmlDeviceGetMemoryInfo:999".
+//   TESSERA_FAKE_GPU_STATE     a folder where the fake CUDA driver records each process's device
+//       memory (tests/testing/fake_cuda/fake_cuda.h): its live processes are listed by
+//       nvmlDeviceGetComputeRunningProcesses_v3 after the configured ones, each with its
+//       allocated bytes plus TESSERA_FAKE_GPU_CONTEXT_MIB (default 0), its context.
 //   TESSERA_FAKE_NVML_MUTATION_LOG   a file to which every call that could change MIG state
 //       appends its name, so a test can prove a read-only tool never made one.
 //
@@ -45,6 +49,8 @@
 //   utilisation (device or per process) on a MIG-enabled GPU          NOT_SUPPORTED
 //
 // Thread-safety: every function takes one global mutex, as the real library is thread-safe.
+#include <dirent.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -608,12 +614,48 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
   return NVML_SUCCESS;
 }
 
+// The processes the fake CUDA driver recorded in TESSERA_FAKE_GPU_STATE for GPU `index` (see
+// fake_cuda.h): live ones (not zombies), each with its bytes plus TESSERA_FAKE_GPU_CONTEXT_MIB
+// (default 0), the context a real driver charges every process.
+std::vector<std::pair<uint32_t, unsigned long long>> StateProcesses(uint32_t index) {
+  std::vector<std::pair<uint32_t, unsigned long long>> out;
+  const char* dir = std::getenv("TESSERA_FAKE_GPU_STATE");
+  if (dir == nullptr || *dir == '\0') return out;
+  const char* ctx = std::getenv("TESSERA_FAKE_GPU_CONTEXT_MIB");
+  const unsigned long long context = (ctx != nullptr ? std::strtoull(ctx, nullptr, 10) : 0) * kMiB;
+  DIR* d = ::opendir(dir);
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    const auto pid = static_cast<uint32_t>(std::strtoul(name.c_str(), nullptr, 10));
+    std::FILE* stat = std::fopen(("/proc/" + name + "/stat").c_str(), "r");
+    if (stat == nullptr) continue;  // gone: the driver freed what it held
+    char buf[512] = {};
+    const size_t n = std::fread(buf, 1, sizeof(buf) - 1, stat);
+    std::fclose(stat);
+    const char* paren = std::strrchr(buf, ')');
+    if (n == 0 || paren == nullptr || paren[1] == '\0' || paren[2] == 'Z' || paren[2] == 'X') continue;
+    std::FILE* f = std::fopen((std::string(dir) + "/" + name).c_str(), "r");
+    if (f == nullptr) continue;
+    unsigned int gpu = 0;
+    unsigned long long bytes = 0;
+    while (std::fscanf(f, "%u %llu", &gpu, &bytes) == 2)
+      if (gpu == index) out.push_back({pid, bytes + context});
+    std::fclose(f);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_t* infos) {
   FAKE_NVML_ENTER("nvmlDeviceGetComputeRunningProcesses_v3");
   FakeDevice* d = FindDevice(s, device);
   if (d == nullptr || infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const auto n = static_cast<unsigned int>(d->procs.size());
+  const std::vector<std::pair<uint32_t, unsigned long long>> recorded = StateProcesses(d->index);
+  const auto n = static_cast<unsigned int>(d->procs.size() + recorded.size());
   if (n == 0) {
     *infoCount = 0;
     return NVML_SUCCESS;
@@ -623,7 +665,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
     return NVML_ERROR_INSUFFICIENT_SIZE;
   }
   auto* out = reinterpret_cast<unsigned char*>(infos);
-  for (unsigned int i = 0; i < n; ++i) {
+  for (unsigned int i = 0; i < d->procs.size(); ++i) {
     const FakeProcess& p = d->procs[i];
     nvmlProcessInfoWithCc_t e{};
     e.pid = p.pid;
@@ -632,6 +674,14 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
     e.computeInstanceId = MigOn(*d) ? p.ci : TESSERA_NVML_INSTANCE_ID_NONE;
     e.usedGpuCcProtectedMemory = 0;
     std::memcpy(out + i * d->proc_stride, &e, d->proc_stride);
+  }
+  for (size_t k = 0; k < recorded.size(); ++k) {
+    nvmlProcessInfoWithCc_t e{};
+    e.pid = recorded[k].first;
+    e.usedGpuMemory = recorded[k].second;
+    e.gpuInstanceId = TESSERA_NVML_INSTANCE_ID_NONE;
+    e.computeInstanceId = TESSERA_NVML_INSTANCE_ID_NONE;
+    std::memcpy(out + (d->procs.size() + k) * d->proc_stride, &e, d->proc_stride);
   }
   *infoCount = n;
   return NVML_SUCCESS;

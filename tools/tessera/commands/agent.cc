@@ -3,8 +3,10 @@
 //   tessera agent --server URL --token-file F [--name NODE] [--run-dir DIR]
 //                 [--fake-gpus H100-80GB:2:mig,A100-40GB:4] [--cpu-milli N] [--memory-mib N]
 //                 [--interval-ms 1000] [--usage-interval 10] [--retry-budget 5]
+//                 [--backstop-ms 1000] [--context-allowance-mib 500] [--enforce kill|report]
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -34,6 +36,9 @@ struct AgentFlags {
   int usage_interval_s = 10;
   int stop_grace_s = 5;
   int retry_budget_s = 5;  // per call: how long 429/503 answers are retried; 0: never
+  int backstop_ms = 1000;  // 0: no NVML backstop
+  int64_t context_allowance_mib = 500;
+  std::string enforce = "kill";
   int64_t cpu_milli = 0;   // 0: all online CPUs
   int64_t memory_mib = 0;  // 0: all physical memory
 };
@@ -74,8 +79,11 @@ int RunAgent(AgentFlags f) {
   enforce::DlopenNvml nvml({.library_path = f.nvml});
   if (Status st = nvml.Init(); !st.ok()) return Fail("NVML: " + std::string(st.message()), kExitFailure);
   StatusOr<node::Inventory> inventory = node::DiscoverInventory(nvml, catalog);
-  (void)nvml.Shutdown();
-  if (!inventory.ok()) return Fail("GPU discovery: " + std::string(inventory.status().message()), kExitFailure);
+  if (!inventory.ok()) {
+    (void)nvml.Shutdown();
+    return Fail("GPU discovery: " + std::string(inventory.status().message()), kExitFailure);
+  }
+  if (f.backstop_ms == 0) (void)nvml.Shutdown();  // kept open for the backstop otherwise
   if (f.cpu_milli > 0) inventory->cpu_milli = f.cpu_milli;
   if (f.memory_mib > 0) inventory->memory_mib = f.memory_mib;
   sigset_t signals;  // waited for between rounds; blocked before the arbiter threads start
@@ -108,29 +116,48 @@ int RunAgent(AgentFlags f) {
   options.nvml_library = f.nvml;
   options.usage_interval_s = f.usage_interval_s;
   options.stop_grace_ms = int64_t{f.stop_grace_s} * 1000;
+  options.nvml = f.backstop_ms > 0 ? &nvml : nullptr;
+  options.backstop_period_ms = f.backstop_ms;
+  options.context_allowance_mib = f.context_allowance_mib;
+  options.backstop_kill = f.enforce == "kill";
   node::Agent agent(options, *inventory, &link);
   if (Status st = agent.Start(); !st.ok()) return Fail(st.message(), kExitFailure);
   std::printf("tessera agent: node '%s', %zu GPUs, node directory %s, control plane %s\n", f.name.c_str(),
               inventory->gpus.size(), f.run_dir.c_str(), f.server.c_str());
+  if (f.backstop_ms > 0) {
+    std::printf("tessera agent: NVML backstop every %d ms, %lld MiB allowance per process, --enforce %s\n",
+                f.backstop_ms, static_cast<long long>(f.context_allowance_mib), f.enforce.c_str());
+  }
   PrintLog(agent);
   std::string last_error;
+  // The loop wakes every min(interval, backstop period): a round when the interval is up, else
+  // the backstop alone.
+  const int wake_ms = f.backstop_ms > 0 ? std::min(f.interval_ms, f.backstop_ms) : f.interval_ms;
+  int64_t next_round_ms = 0;
   for (;;) {
-    Status st = agent.Round(NowMs());
-    PrintLog(agent);
-    if (!st.ok()) {
-      const StatusCode c = st.code();
-      if (c == StatusCode::kUnauthenticated || c == StatusCode::kPermissionDenied ||
-          c == StatusCode::kInvalidArgument || c == StatusCode::kDataLoss) {
-        agent.StopArbiters();
-        return Fail(st.message(), kExitFailure);
+    const int64_t now = NowMs();
+    if (now < next_round_ms) {
+      agent.Backstop(now);
+      PrintLog(agent);
+    } else {
+      next_round_ms = now + f.interval_ms;
+      Status st = agent.Round(now);
+      PrintLog(agent);
+      if (!st.ok()) {
+        const StatusCode c = st.code();
+        if (c == StatusCode::kUnauthenticated || c == StatusCode::kPermissionDenied ||
+            c == StatusCode::kInvalidArgument || c == StatusCode::kDataLoss) {
+          agent.StopArbiters();
+          return Fail(st.message(), kExitFailure);
+        }
+        if (st.message() != last_error) std::fprintf(stderr, "tessera agent: %s (retrying)\n", st.message().c_str());
+        last_error = st.message();
+      } else if (!last_error.empty()) {
+        std::printf("tessera agent: the control plane answers again\n");
+        last_error.clear();
       }
-      if (st.message() != last_error) std::fprintf(stderr, "tessera agent: %s (retrying)\n", st.message().c_str());
-      last_error = st.message();
-    } else if (!last_error.empty()) {
-      std::printf("tessera agent: the control plane answers again\n");
-      last_error.clear();
     }
-    timespec wait{f.interval_ms / 1000, static_cast<long>(f.interval_ms % 1000) * 1'000'000};
+    timespec wait{wake_ms / 1000, static_cast<long>(wake_ms % 1000) * 1'000'000};
     const int sig = sigtimedwait(&signals, nullptr, &wait);
     if (sig == SIGINT || sig == SIGTERM) {
       std::printf("tessera agent: %s, stopping (the workloads keep running; a restarted agent adopts them)\n",
@@ -179,11 +206,26 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--stop-grace", f->stop_grace_s,
                   "Seconds a stopped workload gets between SIGTERM and SIGKILL (default 5)")
       ->check(CLI::Range(0, 3600));
+  cmd->add_option("--backstop-ms", f->backstop_ms,
+                  "Milliseconds between two NVML checks of every GPU's processes against the workloads' "
+                  "memory limits (the backstop for processes the shim does not see; default 1000, 0: off)")
+      ->check(CLI::Range(0, 60000));
+  cmd->add_option("--context-allowance-mib", f->context_allowance_mib,
+                  "MiB of each process's GPU memory not counted against its workload's limit: the CUDA "
+                  "context the driver charges every process (default 500, measured ~500 MiB on an H200)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_option("--enforce", f->enforce,
+                  "What the backstop does to a workload over its limit or a process of no workload on a "
+                  "shared GPU: kill (SIGKILL; the workload fails with reason violated_limit) or report "
+                  "(event, log and counters only); default kill")
+      ->check(CLI::IsMember({"kill", "report"}));
   cmd->footer(
       "Each placed workload runs as `tessera run --tenant w<id> ...` under the shim, its output in\n"
       "<run-dir>/agent/w<id>.log. Stopping the agent leaves the workloads running; a restarted agent\n"
-      "re-adopts them from <run-dir>/agent/. Exit code: 1 when the control plane refuses the token or\n"
-      "the inventory, 2 for bad flags; 0 after SIGTERM or SIGINT.");
+      "re-adopts them from <run-dir>/agent/. The NVML backstop (docs/enforcement.md) catches what the\n"
+      "shim cannot see (a process without LD_PRELOAD) within one --backstop-ms period. Exit code: 1\n"
+      "when the control plane refuses the token or the inventory, 2 for bad flags; 0 after SIGTERM or\n"
+      "SIGINT.");
   cmd->callback([f, exit_code] { *exit_code = RunAgent(*f); });
 }
 

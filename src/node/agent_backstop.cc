@@ -1,0 +1,176 @@
+// The agent's NVML backstop (tessera/node/agent.h, step 5): what the driver says each process
+// holds, checked against the workloads' limits, for the processes the shim does not see.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "src/node/agent_impl.h"
+#include "tessera/node/agent.h"
+
+namespace tessera::node {
+
+namespace {
+
+struct ProcStat {
+  std::string comm;  // field 2, at most 15 characters
+  long ppid = 0;
+  long sid = 0;
+};
+
+// The MPS server lists as a compute process of no workload on the GPUs it serves; it is the node's,
+// not a tenant's, and is never killed.
+bool IsMpsServer(const ProcStat& s) { return s.comm.rfind("nvidia-cuda-mps", 0) == 0; }
+
+// /proc/<pid>/stat's command, ppid (field 4) and session (field 6); nullopt when it is gone.
+std::optional<ProcStat> ReadProcStat(long pid) {
+  StatusOr<std::string> stat = internal::ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat.ok()) return std::nullopt;
+  const size_t paren = stat->rfind(')');  // the command name may hold spaces and parentheses
+  const size_t open = stat->find('(');
+  if (paren == std::string::npos || open == std::string::npos || open > paren || paren + 2 >= stat->size())
+    return std::nullopt;
+  std::istringstream rest(stat->substr(paren + 2));
+  std::string state;
+  ProcStat s;
+  s.comm = stat->substr(open + 1, paren - open - 1);
+  long pgrp = 0;
+  if (!(rest >> state >> s.ppid >> pgrp >> s.sid)) return std::nullopt;
+  return s;
+}
+
+std::string Mib(int64_t mib) { return std::to_string(mib) + " MiB"; }
+
+}  // namespace
+
+void Agent::KillProcess(uint32_t pid) {
+  if (pid <= 1 || static_cast<pid_t>(pid) == ::getpid()) return;
+  if (::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++stats_.backstop_kills;
+}
+
+void Agent::Violated(HeldWorkload& w, const std::string& detail, const std::vector<uint32_t>& pids) {
+  ++stats_.backstop_violations;
+  events_.push_back({w.id, "violated_limit", detail});
+  if (!options_.backstop_kill) {
+    Log("workload " + std::to_string(w.id) + ": violated_limit: " + detail + " (--enforce report: not killed)");
+    return;
+  }
+  Log("workload " + std::to_string(w.id) + ": violated_limit: " + detail + "; killing it");
+  for (uint32_t pid : pids) KillProcess(pid);
+  // The rest of the workload: its command groups, then the supervisor (which would otherwise
+  // report the command's death as an ordinary exit).
+  if (StatusOr<std::vector<TenantEntry>> live = node_.LiveTenants(); live.ok()) {
+    for (const TenantEntry& e : *live)
+      if (e.name == w.slot)
+        for (long g : e.pgids) ::kill(-static_cast<pid_t>(g), SIGKILL);
+  }
+  if (w.pid > 0) ::kill(static_cast<pid_t>(w.pid), SIGKILL);
+  w.end_reason = "violated_limit";
+  (void)SaveWorkload(w);  // a restarted agent still reports the reason
+}
+
+void Agent::Backstop(int64_t now_ms) {
+  if (options_.nvml == nullptr || options_.backstop_period_ms <= 0 || now_ms < next_backstop_ms_) return;
+  next_backstop_ms_ = now_ms + options_.backstop_period_ms;
+  ++stats_.backstop_checks;
+  const int64_t allowance = options_.context_allowance_mib;
+
+  // The workloads that own processes: running (or being stopped) and not yet judged.
+  std::map<long, HeldWorkload*> by_supervisor;
+  std::set<int> shared_gpus;
+  for (auto& [id, w] : held_) {
+    if (w.ended) continue;
+    if (w.partition == "share") shared_gpus.insert(w.gpu);
+    if (w.pid > 0) by_supervisor[w.pid] = &w;
+  }
+  std::map<long, HeldWorkload*> owner_cache;
+  auto owner_of = [&](uint32_t pid) -> HeldWorkload* {
+    if (auto c = owner_cache.find(pid); c != owner_cache.end()) return c->second;
+    HeldWorkload* owner = nullptr;
+    long p = pid;
+    for (int depth = 0; depth < 64 && p > 1 && owner == nullptr; ++depth) {
+      if (auto s = by_supervisor.find(p); s != by_supervisor.end()) owner = s->second;
+      const std::optional<ProcStat> st = ReadProcStat(p);
+      if (!st) break;
+      if (owner == nullptr && depth == 0)
+        if (auto s = by_supervisor.find(st->sid); s != by_supervisor.end()) owner = s->second;
+      p = st->ppid;
+    }
+    owner_cache[pid] = owner;
+    return owner;
+  };
+
+  struct Use {
+    int64_t charged_mib = 0;  // over the allowances, on the workload's own GPU
+    std::vector<uint32_t> pids;
+    std::vector<std::string> elsewhere;  // "pid 12 on GPU 1 (900 MiB)"
+    int64_t processes = 0;
+  };
+  std::map<int64_t, Use> use;
+  std::set<uint32_t> seen;
+  for (size_t gpu = 0; gpu < inventory_.gpus.size(); ++gpu) {
+    StatusOr<std::vector<enforce::GpuProcess>> procs = options_.nvml->RunningProcesses(static_cast<uint32_t>(gpu));
+    if (!procs.ok()) {
+      Log("backstop: GPU " + std::to_string(gpu) + ": " + std::string(procs.status().message()));
+      continue;
+    }
+    for (const enforce::GpuProcess& p : *procs) {
+      if (static_cast<pid_t>(p.pid) == ::getpid()) continue;
+      seen.insert(p.pid);
+      const int64_t used = p.used_memory ? p.used_memory->value() : 0;
+      HeldWorkload* w = owner_of(p.pid);
+      if (w == nullptr) {
+        if (!shared_gpus.count(static_cast<int>(gpu)) || unknown_seen_.count(p.pid)) continue;
+        unknown_seen_.insert(p.pid);
+        if (const std::optional<ProcStat> st = ReadProcStat(p.pid); st && IsMpsServer(*st)) continue;
+        ++stats_.backstop_unknown;
+        Log("backstop: pid " + std::to_string(p.pid) + " uses " + Mib(used) + " on shared GPU " +
+            std::to_string(gpu) + " and belongs to no workload" +
+            (options_.backstop_kill ? "; killing it" : " (--enforce report: not killed)"));
+        if (options_.backstop_kill) KillProcess(p.pid);
+        continue;
+      }
+      Use& u = use[w->id];
+      u.pids.push_back(p.pid);
+      ++u.processes;
+      if (static_cast<int>(gpu) == w->gpu) {
+        u.charged_mib += std::max<int64_t>(0, used - allowance);
+      } else {
+        u.elsewhere.push_back("pid " + std::to_string(p.pid) + " on GPU " + std::to_string(gpu) + " (" + Mib(used) +
+                              ")");
+      }
+    }
+  }
+  std::erase_if(unknown_seen_, [&](uint32_t pid) { return !seen.count(pid); });
+  std::erase_if(over_limit_, [&](int64_t id) { return !held_.count(id); });
+
+  for (auto& [id, w] : held_) {
+    if (w.ended || w.pid <= 0 || !w.end_reason.empty()) continue;
+    auto u = use.find(id);
+    const int64_t limit_mib = static_cast<int64_t>(w.mem_bytes >> 20);
+    const bool over = u != use.end() && (u->second.charged_mib > limit_mib || !u->second.elsewhere.empty());
+    if (!over) {
+      over_limit_.erase(id);
+      continue;
+    }
+    if (over_limit_.count(id)) continue;  // report mode: once per episode
+    over_limit_.insert(id);
+    std::string detail;
+    if (u->second.charged_mib > limit_mib) {
+      detail = "GPU " + std::to_string(w.gpu) + ": " + Mib(u->second.charged_mib) + " over the " + Mib(allowance) +
+               " per-process allowance (" + std::to_string(u->second.processes) + " process(es)), limit " +
+               Mib(limit_mib) + " (NVML)";
+    }
+    for (const std::string& e : u->second.elsewhere)
+      detail += (detail.empty() ? "" : "; ") + e + ", placed on GPU " + std::to_string(w.gpu);
+    Violated(w, detail, u->second.pids);
+  }
+}
+
+}  // namespace tessera::node
