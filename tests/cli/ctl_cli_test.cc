@@ -203,6 +203,24 @@ TEST(CtlCli, WorkloadsSubmitWithoutQosLeavesItToTheTenant) {
   EXPECT_THAT(r.err, HasSubstr("--tenant is required (or --file)"));
 }
 
+// ... and `tessera run --server` sent "Burstable" whatever the tenant's default_qos said.
+TEST(CtlCli, RunServerWithoutQosLeavesItToTheTenant) {
+  TempDir dir;
+  CannedServer server(200, R"({"id": 1, "state": "completed", "exit_code": 0})");  // the POST takes 200 too
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "run --tenant ml --server " + server.url() + " -- true", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunTessera(dir, "run --tenant ml --qos Guaranteed --server " + server.url() + " -- true", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_GE(server.requests().size(), 2u);
+  std::vector<std::string> posts;
+  for (const std::string& req : server.requests())
+    if (req.starts_with("POST ")) posts.push_back(req);
+  ASSERT_EQ(posts.size(), 2u);
+  EXPECT_THAT(posts[0], Not(HasSubstr("qos")));
+  EXPECT_THAT(posts[1], HasSubstr(R"("qos":"Guaranteed")"));
+}
+
 // --node binds a node-agent token to one node: sent as "node", shown in the NODE column.
 TEST(CtlCli, TokensCreateSendsTheNodeAndTheTableShowsIt) {
   TempDir dir;

@@ -187,7 +187,7 @@ void RegisterNode(CLI::App& app, int* exit_code) {
                   "With an https --server: PEM CA certificates to verify it with (default: the system's)");
   run->add_option("--token", flags->remote.token, "With --server: API token (else --token-file or $TESSERA_TOKEN)");
   run->add_option("--token-file", flags->remote.token_file, "With --server: file whose first line is the token");
-  run->add_option("--qos", flags->remote.qos, "With --server: Guaranteed, Burstable (default) or BestEffort");
+  run->add_option("--qos", flags->remote.qos, "With --server: Guaranteed, Burstable or BestEffort (default: the tenant's default_qos, Burstable unless set)");
   run->add_option("--mode", flags->remote.mode, "With --server: exclusive, mig, mps, timeslice, fraction");
   run->add_option("--model", flags->remote.model, "With --server: the GPU model to run on");
   run->add_option("--retry-budget", flags->remote.retry_budget_s,

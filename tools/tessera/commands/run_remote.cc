@@ -32,7 +32,8 @@ int RunRemote(const RemoteRunFlags& f) {
   StatusOr<std::string> token = ApiToken(f.token, f.token_file);
   if (!token.ok()) return Fail(std::string(token.status().message()), kExitBadInput);
   if (token->empty()) return Fail("--server needs --token, --token-file or $TESSERA_TOKEN", kExitBadInput);
-  nlohmann::json body = {{"tenant", f.tenant}, {"gpus", 1}, {"qos", f.qos}, {"command", f.command}};
+  nlohmann::json body = {{"tenant", f.tenant}, {"gpus", 1}, {"command", f.command}};
+  if (!f.qos.empty()) body["qos"] = f.qos;  // else the server applies the tenant's default_qos
   if (!f.mem.empty()) {
     StatusOr<uint64_t> mem = node::ParseMemorySize(f.mem);
     if (!mem.ok()) return Fail("--mem " + mem.status().message(), kExitBadInput);

@@ -8,7 +8,7 @@ namespace tessera::cli {
 
 struct RemoteRunFlags {
   std::string server, token, token_file, ca_file;
-  std::string tenant, mem, qos = "Burstable", mode, model;
+  std::string tenant, mem, qos, mode, model;  // qos "": the tenant's default_qos
   int share = 0;  // gpu_milli; 0 = a whole GPU
   int priority = 0;
   int retry_budget_s = 60;  // how long each request keeps retrying 429/503 answers; 0: never
