@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -242,6 +243,62 @@ TEST(CliContractTest, RequiredFlagsAreMarkedInTheHelp) {
     EXPECT_EQ(r.exit_code, 0) << command;
     EXPECT_THAT(r.out, HasSubstr(needle)) << command;
   }
+}
+
+// The names under "Subcommands:" of `tessera <path> --help` (CLI11 lists each at two spaces).
+std::set<std::string> SubcommandsOf(const TempDir& dir, const std::string& path) {
+  const CommandResult r = RunTessera(dir, path + " --help");
+  EXPECT_EQ(r.exit_code, 0) << path;
+  std::set<std::string> names;
+  std::istringstream in(r.out);
+  bool in_list = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "Subcommands:") in_list = true;
+    else if (in_list && line.size() > 2 && line.starts_with("  ") && line[2] != ' ')
+      names.insert(line.substr(2, line.find(' ', 2) - 2));
+    else if (in_list && !line.empty() && line[0] != ' ') in_list = false;
+  }
+  return names;
+}
+
+// Issue 31: the README's CLI reference missed verbs. Every command and verb the binary has is a
+// row of the table (`| `ctl nodes` | `list`, `remove` | ...`), and every row names one it has.
+TEST(CliContractTest, TheReadmeCliReferenceListsEveryCommandAndVerb) {
+  TempDir dir;
+  std::set<std::string> binary;  // "ctl nodes remove", "serve", ...
+  for (const std::string& command : SubcommandsOf(dir, "")) {
+    const std::set<std::string> verbs = SubcommandsOf(dir, command);
+    if (verbs.empty()) binary.insert(command);
+    for (const std::string& verb : verbs) {
+      const std::set<std::string> inner = command == "ctl" ? SubcommandsOf(dir, "ctl " + verb) : std::set<std::string>{};
+      if (inner.empty()) binary.insert(command + " " + verb);
+      for (const std::string& v : inner) binary.insert(command + " " + verb + " " + v);
+    }
+  }
+  ASSERT_GT(binary.size(), 30u);
+  const std::string readme = testing::ReadTextFile(std::string(TESSERA_SOURCE_DIR) + "/README.md");
+  const size_t from = readme.find("\n## CLI reference\n");
+  ASSERT_NE(from, std::string::npos);
+  std::set<std::string> documented;
+  std::istringstream in(readme.substr(from, readme.find("\n## ", from + 1) - from));
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("| `")) continue;
+    const size_t cell2 = line.find('|', 1), cell3 = line.find('|', cell2 + 1);  // no '|' in these two cells
+    auto ticked = [](const std::string& cell) {
+      std::vector<std::string> words;
+      for (size_t a = cell.find('`'); a != std::string::npos; a = cell.find('`', cell.find('`', a + 1) + 1))
+        words.push_back(cell.substr(a + 1, cell.find('`', a + 1) - a - 1));
+      return words;
+    };
+    const std::vector<std::string> commands = ticked(line.substr(1, cell2 - 1));
+    const std::vector<std::string> verbs = ticked(line.substr(cell2 + 1, cell3 - cell2 - 1));
+    for (const std::string& c : commands) {
+      if (verbs.empty()) documented.insert(c);
+      for (const std::string& v : verbs) documented.insert(c + " " + v);
+    }
+  }
+  for (const std::string& c : binary) EXPECT_TRUE(documented.contains(c)) << "README's CLI reference lacks `" << c << "`";
+  for (const std::string& c : documented) EXPECT_TRUE(binary.contains(c)) << "README's CLI reference names `" << c << "`, which tessera does not have";
 }
 
 TEST(CliContractTest, UnknownCommandNamesItAndShowsTheHelp) {
