@@ -38,6 +38,15 @@ int CtlGuard(const std::function<int()>& run);
 // "a b" -> "a%20b" (a query value or path segment).
 std::string QueryEscape(const std::string& s);
 
+// One request of `ctl <area> <verb>` (method, target, JSON body; an Idempotency-Key header when
+// the key is not empty); the answer printed as a table (CtlTable) or JSON (-o json). Exit 0 for
+// a 2xx, 1 for an error answer or no answer, 2 for bad connection flags.
+int CtlCall(const CtlConnection& c, const std::string& idempotency_key, const std::string& area,
+            const std::string& verb, const std::string& method, const std::string& target,
+            const std::string& body = "");
+
+// `ctl workloads` (commands/ctl_workloads.cc), under `ctl`; `connection` holds the parsed `ctl` flags.
+void RegisterCtlWorkloads(CLI::App* ctl, std::shared_ptr<const CtlConnection> connection, int* exit_code);
 // `ctl events` (commands/ctl_events.cc), under `ctl`.
 void RegisterCtlEvents(CLI::App* ctl, std::shared_ptr<const CtlConnection> connection, int* exit_code);
 // `ctl invoices` (commands/ctl_invoices.cc), under `ctl`.
