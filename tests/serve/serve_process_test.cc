@@ -187,7 +187,7 @@ TEST(ServeProcess, CtlCoversEveryAreaOfTheApi) {
                                              "[0-9]+ +[0-9T:-]+Z +ml +1 +placed +gpu-1 \\[0\\]\n"
                                              "[0-9]+ +[0-9T:-]+Z +ml +1 +cancelled +.*\n"));
   const std::string placed_id = r.out.substr(r.out.find('\n') + 1, r.out.find(' ', r.out.find('\n')) - r.out.find('\n') - 1);
-  r = run("events --after " + placed_id + " --count 1 -o json");
+  r = run("events --workload 1 --after " + placed_id + " --count 1 -o json");
   EXPECT_EQ(Body({200, {}, r.out})["kind"], "cancelled") << r.out;
   r = run("events --tenant nobody");
   EXPECT_EQ(r.exit_code, 1);
