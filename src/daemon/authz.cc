@@ -114,4 +114,16 @@ Decision Authorize(const Principal& who, Action action, std::string_view target,
   return Decision::kForbidden;
 }
 
+bool MaySeeEvent(const Principal& who, std::string_view subject, std::string_view tenant, const ParentOf& parent_of) {
+  if (subject == "workload") return Authorize(who, Action::kReadWorkload, tenant, parent_of) == Decision::kAllow;
+  if (subject == "tenant") return Authorize(who, Action::kReadTenant, tenant, parent_of) == Decision::kAllow;
+  if (subject == "token") {
+    if (who.role == Role::kAdmin) return true;
+    return Authorize(who, Action::kListTokens, "", parent_of) == Decision::kAllow && !tenant.empty() &&
+           InSubtree(tenant, who.tenant, parent_of);
+  }
+  if (subject == "node") return Authorize(who, Action::kReadNodes, "", parent_of) == Decision::kAllow;
+  return false;
+}
+
 }  // namespace tessera::daemon

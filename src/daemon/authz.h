@@ -77,4 +77,18 @@ bool InSubtree(std::string_view t, std::string_view root, const ParentOf& parent
 Decision Authorize(const Principal& who, Action action, std::string_view target,
                    const ParentOf& parent_of, Role new_token_role = Role::kTenantUser);
 
+// Whether `who` may see an event of GET /v1/events, by the event's subject and tenant (a
+// workload's tenant; an object event's scope, store.h ObjectEvent):
+//   workload  whoever may read the workload (kReadWorkload on its tenant)
+//   tenant    whoever may read the tenant (kReadTenant on the scope: the tenant itself; for a
+//             deleted one its parent, "" for a root: admins only)
+//   token     admins; a tenant-admin for the tokens of its subtree (as GET /v1/tokens lists them);
+//             a tenant-user none
+//   node      whoever may read nodes (kReadNodes): admins; tenant tokens see no node event (node
+//             names and states are the cluster's; their own workloads' events say where they run)
+// Worked example (tree acme -> vision -> ranking): the tenant-admin of vision sees "tenant.created
+// ranking" and "token.created" of a ranking token, not "node.lost" nor anything of acme itself;
+// the tenant-user of vision sees the tenant event, not the token event.
+bool MaySeeEvent(const Principal& who, std::string_view subject, std::string_view tenant, const ParentOf& parent_of);
+
 }  // namespace tessera::daemon

@@ -307,6 +307,68 @@ HttpResponse ControlPlane::Impl::ListAudit(const HttpRequest& r, const Caller& c
 
 namespace {
 
+// The audit action of a state-changing route, as the handlers record their successes ("" for a
+// route that changes nothing).
+std::string AuditActionOf(const std::string& method, const std::string& pattern) {
+  static const std::map<std::string, std::string> kActions = {
+      {"POST /v1/tenants", "tenant.create"},
+      {"PATCH /v1/tenants/{name}", "tenant.update"},
+      {"DELETE /v1/tenants/{name}", "tenant.delete"},
+      {"POST /v1/tokens", "token.create"},
+      {"DELETE /v1/tokens/{id}", "token.revoke"},
+      {"POST /v1/workloads", "workload.create"},
+      {"DELETE /v1/workloads/{id}", "workload.cancel"},
+      {"PATCH /v1/workloads/{id}", "workload.update"},
+      {"DELETE /v1/nodes/{name}", "node.remove"},
+      {"POST /v1/nodes/{name}/cordon", "node.cordon"},
+      {"POST /v1/nodes/{name}/uncordon", "node.uncordon"},
+      {"POST /v1/nodes/{name}/drain", "node.drain"},
+      {"POST /v1/nodes/{name}/register", "node.register"},
+      {"POST /v1/nodes/{name}/heartbeat", "node.heartbeat"},
+      {"POST /v1/nodes/{name}/usage", "node.usage"},
+  };
+  auto it = kActions.find(method + " " + pattern);
+  return it == kActions.end() ? "" : it->second;
+}
+
+}  // namespace
+
+// Which refused or failed calls the audit log records, and how (docs/api.md, "Audit log"): every
+// state-changing call (POST, PATCH, DELETE) of an authenticated caller answered 4xx or 5xx, with
+// result "<status> <error code>" ("403 forbidden", "409 conflict"), except
+//   429  a rate-limited call: the limit sheds load, and a store write per refusal would undo it;
+//   a node agent's own endpoints (register, heartbeat, usage) refused for anything but 403: an
+//        agent retries every few seconds, so a removed node's 404 or a bad sample's 400 would
+//        fill the log; a 403 (a node-bound token acting for another node) is recorded.
+// Unauthenticated calls (401) never get here: nobody can be named, and anyone could flood the
+// chain with them. The record's target is the collection or the path's object ("tenants",
+// "tenants/ranking", "nodes/node-1").
+void ControlPlane::Impl::AuditRefused(const Caller& c, const HttpRequest& r, const std::string& pattern,
+                                      const HttpResponse& resp) {
+  if (resp.status < 400 || resp.status == 429) return;
+  const std::string action = AuditActionOf(r.method, pattern);
+  if (action.empty()) return;
+  const bool agent_endpoint =
+      action == "node.register" || action == "node.heartbeat" || action == "node.usage";
+  if (agent_endpoint && c.principal.role == Role::kNodeAgent && resp.status != 403) return;
+  std::string target = pattern.substr(4);  // after "/v1/"
+  target = target.substr(0, target.find('/'));
+  if (!r.path_params.empty()) target += "/" + r.path_params.begin()->second;
+  std::string result = std::to_string(resp.status);
+  const json body = json::parse(resp.body, nullptr, false);
+  if (body.is_object() && body.contains("error") && body["error"].is_object() && body["error"].contains("code") &&
+      body["error"]["code"].is_string())
+    result += " " + body["error"]["code"].get<std::string>();
+  // Best effort: the answer stands whether or not its record could be written (a store that
+  // failed the call itself will likely fail this too).
+  const int64_t now = NowMs();
+  (void)Transact("audit", [&](store::Transaction& tx) {
+    return tx.AppendAudit({now, c.token_id, action, target, result}).status();
+  });
+}
+
+namespace {
+
 // The first query parameter of `r` that is not in `known`, or "" when there is none.
 std::string UnknownQueryParameter(const HttpRequest& r, const std::vector<std::string>& known) {
   for (const auto& [name, value] : r.query)
@@ -345,7 +407,7 @@ void ControlPlane::Impl::InstallRoutes() {
     std::string takes;
     for (const std::string& p : params) takes += (takes.empty() ? "" : ", ") + p;
     takes = route + (takes.empty() ? " takes no query parameters" : " takes: " + takes);
-    (void)http->Route(method, pattern, [this, fn, route, node_route, strict_query, params, takes,
+    (void)http->Route(method, pattern, [this, fn, route, pattern, node_route, strict_query, params, takes,
                                         observe](const HttpRequest& r) {
       const auto t0 = std::chrono::steady_clock::now();
       HttpResponse resp;
@@ -379,6 +441,7 @@ void ControlPlane::Impl::InstallRoutes() {
       } else {
         resp = (this->*fn)(r, *c);
       }
+      if (c.ok()) AuditRefused(*c, r, pattern, resp);
       observe(route, resp, t0);
       return resp;
     });

@@ -1,4 +1,5 @@
-// GET /v1/events: the workload events as server-sent events (src/daemon/event_feed.h).
+// GET /v1/events: workload and object events as server-sent events (src/daemon/event_feed.h); who
+// sees which is MaySeeEvent's rule (src/daemon/authz.h).
 #include <nlohmann/json.hpp>
 
 #include "src/daemon/control_plane_impl.h"
@@ -51,10 +52,11 @@ HttpResponse ControlPlane::Impl::StreamEvents(const HttpRequest& r, const Caller
     s.out = std::move(out);
     s.workload = workload;
     s.after = after;
-    s.visible = [this, principal, tenant](const std::string& t) {
+    s.visible = [this, principal, tenant](const store::TenantWorkloadEvent& e) {
       const ParentOf parents = Parents();
-      if (!tenant.empty() && !InSubtree(t, tenant, parents)) return false;
-      return Authorize(principal, Action::kReadWorkload, t, parents) == Decision::kAllow;
+      // ?tenant=: that subtree's events only (a node event, of no tenant, is outside every one).
+      if (!tenant.empty() && !InSubtree(e.tenant, tenant, parents)) return false;
+      return MaySeeEvent(principal, e.subject, e.tenant, parents);
     };
     s.authorized = [this, hash] { return TokenStillValid(hash); };
     feed->Subscribe(std::move(s));

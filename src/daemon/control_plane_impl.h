@@ -83,6 +83,8 @@ struct ApiMetrics {
   Counter* usage_allocated = nullptr;     // {tenant}: gpu_milli_s_allocated of stored samples
   Counter* usage_used = nullptr;          // {tenant}
   Counter* usage_samples = nullptr;       // {result}: stored, duplicate, rejected
+  Counter* gpu_used = nullptr;            // {node, gpu, model}: gpu_milli_s_used of stored samples
+  Counter* gpu_memory = nullptr;          // {node, gpu, model}: memory_mib_s of stored samples
 };
 
 // A job the scheduler knows (pending or running), with what the store says of it.
@@ -155,6 +157,8 @@ struct ControlPlane::Impl {
   // Store transaction with its latency observed.
   Status Transact(std::string_view operation, const std::function<Status(store::Transaction&)>& fn);
   Status AuditAlone(const Caller& who, std::string action, std::string target, int code);
+  // The audit record of a refused or failed state-changing call (which ones: control_plane.cc).
+  void AuditRefused(const Caller& c, const HttpRequest& r, const std::string& pattern, const HttpResponse& resp);
   void Wake();
 
   // Create's steps.
@@ -211,6 +215,7 @@ struct ControlPlane::Impl {
   // stored sample (`count`: add them to the per-tenant counters, at Create). usage_mu held.
   Status InitUsageMetrics();
   Status RebuildLedger(bool count);
+  void CountGpuUsage(const store::UsageSampleRecord& s);  // the per-GPU counters of a stored sample
   // Create's last step with a price plan: INVALID_ARGUMENT naming the plan file and every GPU
   // model of the cluster (its nodes and its ledger) the plan has no prices for
   // (control_plane_invoices.cc). Takes mu and usage_mu.

@@ -194,6 +194,12 @@ Status ControlPlane::Impl::CycleOnce() {
         TESSERA_RETURN_IF_ERROR(PersistRequeue(ids, "node '" + name + "' was lost (no heartbeat for " +
                                                         std::to_string(opt.node_timeout_s) + " s)",
                                                tx, now));
+        TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent({"node", name, "", now, "node.lost",
+                                                      "no heartbeat for " + std::to_string(opt.node_timeout_s) +
+                                                          " s; " + std::to_string(ids.size()) +
+                                                          (ids.size() == 1 ? " workload" : " workloads") +
+                                                          " requeued"})
+                                    .status());
       }
       for (const sched::PreemptEvent& p : r.preempted) {
         const std::string why = std::string(p.fair_share ? "fair share" : "reclaim") + ": for workload " +

@@ -137,9 +137,15 @@ HttpResponse ControlPlane::Impl::NodeAction(const HttpRequest& r, const Caller& 
   if (!st.ok()) return ErrorResponse(st);
   store::NodeRecord rec = node->second.record;
   rec.state = action == "uncordon" ? "ready" : "cordoned";
+  // "node.cordoned", "node.uncordoned", "node.drained" on the event feed, in the same transaction.
+  const std::string kind = "node." + action + "ed";
+  const std::string detail =
+      action == "drain" ? std::to_string(drained.size()) + (drained.size() == 1 ? " workload" : " workloads") + " requeued"
+                        : "";
   st = Transact("node", [&](store::Transaction& tx) -> Status {
     TESSERA_RETURN_IF_ERROR(tx.PutNode(rec));
     TESSERA_RETURN_IF_ERROR(PersistRequeue(drained, "node '" + name + "' drained", tx, now));
+    TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent({"node", name, "", now, kind, detail}).status());
     return tx.AppendAudit({now, c.token_id, "node." + action, "nodes/" + name, "200"}).status();
   });
   if (!st.ok()) {
@@ -184,6 +190,7 @@ HttpResponse ControlPlane::Impl::RemoveNode(const HttpRequest& r, const Caller& 
   const int64_t now = NowMs();
   Status st = Transact("node", [&](store::Transaction& tx) -> Status {
     TESSERA_RETURN_IF_ERROR(tx.DeleteNode(name));
+    TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent({"node", name, "", now, "node.removed", "was " + was}).status());
     return tx.AppendAudit({now, c.token_id, "node.remove", "nodes/" + name, "200"}).status();
   });
   if (!st.ok()) return ErrorResponse(st);
@@ -244,9 +251,15 @@ HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller
     return ErrorResponse(st, "gpus");
   }
   store::NodeRecord rec{name, inv->canonical_json, "ready", now, c.token_id, inv->agent_id};
+  const std::string detail =
+      known != nodes.end()
+          ? "a new inventory; " + std::to_string(lost.size()) + (lost.size() == 1 ? " workload" : " workloads") +
+                " requeued"
+          : lost_nodes.count(name) ? "back after it was lost" : "";
   Status st = Transact("node", [&](store::Transaction& tx) -> Status {
     TESSERA_RETURN_IF_ERROR(tx.PutNode(rec));
     TESSERA_RETURN_IF_ERROR(PersistRequeue(lost, "node '" + name + "' registered a new inventory", tx, now));
+    TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent({"node", name, "", now, "node.registered", detail}).status());
     return tx.AppendAudit({now, c.token_id, "node.register", "nodes/" + name, "200"}).status();
   });
   if (!st.ok()) {

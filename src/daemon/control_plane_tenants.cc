@@ -83,8 +83,19 @@ HttpResponse ControlPlane::Impl::ApplyTenants(std::map<std::string, store::Tenan
   if (Status st = live->SetTenants(std::move(*tree)); !st.ok()) return ErrorResponse(st, "quota");
   const int64_t now = NowMs();
   const std::string body = answer.dump();
+  // The event feed's "tenant.created", "tenant.updated" or "tenant.deleted". A deleted tenant is
+  // no longer in anyone's subtree, so its event is scoped to its parent ("" for a root: admins).
+  const bool deleted = !next.count(name);
+  const std::string kind = action == "tenant.create" ? "tenant.created"
+                           : deleted                 ? "tenant.deleted"
+                                                     : "tenant.updated";
+  std::string scope = name;
+  std::string detail;
+  if (deleted) scope = tenants.count(name) ? tenants.at(name).parent : "";
+  else if (action == "tenant.create") detail = next.at(name).parent.empty() ? "a root" : "under '" + next.at(name).parent + "'";
   Status st = Transact("tenant", [&](store::Transaction& tx) -> Status {
     TESSERA_RETURN_IF_ERROR(write(tx));
+    TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent({"tenant", name, scope, now, kind, detail}).status());
     return tx.AppendAudit({now, c.token_id, action, "tenants/" + name, std::to_string(ok_code)}).status();
   });
   if (!st.ok()) {
@@ -110,7 +121,30 @@ HttpResponse ControlPlane::Impl::CreateTenant(const HttpRequest& r, const Caller
   if (d != Decision::kAllow) return Denied(d, "tenant '" + parent + "'", "create tenants here");
   StatusOr<std::string> key = IdempotencyKey(r);
   if (!key.ok()) return ErrorResponse(key.status(), "Idempotency-Key");
-  if (auto stored = StoredAnswer(c, *key)) return *stored;
+  if (auto stored = StoredAnswer(c, *key)) {
+    // A retry asks for the same tenant; the same key with another one is a client's mistake, and
+    // the first answer would claim a tenant that was never made: 422 (the IETF Idempotency-Key
+    // draft's answer to a reused key). The stored answer is the tenant's view, so the request
+    // is compared with what it would have answered, but for the times.
+    store::TenantRecord asked;
+    asked.name = b->name;
+    asked.parent = parent;
+    asked.spec_json = TenantSpecJson(*b->quota, b->default_qos.value_or("Burstable"));
+    json first = json::parse(stored->body, nullptr, false);
+    json again = TenantView(asked);
+    for (json* j : {&first, &again})
+      if (j->is_object()) {
+        j->erase("created_ms");
+        j->erase("updated_ms");
+      }
+    if (stored->status == 201 && first != again)
+      return HttpResponse::Error(422, "idempotency_key_reused",
+                                 "Idempotency-Key: already used by this token for another request (tenant '" +
+                                     (first.is_object() ? first.value("name", std::string()) : std::string()) +
+                                     "'); a new tenant takes a new key",
+                                 "Idempotency-Key");
+    return *stored;
+  }
   std::lock_guard<std::mutex> lock(mu);
   if (!parent.empty() && !tenants.count(parent))
     return HttpResponse::Error(400, "invalid_argument", "parent: unknown tenant '" + parent + "'", "parent");
@@ -227,6 +261,14 @@ json TokenView(const store::TokenRecord& t) {
   return j;
 }
 
+// The event feed's "token.created" for `rec`, scoped to its tenant ("" for admin and node-agent
+// tokens: admins only). Never the secret.
+store::ObjectEvent TokenCreatedEvent(const store::TokenRecord& rec) {
+  std::string detail = "role " + rec.role;
+  if (!rec.node.empty()) detail += ", node '" + rec.node + "'";
+  return {"token", rec.id, rec.tenant, rec.created_ms, "token.created", detail};
+}
+
 // A new secret and its record (the id is the hash's first 16 hex digits), not stored yet.
 StatusOr<std::pair<store::TokenRecord, std::string>> MakeToken(std::string role, std::string tenant,
                                                                std::optional<int64_t> expires_ms, int64_t now) {
@@ -294,6 +336,7 @@ HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller&
     if (tenant_role && !tenants.count(*tenant)) return NotFound("tenant '" + *tenant + "'");
     Status st = Transact("token", [&](store::Transaction& tx) -> Status {
       TESSERA_RETURN_IF_ERROR(tx.CreateToken(rec));
+      TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent(TokenCreatedEvent(rec)).status());
       return tx.AppendAudit({now, c.token_id, "token.create", "tokens/" + rec.id, "201"}).status();
     });
     if (!st.ok()) return ErrorResponse(st);
@@ -315,6 +358,7 @@ StatusOr<ControlPlane::IssuedToken> ControlPlane::IssueAdminToken(const std::str
   std::string& secret = made.second;
   const Status st = p.Transact("token", [&](store::Transaction& tx) -> Status {
     TESSERA_RETURN_IF_ERROR(tx.CreateToken(rec));
+    TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent(TokenCreatedEvent(rec)).status());
     return tx.AppendAudit({now, actor, "token.create", "tokens/" + rec.id, "201"}).status();
   });
   if (!st.ok()) return st;
@@ -386,6 +430,7 @@ HttpResponse ControlPlane::Impl::RevokeToken(const HttpRequest& r, const Caller&
     return HttpResponse::Error(409, "conflict", "token '" + id + "': not revoked: " + why);
   Status st = Transact("token", [&](store::Transaction& tx) -> Status {
     TESSERA_RETURN_IF_ERROR(tx.RevokeToken(id));
+    TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent({"token", id, found->tenant, now, "token.revoked", ""}).status());
     return tx.AppendAudit({now, c.token_id, "token.revoke", "tokens/" + id, "200"}).status();
   });
   if (!st.ok()) return ErrorResponse(st);

@@ -54,7 +54,23 @@ Status ControlPlane::Impl::InitUsageMetrics() {
                                                "Usage samples from node agents by result (stored, duplicate, rejected).",
                                                {"result"}));
   for (const char* result : {"stored", "duplicate", "rejected"}) m.usage_samples->Inc({result}, 0);
+  // Per GPU, as counters of what the samples measured: rate() over them is the GPU's utilisation
+  // (milli-GPU seconds per second / 1000) and its average memory in use (MiB), over any window
+  // Prometheus asks for, exact across restarts (rebuilt from the stored samples) and resends.
+  TESSERA_ASSIGN_OR_RETURN(m.gpu_used,
+                           registry.AddCounter("tessera_gpu_used_milli_seconds_total",
+                                               "Milli-GPU seconds one GPU was kept busy, from stored usage samples.",
+                                               {"node", "gpu", "model"}));
+  TESSERA_ASSIGN_OR_RETURN(m.gpu_memory,
+                           registry.AddCounter("tessera_gpu_memory_mib_seconds_total",
+                                               "MiB seconds of device memory in use on one GPU, from stored usage samples.",
+                                               {"node", "gpu", "model"}));
   return Status::Ok();
+}
+
+void ControlPlane::Impl::CountGpuUsage(const store::UsageSampleRecord& s) {
+  m.gpu_used->Inc({s.node, s.gpu, s.model}, static_cast<double>(s.gpu_milli_s_used));
+  m.gpu_memory->Inc({s.node, s.gpu, s.model}, static_cast<double>(s.memory_mib_s));
 }
 
 Status ControlPlane::Impl::RebuildLedger(bool count) {
@@ -77,6 +93,7 @@ Status ControlPlane::Impl::RebuildLedger(bool count) {
       }
       totals[s.tenant].first += s.gpu_milli_s_allocated;
       totals[s.tenant].second += s.gpu_milli_s_used;
+      if (count) CountGpuUsage(s);
     }
     if (page.size() < static_cast<size_t>(kRebuildPage)) break;
     const store::UsageSampleRecord& last = page.back();
@@ -165,6 +182,7 @@ HttpResponse ControlPlane::Impl::PostUsage(const HttpRequest& r, const Caller& c
   for (const store::UsageSampleRecord* s : out.stored) {
     m.usage_allocated->Inc({s->tenant}, static_cast<double>(s->gpu_milli_s_allocated));
     m.usage_used->Inc({s->tenant}, static_cast<double>(s->gpu_milli_s_used));
+    CountGpuUsage(*s);
   }
   m.usage_samples->Inc({"stored"}, static_cast<double>(out.stored.size()));
   m.usage_samples->Inc({"duplicate"}, static_cast<double>(out.duplicates));

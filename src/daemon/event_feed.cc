@@ -7,9 +7,19 @@
 namespace tessera::daemon {
 
 std::string EventStreamRecord(const store::TenantWorkloadEvent& e) {
-  const nlohmann::json data = {{"id", e.event.id},           {"workload", e.event.workload_id},
-                               {"tenant", e.tenant},         {"time_ms", e.event.time_ms},
-                               {"kind", e.event.kind},       {"detail", e.event.detail}};
+  nlohmann::json data;
+  if (e.subject == "workload") {
+    data = {{"id", e.event.id},     {"workload", e.event.workload_id}, {"tenant", e.tenant},
+            {"time_ms", e.event.time_ms}, {"kind", e.event.kind},      {"detail", e.event.detail}};
+  } else {
+    // An object event names its object by its subject ("node": "node-1"); a tenant event's
+    // tenant is the tenant itself (its scope is where it is seen, the parent once deleted).
+    data = {{"id", e.event.id}, {e.subject, e.name}};
+    if (e.subject == "token") data["tenant"] = e.tenant.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.tenant);
+    data["time_ms"] = e.event.time_ms;
+    data["kind"] = e.event.kind;
+    data["detail"] = e.event.detail;
+  }
   // dump() escapes newlines, so the data is one line as the format requires.
   return "id: " + std::to_string(e.event.id) + "\ndata: " +
          data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
@@ -166,8 +176,8 @@ Status EventFeed::PublishNew(std::vector<Subscriber>& subs) {
 
 void EventFeed::Deliver(Subscriber& sub, const store::TenantWorkloadEvent& e) {
   sub.cursor = e.event.id;
-  if (sub.s.workload && *sub.s.workload != e.event.workload_id) return;
-  if (sub.s.visible && !sub.s.visible(e.tenant)) return;
+  if (sub.s.workload && (e.subject != "workload" || *sub.s.workload != e.event.workload_id)) return;
+  if (sub.s.visible && !sub.s.visible(e)) return;
   (void)sub.s.out->Send(EventStreamRecord(e));
 }
 

@@ -1,6 +1,8 @@
-// The control plane's event feed behind `GET /v1/events`: the workload events the store holds
-// (submitted, placed, preempted, requeued, moved, changed, finished, cancelled, rejected), fanned
-// out to server-sent-event streams as they commit.
+// The control plane's event feed behind `GET /v1/events`: the events the store holds, fanned out
+// to server-sent-event streams as they commit. Workload events (submitted, placed, preempted,
+// requeued, moved, changed, finished, cancelled, rejected) and object events (a node, tenant or
+// token changed: "node.cordoned", "tenant.created", "token.revoked", ...; store.h ObjectEvent)
+// share one id sequence.
 //
 // One thread polls the store for the events after the last one it published, when a commit woke
 // it (Notify) or every poll interval, and only while somebody is subscribed. Each event goes to
@@ -9,6 +11,11 @@
 //   id: 42
 //   data: {"id":42,"workload":7,"tenant":"vision","time_ms":1764590000000,"kind":"placed","detail":"node-1 gpu 0"}
 //   (blank line)
+//
+// An object event names its object instead of a workload: {"id":43,"node":"node-1",...,
+// "kind":"node.cordoned"}, {"id":44,"tenant":"ranking",...,"kind":"tenant.created"},
+// {"id":45,"token":"tok_1f...","tenant":"vision",...,"kind":"token.revoked"} (a token's tenant is
+// null for admin and node-agent tokens).
 //
 // so that an EventSource reconnecting with `Last-Event-ID: 42` (or `?after=42`) first gets what
 // it missed, read back from the store, then the live events: on one stream ids only grow, and a
@@ -25,7 +32,8 @@
 //
 //   EventFeed feed(*db, {.gap_grace_ms = 0});
 //   feed.Start();
-//   feed.Subscribe({.out = stream, .visible = [](const std::string& tenant) { return tenant == "vision"; }});
+//   feed.Subscribe({.out = stream, .visible = [](const store::TenantWorkloadEvent& e) {
+//     return e.subject == "workload" && e.tenant == "vision"; }});
 //   ... after every committed transaction: feed.Notify();
 //   feed.Stop();
 //
@@ -63,9 +71,10 @@ class EventFeed {
  public:
   struct Subscription {
     std::shared_ptr<HttpStream> out;
-    // Whether this stream may see an event of this tenant (authorisation and the caller's filter).
-    std::function<bool(const std::string& tenant)> visible;
-    std::optional<int64_t> workload;  // only this workload's events
+    // Whether this stream may see this event (authorisation and the caller's filter): by its
+    // subject, and its tenant (a workload's; an object event's scope).
+    std::function<bool(const store::TenantWorkloadEvent& e)> visible;
+    std::optional<int64_t> workload;  // only this workload's events (no object event)
     std::optional<int64_t> after;     // replay from the store after this id; none: from now on
     // Checked every round: false (the token was revoked or expired) closes the stream.
     std::function<bool()> authorized;

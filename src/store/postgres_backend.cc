@@ -110,6 +110,16 @@ ALTER TABLE nodes ADD COLUMN agent_token TEXT NOT NULL DEFAULT '';
 ALTER TABLE nodes ADD COLUMN agent_id TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 4: object events (a node, tenant or token changed) share the workload events' table and
+// id sequence (store.h, ObjectEvent): workload_id becomes optional; subject, name and scope say
+// what an object event is about.
+constexpr std::string_view kSchemaV4 = R"sql(
+ALTER TABLE workload_events ALTER COLUMN workload_id DROP NOT NULL;
+ALTER TABLE workload_events ADD COLUMN subject TEXT NOT NULL DEFAULT 'workload';
+ALTER TABLE workload_events ADD COLUMN name TEXT NOT NULL DEFAULT '';
+ALTER TABLE workload_events ADD COLUMN scope TEXT NOT NULL DEFAULT '';
+)sql";
+
 // The owner's record, beside the lease (not a migration: it is the lease's, and a standby
 // reads it before any owner has run the migrations of a newer binary).
 constexpr std::string_view kOwnerTable = R"sql(
@@ -243,7 +253,7 @@ class PostgresBackend final : public SqlBackend {
   Status RollbackToSavepoint() override { return Exec("ROLLBACK TO SAVEPOINT tessera_callback"); }
 
   const std::vector<std::string_view>& Migrations() const override {
-    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3};
+    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
     return kMigrations;
   }
   std::string_view ForUpdate() const override { return " FOR UPDATE"; }

@@ -372,11 +372,25 @@ class SqlTransaction final : public Transaction {
     });
   }
 
+  StatusOr<int64_t> AppendObjectEvent(const ObjectEvent& e) override {
+    if (e.subject.empty() || e.subject == "workload")
+      return InvalidArgumentError("store: an object event's subject is node, tenant or token");
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("INSERT INTO workload_events (workload_id, time_ms, kind, detail, subject, name, scope) "
+          "VALUES (NULL, $1, $2, $3, $4, $5, $6) RETURNING id",
+          {e.time_ms, e.kind, e.detail, e.subject, e.name, e.scope}));
+    if (r.rows.size() != 1) return InternalError("store: INSERT ... RETURNING id returned no row");
+    return ToInt(r.rows[0][0], "id");
+  }
+
   StatusOr<std::vector<TenantWorkloadEvent>> ListEventsAfter(int64_t after_id, int limit) override {
     if (limit < 1) return InvalidArgumentError("store: ListEventsAfter limit must be >= 1");
+    // A workload event's tenant is its workload's (the join); an object event has no workload
+    // (workload_id NULL) and its scope instead. A deleted workload's events are gone (cascade).
     TESSERA_ASSIGN_OR_RETURN(SqlResult r,
-        Q("SELECT e.id, e.workload_id, e.time_ms, e.kind, e.detail, w.tenant FROM workload_events e "
-          "JOIN workloads w ON w.id = e.workload_id WHERE e.id > $1 ORDER BY e.id LIMIT $2",
+        Q("SELECT e.id, COALESCE(e.workload_id, 0), e.time_ms, e.kind, e.detail, COALESCE(w.tenant, e.scope), "
+          "e.subject, e.name FROM workload_events e "
+          "LEFT JOIN workloads w ON w.id = e.workload_id WHERE e.id > $1 ORDER BY e.id LIMIT $2",
           {after_id, int64_t{limit}}));
     return AllFrom<TenantWorkloadEvent>(r, [](const SqlRow& row) -> StatusOr<TenantWorkloadEvent> {
       TenantWorkloadEvent t;
@@ -386,6 +400,8 @@ class SqlTransaction final : public Transaction {
       t.event.kind = Text(row[3]);
       t.event.detail = Text(row[4]);
       t.tenant = Text(row[5]);
+      t.subject = Text(row[6]);
+      t.name = Text(row[7]);
       return t;
     });
   }

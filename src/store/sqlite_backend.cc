@@ -125,6 +125,31 @@ ALTER TABLE nodes ADD COLUMN agent_token TEXT NOT NULL DEFAULT '';
 ALTER TABLE nodes ADD COLUMN agent_id TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 4: object events (a node, tenant or token changed) share the workload events' table and
+// id sequence, so the event feed has one order: workload_id becomes optional, and subject, name
+// and scope say what an object event is about (store.h, ObjectEvent). SQLite cannot drop a NOT
+// NULL, so the table is copied; its AUTOINCREMENT counter moves with it (an id is never reused,
+// even one whose workload was deleted).
+constexpr std::string_view kSchemaV4 = R"sql(
+CREATE TABLE workload_events_v4 (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  workload_id INTEGER REFERENCES workloads(id) ON DELETE CASCADE,
+  time_ms INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  subject TEXT NOT NULL DEFAULT 'workload',
+  name TEXT NOT NULL DEFAULT '',
+  scope TEXT NOT NULL DEFAULT '');
+INSERT INTO workload_events_v4 (id, workload_id, time_ms, kind, detail)
+  SELECT id, workload_id, time_ms, kind, detail FROM workload_events;
+DELETE FROM sqlite_sequence WHERE name = 'workload_events_v4';
+INSERT INTO sqlite_sequence (name, seq)
+  SELECT 'workload_events_v4', seq FROM sqlite_sequence WHERE name = 'workload_events';
+DROP TABLE workload_events;
+ALTER TABLE workload_events_v4 RENAME TO workload_events;
+CREATE INDEX workload_events_by_workload ON workload_events (workload_id, time_ms, id);
+)sql";
+
 // The owner lock file's text: "pid=1234\nhost=h1\nsince_ms=1796449801000\n".
 std::string FormatOwner(const OwnerIdentity& o) {
   return "pid=" + std::to_string(o.pid) + "\nhost=" + o.host + "\nsince_ms=" + std::to_string(o.since_ms) + "\n";
@@ -257,7 +282,7 @@ class SqliteBackend final : public SqlBackend {
   Status RollbackToSavepoint() override { return Step("ROLLBACK TO SAVEPOINT tessera_callback"); }
 
   const std::vector<std::string_view>& Migrations() const override {
-    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3};
+    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
     return kMigrations;
   }
   std::string_view ForUpdate() const override { return ""; }

@@ -37,6 +37,32 @@ TEST(Authz, HeaderExample) {
   EXPECT_EQ(Ask(Role::kNodeAgent, "", Action::kListTenants, ""), k403);
 }
 
+TEST(Authz, EventVisibilityFollowsWhatTheCallerMayRead) {
+  auto sees = [](Role role, const std::string& tenant, std::string_view subject, std::string_view scope) {
+    return MaySeeEvent({role, tenant}, subject, scope, ParentOfTree);
+  };
+  // The header's example.
+  EXPECT_TRUE(sees(Role::kTenantAdmin, "vision", "tenant", "ranking"));
+  EXPECT_TRUE(sees(Role::kTenantAdmin, "vision", "token", "ranking"));
+  EXPECT_FALSE(sees(Role::kTenantAdmin, "vision", "node", ""));
+  EXPECT_FALSE(sees(Role::kTenantAdmin, "vision", "tenant", "acme"));
+  EXPECT_TRUE(sees(Role::kTenantUser, "vision", "tenant", "vision"));
+  EXPECT_FALSE(sees(Role::kTenantUser, "vision", "token", "vision"));
+  // Workloads: the subtree, as GET /v1/workloads.
+  EXPECT_TRUE(sees(Role::kTenantUser, "vision", "workload", "ranking"));
+  EXPECT_FALSE(sees(Role::kTenantUser, "vision", "workload", "speech"));
+  // A deleted root's event (scope "") and admin tokens (no tenant): admins only.
+  EXPECT_FALSE(sees(Role::kTenantAdmin, "acme", "tenant", ""));
+  EXPECT_FALSE(sees(Role::kTenantAdmin, "acme", "token", ""));
+  EXPECT_TRUE(sees(Role::kAdmin, "", "tenant", ""));
+  EXPECT_TRUE(sees(Role::kAdmin, "", "token", ""));
+  EXPECT_TRUE(sees(Role::kAdmin, "", "node", ""));
+  EXPECT_TRUE(sees(Role::kAdmin, "", "workload", "speech"));
+  // Node agents read nodes but no event stream is theirs (kReadEvents); an unknown subject: nobody.
+  EXPECT_FALSE(sees(Role::kNodeAgent, "", "token", ""));
+  EXPECT_FALSE(sees(Role::kAdmin, "", "gpu", ""));
+}
+
 TEST(Authz, AnotherTenantsObjectIsNotFoundForEveryTargetedAction) {
   for (Action a : {Action::kReadTenant, Action::kCreateTenant, Action::kChangeQuota, Action::kDeleteTenant,
                    Action::kSubmitWorkload, Action::kReadWorkload, Action::kChangeWorkload,

@@ -26,6 +26,7 @@ namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr const char* kAdmin = "admin-token-for-the-tests-0001";
 
@@ -586,7 +587,7 @@ TEST_F(ControlPlaneTest, AnAdminRemovesALostOrACordonedEmptyNodeButNotOneWithWor
   EXPECT_EQ(Workload(id)["state"], "pending");
   const json audit = Ok("GET", "/v1/audit");
   int removes = 0;
-  for (const json& rec : audit["records"]) removes += rec["action"] == "node.remove";
+  for (const json& rec : audit["records"]) removes += rec["action"] == "node.remove" && rec["result"] == "200";
   EXPECT_EQ(removes, 2) << audit.dump();
   // What the store holds is what the control plane serves after a restart.
   Open();
@@ -807,14 +808,21 @@ TEST_F(ControlPlaneTest, CancellingTakesAWorkloadOutOfTheQueueOrOffItsGpu) {
 TEST_F(ControlPlaneTest, EveryChangeIsInTheAuditChainAndTheChainVerifies) {
   Tenant("a");
   Submit("a", kAdmin);
+  // A refused change is recorded too, with its status and error code.
   EXPECT_EQ(Call("POST", "/v1/tenants", R"({"name": "a"})").status, 409);
   json audit = Ok("GET", "/v1/audit");
-  std::vector<std::string> actions;
-  for (const json& a : audit["records"]) actions.push_back(a["action"]);
-  EXPECT_EQ(actions, (std::vector<std::string>{"token.create", "tenant.create", "workload.create"}));
-  EXPECT_EQ(Call("GET", "/v1/audit", "", Token("tenant-user", "a")).status, 403);
+  std::vector<std::string> actions, results;
+  for (const json& a : audit["records"]) {
+    actions.push_back(a["action"]);
+    results.push_back(a["result"]);
+  }
+  EXPECT_EQ(actions, (std::vector<std::string>{"token.create", "tenant.create", "workload.create", "tenant.create"}));
+  EXPECT_EQ(results, (std::vector<std::string>{"201", "201", "201", "409 already_exists"}));
+  EXPECT_EQ(audit["records"][3]["target"], "tenants");
+  EXPECT_EQ(audit["records"][3]["actor"], "bootstrap");
+  EXPECT_EQ(Call("GET", "/v1/audit", "", Token("tenant-user", "a")).status, 403);  // a read: not recorded
   EXPECT_EQ(Ok("GET", "/v1/audit?after=1&limit=1")["records"].size(), 1u);
-  EXPECT_EQ(Ok("GET", "/v1/audit?after=0")["records"].size(), 4u);  // and the tenant-user token
+  EXPECT_EQ(Ok("GET", "/v1/audit?after=0")["records"].size(), 5u);  // and the tenant-user token
   // A query value that is not a number is a 400 naming it, not a silent 0.
   for (const char* bad : {"/v1/audit?after=abc", "/v1/audit?after=-1", "/v1/audit?limit=x", "/v1/audit?limit=0",
                           "/v1/audit?limit=1001"}) {
@@ -840,7 +848,144 @@ TEST_F(ControlPlaneTest, EveryChangeIsInTheAuditChainAndTheChainVerifies) {
   auto v = (*db)->VerifyAuditChain();
   ASSERT_TRUE(v.ok());
   EXPECT_TRUE(v->ok) << v->problem;
-  EXPECT_EQ(v->records, 4);  // and the token made just above
+  EXPECT_EQ(v->records, 5);  // and the token made just above
+}
+
+// Refused and failed changes are audited with "<status> <code>" (a 403, a 404 outside the
+// subtree, a 400, a 409), reads are not, and neither are the calls that could flood the chain: no
+// token (401), over the rate (429), a node agent's own retried endpoints (404, 400; its 403 is).
+TEST_F(ControlPlaneTest, RefusedChangesAreAuditedWithTheirResultButNotFloods) {
+  Tenant("a");
+  Tenant("b");
+  const std::string a_user = Token("tenant-user", "a");
+  const std::string agent = Token("node-agent");
+  const json bound = Ok("POST", "/v1/tokens", R"({"role":"node-agent","node":"n1"})", kAdmin, 201);
+  const auto records = [&] { return Ok("GET", "/v1/audit?limit=1000")["records"]; };
+  const size_t before = records().size();
+  EXPECT_EQ(Call("DELETE", "/v1/tenants/a", "", a_user).status, 403);
+  EXPECT_EQ(Call("DELETE", "/v1/tenants/b", "", a_user).status, 404);
+  EXPECT_EQ(Call("POST", "/v1/workloads", R"({"tenant":"a","gpus":"x"})", a_user).status, 400);
+  EXPECT_EQ(Call("DELETE", "/v1/workloads/999", "", a_user).status, 404);
+  EXPECT_EQ(Call("POST", "/v1/nodes/n2/heartbeat", "", bound["token"]).status, 403);
+  EXPECT_EQ(Call("POST", "/v1/nodes/n9/heartbeat", "", kAdmin).status, 403);
+  // Not recorded: reads, no token, a node agent's retried 404 and 400.
+  EXPECT_EQ(Call("GET", "/v1/tenants/b", "", a_user).status, 404);
+  EXPECT_EQ(Call("DELETE", "/v1/tenants/a", "", "").status, 401);
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/heartbeat", "", agent).status, 404);
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", "{}", agent).status, 400);
+  const json all = records();
+  ASSERT_EQ(all.size(), before + 6) << all.dump(1);
+  std::vector<std::string> got;
+  for (size_t i = before; i < all.size(); ++i)
+    got.push_back(all[i]["action"].get<std::string>() + " " + all[i]["target"].get<std::string>() + " " +
+                  all[i]["result"].get<std::string>());
+  EXPECT_EQ(got, (std::vector<std::string>{"tenant.delete tenants/a 403 forbidden",
+                                           "tenant.delete tenants/b 404 not_found",
+                                           "workload.create workloads 400 invalid_argument",
+                                           "workload.cancel workloads/999 404 not_found",
+                                           "node.heartbeat nodes/n2 403 forbidden",
+                                           "node.heartbeat nodes/n9 403 forbidden"}));
+  // Over the rate: 429s are not recorded.
+  ControlPlaneOptions o = Options();
+  o.rate_per_s = 0.001;
+  o.rate_burst = 2;
+  Open(o);
+  const size_t reopened = records().size();  // one call of the burst
+  int refused = 0;
+  for (int i = 0; i < 5; ++i) refused += Call("DELETE", "/v1/tenants/a", "", a_user).status == 429;
+  EXPECT_EQ(refused, 3);  // the first two were 403s (recorded)
+  o.rate_per_s = 1000;
+  o.rate_burst = 1000;
+  Open(o);
+  EXPECT_EQ(records().size(), reopened + 2);
+  cp_.reset();
+  auto db = store::Open(Options().db);
+  ASSERT_TRUE(db.ok());
+  auto v = (*db)->VerifyAuditChain();
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->ok) << v->problem;
+}
+
+// HTTP-level isolation for tenants and tokens: a tenant-admin cannot delete a tenant outside its
+// subtree (404, and it stays) nor its own (403); it lists and revokes only its subtree's tokens
+// (another subtree's, an admin's or a node agent's token is 404 and stays usable); a tenant-user
+// lists no tokens (403).
+TEST_F(ControlPlaneTest, TenantTokensCannotDeleteOtherTenantsNorSeeOrRevokeTheirTokens) {
+  Tenant("acme");
+  Tenant("vision", "acme");
+  Tenant("ranking", "vision");
+  Tenant("speech", "acme");
+  const std::string vision_admin = Token("tenant-admin", "vision");
+  const std::string vision_user = Token("tenant-user", "vision");
+  const json speech = Ok("POST", "/v1/tokens", R"({"role":"tenant-user","tenant":"speech"})", kAdmin, 201);
+  const json ranking = Ok("POST", "/v1/tokens", R"({"role":"tenant-user","tenant":"ranking"})", kAdmin, 201);
+  const json agent = Ok("POST", "/v1/tokens", R"({"role":"node-agent"})", kAdmin, 201);
+  for (const char* other : {"speech", "acme", "nonexistent"}) {
+    const HttpResponse r = Call("DELETE", std::string("/v1/tenants/") + other, "", vision_admin);
+    EXPECT_EQ(r.status, 404) << other;
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], "not_found") << other;
+  }
+  EXPECT_EQ(Call("DELETE", "/v1/tenants/vision", "", vision_admin).status, 403);  // its own: acme's call
+  EXPECT_EQ(Call("DELETE", "/v1/tenants/ranking", "", vision_user).status, 403);
+  EXPECT_EQ(Call("GET", "/v1/tenants/speech").status, 200);  // still there
+  EXPECT_EQ(Call("GET", "/v1/tenants/acme").status, 200);
+  // Listing: the subtree's tokens only (the vision tokens and ranking's), never the secrets.
+  const json listed = Ok("GET", "/v1/tokens", "", vision_admin);
+  std::set<std::string> tenants_seen, ids_seen;
+  for (const json& t : listed["tokens"]) {
+    tenants_seen.insert(t["tenant"].is_null() ? "(none)" : t["tenant"].get<std::string>());
+    ids_seen.insert(t["id"]);
+    EXPECT_FALSE(t.contains("token"));
+  }
+  EXPECT_EQ(tenants_seen, (std::set<std::string>{"vision", "ranking"}));
+  EXPECT_TRUE(ids_seen.count(ranking["id"]));
+  EXPECT_FALSE(ids_seen.count(speech["id"]));
+  EXPECT_EQ(Call("GET", "/v1/tokens", "", vision_user).status, 403);
+  EXPECT_EQ(Call("GET", "/v1/tokens", "", speech["token"]).status, 403);
+  // Revoking: another subtree's, an admin's, a node agent's token is 404 and keeps working.
+  for (const json* other : {&speech, &agent}) {
+    EXPECT_EQ(Call("DELETE", "/v1/tokens/" + (*other)["id"].get<std::string>(), "", vision_admin).status, 404);
+  }
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/bootstrap", "", vision_admin).status, 404);
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/" + ranking["id"].get<std::string>(), "", vision_user).status, 403);
+  EXPECT_EQ(Call("GET", "/v1/tenants/speech", "", speech["token"]).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/tenants", "", kAdmin).status, 200);
+  // Its own subtree's token it may revoke.
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/" + ranking["id"].get<std::string>(), "", vision_admin).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/tenants/ranking", "", ranking["token"]).status, 401);
+}
+
+// Idempotency-Key on POST /v1/tenants: a retry with the same key and body gets the first answer
+// (Idempotent-Replayed, one tenant, one audit record), even after the tenant was changed; the
+// same key with another tenant is a 422 naming the header (not the first answer, which would
+// claim a tenant that was never made); keys are per token.
+TEST_F(ControlPlaneTest, ATenantCreateWithAnIdempotencyKeyIsDoneOnce) {
+  const std::string body = R"({"name":"vision","quota":{"guaranteed":{"gpu_milli":1000}}})";
+  const std::map<std::string, std::string> key = {{"idempotency-key", "create-vision-1"}};
+  const HttpResponse first = Call("POST", "/v1/tenants", body, kAdmin, key);
+  ASSERT_EQ(first.status, 201) << first.body;
+  const HttpResponse again = Call("POST", "/v1/tenants", body, kAdmin, key);
+  EXPECT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_THAT(again.headers, ::testing::Contains(std::pair<std::string, std::string>{"Idempotent-Replayed", "true"}));
+  // Without the key the same body is a conflict: the key is what makes a retry safe.
+  EXPECT_EQ(Call("POST", "/v1/tenants", body).status, 409);
+  const HttpResponse other = Call("POST", "/v1/tenants", R"({"name":"speech","quota":{}})", kAdmin, key);
+  EXPECT_EQ(other.status, 422) << other.body;
+  EXPECT_EQ(json::parse(other.body)["error"]["field"], "Idempotency-Key");
+  EXPECT_EQ(Call("GET", "/v1/tenants/speech").status, 404);
+  const HttpResponse other_quota =
+      Call("POST", "/v1/tenants", R"({"name":"vision","quota":{"guaranteed":{"gpu_milli":2000}}})", kAdmin, key);
+  EXPECT_EQ(other_quota.status, 422) << other_quota.body;
+  EXPECT_EQ(Ok("GET", "/v1/tenants")["tenants"].size(), 1u);
+  int creates = 0;
+  const json audit = Ok("GET", "/v1/audit?limit=1000");
+  for (const json& a : audit["records"])
+    creates += a["action"].get<std::string>() == "tenant.create" && a["result"].get<std::string>() == "201";
+  EXPECT_EQ(creates, 1);
+  // Another token's same key is its own.
+  const std::string other_admin = Token("admin");
+  EXPECT_EQ(Call("POST", "/v1/tenants", R"({"name":"speech","quota":{}})", other_admin, key).status, 201);
 }
 
 TEST_F(ControlPlaneTest, ATokenOverItsRateGets429WithRetryAfter) {
@@ -981,6 +1126,82 @@ TEST_F(ControlPlaneTest, EventsStreamEveryChangeToTheTokensAllowedToSeeIt) {
   ASSERT_FALSE(id.empty());
   Ok("DELETE", "/v1/tokens/" + id);
   EXPECT_TRUE(only_a.Eof(5000)) << "a revoked token's stream stayed open";
+}
+
+// The kinds in a stream's text, in order ("placed", "node.cordoned", ...).
+std::vector<std::string> Kinds(const std::string& text) {
+  std::vector<std::string> out;
+  const std::string key = "\"kind\":\"";
+  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) {
+    const size_t from = at + key.size();
+    out.push_back(text.substr(from, text.find('"', from) - from));
+  }
+  return out;
+}
+
+// Nodes, tenants and tokens are on the event stream too, durable and in the one id order, each
+// to whom may see it (MaySeeEvent): an admin sees all; a tenant-admin its subtree's tenants and
+// tokens but no node; a tenant-user its subtree's tenants only; `tenant=` narrows to a subtree.
+TEST_F(ControlPlaneTest, NodeTenantAndTokenChangesAreEventsForThoseWhoMaySeeThem) {
+  ControlPlaneOptions o = Options();
+  o.events_poll_interval_ms = 20;
+  Open(o);
+  ASSERT_TRUE(cp_->Start().ok());
+  Tenant("acme");
+  Tenant("vision", "acme");
+  const std::string vision_admin = Token("tenant-admin", "vision");
+  const std::string vision_user = Token("tenant-user", "vision");
+  const auto bearer = [](const std::string& t) { return std::vector<std::string>{"Authorization: Bearer " + t}; };
+  testing::EventStreamReader admin(cp_->port(), "/v1/events", bearer(kAdmin));
+  testing::EventStreamReader vadmin(cp_->port(), "/v1/events", bearer(vision_admin));
+  testing::EventStreamReader vuser(cp_->port(), "/v1/events", bearer(vision_user));
+  testing::EventStreamReader narrowed(cp_->port(), "/v1/events?tenant=vision", bearer(kAdmin));
+  for (auto* r : {&admin, &vadmin, &vuser, &narrowed}) ASSERT_TRUE(r->ReadUntil("retry: 3000\n\n")) << r->text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all subscribed: "from now on"
+
+  Tenant("ranking", "vision");
+  const json ranking_token = Ok("POST", "/v1/tokens", R"({"role":"tenant-user","tenant":"ranking"})", vision_admin, 201);
+  Ok("DELETE", "/v1/tokens/" + ranking_token["id"].get<std::string>(), "", vision_admin);
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 1);
+  Ok("POST", "/v1/nodes/n1/cordon");
+  Ok("POST", "/v1/nodes/n1/uncordon");
+  Ok("POST", "/v1/nodes/n1/drain");
+  now_ms_ += 31'000;  // past the node timeout
+  Cycle();
+  Ok("DELETE", "/v1/nodes/n1");
+  Tenant("tmp");
+  Ok("DELETE", "/v1/tenants/tmp");
+  Ok("PATCH", "/v1/tenants/ranking", R"({"quota":{}})", vision_admin);  // the last: all but none see it
+  const std::string last = "\"kind\":\"tenant.updated\",\"tenant\":\"ranking\"";
+  for (auto* r : {&admin, &vadmin, &vuser, &narrowed}) ASSERT_TRUE(r->ReadUntil(last)) << r->text();
+
+  EXPECT_EQ(Kinds(admin.text()),
+            (std::vector<std::string>{"tenant.created", "token.created", "token.revoked", "token.created",
+                                      "node.registered", "node.cordoned", "node.uncordoned", "node.drained",
+                                      "node.lost", "node.removed", "tenant.created", "tenant.deleted",
+                                      "tenant.updated"}));
+  EXPECT_THAT(admin.text(), HasSubstr("\"kind\":\"node.lost\",\"node\":\"n1\""));
+  EXPECT_THAT(admin.text(), HasSubstr("\"kind\":\"tenant.deleted\",\"tenant\":\"tmp\""));
+  EXPECT_THAT(admin.text(), HasSubstr("\"detail\":\"role tenant-user\",\"id\":"));
+  EXPECT_THAT(admin.text(), Not(HasSubstr(ranking_token["token"].get<std::string>())));  // never a secret
+  EXPECT_EQ(Kinds(vadmin.text()),
+            (std::vector<std::string>{"tenant.created", "token.created", "token.revoked", "tenant.updated"}));
+  EXPECT_THAT(vadmin.text(), HasSubstr("\"tenant\":\"ranking\",\"time_ms\":" + std::to_string(now_ms_ - 31'000) +
+                                       ",\"token\":\"" + ranking_token["id"].get<std::string>() + "\""));
+  EXPECT_EQ(Kinds(vuser.text()), (std::vector<std::string>{"tenant.created", "tenant.updated"}));
+  EXPECT_EQ(Kinds(narrowed.text()),
+            (std::vector<std::string>{"tenant.created", "token.created", "token.revoked", "tenant.updated"}));
+
+  // Durable: a replay from the store (after=0) gives the admin the same object events.
+  std::vector<std::string> replay_headers = bearer(kAdmin);
+  replay_headers.push_back("Last-Event-ID: 0");
+  testing::EventStreamReader replay(cp_->port(), "/v1/events", replay_headers);
+  ASSERT_TRUE(replay.ReadUntil(last)) << replay.text();
+  std::vector<std::string> replayed = Kinds(replay.text());
+  const std::vector<std::string> live = Kinds(admin.text());
+  ASSERT_GE(replayed.size(), live.size());
+  EXPECT_EQ(std::vector<std::string>(replayed.end() - static_cast<std::ptrdiff_t>(live.size()), replayed.end()), live);
 }
 
 TEST_F(ControlPlaneTest, BadEventStreamRequestsAre4xxThatNameTheProblem) {

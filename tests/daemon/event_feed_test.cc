@@ -114,6 +114,16 @@ class EventFeedTest : public ::testing::Test {
     if (feed_) feed_->Notify();
     return id;
   }
+  int64_t ObjectEvent(const std::string& subject, const std::string& name, const std::string& scope,
+                      const std::string& kind) {
+    int64_t id = 0;
+    EXPECT_TRUE(db_->Transact([&](store::Transaction& tx) -> Status {
+      TESSERA_ASSIGN_OR_RETURN(id, tx.AppendObjectEvent({subject, name, scope, 1000, kind, ""}));
+      return Status::Ok();
+    }).ok());
+    if (feed_) feed_->Notify();
+    return id;
+  }
   void StartFeed(EventFeedOptions o = {}) {
     o.poll_interval_ms = std::min(o.poll_interval_ms, 50);
     feed_ = std::make_unique<EventFeed>(*db_, o);
@@ -150,6 +160,22 @@ TEST(EventStreamRecordTest, IsOneIdLineAndOneDataLineOfJson) {
             "\"vision\",\"time_ms\":1764590000000,\"workload\":7}\n\n");
 }
 
+TEST(EventStreamRecordTest, AnObjectEventNamesItsObjectInsteadOfAWorkload) {
+  const store::TenantWorkloadEvent node{{43, 0, 5, "node.cordoned", ""}, "", "node", "node-1"};
+  EXPECT_EQ(EventStreamRecord(node),
+            "id: 43\ndata: {\"detail\":\"\",\"id\":43,\"kind\":\"node.cordoned\",\"node\":\"node-1\","
+            "\"time_ms\":5}\n\n");
+  // A deleted tenant's event is seen by its parent's subtree (the scope); it names the tenant.
+  const store::TenantWorkloadEvent tenant{{44, 0, 6, "tenant.deleted", ""}, "acme", "tenant", "ranking"};
+  EXPECT_EQ(EventStreamRecord(tenant),
+            "id: 44\ndata: {\"detail\":\"\",\"id\":44,\"kind\":\"tenant.deleted\",\"tenant\":\"ranking\","
+            "\"time_ms\":6}\n\n");
+  const store::TenantWorkloadEvent admin_token{{45, 0, 7, "token.created", "role admin"}, "", "token", "tok_1"};
+  EXPECT_EQ(EventStreamRecord(admin_token),
+            "id: 45\ndata: {\"detail\":\"role admin\",\"id\":45,\"kind\":\"token.created\",\"tenant\":null,"
+            "\"time_ms\":7,\"token\":\"tok_1\"}\n\n");
+}
+
 TEST(EventStreamParserTest, GivesEachEventsDataWhateverPiecesTheStreamArrivesIn) {
   const std::string stream =
       "retry: 3000\n\n: ping\n\nid: 1\ndata: {\"a\":1}\n\nid: 2\r\ndata: x\r\ndata: y\r\n\r\n"
@@ -172,7 +198,7 @@ TEST_F(EventFeedTest, NewEventsReachEachStreamOnceInIdOrderFilteredByTenantAndWo
   const int64_t before = Event(wa_, "submitted");  // before anyone subscribed: not sent
   StartFeed();
   auto all = Subscribe();
-  auto only_a = Subscribe({.visible = [](const std::string& t) { return t == "a"; }});
+  auto only_a = Subscribe({.visible = [](const store::TenantWorkloadEvent& e) { return e.tenant == "a"; }});
   auto only_wb = Subscribe({.workload = wb_});
   std::vector<int64_t> ids;
   for (int i = 0; i < 6; ++i) ids.push_back(Event(i % 2 ? wb_ : wa_, "placed"));
@@ -183,6 +209,23 @@ TEST_F(EventFeedTest, NewEventsReachEachStreamOnceInIdOrderFilteredByTenantAndWo
   EXPECT_EQ(only_a->Ids(), (std::vector<int64_t>{ids[0], ids[2], ids[4]}));
   EXPECT_EQ(only_wb->Ids(), (std::vector<int64_t>{ids[1], ids[3], ids[5]}));
   EXPECT_THAT(only_a->text(), Not(HasSubstr("\"tenant\":\"b\"")));
+}
+
+// Object events go out in the one id order with the workload events; a stream of one workload
+// gets none of them, and the visible filter sees each event's subject and scope.
+TEST_F(EventFeedTest, ObjectEventsShareTheStreamAndAWorkloadStreamGetsNone) {
+  StartFeed();
+  auto all = Subscribe();
+  auto only_wa = Subscribe({.workload = wa_});
+  auto no_nodes = Subscribe({.visible = [](const store::TenantWorkloadEvent& e) { return e.subject != "node"; }});
+  const int64_t placed = Event(wa_, "placed");
+  const int64_t lost = ObjectEvent("node", "n1", "", "node.lost");
+  const int64_t created = ObjectEvent("tenant", "c", "a", "tenant.created");
+  ASSERT_TRUE(Eventually([&] { return all->Ids().size() == 3 && no_nodes->Ids().size() == 2; })) << all->text();
+  EXPECT_EQ(all->Ids(), (std::vector<int64_t>{placed, lost, created}));
+  EXPECT_THAT(all->text(), HasSubstr("\"node\":\"n1\""));
+  EXPECT_EQ(no_nodes->Ids(), (std::vector<int64_t>{placed, created}));
+  EXPECT_EQ(only_wa->Ids(), (std::vector<int64_t>{placed}));
 }
 
 TEST_F(EventFeedTest, AStreamGivenAnIdFirstGetsWhatItMissedFromTheStore) {

@@ -213,6 +213,33 @@ TEST_F(UsageApiTest, AResentSampleIsNotCountedTwice) {
   EXPECT_EQ(Ok("GET", "/v1/usage?tenant=acme")["tenants"][0]["gpu_milli_s_allocated"], 60000);
 }
 
+// Per-GPU use on /metrics: each GPU's busy milli-GPU seconds and memory MiB seconds, summed over
+// its workloads' stored samples (rate() gives utilisation and average memory); a resend does not
+// count twice, and a restart rebuilds the same totals from the store.
+TEST_F(UsageApiTest, EachGpusUseAndMemoryAreCountersOnMetricsThatSurviveARestart) {
+  json on_gpu1 = Sample("vision", "2", 0, kT0, kT0 + 60);
+  on_gpu1["gpu"] = "1";
+  const json batch = json::array({Sample("acme", "1", 0, kT0, kT0 + 60), on_gpu1, Sample("vision", "3", 0, kT0, kT0 + 30)});
+  EXPECT_EQ(Post(batch)["stored"], 3);
+  EXPECT_EQ(Post(batch)["duplicates"], 3);
+  const auto check = [&](const std::string& when) {
+    const std::string text = Metrics();
+    // GPU 0: workloads 1 (60 s) and 3 (30 s) at 200 milli and 1024 MiB; GPU 1: workload 2 (60 s).
+    EXPECT_THAT(text, HasSubstr("tessera_gpu_used_milli_seconds_total{node=\"n1\",gpu=\"0\",model=\"A100-80GB\"} 18000"))
+        << when;
+    EXPECT_THAT(text, HasSubstr("tessera_gpu_used_milli_seconds_total{node=\"n1\",gpu=\"1\",model=\"A100-80GB\"} 12000"))
+        << when;
+    EXPECT_THAT(text, HasSubstr("tessera_gpu_memory_mib_seconds_total{node=\"n1\",gpu=\"0\",model=\"A100-80GB\"} 92160"))
+        << when;
+    EXPECT_THAT(text, HasSubstr("tessera_gpu_memory_mib_seconds_total{node=\"n1\",gpu=\"1\",model=\"A100-80GB\"} 61440"))
+        << when;
+    EXPECT_THAT(text, HasSubstr("# TYPE tessera_gpu_used_milli_seconds_total counter")) << when;
+  };
+  check("after the posts");
+  Open();  // a restart on the same database
+  check("after a restart");
+}
+
 TEST_F(UsageApiTest, ATenantSeesOnlyItsSubtreeAndAnotherTenantIs404) {
   Post(json::array({Sample("acme", "1", 0, kT0, kT0 + 60), Sample("vision", "2", 0, kT0, kT0 + 60),
                     Sample("other", "3", 0, kT0, kT0 + 60)}));

@@ -389,6 +389,36 @@ TEST_P(StoreContractTest, EventsAfterAnIdAcrossWorkloadsWithTheirTenant) {
             (std::vector<TenantWorkloadEvent>{want[0], want[2], want[4]}));
 }
 
+// Object events (a node, tenant or token changed) share the workload events' sequence: one feed,
+// in id order, each with its subject, name and scope; a deleted workload's events go, object
+// events stay.
+TEST_P(StoreContractTest, ObjectEventsShareTheFeedWithWorkloadEvents) {
+  AddTenant("t1");
+  const int64_t w1 = Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload("t1", 1)); });
+  WorkloadEvent placed{0, w1, 100, "placed", "n1 gpu 0"};
+  placed.id = Read<int64_t>([&](Transaction& tx) { return tx.AppendWorkloadEvent(placed); });
+  const ObjectEvent cordoned{"node", "n1", "", 101, "node.cordoned", "by tok-a"};
+  const int64_t id2 = Read<int64_t>([&](Transaction& tx) { return tx.AppendObjectEvent(cordoned); });
+  const ObjectEvent created{"tenant", "t2", "t1", 102, "tenant.created", ""};
+  const int64_t id3 = Read<int64_t>([&](Transaction& tx) { return tx.AppendObjectEvent(created); });
+  EXPECT_GT(id2, placed.id);
+  EXPECT_GT(id3, id2);
+  EXPECT_EQ(Read<int64_t>([](Transaction& tx) { return tx.LastWorkloadEventId(); }), id3);
+  const TenantWorkloadEvent want_placed{placed, "t1", "workload", ""};
+  const TenantWorkloadEvent want_cordoned{{id2, 0, 101, "node.cordoned", "by tok-a"}, "", "node", "n1"};
+  const TenantWorkloadEvent want_created{{id3, 0, 102, "tenant.created", ""}, "t1", "tenant", "t2"};
+  EXPECT_EQ(Read<std::vector<TenantWorkloadEvent>>([](Transaction& tx) { return tx.ListEventsAfter(0, 100); }),
+            (std::vector<TenantWorkloadEvent>{want_placed, want_cordoned, want_created}));
+  // Object events are not a workload's.
+  EXPECT_EQ(Read<std::vector<WorkloadEvent>>([&](Transaction& tx) { return tx.ListWorkloadEvents(w1); }),
+            (std::vector<WorkloadEvent>{placed}));
+  EXPECT_THAT(Code([](Transaction& tx) { return tx.AppendObjectEvent({"workload", "7", "", 1, "x", ""}).status(); }),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("subject")));
+  ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.DeleteWorkload(w1); }).ok());
+  EXPECT_EQ(Read<std::vector<TenantWorkloadEvent>>([](Transaction& tx) { return tx.ListEventsAfter(0, 100); }),
+            (std::vector<TenantWorkloadEvent>{want_cordoned, want_created}));
+}
+
 TEST_P(StoreContractTest, IdempotencyKeysReturnTheFirstAnswer) {
   IdempotencyRecord first{"tok-1", "key-1", 201, R"({"id":7,"state":"pending"})", 100};
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutIdempotency(first); }).ok());
@@ -641,6 +671,40 @@ constexpr std::string_view kDropVersion3 =
     "ALTER TABLE tokens DROP COLUMN node; ALTER TABLE nodes DROP COLUMN agent_token; "
     "ALTER TABLE nodes DROP COLUMN agent_id; ";
 
+// What schema version 4 added, taken away again (the workload events' table as a version 3 binary
+// left it: workload_id required, no subject, name or scope), for a store holding no object event.
+std::string DropVersion4(const std::string& url) {
+  if (url.starts_with("sqlite:"))
+    return "CREATE TABLE workload_events_v3 (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+           "workload_id INTEGER NOT NULL REFERENCES workloads(id) ON DELETE CASCADE, time_ms INTEGER NOT NULL, "
+           "kind TEXT NOT NULL, detail TEXT NOT NULL); "
+           "INSERT INTO workload_events_v3 SELECT id, workload_id, time_ms, kind, detail FROM workload_events; "
+           "DROP TABLE workload_events; ALTER TABLE workload_events_v3 RENAME TO workload_events; "
+           "CREATE INDEX workload_events_by_workload ON workload_events (workload_id, time_ms, id); ";
+  return "ALTER TABLE workload_events DROP COLUMN subject; ALTER TABLE workload_events DROP COLUMN name; "
+         "ALTER TABLE workload_events DROP COLUMN scope; "
+         "ALTER TABLE workload_events ALTER COLUMN workload_id SET NOT NULL; ";
+}
+
+// A database made by a binary of schema version 3 (workload events only) migrates to version 4
+// and keeps its events with their ids; an object event then takes the next id.
+TEST_P(StoreContractTest, MigratesAVersion3DatabaseToObjectEvents) {
+  AddTenant("t1");
+  const int64_t w1 = Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload("t1", 1)); });
+  std::vector<TenantWorkloadEvent> want;
+  for (int i = 0; i < 3; ++i) {
+    WorkloadEvent e{0, w1, 100 + i, "placed", "event " + std::to_string(i)};
+    e.id = Read<int64_t>([&](Transaction& tx) { return tx.AppendWorkloadEvent(e); });
+    want.push_back({e, "t1"});
+  }
+  ASSERT_TRUE(store_->ExecForTesting(DropVersion4(url_) + "DELETE FROM schema_migrations WHERE version = 4").ok());
+  Reopen();
+  EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
+  EXPECT_EQ(Read<std::vector<TenantWorkloadEvent>>([](Transaction& tx) { return tx.ListEventsAfter(0, 100); }), want);
+  const int64_t next = Read<int64_t>([](Transaction& tx) { return tx.AppendObjectEvent({"node", "n1", "", 200, "node.lost", ""}); });
+  EXPECT_GT(next, want.back().event.id);
+}
+
 // A database made by a binary of schema version 2 (no token node, no node agent identity)
 // migrates to version 3 and keeps what it held; the new fields read "".
 TEST_P(StoreContractTest, MigratesAVersion2DatabaseToNodeBoundTokens) {
@@ -648,9 +712,10 @@ TEST_P(StoreContractTest, MigratesAVersion2DatabaseToNodeBoundTokens) {
   NodeRecord n{"node-a", "{}", "ready", 100};
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateToken(admin); }).ok());
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(n); }).ok());
-  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion3) + "DELETE FROM schema_migrations WHERE version = 3").ok());
+  ASSERT_TRUE(store_->ExecForTesting(DropVersion4(url_) + std::string(kDropVersion3) +
+                                     "DELETE FROM schema_migrations WHERE version >= 3").ok());
   Reopen();
-  EXPECT_EQ(store_->SchemaVersion(), 3);
+  EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
   EXPECT_EQ(Read<TokenRecord>([](Transaction& tx) { return tx.GetToken("tok-a"); }), admin);
   EXPECT_EQ(Read<NodeRecord>([](Transaction& tx) { return tx.GetNode("node-a"); }), n);
   TokenRecord bound{"tok-b", std::string(64, 'b'), "node-agent", "", std::nullopt, false, 6, "node-a"};
@@ -662,7 +727,7 @@ TEST_P(StoreContractTest, MigratesAVersion2DatabaseToNodeBoundTokens) {
 // version and keeps what it held.
 TEST_P(StoreContractTest, MigratesAVersion1DatabaseToUsageSamples) {
   AddTenant("t1");
-  ASSERT_TRUE(store_->ExecForTesting("DROP TABLE usage_samples; " + std::string(kDropVersion3) +
+  ASSERT_TRUE(store_->ExecForTesting("DROP TABLE usage_samples; " + DropVersion4(url_) + std::string(kDropVersion3) +
                                      "DELETE FROM schema_migrations WHERE version >= 2")
                   .ok());
   Reopen();

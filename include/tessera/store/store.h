@@ -214,10 +214,26 @@ struct WorkloadEvent {
   friend bool operator==(const WorkloadEvent&, const WorkloadEvent&) = default;
 };
 
-// A workload event with its workload's tenant: one row of the control plane's event feed.
+// Something a client may care about that is not one workload's: a node, tenant or token
+// changed ("node.cordoned", "tenant.created", "token.revoked", ...). Its id comes from the
+// workload events' sequence (AppendObjectEvent), so the event feed has one order.
+struct ObjectEvent {
+  std::string subject;  // "node", "tenant" or "token"
+  std::string name;     // the node's or tenant's name, the token's id
+  std::string scope;    // the tenant whose subtree may see it; "" for none (the daemon decides who)
+  int64_t time_ms = 0;
+  std::string kind;
+  std::string detail;
+};
+
+// One row of the control plane's event feed: a workload event with its workload's tenant
+// (subject "workload"), or an object event (event.workload_id 0, event.id/time_ms/kind/detail
+// set, name its object's, tenant its scope).
 struct TenantWorkloadEvent {
   WorkloadEvent event;
   std::string tenant;
+  std::string subject = "workload";
+  std::string name;  // an object event's object; "" for a workload event
   friend bool operator==(const TenantWorkloadEvent&, const TenantWorkloadEvent&) = default;
 };
 
@@ -377,9 +393,11 @@ class Transaction {
   // Workload events (FailedPrecondition for an unknown workload); listed by time, then id.
   virtual StatusOr<int64_t> AppendWorkloadEvent(const WorkloadEvent& event) = 0;
   virtual StatusOr<std::vector<WorkloadEvent>> ListWorkloadEvents(int64_t workload_id) = 0;
-  // Every workload's events with id > after_id, by id, at most `limit` (the event feed; ids grow
-  // in commit order on SQLite, not always on PostgreSQL: see daemon/event_feed.h). A deleted
-  // workload's events are gone with it.
+  // An object event (a node, tenant or token changed); its id, from the same sequence.
+  virtual StatusOr<int64_t> AppendObjectEvent(const ObjectEvent& event) = 0;
+  // Every workload's events and every object event with id > after_id, by id, at most `limit`
+  // (the event feed; ids grow in commit order on SQLite, not always on PostgreSQL: see
+  // daemon/event_feed.h). A deleted workload's events are gone with it; object events stay.
   virtual StatusOr<std::vector<TenantWorkloadEvent>> ListEventsAfter(int64_t after_id, int limit) = 0;
   // The largest event id there is, 0 when there is none.
   virtual StatusOr<int64_t> LastWorkloadEventId() = 0;
@@ -466,8 +484,9 @@ class Store {
 
 // The newest schema version this binary knows. 1: tenants, tokens, nodes, workloads, idempotency,
 // workload events, audit. 2: usage samples. 3: a node-agent token's node (tokens.node), the
-// identity that registered a node (nodes.agent_token, nodes.agent_id).
-inline constexpr int kSchemaVersion = 3;
+// identity that registered a node (nodes.agent_token, nodes.agent_id). 4: object events (node,
+// tenant, token) in the workload events' table (workload_id NULL; subject, name, scope).
+inline constexpr int kSchemaVersion = 4;
 
 struct Options {
   // How long a write waits for another process's lock (SQLite) before Unavailable.

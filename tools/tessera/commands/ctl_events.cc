@@ -1,4 +1,5 @@
-// `tessera ctl events`: GET /v1/events followed on the terminal, one line per workload event.
+// `tessera ctl events`: GET /v1/events followed on the terminal, one line per event (a workload's,
+// or a node's, tenant's or token's change: its WORKLOAD column names the object, "node:gpu-1").
 #include <cstdio>
 #include <string>
 
@@ -40,10 +41,15 @@ int Follow(const CtlConnection& c, const EventFlags& f) {
       if (c.output == "json" || !e.is_object()) {
         std::printf("%s\n", data.c_str());
       } else {
-        std::printf("%-8lld %-20s %-16s %-9lld %-10s %s\n", static_cast<long long>(e.value("id", int64_t{0})),
-                    Rfc3339(e.value("time_ms", int64_t{0})).c_str(), e.value("tenant", std::string()).c_str(),
-                    static_cast<long long>(e.value("workload", int64_t{0})), e.value("kind", std::string()).c_str(),
-                    e.value("detail", std::string()).c_str());
+        std::string object;
+        if (e.contains("workload")) object = std::to_string(e.value("workload", int64_t{0}));
+        for (const char* subject : {"node", "token"})
+          if (e.contains(subject) && e[subject].is_string()) object = std::string(subject) + ":" + e[subject].get<std::string>();
+        if (object.empty()) object = "tenant";
+        const std::string tenant = e.contains("tenant") && e["tenant"].is_string() ? e["tenant"].get<std::string>() : "";
+        std::printf("%-8lld %-20s %-16s %-9s %-10s %s\n", static_cast<long long>(e.value("id", int64_t{0})),
+                    Rfc3339(e.value("time_ms", int64_t{0})).c_str(), tenant.c_str(), object.c_str(),
+                    e.value("kind", std::string()).c_str(), e.value("detail", std::string()).c_str());
       }
       if (f.count > 0 && ++seen >= f.count) return false;
     }
@@ -62,9 +68,10 @@ void RegisterCtlEvents(CLI::App* ctl, std::shared_ptr<const CtlConnection> conne
   auto f = std::make_shared<EventFlags>();
   CLI::App* events = ctl->add_subcommand(
       "events",
-      "Follow workload events as they happen (placed, preempted, requeued, finished, ...), one line each:\n"
-      "ID, TIME (UTC), TENANT, WORKLOAD, KIND, DETAIL; -o json prints each event's JSON. Runs until\n"
-      "interrupted, the server ends the stream, or --count events arrived. A tenant token sees its subtree.");
+      "Follow events as they happen (workloads placed, preempted, requeued, finished, ...; nodes, tenants\n"
+      "and tokens changed), one line each: ID, TIME (UTC), TENANT, WORKLOAD (or node:NAME, token:ID,\n"
+      "tenant), KIND, DETAIL; -o json prints each event's JSON. Runs until interrupted, the server ends\n"
+      "the stream, or --count events arrived. A tenant token sees its subtree (no node events).");
   events->fallthrough();
   events->add_option("--tenant", f->tenant, "Only this tenant's subtree");
   events->add_option("--workload", f->workload, "Only this workload's events");
