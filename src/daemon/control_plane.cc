@@ -117,6 +117,22 @@ Status ControlPlane::Impl::Transact(std::string_view operation,
   return st;
 }
 
+void ControlPlane::Impl::TransactAsync(std::string_view operation, std::function<Status(store::Transaction&)> fn,
+                                       std::function<void(Status)> done) {
+  {
+    std::lock_guard<std::mutex> lock(async_mu);
+    ++async_pending;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  db->TransactAsync(std::move(fn), [this, t0, op = std::string(operation), done = std::move(done)](Status st) {
+    if (st.ok() && op != "read" && feed) feed->Notify();
+    m.store_latency->Observe({op}, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    done(std::move(st));
+    std::lock_guard<std::mutex> lock(async_mu);
+    if (--async_pending == 0) async_cv.notify_all();
+  });
+}
+
 Status ControlPlane::Impl::AuditAlone(const Caller& who, std::string action, std::string target, int code) {
   const int64_t now = NowMs();
   return Transact("audit", [&](store::Transaction& tx) {
@@ -441,6 +457,12 @@ void ControlPlane::Impl::InstallRoutes() {
       } else {
         resp = (this->*fn)(r, *c);
       }
+      if (resp.defer && c.ok())  // counted, and audited if refused, when its answer is made
+        return ObserveDeferred(std::move(resp), [this, observe, route, pattern, t0, caller = *c,
+                                                 req = r](const HttpResponse& made) {
+          AuditRefused(caller, req, pattern, made);
+          observe(route, made, t0);
+        });
       if (c.ok()) AuditRefused(*c, r, pattern, resp);
       observe(route, resp, t0);
       return resp;
@@ -543,6 +565,11 @@ void ControlPlane::Stop() {
   if (!impl_) return;
   impl_->feed->Stop();  // first: its streams live on the server's threads
   impl_->http->Stop();
+  {
+    // Queued store work still calls back into this plane (its answers are dropped now).
+    std::unique_lock<std::mutex> lock(impl_->async_mu);
+    impl_->async_cv.wait(lock, [&] { return impl_->async_pending == 0; });
+  }
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stopping = true;

@@ -11,8 +11,10 @@
 // Locks (always taken in this order; none is held while waiting for a client):
 //   mu          the world: the LiveScheduler, the jobs and nodes it knows, the tenant map. A
 //               cycle holds it while its decisions are persisted, so nobody sees a decision
-//               before it is durable. Submits persist WITHOUT it (concurrent submits share a
-//               group commit) and take it only to queue the job.
+//               before it is durable. Submits persist WITHOUT it and without holding an HTTP
+//               thread (Store::TransactAsync: concurrent submits share a group commit, led by
+//               the store's writer thread); their answer is made on an HTTP thread once the
+//               commit is durable, and takes mu only to queue the job.
 //   tenants_mu  (shared) the tenant map's copy for authorisation on the read path
 //   tokens_mu   (shared) the token cache
 //   usage_mu    the metering ledger; never held with mu (the usage handlers do not touch the
@@ -20,9 +22,11 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
@@ -35,6 +39,7 @@
 #include "src/daemon/http_server.h"
 #include "src/daemon/metrics.h"
 #include "src/daemon/rate_limit.h"
+#include "src/daemon/workload_request.h"
 #include "src/daemon/workload_shape.h"
 #include "tessera/core/gpu_model.h"
 #include "tessera/daemon/control_plane.h"
@@ -156,6 +161,13 @@ struct ControlPlane::Impl {
   int64_t NowMs() const;
   // Store transaction with its latency observed.
   Status Transact(std::string_view operation, const std::function<Status(store::Transaction&)>& fn);
+  // Store::TransactAsync with the same latency metric and event-feed notice; done runs on the
+  // store's leading thread (short, no lock: it posts the rest). Stop waits for every one.
+  void TransactAsync(std::string_view operation, std::function<Status(store::Transaction&)> fn,
+                     std::function<void(Status)> done);
+  std::mutex async_mu;
+  std::condition_variable async_cv;
+  int async_pending = 0;  // TransactAsync calls whose done has not returned
   Status AuditAlone(const Caller& who, std::string action, std::string target, int code);
   // The audit record of a refused or failed state-changing call (which ones: control_plane.cc).
   void AuditRefused(const Caller& c, const HttpRequest& r, const std::string& pattern, const HttpResponse& resp);
@@ -192,6 +204,10 @@ struct ControlPlane::Impl {
   // expiries). Takes tokens_mu; the caller holds mu so that the answer stays true until it acts.
   std::string WhyAdminTokenMustStay(const std::string& id, int64_t now_ms) const;
   HttpResponse SubmitWorkload(const HttpRequest& r, const Caller& c);
+  // A submit's checks against the world (the tenant, its leaf-ness, the shape, the scheduler's
+  // admission) under mu: fills *shape and *park, or returns the refusal.
+  std::optional<HttpResponse> AdmitSubmit(WorkloadRequest& req, int64_t now, WorkloadShape* shape, bool* park,
+                                          bool* count_rejection);
   HttpResponse ListWorkloads(const HttpRequest& r, const Caller& c);
   HttpResponse GetWorkload(const HttpRequest& r, const Caller& c);
   HttpResponse CancelWorkload(const HttpRequest& r, const Caller& c);

@@ -85,6 +85,15 @@ void ControlPlane::Impl::Unpark() {
   for (int64_t id : ids) Queue(id);
 }
 
+// A submit in three steps, so that no HTTP thread waits for the group commit:
+//   1. on the HTTP thread: decode, authorise, check against the world (AdmitSubmit, under mu);
+//   2. in the store's batch (TransactAsync): the stored answer of its Idempotency-Key, if any, is
+//      the answer (whatever step 1 found: a retry gets the first answer); else, unless step 1
+//      refused it, the workload, its key's answer and the audit record are written;
+//   3. once that commit is durable, back on an HTTP thread: the job is queued (under mu) and
+//      201 answered.
+// E.g. 16 clients submitting at once: their callbacks share one or two commits (one fsync each)
+// while the HTTP threads go on reading requests.
 HttpResponse ControlPlane::Impl::SubmitWorkload(const HttpRequest& r, const Caller& c) {
   std::string field;
   StatusOr<WorkloadRequest> req = DecodeWorkloadRequest(r.body, catalog, &field);
@@ -93,70 +102,120 @@ HttpResponse ControlPlane::Impl::SubmitWorkload(const HttpRequest& r, const Call
   if (d != Decision::kAllow) return Denied(d, "tenant '" + req->tenant + "'");
   StatusOr<std::string> key = IdempotencyKey(r);
   if (!key.ok()) return ErrorResponse(key.status(), "Idempotency-Key");
-  if (auto stored = StoredAnswer(c, *key)) return *stored;
 
-  const int64_t now = NowMs();
-  WorkloadShape shape;
+  // What the three steps share.
+  struct Pending {
+    Caller caller;
+    std::string key;
+    int64_t now = 0;
+    std::string tenant;
+    sched::QosClass qos = sched::QosClass::kBurstable;
+    WorkloadShape shape;
+    std::optional<HttpResponse> refusal;  // step 1's answer, unless the key has a stored one
+    bool count_rejection = false;
+    store::WorkloadRecord record;
+    std::optional<HttpResponse> replay;  // the key's stored answer
+    int64_t id = 0;
+    std::string answer;
+  };
+  auto p = std::make_shared<Pending>();
+  p->caller = c;
+  p->key = *key;
+  p->now = NowMs();
   bool park = false;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto tenant = tenants.find(req->tenant);
-    if (tenant == tenants.end()) return NotFound("tenant '" + req->tenant + "'");
-    if (req->qos_from_tenant) {  // the body named none: the tenant's default_qos (Burstable unless set)
-      const json spec = json::parse(tenant->second.spec_json, nullptr, false);
-      const json given = spec.is_object() ? spec.value("default_qos", json("Burstable")) : json("Burstable");
-      StatusOr<sched::QosClass> q = sched::ParseQos(given.is_string() ? given.get<std::string>() : "Burstable");
-      req->qos = q.ok() ? *q : sched::QosClass::kBurstable;
-      req->qos_from_tenant = false;
-    }
-    const std::optional<sched::TenantIndex> t = live->tenants().Find(req->tenant);
-    if (!t || !live->tenants().is_leaf(*t))
-      return HttpResponse::Error(400, "invalid_argument",
-                                 "tenant: '" + req->tenant + "' has sub-tenants; submit to a leaf", "tenant");
-    StatusOr<WorkloadShape> s = ResolveWorkload(*req, DefaultModel(), catalog, &field);
-    if (!s.ok()) return ErrorResponse(s.status(), field);
-    shape = std::move(*s);
-    shape.job.submit = sched::Seconds{now / 1000};
-    Status check = live->CheckSubmit(shape.job);
-    if (check.code() == StatusCode::kFailedPrecondition) {
-      park = true;
-    } else if (!check.ok()) {
-      m.rejections->Inc({"submit"});
-      return ErrorResponse(check);
-    }
+  p->refusal = AdmitSubmit(*req, p->now, &p->shape, &park, &p->count_rejection);
+  p->tenant = req->tenant;
+  p->qos = req->qos;
+  if (p->refusal && p->key.empty()) {  // no stored answer can override it
+    if (p->count_rejection) m.rejections->Inc({"submit"});
+    return *p->refusal;
   }
+  if (!p->refusal) {
+    p->record.tenant = req->tenant;
+    p->record.spec_json = WorkloadSpecJson(p->shape, catalog);
+    p->record.state = std::string(kPending);
+    p->record.wait_reason = park ? "no_fitting_node" : "queued";
+    p->record.created_ms = p->record.updated_ms = p->now;
+  }
+  HttpResponse later;
+  later.defer = [this, p](std::shared_ptr<HttpAnswer> answer) {
+    auto write = [p](store::Transaction& tx) -> Status {
+      if (!p->key.empty()) {
+        StatusOr<store::IdempotencyRecord> rec = tx.GetIdempotency(p->caller.token_id, p->key);
+        if (rec.ok()) {
+          p->replay = HttpResponse::Json(rec->status_code, rec->body);
+          p->replay->headers.push_back({"Idempotent-Replayed", "true"});
+          return Status::Ok();
+        }
+        if (rec.status().code() != StatusCode::kNotFound) return rec.status();
+      }
+      if (p->refusal) return Status::Ok();
+      TESSERA_ASSIGN_OR_RETURN(p->id, tx.InsertWorkload(p->record));
+      p->answer = json{{"id", p->id}, {"state", kPending}}.dump();
+      if (!p->key.empty())
+        TESSERA_RETURN_IF_ERROR(tx.PutIdempotency({p->caller.token_id, p->key, 201, p->answer, p->now}));
+      return tx.AppendAudit({p->now, p->caller.token_id, "workload.create", "workloads/" + std::to_string(p->id), "201"})
+          .status();
+    };
+    TransactAsync("submit", write, [this, p, answer](Status st) {
+      answer->Finish([this, p, st]() -> HttpResponse {
+        if (st.code() == StatusCode::kAlreadyExists && !p->key.empty()) {
+          // The same key raced with another request: that one's answer is the answer.
+          if (auto stored = StoredAnswer(p->caller, p->key)) return *stored;
+        }
+        if (!st.ok()) return ErrorResponse(st);
+        if (p->replay) return *p->replay;
+        if (p->refusal) {
+          if (p->count_rejection) m.rejections->Inc({"submit"});
+          return *p->refusal;
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (cancelled_before_queued.erase(p->id) == 0) {
+            p->shape.job.id = p->id;
+            jobs[p->id] = KnownJob{p->shape, p->now};
+            Queue(p->id);
+            m.admissions->Inc({p->tenant, std::string(sched::QosName(p->qos))});
+            wake = true;
+          }
+        }
+        wake_cv.notify_one();
+        return HttpResponse::Json(201, p->answer);
+      });
+    });
+  };
+  return later;
+}
 
-  store::WorkloadRecord rec;
-  rec.tenant = req->tenant;
-  rec.spec_json = WorkloadSpecJson(shape, catalog);
-  rec.state = std::string(kPending);
-  rec.wait_reason = park ? "no_fitting_node" : "queued";
-  rec.created_ms = rec.updated_ms = now;
-  int64_t id = 0;
-  std::string answer;
-  Status st = Transact("submit", [&](store::Transaction& tx) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(id, tx.InsertWorkload(rec));
-    answer = json{{"id", id}, {"state", kPending}}.dump();
-    if (!key->empty()) TESSERA_RETURN_IF_ERROR(tx.PutIdempotency({c.token_id, *key, 201, answer, now}));
-    return tx.AppendAudit({now, c.token_id, "workload.create", "workloads/" + std::to_string(id), "201"}).status();
-  });
-  if (st.code() == StatusCode::kAlreadyExists && !key->empty()) {
-    // The same key raced with another request: that one's answer is the answer.
-    if (auto stored = StoredAnswer(c, *key)) return *stored;
+std::optional<HttpResponse> ControlPlane::Impl::AdmitSubmit(WorkloadRequest& req, int64_t now, WorkloadShape* shape,
+                                                            bool* park, bool* count_rejection) {
+  std::string field;
+  std::lock_guard<std::mutex> lock(mu);
+  auto tenant = tenants.find(req.tenant);
+  if (tenant == tenants.end()) return NotFound("tenant '" + req.tenant + "'");
+  if (req.qos_from_tenant) {  // the body named none: the tenant's default_qos (Burstable unless set)
+    const json spec = json::parse(tenant->second.spec_json, nullptr, false);
+    const json given = spec.is_object() ? spec.value("default_qos", json("Burstable")) : json("Burstable");
+    StatusOr<sched::QosClass> q = sched::ParseQos(given.is_string() ? given.get<std::string>() : "Burstable");
+    req.qos = q.ok() ? *q : sched::QosClass::kBurstable;
+    req.qos_from_tenant = false;
   }
-  if (!st.ok()) return ErrorResponse(st);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (cancelled_before_queued.erase(id) == 0) {
-      shape.job.id = id;
-      jobs[id] = KnownJob{shape, now};
-      Queue(id);
-      m.admissions->Inc({req->tenant, std::string(sched::QosName(req->qos))});
-      wake = true;
-    }
+  const std::optional<sched::TenantIndex> t = live->tenants().Find(req.tenant);
+  if (!t || !live->tenants().is_leaf(*t))
+    return HttpResponse::Error(400, "invalid_argument", "tenant: '" + req.tenant + "' has sub-tenants; submit to a leaf",
+                               "tenant");
+  StatusOr<WorkloadShape> s = ResolveWorkload(req, DefaultModel(), catalog, &field);
+  if (!s.ok()) return ErrorResponse(s.status(), field);
+  *shape = std::move(*s);
+  shape->job.submit = sched::Seconds{now / 1000};
+  Status check = live->CheckSubmit(shape->job);
+  if (check.code() == StatusCode::kFailedPrecondition) {
+    *park = true;
+  } else if (!check.ok()) {
+    *count_rejection = true;
+    return ErrorResponse(check);
   }
-  wake_cv.notify_one();
-  return HttpResponse::Json(201, answer);
+  return std::nullopt;
 }
 
 std::optional<int64_t> ParseId(const std::string& s) {

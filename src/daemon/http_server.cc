@@ -14,8 +14,12 @@
 #include <cstdio>
 #include <deque>
 #include <fstream>
+#include <functional>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <type_traits>
 
@@ -128,7 +132,97 @@ bool Match(const RouteEntry& r, const std::vector<std::string_view>& parts,
   return true;
 }
 
+// The exception barrier: whatever `make` (a handler, a deferred answer) throws ends as a logged
+// 500 for this request, never as the end of the process (a throw would otherwise unwind through
+// the io thread).
+template <class Make>
+HttpResponse Guarded(Make&& make, const std::string& method, const std::string& path) noexcept {
+  std::string what;
+  try {
+    return make();
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  std::fprintf(stderr, "tessera serve: internal error in %s %s: %s\n", method.c_str(), path.c_str(), what.c_str());
+  try {
+    return HttpResponse::Error(500, "internal", "internal error while handling " + method + " " + path +
+                                                    "; the server's log has the details");
+  } catch (...) {
+    HttpResponse bare;  // out of memory while building the answer: a bodiless 500
+    bare.status = 500;
+    return bare;
+  }
+}
+
+// Hands a deferred response its answer; a throw is logged (the answer, dropped, is a 500).
+void CallDefer(const HttpResponse& r, std::shared_ptr<HttpAnswer> answer, const std::string& method,
+               const std::string& path) noexcept {
+  try {
+    r.defer(std::move(answer));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera serve: internal error deferring %s %s: %s\n", method.c_str(), path.c_str(), e.what());
+  } catch (...) {
+    std::fprintf(stderr, "tessera serve: internal error deferring %s %s\n", method.c_str(), path.c_str());
+  }
+}
+
+// What an answer dropped without Finish makes.
+std::function<HttpResponse()> DroppedAnswer(const std::string& method, const std::string& path) {
+  return [method, path]() -> HttpResponse { throw std::runtime_error("the deferred answer was dropped unmade"); };
+}
+
+// Deferred answers reach their connections through this: once the server stops, none is posted.
+struct AnswerGate {
+  std::mutex mu;
+  bool open = true;
+};
+
+// HttpServer::Handle's answer: the waiting caller makes it.
+class WaitedAnswer final : public HttpAnswer {
+ public:
+  WaitedAnswer(std::string method, std::string path) : method_(std::move(method)), path_(std::move(path)) {}
+  ~WaitedAnswer() override { Finish(DroppedAnswer(method_, path_)); }
+  void Finish(std::function<HttpResponse()> make) override {
+    if (finished_.exchange(true)) return;
+    made_.set_value(std::move(make));
+  }
+  std::future<std::function<HttpResponse()>> Made() { return made_.get_future(); }
+
+ private:
+  std::string method_, path_;
+  std::atomic<bool> finished_{false};
+  std::promise<std::function<HttpResponse()>> made_;
+};
+
+// ObserveDeferred's answer: shows the made response to `seen`, then passes it on.
+class SeenAnswer final : public HttpAnswer {
+ public:
+  SeenAnswer(std::shared_ptr<HttpAnswer> inner, std::function<void(const HttpResponse&)> seen)
+      : inner_(std::move(inner)), seen_(std::move(seen)) {}
+  void Finish(std::function<HttpResponse()> make) override {
+    inner_->Finish([make = std::move(make), seen = seen_] {
+      HttpResponse r = make();
+      seen(r);
+      return r;
+    });
+  }
+
+ private:
+  std::shared_ptr<HttpAnswer> inner_;
+  std::function<void(const HttpResponse&)> seen_;
+};
+
 }  // namespace
+
+HttpResponse ObserveDeferred(HttpResponse r, std::function<void(const HttpResponse&)> seen) {
+  if (!r.defer) return r;
+  r.defer = [inner = std::move(r.defer), seen = std::move(seen)](std::shared_ptr<HttpAnswer> answer) {
+    inner(std::make_shared<SeenAnswer>(std::move(answer), seen));
+  };
+  return r;
+}
 
 struct HttpServer::Impl {
   HttpServerOptions options;
@@ -140,27 +234,10 @@ struct HttpServer::Impl {
   std::atomic<uint16_t> bound_port{0};
   bool started = false;
 
-  // The exception barrier: whatever a handler throws ends as a logged 500 for this request, never
-  // as the end of the process (a throw would otherwise unwind through the io thread).
+  std::shared_ptr<AnswerGate> answers = std::make_shared<AnswerGate>();
+
   static HttpResponse CallHandler(const RouteEntry& route, const HttpRequest& req) noexcept {
-    std::string what;
-    try {
-      return route.handler(req);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-      what = "an exception that is not a std::exception";
-    }
-    std::fprintf(stderr, "tessera serve: internal error in %s %s: %s\n", req.method.c_str(), req.path.c_str(),
-                 what.c_str());
-    try {
-      return HttpResponse::Error(500, "internal", "internal error while handling " + req.method + " " + req.path +
-                                                      "; the server's log has the details");
-    } catch (...) {
-      HttpResponse bare;  // out of memory while building the answer: a bodiless 500
-      bare.status = 500;
-      return bare;
-    }
+    return Guarded([&] { return route.handler(req); }, req.method, req.path);
   }
 
   HttpResponse Dispatch(HttpRequest& req) const {
@@ -246,7 +323,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
   template <class... Args>
   Session(const HttpServer::Impl& server, Args&&... args)
-      : stream_(std::forward<Args>(args)...), server_(server), close_timer_(stream_.get_executor()) {}
+      : stream_(std::forward<Args>(args)...),
+        server_(server),
+        close_timer_(stream_.get_executor()),
+        answer_timer_(stream_.get_executor()) {}
   ~Session() {
     if (out_) out_->MarkClosed();
   }
@@ -328,6 +408,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       return;
     }
     HttpResponse res = server_.Dispatch(req);
+    if (res.defer) {
+      StartDeferred(res, req, keep_alive, version);
+      return;
+    }
     if (res.open_stream) {
       StartStream(std::move(res), version);
       return;
@@ -335,6 +419,19 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     Write(std::move(res), keep_alive, version);
   }
 
+ public:
+  // A deferred response: nothing is pending on the connection while the answer is made
+  // elsewhere, so a timer that never fires keeps the session alive until the answer cancels it
+  // (or the server's end destroys it).
+  void StartDeferred(const HttpResponse& r, const HttpRequest& req, bool keep_alive, unsigned version);
+
+  // On the strand: the deferred answer, made.
+  void WriteDeferred(HttpResponse r, bool keep_alive, unsigned version) {
+    answer_timer_.cancel();
+    Write(std::move(r), keep_alive, version);
+  }
+
+ private:
   void StartStream(HttpResponse r, unsigned version) {
     const auto status = static_cast<unsigned>(r.status);
     std::string head = (version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ") + std::to_string(status) + " " +
@@ -462,6 +559,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::optional<http::request_parser<http::string_body>> parser_;
   const HttpServer::Impl& server_;
   asio::steady_timer close_timer_;
+  asio::steady_timer answer_timer_;  // pending while a deferred answer is being made
   bool shutting_down_ = false;
   // Stream mode.
   std::shared_ptr<SessionStream<Stream>> out_;
@@ -472,6 +570,51 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   size_t backlog_ = 0;
   char discard_[256];
 };
+
+// A connection's deferred answer: Finish posts make to the connection's strand (through the
+// server's gate, so that nothing is posted once the server stops).
+template <class Stream>
+class SessionAnswer final : public HttpAnswer {
+ public:
+  SessionAnswer(std::weak_ptr<Session<Stream>> session, std::shared_ptr<AnswerGate> gate, bool keep_alive,
+                unsigned version, std::string method, std::string path)
+      : session_(std::move(session)),
+        gate_(std::move(gate)),
+        keep_alive_(keep_alive),
+        version_(version),
+        method_(std::move(method)),
+        path_(std::move(path)) {}
+  ~SessionAnswer() override { Finish(DroppedAnswer(method_, path_)); }
+  void Finish(std::function<HttpResponse()> make) override {
+    if (finished_.exchange(true)) return;
+    std::lock_guard<std::mutex> lock(gate_->mu);
+    if (!gate_->open) return;
+    std::shared_ptr<Session<Stream>> s = session_.lock();
+    if (!s) return;
+    asio::post(s->executor(), [s, make = std::move(make), keep_alive = keep_alive_, version = version_,
+                               method = method_, path = path_] {
+      s->WriteDeferred(Guarded(make, method, path), keep_alive, version);
+    });
+  }
+
+ private:
+  std::weak_ptr<Session<Stream>> session_;
+  std::shared_ptr<AnswerGate> gate_;
+  const bool keep_alive_;
+  const unsigned version_;
+  const std::string method_, path_;
+  std::atomic<bool> finished_{false};
+};
+
+template <class Stream>
+void Session<Stream>::StartDeferred(const HttpResponse& r, const HttpRequest& req, bool keep_alive, unsigned version) {
+  answer_timer_.expires_at(asio::steady_timer::time_point::max());
+  answer_timer_.async_wait([self = this->shared_from_this()](beast::error_code) {});
+  CallDefer(r,
+            std::make_shared<SessionAnswer<Stream>>(this->weak_from_this(), server_.answers, keep_alive, version,
+                                                    req.method, req.path),
+            req.method, req.path);
+}
 
 template <class Stream>
 bool SessionStream<Stream>::Send(std::string bytes) {
@@ -562,6 +705,7 @@ Status HttpServer::Start() {
   if (!m.options.tls_cert_file.empty()) {
     TESSERA_ASSIGN_OR_RETURN(m.tls, TlsServerContext(m.options.tls_cert_file, m.options.tls_key_file));
   }
+  m.answers = std::make_shared<AnswerGate>();
   m.io = std::make_unique<asio::io_context>(m.options.threads);
   beast::error_code ec;
   const asio::ip::address address = asio::ip::make_address(m.options.listen_host, ec);
@@ -588,6 +732,10 @@ Status HttpServer::Start() {
 void HttpServer::Stop() {
   Impl& m = *impl_;
   if (!m.started) return;
+  {
+    std::lock_guard<std::mutex> lock(m.answers->mu);  // no deferred answer is posted from now on
+    m.answers->open = false;
+  }
   asio::post(*m.io, [&m] {
     beast::error_code ec;
     m.acceptor->close(ec);
@@ -605,7 +753,12 @@ uint16_t HttpServer::port() const { return impl_->bound_port; }
 HttpResponse HttpServer::Handle(HttpRequest request) const {
   if (request.raw_path.empty() || request.raw_path[0] != '/')
     return HttpResponse::Error(400, "bad_request", "the request target must be an absolute path");
-  return impl_->Dispatch(request);
+  HttpResponse res = impl_->Dispatch(request);
+  if (!res.defer) return res;
+  auto answer = std::make_shared<WaitedAnswer>(request.method, request.path);
+  std::future<std::function<HttpResponse()>> made = answer->Made();
+  CallDefer(res, std::move(answer), request.method, request.path);
+  return Guarded(made.get(), request.method, request.path);
 }
 
 StatusOr<HttpRequest> ParseHttpRequest(std::string_view raw, const HttpServerOptions& options) {

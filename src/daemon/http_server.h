@@ -42,6 +42,23 @@
 //     return r;
 //   });
 //
+// Deferred responses (an answer made later, e.g. once a group commit is durable): a handler that
+// sets `HttpResponse::defer` returns at once; the server calls defer(answer) on the same thread,
+// and the connection then waits holding no thread. Whoever holds `answer` calls Finish(make)
+// once, from any thread: make runs on a server thread (a throw is a 500, as for handlers) and its
+// response is written; the connection goes on with its next request. An answer dropped without
+// Finish is a 500. Copy what the later answer needs from the request inside the handler.
+//
+//   server.Route("POST", "/v1/workloads", [&](const HttpRequest& r) {
+//     HttpResponse later;
+//     later.defer = [&, body = r.body](std::shared_ptr<HttpAnswer> answer) {
+//       writer.Queue(body, [answer](Status st) {  // on the writer's thread, once durable
+//         answer->Finish([st] { return HttpResponse::Json(st.ok() ? 201 : 503, "{}"); });
+//       });
+//     };
+//     return later;
+//   });
+//
 // Thread-safety: Route before Start; handlers run on the server's threads, concurrently (a
 // handler must be safe to call from several threads at once). Start/Stop from one thread.
 #pragma once
@@ -84,6 +101,17 @@ class HttpStream {
   virtual void Close() = 0;
 };
 
+struct HttpResponse;
+
+// The later end of a deferred response (see the header comment). Thread-safe.
+class HttpAnswer {
+ public:
+  virtual ~HttpAnswer() = default;
+  // Has make run on a server thread and its response written; the first call counts. After the
+  // server stopped, or once the client is gone, make is dropped unrun.
+  virtual void Finish(std::function<HttpResponse()> make) = 0;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
@@ -91,6 +119,8 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
   // Set: a streamed response (see the header comment); `body`, when not empty, is written first.
   std::function<void(std::shared_ptr<HttpStream>)> open_stream;
+  // Set: a deferred response (see the header comment); the other fields are not used.
+  std::function<void(std::shared_ptr<HttpAnswer>)> defer;
 
   static HttpResponse Json(int status, std::string body);
   // {"error": {"code": code, "message": message[, "field": field]}}
@@ -133,7 +163,8 @@ class HttpServer {
   void Stop();
   uint16_t port() const;
   // What the server answers for a parsed request (routing and the 400/404/405 rules), without a
-  // socket: for tests and the request fuzzer. Safe to call concurrently, like the handlers.
+  // socket: for tests and the request fuzzer. Safe to call concurrently, like the handlers. A
+  // deferred answer is waited for; its make runs on the calling thread.
   HttpResponse Handle(HttpRequest request) const;
 
   struct Impl;
@@ -141,6 +172,10 @@ class HttpServer {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// A deferred response whose answer, once made, is shown to `seen` before it is written (the
+// control plane's request metrics); any other response is returned unchanged.
+HttpResponse ObserveDeferred(HttpResponse r, std::function<void(const HttpResponse&)> seen);
 
 // Parses one HTTP/1.1 request from `raw` with the server's limits, as a connection would
 // (INVALID_ARGUMENT: malformed or incomplete; RESOURCE_EXHAUSTED: over a limit).

@@ -4,9 +4,13 @@
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include <openssl/evp.h>
 
@@ -581,6 +585,25 @@ class SqlStore final : public Store {
     return w.result;
   }
 
+  // Queued like a Transact caller; the writer thread leads when no caller does.
+  void TransactAsync(std::function<Status(Transaction&)> fn, std::function<void(Status)> done) override {
+    auto w = std::make_unique<Waiter>(std::move(fn), std::move(done));
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (!writer_.joinable()) writer_ = std::thread([this] { WriterMain(); });
+    queue_.push_back(w.release());
+    waiting_ = static_cast<int64_t>(queue_.size());
+    if (!leading_) writer_cv_.notify_one();
+  }
+
+  ~SqlStore() override {
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      stopping_ = true;
+    }
+    writer_cv_.notify_all();
+    if (writer_.joinable()) writer_.join();
+  }
+
   StoreStats Stats() const override { return {transactions_.load(), commits_.load(), waiting_.load()}; }
 
   StatusOr<OwnershipClaim> TryAcquireOwnership(const OwnerIdentity& me) override {
@@ -631,7 +654,13 @@ class SqlStore final : public Store {
   // hand-off, are guarded by queue_mu_; result is written by the leader before done.
   struct Waiter {
     explicit Waiter(const std::function<Status(Transaction&)>& f) : fn(f) {}
+    // TransactAsync: the callback and done kept here (the Waiter is on the heap, deleted by the
+    // leader once done ran).
+    Waiter(std::function<Status(Transaction&)> f, std::function<void(Status)> d)
+        : owned(std::move(f)), fn(owned), on_done(std::move(d)) {}
+    std::function<Status(Transaction&)> owned;
     const std::function<Status(Transaction&)>& fn;
+    std::function<void(Status)> on_done;  // set: an asynchronous caller
     Status result;
     bool done = false;
     std::condition_variable cv;
@@ -665,13 +694,48 @@ class SqlStore final : public Store {
         RunBatch(batch);
       }
     }
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    for (Waiter* w : batch) {
-      w->done = true;
-      w->cv.notify_one();  // under the lock: the waiter cannot leave (and destroy cv) before
+    std::vector<Waiter*> async;
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      for (Waiter* w : batch) {
+        if (w->on_done) {
+          async.push_back(w);
+          continue;
+        }
+        w->done = true;
+        w->cv.notify_one();  // under the lock: the waiter cannot leave (and destroy cv) before
+      }
+      leading_ = false;
+      if (!queue_.empty()) {
+        queue_.front()->cv.notify_one();  // a Transact caller at the front leads next,
+        writer_cv_.notify_one();          // else (a TransactAsync one) the writer
+      }
     }
-    leading_ = false;
-    if (!queue_.empty()) queue_.front()->cv.notify_one();
+    // After the hand-off: the next batch need not wait for these.
+    for (Waiter* w : async) {
+      ++transactions_;
+      try {
+        w->on_done(w->result);
+      } catch (...) {
+        std::fprintf(stderr, "store: a TransactAsync completion threw; ignored\n");
+      }
+      delete w;
+    }
+  }
+
+  // The writer thread: leads a batch whenever callers are queued and nobody leads (the front is
+  // a TransactAsync call; a Transact caller at the front may lead first). At the Store's end it
+  // leaves once the queue is empty.
+  void WriterMain() {
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    for (;;) {
+      writer_cv_.wait(lock, [&] { return (!queue_.empty() && !leading_) || (stopping_ && queue_.empty()); });
+      if (queue_.empty()) return;
+      leading_ = true;
+      lock.unlock();
+      LeadBatch();
+      lock.lock();
+    }
   }
 
   // Inside Begin: each callback in its own savepoint, then COMMIT (or ROLLBACK when no callback
@@ -750,6 +814,9 @@ class SqlStore final : public Store {
   std::mutex queue_mu_;
   std::deque<Waiter*> queue_;  // callers not yet taken into a batch, oldest first
   bool leading_ = false;       // a batch is running (guarded by queue_mu_)
+  bool stopping_ = false;      // the destructor runs (guarded by queue_mu_)
+  std::condition_variable writer_cv_;
+  std::thread writer_;  // started by the first TransactAsync
   std::atomic<int64_t> transactions_{0}, commits_{0}, waiting_{0};
 };
 

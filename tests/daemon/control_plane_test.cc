@@ -1276,6 +1276,39 @@ TEST_F(ControlPlaneTest, ConcurrentSubmitsWhileTheLoopRunsAreAllPlacedOnce) {
   cp_->Stop();
 }
 
+// A submit waiting for its group commit holds no HTTP thread (issue 30): with one HTTP thread and
+// the database write-locked by another connection, the submit is queued for the store's writer
+// and /healthz is still answered; once the lock goes, the submit is acknowledged (201, stored).
+// Before, the one thread waited inside the commit: /healthz got no answer until the busy timeout
+// (5 s) failed the submit with 503.
+TEST_F(ControlPlaneTest, ASubmitWaitingForItsCommitHoldsNoHttpThread) {
+  if (testing::PgTestSchema::Available()) GTEST_SKIP() << "the write lock taken here is SQLite's";
+  ControlPlaneOptions o = Options();
+  o.http_threads = 1;
+  Open(o);
+  ASSERT_TRUE(cp_->Start().ok());
+  Tenant("a");
+  auto locker = store::Open(o.db);
+  ASSERT_TRUE(locker.ok()) << locker.status().ToString();
+  ASSERT_TRUE((*locker)->ExecForTesting("BEGIN IMMEDIATE").ok());
+  std::atomic<bool> answered{false};
+  testing::HttpResult submitted;
+  std::thread client([&] {
+    submitted = testing::HttpCall(cp_->port(), "POST", "/v1/workloads", R"({"tenant":"a","gpus":1})",
+                                  {std::string("Authorization: Bearer ") + kAdmin, "Idempotency-Key: held-1"});
+    answered = true;
+  });
+  testing::HttpResult health = testing::HttpCall(cp_->port(), "GET", "/healthz", "", {}, 3000);
+  const bool submit_answered_first = answered.load();
+  ASSERT_TRUE((*locker)->ExecForTesting("COMMIT").ok());
+  client.join();
+  EXPECT_EQ(health.status, 200) << "the only HTTP thread was held by the submit";
+  EXPECT_FALSE(submit_answered_first);
+  EXPECT_EQ(submitted.status, 201) << submitted.body;
+  EXPECT_EQ(Ok("GET", "/v1/workloads?tenant=a")["workloads"].size(), 1u);
+  cp_->Stop();
+}
+
 // One control plane per store (store.h, Ownership): a second plane on the same store is
 // refused at once with SQLite (naming the owner's pid and host) and waits as a standby with
 // PostgreSQL (here: until keep_waiting says stop); once the owner is gone, a new one takes over.

@@ -13,6 +13,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <stdexcept>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -279,6 +282,72 @@ TEST(HttpServer, StopClosesIdleConnectionsAndCanBeRepeated) {
   s.Stop();
   EXPECT_TRUE(c.Closed());
   s.Stop();
+}
+
+// A deferred response: the handler returns at once and the connection waits holding no thread
+// (a one-thread server answers another client meanwhile); Finish from another thread writes the
+// answer and the connection goes on; a make that throws is a 500, a dropped answer too, and a
+// Finish after Stop is dropped quietly. Handle (no socket) waits for the answer.
+TEST(HttpServer, ADeferredAnswerIsWrittenWhenFinishedAndHoldsNoThreadMeanwhile) {
+  HttpServer s({.listen_host = "127.0.0.1", .listen_port = 0, .threads = 1});
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::shared_ptr<HttpAnswer>> answers;
+  ASSERT_TRUE(s.Route("POST", "/later", [&](const HttpRequest& r) {
+    HttpResponse later;
+    later.defer = [&, body = r.body](std::shared_ptr<HttpAnswer> a) {
+      if (body == "drop") return;  // dropped: a 500
+      std::lock_guard<std::mutex> lock(mu);
+      answers.push_back(std::move(a));
+      cv.notify_all();
+    };
+    return later;
+  }).ok());
+  ASSERT_TRUE(s.Route("GET", "/now", [](const HttpRequest&) { return HttpResponse::Json(200, "{\"now\":1}"); }).ok());
+  ASSERT_TRUE(s.Start().ok());
+  auto next_answer = [&](size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return answers.size() >= n; }));
+    return answers.size() >= n ? answers[n - 1] : nullptr;
+  };
+  const std::string post = "POST /later HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx";
+  Client a(s.port());
+  ASSERT_TRUE(a.Send(post));
+  std::shared_ptr<HttpAnswer> first = next_answer(1);
+  ASSERT_NE(first, nullptr);
+  Client b(s.port());  // the only server thread is free while `first` waits
+  EXPECT_EQ(b.Get("/now").first, 200);
+  std::thread([first] {
+    first->Finish([] { return HttpResponse::Json(201, "{\"made\":true}"); });
+    first->Finish([] { return HttpResponse::Json(500, "{}"); });  // only the first call counts
+  }).join();
+  auto [status, body] = a.Read();
+  EXPECT_EQ(status, 201);
+  EXPECT_EQ(body, "{\"made\":true}");
+  EXPECT_EQ(a.Get("/now").first, 200);  // keep-alive goes on
+  // A make that throws.
+  ASSERT_TRUE(a.Send(post));
+  next_answer(2)->Finish([]() -> HttpResponse { throw std::runtime_error("make bug"); });
+  auto thrown = a.Read();
+  EXPECT_EQ(thrown.first, 500);
+  EXPECT_THAT(thrown.second, HasSubstr("POST /later"));
+  // An answer dropped unfinished.
+  ASSERT_TRUE(a.Send("POST /later HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\ndrop"));
+  EXPECT_EQ(a.Read().first, 500);
+  // Handle waits for the answer, made on the calling thread.
+  std::thread finisher([&] { next_answer(3)->Finish([] { return HttpResponse::Json(202, "{}"); }); });
+  HttpRequest req;
+  req.method = "POST";
+  req.raw_path = req.path = "/later";
+  req.body = "x";
+  EXPECT_EQ(s.Handle(req).status, 202);
+  finisher.join();
+  // After Stop a Finish goes nowhere.
+  ASSERT_TRUE(a.Send(post));
+  std::shared_ptr<HttpAnswer> late = next_answer(4);
+  s.Stop();
+  late->Finish([] { return HttpResponse::Json(201, "{}"); });
+  EXPECT_TRUE(a.Closed());
 }
 
 // A streamed response: the head without a length, then whatever the holder sends, from any

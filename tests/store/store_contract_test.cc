@@ -11,10 +11,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -1080,6 +1083,77 @@ TEST_P(StoreContractTest, ConcurrentSubmittersWithMixedOutcomes) {
   EXPECT_EQ(v.records, static_cast<int64_t>(want.size()));
   EXPECT_EQ(after.transactions - before.transactions, kThreads * kPerThread);
   EXPECT_LT(after.commits - before.commits, static_cast<int64_t>(want.size()));
+}
+
+// TransactAsync: the caller does not wait. Eight asynchronous submits queued while a Transact
+// caller leads are taken into its batch (one commit), each done is called once with its own
+// outcome after the commit; alone, the store's writer thread leads; a Store destroyed with calls
+// still queued runs them and calls their done first.
+TEST_P(StoreContractTest, ConcurrentAsyncCallersJoinTheGroupCommitAndAreDoneOnce) {
+  AddTenant("t1");
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<int, Status> done;
+  std::map<int, int> calls;
+  auto submit_async = [&](int seq) {
+    store_->TransactAsync(
+        [this, seq](Transaction& tx) -> Status {
+          TESSERA_RETURN_IF_ERROR(Submit(tx, "t1", seq));
+          return seq % 3 == 0 ? Status(StatusCode::kAborted, "no") : Status::Ok();
+        },
+        [&, seq](Status st) {
+          std::lock_guard<std::mutex> lock(mu);
+          done[seq] = st;
+          ++calls[seq];
+          cv.notify_all();
+        });
+  };
+  auto wait_done = [&](size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(10), [&] { return done.size() >= n; });
+  };
+  const StoreStats before = store_->Stats();
+  std::atomic<bool> leading{false};
+  std::thread leader([&] {
+    EXPECT_TRUE(store_->Transact([&](Transaction& tx) -> Status {
+      leading = true;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (store_->Stats().waiting < 8 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      return Submit(tx, "t1", 100);
+    }).ok());
+  });
+  while (!leading) std::this_thread::yield();
+  for (int seq = 0; seq < 8; ++seq) submit_async(seq);  // returns at once: the leader is busy
+  leader.join();
+  ASSERT_TRUE(wait_done(8));
+  EXPECT_EQ(store_->Stats().commits - before.commits, 1) << "the asynchronous callers were not batched";
+  std::set<int64_t> want = {100};
+  for (int seq = 0; seq < 8; ++seq) {
+    if (seq % 3 == 0) {
+      EXPECT_THAT(done[seq], StatusIs(StatusCode::kAborted, ::testing::_)) << seq;
+    } else {
+      EXPECT_TRUE(done[seq].ok()) << seq << ": " << done[seq].ToString();
+      want.insert(seq);
+    }
+  }
+  EXPECT_EQ(WorkloadSeqs("t1"), want);
+  // Alone: the writer thread leads.
+  submit_async(10);
+  ASSERT_TRUE(wait_done(9));
+  EXPECT_TRUE(done[10].ok()) << done[10].ToString();
+  // Destroyed with calls queued: they run, and are done, before the destructor returns.
+  for (int seq = 11; seq < 16; ++seq) submit_async(seq);
+  store_.reset();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(done.size(), 14u);
+    for (const auto& [seq, n] : calls) EXPECT_EQ(n, 1) << "done of " << seq << " called " << n << " times";
+  }
+  Reopen();
+  want.insert({10, 11, 13, 14});  // 12 and 15 failed (seq % 3 == 0)
+  EXPECT_EQ(WorkloadSeqs("t1"), want);
+  AuditVerification v = Verify();
+  EXPECT_TRUE(v.ok) << v.problem;
 }
 
 // SQLite: a writer that waits past the busy timeout for another's lock. PostgreSQL: the server

@@ -51,6 +51,8 @@
 //     and a failed BEGIN (lock timeout, server gone) fails the callers queued at that moment;
 //   - a callback's reads see the writes of the callbacks before it in the same batch (they are
 //     one transaction), never those of a callback that was rolled back.
+// TransactAsync queues a callback the same way without waiting; when no Transact caller leads, the
+// Store's writer thread leads the batch (see TransactAsync).
 // A caller that finds no batch running does not wait for company (no timer): its callback runs
 // at once, alone when nobody else is queued. Callbacks may run on another caller's thread (the
 // leader's), while their own caller waits inside Transact; everything they capture by reference
@@ -453,6 +455,20 @@ class Store {
   // from fn, or any failed statement inside: fn's writes are rolled back, and that Status is
   // returned.
   virtual Status Transact(const std::function<Status(Transaction&)>& fn) = 0;
+
+  // Transact without waiting (the daemon's submits: no HTTP thread waits for an fsync). fn joins
+  // the group commit exactly as a Transact caller's callback would (same queue, same batching,
+  // same per-callback contract), and done(status) is called once, with what Transact would have
+  // returned, after the commit holding fn's writes is durable (or failed). fn runs and done is
+  // called on the thread leading the batch: the Store's writer thread (started by the first
+  // TransactAsync), or a Transact caller whose batch took fn in, maybe while that caller holds its
+  // own locks. So done must be short, must not throw, block or take a lock a Transact caller may
+  // hold: it hands the rest to another thread (the daemon posts it to an HTTP thread). Calls still
+  // queued when the Store is destroyed run, and get their done, before the destructor returns.
+  // Worked example: HTTP thread H calls TransactAsync(fnA, doneA) and returns at once; the writer
+  // wakes and leads: BEGIN, fnA; thread B's Transact(fnB) arrives meanwhile and is taken in; COMMIT
+  // (one fsync); B returns OK; the writer calls doneA(OK), which posts A's answer to H.
+  virtual void TransactAsync(std::function<Status(Transaction&)> fn, std::function<void(Status)> done) = 0;
 
   // What this Store has done since Open (counters only grow; cheap, never blocks on the
   // database). Tests use it to see batching; the daemon may export it as metrics.
