@@ -5,7 +5,7 @@
 
 #include "src/daemon/api_codec.h"
 #include "src/daemon/control_plane_impl.h"
-#include "src/daemon/json_fields.h"
+#include "tessera/api/json_fields.h"
 
 namespace tessera::daemon {
 
@@ -330,9 +330,9 @@ HttpResponse ControlPlane::Impl::CancelWorkload(const HttpRequest& r, const Call
 HttpResponse ControlPlane::Impl::PatchWorkload(const HttpRequest& r, const Caller& c) {
   const std::string& raw = r.path_params.at("id");
   std::string field;
-  StatusOr<json> body = ParseJsonObject(r.body);
+  StatusOr<json> body = api::ParseJsonObject(r.body);
   if (!body.ok()) return ErrorResponse(body.status());
-  JsonFields f(*body, "", &field);
+  api::JsonFields f(*body, "", &field);
   if (Status st = f.OnlyKnown({"gpu_mem_mib", "gpu_milli", "priority"}); !st.ok()) return ErrorResponse(st, field);
   std::lock_guard<std::mutex> lock(mu);
   store::WorkloadRecord w;
