@@ -305,6 +305,13 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c
         TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(x.id));
         w.state = std::string(x.exit_code == 0 && x.reason.empty() ? kCompleted : kFailed);
         w.wait_reason = x.reason;  // a failed workload's "reason" (docs/api.md)
+        // The command's exit code, for the view's "exit_code" (clients read it there, not out of
+        // the event's text). The spec is this daemon's own document; nothing else reads the key.
+        json spec = json::parse(w.spec_json, nullptr, false);
+        if (spec.is_object()) {
+          spec["exit_code"] = x.exit_code;
+          w.spec_json = spec.dump();
+        }
         w.updated_ms = now;
         TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
         TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, x.id, now, "finished",

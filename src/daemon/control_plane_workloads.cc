@@ -31,6 +31,8 @@ json WorkloadView(const store::WorkloadRecord& w) {
   if (request.contains("name")) out["name"] = request["name"];
   if (w.state == kPending || w.state == kRejected) out["wait_reason"] = w.wait_reason;
   if (w.state == kFailed && !w.wait_reason.empty()) out["reason"] = w.wait_reason;
+  if ((w.state == kCompleted || w.state == kFailed) && spec.contains("exit_code") && spec["exit_code"].is_number_integer())
+    out["exit_code"] = spec["exit_code"];
   if (w.start_ms) out["start_ms"] = *w.start_ms;
   if (!w.placement_json.empty()) {
     if (StatusOr<StoredPlacement> p = ParsePlacementJson(w.placement_json); p.ok() && !p->pods.empty()) {
