@@ -24,9 +24,11 @@ StatusOr<json> ParseWith(std::string_view body, std::string* bad_field) {
 
 std::string EncodeNodeInventory(const NodeInventory& inv) {
   json gpus = json::array();
-  for (const InventoryGpu& g : inv.gpus)
-    gpus.push_back({{"index", g.index}, {"uuid", g.uuid}, {"model", g.model}, {"memory_mib", g.memory_mib},
-                    {"mig_enabled", g.mig_enabled}});
+  for (const InventoryGpu& g : inv.gpus) {
+    json one = {{"index", g.index}, {"model", g.model}, {"memory_mib", g.memory_mib}, {"mig_enabled", g.mig_enabled}};
+    if (!g.uuid.empty()) one["uuid"] = g.uuid;  // optional: an empty one would not decode
+    gpus.push_back(std::move(one));
+  }
   json body = {{"cpu_milli", inv.cpu_milli}, {"memory_mib", inv.memory_mib}, {"gpus", gpus}};
   if (!inv.agent_id.empty()) body["agent_id"] = inv.agent_id;
   if (!inv.agent_version.empty()) body["agent_version"] = inv.agent_version;
@@ -71,6 +73,8 @@ StatusOr<RegisterAnswer> DecodeRegisterAnswer(std::string_view body, std::string
   TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
   JsonFields f(j, "", bad_field);
   TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"node", "state"}));
+  TESSERA_RETURN_IF_ERROR(f.Require("node"));
+  TESSERA_RETURN_IF_ERROR(f.Require("state"));
   RegisterAnswer out;
   TESSERA_ASSIGN_OR_RETURN(out.node, f.Str("node", 253));
   TESSERA_ASSIGN_OR_RETURN(out.state, f.Str("state", 32));
@@ -147,6 +151,8 @@ StatusOr<HeartbeatAnswer> DecodeHeartbeatAnswer(std::string_view body, std::stri
   TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
   JsonFields f(j, "", bad_field);
   TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"node", "state", "ignored"}));
+  TESSERA_RETURN_IF_ERROR(f.Require("node"));
+  TESSERA_RETURN_IF_ERROR(f.Require("state"));
   HeartbeatAnswer out;
   TESSERA_ASSIGN_OR_RETURN(out.node, f.Str("node", 253));
   TESSERA_ASSIGN_OR_RETURN(out.state, f.Str("state", 32));
@@ -177,7 +183,10 @@ std::string EncodeDesiredState(const DesiredState& s) {
     if (!w.command.empty()) one["command"] = w.command;
     list.push_back(std::move(one));
   }
-  return json{{"node", s.node}, {"state", s.state}, {"workloads", std::move(list)}}.dump();
+  json out = {{"workloads", std::move(list)}};
+  if (!s.node.empty()) out["node"] = s.node;  // optional on decode, so left out when empty
+  if (!s.state.empty()) out["state"] = s.state;
+  return out.dump();
 }
 
 namespace {

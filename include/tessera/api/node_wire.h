@@ -45,7 +45,7 @@ inline constexpr std::string_view kViolatedLimit = "violated_limit";
 // --- POST /v1/nodes/{name}/register ---------------------------------------------------------
 struct InventoryGpu {
   int index = 0;  // NVML index; gpus[i].index == i
-  std::string uuid;
+  std::string uuid;   // optional (left out when empty)
   std::string model;  // a catalog name or an NVML device name (the daemon canonicalises it)
   int64_t memory_mib = 0;
   bool mig_enabled = false;
@@ -130,8 +130,8 @@ struct DesiredWorkload {
 };
 
 struct DesiredState {
-  std::string node;   // optional on decode
-  std::string state;  // optional on decode
+  std::string node;   // optional (left out when empty)
+  std::string state;  // optional (left out when empty)
   std::vector<DesiredWorkload> workloads;  // required (may be empty)
   friend bool operator==(const DesiredState&, const DesiredState&) = default;
 };
