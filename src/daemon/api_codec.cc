@@ -3,7 +3,8 @@
 #include <cmath>
 #include <set>
 
-#include "src/daemon/json_fields.h"
+#include "tessera/api/json_fields.h"
+#include "tessera/api/node_wire.h"
 #include "tessera/sched/job.h"
 
 namespace tessera::daemon {
@@ -29,7 +30,7 @@ constexpr int64_t kMaxQuantity = int64_t{1} << 50;
 // {"gpu_milli", "gpu_memory_mib", "gpus": {model: n}} with the model names made canonical.
 StatusOr<json> DecodeResources(const json& object, const std::string& prefix, const GpuModelCatalog& catalog,
                                std::string* bad_field) {
-  JsonFields f(object, prefix, bad_field);
+  api::JsonFields f(object, prefix, bad_field);
   TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"gpu_milli", "gpu_memory_mib", "gpus"}));
   json out = json::object();
   for (const char* dim : {"gpu_milli", "gpu_memory_mib"}) {
@@ -39,7 +40,7 @@ StatusOr<json> DecodeResources(const json& object, const std::string& prefix, co
   }
   TESSERA_ASSIGN_OR_RETURN(const json gpus, f.Object("gpus"));
   if (!gpus.empty()) {
-    JsonFields g(gpus, prefix + "gpus.", bad_field);
+    api::JsonFields g(gpus, prefix + "gpus.", bad_field);
     json models = json::object();
     for (const auto& [model, count] : gpus.items()) {
       StatusOr<GpuModelId> id = catalog.Find(model);
@@ -53,7 +54,7 @@ StatusOr<json> DecodeResources(const json& object, const std::string& prefix, co
 }
 
 StatusOr<json> DecodeQuota(const json& quota, const GpuModelCatalog& catalog, std::string* bad_field) {
-  JsonFields f(quota, "quota.", bad_field);
+  api::JsonFields f(quota, "quota.", bad_field);
   TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"guaranteed", "limit", "weight"}));
   json out = json::object();
   for (const char* part : {"guaranteed", "limit"}) {
@@ -71,8 +72,8 @@ StatusOr<json> DecodeQuota(const json& quota, const GpuModelCatalog& catalog, st
 StatusOr<TenantBody> DecodeTenantBody(std::string_view body, bool create, const GpuModelCatalog& catalog,
                                       std::string* bad_field) {
   if (bad_field) bad_field->clear();
-  TESSERA_ASSIGN_OR_RETURN(const json j, ParseJsonObject(body));
-  JsonFields f(j, "", bad_field);
+  TESSERA_ASSIGN_OR_RETURN(const json j, api::ParseJsonObject(body));
+  api::JsonFields f(j, "", bad_field);
   TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"name", "parent", "quota", "default_qos"}));
   TenantBody out;
   if (create) {
@@ -168,58 +169,41 @@ json TenantView(const store::TenantRecord& t) {
 
 StatusOr<NodeInventory> DecodeNodeInventory(std::string_view node_name, std::string_view body,
                                             const GpuModelCatalog& catalog, std::string* bad_field) {
-  if (bad_field) bad_field->clear();
-  TESSERA_ASSIGN_OR_RETURN(const json j, ParseJsonObject(body));
-  JsonFields f(j, "", bad_field);
-  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"cpu_milli", "memory_mib", "gpus", "agent_version", "agent_id"}));
-  TESSERA_RETURN_IF_ERROR(f.Require("cpu_milli"));
-  TESSERA_RETURN_IF_ERROR(f.Require("memory_mib"));
+  TESSERA_ASSIGN_OR_RETURN(const api::NodeInventory wire, api::DecodeNodeInventory(body, bad_field));
   NodeInventory out;
   out.spec.name = std::string(node_name);
-  TESSERA_ASSIGN_OR_RETURN(const int64_t cpu, f.Int("cpu_milli", 0, int64_t{1} << 40, 0));
-  TESSERA_ASSIGN_OR_RETURN(const int64_t mem, f.Int("memory_mib", 0, int64_t{1} << 40, 0));
-  out.spec.cpu = CpuMilli{cpu};
-  out.spec.memory = MiB{mem};
-  TESSERA_ASSIGN_OR_RETURN(out.agent_id, f.Str("agent_id", 64));
-  TESSERA_ASSIGN_OR_RETURN(const json gpus, f.Array("gpus"));
-  if (gpus.size() > static_cast<size_t>(placement::kMaxGpusPerNode))
-    return f.Fail("gpus", std::to_string(gpus.size()) + " GPUs; a node has at most 16");
-  out.gpus = json::array();
+  out.spec.cpu = CpuMilli{wire.cpu_milli};
+  out.spec.memory = MiB{wire.memory_mib};
+  out.agent_id = wire.agent_id;
+  // What the wire cannot check: the catalog knows each model, and a node holds one model, all
+  // of its GPUs in MIG mode or none.
+  api::NodeInventory canonical{wire.cpu_milli, wire.memory_mib, {}, "", ""};
   std::optional<GpuModelId> model;
   std::optional<bool> mig;
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    const std::string at = "gpus[" + std::to_string(i) + "].";
-    if (!gpus[i].is_object()) return f.Fail("gpus[" + std::to_string(i) + "]", "expected an object");
-    JsonFields g(gpus[i], at, bad_field);
-    TESSERA_RETURN_IF_ERROR(g.OnlyKnown({"index", "uuid", "model", "memory_mib", "mig_enabled"}));
-    TESSERA_RETURN_IF_ERROR(g.Require("model"));
-    TESSERA_ASSIGN_OR_RETURN(const int64_t index, g.Int("index", 0, placement::kMaxGpusPerNode - 1,
-                                                        static_cast<int64_t>(i)));
-    if (index != static_cast<int64_t>(i)) return g.Fail("index", "GPUs are listed by index from 0 (expected " + std::to_string(i) + ")");
-    TESSERA_ASSIGN_OR_RETURN(const std::string uuid, g.Str("uuid", 96));
-    TESSERA_ASSIGN_OR_RETURN(const std::string model_name, g.Str("model", 128));
-    StatusOr<GpuModelId> id = catalog.Find(model_name);
-    if (!id.ok()) return g.Fail("model", "unknown GPU model '" + model_name + "' (known: " + catalog.KnownNames() + ")");
+  for (size_t i = 0; i < wire.gpus.size(); ++i) {
+    const api::InventoryGpu& gpu = wire.gpus[i];
+    auto fail = [&](const char* field, const std::string& message) {
+      const std::string at = "gpus[" + std::to_string(i) + "]." + field;
+      if (bad_field) *bad_field = at;
+      return InvalidArgumentError(at + ": " + message);
+    };
+    StatusOr<GpuModelId> id = catalog.Find(gpu.model);
+    if (!id.ok()) return fail("model", "unknown GPU model '" + gpu.model + "' (known: " + catalog.KnownNames() + ")");
     if (model && *model != *id)
-      return g.Fail("model", catalog.info(*id).name + " on a node of " + catalog.info(*model).name +
-                                 ": a node's GPUs must be one model (register each model as its own node)");
+      return fail("model", catalog.info(*id).name + " on a node of " + catalog.info(*model).name +
+                               ": a node's GPUs must be one model (register each model as its own node)");
     model = *id;
-    TESSERA_ASSIGN_OR_RETURN(const int64_t gpu_mem, g.Int("memory_mib", 0, int64_t{1} << 24, 0));
-    TESSERA_ASSIGN_OR_RETURN(const bool mig_enabled, g.Bool("mig_enabled", false));
-    if (mig && *mig != mig_enabled)
-      return g.Fail("mig_enabled", "a node's GPUs are all in MIG mode or none is");
-    mig = mig_enabled;
-    if (mig_enabled && !catalog.info(*id).mig)
-      return g.Fail("mig_enabled", catalog.info(*id).name + " has no MIG");
-    out.gpus.push_back({{"index", index}, {"uuid", uuid}, {"model", catalog.info(*id).name},
-                        {"memory_mib", gpu_mem}, {"mig_enabled", mig_enabled}});
+    if (mig && *mig != gpu.mig_enabled) return fail("mig_enabled", "a node's GPUs are all in MIG mode or none is");
+    mig = gpu.mig_enabled;
+    if (gpu.mig_enabled && !catalog.info(*id).mig) return fail("mig_enabled", catalog.info(*id).name + " has no MIG");
+    canonical.gpus.push_back({gpu.index, gpu.uuid, catalog.info(*id).name, gpu.memory_mib, gpu.mig_enabled});
   }
-  out.spec.gpu_count = static_cast<int32_t>(gpus.size());
+  out.spec.gpu_count = static_cast<int32_t>(wire.gpus.size());
   if (model) {
     out.spec.model = *model;
     if (*mig) out.spec.mig = std::make_shared<const MigGeometry>(*catalog.info(*model).mig);
   }
-  out.canonical_json = json{{"cpu_milli", cpu}, {"memory_mib", mem}, {"gpus", out.gpus}}.dump();
+  out.canonical_json = api::EncodeNodeInventory(canonical);
   return out;
 }
 

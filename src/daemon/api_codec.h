@@ -11,12 +11,11 @@
 // a limit leaves out is unlimited; weight > 0 (default 1). `{"quota": {}}` is a tenant with none.
 // Names: 1..63 characters of [A-Za-z0-9._-] (they appear in URLs and metric labels).
 //
-// Node inventory (POST /v1/nodes/{name}/register):
-//   {"cpu_milli": 64000, "memory_mib": 524288,
-//    "gpus": [{"index": 0, "uuid": "GPU-...", "model": "NVIDIA H100 80GB HBM3", "memory_mib": 81559,
-//              "mig_enabled": false}, ...]}
-// A scheduler node holds one GPU model: a node whose GPUs are of several models, or mix MIG
-// and non-MIG GPUs, is refused (400, naming gpus[i]). At most 16 GPUs.
+// Node inventory (POST /v1/nodes/{name}/register): the wire message and its strict codec are
+// api::NodeInventory (tessera/api/node_wire.h); DecodeNodeInventory here adds what the catalog
+// decides: a scheduler node holds one GPU model (a catalog or NVML name, canonicalised), all in
+// MIG mode or none; a node of several models, or mixing MIG and non-MIG GPUs, is refused (400,
+// naming gpus[i].model or gpus[i].mig_enabled).
 //
 // Stored placement: {"pods": [{"node": "n1", "gpus": [0, 1], "mig_start": -1}], "seq": 41}.
 //
@@ -64,8 +63,9 @@ nlohmann::json TenantView(const store::TenantRecord& tenant);
 
 struct NodeInventory {
   placement::NodeSpec spec;
-  nlohmann::json gpus;  // the GPUs as registered (model names canonical)
-  std::string canonical_json;  // the inventory only (not agent_id)
+  // The inventory as stored (api::EncodeNodeInventory, model names canonical; no agent_id):
+  // compared byte for byte when the node registers again.
+  std::string canonical_json;
   // The registering agent's instance id ("" when the body has none): the same across the
   // agent's restarts, another for another agent (see RegisterNode).
   std::string agent_id;

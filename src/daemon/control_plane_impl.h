@@ -55,9 +55,6 @@ inline constexpr std::string_view kPending = "pending";
 inline constexpr std::string_view kRunning = "running";
 inline constexpr std::string_view kCompleted = "completed";
 inline constexpr std::string_view kFailed = "failed";
-// A failed workload's reason and the agent's event: the node's NVML backstop found it over its
-// memory limit (docs/enforcement.md).
-inline constexpr std::string_view kViolatedLimit = "violated_limit";
 inline constexpr std::string_view kCancelled = "cancelled";
 inline constexpr std::string_view kRejected = "rejected";
 bool IsTerminal(std::string_view state);

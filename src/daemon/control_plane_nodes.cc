@@ -6,7 +6,7 @@
 
 #include "src/daemon/api_codec.h"
 #include "src/daemon/control_plane_impl.h"
-#include "src/daemon/json_fields.h"
+#include "tessera/api/node_wire.h"
 
 namespace tessera::daemon {
 
@@ -238,7 +238,7 @@ HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller
       if (!st.ok()) return ErrorResponse(st);
       held = rec;
     }
-    return HttpResponse::Json(200, json{{"node", name}, {"state", held.state}}.dump());
+    return HttpResponse::Json(200, api::EncodeRegisterAnswer({name, held.state}));
   }
   std::vector<sched::JobId> lost;
   if (known != nodes.end()) {
@@ -273,7 +273,7 @@ HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller
   UpdateGauges();
   wake = true;
   wake_cv.notify_one();
-  return HttpResponse::Json(200, json{{"node", name}, {"state", "ready"}}.dump());
+  return HttpResponse::Json(200, api::EncodeRegisterAnswer({name, "ready"}));
 }
 
 HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c) {
@@ -281,67 +281,12 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c
   if (d != Decision::kAllow) return NodeAgentOnly(d);
   const std::string name = r.path_params.at("name");
   std::string field;
-  json finished = json::array();
-  json events = json::array();
-  if (!r.body.empty()) {
-    StatusOr<json> j = ParseJsonObject(r.body);
-    if (!j.ok()) return ErrorResponse(j.status());
-    JsonFields f(*j, "", &field);
-    if (Status st = f.OnlyKnown({"finished", "events"}); !st.ok()) return ErrorResponse(st, field);
-    StatusOr<json> list = f.Array("finished");
-    if (!list.ok()) return ErrorResponse(list.status(), field);
-    finished = *list;
-    StatusOr<json> ev = f.Array("events");
-    if (!ev.ok()) return ErrorResponse(ev.status(), field);
-    events = *ev;
-  }
-  struct Done {
-    int64_t id;
-    int64_t exit_code;
-    std::string reason;  // "" or kViolatedLimit
-  };
-  struct NodeEvent {
-    int64_t id;
-    std::string kind, detail;
-  };
-  std::vector<NodeEvent> reported;
-  for (size_t i = 0; i < events.size(); ++i) {
-    const std::string at = "events[" + std::to_string(i) + "]";
-    if (!events[i].is_object()) return HttpResponse::Error(400, "invalid_argument", at + ": expected an object", at);
-    JsonFields g(events[i], at + ".", &field);
-    if (Status st = g.OnlyKnown({"id", "kind", "detail"}); !st.ok()) return ErrorResponse(st, field);
-    for (const char* required : {"id", "kind"})
-      if (Status st = g.Require(required); !st.ok()) return ErrorResponse(st, field);
-    StatusOr<int64_t> id = g.Int("id", 1, INT64_MAX, 0);
-    if (!id.ok()) return ErrorResponse(id.status(), field);
-    StatusOr<std::string> kind = g.Str("kind", 64);
-    if (!kind.ok()) return ErrorResponse(kind.status(), field);
-    if (*kind != kViolatedLimit)
-      return HttpResponse::Error(400, "invalid_argument",
-                                 at + ".kind: '" + *kind + "' is not an agent event (violated_limit)", at + ".kind");
-    StatusOr<std::string> detail = g.Str("detail", 1000);
-    if (!detail.ok()) return ErrorResponse(detail.status(), field);
-    reported.push_back({*id, *kind, *detail});
-  }
-  std::vector<Done> done;
-  for (size_t i = 0; i < finished.size(); ++i) {
-    const std::string at = "finished[" + std::to_string(i) + "]";
-    if (!finished[i].is_object()) return HttpResponse::Error(400, "invalid_argument", at + ": expected an object", at);
-    JsonFields g(finished[i], at + ".", &field);
-    if (Status st = g.OnlyKnown({"id", "exit_code", "reason"}); !st.ok()) return ErrorResponse(st, field);
-    if (Status st = g.Require("id"); !st.ok()) return ErrorResponse(st, field);
-    StatusOr<int64_t> id = g.Int("id", 1, INT64_MAX, 0);
-    if (!id.ok()) return ErrorResponse(id.status(), field);
-    StatusOr<int64_t> code = g.Int("exit_code", -255, 255, 0);
-    if (!code.ok()) return ErrorResponse(code.status(), field);
-    StatusOr<std::string> reason = g.Str("reason", 64);
-    if (!reason.ok()) return ErrorResponse(reason.status(), field);
-    if (!reason->empty() && *reason != kViolatedLimit)
-      return HttpResponse::Error(400, "invalid_argument",
-                                 at + ".reason: '" + *reason + "' is not an end reason (violated_limit)",
-                                 at + ".reason");
-    done.push_back({*id, *code, *reason});
-  }
+  StatusOr<api::Heartbeat> beat = api::DecodeHeartbeat(r.body, &field);
+  if (!beat.ok()) return ErrorResponse(beat.status(), field);
+  using Done = api::FinishedWorkload;
+  using NodeEvent = api::AgentEvent;
+  const std::vector<Done>& done = beat->finished;
+  const std::vector<NodeEvent>& reported = beat->events;
   std::lock_guard<std::mutex> lock(mu);
   auto node = nodes.find(name);
   if (node == nodes.end())
@@ -350,7 +295,7 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c
   node->second.last_heartbeat_ms = now;
   std::vector<Done> here;
   std::vector<NodeEvent> here_events;
-  json ignored = json::array();
+  std::vector<int64_t> ignored;
   auto on_node = [&](int64_t id) {
     bool on = false;
     for (const sched::PodPlacement& p : live->placement_of(id)) on |= p.node == name;
@@ -362,7 +307,7 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c
   }
   for (const NodeEvent& e : reported) {
     if (on_node(e.id)) here_events.push_back(e);
-    else if (std::find(ignored.begin(), ignored.end(), json(e.id)) == ignored.end()) ignored.push_back(e.id);
+    else if (std::find(ignored.begin(), ignored.end(), e.id) == ignored.end()) ignored.push_back(e.id);
   }
   if (!here.empty() || !here_events.empty()) {
     Status st = Transact("finish", [&](store::Transaction& tx) -> Status {
@@ -373,6 +318,13 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c
         TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(x.id));
         w.state = std::string(x.exit_code == 0 && x.reason.empty() ? kCompleted : kFailed);
         w.wait_reason = x.reason;  // a failed workload's "reason" (docs/api.md)
+        // The command's exit code, for the view's "exit_code" (clients read it there, not out of
+        // the event's text). The spec is this daemon's own document; nothing else reads the key.
+        json spec = json::parse(w.spec_json, nullptr, false);
+        if (spec.is_object()) {
+          spec["exit_code"] = x.exit_code;
+          w.spec_json = spec.dump();
+        }
         w.updated_ms = now;
         TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
         TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, x.id, now, "finished",
@@ -390,7 +342,7 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c
     wake = true;
     wake_cv.notify_one();
   }
-  return HttpResponse::Json(200, json{{"node", name}, {"state", node->second.record.state}, {"ignored", ignored}}.dump());
+  return HttpResponse::Json(200, api::EncodeHeartbeatAnswer({name, node->second.record.state, std::move(ignored)}));
 }
 
 HttpResponse ControlPlane::Impl::DesiredState(const HttpRequest& r, const Caller& c) {
@@ -401,33 +353,33 @@ HttpResponse ControlPlane::Impl::DesiredState(const HttpRequest& r, const Caller
   auto node = nodes.find(name);
   if (node == nodes.end())
     return HttpResponse::Error(404, "not_found", "node '" + name + "' is not registered (register it again)");
-  json list = json::array();
+  api::DesiredState desired{name, node->second.record.state, {}};
   for (const auto& v : live->nodes()) {
     if (v.name != name) continue;
     for (sched::JobId id : v.jobs) {
       auto job = jobs.find(id);
       if (job == jobs.end()) continue;
       const WorkloadShape& s = job->second.shape;
-      json pods = json::array();
+      api::DesiredWorkload w{.id = id,
+                             .tenant = s.request.tenant,
+                             .mode = s.mode.ToString(),
+                             .gpu_milli = static_cast<int>(s.job.pod.gpu_milli.value()),
+                             .gpu_mem_mib = s.request.gpu_mem_mib,
+                             .priority = s.request.priority,
+                             .mig_profile = s.request.mig_profile,
+                             .command = s.request.command,
+                             .pods = {}};
       for (const sched::PodPlacement& p : live->placement_of(id))
         if (p.node == name) {
-          json one = {{"gpus", GpuList(p.gpus)}};
-          if (p.mig_start >= 0) one["mig_start"] = p.mig_start;
-          pods.push_back(one);
+          api::DesiredPod pod{.gpus = {}, .mig_start = p.mig_start >= 0 ? p.mig_start : -1};
+          for (int g = 0; g < placement::kMaxGpusPerNode; ++g)
+            if (p.gpus >> g & 1) pod.gpus.push_back(g);
+          w.pods.push_back(std::move(pod));
         }
-      json one = {{"id", id},
-                  {"tenant", s.request.tenant},
-                  {"mode", s.mode.ToString()},
-                  {"gpu_milli", s.job.pod.gpu_milli.value()},
-                  {"gpu_mem_mib", s.request.gpu_mem_mib},
-                  {"priority", s.request.priority},
-                  {"pods", pods}};
-      if (!s.request.mig_profile.empty()) one["mig_profile"] = s.request.mig_profile;
-      if (!s.request.command.empty()) one["command"] = s.request.command;
-      list.push_back(std::move(one));
+      desired.workloads.push_back(std::move(w));
     }
   }
-  return HttpResponse::Json(200, json{{"node", name}, {"state", node->second.record.state}, {"workloads", list}}.dump());
+  return HttpResponse::Json(200, api::EncodeDesiredState(desired));
 }
 
 }  // namespace tessera::daemon

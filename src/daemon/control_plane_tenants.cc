@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/daemon/api_codec.h"
-#include "src/daemon/json_fields.h"
+#include "tessera/api/json_fields.h"
 #include "src/daemon/control_plane_impl.h"
 #include "src/daemon/tokens.h"
 
@@ -292,9 +292,9 @@ HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller&
                                "its answer cannot be replayed)",
                                "Idempotency-Key");
   std::string field;
-  StatusOr<json> j = ParseJsonObject(r.body);
+  StatusOr<json> j = api::ParseJsonObject(r.body);
   if (!j.ok()) return ErrorResponse(j.status());
-  JsonFields f(*j, "", &field);
+  api::JsonFields f(*j, "", &field);
   if (Status st = f.OnlyKnown({"role", "tenant", "node", "expires_in_s"}); !st.ok()) return ErrorResponse(st, field);
   if (Status st = f.Require("role"); !st.ok()) return ErrorResponse(st, field);
   StatusOr<std::string> role_name = f.Str("role", 32);

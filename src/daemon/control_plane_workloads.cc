@@ -5,7 +5,7 @@
 
 #include "src/daemon/api_codec.h"
 #include "src/daemon/control_plane_impl.h"
-#include "src/daemon/json_fields.h"
+#include "tessera/api/json_fields.h"
 
 namespace tessera::daemon {
 
@@ -31,6 +31,8 @@ json WorkloadView(const store::WorkloadRecord& w) {
   if (request.contains("name")) out["name"] = request["name"];
   if (w.state == kPending || w.state == kRejected) out["wait_reason"] = w.wait_reason;
   if (w.state == kFailed && !w.wait_reason.empty()) out["reason"] = w.wait_reason;
+  if ((w.state == kCompleted || w.state == kFailed) && spec.contains("exit_code") && spec["exit_code"].is_number_integer())
+    out["exit_code"] = spec["exit_code"];
   if (w.start_ms) out["start_ms"] = *w.start_ms;
   if (!w.placement_json.empty()) {
     if (StatusOr<StoredPlacement> p = ParsePlacementJson(w.placement_json); p.ok() && !p->pods.empty()) {
@@ -389,9 +391,9 @@ HttpResponse ControlPlane::Impl::CancelWorkload(const HttpRequest& r, const Call
 HttpResponse ControlPlane::Impl::PatchWorkload(const HttpRequest& r, const Caller& c) {
   const std::string& raw = r.path_params.at("id");
   std::string field;
-  StatusOr<json> body = ParseJsonObject(r.body);
+  StatusOr<json> body = api::ParseJsonObject(r.body);
   if (!body.ok()) return ErrorResponse(body.status());
-  JsonFields f(*body, "", &field);
+  api::JsonFields f(*body, "", &field);
   if (Status st = f.OnlyKnown({"gpu_mem_mib", "gpu_milli", "priority"}); !st.ok()) return ErrorResponse(st, field);
   std::lock_guard<std::mutex> lock(mu);
   store::WorkloadRecord w;

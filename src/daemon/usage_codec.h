@@ -3,20 +3,10 @@
 // Pure functions; control_plane_usage.cc calls them, tests/fuzz/http_request_fuzzer.cc feeds
 // DecodeUsageBatch arbitrary bytes.
 //
-// Batch (what src/node/agent_usage.cc sends):
-//   {"samples": [{"tenant": "ml", "workload": "17", "gpu": "0", "model": "A100-80GB",
-//                 "partition": "share", "seq": 4, "start": 1793491200, "end": 1793491260,
-//                 "gpu_milli_s_allocated": 30000, "gpu_milli_s_used": 12000,
-//                 "memory_mib_s": 491520, "peak_memory_mib": 8192, "kernel_launches": 911,
-//                 "bytes_transferred": -1}, ...]}
-// Every field is required but bytes_transferred (default -1, unknown); fields this version does
-// not know are ignored (a newer agent's samples are not lost). A bad sample does not refuse the
-// batch: its UsageItem carries the error, which names the field:
-//   {"samples": [{"tenant": "ml", ..., "start": 60, "end": 60, ...}]}
-//     -> items[0].error INVALID_ARGUMENT "samples[0].end: 60 is not after start 60",
-//        items[0].field "samples[0].end"
-// The batch itself is refused when the body is not {"samples": [...]} (INVALID_ARGUMENT) or holds
-// more than `max_samples` samples (RESOURCE_EXHAUSTED: the handler answers 413).
+// Batch (what src/node/agent_usage.cc sends): the wire message and its codec are
+// api::DecodeUsageBatch (tessera/api/usage_wire.h: the format, which fields are required, the
+// rules a sample keeps, errors naming "samples[i].field"); DecodeUsageBatch here gives each
+// sample the URL's node as a store record.
 //
 // Times (GET /v1/usage?from=&to=): unix seconds ("1793491200") or RFC 3339
 // ("2026-11-01T00:00:00Z", "2026-11-01T01:00:00+01:00", fractions of a second truncated).
@@ -32,13 +22,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/api/usage_wire.h"
 #include "tessera/core/status.h"
 #include "tessera/metering/ledger.h"
 #include "tessera/store/store.h"
 
 namespace tessera::daemon {
 
-inline constexpr size_t kMaxUsageSamplesPerRequest = 2000;
+inline constexpr size_t kMaxUsageSamplesPerRequest = api::kMaxUsageSamplesPerRequest;
 
 // One sample of a batch: decoded (error OK) or refused (error names `field`, "samples[3].end").
 struct UsageItem {

@@ -1,6 +1,6 @@
 #include "src/daemon/workload_request.h"
 
-#include "src/daemon/json_fields.h"
+#include "tessera/api/json_fields.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@ using json = nlohmann::json;
 
 namespace {
 
-using Decoder = JsonFields;
+using Decoder = api::JsonFields;
 
 const std::map<std::string, partition::SharingModeKind>& ModeNames() {
   static const std::map<std::string, partition::SharingModeKind> names = {
@@ -86,7 +86,7 @@ Status CheckShape(const Decoder& d, const GpuModelCatalog& catalog, WorkloadRequ
 StatusOr<WorkloadRequest> DecodeWorkloadRequest(std::string_view body, const GpuModelCatalog& catalog,
                                                 std::string* bad_field) {
   if (bad_field) bad_field->clear();
-  TESSERA_ASSIGN_OR_RETURN(const json j, ParseJsonObject(body));
+  TESSERA_ASSIGN_OR_RETURN(const json j, api::ParseJsonObject(body));
   Decoder d(j, "", bad_field);
   for (const auto& [key, value] : j.items()) {
     if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields))

@@ -62,18 +62,7 @@ Status Agent::Register() {
 }
 
 Status Agent::Heartbeat(int64_t) {
-  json finished = json::array();
-  for (const Finished& f : finished_) {
-    json one = {{"id", f.id}, {"exit_code", f.exit_code}};
-    if (!f.reason.empty()) one["reason"] = f.reason;
-    finished.push_back(std::move(one));
-  }
-  json events = json::array();
-  for (const Event& e : events_) events.push_back({{"id", e.id}, {"kind", e.kind}, {"detail", e.detail}});
-  json body_json = json::object();
-  if (!finished.empty()) body_json["finished"] = finished;
-  if (!events.empty()) body_json["events"] = events;
-  const std::string body = body_json.empty() ? "" : body_json.dump();
+  const std::string body = api::EncodeHeartbeat({finished_, events_});
   const size_t events_sent = events_.size();
   TESSERA_ASSIGN_OR_RETURN(LinkResponse r, link_->Call("POST", "/v1/nodes/" + options_.name + "/heartbeat", body));
   if (r.status == 401 || r.status == 403) return internal::RefusedToken(r, "heartbeat");
@@ -83,7 +72,7 @@ Status Agent::Heartbeat(int64_t) {
     return Status::Ok();
   }
   if (r.status != 200) return UnavailableError("heartbeat: " + internal::ResponseMessage(r));
-  for (const Finished& f : finished_) {
+  for (const api::FinishedWorkload& f : finished_) {
     const int64_t id = f.id;
     auto w = held_.find(id);
     if (w != held_.end()) {

@@ -6,26 +6,18 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/api/node_wire.h"
 #include "tessera/core/status.h"
 #include "tessera/node/agent.h"
 
 namespace tessera::node::internal {
 
-// One workload of GET /v1/nodes/{name}/desired (docs/api.md), the pod on this node.
-struct DesiredWorkload {
-  int64_t id = 0;
-  std::string tenant;
-  std::string mode;  // "exclusive", "mig:3g.40gb", "fraction(500,2048MiB)", "mps(...)", ...
-  int gpu_milli = 1000;
-  int64_t gpu_mem_mib = 0;
-  int priority = 0;
-  std::vector<int> gpus;  // of this node's pod
-  int mig_start = -1;
-  std::string mig_profile;
-  std::vector<std::string> command;
-};
+// One workload of GET /v1/nodes/{name}/desired (docs/api.md; the wire message is the api
+// module's): the agent runs its first pod on this node (pods.front(), never empty).
+using DesiredWorkload = api::DesiredWorkload;
 
-// INVALID_ARGUMENT naming the field when the body is not the documented shape.
+// api::DecodeDesiredState's workloads; its INVALID_ARGUMENT (naming the field) prefixed with
+// "desired state: ".
 StatusOr<std::vector<DesiredWorkload>> ParseDesired(std::string_view body);
 
 // "whole", "share" or the MIG profile: the ledger's partition of a mode.

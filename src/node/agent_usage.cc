@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/node/agent_impl.h"
+#include "tessera/api/usage_wire.h"
 #include "tessera/node/agent.h"
 
 namespace tessera::node {
@@ -49,21 +50,21 @@ Status Agent::SampleUsage(int64_t now_ms) {
       const int64_t allocated = int64_t{w.gpu_milli} * span;
       // GPU time: 1 GPU-second = 1000 milli-GPU-seconds = 1e9 ns, so milli-seconds = ns / 1e6.
       const int64_t used_milli_s = std::min<int64_t>(static_cast<int64_t>(new_charged / 1'000'000), 1000 * span);
-      json sample = {{"tenant", w.tenant},
-                     {"workload", std::to_string(w.id)},
-                     {"gpu", std::to_string(w.gpu)},
-                     {"model", inventory_.gpus[static_cast<size_t>(w.gpu)].model},
-                     {"partition", w.partition},
-                     {"seq", w.next_seq},
-                     {"start", w.usage_from_s},
-                     {"end", end_s},
-                     {"gpu_milli_s_allocated", allocated},
-                     {"gpu_milli_s_used", used_milli_s},
-                     {"memory_mib_s", static_cast<int64_t>(used >> 20) * span},
-                     {"peak_memory_mib", static_cast<int64_t>(peak >> 20)},
-                     {"kernel_launches", static_cast<int64_t>(new_launches)},
-                     {"bytes_transferred", -1}};
-      outbox_.push_back(sample.dump());
+      const api::UsageSample sample{.tenant = w.tenant,
+                                    .workload = std::to_string(w.id),
+                                    .gpu = std::to_string(w.gpu),
+                                    .model = inventory_.gpus[static_cast<size_t>(w.gpu)].model,
+                                    .partition = w.partition,
+                                    .seq = w.next_seq,
+                                    .start_s = w.usage_from_s,
+                                    .end_s = end_s,
+                                    .gpu_milli_s_allocated = allocated,
+                                    .gpu_milli_s_used = used_milli_s,
+                                    .memory_mib_s = static_cast<int64_t>(used >> 20) * span,
+                                    .peak_memory_mib = static_cast<int64_t>(peak >> 20),
+                                    .kernel_launches = static_cast<int64_t>(new_launches),
+                                    .bytes_transferred = -1};
+      outbox_.push_back(api::EncodeUsageSample(sample));
       outbox_changed = true;
       ++w.next_seq;
       w.usage_from_s = end_s;
@@ -90,9 +91,7 @@ Status Agent::SampleUsage(int64_t now_ms) {
 
 Status Agent::SendUsage() {
   const size_t n = std::min(outbox_.size(), kMaxBatch);
-  std::string body = "{\"samples\":[";
-  for (size_t i = 0; i < n; ++i) body += (i ? "," : "") + outbox_[i];
-  body += "]}";
+  const std::string body = api::EncodeUsageBatch({outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(n)});
   TESSERA_ASSIGN_OR_RETURN(LinkResponse r, link_->Call("POST", "/v1/nodes/" + options_.name + "/usage", body));
   if (r.status == 401 || r.status == 403) return internal::RefusedToken(r, "usage");
   // Anything else keeps the samples for the next round (a 404 for an unknown node is the

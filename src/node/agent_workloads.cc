@@ -28,75 +28,10 @@ using nlohmann::json;
 
 namespace internal {
 
-namespace {
-
-StatusOr<int64_t> IntField(const json& j, const std::string& at, const char* key, int64_t lo, int64_t hi,
-                           std::optional<int64_t> fallback) {
-  if (!j.contains(key)) {
-    if (fallback) return *fallback;
-    return InvalidArgumentError("desired state: " + at + key + ": missing");
-  }
-  const json& v = j[key];
-  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
-    return InvalidArgumentError("desired state: " + at + key + ": expected an integer " + std::to_string(lo) +
-                                ".." + std::to_string(hi));
-  return v.get<int64_t>();
-}
-
-StatusOr<std::string> StrField(const json& j, const std::string& at, const char* key, bool required) {
-  if (!j.contains(key)) {
-    if (!required) return std::string();
-    return InvalidArgumentError("desired state: " + at + key + ": missing");
-  }
-  if (!j[key].is_string()) return InvalidArgumentError("desired state: " + at + key + ": expected a string");
-  return j[key].get<std::string>();
-}
-
-}  // namespace
-
 StatusOr<std::vector<DesiredWorkload>> ParseDesired(std::string_view body) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgumentError("desired state: not a JSON object");
-  if (!j.contains("workloads") || !j["workloads"].is_array())
-    return InvalidArgumentError("desired state: workloads: expected an array");
-  std::vector<DesiredWorkload> out;
-  const json& list = j["workloads"];
-  for (size_t i = 0; i < list.size(); ++i) {
-    const std::string at = "workloads[" + std::to_string(i) + "].";
-    const json& w = list[i];
-    if (!w.is_object()) return InvalidArgumentError("desired state: " + at + ": expected an object");
-    DesiredWorkload d;
-    TESSERA_ASSIGN_OR_RETURN(d.id, IntField(w, at, "id", 1, INT64_MAX, std::nullopt));
-    TESSERA_ASSIGN_OR_RETURN(d.tenant, StrField(w, at, "tenant", true));
-    TESSERA_ASSIGN_OR_RETURN(d.mode, StrField(w, at, "mode", true));
-    TESSERA_ASSIGN_OR_RETURN(const int64_t milli, IntField(w, at, "gpu_milli", 1, 1000, 1000));
-    d.gpu_milli = static_cast<int>(milli);
-    TESSERA_ASSIGN_OR_RETURN(d.gpu_mem_mib, IntField(w, at, "gpu_mem_mib", 0, int64_t{1} << 31, 0));
-    TESSERA_ASSIGN_OR_RETURN(const int64_t priority, IntField(w, at, "priority", -1000, 1000, 0));
-    d.priority = static_cast<int>(priority);
-    TESSERA_ASSIGN_OR_RETURN(d.mig_profile, StrField(w, at, "mig_profile", false));
-    if (!w.contains("pods") || !w["pods"].is_array() || w["pods"].empty() || !w["pods"][0].is_object())
-      return InvalidArgumentError("desired state: " + at + "pods: expected a non-empty array of objects");
-    const json& pod = w["pods"][0];
-    if (!pod.contains("gpus") || !pod["gpus"].is_array() || pod["gpus"].empty())
-      return InvalidArgumentError("desired state: " + at + "pods[0].gpus: expected a non-empty array");
-    for (const json& g : pod["gpus"]) {
-      if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() >= enforce::kMaxGpus)
-        return InvalidArgumentError("desired state: " + at + "pods[0].gpus: GPU indexes are 0..15");
-      d.gpus.push_back(g.get<int>());
-    }
-    TESSERA_ASSIGN_OR_RETURN(const int64_t mig_start, IntField(pod, at + "pods[0].", "mig_start", -1, 7, -1));
-    d.mig_start = static_cast<int>(mig_start);
-    if (w.contains("command")) {
-      if (!w["command"].is_array()) return InvalidArgumentError("desired state: " + at + "command: expected an array");
-      for (const json& a : w["command"]) {
-        if (!a.is_string()) return InvalidArgumentError("desired state: " + at + "command: expected strings");
-        d.command.push_back(a.get<std::string>());
-      }
-    }
-    out.push_back(std::move(d));
-  }
-  return out;
+  StatusOr<api::DesiredState> desired = api::DecodeDesiredState(body, nullptr);
+  if (!desired.ok()) return desired.status().WithPrefix("desired state");
+  return std::move(desired->workloads);
 }
 
 std::string PartitionOf(const DesiredWorkload& d) {
@@ -230,7 +165,8 @@ Status Agent::SaveWorkload(const HeldWorkload& w) const {
 }
 
 Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
-  const int gpu = d.gpus.front();
+  const std::vector<int>& gpus = d.pods.front().gpus;  // the decoder refuses an empty list
+  const int gpu = gpus.front();
   if (gpu >= static_cast<int>(inventory_.gpus.size()))
     return FailedPreconditionError("placed on GPU " + std::to_string(gpu) + ", which this node does not have");
   const uint64_t mem_bytes = static_cast<uint64_t>(d.gpu_mem_mib > 0 ? d.gpu_mem_mib : inventory_.gpus[gpu].memory_mib)
@@ -288,10 +224,10 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
   }
   EnsureArbiter(gpu);
   (void)::unlink(internal::ExitFile(AgentDir(), w.id).c_str());
-  if (d.gpus.size() > 1 && !w.command.empty()) {
+  if (gpus.size() > 1 && !w.command.empty()) {
     // The shim enforces one GPU per process today; a multi-GPU pod is not run rather than run
     // unlimited on its other GPUs.
-    Log("workload " + std::to_string(d.id) + ": pods of " + std::to_string(d.gpus.size()) +
+    Log("workload " + std::to_string(d.id) + ": pods of " + std::to_string(gpus.size()) +
         " GPUs are not run under the shim yet; reported as failed (exit code 126)");
     w.ended = true;
     w.exit_code = 126;

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 
 #include "tessera/enforce/segment.h"
 
@@ -43,17 +42,8 @@ StatusOr<Inventory> DiscoverInventory(const enforce::NvmlApi& nvml, const GpuMod
 }
 
 std::string InventoryJson(const Inventory& inventory, std::string_view agent_id) {
-  nlohmann::json gpus = nlohmann::json::array();
-  for (const InventoryGpu& g : inventory.gpus) {
-    gpus.push_back({{"index", g.index},
-                    {"uuid", g.uuid},
-                    {"model", g.model},
-                    {"memory_mib", g.memory_mib},
-                    {"mig_enabled", g.mig_enabled}});
-  }
-  nlohmann::json body = {{"cpu_milli", inventory.cpu_milli}, {"memory_mib", inventory.memory_mib}, {"gpus", gpus}};
-  if (!agent_id.empty()) body["agent_id"] = std::string(agent_id);
-  return body.dump();
+  return api::EncodeNodeInventory(
+      {inventory.cpu_milli, inventory.memory_mib, inventory.gpus, std::string(agent_id), ""});
 }
 
 StatusOr<std::string> FakeNvmlConfig(const std::string& fake_gpus, const GpuModelCatalog& catalog) {

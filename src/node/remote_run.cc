@@ -27,15 +27,11 @@ bool Follow(const std::string& path, std::streamoff* offset, const RemoteRunOpti
   return true;
 }
 
+// The command's exit code from the view's "exit_code" (present once the node reported the end).
 std::optional<int> ExitCodeOf(const json& view) {
-  if (!view.contains("events") || !view["events"].is_array()) return std::nullopt;
-  for (const json& e : view["events"]) {
-    if (!e.is_object() || e.value("kind", "") != "finished") continue;
-    const std::string detail = e.value("detail", "");
-    const size_t at = detail.rfind("exit code ");
-    if (at != std::string::npos) return std::atoi(detail.c_str() + at + 10);
-  }
-  return std::nullopt;
+  auto it = view.find("exit_code");
+  if (it == view.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int>();
 }
 
 }  // namespace

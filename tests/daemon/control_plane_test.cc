@@ -398,6 +398,9 @@ TEST_F(ControlPlaneTest, TheAgentsBackstopEventsAndAViolatedLimitEndReachTheWork
   EXPECT_EQ(w["events"].back()["detail"], "exit code 0 (violated_limit)");
   EXPECT_EQ(Workload(other, user)["state"], "failed");
   EXPECT_FALSE(Workload(other, user).contains("reason"));
+  // The exit code is a field of the view (tessera run --server reads it there).
+  EXPECT_EQ(w["exit_code"], 0);
+  EXPECT_EQ(Workload(other, user)["exit_code"], 1);
   // Anything else is refused naming the field.
   HttpResponse bad = Call("POST", "/v1/nodes/n1/heartbeat",
                           json{{"finished", {{{"id", id}, {"exit_code", 1}, {"reason", "oom"}}}}}.dump(), agent);

@@ -13,7 +13,10 @@
 // RESOURCE_EXHAUSTED (too many samples); each sample it refuses names a field of that sample,
 // and each it accepts keeps the rules (end after start, quantities >= 0, used <= allocated <=
 // one GPU) and goes through the metering ledger (Check then Ingest agree); the query's
-// from/to go through the usage time parser (refused only with INVALID_ARGUMENT).
+// from/to go through the usage time parser (refused only with INVALID_ARGUMENT). The body also
+// goes through every node-agent decoder of the api module (inventory, heartbeat and its answer,
+// register answer, desired state): refused only with INVALID_ARGUMENT, and what one accepts
+// survives Encode then Decode unchanged.
 //
 // Build and run: tests/fuzz/run.sh [seconds].
 #include <cstdint>
@@ -27,6 +30,7 @@
 #include "src/daemon/usage_codec.h"
 #include "src/daemon/workload_request.h"
 #include "src/daemon/workload_shape.h"
+#include "tessera/api/node_wire.h"
 #include "tessera/core/gpu_model.h"
 
 namespace {
@@ -87,6 +91,26 @@ void CheckUsage(const tessera::daemon::HttpRequest& req) {
   }
 }
 
+// The node-agent messages (tessera/api/node_wire.h): each decoder refuses only with
+// INVALID_ARGUMENT, and what it accepts survives its own encoding (Decode(Encode(x)) == x).
+void CheckNodeWire(const std::string& body) {
+  namespace api = tessera::api;
+  std::string field;
+  const auto round_trip = [&](auto decoded, auto encode, auto decode) {
+    if (!decoded.ok()) {
+      if (decoded.status().code() != tessera::StatusCode::kInvalidArgument) std::abort();
+      return;
+    }
+    auto again = decode(encode(*decoded), &field);
+    if (!again.ok() || !(*again == *decoded)) std::abort();
+  };
+  round_trip(api::DecodeNodeInventory(body, &field), api::EncodeNodeInventory, api::DecodeNodeInventory);
+  round_trip(api::DecodeHeartbeat(body, &field), api::EncodeHeartbeat, api::DecodeHeartbeat);
+  round_trip(api::DecodeHeartbeatAnswer(body, &field), api::EncodeHeartbeatAnswer, api::DecodeHeartbeatAnswer);
+  round_trip(api::DecodeRegisterAnswer(body, &field), api::EncodeRegisterAnswer, api::DecodeRegisterAnswer);
+  round_trip(api::DecodeDesiredState(body, &field), api::EncodeDesiredState, api::DecodeDesiredState);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -129,6 +153,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   only_invalid(inventory.status());
   if (inventory.ok() && (inventory->spec.gpu_count < 0 || inventory->spec.gpu_count > 16)) std::abort();
   CheckUsage(*req);
+  CheckNodeWire(req->body);
   const tessera::daemon::HttpResponse res = Server().Handle(*req);
   if (res.status != 200 && res.status != 400 && res.status != 404 && res.status != 405) std::abort();
   if (!nlohmann::json::accept(res.body)) std::abort();

@@ -95,6 +95,7 @@ TEST(RemoteRun, A429ToTheSubmitIsUnavailableNotABadRequest) {
 const LinkResponse kRunning{200, R"({"id": 5, "state": "running", "mode": "exclusive",
                                      "placement": {"node": "gpu-7", "gpus": [0]}})"};
 const LinkResponse kCompleted{200, R"({"id": 5, "state": "completed", "placement": {"node": "gpu-7", "gpus": [0]},
+                                       "exit_code": 0,
                                        "events": [{"kind": "finished", "detail": "exit code 0"}]})"};
 
 // A run directory of its own, removed afterwards.
@@ -165,6 +166,23 @@ TEST(RemoteRun, OutputThatIsHereIsStreamedWithoutANote) {
   EXPECT_EQ(output, "epoch 1\n");
   EXPECT_THAT(events, ElementsAre("workload 5 submitted", "workload 5 running on gpu-7 GPU [0] (exclusive)",
                                   "workload 5 completed (exit code 0)"));
+}
+
+// The exit code is the view's "exit_code" field, not a number read out of an event's text (the
+// text here says 9 on purpose: the code before this field returned 9).
+TEST(RemoteRun, TheExitCodeIsTheViewsField) {
+  ScriptedLink link;
+  link.script = {kCreated, LinkResponse{200, R"({"id": 5, "state": "failed", "exit_code": 3,
+                                                 "events": [{"kind": "finished", "detail": "exit code 9"}]})"}};
+  StatusOr<RemoteRunResult> r = RemoteRun(link, "{}", RemoteRunOptions{.poll_ms = 1});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->state, "failed");
+  EXPECT_EQ(r->exit_code, 3);
+  // Without the field (a control plane that never heard the end): 1 for failed.
+  link.script = {kCreated, LinkResponse{200, R"({"id": 5, "state": "failed"})"}};
+  r = RemoteRun(link, "{}", RemoteRunOptions{.poll_ms = 1});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->exit_code, 1);
 }
 
 }  // namespace

@@ -81,6 +81,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/api/node_wire.h"
 #include "tessera/core/status.h"
 #include "tessera/enforce/nvml.h"
 #include "tessera/node/inventory.h"
@@ -89,7 +90,7 @@
 namespace tessera::node {
 
 namespace internal {
-struct DesiredWorkload;
+using DesiredWorkload = api::DesiredWorkload;  // one workload of the desired state (agent_impl.h)
 }
 
 struct LinkResponse {
@@ -226,17 +227,8 @@ class Agent {
   // The end of the last usage sample of workloads that left this node (in memory): a workload
   // placed here again within the same second starts its usage there, never overlapping.
   std::map<int64_t, int64_t> released_usage_end_s_;
-  struct Finished {
-    int64_t id = 0;
-    int exit_code = 0;
-    std::string reason;  // "" or "violated_limit"
-  };
-  struct Event {
-    int64_t id = 0;
-    std::string kind, detail;
-  };
-  std::vector<Finished> finished_;  // reported until acknowledged
-  std::vector<Event> events_;       // reported until acknowledged (in memory)
+  std::vector<api::FinishedWorkload> finished_;  // reported until acknowledged
+  std::vector<api::AgentEvent> events_;          // reported until acknowledged (in memory)
   int64_t next_backstop_ms_ = 0;
   std::set<int64_t> over_limit_;     // workloads reported over their limit (report mode)
   std::set<uint32_t> unknown_seen_;  // processes of no workload already reported

@@ -20,20 +20,15 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/api/node_wire.h"
 #include "tessera/core/gpu_model.h"
 #include "tessera/core/status.h"
 #include "tessera/enforce/nvml.h"
 
 namespace tessera::node {
 
-struct InventoryGpu {
-  int index = 0;
-  std::string uuid;
-  std::string model;  // catalog name ("H100-80GB")
-  int64_t memory_mib = 0;
-  bool mig_enabled = false;
-  friend bool operator==(const InventoryGpu&, const InventoryGpu&) = default;
-};
+// One GPU as registered: the wire contract's (model: the catalog name, "H100-80GB").
+using InventoryGpu = api::InventoryGpu;
 
 struct Inventory {
   int64_t cpu_milli = 0;
@@ -45,8 +40,9 @@ struct Inventory {
 // The GPUs from NVML (Init done by the caller) and this machine's CPUs and memory (sysconf).
 StatusOr<Inventory> DiscoverInventory(const enforce::NvmlApi& nvml, const GpuModelCatalog& catalog);
 
-// The register body (see above), with "agent_id" when `agent_id` is not empty (the agent's
-// instance id: the control plane tells a restart of the node's agent from a second agent by it).
+// The register body (see above; api::EncodeNodeInventory), with "agent_id" when `agent_id` is not
+// empty (the agent's instance id: the control plane tells a restart of the node's agent from a
+// second agent by it).
 std::string InventoryJson(const Inventory& inventory, std::string_view agent_id = "");
 
 // `--fake-gpus H100-80GB:2,A100-40GB:4` (MODEL:COUNT[:mig], COUNT 1..16) as the fake NVML's

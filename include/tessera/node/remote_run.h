@@ -13,7 +13,7 @@
 // "gpu_mem_mib": 2048, "qos": "Burstable", "command": ["./train"]})", options) posts it (201
 // {"id": 12, "state": "pending"}), reports "workload 12 submitted", "workload 12 running on n1
 // GPU [0] (fraction(500,2048MiB))", streams ./train's output, and returns {id 12, "completed",
-// exit_code 0} once GET /v1/workloads/12 says completed (the event "finished: exit code 0").
+// exit_code 0} once GET /v1/workloads/12 says completed with "exit_code": 0.
 // A workload the control plane refuses (4xx) is INVALID_ARGUMENT / FAILED_PRECONDITION with its
 // message; one cancelled by someone else ends with exit code 1 and state "cancelled".
 // The link's client retries 429/503 answers itself (daemon::ApiClient); a call it stopped

@@ -1,9 +1,9 @@
-#include "src/daemon/json_fields.h"
+#include "tessera/api/json_fields.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace tessera::daemon {
+namespace tessera::api {
 
 using json = nlohmann::json;
 
@@ -125,4 +125,21 @@ StatusOr<json> JsonFields::Array(const std::string& field) const {
   return *it;
 }
 
-}  // namespace tessera::daemon
+StatusOr<std::vector<std::string>> JsonFields::Strings(const std::string& field) const {
+  TESSERA_ASSIGN_OR_RETURN(const json list, Array(field));
+  std::vector<std::string> out;
+  out.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_string())
+      return Fail(field + "[" + std::to_string(i) + "]", "expected a string, got " + JsonTypeName(list[i]));
+    out.push_back(list[i].get<std::string>());
+  }
+  return out;
+}
+
+StatusOr<JsonFields> JsonFields::Nested(const json& v, const std::string& field) const {
+  if (!v.is_object()) return Fail(field, "expected an object, got " + JsonTypeName(v));
+  return JsonFields(v, prefix_ + field + ".", bad_field_);
+}
+
+}  // namespace tessera::api

@@ -1,5 +1,8 @@
-// Reading the API's JSON bodies field by field, with errors that name the field: the shared
-// part of every request decoder of `tessera serve` (workloads, tenants, tokens, nodes).
+// Reading JSON bodies field by field, with errors that name the field: the one field reader of
+// the wire contract. The api module's codecs (node_wire.h, usage_wire.h) and the daemon's
+// request decoders (workloads, tenants, tokens) use it; nothing else reads a peer's JSON.
+// nlohmann::json appears in this header's signatures (the project's one JSON library); the typed
+// codecs of this module take and give strings and structs only.
 //
 //   StatusOr<nlohmann::json> j = ParseJsonObject(R"({"name": "a", "weight": "2"})");
 //   JsonFields f(*j, "quota.", &bad_field);       // field names in messages get the prefix
@@ -15,12 +18,13 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/status.h"
 
-namespace tessera::daemon {
+namespace tessera::api {
 
 // The body as a JSON object. INVALID_ARGUMENT "the body is not JSON (error at character N,
 // counting from 1)" or "the body must be a JSON object".
@@ -55,6 +59,12 @@ class JsonFields {
   StatusOr<nlohmann::json> Object(const std::string& field) const;
   // The array at `field` (an empty array when absent).
   StatusOr<nlohmann::json> Array(const std::string& field) const;
+  // The array of strings at `field` (empty when absent); elements may be empty strings (a
+  // command's argument may be). A non-string element is refused naming "field[i]".
+  StatusOr<std::vector<std::string>> Strings(const std::string& field) const;
+  // A reader of the object `v` found at `field` ("gpus[2]"), whose messages are prefixed
+  // "<prefix><field>."; INVALID_ARGUMENT "field: expected an object, got ..." when it is not one.
+  StatusOr<JsonFields> Nested(const nlohmann::json& v, const std::string& field) const;
 
   const std::string& prefix() const { return prefix_; }
   std::string* bad_field() const { return bad_field_; }
@@ -65,4 +75,4 @@ class JsonFields {
   std::string* bad_field_;
 };
 
-}  // namespace tessera::daemon
+}  // namespace tessera::api

@@ -1,0 +1,142 @@
+// The node-agent half of the wire contract (docs/api.md, "Nodes"): what `tessera agent` sends to
+// `tessera serve` and what it gets back, one typed message and one strict codec each. The
+// control plane (src/daemon/control_plane_nodes.cc) and the agent (src/node/agent*.cc) both use
+// these, so the format is written once. Decoders refuse what the contract does not have: an
+// unknown field, a wrong type or a value out of range is INVALID_ARGUMENT whose message starts
+// with the field's path, which `bad_field` (may be null) also receives:
+//
+//   DecodeHeartbeat(R"({"finished": [{"id": 7, "exit_kode": 1}]})", &f)
+//     -> "finished[0].exit_kode: unknown field (known: id, exit_code, reason)", f == "finished[0].exit_kode"
+//
+// Worked example (a round of one agent with one workload on GPU 1 that ends with code 3):
+//   register  EncodeNodeInventory({16000, 131072, {{0, "GPU-a", "A100-40GB", 40960, false},
+//                                                  {1, "GPU-b", "A100-40GB", 40960, false}}, "9f…"})
+//     = {"agent_id":"9f…","cpu_milli":16000,"gpus":[{"index":0,"memory_mib":40960,"mig_enabled":false,
+//        "model":"A100-40GB","uuid":"GPU-a"},…],"memory_mib":131072}
+//   desired   {"node":"n1","state":"ready","workloads":[{"gpu_mem_mib":2048,"gpu_milli":500,"id":7,
+//              "mode":"fraction(500,2048MiB)","pods":[{"gpus":[1]}],"priority":0,"tenant":"ml"}]}
+//             -> DesiredState{.workloads = {{.id = 7, .gpu_milli = 500, .pods = {{.gpus = {1}}}, ...}}}
+//   heartbeat EncodeHeartbeat({.finished = {{7, 3, ""}}}) = {"finished":[{"exit_code":3,"id":7}]}
+//   answer    {"ignored":[],"node":"n1","state":"ready"}
+// Encoders write keys in sorted order (nlohmann's objects), so Decode(Encode(x)) == x and
+// Encode(Decode(Encode(x))) is the same bytes: the control plane stores the canonical inventory
+// and compares it byte for byte when an agent registers again.
+//
+// What the wire itself cannot check stays with the caller: whether a GPU model is in the catalog
+// and a node holds one model (the daemon), whether a GPU index exists on this node (the agent).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/core/status.h"
+
+namespace tessera::api {
+
+inline constexpr int kMaxGpusPerNode = 16;
+// The one end reason and the one agent event kind (the NVML backstop killed or found a workload
+// over its memory limit).
+inline constexpr std::string_view kViolatedLimit = "violated_limit";
+
+// --- POST /v1/nodes/{name}/register ---------------------------------------------------------
+struct InventoryGpu {
+  int index = 0;  // NVML index; gpus[i].index == i
+  std::string uuid;   // optional (left out when empty)
+  std::string model;  // a catalog name or an NVML device name (the daemon canonicalises it)
+  int64_t memory_mib = 0;
+  bool mig_enabled = false;
+  friend bool operator==(const InventoryGpu&, const InventoryGpu&) = default;
+};
+
+struct NodeInventory {
+  int64_t cpu_milli = 0;   // required, 0..2^40
+  int64_t memory_mib = 0;  // required, 0..2^40
+  std::vector<InventoryGpu> gpus;  // at most 16
+  std::string agent_id;       // optional (1..64 characters): the agent's instance id
+  std::string agent_version;  // optional (1..64 characters)
+  friend bool operator==(const NodeInventory&, const NodeInventory&) = default;
+};
+
+std::string EncodeNodeInventory(const NodeInventory& inventory);
+StatusOr<NodeInventory> DecodeNodeInventory(std::string_view body, std::string* bad_field);
+
+// The answer to register: {"node", "state"}.
+struct RegisterAnswer {
+  std::string node;
+  std::string state;  // "ready" or "cordoned"
+  friend bool operator==(const RegisterAnswer&, const RegisterAnswer&) = default;
+};
+std::string EncodeRegisterAnswer(const RegisterAnswer& answer);
+StatusOr<RegisterAnswer> DecodeRegisterAnswer(std::string_view body, std::string* bad_field);
+
+// --- POST /v1/nodes/{name}/heartbeat --------------------------------------------------------
+struct FinishedWorkload {
+  int64_t id = 0;         // >= 1
+  int64_t exit_code = 0;  // -255..255; -1: unknown (the agent lost the process)
+  std::string reason;     // "" or kViolatedLimit
+  friend bool operator==(const FinishedWorkload&, const FinishedWorkload&) = default;
+};
+
+struct AgentEvent {
+  int64_t id = 0;      // the workload, >= 1
+  std::string kind;    // kViolatedLimit
+  std::string detail;  // up to 1,000 characters
+  friend bool operator==(const AgentEvent&, const AgentEvent&) = default;
+};
+
+struct Heartbeat {
+  std::vector<FinishedWorkload> finished;
+  std::vector<AgentEvent> events;
+  bool empty() const { return finished.empty() && events.empty(); }
+  friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
+};
+
+// The body is optional: an empty heartbeat encodes as "" and "" decodes as an empty one.
+std::string EncodeHeartbeat(const Heartbeat& heartbeat);
+StatusOr<Heartbeat> DecodeHeartbeat(std::string_view body, std::string* bad_field);
+
+// The answer: {"node", "state", "ignored": [ids reported that do not run on the node]}.
+struct HeartbeatAnswer {
+  std::string node;
+  std::string state;
+  std::vector<int64_t> ignored;
+  friend bool operator==(const HeartbeatAnswer&, const HeartbeatAnswer&) = default;
+};
+std::string EncodeHeartbeatAnswer(const HeartbeatAnswer& answer);
+StatusOr<HeartbeatAnswer> DecodeHeartbeatAnswer(std::string_view body, std::string* bad_field);
+
+// --- GET /v1/nodes/{name}/desired -----------------------------------------------------------
+struct DesiredPod {
+  std::vector<int> gpus;  // 1..16 indexes, each 0..15
+  int mig_start = -1;     // the MIG instance's first slice, -1 for none (omitted then)
+  friend bool operator==(const DesiredPod&, const DesiredPod&) = default;
+};
+
+struct DesiredWorkload {
+  int64_t id = 0;  // >= 1
+  std::string tenant;
+  std::string mode;  // "exclusive", "mig:3g.40gb", "fraction(500,2048MiB)", "mps(...)", ...
+  int gpu_milli = 1000;     // 1..1000
+  int64_t gpu_mem_mib = 0;  // 0: the whole GPU's memory
+  int priority = 0;         // -1000..1000
+  std::string mig_profile;  // omitted when empty
+  std::vector<std::string> command;  // omitted when empty (a slot with no process)
+  std::vector<DesiredPod> pods;      // this node's pods, at least one
+  friend bool operator==(const DesiredWorkload&, const DesiredWorkload&) = default;
+};
+
+struct DesiredState {
+  std::string node;   // optional (left out when empty)
+  std::string state;  // optional (left out when empty)
+  std::vector<DesiredWorkload> workloads;  // required (may be empty)
+  friend bool operator==(const DesiredState&, const DesiredState&) = default;
+};
+
+std::string EncodeDesiredState(const DesiredState& state);
+StatusOr<DesiredState> DecodeDesiredState(std::string_view body, std::string* bad_field);
+
+}  // namespace tessera::api

@@ -1,0 +1,255 @@
+#include "tessera/api/node_wire.h"
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/api/json_fields.h"
+
+namespace tessera::api {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string At(const char* list, size_t i) { return std::string(list) + "[" + std::to_string(i) + "]"; }
+
+// Parses `body` and checks its top-level fields; the decoders below go on from there.
+StatusOr<json> ParseWith(std::string_view body, std::string* bad_field) {
+  if (bad_field) bad_field->clear();
+  return ParseJsonObject(body);
+}
+
+}  // namespace
+
+// --- register -------------------------------------------------------------------------------
+
+std::string EncodeNodeInventory(const NodeInventory& inv) {
+  json gpus = json::array();
+  for (const InventoryGpu& g : inv.gpus) {
+    json one = {{"index", g.index}, {"model", g.model}, {"memory_mib", g.memory_mib}, {"mig_enabled", g.mig_enabled}};
+    if (!g.uuid.empty()) one["uuid"] = g.uuid;  // optional: an empty one would not decode
+    gpus.push_back(std::move(one));
+  }
+  json body = {{"cpu_milli", inv.cpu_milli}, {"memory_mib", inv.memory_mib}, {"gpus", gpus}};
+  if (!inv.agent_id.empty()) body["agent_id"] = inv.agent_id;
+  if (!inv.agent_version.empty()) body["agent_version"] = inv.agent_version;
+  return body.dump();
+}
+
+StatusOr<NodeInventory> DecodeNodeInventory(std::string_view body, std::string* bad_field) {
+  TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
+  JsonFields f(j, "", bad_field);
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"cpu_milli", "memory_mib", "gpus", "agent_version", "agent_id"}));
+  TESSERA_RETURN_IF_ERROR(f.Require("cpu_milli"));
+  TESSERA_RETURN_IF_ERROR(f.Require("memory_mib"));
+  NodeInventory out;
+  TESSERA_ASSIGN_OR_RETURN(out.cpu_milli, f.Int("cpu_milli", 0, int64_t{1} << 40, 0));
+  TESSERA_ASSIGN_OR_RETURN(out.memory_mib, f.Int("memory_mib", 0, int64_t{1} << 40, 0));
+  TESSERA_ASSIGN_OR_RETURN(out.agent_id, f.Str("agent_id", 64));
+  TESSERA_ASSIGN_OR_RETURN(out.agent_version, f.Str("agent_version", 64));
+  TESSERA_ASSIGN_OR_RETURN(const json gpus, f.Array("gpus"));
+  if (gpus.size() > static_cast<size_t>(kMaxGpusPerNode))
+    return f.Fail("gpus", std::to_string(gpus.size()) + " GPUs; a node has at most 16");
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(const JsonFields g, f.Nested(gpus[i], At("gpus", i)));
+    TESSERA_RETURN_IF_ERROR(g.OnlyKnown({"index", "uuid", "model", "memory_mib", "mig_enabled"}));
+    TESSERA_RETURN_IF_ERROR(g.Require("model"));
+    InventoryGpu gpu;
+    TESSERA_ASSIGN_OR_RETURN(const int64_t index, g.Int("index", 0, kMaxGpusPerNode - 1, static_cast<int64_t>(i)));
+    if (index != static_cast<int64_t>(i))
+      return g.Fail("index", "GPUs are listed by index from 0 (expected " + std::to_string(i) + ")");
+    gpu.index = static_cast<int>(index);
+    TESSERA_ASSIGN_OR_RETURN(gpu.uuid, g.Str("uuid", 96));
+    TESSERA_ASSIGN_OR_RETURN(gpu.model, g.Str("model", 128));
+    TESSERA_ASSIGN_OR_RETURN(gpu.memory_mib, g.Int("memory_mib", 0, int64_t{1} << 24, 0));
+    TESSERA_ASSIGN_OR_RETURN(gpu.mig_enabled, g.Bool("mig_enabled", false));
+    out.gpus.push_back(std::move(gpu));
+  }
+  return out;
+}
+
+std::string EncodeRegisterAnswer(const RegisterAnswer& a) { return json{{"node", a.node}, {"state", a.state}}.dump(); }
+
+StatusOr<RegisterAnswer> DecodeRegisterAnswer(std::string_view body, std::string* bad_field) {
+  TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
+  JsonFields f(j, "", bad_field);
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"node", "state"}));
+  TESSERA_RETURN_IF_ERROR(f.Require("node"));
+  TESSERA_RETURN_IF_ERROR(f.Require("state"));
+  RegisterAnswer out;
+  TESSERA_ASSIGN_OR_RETURN(out.node, f.Str("node", 253));
+  TESSERA_ASSIGN_OR_RETURN(out.state, f.Str("state", 32));
+  return out;
+}
+
+// --- heartbeat ------------------------------------------------------------------------------
+
+std::string EncodeHeartbeat(const Heartbeat& h) {
+  if (h.empty()) return "";
+  json body = json::object();
+  if (!h.finished.empty()) {
+    json list = json::array();
+    for (const FinishedWorkload& f : h.finished) {
+      json one = {{"id", f.id}, {"exit_code", f.exit_code}};
+      if (!f.reason.empty()) one["reason"] = f.reason;
+      list.push_back(std::move(one));
+    }
+    body["finished"] = std::move(list);
+  }
+  if (!h.events.empty()) {
+    json list = json::array();
+    for (const AgentEvent& e : h.events) {
+      json one = {{"id", e.id}, {"kind", e.kind}};
+      if (!e.detail.empty()) one["detail"] = e.detail;
+      list.push_back(std::move(one));
+    }
+    body["events"] = std::move(list);
+  }
+  return body.dump();
+}
+
+StatusOr<Heartbeat> DecodeHeartbeat(std::string_view body, std::string* bad_field) {
+  if (bad_field) bad_field->clear();
+  Heartbeat out;
+  if (body.empty()) return out;
+  TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
+  JsonFields f(j, "", bad_field);
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"finished", "events"}));
+  TESSERA_ASSIGN_OR_RETURN(const json finished, f.Array("finished"));
+  TESSERA_ASSIGN_OR_RETURN(const json events, f.Array("events"));
+  for (size_t i = 0; i < events.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(const JsonFields g, f.Nested(events[i], At("events", i)));
+    TESSERA_RETURN_IF_ERROR(g.OnlyKnown({"id", "kind", "detail"}));
+    TESSERA_RETURN_IF_ERROR(g.Require("id"));
+    TESSERA_RETURN_IF_ERROR(g.Require("kind"));
+    AgentEvent e;
+    TESSERA_ASSIGN_OR_RETURN(e.id, g.Int("id", 1, INT64_MAX, 0));
+    TESSERA_ASSIGN_OR_RETURN(e.kind, g.Str("kind", 64));
+    if (e.kind != kViolatedLimit) return g.Fail("kind", "'" + e.kind + "' is not an agent event (violated_limit)");
+    TESSERA_ASSIGN_OR_RETURN(e.detail, g.Str("detail", 1000));
+    out.events.push_back(std::move(e));
+  }
+  for (size_t i = 0; i < finished.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(const JsonFields g, f.Nested(finished[i], At("finished", i)));
+    TESSERA_RETURN_IF_ERROR(g.OnlyKnown({"id", "exit_code", "reason"}));
+    TESSERA_RETURN_IF_ERROR(g.Require("id"));
+    FinishedWorkload x;
+    TESSERA_ASSIGN_OR_RETURN(x.id, g.Int("id", 1, INT64_MAX, 0));
+    TESSERA_ASSIGN_OR_RETURN(x.exit_code, g.Int("exit_code", -255, 255, 0));
+    TESSERA_ASSIGN_OR_RETURN(x.reason, g.Str("reason", 64));
+    if (!x.reason.empty() && x.reason != kViolatedLimit)
+      return g.Fail("reason", "'" + x.reason + "' is not an end reason (violated_limit)");
+    out.finished.push_back(std::move(x));
+  }
+  return out;
+}
+
+std::string EncodeHeartbeatAnswer(const HeartbeatAnswer& a) {
+  return json{{"node", a.node}, {"state", a.state}, {"ignored", a.ignored}}.dump();
+}
+
+StatusOr<HeartbeatAnswer> DecodeHeartbeatAnswer(std::string_view body, std::string* bad_field) {
+  TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
+  JsonFields f(j, "", bad_field);
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"node", "state", "ignored"}));
+  TESSERA_RETURN_IF_ERROR(f.Require("node"));
+  TESSERA_RETURN_IF_ERROR(f.Require("state"));
+  HeartbeatAnswer out;
+  TESSERA_ASSIGN_OR_RETURN(out.node, f.Str("node", 253));
+  TESSERA_ASSIGN_OR_RETURN(out.state, f.Str("state", 32));
+  TESSERA_ASSIGN_OR_RETURN(const json ignored, f.Array("ignored"));
+  for (size_t i = 0; i < ignored.size(); ++i) {
+    if (!ignored[i].is_number_integer() || ignored[i].get<int64_t>() < 1)
+      return f.Fail(At("ignored", i), "expected a workload id (an integer >= 1), got " + ignored[i].dump());
+    out.ignored.push_back(ignored[i].get<int64_t>());
+  }
+  return out;
+}
+
+// --- desired state --------------------------------------------------------------------------
+
+std::string EncodeDesiredState(const DesiredState& s) {
+  json list = json::array();
+  for (const DesiredWorkload& w : s.workloads) {
+    json pods = json::array();
+    for (const DesiredPod& p : w.pods) {
+      json one = {{"gpus", p.gpus}};
+      if (p.mig_start >= 0) one["mig_start"] = p.mig_start;
+      pods.push_back(std::move(one));
+    }
+    json one = {{"id", w.id},           {"tenant", w.tenant},           {"mode", w.mode},
+                {"gpu_milli", w.gpu_milli}, {"gpu_mem_mib", w.gpu_mem_mib}, {"priority", w.priority},
+                {"pods", std::move(pods)}};
+    if (!w.mig_profile.empty()) one["mig_profile"] = w.mig_profile;
+    if (!w.command.empty()) one["command"] = w.command;
+    list.push_back(std::move(one));
+  }
+  json out = {{"workloads", std::move(list)}};
+  if (!s.node.empty()) out["node"] = s.node;  // optional on decode, so left out when empty
+  if (!s.state.empty()) out["state"] = s.state;
+  return out.dump();
+}
+
+namespace {
+
+StatusOr<DesiredPod> DecodePod(const JsonFields& w, const json& v, size_t i) {
+  TESSERA_ASSIGN_OR_RETURN(const JsonFields p, w.Nested(v, At("pods", i)));
+  TESSERA_RETURN_IF_ERROR(p.OnlyKnown({"gpus", "mig_start"}));
+  TESSERA_RETURN_IF_ERROR(p.Require("gpus"));
+  DesiredPod pod;
+  TESSERA_ASSIGN_OR_RETURN(const json gpus, p.Array("gpus"));
+  if (gpus.empty() || gpus.size() > static_cast<size_t>(kMaxGpusPerNode))
+    return p.Fail("gpus", "expected 1..16 GPU indexes, got " + std::to_string(gpus.size()));
+  for (size_t g = 0; g < gpus.size(); ++g) {
+    if (!gpus[g].is_number_integer() || gpus[g].get<int64_t>() < 0 || gpus[g].get<int64_t>() >= kMaxGpusPerNode)
+      return p.Fail(At("gpus", g), "expected a GPU index 0..15, got " + gpus[g].dump());
+    pod.gpus.push_back(gpus[g].get<int>());
+  }
+  TESSERA_ASSIGN_OR_RETURN(const int64_t mig_start, p.Int("mig_start", -1, 7, -1));
+  pod.mig_start = static_cast<int>(mig_start);
+  return pod;
+}
+
+StatusOr<DesiredWorkload> DecodeDesiredWorkload(const JsonFields& f, const json& v, size_t i) {
+  TESSERA_ASSIGN_OR_RETURN(const JsonFields w, f.Nested(v, At("workloads", i)));
+  TESSERA_RETURN_IF_ERROR(w.OnlyKnown({"id", "tenant", "mode", "gpu_milli", "gpu_mem_mib", "priority", "mig_profile",
+                                       "command", "pods"}));
+  for (const char* required : {"id", "tenant", "mode", "pods"}) TESSERA_RETURN_IF_ERROR(w.Require(required));
+  DesiredWorkload d;
+  TESSERA_ASSIGN_OR_RETURN(d.id, w.Int("id", 1, INT64_MAX, 0));
+  TESSERA_ASSIGN_OR_RETURN(d.tenant, w.Str("tenant", 253));
+  TESSERA_ASSIGN_OR_RETURN(d.mode, w.Str("mode", 256));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t milli, w.Int("gpu_milli", 1, 1000, 1000));
+  d.gpu_milli = static_cast<int>(milli);
+  TESSERA_ASSIGN_OR_RETURN(d.gpu_mem_mib, w.Int("gpu_mem_mib", 0, int64_t{1} << 31, 0));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t priority, w.Int("priority", -1000, 1000, 0));
+  d.priority = static_cast<int>(priority);
+  TESSERA_ASSIGN_OR_RETURN(d.mig_profile, w.Str("mig_profile", 64));
+  TESSERA_ASSIGN_OR_RETURN(d.command, w.Strings("command"));
+  TESSERA_ASSIGN_OR_RETURN(const json pods, w.Array("pods"));
+  if (pods.empty()) return w.Fail("pods", "expected at least one pod on this node");
+  for (size_t p = 0; p < pods.size(); ++p) {
+    TESSERA_ASSIGN_OR_RETURN(DesiredPod pod, DecodePod(w, pods[p], p));
+    d.pods.push_back(std::move(pod));
+  }
+  return d;
+}
+
+}  // namespace
+
+StatusOr<DesiredState> DecodeDesiredState(std::string_view body, std::string* bad_field) {
+  TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
+  JsonFields f(j, "", bad_field);
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"node", "state", "workloads"}));
+  TESSERA_RETURN_IF_ERROR(f.Require("workloads"));
+  DesiredState out;
+  TESSERA_ASSIGN_OR_RETURN(out.node, f.Str("node", 253));
+  TESSERA_ASSIGN_OR_RETURN(out.state, f.Str("state", 32));
+  TESSERA_ASSIGN_OR_RETURN(const json list, f.Array("workloads"));
+  for (size_t i = 0; i < list.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(DesiredWorkload w, DecodeDesiredWorkload(f, list[i], i));
+    out.workloads.push_back(std::move(w));
+  }
+  return out;
+}
+
+}  // namespace tessera::api
