@@ -1,5 +1,6 @@
 #include "tessera/node/node_dir.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -89,6 +90,67 @@ bool IndexInUse(const enforce::NodeSegment& seg, int index) {
   return false;
 }
 
+// The whole of a small file, or nullopt.
+std::optional<std::string> ReadText(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buf[512];
+  ssize_t n = 0;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  if (n < 0) return std::nullopt;
+  return text;
+}
+
+// The members directory (node_dir.h): one file per live member, "<start time> <index>" per tenant
+// it is a member of, written only by the node side; what the shim takes its tenant from. Files of
+// processes that are no longer members are removed; a file is rewritten only when it changes.
+Status SyncMembers(const NodePaths& p, const std::vector<TenantEntry>& tenants) {
+  if (::mkdir(p.members.c_str(), 0755) != 0 && errno != EEXIST) {
+    return InternalError("members directory '" + p.members + "': " + std::strerror(errno));
+  }
+  std::map<long, std::string> want;
+  for (const TenantEntry& e : tenants) {
+    for (long pid : e.pids) {
+      const std::optional<std::uint64_t> start = enforce::ProcessStartTime(static_cast<pid_t>(pid));
+      if (start) want[pid] += std::to_string(*start) + " " + std::to_string(e.index) + "\n";
+    }
+  }
+  if (DIR* d = ::opendir(p.members.c_str()); d != nullptr) {
+    while (dirent* entry = ::readdir(d)) {
+      const std::string name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      char* end = nullptr;
+      const long pid = std::strtol(name.c_str(), &end, 10);
+      if (*end != '\0' || !want.count(pid)) (void)::unlink((p.members + "/" + name).c_str());
+    }
+    ::closedir(d);
+  }
+  for (const auto& [pid, text] : want) {
+    const std::string path = p.members + "/" + std::to_string(pid);
+    if (ReadText(path) == text) continue;
+    const std::string tmp = p.members + "/." + std::to_string(pid) + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return InternalError("members file '" + tmp + "': " + std::strerror(errno));
+    const bool written = ::fchmod(fd, 0644) == 0 &&
+                         ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
+      const std::string err = std::strerror(errno);
+      (void)::unlink(tmp.c_str());
+      return InternalError("members file '" + path + "': " + err);
+    }
+  }
+  return Status::Ok();
+}
+
+// Every change of the registry goes through here: the registry, then the members directory.
+Status Commit(const NodePaths& p, const std::vector<TenantEntry>& tenants) {
+  TESSERA_RETURN_IF_ERROR(internal::WriteRegistry(p.registry, tenants));
+  return SyncMembers(p, tenants);
+}
+
 StatusOr<enforce::NodeSegment> CreateOrOpen(const NodePaths& p) {
   if (::access(p.policy.c_str(), F_OK) == 0 && ::access(p.leases.c_str(), F_OK) == 0) {
     return enforce::NodeSegment::Open(p.policy, p.counters);
@@ -100,7 +162,7 @@ StatusOr<enforce::NodeSegment> CreateOrOpen(const NodePaths& p) {
   TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment created, enforce::NodeSegment::Create(options));
   TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Create(p.leases, enforce::kMaxGpus));
   (void)leases;  // created for the arbiters and shims; this process maps it when it needs it
-  TESSERA_RETURN_IF_ERROR(internal::WriteRegistry(p.registry, {}));
+  TESSERA_RETURN_IF_ERROR(Commit(p, {}));
   return created;
 }
 
@@ -118,7 +180,8 @@ NodePaths::NodePaths(std::string node_dir)
       counters(dir + "/counters"),
       leases(dir + "/leases"),
       registry(dir + "/tenants.json"),
-      lock(dir + "/node.lock") {}
+      lock(dir + "/node.lock"),
+      members(dir + "/members") {}
 
 std::string NodePaths::ArbiterLock(int gpu) const { return dir + "/arbiter-gpu" + std::to_string(gpu) + ".lock"; }
 
@@ -177,7 +240,7 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
   const int index = entry->index;
   TESSERA_RETURN_IF_ERROR(seg.SetTenantFlags(index, entry->scrub ? enforce::kTenantScrubOnFree : 0));
   TESSERA_RETURN_IF_ERROR(seg.SetLimit(index, r.gpu, r.mem_bytes));
-  TESSERA_RETURN_IF_ERROR(internal::WriteRegistry(paths_.registry, tenants));
+  TESSERA_RETURN_IF_ERROR(Commit(paths_, tenants));
   return index;
 }
 
@@ -188,7 +251,7 @@ Status NodeDir::AddCommandGroup(long member_pid, long pgid) const {
   for (TenantEntry& e : tenants) {
     if (std::find(e.pids.begin(), e.pids.end(), member_pid) != e.pids.end()) {
       e.pgids.push_back(pgid);
-      return internal::WriteRegistry(paths_.registry, tenants);
+      return Commit(paths_, tenants);
     }
   }
   return NotFoundError("process " + std::to_string(member_pid) + " is not a member of a tenant in " + paths_.registry);
@@ -205,7 +268,7 @@ Status NodeDir::Leave(long member_pid, long pgid) const {
   }
   if (seg.ok()) seg->Reconcile();
   PruneEntries(tenants, seg.ok() ? &*seg : nullptr);
-  return internal::WriteRegistry(paths_.registry, tenants);
+  return Commit(paths_, tenants);
 }
 
 Status NodeDir::LeaveTenant(const std::string& name, long member_pid) const {
@@ -218,7 +281,7 @@ Status NodeDir::LeaveTenant(const std::string& name, long member_pid) const {
     if (e.name == name) std::erase(e.pids, member_pid);
   if (seg.ok()) seg->Reconcile();
   PruneEntries(tenants, seg.ok() ? &*seg : nullptr);
-  return internal::WriteRegistry(paths_.registry, tenants);
+  return Commit(paths_, tenants);
 }
 
 Status NodeDir::Prune() const {
@@ -228,7 +291,7 @@ Status NodeDir::Prune() const {
   TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg, enforce::NodeSegment::Open(paths_.policy, paths_.counters));
   TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
   PruneEntries(tenants, &seg);
-  return internal::WriteRegistry(paths_.registry, tenants);
+  return Commit(paths_, tenants);
 }
 
 void NodeDir::Reconcile() const {

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -282,6 +283,119 @@ TEST_F(Platform, AWorkloadThatEscapesTheShimIsKilledByTheBackstopAndFailsWithVio
   EXPECT_TRUE(event) << w.dump();
   EXPECT_TRUE(WaitFor([&] { return a->output().find("violated_limit") != std::string::npos; })) << a->output();
   EXPECT_EQ(Get(honest)["state"], "running") << Get(honest).dump();
+  EXPECT_EQ(Call("DELETE", "/v1/workloads/" + std::to_string(honest)).status, 200);
+}
+
+// Issue 29 §3, the hostile tenant end to end (docs/security.md): on one shared GPU, next to an
+// honest workload, three workloads (256 MiB limit each) get round the shim in three ways:
+//   zeroer   allocates 200 MiB under the shim, sets its own counter in the counters file to 0
+//            (the file is writable by every tenant) and allocates 200 MiB more: the shim agrees;
+//   reexec   re-execs without LD_PRELOAD and allocates 1 GiB;
+//   driver2  loads a second copy of libcuda from another file name (the shim hooks the first only)
+//            and allocates 1 GiB through it.
+// The driver sees all of it (the fake NVML follows the fake driver's allocations, copies added up,
+// with a 500 MiB context per process as on an H200): each is killed within two backstop periods
+// of the moment its violation was complete (the probe's `clock` line), fails with violated_limit;
+// the honest workload runs on with its limit and its 64 MiB reservation unchanged.
+TEST_F(Platform, HostileWorkloadsAreEachKilledWithinTwoBackstopPeriodsAndTheOthersAreUntouched) {
+  constexpr int64_t kBackstopMs = 1000;  // the agent's default --backstop-ms
+  ASSERT_EQ(::mkdir(dir_.File("gpu-state").c_str(), 0755), 0);
+  const std::string copy = dir_.File("libcuda-copy.so");
+  {
+    std::ifstream in(std::string(TESSERA_FAKE_CUDA_DIR) + "/libcuda.so.1", std::ios::binary);
+    std::ofstream out(copy, std::ios::binary);
+    out << in.rdbuf();
+    ASSERT_TRUE(in.good() && out.good()) << "cannot copy the fake driver to " << copy;
+  }
+  // cpu_milli 8000: four pods of 1000 milli-CPUs each fit whatever the test machine's CPU count.
+  auto a = Agent("n1", "A100-40GB:1", "8000",
+                 {{"TESSERA_FAKE_GPU_STATE", dir_.File("gpu-state")}, {"TESSERA_FAKE_GPU_CONTEXT_MIB", "500"}});
+  auto workload = [&](const std::string& tenant, const std::string& prefix, const std::string& commands) {
+    return json{{"tenant", tenant},
+                {"gpus", 1},
+                {"qos", "Burstable"},
+                {"gpu_milli", 250},
+                {"gpu_mem_mib", 256},
+                {"command", {"/bin/sh", "-c", "sleep 60 | exec " + prefix + "'" + kProbe + "' pid init " + commands}}};
+  };
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  const int64_t honest = Submit(workload("research", "", "alloc:mem:" + std::to_string(64 * kMiB) + " wait"));
+  ASSERT_TRUE(WaitState(honest, "running")) << Get(honest).dump();
+  struct Hostile {
+    std::string name;
+    int64_t id = 0;
+    std::string expect;  // the line that shows the shim did not stop it
+    long pid = 0;
+    int64_t violated_ns = 0;
+    int64_t dead_ns = 0;
+  };
+  std::vector<Hostile> hostile = {
+      {"zeroer",
+       Submit(workload("batch", "",
+                       "alloc:mem:" + std::to_string(200 * kMiB) + " counter:self:0:0 alloc:mem:" + std::to_string(200 * kMiB) +
+                           " clock wait")),
+       "alloc family=mem rc=0 id=1"},
+      {"reexec", Submit(workload("batch", "env -u LD_PRELOAD ", "alloc:mem:" + std::to_string(1024 * kMiB) + " clock wait")),
+       "alloc family=mem rc=0 id=0"},
+      {"driver2",
+       Submit(workload("prod", "", "driver2:" + copy + ":" + std::to_string(1024 * kMiB) + " clock wait")),
+       "driver2 rc=0"},
+  };
+  auto log_of = [&](int64_t id) { return ReadFile(a->run_dir() + "/agent/w" + std::to_string(id) + ".log"); };
+  auto field = [](const std::string& log, const std::string& key) -> int64_t {
+    const size_t at = log.find(key);
+    return at == std::string::npos ? 0 : std::stoll(log.substr(at + key.size()));
+  };
+  auto now_ns = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  };
+  // Gone, or a zombie: its memory is the driver's again either way.
+  auto dead = [](long pid) {
+    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    const size_t paren = stat.rfind(')');
+    return stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z');
+  };
+  ASSERT_TRUE(WaitFor([&] {
+    const int64_t now = now_ns();
+    bool all = true;
+    for (Hostile& h : hostile) {
+      if (h.dead_ns != 0) continue;
+      const std::string log = log_of(h.id);
+      if (h.violated_ns == 0) {
+        h.pid = field(log, "pid value=");
+        h.violated_ns = field(log, "clock ns=");
+      }
+      if (h.violated_ns != 0 && h.pid > 0 && dead(h.pid)) h.dead_ns = now;
+      all = all && h.dead_ns != 0;
+    }
+    return all;
+  }, 20000)) << a->output() << log_of(hostile[0].id) << log_of(hostile[1].id) << log_of(hostile[2].id);
+  for (const Hostile& h : hostile) {
+    SCOPED_TRACE(h.name);
+    const std::string log = log_of(h.id);
+    EXPECT_THAT(log, HasSubstr(h.expect)) << "the shim stopped it: the test proves nothing about the backstop";
+    EXPECT_LE(h.dead_ns - h.violated_ns, 2 * kBackstopMs * 1'000'000) << a->output();
+    ASSERT_TRUE(WaitState(h.id, "failed", 10000)) << Get(h.id).dump() << a->output();
+    EXPECT_EQ(Get(h.id)["reason"], "violated_limit") << Get(h.id).dump();
+  }
+  EXPECT_THAT(log_of(hostile[0].id), HasSubstr("counter rc=0 was=" + std::to_string(200 * kMiB)));
+  // The honest workload: still running, its limit and reservation as they were.
+  EXPECT_EQ(Get(honest)["state"], "running") << Get(honest).dump();
+  const CommandResult status = RunCommand(
+      "TESSERA_RUN_DIR='" + a->run_dir() + "' '" + std::string(TESSERA_BINARY) + "' node status --json -", dir_);
+  const json node = json::parse(status.out, nullptr, false);
+  ASSERT_FALSE(node.is_discarded()) << status.out << status.err;
+  bool seen = false;
+  for (const json& g : node["gpus"])
+    for (const json& t : g["tenants"])
+      if (t["name"] == "w" + std::to_string(honest)) {
+        seen = true;
+        EXPECT_EQ(t["limit_bytes"], 256 * kMiB) << t.dump();
+        EXPECT_EQ(t["used_bytes"], 64 * kMiB) << t.dump();
+      }
+  EXPECT_TRUE(seen) << node.dump();
   EXPECT_EQ(Call("DELETE", "/v1/workloads/" + std::to_string(honest)).status, 200);
 }
 

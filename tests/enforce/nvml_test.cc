@@ -459,6 +459,31 @@ TEST_F(NvmlTest, RunningProcessesIncludeWhatTheFakeDriverRecorded) {
   EXPECT_EQ((*one)[0].used_memory, MiB(102));
 }
 
+// A process that loaded a second copy of the driver from another file name (a tenant getting round
+// the shim, docs/security.md) has one record per copy (<pid>, <pid>.<file name>): NVML lists the
+// process once with the sum, as the real one sees the process's memory whichever library
+// allocated it.
+TEST_F(NvmlTest, RunningProcessesAddUpTheCopiesOfTheDriverInOneProcess) {
+  const std::string dir = ::testing::TempDir() + "/fake_gpu_state_copies." + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << dir;
+  const std::string first = dir + "/" + std::to_string(::getpid()), copy = first + ".libcuda-copy.so";
+  std::ofstream(first) << "0 1048576\n";
+  std::ofstream(copy) << "0 4194304\n";
+  setenv("TESSERA_FAKE_GPU_STATE", dir.c_str(), 1);
+  setenv("TESSERA_FAKE_GPU_CONTEXT_MIB", "100", 1);
+  ASSERT_OK(Start("A100-40GB"));
+  StatusOr<std::vector<GpuProcess>> procs = nvml().RunningProcesses(0);
+  unsetenv("TESSERA_FAKE_GPU_STATE");
+  unsetenv("TESSERA_FAKE_GPU_CONTEXT_MIB");
+  std::remove(first.c_str());
+  std::remove(copy.c_str());
+  ::rmdir(dir.c_str());
+  ASSERT_OK(procs);
+  ASSERT_EQ(procs->size(), 1u);
+  EXPECT_EQ((*procs)[0].pid, static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ((*procs)[0].used_memory, MiB(105));  // 1 + 4 + one context
+}
+
 // Some R535 drivers wrote 32-byte entries through nvmlDeviceGetComputeRunningProcesses_v3.
 TEST_F(NvmlTest, RunningProcessesDetectTheR535EntrySize) {
   ASSERT_OK(Start("A100-40GB:procstride=32:procs=10/100;11/200;12/300"));

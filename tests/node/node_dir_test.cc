@@ -3,6 +3,7 @@
 // file that leaves the file as it was.
 #include "tessera/node/node_dir.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +53,44 @@ TEST(NodeDir, TenantsGetTheLowestFreeIndexAndJoinByName) {
   StatusOr<int> other_gpu = node.Join(TenantRequest{.name = "a", .gpu = 1, .mem_bytes = 1, .share = 1}, self);
   EXPECT_EQ(other_gpu.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(other_gpu.status().message(), "tenant 'a' already runs on GPU 0 (one GPU per tenant)");
+}
+
+// The members folder, what the shim takes its tenant from (node_dir.h, "Identity"): one file per
+// live member with "<start time> <index>" per tenant, written by the node side only (no write bit
+// for group or others), gone when the member leaves.
+TEST(NodeDir, TheMembersFolderNamesEachMembersTenantsForTheShim) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    char c;
+    ::close(gate[1]);
+    while (::read(gate[0], &c, 1) > 0) {
+    }
+    ::_exit(0);
+  }
+  ::close(gate[0]);
+  const long self = ::getpid();
+  EXPECT_EQ(node.Join(Request("a"), self).value(), 0);
+  EXPECT_EQ(node.Join(Request("b"), child).value(), 1);
+  EXPECT_EQ(node.Join(Request("c"), self).value(), 2);
+  const std::string self_start = std::to_string(enforce::ProcessStartTime(::getpid()).value());
+  const std::string child_start = std::to_string(enforce::ProcessStartTime(child).value());
+  const std::string members = node.paths().members;
+  EXPECT_EQ(ReadTextFile(members + "/" + std::to_string(self)), self_start + " 0\n" + self_start + " 2\n");
+  EXPECT_EQ(ReadTextFile(members + "/" + std::to_string(child)), child_start + " 1\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(members.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 022, 0u);
+  ASSERT_EQ(::stat((members + "/" + std::to_string(child)).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 022, 0u);
+  ASSERT_TRUE(node.Leave(child).ok());
+  EXPECT_NE(::access((members + "/" + std::to_string(child)).c_str(), F_OK), 0);
+  EXPECT_EQ(::access((members + "/" + std::to_string(self)).c_str(), F_OK), 0);
+  ::close(gate[1]);
+  ::waitpid(child, nullptr, 0);
 }
 
 TEST(NodeDir, DeadMembersArePrunedAndTheirLimitGoesToZero) {

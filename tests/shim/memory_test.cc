@@ -92,6 +92,49 @@ TEST(FakeDriverState, RecordsEachProcesssBytesOnItsNodeGpu) {
   EXPECT_EQ(text, "3 4096\n");
 }
 
+// A second copy of the driver loaded from another file name records beside the first
+// (<pid>.<file name>): what the fake NVML adds up (tests/enforce/nvml_test.cc) when a tenant gets
+// round the shim that way (tests/e2e/platform_test.cc, docs/security.md).
+TEST(FakeDriverState, ASecondCopyOfTheDriverRecordsBesideTheFirst) {
+  TestSegment t;  // for its folder
+  const std::string state = t.dir.path() + "/gpu-state";
+  ASSERT_EQ(::mkdir(state.c_str(), 0755), 0);
+  const std::string copy = t.dir.path() + "/libcuda-copy.so";
+  ASSERT_EQ(std::system(("cp '" + std::string(TESSERA_FAKE_CUDA_DIR) + "/libcuda.so.1' '" + copy + "'").c_str()), 0);
+  ProbeOptions o;
+  o.preload = false;
+  o.env = {"TESSERA_FAKE_GPU_STATE=" + state, "CUDA_VISIBLE_DEVICES=0"};
+  ProbeRun r = RunProbe(o, {"init", "alloc:mem:4096", "driver2:" + copy + ":1048576", "pid"});
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(FieldInt(r.Find("driver2"), "rc"), 0) << r.Find("driver2");
+  const std::string pid = std::to_string(FieldInt(r.Find("pid"), "value"));
+  auto read = [&](const std::string& name) {
+    std::ifstream in(state + "/" + name);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  EXPECT_EQ(read(pid), "0 4096\n");
+  EXPECT_EQ(read(pid + ".libcuda-copy.so"), "0 1048576\n");
+}
+
+// What the shim cannot stop and the NVML backstop cannot see (docs/security.md, "What remains"):
+// the counters file is one file that every tenant maps read-write, so a process of tenant 1 can
+// set tenant 0's counter to tenant 0's limit; tenant 0's next allocation is refused although it
+// holds nothing, and no process holds more than its limit, so nothing is over a limit for the
+// backstop to catch. This test pins the hole down; it fails once per-tenant counter files (each
+// writable by its tenant's uid only) close it, and then says so.
+TEST(HostileTenant, RaisingAnotherTenantsCounterDeniesItMemoryAndNothingCatchesIt) {
+  TestSegment t;
+  Limited(t, kLimit, 0);
+  Limited(t, kLimit, 1);
+  ProbeRun attacker = RunProbe(Managed(t, 1), {"counter:0:0:" + std::to_string(kLimit)});
+  ASSERT_EQ(attacker.exit_code, 0);
+  EXPECT_EQ(attacker.Find("counter"), "counter rc=0 was=0");
+  ProbeRun victim = RunProbe(Managed(t, 0), {"init", "alloc:mem:1048576"});
+  EXPECT_EQ(FieldInt(victim.Find("alloc"), "rc"), kCudaOom) << victim.Find("alloc");
+  EXPECT_EQ(t.seg().ReservedBytes(0, 0), kLimit);
+  EXPECT_EQ(t.seg().HeldByLiveSlots(0, 0), 0u);  // the one trace it leaves: a charge nobody holds
+}
+
 TEST(MemoryLimit, ExactThroughEveryAllocationFamily) {
   for (const Family& f : Families()) {
     SCOPED_TRACE(f.name);
@@ -348,6 +391,38 @@ TEST(MemoryLimit, MisconfigurationFailsClosedUnlessOpen) {
     r = RunProbe(o, {"init", "alloc:mem:4096"});
     ASSERT_EQ(r.lines.size(), 2u);
     EXPECT_EQ(FieldInt(r.lines[1], "rc"), 0);
+  }
+}
+
+// In a node directory (one with a `members` folder, tessera/node/node_dir.h) the tenant is the one
+// the node side assigned to the process's nearest member ancestor, never TESSERA_SHIM_TENANT alone:
+// here the test process is the member, of tenant 1; the probe says tenant 0 and is charged as 1
+// (with one line on stderr naming the ignored value). A stale record (wrong start time) or none
+// assigns nothing: fail closed. Before members existed, the probe was charged as tenant 0, whose
+// limit is 0 here, and its allocation was refused.
+TEST(ShimIdentity, TheNodeAssignedTenantWinsOverTheEnvironment) {
+  TestSegment t;
+  Limited(t, kLimit, 1);  // tenant 0 keeps limit 0: no access
+  const std::string members = t.dir.path() + "/members";
+  ASSERT_EQ(::mkdir(members.c_str(), 0755), 0);
+  const std::string record = members + "/" + std::to_string(::getpid());
+  const std::string start = std::to_string(ProcessStartTime(::getpid()).value());
+  std::ofstream(record) << start << " 1\n";
+  ProbeOptions o = Managed(t, 0);
+  o.stderr_path = t.dir.path() + "/probe.stderr";
+  ProbeRun r = RunProbe(o, {"init", "alloc:mem:1048576"});
+  EXPECT_EQ(FieldInt(r.Find("alloc"), "rc"), 0) << r.Find("alloc");
+  std::ifstream err_in(o.stderr_path);
+  const std::string err((std::istreambuf_iterator<char>(err_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(err.find("TESSERA_SHIM_TENANT='0' ignored: the node assigned tenant 1"), std::string::npos) << err;
+  EXPECT_EQ(t.seg().PeakBytes(1, 0), kMiB);
+  EXPECT_EQ(t.seg().PeakBytes(0, 0), 0u);
+  for (const std::string& text : {start + "1 1\n", std::string()}) {  // stale start time; no record
+    SCOPED_TRACE(text);
+    std::ofstream(record) << text;
+    if (text.empty()) std::remove(record.c_str());
+    ProbeRun refused = RunProbe(Managed(t, 1), {"init", "alloc:mem:1048576"});
+    EXPECT_EQ(FieldInt(refused.Find("alloc"), "rc"), 800) << refused.Find("alloc");
   }
 }
 

@@ -51,13 +51,23 @@
 //   detach                    (in a daemonized grandchild) lets the original process exit
 //   selfkill                  SIGKILL this process (nothing is released)
 //   pid                       "pid value=<getpid()>"
+//   clock                     "clock ns=<CLOCK_MONOTONIC in ns>" (for tests that time what follows)
+//   counter:T:G:B             hostile: map TESSERA_SHIM_COUNTERS read-write and set tenant T's
+//                             reservation counter on node GPU G to B bytes (T = an index, or self:
+//                             TESSERA_SHIM_TENANT): "counter rc=0 was=<bytes it said>" (rc=1: the
+//                             file could not be mapped or T/G are out of range)
+//   driver2:PATH:B            hostile: dlopen a second copy of the driver from PATH (another file
+//                             name, so the shim does not know it), cuInit, a context on device 0 and
+//                             cuMemAlloc_v2 of B bytes through it: "driver2 rc=R" (R=-1: not loaded)
 //   poke:ID:B                 write 0xA5 into the first B bytes of object ID (fake memory is host memory)
 //   audit:0|1                 the fake's free audit (counts nonzero bytes of blocks as they are freed)
 //   freeon:ID:STREAM          free object ID (async or async_ptsz family) on stream handle STREAM
 //   scrubinfo                 "scrubinfo dirty=<audited nonzero bytes> memset=<last memset entry point>
 //                             id=<object it hit, -1> bytes=B stream=S sync=N async=N async_ptsz=N"
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -72,6 +82,7 @@
 #include <vector>
 
 #include "tessera/enforce/cuda_abi.h"
+#include "tessera/enforce/segment.h"
 #include "tests/shim/expected_entry_points.h"
 #include "tests/testing/fake_cuda/fake_cuda.h"
 
@@ -617,6 +628,47 @@ void Daemonize() {
 
 }  // namespace
 
+// counter:T:G:B (see the usage comment): what a tenant that writes the shared counters file does.
+void SetCounter(const std::string& who, int gpu, unsigned long long bytes) {
+  const char* path = std::getenv("TESSERA_SHIM_COUNTERS");
+  const char* tenant = who == "self" ? std::getenv("TESSERA_SHIM_TENANT") : who.c_str();
+  const int fd = path != nullptr ? open(path, O_RDWR | O_CLOEXEC) : -1;
+  void* p = fd >= 0 ? mmap(nullptr, sizeof(tessera::enforce::CounterSegment), PROT_READ | PROT_WRITE, MAP_SHARED,
+                           fd, 0)
+                    : MAP_FAILED;
+  if (fd >= 0) close(fd);
+  const int t = tenant != nullptr ? std::atoi(tenant) : -1;
+  if (p == MAP_FAILED || t < 0 || t >= tessera::enforce::kMaxTenants || gpu < 0 || gpu >= tessera::enforce::kMaxGpus) {
+    std::printf("counter rc=1 was=0\n");
+    return;
+  }
+  auto* seg = static_cast<tessera::enforce::CounterSegment*>(p);
+  const std::uint64_t was = seg->counters[t][gpu].word.exchange(bytes & tessera::enforce::kMaxCountedBytes);
+  std::printf("counter rc=0 was=%llu\n", static_cast<unsigned long long>(was & tessera::enforce::kMaxCountedBytes));
+  munmap(p, sizeof(tessera::enforce::CounterSegment));
+}
+
+// driver2:PATH:B (see the usage comment): allocation through a copy of the driver the shim does
+// not know. dlsym on the copy's own handle is not one the shim substitutes.
+void SecondDriver(const std::string& path, std::size_t bytes) {
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  auto init = h != nullptr ? reinterpret_cast<CUresult (*)(unsigned int)>(dlsym(h, "cuInit")) : nullptr;
+  auto create =
+      h != nullptr ? reinterpret_cast<CUresult (*)(CUcontext*, unsigned int, CUdevice)>(dlsym(h, "cuCtxCreate_v2"))
+                   : nullptr;
+  auto alloc = h != nullptr ? reinterpret_cast<CUresult (*)(CUdeviceptr*, size_t)>(dlsym(h, "cuMemAlloc_v2")) : nullptr;
+  if (init == nullptr || create == nullptr || alloc == nullptr) {
+    std::printf("driver2 rc=-1\n");
+    return;
+  }
+  CUcontext ctx = nullptr;
+  CUdeviceptr p = 0;
+  CUresult rc = init(0);
+  if (rc == CUDA_SUCCESS) rc = create(&ctx, 0, 0);
+  if (rc == CUDA_SUCCESS) rc = alloc(&p, bytes);
+  std::printf("driver2 rc=%d\n", static_cast<int>(rc));
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   for (int i = 1; i < argc; ++i) {
@@ -843,6 +895,14 @@ int main(int argc, char** argv) {
       kill(getpid(), SIGKILL);
     } else if (cmd == "pid") {
       std::printf("pid value=%d\n", static_cast<int>(getpid()));
+    } else if (cmd == "clock") {
+      timespec ts{};
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      std::printf("clock ns=%lld\n", static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec);
+    } else if (cmd == "counter") {
+      SetCounter(a.size() > 1 ? a[1] : "", static_cast<int>(Num(a, 2)), Num(a, 3));
+    } else if (cmd == "driver2") {
+      SecondDriver(a.size() > 1 ? a[1] : "", Num(a, 2));
     } else {
       std::printf("error unknown command '%s'\n", argv[i]);
       return 2;

@@ -19,9 +19,19 @@
 // the entry is gone, so a later run without it never turns off a protection a running process
 // relies on. When an entry goes, its limit returns to 0 (no access).
 //
+// Identity. Next to the registry, the `members` directory (mode 0755, written only under the node
+// lock by the node side) holds one file per live member pid, `members/<pid>`, with one line
+// "<start time> <index>" per tenant it is a member of (start time: /proc/<pid>/stat field 22, so
+// a reused pid does not match). It is how the shim learns its tenant (docs/security.md): a
+// process's tenant is the one of its nearest ancestor (itself included) with a file of exactly
+// one line whose start time matches, else the one of the leader of its session; never
+// TESSERA_SHIM_TENANT alone. Every registry change rewrites it (files of processes that are no
+// longer members go).
+//
 // Worked example: Join({.name = "a", .gpu = 0, .mem_bytes = 64 MiB, .share = 30}, pid 100) on a
 // fresh directory creates the files and registers a at index 0 (limit 64 MiB on GPU 0). Join of
-// "b" (share 70) by pid 200 gets index 1. Join of "a" by pid 300 joins index 0 (pids 100, 300).
+// "b" (share 70) by pid 200 gets index 1. Join of "a" by pid 300 joins index 0 (pids 100, 300);
+// members/100 and members/300 say "<start> 0", members/200 "<start> 1".
 // pid 100 and 300 exit (Leave, or SIGKILL: the next Join, Leave or Prune drops them, ReadStatus
 // no longer shows them): index 0's limit goes to 0 and index 0 is free again, unless its memory
 // is still charged (IndexInUse in node_dir.cc).
@@ -47,6 +57,7 @@ std::string DefaultNodeDir();
 struct NodePaths {
   explicit NodePaths(std::string node_dir);
   std::string dir, policy, counters, leases, registry, lock;
+  std::string members;  // members/<pid>: the tenant(s) the node assigned to a member (header comment)
   std::string ArbiterLock(int gpu) const;  // arbiter-gpu<N>.lock
 };
 

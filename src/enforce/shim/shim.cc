@@ -6,7 +6,11 @@
 // per call):
 //   TESSERA_SHIM_POLICY    policy file of the node segment (mapped read-only)
 //   TESSERA_SHIM_COUNTERS  counters file of the node segment (mapped read-write)
-//   TESSERA_SHIM_TENANT    this process's tenant index (0..63)
+//   TESSERA_SHIM_TENANT    this process's tenant index (0..63), used only for a segment whose
+//                          directory has no `members` folder (a test's or a benchmark's); in a
+//                          node directory the tenant is the one the node side assigned to the
+//                          process's nearest member ancestor or its session leader (AssignedTenant
+//                          below, tessera/node/node_dir.h), and a different value here is ignored
 //   TESSERA_SHIM_GPUS      node GPU index of each CUDA ordinal, comma-separated ("3,5": ordinal 0
 //                          is node GPU 3); default: ordinal i is node GPU i
 //   TESSERA_SHIM_LIBCUDA   the driver library (default libcuda.so.1)
@@ -1012,6 +1016,60 @@ bool ParseInt(const char* s, long min, long max, long* out) {
   return true;
 }
 
+// The tenant the node side assigned to this process, from the node directory's members folder
+// (tessera/node/node_dir.h: members/<pid> holds "<start time> <index>" per tenant of that member,
+// written only by the node side): the nearest ancestor, this process included, whose file has
+// exactly one line with a matching start time, else the session leader's. -1 when none: a process
+// not started by `tessera run` or the agent, or one that left its supervisor's tree and session.
+// Worked example: `tessera run` (pid 500, member of tenant 3) forks sh (501) which runs the probe
+// (502): members/502 and members/501 do not exist, members/500 says "<start of 500> 3": tenant 3,
+// whatever TESSERA_SHIM_TENANT says.
+struct ProcLine {
+  long ppid = 0;
+  long sid = 0;
+};
+std::optional<ProcLine> ReadProcLine(long pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+  std::FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return std::nullopt;
+  char buf[1024] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  const char* paren = std::strrchr(buf, ')');
+  ProcLine line;
+  char state = 0;
+  long pgrp = 0;
+  if (n == 0 || paren == nullptr || std::sscanf(paren + 1, " %c %ld %ld %ld", &state, &line.ppid, &pgrp, &line.sid) != 4)
+    return std::nullopt;
+  return line;
+}
+// The one tenant of member `pid`, or -1 (no file, a stale one, or a member of several tenants).
+int MemberTenant(const std::string& members, long pid) {
+  const std::string path = members + "/" + std::to_string(pid);
+  std::FILE* f = std::fopen(path.c_str(), "re");
+  if (f == nullptr) return -1;
+  unsigned long long start = 0;
+  long index = -1, extra_index = -1;
+  unsigned long long extra_start = 0;
+  const int got = std::fscanf(f, "%llu %ld %llu %ld", &start, &index, &extra_start, &extra_index);
+  std::fclose(f);
+  if (got != 2 || index < 0 || index >= kMaxTenants) return -1;
+  const std::optional<std::uint64_t> now = ProcessStartTime(static_cast<pid_t>(pid));
+  return now && *now == start ? static_cast<int>(index) : -1;
+}
+int AssignedTenant(const std::string& members) {
+  long pid = ::getpid();
+  std::optional<ProcLine> self = ReadProcLine(pid);
+  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+    if (int t = MemberTenant(members, pid); t >= 0) return t;
+    std::optional<ProcLine> line = ReadProcLine(pid);
+    if (!line) break;
+    pid = line->ppid;
+  }
+  return self && self->sid > 1 ? MemberTenant(members, self->sid) : -1;
+}
+
 void Configure() {
   const char* policy = std::getenv("TESSERA_SHIM_POLICY");
   const char* counters = std::getenv("TESSERA_SHIM_COUNTERS");
@@ -1034,7 +1092,22 @@ void Configure() {
   };
   if (counters == nullptr || *counters == '\0') return refuse("TESSERA_SHIM_COUNTERS is not set");
   long t = 0;
-  if (!ParseInt(tenant, 0, kMaxTenants - 1, &t)) {
+  const std::string policy_path(policy);
+  const std::size_t slash = policy_path.rfind('/');
+  const std::string members = (slash == std::string::npos ? std::string(".") : policy_path.substr(0, slash)) + "/members";
+  if (::access(members.c_str(), F_OK) == 0) {  // a node directory: the node side says who we are
+    const int assigned = AssignedTenant(members);
+    if (assigned < 0) {
+      return refuse("no tenant is assigned to this process in '" + members +
+                    "' (not started by tessera run or the agent, or it left its supervisor's process tree and session)");
+    }
+    long claimed = 0;
+    if (tenant != nullptr && *tenant != '\0' && (!ParseInt(tenant, 0, kMaxTenants - 1, &claimed) || claimed != assigned)) {
+      Log("tessera-shim: TESSERA_SHIM_TENANT='%s' ignored: the node assigned tenant %d to this process\n", tenant,
+          assigned);
+    }
+    t = assigned;
+  } else if (!ParseInt(tenant, 0, kMaxTenants - 1, &t)) {
     return refuse(std::string("TESSERA_SHIM_TENANT='") + (tenant ? tenant : "") +
                   "' is not a tenant index 0.." + std::to_string(kMaxTenants - 1));
   }

@@ -38,6 +38,7 @@
 // names.
 #include "tests/testing/fake_cuda/fake_cuda.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -352,9 +353,13 @@ CUresult CurrentDevice(int* dev) {
 // change this process's bytes per device are in <folder>/<pid>, one "<node GPU> <bytes>" line per
 // device it touched, replaced atomically. The node GPU of ordinal i is the i-th entry of
 // CUDA_VISIBLE_DEVICES (an index, or a fake NVML UUID "GPU-fa4e0000-0000-4000-8000-<12 hex>"),
-// else i. A fork()ed child starts from zero: a CUDA context is not inherited.
+// else i. A fork()ed child starts from zero: a CUDA context is not inherited. A second copy of the
+// library in the same process (loaded from another file name, as a hostile tenant does to get
+// round the shim) records in <folder>/<pid>.<its file name>, so the fake NVML can add the copies
+// up as the real one sees the process's memory whatever library allocated it.
 struct ProcessState {
-  std::string dir;  // empty: not recorded
+  std::string dir;     // empty: not recorded
+  std::string suffix;  // "" for libcuda.so.1, ".<file name>" for a copy under another name
   int node_gpu[kMaxDevices] = {};
   std::mutex mu;
   pid_t pid = 0;
@@ -372,6 +377,13 @@ void LoadProcessStateConfig() {
   const char* dir = std::getenv("TESSERA_FAKE_GPU_STATE");
   if (dir == nullptr || *dir == '\0') return;
   ps.dir = dir;
+  Dl_info self{};
+  if (::dladdr(reinterpret_cast<void*>(&LoadProcessStateConfig), &self) != 0 && self.dli_fname != nullptr) {
+    std::string file = self.dli_fname;
+    file = file.substr(file.rfind('/') + 1);  // npos + 1 == 0: the whole name
+    std::replace_if(file.begin(), file.end(), [](char c) { return c == '/' || c == ' '; }, '_');
+    if (file != "libcuda.so.1") ps.suffix = "." + file;
+  }
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   if (visible == nullptr) return;
   std::string list(visible);
@@ -404,8 +416,8 @@ void RecordProcessUsage(int dev, long long delta) {
   std::string text;
   for (int d = 0; d < kMaxDevices; ++d)
     if (ps.touched[d]) text += std::to_string(ps.node_gpu[d]) + " " + std::to_string(ps.used[d]) + "\n";
-  const std::string path = ps.dir + "/" + std::to_string(self);
-  const std::string tmp = ps.dir + "/." + std::to_string(self) + ".tmp";
+  const std::string path = ps.dir + "/" + std::to_string(self) + ps.suffix;
+  const std::string tmp = ps.dir + "/." + std::to_string(self) + ps.suffix + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return;
   const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());

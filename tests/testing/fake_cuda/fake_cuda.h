@@ -15,7 +15,9 @@
 //                                     every call), e.g. "cuMemAlloc_v2:2:1"
 //   TESSERA_FAKE_GPU_STATE            a folder: each process writes its device bytes to <folder>/<pid>
 //                                     ("<node GPU> <bytes>" lines; CUDA_VISIBLE_DEVICES maps ordinals
-//                                     to node GPUs), which the fake NVML reports as its processes
+//                                     to node GPUs), which the fake NVML reports as its processes; a
+//                                     copy of the library loaded under another file name writes
+//                                     <folder>/<pid>.<file name> (the fake NVML adds them up)
 //   TESSERA_FAKE_CUDA_LOAD_DELAY_MS   the library's constructor sleeps this long (a slow dlopen)
 //
 // Thread-safety: every function may be called from any thread.

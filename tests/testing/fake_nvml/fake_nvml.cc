@@ -20,8 +20,9 @@
 //       (an nvmlReturn_t value) on every call, e.g. "nvmlDeviceGetMemoryInfo:999".
 //   TESSERA_FAKE_GPU_STATE     a folder where the fake CUDA driver records each process's device
 //       memory (tests/testing/fake_cuda/fake_cuda.h): its live processes are listed by
-//       nvmlDeviceGetComputeRunningProcesses_v3 after the configured ones, each with its
-//       allocated bytes plus TESSERA_FAKE_GPU_CONTEXT_MIB (default 0), its context.
+//       nvmlDeviceGetComputeRunningProcesses_v3 after the configured ones, each once with its
+//       allocated bytes (every copy of the driver it loaded added up) plus
+//       TESSERA_FAKE_GPU_CONTEXT_MIB (default 0), its context.
 //   TESSERA_FAKE_NVML_MUTATION_LOG   a file to which every call that could change MIG state
 //       appends its name, so a test can prove a read-only tool never made one.
 //
@@ -616,20 +617,24 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
 
 // The processes the fake CUDA driver recorded in TESSERA_FAKE_GPU_STATE for GPU `index` (see
 // fake_cuda.h): live ones (not zombies), each with its bytes plus TESSERA_FAKE_GPU_CONTEXT_MIB
-// (default 0), the context a real driver charges every process.
+// (default 0), the context a real driver charges every process. A process that loaded more than
+// one copy of the driver has one file per copy ("<pid>", "<pid>.<copy>"): like the real NVML, which
+// sees the process and not the library, it is listed once with the sum.
 std::vector<std::pair<uint32_t, unsigned long long>> StateProcesses(uint32_t index) {
-  std::vector<std::pair<uint32_t, unsigned long long>> out;
+  std::map<uint32_t, unsigned long long> bytes_of;
   const char* dir = std::getenv("TESSERA_FAKE_GPU_STATE");
-  if (dir == nullptr || *dir == '\0') return out;
+  if (dir == nullptr || *dir == '\0') return {};
   const char* ctx = std::getenv("TESSERA_FAKE_GPU_CONTEXT_MIB");
   const unsigned long long context = (ctx != nullptr ? std::strtoull(ctx, nullptr, 10) : 0) * kMiB;
   DIR* d = ::opendir(dir);
-  if (d == nullptr) return out;
+  if (d == nullptr) return {};
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
-    const auto pid = static_cast<uint32_t>(std::strtoul(name.c_str(), nullptr, 10));
-    std::FILE* stat = std::fopen(("/proc/" + name + "/stat").c_str(), "r");
+    const std::string pid_text = name.substr(0, name.find('.'));
+    if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), digit)) continue;
+    const auto pid = static_cast<uint32_t>(std::strtoul(pid_text.c_str(), nullptr, 10));
+    std::FILE* stat = std::fopen(("/proc/" + pid_text + "/stat").c_str(), "r");
     if (stat == nullptr) continue;  // gone: the driver freed what it held
     char buf[512] = {};
     const size_t n = std::fread(buf, 1, sizeof(buf) - 1, stat);
@@ -640,13 +645,14 @@ std::vector<std::pair<uint32_t, unsigned long long>> StateProcesses(uint32_t ind
     if (f == nullptr) continue;
     unsigned int gpu = 0;
     unsigned long long bytes = 0;
-    while (std::fscanf(f, "%u %llu", &gpu, &bytes) == 2)
-      if (gpu == index) out.push_back({pid, bytes + context});
+    while (std::fscanf(f, "%u %llu", &gpu, &bytes) == 2) {
+      if (gpu != index) continue;
+      bytes_of.try_emplace(pid, context).first->second += bytes;
+    }
     std::fclose(f);
   }
   ::closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
+  return {bytes_of.begin(), bytes_of.end()};
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
