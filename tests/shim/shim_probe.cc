@@ -26,8 +26,9 @@
 //   forkfill:N:B              fork N children that allocate B-byte cuMemAlloc_v2 blocks until the
 //                             first failure, all at once; prints their counts, then waits (as wait)
 //   stress:SEED:MAXB          allocate/free random sizes through several families forever
-//   kernels:MS:US:GOFILE      wait until GOFILE exists, then for MS ms of wall time: cuLaunchKernel,
-//                             then sleep US us (a synchronous kernel of that length); prints
+//   kernels:MS:US:GOFILE      wait until GOFILE exists, then for MS ms of wall time: cuLaunchKernel
+//                             of a US us kernel (the fake's simulated clock), then cuCtxSynchronize
+//                             (a synchronous kernel of that length); prints
 //                             "kernels count=N"
 //   flood:US:BATCH:STREAMS:GRAPHK:GOFILE   a tenant that floods the GPU: kernels of US us on the
 //                             fake's simulated clock; waits until GOFILE holds "START END" (CLOCK_MONOTONIC
@@ -736,6 +737,7 @@ int main(int argc, char** argv) {
       const std::string go = a.size() > 3 ? a[3] : "";
       while (!go.empty() && access(go.c_str(), F_OK) != 0) usleep(100);
       const long us = static_cast<long>(Num(a, 2));
+      tessera_fake_cuda_set_kernel_ns(static_cast<unsigned long long>(us) * 1000);
       struct timespec t0 {}, t1 {};
       clock_gettime(CLOCK_MONOTONIC, &t0);
       const double end_ms = static_cast<double>(Num(a, 1));
@@ -744,7 +746,7 @@ int main(int argc, char** argv) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6 >= end_ms) break;
         if (cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != 0) break;
-        usleep(static_cast<useconds_t>(us));
+        cuCtxSynchronize();  // the kernel runs US us on the fake's simulated device clock
         ++count;
       }
       std::printf("kernels count=%ld\n", count);
