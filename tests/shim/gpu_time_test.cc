@@ -138,7 +138,8 @@ TEST(ShimGpuTime, KernelsFarLongerThanTheEstimateSplitByWeight) {
 }
 
 // Open (docs/enforcement-compute.md, "Not done yet"): with measured charging this gives the weight-9
-// tenant 0.76-0.81 (0.902 before, by the estimate); disabled until understood.
+// tenant 0.76-0.81 (0.902 before, by the estimate): its lease ends as idle while it synchronises
+// (idle_grace 0.5 ms; with 3 ms it gives 0.896). Disabled until the idle test is fixed.
 TEST(ShimGpuTime, DISABLED_GraphsOfTenKernelsSplitByWeight) {
   Flood f;
   f.weights[0] = 1;
