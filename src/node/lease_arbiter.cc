@@ -97,6 +97,13 @@ Status LeaseArbiter::AddTenant(uint32_t slot, const LeaseTenantConfig& c) {
   s.tenant.last_launch_ns.store(0, std::memory_order_relaxed);
   s.tenant.waits.store(0, std::memory_order_relaxed);
   s.tenant.wait_ns.store(0, std::memory_order_relaxed);
+  if (!resumed) {  // the GPU line of a resumed slot belongs to processes that may be metering now
+    s.gpu.metering.store(0, std::memory_order_relaxed);
+    s.gpu.gpu_ns.store(0, std::memory_order_relaxed);
+    s.gpu.busy_until_ns.store(0, std::memory_order_relaxed);
+    s.gpu.unit_ns.store(0, std::memory_order_relaxed);
+  }
+  t.gpu_seen_ns = s.gpu.gpu_ns.load(std::memory_order_acquire);
   s.node.tenant_id.store(c.tenant_id, std::memory_order_relaxed);
   s.node.priority.store(static_cast<uint32_t>(c.priority) + 0x80000000u, std::memory_order_relaxed);
   s.node.kernel_est_ns.store(Ns(c.kernel_estimate), std::memory_order_relaxed);
@@ -156,15 +163,42 @@ void LeaseArbiter::Decay(uint64_t now_ns) {
 
 uint64_t LeaseArbiter::IdleAt(bool used) const {
   const auto& line = board_->slots[lease_.slot].tenant;
+  const auto& gpu = board_->slots[lease_.slot].gpu;
+  const bool metering = Metering(lease_.slot);
   const uint64_t est_delta = line.submitted_est_ns.load(std::memory_order_acquire) - lease_.est_at_grant;
-  const uint64_t work_end = lease_.start_ns + est_delta;
+  // A metering tenant publishes when its queued work should finish (measured time per kernel).
+  const uint64_t work_end =
+      metering ? std::max(lease_.start_ns, gpu.busy_until_ns.load(std::memory_order_acquire)) : lease_.start_ns + est_delta;
   if (!used) return std::max(work_end, lease_.granted_ns + Ns(options_.wake_grace));
   // A synchronous launcher's next launch comes one kernel after its last; a kernel may run
   // longer than the estimate, so the grace is at least half an estimate. Calling a busy holder
   // idle would cost it its place in the policy's queue (idling earns no credit).
   const uint64_t last = std::max(line.last_launch_ns.load(std::memory_order_acquire), lease_.granted_ns);
-  const uint64_t est = board_->slots[lease_.slot].node.kernel_est_ns.load(std::memory_order_relaxed);
+  const uint64_t unit = metering ? gpu.unit_ns.load(std::memory_order_relaxed) : 0;
+  const uint64_t est = unit != 0 ? unit : board_->slots[lease_.slot].node.kernel_est_ns.load(std::memory_order_relaxed);
   return std::max(work_end, last + est) + std::max(Ns(options_.idle_grace), est / 2);
+}
+
+bool LeaseArbiter::Metering(uint32_t slot) const {
+  return board_->slots[slot].gpu.metering.load(std::memory_order_acquire) != 0;
+}
+
+void LeaseArbiter::ChargeSlot(uint32_t slot, uint64_t charge) {
+  Tenant& t = tenants_[slot];
+  policy_->Charge(slot, Nanos(charge));
+  t.usage_ns += static_cast<double>(charge);
+  t.stats.charged_ns += charge;
+  board_->slots[slot].node.charged_ns.fetch_add(charge, std::memory_order_relaxed);
+}
+
+void LeaseArbiter::ChargeMeasured() {
+  for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) {
+    Tenant& t = tenants_[i];
+    if (!t.active) continue;
+    const uint64_t measured = board_->slots[i].gpu.gpu_ns.load(std::memory_order_acquire);
+    if (measured > t.gpu_seen_ns && Metering(i)) ChargeSlot(i, measured - t.gpu_seen_ns);
+    t.gpu_seen_ns = measured;  // a non-metering tenant's samples are not charged twice later
+  }
 }
 
 double LeaseArbiter::Share(uint32_t slot) const {
@@ -179,20 +213,20 @@ void LeaseArbiter::EndLease(uint64_t now_ns, LeaseEndReason reason) {
   const bool used = launches != lease_.launches_at_grant;
   const uint64_t last = used ? std::max(s.tenant.last_launch_ns.load(std::memory_order_acquire), lease_.granted_ns)
                              : lease_.granted_ns;
-  const uint64_t work_end = lease_.start_ns + est_delta;
+  const bool metering = Metering(slot);
+  const uint64_t work_end =
+      metering ? std::max(lease_.start_ns, s.gpu.busy_until_ns.load(std::memory_order_acquire)) : lease_.start_ns + est_delta;
   const uint64_t idle_at = IdleAt(used);
   const uint64_t end_time = std::min(now_ns, lease_.expiry_ns);
   // A holder that stopped launching before the end used the GPU up to its last launch (plus
   // its submitted work, below); an unused grant is charged the time it was reserved.
   const uint64_t busy_end = (used && idle_at <= end_time) ? std::max(last, lease_.start_ns) : end_time;
   const uint64_t elapsed = busy_end > lease_.start_ns ? busy_end - lease_.start_ns : 0;
-  const uint64_t charge = std::max(elapsed, est_delta);
+  // A metering tenant's used lease is charged through ChargeMeasured (its events), not here.
+  const uint64_t charge = metering ? (used ? 0 : elapsed) : std::max(elapsed, est_delta);
 
   Tenant& t = tenants_[slot];
-  policy_->Charge(slot, Nanos(charge));
-  t.usage_ns += static_cast<double>(charge);
-  t.stats.charged_ns += charge;
-  s.node.charged_ns.fetch_add(charge, std::memory_order_relaxed);
+  ChargeSlot(slot, charge);
   switch (reason) {
     case LeaseEndReason::kExpired: ++t.stats.ended_expired; break;
     case LeaseEndReason::kIdle: ++t.stats.ended_idle; break;
@@ -252,6 +286,7 @@ uint64_t LeaseArbiter::Step(uint64_t now_ns) {
   ++steps_;
   board_->arbiter.heartbeat_ns.store(now_ns, std::memory_order_relaxed);
   Decay(now_ns);
+  ChargeMeasured();
 
   // 1. End the current lease if it is over.
   std::optional<uint32_t> still_busy;  // a holder cut off while it still had work

@@ -42,7 +42,7 @@ class LeaseBoardTest : public ::testing::Test {
 };
 
 TEST_F(LeaseBoardTest, InitWritesAVersionedHeaderAndEmptyLease) {
-  EXPECT_EQ(sizeof(LeaseBoard), 8384u);
+  EXPECT_EQ(sizeof(LeaseBoard), 12480u);
   EXPECT_EQ(static_cast<void*>(board_), static_cast<void*>(mem_.get()));
   EXPECT_EQ(board_->header.magic.load(), kLeaseBoardMagic);
   EXPECT_EQ(board_->header.abi_version, kLeaseAbiVersion);

@@ -26,9 +26,17 @@
 //   forkfill:N:B              fork N children that allocate B-byte cuMemAlloc_v2 blocks until the
 //                             first failure, all at once; prints their counts, then waits (as wait)
 //   stress:SEED:MAXB          allocate/free random sizes through several families forever
-//   kernels:MS:US:GOFILE      wait until GOFILE exists, then for MS ms of wall time: cuLaunchKernel,
-//                             then sleep US us (a synchronous kernel of that length); prints
+//   kernels:MS:US:GOFILE      wait until GOFILE exists, then for MS ms of wall time: cuLaunchKernel
+//                             of a US us kernel (the fake's simulated clock), then cuCtxSynchronize
+//                             (a synchronous kernel of that length); prints
 //                             "kernels count=N"
+//   flood:US:BATCH:STREAMS:GRAPHK:GOFILE   a tenant that floods the GPU: kernels of US us on the
+//                             fake's simulated clock; waits until GOFILE holds "START END" (CLOCK_MONOTONIC
+//                             ns), then from START to END launches round robin on STREAMS streams
+//                             (cuLaunchKernel, or cuGraphLaunch of a graph of GRAPHK kernels when
+//                             GRAPHK > 0), with cuCtxSynchronize after every BATCH launches (0: never;
+//                             the stream's bounded queue holds it back); prints "flood launches=N
+//                             failures=F busy_us=<device time its kernels got in [START, END)>"
 //   launch:N                  N cuLaunchKernel on the default stream: "launch n=N failures=F"
 //   capture:N                 begin a capture on a stream, N cuLaunchKernel and one cuGraphLaunch
 //                             on it, end the capture: "capture n=N failures=F"
@@ -73,6 +81,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -152,6 +161,7 @@ CUresult cuGraphDestroy(CUgraph);
 CUresult cuStreamBeginCapture_v2(CUstream, CUstreamCaptureMode);
 CUresult cuStreamEndCapture(CUstream, CUgraph*);
 CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus*);
+CUresult cuCtxSynchronize(void);
 CUresult cuGetProcAddress(const char*, void**, int, cuuint64_t);
 CUresult cuGetProcAddress_v2(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 }
@@ -187,6 +197,12 @@ std::vector<Object> g_objects;
 CUmemoryPool g_device_pool = nullptr;
 const char* g_reached = nullptr;  // the driver entry point an invoke reached (before cleanup calls)
 CUmemoryPool g_host_pool = nullptr;
+
+unsigned long long MonoNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<unsigned long long>(ts.tv_sec) * 1'000'000'000ULL + static_cast<unsigned long long>(ts.tv_nsec);
+}
 
 std::vector<std::string> Split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -773,6 +789,7 @@ int main(int argc, char** argv) {
       const std::string go = a.size() > 3 ? a[3] : "";
       while (!go.empty() && access(go.c_str(), F_OK) != 0) usleep(100);
       const long us = static_cast<long>(Num(a, 2));
+      tessera_fake_cuda_set_kernel_ns(static_cast<unsigned long long>(us) * 1000);
       struct timespec t0 {}, t1 {};
       clock_gettime(CLOCK_MONOTONIC, &t0);
       const double end_ms = static_cast<double>(Num(a, 1));
@@ -781,10 +798,50 @@ int main(int argc, char** argv) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6 >= end_ms) break;
         if (cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != 0) break;
-        usleep(static_cast<useconds_t>(us));
+        cuCtxSynchronize();  // the kernel runs US us on the fake's simulated device clock
         ++count;
       }
       std::printf("kernels count=%ld\n", count);
+    } else if (cmd == "flood") {
+      // flood:US:BATCH:STREAMS:GRAPHK:GOFILE (see the usage above).
+      tessera_fake_cuda_set_kernel_ns(static_cast<unsigned long long>(Num(a, 1)) * 1000);
+      const long batch = static_cast<long>(Num(a, 2));
+      const long streams = std::max(1L, static_cast<long>(Num(a, 3)));
+      const long graph_k = static_cast<long>(Num(a, 4));
+      const std::string go = a.size() > 5 ? a[5] : "";
+      unsigned long long start_ns = 0, end_ns = 0;
+      for (;;) {
+        FILE* f = std::fopen(go.c_str(), "r");
+        if (f != nullptr) {
+          const int got = std::fscanf(f, "%llu %llu", &start_ns, &end_ns);
+          std::fclose(f);
+          if (got == 2) break;
+        }
+        usleep(200);
+      }
+      CUgraphExec exec = nullptr;
+      if (graph_k > 0) {
+        CUgraph g = nullptr;
+        std::size_t pos = 0;
+        const std::string spec(static_cast<std::size_t>(graph_k), 'k');
+        if (BuildGraph(spec, &pos, &g) != 0 || cuGraphInstantiateWithFlags(&exec, g, 0) != 0) {
+          std::printf("flood failures=1\n");
+          continue;
+        }
+      }
+      while (MonoNs() < start_ns) usleep(100);
+      long launches = 0;
+      int bad = 0;
+      while (MonoNs() < end_ns) {
+        auto* stream = reinterpret_cast<CUstream>(static_cast<uintptr_t>(0x100 + launches % streams));
+        bad += (graph_k > 0 ? cuGraphLaunch(exec, stream)
+                            : cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr)) != 0;
+        ++launches;
+        if (batch > 0 && launches % batch == 0) bad += cuCtxSynchronize() != 0;
+      }
+      bad += cuCtxSynchronize() != 0;
+      std::printf("flood launches=%ld failures=%d busy_us=%llu\n", launches, bad,
+                  tessera_fake_cuda_busy_ns(start_ns, end_ns) / 1000);
     } else if (cmd == "launch") {
       const long n = static_cast<long>(Num(a, 1));
       int bad = 0;

@@ -51,6 +51,7 @@ inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
 inline constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
 inline constexpr CUresult CUDA_ERROR_INVALID_HANDLE = 400;
 inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 inline constexpr CUresult CUDA_ERROR_LAUNCH_FAILED = 719;
 inline constexpr CUresult CUDA_ERROR_NOT_PERMITTED = 800;
 inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
@@ -96,6 +97,9 @@ inline constexpr CUmemAllocationType CU_MEM_ALLOCATION_TYPE_PINNED = 1;
 
 inline constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_NONE = 0;
 inline constexpr CUstreamCaptureStatus CU_STREAM_CAPTURE_STATUS_ACTIVE = 1;
+// cuEventCreate flags.
+inline constexpr unsigned int CU_EVENT_DEFAULT = 0x0;
+inline constexpr unsigned int CU_EVENT_BLOCKING_SYNC = 0x1;
 inline constexpr CUstreamCaptureMode CU_STREAM_CAPTURE_MODE_GLOBAL = 0;
 
 // CUgraphNodeType values the shim's graph charging looks at (the others count no kernels).
@@ -369,6 +373,17 @@ using PFN_cuStreamBeginCaptureToGraph_v12030 = CUresult (*)(CUstream hStream, CU
 using PFN_cuStreamEndCapture_v10000 = CUresult (*)(CUstream hStream, CUgraph* phGraph);
 using PFN_cuStreamIsCapturing_v10000 = CUresult (*)(CUstream hStream,
                                                    CUstreamCaptureStatus* captureStatus);
+
+// Events and synchronisation (the shim times the tenant's GPU work with events; the _ptsz twins
+// have the same types).
+using PFN_cuEventCreate_v2000 = CUresult (*)(CUevent* phEvent, unsigned int Flags);
+using PFN_cuEventRecord_v2000 = CUresult (*)(CUevent hEvent, CUstream hStream);  // cuEventRecord[_ptsz]
+using PFN_cuEventQuery_v2000 = CUresult (*)(CUevent hEvent);
+using PFN_cuEventSynchronize_v2000 = CUresult (*)(CUevent hEvent);
+using PFN_cuEventElapsedTime_v2000 = CUresult (*)(float* pMilliseconds, CUevent hStart, CUevent hEnd);
+using PFN_cuEventDestroy_v4000 = CUresult (*)(CUevent hEvent);  // cuEventDestroy_v2
+using PFN_cuStreamSynchronize_v2000 = CUresult (*)(CUstream hStream);  // cuStreamSynchronize[_ptsz]
+using PFN_cuCtxSynchronize_v2000 = CUresult (*)(void);
 
 // The resolvers.
 using PFN_cuGetProcAddress_v11030 = CUresult (*)(const char* symbol, void** pfn, int cudaVersion,

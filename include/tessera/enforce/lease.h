@@ -10,9 +10,11 @@
 //   line  0        header (magic, ABI version, size, GPU index): written once at init
 //   line  1        the current lease: packed word (holder + expiry), generation, start
 //   line  2        arbiter heartbeat and the doorbell tenants ring when they start waiting
-//   lines 3..130   per tenant slot: one line written by the node side (state, the duration
+//   lines 3..194   per tenant slot: one line written by the node side (state, the duration
 //                  model, charged time, the wake futex), one written by the tenant's processes
-//                  (waiting count, launches, estimated work submitted, last launch time)
+//                  (waiting count, launches, estimated work submitted, last launch time), and one
+//                  more written by the tenant's processes: the GPU time its work really took,
+//                  measured with events (`LeaseSlotGpuLine`, ABI version 2)
 //
 // Launch fast path (no syscall, no lock, no allocation): `TryAdmitLaunch` = one load of the
 // lease word + a compare with the caller's clock, then relaxed counter updates on the tenant's
@@ -44,7 +46,7 @@
 namespace tessera::enforce {
 
 inline constexpr uint64_t kLeaseBoardMagic = 0x3142534C52535354ull;  // "TSSRLSB1" little-endian
-inline constexpr uint32_t kLeaseAbiVersion = 1;
+inline constexpr uint32_t kLeaseAbiVersion = 2;
 inline constexpr uint32_t kLeaseMaxTenants = 64;
 inline constexpr size_t kLeaseCacheLine = 64;
 // The packed lease word: bits 0..7 = holder slot + 1 (0 = no holder), bits 8..63 = expiry in
@@ -104,9 +106,26 @@ struct alignas(kLeaseCacheLine) LeaseSlotTenantLine {
   std::atomic<uint64_t> wait_ns;           // total time spent in the wait path
 };
 
+// GPU line of a tenant slot (written by the tenant's processes when they meter their GPU time, read
+// by the arbiter). The shim records CUDA events around the tenant's work (src/enforce/shim/gpu_meter.h)
+// and adds the GPU time of every finished segment to `gpu_ns`; the arbiter charges a metering
+// tenant these measured deltas instead of its lease time or the duration estimate.
+struct alignas(kLeaseCacheLine) LeaseSlotGpuLine {
+  std::atomic<uint32_t> metering;       // 1: the tenant's processes measure; gpu_ns is its charge
+  std::atomic<uint32_t> reserved0;
+  std::atomic<uint64_t> gpu_ns;         // GPU time of its finished work, measured (cumulative)
+  std::atomic<uint64_t> busy_until_ns;  // monotonic ns when its queued work is estimated to finish
+  std::atomic<uint64_t> unit_ns;        // measured GPU time per kernel (EWMA); 0 = no sample yet
+  std::atomic<uint64_t> segments;       // measured segments (event pairs read back)
+  std::atomic<uint64_t> throttles;      // launches held back because its queued work filled the lease
+  std::atomic<uint64_t> throttle_ns;    // time those launches waited for queued work to finish
+  std::atomic<uint64_t> reserved1;
+};
+
 struct LeaseTenantSlot {
   LeaseSlotNodeLine node;
   LeaseSlotTenantLine tenant;
+  LeaseSlotGpuLine gpu;
 };
 
 struct LeaseBoard {
@@ -121,14 +140,14 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t
 static_assert(sizeof(std::atomic<uint64_t>) == 8 && sizeof(std::atomic<uint32_t>) == 4);
 static_assert(std::is_standard_layout_v<LeaseBoard>);
 static_assert(sizeof(LeaseBoardHeader) == 64 && sizeof(LeaseState) == 64 && sizeof(LeaseArbiterLine) == 64);
-static_assert(sizeof(LeaseSlotNodeLine) == 64 && sizeof(LeaseSlotTenantLine) == 64);
-static_assert(sizeof(LeaseTenantSlot) == 128);
+static_assert(sizeof(LeaseSlotNodeLine) == 64 && sizeof(LeaseSlotTenantLine) == 64 && sizeof(LeaseSlotGpuLine) == 64);
+static_assert(sizeof(LeaseTenantSlot) == 192);
 static_assert(alignof(LeaseBoard) == 64);
 static_assert(offsetof(LeaseBoard, header) == 0);
 static_assert(offsetof(LeaseBoard, lease) == 64);
 static_assert(offsetof(LeaseBoard, arbiter) == 128);
 static_assert(offsetof(LeaseBoard, slots) == 192);
-static_assert(sizeof(LeaseBoard) == 192 + 128 * kLeaseMaxTenants);  // 8384 bytes
+static_assert(sizeof(LeaseBoard) == 192 + 192 * kLeaseMaxTenants);  // 12480 bytes
 static_assert(offsetof(LeaseState, word) == 0 && offsetof(LeaseState, generation) == 8 &&
               offsetof(LeaseState, holder) == 12 && offsetof(LeaseState, start_ns) == 16 &&
               offsetof(LeaseState, expiry_ns) == 24);
@@ -137,6 +156,8 @@ static_assert(offsetof(LeaseSlotNodeLine, wake_seq) == 8 && offsetof(LeaseSlotNo
 static_assert(offsetof(LeaseSlotTenantLine, waiting) == 0 && offsetof(LeaseSlotTenantLine, launches) == 8 &&
               offsetof(LeaseSlotTenantLine, submitted_est_ns) == 32 &&
               offsetof(LeaseSlotTenantLine, last_launch_ns) == 40 && offsetof(LeaseSlotTenantLine, wait_ns) == 56);
+static_assert(offsetof(LeaseSlotGpuLine, gpu_ns) == 8 && offsetof(LeaseSlotGpuLine, busy_until_ns) == 16 &&
+              offsetof(LeaseSlotGpuLine, unit_ns) == 24 && offsetof(LeaseTenantSlot, gpu) == 128);
 
 // --- creating and attaching ------------------------------------------------------------------
 

@@ -2,14 +2,14 @@
 // segment's policy and counters files (enforce/segment.h). The node side creates it; the shim
 // maps it read-write (tenants write their own slot's tenant line and wait on its futexes).
 //
-// Layout: board g at byte offset g * sizeof(LeaseBoard) (8384, a multiple of 64), nothing else;
+// Layout: board g at byte offset g * sizeof(LeaseBoard) (12480, a multiple of 64), nothing else;
 // the file size says how many GPUs it covers (1..kMaxGpus). Each board carries its own magic,
 // kLeaseAbiVersion, size and gpu_index, so the file is versioned board by board and the
 // memory segment's ABI (kSegmentAbiVersion) is unchanged by it. Tenant t of the memory segment
 // uses lease slot t on every board (kLeaseMaxTenants == kMaxTenants).
 //
 // Worked example: Create("/run/tessera/leases", 2) makes a 16768-byte file; board(1) is at
-// offset 8384 with header.gpu_index == 1; a LeaseArbiter for GPU 1 is created on &board(1); the
+// offset 12480 with header.gpu_index == 1; a LeaseArbiter for GPU 1 is created on &board(1); the
 // shim of tenant 5 launching on node GPU 1 gates on board(1).slots[5].
 //
 // Ownership: LeaseFile owns its mapping (munmap on destruction); boards stay valid while it lives.

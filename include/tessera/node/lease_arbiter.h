@@ -6,9 +6,13 @@
 // priority, hierarchical, round_robin, lottery, edf), grants it a lease of one quantum and
 // wakes its waiting processes (FUTEX_WAKE on the slot's wake_seq).
 //
-// Charging. The holder is charged max(lease time it used, estimated GPU time it submitted
-// during the lease), where the estimate is `enforce::LaunchCostNs` (the per-tenant kernel
-// estimate, times the kernel nodes of a graph). Work submitted just before expiry keeps the
+// Charging. A tenant whose shim meters its GPU time (the slot's `gpu.metering` flag; shim
+// gpu_meter.h) is charged exactly what its events measured: at every step, the growth of the
+// slot's `gpu.gpu_ns`, whether it holds the lease or its queued work is still finishing; its lease
+// end charges nothing more (an unused grant is still charged the time it was reserved), and its
+// idle test uses its published `busy_until_ns` and measured `unit_ns`. Any other holder is charged
+// max(lease time it used, estimated GPU time it submitted during the lease), where the estimate is
+// `enforce::LaunchCostNs` (the per-tenant kernel estimate, times the kernel nodes of a graph). Work submitted just before expiry keeps the
 // GPU busy after it; that tail is charged to the holder, and the next holder is charged from
 // when the tail is estimated to drain (its lease still expires one quantum after the grant,
 // so nobody waits more than a quantum for a lease to end).
@@ -138,6 +142,7 @@ class LeaseArbiter {
     bool suppressed = false;
     uint64_t runnable_since_ns = 0; // edf: when it started waiting (0 = not waiting)
     double usage_ns = 0;            // decayed charged time (min/max shares)
+    uint64_t gpu_seen_ns = 0;       // the slot's measured gpu_ns already charged
     LeaseTenantStats stats;
   };
   struct Lease {
@@ -159,6 +164,10 @@ class LeaseArbiter {
   // The earliest time the current holder counts as idle (`used`: it launched in this lease).
   uint64_t IdleAt(bool used) const;
   void Decay(uint64_t now_ns);
+  bool Metering(uint32_t slot) const;
+  void ChargeSlot(uint32_t slot, uint64_t charge);
+  // Charges every metering tenant the GPU time its processes measured since the last step.
+  void ChargeMeasured();
   double Share(uint32_t slot) const;
 
   enforce::LeaseBoard* board_;

@@ -40,6 +40,7 @@
 #include <x86intrin.h>
 #endif
 
+#include "src/enforce/shim/gpu_meter.h"
 #include "tessera/enforce/cuda_abi.h"
 #include "tessera/enforce/lease.h"
 #include "tessera/enforce/segment.h"
@@ -103,13 +104,18 @@ inline void LaunchGate(CountedLaunch kind, cuabi::CUstream stream = nullptr, boo
   ProcessSlot* slot = g_launch_slot.load(std::memory_order_acquire);
   if (__builtin_expect(slot == nullptr, 0)) slot = LaunchSlotSlow();
   slot->launches[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);
-  if (kind == CountedLaunch::kCaptureBegin) return;
+  if (kind == CountedLaunch::kCaptureBegin) {
+    if (g_meter.on.load(std::memory_order_relaxed)) MeterCaptureBegin();
+    return;
+  }
   LeaseBoard* board = g_gate.single;
   if (__builtin_expect(board != nullptr, 1)) {
     LaunchRequest request;
     request.kind = LeaseKindOf(kind);
     request.graph_kernels = graph_kernels;
-    if (__builtin_expect(TryAdmitLaunch(*board, g_gate.slot, request, GateNowNs()) == GateResult::kAdmitted, 1)) {
+    if (__builtin_expect(TryAdmitLaunch(*board, g_gate.slot, request, GateNowNs()) == GateResult::kAdmitted, 1) &&
+        __builtin_expect(MeterLaunch(*board, g_gate.slot, stream, per_thread, graph_kernels) == MeterResult::kAdmitted,
+                         1)) {
       return;
     }
   } else if (g_gate.boards == nullptr) {

@@ -54,6 +54,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "src/enforce/shim/gpu_meter.h"
 #include "src/enforce/shim/graph_exec_table.h"
 #include "src/enforce/shim/hook_list.h"
 #include "src/enforce/shim/launch_gate.h"
@@ -117,6 +118,7 @@ struct Config {
   bool fail_closed = false;  // configured but unusable, and TESSERA_SHIM_FAIL is not "open"
   bool log = false;
   bool compute_fail_closed = false;  // TESSERA_SHIM_COMPUTE_FAIL=closed
+  bool gpu_meter = false;            // TESSERA_SHIM_GPU_METER is not "0" (gpu_meter.h)
   int tenant = -1;
   int num_ordinals = 0;
   int node_gpu[kMaxGpus] = {};
@@ -187,6 +189,17 @@ void* DriverHandle() {
   return h;
 }
 
+// Turns the GPU meter on once both the gate (one board) and the driver's event entry points are
+// there; marks the slot as metering so that the arbiter charges the measured time.
+void EnableMeter() {
+  if (!g_cfg.gpu_meter || g_gate.single == nullptr || !g_driver_ready.load(std::memory_order_acquire) ||
+      !g_meter_driver.complete() || g_gate.slot >= kLeaseMaxTenants) {
+    return;
+  }
+  g_gate.single->slots[g_gate.slot].gpu.metering.store(1, std::memory_order_relaxed);
+  g_meter.on.store(true, std::memory_order_release);
+}
+
 // Fills the real-pointer table. Uses only glibc's dlsym (never the override). `load`: dlopen the
 // driver if nobody has yet (a wrapper was called); otherwise only a loaded driver is used.
 bool EnsureDriver(bool load) {
@@ -217,8 +230,18 @@ bool EnsureDriver(bool load) {
   g_memset = reinterpret_cast<PFN_cuMemsetD8_v3020>(dl.dlsym(h, "cuMemsetD8_v2"));
   g_memset_async = reinterpret_cast<PFN_cuMemsetD8Async_v3020>(dl.dlsym(h, "cuMemsetD8Async"));
   g_memset_async_ptsz = reinterpret_cast<PFN_cuMemsetD8Async_v3020>(dl.dlsym(h, "cuMemsetD8Async_ptsz"));
+  g_meter_driver.create = reinterpret_cast<PFN_cuEventCreate_v2000>(dl.dlsym(h, "cuEventCreate"));
+  g_meter_driver.record = reinterpret_cast<PFN_cuEventRecord_v2000>(dl.dlsym(h, "cuEventRecord"));
+  g_meter_driver.record_ptsz = reinterpret_cast<PFN_cuEventRecord_v2000>(dl.dlsym(h, "cuEventRecord_ptsz"));
+  g_meter_driver.query = reinterpret_cast<PFN_cuEventQuery_v2000>(dl.dlsym(h, "cuEventQuery"));
+  g_meter_driver.synchronize = reinterpret_cast<PFN_cuEventSynchronize_v2000>(dl.dlsym(h, "cuEventSynchronize"));
+  g_meter_driver.elapsed = reinterpret_cast<PFN_cuEventElapsedTime_v2000>(dl.dlsym(h, "cuEventElapsedTime"));
+  g_meter_driver.destroy = reinterpret_cast<PFN_cuEventDestroy_v4000>(dl.dlsym(h, "cuEventDestroy_v2"));
+  g_meter_driver.is_capturing = g_is_capturing;
+  g_meter_driver.is_capturing_ptsz = g_is_capturing_ptsz;
   t_in_dl = saved;
   g_driver_ready.store(true, std::memory_order_release);
+  EnableMeter();
   return true;
 }
 
@@ -913,10 +936,15 @@ void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, CUstream stream, bool
     board = &g_gate.boards[gpu];
   }
   const uint32_t slot = g_gate.slot;
+  // Only a process gated on one board meters (gpu_meter.h): its streams all run on that GPU.
+  const bool metered = board == g_gate.single;
   LaunchRequest request;
   request.kind = LeaseKindOf(kind);
   request.graph_kernels = graph_kernels;
-  if (TryAdmitLaunch(*board, slot, request, MonotonicNowNs()) == GateResult::kAdmitted) return;
+  if (TryAdmitLaunch(*board, slot, request, MonotonicNowNs()) == GateResult::kAdmitted &&
+      (!metered || MeterLaunch(*board, slot, stream, per_thread, graph_kernels) == MeterResult::kAdmitted)) {
+    return;
+  }
   // Not registered on this GPU's board (no share): nothing to gate against.
   if (board->slots[slot].node.state.load(std::memory_order_acquire) !=
       static_cast<uint32_t>(LeaseSlotState::kActive)) {
@@ -927,6 +955,9 @@ void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, CUstream stream, bool
     TryAdmitLaunch(*board, slot, request, 0);
     return;
   }
+  // The tenant cannot launch until it holds the lease again: let the arbiter see what its queued
+  // work measured so far.
+  if (metered) MeterFlush(*board, slot);
   for (;;) {
     const uint64_t now = MonotonicNowNs();
     if (!g_cfg.compute_fail_closed && !ArbiterAlive(*board, now, kArbiterStaleNs)) {
@@ -940,7 +971,13 @@ void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, CUstream stream, bool
       return;
     }
     const GateResult r = GateLaunch(*board, slot, request, kWaitStepNs);
-    if (r != GateResult::kTimedOut) return;
+    if (r == GateResult::kTimedOut) continue;
+    // Admitted: the meter may still hold the launch until its queued work fits the new lease, and
+    // send it back to wait if that lease ends first (the launch is then counted once more).
+    if (r != GateResult::kAdmitted || !metered ||
+        MeterLaunch(*board, slot, stream, per_thread, graph_kernels) == MeterResult::kAdmitted) {
+      return;
+    }
   }
 }
 
@@ -1170,6 +1207,9 @@ void Configure() {
     g_gate.num_boards = boards;
     g_gate.boards = base;
     g_gate.single = one_gpu ? &base[g_cfg.node_gpu[0]] : nullptr;
+    const char* meter = std::getenv("TESSERA_SHIM_GPU_METER");
+    g_cfg.gpu_meter = meter == nullptr || std::strcmp(meter, "0") != 0;
+    EnableMeter();
   }
   if (g_cfg.log) Log("tessera-shim: tenant %ld, %d GPU(s), granule %llu\n", t, n,
                      static_cast<unsigned long long>(g_cfg.granule));
@@ -1190,6 +1230,7 @@ void ResetProcessState() {
   g_slot_pid = 0;
   g_launch_slot.store(nullptr, std::memory_order_release);
   g_graph_execs.ResetAfterFork();
+  MeterResetAfterFork();
 }
 
 // The pid the process-local state belongs to: 0 in a child whose copy of the wipe-on-fork page

@@ -27,7 +27,10 @@
 //     allocation; host-backed memory is written at once (no queues), the last memset is kept for
 //     tests, and an optional free audit counts nonzero bytes of blocks as they are freed.
 //   * Stream capture state per stream handle (cuStreamBeginCapture*, cuStreamIsCapturing,
-//     cuStreamEndCapture). Launches do nothing.
+//     cuStreamEndCapture). Launches do nothing, unless a kernel duration is set: then each kernel
+//     occupies a simulated device clock shared by the processes of one device file, and events
+//     (cuEventCreate/Record/Query/Synchronize/ElapsedTime/Destroy_v2) and cuStreamSynchronize /
+//     cuCtxSynchronize follow that clock ("simulated device time" below).
 //   * Graphs: kernel, empty and child-graph nodes (cuGraphCreate, cuGraphAdd{Kernel,Empty,
 //     ChildGraph}Node, cuGraphGetNodes, cuGraphNodeGetType, cuGraphChildGraphNodeGetGraph), every
 //     instantiate variant, cuGraphLaunch(_ptsz) running the exec's kernel nodes (counted, see
@@ -40,10 +43,12 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -152,6 +157,16 @@ using namespace tessera::cuabi;  // NOLINT: the C ABI's names, as cuda.h has the
   X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, true, PFN_cuStreamEndCapture_v10000) \
   X(cuStreamIsCapturing, cuStreamIsCapturing, 10000, false, PFN_cuStreamIsCapturing_v10000) \
   X(cuStreamIsCapturing_ptsz, cuStreamIsCapturing, 10000, true, PFN_cuStreamIsCapturing_v10000) \
+  X(cuEventCreate, cuEventCreate, 2000, false, PFN_cuEventCreate_v2000) \
+  X(cuEventRecord, cuEventRecord, 2000, false, PFN_cuEventRecord_v2000) \
+  X(cuEventRecord_ptsz, cuEventRecord, 7000, true, PFN_cuEventRecord_v2000) \
+  X(cuEventQuery, cuEventQuery, 2000, false, PFN_cuEventQuery_v2000) \
+  X(cuEventSynchronize, cuEventSynchronize, 2000, false, PFN_cuEventSynchronize_v2000) \
+  X(cuEventElapsedTime, cuEventElapsedTime, 2000, false, PFN_cuEventElapsedTime_v2000) \
+  X(cuEventDestroy_v2, cuEventDestroy, 4000, false, PFN_cuEventDestroy_v4000) \
+  X(cuStreamSynchronize, cuStreamSynchronize, 2000, false, PFN_cuStreamSynchronize_v2000) \
+  X(cuStreamSynchronize_ptsz, cuStreamSynchronize, 7000, true, PFN_cuStreamSynchronize_v2000) \
+  X(cuCtxSynchronize, cuCtxSynchronize, 2000, false, PFN_cuCtxSynchronize_v2000) \
   X(cuGetProcAddress, cuGetProcAddress, 11030, false, PFN_cuGetProcAddress_v11030) \
   X(cuGetProcAddress_v2, cuGetProcAddress, 12000, false, PFN_cuGetProcAddress_v12000)
 // clang-format on
@@ -173,11 +188,15 @@ struct Config {
   unsigned long long mem_bytes = 16ULL << 30;
   int driver_version = 13000;
   unsigned long long pitch_align = 512;
+  unsigned long long queue_depth = 1024;
 };
 
 struct DeviceUsage {
   std::atomic<unsigned long long> used[kMaxDevices];
   std::atomic<unsigned long long> peak[kMaxDevices];
+  // The simulated device clock: CLOCK_MONOTONIC ns at which the last command submitted to the
+  // device (by any process sharing the file) finishes.
+  std::atomic<unsigned long long> busy_until[kMaxDevices];
 };
 
 struct Injection {
@@ -214,6 +233,7 @@ thread_local const char* t_last_call = "";
 thread_local FakeCtx* t_ctx = nullptr;
 FakeCtx g_primary[kMaxDevices];
 FakePool g_default_pools[kMaxDevices];
+std::atomic<unsigned long long> g_kernel_ns{0};  // simulated duration of one kernel (0: none)
 
 // All bookkeeping below under one mutex; the real driver is thread-safe too.
 std::mutex& Mu() {
@@ -299,6 +319,8 @@ __attribute__((constructor)) void LoadConfig() {
   g_config.mem_bytes = EnvU64("TESSERA_FAKE_CUDA_MEM_BYTES", 16ULL << 30);
   g_config.driver_version = static_cast<int>(EnvU64("TESSERA_FAKE_CUDA_DRIVER_VERSION", 13000));
   g_config.pitch_align = std::max<unsigned long long>(1, EnvU64("TESSERA_FAKE_CUDA_PITCH_ALIGN", 512));
+  g_config.queue_depth = std::max<unsigned long long>(1, EnvU64("TESSERA_FAKE_CUDA_QUEUE_DEPTH", 1024));
+  g_kernel_ns.store(EnvU64("TESSERA_FAKE_CUDA_KERNEL_NS", 0), std::memory_order_relaxed);
   for (int d = 0; d < kMaxDevices; ++d) g_primary[d].device = d;
   if (const char* shared = std::getenv("TESSERA_FAKE_CUDA_SHARED"); shared != nullptr && *shared) {
     int fd = ::open(shared, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
@@ -550,6 +572,105 @@ CUresult Resolve(const char* symbol, void** pfn, int cuda_version, cuuint64_t fl
 }  // namespace
 
 // --- control API ----------------------------------------------------------------------------------
+// --- simulated device time -------------------------------------------------------------------------
+// With TESSERA_FAKE_CUDA_KERNEL_NS (or tessera_fake_cuda_set_kernel_ns) > 0, every kernel occupies
+// the device for that long. The device runs one command at a time, in submission order, across all
+// streams and all processes that share TESSERA_FAKE_CUDA_SHARED (its clock, `busy_until`, lives
+// there; without the file it is per process). A real GPU time-slices between the contexts of
+// several processes instead; for shares the effect is the same: work a tenant has queued runs,
+// whoever holds the lease. A stream holds at most TESSERA_FAKE_CUDA_QUEUE_DEPTH (default 1024)
+// unfinished launches; the next launch blocks the host until the oldest finishes (the real
+// driver's bounded push buffer). An event completes when the commands submitted to the device
+// before it have run; cuEventSynchronize, cuStreamSynchronize and cuCtxSynchronize sleep until
+// then. Worked example (one device, 1 ms kernels, idle at t = 0):
+//   t=0    launch on stream A -> runs [0, 1) ms; launch on B (another process) -> [1, 2)
+//   t=0.1  cuEventRecord(e, A) -> e completes at 2 ms (the device is busy until then)
+//   t=0.5  cuEventQuery(e) -> CUDA_ERROR_NOT_READY; cuEventSynchronize(e) returns at t = 2
+// Kernels of 0 ns (the default) touch none of this: a launch stays a counter increment.
+namespace {
+
+struct StreamSim {
+  std::vector<unsigned long long> pending_end;  // end times of unfinished launches, oldest first
+  unsigned long long last_end = 0;
+};
+struct EventSim {
+  bool recorded = false;
+  unsigned long long at = 0;  // completion time on the simulated clock
+};
+struct SimState {
+  std::mutex mu;
+  std::unordered_map<unsigned long long, StreamSim> streams;
+  std::unordered_map<const void*, EventSim> events;
+  unsigned long long last_end = 0;  // this process's latest command (cuCtxSynchronize)
+  std::vector<std::pair<unsigned long long, unsigned long long>> busy;  // this process's kernels
+};
+SimState& Sim() {
+  static auto* s = new SimState;
+  return *s;
+}
+
+unsigned long long SimNowNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<unsigned long long>(ts.tv_sec) * 1'000'000'000ULL + static_cast<unsigned long long>(ts.tv_nsec);
+}
+
+void SleepUntil(unsigned long long t) {
+  timespec ts{static_cast<time_t>(t / 1'000'000'000ULL), static_cast<long>(t % 1'000'000'000ULL)};
+  while (SimNowNs() < t && ::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+// The stream's identity: its handle; the per-thread default stream (NULL through a _ptsz entry
+// point) is CU_STREAM_PER_THREAD (0x2), as the driver names it.
+unsigned long long StreamKey(CUstream stream, bool per_thread) {
+  if (stream == nullptr && per_thread) return 0x2;
+  return reinterpret_cast<unsigned long long>(stream);
+}
+
+int SimDevice() { return t_ctx != nullptr ? t_ctx->device : 0; }
+
+// Takes the device from max(now, its clock) for `dur` ns; returns the start.
+unsigned long long TakeDevice(int dev, unsigned long long now, unsigned long long dur) {
+  auto& clock = g_usage->busy_until[dev];
+  unsigned long long cur = clock.load(std::memory_order_acquire);
+  unsigned long long start = 0;
+  do {
+    start = std::max(now, cur);
+  } while (!clock.compare_exchange_weak(cur, start + dur, std::memory_order_acq_rel));
+  return start;
+}
+
+void Prune(StreamSim& s, unsigned long long now) {
+  auto done = std::find_if(s.pending_end.begin(), s.pending_end.end(), [now](unsigned long long e) { return e > now; });
+  s.pending_end.erase(s.pending_end.begin(), done);
+}
+
+// A launch of `kernels` kernels on `stream`: waits for room in the stream's queue, then queues it.
+void SimLaunch(CUstream stream, bool per_thread, unsigned long long kernels) {
+  const unsigned long long per_kernel = g_kernel_ns.load(std::memory_order_relaxed);
+  if (per_kernel == 0 || kernels == 0) return;
+  const unsigned long long dur = per_kernel * kernels;
+  SimState& sim = Sim();
+  std::unique_lock<std::mutex> lock(sim.mu);
+  StreamSim& s = sim.streams[StreamKey(stream, per_thread)];
+  for (;;) {
+    Prune(s, SimNowNs());
+    if (s.pending_end.size() < g_config.queue_depth) break;
+    const unsigned long long wait = s.pending_end[s.pending_end.size() - g_config.queue_depth];
+    lock.unlock();
+    SleepUntil(wait);
+    lock.lock();
+  }
+  const unsigned long long start = TakeDevice(SimDevice(), SimNowNs(), dur);
+  s.pending_end.push_back(start + dur);
+  s.last_end = start + dur;
+  sim.last_end = std::max(sim.last_end, start + dur);
+  sim.busy.emplace_back(start, start + dur);
+}
+
+}  // namespace
+
 extern "C" {
 
 const char* tessera_fake_cuda_last_call(void) { return t_last_call; }
@@ -1067,28 +1188,37 @@ CUresult cuMemFreeHost(void* p) {
   return CUDA_SUCCESS;
 }
 
-#define FAKE_LAUNCH(symbol, params)  \
-  CUresult symbol params {           \
-    ENTER(symbol);                   \
-    REQUIRE_INIT();                  \
-    return CUDA_SUCCESS;             \
+// Launches do no work; with a simulated kernel duration they occupy the device (SimLaunch).
+#define FAKE_LAUNCH(symbol, params, stream, per_thread, kernels) \
+  CUresult symbol params {                                         \
+    ENTER(symbol);                                                 \
+    REQUIRE_INIT();                                                \
+    SimLaunch(stream, per_thread, kernels);                        \
+    return CUDA_SUCCESS;                                           \
   }
 FAKE_LAUNCH(cuLaunchKernel, (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
-                             unsigned int, unsigned int, unsigned int, CUstream, void**, void**))
+                             unsigned int, unsigned int, unsigned int, CUstream hStream, void**, void**),
+            hStream, false, 1)
 FAKE_LAUNCH(cuLaunchKernel_ptsz, (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
-                                  unsigned int, unsigned int, unsigned int, CUstream, void**, void**))
-FAKE_LAUNCH(cuLaunchKernelEx, (const CUlaunchConfig*, CUfunction, void**, void**))
-FAKE_LAUNCH(cuLaunchKernelEx_ptsz, (const CUlaunchConfig*, CUfunction, void**, void**))
+                                  unsigned int, unsigned int, unsigned int, CUstream hStream, void**, void**),
+            hStream, true, 1)
+FAKE_LAUNCH(cuLaunchKernelEx, (const CUlaunchConfig* config, CUfunction, void**, void**),
+            config != nullptr ? config->hStream : nullptr, false, 1)
+FAKE_LAUNCH(cuLaunchKernelEx_ptsz, (const CUlaunchConfig* config, CUfunction, void**, void**),
+            config != nullptr ? config->hStream : nullptr, true, 1)
 FAKE_LAUNCH(cuLaunchCooperativeKernel, (CUfunction, unsigned int, unsigned int, unsigned int,
                                         unsigned int, unsigned int, unsigned int, unsigned int,
-                                        CUstream, void**))
+                                        CUstream hStream, void**),
+            hStream, false, 1)
 FAKE_LAUNCH(cuLaunchCooperativeKernel_ptsz, (CUfunction, unsigned int, unsigned int, unsigned int,
                                              unsigned int, unsigned int, unsigned int, unsigned int,
-                                             CUstream, void**))
-FAKE_LAUNCH(cuLaunchCooperativeKernelMultiDevice, (CUDA_LAUNCH_PARAMS*, unsigned int, unsigned int))
-FAKE_LAUNCH(cuLaunch, (CUfunction))
-FAKE_LAUNCH(cuLaunchGrid, (CUfunction, int, int))
-FAKE_LAUNCH(cuLaunchGridAsync, (CUfunction, int, int, CUstream))
+                                             CUstream hStream, void**),
+            hStream, true, 1)
+FAKE_LAUNCH(cuLaunchCooperativeKernelMultiDevice, (CUDA_LAUNCH_PARAMS*, unsigned int, unsigned int), nullptr,
+            false, 0)
+FAKE_LAUNCH(cuLaunch, (CUfunction), nullptr, false, 1)
+FAKE_LAUNCH(cuLaunchGrid, (CUfunction, int, int), nullptr, false, 1)
+FAKE_LAUNCH(cuLaunchGridAsync, (CUfunction, int, int, CUstream hStream), hStream, false, 1)
 #undef FAKE_LAUNCH
 
 // --- graphs: kernel, empty and child-graph nodes; an exec knows its kernel count --------------------
@@ -1174,7 +1304,7 @@ CUresult Instantiate(CUgraphExec* exec, CUgraph graph) {
   return CUDA_SUCCESS;
 }
 
-CUresult GraphLaunch(CUgraphExec exec) {
+CUresult GraphLaunch(CUgraphExec exec, CUstream stream, bool per_thread) {
   REQUIRE_INIT();
   if (exec == nullptr) return CUDA_SUCCESS;
   unsigned long long kernels = 0;
@@ -1184,17 +1314,18 @@ CUresult GraphLaunch(CUgraphExec exec) {
     kernels = reinterpret_cast<const FakeExec*>(exec)->kernels;
   }
   g_graph_kernels_run.fetch_add(kernels, std::memory_order_relaxed);
+  SimLaunch(stream, per_thread, kernels);
   return CUDA_SUCCESS;
 }
 }  // namespace
 
-CUresult cuGraphLaunch(CUgraphExec exec, CUstream) {
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   ENTER(cuGraphLaunch);
-  return GraphLaunch(exec);
+  return GraphLaunch(exec, stream, false);
 }
-CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream) {
+CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
   ENTER(cuGraphLaunch_ptsz);
-  return GraphLaunch(exec);
+  return GraphLaunch(exec, stream, true);
 }
 
 CUresult cuGraphCreate(CUgraph* graph, unsigned int flags) {
@@ -1371,6 +1502,142 @@ CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
 CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status) {
   ENTER(cuStreamIsCapturing_ptsz);
   return IsCapturing(stream, status);
+}
+
+// --- events and synchronisation on the simulated clock (see "simulated device time") ---------------
+// Every stream's work is on the one device queue: the event completes when the device has run
+// everything submitted before it.
+static CUresult EventRecord(CUevent event) {
+  REQUIRE_INIT();
+  SimState& sim = Sim();
+  std::lock_guard<std::mutex> lock(sim.mu);
+  auto it = sim.events.find(event);
+  if (it == sim.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  it->second.recorded = true;
+  it->second.at = TakeDevice(SimDevice(), SimNowNs(), 0);
+  return CUDA_SUCCESS;
+}
+
+// The event's completion time, or an error for an unknown handle.
+static CUresult EventAt(CUevent event, bool* recorded, unsigned long long* at) {
+  SimState& sim = Sim();
+  std::lock_guard<std::mutex> lock(sim.mu);
+  auto it = sim.events.find(event);
+  if (it == sim.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+  *recorded = it->second.recorded;
+  *at = it->second.at;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventCreate(CUevent* event, unsigned int) {
+  ENTER(cuEventCreate);
+  REQUIRE_INIT();
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (t_ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  auto* handle = new char;
+  {
+    std::lock_guard<std::mutex> lock(Sim().mu);
+    Sim().events.emplace(handle, EventSim{});
+  }
+  *event = reinterpret_cast<CUevent>(handle);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent event, CUstream) {
+  ENTER(cuEventRecord);
+  return EventRecord(event);
+}
+CUresult cuEventRecord_ptsz(CUevent event, CUstream) {
+  ENTER(cuEventRecord_ptsz);
+  return EventRecord(event);
+}
+
+CUresult cuEventQuery(CUevent event) {
+  ENTER(cuEventQuery);
+  REQUIRE_INIT();
+  bool recorded = false;
+  unsigned long long at = 0;
+  if (CUresult rc = EventAt(event, &recorded, &at); rc != CUDA_SUCCESS) return rc;
+  return !recorded || at <= SimNowNs() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuEventSynchronize(CUevent event) {
+  ENTER(cuEventSynchronize);
+  REQUIRE_INIT();
+  bool recorded = false;
+  unsigned long long at = 0;
+  if (CUresult rc = EventAt(event, &recorded, &at); rc != CUDA_SUCCESS) return rc;
+  if (recorded) SleepUntil(at);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  ENTER(cuEventElapsedTime);
+  REQUIRE_INIT();
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  bool rec_a = false, rec_b = false;
+  unsigned long long a = 0, b = 0;
+  if (CUresult rc = EventAt(start, &rec_a, &a); rc != CUDA_SUCCESS) return rc;
+  if (CUresult rc = EventAt(end, &rec_b, &b); rc != CUDA_SUCCESS) return rc;
+  if (!rec_a || !rec_b) return CUDA_ERROR_INVALID_HANDLE;
+  if (std::max(a, b) > SimNowNs()) return CUDA_ERROR_NOT_READY;
+  *ms = static_cast<float>(static_cast<double>(static_cast<long long>(b - a)) / 1e6);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy_v2(CUevent event) {
+  ENTER(cuEventDestroy_v2);
+  REQUIRE_INIT();
+  {
+    std::lock_guard<std::mutex> lock(Sim().mu);
+    if (Sim().events.erase(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  }
+  delete reinterpret_cast<char*>(event);
+  return CUDA_SUCCESS;
+}
+
+static CUresult StreamSynchronize(CUstream stream, bool per_thread) {
+  REQUIRE_INIT();
+  unsigned long long until = 0;
+  {
+    std::lock_guard<std::mutex> lock(Sim().mu);
+    auto it = Sim().streams.find(StreamKey(stream, per_thread));
+    if (it != Sim().streams.end()) until = it->second.last_end;
+  }
+  SleepUntil(until);
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamSynchronize(CUstream stream) {
+  ENTER(cuStreamSynchronize);
+  return StreamSynchronize(stream, false);
+}
+CUresult cuStreamSynchronize_ptsz(CUstream stream) {
+  ENTER(cuStreamSynchronize_ptsz);
+  return StreamSynchronize(stream, true);
+}
+
+CUresult cuCtxSynchronize(void) {
+  ENTER(cuCtxSynchronize);
+  REQUIRE_INIT();
+  unsigned long long until = 0;
+  {
+    std::lock_guard<std::mutex> lock(Sim().mu);
+    until = Sim().last_end;
+  }
+  SleepUntil(until);
+  return CUDA_SUCCESS;
+}
+
+void tessera_fake_cuda_set_kernel_ns(unsigned long long ns) { g_kernel_ns.store(ns, std::memory_order_relaxed); }
+
+unsigned long long tessera_fake_cuda_busy_ns(unsigned long long from_ns, unsigned long long to_ns) {
+  std::lock_guard<std::mutex> lock(Sim().mu);
+  unsigned long long total = 0;
+  for (const auto& [a, b] : Sim().busy) {
+    const unsigned long long lo = std::max(a, from_ns), hi = std::min(b, to_ns);
+    if (hi > lo) total += hi - lo;
+  }
+  return total;
 }
 
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags) {

@@ -19,6 +19,13 @@
 //                                     copy of the library loaded under another file name writes
 //                                     <folder>/<pid>.<file name> (the fake NVML adds them up)
 //   TESSERA_FAKE_CUDA_LOAD_DELAY_MS   the library's constructor sleeps this long (a slow dlopen)
+//   TESSERA_FAKE_CUDA_KERNEL_NS       simulated duration of every kernel (default 0: launches take no
+//                                     device time). With a duration, the device runs one command at a
+//                                     time in submission order on a clock shared through
+//                                     TESSERA_FAKE_CUDA_SHARED; events complete, and the synchronize
+//                                     calls return, when the work submitted before them has run
+//   TESSERA_FAKE_CUDA_QUEUE_DEPTH     unfinished launches a stream holds before the next launch blocks
+//                                     the host (default 1024)
 //
 // Thread-safety: every function may be called from any thread.
 #pragma once
@@ -37,6 +44,10 @@ unsigned long long tessera_fake_cuda_device_used(int device);
 unsigned long long tessera_fake_cuda_device_peak(int device);
 // Live device allocations of this process (pointers, VMM handles, arrays).
 unsigned long long tessera_fake_cuda_live_allocations(void);
+// The simulated duration of one kernel from now on, in this process (0: launches take no time).
+void tessera_fake_cuda_set_kernel_ns(unsigned long long ns);
+// Device time this process's kernels occupied within [from_ns, to_ns) of CLOCK_MONOTONIC.
+unsigned long long tessera_fake_cuda_busy_ns(unsigned long long from_ns, unsigned long long to_ns);
 // Kernel nodes this process's cuGraphLaunch* calls have run (child graphs included).
 unsigned long long tessera_fake_cuda_graph_kernels_run(void);
 // Free audit (scrub-on-free tests): while on, every free of a host-backed device allocation counts
