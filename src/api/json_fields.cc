@@ -1,5 +1,7 @@
 #include "tessera/api/json_fields.h"
 
+#include "tessera/core/json_error.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -7,38 +9,10 @@ namespace tessera::api {
 
 using json = nlohmann::json;
 
-namespace {
-
-// Where a JSON parse stopped (the byte offset of the error).
-class ErrorAt final : public json::json_sax_t {
- public:
-  size_t position = 0;
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(json::number_integer_t) override { return true; }
-  bool number_unsigned(json::number_unsigned_t) override { return true; }
-  bool number_float(json::number_float_t, const json::string_t&) override { return true; }
-  bool string(json::string_t&) override { return true; }
-  bool binary(json::binary_t&) override { return true; }
-  bool start_object(size_t) override { return true; }
-  bool key(json::string_t&) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(size_t pos, const std::string&, const json::exception&) override {
-    position = pos;
-    return false;
-  }
-};
-
-}  // namespace
-
 StatusOr<json> ParseJsonObject(std::string_view body) {
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    ErrorAt at;
-    json::sax_parse(body.begin(), body.end(), &at);
-    return InvalidArgumentError("the body is not JSON (error at character " + std::to_string(at.position) +
+    return InvalidArgumentError("the body is not JSON (error at character " + std::to_string(JsonErrorOffset(body)) +
                                 ", counting from 1)");
   }
   if (!j.is_object()) return InvalidArgumentError("the body must be a JSON object");

@@ -1,5 +1,7 @@
 #include "tessera/partition/mig_plan_json.h"
 
+#include "tessera/core/json_error.h"
+
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,42 +20,6 @@ json InstancesJson(const MigGeometry& g, MigLayout layout) {
     arr.push_back({{"profile", p.name}, {"start", i.start}, {"size", p.size}});
   }
   return arr;
-}
-
-// Records where a SAX parse failed (byte offset), so that "not JSON" names a line and column.
-class ErrorPosition final : public json::json_sax_t {
- public:
-  size_t position = 0;
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(json::number_integer_t) override { return true; }
-  bool number_unsigned(json::number_unsigned_t) override { return true; }
-  bool number_float(json::number_float_t, const json::string_t&) override { return true; }
-  bool string(json::string_t&) override { return true; }
-  bool binary(json::binary_t&) override { return true; }
-  bool start_object(size_t) override { return true; }
-  bool key(json::string_t&) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(size_t pos, const std::string&, const nlohmann::detail::exception&) override {
-    position = pos;
-    return false;
-  }
-};
-
-// "3:14" for the byte offset `pos` (1-based line and column; nlohmann counts the failing byte).
-std::string LineColumn(std::string_view text, size_t pos) {
-  size_t line = 1, col = 1;
-  for (size_t i = 0; i + 1 < pos && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return std::to_string(line) + ":" + std::to_string(col);
 }
 
 StatusOr<MigPlanStep> DecodeStep(const MigGeometry& g, const json& st, const std::string& at) {
@@ -138,9 +104,7 @@ StatusOr<DecodedMigPlan> DecodeMigPlanJson(const GpuModelCatalog& catalog, GpuMo
   const MigGeometry& g = *info.mig;
   const json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    ErrorPosition where;
-    json::sax_parse(text.begin(), text.end(), &where);
-    return InvalidArgumentError(source + ":" + LineColumn(text, where.position) +
+    return InvalidArgumentError(source + ":" + LineColumnAt(text, JsonErrorOffset(text)) +
                                 ": not JSON (write the plan with `tessera mig plan --json FILE`)");
   }
   if (!j.is_object()) return InvalidArgumentError(source + ": not a JSON object");

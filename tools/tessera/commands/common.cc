@@ -89,6 +89,29 @@ StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
   return seeds;
 }
 
+std::string TextTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], r[c].size());
+    }
+  std::string out;
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < r.size(); ++c) {
+      out += r[c];
+      if (c + 1 < r.size()) out += std::string(width[c] - r[c].size() + 2, ' ');
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string TextTable(const std::vector<std::string>& header, std::vector<std::vector<std::string>> rows) {
+  rows.insert(rows.begin(), header);
+  return TextTable(rows);
+}
+
 Status WriteOutput(const std::string& path, const std::string& text) {
   if (path == "-") {
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {

@@ -43,6 +43,12 @@ StatusOr<std::string> FindFakeNvml();
 // the bad item and the flag.
 StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text);
 
+// The rows as left-aligned columns two spaces apart, one line each; the first row is the header.
+// Rows may be shorter than others (their missing cells are left out).
+//   TextTable({{"NAME", "GPUS"}, {"node-a", "8"}}) -> "NAME    GPUS\nnode-a  8\n"
+std::string TextTable(const std::vector<std::vector<std::string>>& rows);
+std::string TextTable(const std::vector<std::string>& header, std::vector<std::vector<std::string>> rows);
+
 // Writes `text` to `path` ("-": stdout), creating the parent folders; UNAVAILABLE names the path.
 Status WriteOutput(const std::string& path, const std::string& text);
 

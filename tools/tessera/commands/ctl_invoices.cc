@@ -27,25 +27,6 @@ struct InvoiceFlags {
 std::string Money(const json& v) { return v.is_number_integer() ? metering::FormatMicro(v.get<int64_t>()) : "-"; }
 std::string Text(const json& v) { return v.is_string() ? v.get<std::string>() : v.is_null() ? "-" : v.dump(); }
 
-// Left-aligned columns two spaces apart.
-std::string Columns(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& r : rows)
-    for (size_t c = 0; c < r.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], r[c].size());
-    }
-  std::string out;
-  for (const auto& r : rows) {
-    for (size_t c = 0; c < r.size(); ++c) {
-      out += r[c];
-      if (c + 1 < r.size()) out += std::string(width[c] - r[c].size() + 2, ' ');
-    }
-    out += "\n";
-  }
-  return out;
-}
-
 // The accounts with their totals, then every line.
 std::string InvoiceTable(const json& a) {
   std::string out = "Invoices for " + Text(a["period"]) + " (" + Text(a["currency"]) + "), total " +
@@ -69,8 +50,8 @@ std::string InvoiceTable(const json& a) {
       lines.push_back({Text(i["tenant"]), Text(l["description"]), Text(l["quantity"]), Text(l["unit"]),
                        Money(l["amount_micro"])});
   }
-  out += Columns(accounts);
-  if (lines.size() > 1) out += "\n" + Columns(lines);
+  out += TextTable(accounts);
+  if (lines.size() > 1) out += "\n" + TextTable(lines);
   return out;
 }
 

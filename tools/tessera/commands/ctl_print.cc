@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/tessera/commands/common.h"
 #include "tools/tessera/commands/ctl.h"
 
 namespace tessera::cli {
@@ -17,24 +18,6 @@ std::string Text(const json& v) {
   if (v.is_null()) return "-";
   if (v.is_string()) return v.get<std::string>();
   return v.dump();
-}
-
-std::string Render(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width(header.size());
-  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
-  for (const auto& r : rows)
-    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
-  std::string out;
-  auto line = [&](const std::vector<std::string>& cells) {
-    for (size_t c = 0; c < cells.size(); ++c) {
-      out += cells[c];
-      if (c + 1 < cells.size()) out += std::string(width[c] - cells[c].size() + 2, ' ');
-    }
-    out += "\n";
-  };
-  line(header);
-  for (const auto& r : rows) line(r);
-  return out;
 }
 
 // A *_ms field as RFC 3339 ("-" when absent or not a number; `absent` instead when given).
@@ -91,7 +74,7 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
     for (const json& t : list)
       rows.push_back({Text(t["name"]), Text(t["parent"]), Quota(t["quota"], "guaranteed"), Quota(t["quota"], "limit"),
                       Text(t["quota"].value("weight", json(1)))});
-    return Render({"NAME", "PARENT", "GUARANTEED", "LIMIT", "WEIGHT"}, rows);
+    return TextTable({"NAME", "PARENT", "GUARANTEED", "LIMIT", "WEIGHT"}, rows);
   }
   if (area == "tokens") {
     std::vector<json> list = verb == "list" ? a.value("tokens", json::array()).get<std::vector<json>>()
@@ -100,7 +83,7 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
     for (const json& t : list)
       rows.push_back({Text(t["id"]), Text(t["role"]), Text(t["tenant"]), Text(t.value("node", json())), TokenState(t),
                       Time(t["expires_ms"], "never"), Time(t.value("created_ms", json()))});
-    std::string out = Render({"ID", "ROLE", "TENANT", "NODE", "STATE", "EXPIRES", "CREATED"}, rows);
+    std::string out = TextTable({"ID", "ROLE", "TENANT", "NODE", "STATE", "EXPIRES", "CREATED"}, rows);
     if (a.contains("token")) out += "token (shown once): " + a["token"].get<std::string>() + "\n";
     return out;
   }
@@ -110,7 +93,7 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
       for (const json& w : a.value("workloads", json::array())) rows.push_back(WorkloadRow(w));
     else
       rows.push_back(WorkloadRow(a));
-    std::string out = Render({"ID", "NAME", "TENANT", "STATE", "QOS", "MODE", "PLACEMENT", "WAITING_FOR"}, rows);
+    std::string out = TextTable({"ID", "NAME", "TENANT", "STATE", "QOS", "MODE", "PLACEMENT", "WAITING_FOR"}, rows);
     if (verb == "get")
       for (const json& e : a.value("events", json::array()))
         out += "  event " + Time(e["time_ms"]) + " " + Text(e["kind"]) + ": " + Text(e["detail"]) + "\n";
@@ -132,7 +115,7 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
     return out + "\n";
   }
   if (area == "health")
-    return Render({"STATUS", "STORE", "SCHEDULER"},
+    return TextTable({"STATUS", "STORE", "SCHEDULER"},
                   {{Text(a.value("status", json())), Text(a.value("store", json())), Text(a.value("scheduler", json()))}});
   if (area == "nodes" && (verb == "list" || verb == "get")) {
     std::vector<json> list = verb == "list" ? a.value("nodes", json::array()).get<std::vector<json>>()
@@ -148,7 +131,7 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
       rows.push_back({Text(n["name"]), Text(n["state"]), std::to_string(n.value("gpus", json::array()).size()), model,
                       std::to_string(alloc), Text(n["workloads"])});
     }
-    return Render({"NAME", "STATE", "GPUS", "MODEL", "ALLOCATED_MILLI", "WORKLOADS"}, rows);
+    return TextTable({"NAME", "STATE", "GPUS", "MODEL", "ALLOCATED_MILLI", "WORKLOADS"}, rows);
   }
   if (area == "usage") {
     // Totals first, then the hours (GPU-seconds: milli-GPU seconds / 1000, rounded down).
@@ -157,13 +140,13 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
     for (const json& t : a.value("tenants", json::array()))
       rows.push_back({Text(t["tenant"]), gpu_s(t["gpu_milli_s_allocated"]), gpu_s(t["gpu_milli_s_used"]),
                       Text(t["kernel_launches"]), Text(t["samples"])});
-    std::string out = Render({"TENANT", "GPU_S_ALLOCATED", "GPU_S_USED", "KERNEL_LAUNCHES", "SAMPLES"}, rows);
+    std::string out = TextTable({"TENANT", "GPU_S_ALLOCATED", "GPU_S_USED", "KERNEL_LAUNCHES", "SAMPLES"}, rows);
     rows.clear();
     for (const json& h : a.value("hours", json::array()))
       rows.push_back({Text(h["hour"]), Text(h["tenant"]), Text(h["node"]) + ":" + Text(h["gpu"]), Text(h["workload"]),
                       Text(h["partition"]), gpu_s(h["gpu_milli_s_allocated"]), gpu_s(h["gpu_milli_s_used"])});
     if (!rows.empty())
-      out += "\n" + Render({"HOUR", "TENANT", "GPU", "WORKLOAD", "PARTITION", "GPU_S_ALLOCATED", "GPU_S_USED"}, rows);
+      out += "\n" + TextTable({"HOUR", "TENANT", "GPU", "WORKLOAD", "PARTITION", "GPU_S_ALLOCATED", "GPU_S_USED"}, rows);
     return out;
   }
   if (area == "audit") {
@@ -171,7 +154,7 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
     for (const json& r : a.value("records", json::array()))
       rows.push_back({Text(r["seq"]), Time(r["time_ms"]), Text(r["actor"]), Text(r["action"]), Text(r["target"]),
                       Text(r["result"])});
-    return Render({"SEQ", "TIME", "ACTOR", "ACTION", "TARGET", "RESULT"}, rows);
+    return TextTable({"SEQ", "TIME", "ACTOR", "ACTION", "TARGET", "RESULT"}, rows);
   }
   return a.dump(2) + "\n";
 }

@@ -41,25 +41,6 @@ std::string Number(double v) {
   return buf;
 }
 
-// The header and the rows, left-aligned, two spaces apart.
-std::string Columns(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width(header.size());
-  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
-  for (const auto& r : rows)
-    for (size_t c = 0; c < r.size() && c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
-  std::string out;
-  auto line = [&](const std::vector<std::string>& cells) {
-    for (size_t c = 0; c < cells.size(); ++c) {
-      out += cells[c];
-      if (c + 1 < cells.size()) out += std::string(width[c] - cells[c].size() + 2, ' ');
-    }
-    out += "\n";
-  };
-  line(header);
-  for (const auto& r : rows) line(r);
-  return out;
-}
-
 StatusOr<std::vector<metering::HourlySeries>> Load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFoundError("cannot read '" + path + "'");
@@ -92,7 +73,7 @@ int Forecast(const ForecastFlags& f) {
       rows.push_back(std::move(row));
     }
   }
-  const std::string table = Columns(f.interval ? std::vector<std::string>{"SERIES", "HOUR", "FORECAST", "LOWER", "UPPER"}
+  const std::string table = TextTable(f.interval ? std::vector<std::string>{"SERIES", "HOUR", "FORECAST", "LOWER", "UPPER"}
                              : std::vector<std::string>{"SERIES", "HOUR", "FORECAST"},
                                     rows);
   const Status w = EmitOutput(f.output, table, out.dump() + "\n");
