@@ -15,6 +15,7 @@
 #include "src/daemon/api_codec.h"
 #include "src/daemon/control_plane_impl.h"
 #include "src/daemon/tokens.h"
+#include "tessera/api/event_wire.h"
 
 namespace tessera::daemon {
 
@@ -371,10 +372,8 @@ void ControlPlane::Impl::AuditRefused(const Caller& c, const HttpRequest& r, con
   target = target.substr(0, target.find('/'));
   if (!r.path_params.empty()) target += "/" + r.path_params.begin()->second;
   std::string result = std::to_string(resp.status);
-  const json body = json::parse(resp.body, nullptr, false);
-  if (body.is_object() && body.contains("error") && body["error"].is_object() && body["error"].contains("code") &&
-      body["error"]["code"].is_string())
-    result += " " + body["error"]["code"].get<std::string>();
+  if (StatusOr<api::ErrorEnvelope> e = api::DecodeErrorEnvelope(resp.body, nullptr); e.ok())
+    result += " " + e->code;
   // Best effort: the answer stands whether or not its record could be written (a store that
   // failed the call itself will likely fail this too).
   const int64_t now = NowMs();
