@@ -64,7 +64,19 @@ struct Caller {
   Principal principal;
   std::string token_id;
   std::string node;  // a node-agent token bound to one node: that node ("" for any)
+  Action action = Action::kReadMetrics;  // the route's (ApiRoute::action)
+  // Set by ControlPlane::Impl::Scope: the handler of a kObject route checked the object's tenant.
+  mutable bool scoped = false;
 };
+
+// How the route wrapper authorises a route's Action (see ApiRoutes in control_plane.cc):
+//   kNone        not about one tenant: Authorize(action, "") in the wrapper decides
+//   kPathTenant  about the tenant the path names ({name}): Authorize(action, name) in the wrapper
+//   kObject      about a tenant the handler finds (the body's, a workload's, ?tenant=): the wrapper
+//                refuses a role that may never do the action (RoleMayEver); the handler checks the
+//                object through Impl::Scope, and a 2xx from a handler that did not is a 500
+enum class RouteScope { kNone, kPathTenant, kObject };
+struct ApiRoute;
 
 struct ApiMetrics {
   Counter* requests = nullptr;            // {route, code}
@@ -175,7 +187,7 @@ struct ControlPlane::Impl {
   Status AcquireStore();  // the store's ownership (opt.own_store): fails, or waits as a standby
   Status Bootstrap();
   Status Restore();  // (re)builds live, jobs, nodes, tenants from the store; mu held
-  void InstallRoutes();
+  Status InstallRoutes();  // INVALID_ARGUMENT: a route of the table without an Action
 
   // Authorisation helpers.
   ParentOf Parents() const;  // reads parent_of under tenants_mu (shared)
@@ -223,6 +235,13 @@ struct ControlPlane::Impl {
   HttpResponse PostUsage(const HttpRequest& r, const Caller& c);
   HttpResponse GetUsage(const HttpRequest& r, const Caller& c);
   HttpResponse GetInvoices(const HttpRequest& r, const Caller& c);  // control_plane_invoices.cc
+  // The object check of a route (Caller::action, or `action`) on `tenant`: nullopt when allowed,
+  // else 404 naming `what` (another subtree's) or 403. Marks the caller scoped.
+  // The route wrapper's authorisation (control_plane.cc): nullopt when the handler may run.
+  std::optional<HttpResponse> AuthorizeRoute(const ApiRoute& spec, const HttpRequest& r, const Caller& c) const;
+  std::optional<HttpResponse> Scope(const Caller& c, std::string_view tenant, std::string_view what,
+                                    std::optional<Action> action = std::nullopt,
+                                    Role new_token_role = Role::kTenantUser) const;
 
   // Usage (control_plane_usage.cc): the metrics' families, and the ledger again from every
   // stored sample (`count`: add them to the per-tenant counters, at Create). usage_mu held.
@@ -270,6 +289,23 @@ struct ControlPlane::Impl {
 StatusOr<std::optional<metering::PricePlan>> LoadPricePlan(const std::string& path, const GpuModelCatalog& catalog);
 
 // Status -> an HTTP error answer (400 names `field` when given).
+// One authenticated route of the API: the wrapper (InstallRoutes) authenticates, checks a
+// node-bound token, rate-limits, refuses unknown query parameters (those not in `query`),
+// authorises `action` as `scope` says, audits refusals, counts metrics; then calls `handler`.
+struct ApiRoute {
+  std::string_view method;
+  std::string_view pattern;
+  std::optional<Action> action;  // required: CheckApiRoutes refuses a route without one
+  RouteScope scope = RouteScope::kNone;
+  HttpResponse (ControlPlane::Impl::*handler)(const HttpRequest&, const Caller&) = nullptr;
+  std::vector<std::string> query;
+};
+// The table (control_plane.cc).
+const std::vector<ApiRoute>& ApiRoutes(bool metrics_auth);
+// INVALID_ARGUMENT naming the first route without an Action or handler, or with kPathTenant on a
+// path without {name}.
+Status CheckApiRoutes(const std::vector<ApiRoute>& routes);
+
 HttpResponse ErrorResponse(const Status& status, std::string_view field = "");
 // 404 {"error": {"code": "not_found", ...}} for `what`.
 HttpResponse NotFound(std::string_view what);

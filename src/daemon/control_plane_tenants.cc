@@ -15,11 +15,6 @@ using json = nlohmann::json;
 
 namespace {
 
-HttpResponse Denied(Decision d, std::string_view what, std::string_view action) {
-  if (d == Decision::kNotFound) return NotFound(what);
-  return HttpResponse::Error(403, "forbidden", "this token's role may not " + std::string(action));
-}
-
 // What keeps tenant `name` in the store, for the 409 of a DELETE ("1 token (tok_...) and 2
 // workloads"); "" when nothing does. Tokens and workloads are never deleted (the audit log names
 // them), and both refer to their tenant, so a revoked token or a finished workload counts too.
@@ -117,8 +112,7 @@ HttpResponse ControlPlane::Impl::CreateTenant(const HttpRequest& r, const Caller
   StatusOr<TenantBody> b = DecodeTenantBody(r.body, /*create=*/true, catalog, &field);
   if (!b.ok()) return ErrorResponse(b.status(), field);
   const std::string parent = b->parent.value_or("");
-  const Decision d = Authorize(c.principal, Action::kCreateTenant, parent, Parents());
-  if (d != Decision::kAllow) return Denied(d, "tenant '" + parent + "'", "create tenants here");
+  if (auto denied = Scope(c, parent, "tenant '" + parent + "'")) return *denied;
   StatusOr<std::string> key = IdempotencyKey(r);
   if (!key.ok()) return ErrorResponse(key.status(), "Idempotency-Key");
   if (auto stored = StoredAnswer(c, *key)) {
@@ -166,8 +160,6 @@ HttpResponse ControlPlane::Impl::CreateTenant(const HttpRequest& r, const Caller
 }
 
 HttpResponse ControlPlane::Impl::ListTenants(const HttpRequest&, const Caller& c) {
-  const Decision d = Authorize(c.principal, Action::kListTenants, "", Parents());
-  if (d != Decision::kAllow) return Denied(d, "tenants", "list tenants");
   const ParentOf parents = Parents();
   json list = json::array();
   std::lock_guard<std::mutex> lock(mu);
@@ -178,10 +170,8 @@ HttpResponse ControlPlane::Impl::ListTenants(const HttpRequest&, const Caller& c
   return HttpResponse::Json(200, json{{"tenants", list}}.dump());
 }
 
-HttpResponse ControlPlane::Impl::GetTenant(const HttpRequest& r, const Caller& c) {
+HttpResponse ControlPlane::Impl::GetTenant(const HttpRequest& r, const Caller&) {
   const std::string name = r.path_params.at("name");
-  const Decision d = Authorize(c.principal, Action::kReadTenant, name, Parents());
-  if (d != Decision::kAllow) return Denied(d, "tenant '" + name + "'", "read tenants");
   std::lock_guard<std::mutex> lock(mu);
   auto it = tenants.find(name);
   if (it == tenants.end()) return NotFound("tenant '" + name + "'");
@@ -200,10 +190,9 @@ HttpResponse ControlPlane::Impl::PatchTenant(const HttpRequest& r, const Caller&
   std::string field;
   StatusOr<TenantBody> b = DecodeTenantBody(r.body, /*create=*/false, catalog, &field);
   if (!b.ok()) return ErrorResponse(b.status(), field);
-  const ParentOf parents = Parents();
-  Decision d = Authorize(c.principal, Action::kChangeQuota, name, parents);
-  if (d == Decision::kAllow && b->parent) d = Authorize(c.principal, Action::kCreateTenant, *b->parent, parents);
-  if (d != Decision::kAllow) return Denied(d, "tenant '" + name + "'", "change this tenant");
+  // kChangeQuota on `name` is the route's (the wrapper's); moving it also creates below the new parent.
+  if (b->parent)
+    if (auto denied = Scope(c, *b->parent, "tenant '" + name + "'", Action::kCreateTenant)) return *denied;
   std::lock_guard<std::mutex> lock(mu);
   auto it = tenants.find(name);
   if (it == tenants.end()) return NotFound("tenant '" + name + "'");
@@ -226,8 +215,6 @@ HttpResponse ControlPlane::Impl::PatchTenant(const HttpRequest& r, const Caller&
 
 HttpResponse ControlPlane::Impl::DeleteTenant(const HttpRequest& r, const Caller& c) {
   const std::string name = r.path_params.at("name");
-  const Decision d = Authorize(c.principal, Action::kDeleteTenant, name, Parents());
-  if (d != Decision::kAllow) return Denied(d, "tenant '" + name + "'", "delete this tenant");
   std::lock_guard<std::mutex> lock(mu);
   if (!tenants.count(name)) return NotFound("tenant '" + name + "'");
   for (const auto& [other, t] : tenants)
@@ -322,8 +309,7 @@ HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller&
     if (Status st = CheckName(*node, "node"); !st.ok()) return ErrorResponse(st, "node");
   StatusOr<int64_t> expires_in = f.Int("expires_in_s", 1, int64_t{10} * 365 * 86400, 0);
   if (!expires_in.ok()) return ErrorResponse(expires_in.status(), field);
-  const Decision d = Authorize(c.principal, Action::kCreateToken, *tenant, Parents(), *role);
-  if (d != Decision::kAllow) return Denied(d, "tenant '" + *tenant + "'", "create this token");
+  if (auto denied = Scope(c, *tenant, "tenant '" + *tenant + "'", std::nullopt, *role)) return *denied;
   const int64_t now = NowMs();
   auto made = MakeToken(*role_name, *tenant,
                         *expires_in > 0 ? std::optional<int64_t>(now + *expires_in * 1000) : std::nullopt, now);
@@ -370,8 +356,6 @@ StatusOr<ControlPlane::IssuedToken> ControlPlane::IssueAdminToken(const std::str
 }
 
 HttpResponse ControlPlane::Impl::ListTokens(const HttpRequest&, const Caller& c) {
-  const Decision d = Authorize(c.principal, Action::kListTokens, c.principal.tenant, Parents());
-  if (d != Decision::kAllow) return Denied(d, "tokens", "list tokens");
   const ParentOf parents = Parents();
   std::vector<store::TokenRecord> all;
   {
@@ -418,10 +402,9 @@ HttpResponse ControlPlane::Impl::RevokeToken(const HttpRequest& r, const Caller&
   }
   if (!found) return NotFound("token '" + id + "'");
   // Tokens without a tenant (admin, node-agent) are the admins' to revoke.
-  const Decision d = found->tenant.empty()
-                         ? (c.principal.role == Role::kAdmin ? Decision::kAllow : Decision::kNotFound)
-                         : Authorize(c.principal, Action::kRevokeToken, found->tenant, Parents());
-  if (d != Decision::kAllow) return Denied(d, "token '" + id + "'", "revoke tokens");
+  std::optional<HttpResponse> denied = Scope(c, found->tenant, "token '" + id + "'");
+  if (denied && found->tenant.empty()) denied = NotFound("token '" + id + "'");  // in nobody's subtree
+  if (denied) return *denied;
   const int64_t now = NowMs();
   // mu makes the check and the revoke one step: two revokes at once cannot each leave the other's
   // token as the one that remains.
