@@ -163,7 +163,7 @@ StatusOr<WorkloadPod> PodFrom(const JsonFields& f) {
 json ViewJson(const WorkloadView& v) {
   json out = {{"id", v.id},
               {"tenant", v.tenant},
-              {"state", v.state},
+              {"state", std::string(WorkloadStateName(v.state))},
               {"qos", v.qos},
               {"priority", v.priority},
               {"request", RequestJson(v.request)},
@@ -208,7 +208,10 @@ StatusOr<WorkloadView> ViewFrom(const json& j, const JsonFields& f) {
   constexpr int64_t kMax = INT64_MAX;
   TESSERA_ASSIGN_OR_RETURN(v.id, f.Int("id", 1, kMax, 0));
   TESSERA_ASSIGN_OR_RETURN(v.tenant, f.Str("tenant", 253));
-  TESSERA_ASSIGN_OR_RETURN(v.state, f.Str("state", 32));
+  TESSERA_ASSIGN_OR_RETURN(const std::string state, f.Str("state", 32));
+  const std::optional<WorkloadState> known = ParseWorkloadState(state);
+  if (!known) return f.Fail("state", "'" + state + "' is not pending, running, completed, failed, cancelled or rejected");
+  v.state = *known;
   TESSERA_ASSIGN_OR_RETURN(v.qos, MaybeEmpty(j, f, "qos"));
   TESSERA_ASSIGN_OR_RETURN(v.priority, f.Int("priority", -1000, 1000, 0));
   TESSERA_ASSIGN_OR_RETURN(const JsonFields rf, f.Nested(j["request"], "request"));
@@ -255,6 +258,12 @@ StatusOr<WorkloadView> ViewFrom(const json& j, const JsonFields& f) {
 }
 
 }  // namespace
+
+std::optional<WorkloadState> ParseWorkloadState(std::string_view name) {
+  for (WorkloadState s : kWorkloadStates)
+    if (WorkloadStateName(s) == name) return s;
+  return std::nullopt;
+}
 
 std::string EncodeWorkloadRequest(const WorkloadRequest& r) { return Dump(RequestJson(r)); }
 

@@ -22,7 +22,8 @@ namespace tessera::daemon {
 using json = nlohmann::json;
 
 bool IsTerminal(std::string_view state) {
-  return state == kCompleted || state == kFailed || state == kCancelled || state == kRejected;
+  const std::optional<api::WorkloadState> s = api::ParseWorkloadState(state);
+  return s && api::IsEnded(*s);
 }
 
 HttpResponse ErrorResponse(const Status& status, std::string_view field) {

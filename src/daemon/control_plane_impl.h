@@ -41,6 +41,7 @@
 #include "src/daemon/rate_limit.h"
 #include "src/daemon/workload_request.h"
 #include "src/daemon/workload_shape.h"
+#include "tessera/api/workload_wire.h"
 #include "tessera/core/gpu_model.h"
 #include "tessera/daemon/control_plane.h"
 #include "tessera/metering/ledger.h"
@@ -50,13 +51,13 @@
 
 namespace tessera::daemon {
 
-// Workload states as stored and shown.
-inline constexpr std::string_view kPending = "pending";
-inline constexpr std::string_view kRunning = "running";
-inline constexpr std::string_view kCompleted = "completed";
-inline constexpr std::string_view kFailed = "failed";
-inline constexpr std::string_view kCancelled = "cancelled";
-inline constexpr std::string_view kRejected = "rejected";
+// Workload states as stored and shown: the names of api::WorkloadState (its one string mapping).
+inline constexpr std::string_view kPending = api::WorkloadStateName(api::WorkloadState::kPending);
+inline constexpr std::string_view kRunning = api::WorkloadStateName(api::WorkloadState::kRunning);
+inline constexpr std::string_view kCompleted = api::WorkloadStateName(api::WorkloadState::kCompleted);
+inline constexpr std::string_view kFailed = api::WorkloadStateName(api::WorkloadState::kFailed);
+inline constexpr std::string_view kCancelled = api::WorkloadStateName(api::WorkloadState::kCancelled);
+inline constexpr std::string_view kRejected = api::WorkloadStateName(api::WorkloadState::kRejected);
 bool IsTerminal(std::string_view state);
 
 // Who is calling, once the bearer token checked out.

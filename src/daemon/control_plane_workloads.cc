@@ -21,7 +21,8 @@ api::WorkloadView WorkloadView(const store::WorkloadRecord& w) {
   api::WorkloadView v;
   v.id = w.id;
   v.tenant = w.tenant;
-  v.state = w.state;
+  // The store keeps the state's name; one it does not know (a newer schema's) shows as failed.
+  v.state = api::ParseWorkloadState(w.state).value_or(api::WorkloadState::kFailed);
   // The request as stored (its canonical encoding); a record without one shows the tenant only.
   const json request = spec.value("request", json::object());
   StatusOr<api::WorkloadRequest> stored = api::DecodeWorkloadRequest(request.dump(), nullptr);

@@ -98,31 +98,34 @@ StatusOr<RemoteRunResult> RemoteRun(ControlPlaneLink& link, const std::string& r
     if (got.status != 200) return UnavailableError(left + ": GET " + path + ": " + internal::ResponseMessage(got));
     StatusOr<api::WorkloadView> view = api::DecodeWorkloadView(got.body, nullptr);
     if (!view.ok()) return InternalError("GET " + path + ": not a workload: " + view.status().message());
-    const std::string& state = view->state;
+    using api::WorkloadState;
+    const WorkloadState state = view->state;
+    const std::string state_name(api::WorkloadStateName(state));
     const std::string reason = view->wait_reason.value_or("");
     if (!view->pods.empty()) node = view->pods[0].node;
-    if (state != last_state || reason != last_reason) {
-      if (state == "running" && !view->pods.empty()) {
+    if (state_name != last_state || reason != last_reason) {
+      if (state == WorkloadState::kRunning && !view->pods.empty()) {
         const api::WorkloadPod& p = view->pods[0];
         event("workload " + std::to_string(result.id) + " running on " + p.node + " GPU " + json(p.gpus).dump() +
               " (" + view->mode + ")");
-      } else if (state == "pending") {
+      } else if (state == WorkloadState::kPending) {
         event("workload " + std::to_string(result.id) + " pending" + (reason.empty() ? "" : ": " + reason));
       }
-      last_state = state;
+      last_state = state_name;
       last_reason = reason;
     }
     if (!log.empty() && Follow(log, &offset, o)) log_seen = true;
     // The agent opens the log when it starts the command, a little after the placement.
-    if (state == "running" && !log_seen && ++polls_without_log * int64_t{o.poll_ms} > o.output_grace_ms) tell_where();
-    if (state == "completed" || state == "failed" || state == "cancelled" || state == "rejected") {
+    if (state == WorkloadState::kRunning && !log_seen && ++polls_without_log * int64_t{o.poll_ms} > o.output_grace_ms) tell_where();
+    if (api::IsEnded(state)) {
       if (!log.empty() && Follow(log, &offset, o)) log_seen = true;
       tell_where();
-      result.state = state;
+      result.state = state_name;
       // The view's exit_code is there once the node reported the end.
-      result.exit_code = static_cast<int>(view->exit_code.value_or(state == "completed" ? 0 : 1));
-      event("workload " + std::to_string(result.id) + " " + state +
-            (state == "completed" || state == "failed" ? " (exit code " + std::to_string(result.exit_code) + ")"
+      result.exit_code = static_cast<int>(view->exit_code.value_or(state == WorkloadState::kCompleted ? 0 : 1));
+      const bool finished = state == WorkloadState::kCompleted || state == WorkloadState::kFailed;
+      event("workload " + std::to_string(result.id) + " " + state_name +
+            (finished ? " (exit code " + std::to_string(result.exit_code) + ")"
                                                        : reason.empty() ? "" : ": " + reason));
       return result;
     }

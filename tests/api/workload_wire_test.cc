@@ -44,7 +44,7 @@ WorkloadView Placed() {
   WorkloadView v;
   v.id = 7;
   v.tenant = "ml";
-  v.state = "running";
+  v.state = WorkloadState::kRunning;
   v.qos = "Burstable";
   v.priority = 2;
   v.request = {.tenant = "ml", .gpus = 2, .qos = "Burstable", .priority = 2};
@@ -106,7 +106,7 @@ TEST(WorkloadWireTest, CreatedRoundTripsAndIsStrict) {
 TEST(WorkloadWireTest, ViewRoundTrips) {
   ExpectRoundTrip(Placed(), EncodeWorkloadView, DecodeWorkloadView);
   WorkloadView ended = Placed();
-  ended.state = "failed";
+  ended.state = WorkloadState::kFailed;
   ended.reason = "violated_limit";
   ended.exit_code = -1;
   ended.name = "train";
@@ -114,7 +114,7 @@ TEST(WorkloadWireTest, ViewRoundTrips) {
   ended.events = std::vector<WorkloadHistoryEntry>{{10, "submitted", ""}, {20, "failed", "exit code 3"}};
   ExpectRoundTrip(ended, EncodeWorkloadView, DecodeWorkloadView);
   WorkloadView pending = Placed();
-  pending.state = "pending";
+  pending.state = WorkloadState::kPending;
   pending.pods.clear();
   pending.start_ms.reset();
   pending.wait_reason = "";  // present though empty
@@ -138,6 +138,24 @@ TEST(WorkloadWireTest, ViewRefusalsNameTheField) {
   EXPECT_EQ(Refusal(DecodeWorkloadView, with(R"("placement":{"gpus":[0,1])", R"("placement":{"gpus":[0])")).second,
             "placement");
   EXPECT_EQ(Refusal(DecodeWorkloadView, with(R"("id":7)", R"("id":"7")")).second, "id");
+}
+
+TEST(WorkloadWireTest, EveryStateHasOneNameAndOthersAreRefused) {
+  for (WorkloadState s : kWorkloadStates) {
+    EXPECT_EQ(ParseWorkloadState(WorkloadStateName(s)), s);
+    WorkloadView v = Placed();
+    v.state = s;
+    ExpectRoundTrip(v, EncodeWorkloadView, DecodeWorkloadView);
+  }
+  EXPECT_EQ(ParseWorkloadState("Running"), std::nullopt);
+  EXPECT_TRUE(IsEnded(WorkloadState::kRejected));
+  EXPECT_FALSE(IsEnded(WorkloadState::kRunning));
+  const std::string body = EncodeWorkloadView(Placed());
+  std::string bad = body;
+  bad.replace(bad.find(R"("running")"), 9, R"("runing")");
+  EXPECT_EQ(Refusal(DecodeWorkloadView, bad),
+            (std::pair<std::string, std::string>{
+                "state: 'runing' is not pending, running, completed, failed, cancelled or rejected", "state"}));
 }
 
 TEST(WorkloadWireTest, PageRoundTrips) {

@@ -22,7 +22,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // Workload 5's view in `state` as the control plane writes it (api::EncodeWorkloadView), after `edit`.
-LinkResponse View(const std::string& state, const std::function<void(api::WorkloadView&)>& edit = {}) {
+LinkResponse View(api::WorkloadState state, const std::function<void(api::WorkloadView&)>& edit = {}) {
   api::WorkloadView v{.id = 5, .tenant = "ml", .state = state, .qos = "Burstable", .request = {.tenant = "ml"}};
   if (edit) edit(v);
   return {200, api::EncodeWorkloadView(v)};
@@ -33,7 +33,7 @@ class ScriptedLink : public ControlPlaneLink {
  public:
   StatusOr<LinkResponse> Call(std::string_view method, std::string_view path, std::string_view) override {
     calls.push_back(std::string(method) + " " + std::string(path));
-    if (script.empty()) return View("cancelled");
+    if (script.empty()) return View(api::WorkloadState::kCancelled);
     StatusOr<LinkResponse> next = script.front();
     script.pop_front();
     return next;
@@ -43,7 +43,7 @@ class ScriptedLink : public ControlPlaneLink {
 };
 
 const LinkResponse kCreated{201, R"({"id": 5, "state": "pending"})"};
-const LinkResponse kPending = View("pending", [](api::WorkloadView& v) { v.wait_reason = "capacity"; });
+const LinkResponse kPending = View(api::WorkloadState::kPending, [](api::WorkloadView& v) { v.wait_reason = "capacity"; });
 
 // The interrupt the client saw first (a pending signal it left for RemoteRun to take).
 RemoteRunOptions Interruptible(int* asked) {
@@ -102,11 +102,11 @@ TEST(RemoteRun, A429ToTheSubmitIsUnavailableNotABadRequest) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("retry after 1 s"));
 }
 
-const LinkResponse kRunning = View("running", [](api::WorkloadView& v) {
+const LinkResponse kRunning = View(api::WorkloadState::kRunning, [](api::WorkloadView& v) {
   v.mode = "exclusive";
   v.pods = {{"gpu-7", {0}, -1}};
 });
-const LinkResponse kCompleted = View("completed", [](api::WorkloadView& v) {
+const LinkResponse kCompleted = View(api::WorkloadState::kCompleted, [](api::WorkloadView& v) {
   v.pods = {{"gpu-7", {0}, -1}};
   v.exit_code = 0;
   v.events = std::vector<api::WorkloadHistoryEntry>{{0, "finished", "exit code 0"}};
@@ -160,7 +160,7 @@ TEST(RemoteRun, AWorkloadThatEndsWithinTheGraceStillSaysWhereItsOutputIs) {
   ASSERT_EQ(events.size(), 3u);
   EXPECT_THAT(events[1], HasSubstr("it is in <run-dir>/agent/w5.log on node gpu-7"));
   events.clear();
-  link.script = {kCreated, kPending, View("cancelled")};
+  link.script = {kCreated, kPending, View(api::WorkloadState::kCancelled)};
   ASSERT_TRUE(RemoteRun(link, "{}", o).ok());
   for (const std::string& e : events) EXPECT_THAT(e, ::testing::Not(HasSubstr("output")));
 }
@@ -186,7 +186,7 @@ TEST(RemoteRun, OutputThatIsHereIsStreamedWithoutANote) {
 // text here says 9 on purpose: the code before this field returned 9).
 TEST(RemoteRun, TheExitCodeIsTheViewsField) {
   ScriptedLink link;
-  link.script = {kCreated, View("failed", [](api::WorkloadView& v) {
+  link.script = {kCreated, View(api::WorkloadState::kFailed, [](api::WorkloadView& v) {
                    v.exit_code = 3;
                    v.events = std::vector<api::WorkloadHistoryEntry>{{0, "finished", "exit code 9"}};
                  })};
@@ -195,7 +195,7 @@ TEST(RemoteRun, TheExitCodeIsTheViewsField) {
   EXPECT_EQ(r->state, "failed");
   EXPECT_EQ(r->exit_code, 3);
   // Without the field (a control plane that never heard the end): 1 for failed.
-  link.script = {kCreated, View("failed")};
+  link.script = {kCreated, View(api::WorkloadState::kFailed)};
   r = RemoteRun(link, "{}", RemoteRunOptions{.poll_ms = 1});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->exit_code, 1);

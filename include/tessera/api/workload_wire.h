@@ -80,6 +80,29 @@ std::string EncodeWorkloadCreated(const WorkloadCreated& created);
 StatusOr<WorkloadCreated> DecodeWorkloadCreated(std::string_view body, std::string* bad_field);
 
 // --- GET /v1/workloads/{id}, GET /v1/workloads ----------------------------------------------
+// A workload's state, and its one string mapping (what the store keeps, the API shows and
+// `?state=` takes): pending -> running -> completed | failed; pending or running -> cancelled;
+// pending -> rejected (admission refused it).
+enum class WorkloadState { kPending, kRunning, kCompleted, kFailed, kCancelled, kRejected };
+inline constexpr WorkloadState kWorkloadStates[] = {WorkloadState::kPending,   WorkloadState::kRunning,
+                                                    WorkloadState::kCompleted, WorkloadState::kFailed,
+                                                    WorkloadState::kCancelled, WorkloadState::kRejected};
+constexpr std::string_view WorkloadStateName(WorkloadState s) {
+  switch (s) {
+    case WorkloadState::kPending: return "pending";
+    case WorkloadState::kRunning: return "running";
+    case WorkloadState::kCompleted: return "completed";
+    case WorkloadState::kFailed: return "failed";
+    case WorkloadState::kCancelled: return "cancelled";
+    case WorkloadState::kRejected: return "rejected";
+  }
+  return "?";
+}
+// nullopt for a name that is none of the six.
+std::optional<WorkloadState> ParseWorkloadState(std::string_view name);
+// completed, failed, cancelled, rejected: it will not run (again).
+constexpr bool IsEnded(WorkloadState s) { return s != WorkloadState::kPending && s != WorkloadState::kRunning; }
+
 struct WorkloadPod {
   std::string node;
   std::vector<int> gpus;  // 0..15
@@ -98,7 +121,7 @@ struct WorkloadHistoryEntry {
 struct WorkloadView {
   int64_t id = 0;  // >= 1
   std::string tenant;
-  std::string state;  // "pending", "running", "completed", "failed", "cancelled", "rejected"
+  WorkloadState state = WorkloadState::kPending;
   std::string qos;
   int64_t priority = 0;
   WorkloadRequest request;  // as stored (canonical)

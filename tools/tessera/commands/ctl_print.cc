@@ -63,8 +63,9 @@ std::string Placement(const api::WorkloadView& w) {
 std::string Dash(const std::string& s) { return s.empty() ? "-" : s; }
 
 std::vector<std::string> WorkloadRow(const api::WorkloadView& w) {
-  const std::string why = w.state == "pending" && w.wait_reason ? *w.wait_reason : "";
-  return {std::to_string(w.id), Dash(w.name), w.tenant, w.state, w.qos, w.mode, Placement(w), why};
+  const std::string why = w.state == api::WorkloadState::kPending && w.wait_reason ? *w.wait_reason : "";
+  return {std::to_string(w.id), Dash(w.name), w.tenant, std::string(api::WorkloadStateName(w.state)), w.qos, w.mode,
+          Placement(w), why};
 }
 
 // Workloads' answers, read through their codecs (api/workload_wire.h). An answer outside the

@@ -51,8 +51,9 @@ void RegisterCtlWorkloads(CLI::App* ctl, std::shared_ptr<const CtlConnection> co
   CLI::App* wlist = verb(workloads, "list", "One tenant's workloads, a page at a time");
   wlist->add_option("--tenant", f->tenant, "Tenant (default: the token's; admins: all)");
   wlist->add_option("--limit", f->limit, "Page size, 1..1000")->capture_default_str();
-  wlist->add_option("--state", f->state, "Only workloads in this state")
-      ->check(CLI::IsMember({"pending", "running", "completed", "failed", "cancelled", "rejected"}));
+  std::vector<std::string> states;  // api::WorkloadState's names
+  for (api::WorkloadState s : api::kWorkloadStates) states.emplace_back(api::WorkloadStateName(s));
+  wlist->add_option("--state", f->state, "Only workloads in this state")->check(CLI::IsMember(states));
   wlist->add_option("--continue", f->cont, "The continue token of the previous page");
   set(wlist, [f] {
     std::string q = "/v1/workloads?limit=" + std::to_string(f->limit);
