@@ -31,6 +31,7 @@ HttpResponse ErrorResponse(const Status& status, std::string_view field) {
   switch (status.code()) {
     case StatusCode::kInvalidArgument: return HttpResponse::Error(400, "invalid_argument", message, field);
     case StatusCode::kNotFound: return HttpResponse::Error(404, "not_found", message);
+    case StatusCode::kPermissionDenied: return HttpResponse::Error(403, "forbidden", message);
     case StatusCode::kAlreadyExists: return HttpResponse::Error(409, "already_exists", message);
     case StatusCode::kFailedPrecondition: return HttpResponse::Error(409, "conflict", message);
     case StatusCode::kResourceExhausted: return HttpResponse::Error(429, "too_many_requests", message);
@@ -216,9 +217,7 @@ Status ControlPlane::Impl::Bootstrap() {
     return Status::Ok();
   });
   if (!written.ok()) return written;
-  std::unique_lock<std::shared_mutex> lock(tokens_mu);
-  tokens.clear();
-  for (const store::TokenRecord& t : all) tokens[t.hash_hex] = t;
+  token_service->Load(all);
   return Status::Ok();
 }
 
@@ -254,16 +253,10 @@ std::optional<GpuModelId> ControlPlane::Impl::DefaultModel() const {
 StatusOr<Caller> ControlPlane::Impl::Authenticate(const HttpRequest& r) {
   const std::string token = BearerToken(r.Header("authorization"));
   if (token.empty()) return Status(StatusCode::kUnauthenticated, "missing 'Authorization: Bearer <token>'");
-  const std::string hash = TokenHash(token);
-  std::shared_lock<std::shared_mutex> lock(tokens_mu);
-  auto it = tokens.find(hash);
-  // The map lookup found a candidate by hash; the comparison that decides is constant time.
-  if (it == tokens.end() || !TokenHashesEqual(it->second.hash_hex, hash) || it->second.revoked)
-    return Status(StatusCode::kUnauthenticated, "unknown or revoked token");
-  if (it->second.expires_ms && *it->second.expires_ms <= NowMs()) return Status(StatusCode::kUnauthenticated, "the token has expired");
-  StatusOr<Role> role = ParseRole(it->second.role);
+  TESSERA_ASSIGN_OR_RETURN(const store::TokenRecord rec, token_service->Authenticate(token));
+  StatusOr<Role> role = ParseRole(rec.role);
   if (!role.ok()) return Status(StatusCode::kUnauthenticated, "the token's role is unknown");
-  return Caller{{*role, it->second.tenant}, it->second.id, it->second.node};
+  return Caller{{*role, rec.tenant}, rec.id, rec.node};
 }
 
 HttpResponse ControlPlane::Impl::Healthz(const HttpRequest&) { return HttpResponse::Json(200, R"({"status":"ok"})"); }
@@ -448,14 +441,20 @@ Status CheckApiRoutes(const std::vector<ApiRoute>& routes) {
   return Status::Ok();
 }
 
+Status ControlPlane::Impl::Check(const Caller& c, std::string_view tenant, std::string_view what, Action action,
+                                 Role new_token_role) const {
+  c.scoped = true;
+  const Decision d = Authorize(c.principal, action, tenant, Parents(), new_token_role);
+  if (d == Decision::kAllow) return Status::Ok();
+  if (d == Decision::kNotFound) return NotFoundError(std::string(what) + " not found");
+  return Status(StatusCode::kPermissionDenied, "this token's role may not " + std::string(ActionText(action)));
+}
+
 std::optional<HttpResponse> ControlPlane::Impl::Scope(const Caller& c, std::string_view tenant, std::string_view what,
                                                       std::optional<Action> action, Role new_token_role) const {
-  c.scoped = true;
-  const Action a = action.value_or(c.action);
-  const Decision d = Authorize(c.principal, a, tenant, Parents(), new_token_role);
-  if (d == Decision::kAllow) return std::nullopt;
-  if (d == Decision::kNotFound) return NotFound(what);
-  return HttpResponse::Error(403, "forbidden", "this token's role may not " + std::string(ActionText(a)));
+  const Status st = Check(c, tenant, what, action.value_or(c.action), new_token_role);
+  if (st.ok()) return std::nullopt;
+  return ErrorResponse(st);
 }
 
 Status ControlPlane::Impl::InstallRoutes() {
@@ -590,6 +589,15 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   TESSERA_ASSIGN_OR_RETURN(impl->price_plan, LoadPricePlan(impl->opt.price_plan, impl->catalog));
   TESSERA_RETURN_IF_ERROR(impl->InitMetrics());
   TESSERA_ASSIGN_OR_RETURN(impl->db, store::Open(impl->opt.db));
+  Impl* p = impl.get();
+  impl->token_service = std::make_unique<TokenService>(
+      [p](std::string_view op, const std::function<Status(store::Transaction&)>& fn) { return p->Transact(op, fn); },
+      [p] { return p->NowMs(); },
+      [p](std::string_view tenant, const std::function<Status()>& write) -> Status {
+        std::lock_guard<std::mutex> lock(p->mu);  // the tenant cannot vanish meanwhile
+        if (!p->tenants.count(std::string(tenant))) return NotFoundError("tenant '" + std::string(tenant) + "' not found");
+        return write();
+      });
   if (impl->opt.own_store) TESSERA_RETURN_IF_ERROR(impl->AcquireStore());
   EventFeedOptions fo;
   fo.ping_interval_ms = impl->opt.events_ping_interval_ms;

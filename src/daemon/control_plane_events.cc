@@ -9,10 +9,7 @@
 namespace tessera::daemon {
 
 bool ControlPlane::Impl::TokenStillValid(const std::string& hash) const {
-  std::shared_lock<std::shared_mutex> lock(tokens_mu);
-  auto it = tokens.find(hash);
-  if (it == tokens.end() || it->second.revoked) return false;
-  return !(it->second.expires_ms && *it->second.expires_ms <= NowMs());
+  return token_service->StillValid(hash);
 }
 
 HttpResponse ControlPlane::Impl::StreamEvents(const HttpRequest& r, const Caller& c) {

@@ -1,6 +1,6 @@
 // The control plane's state and the handlers' declarations, shared by its .cc files:
 //   control_plane.cc            Create, restore from the store, routes, auth, Start/Stop
-//   control_plane_tenants.cc    /v1/tenants, /v1/tokens
+//   control_plane_tenants.cc    /v1/tenants, /v1/tokens (decode -> TokenService -> encode)
 //   control_plane_workloads.cc  /v1/workloads
 //   control_plane_nodes.cc      /v1/nodes and the node-agent endpoints
 //   control_plane_loop.cc       the scheduling loop: cycles, persisted decisions, node timeouts
@@ -16,7 +16,7 @@
 //               the store's writer thread); their answer is made on an HTTP thread once the
 //               commit is durable, and takes mu only to queue the job.
 //   tenants_mu  (shared) the tenant map's copy for authorisation on the read path
-//   tokens_mu   (shared) the token cache
+//   (the token cache is TokenService's, with its own locks: src/daemon/token_service.h)
 //   usage_mu    the metering ledger; never held with mu (the usage handlers do not touch the
 //               world), taken before tenants_mu
 #pragma once
@@ -39,6 +39,7 @@
 #include "src/daemon/http_server.h"
 #include "src/daemon/metrics.h"
 #include "src/daemon/rate_limit.h"
+#include "src/daemon/token_service.h"
 #include "src/daemon/workload_request.h"
 #include "src/daemon/workload_shape.h"
 #include "tessera/api/workload_wire.h"
@@ -125,8 +126,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<RateLimiter> limiter;
   std::string generated_token;
 
-  mutable std::shared_mutex tokens_mu;
-  std::unordered_map<std::string, store::TokenRecord> tokens;  // by hash
+  std::unique_ptr<TokenService> token_service;  // the tokens (own locks; made in Create)
 
   mutable std::mutex mu;
   std::unique_ptr<sched::LiveScheduler> live;
@@ -209,10 +209,6 @@ struct ControlPlane::Impl {
   HttpResponse CreateToken(const HttpRequest& r, const Caller& c);
   HttpResponse ListTokens(const HttpRequest& r, const Caller& c);
   HttpResponse RevokeToken(const HttpRequest& r, const Caller& c);
-  // Why the token `id` may not be revoked, or "": a live admin token is kept unless another live
-  // admin token that never expires remains (so the API cannot be locked out by revokes and
-  // expiries). Takes tokens_mu; the caller holds mu so that the answer stays true until it acts.
-  std::string WhyAdminTokenMustStay(const std::string& id, int64_t now_ms) const;
   HttpResponse SubmitWorkload(const HttpRequest& r, const Caller& c);
   // A submit's checks against the world (the tenant, its leaf-ness, the shape, the scheduler's
   // admission) under mu: fills *shape and *park, or returns the refusal.
@@ -240,6 +236,11 @@ struct ControlPlane::Impl {
   // else 404 naming `what` (another subtree's) or 403. Marks the caller scoped.
   // The route wrapper's authorisation (control_plane.cc): nullopt when the handler may run.
   std::optional<HttpResponse> AuthorizeRoute(const ApiRoute& spec, const HttpRequest& r, const Caller& c) const;
+  // The same as a Status (OK, NOT_FOUND "<what> not found", PERMISSION_DENIED): for services.
+  Status Check(const Caller& c, std::string_view tenant, std::string_view what, Action action,
+               Role new_token_role = Role::kTenantUser) const;
+  // The caller as the token service sees it: its id and Check bound to it (the caller outlives it).
+  TokenCaller TokenCallerOf(const Caller& c) const;
   std::optional<HttpResponse> Scope(const Caller& c, std::string_view tenant, std::string_view what,
                                     std::optional<Action> action = std::nullopt,
                                     Role new_token_role = Role::kTenantUser) const;
