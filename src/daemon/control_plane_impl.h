@@ -42,6 +42,7 @@
 #include "src/daemon/token_service.h"
 #include "src/daemon/workload_request.h"
 #include "src/daemon/workload_shape.h"
+#include "tessera/api/node_wire.h"
 #include "tessera/api/workload_wire.h"
 #include "tessera/core/gpu_model.h"
 #include "tessera/daemon/control_plane.h"
@@ -60,6 +61,18 @@ inline constexpr std::string_view kFailed = api::WorkloadStateName(api::Workload
 inline constexpr std::string_view kCancelled = api::WorkloadStateName(api::WorkloadState::kCancelled);
 inline constexpr std::string_view kRejected = api::WorkloadStateName(api::WorkloadState::kRejected);
 bool IsTerminal(std::string_view state);
+// Node states as stored and shown: the names of api::NodeState (its one string mapping).
+inline constexpr std::string_view kNodeReady = api::NodeStateName(api::NodeState::kReady);
+inline constexpr std::string_view kNodeCordoned = api::NodeStateName(api::NodeState::kCordoned);
+inline constexpr std::string_view kNodeLost = api::NodeStateName(api::NodeState::kLost);
+// A stored node state (the store keeps the names above; anything else reads as ready).
+inline api::NodeState StoredNodeState(std::string_view name) {
+  return api::ParseNodeState(name).value_or(api::NodeState::kReady);
+}
+// The scheduler's view of a node it knows, in the wire's names.
+inline std::string_view NodeStateOf(sched::NodeState s) {
+  return s == sched::NodeState::kCordoned ? kNodeCordoned : kNodeReady;
+}
 
 // Who is calling, once the bearer token checked out.
 struct Caller {

@@ -83,7 +83,7 @@ HttpResponse ControlPlane::Impl::ListNodes(const HttpRequest&, const Caller&) {
       if (v.name == rec.name) view = &v;
     auto known = nodes.find(rec.name);
     if (known != nodes.end()) rec.last_heartbeat_ms = known->second.last_heartbeat_ms;
-    const std::string state = view ? std::string(sched::NodeStateName(view->state)) : "lost";
+    const std::string state(view ? NodeStateOf(view->state) : kNodeLost);
     list.push_back(NodeJson(rec, state, view));
   }
   return HttpResponse::Json(200, json{{"nodes", list}}.dump());
@@ -102,9 +102,9 @@ HttpResponse ControlPlane::Impl::GetNode(const HttpRequest& r, const Caller&) {
   for (const auto& v : live->nodes())
     if (v.name == name) {
       rec->last_heartbeat_ms = nodes[name].last_heartbeat_ms;
-      return HttpResponse::Json(200, NodeJson(*rec, std::string(sched::NodeStateName(v.state)), &v).dump());
+      return HttpResponse::Json(200, NodeJson(*rec, std::string(NodeStateOf(v.state)), &v).dump());
     }
-  return HttpResponse::Json(200, NodeJson(*rec, "lost", nullptr).dump());
+  return HttpResponse::Json(200, NodeJson(*rec, std::string(kNodeLost), nullptr).dump());
 }
 
 HttpResponse ControlPlane::Impl::NodeAction(const HttpRequest& r, const Caller& c) {
@@ -125,7 +125,7 @@ HttpResponse ControlPlane::Impl::NodeAction(const HttpRequest& r, const Caller& 
   }
   if (!st.ok()) return ErrorResponse(st);
   store::NodeRecord rec = node->second.record;
-  rec.state = action == "uncordon" ? "ready" : "cordoned";
+  rec.state = std::string(action == "uncordon" ? kNodeReady : kNodeCordoned);
   // "node.cordoned", "node.uncordoned", "node.drained" on the event feed, in the same transaction.
   const std::string kind = "node." + action + "ed";
   const std::string detail =
@@ -159,7 +159,7 @@ HttpResponse ControlPlane::Impl::RemoveNode(const HttpRequest& r, const Caller& 
   std::lock_guard<std::mutex> lock(mu);
   const bool lost = lost_nodes.count(name) > 0;
   if (!lost && !nodes.count(name)) return NotFound("node '" + name + "'");
-  const std::string was = lost ? "lost" : "cordoned";
+  const std::string was(lost ? kNodeLost : kNodeCordoned);
   if (!lost)
     for (const auto& v : live->nodes()) {
       if (v.name != name) continue;
@@ -224,7 +224,7 @@ HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller
       if (!st.ok()) return ErrorResponse(st);
       held = rec;
     }
-    return HttpResponse::Json(200, api::EncodeRegisterAnswer({name, held.state}));
+    return HttpResponse::Json(200, api::EncodeRegisterAnswer({name, StoredNodeState(held.state)}));
   }
   std::vector<sched::JobId> lost;
   if (known != nodes.end()) {
@@ -236,7 +236,7 @@ HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller
     if (known != nodes.end()) loop_healthy = Restore().ok();
     return ErrorResponse(st, "gpus");
   }
-  store::NodeRecord rec{name, inv->canonical_json, "ready", now, c.token_id, inv->agent_id};
+  store::NodeRecord rec{name, inv->canonical_json, std::string(kNodeReady), now, c.token_id, inv->agent_id};
   const std::string detail =
       known != nodes.end()
           ? "a new inventory; " + std::to_string(lost.size()) + (lost.size() == 1 ? " workload" : " workloads") +
@@ -259,7 +259,7 @@ HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller
   UpdateGauges();
   wake = true;
   wake_cv.notify_one();
-  return HttpResponse::Json(200, api::EncodeRegisterAnswer({name, "ready"}));
+  return HttpResponse::Json(200, api::EncodeRegisterAnswer({name, api::NodeState::kReady}));
 }
 
 HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller&) {
@@ -326,7 +326,7 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller&) 
     wake = true;
     wake_cv.notify_one();
   }
-  return HttpResponse::Json(200, api::EncodeHeartbeatAnswer({name, node->second.record.state, std::move(ignored)}));
+  return HttpResponse::Json(200, api::EncodeHeartbeatAnswer({name, StoredNodeState(node->second.record.state), std::move(ignored)}));
 }
 
 HttpResponse ControlPlane::Impl::DesiredState(const HttpRequest& r, const Caller&) {
@@ -335,7 +335,7 @@ HttpResponse ControlPlane::Impl::DesiredState(const HttpRequest& r, const Caller
   auto node = nodes.find(name);
   if (node == nodes.end())
     return HttpResponse::Error(404, "not_found", "node '" + name + "' is not registered (register it again)");
-  api::DesiredState desired{name, node->second.record.state, {}};
+  api::DesiredState desired{name, StoredNodeState(node->second.record.state), {}};
   for (const auto& v : live->nodes()) {
     if (v.name != name) continue;
     for (sched::JobId id : v.jobs) {
