@@ -18,7 +18,21 @@ StatusOr<json> ParseWith(std::string_view body, std::string* bad_field) {
   return ParseJsonObject(body);
 }
 
+// The node state at "state" (required by the caller where it is).
+StatusOr<NodeState> StateOf(const JsonFields& f) {
+  TESSERA_ASSIGN_OR_RETURN(const std::string name, f.Str("state", 32));
+  const std::optional<NodeState> s = ParseNodeState(name);
+  if (!s) return f.Fail("state", "'" + name + "' is not ready, cordoned or lost");
+  return *s;
+}
+
 }  // namespace
+
+std::optional<NodeState> ParseNodeState(std::string_view name) {
+  for (NodeState s : {NodeState::kReady, NodeState::kCordoned, NodeState::kLost})
+    if (NodeStateName(s) == name) return s;
+  return std::nullopt;
+}
 
 // --- register -------------------------------------------------------------------------------
 
@@ -67,7 +81,9 @@ StatusOr<NodeInventory> DecodeNodeInventory(std::string_view body, std::string* 
   return out;
 }
 
-std::string EncodeRegisterAnswer(const RegisterAnswer& a) { return json{{"node", a.node}, {"state", a.state}}.dump(); }
+std::string EncodeRegisterAnswer(const RegisterAnswer& a) {
+  return json{{"node", a.node}, {"state", NodeStateName(a.state)}}.dump();
+}
 
 StatusOr<RegisterAnswer> DecodeRegisterAnswer(std::string_view body, std::string* bad_field) {
   TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
@@ -77,7 +93,7 @@ StatusOr<RegisterAnswer> DecodeRegisterAnswer(std::string_view body, std::string
   TESSERA_RETURN_IF_ERROR(f.Require("state"));
   RegisterAnswer out;
   TESSERA_ASSIGN_OR_RETURN(out.node, f.Str("node", 253));
-  TESSERA_ASSIGN_OR_RETURN(out.state, f.Str("state", 32));
+  TESSERA_ASSIGN_OR_RETURN(out.state, StateOf(f));
   return out;
 }
 
@@ -144,7 +160,7 @@ StatusOr<Heartbeat> DecodeHeartbeat(std::string_view body, std::string* bad_fiel
 }
 
 std::string EncodeHeartbeatAnswer(const HeartbeatAnswer& a) {
-  return json{{"node", a.node}, {"state", a.state}, {"ignored", a.ignored}}.dump();
+  return json{{"node", a.node}, {"state", NodeStateName(a.state)}, {"ignored", a.ignored}}.dump();
 }
 
 StatusOr<HeartbeatAnswer> DecodeHeartbeatAnswer(std::string_view body, std::string* bad_field) {
@@ -155,7 +171,7 @@ StatusOr<HeartbeatAnswer> DecodeHeartbeatAnswer(std::string_view body, std::stri
   TESSERA_RETURN_IF_ERROR(f.Require("state"));
   HeartbeatAnswer out;
   TESSERA_ASSIGN_OR_RETURN(out.node, f.Str("node", 253));
-  TESSERA_ASSIGN_OR_RETURN(out.state, f.Str("state", 32));
+  TESSERA_ASSIGN_OR_RETURN(out.state, StateOf(f));
   TESSERA_ASSIGN_OR_RETURN(const json ignored, f.Array("ignored"));
   for (size_t i = 0; i < ignored.size(); ++i) {
     if (!ignored[i].is_number_integer() || ignored[i].get<int64_t>() < 1)
@@ -185,7 +201,7 @@ std::string EncodeDesiredState(const DesiredState& s) {
   }
   json out = {{"workloads", std::move(list)}};
   if (!s.node.empty()) out["node"] = s.node;  // optional on decode, so left out when empty
-  if (!s.state.empty()) out["state"] = s.state;
+  if (s.state) out["state"] = NodeStateName(*s.state);
   return out.dump();
 }
 
@@ -243,7 +259,9 @@ StatusOr<DesiredState> DecodeDesiredState(std::string_view body, std::string* ba
   TESSERA_RETURN_IF_ERROR(f.Require("workloads"));
   DesiredState out;
   TESSERA_ASSIGN_OR_RETURN(out.node, f.Str("node", 253));
-  TESSERA_ASSIGN_OR_RETURN(out.state, f.Str("state", 32));
+  if (f.Has("state")) {
+    TESSERA_ASSIGN_OR_RETURN(out.state, StateOf(f));
+  }
   TESSERA_ASSIGN_OR_RETURN(const json list, f.Array("workloads"));
   for (size_t i = 0; i < list.size(); ++i) {
     TESSERA_ASSIGN_OR_RETURN(DesiredWorkload w, DecodeDesiredWorkload(f, list[i], i));

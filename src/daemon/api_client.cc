@@ -17,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "tessera/api/event_wire.h"
 #include "tessera/core/rng.h"
 
 namespace tessera::daemon {
@@ -92,10 +93,8 @@ Status ApiClient::Conn::Open(const std::string& host, const std::string& port, i
 }
 
 std::string ApiError(const ApiResponse& r) {
-  const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
-  if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_object() &&
-      j["error"].contains("message") && j["error"]["message"].is_string())
-    return j["error"]["message"].get<std::string>();
+  if (StatusOr<api::ErrorEnvelope> e = api::DecodeErrorEnvelope(r.body, nullptr); e.ok() && !e->message.empty())
+    return e->message;
   if (!r.body.empty()) return r.body;
   return "HTTP " + std::to_string(r.status);
 }

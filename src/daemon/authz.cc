@@ -65,6 +65,7 @@ Decision TenantRole(const Principal& who, Action action, std::string_view target
       case Action::kReadEvents:
       case Action::kReadUsage:
       case Action::kReadInvoices:
+      case Action::kReadMetrics:
         return Decision::kAllow;
       case Action::kListTokens:
         return admin ? Decision::kAllow : Decision::kForbidden;
@@ -105,13 +106,68 @@ Decision Authorize(const Principal& who, Action action, std::string_view target,
     case Role::kAdmin:
       return action == Action::kNodeAgent ? Decision::kForbidden : Decision::kAllow;
     case Role::kNodeAgent:
-      return action == Action::kNodeAgent || action == Action::kReadNodes ? Decision::kAllow
-                                                                          : Decision::kForbidden;
+      return action == Action::kNodeAgent || action == Action::kReadNodes || action == Action::kReadMetrics
+                 ? Decision::kAllow
+                 : Decision::kForbidden;
     case Role::kTenantAdmin:
     case Role::kTenantUser:
       return TenantRole(who, action, target, parent_of, new_token_role);
   }
   return Decision::kForbidden;
+}
+
+std::string_view ActionText(Action a) {
+  switch (a) {
+    case Action::kReadTenant: return "read tenants";
+    case Action::kListTenants: return "list tenants";
+    case Action::kCreateTenant: return "create tenants here";
+    case Action::kChangeQuota: return "change this tenant";
+    case Action::kDeleteTenant: return "delete this tenant";
+    case Action::kSubmitWorkload: return "submit workloads";
+    case Action::kReadWorkload: return "read workloads";
+    case Action::kChangeWorkload: return "change workloads";
+    case Action::kCancelWorkload: return "cancel workloads";
+    case Action::kCreateToken: return "create this token";
+    case Action::kListTokens: return "list tokens";
+    case Action::kRevokeToken: return "revoke tokens";
+    case Action::kReadNodes: return "read nodes";
+    case Action::kNodeAgent: return "use the node endpoints (node-agent tokens only)";
+    case Action::kReadUsage: return "read usage";
+    case Action::kReadEvents: return "read events";
+    case Action::kReadInvoices: return "read invoices";
+    case Action::kReadAudit: return "read the audit log (admins only)";
+    case Action::kManageNodes: return "cordon, uncordon, drain or remove nodes (admins only)";
+    case Action::kReadMetrics: return "read metrics";
+  }
+  return "do that";
+}
+
+bool RoleMayEver(Role role, Action action) {
+  switch (role) {
+    case Role::kAdmin: return action != Action::kNodeAgent;
+    case Role::kNodeAgent:
+      return action == Action::kNodeAgent || action == Action::kReadNodes || action == Action::kReadMetrics;
+    case Role::kTenantAdmin:
+      return action != Action::kNodeAgent && action != Action::kReadNodes && action != Action::kReadAudit &&
+             action != Action::kManageNodes;
+    case Role::kTenantUser:
+      switch (action) {
+        case Action::kReadTenant:
+        case Action::kListTenants:
+        case Action::kSubmitWorkload:
+        case Action::kReadWorkload:
+        case Action::kChangeWorkload:
+        case Action::kCancelWorkload:
+        case Action::kReadUsage:
+        case Action::kReadEvents:
+        case Action::kReadInvoices:
+        case Action::kReadMetrics:
+          return true;
+        default:
+          return false;
+      }
+  }
+  return false;
 }
 
 bool MaySeeEvent(const Principal& who, std::string_view subject, std::string_view tenant, const ParentOf& parent_of) {

@@ -63,7 +63,12 @@ enum class Action {
   kReadUsage,         // target: the tenant whose usage is asked for ("" for all)
   kReadEvents,        // GET /v1/events (filtered to the subtree by the caller)
   kReadInvoices,      // GET /v1/invoices; target: the tenant asked for ("" for all)
+  kReadAudit,         // GET /v1/audit (admins)
+  kManageNodes,       // cordon, uncordon, drain, remove a node (admins)
+  kReadMetrics,       // GET /metrics with --metrics-auth (any role)
 };
+// "read tenants", "submit workloads", ...: what the 403 of a refused action says the role may not do.
+std::string_view ActionText(Action a);
 
 enum class Decision { kAllow, kForbidden, kNotFound };
 
@@ -76,6 +81,12 @@ bool InSubtree(std::string_view t, std::string_view root, const ParentOf& parent
 // kCreateToken.
 Decision Authorize(const Principal& who, Action action, std::string_view target,
                    const ParentOf& parent_of, Role new_token_role = Role::kTenantUser);
+
+// Whether `role` may do `action` to some target (Authorize allows it for at least one): the route
+// wrapper's check for routes whose target the handler finds (the body's tenant, a workload's).
+// A role that may never do it is FORBIDDEN whatever the target.
+//   RoleMayEver(kTenantUser, kCreateToken) -> false; RoleMayEver(kTenantUser, kSubmitWorkload) -> true
+bool RoleMayEver(Role role, Action action);
 
 // Whether `who` may see an event of GET /v1/events, by the event's subject and tenant (a
 // workload's tenant; an object event's scope, store.h ObjectEvent):

@@ -15,13 +15,15 @@
 #include "src/daemon/api_codec.h"
 #include "src/daemon/control_plane_impl.h"
 #include "src/daemon/tokens.h"
+#include "tessera/api/event_wire.h"
 
 namespace tessera::daemon {
 
 using json = nlohmann::json;
 
 bool IsTerminal(std::string_view state) {
-  return state == kCompleted || state == kFailed || state == kCancelled || state == kRejected;
+  const std::optional<api::WorkloadState> s = api::ParseWorkloadState(state);
+  return s && api::IsEnded(*s);
 }
 
 HttpResponse ErrorResponse(const Status& status, std::string_view field) {
@@ -29,6 +31,7 @@ HttpResponse ErrorResponse(const Status& status, std::string_view field) {
   switch (status.code()) {
     case StatusCode::kInvalidArgument: return HttpResponse::Error(400, "invalid_argument", message, field);
     case StatusCode::kNotFound: return HttpResponse::Error(404, "not_found", message);
+    case StatusCode::kPermissionDenied: return HttpResponse::Error(403, "forbidden", message);
     case StatusCode::kAlreadyExists: return HttpResponse::Error(409, "already_exists", message);
     case StatusCode::kFailedPrecondition: return HttpResponse::Error(409, "conflict", message);
     case StatusCode::kResourceExhausted: return HttpResponse::Error(429, "too_many_requests", message);
@@ -214,9 +217,7 @@ Status ControlPlane::Impl::Bootstrap() {
     return Status::Ok();
   });
   if (!written.ok()) return written;
-  std::unique_lock<std::shared_mutex> lock(tokens_mu);
-  tokens.clear();
-  for (const store::TokenRecord& t : all) tokens[t.hash_hex] = t;
+  token_service->Load(all);
   return Status::Ok();
 }
 
@@ -252,16 +253,10 @@ std::optional<GpuModelId> ControlPlane::Impl::DefaultModel() const {
 StatusOr<Caller> ControlPlane::Impl::Authenticate(const HttpRequest& r) {
   const std::string token = BearerToken(r.Header("authorization"));
   if (token.empty()) return Status(StatusCode::kUnauthenticated, "missing 'Authorization: Bearer <token>'");
-  const std::string hash = TokenHash(token);
-  std::shared_lock<std::shared_mutex> lock(tokens_mu);
-  auto it = tokens.find(hash);
-  // The map lookup found a candidate by hash; the comparison that decides is constant time.
-  if (it == tokens.end() || !TokenHashesEqual(it->second.hash_hex, hash) || it->second.revoked)
-    return Status(StatusCode::kUnauthenticated, "unknown or revoked token");
-  if (it->second.expires_ms && *it->second.expires_ms <= NowMs()) return Status(StatusCode::kUnauthenticated, "the token has expired");
-  StatusOr<Role> role = ParseRole(it->second.role);
+  TESSERA_ASSIGN_OR_RETURN(const store::TokenRecord rec, token_service->Authenticate(token));
+  StatusOr<Role> role = ParseRole(rec.role);
   if (!role.ok()) return Status(StatusCode::kUnauthenticated, "the token's role is unknown");
-  return Caller{{*role, it->second.tenant}, it->second.id, it->second.node};
+  return Caller{{*role, rec.tenant}, rec.id, rec.node};
 }
 
 HttpResponse ControlPlane::Impl::Healthz(const HttpRequest&) { return HttpResponse::Json(200, R"({"status":"ok"})"); }
@@ -293,8 +288,7 @@ HttpResponse ControlPlane::Impl::Metrics(const HttpRequest&) {
 
 HttpResponse ControlPlane::Impl::MetricsWithToken(const HttpRequest& r, const Caller&) { return Metrics(r); }
 
-HttpResponse ControlPlane::Impl::ListAudit(const HttpRequest& r, const Caller& c) {
-  if (c.principal.role != Role::kAdmin) return HttpResponse::Error(403, "forbidden", "the audit log is for admins");
+HttpResponse ControlPlane::Impl::ListAudit(const HttpRequest& r, const Caller&) {
   int64_t after = 0;
   int limit = 100;
   if (auto it = r.query.find("after"); it != r.query.end() && it->second != "0") {
@@ -371,10 +365,8 @@ void ControlPlane::Impl::AuditRefused(const Caller& c, const HttpRequest& r, con
   target = target.substr(0, target.find('/'));
   if (!r.path_params.empty()) target += "/" + r.path_params.begin()->second;
   std::string result = std::to_string(resp.status);
-  const json body = json::parse(resp.body, nullptr, false);
-  if (body.is_object() && body.contains("error") && body["error"].is_object() && body["error"].contains("code") &&
-      body["error"]["code"].is_string())
-    result += " " + body["error"]["code"].get<std::string>();
+  if (StatusOr<api::ErrorEnvelope> e = api::DecodeErrorEnvelope(resp.body, nullptr); e.ok())
+    result += " " + e->code;
   // Best effort: the answer stands whether or not its record could be written (a store that
   // failed the call itself will likely fail this too).
   const int64_t now = NowMs();
@@ -394,9 +386,81 @@ std::string UnknownQueryParameter(const HttpRequest& r, const std::vector<std::s
 
 }  // namespace
 
-void ControlPlane::Impl::InstallRoutes() {
-  using Authed = HttpResponse (Impl::*)(const HttpRequest&, const Caller&);
+// The API, one line per route: method, path, the Action it is authorised by and how (RouteScope),
+// the handler, the query parameters it reads. Authentication, the node-bound token, the rate
+// limit, strict query parameters, authorisation, the refusal audit and metrics are the wrapper's
+// (InstallRoutes), so that no handler can forget one.
+const std::vector<ApiRoute>& ApiRoutes(bool metrics_auth) {
+  using I = ControlPlane::Impl;
+  using enum RouteScope;
+  static const std::vector<ApiRoute> kRoutes = {
+      {"POST", "/v1/tenants", Action::kCreateTenant, kObject, &I::CreateTenant, {}},
+      {"GET", "/v1/tenants", Action::kListTenants, kNone, &I::ListTenants, {}},
+      {"GET", "/v1/tenants/{name}", Action::kReadTenant, kPathTenant, &I::GetTenant, {}},
+      {"PATCH", "/v1/tenants/{name}", Action::kChangeQuota, kPathTenant, &I::PatchTenant, {}},
+      {"DELETE", "/v1/tenants/{name}", Action::kDeleteTenant, kPathTenant, &I::DeleteTenant, {}},
+      {"POST", "/v1/tokens", Action::kCreateToken, kObject, &I::CreateToken, {}},
+      {"GET", "/v1/tokens", Action::kListTokens, kNone, &I::ListTokens, {}},
+      {"DELETE", "/v1/tokens/{id}", Action::kRevokeToken, kObject, &I::RevokeToken, {}},
+      {"POST", "/v1/workloads", Action::kSubmitWorkload, kObject, &I::SubmitWorkload, {}},
+      {"GET", "/v1/workloads", Action::kReadWorkload, kObject, &I::ListWorkloads, {"tenant", "state", "limit", "continue"}},
+      {"GET", "/v1/workloads/{id}", Action::kReadWorkload, kObject, &I::GetWorkload, {}},
+      {"DELETE", "/v1/workloads/{id}", Action::kCancelWorkload, kObject, &I::CancelWorkload, {}},
+      {"PATCH", "/v1/workloads/{id}", Action::kChangeWorkload, kObject, &I::PatchWorkload, {}},
+      {"GET", "/v1/nodes", Action::kReadNodes, kNone, &I::ListNodes, {}},
+      {"GET", "/v1/nodes/{name}", Action::kReadNodes, kNone, &I::GetNode, {}},
+      {"DELETE", "/v1/nodes/{name}", Action::kManageNodes, kNone, &I::RemoveNode, {}},
+      {"POST", "/v1/nodes/{name}/cordon", Action::kManageNodes, kNone, &I::NodeAction, {}},
+      {"POST", "/v1/nodes/{name}/uncordon", Action::kManageNodes, kNone, &I::NodeAction, {}},
+      {"POST", "/v1/nodes/{name}/drain", Action::kManageNodes, kNone, &I::NodeAction, {}},
+      {"POST", "/v1/nodes/{name}/register", Action::kNodeAgent, kNone, &I::RegisterNode, {}},
+      {"POST", "/v1/nodes/{name}/heartbeat", Action::kNodeAgent, kNone, &I::Heartbeat, {}},
+      {"GET", "/v1/nodes/{name}/desired", Action::kNodeAgent, kNone, &I::DesiredState, {}},
+      {"POST", "/v1/nodes/{name}/usage", Action::kNodeAgent, kNone, &I::PostUsage, {}},
+      {"GET", "/v1/usage", Action::kReadUsage, kObject, &I::GetUsage, {"tenant", "from", "to"}},
+      {"GET", "/v1/invoices", Action::kReadInvoices, kObject, &I::GetInvoices, {"tenant", "period", "format"}},
+      {"GET", "/v1/audit", Action::kReadAudit, kNone, &I::ListAudit, {"after", "limit"}},
+      {"GET", "/v1/events", Action::kReadEvents, kNone, &I::StreamEvents, {"tenant", "workload", "after"}},
+  };
+  static const std::vector<ApiRoute> kWithMetrics = [] {
+    std::vector<ApiRoute> all = kRoutes;
+    all.push_back({"GET", "/metrics", Action::kReadMetrics, RouteScope::kNone, &I::MetricsWithToken, {}});
+    return all;
+  }();
+  return metrics_auth ? kWithMetrics : kRoutes;
+}
+
+Status CheckApiRoutes(const std::vector<ApiRoute>& routes) {
+  for (const ApiRoute& r : routes) {
+    const std::string route = std::string(r.method) + " " + std::string(r.pattern);
+    if (!r.action) return InvalidArgumentError("route " + route + " has no Action: the wrapper could not authorise it");
+    if (!r.handler) return InvalidArgumentError("route " + route + " has no handler");
+    if (r.scope == RouteScope::kPathTenant && r.pattern.find("{name}") == std::string_view::npos)
+      return InvalidArgumentError("route " + route + " is authorised by the tenant of its path, which names none");
+  }
+  return Status::Ok();
+}
+
+Status ControlPlane::Impl::Check(const Caller& c, std::string_view tenant, std::string_view what, Action action,
+                                 Role new_token_role) const {
+  c.scoped = true;
+  const Decision d = Authorize(c.principal, action, tenant, Parents(), new_token_role);
+  if (d == Decision::kAllow) return Status::Ok();
+  if (d == Decision::kNotFound) return NotFoundError(std::string(what) + " not found");
+  return Status(StatusCode::kPermissionDenied, "this token's role may not " + std::string(ActionText(action)));
+}
+
+std::optional<HttpResponse> ControlPlane::Impl::Scope(const Caller& c, std::string_view tenant, std::string_view what,
+                                                      std::optional<Action> action, Role new_token_role) const {
+  const Status st = Check(c, tenant, what, action.value_or(c.action), new_token_role);
+  if (st.ok()) return std::nullopt;
+  return ErrorResponse(st);
+}
+
+Status ControlPlane::Impl::InstallRoutes() {
   using Open = HttpResponse (Impl::*)(const HttpRequest&);
+  const std::vector<ApiRoute>& routes = ApiRoutes(opt.metrics_auth);
+  TESSERA_RETURN_IF_ERROR(CheckApiRoutes(routes));
   auto observe = [this](const std::string& route, const HttpResponse& resp, std::chrono::steady_clock::time_point t0) {
     m.requests->Inc({route, std::to_string(resp.status)});
     m.latency->Observe({route}, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -410,20 +474,23 @@ void ControlPlane::Impl::InstallRoutes() {
       return resp;
     });
   };
-  // Node-agent calls on a node's routes are limited per node (the node of the path), not per
-  // token: a fleet shares one node-agent token, and each agent's own cadence is what has to fit.
-  // A token bound to a node acts for that node only (403 naming it), before the limit counts.
-  // Query parameters are strict on /v1: each route lists the ones it reads, and any other is a 400
-  // naming it (a misspelt "?tenat=a" must not silently list every tenant's workloads).
-  auto api = [&](const std::string& method, const std::string& pattern, Authed fn,
-                 std::vector<std::string> params = {}) {
+  open("GET", "/healthz", &Impl::Healthz);
+  open("GET", "/readyz", &Impl::Readyz);
+  if (!opt.metrics_auth) open("GET", "/metrics", &Impl::Metrics);
+  for (const ApiRoute& spec : routes) {
+    const std::string method(spec.method), pattern(spec.pattern);
     const std::string route = method + " " + pattern;
+    // Node-agent calls on a node's routes are limited per node (the node of the path), not per
+    // token: a fleet shares one node-agent token, and each agent's own cadence is what has to fit.
+    // A token bound to a node acts for that node only (403 naming it), before the limit counts.
+    // Query parameters are strict on /v1: each route lists the ones it reads, and any other is a
+    // 400 naming it (a misspelt "?tenat=a" must not silently list every tenant's workloads).
     const bool node_route = pattern.starts_with("/v1/nodes/{name}");
     const bool strict_query = pattern.starts_with("/v1/");
     std::string takes;
-    for (const std::string& p : params) takes += (takes.empty() ? "" : ", ") + p;
+    for (const std::string& p : spec.query) takes += (takes.empty() ? "" : ", ") + p;
     takes = route + (takes.empty() ? " takes no query parameters" : " takes: " + takes);
-    (void)http->Route(method, pattern, [this, fn, route, pattern, node_route, strict_query, params, takes,
+    (void)http->Route(method, pattern, [this, spec, route, pattern, node_route, strict_query, takes,
                                         observe](const HttpRequest& r) {
       const auto t0 = std::chrono::steady_clock::now();
       HttpResponse resp;
@@ -431,6 +498,7 @@ void ControlPlane::Impl::InstallRoutes() {
       std::string key;
       std::string whose = "this token's rate limit";
       if (c.ok()) {
+        c->action = *spec.action;
         key = "token/" + c->token_id;
         if (c->principal.role == Role::kNodeAgent && node_route) {
           const std::string& node = r.path_params.at("name");
@@ -450,12 +518,20 @@ void ControlPlane::Impl::InstallRoutes() {
         const std::string after_s = std::to_string((wait.count() + 999) / 1000);
         resp = HttpResponse::Error(429, "too_many_requests", "over " + whose + "; retry after " + after_s + " s");
         resp.headers.push_back({"Retry-After", after_s});
-      } else if (const std::string unknown = strict_query ? UnknownQueryParameter(r, params) : std::string();
+      } else if (const std::string unknown = strict_query ? UnknownQueryParameter(r, spec.query) : std::string();
                  !unknown.empty()) {
         resp = HttpResponse::Error(400, "invalid_argument",
                                    "unknown query parameter '" + unknown + "' (" + takes + ")", unknown);
+      } else if (std::optional<HttpResponse> denied = AuthorizeRoute(spec, r, *c)) {
+        resp = *std::move(denied);
       } else {
-        resp = (this->*fn)(r, *c);
+        resp = (this->*spec.handler)(r, *c);
+        if (spec.scope == RouteScope::kObject && !c->scoped && (resp.defer || resp.status < 400)) {
+          // A handler that answered without checking the object's tenant: refused, loudly.
+          std::fprintf(stderr, "tessera serve: %s answered without its tenant check (Impl::Scope): refused\n",
+                       route.c_str());
+          resp = HttpResponse::Error(500, "internal", route + ": the handler did not authorise the object");
+        }
       }
       if (resp.defer && c.ok())  // counted, and audited if refused, when its answer is made
         return ObserveDeferred(std::move(resp), [this, observe, route, pattern, t0, caller = *c,
@@ -467,38 +543,33 @@ void ControlPlane::Impl::InstallRoutes() {
       observe(route, resp, t0);
       return resp;
     });
+  }
+  return Status::Ok();
+}
+
+// The wrapper's authorisation of `spec.action` (see RouteScope): nullopt when the handler may run.
+std::optional<HttpResponse> ControlPlane::Impl::AuthorizeRoute(const ApiRoute& spec, const HttpRequest& r,
+                                                               const Caller& c) const {
+  const Action a = *spec.action;
+  const auto forbidden = [a] {
+    return HttpResponse::Error(403, "forbidden", "this token's role may not " + std::string(ActionText(a)));
   };
-  open("GET", "/healthz", &Impl::Healthz);
-  open("GET", "/readyz", &Impl::Readyz);
-  if (opt.metrics_auth) api("GET", "/metrics", &Impl::MetricsWithToken);
-  else open("GET", "/metrics", &Impl::Metrics);
-  api("POST", "/v1/tenants", &Impl::CreateTenant);
-  api("GET", "/v1/tenants", &Impl::ListTenants);
-  api("GET", "/v1/tenants/{name}", &Impl::GetTenant);
-  api("PATCH", "/v1/tenants/{name}", &Impl::PatchTenant);
-  api("DELETE", "/v1/tenants/{name}", &Impl::DeleteTenant);
-  api("POST", "/v1/tokens", &Impl::CreateToken);
-  api("GET", "/v1/tokens", &Impl::ListTokens);
-  api("DELETE", "/v1/tokens/{id}", &Impl::RevokeToken);
-  api("POST", "/v1/workloads", &Impl::SubmitWorkload);
-  api("GET", "/v1/workloads", &Impl::ListWorkloads, {"tenant", "state", "limit", "continue"});
-  api("GET", "/v1/workloads/{id}", &Impl::GetWorkload);
-  api("DELETE", "/v1/workloads/{id}", &Impl::CancelWorkload);
-  api("PATCH", "/v1/workloads/{id}", &Impl::PatchWorkload);
-  api("GET", "/v1/nodes", &Impl::ListNodes);
-  api("GET", "/v1/nodes/{name}", &Impl::GetNode);
-  api("DELETE", "/v1/nodes/{name}", &Impl::RemoveNode);
-  api("POST", "/v1/nodes/{name}/cordon", &Impl::NodeAction);
-  api("POST", "/v1/nodes/{name}/uncordon", &Impl::NodeAction);
-  api("POST", "/v1/nodes/{name}/drain", &Impl::NodeAction);
-  api("POST", "/v1/nodes/{name}/register", &Impl::RegisterNode);
-  api("POST", "/v1/nodes/{name}/heartbeat", &Impl::Heartbeat);
-  api("GET", "/v1/nodes/{name}/desired", &Impl::DesiredState);
-  api("POST", "/v1/nodes/{name}/usage", &Impl::PostUsage);
-  api("GET", "/v1/usage", &Impl::GetUsage, {"tenant", "from", "to"});
-  api("GET", "/v1/invoices", &Impl::GetInvoices, {"tenant", "period", "format"});
-  api("GET", "/v1/audit", &Impl::ListAudit, {"after", "limit"});
-  api("GET", "/v1/events", &Impl::StreamEvents, {"tenant", "workload", "after"});
+  switch (spec.scope) {
+    case RouteScope::kNone:
+      if (Authorize(c.principal, a, "", Parents()) != Decision::kAllow) return forbidden();
+      return std::nullopt;
+    case RouteScope::kPathTenant: {
+      const std::string& name = r.path_params.at("name");
+      const Decision d = Authorize(c.principal, a, name, Parents());
+      if (d == Decision::kNotFound) return NotFound("tenant '" + name + "'");
+      if (d != Decision::kAllow) return forbidden();
+      return std::nullopt;
+    }
+    case RouteScope::kObject:
+      if (!RoleMayEver(c.principal.role, a)) return forbidden();
+      return std::nullopt;
+  }
+  return forbidden();
 }
 
 ControlPlane::ControlPlane(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -518,6 +589,15 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   TESSERA_ASSIGN_OR_RETURN(impl->price_plan, LoadPricePlan(impl->opt.price_plan, impl->catalog));
   TESSERA_RETURN_IF_ERROR(impl->InitMetrics());
   TESSERA_ASSIGN_OR_RETURN(impl->db, store::Open(impl->opt.db));
+  Impl* p = impl.get();
+  impl->token_service = std::make_unique<TokenService>(
+      [p](std::string_view op, const std::function<Status(store::Transaction&)>& fn) { return p->Transact(op, fn); },
+      [p] { return p->NowMs(); },
+      [p](std::string_view tenant, const std::function<Status()>& write) -> Status {
+        std::lock_guard<std::mutex> lock(p->mu);  // the tenant cannot vanish meanwhile
+        if (!p->tenants.count(std::string(tenant))) return NotFoundError("tenant '" + std::string(tenant) + "' not found");
+        return write();
+      });
   if (impl->opt.own_store) TESSERA_RETURN_IF_ERROR(impl->AcquireStore());
   EventFeedOptions fo;
   fo.ping_interval_ms = impl->opt.events_ping_interval_ms;
@@ -544,7 +624,7 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
     TESSERA_RETURN_IF_ERROR(impl->RebuildLedger(/*count=*/true));
   }
   TESSERA_RETURN_IF_ERROR(impl->CheckPlanCoversCluster());
-  impl->InstallRoutes();
+  TESSERA_RETURN_IF_ERROR(impl->InstallRoutes());
   return std::unique_ptr<ControlPlane>(new ControlPlane(std::move(impl)));
 }
 

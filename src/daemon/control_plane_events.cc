@@ -9,21 +9,14 @@
 namespace tessera::daemon {
 
 bool ControlPlane::Impl::TokenStillValid(const std::string& hash) const {
-  std::shared_lock<std::shared_mutex> lock(tokens_mu);
-  auto it = tokens.find(hash);
-  if (it == tokens.end() || it->second.revoked) return false;
-  return !(it->second.expires_ms && *it->second.expires_ms <= NowMs());
+  return token_service->StillValid(hash);
 }
 
 HttpResponse ControlPlane::Impl::StreamEvents(const HttpRequest& r, const Caller& c) {
-  const Decision d = Authorize(c.principal, Action::kReadEvents, "", Parents());
-  if (d != Decision::kAllow) return HttpResponse::Error(403, "forbidden", "this token's role may not read events");
   std::string tenant;
   if (auto it = r.query.find("tenant"); it != r.query.end() && !it->second.empty()) {
     tenant = it->second;
-    const Decision t = Authorize(c.principal, Action::kReadWorkload, tenant, Parents());
-    if (t == Decision::kNotFound) return NotFound("tenant '" + tenant + "'");
-    if (t != Decision::kAllow) return HttpResponse::Error(403, "forbidden", "this token's role may not read events");
+    if (auto denied = Scope(c, tenant, "tenant '" + tenant + "'", Action::kReadWorkload)) return *denied;
     if (!Parents()(tenant)) return NotFound("tenant '" + tenant + "'");
   }
   std::optional<int64_t> workload;

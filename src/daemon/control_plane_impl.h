@@ -1,6 +1,6 @@
 // The control plane's state and the handlers' declarations, shared by its .cc files:
 //   control_plane.cc            Create, restore from the store, routes, auth, Start/Stop
-//   control_plane_tenants.cc    /v1/tenants, /v1/tokens
+//   control_plane_tenants.cc    /v1/tenants, /v1/tokens (decode -> TokenService -> encode)
 //   control_plane_workloads.cc  /v1/workloads
 //   control_plane_nodes.cc      /v1/nodes and the node-agent endpoints
 //   control_plane_loop.cc       the scheduling loop: cycles, persisted decisions, node timeouts
@@ -16,7 +16,7 @@
 //               the store's writer thread); their answer is made on an HTTP thread once the
 //               commit is durable, and takes mu only to queue the job.
 //   tenants_mu  (shared) the tenant map's copy for authorisation on the read path
-//   tokens_mu   (shared) the token cache
+//   (the token cache is TokenService's, with its own locks: src/daemon/token_service.h)
 //   usage_mu    the metering ledger; never held with mu (the usage handlers do not touch the
 //               world), taken before tenants_mu
 #pragma once
@@ -39,8 +39,11 @@
 #include "src/daemon/http_server.h"
 #include "src/daemon/metrics.h"
 #include "src/daemon/rate_limit.h"
+#include "src/daemon/token_service.h"
 #include "src/daemon/workload_request.h"
 #include "src/daemon/workload_shape.h"
+#include "tessera/api/node_wire.h"
+#include "tessera/api/workload_wire.h"
 #include "tessera/core/gpu_model.h"
 #include "tessera/daemon/control_plane.h"
 #include "tessera/metering/ledger.h"
@@ -50,21 +53,45 @@
 
 namespace tessera::daemon {
 
-// Workload states as stored and shown.
-inline constexpr std::string_view kPending = "pending";
-inline constexpr std::string_view kRunning = "running";
-inline constexpr std::string_view kCompleted = "completed";
-inline constexpr std::string_view kFailed = "failed";
-inline constexpr std::string_view kCancelled = "cancelled";
-inline constexpr std::string_view kRejected = "rejected";
+// Workload states as stored and shown: the names of api::WorkloadState (its one string mapping).
+inline constexpr std::string_view kPending = api::WorkloadStateName(api::WorkloadState::kPending);
+inline constexpr std::string_view kRunning = api::WorkloadStateName(api::WorkloadState::kRunning);
+inline constexpr std::string_view kCompleted = api::WorkloadStateName(api::WorkloadState::kCompleted);
+inline constexpr std::string_view kFailed = api::WorkloadStateName(api::WorkloadState::kFailed);
+inline constexpr std::string_view kCancelled = api::WorkloadStateName(api::WorkloadState::kCancelled);
+inline constexpr std::string_view kRejected = api::WorkloadStateName(api::WorkloadState::kRejected);
 bool IsTerminal(std::string_view state);
+// Node states as stored and shown: the names of api::NodeState (its one string mapping).
+inline constexpr std::string_view kNodeReady = api::NodeStateName(api::NodeState::kReady);
+inline constexpr std::string_view kNodeCordoned = api::NodeStateName(api::NodeState::kCordoned);
+inline constexpr std::string_view kNodeLost = api::NodeStateName(api::NodeState::kLost);
+// A stored node state (the store keeps the names above; anything else reads as ready).
+inline api::NodeState StoredNodeState(std::string_view name) {
+  return api::ParseNodeState(name).value_or(api::NodeState::kReady);
+}
+// The scheduler's view of a node it knows, in the wire's names.
+inline std::string_view NodeStateOf(sched::NodeState s) {
+  return s == sched::NodeState::kCordoned ? kNodeCordoned : kNodeReady;
+}
 
 // Who is calling, once the bearer token checked out.
 struct Caller {
   Principal principal;
   std::string token_id;
   std::string node;  // a node-agent token bound to one node: that node ("" for any)
+  Action action = Action::kReadMetrics;  // the route's (ApiRoute::action)
+  // Set by ControlPlane::Impl::Scope: the handler of a kObject route checked the object's tenant.
+  mutable bool scoped = false;
 };
+
+// How the route wrapper authorises a route's Action (see ApiRoutes in control_plane.cc):
+//   kNone        not about one tenant: Authorize(action, "") in the wrapper decides
+//   kPathTenant  about the tenant the path names ({name}): Authorize(action, name) in the wrapper
+//   kObject      about a tenant the handler finds (the body's, a workload's, ?tenant=): the wrapper
+//                refuses a role that may never do the action (RoleMayEver); the handler checks the
+//                object through Impl::Scope, and a 2xx from a handler that did not is a 500
+enum class RouteScope { kNone, kPathTenant, kObject };
+struct ApiRoute;
 
 struct ApiMetrics {
   Counter* requests = nullptr;            // {route, code}
@@ -112,8 +139,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<RateLimiter> limiter;
   std::string generated_token;
 
-  mutable std::shared_mutex tokens_mu;
-  std::unordered_map<std::string, store::TokenRecord> tokens;  // by hash
+  std::unique_ptr<TokenService> token_service;  // the tokens (own locks; made in Create)
 
   mutable std::mutex mu;
   std::unique_ptr<sched::LiveScheduler> live;
@@ -175,7 +201,7 @@ struct ControlPlane::Impl {
   Status AcquireStore();  // the store's ownership (opt.own_store): fails, or waits as a standby
   Status Bootstrap();
   Status Restore();  // (re)builds live, jobs, nodes, tenants from the store; mu held
-  void InstallRoutes();
+  Status InstallRoutes();  // INVALID_ARGUMENT: a route of the table without an Action
 
   // Authorisation helpers.
   ParentOf Parents() const;  // reads parent_of under tenants_mu (shared)
@@ -196,10 +222,6 @@ struct ControlPlane::Impl {
   HttpResponse CreateToken(const HttpRequest& r, const Caller& c);
   HttpResponse ListTokens(const HttpRequest& r, const Caller& c);
   HttpResponse RevokeToken(const HttpRequest& r, const Caller& c);
-  // Why the token `id` may not be revoked, or "": a live admin token is kept unless another live
-  // admin token that never expires remains (so the API cannot be locked out by revokes and
-  // expiries). Takes tokens_mu; the caller holds mu so that the answer stays true until it acts.
-  std::string WhyAdminTokenMustStay(const std::string& id, int64_t now_ms) const;
   HttpResponse SubmitWorkload(const HttpRequest& r, const Caller& c);
   // A submit's checks against the world (the tenant, its leaf-ness, the shape, the scheduler's
   // admission) under mu: fills *shape and *park, or returns the refusal.
@@ -223,6 +245,18 @@ struct ControlPlane::Impl {
   HttpResponse PostUsage(const HttpRequest& r, const Caller& c);
   HttpResponse GetUsage(const HttpRequest& r, const Caller& c);
   HttpResponse GetInvoices(const HttpRequest& r, const Caller& c);  // control_plane_invoices.cc
+  // The object check of a route (Caller::action, or `action`) on `tenant`: nullopt when allowed,
+  // else 404 naming `what` (another subtree's) or 403. Marks the caller scoped.
+  // The route wrapper's authorisation (control_plane.cc): nullopt when the handler may run.
+  std::optional<HttpResponse> AuthorizeRoute(const ApiRoute& spec, const HttpRequest& r, const Caller& c) const;
+  // The same as a Status (OK, NOT_FOUND "<what> not found", PERMISSION_DENIED): for services.
+  Status Check(const Caller& c, std::string_view tenant, std::string_view what, Action action,
+               Role new_token_role = Role::kTenantUser) const;
+  // The caller as the token service sees it: its id and Check bound to it (the caller outlives it).
+  TokenCaller TokenCallerOf(const Caller& c) const;
+  std::optional<HttpResponse> Scope(const Caller& c, std::string_view tenant, std::string_view what,
+                                    std::optional<Action> action = std::nullopt,
+                                    Role new_token_role = Role::kTenantUser) const;
 
   // Usage (control_plane_usage.cc): the metrics' families, and the ledger again from every
   // stored sample (`count`: add them to the per-tenant counters, at Create). usage_mu held.
@@ -270,6 +304,23 @@ struct ControlPlane::Impl {
 StatusOr<std::optional<metering::PricePlan>> LoadPricePlan(const std::string& path, const GpuModelCatalog& catalog);
 
 // Status -> an HTTP error answer (400 names `field` when given).
+// One authenticated route of the API: the wrapper (InstallRoutes) authenticates, checks a
+// node-bound token, rate-limits, refuses unknown query parameters (those not in `query`),
+// authorises `action` as `scope` says, audits refusals, counts metrics; then calls `handler`.
+struct ApiRoute {
+  std::string_view method;
+  std::string_view pattern;
+  std::optional<Action> action;  // required: CheckApiRoutes refuses a route without one
+  RouteScope scope = RouteScope::kNone;
+  HttpResponse (ControlPlane::Impl::*handler)(const HttpRequest&, const Caller&) = nullptr;
+  std::vector<std::string> query;
+};
+// The table (control_plane.cc).
+const std::vector<ApiRoute>& ApiRoutes(bool metrics_auth);
+// INVALID_ARGUMENT naming the first route without an Action or handler, or with kPathTenant on a
+// path without {name}.
+Status CheckApiRoutes(const std::vector<ApiRoute>& routes);
+
 HttpResponse ErrorResponse(const Status& status, std::string_view field = "");
 // 404 {"error": {"code": "not_found", ...}} for `what`.
 HttpResponse NotFound(std::string_view what);

@@ -90,9 +90,8 @@ HttpResponse ControlPlane::Impl::GetInvoices(const HttpRequest& r, const Caller&
   };
   const std::string tenant = param("tenant");
   const ParentOf parents = Parents();
-  const Decision d = Authorize(c.principal, Action::kReadInvoices, tenant, parents);
-  if (d == Decision::kForbidden) return HttpResponse::Error(403, "forbidden", "this token's role may not read invoices");
-  if (d == Decision::kNotFound || (!tenant.empty() && !parents(tenant))) return NotFound("tenant '" + tenant + "'");
+  if (auto denied = Scope(c, tenant, "tenant '" + tenant + "'")) return *denied;
+  if (!tenant.empty() && !parents(tenant)) return NotFound("tenant '" + tenant + "'");
   const std::string format = param("format");
   if (!format.empty() && format != "json" && format != "csv")
     return HttpResponse::Error(400, "invalid_argument", "format: json (default) or csv, got '" + format + "'",

@@ -75,7 +75,7 @@ Status ControlPlane::Impl::Restore() {
   lost_nodes.clear();
   std::vector<placement::NodeSpec> specs;
   for (const store::NodeRecord& n : node_list) {
-    if (n.state == "lost") {
+    if (n.state == kNodeLost) {
       lost_nodes.insert(n.name);
       continue;
     }
@@ -88,7 +88,7 @@ Status ControlPlane::Impl::Restore() {
   TESSERA_ASSIGN_OR_RETURN(live, sched::LiveScheduler::Create(std::move(tree), std::move(specs), opt.scheduler, {},
                                                               {.guarantees_must_fit = false}));
   for (const auto& [name, n] : nodes)
-    if (n.record.state == "cordoned") TESSERA_RETURN_IF_ERROR(live->Cordon(name));
+    if (n.record.state == kNodeCordoned) TESSERA_RETURN_IF_ERROR(live->Cordon(name));
   jobs.clear();
   parked.clear();
   std::vector<sched::JobId> requeue;
@@ -152,9 +152,9 @@ void ControlPlane::Impl::UpdateGauges() {
     for (size_t g = 0; g < v.gpu_free_milli.size(); ++g)
       m.gpu_allocated_milli->Set({v.name, std::to_string(g)}, 1000.0 - v.gpu_free_milli[g]);
   }
-  m.nodes->Set({"ready"}, ready);
-  m.nodes->Set({"cordoned"}, cordoned);
-  m.nodes->Set({"lost"}, static_cast<double>(lost_nodes.size()));
+  m.nodes->Set({std::string(kNodeReady)}, ready);
+  m.nodes->Set({std::string(kNodeCordoned)}, cordoned);
+  m.nodes->Set({std::string(kNodeLost)}, static_cast<double>(lost_nodes.size()));
 }
 
 Status ControlPlane::Impl::CycleOnce() {
@@ -189,7 +189,7 @@ Status ControlPlane::Impl::CycleOnce() {
     Status st = Transact("cycle", [&](store::Transaction& tx) -> Status {
       for (const auto& [name, ids] : lost) {
         TESSERA_ASSIGN_OR_RETURN(store::NodeRecord rec, tx.GetNode(name));
-        rec.state = "lost";
+        rec.state = std::string(kNodeLost);
         TESSERA_RETURN_IF_ERROR(tx.PutNode(rec));
         TESSERA_RETURN_IF_ERROR(PersistRequeue(ids, "node '" + name + "' was lost (no heartbeat for " +
                                                         std::to_string(opt.node_timeout_s) + " s)",

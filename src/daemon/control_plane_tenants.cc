@@ -15,11 +15,6 @@ using json = nlohmann::json;
 
 namespace {
 
-HttpResponse Denied(Decision d, std::string_view what, std::string_view action) {
-  if (d == Decision::kNotFound) return NotFound(what);
-  return HttpResponse::Error(403, "forbidden", "this token's role may not " + std::string(action));
-}
-
 // What keeps tenant `name` in the store, for the 409 of a DELETE ("1 token (tok_...) and 2
 // workloads"); "" when nothing does. Tokens and workloads are never deleted (the audit log names
 // them), and both refer to their tenant, so a revoked token or a finished workload counts too.
@@ -117,8 +112,7 @@ HttpResponse ControlPlane::Impl::CreateTenant(const HttpRequest& r, const Caller
   StatusOr<TenantBody> b = DecodeTenantBody(r.body, /*create=*/true, catalog, &field);
   if (!b.ok()) return ErrorResponse(b.status(), field);
   const std::string parent = b->parent.value_or("");
-  const Decision d = Authorize(c.principal, Action::kCreateTenant, parent, Parents());
-  if (d != Decision::kAllow) return Denied(d, "tenant '" + parent + "'", "create tenants here");
+  if (auto denied = Scope(c, parent, "tenant '" + parent + "'")) return *denied;
   StatusOr<std::string> key = IdempotencyKey(r);
   if (!key.ok()) return ErrorResponse(key.status(), "Idempotency-Key");
   if (auto stored = StoredAnswer(c, *key)) {
@@ -166,8 +160,6 @@ HttpResponse ControlPlane::Impl::CreateTenant(const HttpRequest& r, const Caller
 }
 
 HttpResponse ControlPlane::Impl::ListTenants(const HttpRequest&, const Caller& c) {
-  const Decision d = Authorize(c.principal, Action::kListTenants, "", Parents());
-  if (d != Decision::kAllow) return Denied(d, "tenants", "list tenants");
   const ParentOf parents = Parents();
   json list = json::array();
   std::lock_guard<std::mutex> lock(mu);
@@ -178,10 +170,8 @@ HttpResponse ControlPlane::Impl::ListTenants(const HttpRequest&, const Caller& c
   return HttpResponse::Json(200, json{{"tenants", list}}.dump());
 }
 
-HttpResponse ControlPlane::Impl::GetTenant(const HttpRequest& r, const Caller& c) {
+HttpResponse ControlPlane::Impl::GetTenant(const HttpRequest& r, const Caller&) {
   const std::string name = r.path_params.at("name");
-  const Decision d = Authorize(c.principal, Action::kReadTenant, name, Parents());
-  if (d != Decision::kAllow) return Denied(d, "tenant '" + name + "'", "read tenants");
   std::lock_guard<std::mutex> lock(mu);
   auto it = tenants.find(name);
   if (it == tenants.end()) return NotFound("tenant '" + name + "'");
@@ -200,10 +190,9 @@ HttpResponse ControlPlane::Impl::PatchTenant(const HttpRequest& r, const Caller&
   std::string field;
   StatusOr<TenantBody> b = DecodeTenantBody(r.body, /*create=*/false, catalog, &field);
   if (!b.ok()) return ErrorResponse(b.status(), field);
-  const ParentOf parents = Parents();
-  Decision d = Authorize(c.principal, Action::kChangeQuota, name, parents);
-  if (d == Decision::kAllow && b->parent) d = Authorize(c.principal, Action::kCreateTenant, *b->parent, parents);
-  if (d != Decision::kAllow) return Denied(d, "tenant '" + name + "'", "change this tenant");
+  // kChangeQuota on `name` is the route's (the wrapper's); moving it also creates below the new parent.
+  if (b->parent)
+    if (auto denied = Scope(c, *b->parent, "tenant '" + name + "'", Action::kCreateTenant)) return *denied;
   std::lock_guard<std::mutex> lock(mu);
   auto it = tenants.find(name);
   if (it == tenants.end()) return NotFound("tenant '" + name + "'");
@@ -226,8 +215,6 @@ HttpResponse ControlPlane::Impl::PatchTenant(const HttpRequest& r, const Caller&
 
 HttpResponse ControlPlane::Impl::DeleteTenant(const HttpRequest& r, const Caller& c) {
   const std::string name = r.path_params.at("name");
-  const Decision d = Authorize(c.principal, Action::kDeleteTenant, name, Parents());
-  if (d != Decision::kAllow) return Denied(d, "tenant '" + name + "'", "delete this tenant");
   std::lock_guard<std::mutex> lock(mu);
   if (!tenants.count(name)) return NotFound("tenant '" + name + "'");
   for (const auto& [other, t] : tenants)
@@ -261,29 +248,13 @@ json TokenView(const store::TokenRecord& t) {
   return j;
 }
 
-// The event feed's "token.created" for `rec`, scoped to its tenant ("" for admin and node-agent
-// tokens: admins only). Never the secret.
-store::ObjectEvent TokenCreatedEvent(const store::TokenRecord& rec) {
-  std::string detail = "role " + rec.role;
-  if (!rec.node.empty()) detail += ", node '" + rec.node + "'";
-  return {"token", rec.id, rec.tenant, rec.created_ms, "token.created", detail};
-}
-
-// A new secret and its record (the id is the hash's first 16 hex digits), not stored yet.
-StatusOr<std::pair<store::TokenRecord, std::string>> MakeToken(std::string role, std::string tenant,
-                                                               std::optional<int64_t> expires_ms, int64_t now) {
-  TESSERA_ASSIGN_OR_RETURN(std::string secret, NewToken());
-  store::TokenRecord rec;
-  rec.hash_hex = TokenHash(secret);
-  rec.id = "tok_" + rec.hash_hex.substr(0, 16);
-  rec.role = std::move(role);
-  rec.tenant = std::move(tenant);
-  rec.expires_ms = expires_ms;
-  rec.created_ms = now;
-  return std::make_pair(std::move(rec), std::move(secret));
-}
-
 }  // namespace
+
+TokenCaller ControlPlane::Impl::TokenCallerOf(const Caller& c) const {
+  return {c.token_id, [this, &c](Action action, std::string_view tenant, Role new_token_role) {
+            return Check(c, tenant, "tenant '" + std::string(tenant) + "'", action, new_token_role);
+          }};
+}
 
 HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller& c) {
   if (!r.Header("idempotency-key").empty())
@@ -322,124 +293,35 @@ HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller&
     if (Status st = CheckName(*node, "node"); !st.ok()) return ErrorResponse(st, "node");
   StatusOr<int64_t> expires_in = f.Int("expires_in_s", 1, int64_t{10} * 365 * 86400, 0);
   if (!expires_in.ok()) return ErrorResponse(expires_in.status(), field);
-  const Decision d = Authorize(c.principal, Action::kCreateToken, *tenant, Parents(), *role);
-  if (d != Decision::kAllow) return Denied(d, "tenant '" + *tenant + "'", "create this token");
-  const int64_t now = NowMs();
-  auto made = MakeToken(*role_name, *tenant,
-                        *expires_in > 0 ? std::optional<int64_t>(now + *expires_in * 1000) : std::nullopt, now);
+  const NewTokenRequest request{*role, *tenant, *node, *expires_in};
+  StatusOr<daemon::IssuedToken> made = token_service->Create(TokenCallerOf(c), request);
   if (!made.ok()) return ErrorResponse(made.status());
-  store::TokenRecord& rec = made->first;  // named, not bound: the lambda below captures it
-  rec.node = *node;
-  const std::string& secret = made->second;
-  {
-    std::lock_guard<std::mutex> lock(mu);  // the tenant cannot vanish meanwhile
-    if (tenant_role && !tenants.count(*tenant)) return NotFound("tenant '" + *tenant + "'");
-    Status st = Transact("token", [&](store::Transaction& tx) -> Status {
-      TESSERA_RETURN_IF_ERROR(tx.CreateToken(rec));
-      TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent(TokenCreatedEvent(rec)).status());
-      return tx.AppendAudit({now, c.token_id, "token.create", "tokens/" + rec.id, "201"}).status();
-    });
-    if (!st.ok()) return ErrorResponse(st);
-  }
-  {
-    std::unique_lock<std::shared_mutex> lock(tokens_mu);
-    tokens[rec.hash_hex] = rec;
-  }
-  json view = TokenView(rec);
-  view["token"] = secret;
+  json view = TokenView(made->record);
+  view["token"] = made->secret;
   return HttpResponse::Json(201, view.dump());
 }
 
 StatusOr<ControlPlane::IssuedToken> ControlPlane::IssueAdminToken(const std::string& actor) {
-  Impl& p = *impl_;
-  const int64_t now = p.NowMs();
-  TESSERA_ASSIGN_OR_RETURN(auto made, MakeToken("admin", "", std::nullopt, now));
-  store::TokenRecord& rec = made.first;
-  std::string& secret = made.second;
-  const Status st = p.Transact("token", [&](store::Transaction& tx) -> Status {
-    TESSERA_RETURN_IF_ERROR(tx.CreateToken(rec));
-    TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent(TokenCreatedEvent(rec)).status());
-    return tx.AppendAudit({now, actor, "token.create", "tokens/" + rec.id, "201"}).status();
-  });
-  if (!st.ok()) return st;
-  {
-    std::unique_lock<std::shared_mutex> lock(p.tokens_mu);
-    p.tokens[rec.hash_hex] = rec;
-  }
-  return IssuedToken{rec.id, std::move(secret)};
+  // Whoever may reach this (`serve --issue-admin-token`, with access to the store) may make one.
+  const TokenCaller anyone{actor, [](Action, std::string_view, Role) { return Status::Ok(); }};
+  TESSERA_ASSIGN_OR_RETURN(daemon::IssuedToken made, impl_->token_service->Create(anyone, {.role = Role::kAdmin}));
+  return IssuedToken{made.record.id, std::move(made.secret)};
 }
 
 HttpResponse ControlPlane::Impl::ListTokens(const HttpRequest&, const Caller& c) {
-  const Decision d = Authorize(c.principal, Action::kListTokens, c.principal.tenant, Parents());
-  if (d != Decision::kAllow) return Denied(d, "tokens", "list tokens");
   const ParentOf parents = Parents();
-  std::vector<store::TokenRecord> all;
-  {
-    std::shared_lock<std::shared_mutex> lock(tokens_mu);
-    for (const auto& [hash, t] : tokens) all.push_back(t);
-  }
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   json list = json::array();
-  for (const store::TokenRecord& t : all) {
-    const bool visible = c.principal.role == Role::kAdmin ||
-                         (!t.tenant.empty() && InSubtree(t.tenant, c.principal.tenant, parents));
-    if (visible) list.push_back(TokenView(t));
-  }
+  for (const store::TokenRecord& t : token_service->List([&](const store::TokenRecord& t) {
+         return c.principal.role == Role::kAdmin || (!t.tenant.empty() && InSubtree(t.tenant, c.principal.tenant, parents));
+       }))
+    list.push_back(TokenView(t));
   return HttpResponse::Json(200, json{{"tokens", list}}.dump());
 }
 
-std::string ControlPlane::Impl::WhyAdminTokenMustStay(const std::string& id, int64_t now_ms) const {
-  auto usable = [now_ms](const store::TokenRecord& t) {
-    return !t.revoked && (!t.expires_ms || *t.expires_ms > now_ms);
-  };
-  std::shared_lock<std::shared_mutex> lock(tokens_mu);
-  bool target_is_live_admin = false;
-  for (const auto& [hash, t] : tokens) {
-    if (t.role != "admin" || !usable(t)) continue;
-    if (t.id == id) {
-      target_is_live_admin = true;
-    } else if (!t.expires_ms) {
-      return "";  // another admin token that never expires remains
-    }
-  }
-  if (!target_is_live_admin) return "";
-  return "no other admin token that never expires would remain, and once the rest expired no one could "
-         "administer the control plane; create another admin token without expires_in_s first (or, with "
-         "access to the store, `tessera serve --issue-admin-token FILE`)";
-}
-
 HttpResponse ControlPlane::Impl::RevokeToken(const HttpRequest& r, const Caller& c) {
-  const std::string id = r.path_params.at("id");
-  std::optional<store::TokenRecord> found;
-  {
-    std::shared_lock<std::shared_mutex> lock(tokens_mu);
-    for (const auto& [hash, t] : tokens)
-      if (t.id == id) found = t;
-  }
-  if (!found) return NotFound("token '" + id + "'");
-  // Tokens without a tenant (admin, node-agent) are the admins' to revoke.
-  const Decision d = found->tenant.empty()
-                         ? (c.principal.role == Role::kAdmin ? Decision::kAllow : Decision::kNotFound)
-                         : Authorize(c.principal, Action::kRevokeToken, found->tenant, Parents());
-  if (d != Decision::kAllow) return Denied(d, "token '" + id + "'", "revoke tokens");
-  const int64_t now = NowMs();
-  // mu makes the check and the revoke one step: two revokes at once cannot each leave the other's
-  // token as the one that remains.
-  std::lock_guard<std::mutex> world(mu);
-  if (std::string why = WhyAdminTokenMustStay(id, now); !why.empty())
-    return HttpResponse::Error(409, "conflict", "token '" + id + "': not revoked: " + why);
-  Status st = Transact("token", [&](store::Transaction& tx) -> Status {
-    TESSERA_RETURN_IF_ERROR(tx.RevokeToken(id));
-    TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent({"token", id, found->tenant, now, "token.revoked", ""}).status());
-    return tx.AppendAudit({now, c.token_id, "token.revoke", "tokens/" + id, "200"}).status();
-  });
-  if (!st.ok()) return ErrorResponse(st);
-  {
-    std::unique_lock<std::shared_mutex> lock(tokens_mu);
-    tokens[found->hash_hex].revoked = true;
-  }
-  found->revoked = true;
-  return HttpResponse::Json(200, TokenView(*found).dump());
+  StatusOr<store::TokenRecord> revoked = token_service->Revoke(TokenCallerOf(c), r.path_params.at("id"));
+  if (!revoked.ok()) return ErrorResponse(revoked.status());
+  return HttpResponse::Json(200, TokenView(*revoked).dump());
 }
 
 }  // namespace tessera::daemon

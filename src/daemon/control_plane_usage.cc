@@ -110,9 +110,7 @@ Status ControlPlane::Impl::RebuildLedger(bool count) {
   return Status::Ok();
 }
 
-HttpResponse ControlPlane::Impl::PostUsage(const HttpRequest& r, const Caller& c) {
-  if (Authorize(c.principal, Action::kNodeAgent, "", Parents()) != Decision::kAllow)
-    return HttpResponse::Error(403, "forbidden", "the node endpoints take node-agent tokens only");
+HttpResponse ControlPlane::Impl::PostUsage(const HttpRequest& r, const Caller&) {
   const std::string name = r.path_params.at("name");
   std::string field;
   StatusOr<std::vector<UsageItem>> items = DecodeUsageBatch(name, r.body, &field);
@@ -201,9 +199,8 @@ HttpResponse ControlPlane::Impl::GetUsage(const HttpRequest& r, const Caller& c)
   };
   const std::string tenant = param("tenant");
   const ParentOf parents = Parents();
-  const Decision d = Authorize(c.principal, Action::kReadUsage, tenant, parents);
-  if (d == Decision::kForbidden) return HttpResponse::Error(403, "forbidden", "this token's role may not read usage");
-  if (d == Decision::kNotFound || (!tenant.empty() && !parents(tenant))) return NotFound("tenant '" + tenant + "'");
+  if (auto denied = Scope(c, tenant, "tenant '" + tenant + "'")) return *denied;
+  if (!tenant.empty() && !parents(tenant)) return NotFound("tenant '" + tenant + "'");
   int64_t from = INT64_MIN, to = INT64_MAX;
   for (auto [key, into] : {std::pair{"from", &from}, {"to", &to}}) {
     const std::string text = param(key);

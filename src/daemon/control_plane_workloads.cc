@@ -6,6 +6,7 @@
 #include "src/daemon/api_codec.h"
 #include "src/daemon/control_plane_impl.h"
 #include "tessera/api/json_fields.h"
+#include "tessera/api/workload_wire.h"
 
 namespace tessera::daemon {
 
@@ -13,45 +14,44 @@ using json = nlohmann::json;
 
 namespace {
 
-json WorkloadView(const store::WorkloadRecord& w) {
+// The view of a stored workload (api::WorkloadView: one codec for the daemon and its clients).
+api::WorkloadView WorkloadView(const store::WorkloadRecord& w) {
   json spec = json::parse(w.spec_json, nullptr, false);
   if (spec.is_discarded() || !spec.is_object()) spec = json::object();
+  api::WorkloadView v;
+  v.id = w.id;
+  v.tenant = w.tenant;
+  // The store keeps the state's name; one it does not know (a newer schema's) shows as failed.
+  v.state = api::ParseWorkloadState(w.state).value_or(api::WorkloadState::kFailed);
+  // The request as stored (its canonical encoding); a record without one shows the tenant only.
   const json request = spec.value("request", json::object());
-  json out = {{"id", w.id},
-              {"tenant", w.tenant},
-              {"state", w.state},
-              {"qos", request.value("qos", std::string("Burstable"))},
-              {"priority", request.value("priority", 0)},
-              {"request", request},
-              {"mode", spec.value("mode", std::string())},
-              {"mode_reason", spec.value("mode_reason", std::string())},
-              {"created_ms", w.created_ms},
-              {"updated_ms", w.updated_ms},
-              {"version", w.version}};
-  if (request.contains("name")) out["name"] = request["name"];
-  if (w.state == kPending || w.state == kRejected) out["wait_reason"] = w.wait_reason;
-  if (w.state == kFailed && !w.wait_reason.empty()) out["reason"] = w.wait_reason;
+  StatusOr<api::WorkloadRequest> stored = api::DecodeWorkloadRequest(request.dump(), nullptr);
+  if (stored.ok()) v.request = *std::move(stored);
+  else v.request.tenant = w.tenant;
+  v.qos = v.request.qos.empty() ? std::string("Burstable") : v.request.qos;
+  v.priority = v.request.priority;
+  v.name = v.request.name;
+  v.mode = spec.value("mode", std::string());
+  v.mode_reason = spec.value("mode_reason", std::string());
+  v.created_ms = w.created_ms;
+  v.updated_ms = w.updated_ms;
+  v.version = w.version;
+  if (w.state == kPending || w.state == kRejected) v.wait_reason = w.wait_reason;
+  if (w.state == kFailed) v.reason = w.wait_reason;
   if ((w.state == kCompleted || w.state == kFailed) && spec.contains("exit_code") && spec["exit_code"].is_number_integer())
-    out["exit_code"] = spec["exit_code"];
-  if (w.start_ms) out["start_ms"] = *w.start_ms;
+    v.exit_code = spec["exit_code"].get<int64_t>();
+  v.start_ms = w.start_ms;
   if (!w.placement_json.empty()) {
-    if (StatusOr<StoredPlacement> p = ParsePlacementJson(w.placement_json); p.ok() && !p->pods.empty()) {
-      json pods = json::array();
+    if (StatusOr<StoredPlacement> p = ParsePlacementJson(w.placement_json); p.ok()) {
       for (const sched::PodPlacement& pod : p->pods) {
-        json one = {{"node", pod.node}, {"gpus", GpuList(pod.gpus)}};
-        if (pod.mig_start >= 0) one["mig_start"] = pod.mig_start;
-        pods.push_back(one);
+        api::WorkloadPod one{pod.node, {}, pod.mig_start >= 0 ? pod.mig_start : -1};
+        for (int g = 0; g < placement::kMaxGpusPerNode; ++g)
+          if (pod.gpus >> g & 1) one.gpus.push_back(g);
+        v.pods.push_back(std::move(one));
       }
-      out["placement"] = pods[0];
-      out["pods"] = pods;
     }
   }
-  return out;
-}
-
-HttpResponse Denied(Decision d, std::string_view what) {
-  if (d == Decision::kNotFound) return NotFound(what);
-  return HttpResponse::Error(403, "forbidden", "this token's role may not do that to workloads");
+  return v;
 }
 
 }  // namespace
@@ -100,8 +100,7 @@ HttpResponse ControlPlane::Impl::SubmitWorkload(const HttpRequest& r, const Call
   std::string field;
   StatusOr<WorkloadRequest> req = DecodeWorkloadRequest(r.body, catalog, &field);
   if (!req.ok()) return ErrorResponse(req.status(), field);
-  const Decision d = Authorize(c.principal, Action::kSubmitWorkload, req->tenant, Parents());
-  if (d != Decision::kAllow) return Denied(d, "tenant '" + req->tenant + "'");
+  if (auto denied = Scope(c, req->tenant, "tenant '" + req->tenant + "'")) return *denied;
   StatusOr<std::string> key = IdempotencyKey(r);
   if (!key.ok()) return ErrorResponse(key.status(), "Idempotency-Key");
 
@@ -153,7 +152,7 @@ HttpResponse ControlPlane::Impl::SubmitWorkload(const HttpRequest& r, const Call
       }
       if (p->refusal) return Status::Ok();
       TESSERA_ASSIGN_OR_RETURN(p->id, tx.InsertWorkload(p->record));
-      p->answer = json{{"id", p->id}, {"state", kPending}}.dump();
+      p->answer = api::EncodeWorkloadCreated({p->id, std::string(kPending)});
       if (!p->key.empty())
         TESSERA_RETURN_IF_ERROR(tx.PutIdempotency({p->caller.token_id, p->key, 201, p->answer, p->now}));
       return tx.AppendAudit({p->now, p->caller.token_id, "workload.create", "workloads/" + std::to_string(p->id), "201"})
@@ -241,23 +240,18 @@ HttpResponse ControlPlane::Impl::GetWorkload(const HttpRequest& r, const Caller&
   });
   if (!st.ok()) return ErrorResponse(st);
   if (!w.ok()) return w.status().code() == StatusCode::kNotFound ? NotFound("workload " + raw) : ErrorResponse(w.status());
-  const Decision d = Authorize(c.principal, Action::kReadWorkload, w->tenant, Parents());
-  if (d != Decision::kAllow) return Denied(d, "workload " + raw);
-  json view = WorkloadView(*w);
-  json list = json::array();
-  for (const store::WorkloadEvent& e : events)
-    list.push_back({{"time_ms", e.time_ms}, {"kind", e.kind}, {"detail", e.detail}});
-  view["events"] = list;
-  return HttpResponse::Json(200, view.dump());
+  if (auto denied = Scope(c, w->tenant, "workload " + raw)) return *denied;
+  api::WorkloadView view = WorkloadView(*w);
+  view.events.emplace();
+  for (const store::WorkloadEvent& e : events) view.events->push_back({e.time_ms, e.kind, e.detail});
+  return HttpResponse::Json(200, api::EncodeWorkloadView(view));
 }
 
 HttpResponse ControlPlane::Impl::ListWorkloads(const HttpRequest& r, const Caller& c) {
   std::string tenant = c.principal.role == Role::kAdmin ? "" : c.principal.tenant;
   if (auto it = r.query.find("tenant"); it != r.query.end() && !it->second.empty()) tenant = it->second;
-  if (!tenant.empty() || c.principal.role != Role::kAdmin) {
-    const Decision d = Authorize(c.principal, Action::kReadWorkload, tenant, Parents());
-    if (d != Decision::kAllow) return Denied(d, "tenant '" + tenant + "'");
-  }
+  // An admin without ?tenant= reads all (allowed for "" too); everyone else one subtree.
+  if (auto denied = Scope(c, tenant, "tenant '" + tenant + "'")) return *denied;
   int limit = 100;
   if (auto it = r.query.find("limit"); it != r.query.end()) {
     const std::optional<int64_t> l = ParseId(it->second);
@@ -319,7 +313,7 @@ std::string ControlPlane::Impl::WorkloadViewText(const store::WorkloadRecord& w)
     std::lock_guard<std::mutex> lock(workload_views_mu);
     if (auto it = workload_views.find(w.id); it != workload_views.end() && it->second.first == w.version) return it->second.second;
   }
-  std::string text = WorkloadView(w).dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string text = api::EncodeWorkloadView(WorkloadView(w));
   std::lock_guard<std::mutex> lock(workload_views_mu);
   if (workload_views.size() >= kMaxViews) workload_views.clear();
   workload_views[w.id] = {w.version, text};
@@ -337,8 +331,7 @@ std::optional<HttpResponse> ControlPlane::Impl::FindWorkload(const std::string& 
   });
   if (!st.ok()) return ErrorResponse(st);
   if (!w.ok()) return w.status().code() == StatusCode::kNotFound ? NotFound("workload " + raw) : ErrorResponse(w.status());
-  const Decision d = Authorize(c.principal, action, w->tenant, Parents());
-  if (d != Decision::kAllow) return Denied(d, "workload " + raw);
+  if (auto denied = Scope(c, w->tenant, "workload " + raw, action)) return denied;
   *out = std::move(*w);
   return std::nullopt;
 }
@@ -380,7 +373,7 @@ HttpResponse ControlPlane::Impl::CancelWorkload(const HttpRequest& r, const Call
   shown.state = std::string(kCancelled);
   shown.updated_ms = now;
   shown.version += 1;
-  return HttpResponse::Json(200, WorkloadView(shown).dump());
+  return HttpResponse::Json(200, api::EncodeWorkloadView(WorkloadView(shown)));
 }
 
 // PATCH {"gpu_mem_mib", "gpu_milli", "priority"}: the memory limit, the compute share (of a
@@ -443,7 +436,7 @@ HttpResponse ControlPlane::Impl::PatchWorkload(const HttpRequest& r, const Calle
   }
   wake = true;
   wake_cv.notify_one();
-  return HttpResponse::Json(200, WorkloadView(u).dump());
+  return HttpResponse::Json(200, api::EncodeWorkloadView(WorkloadView(u)));
 }
 
 }  // namespace tessera::daemon

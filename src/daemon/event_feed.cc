@@ -2,27 +2,16 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
+#include "tessera/api/event_wire.h"
 
 namespace tessera::daemon {
 
 std::string EventStreamRecord(const store::TenantWorkloadEvent& e) {
-  nlohmann::json data;
-  if (e.subject == "workload") {
-    data = {{"id", e.event.id},     {"workload", e.event.workload_id}, {"tenant", e.tenant},
-            {"time_ms", e.event.time_ms}, {"kind", e.event.kind},      {"detail", e.event.detail}};
-  } else {
-    // An object event names its object by its subject ("node": "node-1"); a tenant event's
-    // tenant is the tenant itself (its scope is where it is seen, the parent once deleted).
-    data = {{"id", e.event.id}, {e.subject, e.name}};
-    if (e.subject == "token") data["tenant"] = e.tenant.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.tenant);
-    data["time_ms"] = e.event.time_ms;
-    data["kind"] = e.event.kind;
-    data["detail"] = e.event.detail;
-  }
-  // dump() escapes newlines, so the data is one line as the format requires.
-  return "id: " + std::to_string(e.event.id) + "\ndata: " +
-         data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+  // api::EncodeEvent: a tenant event's tenant is the tenant itself (its scope is where it is seen,
+  // the parent once deleted). JSON escapes newlines, so the data is one line as the format requires.
+  const api::Event data{e.event.id, e.subject, e.event.workload_id, e.name, e.tenant,
+                        e.event.time_ms, e.event.kind, e.event.detail};
+  return "id: " + std::to_string(e.event.id) + "\ndata: " + api::EncodeEvent(data) + "\n\n";
 }
 
 EventFeed::EventFeed(store::Store& db, EventFeedOptions options) : db_(db), options_(options) {}

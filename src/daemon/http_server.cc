@@ -1,5 +1,7 @@
 #include "src/daemon/http_server.h"
 
+#include "tessera/api/event_wire.h"
+
 #include <utility>  // boost/asio/awaitable.hpp (1.74) uses std::exchange without it
 
 #include <boost/asio.hpp>
@@ -51,11 +53,8 @@ HttpResponse HttpResponse::Json(int status, std::string body) {
 
 HttpResponse HttpResponse::Error(int status, std::string_view code, std::string_view message,
                                  std::string_view field) {
-  nlohmann::json e = {{"code", code}, {"message", message}};
-  if (!field.empty()) e["field"] = field;
-  // Messages may quote what the client sent, which need not be UTF-8: replace, never throw.
-  return Json(status, nlohmann::json{{"error", e}}.dump(-1, ' ', false,
-                                                       nlohmann::json::error_handler_t::replace));
+  // Messages may quote what the client sent, which need not be UTF-8: the encoder replaces it.
+  return Json(status, api::EncodeErrorEnvelope({std::string(code), std::string(message), std::string(field)}));
 }
 
 std::string PercentDecode(std::string_view s, bool plus_is_space) {

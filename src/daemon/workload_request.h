@@ -1,6 +1,8 @@
 // The body of POST /v1/workloads, decoded and checked: what a tenant asks for, in the design's
-// request vocabulary. Every problem is a 400 that names the field; nothing here touches the
-// store or the scheduler.
+// request vocabulary. The wire message and its strict codec are api::WorkloadRequest
+// (tessera/api/workload_wire.h); this adds what the GPU catalog decides (the model, the MIG and
+// vGPU profiles) and maps the names to the scheduler's types. Every problem is a 400 that names
+// the field; nothing here touches the store or the scheduler.
 //
 // A body: {"tenant": "vision", "gpus": 1, "gpu_milli": 500, "gpu_mem_mib": 20480,
 //          "qos": "Burstable"}
@@ -44,6 +46,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/api/workload_wire.h"
 #include "tessera/core/gpu_model.h"
 #include "tessera/core/status.h"
 #include "tessera/partition/sharing_mode.h"
@@ -51,8 +54,8 @@
 
 namespace tessera::daemon {
 
-inline constexpr size_t kMaxCommandArgs = 256;
-inline constexpr size_t kMaxCommandArgBytes = 4096;
+using api::kMaxCommandArgBytes;
+using api::kMaxCommandArgs;
 
 struct WorkloadRequest {
   std::string tenant;
@@ -83,6 +86,11 @@ struct WorkloadRequest {
 // `bad_field` (if not null) receives the field a refusal is about ("" for the body as a whole).
 StatusOr<WorkloadRequest> DecodeWorkloadRequest(std::string_view body, const GpuModelCatalog& catalog,
                                                 std::string* bad_field);
+// The same from the decoded wire message (the catalog's checks and the names' mapping).
+StatusOr<WorkloadRequest> ResolveWorkloadRequest(const api::WorkloadRequest& wire, const GpuModelCatalog& catalog,
+                                                 std::string* bad_field);
+// The wire message of a request (names canonical: "Burstable", the catalog's model name).
+api::WorkloadRequest WorkloadRequestWire(const WorkloadRequest& request, const GpuModelCatalog& catalog);
 
 // The request as the canonical JSON body DecodeWorkloadRequest reads back to an equal request
 // (defaults left out, and qos when it is the tenant's to choose): what the control plane stores as

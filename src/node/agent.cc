@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/node/agent_impl.h"
+#include "tessera/api/event_wire.h"
 #include "tessera/node/arbiter_duty.h"
 
 namespace tessera::node {
@@ -22,10 +23,8 @@ using nlohmann::json;
 namespace internal {
 
 std::string ResponseMessage(const LinkResponse& r) {
-  json j = json::parse(r.body, nullptr, false);
-  if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].contains("message") &&
-      j["error"]["message"].is_string())
-    return j["error"]["message"].get<std::string>();
+  if (StatusOr<api::ErrorEnvelope> e = api::DecodeErrorEnvelope(r.body, nullptr); e.ok() && !e->message.empty())
+    return e->message;
   return "HTTP " + std::to_string(r.status) + (r.body.empty() ? "" : ": " + r.body.substr(0, 200));
 }
 

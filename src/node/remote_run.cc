@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "src/node/agent_impl.h"
+#include "tessera/api/workload_wire.h"
 
 namespace tessera::node {
 
@@ -25,13 +26,6 @@ bool Follow(const std::string& path, std::streamoff* offset, const RemoteRunOpti
   *offset += static_cast<std::streamoff>(chunk.size());
   o.on_output(chunk);
   return true;
-}
-
-// The command's exit code from the view's "exit_code" (present once the node reported the end).
-std::optional<int> ExitCodeOf(const json& view) {
-  auto it = view.find("exit_code");
-  if (it == view.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<int>();
 }
 
 }  // namespace
@@ -54,11 +48,12 @@ StatusOr<RemoteRunResult> RemoteRun(ControlPlaneLink& link, const std::string& r
     const std::string m = "the control plane refused the workload: " + internal::ResponseMessage(posted);
     return posted.status >= 500 || posted.status == 429 ? UnavailableError(m) : InvalidArgumentError(m);
   }
-  json created = json::parse(posted.body, nullptr, false);
-  if (!created.is_object() || !created.contains("id") || !created["id"].is_number_integer())
-    return InternalError("the control plane's answer has no workload id: " + posted.body.substr(0, 200));
+  StatusOr<api::WorkloadCreated> created = api::DecodeWorkloadCreated(posted.body, nullptr);
+  if (!created.ok())
+    return InternalError("the control plane's answer is not a submitted workload (" + created.status().message() +
+                         "): " + posted.body.substr(0, 200));
   RemoteRunResult result;
-  result.id = created["id"].get<int64_t>();
+  result.id = created->id;
   const std::string path = "/v1/workloads/" + std::to_string(result.id);
   event("workload " + std::to_string(result.id) + " submitted");
   std::string last_state, last_reason;
@@ -101,34 +96,36 @@ StatusOr<RemoteRunResult> RemoteRun(ControlPlaneLink& link, const std::string& r
     if (!polled.ok()) return polled.status().WithPrefix(left);
     const LinkResponse& got = *polled;
     if (got.status != 200) return UnavailableError(left + ": GET " + path + ": " + internal::ResponseMessage(got));
-    json view = json::parse(got.body, nullptr, false);
-    if (!view.is_object()) return InternalError("GET " + path + ": not a JSON object");
-    const std::string state = view.value("state", "");
-    const std::string reason = view.value("wait_reason", "");
-    if (view.contains("placement") && view["placement"].is_object() && view["placement"].contains("node") &&
-        view["placement"]["node"].is_string())
-      node = view["placement"]["node"].get<std::string>();
-    if (state != last_state || reason != last_reason) {
-      if (state == "running" && view.contains("placement")) {
-        const json& p = view["placement"];
-        event("workload " + std::to_string(result.id) + " running on " + p.value("node", "?") + " GPU " +
-              p.value("gpus", json::array()).dump() + " (" + view.value("mode", "") + ")");
-      } else if (state == "pending") {
+    StatusOr<api::WorkloadView> view = api::DecodeWorkloadView(got.body, nullptr);
+    if (!view.ok()) return InternalError("GET " + path + ": not a workload: " + view.status().message());
+    using api::WorkloadState;
+    const WorkloadState state = view->state;
+    const std::string state_name(api::WorkloadStateName(state));
+    const std::string reason = view->wait_reason.value_or("");
+    if (!view->pods.empty()) node = view->pods[0].node;
+    if (state_name != last_state || reason != last_reason) {
+      if (state == WorkloadState::kRunning && !view->pods.empty()) {
+        const api::WorkloadPod& p = view->pods[0];
+        event("workload " + std::to_string(result.id) + " running on " + p.node + " GPU " + json(p.gpus).dump() +
+              " (" + view->mode + ")");
+      } else if (state == WorkloadState::kPending) {
         event("workload " + std::to_string(result.id) + " pending" + (reason.empty() ? "" : ": " + reason));
       }
-      last_state = state;
+      last_state = state_name;
       last_reason = reason;
     }
     if (!log.empty() && Follow(log, &offset, o)) log_seen = true;
     // The agent opens the log when it starts the command, a little after the placement.
-    if (state == "running" && !log_seen && ++polls_without_log * int64_t{o.poll_ms} > o.output_grace_ms) tell_where();
-    if (state == "completed" || state == "failed" || state == "cancelled" || state == "rejected") {
+    if (state == WorkloadState::kRunning && !log_seen && ++polls_without_log * int64_t{o.poll_ms} > o.output_grace_ms) tell_where();
+    if (api::IsEnded(state)) {
       if (!log.empty() && Follow(log, &offset, o)) log_seen = true;
       tell_where();
-      result.state = state;
-      result.exit_code = ExitCodeOf(view).value_or(state == "completed" ? 0 : 1);
-      event("workload " + std::to_string(result.id) + " " + state +
-            (state == "completed" || state == "failed" ? " (exit code " + std::to_string(result.exit_code) + ")"
+      result.state = state_name;
+      // The view's exit_code is there once the node reported the end.
+      result.exit_code = static_cast<int>(view->exit_code.value_or(state == WorkloadState::kCompleted ? 0 : 1));
+      const bool finished = state == WorkloadState::kCompleted || state == WorkloadState::kFailed;
+      event("workload " + std::to_string(result.id) + " " + state_name +
+            (finished ? " (exit code " + std::to_string(result.exit_code) + ")"
                                                        : reason.empty() ? "" : ": " + reason));
       return result;
     }

@@ -84,7 +84,7 @@ TEST(NodeWireTest, InventoryRefusalsNameTheField) {
 }
 
 TEST(NodeWireTest, RegisterAnswerRoundTrips) {
-  const RegisterAnswer a{"n1", "cordoned"};
+  const RegisterAnswer a{"n1", NodeState::kCordoned};
   StatusOr<RegisterAnswer> back = DecodeRegisterAnswer(EncodeRegisterAnswer(a), nullptr);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, a);
@@ -131,17 +131,19 @@ TEST(NodeWireTest, HeartbeatRefusalsNameTheField) {
 }
 
 TEST(NodeWireTest, HeartbeatAnswerRoundTrips) {
-  const HeartbeatAnswer a{"n1", "ready", {4, 9}};
+  const HeartbeatAnswer a{"n1", NodeState::kReady, {4, 9}};
   StatusOr<HeartbeatAnswer> back = DecodeHeartbeatAnswer(EncodeHeartbeatAnswer(a), nullptr);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, a);
-  EXPECT_EQ(EncodeHeartbeatAnswer({"n1", "ready", {}}), R"({"ignored":[],"node":"n1","state":"ready"})");
+  EXPECT_EQ(EncodeHeartbeatAnswer({"n1", NodeState::kReady, {}}), R"({"ignored":[],"node":"n1","state":"ready"})");
   auto decode = [](std::string_view b, std::string* f) { return DecodeHeartbeatAnswer(b, f); };
+  EXPECT_EQ(Refusal(decode, R"({"node": "n1", "state": "Ready", "ignored": []})"),
+            (std::pair<std::string, std::string>{"state: 'Ready' is not ready, cordoned or lost", "state"}));
   EXPECT_EQ(Refusal(decode, R"({"node": "n1", "state": "ready", "ignored": ["4"]})").second, "ignored[0]");
 }
 
 DesiredState TwoWorkloads() {
-  DesiredState s{"n1", "ready", {}};
+  DesiredState s{"n1", NodeState::kReady, {}};
   s.workloads.push_back({.id = 7,
                          .tenant = "ml",
                          .mode = "fraction(500,2048MiB)",
@@ -170,7 +172,9 @@ TEST(NodeWireTest, DesiredStateRoundTrips) {
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, s);
   EXPECT_EQ(EncodeDesiredState(*back), body);
-  EXPECT_EQ(EncodeDesiredState({"n1", "ready", {}}), R"({"node":"n1","state":"ready","workloads":[]})");
+  EXPECT_EQ(EncodeDesiredState({"n1", NodeState::kReady, {}}), R"({"node":"n1","state":"ready","workloads":[]})");
+  for (NodeState st : {NodeState::kReady, NodeState::kCordoned, NodeState::kLost})
+    EXPECT_EQ(ParseNodeState(NodeStateName(st)), st);
 }
 
 TEST(NodeWireTest, DesiredStateDefaultsWhatTheControlPlaneMayLeaveOut) {

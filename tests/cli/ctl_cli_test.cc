@@ -39,7 +39,8 @@ using testing::TempDir;
 
 // Answers every request on 127.0.0.1:port() with `status` and the JSON `body`, one request per
 // connection; requests() is what arrived (head and body). The first `refuse_first` requests get
-// `refusal` (429 or 503) with `Retry-After: 1` instead.
+// `refusal` (429 or 503) with `Retry-After: 1` instead. AnswerGetsWith(b): GETs get `b` (200) instead
+// (a submit's answer and the workload's view differ).
 class CannedServer {
  public:
   CannedServer(int status, std::string body, int refuse_first = 0, int refusal = 429)
@@ -61,6 +62,10 @@ class CannedServer {
     if (fd_ >= 0) ::close(fd_);
   }
   int port() const { return port_; }
+  void AnswerGetsWith(std::string body) {
+    std::lock_guard<std::mutex> lock(mu_);
+    get_body_ = std::move(body);
+  }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   std::vector<std::string> requests() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -94,14 +99,18 @@ class CannedServer {
         }
       }
       bool refuse = false;
+      std::string get_body;
       {
         std::lock_guard<std::mutex> lock(mu_);
         requests_.push_back(req);
         refuse = static_cast<int>(requests_.size()) <= refuse_first_;
+        if (req.starts_with("GET ")) get_body = get_body_;
       }
+      const bool get = !get_body.empty() && !refuse;
       const std::string body =
-          refuse ? R"({"error": {"code": "x", "message": "over this token's rate limit; retry after 1 s"}})" : body_;
-      const std::string answer = "HTTP/1.1 " + std::to_string(refuse ? refusal_ : status_) +
+          refuse ? R"({"error": {"code": "x", "message": "over this token's rate limit; retry after 1 s"}})"
+                 : get ? get_body : body_;
+      const std::string answer = "HTTP/1.1 " + std::to_string(refuse ? refusal_ : get ? 200 : status_) +
                                  " X\r\nContent-Type: application/json\r\nContent-Length: " +
                                  std::to_string(body.size()) + "\r\nConnection: close\r\n" +
                                  (refuse ? "Retry-After: 1\r\n" : "") + "\r\n" + body;
@@ -112,6 +121,7 @@ class CannedServer {
 
   int status_;
   std::string body_;
+  std::string get_body_;  // under mu_
   int refuse_first_, refusal_;
   int fd_ = -1;
   int port_ = 0;
@@ -163,8 +173,10 @@ TEST(CtlCli, WorkloadsListShowsNamesAndFiltersByState) {
   TempDir dir;
   CannedServer server(200, R"({"continue": null, "workloads": [
       {"id": 7, "name": "bert-finetune", "tenant": "ml", "state": "running", "qos": "Burstable", "mode": "exclusive",
-       "placement": {"node": "gpu-1", "gpus": [0]}},
-      {"id": 8, "tenant": "ml", "state": "pending", "wait_reason": "capacity", "qos": "BestEffort", "mode": ""}]})");
+       "request": {"tenant": "ml", "gpus": 1, "name": "bert-finetune"},
+       "placement": {"node": "gpu-1", "gpus": [0]}, "pods": [{"node": "gpu-1", "gpus": [0]}]},
+      {"id": 8, "tenant": "ml", "state": "pending", "wait_reason": "capacity", "qos": "BestEffort", "mode": "",
+       "request": {"tenant": "ml", "gpus": 1, "qos": "BestEffort"}}]})");
   ASSERT_GT(server.port(), 0);
   CommandResult r = RunTessera(dir, "ctl workloads list --state running", Env(server));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -206,7 +218,9 @@ TEST(CtlCli, WorkloadsSubmitWithoutQosLeavesItToTheTenant) {
 // ... and `tessera run --server` sent "Burstable" whatever the tenant's default_qos said.
 TEST(CtlCli, RunServerWithoutQosLeavesItToTheTenant) {
   TempDir dir;
-  CannedServer server(200, R"({"id": 1, "state": "completed", "exit_code": 0})");  // the POST takes 200 too
+  CannedServer server(200, R"({"id": 1, "state": "pending"})");  // the POST takes 200 too
+  server.AnswerGetsWith(R"({"id": 1, "tenant": "ml", "state": "completed", "exit_code": 0,
+                            "request": {"tenant": "ml", "gpus": 1}})");
   ASSERT_GT(server.port(), 0);
   CommandResult r = RunTessera(dir, "run --tenant ml --server " + server.url() + " -- true", Env(server));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -282,7 +296,10 @@ TEST(CtlCli, WorkloadsSubmitSendsTheCommand) {
 TEST(CtlCli, WorkloadsUpdatePatchesMemShareAndPriority) {
   TempDir dir;
   CannedServer server(200, R"x({"id": 7, "name": "bert", "tenant": "ml", "state": "running", "qos": "Burstable",
-                                "mode": "fraction(400,8192MiB)", "placement": {"node": "gpu-1", "gpus": [0]}})x");
+                                "mode": "fraction(400,8192MiB)", "placement": {"node": "gpu-1", "gpus": [0]},
+                                "pods": [{"node": "gpu-1", "gpus": [0]}],
+                                "request": {"tenant": "ml", "gpus": 1, "name": "bert", "gpu_milli": 400,
+                                            "gpu_mem_mib": 8192}})x");
   ASSERT_GT(server.port(), 0);
   CommandResult r = RunTessera(dir, "ctl workloads update 7 --mem 8GiB --share 400 --priority 5", Env(server));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -497,7 +514,8 @@ TEST(CtlCli, TablesShowTimesAsRfc3339AndJsonKeepsMilliseconds) {
   TempDir dir;
   {
     CannedServer server(200, R"({"id": 7, "tenant": "ml", "state": "running", "qos": "Burstable", "mode": "exclusive",
-        "placement": {"node": "gpu-1", "gpus": [0]},
+        "placement": {"node": "gpu-1", "gpus": [0]}, "pods": [{"node": "gpu-1", "gpus": [0]}],
+        "request": {"tenant": "ml", "gpus": 1},
         "events": [{"time_ms": 1764590000123, "kind": "placed", "detail": "gpu-1 [0]"}]})");
     ASSERT_GT(server.port(), 0);
     CommandResult r = RunTessera(dir, "ctl workloads get 7", Env(server));

@@ -37,6 +37,30 @@ TEST(Authz, HeaderExample) {
   EXPECT_EQ(Ask(Role::kNodeAgent, "", Action::kListTenants, ""), k403);
 }
 
+// RoleMayEver (the route wrapper's check where the handler finds the tenant) says yes exactly
+// when Authorize allows the role the action on some tenant of the tree (or none).
+TEST(Authz, RoleMayEverAgreesWithAuthorize) {
+  const Action all[] = {Action::kReadTenant,    Action::kListTenants,    Action::kCreateTenant,  Action::kChangeQuota,
+                        Action::kDeleteTenant,  Action::kSubmitWorkload, Action::kReadWorkload,  Action::kChangeWorkload,
+                        Action::kCancelWorkload, Action::kCreateToken,   Action::kListTokens,    Action::kRevokeToken,
+                        Action::kReadNodes,     Action::kNodeAgent,      Action::kReadUsage,     Action::kReadEvents,
+                        Action::kReadInvoices,  Action::kReadAudit,      Action::kManageNodes,   Action::kReadMetrics};
+  for (Role role : {Role::kAdmin, Role::kTenantAdmin, Role::kTenantUser, Role::kNodeAgent}) {
+    const std::string own = role == Role::kAdmin || role == Role::kNodeAgent ? "" : "vision";
+    for (Action a : all) {
+      bool some = false;
+      for (const char* target : {"", "acme", "vision", "ranking", "speech", "other"})
+        for (Role made : {Role::kTenantAdmin, Role::kTenantUser})
+          some = some || Ask(role, own, a, target, made) == kAllow;
+      EXPECT_EQ(RoleMayEver(role, a), some) << RoleName(role) << " " << ActionText(a);
+    }
+  }
+  EXPECT_FALSE(RoleMayEver(Role::kTenantUser, Action::kCreateToken));
+  EXPECT_TRUE(RoleMayEver(Role::kTenantUser, Action::kSubmitWorkload));
+  EXPECT_EQ(Ask(Role::kTenantAdmin, "vision", Action::kReadAudit, ""), k403);
+  EXPECT_EQ(Ask(Role::kAdmin, "", Action::kManageNodes, ""), kAllow);
+}
+
 TEST(Authz, EventVisibilityFollowsWhatTheCallerMayRead) {
   auto sees = [](Role role, const std::string& tenant, std::string_view subject, std::string_view scope) {
     return MaySeeEvent({role, tenant}, subject, scope, ParentOfTree);

@@ -234,6 +234,27 @@ TEST_F(ControlPlaneTest, BadTenantBodiesAre400sThatNameTheField) {
   EXPECT_EQ(Ok("GET", "/v1/tenants")["tenants"].size(), 0u);
 }
 
+// The route wrapper authorises each route's Action (ApiRoutes): a call the role may never make is
+// 403 before its body is read or its target looked up, so it says nothing about another subtree;
+// what the role may do is still 404 outside its subtree. Admin-only routes are the wrapper's too.
+TEST_F(ControlPlaneTest, TheRouteWrapperRefusesWhatTheRoleMayNeverDo) {
+  Tenant("acme");
+  Tenant("vision", "acme");
+  Tenant("speech", "acme");
+  const std::string vision_user = Token("tenant-user", "vision");
+  const std::string vision_admin = Token("tenant-admin", "vision");
+  HttpResponse r = Call("POST", "/v1/tokens", R"({"role":"tenant-user","tenant":"speech"})", vision_user);
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("may not create this token"));
+  EXPECT_EQ(Call("POST", "/v1/tenants", "{not json", vision_user).status, 403);  // before the body
+  EXPECT_EQ(Call("POST", "/v1/tenants", R"({"name":"x","parent":"speech"})", vision_admin).status, 404);
+  EXPECT_EQ(Call("GET", "/v1/audit", "", vision_admin).status, 403);
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/cordon", "", vision_admin).status, 403);
+  EXPECT_EQ(Call("DELETE", "/v1/nodes/n1", "", vision_admin).status, 403);
+  EXPECT_EQ(Call("GET", "/v1/nodes", "", vision_user).status, 403);
+  EXPECT_EQ(Call("DELETE", "/v1/nodes/n1", "").status, 404);  // an admin gets through to the handler
+}
+
 TEST_F(ControlPlaneTest, ATenantTokenSeesOnlyItsSubtreeAndEverythingElseIs404) {
   Tenant("acme");
   Tenant("vision", "acme");

@@ -14,9 +14,9 @@
 // and each it accepts keeps the rules (end after start, quantities >= 0, used <= allocated <=
 // one GPU) and goes through the metering ledger (Check then Ingest agree); the query's
 // from/to go through the usage time parser (refused only with INVALID_ARGUMENT). The body also
-// goes through every node-agent decoder of the api module (inventory, heartbeat and its answer,
-// register answer, desired state): refused only with INVALID_ARGUMENT, and what one accepts
-// survives Encode then Decode unchanged.
+// goes through every decoder of the api module (inventory, heartbeat and its answer, register
+// answer, desired state; workload request, submit answer, view and page; event; error envelope):
+// refused only with INVALID_ARGUMENT, and what one accepts survives Encode then Decode unchanged.
 //
 // Build and run: tests/fuzz/run.sh [seconds].
 #include <cstdint>
@@ -30,7 +30,9 @@
 #include "src/daemon/usage_codec.h"
 #include "src/daemon/workload_request.h"
 #include "src/daemon/workload_shape.h"
+#include "tessera/api/event_wire.h"
 #include "tessera/api/node_wire.h"
+#include "tessera/api/workload_wire.h"
 #include "tessera/core/gpu_model.h"
 
 namespace {
@@ -91,7 +93,7 @@ void CheckUsage(const tessera::daemon::HttpRequest& req) {
   }
 }
 
-// The node-agent messages (tessera/api/node_wire.h): each decoder refuses only with
+// Every message of the api module (node_wire.h, workload_wire.h, event_wire.h): each decoder refuses only with
 // INVALID_ARGUMENT, and what it accepts survives its own encoding (Decode(Encode(x)) == x).
 void CheckNodeWire(const std::string& body) {
   namespace api = tessera::api;
@@ -109,6 +111,12 @@ void CheckNodeWire(const std::string& body) {
   round_trip(api::DecodeHeartbeatAnswer(body, &field), api::EncodeHeartbeatAnswer, api::DecodeHeartbeatAnswer);
   round_trip(api::DecodeRegisterAnswer(body, &field), api::EncodeRegisterAnswer, api::DecodeRegisterAnswer);
   round_trip(api::DecodeDesiredState(body, &field), api::EncodeDesiredState, api::DecodeDesiredState);
+  round_trip(api::DecodeWorkloadRequest(body, &field), api::EncodeWorkloadRequest, api::DecodeWorkloadRequest);
+  round_trip(api::DecodeWorkloadCreated(body, &field), api::EncodeWorkloadCreated, api::DecodeWorkloadCreated);
+  round_trip(api::DecodeWorkloadView(body, &field), api::EncodeWorkloadView, api::DecodeWorkloadView);
+  round_trip(api::DecodeWorkloadPage(body, &field), api::EncodeWorkloadPage, api::DecodeWorkloadPage);
+  round_trip(api::DecodeEvent(body, &field), api::EncodeEvent, api::DecodeEvent);
+  round_trip(api::DecodeErrorEnvelope(body, &field), api::EncodeErrorEnvelope, api::DecodeErrorEnvelope);
 }
 
 }  // namespace

@@ -3,11 +3,14 @@
 // and with a 429 that was not retried.
 #include "tessera/node/remote_run.h"
 
+#include "tessera/api/workload_wire.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -18,12 +21,19 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// Workload 5's view in `state` as the control plane writes it (api::EncodeWorkloadView), after `edit`.
+LinkResponse View(api::WorkloadState state, const std::function<void(api::WorkloadView&)>& edit = {}) {
+  api::WorkloadView v{.id = 5, .tenant = "ml", .state = state, .qos = "Burstable", .request = {.tenant = "ml"}};
+  if (edit) edit(v);
+  return {200, api::EncodeWorkloadView(v)};
+}
+
 // Answers each call with the next scripted result; records "METHOD path".
 class ScriptedLink : public ControlPlaneLink {
  public:
   StatusOr<LinkResponse> Call(std::string_view method, std::string_view path, std::string_view) override {
     calls.push_back(std::string(method) + " " + std::string(path));
-    if (script.empty()) return LinkResponse{200, R"({"id": 5, "state": "cancelled"})"};
+    if (script.empty()) return View(api::WorkloadState::kCancelled);
     StatusOr<LinkResponse> next = script.front();
     script.pop_front();
     return next;
@@ -33,7 +43,7 @@ class ScriptedLink : public ControlPlaneLink {
 };
 
 const LinkResponse kCreated{201, R"({"id": 5, "state": "pending"})"};
-const LinkResponse kPending{200, R"({"id": 5, "state": "pending", "wait_reason": "capacity"})"};
+const LinkResponse kPending = View(api::WorkloadState::kPending, [](api::WorkloadView& v) { v.wait_reason = "capacity"; });
 
 // The interrupt the client saw first (a pending signal it left for RemoteRun to take).
 RemoteRunOptions Interruptible(int* asked) {
@@ -92,11 +102,15 @@ TEST(RemoteRun, A429ToTheSubmitIsUnavailableNotABadRequest) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("retry after 1 s"));
 }
 
-const LinkResponse kRunning{200, R"({"id": 5, "state": "running", "mode": "exclusive",
-                                     "placement": {"node": "gpu-7", "gpus": [0]}})"};
-const LinkResponse kCompleted{200, R"({"id": 5, "state": "completed", "placement": {"node": "gpu-7", "gpus": [0]},
-                                       "exit_code": 0,
-                                       "events": [{"kind": "finished", "detail": "exit code 0"}]})"};
+const LinkResponse kRunning = View(api::WorkloadState::kRunning, [](api::WorkloadView& v) {
+  v.mode = "exclusive";
+  v.pods = {{"gpu-7", {0}, -1}};
+});
+const LinkResponse kCompleted = View(api::WorkloadState::kCompleted, [](api::WorkloadView& v) {
+  v.pods = {{"gpu-7", {0}, -1}};
+  v.exit_code = 0;
+  v.events = std::vector<api::WorkloadHistoryEntry>{{0, "finished", "exit code 0"}};
+});
 
 // A run directory of its own, removed afterwards.
 struct RunDir {
@@ -146,7 +160,7 @@ TEST(RemoteRun, AWorkloadThatEndsWithinTheGraceStillSaysWhereItsOutputIs) {
   ASSERT_EQ(events.size(), 3u);
   EXPECT_THAT(events[1], HasSubstr("it is in <run-dir>/agent/w5.log on node gpu-7"));
   events.clear();
-  link.script = {kCreated, kPending, LinkResponse{200, R"({"id": 5, "state": "cancelled"})"}};
+  link.script = {kCreated, kPending, View(api::WorkloadState::kCancelled)};
   ASSERT_TRUE(RemoteRun(link, "{}", o).ok());
   for (const std::string& e : events) EXPECT_THAT(e, ::testing::Not(HasSubstr("output")));
 }
@@ -172,14 +186,16 @@ TEST(RemoteRun, OutputThatIsHereIsStreamedWithoutANote) {
 // text here says 9 on purpose: the code before this field returned 9).
 TEST(RemoteRun, TheExitCodeIsTheViewsField) {
   ScriptedLink link;
-  link.script = {kCreated, LinkResponse{200, R"({"id": 5, "state": "failed", "exit_code": 3,
-                                                 "events": [{"kind": "finished", "detail": "exit code 9"}]})"}};
+  link.script = {kCreated, View(api::WorkloadState::kFailed, [](api::WorkloadView& v) {
+                   v.exit_code = 3;
+                   v.events = std::vector<api::WorkloadHistoryEntry>{{0, "finished", "exit code 9"}};
+                 })};
   StatusOr<RemoteRunResult> r = RemoteRun(link, "{}", RemoteRunOptions{.poll_ms = 1});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->state, "failed");
   EXPECT_EQ(r->exit_code, 3);
   // Without the field (a control plane that never heard the end): 1 for failed.
-  link.script = {kCreated, LinkResponse{200, R"({"id": 5, "state": "failed"})"}};
+  link.script = {kCreated, View(api::WorkloadState::kFailed)};
   r = RemoteRun(link, "{}", RemoteRunOptions{.poll_ms = 1});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->exit_code, 1);

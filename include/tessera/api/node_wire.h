@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,21 @@ inline constexpr int kMaxGpusPerNode = 16;
 // The one end reason and the one agent event kind (the NVML backstop killed or found a workload
 // over its memory limit).
 inline constexpr std::string_view kViolatedLimit = "violated_limit";
+
+// A node's state and its one string mapping (what the store keeps, the API shows, the node
+// answers carry): ready <-> cordoned (an admin's cordon/uncordon/drain); either -> lost (no
+// heartbeat within the node timeout); lost -> ready (it registers again).
+enum class NodeState { kReady, kCordoned, kLost };
+constexpr std::string_view NodeStateName(NodeState s) {
+  switch (s) {
+    case NodeState::kReady: return "ready";
+    case NodeState::kCordoned: return "cordoned";
+    case NodeState::kLost: return "lost";
+  }
+  return "?";
+}
+// nullopt for a name that is none of the three.
+std::optional<NodeState> ParseNodeState(std::string_view name);
 
 // --- POST /v1/nodes/{name}/register ---------------------------------------------------------
 struct InventoryGpu {
@@ -67,7 +83,7 @@ StatusOr<NodeInventory> DecodeNodeInventory(std::string_view body, std::string* 
 // The answer to register: {"node", "state"}.
 struct RegisterAnswer {
   std::string node;
-  std::string state;  // "ready" or "cordoned"
+  NodeState state = NodeState::kReady;  // ready or cordoned
   friend bool operator==(const RegisterAnswer&, const RegisterAnswer&) = default;
 };
 std::string EncodeRegisterAnswer(const RegisterAnswer& answer);
@@ -102,7 +118,7 @@ StatusOr<Heartbeat> DecodeHeartbeat(std::string_view body, std::string* bad_fiel
 // The answer: {"node", "state", "ignored": [ids reported that do not run on the node]}.
 struct HeartbeatAnswer {
   std::string node;
-  std::string state;
+  NodeState state = NodeState::kReady;
   std::vector<int64_t> ignored;
   friend bool operator==(const HeartbeatAnswer&, const HeartbeatAnswer&) = default;
 };
@@ -131,7 +147,7 @@ struct DesiredWorkload {
 
 struct DesiredState {
   std::string node;   // optional (left out when empty)
-  std::string state;  // optional (left out when empty)
+  std::optional<NodeState> state;  // optional (left out when absent)
   std::vector<DesiredWorkload> workloads;  // required (may be empty)
   friend bool operator==(const DesiredState&, const DesiredState&) = default;
 };

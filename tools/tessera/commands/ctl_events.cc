@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <string>
 
-#include <nlohmann/json.hpp>
 
+#include "tessera/api/event_wire.h"
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
 #include "tools/tessera/commands/ctl.h"
@@ -37,19 +37,16 @@ int Follow(const CtlConnection& c, const EventFlags& f) {
       std::printf("%-8s %-20s %-16s %-9s %-10s %s\n", "ID", "TIME", "TENANT", "WORKLOAD", "KIND", "DETAIL");
     headed = true;
     for (const std::string& data : parser.Feed(chunk)) {
-      const nlohmann::json e = nlohmann::json::parse(data, nullptr, false);
-      if (c.output == "json" || !e.is_object()) {
+      StatusOr<api::Event> e = api::DecodeEvent(data, nullptr);
+      if (c.output == "json" || !e.ok()) {
         std::printf("%s\n", data.c_str());
       } else {
-        std::string object;
-        if (e.contains("workload")) object = std::to_string(e.value("workload", int64_t{0}));
-        for (const char* subject : {"node", "token"})
-          if (e.contains(subject) && e[subject].is_string()) object = std::string(subject) + ":" + e[subject].get<std::string>();
-        if (object.empty()) object = "tenant";
-        const std::string tenant = e.contains("tenant") && e["tenant"].is_string() ? e["tenant"].get<std::string>() : "";
-        std::printf("%-8lld %-20s %-16s %-9s %-10s %s\n", static_cast<long long>(e.value("id", int64_t{0})),
-                    Rfc3339(e.value("time_ms", int64_t{0})).c_str(), tenant.c_str(), object.c_str(),
-                    e.value("kind", std::string()).c_str(), e.value("detail", std::string()).c_str());
+        std::string object = e->subject == "workload" ? std::to_string(e->workload)
+                             : e->subject == "tenant" ? std::string("tenant")
+                                                      : e->subject + ":" + e->name;
+        const std::string tenant = e->subject == "tenant" ? e->name : e->subject == "node" ? "" : e->tenant;
+        std::printf("%-8lld %-20s %-16s %-9s %-10s %s\n", static_cast<long long>(e->id), Rfc3339(e->time_ms).c_str(),
+                    tenant.c_str(), object.c_str(), e->kind.c_str(), e->detail.c_str());
       }
       if (f.count > 0 && ++seen >= f.count) return false;
     }

@@ -1,10 +1,12 @@
 // Tables for `tessera ctl -o table` (the default): one row per object, the columns people look at.
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 #include <ctime>
 #include <string>
 #include <vector>
 
+#include "tessera/api/workload_wire.h"
 #include "tools/tessera/commands/common.h"
 #include "tools/tessera/commands/ctl.h"
 
@@ -34,15 +36,43 @@ std::string TokenState(const json& t) {
   return expires.is_number_integer() && expires.get<int64_t>() <= now ? "expired" : "active";
 }
 
-std::string Placement(const json& w) {
-  if (!w.contains("placement")) return "-";
-  return Text(w["placement"]["node"]) + ":" + Text(w["placement"]["gpus"]);
+std::string Placement(const api::WorkloadView& w) {
+  if (w.pods.empty()) return "-";
+  std::string gpus;
+  for (int g : w.pods[0].gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
+  return w.pods[0].node + ":[" + gpus + "]";
 }
 
-std::vector<std::string> WorkloadRow(const json& w) {
-  const std::string why = w.value("state", "") == "pending" ? Text(w.value("wait_reason", json())) : "";
-  return {Text(w["id"]), Text(w.value("name", json())), Text(w["tenant"]), Text(w["state"]), Text(w["qos"]),
-          Text(w["mode"]), Placement(w), why};
+std::string Dash(const std::string& s) { return s.empty() ? "-" : s; }
+
+std::vector<std::string> WorkloadRow(const api::WorkloadView& w) {
+  const std::string why = w.state == api::WorkloadState::kPending && w.wait_reason ? *w.wait_reason : "";
+  return {std::to_string(w.id), Dash(w.name), w.tenant, std::string(api::WorkloadStateName(w.state)), w.qos, w.mode,
+          Placement(w), why};
+}
+
+// Workloads' answers, read through their codecs (api/workload_wire.h). An answer outside the
+// contract is thrown: CtlGuard says "internal error: the answer is not a workload: <field>: ...", exit 1.
+std::string WorkloadTable(const std::string& verb, const json& a) {
+  api::WorkloadPage page;
+  const std::string body = a.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (verb == "list") {
+    StatusOr<api::WorkloadPage> p = api::DecodeWorkloadPage(body, nullptr);
+    if (!p.ok()) throw std::runtime_error("the answer is not a page of workloads: " + p.status().message());
+    page = *std::move(p);
+  } else {
+    StatusOr<api::WorkloadView> v = api::DecodeWorkloadView(body, nullptr);
+    if (!v.ok()) throw std::runtime_error("the answer is not a workload: " + v.status().message());
+    page.workloads.push_back(*std::move(v));
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const api::WorkloadView& w : page.workloads) rows.push_back(WorkloadRow(w));
+  std::string out = TextTable({"ID", "NAME", "TENANT", "STATE", "QOS", "MODE", "PLACEMENT", "WAITING_FOR"}, rows);
+  if (verb == "get" && page.workloads[0].events)
+    for (const api::WorkloadHistoryEntry& e : *page.workloads[0].events)
+      out += "  event " + Rfc3339(e.time_ms) + " " + e.kind + ": " + e.detail + "\n";
+  if (!page.next_continue.empty()) out += "more: --continue " + page.next_continue + "\n";
+  return out;
 }
 
 std::string Quota(const json& q, const char* part) {
@@ -87,23 +117,15 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
     if (a.contains("token")) out += "token (shown once): " + a["token"].get<std::string>() + "\n";
     return out;
   }
-  if (area == "workloads" && (verb == "list" || verb == "get" || verb == "cancel" || verb == "update")) {
-    std::vector<std::vector<std::string>> rows;
-    if (verb == "list")
-      for (const json& w : a.value("workloads", json::array())) rows.push_back(WorkloadRow(w));
-    else
-      rows.push_back(WorkloadRow(a));
-    std::string out = TextTable({"ID", "NAME", "TENANT", "STATE", "QOS", "MODE", "PLACEMENT", "WAITING_FOR"}, rows);
-    if (verb == "get")
-      for (const json& e : a.value("events", json::array()))
-        out += "  event " + Time(e["time_ms"]) + " " + Text(e["kind"]) + ": " + Text(e["detail"]) + "\n";
-    if (a.contains("continue") && !a["continue"].is_null()) out += "more: --continue " + Text(a["continue"]) + "\n";
-    return out;
-  }
+  if (area == "workloads" && (verb == "list" || verb == "get" || verb == "cancel" || verb == "update"))
+    return WorkloadTable(verb, a);
   if (area == "nodes" && verb == "remove")
     return "node '" + Text(a.value("node", json())) + "' removed (was " + Text(a.value("was", json())) + ")\n";
-  if (area == "workloads" && verb == "submit")
-    return "workload " + Text(a.value("id", json())) + " submitted: " + Text(a.value("state", json())) + "\n";
+  if (area == "workloads" && verb == "submit") {
+    StatusOr<api::WorkloadCreated> created = api::DecodeWorkloadCreated(a.dump(), nullptr);
+    if (!created.ok()) throw std::runtime_error("the answer is not a submitted workload: " + created.status().message());
+    return "workload " + std::to_string(created->id) + " submitted: " + created->state + "\n";
+  }
   if (area == "nodes" && verb != "list" && verb != "get") {
     // cordon, uncordon, drain: {"node", "state", "requeued": [ids]}.
     std::string out = "node '" + Text(a.value("node", json())) + "' " + Text(a.value("state", json()));

@@ -1,4 +1,6 @@
 // `tessera ctl workloads`: list, get, cancel, submit (from flags or a JSON file) and update (PATCH).
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -7,6 +9,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "tessera/api/workload_wire.h"
 
 #include "tessera/node/memory_size.h"
 #include "tools/tessera/commands/commands.h"
@@ -47,8 +51,9 @@ void RegisterCtlWorkloads(CLI::App* ctl, std::shared_ptr<const CtlConnection> co
   CLI::App* wlist = verb(workloads, "list", "One tenant's workloads, a page at a time");
   wlist->add_option("--tenant", f->tenant, "Tenant (default: the token's; admins: all)");
   wlist->add_option("--limit", f->limit, "Page size, 1..1000")->capture_default_str();
-  wlist->add_option("--state", f->state, "Only workloads in this state")
-      ->check(CLI::IsMember({"pending", "running", "completed", "failed", "cancelled", "rejected"}));
+  std::vector<std::string> states;  // api::WorkloadState's names
+  for (api::WorkloadState s : api::kWorkloadStates) states.emplace_back(api::WorkloadStateName(s));
+  wlist->add_option("--state", f->state, "Only workloads in this state")->check(CLI::IsMember(states));
   wlist->add_option("--continue", f->cont, "The continue token of the previous page");
   set(wlist, [f] {
     std::string q = "/v1/workloads?limit=" + std::to_string(f->limit);
@@ -91,17 +96,15 @@ void RegisterCtlWorkloads(CLI::App* ctl, std::shared_ptr<const CtlConnection> co
       return CtlCall(*f, f->idempotency_key, "workloads", "submit", "POST", "/v1/workloads", s.str());
     }
     if (f->tenant.empty()) return Fail("ctl workloads submit", "--tenant is required (or --file)", kExitBadInput);
-    json b = {{"tenant", f->tenant}, {"gpus", f->gpus}};
-    if (!f->qos.empty()) b["qos"] = f->qos;
-    if (f->gpu_milli != 1000) b["gpu_milli"] = f->gpu_milli;
-    if (f->gpu_mem_mib != 0) b["gpu_mem_mib"] = f->gpu_mem_mib;
-    if (f->priority != 0) b["priority"] = f->priority;
-    if (f->pods != 1) b["pods"] = f->pods;
-    for (const auto& [k, v] : {std::pair{"mode", f->mode}, {"isolation", f->isolation}, {"mig_profile", f->mig_profile},
-                               {"model", f->model}, {"name", f->name}})
-      if (!v.empty()) b[k] = v;
-    if (!f->command.empty()) b["command"] = f->command;
-    return CtlCall(*f, f->idempotency_key, "workloads", "submit", "POST", "/v1/workloads", b.dump());
+    // Sent as given (the server names a field out of range; a flag beyond 32 bits stays out of
+    // range); the codec writes the wire format.
+    const auto i32 = [](int64_t v) { return static_cast<int32_t>(std::clamp<int64_t>(v, INT32_MIN, INT32_MAX)); };
+    api::WorkloadRequest b{.tenant = f->tenant, .gpus = i32(f->gpus), .name = f->name, .qos = f->qos,
+                           .gpu_milli = i32(f->gpu_milli), .gpu_mem_mib = f->gpu_mem_mib,
+                           .mig_profile = f->mig_profile, .mode = f->mode, .isolation = f->isolation,
+                           .priority = i32(f->priority), .pods = i32(f->pods),
+                           .model = f->model, .command = f->command};
+    return CtlCall(*f, f->idempotency_key, "workloads", "submit", "POST", "/v1/workloads", api::EncodeWorkloadRequest(b));
   });
 
   // PATCH /v1/workloads/{id}: what the server accepts (gpu_mem_mib, gpu_milli, priority); it

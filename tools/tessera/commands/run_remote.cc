@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tessera/api/workload_wire.h"
 #include "tessera/daemon/api_client.h"
 #include "tessera/node/memory_size.h"
 #include "tessera/node/node_dir.h"
@@ -32,17 +33,15 @@ int RunRemote(const RemoteRunFlags& f) {
   StatusOr<std::string> token = ApiToken(f.token, f.token_file);
   if (!token.ok()) return Fail(std::string(token.status().message()), kExitBadInput);
   if (token->empty()) return Fail("--server needs --token, --token-file or $TESSERA_TOKEN", kExitBadInput);
-  nlohmann::json body = {{"tenant", f.tenant}, {"gpus", 1}, {"command", f.command}};
-  if (!f.qos.empty()) body["qos"] = f.qos;  // else the server applies the tenant's default_qos
+  api::WorkloadRequest body{.tenant = f.tenant, .qos = f.qos, .mode = f.mode, .model = f.model, .command = f.command};
+  // qos "" leaves it to the server: the tenant's default_qos.
   if (!f.mem.empty()) {
     StatusOr<uint64_t> mem = node::ParseMemorySize(f.mem);
     if (!mem.ok()) return Fail("--mem " + mem.status().message(), kExitBadInput);
-    body["gpu_mem_mib"] = static_cast<int64_t>((*mem + (1 << 20) - 1) >> 20);
+    body.gpu_mem_mib = static_cast<int64_t>((*mem + (1 << 20) - 1) >> 20);
   }
-  if (f.share > 0) body["gpu_milli"] = f.share;
-  if (f.priority != 0) body["priority"] = f.priority;
-  if (!f.mode.empty()) body["mode"] = f.mode;
-  if (!f.model.empty()) body["model"] = f.model;
+  if (f.share > 0) body.gpu_milli = static_cast<int32_t>(f.share);
+  body.priority = static_cast<int32_t>(f.priority);
   sigset_t signals;  // Ctrl-C cancels the workload, also while a request waits to be retried
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -68,7 +67,7 @@ int RunRemote(const RemoteRunFlags& f) {
     timespec zero{0, 0};
     return sigtimedwait(&signals, nullptr, &zero) > 0;
   };
-  StatusOr<node::RemoteRunResult> r = node::RemoteRun(link, body.dump(), options);
+  StatusOr<node::RemoteRunResult> r = node::RemoteRun(link, api::EncodeWorkloadRequest(body), options);
   if (!r.ok()) {
     return Fail(r.status().message(),
                 r.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
