@@ -162,8 +162,7 @@ try {
   text = await visit(page, '#/cluster', 'cluster');
   const legend = await page.innerText('#chart-alloc');
   for (const t of ['prod', 'research', 'batch']) check(legend.includes(t), `Cluster: the allocation chart names tenant ${t}`);
-  check(/Pending workloads/.test(text) && /Idle GPUs/.test(text), 'Cluster: the figures of now');
-  await page.screenshot({ path: path.join(shots, 'cluster.png') });
+  check(/Pending workloads/.test(text) && /Idle GPUs/.test(text) && /BestEffort/.test(text), 'Cluster: the figures of now, waits by QoS');
 
   text = await visit(page, '#/gpus', 'gpus');
   check((await page.locator('.gpu').count()) === 6, 'GPU map: every GPU of the inventory (6)');
@@ -182,7 +181,6 @@ try {
 
   text = await visit(page, `#/workload/${ids.trainA}`, 'workload');
   check(text.includes('placed') && text.includes('n-a100'), 'Workload: placement and the placed event');
-  await page.screenshot({ path: path.join(shots, 'workload.png') });
 
   text = await visit(page, '#/audit', 'audit');
   check(text.includes('workload.create') && text.includes('tenant.create'), 'Audit: the records');
@@ -197,6 +195,17 @@ try {
   check(await page.evaluate(() => window.__noReload === true), '... without a reload');
   text = await visit(page, '#/queue', 'queue');
   check(/batch-\d/.test(text), 'Queue: the preempted batch job waits again');
+  // One more sample after the change, so that the chart's steps show it (one every 5 s).
+  const points = await page.evaluate(() => JSON.parse(sessionStorage.getItem('tessera.history')).t.length);
+  await page.waitForFunction((n) => JSON.parse(sessionStorage.getItem('tessera.history')).t.length > n, points, { timeout: 10000 });
+  text = await visit(page, '#/cluster', 'cluster');
+  check(/preempted/.test(text) && text.includes(`#${urgent}`), 'Cluster: the preemption and the placement in the latest events');
+  await page.screenshot({ path: path.join(shots, 'cluster.png') });
+  const victim = (await api('GET', '/v1/workloads?tenant=batch')).workloads
+    .find((w) => w.state === 'pending' && w.name !== 'batch-4') || { id: ids.batch[0] };
+  text = await visit(page, `#/workload/${victim.id}`, 'workload');
+  check(text.includes('preempted') && text.includes('reclaim'), `Workload: the preempted job ${victim.id} says why`);
+  await page.screenshot({ path: path.join(shots, 'workload.png') });
 
   // A tenant's token: its own subtree only, on every page.
   const tenantPage = await open(research);

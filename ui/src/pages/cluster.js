@@ -2,11 +2,14 @@
 // length and idle GPUs over time, and the figures of now.
 import uPlot from 'uplot';
 import { model, idleGpus, heldMilli } from '../model.js';
-import { esc, gpus, zoneName } from '../format.js';
+import { esc, gpus, zoneName, duration, pct, time } from '../format.js';
 
 let charts = [];
+// Allocations change at events, not gradually: steps, held until the next sample.
+const stepped = uPlot.paths.stepped({ align: 1 });
+const clock = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
 
-function tiles() {
+function tiles(extra) {
   const n = model.nodes;
   const total = n ? n.reduce((s, x) => s + x.gpus.length, 0) : null;
   const alloc = n ? n.reduce((s, x) => s + x.gpus.reduce((a, g) => a + (g.allocated_milli || 0), 0), 0) : null;
@@ -20,13 +23,56 @@ function tiles() {
   ].filter(Boolean);
   return `<div class="tiles">${items
     .map(([k, v]) => `<div class="tile"><div class="tile-v">${esc(v)}</div><div class="tile-k">${esc(k)}</div></div>`)
-    .join('')}</div>`;
+    .join('')}${extra}</div>`;
+}
+
+// p-th percentile (nearest rank) of `xs`: p99 of [1..100] is 99.
+export function percentile(xs, p) {
+  if (!xs.length) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
+}
+
+// Waits by QoS class: of the running workloads, submit to start; of the pending ones, so far.
+function waits() {
+  const now = Date.now();
+  const rows = ['Guaranteed', 'Burstable', 'BestEffort'].map((q) => {
+    const started = model.running.filter((w) => w.qos === q && w.start_ms).map((w) => w.start_ms - w.created_ms);
+    const waiting = model.pending.filter((w) => w.qos === q).map((w) => now - w.created_ms);
+    return `<tr><td>${q}</td><td>${waiting.length}</td><td>${esc(duration(percentile(waiting, 99)))}</td>
+      <td>${started.length}</td><td>${esc(duration(percentile(started, 99)))}</td></tr>`;
+  });
+  return `<table class="compact"><thead><tr><th>QoS</th><th>Pending</th><th>Waiting so far, p99</th><th>Running</th>
+    <th>Waited before start, p99</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+}
+
+// Free compute on GPUs that are partly allocated: usable only by fractional requests that fit.
+function stranded() {
+  if (!model.nodes) return '';
+  let partFree = 0;
+  let total = 0;
+  for (const n of model.nodes.filter((x) => x.state === 'ready'))
+    for (const g of n.gpus) {
+      total += 1000;
+      if (g.allocated_milli > 0 && g.allocated_milli < 1000) partFree += 1000 - g.allocated_milli;
+    }
+  return total ? `<div class="tile"><div class="tile-v">${esc(pct(partFree / total))}</div>
+    <div class="tile-k">free in partly used GPUs (${esc(gpus(partFree))})</div></div>` : '';
+}
+
+function recentEvents() {
+  const rows = model.events.slice(0, 8).map((e) => `<tr><td>${esc(time(e.time_ms))}</td><td>${esc(e.tenant)}</td>
+    <td><a href="#/workload/${e.workload}">#${e.workload}</a></td><td>${esc(e.kind)}</td><td>${esc(e.detail || '')}</td></tr>`);
+  return `<table class="compact"><thead><tr><th>Time</th><th>Tenant</th><th>Workload</th><th>Event</th><th>Detail</th></tr></thead>
+    <tbody>${rows.join('') || '<tr><td colspan="5">none since this page was opened</td></tr>'}</tbody></table>`;
 }
 
 export function render(root, ctx) {
   for (const c of charts) c.destroy();
   charts = [];
-  root.innerHTML = `<h1>Cluster</h1>${tiles()}
+  root.innerHTML = `<h1>Cluster</h1>${tiles(stranded())}
+    <div class="two"><section><h2>Waits by QoS class</h2>${waits()}</section>
+    <section><h2>Latest events <small>(live)</small></h2>${recentEvents()}</section></div>
     <section><h2>GPU allocation by tenant <small>(GPUs, stacked; times in ${esc(zoneName())})</small></h2>
       <div id="chart-alloc" class="chart" role="img" aria-label="GPU allocation over time stacked by tenant"></div></section>
     <section><h2>Queue and idle GPUs</h2>
@@ -51,10 +97,12 @@ export function render(root, ctx) {
       fill: ctx.colour(names[i]),
       width: 1,
       points: { show: false },
+      paths: stepped,
       value: (u, v, si, idx) => (idx == null ? '–' : `${own[i][idx].toFixed(2)} GPU`),
     })),
   ];
-  const axes = [{}, { label: 'GPUs', size: 50 }];
+  const xAxis = { space: 90, values: (u, ticks) => ticks.map((t) => clock.format(new Date(t * 1000))) };
+  const axes = [xAxis, { label: 'GPUs', size: 50 }];
   // Both charts start at 0, and their legends show the newest point until the cursor moves.
   const fromZero = { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, Math.ceil(max * 1.1))] } };
   const latest = (u) => u.setLegend({ idx: u.data[0].length - 1 });
@@ -63,9 +111,9 @@ export function render(root, ctx) {
   const qdata = [h.t, h.queue, h.idle.map((v) => (v == null ? null : v))];
   charts.push(new uPlot({
     width, height: 200,
-    series: [{}, { label: 'pending workloads', stroke: '#D55E00', width: 2, value: (u, v) => (v == null ? '–' : `${v}`) },
-      { label: 'idle GPUs', stroke: '#0072B2', width: 2, dash: [6, 4], value: (u, v) => (v == null ? '–' : `${v} GPU`) }],
-    axes: [{}, { label: 'count', size: 50 }],
+    series: [{}, { label: 'pending workloads', stroke: '#D55E00', width: 2, paths: stepped, value: (u, v) => (v == null ? '–' : `${v}`) },
+      { label: 'idle GPUs', stroke: '#0072B2', width: 2, dash: [6, 4], paths: stepped, value: (u, v) => (v == null ? '–' : `${v} GPU`) }],
+    axes: [xAxis, { label: 'count', size: 50 }],
     scales: fromZero,
     hooks: { ready: [latest] },
   }, qdata, root.querySelector('#chart-queue')));
