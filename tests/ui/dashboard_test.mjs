@@ -55,8 +55,15 @@ function check(cond, what) {
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'tessera-ui-test-'));
 const admin = 'ui-test-admin-token-0123456789';
 fs.writeFileSync(path.join(work, 'serve.yaml'), 'cycle_interval_ms: 100\nnode_timeout: 600\nscheduler:\n  min_runtime_s: 0\n');
+// A price plan for the two models, so that the Invoices page has invoices.
+fs.writeFileSync(path.join(work, 'plan.yaml'), `currency: USD
+capacity: {A100-40GB: 4, H100-80GB: 2}
+prices:
+  A100-40GB: {gpu_hour: 1.80, memory_gib_hour: 0.001}
+  H100-80GB: {gpu_hour: 3.00, mig: {1g.10gb: 0.45, 3g.40gb: 1.40}}
+`);
 const serve = spawn(tessera, ['serve', '--config', path.join(work, 'serve.yaml'), '--db', `sqlite:${work}/t.db`,
-  '--listen', '127.0.0.1:0', '--ui-dir', uiDir], { env: { ...process.env, TESSERA_BOOTSTRAP_TOKEN: admin } });
+  '--listen', '127.0.0.1:0', '--ui-dir', uiDir, '--price-plan', path.join(work, 'plan.yaml')], { env: { ...process.env, TESSERA_BOOTSTRAP_TOKEN: admin } });
 let serveLog = '';
 const base = await new Promise((resolve, reject) => {
   const t = setTimeout(() => reject(new Error('tessera serve did not say where it listens:\n' + serveLog)), 20000);
@@ -164,6 +171,15 @@ try {
   for (const t of ['prod', 'research', 'batch']) check(legend.includes(t), `Cluster: the allocation chart names tenant ${t}`);
   check(/Pending workloads/.test(text) && /Idle GPUs/.test(text) && /BestEffort/.test(text), 'Cluster: the figures of now, waits by QoS');
 
+  check(text.includes('Europe/Berlin'), "Cluster: times in the viewer's time zone (the browser's: Europe/Berlin)");
+  // Keyboard: "3" opens the Queue; Tab from the page reaches the navigation links.
+  await page.keyboard.press('3');
+  await page.waitForSelector('#page[data-page=queue]', { timeout: 5000 }).then(() => check(true, 'keyboard: 3 opens the Queue'),
+    () => check(false, 'keyboard: 3 opens the Queue'));
+  await page.evaluate(() => document.activeElement && document.activeElement.blur());
+  await page.keyboard.press('Tab');
+  check(await page.evaluate(() => document.activeElement.closest('nav') !== null), 'keyboard: Tab reaches the page links first');
+
   text = await visit(page, '#/gpus', 'gpus');
   check((await page.locator('.gpu').count()) === 6, 'GPU map: every GPU of the inventory (6)');
   check(text.includes('n-h100') && text.includes('n-a100'), 'GPU map: both nodes');
@@ -181,6 +197,10 @@ try {
 
   text = await visit(page, `#/workload/${ids.trainA}`, 'workload');
   check(text.includes('placed') && text.includes('n-a100'), 'Workload: placement and the placed event');
+
+  text = await visit(page, '#/invoices', 'invoices');
+  check(['prod', 'research', 'batch'].every((t) => text.includes(t)) && text.includes('USD'), 'Invoices: every account, in the plan\'s currency');
+  await page.screenshot({ path: path.join(shots, 'invoices.png') });
 
   text = await visit(page, '#/audit', 'audit');
   check(text.includes('workload.create') && text.includes('tenant.create'), 'Audit: the records');
@@ -209,7 +229,7 @@ try {
 
   // A tenant's token: its own subtree only, on every page.
   const tenantPage = await open(research);
-  for (const [hash, name] of [['#/cluster', 'cluster'], ['#/gpus', 'gpus'], ['#/queue', 'queue'], ['#/tenants', 'tenants']]) {
+  for (const [hash, name] of [['#/cluster', 'cluster'], ['#/gpus', 'gpus'], ['#/queue', 'queue'], ['#/tenants', 'tenants'], ['#/invoices', 'invoices']]) {
     const all = await visit(tenantPage, hash, name);
     const body = await tenantPage.innerText('body');
     check(all.includes('research') && !/\bprod\b|\bbatch\b/.test(body), `tenant token, ${name}: research only, no prod or batch`);

@@ -111,6 +111,7 @@ async function update() {
 }
 
 async function start() {
+  audit.reset();
   if (!token.get()) return login('');
   try {
     await whoAmI();
