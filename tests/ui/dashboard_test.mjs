@@ -185,6 +185,7 @@ try {
   check(text.includes('n-h100') && text.includes('n-a100'), 'GPU map: both nodes');
   check(text.includes('3g.40gb') && text.includes('1g.10gb'), 'GPU map: the MIG slots with their profiles');
   check(text.includes(`research #${ids.trainA}`), 'GPU map: a fractional share named by tenant');
+  check(text.includes('used 50 % of what was allocated'), 'GPU map: utilisation from the usage samples (half of what was held)');
   await page.screenshot({ path: path.join(shots, 'gpu-map.png'), fullPage: true });
 
   text = await visit(page, '#/queue', 'queue');
@@ -193,6 +194,7 @@ try {
 
   text = await visit(page, '#/tenants', 'tenants');
   check(['prod', 'research', 'batch'].every((t) => text.includes(t)) && text.includes('GPU·h'), 'Tenants: every tenant, with metered use');
+  check(/borrowing 3 GPU \(reclaimable\)/.test(text) && /within its guarantee/.test(text), 'Tenants: batch borrows beyond its (zero) guarantee, prod is within its own');
   await page.screenshot({ path: path.join(shots, 'tenants.png') });
 
   text = await visit(page, `#/workload/${ids.trainA}`, 'workload');

@@ -103,3 +103,22 @@ export function clearHistory() {
   sessionStorage.removeItem(HISTORY_KEY);
   model.history = loadHistory();
 }
+
+// What the usage ledger says of each GPU in its newest hour: "node/gpu" -> {used, allocated
+// (milli-GPU-seconds), peak (MiB), hour}. Only the hours the token may read (its tenants').
+export function usageByGpu() {
+  const out = new Map();
+  const hours = model.usage?.hours || [];
+  let newest = 0;
+  for (const h of hours) newest = Math.max(newest, h.hour_s || 0);
+  for (const h of hours) {
+    if ((h.hour_s || 0) !== newest) continue;
+    const key = `${h.node}/${h.gpu}`;
+    const u = out.get(key) || { used: 0, allocated: 0, peak: 0, hour: h.hour };
+    u.used += h.gpu_milli_s_used || 0;
+    u.allocated += h.gpu_milli_s_allocated || 0;
+    u.peak = Math.max(u.peak, h.peak_memory_mib || 0);
+    out.set(key, u);
+  }
+  return out;
+}

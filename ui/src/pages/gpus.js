@@ -2,8 +2,8 @@
 // colours (named on the bar), its memory limits against its memory, and for a MIG GPU the slot
 // diagram: which profile sits at which memory slice. A tenant token sees no node inventory (the
 // API keeps it to admins): it gets where its own workloads run.
-import { model, heldMilli } from '../model.js';
-import { esc, gpus, mib, time } from '../format.js';
+import { model, heldMilli, usageByGpu } from '../model.js';
+import { esc, gpus, mib, time, pct } from '../format.js';
 import { textOn } from '../palette.js';
 
 // The workloads on (node, gpu), with what each holds of it.
@@ -25,6 +25,17 @@ function migSlices(profile, gpuMemMib) {
   const gb = parseInt(String(profile).split('.')[1], 10);
   if (!gb || !gpuMemMib) return 1;
   return Math.max(1, Math.min(8, Math.round(gb / (gpuMemMib / 1024 / 8))));
+}
+
+const hourFmt = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
+
+// The memory a workload may use on GPU g: its limit, a MIG instance's own memory ("3g.40gb":
+// 40 GiB), else the whole GPU's.
+function memoryOf(w, g) {
+  const r = w.request || {};
+  if (r.gpu_mem_mib) return r.gpu_mem_mib;
+  const gb = r.mig_profile ? parseInt(String(r.mig_profile).split('.')[1], 10) : 0;
+  return gb ? gb * 1024 : g.memory_mib || 0;
 }
 
 function segment(w, widthPct, ctx, extra = '') {
@@ -52,7 +63,10 @@ function gpuCard(node, g, ctx) {
     compute = `<div class="bar">${here.map(({ w }) => segment(w, perGpuMilli(w) / 10, ctx, ` ${gpus(perGpuMilli(w))}`)).join('')}
       ${others ? `<span class="seg other" style="width:${others / 10}%">not visible</span>` : ''}</div>`;
   }
-  const memLimit = here.reduce((s, x) => s + (x.w.request.gpu_mem_mib || (g.mig_enabled ? 0 : g.memory_mib)), 0);
+  const u = ctx.usage.get(`${node.name}/${g.index}`);
+  const use = u && u.allocated ? `<div class="muted small">used ${pct(u.used / u.allocated)} of what was allocated, peak
+    ${mib(u.peak)} (hour from ${esc(hourFmt.format(new Date(Date.parse(u.hour))))})</div>` : '';
+  const memLimit = here.reduce((s, x) => s + memoryOf(x.w, g), 0);
   const memPct = g.memory_mib ? Math.min(100, (memLimit / g.memory_mib) * 100) : 0;
   const free = 1000 - (g.allocated_milli || 0);
   return `<div class="gpu" tabindex="0" aria-label="${esc(`${node.name} GPU ${g.index}: ${gpus(g.allocated_milli || 0)} allocated`)}">
@@ -61,11 +75,14 @@ function gpuCard(node, g, ctx) {
     ${compute}
     <div class="mem" title="memory limits of the workloads on it, of the GPU's memory">
       <div class="mem-fill" style="width:${memPct}%"></div>
+      ${u && g.memory_mib ? `<div class="mem-peak" style="left:${Math.min(100, (u.peak / g.memory_mib) * 100)}%" title="peak memory used"></div>` : ''}
       <span>${g.memory_mib ? `memory limits ${mib(memLimit)} of ${mib(g.memory_mib)}` : `memory limits ${mib(memLimit)} (GPU memory not reported)`}</span></div>
+    ${use}
   </div>`;
 }
 
 export function render(root, ctx) {
+  ctx.usage = usageByGpu();
   if (!model.nodes) {
     // One bar per GPU that holds a workload of this token's tenants; the rest of each GPU is
     // free or another tenant's, which this token may not know.

@@ -18,6 +18,15 @@ function subtree(name) {
   return out;
 }
 
+// Where the subtree stands against its quota: what it holds beyond its guarantee is borrowed and
+// may be reclaimed for another tenant's guarantee (docs/multitenancy.md).
+function position(alloc, g, lim) {
+  if (lim != null && alloc >= lim) return 'at its limit';
+  if (alloc > g) return `borrowing ${gpus(alloc - g)} (reclaimable)`;
+  if (alloc === g && g > 0) return 'at its guarantee';
+  return g > 0 ? `within its guarantee (${gpus(g - alloc)} unused)` : 'no guarantee, nothing held';
+}
+
 export function render(root, ctx) {
   const held = {};
   for (const w of model.running) held[w.tenant] = (held[w.tenant] || 0) + heldMilli(w);
@@ -45,11 +54,12 @@ export function render(root, ctx) {
         <div class="q-guar" style="left:${(g / scale) * 100}%" title="guaranteed"></div>
         ${lim == null ? '' : `<div class="q-lim" style="left:${Math.min(100, (lim / scale) * 100)}%" title="limit"></div>`}</div></td>
       <td>${gpus(alloc)}</td><td>${gpus(g)}</td><td>${lim == null ? 'none' : gpus(lim)}</td>
+      <td>${esc(position(alloc, g, lim))}</td>
       <td>${u ? `${(u.gpu_milli_s_used / 3.6e6).toFixed(3)} GPU·h${usedPct == null ? '' : ` (${usedPct} % of held)`}` : '–'}</td></tr>`);
     model.tenants.filter((x) => x.parent === t.name).sort((a, b) => a.name.localeCompare(b.name)).forEach((x) => walk(x, depth + 1));
   };
   roots.forEach((t) => walk(t, 0));
   root.innerHTML = `<h1>Tenants</h1>
     <table class="tenants"><thead><tr><th>Tenant</th><th>Default QoS</th><th>Weight</th><th>Allocated now (bar), guarantee │, limit ┃</th>
-    <th>Allocated</th><th>Guaranteed</th><th>Limit</th><th>Used (metered)</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+    <th>Allocated</th><th>Guaranteed</th><th>Limit</th><th>Position</th><th>Used (metered)</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
