@@ -158,6 +158,28 @@ try {
     return page.innerText('#page');
   };
 
+  // Sign-in: a wrong token is refused with the server's message; the right one typed once opens
+  // the Cluster page and stays for a reload (sessionStorage).
+  {
+    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const login = await ctx.newPage();
+    await login.goto(`${base}/ui/`);
+    await login.fill('#token', 'not-a-token-of-this-server');
+    await login.press('#token', 'Enter');
+    await login.waitForSelector('.login .error', { timeout: 10000 });
+    check((await login.innerText('.login .error')).includes('refused'), 'sign-in: a wrong token is refused, saying so');
+    check(!(await login.evaluate(() => sessionStorage.getItem('tessera.token'))), 'sign-in: a refused token is not kept');
+    await login.screenshot({ path: path.join(shots, 'sign-in.png') });
+    await login.fill('#token', admin);
+    await login.press('#token', 'Enter');
+    await login.waitForSelector('#page[data-page=cluster]', { timeout: 10000 });
+    await login.reload();
+    await login.waitForSelector('#page[data-page=cluster]', { timeout: 10000 })
+      .then(() => check(true, 'sign-in: the typed token opens the dashboard and survives a reload'),
+        () => check(false, 'sign-in: the typed token opens the dashboard and survives a reload'));
+    await ctx.close();
+  }
+
   const page = await open(admin);
   check(!(await page.evaluate(() => window.location.hash.includes('token'))), 'the token is taken out of the address bar');
   check(await page.evaluate(() => Boolean(sessionStorage.getItem('tessera.token'))), 'the token is kept in sessionStorage');

@@ -102,7 +102,10 @@ async function update() {
     shell();
     await show();
   } catch (e) {
-    if (e instanceof ApiError && e.status === 401) login('That token was refused: ' + e.message);
+    if (e instanceof ApiError && e.status === 401) {
+      token.clear(); // revoked or expired meanwhile
+      login('That token was refused: ' + e.message);
+    }
   } finally {
     const again = pending.again;
     pending = null;
@@ -117,7 +120,11 @@ async function start() {
     await whoAmI();
     await refresh();
   } catch (e) {
-    return login(e instanceof ApiError && e.status === 401 ? 'That token was refused: ' + e.message : String(e.message || e));
+    if (e instanceof ApiError && e.status === 401) {
+      token.clear(); // a refused token is not kept
+      return login('That token was refused: ' + e.message);
+    }
+    return login(String(e.message || e));
   }
   shell();
   await show();

@@ -63,7 +63,9 @@ export async function refresh() {
   model.running = running;
   if (model.me.admin) model.nodes = (await get('/v1/nodes')).nodes || [];
   try {
-    model.usage = await get('/v1/usage');
+    // The ledger's hours that overlap the last hour (this one and the one before): the whole
+    // history would grow with every hour and workload, and the pages show what is recent.
+    model.usage = await get(`/v1/usage?from=${Math.floor(Date.now() / 1000) - 3600}`);
   } catch {
     model.usage = null;
   }

@@ -61,5 +61,5 @@ export function render(root, ctx) {
   roots.forEach((t) => walk(t, 0));
   root.innerHTML = `<h1>Tenants</h1>
     <table class="tenants"><thead><tr><th>Tenant</th><th>Default QoS</th><th>Weight</th><th>Allocated now (bar), guarantee │, limit ┃</th>
-    <th>Allocated</th><th>Guaranteed</th><th>Limit</th><th>Position</th><th>Used (metered)</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+    <th>Allocated</th><th>Guaranteed</th><th>Limit</th><th>Position</th><th>Used (metered, this and the last hour)</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
