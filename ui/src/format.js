@@ -33,3 +33,10 @@ export function mib(v) {
 }
 
 export const pct = (x) => `${Math.round(x * 100)} %`;
+
+// p-th percentile (nearest rank) of `xs`, null for none: p99 of [1..100] is 99, p50 of [3, 1, 2] is 2.
+export function percentile(xs, p) {
+  if (!xs.length) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
+}

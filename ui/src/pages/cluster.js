@@ -2,7 +2,7 @@
 // length and idle GPUs over time, and the figures of now.
 import uPlot from 'uplot';
 import { model, idleGpus, heldMilli } from '../model.js';
-import { esc, gpus, zoneName, duration, pct, time } from '../format.js';
+import { esc, gpus, zoneName, duration, pct, time, percentile } from '../format.js';
 
 let charts = [];
 // Allocations change at events, not gradually: steps, held until the next sample.
@@ -24,13 +24,6 @@ function tiles(extra) {
   return `<div class="tiles">${items
     .map(([k, v]) => `<div class="tile"><div class="tile-v">${esc(v)}</div><div class="tile-k">${esc(k)}</div></div>`)
     .join('')}${extra}</div>`;
-}
-
-// p-th percentile (nearest rank) of `xs`: p99 of [1..100] is 99.
-export function percentile(xs, p) {
-  if (!xs.length) return null;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
 }
 
 // Waits by QoS class: of the running workloads, submit to start; of the pending ones, so far.

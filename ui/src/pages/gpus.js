@@ -21,7 +21,7 @@ function perGpuMilli(w) {
 }
 
 // "3g.40gb" on an 80 GiB GPU -> 4 of its 8 memory slices.
-function migSlices(profile, gpuMemMib) {
+export function migSlices(profile, gpuMemMib) {
   const gb = parseInt(String(profile).split('.')[1], 10);
   if (!gb || !gpuMemMib) return 1;
   return Math.max(1, Math.min(8, Math.round(gb / (gpuMemMib / 1024 / 8))));
@@ -31,7 +31,7 @@ const hourFmt = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2
 
 // The memory a workload may use on GPU g: its limit, a MIG instance's own memory ("3g.40gb":
 // 40 GiB), else the whole GPU's.
-function memoryOf(w, g) {
+export function memoryOf(w, g) {
   const r = w.request || {};
   if (r.gpu_mem_mib) return r.gpu_mem_mib;
   const gb = r.mig_profile ? parseInt(String(r.mig_profile).split('.')[1], 10) : 0;
