@@ -455,8 +455,9 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   impl->opt = std::move(options);
   TESSERA_ASSIGN_OR_RETURN(impl->price_plan, LoadPricePlan(impl->opt.price_plan, impl->catalog));
   if (!impl->opt.ui_dir.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(StaticBundle ui, StaticBundle::Load(impl->opt.ui_dir));
-    impl->ui = std::move(ui);
+    StatusOr<StaticBundle> ui = StaticBundle::Load(impl->opt.ui_dir);
+    if (!ui.ok()) return InvalidArgumentError("--ui-dir (ui_dir): " + std::string(ui.status().message()));
+    impl->ui = std::move(*ui);
   }
   TESSERA_RETURN_IF_ERROR(impl->InitMetrics());
   TESSERA_ASSIGN_OR_RETURN(impl->db, store::Open(impl->opt.db));

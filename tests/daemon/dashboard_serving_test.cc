@@ -197,7 +197,8 @@ TEST_F(DashboardRoutes, ABadUiDirFailsTheStartNamingIt) {
   auto cp = ControlPlane::Create(std::move(o));
   ASSERT_FALSE(cp.ok());
   EXPECT_EQ(cp.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(cp.status().message(), HasSubstr("assets-only"));
+  EXPECT_THAT(cp.status().message(), HasSubstr("--ui-dir (ui_dir): dashboard folder '"));
+  EXPECT_THAT(cp.status().message(), HasSubstr("assets-only': not a folder"));
 }
 
 }  // namespace
