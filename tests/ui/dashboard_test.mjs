@@ -221,6 +221,7 @@ try {
 
   text = await visit(page, `#/workload/${ids.trainA}`, 'workload');
   check(text.includes('placed') && text.includes('n-a100'), 'Workload: placement and the placed event');
+  check(/0\.021 GPU·h used of 0\.042 GPU·h held \(50 %\), peak memory 1 GiB/.test(text), 'Workload: its metered use');
 
   text = await visit(page, '#/invoices', 'invoices');
   check(['prod', 'research', 'batch'].every((t) => text.includes(t)) && text.includes('USD'), 'Invoices: every account, in the plan\'s currency');
