@@ -52,7 +52,8 @@ function gpuCard(node, g, ctx) {
     const cells = [];
     for (const { w, mig_start } of here) {
       const n = migSlices(w.request.mig_profile, g.memory_mib);
-      cells.push(`<div class="mig-slot" style="grid-column:${(mig_start ?? 0) + 1} / span ${n};background:${ctx.colour(w.tenant)};color:${textOn(ctx.colour(w.tenant))}">
+      const what = `${w.request.mig_profile} at slice ${mig_start ?? 0}: ${w.tenant} #${w.id}`;
+      cells.push(`<div class="mig-slot" title="${esc(what)}" aria-label="${esc(what)}" style="grid-column:${(mig_start ?? 0) + 1} / span ${n};background:${ctx.colour(w.tenant)};color:${textOn(ctx.colour(w.tenant))}">
         <a href="#/workload/${w.id}">${esc(w.request.mig_profile)}</a> ${esc(w.tenant)} #${w.id}</div>`);
     }
     compute = `<div class="mig" aria-label="MIG slots: 8 memory slices">${cells.join('')}
