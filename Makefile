@@ -11,7 +11,7 @@ override CMAKE_FLAGS += -DTESSERA_WERROR=$(WERROR)
 # (scripts/setup installs both; the cache is shared by every checkout on the machine) and lld.
 # docs/development.md: which command for which change, the trees, the cache.
 
-.PHONY: setup configure build demo simulate test check unit fuzz tsan shim-sanitize bench reproduce clean deb
+.PHONY: setup configure build demo screenshots simulate test check unit fuzz tsan shim-sanitize bench reproduce clean deb
 
 setup:
 	./scripts/setup
@@ -26,6 +26,11 @@ build: configure
 # node agents with fake GPUs, tenants, a mix of work run under the shim); it stops what it started.
 demo: build
 	./scripts/demo_platform.sh $(BUILD)
+
+# The dashboard's screenshots in docs/ui/ (docs/dashboard.md): the browser test against the demo's
+# data, writing its screenshots there.
+screenshots: build
+	node tests/ui/dashboard_test.mjs --tessera $(BUILD)/tessera --ui-dir $(BUILD)/ui --screenshots docs/ui
 
 # The trace simulator: every placement policy on the bundled Alibaba default trace, seeds 42-51.
 simulate: build

@@ -5,7 +5,8 @@
 #   data/examples/demo-tenants.json, a mix of work through `tessera ctl` and `tessera run --server`,
 #   commands run for real under the shim against the in-tree fake driver.
 # It prints placements, one preemption and why, a memory limit refusing an allocation, the
-# node's view, a few /metrics lines; then stops everything it started.
+# node's view, a few /metrics lines, and the dashboard's URLs with a token; run in a terminal it
+# keeps serving until Enter is pressed (for the dashboard), then stops everything it started.
 # Usage: scripts/demo_platform.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -146,5 +147,17 @@ timeout 3 "$bin" ctl events --after 0 || true  # a stream does not end: stopped 
 step "a few /metrics lines"
 python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" "$url/metrics" |
   grep -E '^tessera_(tenant_allocated_gpu_milli|preemptions_total|workload_starts_total|nodes)' | head -14 || true
+
+step "the dashboard (docs/dashboard.md)"
+if grep -q "dashboard at" "$work/serve.log"; then
+  viewer="$(ctl -o json tokens create --role tenant-user --tenant research | json 'd["token"]')"
+  echo "admin (this demo's throwaway bootstrap token): $url/ui/#token=$TESSERA_BOOTSTRAP_TOKEN"
+  echo "tenant research (a tenant-user token: its subtree only): $url/ui/#token=$viewer"
+  if [[ -t 0 ]]; then
+    read -r -p "The demo keeps serving: open a URL above, then press Enter to stop everything. " _ || true
+  fi
+else
+  echo "this build has no dashboard (built without npm or with -DTESSERA_UI=OFF; docs/dashboard.md)"
+fi
 
 step "done: everything started here is stopped"

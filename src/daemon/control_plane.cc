@@ -261,6 +261,27 @@ StatusOr<Caller> ControlPlane::Impl::Authenticate(const HttpRequest& r) {
 
 HttpResponse ControlPlane::Impl::Healthz(const HttpRequest&) { return HttpResponse::Json(200, R"({"status":"ok"})"); }
 
+// The dashboard needs no token to load: it holds no data, and asks for a token before any /v1 call.
+HttpResponse ControlPlane::Impl::UiRedirect(const HttpRequest& r) {
+  if (!ui) return UiFile(r);
+  HttpResponse resp;
+  resp.status = 308;
+  resp.content_type = "text/plain; charset=utf-8";
+  resp.body = "the dashboard is at /ui/\n";
+  resp.headers.push_back({"Location", "/ui/"});
+  return resp;
+}
+
+HttpResponse ControlPlane::Impl::UiFile(const HttpRequest& r) {
+  if (!ui)
+    return HttpResponse::Error(404, "no_dashboard",
+                               "this tessera serve has no dashboard: start it with --ui-dir DIR (or ui_dir in "
+                               "--config) naming a built bundle; a build with -DTESSERA_UI=ON (npm needed) makes "
+                               "one and installs it in share/tessera/ui");
+  auto it = r.path_params.find("file");
+  return ui->Serve(it == r.path_params.end() ? std::string_view() : std::string_view(it->second));
+}
+
 HttpResponse ControlPlane::Impl::Readyz(const HttpRequest&) {
   // A read through the store: it answers, and its schema is there.
   Status st = db->Transact([](store::Transaction& tx) { return tx.ListAudit(0, 1).status(); });
@@ -476,6 +497,8 @@ Status ControlPlane::Impl::InstallRoutes() {
   };
   open("GET", "/healthz", &Impl::Healthz);
   open("GET", "/readyz", &Impl::Readyz);
+  open("GET", "/ui", &Impl::UiRedirect);
+  open("GET", "/ui/{file...}", &Impl::UiFile);
   if (!opt.metrics_auth) open("GET", "/metrics", &Impl::Metrics);
   for (const ApiRoute& spec : routes) {
     const std::string method(spec.method), pattern(spec.pattern);
@@ -587,6 +610,11 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   auto impl = std::make_unique<Impl>();
   impl->opt = std::move(options);
   TESSERA_ASSIGN_OR_RETURN(impl->price_plan, LoadPricePlan(impl->opt.price_plan, impl->catalog));
+  if (!impl->opt.ui_dir.empty()) {
+    StatusOr<StaticBundle> ui = StaticBundle::Load(impl->opt.ui_dir);
+    if (!ui.ok()) return InvalidArgumentError("--ui-dir (ui_dir): " + std::string(ui.status().message()));
+    impl->ui = std::move(*ui);
+  }
   TESSERA_RETURN_IF_ERROR(impl->InitMetrics());
   TESSERA_ASSIGN_OR_RETURN(impl->db, store::Open(impl->opt.db));
   Impl* p = impl.get();

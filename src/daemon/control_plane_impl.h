@@ -39,6 +39,7 @@
 #include "src/daemon/http_server.h"
 #include "src/daemon/metrics.h"
 #include "src/daemon/rate_limit.h"
+#include "src/daemon/static_bundle.h"
 #include "src/daemon/token_service.h"
 #include "src/daemon/workload_request.h"
 #include "src/daemon/workload_shape.h"
@@ -173,6 +174,7 @@ struct ControlPlane::Impl {
   // GET /v1/invoices: the plan of opt.price_plan, parsed once by Create (nullopt: none given).
   // Never changed afterwards, so read without a lock.
   std::optional<metering::PricePlan> price_plan;
+  std::optional<StaticBundle> ui;  // the dashboard (ui_dir), read at Create
 
   // The loop.
   std::thread loop;
@@ -211,6 +213,8 @@ struct ControlPlane::Impl {
 
   // Handlers.
   HttpResponse Healthz(const HttpRequest& r);
+  HttpResponse UiRedirect(const HttpRequest& r);  // GET /ui -> /ui/
+  HttpResponse UiFile(const HttpRequest& r);      // GET /ui/{file...}
   HttpResponse Readyz(const HttpRequest& r);
   HttpResponse Metrics(const HttpRequest& r);
   HttpResponse MetricsWithToken(const HttpRequest& r, const Caller& c);  // --metrics-auth

@@ -114,12 +114,23 @@ std::vector<std::string_view> SplitPath(std::string_view path) {
   return out;
 }
 
+// "{rest...}": the last segment of a pattern that takes the rest of the path.
+bool IsRestParameter(const std::string& seg) {
+  return seg.size() > 5 && seg.front() == '{' && seg.ends_with("...}");
+}
+
 bool Match(const RouteEntry& r, const std::vector<std::string_view>& parts,
            std::map<std::string, std::string>& params) {
-  if (r.segments.size() != parts.size()) return false;
+  const bool rest = !r.segments.empty() && IsRestParameter(r.segments.back());
+  if (rest ? parts.size() < r.segments.size() : r.segments.size() != parts.size()) return false;
   std::map<std::string, std::string> got;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const std::string& seg = r.segments[i];
+    const std::string& seg = r.segments[std::min(i, r.segments.size() - 1)];
+    if (rest && i + 1 >= r.segments.size()) {  // each segment decoded on its own, joined by '/'
+      std::string& value = got[seg.substr(1, seg.size() - 5)];
+      value += (i + 1 == r.segments.size() ? "" : "/") + PercentDecode(parts[i]);
+      continue;
+    }
     if (seg.size() > 2 && seg.front() == '{' && seg.back() == '}') {
       if (parts[i].empty()) return false;
       got[seg.substr(1, seg.size() - 2)] = PercentDecode(parts[i]);
@@ -686,7 +697,10 @@ Status HttpServer::Route(std::string method, std::string pattern, HttpHandler ha
     return InvalidArgumentError("route '" + pattern + "': a pattern starts with '/'");
   RouteEntry r{std::move(method), {}, std::move(handler)};
   for (std::string_view seg : SplitPath(pattern)) {
-    if (seg == "{}") return InvalidArgumentError("route '" + pattern + "': a parameter needs a name");
+    if (seg == "{}" || seg == "{...}")
+      return InvalidArgumentError("route '" + pattern + "': a parameter needs a name");
+    if (!r.segments.empty() && IsRestParameter(r.segments.back()))
+      return InvalidArgumentError("route '" + pattern + "': '" + r.segments.back() + "' must be the last segment");
     r.segments.emplace_back(seg);
   }
   impl_->routes.push_back(std::move(r));

@@ -19,7 +19,10 @@
 //
 // Routes: literal segments and `{name}` parameters, e.g. "/v1/workloads/{id}". A request for
 // "/v1/workloads/42?tenant=a" matches it with path_params {"id": "42"} and query {"tenant": "a"}
-// (percent-decoded). The first route added that matches wins.
+// (percent-decoded). A last segment "{name...}" takes the rest of the path, one segment or more:
+// "/ui/{file...}" matches "/ui/assets/app.js" with {"file": "assets/app.js"} (each segment
+// percent-decoded on its own; "/ui/" gives ""), never "/ui". The first route added that matches
+// wins.
 //
 //   HttpServer server({.listen_host = "127.0.0.1", .listen_port = 0, .threads = 2});
 //   server.Route("GET", "/v1/workloads/{id}", [](const HttpRequest& r) {

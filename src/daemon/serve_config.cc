@@ -164,10 +164,11 @@ StatusOr<ControlPlaneOptions> ParseServeConfig(std::string_view text, std::strin
     else if (k == "scheduler") Scheduler(w, v, base.scheduler);
     else if (k == "price_plan") (void)w.Str(v, written, &base.price_plan);
     else if (k == "metrics_auth") (void)w.Bool(v, written, &base.metrics_auth);
+    else if (k == "ui_dir") (void)w.Str(v, written, &base.ui_dir);
     else
       w.Problem(kv.first, written + ": unknown key (known: the flags of tessera serve without --: db, listen, "
                                     "node_timeout, threads, cycle_interval_ms, rate, burst, tls_cert, tls_key, "
-                                    "price_plan, metrics_auth; and scheduler)");
+                                    "price_plan, metrics_auth, ui_dir; and scheduler)");
   }
   } catch (const YAML::Exception& e) {  // a key that is not a string
     w.problems.push_back(w.source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);

@@ -20,6 +20,7 @@ rate_burst: 50
 tls_cert: /etc/tessera/tls/cert.pem
 tls_key: /etc/tessera/tls/key.pem
 metrics_auth: true
+ui_dir: /usr/share/tessera/ui
 scheduler:
   placement_policy: fgd
   fair_order: flat-drf
@@ -35,6 +36,7 @@ scheduler:
   EXPECT_EQ(o->node_timeout_s, 45);
   EXPECT_EQ(o->http_threads, 4);
   EXPECT_EQ(o->cycle_interval_ms, 250);
+  EXPECT_EQ(o->ui_dir, "/usr/share/tessera/ui");
   EXPECT_DOUBLE_EQ(o->rate_per_s, 20.5);
   EXPECT_DOUBLE_EQ(o->rate_burst, 50);
   EXPECT_EQ(o->tls_cert_file, "/etc/tessera/tls/cert.pem");

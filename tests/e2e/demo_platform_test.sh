@@ -29,6 +29,10 @@ expect '^TENANT +GPU_S_ALLOCATED +GPU_S_USED +KERNEL_LAUNCHES +SAMPLES'
 expect '^research +[1-9][0-9]* +[0-9]+ +[0-9]+ +[1-9]'                # usage samples reached serve
 expect '^[0-9]+ +[0-9T:-]+Z +prod +1 +placed +n-h100'                  # the event stream's history
 expect '^[0-9]+ +[0-9T:-]+Z +[a-z-]+ +[0-9]+ +preempted +reclaim'
+if [[ -f "$build/ui/index.html" ]]; then                               # the dashboard, when built
+  expect '^admin \(this demo.s throwaway bootstrap token\): http://127\.0\.0\.1:[0-9]+/ui/#token=demo-admin-token-'
+  expect '^tenant research \(a tenant-user token: its subtree only\): http://127\.0\.0\.1:[0-9]+/ui/#token=tsr_'
+fi
 # Nothing it started is left: no process runs from the demo's temporary folder.
 sleep 1
 if pgrep -f "$TMPDIR/tessera-demo" >/dev/null; then

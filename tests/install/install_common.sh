@@ -24,10 +24,20 @@ check_layout() {
   # All of data/ (the attribution files with the data they describe).
   local want got
   want="$(cd "$root/data" && find . -type f | sort)"
-  got="$(cd "$prefix/share/tessera" && find . -type f -not -path './config/*' | sort)"
+  got="$(cd "$prefix/share/tessera" && find . -type f -not -path './config/*' -not -path './ui/*' | sort)"
   [[ "$want" == "$got" ]] || fail "share/tessera differs from data/: $(diff <(echo "$want") <(echo "$got") | head -5)"
+  # The dashboard, when this build made one (cmake/TesseraUi.cmake).
+  if [[ -n "$(ui_target)" ]]; then
+    [[ -f "$prefix/share/tessera/ui/index.html" ]] || fail "$prefix/share/tessera/ui/index.html is not installed"
+    ls "$prefix/share/tessera/ui/assets/"*.js >/dev/null 2>&1 || fail "no dashboard script in $prefix/share/tessera/ui/assets"
+  fi
   file -L "$prefix/lib/libtessera-shim.so" | grep -q 'ELF 64-bit LSB shared object' ||
     fail "lib/libtessera-shim.so is not a shared object: $(file -L "$prefix/lib/libtessera-shim.so")"
+}
+
+# ui_target: "tessera_ui" when the build tree $build makes the dashboard, else "".
+ui_target() {
+  if grep -qx 'TESSERA_UI_BUILT:INTERNAL=ON' "$build/CMakeCache.txt" 2>/dev/null; then echo tessera_ui; fi
 }
 
 # check_binary PREFIX ETC: the installed tessera, run from a folder outside the source tree with
@@ -55,6 +65,10 @@ check_binary() {
   grep -qE '^dlrm/gpus +1 ' <<<"$out" || fail "tessera forecast --backtest printed no dlrm/gpus row: ${out:0:300}"
   out="$("${run[@]}" serve --config "$etc/serve.yaml" --check 2>&1)" || fail "the sample serve.yaml: $out"
   grep -qF "valid" <<<"$out" || fail "serve --check printed '$out'"
+  if [[ -n "$(ui_target)" ]]; then
+    grep -qxF "tessera serve: dashboard: $prefix/share/tessera/ui" <<<"$out" ||
+      fail "the installed serve does not find its dashboard in $prefix/share/tessera/ui: $out"
+  fi
   { cat "$etc/serve.yaml"; echo "scheduler_typo: 1"; } > "$work/bad.yaml"
   local rc=0
   out="$("${run[@]}" serve --config "$work/bad.yaml" --check 2>&1)" || rc=$?

@@ -13,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "install_deb_test: $*" >&2; exit 1; }
 source "$root/tests/install/install_common.sh"
 
-cmake --build "$build" --target tessera tessera_shim fake_nvml >/dev/null || fail "building the packaged targets failed"
+cmake --build "$build" --target tessera tessera_shim fake_nvml $(ui_target) >/dev/null || fail "building the packaged targets failed"
 (cd "$work" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work/pkg") >"$work/cpack.log" 2>&1 ||
   { cat "$work/cpack.log"; fail "cpack -G DEB failed"; }
 debs=("$work"/pkg/tessera_*.deb)

@@ -74,6 +74,10 @@ struct ControlPlaneOptions {
   // parsed by Create (a bad plan: INVALID_ARGUMENT with the parser's file:line messages); ""
   // none: GET /v1/invoices answers 404 no_price_plan.
   std::string price_plan;
+  // The dashboard's built bundle (index.html and assets/), served under /ui/ (docs/dashboard.md);
+  // read once by Create (INVALID_ARGUMENT naming the folder when it is not one or lacks
+  // index.html). "": no dashboard, /ui answers 404 no_dashboard.
+  std::string ui_dir;
   // The first admin token when the store has none: this value, or generated when empty.
   std::string bootstrap_token;
   sched::SchedulerOptions scheduler;

@@ -16,6 +16,7 @@
 //   tls_cert: /etc/tessera/tls/cert.pem  # with tls_key: HTTPS (PEM; the file may hold a chain)
 //   tls_key: /etc/tessera/tls/key.pem
 //   metrics_auth: true  # GET /metrics needs a token (any role); default false: open
+//   ui_dir: /usr/share/tessera/ui  # the dashboard's bundle (default: the install's; none: no /ui)
 //   scheduler:
 //     placement_policy: tessera # placement::PolicyNames()
 //     fair_order: hdrf          # or flat-drf

@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <system_error>
 #include <mutex>
 #include <string>
 
@@ -25,6 +27,7 @@ struct ServeFlags {
   std::string db = "sqlite:tessera.db";
   std::string listen = "127.0.0.1:8080";
   std::string price_plan;
+  std::string ui_dir;
   int node_timeout_s = 30;
   int threads = 2;
   int cycle_interval_ms = 1000;
@@ -102,6 +105,19 @@ int IssueAdminToken(daemon::ControlPlaneOptions o, const std::string& path) {
   return kExitOk;
 }
 
+// The dashboard's bundle when neither --ui-dir nor ui_dir names one: an install's
+// <exe>/../share/tessera/ui (cmake/TesseraInstall.cmake), else a build tree's <exe>/ui (the ui
+// target's output); "" (no dashboard) when neither holds an index.html.
+std::string DefaultUiDir() {
+  namespace fs = std::filesystem;
+  const fs::path exe(ExecutableDir());
+  for (const fs::path& dir : {exe / "../share/tessera/ui", exe / "ui"}) {
+    std::error_code ec;
+    if (fs::is_regular_file(dir / "index.html", ec)) return dir.lexically_normal().string();
+  }
+  return "";
+}
+
 // The defaults, then the file (--config), then the flags given on the command line.
 int RunServe(const ServeFlags& f, const CLI::App& cmd) {
   daemon::ControlPlaneOptions o;  // 127.0.0.1:8080, the flags' defaults
@@ -122,6 +138,9 @@ int RunServe(const ServeFlags& f, const CLI::App& cmd) {
   if (given("--rate")) o.rate_per_s = f.rate;
   if (given("--burst")) o.rate_burst = f.burst;
   if (given("--price-plan")) o.price_plan = f.price_plan;
+  if (given("--ui-dir")) o.ui_dir = f.ui_dir;
+  else if (o.ui_dir.empty()) o.ui_dir = DefaultUiDir();
+  if (o.ui_dir == "none") o.ui_dir.clear();
   if (given("--tls-cert")) o.tls_cert_file = f.tls_cert;
   if (given("--tls-key")) o.tls_key_file = f.tls_key;
   if (given("--metrics-auth")) o.metrics_auth = f.metrics_auth;
@@ -133,9 +152,13 @@ int RunServe(const ServeFlags& f, const CLI::App& cmd) {
   if (given("--issue-admin-token")) return IssueAdminToken(std::move(o), f.issue_admin_token);
   if (f.check) {  // the file and the flags only: the store is not opened, no port is bound
     if (Status st = daemon::CheckPricePlan(o.price_plan); !st.ok()) return Fail("serve", st, kExitBadInput);
+    std::error_code ec;
+    if (!o.ui_dir.empty() && !std::filesystem::is_regular_file(std::filesystem::path(o.ui_dir) / "index.html", ec))
+      return Fail("serve", "dashboard folder '" + o.ui_dir + "': no index.html (--ui-dir or ui_dir)", kExitBadInput);
     std::printf("tessera serve: configuration %s: valid (listen %s:%u, store %s)\n",
                 f.config.empty() ? "(no --config)" : f.config.c_str(), o.listen_host.c_str(), o.listen_port,
                 o.db.c_str());
+    std::printf("tessera serve: dashboard: %s\n", o.ui_dir.empty() ? "none" : o.ui_dir.c_str());
     return kExitOk;
   }
   // The signals are waited for below; block them before any thread starts so none of the
@@ -179,6 +202,11 @@ int RunServe(const ServeFlags& f, const CLI::App& cmd) {
                 (*cp)->generated_bootstrap_token().c_str());
   std::printf("tessera serve: listening on %s://%s:%u (store %s)\n", o.tls_cert_file.empty() ? "http" : "https",
               o.listen_host.c_str(), (*cp)->port(), o.db.c_str());
+  if (o.ui_dir.empty())
+    std::printf("tessera serve: no dashboard (--ui-dir DIR names a built one)\n");
+  else
+    std::printf("tessera serve: dashboard at %s://%s:%u/ui/ (from %s)\n", o.tls_cert_file.empty() ? "http" : "https",
+                o.listen_host.c_str(), (*cp)->port(), o.ui_dir.c_str());
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
@@ -224,6 +252,9 @@ void RegisterServe(CLI::App& app, int* exit_code) {
   serve->add_option("--burst", flags->burst,
                     "Requests allowed at once before 429, per token; node-agent calls per node")
       ->capture_default_str()->check(CLI::Range(1.0, 1e9));
+  serve->add_option("--ui-dir", flags->ui_dir,
+                    "The dashboard's built bundle, served at /ui/ (default: share/tessera/ui of the install, or "
+                    "the build tree's ui/; 'none': no dashboard). A folder without index.html exits 2");
   serve->add_option("--price-plan", flags->price_plan,
                     "Price plan (YAML, as `tessera bill --plan`) for GET /v1/invoices; a bad plan fails the start "
                     "(exit 2, file:line), and so does one without prices for a GPU model of the cluster's nodes "
