@@ -5,6 +5,14 @@
 // added cost (issue 6 targets: launch <= 50 ns, allocation <= 1 us).
 //
 //   BM_LaunchDirect / BM_LaunchThroughShim   one cuLaunchKernel
+//   BM_LaunchDirectCharged / BM_LaunchThroughShimCharged   the same with the fake in charged mode:
+//                                            every driver entry point called busy-waits
+//                                            TESSERA_BENCH_CALL_NS (default 200 ns, about what a
+//                                            real driver call on the launch path costs), so a driver
+//                                            call the shim adds per launch shows as +200 ns, one per
+//                                            1,000 launches as +0.2 ns; the counters reported are
+//                                            the fake's driver calls per launch (launch entry point
+//                                            and all others)
 //   BM_AllocDirect  / BM_AllocThroughShim    one cuMemAlloc_v2 (4 KiB) + its cuMemFree_v2: the
 //                                            shim reserves on the shared tenant counter, records
 //                                            the pointer, and releases both on free
@@ -51,6 +59,8 @@ Fns g_direct, g_shim;
 bool g_ready = false;
 tessera::enforce::NodeSegment* g_segment = nullptr;
 unsigned long long (*g_fake_calls)(const char*) = nullptr;  // the fake's tessera_fake_cuda_calls
+unsigned long long (*g_fake_total_calls)() = nullptr;        // tessera_fake_cuda_total_calls
+void (*g_fake_set_call_ns)(unsigned long long) = nullptr;    // tessera_fake_cuda_set_call_ns
 
 void Die(const char* what) {
   std::fprintf(stderr, "tessera_shim_bench: %s: %s\n", what, dlerror());
@@ -86,6 +96,7 @@ void Setup() {
     const uint64_t expiry = now + 3600ULL * 1'000'000'000ULL;
     board.slots[0].node.state.store(static_cast<uint32_t>(tessera::enforce::LeaseSlotState::kActive));
     board.slots[0].node.kernel_est_ns.store(100'000);
+    board.arbiter.quantum_ns.store(10'000'000);  // the arbiter's default quantum (sizes the meter's segments)
     board.lease.expiry_ns.store(expiry);
     board.lease.holder.store(1);
     board.lease.word.store(tessera::enforce::PackLeaseWord(0, expiry));
@@ -113,6 +124,8 @@ void Setup() {
             reinterpret_cast<PFN_cuMemAlloc_v3020>(get(shim, "cuMemAlloc_v2")),
             reinterpret_cast<PFN_cuMemFree_v3020>(get(shim, "cuMemFree_v2"))};
   g_fake_calls = reinterpret_cast<unsigned long long (*)(const char*)>(get(cuda, "tessera_fake_cuda_calls"));
+  g_fake_total_calls = reinterpret_cast<unsigned long long (*)()>(get(cuda, "tessera_fake_cuda_total_calls"));
+  g_fake_set_call_ns = reinterpret_cast<void (*)(unsigned long long)>(get(cuda, "tessera_fake_cuda_set_call_ns"));
   auto init = reinterpret_cast<PFN_cuInit_v2000>(get(cuda, "cuInit"));
   auto create = reinterpret_cast<PFN_cuCtxCreate_v3020>(get(cuda, "cuCtxCreate_v2"));
   CUcontext ctx = nullptr;
@@ -138,6 +151,26 @@ void Launch(benchmark::State& state, const Fns& f) {
     CUresult rc = f.launch(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
     benchmark::DoNotOptimize(rc);
   }
+}
+
+// Charged mode: the fake charges every entry point `ns`; reports driver calls per launch.
+void LaunchCharged(benchmark::State& state, const Fns& f) {
+  Setup();
+  const char* env = std::getenv("TESSERA_BENCH_CALL_NS");
+  const unsigned long long ns = env != nullptr && *env != '\0' ? std::strtoull(env, nullptr, 10) : 200;
+  const unsigned long long launches0 = g_fake_calls("cuLaunchKernel");
+  const unsigned long long total0 = g_fake_total_calls();
+  g_fake_set_call_ns(ns);
+  for (auto _ : state) {
+    CUresult rc = f.launch(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+    benchmark::DoNotOptimize(rc);
+  }
+  g_fake_set_call_ns(0);
+  const double n = static_cast<double>(state.iterations());
+  const double launched = static_cast<double>(g_fake_calls("cuLaunchKernel") - launches0);
+  state.counters["call_ns"] = static_cast<double>(ns);
+  state.counters["launch_calls"] = n > 0 ? launched / n : 0;
+  state.counters["other_calls"] = n > 0 ? (static_cast<double>(g_fake_total_calls() - total0) - launched) / n : 0;
 }
 
 void Alloc(benchmark::State& state, const Fns& f) {
@@ -185,6 +218,8 @@ void Free(benchmark::State& state, bool scrub) {
 
 void BM_LaunchDirect(benchmark::State& state) { Launch(state, g_direct); }
 void BM_LaunchThroughShim(benchmark::State& state) { Launch(state, g_shim); }
+void BM_LaunchDirectCharged(benchmark::State& state) { LaunchCharged(state, g_direct); }
+void BM_LaunchThroughShimCharged(benchmark::State& state) { LaunchCharged(state, g_shim); }
 void BM_AllocDirect(benchmark::State& state) { Alloc(state, g_direct); }
 void BM_AllocThroughShim(benchmark::State& state) { Alloc(state, g_shim); }
 void BM_FreeThroughShim(benchmark::State& state) { Free(state, false); }
@@ -195,6 +230,8 @@ void BM_FreeThroughShimScrubbed(benchmark::State& state) { Free(state, true); }
 // Setup() fills g_direct/g_shim before the first iteration; the lambdas read them then.
 BENCHMARK(BM_LaunchDirect);
 BENCHMARK(BM_LaunchThroughShim);
+BENCHMARK(BM_LaunchDirectCharged);
+BENCHMARK(BM_LaunchThroughShimCharged);
 BENCHMARK(BM_AllocDirect);
 BENCHMARK(BM_AllocThroughShim);
 // 64 MiB: a fixed iteration count, since each iteration also allocates and writes 64 MiB of fresh

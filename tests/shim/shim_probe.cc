@@ -38,6 +38,11 @@
 //                             the stream's bounded queue holds it back); prints "flood launches=N
 //                             failures=F busy_us=<device time its kernels got in [START, END)>"
 //   launch:N                  N cuLaunchKernel on the default stream: "launch n=N failures=F"
+//   drivercalls:W:N[:STREAM[:ptsz]]   W warm-up cuLaunchKernel (or _ptsz) calls on stream handle
+//                             STREAM (default 0), then N more, counting every driver entry point the
+//                             fake saw during the N: "drivercalls n=N launch=<calls of the launch
+//                             entry point> other=<all other calls> ns_per=<wall ns per launch>
+//                             calls=<name>:<count>,..." (the other entry points that were called)
 //   capture:N                 begin a capture on a stream, N cuLaunchKernel and one cuGraphLaunch
 //                             on it, end the capture: "capture n=N failures=F"
 //   exec:A,B,...              exec this program again (same pid) with the commands A B ...
@@ -847,6 +852,40 @@ int main(int argc, char** argv) {
       int bad = 0;
       for (long k = 0; k < n; ++k) bad += cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != 0;
       std::printf("launch n=%ld failures=%d\n", n, bad);
+    } else if (cmd == "drivercalls") {
+      const long warm = static_cast<long>(Num(a, 1));
+      const long n = static_cast<long>(Num(a, 2));
+      auto* stream = reinterpret_cast<CUstream>(a.size() > 3 ? Num(a, 3) : 0);
+      const bool ptsz = a.size() > 4 && a[4] == "ptsz";
+      const char* launch_name = ptsz ? "cuLaunchKernel_ptsz" : "cuLaunchKernel";
+      auto launch = [&] {
+        return ptsz ? cuLaunchKernel_ptsz(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr)
+                    : cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr);
+      };
+      int bad = 0;
+      for (long k = 0; k < warm; ++k) bad += launch() != 0;
+      std::vector<unsigned long long> before;
+      for (int e = 0; tessera_fake_cuda_entry_name(e) != nullptr; ++e)
+        before.push_back(tessera_fake_cuda_calls(tessera_fake_cuda_entry_name(e)));
+      const unsigned long long t0 = MonoNs();
+      for (long k = 0; k < n; ++k) bad += launch() != 0;
+      const unsigned long long t1 = MonoNs();
+      unsigned long long launched = 0, other = 0;
+      std::string calls;
+      for (int e = 0; e < static_cast<int>(before.size()); ++e) {
+        const char* name = tessera_fake_cuda_entry_name(e);
+        const unsigned long long d = tessera_fake_cuda_calls(name) - before[static_cast<std::size_t>(e)];
+        if (d == 0) continue;
+        if (std::strcmp(name, launch_name) == 0) {
+          launched = d;
+          continue;
+        }
+        other += d;
+        calls += (calls.empty() ? "" : ",") + std::string(name) + ":" + std::to_string(d);
+      }
+      std::printf("drivercalls n=%ld launch=%llu other=%llu failures=%d ns_per=%.1f calls=%s\n", n, launched, other,
+                  bad, n > 0 ? static_cast<double>(t1 - t0) / static_cast<double>(n) : 0.0,
+                  calls.empty() ? "-" : calls.c_str());
     } else if (cmd == "capture") {
       const long n = static_cast<long>(Num(a, 1));
       auto* stream = reinterpret_cast<CUstream>(0x78);

@@ -9,6 +9,7 @@ namespace tessera::enforce::shim {
 using namespace tessera::cuabi;  // NOLINT: the driver's C names
 
 MeterFast g_meter;
+std::atomic<bool> g_capture_begun{false};
 thread_local MeterThread t_meter __attribute__((tls_model("initial-exec")));
 MeterDriver g_meter_driver;
 
@@ -24,6 +25,7 @@ struct Segment {
   CUevent begin = nullptr;
   CUevent end = nullptr;
   uint32_t kernels = 0;
+  bool end_lent = false;  // `end` is also the next segment's `begin`: that segment gives it back
 };
 
 struct MeteredStream {
@@ -32,6 +34,7 @@ struct MeteredStream {
   bool per_thread = false;
   bool unmetered = false;  // events failed on it: launches there are not measured
   Segment open;            // open.begin != nullptr: a segment is open
+  CUevent chain = nullptr; // the end event Close() just recorded here, usable as the next begin
   Segment ring[kRing];     // closed, not yet read back; oldest at head
   int head = 0, count = 0;
   CUevent pool[kPool] = {};
@@ -100,11 +103,20 @@ bool Close(MeterState& st, MeteredStream& s) {
   s.ring[(s.head + s.count) % kRing] = s.open;
   ++s.count;
   s.open = Segment{};
+  s.chain = end;
   (void)st;
   return true;
 }
 
+// Forgets every stream's chain: the next segment records its own begin, so that the time until
+// then (the host submitted nothing, or waited) is not counted.
+void Unchain(MeterState& st) {
+  for (int i = 0; i < st.num_streams; ++i) st.streams[i].chain = nullptr;
+}
+
 // Reads back every finished segment (oldest first per stream, without blocking) and publishes.
+// One driver call per segment: cuEventElapsedTime itself answers CUDA_ERROR_NOT_READY while either
+// event has not completed (no cuEventQuery first); any other error ends the segment unmeasured.
 void Poll(MeterState& st, LeaseBoard& board, uint32_t slot) {
   LeaseSlotGpuLine& line = board.slots[slot].gpu;
   uint64_t measured = 0, segments = 0;
@@ -112,10 +124,10 @@ void Poll(MeterState& st, LeaseBoard& board, uint32_t slot) {
     MeteredStream& s = st.streams[i];
     while (s.count > 0) {
       Segment& seg = s.ring[s.head];
-      const CUresult q = g_meter_driver.query(seg.end);
-      if (q == CUDA_ERROR_NOT_READY) break;
       float ms = 0;
-      if (q == CUDA_SUCCESS && g_meter_driver.elapsed(&ms, seg.begin, seg.end) == CUDA_SUCCESS && ms > 0) {
+      const CUresult q = g_meter_driver.elapsed(&ms, seg.begin, seg.end);
+      if (q == CUDA_ERROR_NOT_READY) break;
+      if (q == CUDA_SUCCESS && ms > 0) {
         const uint64_t ns = static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
         measured += ns;
         ++segments;
@@ -125,8 +137,9 @@ void Poll(MeterState& st, LeaseBoard& board, uint32_t slot) {
         }
       }
       st.pending_kernels -= std::min<uint64_t>(st.pending_kernels, seg.kernels);
-      GiveEvent(s, seg.begin);
-      GiveEvent(s, seg.end);
+      GiveEvent(s, seg.begin);  // owned: a chained begin is the previous segment's end, lent to it
+      if (seg.end == s.chain) s.chain = nullptr;
+      if (!seg.end_lent) GiveEvent(s, seg.end);
       seg = Segment{};
       s.head = (s.head + 1) % kRing;
       --s.count;
@@ -173,7 +186,10 @@ void SetCredit(MeterState& st, int64_t credit) {
 }
 
 void CloseAll(MeterState& st) {
-  for (int i = 0; i < st.num_streams; ++i) Close(st, st.streams[i]);
+  for (int i = 0; i < st.num_streams; ++i) {
+    Close(st, st.streams[i]);
+    st.streams[i].chain = nullptr;  // closed for a wait, a flush or a capture: no chaining across it
+  }
   g_meter.generation.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -190,6 +206,8 @@ MeteredStream* Find(MeterState& st, uintptr_t key, CUstream stream, bool per_thr
 }
 
 bool Capturing(const MeteredStream& s) {
+  // No capture has begun in this process (every begin passes LaunchGate): nothing to ask.
+  if (!g_capture_begun.load(std::memory_order_acquire)) return false;
   PFN_cuStreamIsCapturing_v10000 q = s.per_thread && g_meter_driver.is_capturing_ptsz != nullptr
                                          ? g_meter_driver.is_capturing_ptsz
                                          : g_meter_driver.is_capturing;
@@ -214,6 +232,7 @@ MeterResult MeterLaunchSlow(LeaseBoard& board, uint32_t slot, CUstream stream, b
   if (refund) g_meter.credit.fetch_add(kernels, std::memory_order_relaxed);
   if (!g_meter.on.load(std::memory_order_relaxed)) return MeterResult::kAdmitted;
   Settle(st);
+  Unchain(st);  // a chain is only used within the call that recorded it
   const uintptr_t key = MeterStreamKey(stream, per_thread);
   MeteredStream* s = Find(st, key, stream, per_thread);
   t_meter.stream_key = key;
@@ -267,12 +286,21 @@ MeterResult MeterLaunchSlow(LeaseBoard& board, uint32_t slot, CUstream stream, b
     t_meter.generation = ~0ULL;  // look again at the next launch
     return MeterResult::kAdmitted;
   }
-  CUevent begin = TakeEvent(*s);
-  if (begin == nullptr || !Record(*s, begin)) {
-    GiveEvent(*s, begin);
-    s->unmetered = true;
-    return MeterResult::kAdmitted;
+  CUevent begin = nullptr;
+  if (s->chain != nullptr && s->count > 0 && s->ring[(s->head + s->count - 1) % kRing].end == s->chain) {
+    // The segment this call just closed ends where the new one begins (nothing was submitted on
+    // the stream in between): its end event is the new begin, one cuEventRecord per segment.
+    s->ring[(s->head + s->count - 1) % kRing].end_lent = true;
+    begin = s->chain;
+  } else {
+    begin = TakeEvent(*s);
+    if (begin == nullptr || !Record(*s, begin)) {
+      GiveEvent(*s, begin);
+      s->unmetered = true;
+      return MeterResult::kAdmitted;
+    }
   }
+  s->chain = nullptr;
   s->open.begin = begin;
   s->open.kernels = kernels;
   st.pending_kernels += kernels;

@@ -6,10 +6,13 @@
 //
 // How it measures. Launches are grouped into segments per stream. A segment opens with an event
 // recorded before its first launch (`begin`) and closes with one recorded after its last (`end`);
-// both are created with CU_EVENT_BLOCKING_SYNC on the launch's context. A closed segment is read
-// back without blocking: cuEventQuery(end) == CUDA_SUCCESS, then cuEventElapsedTime(begin, end) is
-// the GPU time of its work. `begin` completes only when the stream's earlier work has run, so a
-// gap while the host submitted nothing is not counted. The measured time of every finished segment
+// both are created with CU_EVENT_BLOCKING_SYNC on the launch's context. When the slow path closes a
+// stream's segment and opens the next one on that stream in the same call (nothing submitted in
+// between), the closing `end` is also the new `begin` (it is given back with the later segment).
+// A closed segment is read back without blocking: cuEventElapsedTime(begin, end) is the GPU time of
+// its work, or CUDA_ERROR_NOT_READY while either event has not completed (so no cuEventQuery). A
+// `begin` recorded on its own completes only when the stream's earlier work has run, so a gap while
+// the host submitted nothing (or waited) is not counted: segments are chained only within one call. The measured time of every finished segment
 // is added to the slot's `gpu_ns`; its time per kernel (graphs count their kernel nodes) feeds an
 // EWMA `unit_ns`; until the first sample the node's `kernel_est_ns` (the duration estimate, 1 ms
 // when unset) stands in. That is the only use left for the estimate: a hint for the first lease.
@@ -27,14 +30,19 @@
 // kernels the last slow path allowed before it must look again (what fits in the lease, at most an
 // eighth of a quantum of estimated work, at most 4096). Launches admitted on the credit are added
 // to the segment the credit was granted with (several threads on several streams: approximate per
-// segment, exact in total). The slow path takes a mutex and makes 1-3
-// driver calls per segment (record, query, elapsed), never one per launch.
+// segment, exact in total). The slow path takes a mutex and makes two driver calls per segment in
+// the steady state (one cuEventRecord, one cuEventElapsedTime), never one per launch; besides:
+// cuEventCreate until the stream's event pool is filled, cuStreamIsCapturing only once the process
+// has begun a stream capture (g_capture_begun), and cuEventSynchronize only when its queued work
+// would run past the lease's expiry (at a lease boundary). Counted by tests/shim/launch_path_test.cc
+// (at most one driver call per 1,000 launches besides the launch itself).
 //
 // Worked example (quantum 10 ms, estimate 1 ms, kernels really 4 ms, one stream, lease [0, 10) ms):
 //   launch 1: slow path; no sample yet, unit = 1 ms (the hint); segment 1 opens (begin event),
 //             pending 1 kernel; credit = min((10 - 1) / 1, max(1, 10 / 8 / 1)) = 1 kernel.
 //   launch 2: fast path (credit 1 -> 0).
-//   launch 3: slow path: segment 1 closes with 2 kernels (end event), segment 2 opens; pending 3.
+//   launch 3: slow path: segment 1 closes with 2 kernels (end event), segment 2 opens (its begin
+//             is segment 1's end event: one cuEventRecord); pending 3.
 //   ... launch 10: pending 9 + 1 > 10 ms left -> wait on segment 1's end: done at 8 ms, elapsed
 //             8 ms -> gpu_ns += 8 ms, unit = 4 ms; pending 8 x 4 = 32 ms > 2 ms left -> wait on
 //             segment 2 (done at 16 ms); the lease ended at 10 -> kLeaseLost: the launch waits for
@@ -84,6 +92,11 @@ struct MeterFast {
   std::atomic<int64_t> credit{0};        // kernels admitted before the next slow path
 };
 extern MeterFast g_meter;
+
+// Set (for good) by LaunchGate() when this process begins its first stream capture. Until then no
+// stream can be capturing (every capture begin entry point is hooked), so neither the gate's wait
+// path nor the meter asks the driver (cuStreamIsCapturing).
+extern std::atomic<bool> g_capture_begun;
 
 struct MeterThread {
   uintptr_t stream_key = 0;  // this thread's previous launch: stream (| 1 for a per-thread flavour)

@@ -11,7 +11,8 @@
 //      (TESSERA_SHIM_LEASES, enforce/lease_file.h): the fast path is TryAdmitLaunch — one load of
 //      the board's lease word, a compare with a TSC-based clock (GateNowNs), and the relaxed
 //      counter updates on the tenant's own line. Anything else goes to LaunchGateSlow() (in
-//      shim.cc): the capture check (cuStreamIsCapturing; a capturing stream never waits), the
+//      shim.cc): the capture check (cuStreamIsCapturing, asked only once the process has begun a
+//      capture: g_capture_begun; a capturing stream never waits), the
 //      futex wait (GateLaunch), and the failure policy when the arbiter is dead
 //      (docs/decisions/0002-shim-fail-open-or-closed.md). Capture begins are only counted.
 //
@@ -29,7 +30,11 @@
 // with a per-thread calibration against CLOCK_MONOTONIC (2 ms to calibrate, re-anchored every
 // 100 ms; until calibrated and on other architectures it returns MonotonicNowNs()).
 //
-// Cost: measured by bench/shim_bench.cc, BM_LaunchThroughShim - BM_LaunchDirect.
+// Cost: measured by bench/shim_bench.cc, BM_LaunchThroughShim - BM_LaunchDirect, and with every
+// driver call charged (BM_LaunchThroughShimCharged - BM_LaunchDirectCharged). A held lease on one
+// GPU calls the driver only for the launch itself (the meter: two calls per segment of up to 4,096
+// launches); tests/shim/launch_path_test.cc counts it. A process on several GPUs still asks
+// cuCtxGetDevice per launch (LaunchGateSlow: open, see docs/enforcement-compute.md).
 // Thread-safety: callable from any thread, including after fork() in the child.
 #pragma once
 
@@ -105,6 +110,7 @@ inline void LaunchGate(CountedLaunch kind, cuabi::CUstream stream = nullptr, boo
   if (__builtin_expect(slot == nullptr, 0)) slot = LaunchSlotSlow();
   slot->launches[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);
   if (kind == CountedLaunch::kCaptureBegin) {
+    g_capture_begun.store(true, std::memory_order_release);  // before the driver begins it
     if (g_meter.on.load(std::memory_order_relaxed)) MeterCaptureBegin();
     return;
   }

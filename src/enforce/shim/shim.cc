@@ -908,6 +908,9 @@ CUresult HandleGraphExecDestroy(Fn real, HookId, CUgraphExec exec) {
 // True when `stream` is being captured, or when the driver cannot say (any error, e.g. an
 // implicit-capture conflict or an invalid stream): such a launch must never wait.
 bool StreamCapturing(CUstream stream, bool per_thread) {
+  // No capture has begun in this process (every begin passes LaunchGate): no stream can be
+  // capturing, and the wait path asks the driver nothing.
+  if (!g_capture_begun.load(std::memory_order_acquire)) return false;
   EnsureDriver(false);
   PFN_cuStreamIsCapturing_v10000 query = per_thread && g_is_capturing_ptsz != nullptr ? g_is_capturing_ptsz
                                                                                         : g_is_capturing;

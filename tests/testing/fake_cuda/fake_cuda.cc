@@ -234,6 +234,7 @@ thread_local FakeCtx* t_ctx = nullptr;
 FakeCtx g_primary[kMaxDevices];
 FakePool g_default_pools[kMaxDevices];
 std::atomic<unsigned long long> g_kernel_ns{0};  // simulated duration of one kernel (0: none)
+std::atomic<unsigned long long> g_call_ns{0};    // charged mode: busy-wait this long in every entry point
 
 // All bookkeeping below under one mutex; the real driver is thread-safe too.
 std::mutex& Mu() {
@@ -321,6 +322,7 @@ __attribute__((constructor)) void LoadConfig() {
   g_config.pitch_align = std::max<unsigned long long>(1, EnvU64("TESSERA_FAKE_CUDA_PITCH_ALIGN", 512));
   g_config.queue_depth = std::max<unsigned long long>(1, EnvU64("TESSERA_FAKE_CUDA_QUEUE_DEPTH", 1024));
   g_kernel_ns.store(EnvU64("TESSERA_FAKE_CUDA_KERNEL_NS", 0), std::memory_order_relaxed);
+  g_call_ns.store(EnvU64("TESSERA_FAKE_CUDA_CALL_NS", 0), std::memory_order_relaxed);
   for (int d = 0; d < kMaxDevices; ++d) g_primary[d].device = d;
   if (const char* shared = std::getenv("TESSERA_FAKE_CUDA_SHARED"); shared != nullptr && *shared) {
     int fd = ::open(shared, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
@@ -336,10 +338,24 @@ __attribute__((constructor)) void LoadConfig() {
   if (unsigned long long ms = EnvU64("TESSERA_FAKE_CUDA_LOAD_DELAY_MS", 0); ms > 0) ::usleep(static_cast<useconds_t>(ms * 1000));
 }
 
-// Every entry point starts here: records the call, applies an injected error.
+// Charged mode: spins (no sleep, no yield: a real driver call costs CPU time on the calling
+// thread) until `ns` of CLOCK_MONOTONIC have passed since the entry. The clock read itself costs
+// 20-70 ns on a VM, so a charge is never shorter than about one read.
+__attribute__((noinline)) void Spin(unsigned long long ns) {
+  timespec t0{}, t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t0);
+  const long long start = static_cast<long long>(t0.tv_sec) * 1'000'000'000LL + t0.tv_nsec;
+  do {
+    ::clock_gettime(CLOCK_MONOTONIC, &t);
+  } while (static_cast<long long>(t.tv_sec) * 1'000'000'000LL + t.tv_nsec - start < static_cast<long long>(ns));
+}
+
+// Every entry point starts here: records the call, charges its cost (charged mode), applies an
+// injected error.
 inline bool Enter(FakeId id, CUresult* injected) {
   t_last_call = kSymbolNames[id];
   g_calls[id].fetch_add(1, std::memory_order_relaxed);
+  if (const unsigned long long ns = g_call_ns.load(std::memory_order_relaxed); __builtin_expect(ns != 0, 0)) Spin(ns);
   if (!g_any_injection.load(std::memory_order_relaxed)) return false;
   Injection& inj = g_inject[id];
   int remaining = inj.remaining.load(std::memory_order_acquire);
@@ -679,6 +695,18 @@ unsigned long long tessera_fake_cuda_calls(const char* symbol) {
   int id = symbol ? FindId(symbol) : -1;
   return id < 0 ? 0 : g_calls[id].load(std::memory_order_relaxed);
 }
+
+unsigned long long tessera_fake_cuda_total_calls(void) {
+  unsigned long long total = 0;
+  for (int i = 0; i < kIdCount; ++i) total += g_calls[i].load(std::memory_order_relaxed);
+  return total;
+}
+
+const char* tessera_fake_cuda_entry_name(int index) {
+  return index >= 0 && index < kIdCount ? kSymbolNames[index] : nullptr;
+}
+
+void tessera_fake_cuda_set_call_ns(unsigned long long ns) { g_call_ns.store(ns, std::memory_order_relaxed); }
 
 int tessera_fake_cuda_inject(const char* symbol, int code, int count) {
   int id = symbol ? FindId(symbol) : -1;

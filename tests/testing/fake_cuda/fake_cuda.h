@@ -26,6 +26,12 @@
 //                                     calls return, when the work submitted before them has run
 //   TESSERA_FAKE_CUDA_QUEUE_DEPTH     unfinished launches a stream holds before the next launch blocks
 //                                     the host (default 1024)
+//   TESSERA_FAKE_CUDA_CALL_NS         charged mode: every exported driver entry point busy-waits this
+//                                     many ns on the calling thread before it does anything (default
+//                                     0: free), so that a driver call a wrapper adds costs what a real
+//                                     driver call roughly costs (the H200's launch path: ~100-300 ns
+//                                     per call) and shows in tessera_shim_bench; counts per entry point
+//                                     are kept in either mode (tessera_fake_cuda_calls)
 //
 // Thread-safety: every function may be called from any thread.
 #pragma once
@@ -35,6 +41,13 @@ extern "C" {
 const char* tessera_fake_cuda_last_call(void);
 // Number of calls of the exported entry point `symbol` in this process.
 unsigned long long tessera_fake_cuda_calls(const char* symbol);
+// Calls of every exported entry point together, in this process.
+unsigned long long tessera_fake_cuda_total_calls(void);
+// The name of entry point number `index` (0, 1, ...), or NULL past the last: with
+// tessera_fake_cuda_calls, a test lists which entry points a piece of code called.
+const char* tessera_fake_cuda_entry_name(int index);
+// Charged mode from now on, in this process: every entry point busy-waits `ns` (0: off).
+void tessera_fake_cuda_set_call_ns(unsigned long long ns);
 // Makes `symbol` return `code` for its next `count` calls (count < 0: every call; 0: stop).
 // Returns 0, or -1 if the fake has no such entry point.
 int tessera_fake_cuda_inject(const char* symbol, int code, int count);
