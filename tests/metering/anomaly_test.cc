@@ -86,6 +86,24 @@ TEST(AnomalyDetector, ALevelShiftIsOneEventNotManyAlarms) {
   EXPECT_EQ(f.size(), 1u) << ::testing::PrintToString(f);  // and the new level is learned
 }
 
+TEST(AnomalyDetector, TheWindowedLikelihoodFlagsANoisyRunNoSingleRowExplains) {
+  // Rows 1500..1519 swing +-9 around the cycle: each row's residual z is 3.5 to 5.5, below
+  // threshold_z 10, so the residual alone (method 0) stays quiet; the likelihood's short mean of
+  // the per-row scores stands far above its long window, so method 2 (the default) flags it, once.
+  Series s = Daily(8, 11);
+  for (int i = 1500; i < 1520; ++i) s.rows[i].value += (i % 2 ? 9 : -9);
+  AnomalyOptions residual_only;
+  residual_only.method = 0;
+  EXPECT_THAT(Flagged(DetectAnomalies(s, residual_only)), ::testing::IsEmpty());
+  const std::vector<AnomalyVerdict> v = DetectAnomalies(s, AnomalyOptions{});
+  const std::vector<int> f = Flagged(v);
+  ASSERT_EQ(f.size(), 1u) << ::testing::PrintToString(f);
+  EXPECT_GE(f[0], 1500);
+  EXPECT_LT(f[0], 1520);
+  EXPECT_LT(v[f[0]].z, AnomalyOptions{}.threshold_z);
+  EXPECT_GE(v[f[0]].lz, AnomalyOptions{}.likelihood_z);
+}
+
 TEST(AnomalyDetector, NothingBeforeTheWarmUp) {
   const std::vector<AnomalyVerdict> v = DetectAnomalies(Daily(2, 3, 20), AnomalyOptions{});
   ASSERT_GT(v.size(), static_cast<size_t>(AnomalyOptions{}.warmup_rows));
@@ -98,6 +116,9 @@ TEST(AnomalyOptionsTest, SetByName) {
   EXPECT_EQ(o.level_window, 48);
   ASSERT_TRUE(SetAnomalyOption(&o, "log_values=1").ok());
   EXPECT_TRUE(o.log_values);
+  ASSERT_TRUE(SetAnomalyOption(&o, "method=0").ok());
+  EXPECT_EQ(o.method, 0);
+  EXPECT_THAT(SetAnomalyOption(&o, "method=3").message(), HasSubstr("--set method: "));
   EXPECT_THAT(SetAnomalyOption(&o, "nope=1").message(), HasSubstr("unknown option 'nope'"));
   EXPECT_THAT(SetAnomalyOption(&o, "level_window=1.5").message(), HasSubstr("outside"));
   EXPECT_THAT(SetAnomalyOption(&o, "threshold_z=x").message(), HasSubstr("'x' is not a number"));
