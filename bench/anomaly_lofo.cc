@@ -4,8 +4,8 @@
 //
 //   build/bench/tessera_anomaly_lofo [DATA_DIR]      (default: the checkout's data/nab)
 //
-// For every setting of a small grid (method x threshold x suppression x warm-up x forecast
-// combination x likelihood parameters) the detector flags every file of the subset once. Then,
+// For every setting of a small grid (score: residual z / windowed likelihood / either, with or
+// without the spectral residual, x threshold x suppression x warm-up x forecast combination) the detector flags every file of the subset once. Then,
 // for each of the 5 folders F: the setting with the best NAB standard score over the other 4
 // folders (scoring the flags, threshold 0.5, as the product ships them; primary criterion: NAB's
 // score of the 4 folders pooled; also shown: the mean of their per-folder scores) is chosen, and
@@ -72,27 +72,20 @@ std::vector<Setting> Grid() {
     }
     out.push_back(s);
   };
-  for (const char* method : {"0", "2", "1"}) {
-    const bool likelihood = std::string(method) != "0";
-    const std::vector<std::string> thresholds =
-        std::string(method) == "1" ? std::vector<std::string>{"10"} : std::vector<std::string>{"10", "7", "14"};
-    for (const std::string& t : thresholds)
-      for (const char* suppress : {"250", "150", "500"})
-        for (const char* warmup : {"300", "150"})
-          for (const char* combine : {"1", "2"})
-            for (const char* lz : likelihood ? std::vector<const char*>{"4", "3", "6"} : std::vector<const char*>{"4"})
-              for (const char* shortw : likelihood ? std::vector<const char*>{"10", "30"} : std::vector<const char*>{"10"}) {
-                std::vector<std::string> sets = {std::string("method=") + method, "threshold_z=" + t,
-                                                 std::string("suppress_rows=") + suppress,
-                                                 std::string("warmup_rows=") + warmup,
-                                                 std::string("combine=") + combine};
-                if (likelihood) {
-                  sets.push_back(std::string("likelihood_z=") + lz);
-                  sets.push_back(std::string("likelihood_short=") + shortw);
-                }
-                add(sets);
-              }
-  }
+  // {method, likelihood_z}: the residual alone, residual or likelihood, likelihood alone.
+  const std::vector<std::pair<std::string, std::string>> scores = {
+      {"0", "4"}, {"2", "4"}, {"2", "3"}, {"2", "6"}, {"1", "4"}, {"1", "3"}, {"1", "6"}};
+  for (const auto& [method, lz] : scores)
+    for (const char* sr : {"0", "3", "6"}) {
+      if (method == "1" && std::string(sr) != "0") continue;
+      for (const char* t : method == "1" ? std::vector<const char*>{"10"} : std::vector<const char*>{"10", "7", "14"})
+        for (const char* suppress : {"250", "150", "500"})
+          for (const char* warmup : {"300", "150"})
+            for (const char* combine : {"1", "2"})
+              add({"method=" + method, std::string("threshold_z=") + t, std::string("suppress_rows=") + suppress,
+                   std::string("warmup_rows=") + warmup, std::string("combine=") + combine, "likelihood_z=" + lz,
+                   std::string("spectral_tau=") + sr});
+    }
   return out;
 }
 
@@ -211,13 +204,17 @@ int main(int argc, char** argv) {
     return l;
   };
   std::printf("NAB standard profile, flags (threshold 0.5); held-out folder: score (windows found, FPs)\n");
-  for (const char* m : {"0", "1", "2"}) {
+  const std::pair<const char*, const char*> families[] = {
+      {"forecast-residual z alone", "method=0 "},       {"windowed likelihood alone", "method=1 "},
+      {"residual z or likelihood", "method=2 "},        {"with the spectral residual", "spectral_tau=[36]"}};
+  for (const auto& [title, key] : families) {
     std::vector<size_t> c;
-    for (size_t g = 0; g < grid.size(); ++g)
-      if (grid[g].name.rfind(std::string("method=") + m + " ", 0) == 0) c.push_back(g);
-    const std::string title = std::string("method ") + m +
-                              (m[0] == '0' ? " (forecast-residual z)" : m[0] == '1' ? " (windowed likelihood)" : " (either)");
-    for (bool mean : {true, false}) print(title.c_str(), c, false, mean);
+    for (size_t g = 0; g < grid.size(); ++g) {
+      const std::string& n = grid[g].name;
+      const bool spectral = n.find("spectral_tau=0") == std::string::npos;
+      if (key[0] == 's' ? spectral : (n.rfind(key, 0) == 0 && !spectral)) c.push_back(g);
+    }
+    for (bool mean : {false, true}) print(title, c, false, mean);
   }
   std::vector<size_t> all(grid.size());
   for (size_t g = 0; g < grid.size(); ++g) all[g] = g;

@@ -110,6 +110,7 @@ AnomalyVerdict AnomalyDetector::Step(int64_t time_s, double value) {
   const double season = day_level + offset;
   const double err_level = y - level;
   const double err_season = y - season;
+  const double sr = options_.spectral_tau > 0 ? SpectralResidual(y) : 0;
   double clip = std::numeric_limits<double>::infinity();  // bound of an offset update
   if (rows_ >= options_.warmup_rows && level_errors_.size() >= 16) {
     const double zl = std::abs(err_level) / Scale(level_errors_, level);
@@ -125,7 +126,9 @@ AnomalyVerdict AnomalyDetector::Step(int64_t time_s, double value) {
     v.lz = Likelihood(z / (z + options_.score_z_half));
     const double t = options_.threshold_z;
     const double zlik = t * v.lz / options_.likelihood_z;
-    const double eff = options_.method == 0 ? z : options_.method == 1 ? zlik : std::max(z, zlik);
+    v.sr = sr;
+    double eff = options_.method == 0 ? z : options_.method == 1 ? zlik : std::max(z, zlik);
+    if (options_.spectral_tau > 0) eff = std::max(eff, t * sr / options_.spectral_tau);
     if (rows_ > suppressed_until_) {
       // In [0, 1) as the header says: for a z so large that z / (z + half) rounds to 1 (or an
       // infinite one), the largest double below 1.
@@ -218,7 +221,8 @@ Status SetAnomalyOption(AnomalyOptions* o, std::string_view assignment) {
                              {"season_alpha", &o->season_alpha, 0.001, 1},
                              {"threshold_z", &o->threshold_z, 0.01, 1e9},
                              {"score_z_half", &o->score_z_half, 0.01, 1e9},
-                             {"likelihood_z", &o->likelihood_z, 0.01, 1e9}};
+                             {"likelihood_z", &o->likelihood_z, 0.01, 1e9},
+                             {"spectral_tau", &o->spectral_tau, 0, 1e9}};
   auto range = [&](double lo, double hi) {
     return InvalidArgumentError("--set " + std::string(key) + ": " + std::to_string(v) + " is outside [" +
                                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
@@ -243,7 +247,7 @@ Status SetAnomalyOption(AnomalyOptions* o, std::string_view assignment) {
   return InvalidArgumentError("--set: unknown option '" + std::string(key) +
                               "' (known: warmup_rows, level_window, scale_window, scale_quantile, min_scale_rel, "
                               "seasonal, season_alpha, combine, log_values, threshold_z, score_z_half, suppress_rows, "
-                              "method, likelihood_window, likelihood_short, likelihood_z)");
+                              "method, likelihood_window, likelihood_short, likelihood_z, spectral_tau)");
 }
 
 std::vector<AnomalyVerdict> DetectAnomalies(const Series& series, const AnomalyOptions& options) {

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -102,6 +103,26 @@ TEST(AnomalyDetector, TheWindowedLikelihoodFlagsANoisyRunNoSingleRowExplains) {
   EXPECT_LT(f[0], 1520);
   EXPECT_LT(v[f[0]].z, AnomalyOptions{}.threshold_z);
   EXPECT_GE(v[f[0]].lz, AnomalyOptions{}.likelihood_z);
+}
+
+TEST(AnomalyDetector, TheSpectralResidualIsOffByDefaultAndOnline) {
+  // spectral_tau 0 (the default: the cross-validation never chose it, docs/anomaly.md) computes
+  // nothing; with it on, each verdict still depends on its row and the earlier ones only.
+  const Series whole = Daily(6, 7, 1000, 1300);
+  for (const AnomalyVerdict& v : DetectAnomalies(whole, AnomalyOptions{})) ASSERT_EQ(v.sr, 0);
+  AnomalyOptions o;
+  o.spectral_tau = 3;
+  const std::vector<AnomalyVerdict> all = DetectAnomalies(whole, o);
+  double top = 0;
+  for (const AnomalyVerdict& v : all) top = std::max(top, v.sr);
+  EXPECT_GT(top, 0);
+  Series prefix;
+  prefix.rows.assign(whole.rows.begin(), whole.rows.begin() + 1100);
+  const std::vector<AnomalyVerdict> part = DetectAnomalies(prefix, o);
+  for (size_t i = 0; i < part.size(); ++i) {
+    ASSERT_EQ(part[i].sr, all[i].sr) << i;
+    ASSERT_EQ(part[i].flagged, all[i].flagged) << i;
+  }
 }
 
 TEST(AnomalyDetector, NothingBeforeTheWarmUp) {

@@ -33,6 +33,9 @@
 //      effective z >= threshold_z, and after a flag the next `suppress_rows` rows are not flagged
 //      and score 0 (one alarm per event: NAB rewards the first detection in a window and charges
 //      every false one).
+//   5. With spectral_tau > 0, a spectral-residual score (Ren et al. 2019; anomaly_spectral.cc
+//      has the steps and a worked example) also flags: the effective z becomes
+//      max(effective z, threshold_z * ratio / spectral_tau).
 //
 // Worked example (level only, level_window 5, suppress 0): values 10 10 11 10 10 | 30. The
 // forecast for 30 is median(10 10 11 10 10) = 10, the error 20; with a scale of 0.5 (the quantile
@@ -77,12 +80,14 @@ struct AnomalyOptions {
   int likelihood_window = 1000;    // past per-row scores the likelihood's mean and sd come from
   int likelihood_short = 10;       // recent per-row scores averaged
   double likelihood_z = 4.0;       // flag at lz >= this (methods 1 and 2)
+  double spectral_tau = 0;         // > 0: also flag at spectral-residual ratio >= this (step 5)
 };
 
 struct AnomalyVerdict {
   double score = 0;    // in [0, 1); 0 during warm-up and suppression
   double z = 0;        // the robust z of the forecast residual
   double lz = 0;       // the windowed likelihood's z (0 until its window has 100 rows)
+  double sr = 0;       // the spectral-residual ratio (computed only when spectral_tau > 0)
   bool flagged = false;
   double expected = 0;  // the forecast the row was compared with (in value units)
 };
@@ -141,6 +146,10 @@ class AnomalyDetector {
   std::deque<double> short_r_;
   double short_sum_ = 0;
   double Likelihood(double r);  // lz of r, then folds r into the windows
+  // the spectral residual (anomaly_spectral.cc): the last values and the last saliencies
+  std::deque<double> sr_values_;
+  std::deque<double> sr_recent_;
+  double SpectralResidual(double y);  // the ratio of the row with value y, then folds it in
 };
 
 // Sets one option from "name=value" (the names of AnomalyOptions' fields; `tessera anomalies
