@@ -110,6 +110,7 @@ AnomalyVerdict AnomalyDetector::Step(int64_t time_s, double value) {
   const double season = day_level + offset;
   const double err_level = y - level;
   const double err_season = y - season;
+  const double sr = options_.spectral_tau > 0 ? SpectralResidual(y) : 0;
   double clip = std::numeric_limits<double>::infinity();  // bound of an offset update
   if (rows_ >= options_.warmup_rows && level_errors_.size() >= 16) {
     const double zl = std::abs(err_level) / Scale(level_errors_, level);
@@ -122,12 +123,18 @@ AnomalyVerdict AnomalyDetector::Step(int64_t time_s, double value) {
       if ((options_.combine == 0) == (zs > zl)) v.expected = Untransform(season);
     }
     v.z = z;
+    v.lz = Likelihood(z / (z + options_.score_z_half));
+    const double t = options_.threshold_z;
+    const double zlik = t * v.lz / options_.likelihood_z;
+    v.sr = sr;
+    double eff = options_.method == 0 ? z : options_.method == 1 ? zlik : std::max(z, zlik);
+    if (options_.spectral_tau > 0) eff = std::max(eff, t * sr / options_.spectral_tau);
     if (rows_ > suppressed_until_) {
       // In [0, 1) as the header says: for a z so large that z / (z + half) rounds to 1 (or an
       // infinite one), the largest double below 1.
-      const double score = z / (z + options_.score_z_half);
+      const double score = eff > 0 ? eff / (eff + options_.score_z_half) : 0;
       v.score = std::isfinite(score) && score < 1 ? score : std::nextafter(1.0, 0.0);
-      if (z >= options_.threshold_z) {
+      if (eff >= t) {
         v.flagged = true;
         suppressed_until_ = rows_ + options_.suppress_rows;
       }
@@ -150,6 +157,32 @@ AnomalyVerdict AnomalyDetector::Step(int64_t time_s, double value) {
   }
   ++rows_;
   return v;
+}
+
+double AnomalyDetector::Likelihood(double r) {
+  if (!std::isfinite(r)) r = 1;
+  short_r_.push_back(r);
+  short_sum_ += r;
+  if (static_cast<int>(short_r_.size()) > options_.likelihood_short) {
+    short_sum_ -= short_r_.front();
+    short_r_.pop_front();
+  }
+  double lz = 0;
+  const double n = static_cast<double>(long_r_.size());
+  if (long_r_.size() >= 100) {
+    const double mean = long_sum_ / n;
+    const double sd = std::max(std::sqrt(std::max(long_sum2_ / n - mean * mean, 0.0)), 0.02);
+    lz = std::max((short_sum_ / static_cast<double>(short_r_.size()) - mean) / sd, 0.0);
+  }
+  long_r_.push_back(r);
+  long_sum_ += r;
+  long_sum2_ += r * r;
+  if (static_cast<int>(long_r_.size()) > options_.likelihood_window) {
+    long_sum_ -= long_r_.front();
+    long_sum2_ -= long_r_.front() * long_r_.front();
+    long_r_.pop_front();
+  }
+  return lz;
 }
 
 namespace {
@@ -179,12 +212,17 @@ Status SetAnomalyOption(AnomalyOptions* o, std::string_view assignment) {
                            {"level_window", &o->level_window, 1, 100000},
                            {"scale_window", &o->scale_window, 16, 100000},
                            {"combine", &o->combine, 0, 2},
-                           {"suppress_rows", &o->suppress_rows, 0, 1000000}};
+                           {"suppress_rows", &o->suppress_rows, 0, 1000000},
+                           {"method", &o->method, 0, 2},
+                           {"likelihood_window", &o->likelihood_window, 100, 100000},
+                           {"likelihood_short", &o->likelihood_short, 1, 10000}};
   const RealField reals[] = {{"scale_quantile", &o->scale_quantile, 0.05, 0.99},
                              {"min_scale_rel", &o->min_scale_rel, 0, 1},
                              {"season_alpha", &o->season_alpha, 0.001, 1},
                              {"threshold_z", &o->threshold_z, 0.01, 1e9},
-                             {"score_z_half", &o->score_z_half, 0.01, 1e9}};
+                             {"score_z_half", &o->score_z_half, 0.01, 1e9},
+                             {"likelihood_z", &o->likelihood_z, 0.01, 1e9},
+                             {"spectral_tau", &o->spectral_tau, 0, 1e9}};
   auto range = [&](double lo, double hi) {
     return InvalidArgumentError("--set " + std::string(key) + ": " + std::to_string(v) + " is outside [" +
                                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
@@ -208,7 +246,8 @@ Status SetAnomalyOption(AnomalyOptions* o, std::string_view assignment) {
   }
   return InvalidArgumentError("--set: unknown option '" + std::string(key) +
                               "' (known: warmup_rows, level_window, scale_window, scale_quantile, min_scale_rel, "
-                              "seasonal, season_alpha, combine, log_values, threshold_z, score_z_half, suppress_rows)");
+                              "seasonal, season_alpha, combine, log_values, threshold_z, score_z_half, suppress_rows, "
+                              "method, likelihood_window, likelihood_short, likelihood_z, spectral_tau)");
 }
 
 std::vector<AnomalyVerdict> DetectAnomalies(const Series& series, const AnomalyOptions& options) {

@@ -111,7 +111,8 @@ std::string Bars(const std::string& title, const std::vector<std::string>& names
 }
 
 // A line chart of allocation per hour (two series) and a bar chart of mean wait per tenant.
-std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlohmann::json& params) {
+std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlohmann::json& params,
+                 const std::string& sections) {
   std::string h = "<!doctype html><html><head><meta charset=\"utf-8\"><title>tessera: dedicated vs "
                   "shared</title><style>body{font-family:sans-serif;margin:2em;max-width:1000px}"
                   "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;"
@@ -195,7 +196,7 @@ std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlo
     row(bucket, it == d.jain_loss_by_smallest_waiting_job.end() ? 0.0 : it->second, v, "%.1f");
   }
   h += "</table>";
-  h += "</body></html>\n";
+  h += sections + "</body></html>\n";
   return h;
 }
 
@@ -394,8 +395,8 @@ std::string RenderDedicatedVsSharedJson(const DedicatedVsSharedResult& r) {
   return j.dump(2) + "\n";
 }
 
-std::string RenderDedicatedVsSharedHtml(const DedicatedVsSharedResult& r) {
-  return Html(r.dedicated, r.shared, Params(r));
+std::string RenderDedicatedVsSharedHtml(const DedicatedVsSharedResult& r, const std::string& sections) {
+  return Html(r.dedicated, r.shared, Params(r), sections);
 }
 
 }  // namespace tessera::sim

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "tests/testing/cli_test_util.h"
@@ -184,6 +185,50 @@ TEST(ScenarioCli, BadQuotaFileListsEveryProblemAndExitsTwo) {
   r = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --quotas /nonexistent.yaml");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("cannot read quota file"));
+}
+
+TEST(ScenarioCli, TheReportHasInvoiceAnomalyAndForecastSections) {
+  // The HTML report bills the scenario's ledger (one invoice row per tenant in it), runs the
+  // anomaly detector over each tenant's hourly GPUs and forecasts the demand with its interval.
+  // Failed before: the page had none of the three sections.
+  TempDir dir;
+  CommandResult r = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --html r.html --ledger l.jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string page = testing::ReadTextFile(dir.File("r.html"));
+  const size_t invoices = page.find("<h2 id=\"invoices\">"), anomalies = page.find("<h2 id=\"anomalies\">"),
+               forecast = page.find("<h2 id=\"forecast\">");
+  ASSERT_NE(invoices, std::string::npos);
+  ASSERT_NE(anomalies, std::string::npos);
+  ASSERT_NE(forecast, std::string::npos);
+  EXPECT_LT(invoices, anomalies);
+  EXPECT_LT(anomalies, forecast);
+  const std::string invoice_part = page.substr(invoices, anomalies - invoices);
+  EXPECT_THAT(invoice_part, HasSubstr("Invoices per tenant (2026-11, USD)"));
+  EXPECT_THAT(invoice_part, HasSubstr("metered total"));
+  std::ifstream ledger(dir.File("l.jsonl"));
+  std::set<std::string> tenants;
+  for (std::string line; std::getline(ledger, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("tenant")) tenants.insert(j.at("tenant").get<std::string>());
+  }
+  ASSERT_GT(tenants.size(), 3u);
+  for (const std::string& t : tenants) EXPECT_THAT(invoice_part, HasSubstr("<tr><td>" + t + "</td>")) << t;
+  const std::string anomaly_part = page.substr(anomalies, forecast - anomalies);
+  EXPECT_THAT(anomaly_part, HasSubstr("<svg"));
+  EXPECT_THAT(anomaly_part, HasSubstr(" flag(s) over " + std::to_string(tenants.size()) + " tenants and 168 hours"));
+  const std::string forecast_part = page.substr(forecast);
+  EXPECT_THAT(forecast_part, HasSubstr("next 48 hours"));
+  EXPECT_THAT(forecast_part, HasSubstr("<polygon class=\"interval\""));
+  EXPECT_THAT(forecast_part, HasSubstr("Forecast peak "));
+  // A plan that cannot be read, or does not price the ledger's models, is bad input naming it.
+  CommandResult bad = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --html x.html --price-plan none.yaml");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--price-plan: cannot read 'none.yaml'"));
+  std::ofstream(dir.File("plan.yaml")) << "currency: USD\nprices:\n  T4: {gpu_hour: 0.35}\n";
+  bad = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --html x.html --price-plan plan.yaml");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("plan.yaml"));
+  EXPECT_THAT(bad.err, HasSubstr("G2"));
 }
 
 }  // namespace

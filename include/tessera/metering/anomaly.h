@@ -20,17 +20,36 @@
 //      smaller of the two (an anomaly is a value neither forecast explains; a square wave or a
 //      daily cycle is explained by the seasonal one, a level shift by the level one once it has
 //      moved).
-//   3. score = z / (z + score_z_half) in [0, 1); a row is flagged when z >= threshold_z, and
-//      after a flag the next `suppress_rows` rows are not flagged and score 0 (one alarm per
-//      event: NAB rewards the first detection in a window and charges every false one).
+//   3. A windowed likelihood of the residual (Numenta's "anomaly likelihood", made robust to the
+//      score's bounded range): r = z / (z + score_z_half) per row; the mean of the last
+//      `likelihood_short` r against the mean and standard deviation (floored at 0.02) of the
+//      `likelihood_window` r before them gives lz = (short mean - long mean) / sd. A run of
+//      moderately large errors (a drift, a noisier regime) that no single row makes anomalous
+//      raises lz; a lone spike barely moves it.
+//   4. `method` picks what flags: 0 the residual z alone, 1 lz alone, 2 both (each against its own
+//      threshold). The row's effective z is threshold_z * max(z / threshold_z, lz / likelihood_z)
+//      (method 2), z (method 0) or threshold_z * lz / likelihood_z (method 1);
+//      score = effective z / (effective z + score_z_half) in [0, 1); a row is flagged when the
+//      effective z >= threshold_z, and after a flag the next `suppress_rows` rows are not flagged
+//      and score 0 (one alarm per event: NAB rewards the first detection in a window and charges
+//      every false one).
+//   5. With spectral_tau > 0, a spectral-residual score (Ren et al. 2019; anomaly_spectral.cc
+//      has the steps and a worked example) also flags: the effective z becomes
+//      max(effective z, threshold_z * ratio / spectral_tau).
 //
 // Worked example (level only, level_window 5, suppress 0): values 10 10 11 10 10 | 30. The
 // forecast for 30 is median(10 10 11 10 10) = 10, the error 20; with a scale of 0.5 (the quantile
 // of earlier errors, floored at min_scale_rel * level) z = 40 >= threshold_z = 10, so the row is
 // flagged with score 40 / (40 + 10) = 0.8.
 //
-// The defaults were tuned on half of the NAB subset (data/nab/labels/split_a.json) and checked
-// on the other half (docs/anomaly.md).
+// Worked example (likelihood, likelihood_short 2): the long window's r have mean 0.20 and sd 0.05;
+// the last two rows' r are 0.40 and 0.50 (z 6.7 and 10 with score_z_half 10: neither flags on
+// its own at threshold_z 10.5) -> lz = (0.45 - 0.20) / 0.05 = 5 >= likelihood_z 4, so with
+// method 2 the effective z is 10.5 * max(10 / 10.5, 5 / 4) = 13.1 and the row is flagged.
+//
+// The method and its few parameters are chosen by leave-one-folder-out cross-validation over the
+// NAB subset's folders (bench/anomaly_lofo.cc; docs/anomaly.md has the per-folder table): the
+// defaults are the setting the training folds agree on, never the best on the whole subset.
 #pragma once
 
 #include <cstdint>
@@ -57,11 +76,18 @@ struct AnomalyOptions {
   double threshold_z = 10.0;       // flag at z >= this
   double score_z_half = 10.0;       // z at which the score is 0.5
   int suppress_rows = 250;         // rows after a flag that are not flagged
+  int method = 2;                  // 0: residual z, 1: windowed likelihood, 2: either (step 4)
+  int likelihood_window = 1000;    // past per-row scores the likelihood's mean and sd come from
+  int likelihood_short = 10;       // recent per-row scores averaged
+  double likelihood_z = 4.0;       // flag at lz >= this (methods 1 and 2)
+  double spectral_tau = 0;         // > 0: also flag at spectral-residual ratio >= this (step 5)
 };
 
 struct AnomalyVerdict {
   double score = 0;    // in [0, 1); 0 during warm-up and suppression
-  double z = 0;        // the robust z the score comes from
+  double z = 0;        // the robust z of the forecast residual
+  double lz = 0;       // the windowed likelihood's z (0 until its window has 100 rows)
+  double sr = 0;       // the spectral-residual ratio (computed only when spectral_tau > 0)
   bool flagged = false;
   double expected = 0;  // the forecast the row was compared with (in value units)
 };
@@ -114,6 +140,16 @@ class AnomalyDetector {
   std::vector<char> bin_seen_;
   SortedWindow level_errors_;
   SortedWindow season_errors_;
+  // the windowed likelihood: per-row scores r, long (with running sums) and short
+  std::deque<double> long_r_;
+  double long_sum_ = 0, long_sum2_ = 0;
+  std::deque<double> short_r_;
+  double short_sum_ = 0;
+  double Likelihood(double r);  // lz of r, then folds r into the windows
+  // the spectral residual (anomaly_spectral.cc): the last values and the last saliencies
+  std::deque<double> sr_values_;
+  std::deque<double> sr_recent_;
+  double SpectralResidual(double y);  // the ratio of the row with value y, then folds it in
 };
 
 // Sets one option from "name=value" (the names of AnomalyOptions' fields; `tessera anomalies

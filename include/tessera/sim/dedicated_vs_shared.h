@@ -95,7 +95,8 @@ std::string RenderDedicatedVsSharedTable(const DedicatedVsSharedResult& result);
 // {"scenario": parameters, "dedicated": metrics, "shared": metrics, "allocation_upper_bound_pct",
 //  "checks"}, indented by 2, with a final newline.
 std::string RenderDedicatedVsSharedJson(const DedicatedVsSharedResult& result);
-// A standalone HTML page: the metric table, allocation per hour, per-tenant waits and shares.
-std::string RenderDedicatedVsSharedHtml(const DedicatedVsSharedResult& result);
+// A standalone HTML page: the metric table, allocation per hour, per-tenant waits and shares, then
+// `sections` (HTML, e.g. sim/metering_report.h's invoice, anomaly and forecast sections).
+std::string RenderDedicatedVsSharedHtml(const DedicatedVsSharedResult& result, const std::string& sections = "");
 
 }  // namespace tessera::sim

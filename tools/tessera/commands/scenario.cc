@@ -2,9 +2,12 @@
 
 #include <climits>
 #include <cstdint>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "tessera/core/gpu_model.h"
+#include "tessera/sim/metering_report.h"
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
 
@@ -72,6 +75,9 @@ void AddScenarioFlags(CLI::App* cmd, ScenarioFlags* f) {
   cmd->add_option("--seed", f->spec.seed, "Scenario: seed of the tenant and QoS draw (default 42)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{INT64_MAX}));
   cmd->add_option("--placement", f->spec.placement, "Scenario: placement policy (default tessera)");
+  cmd->add_option("--price-plan", f->price_plan,
+                  "Scenario: price plan (YAML) the HTML report's invoice section bills the ledger with "
+                  "(default: data/examples/price-plan.yaml)");
   cmd->add_option("--ledger", f->ledger, "Scenario: write the workload's usage ledger (JSON lines, docs/metering.md) to this file ('-': stdout)");
 }
 
@@ -81,13 +87,22 @@ int RunScenario(const ScenarioFlags& f, const ScenarioShared& shared) {
   }
   if (shared.pods.size() > 1) return Fail("simulate", "--pods: --scenario takes one pod list", kExitBadInput);
   const std::string data = DataDir();
+  const std::string plan_path = f.price_plan.empty() ? data + "/examples/price-plan.yaml" : f.price_plan;
   sim::DedicatedVsSharedSpec spec = f.spec;
   spec.quotas_path = f.quotas.empty() ? data + "/scenarios/quotas-default.yaml" : f.quotas;
   spec.nodes_path = shared.nodes.empty() ? data + "/alibaba-gpu-2023/csv/openb_node_list_gpu_node.csv" : shared.nodes;
   spec.pods_path = shared.pods.empty() ? data + "/alibaba-gpu-2023/csv/openb_pod_list_default.csv" : shared.pods[0];
   spec.app_skew_path = data + "/tenants/dlrm-app-skew.csv";
   spec.app_arrivals_path = data + "/tenants/dlrm-app-arrivals.csv";
-  spec.ledger = !f.ledger.empty();
+  spec.ledger = !f.ledger.empty() || !shared.html_out.empty();  // the report bills the ledger
+  std::string plan_text;
+  if (!shared.html_out.empty()) {
+    std::ifstream in(plan_path, std::ios::binary);
+    if (!in) return Fail("simulate", "--price-plan: cannot read '" + plan_path + "'", kExitBadInput);
+    std::ostringstream text;
+    text << in.rdbuf();
+    plan_text = text.str();
+  }
   auto r = sim::RunDedicatedVsShared(spec, GpuModelCatalog::Builtin(), shared.quiet ? nullptr : &std::cerr);
   if (!r.ok()) return Fail("simulate", r.status(), kExitBadInput);
   if (shared.json_out != "-") std::cout << sim::RenderDedicatedVsSharedTable(*r) << std::flush;
@@ -97,7 +112,9 @@ int RunScenario(const ScenarioFlags& f, const ScenarioShared& shared) {
     }
   }
   if (!shared.html_out.empty()) {
-    if (Status s = WriteOutput(shared.html_out, sim::RenderDedicatedVsSharedHtml(*r)); !s.ok()) {
+    auto sections = sim::RenderMeteringSectionsHtml(r->ledger, plan_text, plan_path, GpuModelCatalog::Builtin());
+    if (!sections.ok()) return Fail("simulate", sections.status(), kExitBadInput);
+    if (Status s = WriteOutput(shared.html_out, sim::RenderDedicatedVsSharedHtml(*r, *sections)); !s.ok()) {
       return Fail("simulate", s, kExitFailure);
     }
   }

@@ -14,6 +14,7 @@ struct ScenarioFlags {
   std::string name;                  // set: run the scenario instead of the placement replay
   std::string quotas;                // default: data/scenarios/quotas-default.yaml
   std::string ledger;                // "" = none: where the scenario's usage ledger goes
+  std::string price_plan;            // the report's invoices; default: data/examples/price-plan.yaml
   sim::DedicatedVsSharedSpec spec;   // the options; paths filled in by RunScenario
 };
 
@@ -34,7 +35,7 @@ inline const char* const kScenarioOnlyFlags[] = {
     "--tenant-arrivals", "--guaranteed-fraction", "--best-effort-fraction", "--min-runtime", "--half-life",
     "--checkpoint-interval", "--fair-share-max-victim-run", "--fair-share-rule", "--fair-share-defrag",
     "--no-clearable-nodes", "--seed", "--placement", "--service-qos", "--service-startup",
-    "--ledger"};
+    "--ledger", "--price-plan"};
 
 // Runs it; `check` exits 1 unless the done-when criteria of the multi-tenancy issue hold.
 int RunScenario(const ScenarioFlags& flags, const ScenarioShared& shared);

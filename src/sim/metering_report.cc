@@ -1,0 +1,199 @@
+#include "tessera/sim/metering_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "tessera/metering/anomaly_series.h"
+#include "tessera/metering/capacity_plan.h"
+#include "tessera/metering/civil_time.h"
+#include "tessera/metering/forecast.h"
+#include "tessera/metering/invoice.h"
+#include "tessera/metering/ledger_file.h"
+#include "tessera/metering/money.h"
+#include "tessera/metering/price_plan.h"
+
+namespace tessera::sim {
+namespace {
+
+constexpr int kW = 900, kH = 260, kL = 50, kB = 30;  // the report's line-chart frame
+
+std::string Fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string Escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
+}
+
+std::string InvoiceSection(const metering::InvoiceRun& run) {
+  std::string h = "<h2 id=\"invoices\">Invoices per tenant (" + Escape(run.period.name) + ", " +
+                  Escape(run.currency) + ")</h2>";
+  if (!run.complete) {
+    h += "<p>Partial month: observed " + metering::FormatUtc(run.observed_start) + " to " +
+         metering::FormatUtc(run.observed_end) + "; idle capacity and reservations are billed for those hours only.</p>";
+  }
+  h += "<table><tr><th>account</th><th>organisation / team</th><th>usage</th><th>idle capacity and "
+       "reservations</th><th>credits</th><th>total</th></tr>";
+  for (const metering::Invoice& inv : run.invoices) {
+    metering::Micro usage = 0, fixed = 0, credits = 0;
+    for (const metering::InvoiceLine& l : inv.lines) {
+      if (l.charge_category == "Credit") credits += l.amount_micro;
+      else if (l.resource == "idle" || l.resource == "reservation") fixed += l.amount_micro;
+      else usage += l.amount_micro;
+    }
+    h += "<tr><td>" + Escape(inv.tenant) + "</td><td>" + Escape(inv.organisation) + " / " + Escape(inv.team) +
+         "</td><td>" + metering::FormatMicro(usage) + "</td><td>" + metering::FormatMicro(fixed) + "</td><td>" +
+         metering::FormatMicro(credits) + "</td><td>" + metering::FormatMicro(inv.total_micro) + "</td></tr>";
+  }
+  h += "<tr><th>metered total</th><td></td><td></td><td></td><td></td><th>" +
+       metering::FormatMicro(run.metered_total_micro) + "</th></tr></table>";
+  for (const std::string& n : run.notes) h += "<p>" + Escape(n) + "</p>";
+  return h;
+}
+
+struct TenantSeries {
+  std::string tenant;
+  std::vector<double> gpus;  // per hour from the ledger's first hour
+};
+
+// GPUs allocated per hour per tenant, hours [start, end) of the observed span.
+std::vector<TenantSeries> TenantHours(const metering::Ledger& ledger, int64_t start, int hours) {
+  std::map<std::string, std::vector<double>> by;
+  const std::vector<metering::SourceKey>& sources = ledger.sources();
+  for (const metering::HourlyRecord& r : ledger.Records()) {
+    std::vector<double>& v = by[sources[r.source].tenant];
+    v.resize(static_cast<size_t>(hours), 0.0);
+    const int64_t i = (r.hour - start) / metering::kSecondsPerHour;
+    if (i >= 0 && i < hours) v[static_cast<size_t>(i)] += static_cast<double>(r.gpu_milli_s_allocated) / 3.6e6;
+  }
+  std::vector<TenantSeries> out;
+  for (auto& [t, v] : by) out.push_back({t, std::move(v)});
+  return out;
+}
+
+std::string AnomalySection(const std::vector<TenantSeries>& tenants, int64_t start, int hours) {
+  std::string h = "<h2 id=\"anomalies\">Anomalies: GPUs allocated per tenant per hour</h2><p>The online "
+                  "detector (docs/anomaly.md) over each tenant's GPUs allocated per hour; hourly settings: "
+                  "the first 48 hours are its warm-up, at most one alarm per tenant per 24 hours.</p>";
+  const int lane = 16, LW = 120;
+  const int SH = static_cast<int>(tenants.size()) * lane + 24;
+  std::string svg = "<svg width=\"" + std::to_string(kW) + "\" height=\"" + std::to_string(SH) + "\" role=\"img\">";
+  std::string table = "<table><tr><th>tenant</th><th>hour (UTC)</th><th>GPUs</th><th>reason</th></tr>";
+  size_t flags = 0;
+  const double span = std::max(1, hours - 1);
+  for (size_t t = 0; t < tenants.size(); ++t) {
+    const double y = static_cast<double>(t) * lane + lane / 2.0;
+    svg += "<text x=\"0\" y=\"" + Fmt("%.0f", y + 4) + "\" font-size=\"11\">" + Escape(tenants[t].tenant) +
+           "</text><line x1=\"" + std::to_string(LW) + "\" x2=\"" + std::to_string(kW - 10) + "\" y1=\"" +
+           Fmt("%.1f", y) + "\" y2=\"" + Fmt("%.1f", y) + "\" stroke=\"#eee\"/>";
+    metering::AnomalyDetector detector(HourlyAnomalyOptions());
+    for (int i = 0; i < hours; ++i) {
+      const double value = tenants[t].gpus[static_cast<size_t>(i)];
+      const int64_t hour = start + int64_t{i} * metering::kSecondsPerHour;
+      const metering::AnomalyVerdict v = detector.Step(hour, value);
+      if (!v.flagged) continue;
+      ++flags;
+      const std::string reason = std::string(value > v.expected ? "above" : "below") + " expected " +
+                                 Fmt("%.3g", v.expected) + " GPUs (robust z " + Fmt("%.1f", v.z) +
+                                 ", likelihood z " + Fmt("%.1f", v.lz) + ")";
+      svg += "<circle cx=\"" + Fmt("%.1f", LW + (kW - LW - 10) * i / span) + "\" cy=\"" + Fmt("%.1f", y) +
+             "\" r=\"4\" fill=\"#d62728\"><title>" + Escape(tenants[t].tenant) + " " + metering::FormatUtc(hour) +
+             ": " + Fmt("%.3g", value) + " GPUs, " + reason + "</title></circle>";
+      table += "<tr><td>" + Escape(tenants[t].tenant) + "</td><td>" + metering::FormatUtc(hour) + "</td><td>" +
+               Fmt("%.3g", value) + "</td><td>" + reason + "</td></tr>";
+    }
+  }
+  svg += "<text x=\"" + std::to_string(LW) + "\" y=\"" + std::to_string(SH - 6) + "\" font-size=\"11\">hour 0 … " +
+         std::to_string(hours) + " — a red mark per flag (hover: the reason)</text></svg>";
+  h += svg + "<p>" + std::to_string(flags) + " flag(s) over " + std::to_string(tenants.size()) + " tenants and " +
+       std::to_string(hours) + " hours.</p>";
+  if (flags > 0) h += table + "</table>";
+  return h;
+}
+
+std::string ForecastSection(const std::vector<double>& history, int horizon) {
+  const metering::Forecast f = metering::ForecastHourly(std::span<const double>(history), horizon);
+  double top = 1e-9;
+  for (double v : history) top = std::max(top, v);
+  for (double v : f.upper) top = std::max(top, v);
+  const size_t n = history.size() + f.values.size();
+  auto x = [&](size_t i) { return kL + (kW - kL - 10) * static_cast<double>(i) / std::max<size_t>(1, n - 1); };
+  auto y = [&](double v) { return (kH - kB) - (kH - kB - 10) * v / top; };
+  auto poly = [&](const std::vector<double>& v, size_t from, const char* color) {
+    std::string p = "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"1.5\" points=\"";
+    for (size_t i = 0; i < v.size(); ++i) p += Fmt("%.1f", x(from + i)) + "," + Fmt("%.1f", y(v[i])) + " ";
+    return p + "\"/>";
+  };
+  std::string h = "<h2 id=\"forecast\">Demand forecast: GPUs allocated per hour, next " + std::to_string(horizon) +
+                  " hours</h2><svg width=\"" + std::to_string(kW) + "\" height=\"" + std::to_string(kH) +
+                  "\" role=\"img\">";
+  for (int q = 0; q <= 4; ++q) {
+    const double v = top * q / 4;
+    h += "<line x1=\"" + std::to_string(kL) + "\" x2=\"" + std::to_string(kW - 10) + "\" y1=\"" + Fmt("%.1f", y(v)) +
+         "\" y2=\"" + Fmt("%.1f", y(v)) + "\" stroke=\"#eee\"/><text x=\"5\" y=\"" + Fmt("%.1f", y(v) + 4) +
+         "\" font-size=\"11\">" + Fmt("%.3g", v) + "</text>";
+  }
+  std::string band = "<polygon class=\"interval\" fill=\"#1f77b4\" fill-opacity=\"0.2\" stroke=\"none\" points=\"";
+  for (size_t i = 0; i < f.upper.size(); ++i) band += Fmt("%.1f", x(history.size() + i)) + "," + Fmt("%.1f", y(f.upper[i])) + " ";
+  for (size_t i = f.lower.size(); i-- > 0;) band += Fmt("%.1f", x(history.size() + i)) + "," + Fmt("%.1f", y(f.lower[i])) + " ";
+  h += band + "\"/>" + poly(history, 0, "#1f77b4") + poly(f.values, history.size(), "#333");
+  h += "<text x=\"" + std::to_string(kL) + "\" y=\"" + std::to_string(kH - 8) + "\" font-size=\"11\">hour 0 … " +
+       std::to_string(n) + " — blue: history, black: forecast, band: 90 % interval</text></svg>";
+  double peak = 0, peak_upper = 0;
+  for (size_t i = 0; i < f.values.size(); ++i) peak = std::max(peak, f.values[i]), peak_upper = std::max(peak_upper, f.upper[i]);
+  std::string methods;
+  for (const std::string& m : f.methods) methods += (methods.empty() ? "" : ", ") + m;
+  h += "<p>Forecast peak " + Fmt("%.1f", peak) + " GPUs (upper bound " + Fmt("%.1f", peak_upper) + ") from " +
+       std::to_string(history.size()) + " hours of history; methods averaged: " + Escape(methods) + ".</p>";
+  return h;
+}
+
+}  // namespace
+
+metering::AnomalyOptions HourlyAnomalyOptions() {
+  metering::AnomalyOptions o;
+  o.warmup_rows = 48;
+  o.suppress_rows = 24;
+  return o;
+}
+
+StatusOr<std::string> RenderMeteringSectionsHtml(std::string_view ledger_jsonl, std::string_view plan_yaml,
+                                                 std::string_view plan_source, const GpuModelCatalog& catalog,
+                                                 int horizon_hours) {
+  TESSERA_ASSIGN_OR_RETURN(metering::LedgerFile ledger, metering::ParseLedgerJsonl(ledger_jsonl, "ledger", catalog));
+  TESSERA_ASSIGN_OR_RETURN(metering::PricePlan plan, metering::ParsePricePlanYaml(plan_yaml, plan_source, catalog));
+  const std::vector<metering::HourlyRecord> records = ledger.ledger.Records();
+  if (records.empty()) return std::string("<h2 id=\"invoices\">Invoices</h2><p>The ledger is empty.</p>");
+  metering::InvoiceOptions options;
+  std::tie(options.observed_start, options.observed_end) = metering::ObservedSpan(records);
+  const metering::Period period = metering::MonthOf(options.observed_start);
+  auto run = metering::ComputeInvoices(ledger.ledger.sources(), records, ledger.sla, plan, period, catalog, options);
+  if (!run.ok()) return InvalidArgumentError(std::string(plan_source) + ": " + run.status().message());
+  std::string h = InvoiceSection(*run);
+
+  const int64_t start = options.observed_start;
+  const int hours = static_cast<int>((options.observed_end - start) / metering::kSecondsPerHour);
+  const std::vector<TenantSeries> tenants = TenantHours(ledger.ledger, start, hours);
+  h += AnomalySection(tenants, start, hours);
+  std::vector<double> demand(static_cast<size_t>(hours), 0.0);
+  for (const TenantSeries& t : tenants)
+    for (size_t i = 0; i < demand.size(); ++i) demand[i] += t.gpus[i];
+  h += ForecastSection(demand, horizon_hours);
+  return h;
+}
+
+}  // namespace tessera::sim
