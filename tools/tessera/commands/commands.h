@@ -34,6 +34,8 @@ void RegisterAgent(CLI::App& app, int* exit_code);
 void RegisterForecast(CLI::App& app, int* exit_code);
 // `tessera plan capacity` (commands/plan.cc): when GPU demand exceeds capacity, per model.
 void RegisterPlan(CLI::App& app, int* exit_code);
+// `tessera slurm config` (commands/slurm.cc): the node's gres.conf / slurm.conf GPU lines.
+void RegisterSlurm(CLI::App& app, int* exit_code);
 // `tessera version [--paths]` (commands/version.cc); `version` is the line it prints.
 void RegisterVersion(CLI::App& app, const std::string& version, int* exit_code);
 

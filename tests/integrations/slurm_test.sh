@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# A real single-node Slurm (munge, slurmctld, slurmd on 127.0.0.1, Debian 12's 22.05 packages)
+# with spank_tessera.so in its plugstack and two fake GPUs (character devices with /dev/null's
+# numbers, listed by `tessera slurm config --fake-gpus`), checking what a user sees:
+#   1. `srun --gpu-mem=1GiB` runs the probe under the shim with exactly that limit (the fake
+#      CUDA driver refuses the 65th 16 MiB block);
+#   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50;
+#   3. `srun --gpu-mem=abc` and `sbatch --gpu-mem=abc` are rejected at submit, naming the option;
+#   4. with the node directory gone the task is refused (fail closed), unless
+#      --gpu-isolation=none;
+#   5. a SIGKILLed task's slot is released when its step ends.
+# Usage: slurm_test.sh BUILD_DIR. Exit 77 (ctest: skipped) only when Slurm is not installed or
+# the test does not run as root (slurmd must); scripts/setup installs it, so CI runs it.
+set -uo pipefail
+build="$(cd "$1" && pwd)"
+for tool in slurmctld slurmd srun sbatch sinfo munged; do
+  if ! command -v "$tool" > /dev/null 2>&1 && [ ! -x "/usr/sbin/$tool" ]; then
+    echo "SKIPPED: Slurm is not installed ($tool not found; scripts/setup installs slurmctld slurmd slurm-client munge libslurm-dev)"
+    exit 77
+  fi
+done
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIPPED: the Slurm suite starts slurmd, which must run as root"
+  exit 77
+fi
+[ -f "$build/spank_tessera.so" ] || { echo "FAIL: $build/spank_tessera.so was not built (spank.h missing?)"; exit 1; }
+export PATH="/usr/sbin:$PATH"
+
+T="$(mktemp -d /tmp/tessera-slurm-XXXXXX)"
+chmod 755 "$T"
+pids=()
+cleanup() {
+  for f in "$T/slurmd.pid" "$T/slurmctld.pid" "$T/munged.pid"; do
+    [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null
+  done
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
+  sleep 0.2
+  for f in "$T/slurmd.pid" "$T/slurmctld.pid" "$T/munged.pid"; do
+    [ -s "$f" ] && kill -9 "$(cat "$f")" 2> /dev/null
+  done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+dump_logs() { tail -n 30 "$T"/log/*.log 2> /dev/null; }
+
+# Ports of our own (several test trees may run at once): 3 consecutive from a per-process base.
+base=$((20000 + ($$ % 2000) * 3))
+mkdir -p "$T/log" "$T/spool/ctld" "$T/spool/d" "$T/dev" "$T/node" "$T/munge"
+chmod 700 "$T/munge"
+
+# munge with a key and socket of its own.
+mungekey -c -k "$T/munge/munge.key" > /dev/null 2>&1 || dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 2> /dev/null
+chmod 600 "$T/munge/munge.key"
+munged --force --socket="$T/munge/sock" --key-file="$T/munge/munge.key" --pid-file="$T/munged.pid" \
+  --log-file="$T/log/munged.log" --seed-file="$T/munge/seed" || { echo "FAIL: munged did not start"; dump_logs; exit 1; }
+
+# Fake GPUs: device files slurmd can stat, and the gres.conf / slurm.conf lines from tessera.
+for i in 0 1; do mknod "$T/dev/fakegpu$i" c 1 3; done
+export TESSERA_FAKE_NVML_CONFIG="A100-40GB*2"
+export TESSERA_FAKE_NVML_LIBRARY="$build/tests/fake_nvml/libnvidia-ml.so.1"
+node=tnode
+"$build/tessera" slurm config --fake-gpus A100-40GB:2 --shards-per-gpu 4 --node-name "$node" \
+  --device-prefix "$T/dev/fakegpu" > "$T/gpu-lines.txt" || { fail "tessera slurm config"; exit 1; }
+sed -n '/^# gres.conf/,/^$/p' "$T/gpu-lines.txt" > "$T/gres.conf"
+grep -q "^Name=shard Count=4 File=$T/dev/fakegpu1$" "$T/gres.conf" || fail "gres.conf lacks GPU 1's shards: $(cat "$T/gres.conf")"
+nodeline="$(grep '^NodeName=' "$T/gpu-lines.txt")"
+[ "$nodeline" = "NodeName=$node Gres=gpu:a100-40gb:2,shard:8" ] || fail "slurm.conf node line: $nodeline"
+
+host="$(hostname -s)"
+cat > "$T/plugstack.conf" <<EOF
+required $build/spank_tessera.so node_dir=$T/node nvml=$TESSERA_FAKE_NVML_LIBRARY shards_per_gpu=4
+EOF
+cat > "$T/slurm.conf" <<EOF
+ClusterName=tessera
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmctldPort=$base
+SlurmdPort=$((base + 1))
+AuthType=auth/munge
+AuthInfo=socket=$T/munge/sock
+CredType=cred/munge
+StateSaveLocation=$T/spool/ctld
+SlurmdSpoolDir=$T/spool/d
+SlurmctldPidFile=$T/slurmctld.pid
+SlurmdPidFile=$T/slurmd.pid
+SlurmctldLogFile=$T/log/slurmctld.log
+SlurmdLogFile=$T/log/slurmd.log
+PlugStackConfig=$T/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+GresTypes=gpu,shard
+MpiDefault=none
+ReturnToService=2
+$(grep '^NodeName=' "$T/gpu-lines.txt") NodeHostname=$host NodeAddr=127.0.0.1 CPUs=4 RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
+EOF
+export SLURM_CONF="$T/slurm.conf"
+slurmctld -c || { echo "FAIL: slurmctld did not start"; dump_logs; exit 1; }
+slurmd -N "$node" || { echo "FAIL: slurmd did not start"; dump_logs; exit 1; }
+ready=0
+for _ in $(seq 1 150); do  # up to 30 s for the node to register
+  if [ "$(sinfo -h -n "$node" -o %T 2> /dev/null)" = "idle" ]; then ready=1; break; fi
+  sleep 0.2
+done
+[ "$ready" = 1 ] || { echo "FAIL: node $node not idle: $(sinfo -h -o '%n %T %E' 2>&1)"; dump_logs; exit 1; }
+
+probe="$build/tests/tessera_shim_probe"
+export LD_LIBRARY_PATH="$build/tests/fake_cuda"
+
+# 1. --gpu-mem=1GiB is the shim's limit: 64 blocks of 16 MiB fit, the 65th is out of memory.
+out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB "$probe" init fill:mem:16777216 meminfo 2>&1)"
+echo "$out" | grep -q "fill family=mem count=64 rc=2" || fail "--gpu-mem=1GiB not applied: $out"
+echo "$out" | grep -q "total=1073741824" || fail "the task does not see 1 GiB: $out"
+env_out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo "$TESSERA_TENANT $LD_PRELOAD"' 2>&1)"
+echo "$env_out" | grep -q "^physics\.[0-9]* .*libtessera-shim.so" || fail "tenant/preload in the task: $env_out"
+
+# 2. Two of the GPU's four shards, no options: half of the A100-40GB's memory (NVML: 40537 MiB) and
+#    a share of 50, as the node's registry holds them while the task runs.
+reg="$(srun -A physics --gres=shard:2 cat "$T/node/tenants.json" 2> "$T/reg.err")"
+got="$(echo "$reg" | python3 -c '
+import json, sys
+t = json.load(sys.stdin)["tenants"][0]
+print(t["name"].split(".")[0], t["mem_bytes"], t["share"])' 2>&1)"
+[ "$got" = "physics $((40537 * 1048576 / 4 * 2)) 50" ] ||
+  fail "shard:2 of 4 is not half an A100-40GB at share 50: $got ($reg $(cat "$T/reg.err"))"
+
+# 3. Bad values are rejected at submit, naming the option.
+out="$(srun --gres=gpu:1 --gpu-mem=abc true 2>&1)" && fail "srun --gpu-mem=abc ran"
+echo "$out" | grep -q -- "--gpu-mem: 'abc'" || fail "srun's rejection does not name --gpu-mem: $out"
+out="$(sbatch --gres=gpu:1 --gpu-share=150 --wrap true 2>&1)" && fail "sbatch --gpu-share=150 was accepted: $out"
+echo "$out" | grep -q -- "--gpu-share: '150'" || fail "sbatch's rejection does not name --gpu-share: $out"
+
+# 4. Fail closed: without the node directory the task is refused, unless isolation is none.
+mv "$T/node" "$T/node.away"
+out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB true 2>&1)" && fail "a task ran without the node side: $out"
+echo "$out" | grep -q "node side unreachable" || fail "no fail-closed message: $out"
+srun -A physics --gres=gpu:1 --gpu-isolation=none true > /dev/null 2>&1 || fail "--gpu-isolation=none was refused"
+mv "$T/node.away" "$T/node"
+
+# 5. A SIGKILLed task: its slot is released when the step ends (slurm_spank_exit).
+out="$(srun -A chem --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo job=$SLURM_JOB_ID; kill -9 $$' 2>&1)"
+job="$(echo "$out" | sed -n 's/^job=\([0-9]*\).*/\1/p')"
+[ -n "$job" ] || fail "the killed task printed no job id: $out"
+if grep -q "\"chem\.$job\"" "$T/node/tenants.json" 2> /dev/null; then
+  fail "chem.$job is still registered after its SIGKILLed step ended: $(cat "$T/node/tenants.json")"
+fi
+
+if [ "$fails" -gt 0 ]; then
+  dump_logs
+  echo "slurm_test: $fails check(s) failed"
+  exit 1
+fi
+echo "slurm_test: all checks passed"
