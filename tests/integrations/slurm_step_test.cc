@@ -5,11 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tessera/node/arbiter_duty.h"
 #include "tessera/node/node_dir.h"
 #include "tests/testing/sim_test_util.h"
 
@@ -99,12 +102,22 @@ TEST(SlurmLimits, RefusesWhatCannotBeSized) {
   EXPECT_EQ(DeriveLimits({.mem_bytes = 1ULL << 30}, 0, 0, 0, 0)->mem_bytes, 1ULL << 30);  // no NVML needed
 }
 
+// The node side: GPU 0's lease arbiter on a thread, as `tessera node arbiter` runs it.
 class SlurmTaskTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ::mkdir(dir_.File("node").c_str(), 0755);
     shim_ = dir_.File("libtessera-shim.so");
     tessera::testing::WriteTextFile(shim_, std::string("\x7f" "ELF", 4) + "not really");
+    arbiter_ = std::thread([this] {
+      node::ArbiterDuty duty(node::NodeDir(dir_.File("node")), 0);
+      while (!stop_.load()) duty.Round();
+    });
+  }
+  void TearDown() override { StopArbiter(); }
+  void StopArbiter() {
+    stop_ = true;
+    if (arbiter_.joinable()) arbiter_.join();
   }
   TaskRequest Request(std::map<std::string, std::string> env) {
     return {.args = {.node_dir = dir_.File("node"), .nvml = "/nonexistent/libnvidia-ml.so.1"},
@@ -117,6 +130,8 @@ class SlurmTaskTest : public ::testing::Test {
   }
   TempDir dir_;
   std::string shim_;
+  std::atomic<bool> stop_{false};
+  std::thread arbiter_;
 };
 
 TEST_F(SlurmTaskTest, JoinsTheNodeAsTheAccountsJobWithTheShimPreloaded) {
@@ -151,6 +166,17 @@ TEST_F(SlurmTaskTest, FailsClosedWhenTheNodeSideIsMissing) {
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->managed);
   EXPECT_TRUE(none->env.empty());
+}
+
+TEST_F(SlurmTaskTest, FailsClosedWhenNoArbiterDrivesTheGpuAndUndoesTheJoin) {
+  StopArbiter();
+  TaskRequest r = Request({{"SLURM_STEP_GPUS", "0"}});
+  r.admit_timeout = std::chrono::milliseconds(300);
+  StatusOr<TaskLaunch> launch = JoinTask(r);
+  EXPECT_EQ(launch.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(launch.status().message()), HasSubstr("node side unreachable: no tessera arbiter drives GPU 0"));
+  EXPECT_THAT(tessera::testing::ReadTextFile(node::NodePaths(dir_.File("node")).registry),
+              ::testing::Not(HasSubstr("physics.42")));
 }
 
 TEST_F(SlurmTaskTest, AStepWithoutGpusIsLeftAloneAndSeveralAreRefused) {

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # A real single-node Slurm (munge, slurmctld, slurmd on 127.0.0.1, Debian 12's 22.05 packages)
 # with spank_tessera.so in its plugstack and two fake GPUs (character devices with /dev/null's
-# numbers, listed by `tessera slurm config --fake-gpus`), checking what a user sees:
+# numbers, listed by `tessera slurm config --fake-gpus`) and the node side (`tessera node arbiter`
+# on the node directory), checking what a user sees:
 #   1. `srun --gpu-mem=1GiB` runs the probe under the shim with exactly that limit (the fake
-#      CUDA driver refuses the 65th 16 MiB block);
+#      CUDA driver refuses the 65th 16 MiB block); --gpu-share=25 is the tenant's weight on the
+#      GPU's lease board, whose arbiter is alive;
 #   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50;
 #   3. `srun --gpu-mem=abc` and `sbatch --gpu-mem=abc` are rejected at submit, naming the option;
-#   4. with the node directory gone the task is refused (fail closed), unless
-#      --gpu-isolation=none;
+#   4. with the node side stopped (no `tessera node arbiter`) or its node directory gone, the task
+#      is refused (fail closed), unless --gpu-isolation=none;
 #   5. a SIGKILLed task's slot is released when its step ends.
 # Usage: slurm_test.sh BUILD_DIR. Exit 77 (ctest: skipped) only when Slurm is not installed or
 # the test does not run as root (slurmd must); scripts/setup installs it, so CI runs it.
@@ -110,6 +112,14 @@ for _ in $(seq 1 150); do  # up to 30 s for the node to register
 done
 [ "$ready" = 1 ] || { echo "FAIL: node $node not idle: $(sinfo -h -o '%n %T %E' 2>&1)"; dump_logs; exit 1; }
 
+# The node side: GPU 0's and 1's lease arbiters on the node directory the plugin joins.
+start_arbiter() {
+  "$build/tessera" node arbiter --gpus 0,1 --run-dir "$T/node" > "$T/log/arbiter.log" 2>&1 &
+  arbiter=$!
+  pids+=("$arbiter")
+}
+start_arbiter
+
 probe="$build/tests/tessera_shim_probe"
 export LD_LIBRARY_PATH="$build/tests/fake_cuda"
 
@@ -119,6 +129,16 @@ echo "$out" | grep -q "fill family=mem count=64 rc=2" || fail "--gpu-mem=1GiB no
 echo "$out" | grep -q "total=1073741824" || fail "the task does not see 1 GiB: $out"
 env_out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo "$TESSERA_TENANT $LD_PRELOAD"' 2>&1)"
 echo "$env_out" | grep -q "^physics\.[0-9]* .*libtessera-shim.so" || fail "tenant/preload in the task: $env_out"
+
+# 1b. --gpu-share=25: the tenant is on GPU 0's lease board with that weight, its arbiter alive.
+status="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB --gpu-share=25 \
+  sh -c "TESSERA_RUN_DIR='$T/node' '$build/tessera' node status --json -" 2> "$T/status.err")"
+got="$(echo "$status" | python3 -c '
+import json, sys
+g = json.load(sys.stdin)["gpus"][0]
+t = g["tenants"][0]
+print(g["arbiter_alive"], t["share"], t["limit_bytes"] > 0)' 2>&1)"
+[ "$got" = "True 25 True" ] || fail "--gpu-share=25 not on an arbitrated board: $got ($status $(cat "$T/status.err"))"
 
 # 2. Two of the GPU's four shards, no options: half of the A100-40GB's memory (NVML: 40537 MiB) and
 #    a share of 50, as the node's registry holds them while the task runs.
@@ -136,12 +156,16 @@ echo "$out" | grep -q -- "--gpu-mem: 'abc'" || fail "srun's rejection does not n
 out="$(sbatch --gres=gpu:1 --gpu-share=150 --wrap true 2>&1)" && fail "sbatch --gpu-share=150 was accepted: $out"
 echo "$out" | grep -q -- "--gpu-share: '150'" || fail "sbatch's rejection does not name --gpu-share: $out"
 
-# 4. Fail closed: without the node directory the task is refused, unless isolation is none.
-mv "$T/node" "$T/node.away"
-out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB true 2>&1)" && fail "a task ran without the node side: $out"
-echo "$out" | grep -q "node side unreachable" || fail "no fail-closed message: $out"
+# 4. Fail closed: without the node side the task is refused, unless isolation is none.
+kill "$arbiter"; wait "$arbiter" 2> /dev/null
+out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB true 2>&1)" && fail "a task ran without the arbiter: $out"
+echo "$out" | grep -q "node side unreachable: no tessera arbiter drives GPU 0" || fail "no fail-closed message: $out"
 srun -A physics --gres=gpu:1 --gpu-isolation=none true > /dev/null 2>&1 || fail "--gpu-isolation=none was refused"
+mv "$T/node" "$T/node.away"  # (the arbiter would create it again)
+out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB true 2>&1)" && fail "a task ran without the node directory: $out"
+echo "$out" | grep -q "node side unreachable: the node directory" || fail "no fail-closed message: $out"
 mv "$T/node.away" "$T/node"
+start_arbiter
 
 # 5. A SIGKILLed task: its slot is released when the step ends (slurm_spank_exit).
 out="$(srun -A chem --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo job=$SLURM_JOB_ID; kill -9 $$' 2>&1)"

@@ -24,6 +24,7 @@
 // Thread-safety: pure functions. Ownership: results are values.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -90,7 +91,7 @@ std::string TenantName(const std::string& account, const std::string& job_id);
 
 }  // namespace tessera::integrations::slurm
 
-// --- the node side of a task (task_init) and of a job's end (exit, epilog) --------------------
+// --- the node side of a task (task_init_privileged) and of a job's end (exit, epilog) ---------
 
 namespace tessera::integrations::slurm {
 
@@ -102,6 +103,8 @@ struct TaskRequest {
   EnvLookup env;            // the job's environment (spank_getenv)
   long task_pid = 0;        // the task (it becomes the user's program at exec): the slot's member
   std::string default_shim; // libtessera-shim.so next to the plugin (args.shim overrides)
+  // How long the GPU's lease arbiter may take to put the tenant on its board.
+  std::chrono::milliseconds admit_timeout = std::chrono::seconds(2);
 };
 
 struct TaskLaunch {
@@ -114,8 +117,11 @@ struct TaskLaunch {
 
 // Joins the task to the node directory as TenantName(account, job_id) with DeriveLimits' limits
 // (the GPU's memory from NVML) and returns the launcher's environment (node::LaunchEnvironment):
-// the same rules as `tessera run`. Fail closed: UNAVAILABLE "node side unreachable: ..." when
-// the node directory does not exist or the shim cannot be loaded; FAILED_PRECONDITION for a
+// the same rules as `tessera run`. It returns once the GPU's lease arbiter (`tessera node
+// arbiter` or `tessera agent` on the node) has admitted the tenant, so the task's launches are
+// gated from the first. Fail closed: UNAVAILABLE "node side unreachable: ..." when the node
+// directory does not exist, the shim cannot be loaded or no arbiter drives the GPU within
+// `admit_timeout` (the join is then undone); FAILED_PRECONDITION for a
 // step with several GPUs on the node (one GPU per task in this version) and for
 // --gpu-isolation=hardware (no MIG instance per job yet: refused rather than silently weaker);
 // errors of the options name the option. Isolation none never fails: it returns managed = false.

@@ -1,6 +1,11 @@
 // The node side of a Slurm task: JoinTask and ReleaseEndedTasks (tessera/integrations/slurm_step.h).
 #include <sys/stat.h>
 
+#include <chrono>
+#include <thread>
+
+#include "tessera/enforce/lease.h"
+#include "tessera/enforce/lease_file.h"
 #include "tessera/enforce/nvml.h"
 #include "tessera/integrations/slurm_step.h"
 #include "tessera/node/launcher.h"
@@ -17,6 +22,28 @@ uint64_t GpuMemoryBytes(const std::string& library, int gpu) {
   StatusOr<enforce::DeviceMemory> memory = nvml.Memory(static_cast<uint32_t>(gpu));
   (void)nvml.Shutdown();  // read-only use
   return memory.ok() ? static_cast<uint64_t>(memory->total.value()) << 20 : 0;
+}
+
+// Waits until the GPU's lease arbiter (`tessera node arbiter` or the agent) has the tenant's slot
+// active on its board: a task that started before would launch ungated. The arbiter may have to
+// take over first (the lease file appears with the node's first join) and syncs the registry
+// every 100 ms, so an admission takes up to ~150 ms.
+Status AwaitAdmission(const node::NodeDir& dir, int gpu, int index, std::chrono::milliseconds timeout) {
+  TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Open(dir.paths().leases));
+  const enforce::LeaseBoard& board = leases.board(gpu);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (board.slots[index].node.state.load() != static_cast<uint32_t>(enforce::LeaseSlotState::kActive)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      if (!enforce::ArbiterAlive(board, enforce::MonotonicNowNs(), 1'000'000'000)) {
+        return UnavailableError("node side unreachable: no tessera arbiter drives GPU " + std::to_string(gpu) +
+                                " of " + dir.paths().dir + " (run `tessera node arbiter` or `tessera agent` there)");
+      }
+      return UnavailableError("GPU " + std::to_string(gpu) + "'s arbiter did not admit the task within " +
+                              std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -52,6 +79,10 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
   TESSERA_ASSIGN_OR_RETURN(
       out.tenant_index,
       dir.Join({.name = out.tenant, .gpu = gpu, .mem_bytes = limits.mem_bytes, .share = limits.share}, r.task_pid));
+  if (Status admitted = AwaitAdmission(dir, gpu, out.tenant_index, r.admit_timeout); !admitted.ok()) {
+    (void)dir.Leave(r.task_pid);  // the admission error is the one to report
+    return admitted;
+  }
   out.managed = true;
   out.limits = limits;
   out.env = node::LaunchEnvironment({.paths = dir.paths(), .shim_path = *shim, .pin = pin, .gpu = gpu,

@@ -7,10 +7,12 @@
 //                           reach sbatch/salloc) and reads the plugstack.conf arguments;
 //   option callback         parses the value; in srun/sbatch/salloc (local, allocator) a bad
 //                           value rejects the job at submit with the error naming the option;
-//   slurm_spank_task_init   (slurmstepd's task, as the user, just before exec) joins the node
-//                           directory as tenant "<account>.<job id>" and sets LD_PRELOAD and the
-//                           shim's variables; fail closed when the node side is unreachable,
-//                           unless --gpu-isolation=none;
+//   slurm_spank_task_init_privileged   (in the task process after fork, still root, before exec)
+//                           joins the node directory as tenant "<account>.<job id>" and sets
+//                           LD_PRELOAD and the shim's variables; fail closed when the node side is
+//                           unreachable, unless --gpu-isolation=none. Privileged, so the node's
+//                           files (the policy page holding the limits is 0644) stay root's: a
+//                           user's task can read its limit, never raise it;
 //   slurm_spank_exit        (slurmstepd, after the tasks) and slurm_spank_job_epilog release the
 //                           slots of tasks that are gone, SIGKILLed ones included.
 //
@@ -118,7 +120,7 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
   return 0;
 }
 
-int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
+int slurm_spank_task_init_privileged(spank_t sp, int /*ac*/, char** /*av*/) {
   uint32_t job_id = 0;
   if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS) {
     slurm_error("tessera: cannot read the job id");

@@ -18,6 +18,8 @@ void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_
 void RegisterMig(CLI::App& app, int* exit_code);
 // `tessera run` (a command under libtessera-shim.so) and `tessera node status` (commands/node.cc).
 void RegisterNode(CLI::App& app, int* exit_code);
+// `tessera node arbiter` under RegisterNode's `node` (commands/node_arbiter.cc).
+void AddNodeArbiter(CLI::App* node, int* exit_code);
 // `tessera serve`: the control plane (commands/serve.cc).
 void RegisterServe(CLI::App& app, int* exit_code);
 // `tessera ctl`: the API from the shell (commands/ctl.cc).
