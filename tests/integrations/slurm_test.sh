@@ -7,121 +7,24 @@
 #      CUDA driver refuses the 65th 16 MiB block); --gpu-share=25 is the tenant's weight on the
 #      GPU's lease board, whose arbiter is alive;
 #   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50;
-#   3. `srun --gpu-mem=abc` and `sbatch --gpu-mem=abc` are rejected at submit, naming the option;
+#   3. `srun --gpu-mem=abc` and `sbatch --gpu-share=150` are rejected at submit, naming the option;
 #   4. with the node side stopped (no `tessera node arbiter`) or its node directory gone, the task
 #      is refused (fail closed), unless --gpu-isolation=none;
 #   5. a SIGKILLed task's slot is released when its step ends.
 # Usage: slurm_test.sh BUILD_DIR. Exit 77 (ctest: skipped) only when Slurm is not installed or
-# the test does not run as root (slurmd must); scripts/setup installs it, so CI runs it.
+# the test does not run as root (slurmd must); scripts/setup installs it, so CI runs it. The
+# cluster: tests/integrations/slurm_cluster.sh.
 set -uo pipefail
 build="$(cd "$1" && pwd)"
-for tool in slurmctld slurmd srun sbatch sinfo munged; do
-  if ! command -v "$tool" > /dev/null 2>&1 && [ ! -x "/usr/sbin/$tool" ]; then
-    echo "SKIPPED: Slurm is not installed ($tool not found; scripts/setup installs slurmctld slurmd slurm-client munge libslurm-dev)"
-    exit 77
-  fi
-done
-if [ "$(id -u)" -ne 0 ]; then
-  echo "SKIPPED: the Slurm suite starts slurmd, which must run as root"
-  exit 77
-fi
-[ -f "$build/spank_tessera.so" ] || { echo "FAIL: $build/spank_tessera.so was not built (spank.h missing?)"; exit 1; }
-export PATH="/usr/sbin:$PATH"
-
-T="$(mktemp -d /tmp/tessera-slurm-XXXXXX)"
-chmod 755 "$T"
-pids=()
-cleanup() {
-  for f in "$T/slurmd.pid" "$T/slurmctld.pid" "$T/munged.pid"; do
-    [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null
-  done
-  for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
-  sleep 0.2
-  for f in "$T/slurmd.pid" "$T/slurmctld.pid" "$T/munged.pid"; do
-    [ -s "$f" ] && kill -9 "$(cat "$f")" 2> /dev/null
-  done
-  rm -rf "$T"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/slurm_cluster.sh"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-dump_logs() { tail -n 30 "$T"/log/*.log 2> /dev/null; }
+slurm_cluster_up
 
-# Ports of our own (several test trees may run at once): 3 consecutive from a per-process base.
-base=$((20000 + ($$ % 2000) * 3))
-mkdir -p "$T/log" "$T/spool/ctld" "$T/spool/d" "$T/dev" "$T/node" "$T/munge"
-chmod 700 "$T/munge"
-
-# munge with a key and socket of its own.
-mungekey -c -k "$T/munge/munge.key" > /dev/null 2>&1 || dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 2> /dev/null
-chmod 600 "$T/munge/munge.key"
-munged --force --socket="$T/munge/sock" --key-file="$T/munge/munge.key" --pid-file="$T/munged.pid" \
-  --log-file="$T/log/munged.log" --seed-file="$T/munge/seed" || { echo "FAIL: munged did not start"; dump_logs; exit 1; }
-
-# Fake GPUs: device files slurmd can stat, and the gres.conf / slurm.conf lines from tessera.
-for i in 0 1; do mknod "$T/dev/fakegpu$i" c 1 3; done
-export TESSERA_FAKE_NVML_CONFIG="A100-40GB*2"
-export TESSERA_FAKE_NVML_LIBRARY="$build/tests/fake_nvml/libnvidia-ml.so.1"
-node=tnode
-"$build/tessera" slurm config --fake-gpus A100-40GB:2 --shards-per-gpu 4 --node-name "$node" \
-  --device-prefix "$T/dev/fakegpu" > "$T/gpu-lines.txt" || { fail "tessera slurm config"; exit 1; }
-sed -n '/^# gres.conf/,/^$/p' "$T/gpu-lines.txt" > "$T/gres.conf"
+# The GPU lines the cluster was configured with (tessera slurm config --fake-gpus A100-40GB:2).
 grep -q "^Name=shard Count=4 File=$T/dev/fakegpu1$" "$T/gres.conf" || fail "gres.conf lacks GPU 1's shards: $(cat "$T/gres.conf")"
 nodeline="$(grep '^NodeName=' "$T/gpu-lines.txt")"
 [ "$nodeline" = "NodeName=$node Gres=gpu:a100-40gb:2,shard:8" ] || fail "slurm.conf node line: $nodeline"
-
-host="$(hostname -s)"
-cat > "$T/plugstack.conf" <<EOF
-required $build/spank_tessera.so node_dir=$T/node nvml=$TESSERA_FAKE_NVML_LIBRARY shards_per_gpu=4
-EOF
-cat > "$T/slurm.conf" <<EOF
-ClusterName=tessera
-SlurmctldHost=$host(127.0.0.1)
-SlurmUser=root
-SlurmctldPort=$base
-SlurmdPort=$((base + 1))
-AuthType=auth/munge
-AuthInfo=socket=$T/munge/sock
-CredType=cred/munge
-StateSaveLocation=$T/spool/ctld
-SlurmdSpoolDir=$T/spool/d
-SlurmctldPidFile=$T/slurmctld.pid
-SlurmdPidFile=$T/slurmd.pid
-SlurmctldLogFile=$T/log/slurmctld.log
-SlurmdLogFile=$T/log/slurmd.log
-PlugStackConfig=$T/plugstack.conf
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SlurmdParameters=config_overrides
-GresTypes=gpu,shard
-MpiDefault=none
-ReturnToService=2
-$(grep '^NodeName=' "$T/gpu-lines.txt") NodeHostname=$host NodeAddr=127.0.0.1 CPUs=4 RealMemory=1000 State=UNKNOWN
-PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
-EOF
-export SLURM_CONF="$T/slurm.conf"
-slurmctld -c || { echo "FAIL: slurmctld did not start"; dump_logs; exit 1; }
-slurmd -N "$node" || { echo "FAIL: slurmd did not start"; dump_logs; exit 1; }
-ready=0
-for _ in $(seq 1 150); do  # up to 30 s for the node to register
-  if [ "$(sinfo -h -n "$node" -o %T 2> /dev/null)" = "idle" ]; then ready=1; break; fi
-  sleep 0.2
-done
-[ "$ready" = 1 ] || { echo "FAIL: node $node not idle: $(sinfo -h -o '%n %T %E' 2>&1)"; dump_logs; exit 1; }
-
-# The node side: GPU 0's and 1's lease arbiters on the node directory the plugin joins.
-start_arbiter() {
-  "$build/tessera" node arbiter --gpus 0,1 --run-dir "$T/node" > "$T/log/arbiter.log" 2>&1 &
-  arbiter=$!
-  pids+=("$arbiter")
-}
-start_arbiter
-
-probe="$build/tests/tessera_shim_probe"
-export LD_LIBRARY_PATH="$build/tests/fake_cuda"
 
 # 1. --gpu-mem=1GiB is the shim's limit: 64 blocks of 16 MiB fit, the 65th is out of memory.
 out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB "$probe" init fill:mem:16777216 meminfo 2>&1)"

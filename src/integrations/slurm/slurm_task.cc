@@ -26,11 +26,14 @@ uint64_t GpuMemoryBytes(const std::string& library, int gpu) {
 
 // Waits until the GPU's lease arbiter (`tessera node arbiter` or the agent) has the tenant's slot
 // active on its board: a task that started before would launch ungated. The arbiter may have to
-// take over first (the lease file appears with the node's first join) and syncs the registry
-// every 100 ms, so an admission takes up to ~150 ms.
+// take over first (the lease file appears with the node's first join); woken by the doorbell, it
+// syncs the changed registry at once (arbiter_duty.h), so an admission takes about a millisecond.
 Status AwaitAdmission(const node::NodeDir& dir, int gpu, int index, std::chrono::milliseconds timeout) {
   TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Open(dir.paths().leases));
-  const enforce::LeaseBoard& board = leases.board(gpu);
+  enforce::LeaseBoard& board = leases.board(gpu);
+  // Wake the arbiter: its next round sees the registry changed and syncs (arbiter_duty.h).
+  board.arbiter.doorbell.fetch_add(1, std::memory_order_acq_rel);
+  enforce::FutexWake(board.arbiter.doorbell, 1);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (board.slots[index].node.state.load() != static_cast<uint32_t>(enforce::LeaseSlotState::kActive)) {
     if (std::chrono::steady_clock::now() >= deadline) {
