@@ -3,8 +3,8 @@
 # with spank_tessera.so in its plugstack and two fake GPUs (character devices with /dev/null's
 # numbers, listed by `tessera slurm config --fake-gpus`) and the node side (`tessera node arbiter`
 # on the node directory), checking what a user sees:
-#   1. `srun --gpu-mem=1GiB` runs the probe under the shim with exactly that limit (the fake
-#      CUDA driver refuses the 65th 16 MiB block); --gpu-share=25 is the tenant's weight on the
+#   1. `srun --gpu-mem=1GiB` and `sbatch --gpu-mem=1GiB` run the probe under the shim with exactly
+#      that limit (the fake CUDA driver refuses the 65th 16 MiB block); --gpu-share=25 is the tenant's weight on the
 #      GPU's lease board, whose arbiter is alive;
 #   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50;
 #   3. `srun --gpu-mem=abc` and `sbatch --gpu-share=150` are rejected at submit, naming the option;
@@ -32,6 +32,11 @@ echo "$out" | grep -q "fill family=mem count=64 rc=2" || fail "--gpu-mem=1GiB no
 echo "$out" | grep -q "total=1073741824" || fail "the task does not see 1 GiB: $out"
 env_out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo "$TESSERA_TENANT $LD_PRELOAD"' 2>&1)"
 echo "$env_out" | grep -q "^physics\.[0-9]* .*libtessera-shim.so" || fail "tenant/preload in the task: $env_out"
+
+# 1a. The same through sbatch: the batch step's task is confined too.
+sbatch -Q --wait -A bio --gres=gpu:1 --gpu-mem=1GiB -o "$T/batch.out" \
+  --wrap "'$probe' init fill:mem:16777216" > /dev/null 2>&1 || fail "sbatch --gpu-mem=1GiB failed: $(cat "$T/batch.out")"
+grep -q "fill family=mem count=64 rc=2" "$T/batch.out" || fail "sbatch --gpu-mem=1GiB not applied: $(cat "$T/batch.out")"
 
 # 1b. --gpu-share=25: the tenant is on GPU 0's lease board with that weight, its arbiter alive.
 status="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB --gpu-share=25 \
