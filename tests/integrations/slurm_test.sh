@@ -6,7 +6,8 @@
 #   1. `srun --gpu-mem=1GiB` and `sbatch --gpu-mem=1GiB` run the probe under the shim with exactly
 #      that limit (the fake CUDA driver refuses the 65th 16 MiB block); --gpu-share=25 is the tenant's weight on the
 #      GPU's lease board, whose arbiter is alive;
-#   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50;
+#   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50; two
+#      such jobs of two accounts at once share GPU 0 as two tenants of share 50;
 #   3. `srun --gpu-mem=abc` and `sbatch --gpu-share=150` are rejected at submit, naming the option;
 #   4. with the node side stopped (no `tessera node arbiter`) or its node directory gone, the task
 #      is refused (fail closed), unless --gpu-isolation=none;
@@ -57,6 +58,21 @@ t = json.load(sys.stdin)["tenants"][0]
 print(t["name"].split(".")[0], t["mem_bytes"], t["share"])' 2>&1)"
 [ "$got" = "physics $((40537 * 1048576 / 4 * 2)) 50" ] ||
   fail "shard:2 of 4 is not half an A100-40GB at share 50: $got ($reg $(cat "$T/reg.err"))"
+
+# 2b. Two accounts' shard jobs on one GPU at once: each its own tenant with its half.
+mkfifo "$T/hold"
+srun -A physics --gres=shard:2 sh -c "cat '$T/hold'" > /dev/null 2>&1 &
+held=$!
+for _ in $(seq 1 100); do grep -q '"physics\.' "$T/node/tenants.json" 2> /dev/null && break; sleep 0.1; done
+status="$(srun -A chem --gres=shard:2 sh -c "TESSERA_RUN_DIR='$T/node' '$build/tessera' node status --json -" 2> "$T/status.err")"
+echo done > "$T/hold"
+wait "$held" || fail "the held physics job failed"
+got="$(echo "$status" | python3 -c '
+import json, sys
+gpus = json.load(sys.stdin)["gpus"]
+print(" ".join("%d:%s:%d" % (g["gpu"], t["name"].split(".")[0], t["share"]) for g in gpus for t in g["tenants"]))' 2>&1)"
+[ "$got" = "0:physics:50 0:chem:50" ] || [ "$got" = "0:chem:50 0:physics:50" ] ||
+  fail "two accounts on one GPU: $got ($status $(cat "$T/status.err"))"
 
 # 3. Bad values are rejected at submit, naming the option.
 out="$(srun --gres=gpu:1 --gpu-mem=abc true 2>&1)" && fail "srun --gpu-mem=abc ran"
