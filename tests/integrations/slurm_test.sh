@@ -11,7 +11,8 @@
 #   3. `srun --gpu-mem=abc` and `sbatch --gpu-share=150` are rejected at submit, naming the option;
 #   4. with the node side stopped (no `tessera node arbiter`) or its node directory gone, the task
 #      is refused (fail closed), unless --gpu-isolation=none;
-#   5. a SIGKILLed task's slot is released when its step ends.
+#   5. a SIGKILLed task's slot is released when its step ends;
+#   6. so is a running job's after scancel.
 # Usage: slurm_test.sh BUILD_DIR. Exit 77 (ctest: skipped) only when Slurm is not installed or
 # the test does not run as root (slurmd must); scripts/setup installs it, so CI runs it. The
 # cluster: tests/integrations/slurm_cluster.sh.
@@ -20,6 +21,15 @@ build="$(cd "$1" && pwd)"
 source "$(dirname "${BASH_SOURCE[0]}")/slurm_cluster.sh"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# Whether tenant $1 leaves the node's registry within 10 s (the step's end runs slurm_spank_exit
+# after srun may have returned; nothing else prunes the registry meanwhile).
+released() {
+  for _ in $(seq 1 100); do
+    grep -q "\"$1\"" "$T/node/tenants.json" 2> /dev/null || return 0
+    sleep 0.1
+  done
+  return 1
+}
 slurm_cluster_up
 
 # The GPU lines the cluster was configured with (tessera slurm config --fake-gpus A100-40GB:2).
@@ -95,9 +105,17 @@ start_arbiter
 out="$(srun -A chem --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo job=$SLURM_JOB_ID; kill -9 $$' 2>&1)"
 job="$(echo "$out" | sed -n 's/^job=\([0-9]*\).*/\1/p')"
 [ -n "$job" ] || fail "the killed task printed no job id: $out"
-if grep -q "\"chem\.$job\"" "$T/node/tenants.json" 2> /dev/null; then
-  fail "chem.$job is still registered after its SIGKILLed step ended: $(cat "$T/node/tenants.json")"
-fi
+released "chem.$job" || fail "chem.$job is still registered after its SIGKILLed step ended: $(cat "$T/node/tenants.json")"
+
+# 6. scancel of a running job releases its slot.
+srun -A geo --gres=gpu:1 --gpu-mem=1GiB sh -c "echo job=\$SLURM_JOB_ID > '$T/geo.id'; cat '$T/hold'" > /dev/null 2>&1 &
+held=$!
+for _ in $(seq 1 100); do grep -q '"geo\.' "$T/node/tenants.json" 2> /dev/null && break; sleep 0.1; done
+job="$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$T/geo.id")"
+grep -q "\"geo\.$job\"" "$T/node/tenants.json" || fail "geo.$job never registered: $(cat "$T/node/tenants.json")"
+scancel "$job"
+wait "$held"
+released "geo.$job" || fail "geo.$job is still registered after scancel: $(cat "$T/node/tenants.json")"
 
 if [ "$fails" -gt 0 ]; then
   dump_logs
