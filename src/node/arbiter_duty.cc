@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,7 +29,7 @@ void ArbiterDuty::Round() {
     return;
   }
   const uint64_t now = enforce::MonotonicNowNs();
-  if (now >= next_sync_ns_) {
+  if (now >= next_sync_ns_ || RegistryChanged()) {
     node_.Reconcile();  // SIGKILLed processes' memory is released within 100 ms, not at the run's exit
     Sync();
     next_sync_ns_ = now + 100'000'000;
@@ -39,6 +40,20 @@ void ArbiterDuty::Round() {
   const uint64_t after = enforce::MonotonicNowNs();
   const uint64_t until = std::min<uint64_t>(next, after + 50'000'000);
   if (until > after) enforce::FutexWait(doorbell, seen, until - after);
+}
+
+// The registry is replaced (rename) at every change: a new inode or mtime means a join or leave
+// since the last sync, so a newly joined tenant is admitted at the next round (a joiner rings the
+// doorbell to make that round come at once) rather than at the next 100 ms sync.
+bool ArbiterDuty::RegistryChanged() {
+  struct stat st {};
+  if (::stat(node_.paths().registry.c_str(), &st) != 0) return false;
+  const RegistryStamp stamp{static_cast<uint64_t>(st.st_ino),
+                            static_cast<uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ULL +
+                                static_cast<uint64_t>(st.st_mtim.tv_nsec)};
+  if (stamp == registry_stamp_) return false;
+  registry_stamp_ = stamp;
+  return true;
 }
 
 bool ArbiterDuty::TryTakeOver() {

@@ -2,7 +2,9 @@
 // lease arbiter of a GPU (tessera/node/lease_arbiter.h) runs inside the supervising processes of
 // that GPU's tenants (`tessera run`, the agent), guarded by an flock on `arbiter-gpu<N>.lock`:
 // whoever holds it drives the GPU's board (weights = shares) and re-reads the registry every
-// 100 ms (reconciliation: tenants added, changed or gone); the others try the lock every 50 ms,
+// 100 ms (reconciliation: tenants added, changed or gone), and at once in the first round after
+// the registry file was replaced (a join or leave; a joiner that rings the board's doorbell gets
+// that round immediately: admission in about a millisecond); the others try the lock every 50 ms,
 // so when the holder exits (or is killed: the kernel drops the flock) another takes over within
 // 50 ms and resumes from the board. No daemon to start, nothing left running afterwards.
 //
@@ -45,6 +47,12 @@ class ArbiterDuty {
  private:
   bool TryTakeOver();
   void Sync();
+  bool RegistryChanged();
+
+  struct RegistryStamp {
+    uint64_t inode = 0, mtime_ns = 0;
+    bool operator==(const RegistryStamp&) const = default;
+  };
 
   NodeDir node_;
   int gpu_;
@@ -54,6 +62,7 @@ class ArbiterDuty {
   std::unique_ptr<LeaseArbiter> arbiter_;
   std::map<uint32_t, LeaseTenantConfig> have_;
   uint64_t next_sync_ns_ = 0;
+  RegistryStamp registry_stamp_;
 };
 
 }  // namespace tessera::node

@@ -18,6 +18,8 @@ void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_
 void RegisterMig(CLI::App& app, int* exit_code);
 // `tessera run` (a command under libtessera-shim.so) and `tessera node status` (commands/node.cc).
 void RegisterNode(CLI::App& app, int* exit_code);
+// `tessera node arbiter` under RegisterNode's `node` (commands/node_arbiter.cc).
+void AddNodeArbiter(CLI::App* node, int* exit_code);
 // `tessera serve`: the control plane (commands/serve.cc).
 void RegisterServe(CLI::App& app, int* exit_code);
 // `tessera ctl`: the API from the shell (commands/ctl.cc).
@@ -34,6 +36,8 @@ void RegisterAgent(CLI::App& app, int* exit_code);
 void RegisterForecast(CLI::App& app, int* exit_code);
 // `tessera plan capacity` (commands/plan.cc): when GPU demand exceeds capacity, per model.
 void RegisterPlan(CLI::App& app, int* exit_code);
+// `tessera slurm config` (commands/slurm.cc): the node's gres.conf / slurm.conf GPU lines.
+void RegisterSlurm(CLI::App& app, int* exit_code);
 // `tessera version [--paths]` (commands/version.cc); `version` is the line it prints.
 void RegisterVersion(CLI::App& app, const std::string& version, int* exit_code);
 

@@ -5,6 +5,7 @@
 // SPANK plugin and the device plugin.
 //   tessera run --tenant T --gpu 0 --mem 8GiB --share 30 [--priority P] [--scrub] -- CMD ARGS...
 //   tessera node status [--json PATH|-]
+//   tessera node arbiter --gpus 0,1 (commands/node_arbiter.cc)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -217,11 +218,12 @@ void RegisterNode(CLI::App& app, int* exit_code) {
   run->callback([flags, exit_code] { *exit_code = Run(*flags); });
 
   auto json_path = std::make_shared<std::string>();
-  CLI::App* node = app.add_subcommand("node", "Show the node's tenants, limits, usage and shares");
+  CLI::App* node = app.add_subcommand("node", "The node's tenants, limits, usage and shares; its lease arbiters");
   node->require_subcommand(1);
   CLI::App* status = node->add_subcommand("status", "Tenants, limits, current usage and shares per GPU");
   status->add_option("--json", *json_path, "Write the status as JSON to PATH ('-' = stdout) instead of the table");
   status->callback([json_path, exit_code] { *exit_code = NodeStatus(*json_path); });
+  AddNodeArbiter(node, exit_code);
 }
 
 }  // namespace tessera::cli

@@ -1,0 +1,103 @@
+// The node side of a Slurm task: JoinTask and ReleaseEndedTasks (tessera/integrations/slurm_step.h).
+#include <sys/stat.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tessera/enforce/lease.h"
+#include "tessera/enforce/lease_file.h"
+#include "tessera/enforce/nvml.h"
+#include "tessera/integrations/slurm_step.h"
+#include "tessera/node/launcher.h"
+#include "tessera/node/node_dir.h"
+
+namespace tessera::integrations::slurm {
+namespace {
+
+// The GPU's memory in bytes through NVML, 0 when NVML cannot tell (the caller then needs
+// --gpu-mem).
+uint64_t GpuMemoryBytes(const std::string& library, int gpu) {
+  enforce::DlopenNvml nvml({.library_path = library});
+  if (!nvml.Init().ok()) return 0;
+  StatusOr<enforce::DeviceMemory> memory = nvml.Memory(static_cast<uint32_t>(gpu));
+  (void)nvml.Shutdown();  // read-only use
+  return memory.ok() ? static_cast<uint64_t>(memory->total.value()) << 20 : 0;
+}
+
+// Waits until the GPU's lease arbiter (`tessera node arbiter` or the agent) has the tenant's slot
+// active on its board: a task that started before would launch ungated. The arbiter may have to
+// take over first (the lease file appears with the node's first join); woken by the doorbell, it
+// syncs the changed registry at once (arbiter_duty.h), so an admission takes about a millisecond.
+Status AwaitAdmission(const node::NodeDir& dir, int gpu, int index, std::chrono::milliseconds timeout) {
+  TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Open(dir.paths().leases));
+  enforce::LeaseBoard& board = leases.board(gpu);
+  // Wake the arbiter: its next round sees the registry changed and syncs (arbiter_duty.h).
+  board.arbiter.doorbell.fetch_add(1, std::memory_order_acq_rel);
+  enforce::FutexWake(board.arbiter.doorbell, 1);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (board.slots[index].node.state.load() != static_cast<uint32_t>(enforce::LeaseSlotState::kActive)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      if (!enforce::ArbiterAlive(board, enforce::MonotonicNowNs(), 1'000'000'000)) {
+        return UnavailableError("node side unreachable: no tessera arbiter drives GPU " + std::to_string(gpu) +
+                                " of " + dir.paths().dir + " (run `tessera node arbiter` or `tessera agent` there)");
+      }
+      return UnavailableError("GPU " + std::to_string(gpu) + "'s arbiter did not admit the task within " +
+                              std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
+  TaskLaunch out;
+  if (r.options.isolation == Isolation::kNone) return out;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int> gpus, StepGpus(r.env));
+  if (gpus.empty()) return out;
+  if (gpus.size() > 1) {
+    return FailedPreconditionError("the step has " + std::to_string(gpus.size()) +
+                                   " GPUs on this node; tessera confines one GPU per task in this version "
+                                   "(use --gpus-per-task=1, or --gpu-isolation=none)");
+  }
+  if (r.options.isolation == Isolation::kHardware) {
+    return FailedPreconditionError("--gpu-isolation=hardware: a MIG instance per job is not supported yet "
+                                   "(use process, the shim, or none)");
+  }
+  const int gpu = gpus[0];
+  struct stat st {};
+  if (::stat(r.args.node_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return UnavailableError("node side unreachable: the node directory " + r.args.node_dir +
+                            " does not exist (plugstack.conf node_dir=; the node's tessera install creates it)");
+  }
+  StatusOr<std::string> shim = node::ResolveShim(r.args.shim.empty() ? r.default_shim : r.args.shim);
+  if (!shim.ok()) return UnavailableError("node side unreachable: " + std::string(shim.status().message()));
+  TESSERA_ASSIGN_OR_RETURN(int shards, ShardsOnNode(r.env));
+  TESSERA_ASSIGN_OR_RETURN(TenantLimits limits, DeriveLimits(r.options, gpu, shards, r.args.shards_per_gpu,
+                                                             GpuMemoryBytes(r.args.nvml, gpu)));
+  TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, node::PinGpu(gpu, r.args.nvml, r.env("CUDA_VISIBLE_DEVICES")));
+  const node::NodeDir dir(r.args.node_dir);
+  out.tenant = TenantName(r.account, r.job_id);
+  TESSERA_ASSIGN_OR_RETURN(
+      out.tenant_index,
+      dir.Join({.name = out.tenant, .gpu = gpu, .mem_bytes = limits.mem_bytes, .share = limits.share}, r.task_pid));
+  if (Status admitted = AwaitAdmission(dir, gpu, out.tenant_index, r.admit_timeout); !admitted.ok()) {
+    (void)dir.Leave(r.task_pid);  // the admission error is the one to report
+    return admitted;
+  }
+  out.managed = true;
+  out.limits = limits;
+  out.env = node::LaunchEnvironment({.paths = dir.paths(), .shim_path = *shim, .pin = pin, .gpu = gpu,
+                                     .tenant_index = out.tenant_index,
+                                     .caller_ld_preload = r.env("LD_PRELOAD").value_or("")});
+  return out;
+}
+
+Status ReleaseEndedTasks(const std::string& node_dir) {
+  struct stat st {};
+  if (::stat(node_dir.c_str(), &st) != 0) return Status::Ok();
+  return node::NodeDir(node_dir).Prune();
+}
+
+}  // namespace tessera::integrations::slurm

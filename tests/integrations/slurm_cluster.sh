@@ -1,0 +1,117 @@
+# A single-node Slurm on this machine for the tests and benchmarks of spank_tessera.so, sourced:
+#
+#   build=/path/to/build; source tests/integrations/slurm_cluster.sh; slurm_cluster_up
+#
+# slurm_cluster_up: exits 77 when Slurm is not installed or not root (the caller's "skipped");
+# else starts munged (own key and socket), slurmctld and slurmd (ports of their own, 127.0.0.1)
+# in a temporary folder $T with two fake GPUs (A100-40GB through the fake NVML; character devices
+# with /dev/null's numbers; gres lines from `tessera slurm config`, kept in $T/gpu-lines.txt),
+# plugstack.conf loading $build/spank_tessera.so on the node directory $T/node, and the node side
+# (`tessera node arbiter`, pid $arbiter; start_arbiter starts it again). Exports SLURM_CONF and
+# LD_LIBRARY_PATH (the fake CUDA driver); an EXIT trap stops everything and removes $T.
+# Set slurm_plugstack_line before calling to load something else (the benchmark's "without").
+# Names it defines: T node host pids arbiter probe dump_logs start_arbiter slurm_cluster_stop.
+
+dump_logs() { tail -n 30 "$T"/log/*.log 2> /dev/null; }
+slurm_cluster_stop() {
+  for f in "$T/slurmd.pid" "$T/slurmctld.pid" "$T/munged.pid"; do
+    [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null
+  done
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
+  sleep 0.2
+  for f in "$T/slurmd.pid" "$T/slurmctld.pid" "$T/munged.pid"; do
+    [ -s "$f" ] && kill -9 "$(cat "$f")" 2> /dev/null
+  done
+  rm -rf "$T"
+}
+start_arbiter() {
+  "$build/tessera" node arbiter --gpus 0,1 --run-dir "$T/node" > "$T/log/arbiter.log" 2>&1 &
+  arbiter=$!
+  pids+=("$arbiter")
+}
+
+slurm_cluster_up() {
+  for tool in slurmctld slurmd srun sbatch sinfo munged; do
+    if ! command -v "$tool" > /dev/null 2>&1 && [ ! -x "/usr/sbin/$tool" ]; then
+      echo "SKIPPED: Slurm is not installed ($tool not found; scripts/setup installs slurmctld slurmd slurm-client munge libslurm-dev)"
+      exit 77
+    fi
+  done
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "SKIPPED: the Slurm suite starts slurmd, which must run as root"
+    exit 77
+  fi
+  [ -f "$build/spank_tessera.so" ] || { echo "FAIL: $build/spank_tessera.so was not built (spank.h missing?)"; exit 1; }
+  export PATH="/usr/sbin:$PATH"
+
+  T="$(mktemp -d /tmp/tessera-slurm-XXXXXX)"
+  chmod 755 "$T"
+  pids=()
+  trap slurm_cluster_stop EXIT
+
+  # Ports of our own (several test trees may run at once): 3 consecutive from a per-process base.
+  base=$((20000 + ($$ % 2000) * 3))
+  mkdir -p "$T/log" "$T/spool/ctld" "$T/spool/d" "$T/dev" "$T/node" "$T/munge"
+  chmod 700 "$T/munge"
+
+  # munge with a key and socket of its own.
+  mungekey -c -k "$T/munge/munge.key" > /dev/null 2>&1 || dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 2> /dev/null
+  chmod 600 "$T/munge/munge.key"
+  munged --force --socket="$T/munge/sock" --key-file="$T/munge/munge.key" --pid-file="$T/munged.pid" \
+    --log-file="$T/log/munged.log" --seed-file="$T/munge/seed" || { echo "FAIL: munged did not start"; dump_logs; exit 1; }
+
+  # Fake GPUs: device files slurmd can stat, and the gres.conf / slurm.conf lines from tessera.
+  for i in 0 1; do mknod "$T/dev/fakegpu$i" c 1 3; done
+  export TESSERA_FAKE_NVML_CONFIG="A100-40GB*2"
+  export TESSERA_FAKE_NVML_LIBRARY="$build/tests/fake_nvml/libnvidia-ml.so.1"
+  node=tnode
+  "$build/tessera" slurm config --fake-gpus A100-40GB:2 --shards-per-gpu 4 --node-name "$node" \
+    --device-prefix "$T/dev/fakegpu" > "$T/gpu-lines.txt" || { echo "FAIL: tessera slurm config"; exit 1; }
+  sed -n '/^# gres.conf/,/^$/p' "$T/gpu-lines.txt" > "$T/gres.conf"
+
+  host="$(hostname -s)"
+  echo "${slurm_plugstack_line-required $build/spank_tessera.so node_dir=$T/node nvml=$TESSERA_FAKE_NVML_LIBRARY shards_per_gpu=4}" \
+    > "$T/plugstack.conf"
+  cat > "$T/slurm.conf" <<EOF
+ClusterName=tessera
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmctldPort=$base
+SlurmdPort=$((base + 1))
+AuthType=auth/munge
+AuthInfo=socket=$T/munge/sock
+CredType=cred/munge
+StateSaveLocation=$T/spool/ctld
+SlurmdSpoolDir=$T/spool/d
+SlurmctldPidFile=$T/slurmctld.pid
+SlurmdPidFile=$T/slurmd.pid
+SlurmctldLogFile=$T/log/slurmctld.log
+SlurmdLogFile=$T/log/slurmd.log
+PlugStackConfig=$T/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+GresTypes=gpu,shard
+MpiDefault=none
+ReturnToService=2
+$(grep '^NodeName=' "$T/gpu-lines.txt") NodeHostname=$host NodeAddr=127.0.0.1 CPUs=4 RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
+EOF
+  export SLURM_CONF="$T/slurm.conf"
+  slurmctld -c || { echo "FAIL: slurmctld did not start"; dump_logs; exit 1; }
+  slurmd -N "$node" || { echo "FAIL: slurmd did not start"; dump_logs; exit 1; }
+  ready=0
+  for _ in $(seq 1 150); do  # up to 30 s for the node to register
+    if [ "$(sinfo -h -n "$node" -o %T 2> /dev/null)" = "idle" ]; then ready=1; break; fi
+    sleep 0.2
+  done
+  [ "$ready" = 1 ] || { echo "FAIL: node $node not idle: $(sinfo -h -o '%n %T %E' 2>&1)"; dump_logs; exit 1; }
+
+  # The node side: GPU 0's and 1's lease arbiters on the node directory the plugin joins.
+  start_arbiter
+  probe="$build/tests/tessera_shim_probe"
+  export LD_LIBRARY_PATH="$build/tests/fake_cuda"
+}

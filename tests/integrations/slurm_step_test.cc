@@ -1,0 +1,217 @@
+// The Slurm plugin's decisions without Slurm: options, plugstack arguments, the step's GPUs from
+// the environment, limits from options or shards, and the task's join of a node directory.
+#include "tessera/integrations/slurm_step.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tessera/node/arbiter_duty.h"
+#include "tessera/node/node_dir.h"
+#include "tests/testing/sim_test_util.h"
+
+namespace tessera::integrations::slurm {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using tessera::testing::TempDir;
+
+EnvLookup Env(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(SlurmOptions, ParsesEachOptionAndNamesItInErrors) {
+  EXPECT_EQ(*ParseGpuMem("1GiB"), 1ULL << 30);
+  EXPECT_EQ(*ParseGpuMem("512MiB"), 512ULL << 20);
+  EXPECT_EQ(ParseGpuMem("abc").status().message(), "--gpu-mem: 'abc': not a positive size like 8GiB or 512MiB");
+  EXPECT_THAT(std::string(ParseGpuMem("4096").status().message()), HasSubstr("--gpu-mem: '4096': no unit"));
+  EXPECT_EQ(*ParseGpuShare("25"), 25);
+  EXPECT_EQ(ParseGpuShare("0").status().message(), "--gpu-share: '0' is not a percentage 1..100");
+  EXPECT_EQ(ParseGpuShare("150").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseGpuShare("3x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ParseIsolation("none"), Isolation::kNone);
+  EXPECT_EQ(*ParseIsolation("hardware"), Isolation::kHardware);
+  EXPECT_EQ(ParseIsolation("strong").status().message(),
+            "--gpu-isolation: 'strong' is not one of hardware, process, none");
+}
+
+TEST(SlurmOptions, PluginArguments) {
+  StatusOr<PluginArgs> args = ParsePluginArgs({"node_dir=/n", "shim=/s.so", "nvml=/l.so", "shards_per_gpu=4"});
+  ASSERT_TRUE(args.ok()) << args.status().ToString();
+  EXPECT_EQ(args->node_dir, "/n");
+  EXPECT_EQ(args->shim, "/s.so");
+  EXPECT_EQ(args->nvml, "/l.so");
+  EXPECT_EQ(args->shards_per_gpu, 4);
+  EXPECT_EQ(ParsePluginArgs({}).value().node_dir, "/run/tessera");
+  EXPECT_THAT(std::string(ParsePluginArgs({"colour=red"}).status().message()),
+              HasSubstr("plugstack.conf argument 'colour=red': unknown"));
+  EXPECT_THAT(std::string(ParsePluginArgs({"shards_per_gpu=0"}).status().message()),
+              HasSubstr("'shards_per_gpu=0': not a count"));
+  EXPECT_EQ(ParsePluginArgs({"node_dir"}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(SlurmStepGpus, PrefersSlurmsOwnVariables) {
+  EXPECT_EQ(*StepGpus(Env({{"SLURM_STEP_GPUS", "1"}, {"SLURM_JOB_GPUS", "0,1"}, {"CUDA_VISIBLE_DEVICES", "0"}})),
+            std::vector<int>{1});
+  EXPECT_EQ(*StepGpus(Env({{"SLURM_JOB_GPUS", "2,3"}})), (std::vector<int>{2, 3}));
+  EXPECT_EQ(*StepGpus(Env({{"CUDA_VISIBLE_DEVICES", "0"}})), std::vector<int>{0});
+  EXPECT_TRUE(StepGpus(Env({}))->empty());
+  EXPECT_TRUE(StepGpus(Env({{"CUDA_VISIBLE_DEVICES", "NoDevFiles"}}))->empty());
+  EXPECT_EQ(StepGpus(Env({{"CUDA_VISIBLE_DEVICES", "GPU-fa4e"}})).status().message(),
+            "CUDA_VISIBLE_DEVICES='GPU-fa4e': 'GPU-fa4e' is not a GPU index");
+  EXPECT_EQ(*ShardsOnNode(Env({{"SLURM_SHARDS_ON_NODE", "3"}})), 3);
+  EXPECT_EQ(*ShardsOnNode(Env({})), 0);
+  EXPECT_EQ(ShardsOnNode(Env({{"SLURM_SHARDS_ON_NODE", "x"}})).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(SlurmLimits, TheWorkedExample) {
+  constexpr uint64_t k80G = 80ULL << 30;
+  StatusOr<TenantLimits> shards = DeriveLimits({}, 1, 2, 4, k80G);
+  ASSERT_TRUE(shards.ok()) << shards.status().ToString();
+  EXPECT_EQ(shards->gpu, 1);
+  EXPECT_EQ(shards->mem_bytes, 40ULL << 30);
+  EXPECT_EQ(shards->share, 50);
+  StatusOr<TenantLimits> opts = DeriveLimits({.mem_bytes = 10ULL << 30, .share_percent = 25}, 1, 2, 4, k80G);
+  EXPECT_EQ(opts->mem_bytes, 10ULL << 30);
+  EXPECT_EQ(opts->share, 25);
+  StatusOr<TenantLimits> whole = DeriveLimits({}, 0, 0, 4, k80G);
+  EXPECT_EQ(whole->mem_bytes, k80G);
+  EXPECT_EQ(whole->share, 100);
+  EXPECT_EQ(DeriveLimits({}, 0, 1, 8, k80G)->share, 12);  // 1 of 8 shards: 12 %, never 0
+  EXPECT_EQ(TenantName("physics", "42"), "physics.42");
+  EXPECT_EQ(TenantName("", "42"), "default.42");
+}
+
+TEST(SlurmLimits, RefusesWhatCannotBeSized) {
+  EXPECT_THAT(std::string(DeriveLimits({.mem_bytes = 90ULL << 30}, 0, 0, 0, 80ULL << 30).status().message()),
+              HasSubstr("--gpu-mem: 96636764160 bytes is more than GPU 0's"));
+  EXPECT_THAT(std::string(DeriveLimits({}, 0, 0, 0, 0).status().message()), HasSubstr("give --gpu-mem=SIZE"));
+  EXPECT_THAT(std::string(DeriveLimits({}, 0, 2, 0, 80ULL << 30).status().message()),
+              HasSubstr("no shards_per_gpu="));
+  EXPECT_EQ(DeriveLimits({.mem_bytes = 1ULL << 30}, 0, 0, 0, 0)->mem_bytes, 1ULL << 30);  // no NVML needed
+}
+
+// The node side: GPU 0's lease arbiter on a thread, as `tessera node arbiter` runs it.
+class SlurmTaskTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::mkdir(dir_.File("node").c_str(), 0755);
+    shim_ = dir_.File("libtessera-shim.so");
+    tessera::testing::WriteTextFile(shim_, std::string("\x7f" "ELF", 4) + "not really");
+    arbiter_ = std::thread([this] {
+      node::ArbiterDuty duty(node::NodeDir(dir_.File("node")), 0);
+      while (!stop_.load()) duty.Round();
+    });
+  }
+  void TearDown() override { StopArbiter(); }
+  void StopArbiter() {
+    stop_ = true;
+    if (arbiter_.joinable()) arbiter_.join();
+  }
+  TaskRequest Request(std::map<std::string, std::string> env) {
+    return {.args = {.node_dir = dir_.File("node"), .nvml = "/nonexistent/libnvidia-ml.so.1"},
+            .options = {.mem_bytes = 1ULL << 30},
+            .account = "physics",
+            .job_id = "42",
+            .env = Env(std::move(env)),
+            .task_pid = static_cast<long>(::getpid()),
+            .default_shim = shim_};
+  }
+  TempDir dir_;
+  std::string shim_;
+  std::atomic<bool> stop_{false};
+  std::thread arbiter_;
+};
+
+TEST_F(SlurmTaskTest, JoinsTheNodeAsTheAccountsJobWithTheShimPreloaded) {
+  StatusOr<TaskLaunch> launch = JoinTask(Request({{"SLURM_STEP_GPUS", "0"}, {"CUDA_VISIBLE_DEVICES", "0"}}));
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  EXPECT_TRUE(launch->managed);
+  EXPECT_EQ(launch->tenant, "physics.42");
+  EXPECT_THAT(launch->env, ::testing::Contains(Pair("LD_PRELOAD", shim_)));
+  EXPECT_THAT(launch->env, ::testing::Contains(Pair("TESSERA_SHIM_TENANT", std::to_string(launch->tenant_index))));
+  EXPECT_THAT(launch->env, ::testing::Contains(Pair("CUDA_VISIBLE_DEVICES", "0")));
+  StatusOr<std::vector<node::TenantEntry>> live = node::NodeDir(dir_.File("node")).LiveTenants();
+  ASSERT_TRUE(live.ok());
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ((*live)[0].name, "physics.42");
+  EXPECT_EQ((*live)[0].mem_bytes, 1ULL << 30);
+  EXPECT_EQ((*live)[0].share, 100);
+}
+
+TEST_F(SlurmTaskTest, FailsClosedWhenTheNodeSideIsMissing) {
+  TaskRequest r = Request({{"SLURM_STEP_GPUS", "0"}});
+  r.args.node_dir = dir_.File("absent");
+  EXPECT_THAT(std::string(JoinTask(r).status().message()), HasSubstr("node side unreachable: the node directory"));
+  r = Request({{"SLURM_STEP_GPUS", "0"}});
+  r.default_shim = dir_.File("no-shim.so");
+  StatusOr<TaskLaunch> no_shim = JoinTask(r);
+  EXPECT_EQ(no_shim.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(no_shim.status().message()), HasSubstr("node side unreachable"));
+  // --gpu-isolation=none runs unconfined and touches nothing.
+  r.args.node_dir = dir_.File("absent");
+  r.options.isolation = Isolation::kNone;
+  StatusOr<TaskLaunch> none = JoinTask(r);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->managed);
+  EXPECT_TRUE(none->env.empty());
+}
+
+TEST_F(SlurmTaskTest, FailsClosedWhenNoArbiterDrivesTheGpuAndUndoesTheJoin) {
+  StopArbiter();
+  TaskRequest r = Request({{"SLURM_STEP_GPUS", "0"}});
+  r.admit_timeout = std::chrono::milliseconds(300);
+  StatusOr<TaskLaunch> launch = JoinTask(r);
+  EXPECT_EQ(launch.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(launch.status().message()), HasSubstr("node side unreachable: no tessera arbiter drives GPU 0"));
+  EXPECT_THAT(tessera::testing::ReadTextFile(node::NodePaths(dir_.File("node")).registry),
+              ::testing::Not(HasSubstr("physics.42")));
+}
+
+TEST_F(SlurmTaskTest, AStepWithoutGpusIsLeftAloneAndSeveralAreRefused) {
+  StatusOr<TaskLaunch> none = JoinTask(Request({}));
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->managed);
+  EXPECT_THAT(std::string(JoinTask(Request({{"SLURM_STEP_GPUS", "0,1"}})).status().message()),
+              HasSubstr("one GPU per task"));
+  TaskRequest hardware = Request({{"SLURM_STEP_GPUS", "0"}});
+  hardware.options.isolation = Isolation::kHardware;
+  EXPECT_THAT(std::string(JoinTask(hardware).status().message()),
+              HasSubstr("--gpu-isolation=hardware: a MIG instance per job is not supported yet"));
+}
+
+TEST_F(SlurmTaskTest, ReleaseDropsTheSlotOfAKilledTask) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  TaskRequest r = Request({{"SLURM_STEP_GPUS", "0"}});
+  r.task_pid = child;
+  ASSERT_TRUE(JoinTask(r).ok());
+  const node::NodeDir node(dir_.File("node"));
+  EXPECT_EQ(node.LiveTenants()->size(), 1u);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  // The registry still holds the killed task's entry (LiveTenants hides dead members, writes
+  // nothing) until the job's end releases it.
+  const std::string registry = node.paths().registry;
+  EXPECT_THAT(tessera::testing::ReadTextFile(registry), HasSubstr("physics.42"));
+  ASSERT_TRUE(ReleaseEndedTasks(dir_.File("node")).ok());
+  EXPECT_THAT(tessera::testing::ReadTextFile(registry), ::testing::Not(HasSubstr("physics.42")));
+  EXPECT_TRUE(ReleaseEndedTasks(dir_.File("absent")).ok());
+}
+
+}  // namespace
+}  // namespace tessera::integrations::slurm

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# A real single-node Slurm (munge, slurmctld, slurmd on 127.0.0.1, Debian 12's 22.05 packages)
+# with spank_tessera.so in its plugstack and two fake GPUs (character devices with /dev/null's
+# numbers, listed by `tessera slurm config --fake-gpus`) and the node side (`tessera node arbiter`
+# on the node directory), checking what a user sees:
+#   1. `srun --gpu-mem=1GiB` and `sbatch --gpu-mem=1GiB` run the probe under the shim with exactly
+#      that limit (the fake CUDA driver refuses the 65th 16 MiB block); --gpu-share=25 is the tenant's weight on the
+#      GPU's lease board, whose arbiter is alive;
+#   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50; two
+#      such jobs of two accounts at once share GPU 0 as two tenants of share 50;
+#   3. `srun --gpu-mem=abc` and `sbatch --gpu-share=150` are rejected at submit, naming the option;
+#   4. with the node side stopped (no `tessera node arbiter`) or its node directory gone, the task
+#      is refused (fail closed), unless --gpu-isolation=none;
+#   5. a SIGKILLed task's slot is released when its step ends;
+#   6. so is a running job's after scancel.
+# Usage: slurm_test.sh BUILD_DIR. Exit 77 (ctest: skipped) only when Slurm is not installed or
+# the test does not run as root (slurmd must); scripts/setup installs it, so CI runs it. The
+# cluster: tests/integrations/slurm_cluster.sh.
+set -uo pipefail
+build="$(cd "$1" && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/slurm_cluster.sh"
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# Whether tenant $1 leaves the node's registry within 10 s (the step's end runs slurm_spank_exit
+# after srun may have returned; nothing else prunes the registry meanwhile).
+released() {
+  for _ in $(seq 1 100); do
+    grep -q "\"$1\"" "$T/node/tenants.json" 2> /dev/null || return 0
+    sleep 0.1
+  done
+  return 1
+}
+slurm_cluster_up
+
+# The GPU lines the cluster was configured with (tessera slurm config --fake-gpus A100-40GB:2).
+grep -q "^Name=shard Count=4 File=$T/dev/fakegpu1$" "$T/gres.conf" || fail "gres.conf lacks GPU 1's shards: $(cat "$T/gres.conf")"
+nodeline="$(grep '^NodeName=' "$T/gpu-lines.txt")"
+[ "$nodeline" = "NodeName=$node Gres=gpu:a100-40gb:2,shard:8" ] || fail "slurm.conf node line: $nodeline"
+
+# 1. --gpu-mem=1GiB is the shim's limit: 64 blocks of 16 MiB fit, the 65th is out of memory.
+out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB "$probe" init fill:mem:16777216 meminfo 2>&1)"
+echo "$out" | grep -q "fill family=mem count=64 rc=2" || fail "--gpu-mem=1GiB not applied: $out"
+echo "$out" | grep -q "total=1073741824" || fail "the task does not see 1 GiB: $out"
+env_out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo "$TESSERA_TENANT $LD_PRELOAD"' 2>&1)"
+echo "$env_out" | grep -q "^physics\.[0-9]* .*libtessera-shim.so" || fail "tenant/preload in the task: $env_out"
+
+# 1a. The same through sbatch: the batch step's task is confined too.
+sbatch -Q --wait -A bio --gres=gpu:1 --gpu-mem=1GiB -o "$T/batch.out" \
+  --wrap "'$probe' init fill:mem:16777216" > /dev/null 2>&1 || fail "sbatch --gpu-mem=1GiB failed: $(cat "$T/batch.out")"
+grep -q "fill family=mem count=64 rc=2" "$T/batch.out" || fail "sbatch --gpu-mem=1GiB not applied: $(cat "$T/batch.out")"
+
+# 1b. --gpu-share=25: the tenant is on GPU 0's lease board with that weight, its arbiter alive.
+status="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB --gpu-share=25 \
+  sh -c "TESSERA_RUN_DIR='$T/node' '$build/tessera' node status --json -" 2> "$T/status.err")"
+got="$(echo "$status" | python3 -c '
+import json, sys
+g = json.load(sys.stdin)["gpus"][0]
+t = g["tenants"][0]
+print(g["arbiter_alive"], t["share"], t["limit_bytes"] > 0)' 2>&1)"
+[ "$got" = "True 25 True" ] || fail "--gpu-share=25 not on an arbitrated board: $got ($status $(cat "$T/status.err"))"
+
+# 2. Two of the GPU's four shards, no options: half of the A100-40GB's memory (NVML: 40537 MiB) and
+#    a share of 50, as the node's registry holds them while the task runs.
+reg="$(srun -A physics --gres=shard:2 cat "$T/node/tenants.json" 2> "$T/reg.err")"
+got="$(echo "$reg" | python3 -c '
+import json, sys
+t = json.load(sys.stdin)["tenants"][0]
+print(t["name"].split(".")[0], t["mem_bytes"], t["share"])' 2>&1)"
+[ "$got" = "physics $((40537 * 1048576 / 4 * 2)) 50" ] ||
+  fail "shard:2 of 4 is not half an A100-40GB at share 50: $got ($reg $(cat "$T/reg.err"))"
+
+# 2b. Two accounts' shard jobs on one GPU at once: each its own tenant with its half.
+mkfifo "$T/hold"
+srun -A physics --gres=shard:2 sh -c "cat '$T/hold'" > /dev/null 2>&1 &
+held=$!
+for _ in $(seq 1 100); do grep -q '"physics\.' "$T/node/tenants.json" 2> /dev/null && break; sleep 0.1; done
+status="$(srun -A chem --gres=shard:2 sh -c "TESSERA_RUN_DIR='$T/node' '$build/tessera' node status --json -" 2> "$T/status.err")"
+echo done > "$T/hold"
+wait "$held" || fail "the held physics job failed"
+got="$(echo "$status" | python3 -c '
+import json, sys
+gpus = json.load(sys.stdin)["gpus"]
+print(" ".join("%d:%s:%d" % (g["gpu"], t["name"].split(".")[0], t["share"]) for g in gpus for t in g["tenants"]))' 2>&1)"
+[ "$got" = "0:physics:50 0:chem:50" ] || [ "$got" = "0:chem:50 0:physics:50" ] ||
+  fail "two accounts on one GPU: $got ($status $(cat "$T/status.err"))"
+
+# 3. Bad values are rejected at submit, naming the option.
+out="$(srun --gres=gpu:1 --gpu-mem=abc true 2>&1)" && fail "srun --gpu-mem=abc ran"
+echo "$out" | grep -q -- "--gpu-mem: 'abc'" || fail "srun's rejection does not name --gpu-mem: $out"
+out="$(sbatch --gres=gpu:1 --gpu-share=150 --wrap true 2>&1)" && fail "sbatch --gpu-share=150 was accepted: $out"
+echo "$out" | grep -q -- "--gpu-share: '150'" || fail "sbatch's rejection does not name --gpu-share: $out"
+
+# 4. Fail closed: without the node side the task is refused, unless isolation is none.
+kill "$arbiter"; wait "$arbiter" 2> /dev/null
+out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB true 2>&1)" && fail "a task ran without the arbiter: $out"
+echo "$out" | grep -q "node side unreachable: no tessera arbiter drives GPU 0" || fail "no fail-closed message: $out"
+srun -A physics --gres=gpu:1 --gpu-isolation=none true > /dev/null 2>&1 || fail "--gpu-isolation=none was refused"
+mv "$T/node" "$T/node.away"  # (the arbiter would create it again)
+out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB true 2>&1)" && fail "a task ran without the node directory: $out"
+echo "$out" | grep -q "node side unreachable: the node directory" || fail "no fail-closed message: $out"
+mv "$T/node.away" "$T/node"
+start_arbiter
+
+# 5. A SIGKILLed task: its slot is released when the step ends (slurm_spank_exit).
+out="$(srun -A chem --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo job=$SLURM_JOB_ID; kill -9 $$' 2>&1)"
+job="$(echo "$out" | sed -n 's/^job=\([0-9]*\).*/\1/p')"
+[ -n "$job" ] || fail "the killed task printed no job id: $out"
+released "chem.$job" || fail "chem.$job is still registered after its SIGKILLed step ended: $(cat "$T/node/tenants.json")"
+
+# 6. scancel of a running job releases its slot.
+srun -A geo --gres=gpu:1 --gpu-mem=1GiB sh -c "echo job=\$SLURM_JOB_ID > '$T/geo.id'; cat '$T/hold'" > /dev/null 2>&1 &
+held=$!
+for _ in $(seq 1 100); do grep -q '"geo\.' "$T/node/tenants.json" 2> /dev/null && break; sleep 0.1; done
+job="$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$T/geo.id")"
+grep -q "\"geo\.$job\"" "$T/node/tenants.json" || fail "geo.$job never registered: $(cat "$T/node/tenants.json")"
+scancel "$job"
+wait "$held"
+released "geo.$job" || fail "geo.$job is still registered after scancel: $(cat "$T/node/tenants.json")"
+
+if [ "$fails" -gt 0 ]; then
+  dump_logs
+  echo "slurm_test: $fails check(s) failed"
+  exit 1
+fi
+echo "slurm_test: all checks passed"
