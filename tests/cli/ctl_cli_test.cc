@@ -382,13 +382,14 @@ TEST(CtlCli, ASpentRetryBudgetSaysHowLongItTriedAndTheLastAnswer) {
   TempDir dir;
   CannedServer server(200, R"({"tenants": []})", /*refuse_first=*/1000);
   ASSERT_GT(server.port(), 0);
-  // Waits of 1..1.5 s: the budget of 2 s holds one, not the next.
+  // Waits of 1..1.5 s: the budget of 2 s holds one, not the next. The time tried prints as "1 s"
+  // or "1.2 s" (one decimal, a whole second without it).
   CommandResult r = RunTessera(dir, "run --tenant t --server " + server.url() + " --retry-budget 2 -- true", Env(server));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("tessera run: POST /v1/workloads: the control plane at 127.0.0.1:" +
                                std::to_string(server.port()) +
                                " still answered HTTP 429 (over this token's rate limit; retry after 1 s) after 2 "
-                               "tries in 1."));
+                               "tries in 1"));
   EXPECT_THAT(r.err, HasSubstr("(retry budget 2 s; the next wait, 1"));
   EXPECT_EQ(server.requests().size(), 2u);
 }
