@@ -35,6 +35,22 @@ using testing::RunProbe;
 
 constexpr long kWarm = 100'000;
 constexpr long kLaunches = 100'000;
+// Driver calls allowed besides the launches, per launch. The meter's calls come per segment and
+// per lease, i.e. per unit of time; under a sanitizer a launch takes ~20x longer, so the same
+// time holds 20x fewer launches (TSan: 3,955 calls in 3 M launches, 126 leases). A driver call
+// per launch would still be 100x over either bound.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define TESSERA_SANITIZED_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define TESSERA_SANITIZED_BUILD 1
+#endif
+#endif
+#ifdef TESSERA_SANITIZED_BUILD
+constexpr long kLaunchesPerAllowedCall = 100;
+#else
+constexpr long kLaunchesPerAllowedCall = 1'000;
+#endif
 
 // A node of `gpus` GPUs with a lease file; tenant 0 holds every board's lease for an hour and the
 // arbiter's heartbeat is fresh (a lease granted and not yet over, as a busy tenant sees it).
@@ -81,7 +97,7 @@ std::string ExpectNoDriverCallPerLaunch(const ProbeOptions& o, const std::vector
   const std::string line = run.Find("drivercalls ");
   EXPECT_EQ(FieldInt(line, "failures"), 0) << line;
   EXPECT_EQ(FieldInt(line, "launch"), launches) << line;  // the launch itself, exactly once
-  EXPECT_LE(FieldInt(line, "other"), launches / 1'000) << line;
+  EXPECT_LE(FieldInt(line, "other"), launches / kLaunchesPerAllowedCall) << line;
   return line;
 }
 
