@@ -18,6 +18,10 @@ using enforce::kLeaseMaxTenants;
 constexpr uint64_t kMinStepNs = 20'000;
 // How soon to look again when tenants wait but none may run (all at their max share).
 constexpr uint64_t kCappedPollNs = 1'000'000;
+// A paused tenant (Paused) keeps its place in the policy's queue with at most this many quanta
+// of virtual time lost to the others: enough for the lease another tenant ran in its pause,
+// not enough to bank credit by pausing over and over.
+constexpr uint64_t kMaxPausedLagQuanta = 2;
 
 uint64_t Ns(Nanos d) { return static_cast<uint64_t>(d.count()); }
 
@@ -145,6 +149,30 @@ bool LeaseArbiter::HasDemand(uint32_t slot) const {
   return !(t.suppressed && line.wait_epoch.load(std::memory_order_acquire) == t.suppressed_epoch);
 }
 
+std::vector<uint32_t> LeaseArbiter::Paused(uint64_t now_ns) const {
+  std::vector<uint32_t> paused;
+  for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) {
+    const Tenant& t = tenants_[i];
+    if (!t.active || HasDemand(i)) continue;
+    const enforce::LeaseTenantSlot& s = board_->slots[i];
+    // Its last launch, or (metering) the end of its queued work, is less than a quantum ago:
+    // it is waiting on its own results, not gone. That includes a tenant whose grant just went
+    // unused because its processes woke late (a loaded host): it is not granted again until
+    // they wait again, but it keeps its place.
+    uint64_t recent = s.tenant.last_launch_ns.load(std::memory_order_acquire);
+    if (Metering(i)) recent = std::max(recent, s.gpu.busy_until_ns.load(std::memory_order_acquire));
+    if (recent != 0 && recent + Ns(options_.quantum) > now_ns) paused.push_back(i);
+  }
+  return paused;
+}
+
+bool LeaseArbiter::LenderReturned() const {
+  for (uint32_t i : lease_.lenders) {
+    if (i != lease_.slot && HasDemand(i) && policy_->Prefers(i, lease_.slot)) return true;
+  }
+  return false;
+}
+
 bool LeaseArbiter::HigherPriorityWaiting(int32_t priority) const {
   for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) {
     if (i != lease_.slot && tenants_[i].active && tenants_[i].config.priority > priority && HasDemand(i)) return true;
@@ -234,6 +262,7 @@ void LeaseArbiter::EndLease(uint64_t now_ns, LeaseEndReason reason) {
       ++t.stats.ended_preempted;
       s.node.preemptions.fetch_add(1, std::memory_order_relaxed);
       break;
+    case LeaseEndReason::kReturned: ++t.stats.ended_returned; break;
     case LeaseEndReason::kRemoved:
     case LeaseEndReason::kStopped: break;
   }
@@ -306,6 +335,9 @@ uint64_t LeaseArbiter::Step(uint64_t now_ns) {
     } else if (preempt_ && HigherPriorityWaiting(tenants_[slot].config.priority)) {
       reason = LeaseEndReason::kPreempted;
       if (used) still_busy = slot;
+    } else if (LenderReturned()) {
+      reason = LeaseEndReason::kReturned;
+      if (used) still_busy = slot;
     }
     if (reason) EndLease(now_ns, *reason);
   }
@@ -336,8 +368,15 @@ uint64_t LeaseArbiter::Step(uint64_t now_ns) {
         below_min = i;
       }
     }
+    const std::vector<uint32_t> paused = Paused(now_ns);
+    policy_->KeepPlace(paused, Nanos(kMaxPausedLagQuanta * Ns(options_.quantum)));
     std::optional<uint32_t> pick = below_min ? below_min : policy_->Pick(runnable);
-    if (pick) Grant(*pick, now_ns);
+    if (pick) {
+      Grant(*pick, now_ns);
+      for (uint32_t i : paused) {
+        if (policy_->Prefers(i, *pick)) lease_.lenders.push_back(i);
+      }
+    }
   }
 
   // 3. When to look again.

@@ -62,18 +62,40 @@ class RoundRobin final : public PolicyBase {
 };
 
 // Stride scheduling over virtual time (used / weight). A client that was not runnable at the
-// previous pick re-enters at the current virtual time, so idling earns no credit.
+// previous pick re-enters at the current virtual time, so idling earns no credit, unless it was
+// kept (KeepPlace): then it re-enters at most `max_lag` behind.
 class VirtualTimeQueue {
  public:
-  void Reset(uint32_t id) { vtime_.erase(id); }
+  void Reset(uint32_t id) {
+    vtime_.erase(id);
+    was_runnable_.erase(id);
+    kept_.erase(id);
+  }
+  // The next Pick treats `paused` as still runnable (they keep their place).
+  void Keep(std::span<const uint32_t> paused, double max_lag) {
+    keep_next_.assign(paused.begin(), paused.end());
+    max_lag_ = max_lag;
+  }
   // Lowest virtual time among `ids` (ties: lowest id); updates who is known runnable.
   std::optional<uint32_t> Pick(const std::vector<uint32_t>& ids) {
     std::set<uint32_t> now(ids.begin(), ids.end());
     for (uint32_t id : ids) {
       double& v = vtime_[id];
-      if (!was_runnable_.count(id)) v = std::max(v, virtual_now_);
+      if (!was_runnable_.count(id)) {
+        v = std::max(v, virtual_now_);
+      } else if (kept_.count(id)) {
+        v = std::max(v, virtual_now_ - max_lag_);
+      }
     }
+    std::set<uint32_t> kept;
+    for (uint32_t id : keep_next_) {
+      // Only a client known runnable (or kept) before can be kept: a pause, not a return.
+      if (!now.count(id) && was_runnable_.count(id)) kept.insert(id);
+    }
+    keep_next_.clear();
     was_runnable_ = std::move(now);
+    was_runnable_.insert(kept.begin(), kept.end());
+    kept_ = std::move(kept);
     std::optional<uint32_t> best;
     for (uint32_t id : ids) {
       if (!best || vtime_[id] < vtime_[*best] || (vtime_[id] == vtime_[*best] && id < *best)) best = id;
@@ -84,10 +106,20 @@ class VirtualTimeQueue {
   void Charge(uint32_t id, Nanos used, uint32_t weight) {
     vtime_[id] += static_cast<double>(used.count()) / static_cast<double>(weight);
   }
+  // The virtual time `id` would be picked at now (a kept client's lag bound applied).
+  double VirtualTime(uint32_t id) const {
+    auto it = vtime_.find(id);
+    const double v = it == vtime_.end() ? 0 : it->second;
+    if (!was_runnable_.count(id)) return std::max(v, virtual_now_);
+    return kept_.count(id) ? std::max(v, virtual_now_ - max_lag_) : v;
+  }
 
  private:
   std::map<uint32_t, double> vtime_;
-  std::set<uint32_t> was_runnable_;
+  std::set<uint32_t> was_runnable_;  // runnable at the previous pick, or kept
+  std::set<uint32_t> kept_;          // in was_runnable_ only because they were kept
+  std::vector<uint32_t> keep_next_;
+  double max_lag_ = 0;
   double virtual_now_ = 0;
 };
 
@@ -103,6 +135,12 @@ class WeightedFair final : public PolicyBase {
   }
   void Charge(uint32_t id, Nanos used) override {
     if (const TimesliceClient* c = Find(id)) queue_.Charge(id, used, c->weight);
+  }
+  void KeepPlace(std::span<const uint32_t> paused, Nanos max_lag) override {
+    queue_.Keep(paused, static_cast<double>(max_lag.count()));
+  }
+  bool Prefers(uint32_t a, uint32_t b) const override {
+    return Find(a) != nullptr && Find(b) != nullptr && queue_.VirtualTime(a) < queue_.VirtualTime(b);
   }
 
  protected:
@@ -200,6 +238,29 @@ class Hierarchical final : public PolicyBase {
     if (c == nullptr) return;
     tenants_.Charge(c->tenant, used, c->tenant_weight);
     clients_of_[c->tenant].Charge(id, used, c->weight);
+  }
+  // A paused client keeps its place in its tenant's queue, and its tenant its place among the
+  // tenants.
+  void KeepPlace(std::span<const uint32_t> paused, Nanos max_lag) override {
+    std::map<uint32_t, std::vector<uint32_t>> by_tenant;
+    std::vector<uint32_t> tenants;
+    for (uint32_t id : paused) {
+      if (const TimesliceClient* c = Find(id)) {
+        if (by_tenant[c->tenant].empty()) tenants.push_back(c->tenant);
+        by_tenant[c->tenant].push_back(id);
+      }
+    }
+    const double lag = static_cast<double>(max_lag.count());
+    tenants_.Keep(tenants, lag);
+    for (auto& [tenant, ids] : by_tenant) clients_of_[tenant].Keep(ids, lag);
+  }
+  bool Prefers(uint32_t a, uint32_t b) const override {
+    const TimesliceClient* ca = Find(a);
+    const TimesliceClient* cb = Find(b);
+    if (ca == nullptr || cb == nullptr) return false;
+    if (ca->tenant != cb->tenant) return tenants_.VirtualTime(ca->tenant) < tenants_.VirtualTime(cb->tenant);
+    auto it = clients_of_.find(ca->tenant);
+    return it != clients_of_.end() && it->second.VirtualTime(a) < it->second.VirtualTime(b);
   }
 
  protected:

@@ -152,6 +152,46 @@ TEST(LeaseArbiterTest, TailOfQueuedWorkIsChargedAndDelaysTheNextLease) {
   EXPECT_EQ(board->lease.expiry_ns.load(), 20 * kMs);  // still one quantum after the grant
 }
 
+// A tenant that pauses to synchronise with its own GPU work (PyTorch's loop reading a loss)
+// keeps its place, and the tenant granted the GPU in its pause hands it back the moment it
+// waits again (issue 29: without this the weight-9 tenant of a 10/90 split got 0.58-0.81).
+TEST(LeaseArbiterTest, APausedTenantGetsTheGpuBackWhenItWaitsAgain) {
+  auto mem = std::make_unique<BoardMemory>();
+  LeaseBoard* board = nullptr;
+  ASSERT_EQ(enforce::InitLeaseBoard(mem.get(), sizeof(BoardMemory), 0, 0, &board), enforce::LeaseBoardCheck::kOk);
+  auto arbiter = std::move(LeaseArbiter::Create(board, {}).value());  // weighted_fair, 10 ms
+  ASSERT_TRUE(arbiter->AddTenant(0, {.weight = 1, .kernel_estimate = milliseconds(1)}).ok());  // A
+  ASSERT_TRUE(arbiter->AddTenant(1, {.weight = 3, .kernel_estimate = milliseconds(1)}).ok());  // B
+  enforce::BeginLeaseWait(*board, 0);
+  enforce::BeginLeaseWait(*board, 1);
+  arbiter->Step(0);  // A [0, 10)
+  for (uint64_t t = 0; t < 10; ++t) ASSERT_EQ(enforce::TryAdmitLaunch(*board, 0, {}, t * kMs), enforce::GateResult::kAdmitted);
+  arbiter->Step(10 * kMs);  // A charged 10 ms; B [10, 20)
+  ASSERT_EQ(arbiter->holder(), 1u);
+  enforce::EndLeaseWait(*board, 1, 0);
+  // B launches three 1 ms kernels, then synchronises: idle at 13 + 0.5 ms grace. A gets the GPU.
+  for (uint64_t t = 10; t < 13; ++t) ASSERT_EQ(enforce::TryAdmitLaunch(*board, 1, {}, t * kMs), enforce::GateResult::kAdmitted);
+  arbiter->Step(13 * kMs + 500'000);
+  EXPECT_EQ(arbiter->stats(1).ended_idle, 1u);
+  ASSERT_EQ(arbiter->holder(), 0u);
+  ASSERT_EQ(enforce::TryAdmitLaunch(*board, 0, {}, 13 * kMs + 600'000), enforce::GateResult::kAdmitted);
+  // B is back with more work at 14 ms: A's borrowed lease ends now, not at its 23.5 ms expiry.
+  enforce::BeginLeaseWait(*board, 1);
+  arbiter->Step(14 * kMs);
+  EXPECT_EQ(arbiter->holder(), 1u);
+  EXPECT_EQ(arbiter->stats(0).ended_returned, 1u);
+  EXPECT_EQ(arbiter->stats(0).charged_ns, 11 * kMs);  // 10 + its one borrowed 1 ms kernel
+  // A tenant gone for longer than a quantum is not a lender: B (after its lease) stops for good.
+  enforce::EndLeaseWait(*board, 1, 0);
+  ASSERT_EQ(enforce::TryAdmitLaunch(*board, 1, {}, 14 * kMs), enforce::GateResult::kAdmitted);
+  arbiter->Step(30 * kMs);  // B idle long ago; A (still waiting) holds [30, 40)
+  ASSERT_EQ(arbiter->holder(), 0u);
+  enforce::BeginLeaseWait(*board, 1);
+  arbiter->Step(31 * kMs);
+  EXPECT_EQ(arbiter->holder(), 0u);
+  EXPECT_EQ(arbiter->stats(0).ended_returned, 1u);
+}
+
 // --- weighted shares on the virtual GPU ---------------------------------------------------------
 
 struct ShareCase {

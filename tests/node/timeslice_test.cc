@@ -1,11 +1,13 @@
 // Contract suite of the device-level time-slice policies: each delivers its promise on a
-// virtual clock (weighted shares, EDF deadlines, strict priority, no credit for idling).
+// virtual clock (weighted shares, EDF deadlines, strict priority, no credit for idling, a paused
+// client's kept place).
 #include "tessera/node/timeslice.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <numeric>
+#include <optional>
 
 namespace tessera::node {
 namespace {
@@ -55,6 +57,76 @@ TEST(TimesliceTest, HeaderWorkedExample) {
     p->Charge(order.back(), milliseconds(1));
   }
   EXPECT_EQ(order, (std::vector<uint32_t>{0, 1, 1, 1}));
+}
+
+// B (weight 2) pauses -- synchronises with its own GPU work -- while A (weight 1) runs three
+// 1 ms slices, then both are runnable again. How many slices B runs before A depends on where
+// it re-enters the queue: kept, at its own virtual time (0.5 ms: 7 slices to reach A's 4 ms);
+// not kept, at the queue's (3 ms: 2 slices, the credit it was owed is lost); kept with a 1 ms
+// lag bound, at 2 ms (4 slices).
+int SlicesBRunsAfterPausing(std::string_view policy, std::optional<Nanos> keep_lag) {
+  auto p = Make(policy);
+  EXPECT_TRUE(p->AddClient({.id = 0, .tenant = 0, .weight = 1, .tenant_weight = 1}).ok());
+  EXPECT_TRUE(p->AddClient({.id = 1, .tenant = 1, .weight = 2, .tenant_weight = 2}).ok());
+  const std::vector<RunnableClient> both = {{0, {}}, {1, {}}};
+  const std::vector<RunnableClient> only_a = {{0, {}}};
+  EXPECT_EQ(*p->Pick(both), 0u);  // tie, lower id: A = 1 ms
+  p->Charge(0, milliseconds(1));
+  EXPECT_EQ(*p->Pick(both), 1u);  // B = 0.5 ms
+  p->Charge(1, milliseconds(1));
+  const uint32_t paused[] = {1};
+  for (int s = 0; s < 3; ++s) {  // A = 4 ms; the queue's virtual time reaches 3 ms
+    if (keep_lag) p->KeepPlace(paused, *keep_lag);
+    EXPECT_EQ(*p->Pick(only_a), 0u);
+    p->Charge(0, milliseconds(1));
+  }
+  if (keep_lag) {
+    EXPECT_TRUE(p->Prefers(1, 0));
+  }
+  int run = 0;
+  while (run < 100 && *p->Pick(both) == 1u) {
+    p->Charge(1, milliseconds(1));
+    ++run;
+  }
+  return run;
+}
+
+TEST(TimesliceTest, APausedClientKeepsItsPlaceWithABoundedLag) {
+  for (const char* policy : {"weighted_fair", "hierarchical"}) {
+    SCOPED_TRACE(policy);
+    EXPECT_EQ(SlicesBRunsAfterPausing(policy, milliseconds(10)), 7);
+    EXPECT_EQ(SlicesBRunsAfterPausing(policy, std::nullopt), 2);
+    EXPECT_EQ(SlicesBRunsAfterPausing(policy, milliseconds(1)), 4);
+  }
+}
+
+TEST(TimesliceTest, KeepingAClientThatNeverRanEarnsItNoCredit) {
+  auto p = Make("weighted_fair");
+  ASSERT_TRUE(p->AddClient({.id = 0, .weight = 1}).ok());
+  ASSERT_TRUE(p->AddClient({.id = 1, .weight = 1}).ok());
+  const std::vector<RunnableClient> only_a = {{0, {}}};
+  const uint32_t never_ran[] = {1};
+  for (int s = 0; s < 5; ++s) {
+    p->KeepPlace(never_ran, milliseconds(100));
+    ASSERT_EQ(*p->Pick(only_a), 0u);
+    p->Charge(0, milliseconds(1));
+  }
+  // B arrives at the queue's virtual time (4 ms), not at 0: one slice, then A (5 ms) and B alternate.
+  const std::vector<RunnableClient> both = {{0, {}}, {1, {}}};
+  EXPECT_FALSE(p->Prefers(0, 1));
+  EXPECT_EQ(*p->Pick(both), 1u);
+  p->Charge(1, milliseconds(1));
+  EXPECT_EQ(*p->Pick(both), 0u);
+}
+
+TEST(TimesliceTest, PoliciesWithoutAVirtualClockPreferNobody) {
+  for (const char* policy : {"round_robin", "edf", "lottery", "priority"}) {
+    auto p = Make(policy);
+    ASSERT_TRUE(p->AddClient({.id = 0}).ok());
+    ASSERT_TRUE(p->AddClient({.id = 1}).ok());
+    EXPECT_FALSE(p->Prefers(0, 1)) << policy;
+    EXPECT_FALSE(p->Prefers(1, 0)) << policy;
+  }
 }
 
 TEST(TimesliceTest, LotteryApproachesWeightedSharesAndIsSeeded) {

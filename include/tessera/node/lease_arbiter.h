@@ -95,7 +95,10 @@ struct LeaseTenantConfig {
   Nanos deadline{0};            // edf policy: relative deadline of waiting work (0 = quantum)
 };
 
-enum class LeaseEndReason : uint8_t { kExpired, kIdle, kPreempted, kRemoved, kStopped };
+// kReturned: the lease was granted while a tenant the policy prefers had paused (to
+// synchronise), and that tenant is waiting again: it gets the GPU back without waiting out the
+// borrower's quantum.
+enum class LeaseEndReason : uint8_t { kExpired, kIdle, kPreempted, kReturned, kRemoved, kStopped };
 
 // Per-slot counters kept by the arbiter (the board holds the ones tenants may read).
 struct LeaseTenantStats {
@@ -104,6 +107,7 @@ struct LeaseTenantStats {
   uint64_t ended_expired = 0;
   uint64_t ended_idle = 0;
   uint64_t ended_preempted = 0;
+  uint64_t ended_returned = 0;  // borrowed in a paused tenant's gap, handed back when it returned
   uint64_t unused_grants = 0;
 };
 
@@ -153,12 +157,18 @@ class LeaseArbiter {
     uint64_t expiry_ns = 0;
     uint64_t launches_at_grant = 0;
     uint64_t est_at_grant = 0;
+    std::vector<uint32_t> lenders;  // paused at the grant and preferred by the policy over the holder
   };
 
   LeaseArbiter(enforce::LeaseBoard* board, const LeaseArbiterOptions& options,
                std::unique_ptr<TimeslicePolicy> policy);
   bool HasDemand(uint32_t slot) const;
   bool HigherPriorityWaiting(int32_t priority) const;
+  // Tenants with no waiting work that launched (or whose measured work ran) less than a quantum
+  // ago: paused to synchronise, so they keep their place in the policy (KeepPlace).
+  std::vector<uint32_t> Paused(uint64_t now_ns) const;
+  // A lender of the current lease (Lease::lenders) waits again and is still preferred.
+  bool LenderReturned() const;
   void EndLease(uint64_t now_ns, LeaseEndReason reason);
   void Grant(uint32_t slot, uint64_t now_ns);
   // The earliest time the current holder counts as idle (`used`: it launched in this lease).
