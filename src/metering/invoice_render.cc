@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include "tessera/core/html.h"
 
 namespace tessera::metering {
 
@@ -17,18 +18,6 @@ std::string Csv(const std::string& s) {
     out += c;
   }
   return out + "\"";
-}
-
-std::string Html(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
-  }
-  return out;
 }
 
 // The FOCUS names of our units and resource types.
@@ -157,20 +146,20 @@ std::string RenderInvoicesTable(const InvoiceRun& run) {
 
 std::string RenderInvoicesHtml(const InvoiceRun& run) {
   std::string out =
-      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tessera invoices " + Html(run.period.name) +
+      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tessera invoices " + HtmlEscape(run.period.name) +
       "</title>\n<style>body{font-family:sans-serif}table{border-collapse:collapse;margin-bottom:1em}"
       "td,th{border:1px solid #ccc;padding:2px 6px}td.n{text-align:right}</style></head><body>\n<h1>Invoices " +
-      Html(run.period.name) + "</h1>\n<p>Metered total: " + FormatMicro(run.metered_total_micro) + " " +
-      Html(run.currency) + "</p>\n";
-  if (!run.complete) out += "<p>" + Html(Coverage(run)) + "</p>\n";
-  for (const std::string& n : run.notes) out += "<p>Note: " + Html(n) + "</p>\n";
+      HtmlEscape(run.period.name) + "</h1>\n<p>Metered total: " + FormatMicro(run.metered_total_micro) + " " +
+      HtmlEscape(run.currency) + "</p>\n";
+  if (!run.complete) out += "<p>" + HtmlEscape(Coverage(run)) + "</p>\n";
+  for (const std::string& n : run.notes) out += "<p>Note: " + HtmlEscape(n) + "</p>\n";
   for (const Invoice& inv : run.invoices) {
-    out += "<h2>" + Html(inv.tenant) + " <small>(" + Html(inv.organisation) + " / " + Html(inv.team) + ")</small>: " +
+    out += "<h2>" + HtmlEscape(inv.tenant) + " <small>(" + HtmlEscape(inv.organisation) + " / " + HtmlEscape(inv.team) + ")</small>: " +
            FormatMicro(inv.total_micro) + "</h2>\n<table><tr><th>description</th><th>quantity</th><th>unit</th>"
            "<th>amount</th></tr>\n";
     for (const InvoiceLine& l : inv.lines) {
-      out += "<tr><td>" + Html(l.description) + "</td><td class=\"n\">" + Html(l.quantity) + "</td><td>" +
-             Html(l.unit) + "</td><td class=\"n\">" + FormatMicro(l.amount_micro) + "</td></tr>\n";
+      out += "<tr><td>" + HtmlEscape(l.description) + "</td><td class=\"n\">" + HtmlEscape(l.quantity) + "</td><td>" +
+             HtmlEscape(l.unit) + "</td><td class=\"n\">" + FormatMicro(l.amount_micro) + "</td></tr>\n";
     }
     out += "</table>\n";
   }

@@ -15,6 +15,7 @@
 #include "tessera/metering/ledger_file.h"
 #include "tessera/metering/money.h"
 #include "tessera/metering/price_plan.h"
+#include "tessera/core/html.h"
 
 namespace tessera::sim {
 namespace {
@@ -27,21 +28,9 @@ std::string Fmt(const char* f, double v) {
   return buf;
 }
 
-std::string Escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
-  }
-  return out;
-}
-
 std::string InvoiceSection(const metering::InvoiceRun& run) {
-  std::string h = "<h2 id=\"invoices\">Invoices per tenant (" + Escape(run.period.name) + ", " +
-                  Escape(run.currency) + ")</h2>";
+  std::string h = "<h2 id=\"invoices\">Invoices per tenant (" + HtmlEscape(run.period.name) + ", " +
+                  HtmlEscape(run.currency) + ")</h2>";
   if (!run.complete) {
     h += "<p>Partial month: observed " + metering::FormatUtc(run.observed_start) + " to " +
          metering::FormatUtc(run.observed_end) + "; idle capacity and reservations are billed for those hours only.</p>";
@@ -55,13 +44,13 @@ std::string InvoiceSection(const metering::InvoiceRun& run) {
       else if (l.resource == "idle" || l.resource == "reservation") fixed += l.amount_micro;
       else usage += l.amount_micro;
     }
-    h += "<tr><td>" + Escape(inv.tenant) + "</td><td>" + Escape(inv.organisation) + " / " + Escape(inv.team) +
+    h += "<tr><td>" + HtmlEscape(inv.tenant) + "</td><td>" + HtmlEscape(inv.organisation) + " / " + HtmlEscape(inv.team) +
          "</td><td>" + metering::FormatMicro(usage) + "</td><td>" + metering::FormatMicro(fixed) + "</td><td>" +
          metering::FormatMicro(credits) + "</td><td>" + metering::FormatMicro(inv.total_micro) + "</td></tr>";
   }
   h += "<tr><th>metered total</th><td></td><td></td><td></td><td></td><th>" +
        metering::FormatMicro(run.metered_total_micro) + "</th></tr></table>";
-  for (const std::string& n : run.notes) h += "<p>" + Escape(n) + "</p>";
+  for (const std::string& n : run.notes) h += "<p>" + HtmlEscape(n) + "</p>";
   return h;
 }
 
@@ -97,7 +86,7 @@ std::string AnomalySection(const std::vector<TenantSeries>& tenants, int64_t sta
   const double span = std::max(1, hours - 1);
   for (size_t t = 0; t < tenants.size(); ++t) {
     const double y = static_cast<double>(t) * lane + lane / 2.0;
-    svg += "<text x=\"0\" y=\"" + Fmt("%.0f", y + 4) + "\" font-size=\"11\">" + Escape(tenants[t].tenant) +
+    svg += "<text x=\"0\" y=\"" + Fmt("%.0f", y + 4) + "\" font-size=\"11\">" + HtmlEscape(tenants[t].tenant) +
            "</text><line x1=\"" + std::to_string(LW) + "\" x2=\"" + std::to_string(kW - 10) + "\" y1=\"" +
            Fmt("%.1f", y) + "\" y2=\"" + Fmt("%.1f", y) + "\" stroke=\"#eee\"/>";
     metering::AnomalyDetector detector(HourlyAnomalyOptions());
@@ -111,9 +100,9 @@ std::string AnomalySection(const std::vector<TenantSeries>& tenants, int64_t sta
                                  Fmt("%.3g", v.expected) + " GPUs (robust z " + Fmt("%.1f", v.z) +
                                  ", likelihood z " + Fmt("%.1f", v.lz) + ")";
       svg += "<circle cx=\"" + Fmt("%.1f", LW + (kW - LW - 10) * i / span) + "\" cy=\"" + Fmt("%.1f", y) +
-             "\" r=\"4\" fill=\"#d62728\"><title>" + Escape(tenants[t].tenant) + " " + metering::FormatUtc(hour) +
+             "\" r=\"4\" fill=\"#d62728\"><title>" + HtmlEscape(tenants[t].tenant) + " " + metering::FormatUtc(hour) +
              ": " + Fmt("%.3g", value) + " GPUs, " + reason + "</title></circle>";
-      table += "<tr><td>" + Escape(tenants[t].tenant) + "</td><td>" + metering::FormatUtc(hour) + "</td><td>" +
+      table += "<tr><td>" + HtmlEscape(tenants[t].tenant) + "</td><td>" + metering::FormatUtc(hour) + "</td><td>" +
                Fmt("%.3g", value) + "</td><td>" + reason + "</td></tr>";
     }
   }
@@ -158,7 +147,7 @@ std::string ForecastSection(const std::vector<double>& history, int horizon) {
   std::string methods;
   for (const std::string& m : f.methods) methods += (methods.empty() ? "" : ", ") + m;
   h += "<p>Forecast peak " + Fmt("%.1f", peak) + " GPUs (upper bound " + Fmt("%.1f", peak_upper) + ") from " +
-       std::to_string(history.size()) + " hours of history; methods averaged: " + Escape(methods) + ".</p>";
+       std::to_string(history.size()) + " hours of history; methods averaged: " + HtmlEscape(methods) + ".</p>";
   return h;
 }
 
