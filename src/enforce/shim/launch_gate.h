@@ -114,7 +114,8 @@ inline LaunchKind LeaseKindOf(CountedLaunch kind) noexcept {
   }
 }
 
-// Everything but the fast path: multi-GPU board lookup, capture check, waiting, failure policy.
+// Everything but the fast paths: capture check, waiting, failure policy (and the current context's
+// board when called with nullptr).
 // `graph_kernels`: for kGraph, the kernel nodes of the executable graph (learned at instantiation,
 // graph_exec_table.h); the lease is charged that many kernel estimates. A constant 1 for the
 // other kinds, so their fast path does not change.
