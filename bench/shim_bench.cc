@@ -29,7 +29,10 @@
 //
 // The shim runs managed (a node segment in a temporary directory, tenant 0 with a 64 GiB limit, and
 // a lease file whose board says tenant 0 holds the compute lease), as it does in a tenant process:
-// BM_LaunchThroughShim is the lease gate's fast path (counter, lease word, TSC clock). Keep the benchmark names stable: bench/run.sh and the README use them.
+// BM_LaunchThroughShim is the lease gate's fast path (counter, lease word, TSC clock).
+// TESSERA_BENCH_GPUS=2: the process is gated on two GPUs (TESSERA_SHIM_GPUS=0,1, the fake with two
+// devices, tenant 0 holding both boards' leases) and launches in a context on device 1, so the
+// gate picks the current context's GPU's board at every launch (the multi-GPU path; no meter). Keep the benchmark names stable: bench/run.sh and the README use them.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -73,25 +76,30 @@ void Setup() {
   std::string dir = "/tmp/tessera_shim_bench_" + std::to_string(::getpid());
   std::string mk = "mkdir -p " + dir;
   if (std::system(mk.c_str()) != 0) Die("mkdir");
+  const char* gpus_env = std::getenv("TESSERA_BENCH_GPUS");
+  const int gpus = gpus_env != nullptr && std::strcmp(gpus_env, "2") == 0 ? 2 : 1;
   tessera::enforce::SegmentOptions options;
   options.policy_path = dir + "/policy";
   options.counters_path = dir + "/counters";
+  options.num_gpus = gpus;
   static auto segment = tessera::enforce::NodeSegment::Create(options);
   if (!segment.ok()) {
     std::fprintf(stderr, "%s\n", segment.status().ToString().c_str());
     std::exit(1);
   }
-  if (!segment->SetLimit(0, 0, 64ULL << 30).ok()) Die("SetLimit");
+  for (int g = 0; g < gpus; ++g) {
+    if (!segment->SetLimit(0, g, 64ULL << 30).ok()) Die("SetLimit");
+  }
   g_segment = &*segment;
   // The compute gate: a lease file whose GPU 0 board says tenant 0 holds the lease for the next
   // hour, as an arbiter would have granted it, so every launch takes the gate's fast path.
-  static auto leases = tessera::enforce::LeaseFile::Create(dir + "/leases", 1);
+  static auto leases = tessera::enforce::LeaseFile::Create(dir + "/leases", gpus);
   if (!leases.ok()) {
     std::fprintf(stderr, "%s\n", leases.status().ToString().c_str());
     std::exit(1);
   }
-  {
-    tessera::enforce::LeaseBoard& board = leases->board(0);
+  for (int g = 0; g < gpus; ++g) {
+    tessera::enforce::LeaseBoard& board = leases->board(g);
     const uint64_t now = tessera::enforce::MonotonicNowNs();
     const uint64_t expiry = now + 3600ULL * 1'000'000'000ULL;
     board.slots[0].node.state.store(static_cast<uint32_t>(tessera::enforce::LeaseSlotState::kActive));
@@ -106,6 +114,10 @@ void Setup() {
   ::setenv("TESSERA_SHIM_POLICY", options.policy_path.c_str(), 1);
   ::setenv("TESSERA_SHIM_COUNTERS", options.counters_path.c_str(), 1);
   ::setenv("TESSERA_SHIM_TENANT", "0", 1);
+  if (gpus == 2) {
+    ::setenv("TESSERA_SHIM_GPUS", "0,1", 1);
+    ::setenv("TESSERA_FAKE_CUDA_DEVICES", "2", 1);
+  }
 
   // The fake driver first (the shim finds it by its soname), then the shim.
   void* cuda = dlopen(TESSERA_FAKE_CUDA_LIBRARY, RTLD_NOW | RTLD_GLOBAL);
@@ -130,14 +142,21 @@ void Setup() {
   auto create = reinterpret_cast<PFN_cuCtxCreate_v3020>(get(cuda, "cuCtxCreate_v2"));
   CUcontext ctx = nullptr;
   if (init(0) != CUDA_SUCCESS || create(&ctx, 0, 0) != CUDA_SUCCESS) Die("cuInit/cuCtxCreate_v2");
+  // Two GPUs: launch on device 1 (a context created through the shim, as an application's is).
+  const int dev = gpus - 1;
+  if (gpus == 2) {
+    auto shim_create = reinterpret_cast<PFN_cuCtxCreate_v3020>(dlsym(shim, "cuCtxCreate_v2"));
+    if (shim_create == nullptr) shim_create = create;  // a shim without context hooks (before)
+    if (shim_create(&ctx, 0, dev) != CUDA_SUCCESS) Die("cuCtxCreate_v2 on device 1");
+  }
   // Both paths must work (and the shim must really account) before anything is timed.
   CUdeviceptr p = 0;
-  if (g_shim.alloc(&p, 4096) != CUDA_SUCCESS || segment->ReservedBytes(0, 0) != 4096) Die("shim alloc");
-  if (g_shim.free(p) != CUDA_SUCCESS || segment->ReservedBytes(0, 0) != 0) Die("shim free");
+  if (g_shim.alloc(&p, 4096) != CUDA_SUCCESS || segment->ReservedBytes(0, dev) != 4096) Die("shim alloc");
+  if (g_shim.free(p) != CUDA_SUCCESS || segment->ReservedBytes(0, dev) != 0) Die("shim free");
   // ... and the launch must really pass the lease gate (counted on the tenant's lease line).
-  const uint64_t before = leases->board(0).slots[0].tenant.launches.load();
+  const uint64_t before = leases->board(dev).slots[0].tenant.launches.load();
   if (g_shim.launch(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != CUDA_SUCCESS ||
-      leases->board(0).slots[0].tenant.launches.load() != before + 1) {
+      leases->board(dev).slots[0].tenant.launches.load() != before + 1) {
     Die("shim launch is not gated");
   }
   std::string rm = "rm -rf " + dir;  // the mappings stay valid after the files are gone

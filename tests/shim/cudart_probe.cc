@@ -8,7 +8,7 @@
 //   rt_ptsz:NAME:FLAGS       cudaGetDriverEntryPoint_ptsz (what per-thread-stream code calls)
 //   rtv:NAME:VERSION:FLAGS   cudaGetDriverEntryPointByVersion
 //       each prints "<cmd> NAME rc=R status=S -> shim:<symbol> | driver:<symbol> | null"
-//   init                     cuInit + cuCtxCreate_v2, both resolved through the runtime
+//   init                     cuInit + cuCtxCreate (_v4), both resolved through the runtime
 //   alloc:B | allocasync:B   cuMemAlloc / cuMemAllocAsync resolved through the runtime (default
 //                            flags), then called: "alloc rc=R via=<owner>"
 //   launch:FLAGS             cuLaunchKernel resolved with FLAGS, then called: "launch rc=R
@@ -144,10 +144,11 @@ int main(int argc, char** argv) {
       std::printf("%s %s rc=%d status=%d -> %s\n", cmd.c_str(), a[1].c_str(), rc, status, Owner(p).c_str());
     } else if (cmd == "init") {
       auto init = reinterpret_cast<PFN_cuInit_v2000>(Get("cuInit"));
-      auto create = reinterpret_cast<PFN_cuCtxCreate_v3020>(Get("cuCtxCreate"));
+      // The CUDA 13 runtime's "cuCtxCreate" is cuCtxCreate_v4 (CUctxCreateParams*, NULL here).
+      auto create = reinterpret_cast<PFN_cuCtxCreate_v12050>(Get("cuCtxCreate"));
       CUcontext ctx = nullptr;
       const int r1 = init != nullptr ? init(0) : -1;
-      const int r2 = create != nullptr ? create(&ctx, 0, 0) : -1;
+      const int r2 = create != nullptr ? create(&ctx, nullptr, 0, 0) : -1;
       std::printf("init rc=%d,%d\n", r1, r2);
     } else if (cmd == "alloc" || cmd == "allocasync") {
       void* p = Get(cmd == "alloc" ? "cuMemAlloc" : "cuMemAllocAsync");

@@ -1,5 +1,6 @@
 // The allocation, launch and resolver entry points of the CUDA 12/13 driver API (and the graph
-// instantiate/destroy entry points, which tell the shim what a graph launch runs), written down
+// instantiate/destroy entry points, which tell the shim what a graph launch runs, and every entry
+// point that changes the calling thread's current context, whose device the shim caches), written down
 // independently of the shim's hook list (from cuda.h and cudaTypedefs.h of CUDA 13.0: the PFN
 // version of each ABI and its _ptsz twin). hook_table_test.cc checks that the shim hooks exactly
 // these variants, and that every other allocation-like entry point of cuda.h is in kNotHooked
@@ -65,6 +66,22 @@
   X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, true) \
   X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, false) \
   X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, true) \
+  X(cuCtxCreate, cuCtxCreate, 2000, false) \
+  X(cuCtxCreate_v2, cuCtxCreate, 3020, false) \
+  X(cuCtxCreate_v3, cuCtxCreate, 11040, false) \
+  X(cuCtxCreate_v4, cuCtxCreate, 12050, false) \
+  X(cuCtxDestroy, cuCtxDestroy, 2000, false) \
+  X(cuCtxDestroy_v2, cuCtxDestroy, 4000, false) \
+  X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, false) \
+  X(cuCtxPushCurrent, cuCtxPushCurrent, 2000, false) \
+  X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, false) \
+  X(cuCtxPopCurrent, cuCtxPopCurrent, 2000, false) \
+  X(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, false) \
+  X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, false) \
+  X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, false) \
+  X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, false) \
+  X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, false) \
+  X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, false) \
   X(cuGetProcAddress, cuGetProcAddress, 11030, false) \
   X(cuGetProcAddress_v2, cuGetProcAddress, 12000, false)
 // clang-format on

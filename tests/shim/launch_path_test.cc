@@ -1,7 +1,8 @@
 // The launch path makes no driver call of its own (issue 29 §2): a cuLaunchKernel through
 // libtessera-shim.so reaches the driver once — the launch itself — and the shim's other driver
 // calls (the GPU meter's events, the capture query, the current context's device) are bounded per
-// segment, per lease or per context change, never paid per launch.
+// segment, per lease or per context change, never paid per launch. A process on two GPUs is gated
+// on the board of its current context's GPU, through every way of switching contexts.
 //
 // Each case runs the probe's `drivercalls:W:N[:STREAM[:ptsz]]` command under the shim with the
 // fake driver, which counts every entry point it is called through (tessera_fake_cuda_calls):
@@ -151,15 +152,11 @@ TEST(ShimLaunchPath, LeaseBoundariesUnderARunningArbiterMakeNoDriverCallPerLaunc
   EXPECT_GT(node.board().slots[0].node.grants.load(), 2u);  // it did cross lease boundaries
 }
 
-// A process on two node GPUs: the board is the current context's GPU's. OPEN (issue 29 §2): the
-// gate asks the driver for the current context's device (cuCtxGetDevice) at every launch, so this
-// fails with other=100000 calls=cuCtxGetDevice:100000. Caching it needs the shim to see every
-// change of the current context (cuCtxSetCurrent, cuCtxPushCurrent_v2, cuCtxPopCurrent_v2, context
-// creation and destruction, primary context release/reset), which it does not hook yet, and a
-// check on a real GPU that the CUDA runtime changes it only through those entry points; a stale
-// cache would gate launches on another GPU's board. One-GPU processes (every `tessera run --gpu N`
-// and the H200 measurement) use the single board and are not affected.
-TEST(ShimLaunchPath, DISABLED_HeldLeaseOnTwoGpusMakesNoDriverCallPerLaunch) {
+// A process on two node GPUs: the board is the current context's GPU's. The shim caches the
+// current context's device per thread (src/enforce/shim/context_cache.h), kept by its hooks on every
+// entry point that changes the current context; before, the gate asked the driver at every launch
+// (other=100000 calls=cuCtxGetDevice:100000).
+TEST(ShimLaunchPath, HeldLeaseOnTwoGpusMakesNoDriverCallPerLaunch) {
   HeldLeaseNode node(2);
   const std::vector<std::string> env = {"TESSERA_SHIM_GPUS=0,1", "TESSERA_FAKE_CUDA_DEVICES=2"};
   const std::string line = ExpectNoDriverCallPerLaunch(node.Options(env), {"init", "ctx:1"}, "");
@@ -167,6 +164,56 @@ TEST(ShimLaunchPath, DISABLED_HeldLeaseOnTwoGpusMakesNoDriverCallPerLaunch) {
   // ... and the launches were gated on GPU 1's board, the current context's.
   EXPECT_GE(node.leases->board(1).slots[0].tenant.launches.load(), static_cast<uint64_t>(kLaunches));
   EXPECT_EQ(node.leases->board(0).slots[0].tenant.launches.load(), 0u);
+}
+
+// Switching the current context between GPUs 0 and 1 gates every launch on the board of the GPU
+// it runs on: a stale cache would charge GPU 1's launches to GPU 0's lease or the reverse. Each
+// round launches 3 times on GPU 1 and once on GPU 0, so the boards must count exactly 3N and N.
+// The context entry points are called directly and through cuGetProcAddress_v2 (as the CUDA
+// runtime gets them); switching through the hooks asks the driver nothing, a destroy makes the
+// next launch ask once.
+struct SwitchCase {
+  const char* mode;
+  const char* route;
+  long max_getdevice;  // cuCtxGetDevice calls allowed during the N rounds
+};
+
+void ExpectEachLaunchOnItsGpu(const SwitchCase& c) {
+  constexpr long kRounds = 5'000;
+  HeldLeaseNode node(2);
+  const std::vector<std::string> env = {"TESSERA_SHIM_GPUS=0,1", "TESSERA_FAKE_CUDA_DEVICES=2"};
+  ProbeRun run = RunProbe(node.Options(env), {"init", std::string("ctxswitch:") + c.mode + ":" + c.route + ":" +
+                                                          std::to_string(kRounds)});
+  EXPECT_EQ(run.exit_code, 0);
+  const std::string line = run.Find("ctxswitch ");
+  SCOPED_TRACE(std::string(c.mode) + " via " + c.route + ": " + line);
+  EXPECT_EQ(FieldInt(line, "failures"), 0);
+  EXPECT_EQ(FieldInt(line, "launches"), 4 * kRounds);
+  EXPECT_LE(FieldInt(line, "getdevice"), c.max_getdevice);
+  EXPECT_EQ(node.leases->board(1).slots[0].tenant.launches.load(), static_cast<uint64_t>(3 * kRounds));
+  EXPECT_EQ(node.leases->board(0).slots[0].tenant.launches.load(), static_cast<uint64_t>(kRounds));
+}
+
+TEST(ShimLaunchPath, SetCurrentBetweenTwoGpusGatesEachLaunchOnItsGpu) {
+  ExpectEachLaunchOnItsGpu({"set", "direct", 0});
+  ExpectEachLaunchOnItsGpu({"set", "gpa2", 0});
+}
+
+TEST(ShimLaunchPath, PushAndPopOnOneThreadGateEachLaunchOnItsGpu) {
+  ExpectEachLaunchOnItsGpu({"pushpop", "direct", 0});
+  ExpectEachLaunchOnItsGpu({"pushpop", "gpa2", 0});
+  ExpectEachLaunchOnItsGpu({"pushpop", "gpa1", 0});
+}
+
+TEST(ShimLaunchPath, TwoThreadsOnTwoGpusGateEachLaunchOnItsGpu) {
+  ExpectEachLaunchOnItsGpu({"threads", "direct", 0});
+  ExpectEachLaunchOnItsGpu({"threads", "gpa2", 0});
+}
+
+// After a destroy the shim does not trust what it knew: the next launch asks the driver, once.
+TEST(ShimLaunchPath, DestroyingTheCurrentContextGatesOnTheOneBelow) {
+  ExpectEachLaunchOnItsGpu({"destroy", "direct", 5'000});
+  ExpectEachLaunchOnItsGpu({"destroy", "gpa2", 5'000});
 }
 
 }  // namespace

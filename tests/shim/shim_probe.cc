@@ -43,6 +43,17 @@
 //                             fake saw during the N: "drivercalls n=N launch=<calls of the launch
 //                             entry point> other=<all other calls> ns_per=<wall ns per launch>
 //                             calls=<name>:<count>,..." (the other entry points that were called)
+//   ctxswitch:MODE:ROUTE:N    switch the current context between ordinals 0 and 1 while launching
+//                             (cuLaunchKernel): each round 3 launches on ordinal 1 and 1 on ordinal 0.
+//                             The context entry points come through ROUTE (direct, dlsym, ...: the
+//                             symbols cuCtxCreate_v2, cuCtxSetCurrent, ...; gpa1/gpa2: the base names
+//                             at CUDA 13.0, as the runtime asks). MODE: set (the primary contexts of
+//                             0 and 1, cuCtxSetCurrent before each run of launches), pushpop (a
+//                             context on 1 pushed and popped over the current one, e.g. init's on 0),
+//                             destroy (a new context on 1 each round, destroyed after its launches),
+//                             threads (two threads, each with a new context on its own ordinal, one
+//                             launching 3N times and one N times, at once). Prints "ctxswitch
+//                             launches=L failures=F getdevice=<cuCtxGetDevice calls meanwhile>"
 //   capture:N                 begin a capture on a stream, N cuLaunchKernel and one cuGraphLaunch
 //                             on it, end the capture: "capture n=N failures=F"
 //   exec:A,B,...              exec this program again (same pid) with the commands A B ...
@@ -79,6 +90,7 @@
 //                             id=<object it hit, -1> bytes=B stream=S sync=N async=N async_ptsz=N"
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -669,6 +681,101 @@ void SetCounter(const std::string& who, int gpu, unsigned long long bytes) {
   munmap(p, sizeof(tessera::enforce::CounterSegment));
 }
 
+// ctxswitch:MODE:ROUTE:N (see the usage comment).
+void CtxSwitch(const std::string& mode, const std::string& route, long rounds) {
+  auto fn = [&](const char* base, const char* symbol) -> void* {
+    return route == "gpa1" || route == "gpa2" ? Resolve(route, base, 13000, 0).p : Resolve(route, symbol, 0, 0).p;
+  };
+  // cuGetProcAddress("cuCtxCreate", 13000) answers cuCtxCreate_v4 (CUctxCreateParams*, NULL here).
+  const bool by_base = route == "gpa1" || route == "gpa2";
+  static PFN_cuCtxCreate_v3020 create_v2;
+  static PFN_cuCtxCreate_v12050 create_v4;
+  create_v2 = by_base ? nullptr : reinterpret_cast<PFN_cuCtxCreate_v3020>(fn("cuCtxCreate", "cuCtxCreate_v2"));
+  create_v4 = by_base ? reinterpret_cast<PFN_cuCtxCreate_v12050>(fn("cuCtxCreate", "cuCtxCreate_v4")) : nullptr;
+  PFN_cuCtxCreate_v3020 create = nullptr;
+  if (create_v2 != nullptr || create_v4 != nullptr) {
+    create = [](CUcontext* pctx, unsigned int flags, CUdevice dev) {
+      return create_v2 != nullptr ? create_v2(pctx, flags, dev) : create_v4(pctx, nullptr, flags, dev);
+    };
+  }
+  auto set = reinterpret_cast<PFN_cuCtxSetCurrent_v4000>(fn("cuCtxSetCurrent", "cuCtxSetCurrent"));
+  auto push = reinterpret_cast<PFN_cuCtxPushCurrent_v4000>(fn("cuCtxPushCurrent", "cuCtxPushCurrent_v2"));
+  auto pop = reinterpret_cast<PFN_cuCtxPopCurrent_v4000>(fn("cuCtxPopCurrent", "cuCtxPopCurrent_v2"));
+  auto retain = reinterpret_cast<PFN_cuDevicePrimaryCtxRetain_v7000>(
+      fn("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRetain"));
+  auto destroy = reinterpret_cast<PFN_cuCtxDestroy_v4000>(fn("cuCtxDestroy", "cuCtxDestroy_v2"));
+  if (create == nullptr || set == nullptr || push == nullptr || pop == nullptr || retain == nullptr ||
+      destroy == nullptr) {
+    std::printf("ctxswitch launches=0 failures=-1 getdevice=0\n");
+    return;
+  }
+  auto launch = [](long n) {
+    int bad = 0;
+    for (long k = 0; k < n; ++k) bad += cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != 0;
+    return bad;
+  };
+  const unsigned long long asked0 = tessera_fake_cuda_calls("cuCtxGetDevice");
+  long launches = 0;
+  int bad = 0;
+  if (mode == "set") {
+    CUcontext primary[2] = {};
+    bad += (retain(&primary[0], 0) != 0) + (retain(&primary[1], 1) != 0);
+    for (long r = 0; r < rounds; ++r) {
+      bad += set(primary[1]) != 0;
+      bad += launch(3);
+      bad += set(primary[0]) != 0;
+      bad += launch(1);
+      launches += 4;
+    }
+  } else if (mode == "pushpop") {
+    CUcontext on1 = nullptr;
+    CUcontext popped = nullptr;
+    bad += create(&on1, 0, 1) != 0;  // pushed: current
+    bad += pop(&popped) != 0 || popped != on1;
+    for (long r = 0; r < rounds; ++r) {
+      bad += push(on1) != 0;
+      bad += launch(3);
+      bad += pop(&popped) != 0 || popped != on1;
+      bad += launch(1);
+      launches += 4;
+    }
+  } else if (mode == "destroy") {
+    for (long r = 0; r < rounds; ++r) {
+      CUcontext on1 = nullptr;
+      bad += create(&on1, 0, 1) != 0;  // pushed over the current one
+      bad += launch(3);
+      bad += destroy(on1) != 0;  // popped: the one below is current again
+      bad += launch(1);
+      launches += 4;
+    }
+  } else if (mode == "threads") {
+    struct Arg {
+      PFN_cuCtxCreate_v3020 create;
+      int ordinal;
+      long n;
+      int bad;
+    };
+    Arg args[2] = {{create, 0, rounds, 0}, {create, 1, 3 * rounds, 0}};
+    auto body = [](void* p) -> void* {
+      auto* a = static_cast<Arg*>(p);
+      CUcontext ctx = nullptr;
+      a->bad += a->create(&ctx, 0, a->ordinal) != 0;
+      for (long k = 0; k < a->n; ++k)
+        a->bad += cuLaunchKernel(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr) != 0;
+      return nullptr;
+    };
+    pthread_t threads[2];
+    for (int t = 0; t < 2; ++t) pthread_create(&threads[t], nullptr, body, &args[t]);
+    for (int t = 0; t < 2; ++t) pthread_join(threads[t], nullptr);
+    bad += args[0].bad + args[1].bad;
+    launches = 4 * rounds;
+  } else {
+    bad = -1;
+  }
+  std::printf("ctxswitch launches=%ld failures=%d getdevice=%llu\n", launches, bad,
+              tessera_fake_cuda_calls("cuCtxGetDevice") - asked0);
+}
+
 // driver2:PATH:B (see the usage comment): allocation through a copy of the driver the shim does
 // not know. dlsym on the copy's own handle is not one the shim substitutes.
 void SecondDriver(const std::string& path, std::size_t bytes) {
@@ -886,6 +993,8 @@ int main(int argc, char** argv) {
       std::printf("drivercalls n=%ld launch=%llu other=%llu failures=%d ns_per=%.1f calls=%s\n", n, launched, other,
                   bad, n > 0 ? static_cast<double>(t1 - t0) / static_cast<double>(n) : 0.0,
                   calls.empty() ? "-" : calls.c_str());
+    } else if (cmd == "ctxswitch") {
+      CtxSwitch(a.size() > 1 ? a[1] : "", a.size() > 2 ? a[2] : "direct", static_cast<long>(Num(a, 3)));
     } else if (cmd == "capture") {
       const long n = static_cast<long>(Num(a, 1));
       auto* stream = reinterpret_cast<CUstream>(0x78);

@@ -37,6 +37,8 @@ struct CUgraphNode_st;
 struct CUgraphExec_st;
 struct CUlaunchAttribute_st;
 struct CUkern_st;
+struct CUexecAffinityParam_st;  // only passed through (cuCtxCreate_v3)
+struct CUctxCreateParams_st;    // only passed through (cuCtxCreate_v4)
 
 namespace tessera::cuabi {
 
@@ -87,6 +89,8 @@ using CUdriverProcAddressQueryResult = int;
 using CUgraphNodeType = int;
 using CUgraphInstantiateResult = int;
 using CUkernel = ::CUkern_st*;
+using CUexecAffinityParam = ::CUexecAffinityParam_st;
+using CUctxCreateParams = ::CUctxCreateParams_st;
 
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_INVALID = 0;
 inline constexpr CUmemLocationType CU_MEM_LOCATION_TYPE_DEVICE = 1;
@@ -256,6 +260,20 @@ using PFN_cuCtxSetCurrent_v4000 = CUresult (*)(CUcontext ctx);                  
 using PFN_cuCtxGetDevice_v2000 = CUresult (*)(CUdevice* device);                    // cuCtxGetDevice
 using PFN_cuDevicePrimaryCtxRetain_v7000 = CUresult (*)(CUcontext* pctx, CUdevice dev);
 using PFN_cuDevicePrimaryCtxRelease_v11000 = CUresult (*)(CUdevice dev);  // cuDevicePrimaryCtxRelease_v2
+// Every entry point that changes the calling thread's current context (the shim caches its device).
+using PFN_cuCtxCreate_v2000 = CUresult (*)(CUcontext* pctx, unsigned int flags, CUdevice dev);  // cuCtxCreate
+using PFN_cuCtxCreate_v11040 = CUresult (*)(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams,
+                                            unsigned int flags, CUdevice dev);  // cuCtxCreate_v3
+using PFN_cuCtxCreate_v12050 = CUresult (*)(CUcontext* pctx, CUctxCreateParams* ctxCreateParams, unsigned int flags,
+                                            CUdevice dev);  // cuCtxCreate_v4
+using PFN_cuCtxDestroy_v2000 = CUresult (*)(CUcontext ctx);       // cuCtxDestroy
+using PFN_cuCtxPushCurrent_v2000 = CUresult (*)(CUcontext ctx);   // cuCtxPushCurrent
+using PFN_cuCtxPushCurrent_v4000 = CUresult (*)(CUcontext ctx);   // cuCtxPushCurrent_v2
+using PFN_cuCtxPopCurrent_v2000 = CUresult (*)(CUcontext* pctx);  // cuCtxPopCurrent
+using PFN_cuCtxPopCurrent_v4000 = CUresult (*)(CUcontext* pctx);  // cuCtxPopCurrent_v2
+using PFN_cuDevicePrimaryCtxRelease_v7000 = CUresult (*)(CUdevice dev);  // cuDevicePrimaryCtxRelease
+using PFN_cuDevicePrimaryCtxReset_v7000 = CUresult (*)(CUdevice dev);    // cuDevicePrimaryCtxReset
+using PFN_cuDevicePrimaryCtxReset_v11000 = CUresult (*)(CUdevice dev);   // cuDevicePrimaryCtxReset_v2
 
 // Device memory.
 using PFN_cuMemAlloc_v2000 = CUresult (*)(CUdeviceptr_v1* dptr, unsigned int bytesize);  // cuMemAlloc

@@ -180,6 +180,35 @@
     HandleLaunch<CountedLaunch::kCaptureBegin>, (CUstream stream, CUgraph graph, \
     const CUgraphNode* deps, const CUgraphEdgeData* edges, size_t num_deps, \
     CUstreamCaptureMode mode), (stream, graph, deps, edges, num_deps, mode)) \
+  /* --- the current context: the device a multi-GPU process's launches are gated on ------------ */ \
+  X(cuCtxCreate, cuCtxCreate, 2000, kLegacy, kContext, HandleCtxCreate, \
+    (CUcontext* pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev)) \
+  X(cuCtxCreate_v2, cuCtxCreate, 3020, kLegacy, kContext, HandleCtxCreate, \
+    (CUcontext* pctx, unsigned int flags, CUdevice dev), (pctx, flags, dev)) \
+  X(cuCtxCreate_v3, cuCtxCreate, 11040, kLegacy, kContext, HandleCtxCreate, \
+    (CUcontext* pctx, CUexecAffinityParam* params, int num_params, unsigned int flags, CUdevice dev), \
+    (pctx, params, num_params, flags, dev)) \
+  X(cuCtxCreate_v4, cuCtxCreate, 12050, kLegacy, kContext, HandleCtxCreate, \
+    (CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev), (pctx, params, flags, dev)) \
+  X(cuCtxDestroy, cuCtxDestroy, 2000, kLegacy, kContext, HandleCtxDestroy, (CUcontext ctx), (ctx)) \
+  X(cuCtxDestroy_v2, cuCtxDestroy, 4000, kLegacy, kContext, HandleCtxDestroy, (CUcontext ctx), (ctx)) \
+  X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, kLegacy, kContext, HandleCtxSetCurrent, (CUcontext ctx), (ctx)) \
+  X(cuCtxPushCurrent, cuCtxPushCurrent, 2000, kLegacy, kContext, HandleCtxPushCurrent, (CUcontext ctx), (ctx)) \
+  X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, kLegacy, kContext, HandleCtxPushCurrent, (CUcontext ctx), \
+    (ctx)) \
+  X(cuCtxPopCurrent, cuCtxPopCurrent, 2000, kLegacy, kContext, HandleCtxPopCurrent, (CUcontext* pctx), (pctx)) \
+  X(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, kLegacy, kContext, HandleCtxPopCurrent, (CUcontext* pctx), \
+    (pctx)) \
+  X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, kLegacy, kContext, HandlePrimaryCtxRetain, \
+    (CUcontext* pctx, CUdevice dev), (pctx, dev)) \
+  X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, kLegacy, kContext, HandlePrimaryCtxDrop, \
+    (CUdevice dev), (dev)) \
+  X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, kLegacy, kContext, HandlePrimaryCtxDrop, \
+    (CUdevice dev), (dev)) \
+  X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, kLegacy, kContext, HandlePrimaryCtxDrop, \
+    (CUdevice dev), (dev)) \
+  X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, kLegacy, kContext, HandlePrimaryCtxDrop, \
+    (CUdevice dev), (dev)) \
   /* --- the resolvers (substitution by pointer identity) ------------------------------------ */ \
   X(cuGetProcAddress, cuGetProcAddress, 11030, kLegacy, kResolver, HandleGetProcAddress, \
     (const char* symbol, void** pfn, int cuda_version, cuuint64_t flags), \
@@ -200,6 +229,7 @@ enum class HookFamily : unsigned char {
   kLaunch,    // passes LaunchGate() before calling the driver
   kCapture,   // stream-capture begin: counted by LaunchGate(), never blocked
   kGraphExec, // graph instantiate/destroy: records the kernel nodes a graph launch is charged for
+  kContext,   // changes the calling thread's current context: keeps context_cache.h up to date
   kResolver,  // cuGetProcAddress: substitutes wrappers by pointer identity
 };
 

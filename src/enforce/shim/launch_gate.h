@@ -33,8 +33,9 @@
 // Cost: measured by bench/shim_bench.cc, BM_LaunchThroughShim - BM_LaunchDirect, and with every
 // driver call charged (BM_LaunchThroughShimCharged - BM_LaunchDirectCharged). A held lease on one
 // GPU calls the driver only for the launch itself (the meter: two calls per segment of up to 4,096
-// launches); tests/shim/launch_path_test.cc counts it. A process on several GPUs still asks
-// cuCtxGetDevice per launch (LaunchGateSlow: open, see docs/enforcement-compute.md).
+// launches); tests/shim/launch_path_test.cc counts it. A process on several GPUs finds the board
+// of its current context's GPU in a thread-local cache (ThreadContextBoard below, kept by the
+// context hooks: context_cache.h) and asks the driver (cuCtxGetDevice) only when that is unknown.
 // Thread-safety: callable from any thread, including after fork() in the child.
 #pragma once
 
@@ -65,6 +66,22 @@ struct ComputeGate {
   uint32_t slot = 0;             // lease slot = the tenant index
 };
 extern ComputeGate g_gate;
+
+// --- the current context's board (a process gated on several GPUs) --------------------------------
+// Valid while `generation` equals g_ctx_generation; `board` is then the board of the node GPU of
+// the thread's current context, or nullptr when that GPU is not gated (no board, or an ordinal
+// outside TESSERA_SHIM_GPUS). Written by the context hooks and by ContextBoardSlow (shim.cc).
+struct ThreadContextBoard {
+  uint64_t generation = 0;  // 0: never valid (g_ctx_generation starts at 1)
+  LeaseBoard* board = nullptr;
+};
+extern thread_local ThreadContextBoard t_ctx_board __attribute__((tls_model("initial-exec")));
+// Bumped when a context may have gone away under another thread (cuCtxDestroy*, primary context
+// release/reset, fork): every thread asks the driver once more.
+extern std::atomic<uint64_t> g_ctx_generation;
+// Asks the driver for the current context's device and remembers it for this thread; nullptr when
+// that GPU is not gated, or when the driver cannot say (no current context: not remembered).
+LeaseBoard* ContextBoardSlow() noexcept;
 
 // --- the gate's clock ---------------------------------------------------------------------------
 struct GateClock {
@@ -97,7 +114,8 @@ inline LaunchKind LeaseKindOf(CountedLaunch kind) noexcept {
   }
 }
 
-// Everything but the fast path: multi-GPU board lookup, capture check, waiting, failure policy.
+// Everything but the fast paths: capture check, waiting, failure policy (and the current context's
+// board when called with nullptr).
 // `graph_kernels`: for kGraph, the kernel nodes of the executable graph (learned at instantiation,
 // graph_exec_table.h); the lease is charged that many kernel estimates. A constant 1 for the
 // other kinds, so their fast path does not change.
@@ -126,6 +144,21 @@ inline void LaunchGate(CountedLaunch kind, cuabi::CUstream stream = nullptr, boo
     }
   } else if (g_gate.boards == nullptr) {
     return;  // compute not gated
+  } else {
+    // Several GPUs: the board of the current context's GPU (no meter on this path).
+    const ThreadContextBoard& cached = t_ctx_board;
+    if (__builtin_expect(cached.generation == g_ctx_generation.load(std::memory_order_acquire), 1)) {
+      board = cached.board;
+    } else {
+      board = ContextBoardSlow();
+    }
+    if (board == nullptr) return;  // not gated on that GPU, or no current context
+    LaunchRequest request;
+    request.kind = LeaseKindOf(kind);
+    request.graph_kernels = graph_kernels;
+    if (__builtin_expect(TryAdmitLaunch(*board, g_gate.slot, request, GateNowNs()) == GateResult::kAdmitted, 1)) {
+      return;
+    }
   }
   LaunchGateSlow(board, kind, stream, per_thread, graph_kernels);
 }

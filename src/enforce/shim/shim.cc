@@ -52,8 +52,10 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 
+#include "src/enforce/shim/context_cache.h"
 #include "src/enforce/shim/gpu_meter.h"
 #include "src/enforce/shim/graph_exec_table.h"
 #include "src/enforce/shim/hook_list.h"
@@ -74,6 +76,8 @@ namespace tessera::enforce::shim {
 std::atomic<ProcessSlot*> g_launch_slot{nullptr};
 ComputeGate g_gate;
 thread_local GateClock t_gate_clock __attribute__((tls_model("initial-exec")));
+thread_local ThreadContextBoard t_ctx_board __attribute__((tls_model("initial-exec")));
+std::atomic<uint64_t> g_ctx_generation{1};
 
 uint64_t GateClockSlow() noexcept {
 #if defined(__x86_64__)
@@ -413,6 +417,35 @@ CUresult CurrentNodeGpu(int* gpu) {
   if (rc != CUDA_SUCCESS) return rc;
   return NodeGpuOfOrdinal(dev, gpu);
 }
+
+// --- the current context's device (context_cache.h) -----------------------------------------------
+// Allocations still ask the driver (CurrentNodeGpu): only the launch path reads the cache.
+thread_local ContextStackMirror t_ctx_mirror;
+ContextTable* g_ctx_table = new ContextTable;  // leaked: used until the very end of the process
+
+// The board a launch on CUDA ordinal `ordinal` is gated on (nullptr: not gated).
+LeaseBoard* BoardOfOrdinal(int ordinal) {
+  int gpu = 0;
+  if (g_gate.boards == nullptr || NodeGpuOfOrdinal(ordinal, &gpu) != CUDA_SUCCESS || gpu >= g_gate.num_boards) {
+    return nullptr;
+  }
+  return &g_gate.boards[gpu];
+}
+
+// After a change of this thread's mirror: the launch cache follows it. `generation` is the value
+// read before the driver call that made the change (a bump during it makes the cache stale).
+void PublishContext(uint64_t generation) {
+  const int ordinal = t_ctx_mirror.CurrentOrdinal();
+  ThreadContextBoard& cache = t_ctx_board;
+  if (ordinal == kUnknownOrdinal) {
+    cache.generation = 0;
+    return;
+  }
+  cache.board = BoardOfOrdinal(ordinal);
+  cache.generation = generation;
+}
+inline uint64_t ContextGeneration() { return g_ctx_generation.load(std::memory_order_acquire); }
+void BumpContextGeneration() { g_ctx_generation.fetch_add(1, std::memory_order_acq_rel); }
 
 CUresult Reserve(int gpu, std::uint64_t bytes) {
   std::lock_guard<std::mutex> lock(OpMu());
@@ -931,12 +964,22 @@ constexpr uint64_t kArbiterStaleNs = 1'000'000'000;
 // Waits are cut into steps of this length, so that a dead arbiter is noticed.
 constexpr uint64_t kWaitStepNs = 250'000'000;
 
+LeaseBoard* ContextBoardSlow() noexcept {
+  const uint64_t generation = ContextGeneration();
+  EnsureDriver(false);
+  if (g_ctx_get_device == nullptr) return nullptr;
+  CUdevice dev = 0;
+  if (g_ctx_get_device(&dev) != CUDA_SUCCESS) return nullptr;  // no current context: ask again next time
+  t_ctx_mirror.Learn(dev);
+  PublishContext(generation);
+  return BoardOfOrdinal(dev);
+}
+
 void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, CUstream stream, bool per_thread,
                     uint32_t graph_kernels) noexcept {
   if (board == nullptr) {  // a process using several node GPUs: the current context's
-    int gpu = 0;
-    if (g_gate.boards == nullptr || CurrentNodeGpu(&gpu) != CUDA_SUCCESS || gpu >= g_gate.num_boards) return;
-    board = &g_gate.boards[gpu];
+    board = ContextBoardSlow();
+    if (board == nullptr) return;
   }
   const uint32_t slot = g_gate.slot;
   // Only a process gated on one board meters (gpu_meter.h): its streams all run on that GPU.
@@ -985,6 +1028,96 @@ void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, CUstream stream, bool
 }
 
 namespace {
+
+// --- context hooks: every change of the calling thread's current context (context_cache.h) ------
+// Each calls the driver with the caller's exact arguments and returns its answer unchanged; after
+// it, the thread's mirror and launch cache say what the driver now has as current, or "unknown"
+// (a failed call forgets what the mirror knew: the next launch asks the driver).
+template <typename Fn, typename... Rest>
+CUresult HandleCtxCreate(Fn real, HookId, CUcontext* pctx, Rest... rest) {
+  const uint64_t generation = ContextGeneration();
+  const CUresult rc = real(pctx, rest...);
+  if (rc == CUDA_SUCCESS && pctx != nullptr) {
+    // The device is the last argument of every variant (v1/v2: flags, dev; v3: params, n, flags,
+    // dev; v4: params, flags, dev); the driver pushes the new context.
+    const CUdevice ordinal = std::get<sizeof...(Rest) - 1>(std::tuple<Rest...>(rest...));
+    g_ctx_table->Put(*pctx, ordinal, /*primary=*/false);
+    t_ctx_mirror.Push(*pctx, ordinal);
+  } else {
+    t_ctx_mirror.Forget();
+  }
+  PublishContext(generation);
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleCtxDestroy(Fn real, HookId, CUcontext ctx) {
+  g_ctx_table->Erase(ctx);  // before the driver frees the handle: it may hand it out again at once
+  const CUresult rc = real(ctx);
+  // The driver pops ctx if it is this thread's current context; whatever else the mirror knew is
+  // forgotten too (the next launch asks), and every other thread asks once more.
+  if (rc == CUDA_SUCCESS && t_ctx_mirror.CurrentContext() == ctx) t_ctx_mirror.Pop();
+  t_ctx_mirror.Forget();
+  BumpContextGeneration();
+  PublishContext(ContextGeneration());
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleCtxSetCurrent(Fn real, HookId, CUcontext ctx) {
+  const uint64_t generation = ContextGeneration();
+  const CUresult rc = real(ctx);
+  if (rc == CUDA_SUCCESS) {
+    t_ctx_mirror.Set(ctx, g_ctx_table->Get(ctx));
+  } else {
+    t_ctx_mirror.Forget();
+  }
+  PublishContext(generation);
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleCtxPushCurrent(Fn real, HookId, CUcontext ctx) {
+  const uint64_t generation = ContextGeneration();
+  const CUresult rc = real(ctx);
+  if (rc == CUDA_SUCCESS) {
+    t_ctx_mirror.Push(ctx, g_ctx_table->Get(ctx));
+  } else {
+    t_ctx_mirror.Forget();
+  }
+  PublishContext(generation);
+  return rc;
+}
+
+template <typename Fn>
+CUresult HandleCtxPopCurrent(Fn real, HookId, CUcontext* pctx) {
+  const uint64_t generation = ContextGeneration();
+  const CUresult rc = real(pctx);
+  if (rc == CUDA_SUCCESS) {
+    t_ctx_mirror.Pop();
+  } else {
+    t_ctx_mirror.Forget();
+  }
+  PublishContext(generation);
+  return rc;
+}
+
+// Retain does not change the current context; it tells the shim the primary context's device.
+template <typename Fn>
+CUresult HandlePrimaryCtxRetain(Fn real, HookId, CUcontext* pctx, CUdevice dev) {
+  const CUresult rc = real(pctx, dev);
+  if (rc == CUDA_SUCCESS && pctx != nullptr) g_ctx_table->Put(*pctx, dev, /*primary=*/true);
+  return rc;
+}
+
+// Release and reset: the primary context may be destroyed (its handle reused), on any thread.
+template <typename Fn>
+CUresult HandlePrimaryCtxDrop(Fn real, HookId, CUdevice dev) {
+  g_ctx_table->ErasePrimary(dev);
+  const CUresult rc = real(dev);
+  BumpContextGeneration();
+  return rc;
+}
 
 // Resolvers: call the real one with the caller's exact arguments; errors, NULL results and
 // VERSION_NOT_SUFFICIENT pass through unchanged; a success is mapped by pointer identity.
@@ -1234,6 +1367,9 @@ void ResetProcessState() {
   g_launch_slot.store(nullptr, std::memory_order_release);
   g_graph_execs.ResetAfterFork();
   MeterResetAfterFork();
+  g_ctx_table->ResetAfterFork();
+  t_ctx_mirror = ContextStackMirror{};  // the forking thread's; CUDA contexts are not inherited
+  BumpContextGeneration();
 }
 
 // The pid the process-local state belongs to: 0 in a child whose copy of the wipe-on-fork page

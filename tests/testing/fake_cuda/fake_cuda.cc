@@ -6,8 +6,10 @@
 //
 // What it models, and how (the rest returns CUDA_SUCCESS without doing anything):
 //   * cuInit must come first (CUDA_ERROR_NOT_INITIALIZED otherwise), except for
-//     cuDriverGetVersion and the resolvers; contexts are per thread (cuCtxCreate_v2,
-//     cuCtxSetCurrent, primary contexts); allocations need a current context.
+//     cuDriverGetVersion and the resolvers; each thread has its own context stack (every
+//     cuCtxCreate, cuCtxPushCurrent and cuCtxPopCurrent variant, cuCtxSetCurrent, cuCtxDestroy*
+//     of the current context pops it; primary contexts, one per device, never made current by
+//     retain); allocations need a current context.
 //   * Device memory is counted per device against TESSERA_FAKE_CUDA_MEM_BYTES
 //     (CUDA_ERROR_OUT_OF_MEMORY beyond), optionally shared between processes through a file.
 //     Pointers from the 64-bit entry points are real host allocations; the 32-bit (pre-3.2)
@@ -83,6 +85,17 @@ using namespace tessera::cuabi;  // NOLINT: the C ABI's names, as cuda.h has the
   X(cuCtxGetDevice, cuCtxGetDevice, 2000, false, PFN_cuCtxGetDevice_v2000) \
   X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, false, PFN_cuDevicePrimaryCtxRetain_v7000) \
   X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, false, PFN_cuDevicePrimaryCtxRelease_v11000) \
+  X(cuCtxCreate, cuCtxCreate, 2000, false, PFN_cuCtxCreate_v2000) \
+  X(cuCtxCreate_v3, cuCtxCreate, 11040, false, PFN_cuCtxCreate_v11040) \
+  X(cuCtxCreate_v4, cuCtxCreate, 12050, false, PFN_cuCtxCreate_v12050) \
+  X(cuCtxDestroy, cuCtxDestroy, 2000, false, PFN_cuCtxDestroy_v2000) \
+  X(cuCtxPushCurrent, cuCtxPushCurrent, 2000, false, PFN_cuCtxPushCurrent_v2000) \
+  X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, false, PFN_cuCtxPushCurrent_v4000) \
+  X(cuCtxPopCurrent, cuCtxPopCurrent, 2000, false, PFN_cuCtxPopCurrent_v2000) \
+  X(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, false, PFN_cuCtxPopCurrent_v4000) \
+  X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, false, PFN_cuDevicePrimaryCtxRelease_v7000) \
+  X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, false, PFN_cuDevicePrimaryCtxReset_v7000) \
+  X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, false, PFN_cuDevicePrimaryCtxReset_v11000) \
   X(cuMemAlloc, cuMemAlloc, 2000, false, PFN_cuMemAlloc_v2000) \
   X(cuMemAlloc_v2, cuMemAlloc, 3020, false, PFN_cuMemAlloc_v3020) \
   X(cuMemAllocPitch, cuMemAllocPitch, 2000, false, PFN_cuMemAllocPitch_v2000) \
@@ -230,8 +243,27 @@ std::atomic<bool> g_any_injection{false};
 Injection g_inject[kIdCount];
 std::atomic<unsigned long long> g_calls[kIdCount];
 thread_local const char* t_last_call = "";
-thread_local FakeCtx* t_ctx = nullptr;
+thread_local FakeCtx* t_ctx = nullptr;  // the current context: the top of t_ctx_stack
 FakeCtx g_primary[kMaxDevices];
+// The calling thread's context stack, as the real driver keeps it: cuCtxCreate* and
+// cuCtxPushCurrent* push, cuCtxPopCurrent* pops, cuCtxSetCurrent replaces the top (pushes on an
+// empty stack; NULL pops), cuCtxDestroy* of the current context pops it.
+constexpr int kMaxCtxStack = 16;
+thread_local FakeCtx* t_ctx_stack[kMaxCtxStack];
+thread_local int t_ctx_depth = 0;
+void SyncCurrent() { t_ctx = t_ctx_depth > 0 ? t_ctx_stack[t_ctx_depth - 1] : nullptr; }
+CUresult PushCtx(FakeCtx* c) {
+  if (t_ctx_depth == kMaxCtxStack) return CUDA_ERROR_INVALID_VALUE;
+  t_ctx_stack[t_ctx_depth++] = c;
+  SyncCurrent();
+  return CUDA_SUCCESS;
+}
+FakeCtx* PopCtx() {
+  if (t_ctx_depth == 0) return nullptr;
+  FakeCtx* top = t_ctx_stack[--t_ctx_depth];
+  SyncCurrent();
+  return top;
+}
 FakePool g_default_pools[kMaxDevices];
 std::atomic<unsigned long long> g_kernel_ns{0};  // simulated duration of one kernel (0: none)
 std::atomic<unsigned long long> g_call_ns{0};    // charged mode: busy-wait this long in every entry point
@@ -798,26 +830,76 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+namespace {
+CUresult CreateCtx(CUcontext* pctx, CUdevice dev) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  auto* ctx = new FakeCtx{dev};
+  if (CUresult rc = PushCtx(ctx); rc != CUDA_SUCCESS) {
+    delete ctx;
+    return rc;
+  }
+  *pctx = reinterpret_cast<CUcontext>(ctx);
+  return CUDA_SUCCESS;
+}
+CUresult DestroyCtx(CUcontext ctx) {
+  auto* c = reinterpret_cast<FakeCtx*>(ctx);
+  if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (t_ctx == c) PopCtx();
+  if (c < &g_primary[0] || c > &g_primary[kMaxDevices - 1]) delete c;
+  return CUDA_SUCCESS;
+}
+CUresult PushCurrent(CUcontext ctx) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return PushCtx(reinterpret_cast<FakeCtx*>(ctx));
+}
+CUresult PopCurrent(CUcontext* pctx) {
+  if (t_ctx_depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  FakeCtx* top = PopCtx();
+  if (pctx != nullptr) *pctx = reinterpret_cast<CUcontext>(top);
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  ENTER(cuCtxCreate);
+  REQUIRE_INIT();
+  (void)flags;
+  return CreateCtx(pctx, dev);
+}
+
 CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   ENTER(cuCtxCreate_v2);
   REQUIRE_INIT();
   (void)flags;
-  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  auto* ctx = new FakeCtx{dev};
-  t_ctx = ctx;
-  *pctx = reinterpret_cast<CUcontext>(ctx);
-  return CUDA_SUCCESS;
+  return CreateCtx(pctx, dev);
+}
+
+CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int num_params, unsigned int flags,
+                        CUdevice dev) {
+  ENTER(cuCtxCreate_v3);
+  REQUIRE_INIT();
+  (void)params, (void)num_params, (void)flags;
+  return CreateCtx(pctx, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
+  ENTER(cuCtxCreate_v4);
+  REQUIRE_INIT();
+  (void)params, (void)flags;
+  return CreateCtx(pctx, dev);
+}
+
+CUresult cuCtxDestroy(CUcontext ctx) {
+  ENTER(cuCtxDestroy);
+  REQUIRE_INIT();
+  return DestroyCtx(ctx);
 }
 
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
   ENTER(cuCtxDestroy_v2);
   REQUIRE_INIT();
-  auto* c = reinterpret_cast<FakeCtx*>(ctx);
-  if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (t_ctx == c) t_ctx = nullptr;
-  if (c < &g_primary[0] || c > &g_primary[kMaxDevices - 1]) delete c;
-  return CUDA_SUCCESS;
+  return DestroyCtx(ctx);
 }
 
 CUresult cuCtxGetCurrent(CUcontext* pctx) {
@@ -831,8 +913,38 @@ CUresult cuCtxGetCurrent(CUcontext* pctx) {
 CUresult cuCtxSetCurrent(CUcontext ctx) {
   ENTER(cuCtxSetCurrent);
   REQUIRE_INIT();
-  t_ctx = reinterpret_cast<FakeCtx*>(ctx);
+  if (ctx == nullptr) {
+    PopCtx();
+    return CUDA_SUCCESS;
+  }
+  if (t_ctx_depth == 0) return PushCtx(reinterpret_cast<FakeCtx*>(ctx));
+  t_ctx_stack[t_ctx_depth - 1] = reinterpret_cast<FakeCtx*>(ctx);
+  SyncCurrent();
   return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent(CUcontext ctx) {
+  ENTER(cuCtxPushCurrent);
+  REQUIRE_INIT();
+  return PushCurrent(ctx);
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+  ENTER(cuCtxPushCurrent_v2);
+  REQUIRE_INIT();
+  return PushCurrent(ctx);
+}
+
+CUresult cuCtxPopCurrent(CUcontext* pctx) {
+  ENTER(cuCtxPopCurrent);
+  REQUIRE_INIT();
+  return PopCurrent(pctx);
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
+  ENTER(cuCtxPopCurrent_v2);
+  REQUIRE_INIT();
+  return PopCurrent(pctx);
 }
 
 CUresult cuCtxGetDevice(CUdevice* device) {
@@ -851,8 +963,26 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  ENTER(cuDevicePrimaryCtxRelease);
+  REQUIRE_INIT();
+  return ValidDevice(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   ENTER(cuDevicePrimaryCtxRelease_v2);
+  REQUIRE_INIT();
+  return ValidDevice(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+  ENTER(cuDevicePrimaryCtxReset);
+  REQUIRE_INIT();
+  return ValidDevice(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  ENTER(cuDevicePrimaryCtxReset_v2);
   REQUIRE_INIT();
   return ValidDevice(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
