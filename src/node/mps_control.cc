@@ -103,6 +103,11 @@ StatusOr<Ran> RunProgram(const std::vector<std::string>& args,
   posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 2);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+  // The daemon outlives the agent: none of the agent's descriptors (a lock, a socket to the
+  // control plane) may stay open in it.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+#endif
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
