@@ -279,7 +279,9 @@ Status Agent::Spawn(HeldWorkload& w) {
                                    "--"};
   args.insert(args.end(), w.command.begin(), w.command.end());
   std::vector<std::string> env;
-  std::set<std::string> overridden = {"TESSERA_RUN_DIR"};
+  // The MPS variables are the workload's own: a non-MPS workload never inherits the agent's.
+  std::set<std::string> overridden = {"TESSERA_RUN_DIR", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                                      "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"};
   std::vector<std::pair<std::string, std::string>> added = options_.child_env;
   if (w.mps_thread_pct > 0) {
     for (auto& kv : MpsClientEnvironment(mps_.Paths(w.gpu), w.mps_thread_pct, w.mem_bytes,

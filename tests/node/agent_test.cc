@@ -609,6 +609,8 @@ class MpsAgentTest : public AgentTest {
 };
 
 TEST_F(MpsAgentTest, AnMpsWorkloadStartsItsGpusDaemonOnceAndItsClientGetsShareLimitAndPipeDirectory) {
+  // An agent started from a shell with MPS variables set passes none of them to a non-MPS workload.
+  ::setenv("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps", 1);
   {
     Agent agent(MpsOptions(), TwoGpus(), &cp);
     ASSERT_TRUE(agent.Start().ok());
@@ -637,6 +639,7 @@ TEST_F(MpsAgentTest, AnMpsWorkloadStartsItsGpusDaemonOnceAndItsClientGetsShareLi
     ASSERT_NE(Slot("w1"), nullptr);
     EXPECT_EQ(Slot("w1")->limit_bytes, uint64_t{1024} << 20);
   }
+  ::unsetenv("CUDA_MPS_PIPE_DIRECTORY");
   // A restarted agent finds the daemons running and starts none.
   Agent again(MpsOptions(), TwoGpus(), &cp);
   ASSERT_TRUE(again.Start().ok());
