@@ -37,7 +37,11 @@ Status RefusedToken(const LinkResponse& r, std::string_view what) {
 }  // namespace internal
 
 Agent::Agent(AgentOptions options, Inventory inventory, ControlPlaneLink* link)
-    : options_(std::move(options)), inventory_(std::move(inventory)), link_(link), node_(options_.run_dir) {}
+    : options_(std::move(options)),
+      inventory_(std::move(inventory)),
+      link_(link),
+      node_(options_.run_dir),
+      mps_({.run_dir = options_.run_dir, .control_binary = options_.mps_control}) {}
 
 Agent::~Agent() { StopArbiters(); }
 
@@ -93,6 +97,7 @@ Status Agent::Start() {
     return InternalError("agent directory '" + AgentDir() + "': " + std::strerror(errno));
   TESSERA_RETURN_IF_ERROR(LoadAgentId());
   TESSERA_RETURN_IF_ERROR(Adopt());
+  AdoptMps();
   return LoadOutbox();
 }
 
@@ -124,6 +129,7 @@ Status Agent::Round(int64_t now_ms) {
   if (!registered_) TESSERA_RETURN_IF_ERROR(Register());
   Backstop(now_ms);
   Reap(now_ms);
+  ReconcileMps();  // a daemon that died starts again; one whose GPU has no MPS client left stops
   // Ended workloads get their last sample (and leave their slots) before they are reported.
   if (now_ms >= next_usage_ms_ || HasUnsampledEnd()) {
     TESSERA_RETURN_IF_ERROR(SampleUsage(now_ms));

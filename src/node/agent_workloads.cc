@@ -105,6 +105,7 @@ json WorkloadJson(const HeldWorkload& w) {
               {"share", w.share},
               {"priority", w.priority},
               {"gpu_milli", w.gpu_milli},
+              {"mps_thread_pct", w.mps_thread_pct},
               {"command", w.command},
               {"pid", w.pid},
               {"pid_start_ticks", w.pid_start_ticks},
@@ -139,6 +140,7 @@ StatusOr<HeldWorkload> WorkloadFromJson(const std::string& path, const std::stri
     w.reported_launches = j.at("reported_launches").get<uint64_t>();
     w.reported_charged_ns = j.at("reported_charged_ns").get<uint64_t>();
     w.end_reason = j.value("end_reason", std::string());  // absent in files of older agents
+    w.mps_thread_pct = j.value("mps_thread_pct", 0);
     if (j.value("stopping", false)) w.stop_deadline_ms = 1;  // past: finish stopping it now
   } catch (const json::exception& e) {
     return DataLossError(bad + "field missing or of the wrong type (" + e.what() + ")");
@@ -204,6 +206,7 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
   w.share = d.gpu_milli;
   w.priority = d.priority;
   w.gpu_milli = d.gpu_milli;
+  if (IsMpsMode(d.mode)) w.mps_thread_pct = MpsThreadPercentage(d.mode, d.gpu_milli);
   w.command = d.command;
   w.usage_from_s = now_ms / 1000;
   if (auto back = released_usage_end_s_.find(d.id); back != released_usage_end_s_.end())
@@ -224,7 +227,19 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
   }
   EnsureArbiter(gpu);
   (void)::unlink(internal::ExitFile(AgentDir(), w.id).c_str());
-  if (gpus.size() > 1 && !w.command.empty()) {
+  // An MPS client needs its GPU's control daemon first. Without the control program the workload
+  // cannot run as asked (it is not run without MPS either): it fails with a reason that says so.
+  // Another error (the daemon would not start) leaves it unheld: the next round tries again.
+  Status mps = w.mps_thread_pct > 0 ? EnsureMps(gpu) : Status::Ok();
+  if (!mps.ok() && mps.code() != StatusCode::kFailedPrecondition) return mps;
+  if (!mps.ok()) {
+    Log("workload " + std::to_string(d.id) + ": " + std::string(mps.message()) + "; reported as failed (" +
+        std::string(api::kMpsUnavailable) + ")");
+    events_.push_back({d.id, std::string(api::kMpsUnavailable), std::string(mps.message()).substr(0, 1000)});
+    w.ended = true;
+    w.exit_code = 126;
+    w.end_reason = std::string(api::kMpsUnavailable);
+  } else if (gpus.size() > 1 && !w.command.empty()) {
     // The shim enforces one GPU per process today; a multi-GPU pod is not run rather than run
     // unlimited on its other GPUs.
     Log("workload " + std::to_string(d.id) + ": pods of " + std::to_string(gpus.size()) +
@@ -239,7 +254,7 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
       ", limit " + std::to_string(mem_bytes >> 20) + " MiB, share " + std::to_string(d.gpu_milli) +
       (w.pid > 0 ? ", supervisor pid " + std::to_string(w.pid) : std::string(w.command.empty() ? ", no command" : "")));
   ++stats_.started;
-  if (w.ended) finished_.push_back({w.id, w.exit_code, ""});
+  if (w.ended) finished_.push_back({w.id, w.exit_code, w.end_reason});
   held_[w.id] = std::move(w);
   return Status::Ok();
 }
@@ -264,14 +279,22 @@ Status Agent::Spawn(HeldWorkload& w) {
                                    "--"};
   args.insert(args.end(), w.command.begin(), w.command.end());
   std::vector<std::string> env;
-  std::set<std::string> overridden = {"TESSERA_RUN_DIR"};
-  for (const auto& [k, v] : options_.child_env) overridden.insert(k);
+  // The MPS variables are the workload's own: a non-MPS workload never inherits the agent's.
+  std::set<std::string> overridden = {"TESSERA_RUN_DIR", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                                      "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"};
+  std::vector<std::pair<std::string, std::string>> added = options_.child_env;
+  if (w.mps_thread_pct > 0) {
+    for (auto& kv : MpsClientEnvironment(mps_.Paths(w.gpu), w.mps_thread_pct, w.mem_bytes,
+                                         options_.context_allowance_mib))
+      added.push_back(std::move(kv));
+  }
+  for (const auto& [k, v] : added) overridden.insert(k);
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string kv = *e;
     if (!overridden.count(kv.substr(0, kv.find('=')))) env.push_back(kv);
   }
   env.push_back("TESSERA_RUN_DIR=" + options_.run_dir);
-  for (const auto& [k, v] : options_.child_env) env.push_back(k + "=" + v);
+  for (const auto& [k, v] : added) env.push_back(k + "=" + v);
   std::vector<char*> argv, envp;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

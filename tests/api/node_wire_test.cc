@@ -118,8 +118,15 @@ TEST(NodeWireTest, HeartbeatRefusalsNameTheField) {
             std::make_pair(std::string("finished[0].exit_kode: unknown field (known: id, exit_code, reason)"),
                            std::string("finished[0].exit_kode")));
   EXPECT_EQ(Refusal(decode, R"({"finished": [{"id": 7, "reason": "oom"}]})"),
-            std::make_pair(std::string("finished[0].reason: 'oom' is not an end reason (violated_limit)"),
+            std::make_pair(std::string("finished[0].reason: 'oom' is not an end reason (violated_limit, mps_unavailable)"),
                            std::string("finished[0].reason")));
+  // Both end reasons are also event kinds.
+  StatusOr<Heartbeat> mps = DecodeHeartbeat(
+      R"({"finished": [{"id": 7, "exit_code": 126, "reason": "mps_unavailable"}], "events": [{"id": 7, "kind": "mps_unavailable"}]})",
+      nullptr);
+  ASSERT_TRUE(mps.ok()) << mps.status().message();
+  EXPECT_EQ(mps->finished.at(0).reason, kMpsUnavailable);
+  EXPECT_EQ(mps->events.at(0).kind, kMpsUnavailable);
   EXPECT_EQ(Refusal(decode, R"({"finished": [{"exit_code": 1}]})").first, "finished[0].id: missing");
   EXPECT_EQ(Refusal(decode, R"({"finished": [{"id": 7, "exit_code": 256}]})").first,
             "finished[0].exit_code: 256 is out of range -255..255");

@@ -257,6 +257,35 @@ TEST_F(Platform, APatchedLimitIsSeenByTheRunningProcess) {
   EXPECT_THAT(log, HasSubstr("fill family=mem count=128 rc=2")) << log;
 }
 
+// An MPS workload end to end: the agent finds the (fake) nvidia-cuda-mps-control on PATH, starts
+// GPU 0's daemon with the node's own pipe directory, runs the command as its client with the
+// thread percentage and pinned limit from the workload's share and limit (and the shim's limit),
+// and stops the daemon once the workload completed.
+TEST_F(Platform, AnMpsWorkloadRunsAsAClientOfItsGpusDaemonWhichStopsAfterIt) {
+  const std::string fake = TESSERA_FAKE_MPS_CONTROL;
+  const char* path = std::getenv("PATH");
+  auto a = Agent("n1", "A100-40GB:1", "",
+                 {{"PATH", fake.substr(0, fake.rfind('/')) + ":" + (path != nullptr ? path : "/usr/bin:/bin")}});
+  const int64_t id = Submit({{"tenant", "batch"},
+                             {"gpus", 1},
+                             {"qos", "Burstable"},
+                             {"mode", "mps"},
+                             {"gpu_milli", 300},
+                             {"gpu_mem_mib", 1024},
+                             {"command", {"/bin/sh", "-c", "env | grep -E '^(CUDA_MPS_|TESSERA_SHIM_TENANT=)' | sort"}}});
+  ASSERT_TRUE(WaitState(id, "completed")) << Get(id).dump() << a->output();
+  const std::string log = ReadFile(a->run_dir() + "/agent/w" + std::to_string(id) + ".log");
+  EXPECT_THAT(log, HasSubstr("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30\n"));
+  EXPECT_THAT(log, HasSubstr("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1524M\n"));  // + the 500 MiB context allowance
+  EXPECT_THAT(log, HasSubstr("CUDA_MPS_PIPE_DIRECTORY=" + a->run_dir() + "/mps/gpu0/pipe\n"));
+  EXPECT_THAT(log, HasSubstr("TESSERA_SHIM_TENANT="));
+  const std::string control = a->run_dir() + "/mps/gpu0/log/control.log";
+  EXPECT_TRUE(WaitFor([&] { return ReadFile(control).find("\nquit\n") != std::string::npos; }))
+      << ReadFile(control) << a->output();
+  EXPECT_THAT(ReadFile(control), HasSubstr("start pid="));
+  EXPECT_THAT(a->output(), HasSubstr("MPS control daemon of GPU 0 started"));
+}
+
 // The NVML backstop end to end: a workload that re-execs itself without LD_PRELOAD escapes the shim
 // and allocates 1 GiB under a 256 MiB limit; the fake NVML sees it (the fake driver records each
 // process's bytes in TESSERA_FAKE_GPU_STATE) and the agent kills it: failed, violated_limit. The

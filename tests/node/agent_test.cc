@@ -559,6 +559,139 @@ TEST_F(BackstopTest, ReportModeReportsOnceAndKillsNothing) {
   EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
 }
 
+// MPS workloads on the fake nvidia-cuda-mps-control (tests/testing/fake_mps): it records in each
+// GPU's <run_dir>/mps/gpu<N>/log/control.log what it was started with and told.
+class MpsAgentTest : public AgentTest {
+ protected:
+  void TearDown() override {
+    for (int gpu = 0; gpu < 2; ++gpu) {
+      std::ifstream in(dir.File("node/mps/gpu" + std::to_string(gpu) + "/pipe/nvidia-cuda-mps-control.pid"));
+      long pid = 0;
+      if (in >> pid && pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL);
+    }
+  }
+  AgentOptions MpsOptions() {
+    AgentOptions o = Options();
+    o.mps_control = TESSERA_FAKE_MPS_CONTROL;
+    o.context_allowance_mib = 500;
+    return o;
+  }
+  static json MpsWorkload(int64_t id, int gpu, int64_t mem_mib, int milli, std::vector<std::string> command) {
+    json w = Workload(id, gpu, mem_mib, milli, std::move(command));
+    w["mode"] = "mps(" + std::to_string((milli + 9) / 10) + "," + std::to_string(mem_mib) + "MiB)";
+    return w;
+  }
+  // What the command printed of its environment (the Client command's lines).
+  std::string ClientLog(int64_t id) {
+    std::ifstream in(dir.File("node/agent/w" + std::to_string(id) + ".log"));
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  // Prints the MPS variables and the shim's, then runs until stopped.
+  static std::vector<std::string> Client() {
+    return {"/bin/sh", "-c", "env | grep -E '^(CUDA_MPS_|TESSERA_SHIM_TENANT=)' | sort; echo printed; exec sleep 60"};
+  }
+  // The control.log lines of GPU `gpu`, without the start line's pid and variables.
+  std::vector<std::string> Recorded(int gpu) {
+    std::ifstream in(dir.File("node/mps/gpu" + std::to_string(gpu) + "/log/control.log"));
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line.substr(0, line.find(" pid=")));
+    return lines;
+  }
+  std::string StartLine(int gpu) {
+    std::ifstream in(dir.File("node/mps/gpu" + std::to_string(gpu) + "/log/control.log"));
+    std::string line;
+    std::getline(in, line);
+    return line;
+  }
+  long DaemonPid(int gpu) {
+    return MpsControl({.run_dir = dir.File("node"), .control_binary = TESSERA_FAKE_MPS_CONTROL}).DaemonPid(gpu);
+  }
+};
+
+TEST_F(MpsAgentTest, AnMpsWorkloadStartsItsGpusDaemonOnceAndItsClientGetsShareLimitAndPipeDirectory) {
+  // An agent started from a shell with MPS variables set passes none of them to a non-MPS workload.
+  ::setenv("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps", 1);
+  {
+    Agent agent(MpsOptions(), TwoGpus(), &cp);
+    ASSERT_TRUE(agent.Start().ok());
+    // Two MPS clients on GPU 0, one on GPU 1, and a fraction on GPU 1 (no MPS for it).
+    cp.desired = json::array({MpsWorkload(1, 0, 1024, 300, Client()), MpsWorkload(2, 0, 2048, 700, Client()),
+                              MpsWorkload(3, 1, 512, 250, Client()), Workload(4, 1, 512, 250, Client())});
+    ASSERT_TRUE(RoundsUntil(agent, [&] {
+      for (int64_t id : {1, 2, 3, 4})
+        if (ClientLog(id).find("printed") == std::string::npos) return false;
+      return true;
+    }));
+    EXPECT_EQ(agent.stats().mps_starts, 2);
+    EXPECT_THAT(Recorded(0), ::testing::ElementsAre("start"));  // once for its two clients
+    EXPECT_THAT(Recorded(1), ::testing::ElementsAre("start"));
+    EXPECT_THAT(StartLine(0), ::testing::HasSubstr("CUDA_VISIBLE_DEVICES=GPU-fake-0"));
+    EXPECT_THAT(StartLine(1), ::testing::HasSubstr("CUDA_VISIBLE_DEVICES=GPU-fake-1"));
+    const std::string pipe0 = dir.File("node/mps/gpu0/pipe"), pipe1 = dir.File("node/mps/gpu1/pipe");
+    EXPECT_EQ(ClientLog(1), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30\nCUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1524M\n"
+                            "CUDA_MPS_PIPE_DIRECTORY=" + pipe0 + "\nTESSERA_SHIM_TENANT=" +
+                                std::to_string(Slot("w1")->index) + "\nprinted\n");
+    EXPECT_THAT(ClientLog(2), ::testing::HasSubstr("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=70\n"
+                                                   "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=2548M\n"));
+    EXPECT_THAT(ClientLog(3), ::testing::HasSubstr("CUDA_MPS_PIPE_DIRECTORY=" + pipe1 + "\n"));
+    EXPECT_THAT(ClientLog(4), ::testing::Not(::testing::HasSubstr("CUDA_MPS_")));
+    // The shim's limit stays in force under MPS (defence in depth).
+    ASSERT_NE(Slot("w1"), nullptr);
+    EXPECT_EQ(Slot("w1")->limit_bytes, uint64_t{1024} << 20);
+  }
+  ::unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+  // A restarted agent finds the daemons running and starts none.
+  Agent again(MpsOptions(), TwoGpus(), &cp);
+  ASSERT_TRUE(again.Start().ok());
+  ASSERT_TRUE(again.Round(now_ms += 1000).ok());
+  EXPECT_EQ(again.stats().mps_starts, 0);
+  EXPECT_EQ(again.stats().mps_restarts, 0);
+  EXPECT_THAT(Recorded(0), ::testing::ElementsAre("start"));
+  cp.desired = json::array();
+  EXPECT_TRUE(RoundsUntil(again, [&] { return again.held().empty() && DaemonPid(0) == 0 && DaemonPid(1) == 0; }));
+}
+
+TEST_F(MpsAgentTest, AKilledDaemonIsStartedAgainAndTheLastClientsEndStopsIt) {
+  Agent agent(MpsOptions(), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({MpsWorkload(5, 0, 1024, 500, {"/bin/sleep", "60"}),
+                            MpsWorkload(6, 0, 1024, 500, {"/bin/sh", "-c", "read x"})});  // ends at once
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return DaemonPid(0) > 0 && !cp.finished.empty(); }));
+  // One client ended, the other runs: the daemon stays.
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  const long first = DaemonPid(0);
+  ASSERT_GT(first, 0);
+  EXPECT_EQ(agent.stats().mps_stops, 0);
+  ASSERT_EQ(::kill(static_cast<pid_t>(first), SIGKILL), 0);
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return agent.stats().mps_restarts == 1; }));
+  EXPECT_GT(DaemonPid(0), 0);
+  EXPECT_NE(DaemonPid(0), first);
+  EXPECT_THAT(Recorded(0), ::testing::ElementsAre("start", "start"));
+  // The last client is no longer desired: once it is gone, the daemon is told to quit.
+  cp.desired = json::array();
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty() && agent.stats().mps_stops == 1; }));
+  EXPECT_EQ(DaemonPid(0), 0);
+  EXPECT_THAT(Recorded(0), ::testing::ElementsAre("start", "start", "command quit", "quit"));
+  EXPECT_EQ(agent.stats().mps_starts, 1);
+}
+
+TEST_F(MpsAgentTest, WithoutTheControlProgramAnMpsWorkloadFailsWithAReasonThatSaysSo) {
+  AgentOptions o = MpsOptions();
+  o.mps_control = dir.File("missing/nvidia-cuda-mps-control");
+  Agent agent(o, TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({MpsWorkload(8, 1, 1024, 300, Client())});
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !cp.finished.empty(); }));
+  EXPECT_THAT(cp.finished, ::testing::ElementsAre(std::pair<int64_t, int>{8, 126}));
+  EXPECT_EQ(cp.reasons[8], "mps_unavailable");
+  ASSERT_EQ(cp.events.size(), 1u);
+  EXPECT_EQ(cp.events[0]["kind"], "mps_unavailable");
+  EXPECT_THAT(cp.events[0]["detail"].get<std::string>(), ::testing::HasSubstr("missing/nvidia-cuda-mps-control"));
+  EXPECT_THAT(cp.events[0]["detail"].get<std::string>(), ::testing::HasSubstr("--mps-control"));
+  EXPECT_EQ(ClientLog(8), "");  // never run, not even without MPS
+  EXPECT_EQ(agent.stats().mps_starts, 0);
+}
+
 TEST(FakeNvmlConfigTest, TranslatesTheFlagAndNamesBadItems) {
   const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
   EXPECT_EQ(*FakeNvmlConfig("H100-80GB:2:mig", cat), "H100-80GB*2:mig=1");

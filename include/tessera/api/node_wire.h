@@ -39,9 +39,11 @@
 namespace tessera::api {
 
 inline constexpr int kMaxGpusPerNode = 16;
-// The one end reason and the one agent event kind (the NVML backstop killed or found a workload
-// over its memory limit).
+// The end reasons, each also an agent event kind: the NVML backstop killed or found a workload
+// over its memory limit; an MPS workload could not be run because the node has no MPS control
+// daemon (`nvidia-cuda-mps-control` missing: the event's detail says what to install or pass).
 inline constexpr std::string_view kViolatedLimit = "violated_limit";
+inline constexpr std::string_view kMpsUnavailable = "mps_unavailable";
 
 // A node's state and its one string mapping (what the store keeps, the API shows, the node
 // answers carry): ready <-> cordoned (an admin's cordon/uncordon/drain); either -> lost (no
@@ -93,13 +95,13 @@ StatusOr<RegisterAnswer> DecodeRegisterAnswer(std::string_view body, std::string
 struct FinishedWorkload {
   int64_t id = 0;         // >= 1
   int64_t exit_code = 0;  // -255..255; -1: unknown (the agent lost the process)
-  std::string reason;     // "" or kViolatedLimit
+  std::string reason;     // "", kViolatedLimit or kMpsUnavailable
   friend bool operator==(const FinishedWorkload&, const FinishedWorkload&) = default;
 };
 
 struct AgentEvent {
   int64_t id = 0;      // the workload, >= 1
-  std::string kind;    // kViolatedLimit
+  std::string kind;    // kViolatedLimit or kMpsUnavailable
   std::string detail;  // up to 1,000 characters
   friend bool operator==(const AgentEvent&, const AgentEvent&) = default;
 };

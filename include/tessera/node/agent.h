@@ -49,6 +49,17 @@
 // MiB > 1024 MiB, so 4242 and the supervisor are killed and the next heartbeat carries
 // {"finished": [{"id": 7, "exit_code": 137, "reason": "violated_limit"}], "events": [{"id": 7,
 // "kind": "violated_limit", "detail": "GPU 0: 4096 MiB over the allowance ..."}]}.
+// MPS (mps_control.h): a workload whose mode is "mps(P,MMiB)" is an MPS client. Before it starts,
+// its GPU's control daemon (`<mps_control> -d`, pipe and log directories <run_dir>/mps/gpu<N>/)
+// is started unless it runs, and the supervisor's environment (so the command's) gets
+// CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=P and
+// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=<limit + context_allowance_mib>M; the shim's limit (the
+// slot's) stays in force as well. At the end of every round, each GPU with a running MPS workload
+// has its daemon checked (its pid file and process) and started again if it died; a GPU whose
+// last MPS workload ended has its daemon stopped (quit). Without the control program the workload
+// is not run: it ends with exit code 126 and reason "mps_unavailable", with an event whose detail
+// names the program and the flag (`tessera agent --mps-control PATH`). A limit changed while it
+// runs reaches the shim at once; the MPS variables are the ones it started with.
 // Each held workload's state (slot, supervisor pid and start time, next usage seq, the counters
 // already reported) is in <run_dir>/agent/w<id>.json, replaced atomically: a restarted agent
 // re-adopts what is running (same slot and limit: the slot is joined again by name, nothing is
@@ -85,6 +96,7 @@
 #include "tessera/core/status.h"
 #include "tessera/enforce/nvml.h"
 #include "tessera/node/inventory.h"
+#include "tessera/node/mps_control.h"
 #include "tessera/node/node_dir.h"
 
 namespace tessera::node {
@@ -122,6 +134,8 @@ struct AgentOptions {
   int64_t backstop_period_ms = 1000;   // between two NVML checks
   int64_t context_allowance_mib = 500;  // per process, not counted against the limit
   bool backstop_kill = true;            // false: report only (events, log, counters)
+  // The MPS control program (a path, or a name looked up on PATH) for workloads in MPS mode.
+  std::string mps_control = "nvidia-cuda-mps-control";
 };
 
 // One workload the agent holds (a slot, and a supervisor when it has a command).
@@ -135,6 +149,7 @@ struct HeldWorkload {
   int share = 1;
   int priority = 0;
   int gpu_milli = 1000;
+  int mps_thread_pct = 0;  // > 0: an MPS client (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE); 0: not MPS
   std::vector<std::string> command;
   long pid = 0;                  // the supervisor; 0 when there is no command
   uint64_t pid_start_ticks = 0;  // /proc/<pid>/stat start time (guards against pid reuse)
@@ -142,7 +157,7 @@ struct HeldWorkload {
   int exit_code = 0;
   bool final_sampled = false;    // the last usage sample after the end was taken
   int64_t stop_deadline_ms = 0;  // > 0: being stopped (no longer desired)
-  std::string end_reason;        // "violated_limit": the backstop killed it (persisted)
+  std::string end_reason;        // "violated_limit" / "mps_unavailable" (persisted)
   // Usage accounting (persisted): the next sample's seq and start, the counters already reported.
   // The first seq is the placement's time in ms, so that a workload placed here again (after a
   // preemption) continues with higher seqs: its samples share a source (node, workload, GPU).
@@ -166,6 +181,9 @@ struct AgentStats {
   int64_t backstop_violations = 0;  // workloads found over their limit (once per episode)
   int64_t backstop_unknown = 0;     // processes of no workload on a shared GPU (once per pid)
   int64_t backstop_kills = 0;       // processes the backstop sent SIGKILL
+  int64_t mps_starts = 0;           // MPS control daemons started (first start on a GPU)
+  int64_t mps_restarts = 0;         // ... started again after they died
+  int64_t mps_stops = 0;            // ... stopped after their GPU's last MPS workload ended
 };
 
 class Agent {
@@ -211,6 +229,9 @@ class Agent {
   Status SaveWorkload(const HeldWorkload& w) const;
   Status SaveOutbox() const;
   void EnsureArbiter(int gpu);
+  Status EnsureMps(int gpu);  // agent_mps.cc
+  void ReconcileMps();
+  void AdoptMps();
   void Violated(HeldWorkload& w, const std::string& detail, const std::vector<uint32_t>& pids);
   void KillProcess(uint32_t pid);
   std::string AgentDir() const;
@@ -238,6 +259,8 @@ class Agent {
   std::vector<std::string> log_;
   std::atomic<bool> stop_arbiters_{false};
   std::map<int, std::thread> arbiters_;
+  MpsControl mps_;
+  std::set<int> mps_gpus_;  // GPUs whose MPS daemon this agent started or found running
 };
 
 }  // namespace tessera::node

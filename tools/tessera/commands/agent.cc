@@ -4,6 +4,7 @@
 //                 [--fake-gpus H100-80GB:2:mig,A100-40GB:4] [--cpu-milli N] [--memory-mib N]
 //                 [--interval-ms 1000] [--usage-interval 10] [--retry-budget 5]
 //                 [--backstop-ms 1000] [--context-allowance-mib 500] [--enforce kill|report]
+//                 [--mps-control nvidia-cuda-mps-control]
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +40,7 @@ struct AgentFlags {
   int backstop_ms = 1000;  // 0: no NVML backstop
   int64_t context_allowance_mib = 500;
   std::string enforce = "kill";
+  std::string mps_control = "nvidia-cuda-mps-control";
   int64_t cpu_milli = 0;   // 0: all online CPUs
   int64_t memory_mib = 0;  // 0: all physical memory
 };
@@ -120,6 +122,7 @@ int RunAgent(AgentFlags f) {
   options.backstop_period_ms = f.backstop_ms;
   options.context_allowance_mib = f.context_allowance_mib;
   options.backstop_kill = f.enforce == "kill";
+  options.mps_control = f.mps_control;
   node::Agent agent(options, *inventory, &link);
   if (Status st = agent.Start(); !st.ok()) return Fail(st.message(), kExitFailure);
   std::printf("tessera agent: node '%s', %zu GPUs, node directory %s, control plane %s\n", f.name.c_str(),
@@ -219,6 +222,11 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                   "shared GPU: kill (SIGKILL; the workload fails with reason violated_limit) or report "
                   "(event, log and counters only); default kill")
       ->check(CLI::IsMember({"kill", "report"}));
+  cmd->add_option("--mps-control", f->mps_control,
+                  "The MPS control program for workloads in MPS mode: a path, or a name looked up on PATH "
+                  "(default nvidia-cuda-mps-control). One daemon per GPU (`-d`, pipe and log directories "
+                  "<run-dir>/mps/gpu<N>/), started for the GPU's first MPS workload and stopped after its "
+                  "last; without it an MPS workload fails with reason mps_unavailable");
   cmd->footer(
       "Each placed workload runs as `tessera run --tenant w<id> ...` under the shim, its output in\n"
       "<run-dir>/agent/w<id>.log. Stopping the agent leaves the workloads running; a restarted agent\n"
