@@ -117,6 +117,32 @@ scancel "$job"
 wait "$held"
 released "geo.$job" || fail "geo.$job is still registered after scancel: $(cat "$T/node/tenants.json")"
 
+# 7. Per-account metering: the arbiter (stopped and restarted in 4, stopped now, so every open
+#    interval is written) metered each account's jobs as slurm-job-<id>, and `tessera bill` bills
+#    the accounts.
+kill "$arbiter"; wait "$arbiter" 2> /dev/null
+got="$(python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+accounts = sorted({r["tenant"] for r in rows})
+jobs = all(r["workload"].startswith("slurm-job-") for r in rows)
+nodes = sorted({r["node"] for r in rows}); models = sorted({r["model"] for r in rows})
+print(" ".join(accounts), jobs, " ".join(nodes), " ".join(models))' "$T/usage.jsonl" 2>&1)"
+case "$got" in
+  *chem*geo*physics*"True tnode A100-40GB") ;;
+  *) fail "the usage ledger does not hold the accounts' jobs: $got ($(head -3 "$T/usage.jsonl" 2> /dev/null))" ;;
+esac
+printf 'currency: USD\nidle: operator\nprices:\n  A100-40GB: {gpu_hour: 3.00, milli_gpu_hour: 0.0033}\n' > "$T/plan.yaml"
+bill="$("$build/tessera" bill --usage "$T/usage.jsonl" --plan "$T/plan.yaml" -o json 2> "$T/bill.err")" ||
+  fail "tessera bill on the Slurm ledger failed: $(cat "$T/bill.err")"
+got="$(echo "$bill" | python3 -c '
+import json, sys
+print(" ".join(sorted(i["tenant"] for i in json.load(sys.stdin)["invoices"])))' 2>&1)"
+case "$got" in
+  *chem*physics*) ;;
+  *) fail "the bill does not name the accounts: $got" ;;
+esac
+
 if [ "$fails" -gt 0 ]; then
   dump_logs
   echo "slurm_test: $fails check(s) failed"
