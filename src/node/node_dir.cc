@@ -11,9 +11,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <optional>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "src/node/registry.h"
 #include "tessera/enforce/lease.h"
@@ -57,8 +60,9 @@ class FileLock {
 // left its command's group) keeps its index and limit: fail closed, the index is handed to nobody
 // else and the daemon stays within its tenant's limit. Without the segment nothing can be told,
 // and such an entry stays too.
-void PruneEntries(std::vector<TenantEntry>& tenants, enforce::NodeSegment* seg) {
-  std::vector<TenantEntry> kept;
+// Drops dead members and entries; returns the entries that went (for RecordDepartures).
+std::vector<TenantEntry> PruneEntries(std::vector<TenantEntry>& tenants, enforce::NodeSegment* seg) {
+  std::vector<TenantEntry> kept, gone;
   for (TenantEntry& e : tenants) {
     std::erase_if(e.pids, [](long pid) { return !Alive(pid); });
     std::erase_if(e.pgids, [](long pgid) { return !GroupAlive(pgid); });
@@ -72,11 +76,47 @@ void PruneEntries(std::vector<TenantEntry>& tenants, enforce::NodeSegment* seg) 
         (void)seg->SetLimit(e.index, e.gpu, 0);
         (void)seg->SetTenantFlags(e.index, 0);
       }
+      gone.push_back(std::move(e));
       continue;
     }
     kept.push_back(std::move(e));
   }
   tenants = std::move(kept);
+  return gone;
+}
+
+// Appends one line per gone entry to the departures file, when a usage meter keeps one (the file
+// exists: UsageMeter's owner creates it; without a meter nothing is written). Best effort, after
+// the registry without them is committed: the counters are the last the board and segment hold.
+void RecordDepartures(const NodePaths& paths, const std::vector<TenantEntry>& gone, const enforce::NodeSegment* seg) {
+  if (gone.empty()) return;
+  const int fd = ::open(paths.departed.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return;
+  StatusOr<enforce::LeaseFile> leases = enforce::LeaseFile::Open(paths.leases);
+  std::string text;
+  for (const TenantEntry& e : gone) {
+    uint64_t launches = 0, charged_ns = 0, peak = 0;
+    if (leases.ok()) {
+      const enforce::LeaseTenantSlot& slot = leases->board(e.gpu).slots[e.index];
+      launches = slot.tenant.launches.load();
+      charged_ns = slot.node.charged_ns.load();
+    }
+    if (seg != nullptr) peak = seg->PeakBytes(e.index, e.gpu);
+    text += nlohmann::json{{"name", e.name},
+                           {"account", e.account},
+                           {"workload", e.workload},
+                           {"gpu", e.gpu},
+                           {"share", e.share},
+                           {"joined_s", e.joined_s},
+                           {"left_s", static_cast<int64_t>(::time(nullptr))},
+                           {"launches", launches},
+                           {"charged_ns", charged_ns},
+                           {"peak_bytes", peak}}
+                .dump() +
+            "\n";
+  }
+  (void)!::write(fd, text.data(), text.size());  // one append: whole lines
+  ::close(fd);
 }
 
 // Whether a free registry index must still not be given to a new tenant: a live process holds a
@@ -181,7 +221,8 @@ NodePaths::NodePaths(std::string node_dir)
       leases(dir + "/leases"),
       registry(dir + "/tenants.json"),
       lock(dir + "/node.lock"),
-      members(dir + "/members") {}
+      members(dir + "/members"),
+      departed(dir + "/departed.jsonl") {}
 
 std::string NodePaths::ArbiterLock(int gpu) const { return dir + "/arbiter-gpu" + std::to_string(gpu) + ".lock"; }
 
@@ -200,7 +241,8 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
   TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg, CreateOrOpen(paths_));
   TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
   seg.Reconcile();  // SIGKILLed processes' charges go before any index is chosen or reused
-  PruneEntries(tenants, &seg);
+  // Recorded before a reused index's peak is reset below (a failed commit would record them again).
+  RecordDepartures(paths_, PruneEntries(tenants, &seg), &seg);
   TenantEntry* entry = nullptr;
   std::set<int> used;
   for (TenantEntry& e : tenants) {
@@ -217,6 +259,8 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
     entry->priority = r.priority;
     entry->kernel_estimate_us = r.kernel_estimate_us;
     entry->scrub = entry->scrub || r.scrub;  // sticky (header comment)
+    if (!r.account.empty()) entry->account = r.account;
+    if (!r.workload.empty()) entry->workload = r.workload;
     entry->pids.push_back(member_pid);
   } else {
     int index = -1;
@@ -233,6 +277,9 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
                                   .priority = r.priority,
                                   .kernel_estimate_us = r.kernel_estimate_us,
                                   .scrub = r.scrub,
+                                  .account = r.account,
+                                  .workload = r.workload,
+                                  .joined_s = static_cast<int64_t>(::time(nullptr)),
                                   .pids = {member_pid},
                                   .pgids = {}});
     entry = &tenants.back();
@@ -267,8 +314,10 @@ Status NodeDir::Leave(long member_pid, long pgid) const {
     if (pgid > 0) std::erase(e.pgids, pgid);
   }
   if (seg.ok()) seg->Reconcile();
-  PruneEntries(tenants, seg.ok() ? &*seg : nullptr);
-  return Commit(paths_, tenants);
+  const std::vector<TenantEntry> gone = PruneEntries(tenants, seg.ok() ? &*seg : nullptr);
+  TESSERA_RETURN_IF_ERROR(Commit(paths_, tenants));
+  RecordDepartures(paths_, gone, seg.ok() ? &*seg : nullptr);
+  return Status::Ok();
 }
 
 Status NodeDir::LeaveTenant(const std::string& name, long member_pid) const {
@@ -280,8 +329,10 @@ Status NodeDir::LeaveTenant(const std::string& name, long member_pid) const {
   for (TenantEntry& e : tenants)
     if (e.name == name) std::erase(e.pids, member_pid);
   if (seg.ok()) seg->Reconcile();
-  PruneEntries(tenants, seg.ok() ? &*seg : nullptr);
-  return Commit(paths_, tenants);
+  const std::vector<TenantEntry> gone = PruneEntries(tenants, seg.ok() ? &*seg : nullptr);
+  TESSERA_RETURN_IF_ERROR(Commit(paths_, tenants));
+  RecordDepartures(paths_, gone, seg.ok() ? &*seg : nullptr);
+  return Status::Ok();
 }
 
 Status NodeDir::Prune() const {
@@ -290,8 +341,61 @@ Status NodeDir::Prune() const {
   if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
   TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg, enforce::NodeSegment::Open(paths_.policy, paths_.counters));
   TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
-  PruneEntries(tenants, &seg);
-  return Commit(paths_, tenants);
+  const std::vector<TenantEntry> gone = PruneEntries(tenants, &seg);
+  TESSERA_RETURN_IF_ERROR(Commit(paths_, tenants));
+  RecordDepartures(paths_, gone, &seg);
+  return Status::Ok();
+}
+
+Status NodeDir::KeepDepartures() const {
+  if (::mkdir(paths_.dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return InternalError("node directory '" + paths_.dir + "': " + std::strerror(errno));
+  }
+  const int fd = ::open(paths_.departed.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return UnavailableError(paths_.departed + ": " + std::strerror(errno));
+  ::close(fd);
+  return Status::Ok();
+}
+
+StatusOr<std::vector<Departure>> NodeDir::TakeDepartures() const {
+  FileLock lock(paths_.lock, LOCK_EX);  // no writer appends between the read and the truncation
+  if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
+  std::optional<std::string> text = ReadText(paths_.departed);
+  if (!text || text->empty()) return std::vector<Departure>{};
+  if (::truncate(paths_.departed.c_str(), 0) != 0) return UnavailableError(paths_.departed + ": " + std::strerror(errno));
+  std::vector<Departure> out;
+  size_t line_start = 0;
+  int line_no = 0;
+  std::string problems;
+  while (line_start < text->size()) {
+    size_t end = text->find('\n', line_start);
+    if (end == std::string::npos) end = text->size();
+    const std::string line = text->substr(line_start, end - line_start);
+    line_start = end + 1;
+    ++line_no;
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    Departure d;
+    const bool ok = j.is_object() && j.value("name", "") != "" && j.contains("gpu") && j["gpu"].is_number_integer() &&
+                    j.contains("left_s") && j["left_s"].is_number_integer();
+    if (!ok) {
+      problems += (problems.empty() ? "" : "; ") + paths_.departed + ":" + std::to_string(line_no) + ": not a departure";
+      continue;
+    }
+    d.name = j.value("name", "");
+    d.account = j.value("account", "");
+    d.workload = j.value("workload", "");
+    d.gpu = j.value("gpu", 0);
+    d.share = j.value("share", 0);
+    d.joined_s = j.value("joined_s", int64_t{0});
+    d.left_s = j.value("left_s", int64_t{0});
+    d.launches = j.value("launches", uint64_t{0});
+    d.charged_ns = j.value("charged_ns", uint64_t{0});
+    d.peak_bytes = j.value("peak_bytes", uint64_t{0});
+    out.push_back(std::move(d));
+  }
+  if (!problems.empty() && out.empty()) return DataLossError(problems);
+  return out;
 }
 
 void NodeDir::Reconcile() const {
@@ -338,6 +442,9 @@ StatusOr<NodeStatus> NodeDir::ReadStatus() const {
     t.priority = e.priority;
     t.scrub = (seg.TenantFlags(e.index) & enforce::kTenantScrubOnFree) != 0;
     t.pids = e.pids;
+    t.account = e.account;
+    t.workload = e.workload;
+    t.joined_s = e.joined_s;
     t.launches = slot.tenant.launches.load();
     t.charged_ns = slot.node.charged_ns.load();
     GpuStatus& g = gpus[e.gpu];

@@ -88,6 +88,14 @@ StatusOr<TenantEntry> Entry(const std::string& path, const json& t, const std::s
     if (!scrub->is_boolean()) return Bad(path, where + ".scrub", "not true or false");
     e.scrub = scrub->get<bool>();
   }
+  for (auto [key, field] : {std::pair{"account", &e.account}, std::pair{"workload", &e.workload}}) {
+    if (auto v = t.find(key); v != t.end()) {
+      if (!v->is_string()) return Bad(path, where + "." + key, "not a string");
+      *field = v->get<std::string>();
+    }
+  }
+  TESSERA_ASSIGN_OR_RETURN(long long joined, Integer(path, t, where, "joined_s", 0, std::numeric_limits<int64_t>::max(), 0));
+  e.joined_s = joined;
   TESSERA_ASSIGN_OR_RETURN(e.pids, Pids(path, t, where, "pids", /*required=*/true));
   TESSERA_ASSIGN_OR_RETURN(e.pgids, Pids(path, t, where, "pgids", /*required=*/false));
   return e;
@@ -133,6 +141,9 @@ Status WriteRegistry(const std::string& path, const std::vector<TenantEntry>& te
                         {"priority", e.priority},
                         {"kernel_estimate_us", e.kernel_estimate_us},
                         {"scrub", e.scrub},
+                        {"account", e.account},
+                        {"workload", e.workload},
+                        {"joined_s", e.joined_s},
                         {"pids", e.pids},
                         {"pgids", e.pgids}});
   }

@@ -25,7 +25,8 @@ slurm_cluster_stop() {
   rm -rf "$T"
 }
 start_arbiter() {
-  "$build/tessera" node arbiter --gpus 0,1 --run-dir "$T/node" > "$T/log/arbiter.log" 2>&1 &
+  "$build/tessera" node arbiter --gpus 0,1 --run-dir "$T/node" --usage-ledger "$T/usage.jsonl" \
+    --usage-period 2 --node-name tnode --nvml "$TESSERA_FAKE_NVML_LIBRARY" >> "$T/log/arbiter.log" 2>&1 &
   arbiter=$!
   pids+=("$arbiter")
 }

@@ -12,7 +12,9 @@
 #   4. with the node side stopped (no `tessera node arbiter`) or its node directory gone, the task
 #      is refused (fail closed), unless --gpu-isolation=none;
 #   5. a SIGKILLed task's slot is released when its step ends;
-#   6. so is a running job's after scancel.
+#   6. so is a running job's after scancel;
+#   7. `tessera node arbiter --usage-ledger` metered every account's jobs (slurm-job-<id>), `tessera
+#      bill` bills the accounts, and `tessera slurm reconcile` matches a job to its metered usage.
 # Usage: slurm_test.sh BUILD_DIR. Exit 77 (ctest: skipped) only when Slurm is not installed or
 # the test does not run as root (slurmd must); scripts/setup installs it, so CI runs it. The
 # cluster: tests/integrations/slurm_cluster.sh.
@@ -116,6 +118,42 @@ grep -q "\"geo\.$job\"" "$T/node/tenants.json" || fail "geo.$job never registere
 scancel "$job"
 wait "$held"
 released "geo.$job" || fail "geo.$job is still registered after scancel: $(cat "$T/node/tenants.json")"
+
+# 7. Per-account metering: the arbiter (stopped and restarted in 4, stopped now, so every open
+#    interval is written) metered each account's jobs as slurm-job-<id>, and `tessera bill` bills
+#    the accounts.
+kill "$arbiter"; wait "$arbiter" 2> /dev/null
+got="$(python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+accounts = sorted({r["tenant"] for r in rows})
+jobs = all(r["workload"].startswith("slurm-job-") for r in rows)
+nodes = sorted({r["node"] for r in rows}); models = sorted({r["model"] for r in rows})
+print(" ".join(accounts), jobs, " ".join(nodes), " ".join(models))' "$T/usage.jsonl" 2>&1)"
+case "$got" in
+  *chem*geo*physics*"True tnode A100-40GB") ;;
+  *) fail "the usage ledger does not hold the accounts' jobs: $got ($(head -3 "$T/usage.jsonl" 2> /dev/null))" ;;
+esac
+printf 'currency: USD\nidle: operator\nprices:\n  A100-40GB: {gpu_hour: 3.00, milli_gpu_hour: 0.0033}\n' > "$T/plan.yaml"
+bill="$("$build/tessera" bill --usage "$T/usage.jsonl" --plan "$T/plan.yaml" -o json 2> "$T/bill.err")" ||
+  fail "tessera bill on the Slurm ledger failed: $(cat "$T/bill.err")"
+got="$(echo "$bill" | python3 -c '
+import json, sys
+print(" ".join(sorted(i["tenant"] for i in json.load(sys.stdin)["invoices"])))' 2>&1)"
+case "$got" in
+  *chem*physics*) ;;
+  *) fail "the bill does not name the accounts: $got" ;;
+esac
+# 7b. tessera slurm reconcile: the scancelled geo job (6), as sacct would list it, against the ledger.
+printf '%s|geo|5|billing=1,cpu=1,gres/gpu=1,node=1\n' "$job" > "$T/sacct.txt"
+rec="$("$build/tessera" slurm reconcile --usage "$T/usage.jsonl" --sacct "$T/sacct.txt" --shards-per-gpu 4 -o json 2>&1)" ||
+  fail "tessera slurm reconcile failed: $rec"
+got="$(echo "$rec" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+j = [x for x in r["jobs"] if x["job_id"] == sys.argv[1]]
+print(len(j), j and j[0]["account"], j and j[0]["metered_gpu_s"] > 0, j and "note" not in j[0])' "$job" 2>&1)"
+[ "$got" = "1 geo True True" ] || fail "reconcile does not match geo's job $job to its metered usage: $got ($rec)"
 
 if [ "$fails" -gt 0 ]; then
   dump_logs

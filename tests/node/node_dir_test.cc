@@ -171,6 +171,35 @@ TEST(NodeDir, CorruptRegistryIsAnErrorNamingTheFileAndIsNotReset) {
   }
 }
 
+// A usage meter keeps departures: an entry that goes is recorded once with its labels and its
+// slot's last counters; without KeepDepartures nothing is written.
+TEST(NodeDir, DeparturesAreRecordedOnceWhenAMeterKeepsThem) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  const long me = ::getpid();
+  TenantRequest r = Request("physics.42");
+  r.account = "physics";
+  r.workload = "slurm-job-42";
+  ASSERT_TRUE(node.Join(r, me).ok());
+  ASSERT_TRUE(node.Leave(me).ok());
+  EXPECT_TRUE(node.TakeDepartures()->empty()) << "recorded without a meter";
+  ASSERT_TRUE(node.KeepDepartures().ok());
+  const int64_t before = static_cast<int64_t>(::time(nullptr));
+  ASSERT_TRUE(node.Join(r, me).ok());
+  ASSERT_TRUE(node.Join(Request("chem.7"), DeadPid()).ok());
+  ASSERT_TRUE(node.Leave(me).ok());  // physics.42 leaves; chem.7's member is dead: pruned too
+  StatusOr<std::vector<Departure>> gone = node.TakeDepartures();
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  ASSERT_EQ(gone->size(), 2u);
+  const Departure& d = (*gone)[0].name == "physics.42" ? (*gone)[0] : (*gone)[1];
+  EXPECT_EQ(d.account, "physics");
+  EXPECT_EQ(d.workload, "slurm-job-42");
+  EXPECT_EQ(d.share, 30);
+  EXPECT_GE(d.joined_s, before);
+  EXPECT_GE(d.left_s, d.joined_s);
+  EXPECT_TRUE(node.TakeDepartures()->empty()) << "a departure was given twice";
+}
+
 TEST(MemorySize, RequiresAUnit) {
   EXPECT_EQ(ParseMemorySize("64MiB").value(), 64u << 20);
   EXPECT_EQ(ParseMemorySize("1.5GiB").value(), 3u << 29);

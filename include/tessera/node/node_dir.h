@@ -58,6 +58,7 @@ struct NodePaths {
   explicit NodePaths(std::string node_dir);
   std::string dir, policy, counters, leases, registry, lock;
   std::string members;  // members/<pid>: the tenant(s) the node assigned to a member (header comment)
+  std::string departed; // departed.jsonl: entries that went, with their last counters (KeepDepartures)
   std::string ArbiterLock(int gpu) const;  // arbiter-gpu<N>.lock
 };
 
@@ -70,6 +71,10 @@ struct TenantRequest {
   int priority = 0;              // used by the priority time-slice policy
   int kernel_estimate_us = 1000; // the lease arbiter's duration model: GPU time of one kernel
   bool scrub = false;            // zero device memory before every free (sticky)
+  // Metering labels (UsageMeter): who is billed and for what. Empty: the tenant's name, and no
+  // workload. The Slurm plugin sets the job's account and "slurm-job-<id>".
+  std::string account;
+  std::string workload;
 };
 
 // One registry entry (tenants.json).
@@ -82,6 +87,9 @@ struct TenantEntry {
   int priority = 0;
   int kernel_estimate_us = 1000;
   bool scrub = false;
+  std::string account;      // metering labels (TenantRequest)
+  std::string workload;
+  int64_t joined_s = 0;     // unix seconds when the entry was created (0: unknown, older registry)
   std::vector<long> pids;   // the members (supervisors) that joined
   std::vector<long> pgids;  // process groups of their commands
 };
@@ -96,8 +104,20 @@ struct TenantStatus {
   int priority = 0;
   bool scrub = false;
   std::vector<long> pids;  // live members
+  std::string account;     // metering labels (TenantRequest)
+  std::string workload;
+  int64_t joined_s = 0;    // unix seconds when it joined (0: unknown)
   uint64_t launches = 0;   // from the GPU's lease board
   uint64_t charged_ns = 0;
+};
+
+// An entry that went (its last member left or died), with the counters its slot held then.
+struct Departure {
+  std::string name, account, workload;
+  int gpu = 0;
+  int share = 0;
+  int64_t joined_s = 0, left_s = 0;  // unix seconds
+  uint64_t launches = 0, charged_ns = 0, peak_bytes = 0;
 };
 
 struct GpuStatus {
@@ -141,6 +161,13 @@ class NodeDir {
   Status Prune() const;
   // Per GPU: the live tenants with limit, usage, share and lease counters (read-only).
   StatusOr<NodeStatus> ReadStatus() const;
+  // From now on, every entry that goes is recorded with its last counters (departed.jsonl), so
+  // that a usage meter bills a tenant that came and went between two of its looks. Creates the
+  // node directory if needed.
+  Status KeepDepartures() const;
+  // The departures recorded since the previous call (the file is emptied under the node lock).
+  // A line that is not a departure is skipped; DATA_LOSS naming file:line when none was.
+  StatusOr<std::vector<Departure>> TakeDepartures() const;
 
  private:
   NodePaths paths_;

@@ -81,7 +81,14 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
   out.tenant = TenantName(r.account, r.job_id);
   TESSERA_ASSIGN_OR_RETURN(
       out.tenant_index,
-      dir.Join({.name = out.tenant, .gpu = gpu, .mem_bytes = limits.mem_bytes, .share = limits.share}, r.task_pid));
+      dir.Join({.name = out.tenant,
+                .gpu = gpu,
+                .mem_bytes = limits.mem_bytes,
+                .share = limits.share,
+                // What `tessera node arbiter --usage-ledger` bills: the account, per job.
+                .account = r.account.empty() ? std::string("default") : r.account,
+                .workload = "slurm-job-" + r.job_id},
+               r.task_pid));
   if (Status admitted = AwaitAdmission(dir, gpu, out.tenant_index, r.admit_timeout); !admitted.ok()) {
     (void)dir.Leave(r.task_pid);  // the admission error is the one to report
     return admitted;

@@ -1,0 +1,138 @@
+#include "tessera/node/usage_meter.h"
+
+#include <algorithm>
+#include <set>
+
+namespace tessera::node {
+
+UsageMeter::UsageMeter(UsageMeterOptions options) : options_(std::move(options)) {
+  if (options_.period_s < 1) options_.period_s = 1;
+}
+
+api::UsageSample UsageMeter::Close(Open& o, int64_t end_s) {
+  const int64_t end = std::max(end_s, o.from_s + 1);  // the ledger takes no empty span
+  const int64_t span = end - o.from_s;
+  const int64_t milli_per_s = std::min<int64_t>(std::max(o.share, 0), 100) * 10;
+  // 1 GPU-second = 1000 milli-GPU-seconds = 1e9 ns; never more than one GPU busy for the span.
+  const int64_t used = std::min<int64_t>(static_cast<int64_t>(o.charged_ns / 1'000'000), 1000 * span);
+  api::UsageSample s{.tenant = o.tenant,
+                     .workload = o.workload,
+                     .gpu = std::to_string(o.gpu),
+                     .model = o.model,
+                     .partition = "share",
+                     .seq = o.from_s,
+                     .start_s = o.from_s,
+                     .end_s = end,
+                     .gpu_milli_s_allocated = milli_per_s * span,
+                     .gpu_milli_s_used = used,
+                     .memory_mib_s = static_cast<int64_t>(o.memory_mib_s),
+                     .peak_memory_mib = static_cast<int64_t>(o.peak_bytes >> 20),
+                     .kernel_launches = static_cast<int64_t>(o.launches),
+                     .bytes_transferred = -1};
+  o.from_s = end;
+  o.launches = o.charged_ns = 0;
+  o.memory_mib_s = 0;
+  o.peak_bytes = 0;
+  return s;
+}
+
+std::vector<api::UsageSample> UsageMeter::Observe(const NodeStatus& status, int64_t now_s) {
+  std::vector<api::UsageSample> out;
+  std::set<std::string> seen;
+  for (const GpuStatus& g : status.gpus) {
+    for (const TenantStatus& t : g.tenants) {
+      auto model = options_.gpu_models.find(g.gpu);
+      if (model == options_.gpu_models.end()) {
+        if (std::find(unmetered_.begin(), unmetered_.end(), t.name) == unmetered_.end()) unmetered_.push_back(t.name);
+        continue;
+      }
+      seen.insert(t.name);
+      auto it = open_.find(t.name);
+      if (it == open_.end() || it->second.gpu != g.gpu) {
+        if (it != open_.end()) out.push_back(Close(it->second, it->second.last_seen_s));  // moved GPU: a new source
+        Open o{.tenant = t.account.empty() ? t.name : t.account,
+               .workload = t.workload.empty() ? t.name : t.workload,
+               .model = model->second,
+               .gpu = g.gpu,
+               .share = t.share,
+               .from_s = std::min(now_s, std::max(t.joined_s, options_.start_s)),
+               .last_seen_s = now_s};
+        // Its counters started at zero with its slot: what they hold now is all its own (unless
+        // it joined before the meter started: then only what comes from now on).
+        if (t.joined_s < options_.start_s) {
+          o.launches_seen = t.launches;
+          o.charged_seen_ns = t.charged_ns;
+        }
+        it = open_.insert_or_assign(t.name, std::move(o)).first;
+      }
+      Open& o = it->second;
+      // Counters only grow while the slot lives; one that went back was reset (a re-added
+      // slot, a new arbiter) and counts from zero.
+      o.launches += t.launches >= o.launches_seen ? t.launches - o.launches_seen : t.launches;
+      o.charged_ns += t.charged_ns >= o.charged_seen_ns ? t.charged_ns - o.charged_seen_ns : t.charged_ns;
+      o.launches_seen = t.launches;
+      o.charged_seen_ns = t.charged_ns;
+      o.memory_mib_s += static_cast<double>(t.used_bytes >> 20) * static_cast<double>(std::max<int64_t>(now_s - o.last_seen_s, 0));
+      o.peak_bytes = std::max(o.peak_bytes, t.peak_bytes);
+      o.share = t.share;  // the latest share applies to the open interval
+      o.last_seen_s = now_s;
+      if (now_s - o.from_s >= options_.period_s) out.push_back(Close(o, now_s));
+    }
+  }
+  for (auto it = open_.begin(); it != open_.end();) {
+    if (seen.count(it->first)) {
+      ++it;
+      continue;
+    }
+    Open& o = it->second;
+    // A tenant that left right after a periodic sample has nothing more to report.
+    if (o.last_seen_s > o.from_s || o.charged_ns > 0 || o.launches > 0) out.push_back(Close(o, o.last_seen_s));
+    it = open_.erase(it);
+  }
+  return out;
+}
+
+std::vector<api::UsageSample> UsageMeter::Depart(const std::vector<Departure>& departures) {
+  std::vector<api::UsageSample> out;
+  for (const Departure& d : departures) {
+    auto model = options_.gpu_models.find(d.gpu);
+    if (model == options_.gpu_models.end()) {
+      if (std::find(unmetered_.begin(), unmetered_.end(), d.name) == unmetered_.end()) unmetered_.push_back(d.name);
+      continue;
+    }
+    auto it = open_.find(d.name);
+    if (it != open_.end() && it->second.gpu == d.gpu) {
+      Open& o = it->second;
+      o.launches += d.launches >= o.launches_seen ? d.launches - o.launches_seen : d.launches;
+      o.charged_ns += d.charged_ns >= o.charged_seen_ns ? d.charged_ns - o.charged_seen_ns : d.charged_ns;
+      o.peak_bytes = std::max(o.peak_bytes, d.peak_bytes);
+      out.push_back(Close(o, std::max(d.left_s, o.last_seen_s)));
+      open_.erase(it);
+      continue;
+    }
+    // Came and went between two looks: all its counters are its own (unless it joined before
+    // the meter started: then its time before is not this meter's, and its counters are
+    // billed from the meter's start, as an estimate).
+    Open o{.tenant = d.account.empty() ? d.name : d.account,
+           .workload = d.workload.empty() ? d.name : d.workload,
+           .model = model->second,
+           .gpu = d.gpu,
+           .share = d.share,
+           .from_s = std::min(d.left_s, std::max(d.joined_s, options_.start_s)),
+           .last_seen_s = d.left_s,
+           .launches = d.launches,
+           .charged_ns = d.charged_ns,
+           .peak_bytes = d.peak_bytes};
+    out.push_back(Close(o, d.left_s));
+  }
+  return out;
+}
+
+std::vector<api::UsageSample> UsageMeter::Flush(int64_t now_s) {
+  std::vector<api::UsageSample> out;
+  for (auto& [name, o] : open_) out.push_back(Close(o, now_s));
+  open_.clear();
+  return out;
+}
+
+}  // namespace tessera::node

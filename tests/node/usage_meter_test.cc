@@ -1,0 +1,150 @@
+// UsageMeter: the header's worked example, counters that go back, a tenant joined before the
+// meter started, a GPU without a model, departures (including a job shorter than a look), and
+// the flush at shutdown.
+#include "tessera/node/usage_meter.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::node {
+namespace {
+
+constexpr uint64_t kSecondNs = 1'000'000'000;
+
+NodeStatus OneTenant(const TenantStatus& t, int gpu = 0) {
+  NodeStatus s;
+  s.exists = true;
+  s.gpus.push_back(GpuStatus{.gpu = gpu, .arbiter_alive = true, .tenants = {t}});
+  return s;
+}
+
+TenantStatus Job42() {
+  return TenantStatus{.name = "physics.42", .index = 0, .used_bytes = 2ULL << 30, .peak_bytes = 3ULL << 30,
+                      .share = 50, .account = "physics", .workload = "slurm-job-42", .joined_s = 1000};
+}
+
+TEST(UsageMeterTest, HeaderWorkedExample) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 60, .start_s = 900});
+  TenantStatus t = Job42();
+  std::vector<api::UsageSample> due;
+  for (int64_t now = 1000; now <= 1060; ++now) {
+    t.charged_ns = static_cast<uint64_t>(now - 1000) * kSecondNs / 5;  // 12 s of GPU time by 1060
+    t.launches = static_cast<uint64_t>(now - 1000) * 10;
+    auto got = meter.Observe(OneTenant(t), now);
+    due.insert(due.end(), got.begin(), got.end());
+  }
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].tenant, "physics");
+  EXPECT_EQ(due[0].workload, "slurm-job-42");
+  EXPECT_EQ(due[0].model, "A100-40GB");
+  EXPECT_EQ(due[0].gpu, "0");
+  EXPECT_EQ(due[0].partition, "share");
+  EXPECT_EQ(due[0].start_s, 1000);
+  EXPECT_EQ(due[0].end_s, 1060);
+  EXPECT_EQ(due[0].seq, 1000);
+  EXPECT_EQ(due[0].gpu_milli_s_allocated, 30000);
+  EXPECT_EQ(due[0].gpu_milli_s_used, 12000);
+  EXPECT_EQ(due[0].memory_mib_s, 2048 * 60);
+  EXPECT_EQ(due[0].peak_memory_mib, 3072);
+  EXPECT_EQ(due[0].kernel_launches, 600);
+  // It leaves at 1075, last seen at 1074.
+  for (int64_t now = 1061; now <= 1074; ++now) ASSERT_TRUE(meter.Observe(OneTenant(t), now).empty());
+  const auto last = meter.Observe(NodeStatus{.exists = true}, 1075);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].start_s, 1060);
+  EXPECT_EQ(last[0].end_s, 1074);
+  EXPECT_EQ(last[0].gpu_milli_s_allocated, 500 * 14);
+  EXPECT_EQ(last[0].gpu_milli_s_used, 0);  // its charge did not grow after 1060
+  EXPECT_TRUE(meter.Observe(NodeStatus{.exists = true}, 1076).empty());
+}
+
+TEST(UsageMeterTest, ACounterThatGoesBackCountsFromZero) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 10, .start_s = 0});
+  TenantStatus t = Job42();
+  t.charged_ns = 4 * kSecondNs;
+  (void)meter.Observe(OneTenant(t), 1000);  // joined at 1000 with 4 s already charged: its own
+  t.charged_ns = 1 * kSecondNs;              // a new arbiter re-added the slot: 1 s since
+  const auto due = meter.Observe(OneTenant(t), 1010);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].gpu_milli_s_used, 5000);
+}
+
+TEST(UsageMeterTest, ATenantJoinedBeforeTheMeterStartedIsMeteredFromTheStart) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 10, .start_s = 2000});
+  TenantStatus t = Job42();  // joined at 1000
+  t.charged_ns = 100 * kSecondNs;
+  EXPECT_TRUE(meter.Observe(OneTenant(t), 2000).empty());
+  t.charged_ns += 3 * kSecondNs;
+  const auto due = meter.Observe(OneTenant(t), 2010);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].start_s, 2000);  // not 1000: that time is not this meter's to bill
+  EXPECT_EQ(due[0].gpu_milli_s_used, 3000);
+}
+
+TEST(UsageMeterTest, UsedIsNeverMoreThanOneGpuAndAllocatedNeverMoreThanTheGpu) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 10, .start_s = 0});
+  TenantStatus t = Job42();
+  t.share = 400;  // a weight above 100 % is still one GPU at most
+  (void)meter.Observe(OneTenant(t), 1000);
+  t.charged_ns = 50 * kSecondNs;
+  const auto due = meter.Observe(OneTenant(t), 1010);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].gpu_milli_s_allocated, 10000);
+  EXPECT_EQ(due[0].gpu_milli_s_used, 10000);
+}
+
+TEST(UsageMeterTest, AGpuWithoutAModelIsNamedNotMetered) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 1, .start_s = 0});
+  EXPECT_TRUE(meter.Observe(OneTenant(Job42(), 1), 1000).empty());
+  EXPECT_TRUE(meter.Observe(OneTenant(Job42(), 1), 1005).empty());
+  EXPECT_EQ(meter.unmetered(), std::vector<std::string>{"physics.42"});
+}
+
+TEST(UsageMeterTest, FlushClosesEveryOpenInterval) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 60, .start_s = 0});
+  TenantStatus t = Job42();
+  t.account.clear();
+  t.workload.clear();
+  (void)meter.Observe(OneTenant(t), 1000);
+  const auto due = meter.Flush(1003);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].tenant, "physics.42");  // no labels: the registry name
+  EXPECT_EQ(due[0].workload, "physics.42");
+  EXPECT_EQ(due[0].end_s, 1003);
+  EXPECT_TRUE(meter.Flush(1004).empty());
+}
+
+TEST(UsageMeterTest, ADepartureClosesTheIntervalWithTheSlotsLastCounters) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 60, .start_s = 0});
+  TenantStatus t = Job42();
+  t.charged_ns = 1 * kSecondNs;
+  (void)meter.Observe(OneTenant(t), 1000);
+  t.charged_ns = 2 * kSecondNs;
+  (void)meter.Observe(OneTenant(t), 1005);
+  const auto due = meter.Depart({{.name = "physics.42", .account = "physics", .workload = "slurm-job-42", .gpu = 0,
+                                  .share = 50, .joined_s = 1000, .left_s = 1007, .launches = 9,
+                                  .charged_ns = 7 * kSecondNs / 2}});
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].start_s, 1000);
+  EXPECT_EQ(due[0].end_s, 1007);
+  EXPECT_EQ(due[0].gpu_milli_s_used, 3500);  // all of it: 1 s before the first look counts too
+  EXPECT_EQ(due[0].kernel_launches, 9);
+  EXPECT_TRUE(meter.Observe(NodeStatus{.exists = true}, 1008).empty()) << "closed twice";
+}
+
+TEST(UsageMeterTest, AJobThatCameAndWentBetweenTwoLooksIsBilled) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 60, .start_s = 0});
+  const auto due = meter.Depart({{.name = "chem.7", .account = "chem", .workload = "slurm-job-7", .gpu = 0,
+                                  .share = 25, .joined_s = 2000, .left_s = 2000, .launches = 3,
+                                  .charged_ns = kSecondNs / 10}});
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].tenant, "chem");
+  EXPECT_EQ(due[0].workload, "slurm-job-7");
+  EXPECT_EQ(due[0].start_s, 2000);
+  EXPECT_EQ(due[0].end_s, 2001);  // its started second
+  EXPECT_EQ(due[0].gpu_milli_s_allocated, 250);
+  EXPECT_EQ(due[0].gpu_milli_s_used, 100);
+  EXPECT_EQ(due[0].kernel_launches, 3);
+}
+
+}  // namespace
+}  // namespace tessera::node
