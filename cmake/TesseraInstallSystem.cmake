@@ -11,7 +11,7 @@ endif()
 set(bin ${CMAKE_INSTALL_PREFIX}/bin/tessera)
 file(MAKE_DIRECTORY ${TESSERA_INSTALL_WORK_DIR})
 set(units)
-foreach(unit tessera-serve.service tessera-agent.service)
+foreach(unit tessera-serve.service tessera-agent.service tessera-node-arbiter.service)
   file(READ ${TESSERA_PACKAGING_DIR}/systemd/${unit} text)
   string(REPLACE "/usr/bin/tessera" "${bin}" text "${text}")
   string(REPLACE "/etc/tessera/" "${etc_dir}/" text "${text}")
@@ -20,7 +20,7 @@ foreach(unit tessera-serve.service tessera-agent.service)
 endforeach()
 file(INSTALL DESTINATION ${CMAKE_INSTALL_PREFIX}/lib/systemd/system TYPE FILE FILES ${units})
 file(INSTALL DESTINATION ${etc_dir} TYPE FILE FILES ${TESSERA_PACKAGING_DIR}/config/serve.yaml
-     ${TESSERA_PACKAGING_DIR}/config/agent.env)
+     ${TESSERA_PACKAGING_DIR}/config/agent.env ${TESSERA_PACKAGING_DIR}/config/node-arbiter.env)
 # serve.env may hold the bootstrap admin token: readable by root only (systemd reads it as root).
 file(INSTALL DESTINATION ${etc_dir} TYPE FILE PERMISSIONS OWNER_READ OWNER_WRITE
      FILES ${TESSERA_PACKAGING_DIR}/config/serve.env)

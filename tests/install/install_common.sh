@@ -12,14 +12,18 @@ check_layout() {
            share/tessera/tenants/SOURCE.md share/tessera/scenarios/quotas-default.yaml \
            share/tessera/examples/price-plan.yaml share/tessera/examples/demo-tenants.json \
            share/tessera/config/serve.yaml share/tessera/config/serve.env share/tessera/config/agent.env \
+           share/tessera/config/node-arbiter.env lib/systemd/system/tessera-node-arbiter.service \
            share/doc/tessera/README.md share/doc/tessera/docs/api.md \
            lib/systemd/system/tessera-serve.service lib/systemd/system/tessera-agent.service; do
     [[ -f "$prefix/$f" ]] || fail "$prefix/$f is not installed"
   done
-  for f in serve.yaml serve.env agent.env; do
+  for f in serve.yaml serve.env agent.env node-arbiter.env; do
     [[ -f "$etc/$f" ]] || fail "$etc/$f is not installed"
   done
   [[ -x "$prefix/bin/tessera" ]] || fail "$prefix/bin/tessera is not executable"
+  if [[ -n "$(spank_target)" ]]; then
+    [[ -f "$prefix/lib/spank_tessera.so" ]] || fail "$prefix/lib/spank_tessera.so is not installed (beside the shim it preloads)"
+  fi
   [[ -z "$(find "$etc/serve.env" -perm /077)" ]] || fail "$etc/serve.env is readable by others (it may hold a token)"
   # All of data/ (the attribution files with the data they describe).
   local want got
@@ -38,6 +42,11 @@ check_layout() {
 # ui_target: "tessera_ui" when the build tree $build makes the dashboard, else "".
 ui_target() {
   if grep -qx 'TESSERA_UI_BUILT:INTERNAL=ON' "$build/CMakeCache.txt" 2>/dev/null; then echo tessera_ui; fi
+}
+
+# The Slurm SPANK plugin, when this build has it (Slurm's spank.h was found: libslurm-dev).
+spank_target() {
+  if grep -q '^TESSERA_SPANK_INCLUDE_DIR:PATH=/' "$build/CMakeCache.txt" 2>/dev/null; then echo spank_tessera; fi
 }
 
 # check_binary PREFIX ETC: the installed tessera, run from a folder outside the source tree with
@@ -82,10 +91,12 @@ check_binary() {
 # the installed binary), and the properties the package promises.
 check_units() {
   local dir="$1" out
-  out="$(systemd-analyze verify --man=no "$dir/tessera-serve.service" "$dir/tessera-agent.service" 2>&1)" ||
-    fail "systemd-analyze verify failed: $out"
+  out="$(systemd-analyze verify --man=no "$dir/tessera-serve.service" "$dir/tessera-agent.service" \
+    "$dir/tessera-node-arbiter.service" 2>&1)" || fail "systemd-analyze verify failed: $out"
   # It reports an unknown key or a bad value as a warning and still exits 0.
-  if grep -E "tessera-(serve|agent)\.service" <<<"$out"; then fail "systemd-analyze verify warns about the units"; fi
+  if grep -E "tessera-(serve|agent|node-arbiter)\.service" <<<"$out"; then fail "systemd-analyze verify warns about the units"; fi
+  grep -q "^ExecStart=.* node arbiter --run-dir /run/tessera " "$dir/tessera-node-arbiter.service" ||
+    fail "tessera-node-arbiter.service does not run the arbiter on /run/tessera
   grep -qx "KillMode=process" "$dir/tessera-agent.service" || fail "tessera-agent.service: no KillMode=process"
   grep -qx "Restart=on-failure" "$dir/tessera-serve.service" || fail "tessera-serve.service: no Restart=on-failure"
   grep -qx "DynamicUser=yes" "$dir/tessera-serve.service" || fail "tessera-serve.service: no DynamicUser=yes"

@@ -13,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "install_deb_test: $*" >&2; exit 1; }
 source "$root/tests/install/install_common.sh"
 
-cmake --build "$build" --target tessera tessera_shim fake_nvml $(ui_target) >/dev/null || fail "building the packaged targets failed"
+cmake --build "$build" --target tessera tessera_shim fake_nvml $(ui_target) $(spank_target) >/dev/null || fail "building the packaged targets failed"
 (cd "$work" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work/pkg") >"$work/cpack.log" 2>&1 ||
   { cat "$work/cpack.log"; fail "cpack -G DEB failed"; }
 debs=("$work"/pkg/tessera_*.deb)
@@ -33,7 +33,7 @@ for lib in libc6 libstdc\\+\\+6 libyaml-cpp libsqlite3 libpq5 libssl3; do
   grep -qE "(^|, )$lib" <<<"$depends" || fail "Depends lacks $lib (dpkg-shlibdeps): $depends"
 done
 dpkg-deb -I "$deb" conffiles > "$work/conffiles" || fail "the package has no conffiles"
-[[ "$(sort "$work/conffiles")" == "$(printf '/etc/tessera/agent.env\n/etc/tessera/serve.env\n/etc/tessera/serve.yaml')" ]] ||
+[[ "$(sort "$work/conffiles")" == "$(printf '/etc/tessera/agent.env\n/etc/tessera/node-arbiter.env\n/etc/tessera/serve.env\n/etc/tessera/serve.yaml')" ]] ||
   fail "conffiles: $(cat "$work/conffiles")"
 
 # The contents: the .deb's paths, none from the build machine.
@@ -41,9 +41,13 @@ dpkg-deb -c "$deb" | awk '{print $6}' > "$work/contents"
 for f in ./usr/bin/tessera ./usr/lib/libtessera-shim.so ./usr/lib/tessera/fake/libnvidia-ml.so.1 \
          ./usr/share/tessera/alibaba-gpu-2023/SOURCE.md ./usr/share/doc/tessera/README.md \
          ./usr/lib/systemd/system/tessera-serve.service ./usr/lib/systemd/system/tessera-agent.service \
+         ./usr/lib/systemd/system/tessera-node-arbiter.service ./etc/tessera/node-arbiter.env \
          ./etc/tessera/serve.yaml ./etc/tessera/serve.env ./etc/tessera/agent.env; do
   grep -qxF "$f" "$work/contents" || fail "the package lacks $f"
 done
+if [[ -n "$(spank_target)" ]]; then
+  grep -qxF ./usr/lib/spank_tessera.so "$work/contents" || fail "the package lacks the Slurm plugin ./usr/lib/spank_tessera.so"
+fi
 if grep -E '^\./usr/local|_CPack_Packages|^\./usr/etc' "$work/contents"; then fail "the package holds paths of the build"; fi
 dpkg-deb -c "$deb" | grep -E ' \./etc/tessera/serve\.env$' | grep -q '^-rw-------' ||
   fail "/etc/tessera/serve.env is not mode 0600 in the package"
@@ -64,7 +68,7 @@ dpkg --root="$target" -s tessera | grep -qx "Status: install ok installed" || fa
 check_layout "$target/usr" "$target/etc/tessera"
 check_binary "$target/usr" "$target/etc/tessera"
 mkdir -p "$work/units"
-for u in tessera-serve.service tessera-agent.service; do
+for u in tessera-serve.service tessera-agent.service tessera-node-arbiter.service; do
   sed -e "s#/usr/bin/tessera#$target/usr/bin/tessera#g" -e "s#/etc/tessera/#$target/etc/tessera/#g" \
     "$target/usr/lib/systemd/system/$u" > "$work/units/$u"
 done

@@ -13,7 +13,7 @@ fail() { echo "install_layout_test: $*" >&2; exit 1; }
 source "$root/tests/install/install_common.sh"
 
 # What it installs must be built (CMAKE_SKIP_INSTALL_ALL_DEPENDENCY: install builds nothing).
-cmake --build "$build" --target tessera tessera_shim fake_nvml $(ui_target) >/dev/null || fail "building the installed targets failed"
+cmake --build "$build" --target tessera tessera_shim fake_nvml $(ui_target) $(spank_target) >/dev/null || fail "building the installed targets failed"
 prefix="$work/prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "cmake --install failed"; }
 check_layout "$prefix" "$prefix/etc/tessera"
