@@ -87,7 +87,7 @@ check_binary() {
   cd - >/dev/null
 }
 
-# check_units DIR: systemd-analyze verify on the two units in DIR (their paths already point at
+# check_units DIR: systemd-analyze verify on the three units in DIR (their paths already point at
 # the installed binary), and the properties the package promises.
 check_units() {
   local dir="$1" out
@@ -96,7 +96,7 @@ check_units() {
   # It reports an unknown key or a bad value as a warning and still exits 0.
   if grep -E "tessera-(serve|agent|node-arbiter)\.service" <<<"$out"; then fail "systemd-analyze verify warns about the units"; fi
   grep -q "^ExecStart=.* node arbiter --run-dir /run/tessera " "$dir/tessera-node-arbiter.service" ||
-    fail "tessera-node-arbiter.service does not run the arbiter on /run/tessera
+    fail "tessera-node-arbiter.service does not run the arbiter on /run/tessera"
   grep -qx "KillMode=process" "$dir/tessera-agent.service" || fail "tessera-agent.service: no KillMode=process"
   grep -qx "Restart=on-failure" "$dir/tessera-serve.service" || fail "tessera-serve.service: no Restart=on-failure"
   grep -qx "DynamicUser=yes" "$dir/tessera-serve.service" || fail "tessera-serve.service: no DynamicUser=yes"
