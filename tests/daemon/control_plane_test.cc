@@ -255,6 +255,37 @@ TEST_F(ControlPlaneTest, TheRouteWrapperRefusesWhatTheRoleMayNeverDo) {
   EXPECT_EQ(Call("DELETE", "/v1/nodes/n1", "").status, 404);  // an admin gets through to the handler
 }
 
+// GET /v1/history: the loop samples what each leaf tenant holds and waits for; a tenant token
+// sees its subtree's series only and no idle GPUs; parameters are checked.
+TEST_F(ControlPlaneTest, HistoryShowsWhatEachTenantHeldOverTime) {
+  Tenant("acme");
+  Tenant("vision", "acme");
+  Tenant("speech", "acme");
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 2);
+  const std::string vision = Token("tenant-user", "vision");
+  Submit("vision", vision, {{"gpu_milli", 500}, {"gpu_mem_mib", 20480}});
+  Submit("speech", Token("tenant-user", "speech"));
+  Cycle();
+  json h = Ok("GET", "/v1/history");
+  ASSERT_FALSE(h["t"].empty()) << h.dump();
+  EXPECT_EQ(h["held_milli"]["vision"].back(), 500) << h.dump();
+  EXPECT_EQ(h["held_milli"]["speech"].back(), 1000) << h.dump();
+  EXPECT_FALSE(h["held_milli"].contains("acme")) << "a parent is its children, not stacked again";
+  EXPECT_EQ(h["idle_gpus"].back(), 0) << h.dump();
+  EXPECT_EQ(h["step_s"], 5);
+  json mine = Ok("GET", "/v1/history", "", vision);
+  EXPECT_TRUE(mine["held_milli"].contains("vision"));
+  EXPECT_FALSE(mine["held_milli"].contains("speech")) << mine.dump();
+  EXPECT_TRUE(mine["idle_gpus"].is_null());
+  EXPECT_EQ(Call("GET", "/v1/history?tenant=speech", "", vision).status, 404);
+  HttpResponse bad = Call("GET", "/v1/history?step=0");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(json::parse(bad.body)["error"].value("field", ""), "step");
+  EXPECT_EQ(Call("GET", "/v1/history?from=yesterday").status, 400);
+  EXPECT_EQ(Call("GET", "/v1/history?stpe=5").status, 400);
+}
+
 TEST_F(ControlPlaneTest, ATenantTokenSeesOnlyItsSubtreeAndEverythingElseIs404) {
   Tenant("acme");
   Tenant("vision", "acme");

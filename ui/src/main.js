@@ -4,7 +4,7 @@
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { takeTokenFromFragment, token, streamEvents, ApiError } from './api.js';
-import { model, refresh, whoAmI, clearHistory } from './model.js';
+import { model, refresh, whoAmI, clearHistory, loadServerHistory } from './model.js';
 import { tenantColours } from './palette.js';
 import { esc, time } from './format.js';
 import * as cluster from './pages/cluster.js';
@@ -118,6 +118,7 @@ async function start() {
   if (!token.get()) return login('');
   try {
     await whoAmI();
+    await loadServerHistory();
     await refresh();
   } catch (e) {
     if (e instanceof ApiError && e.status === 401) {

@@ -98,6 +98,32 @@ function sample() {
   }
 }
 
+// The last hour as the control plane sampled it (GET /v1/history: every 5 s, kept for a day), so
+// that a page opened now draws what happened before it; this page's own samples continue it. A
+// server without the route (or a refusal) keeps the history this tab sampled.
+export async function loadServerHistory() {
+  let r;
+  try {
+    r = await get(`/v1/history?from=${Math.floor(Date.now() / 1000) - 3600}`);
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) throw e;
+    return false;
+  }
+  model.history = historyFromServer(r);
+  return true;
+}
+
+// GET /v1/history's answer as the Cluster page's series: held milli-GPU per tenant, pending
+// workloads (all tenants together), idle GPUs (null where the token may not see nodes).
+export function historyFromServer(r) {
+  const t = r.t || [];
+  const byTenant = {};
+  for (const [name, series] of Object.entries(r.held_milli || {})) byTenant[name] = series.slice();
+  const queue = t.map((_, i) => Object.values(r.pending || {}).reduce((s, series) => s + (series[i] || 0), 0));
+  const idle = Array.isArray(r.idle_gpus) ? r.idle_gpus.slice() : t.map(() => null);
+  return { t: t.slice(), byTenant, queue, idle, server: true };
+}
+
 export const idleGpus = (nodes) =>
   nodes.filter((n) => n.state === 'ready').reduce((s, n) => s + n.gpus.filter((g) => !g.allocated_milli).length, 0);
 
