@@ -12,6 +12,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
@@ -284,6 +286,42 @@ TEST_F(ControlPlaneTest, HistoryShowsWhatEachTenantHeldOverTime) {
   EXPECT_EQ(json::parse(bad.body)["error"].value("field", ""), "step");
   EXPECT_EQ(Call("GET", "/v1/history?from=yesterday").status, 400);
   EXPECT_EQ(Call("GET", "/v1/history?stpe=5").status, 400);
+}
+
+// A viewer token (what `make demo` gives its dashboard URL): every tenant's objects, nodes, usage
+// and events, unfiltered; every change is 403, as are tokens and the audit log.
+TEST_F(ControlPlaneTest, AViewerReadsTheWholeClusterAndChangesNothing) {
+  Tenant("acme");
+  Tenant("vision", "acme");
+  Tenant("other");
+  const int64_t a = Submit("vision", Token("tenant-user", "vision"));
+  const int64_t b = Submit("other", Token("tenant-user", "other"));
+  const std::string viewer = Token("viewer");
+  EXPECT_EQ(Ok("GET", "/v1/tenants", "", viewer)["tenants"].size(), 3u);
+  EXPECT_EQ(Call("GET", "/v1/tenants/vision", "", viewer).status, 200);
+  EXPECT_EQ(Ok("GET", "/v1/workloads", "", viewer)["workloads"].size(), 2u);
+  EXPECT_EQ(Call("GET", "/v1/workloads/" + std::to_string(b), "", viewer).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/nodes", "", viewer).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/usage", "", viewer).status, 200);
+  EXPECT_EQ(Call("GET", "/metrics", "", viewer).status, 200);
+  for (const auto& [method, path, body] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"POST", "/v1/tenants", R"({"name":"x"})"},
+           {"PATCH", "/v1/tenants/vision", R"({"quota": {}})"},
+           {"DELETE", "/v1/tenants/other", ""},
+           {"POST", "/v1/workloads", R"({"tenant":"vision","gpus":1,"qos":"Burstable"})"},
+           {"DELETE", "/v1/workloads/" + std::to_string(a), ""},
+           {"POST", "/v1/tokens", R"({"role":"viewer"})"},
+           {"GET", "/v1/tokens", ""},
+           {"GET", "/v1/audit", ""},
+           {"POST", "/v1/nodes/n1/cordon", ""}}) {
+    HttpResponse r = Call(method, path, body, viewer);
+    EXPECT_EQ(r.status, 403) << method << " " << path << " -> " << r.body;
+  }
+  EXPECT_EQ(Ok("GET", "/v1/workloads/" + std::to_string(a), "", viewer)["state"], "pending");  // not cancelled
+  // A viewer token is not bound to a tenant.
+  HttpResponse bound = Call("POST", "/v1/tokens", R"({"role":"viewer","tenant":"acme"})");
+  EXPECT_EQ(bound.status, 400) << bound.body;
+  EXPECT_THAT(bound.body, HasSubstr("role viewer is not bound to a tenant"));
 }
 
 TEST_F(ControlPlaneTest, ATenantTokenSeesOnlyItsSubtreeAndEverythingElseIs404) {
