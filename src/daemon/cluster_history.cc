@@ -9,9 +9,9 @@ ClusterHistory::ClusterHistory(int64_t step_s, int64_t keep_s)
 
 void ClusterHistory::Record(HistoryPoint point) {
   std::lock_guard<std::mutex> lock(mu_);
-  // One point per step: the first offered in it. A clock that went back starts a fresh step.
-  if (!points_.empty() && point.t_s >= points_.back().t_s && point.t_s / step_s_ == points_.back().t_s / step_s_) return;
-  if (!points_.empty() && point.t_s < points_.back().t_s) points_.clear();  // a clock step back
+  // One point per step: the latest offered in it. A clock that went back starts afresh.
+  if (!points_.empty() && point.t_s < points_.back().t_s) points_.clear();
+  if (!points_.empty() && point.t_s / step_s_ == points_.back().t_s / step_s_) points_.pop_back();
   points_.push_back(std::move(point));
   while (!points_.empty() && points_.front().t_s < points_.back().t_s - keep_s_) points_.pop_front();
 }

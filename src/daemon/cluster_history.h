@@ -3,13 +3,13 @@
 // per leaf tenant the GPU it holds (milli-GPU) and its pending workloads, and the cluster's idle
 // GPUs. GET /v1/history serves it (docs/api.md), filtered like every read.
 //
-// Record(now_s, point) keeps at most one point per `step_s` (the first of each step; the scheduler
-// loop offers one per cycle) and drops points older than `keep_s`. Read(from_s, step_s, visible)
+// Record(now_s, point) keeps at most one point per `step_s` (the latest of each step: the scheduler
+// loop offers one per cycle, and a point offered later in the same step replaces the earlier) and drops points older than `keep_s`. Read(from_s, step_s, visible)
 // returns the points at or after `from_s`, thinned to one per `step_s` (the last point of each
 // step: a sample, not an average, so a stacked chart of the result still adds up to what was held
 // at that instant), with the tenants `visible` admits.
 //
-// Worked example (step 5 s): points at t=100 {a: 500}, t=103 (dropped: same step), t=105
+// Worked example (step 5 s): points at t=100 {a: 900}, t=103 {a: 500} (replaces t=100: same step), t=105
 // {a: 500, b: 1000}, t=110 {b: 1000}. Read(100, 10, all) -> t [105, 110], a [500, 0], b [1000, 1000]
 // (buckets [100,110) and [110,120); a tenant missing from a point holds 0 there).
 //

@@ -13,8 +13,8 @@ auto All() {
 
 TEST(ClusterHistory, HeaderWorkedExample) {
   ClusterHistory h(5);
-  h.Record({.t_s = 100, .held_milli = {{"a", 500}}, .idle_gpus = 3});
-  h.Record({.t_s = 103, .held_milli = {{"a", 900}}, .idle_gpus = 9});  // same step: dropped
+  h.Record({.t_s = 100, .held_milli = {{"a", 900}}, .idle_gpus = 9});
+  h.Record({.t_s = 103, .held_milli = {{"a", 500}}, .idle_gpus = 3});  // same step: replaces t=100
   h.Record({.t_s = 105, .held_milli = {{"a", 500}, {"b", 1000}}, .pending = {{"b", 2}}, .idle_gpus = 2});
   h.Record({.t_s = 110, .held_milli = {{"b", 1000}}, .idle_gpus = 2});
   const HistoryWindow w = h.Read(100, 10, All());
@@ -25,7 +25,8 @@ TEST(ClusterHistory, HeaderWorkedExample) {
   EXPECT_EQ(w.pending.at("b"), (std::vector<int64_t>{2, 0}));
   EXPECT_EQ(w.idle_gpus, (std::vector<int64_t>{2, 2}));
   // At the recording step every point is there; a step below it is the recording step.
-  EXPECT_EQ(h.Read(0, 1, All()).t_s, (std::vector<int64_t>{100, 105, 110}));
+  EXPECT_EQ(h.Read(0, 1, All()).t_s, (std::vector<int64_t>{103, 105, 110}));
+  EXPECT_EQ(h.Read(0, 1, All()).held_milli.at("a").front(), 500);
   EXPECT_EQ(h.Read(106, 5, All()).t_s, (std::vector<int64_t>{110}));
 }
 
