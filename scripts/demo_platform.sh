@@ -150,9 +150,11 @@ python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen(s
 
 step "the dashboard (docs/dashboard.md)"
 if grep -q "dashboard at" "$work/serve.log"; then
-  viewer="$(ctl -o json tokens create --role tenant-user --tenant research | json 'd["token"]')"
-  echo "admin (this demo's throwaway bootstrap token): $url/ui/#token=$TESSERA_BOOTSTRAP_TOKEN"
-  echo "tenant research (a tenant-user token: its subtree only): $url/ui/#token=$viewer"
+  viewer="$(ctl -o json tokens create --role viewer | json 'd["token"]')"
+  research="$(ctl -o json tokens create --role tenant-user --tenant research | json 'd["token"]')"
+  echo "the whole cluster, read only (a viewer token): $url/ui/#token=$viewer"
+  echo "tenant research (a tenant-user token: its subtree only): $url/ui/#token=$research"
+  echo "admin (this demo's throwaway bootstrap token, also the audit log): $url/ui/#token=$TESSERA_BOOTSTRAP_TOKEN"
   if [[ -t 0 ]]; then
     read -r -p "The demo keeps serving: open a URL above, then press Enter to stop everything. " _ || true
   fi

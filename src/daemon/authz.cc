@@ -8,15 +8,17 @@ std::string_view RoleName(Role r) {
     case Role::kTenantAdmin: return "tenant-admin";
     case Role::kTenantUser: return "tenant-user";
     case Role::kNodeAgent: return "node-agent";
+    case Role::kViewer: return "viewer";
   }
   return "?";
 }
 
+std::string_view RoleNames() { return "admin, tenant-admin, tenant-user, node-agent or viewer"; }
+
 StatusOr<Role> ParseRole(std::string_view name) {
-  for (Role r : {Role::kAdmin, Role::kTenantAdmin, Role::kTenantUser, Role::kNodeAgent})
+  for (Role r : {Role::kAdmin, Role::kTenantAdmin, Role::kTenantUser, Role::kNodeAgent, Role::kViewer})
     if (RoleName(r) == name) return r;
-  return InvalidArgumentError("role '" + std::string(name) +
-                              "' is not admin, tenant-admin, tenant-user or node-agent");
+  return InvalidArgumentError("role '" + std::string(name) + "' is not " + std::string(RoleNames()));
 }
 
 bool InSubtree(std::string_view t, std::string_view root, const ParentOf& parent_of) {
@@ -33,6 +35,23 @@ bool InSubtree(std::string_view t, std::string_view root, const ParentOf& parent
 }
 
 namespace {
+
+// What a viewer may do: read what the dashboard shows, cluster-wide.
+bool ViewerMay(Action a) {
+  switch (a) {
+    case Action::kReadTenant:
+    case Action::kListTenants:
+    case Action::kReadWorkload:
+    case Action::kReadNodes:
+    case Action::kReadUsage:
+    case Action::kReadEvents:
+    case Action::kReadInvoices:
+    case Action::kReadMetrics:
+      return true;
+    default:
+      return false;
+  }
+}
 
 // Actions about one tenant's objects (the rest are lists the caller filters, or not about
 // tenants at all).
@@ -112,6 +131,8 @@ Decision Authorize(const Principal& who, Action action, std::string_view target,
     case Role::kTenantAdmin:
     case Role::kTenantUser:
       return TenantRole(who, action, target, parent_of, new_token_role);
+    case Role::kViewer:
+      return ViewerMay(action) ? Decision::kAllow : Decision::kForbidden;
   }
   return Decision::kForbidden;
 }
@@ -144,6 +165,7 @@ std::string_view ActionText(Action a) {
 
 bool RoleMayEver(Role role, Action action) {
   switch (role) {
+    case Role::kViewer: return ViewerMay(action);
     case Role::kAdmin: return action != Action::kNodeAgent;
     case Role::kNodeAgent:
       return action == Action::kNodeAgent || action == Action::kReadNodes || action == Action::kReadMetrics;

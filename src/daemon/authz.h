@@ -1,4 +1,4 @@
-// Who may do what in `tessera serve`: the four token roles and tenant isolation, as one pure
+// Who may do what in `tessera serve`: the five token roles and tenant isolation, as one pure
 // decision the API handlers ask before they touch anything.
 //
 //   admin         everything but the node-agent endpoints
@@ -8,6 +8,9 @@
 //                 for tenants in the subtree
 //   tenant-user   its subtree's tenants (read only) and workloads (submit, read, change,
 //                 cancel); no quota changes, no tokens
+//   viewer        read only, the whole cluster: tenants, workloads, nodes, usage, invoices,
+//                 events (not tokens nor the audit log); changes nothing. What `make demo`
+//                 prints for its dashboard URL, and what a wall screen or an auditor gets.
 //   node-agent    the node endpoints only (register, heartbeat, usage, desired state); a token
 //                 bound to a node (TokenRecord::node) only for that node, which the control
 //                 plane's route wrapper checks (a decision about the path, not the role)
@@ -23,6 +26,7 @@
 //   tenant-admin of vision, kReadWorkload of speech -> kNotFound
 //   tenant-user of ranking, kSubmitWorkload ranking -> kAllow; kChangeQuota ranking -> kForbidden
 //   node-agent, kListTenants                        -> kForbidden
+//   viewer, kReadWorkload of speech                 -> kAllow; kCancelWorkload -> kForbidden
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -36,14 +40,18 @@
 
 namespace tessera::daemon {
 
-enum class Role { kAdmin, kTenantAdmin, kTenantUser, kNodeAgent };
-std::string_view RoleName(Role r);  // "admin", "tenant-admin", "tenant-user", "node-agent"
+enum class Role { kAdmin, kTenantAdmin, kTenantUser, kNodeAgent, kViewer };
+std::string_view RoleName(Role r);  // "admin", "tenant-admin", "tenant-user", "node-agent", "viewer"
 StatusOr<Role> ParseRole(std::string_view name);
+// "admin, tenant-admin, tenant-user, node-agent or viewer": for messages that list the roles.
+std::string_view RoleNames();
 
 struct Principal {
   Role role = Role::kTenantUser;
   std::string tenant;  // tenant-admin and tenant-user: the root of what they may see
 };
+// Admins and viewers see every tenant's objects (lists are not filtered to a subtree).
+inline bool SeesAllTenants(const Principal& who) { return who.role == Role::kAdmin || who.role == Role::kViewer; }
 
 enum class Action {
   kReadTenant,        // GET a tenant (target: it)

@@ -439,6 +439,7 @@ const std::vector<ApiRoute>& ApiRoutes(bool metrics_auth) {
       {"GET", "/v1/nodes/{name}/desired", Action::kNodeAgent, kNone, &I::DesiredState, {}},
       {"POST", "/v1/nodes/{name}/usage", Action::kNodeAgent, kNone, &I::PostUsage, {}},
       {"GET", "/v1/usage", Action::kReadUsage, kObject, &I::GetUsage, {"tenant", "from", "to"}},
+      {"GET", "/v1/history", Action::kReadUsage, kObject, &I::GetHistory, {"tenant", "from", "step"}},
       {"GET", "/v1/invoices", Action::kReadInvoices, kObject, &I::GetInvoices, {"tenant", "period", "format"}},
       {"GET", "/v1/audit", Action::kReadAudit, kNone, &I::ListAudit, {"after", "limit"}},
       {"GET", "/v1/events", Action::kReadEvents, kNone, &I::StreamEvents, {"tenant", "workload", "after"}},

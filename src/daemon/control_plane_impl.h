@@ -7,6 +7,7 @@
 //   control_plane_events.cc     /v1/events (server-sent events from the event feed)
 //   control_plane_usage.cc      usage samples from node agents, the metering ledger, /v1/usage
 //   control_plane_invoices.cc   the price plan, /v1/invoices (the ledger billed with it)
+//   control_plane_history.cc    /v1/history (ClusterHistory, sampled by the loop's UpdateGauges)
 //
 // Locks (always taken in this order; none is held while waiting for a client):
 //   mu          the world: the LiveScheduler, the jobs and nodes it knows, the tenant map. A
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "src/daemon/authz.h"
+#include "src/daemon/cluster_history.h"
 #include "src/daemon/event_feed.h"
 #include "src/daemon/http_server.h"
 #include "src/daemon/metrics.h"
@@ -170,6 +172,8 @@ struct ControlPlane::Impl {
   // after a failed usage transaction: stale until then).
   std::mutex usage_mu;
   metering::Ledger ledger;
+  // What the Cluster page draws over time (its own lock); UpdateGauges offers a point per cycle.
+  ClusterHistory history;
   bool ledger_stale = false;
   // GET /v1/invoices: the plan of opt.price_plan, parsed once by Create (nullopt: none given).
   // Never changed afterwards, so read without a lock.
@@ -248,6 +252,7 @@ struct ControlPlane::Impl {
   bool TokenStillValid(const std::string& hash) const;
   HttpResponse PostUsage(const HttpRequest& r, const Caller& c);
   HttpResponse GetUsage(const HttpRequest& r, const Caller& c);
+  HttpResponse GetHistory(const HttpRequest& r, const Caller& c);
   HttpResponse GetInvoices(const HttpRequest& r, const Caller& c);  // control_plane_invoices.cc
   // The object check of a route (Caller::action, or `action`) on `tenant`: nullopt when allowed,
   // else 404 naming `what` (another subtree's) or 403. Marks the caller scoped.

@@ -140,18 +140,27 @@ void ControlPlane::Impl::UpdateGauges() {
     if (parked.count(id) || live->is_pending(id))
       queued[{j.shape.request.tenant, std::string(sched::QosName(j.shape.request.qos))}]++;
   for (const auto& [key, n] : queued) m.queue_length->Set({key.first, key.second}, n);
+  HistoryPoint point{.t_s = NowMs() / 1000};
+  for (const auto& [key, n] : queued)
+    if (n > 0) point.pending[key.first] += n;
   const sched::TenantTree& tree = live->tenants();
   for (sched::TenantIndex t = 0; t < tree.size(); ++t) {
-    if (StatusOr<sched::Resources> use = live->usage(tree.name(t)); use.ok())
+    if (StatusOr<sched::Resources> use = live->usage(tree.name(t)); use.ok()) {
       m.tenant_gpu_milli->Set({tree.name(t)}, static_cast<double>((*use)[sched::kGpuMilliDim]));
+      // Workloads run in leaf tenants: a parent's usage is its children's, stacked once.
+      if (tree.is_leaf(t) && (*use)[sched::kGpuMilliDim] > 0) point.held_milli[tree.name(t)] = (*use)[sched::kGpuMilliDim];
+    }
     m.tenant_guaranteed_milli->Set({tree.name(t)}, static_cast<double>(tree.spec(t).guaranteed[sched::kGpuMilliDim]));
   }
   int ready = 0, cordoned = 0;
   for (const auto& v : live->nodes()) {
     (v.state == sched::NodeState::kReady ? ready : cordoned)++;
-    for (size_t g = 0; g < v.gpu_free_milli.size(); ++g)
+    for (size_t g = 0; g < v.gpu_free_milli.size(); ++g) {
       m.gpu_allocated_milli->Set({v.name, std::to_string(g)}, 1000.0 - v.gpu_free_milli[g]);
+      if (v.state == sched::NodeState::kReady && v.gpu_free_milli[g] >= 1000) ++point.idle_gpus;
+    }
   }
+  history.Record(std::move(point));
   m.nodes->Set({std::string(kNodeReady)}, ready);
   m.nodes->Set({std::string(kNodeCordoned)}, cordoned);
   m.nodes->Set({std::string(kNodeLost)}, static_cast<double>(lost_nodes.size()));

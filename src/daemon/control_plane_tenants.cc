@@ -164,7 +164,7 @@ HttpResponse ControlPlane::Impl::ListTenants(const HttpRequest&, const Caller& c
   json list = json::array();
   std::lock_guard<std::mutex> lock(mu);
   for (const auto& [name, t] : tenants) {
-    const bool visible = c.principal.role == Role::kAdmin || InSubtree(name, c.principal.tenant, parents);
+    const bool visible = SeesAllTenants(c.principal) || InSubtree(name, c.principal.tenant, parents);
     if (visible) list.push_back(TenantView(t));
   }
   return HttpResponse::Json(200, json{{"tenants", list}}.dump());
@@ -273,7 +273,7 @@ HttpResponse ControlPlane::Impl::CreateToken(const HttpRequest& r, const Caller&
   StatusOr<Role> role = ParseRole(*role_name);
   if (!role.ok())
     return HttpResponse::Error(400, "invalid_argument",
-                               "role: '" + *role_name + "' is not admin, tenant-admin, tenant-user or node-agent", "role");
+                               "role: '" + *role_name + "' is not " + std::string(RoleNames()), "role");
   StatusOr<std::string> tenant = f.Str("tenant", 63);
   if (!tenant.ok()) return ErrorResponse(tenant.status(), field);
   const bool tenant_role = *role == Role::kTenantAdmin || *role == Role::kTenantUser;

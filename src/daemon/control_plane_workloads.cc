@@ -248,7 +248,7 @@ HttpResponse ControlPlane::Impl::GetWorkload(const HttpRequest& r, const Caller&
 }
 
 HttpResponse ControlPlane::Impl::ListWorkloads(const HttpRequest& r, const Caller& c) {
-  std::string tenant = c.principal.role == Role::kAdmin ? "" : c.principal.tenant;
+  std::string tenant = SeesAllTenants(c.principal) ? "" : c.principal.tenant;
   if (auto it = r.query.find("tenant"); it != r.query.end() && !it->second.empty()) tenant = it->second;
   // An admin without ?tenant= reads all (allowed for "" too); everyone else one subtree.
   if (auto denied = Scope(c, tenant, "tenant '" + tenant + "'")) return *denied;

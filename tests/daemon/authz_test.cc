@@ -45,8 +45,8 @@ TEST(Authz, RoleMayEverAgreesWithAuthorize) {
                         Action::kCancelWorkload, Action::kCreateToken,   Action::kListTokens,    Action::kRevokeToken,
                         Action::kReadNodes,     Action::kNodeAgent,      Action::kReadUsage,     Action::kReadEvents,
                         Action::kReadInvoices,  Action::kReadAudit,      Action::kManageNodes,   Action::kReadMetrics};
-  for (Role role : {Role::kAdmin, Role::kTenantAdmin, Role::kTenantUser, Role::kNodeAgent}) {
-    const std::string own = role == Role::kAdmin || role == Role::kNodeAgent ? "" : "vision";
+  for (Role role : {Role::kAdmin, Role::kTenantAdmin, Role::kTenantUser, Role::kNodeAgent, Role::kViewer}) {
+    const std::string own = role == Role::kAdmin || role == Role::kNodeAgent || role == Role::kViewer ? "" : "vision";
     for (Action a : all) {
       bool some = false;
       for (const char* target : {"", "acme", "vision", "ranking", "speech", "other"})
@@ -144,6 +144,28 @@ TEST(Authz, AdminsAndNodeAgents) {
   EXPECT_EQ(Ask(Role::kNodeAgent, "", Action::kSubmitWorkload, "vision"), k403);
 }
 
+// A viewer reads everything the dashboard shows, in every tenant, and changes nothing.
+TEST(Authz, ViewersReadTheWholeClusterAndChangeNothing) {
+  for (const char* tenant : {"acme", "ranking", "other"}) {
+    for (Action a : {Action::kReadTenant, Action::kReadWorkload, Action::kReadUsage, Action::kReadInvoices})
+      EXPECT_EQ(Ask(Role::kViewer, "", a, tenant), kAllow) << ActionText(a) << " " << tenant;
+    for (Action a : {Action::kCreateTenant, Action::kChangeQuota, Action::kDeleteTenant, Action::kSubmitWorkload,
+                     Action::kChangeWorkload, Action::kCancelWorkload, Action::kCreateToken, Action::kRevokeToken})
+      EXPECT_EQ(Ask(Role::kViewer, "", a, tenant), k403) << ActionText(a) << " " << tenant;
+  }
+  for (Action a : {Action::kListTenants, Action::kReadNodes, Action::kReadEvents, Action::kReadMetrics})
+    EXPECT_EQ(Ask(Role::kViewer, "", a, ""), kAllow) << ActionText(a);
+  for (Action a : {Action::kListTokens, Action::kReadAudit, Action::kManageNodes, Action::kNodeAgent})
+    EXPECT_EQ(Ask(Role::kViewer, "", a, ""), k403) << ActionText(a);
+  EXPECT_TRUE(SeesAllTenants({Role::kViewer, ""}));
+  EXPECT_FALSE(SeesAllTenants({Role::kTenantAdmin, "acme"}));
+  // Events: workloads, tenants and nodes everywhere; no token event.
+  EXPECT_TRUE(MaySeeEvent({Role::kViewer, ""}, "workload", "ranking", ParentOfTree));
+  EXPECT_TRUE(MaySeeEvent({Role::kViewer, ""}, "tenant", "other", ParentOfTree));
+  EXPECT_TRUE(MaySeeEvent({Role::kViewer, ""}, "node", "", ParentOfTree));
+  EXPECT_FALSE(MaySeeEvent({Role::kViewer, ""}, "token", "vision", ParentOfTree));
+}
+
 TEST(Authz, SubtreeWalkAndRoleNames) {
   EXPECT_TRUE(InSubtree("ranking", "acme", ParentOfTree));
   EXPECT_TRUE(InSubtree("acme", "acme", ParentOfTree));
@@ -153,9 +175,10 @@ TEST(Authz, SubtreeWalkAndRoleNames) {
   // A corrupt table with a cycle ends.
   auto cyclic = [](std::string_view t) -> std::optional<std::string> { return t == "a" ? "b" : "a"; };
   EXPECT_FALSE(InSubtree("a", "c", cyclic));
-  for (Role r : {Role::kAdmin, Role::kTenantAdmin, Role::kTenantUser, Role::kNodeAgent})
+  for (Role r : {Role::kAdmin, Role::kTenantAdmin, Role::kTenantUser, Role::kNodeAgent, Role::kViewer})
     EXPECT_EQ(*ParseRole(RoleName(r)), r);
   EXPECT_FALSE(ParseRole("root").ok());
+  EXPECT_NE(std::string(ParseRole("root").status().message()).find("viewer"), std::string::npos);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
@@ -253,6 +255,73 @@ TEST_F(ControlPlaneTest, TheRouteWrapperRefusesWhatTheRoleMayNeverDo) {
   EXPECT_EQ(Call("DELETE", "/v1/nodes/n1", "", vision_admin).status, 403);
   EXPECT_EQ(Call("GET", "/v1/nodes", "", vision_user).status, 403);
   EXPECT_EQ(Call("DELETE", "/v1/nodes/n1", "").status, 404);  // an admin gets through to the handler
+}
+
+// GET /v1/history: the loop samples what each leaf tenant holds and waits for; a tenant token
+// sees its subtree's series only and no idle GPUs; parameters are checked.
+TEST_F(ControlPlaneTest, HistoryShowsWhatEachTenantHeldOverTime) {
+  Tenant("acme");
+  Tenant("vision", "acme");
+  Tenant("speech", "acme");
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 2);
+  const std::string vision = Token("tenant-user", "vision");
+  Submit("vision", vision, {{"gpu_milli", 500}, {"gpu_mem_mib", 20480}});
+  Submit("speech", Token("tenant-user", "speech"));
+  Cycle();
+  json h = Ok("GET", "/v1/history");
+  ASSERT_FALSE(h["t"].empty()) << h.dump();
+  EXPECT_EQ(h["held_milli"]["vision"].back(), 500) << h.dump();
+  EXPECT_EQ(h["held_milli"]["speech"].back(), 1000) << h.dump();
+  EXPECT_FALSE(h["held_milli"].contains("acme")) << "a parent is its children, not stacked again";
+  EXPECT_EQ(h["idle_gpus"].back(), 0) << h.dump();
+  EXPECT_EQ(h["step_s"], 5);
+  json mine = Ok("GET", "/v1/history", "", vision);
+  EXPECT_TRUE(mine["held_milli"].contains("vision"));
+  EXPECT_FALSE(mine["held_milli"].contains("speech")) << mine.dump();
+  EXPECT_TRUE(mine["idle_gpus"].is_null());
+  EXPECT_EQ(Call("GET", "/v1/history?tenant=speech", "", vision).status, 404);
+  HttpResponse bad = Call("GET", "/v1/history?step=0");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(json::parse(bad.body)["error"].value("field", ""), "step");
+  EXPECT_EQ(Call("GET", "/v1/history?from=yesterday").status, 400);
+  EXPECT_EQ(Call("GET", "/v1/history?stpe=5").status, 400);
+}
+
+// A viewer token (what `make demo` gives its dashboard URL): every tenant's objects, nodes, usage
+// and events, unfiltered; every change is 403, as are tokens and the audit log.
+TEST_F(ControlPlaneTest, AViewerReadsTheWholeClusterAndChangesNothing) {
+  Tenant("acme");
+  Tenant("vision", "acme");
+  Tenant("other");
+  const int64_t a = Submit("vision", Token("tenant-user", "vision"));
+  const int64_t b = Submit("other", Token("tenant-user", "other"));
+  const std::string viewer = Token("viewer");
+  EXPECT_EQ(Ok("GET", "/v1/tenants", "", viewer)["tenants"].size(), 3u);
+  EXPECT_EQ(Call("GET", "/v1/tenants/vision", "", viewer).status, 200);
+  EXPECT_EQ(Ok("GET", "/v1/workloads", "", viewer)["workloads"].size(), 2u);
+  EXPECT_EQ(Call("GET", "/v1/workloads/" + std::to_string(b), "", viewer).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/nodes", "", viewer).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/usage", "", viewer).status, 200);
+  EXPECT_EQ(Call("GET", "/metrics", "", viewer).status, 200);
+  for (const auto& [method, path, body] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"POST", "/v1/tenants", R"({"name":"x"})"},
+           {"PATCH", "/v1/tenants/vision", R"({"quota": {}})"},
+           {"DELETE", "/v1/tenants/other", ""},
+           {"POST", "/v1/workloads", R"({"tenant":"vision","gpus":1,"qos":"Burstable"})"},
+           {"DELETE", "/v1/workloads/" + std::to_string(a), ""},
+           {"POST", "/v1/tokens", R"({"role":"viewer"})"},
+           {"GET", "/v1/tokens", ""},
+           {"GET", "/v1/audit", ""},
+           {"POST", "/v1/nodes/n1/cordon", ""}}) {
+    HttpResponse r = Call(method, path, body, viewer);
+    EXPECT_EQ(r.status, 403) << method << " " << path << " -> " << r.body;
+  }
+  EXPECT_EQ(Ok("GET", "/v1/workloads/" + std::to_string(a), "", viewer)["state"], "pending");  // not cancelled
+  // A viewer token is not bound to a tenant.
+  HttpResponse bound = Call("POST", "/v1/tokens", R"({"role":"viewer","tenant":"acme"})");
+  EXPECT_EQ(bound.status, 400) << bound.body;
+  EXPECT_THAT(bound.body, HasSubstr("role viewer is not bound to a tenant"));
 }
 
 TEST_F(ControlPlaneTest, ATenantTokenSeesOnlyItsSubtreeAndEverythingElseIs404) {
@@ -1100,7 +1169,7 @@ TEST_F(ControlPlaneTest, EveryPathOfTheOpenApiFileIsServed) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 32);  // as many as InstallRoutes adds
+  EXPECT_EQ(checked, 33);  // as many as InstallRoutes adds
 }
 
 // GET /v1/events over a real socket: each committed change as a server-sent event, only to the

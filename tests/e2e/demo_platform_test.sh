@@ -30,7 +30,8 @@ expect '^research +[1-9][0-9]* +[0-9]+ +[0-9]+ +[1-9]'                # usage sa
 expect '^[0-9]+ +[0-9T:-]+Z +prod +1 +placed +n-h100'                  # the event stream's history
 expect '^[0-9]+ +[0-9T:-]+Z +[a-z-]+ +[0-9]+ +preempted +reclaim'
 if [[ -f "$build/ui/index.html" ]]; then                               # the dashboard, when built
-  expect '^admin \(this demo.s throwaway bootstrap token\): http://127\.0\.0\.1:[0-9]+/ui/#token=demo-admin-token-'
+  expect '^the whole cluster, read only \(a viewer token\): http://127\.0\.0\.1:[0-9]+/ui/#token=tsr_'
+  expect '^admin \(this demo.s throwaway bootstrap token, also the audit log\): http://127\.0\.0\.1:[0-9]+/ui/#token=demo-admin-token-'
   expect '^tenant research \(a tenant-user token: its subtree only\): http://127\.0\.0\.1:[0-9]+/ui/#token=tsr_'
 fi
 # Nothing it started is left: no process runs from the demo's temporary folder.

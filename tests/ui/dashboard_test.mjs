@@ -97,6 +97,7 @@ try {
   for (const t of demo.tenants) await api('POST', '/v1/tenants', { name: t.name, quota: t.quota || {} });
   const agent = (await api('POST', '/v1/tokens', { role: 'node-agent' })).token;
   const research = (await api('POST', '/v1/tokens', { role: 'tenant-user', tenant: 'research' })).token;
+  const viewer = (await api('POST', '/v1/tokens', { role: 'viewer' })).token;
   const inventory = (name, model, memory_mib, n, mig) => ({
     cpu_milli: 64000, memory_mib: 524288,
     gpus: Array.from({ length: n }, (_, i) => ({ index: i, uuid: `GPU-${name}-${i}`, model, memory_mib, mig_enabled: mig })),
@@ -140,11 +141,12 @@ try {
   const open = async (tok) => {
     const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, timezoneId: 'Europe/Berlin' });
     const page = await ctx.newPage();
-    // A tenant token's role probe (GET /v1/audit: 403) is the one refusal the page expects; the
-    // test's own fetch of another tenant's workload (404) below is not the page's either.
+    // The role probes of a token that is not an admin's (GET /v1/nodes, /v1/audit: 403) are the
+    // refusals the page expects; the test's own fetch of another tenant's workload (404) below is
+    // not the page's either.
     page.on('console', (m) => {
       const url = m.location().url || '';
-      if (m.type() !== 'error' || (tok !== admin && /\/v1\/audit\?limit=1$|\/v1\/workloads\/1$/.test(url))) return;
+      if (m.type() !== 'error' || (tok !== admin && /\/v1\/audit\?limit=1$|\/v1\/nodes$|\/v1\/workloads\/1$/.test(url))) return;
       errors.push(`${m.text()} (${url})`);
     });
     page.on('pageerror', (e) => errors.push(String(e)));
@@ -251,6 +253,17 @@ try {
   text = await visit(page, `#/workload/${victim.id}`, 'workload');
   check(text.includes('preempted') && text.includes('reclaim'), `Workload: the preempted job ${victim.id} says why`);
   await page.screenshot({ path: path.join(shots, 'workload.png') });
+
+  // A viewer token (make demo's URL): the whole cluster read only, every node, no Audit page.
+  const viewerPage = await open(viewer);
+  text = await visit(viewerPage, '#/gpus', 'gpus');
+  check(text.includes('n-h100') && text.includes('n-a100'), 'viewer token, GPU map: every node');
+  text = await visit(viewerPage, '#/tenants', 'tenants');
+  check(['prod', 'research', 'batch'].every((t) => text.includes(t)), 'viewer token, Tenants: every tenant');
+  check((await viewerPage.innerText('header .who')).includes('viewer'), 'viewer token: the header says read only');
+  check((await viewerPage.locator('nav a[href="#/audit"]').count()) === 0, 'viewer token: no Audit page');
+  const cancel = (await fetch(`${base}/v1/workloads/${ids.trainA}`, { method: 'DELETE', headers: { Authorization: `Bearer ${viewer}` } })).status;
+  check(cancel === 403, `viewer token: cancelling a workload is 403 (got ${cancel})`);
 
   // A tenant's token: its own subtree only, on every page.
   const tenantPage = await open(research);

@@ -4,7 +4,7 @@
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { takeTokenFromFragment, token, streamEvents, ApiError } from './api.js';
-import { model, refresh, whoAmI, clearHistory } from './model.js';
+import { model, refresh, whoAmI, clearHistory, loadServerHistory } from './model.js';
 import { tenantColours } from './palette.js';
 import { esc, time } from './format.js';
 import * as cluster from './pages/cluster.js';
@@ -60,7 +60,7 @@ function shell() {
     .map(([id, label], i) => `<a href="#/${id}" ${id === page ? 'aria-current="page"' : ''}><kbd>${i + 1}</kbd> ${label}</a>`).join('');
   app.innerHTML = `<header><span class="brand">tessera</span><nav aria-label="pages">${nav}</nav>
     <span class="live live-${liveState}" role="status" id="live">${esc(liveLabel())}</span>
-    <span class="who">${model.me.admin ? 'admin' : 'tenant: ' + esc(model.tenants.map((t) => t.name).join(', '))}</span>
+    <span class="who">${model.me.admin ? 'admin' : model.me.cluster ? 'viewer (read only)' : 'tenant: ' + esc(model.tenants.map((t) => t.name).join(', '))}</span>
     <button id="signout" type="button">Sign out</button></header>
     <main id="page" tabindex="-1"></main>
     <footer>Updated ${esc(time(model.updated))}</footer>`;
@@ -118,6 +118,7 @@ async function start() {
   if (!token.get()) return login('');
   try {
     await whoAmI();
+    await loadServerHistory();
     await refresh();
   } catch (e) {
     if (e instanceof ApiError && e.status === 401) {

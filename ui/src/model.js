@@ -1,5 +1,5 @@
 // What the pages show, fetched from the API in one refresh: the tenants the token may see, the
-// nodes (admins), the pending and running workloads, usage totals; and the history the Cluster
+// nodes (admins and viewers), the pending and running workloads, usage totals; and the history the Cluster
 // page draws (sampled here, kept in sessionStorage so a reload keeps it).
 import { get, getAll, ApiError } from './api.js';
 
@@ -7,7 +7,8 @@ const HISTORY_KEY = 'tessera.history';
 const HISTORY_MAX = 720; // points: an hour at one every 5 s
 
 export const model = {
-  me: { admin: false, tenants: [] },
+  // admin: reads the audit log; cluster: sees every tenant and the nodes (admin or viewer).
+  me: { admin: false, cluster: false, tenants: [] },
   tenants: [],
   nodes: null, // null: not visible to this token
   pending: [],
@@ -37,7 +38,7 @@ export function heldMilli(w) {
 }
 
 async function workloadsIn(state) {
-  if (model.me.admin) return getAll(`/v1/workloads?state=${state}`, 'workloads');
+  if (model.me.cluster) return getAll(`/v1/workloads?state=${state}`, 'workloads');
   // A tenant token lists one tenant at a time: every tenant of its subtree.
   const lists = await Promise.all(
     model.tenants.map((t) => getAll(`/v1/workloads?tenant=${encodeURIComponent(t.name)}&state=${state}`, 'workloads')),
@@ -45,14 +46,21 @@ async function workloadsIn(state) {
   return lists.flat();
 }
 
-export async function whoAmI() {
+// What the token may read, asked of the API itself (403 is the answer "no"): the nodes (admins
+// and viewers, the whole cluster), the audit log (admins).
+async function mayRead(path) {
   try {
-    await get('/v1/audit?limit=1');
-    model.me.admin = true;
+    await get(path);
+    return true;
   } catch (e) {
     if (!(e instanceof ApiError) || e.status === 401) throw e;
-    model.me.admin = false;
+    return false;
   }
+}
+
+export async function whoAmI() {
+  model.me.cluster = await mayRead('/v1/nodes');
+  model.me.admin = model.me.cluster && (await mayRead('/v1/audit?limit=1'));
 }
 
 export async function refresh() {
@@ -61,7 +69,7 @@ export async function refresh() {
   const [pending, running] = await Promise.all([workloadsIn('pending'), workloadsIn('running')]);
   model.pending = pending;
   model.running = running;
-  if (model.me.admin) model.nodes = (await get('/v1/nodes')).nodes || [];
+  if (model.me.cluster) model.nodes = (await get('/v1/nodes')).nodes || [];
   try {
     // The ledger's hours that overlap the last hour (this one and the one before): the whole
     // history would grow with every hour and workload, and the pages show what is recent.
@@ -96,6 +104,32 @@ function sample() {
   } catch {
     /* full: the history lives on in memory */
   }
+}
+
+// The last hour as the control plane sampled it (GET /v1/history: every 5 s, kept for a day), so
+// that a page opened now draws what happened before it; this page's own samples continue it. A
+// server without the route (or a refusal) keeps the history this tab sampled.
+export async function loadServerHistory() {
+  let r;
+  try {
+    r = await get(`/v1/history?from=${Math.floor(Date.now() / 1000) - 3600}`);
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) throw e;
+    return false;
+  }
+  model.history = historyFromServer(r);
+  return true;
+}
+
+// GET /v1/history's answer as the Cluster page's series: held milli-GPU per tenant, pending
+// workloads (all tenants together), idle GPUs (null where the token may not see nodes).
+export function historyFromServer(r) {
+  const t = r.t || [];
+  const byTenant = {};
+  for (const [name, series] of Object.entries(r.held_milli || {})) byTenant[name] = series.slice();
+  const queue = t.map((_, i) => Object.values(r.pending || {}).reduce((s, series) => s + (series[i] || 0), 0));
+  const idle = Array.isArray(r.idle_gpus) ? r.idle_gpus.slice() : t.map(() => null);
+  return { t: t.slice(), byTenant, queue, idle, server: true };
 }
 
 export const idleGpus = (nodes) =>

@@ -2,7 +2,7 @@
 // (ctest ui_logic). The pages' rendering is tested in a browser by tests/ui/dashboard_test.mjs.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { heldMilli, idleGpus } from '../src/model.js';
+import { heldMilli, idleGpus, historyFromServer } from '../src/model.js';
 import { percentile, duration, gpus, mib, esc } from '../src/format.js';
 import { tenantColours, textOn, OKABE_ITO } from '../src/palette.js';
 import { ordered } from '../src/pages/queue.js';
@@ -69,4 +69,14 @@ test('MIG slot widths and memory: memory slices of 8 by the profile\'s memory', 
   assert.equal(memoryOf({ request: { mig_profile: '3g.40gb' } }, { memory_mib: 81559 }), 40960);
   assert.equal(memoryOf({ request: { gpu_mem_mib: 4096 } }, { memory_mib: 40960 }), 4096);
   assert.equal(memoryOf({ request: {} }, { memory_mib: 40960 }), 40960);
+});
+
+test('the server history becomes the Cluster page series: pending summed, idle null without nodes', () => {
+  const h = historyFromServer({ t: [100, 105], held_milli: { a: [500, 0], b: [1000, 1000] }, pending: { a: [1, 0], b: [2, 3] }, idle_gpus: null });
+  assert.deepEqual(h.t, [100, 105]);
+  assert.deepEqual(h.byTenant, { a: [500, 0], b: [1000, 1000] });
+  assert.deepEqual(h.queue, [3, 3]);
+  assert.deepEqual(h.idle, [null, null]);
+  assert.equal(h.server, true);
+  assert.deepEqual(historyFromServer({ t: [1], held_milli: {}, pending: {}, idle_gpus: [4] }).idle, [4]);
 });

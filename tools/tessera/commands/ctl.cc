@@ -156,7 +156,9 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   CLI::App* tokens = ctl->add_subcommand("tokens", "API tokens")->require_subcommand(1)->fallthrough();
   set(verb(tokens, "list", "Tokens the token may see"), [f] { return Run(*f, "tokens", "list", "GET", "/v1/tokens"); });
   CLI::App* tnew = verb(tokens, "create", "Make a token; its secret is printed once");
-  tnew->add_option("--role", f->role, "admin, tenant-admin, tenant-user or node-agent")->required();
+  tnew->add_option("--role", f->role,
+                   "admin, tenant-admin, tenant-user, node-agent or viewer (read only, the whole cluster)")
+      ->required();
   tnew->add_option("--tenant", f->tenant, "The tenant (tenant-admin, tenant-user)");
   tnew->add_option("--node", f->node, "node-agent: the one node it may act for (default: any node)");
   tnew->add_option("--expires-in", f->expires_in, "Seconds until it expires, > 0 (default: never)");

@@ -70,7 +70,9 @@ export function render(root, ctx) {
       <div id="chart-alloc" class="chart" role="img" aria-label="GPU allocation over time stacked by tenant"></div></section>
     <section><h2>Queue and idle GPUs</h2>
       <div id="chart-queue" class="chart" role="img" aria-label="pending workloads and idle GPUs over time"></div></section>
-    <p class="note">Sampled by this page since it was opened (every 5 s and on every event).</p>`;
+    <p class="note">${model.history.server
+      ? 'The last hour as the control plane sampled it (every 5 s), then this page (every 5 s and on every event).'
+      : 'Sampled by this page since it was opened (every 5 s and on every event).'}</p>`;
   const h = model.history;
   if (h.t.length < 1) return;
   const width = Math.min(root.clientWidth || 1000, 1180);
