@@ -38,6 +38,7 @@
 #include "src/daemon/authz.h"
 #include "src/daemon/event_feed.h"
 #include "src/daemon/http_server.h"
+#include "src/daemon/invoice_service.h"
 #include "src/daemon/metrics.h"
 #include "src/daemon/rate_limit.h"
 #include "src/daemon/static_bundle.h"
@@ -144,6 +145,7 @@ struct ControlPlane::Impl {
 
   std::unique_ptr<TokenService> token_service;  // the tokens (own locks; made in Create)
   std::unique_ptr<TenantService> tenant_service;  // the tenants (under mu; made in Create)
+  std::unique_ptr<InvoiceService> invoice_service;  // the price plan's invoices (made in Create)
 
   mutable std::mutex mu;
   std::unique_ptr<sched::LiveScheduler> live;
@@ -247,6 +249,9 @@ struct ControlPlane::Impl {
   HttpResponse PostUsage(const HttpRequest& r, const Caller& c);
   HttpResponse GetUsage(const HttpRequest& r, const Caller& c);
   HttpResponse GetInvoices(const HttpRequest& r, const Caller& c);  // control_plane_invoices.cc
+  InvoiceCaller InvoiceCallerOf(const Caller& c) const;
+  // The ledger's sources and the records of `period`, under usage_mu (rebuilt first when stale).
+  StatusOr<LedgerSlice> ReadLedger(const metering::Period& period);
   // The object check of a route (Caller::action, or `action`) on `tenant`: nullopt when allowed,
   // else 404 naming `what` (another subtree's) or 403. Marks the caller scoped.
   // The route wrapper's authorisation (control_plane.cc): nullopt when the handler may run.
