@@ -221,20 +221,7 @@ Status ControlPlane::Impl::Bootstrap() {
   return Status::Ok();
 }
 
-ParentOf ControlPlane::Impl::Parents() const {
-  return [this](std::string_view t) -> std::optional<std::string> {
-    std::shared_lock<std::shared_mutex> lock(tenants_mu);
-    auto it = parent_of.find(std::string(t));
-    if (it == parent_of.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
-void ControlPlane::Impl::RefreshParents() {
-  std::unique_lock<std::shared_mutex> lock(tenants_mu);
-  parent_of.clear();
-  for (const auto& [name, t] : tenants) parent_of[name] = t.parent;
-}
+ParentOf ControlPlane::Impl::Parents() const { return tenant_service->Parents(); }
 
 std::optional<GpuModelId> ControlPlane::Impl::DefaultModel() const {
   std::map<uint32_t, int> gpus_of;
@@ -619,13 +606,34 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   TESSERA_RETURN_IF_ERROR(impl->InitMetrics());
   TESSERA_ASSIGN_OR_RETURN(impl->db, store::Open(impl->opt.db));
   Impl* p = impl.get();
+  const auto transact = [p](std::string_view op, const std::function<Status(store::Transaction&)>& fn) {
+    return p->Transact(op, fn);
+  };
+  TenantWorld world;
+  world.mu = &p->mu;
+  world.set_tree = [p](sched::TenantTree tree) { return p->live->SetTenants(std::move(tree)); };
+  world.changed = [p] {
+    p->UpdateGauges();
+    p->wake = true;
+    p->wake_cv.notify_one();
+  };
+  world.usage = [p](std::string_view tenant) -> std::optional<std::map<std::string, int64_t>> {
+    StatusOr<sched::Resources> use = p->live->usage(std::string(tenant));
+    if (!use.ok()) return std::nullopt;
+    const sched::ResourceSpace& space = p->live->tenants().space();
+    std::map<std::string, int64_t> out;
+    for (int dim = 0; dim < space.dims(); ++dim) out[std::string(space.DimName(dim))] = (*use)[dim];
+    return out;
+  };
+  impl->tenant_service = std::make_unique<TenantService>(transact, [p] { return p->NowMs(); }, std::move(world),
+                                                         impl->catalog);
+  impl->invoice_service = std::make_unique<InvoiceService>(
+      impl->price_plan ? &*impl->price_plan : nullptr, impl->opt.price_plan, impl->catalog, [p] { return p->NowMs(); },
+      p->tenant_service->Parents(), [p](const metering::Period& period) { return p->ReadLedger(period); });
   impl->token_service = std::make_unique<TokenService>(
-      [p](std::string_view op, const std::function<Status(store::Transaction&)>& fn) { return p->Transact(op, fn); },
-      [p] { return p->NowMs(); },
-      [p](std::string_view tenant, const std::function<Status()>& write) -> Status {
-        std::lock_guard<std::mutex> lock(p->mu);  // the tenant cannot vanish meanwhile
-        if (!p->tenants.count(std::string(tenant))) return NotFoundError("tenant '" + std::string(tenant) + "' not found");
-        return write();
+      transact, [p] { return p->NowMs(); },
+      [p](std::string_view tenant, const std::function<Status()>& write) {
+        return p->tenant_service->WhileExists(tenant, write);
       });
   if (impl->opt.own_store) TESSERA_RETURN_IF_ERROR(impl->AcquireStore());
   EventFeedOptions fo;

@@ -1,6 +1,6 @@
 // The control plane's state and the handlers' declarations, shared by its .cc files:
 //   control_plane.cc            Create, restore from the store, routes, auth, Start/Stop
-//   control_plane_tenants.cc    /v1/tenants, /v1/tokens (decode -> TokenService -> encode)
+//   control_plane_tenants.cc    /v1/tenants, /v1/tokens (decode -> TenantService/TokenService -> encode)
 //   control_plane_workloads.cc  /v1/workloads
 //   control_plane_nodes.cc      /v1/nodes and the node-agent endpoints
 //   control_plane_loop.cc       the scheduling loop: cycles, persisted decisions, node timeouts
@@ -10,16 +10,17 @@
 //   control_plane_history.cc    /v1/history (ClusterHistory, sampled by the loop's UpdateGauges)
 //
 // Locks (always taken in this order; none is held while waiting for a client):
-//   mu          the world: the LiveScheduler, the jobs and nodes it knows, the tenant map. A
+//   mu          the world: the LiveScheduler, the jobs and nodes it knows, the tenant map (which
+//               TenantService keeps, under this lock: src/daemon/tenant_service.h). A
 //               cycle holds it while its decisions are persisted, so nobody sees a decision
 //               before it is durable. Submits persist WITHOUT it and without holding an HTTP
 //               thread (Store::TransactAsync: concurrent submits share a group commit, led by
 //               the store's writer thread); their answer is made on an HTTP thread once the
 //               commit is durable, and takes mu only to queue the job.
-//   tenants_mu  (shared) the tenant map's copy for authorisation on the read path
-//   (the token cache is TokenService's, with its own locks: src/daemon/token_service.h)
+//   (the parent map authorisation reads is TenantService's, under its own shared lock taken
+//   after mu; the token cache is TokenService's, with its own locks: src/daemon/token_service.h)
 //   usage_mu    the metering ledger; never held with mu (the usage handlers do not touch the
-//               world), taken before tenants_mu
+//               world), taken before the parent map's lock
 #pragma once
 
 #include <condition_variable>
@@ -39,9 +40,11 @@
 #include "src/daemon/cluster_history.h"
 #include "src/daemon/event_feed.h"
 #include "src/daemon/http_server.h"
+#include "src/daemon/invoice_service.h"
 #include "src/daemon/metrics.h"
 #include "src/daemon/rate_limit.h"
 #include "src/daemon/static_bundle.h"
+#include "src/daemon/tenant_service.h"
 #include "src/daemon/token_service.h"
 #include "src/daemon/workload_request.h"
 #include "src/daemon/workload_shape.h"
@@ -143,6 +146,8 @@ struct ControlPlane::Impl {
   std::string generated_token;
 
   std::unique_ptr<TokenService> token_service;  // the tokens (own locks; made in Create)
+  std::unique_ptr<TenantService> tenant_service;  // the tenants (under mu; made in Create)
+  std::unique_ptr<InvoiceService> invoice_service;  // the price plan's invoices (made in Create)
 
   mutable std::mutex mu;
   std::unique_ptr<sched::LiveScheduler> live;
@@ -153,7 +158,6 @@ struct ControlPlane::Impl {
   // Pending work no node of the cluster can hold now (FAILED_PRECONDITION from the scheduler's
   // admission): kept waiting ("no_fitting_node") and offered again whenever a node registers.
   std::set<int64_t> parked;
-  std::map<std::string, store::TenantRecord> tenants;
 
   // The JSON text of each workload's view as the read paths answer it (a list page is 100 of
   // them; rendering one parses its stored spec): id -> (version, text). A record's every change
@@ -164,9 +168,6 @@ struct ControlPlane::Impl {
   std::unordered_map<int64_t, std::pair<int64_t, std::string>> workload_views;
   std::string WorkloadViewText(const store::WorkloadRecord& w);
   std::optional<std::string> CachedView(int64_t id, int64_t version);
-
-  mutable std::shared_mutex tenants_mu;
-  std::map<std::string, std::string> parent_of;  // tenant -> parent ("" for a root)
 
   // Usage: the ledger holds exactly the stored samples (rebuilt from the store at Create, and
   // after a failed usage transaction: stale until then).
@@ -210,8 +211,7 @@ struct ControlPlane::Impl {
   Status InstallRoutes();  // INVALID_ARGUMENT: a route of the table without an Action
 
   // Authorisation helpers.
-  ParentOf Parents() const;  // reads parent_of under tenants_mu (shared)
-  void RefreshParents();     // mu held
+  ParentOf Parents() const;  // TenantService::Parents (no lock needed)
   StatusOr<Caller> Authenticate(const HttpRequest& r);
   std::optional<GpuModelId> DefaultModel() const;  // mu held
 
@@ -254,6 +254,9 @@ struct ControlPlane::Impl {
   HttpResponse GetUsage(const HttpRequest& r, const Caller& c);
   HttpResponse GetHistory(const HttpRequest& r, const Caller& c);
   HttpResponse GetInvoices(const HttpRequest& r, const Caller& c);  // control_plane_invoices.cc
+  InvoiceCaller InvoiceCallerOf(const Caller& c) const;
+  // The ledger's sources and the records of `period`, under usage_mu (rebuilt first when stale).
+  StatusOr<LedgerSlice> ReadLedger(const metering::Period& period);
   // The object check of a route (Caller::action, or `action`) on `tenant`: nullopt when allowed,
   // else 404 naming `what` (another subtree's) or 403. Marks the caller scoped.
   // The route wrapper's authorisation (control_plane.cc): nullopt when the handler may run.
@@ -261,8 +264,10 @@ struct ControlPlane::Impl {
   // The same as a Status (OK, NOT_FOUND "<what> not found", PERMISSION_DENIED): for services.
   Status Check(const Caller& c, std::string_view tenant, std::string_view what, Action action,
                Role new_token_role = Role::kTenantUser) const;
-  // The caller as the token service sees it: its id and Check bound to it (the caller outlives it).
+  // The caller as the token and tenant services see it: its id and Check bound to it (the
+  // caller outlives it).
   TokenCaller TokenCallerOf(const Caller& c) const;
+  TenantCaller TenantCallerOf(const Caller& c) const;
   std::optional<HttpResponse> Scope(const Caller& c, std::string_view tenant, std::string_view what,
                                     std::optional<Action> action = std::nullopt,
                                     Role new_token_role = Role::kTenantUser) const;
@@ -276,12 +281,6 @@ struct ControlPlane::Impl {
   // model of the cluster (its nodes and its ledger) the plan has no prices for
   // (control_plane_invoices.cc). Takes mu and usage_mu.
   Status CheckPlanCoversCluster();
-
-  // The tenant change both POST and PATCH make: the new map must make a valid tree the
-  // scheduler takes; then it is persisted (with the audit record) and applied. mu held.
-  HttpResponse ApplyTenants(std::map<std::string, store::TenantRecord> next, const Caller& c,
-                            const std::string& action, const std::string& name, int ok_code,
-                            const std::function<Status(store::Transaction&)>& write, nlohmann::json answer);
 
   // Idempotency-Key: the key of a POST (INVALID_ARGUMENT for a bad one; "" when none), and the
   // first answer stored for it (nullopt: none yet).

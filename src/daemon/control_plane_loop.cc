@@ -67,9 +67,7 @@ Status ControlPlane::Impl::Restore() {
     return Status::Ok();
   });
   if (!written.ok()) return written;
-  tenants.clear();
-  for (store::TenantRecord& t : tenant_list) tenants[t.name] = std::move(t);
-  TESSERA_ASSIGN_OR_RETURN(sched::TenantTree tree, BuildTenantTree(tenants, catalog));
+  TESSERA_ASSIGN_OR_RETURN(sched::TenantTree tree, tenant_service->Load(std::move(tenant_list)));
   const int64_t now = NowMs();
   nodes.clear();
   lost_nodes.clear();
@@ -126,14 +124,13 @@ Status ControlPlane::Impl::Restore() {
     for (const auto& [id, why] : reject) jobs.erase(id);
     for (sched::JobId id : requeue) Queue(id);
   }
-  RefreshParents();
   UpdateGauges();
   return Status::Ok();
 }
 
 void ControlPlane::Impl::UpdateGauges() {
   std::map<std::pair<std::string, std::string>, int> queued;
-  for (const auto& [name, t] : tenants)
+  for (const auto& [name, t] : tenant_service->tenants_locked())
     for (int q = 0; q < sched::kQosClassCount; ++q)
       queued[{name, std::string(sched::QosName(static_cast<sched::QosClass>(q)))}] = 0;
   for (const auto& [id, j] : jobs)

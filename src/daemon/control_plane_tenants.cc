@@ -1,5 +1,4 @@
 // /v1/tenants and /v1/tokens.
-#include <algorithm>
 #include <optional>
 #include <utility>
 #include <nlohmann/json.hpp>
@@ -13,42 +12,9 @@ namespace tessera::daemon {
 
 using json = nlohmann::json;
 
-namespace {
-
-// What keeps tenant `name` in the store, for the 409 of a DELETE ("1 token (tok_...) and 2
-// workloads"); "" when nothing does. Tokens and workloads are never deleted (the audit log names
-// them), and both refer to their tenant, so a revoked token or a finished workload counts too.
-StatusOr<std::string> WhatKeepsTenant(store::Transaction& tx, const std::string& name) {
-  TESSERA_ASSIGN_OR_RETURN(std::vector<store::TokenRecord> all, tx.ListTokens());
-  std::vector<std::string> ids;
-  for (const store::TokenRecord& t : all)
-    if (t.tenant == name) ids.push_back(t.id + (t.revoked ? " revoked" : ""));
-  int64_t workloads = 0;
-  std::string next;
-  do {
-    TESSERA_ASSIGN_OR_RETURN(store::WorkloadPage page, tx.ListWorkloadVersions({.tenant = name}, 10000, next));
-    workloads += static_cast<int64_t>(page.workloads.size());
-    next = page.next_continue;
-  } while (!next.empty());
-  std::string what;
-  if (!ids.empty()) {
-    what = std::to_string(ids.size()) + (ids.size() == 1 ? " token (" : " tokens (");
-    for (size_t i = 0; i < ids.size() && i < 3; ++i) what += (i ? ", " : "") + ids[i];
-    what += ids.size() > 3 ? ", ...)" : ")";
-  }
-  if (workloads > 0)
-    what += (what.empty() ? "" : " and ") + std::to_string(workloads) + (workloads == 1 ? " workload" : " workloads");
-  return what;
-}
-
-}  // namespace
-
 StatusOr<std::string> ControlPlane::Impl::IdempotencyKey(const HttpRequest& r) const {
   std::string key = r.Header("idempotency-key");
-  if (key.empty()) return key;
-  if (key.size() > 255) return InvalidArgumentError("Idempotency-Key: at most 255 characters");
-  for (char ch : key)
-    if (ch < 0x21 || ch > 0x7e) return InvalidArgumentError("Idempotency-Key: printable ASCII without spaces");
+  TESSERA_RETURN_IF_ERROR(CheckIdempotencyKey(key));
   return key;
 }
 
@@ -69,173 +35,70 @@ std::optional<HttpResponse> ControlPlane::Impl::StoredAnswer(const Caller& c, co
   return out;
 }
 
-HttpResponse ControlPlane::Impl::ApplyTenants(std::map<std::string, store::TenantRecord> next, const Caller& c,
-                                              const std::string& action, const std::string& name, int ok_code,
-                                              const std::function<Status(store::Transaction&)>& write,
-                                              json answer) {
-  StatusOr<sched::TenantTree> tree = BuildTenantTree(next, catalog);
-  if (!tree.ok()) return ErrorResponse(tree.status(), "quota");
-  if (Status st = live->SetTenants(std::move(*tree)); !st.ok()) return ErrorResponse(st, "quota");
-  const int64_t now = NowMs();
-  const std::string body = answer.dump();
-  // The event feed's "tenant.created", "tenant.updated" or "tenant.deleted". A deleted tenant is
-  // no longer in anyone's subtree, so its event is scoped to its parent ("" for a root: admins).
-  const bool deleted = !next.count(name);
-  const std::string kind = action == "tenant.create" ? "tenant.created"
-                           : deleted                 ? "tenant.deleted"
-                                                     : "tenant.updated";
-  std::string scope = name;
-  std::string detail;
-  if (deleted) scope = tenants.count(name) ? tenants.at(name).parent : "";
-  else if (action == "tenant.create") detail = next.at(name).parent.empty() ? "a root" : "under '" + next.at(name).parent + "'";
-  Status st = Transact("tenant", [&](store::Transaction& tx) -> Status {
-    TESSERA_RETURN_IF_ERROR(write(tx));
-    TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent({"tenant", name, scope, now, kind, detail}).status());
-    return tx.AppendAudit({now, c.token_id, action, "tenants/" + name, std::to_string(ok_code)}).status();
-  });
-  if (!st.ok()) {
-    // The store refused (a tenant still referenced, ...): the scheduler keeps the old tree.
-    if (StatusOr<sched::TenantTree> old = BuildTenantTree(tenants, catalog); old.ok())
-      (void)live->SetTenants(std::move(*old));
-    return ErrorResponse(st);
-  }
-  tenants = std::move(next);
-  RefreshParents();
-  UpdateGauges();
-  wake = true;
-  wake_cv.notify_one();
-  return HttpResponse::Json(ok_code, body);
+TenantCaller ControlPlane::Impl::TenantCallerOf(const Caller& c) const {
+  return {c.token_id, [this, &c](Action action, std::string_view tenant, std::string_view what) {
+            return Check(c, tenant, what, action);
+          }};
 }
+
+namespace {
+
+// A TenantService refusal as the API answers it: 400 naming the field, and 422 for an
+// Idempotency-Key used before for another tenant (the IETF Idempotency-Key draft's answer).
+HttpResponse TenantError(const Status& st, const std::string& field) {
+  if (field == "Idempotency-Key" && st.code() == StatusCode::kFailedPrecondition)
+    return HttpResponse::Error(422, "idempotency_key_reused", std::string(st.message()), field);
+  return ErrorResponse(st, field);
+}
+
+}  // namespace
 
 HttpResponse ControlPlane::Impl::CreateTenant(const HttpRequest& r, const Caller& c) {
   std::string field;
   StatusOr<TenantBody> b = DecodeTenantBody(r.body, /*create=*/true, catalog, &field);
   if (!b.ok()) return ErrorResponse(b.status(), field);
-  const std::string parent = b->parent.value_or("");
-  if (auto denied = Scope(c, parent, "tenant '" + parent + "'")) return *denied;
-  StatusOr<std::string> key = IdempotencyKey(r);
-  if (!key.ok()) return ErrorResponse(key.status(), "Idempotency-Key");
-  if (auto stored = StoredAnswer(c, *key)) {
-    // A retry asks for the same tenant; the same key with another one is a client's mistake, and
-    // the first answer would claim a tenant that was never made: 422 (the IETF Idempotency-Key
-    // draft's answer to a reused key). The stored answer is the tenant's view, so the request
-    // is compared with what it would have answered, but for the times.
-    store::TenantRecord asked;
-    asked.name = b->name;
-    asked.parent = parent;
-    asked.spec_json = TenantSpecJson(*b->quota, b->default_qos.value_or("Burstable"));
-    json first = json::parse(stored->body, nullptr, false);
-    json again = TenantView(asked);
-    for (json* j : {&first, &again})
-      if (j->is_object()) {
-        j->erase("created_ms");
-        j->erase("updated_ms");
-      }
-    if (stored->status == 201 && first != again)
-      return HttpResponse::Error(422, "idempotency_key_reused",
-                                 "Idempotency-Key: already used by this token for another request (tenant '" +
-                                     (first.is_object() ? first.value("name", std::string()) : std::string()) +
-                                     "'); a new tenant takes a new key",
-                                 "Idempotency-Key");
-    return *stored;
+  StatusOr<CreatedTenant> made =
+      tenant_service->Create(TenantCallerOf(c), {*std::move(b), r.Header("idempotency-key")}, &field);
+  if (!made.ok()) return TenantError(made.status(), field);
+  if (made->replay) {
+    HttpResponse out = HttpResponse::Json(made->replay->status_code, made->replay->body);
+    out.headers.push_back({"Idempotent-Replayed", "true"});
+    return out;
   }
-  std::lock_guard<std::mutex> lock(mu);
-  if (!parent.empty() && !tenants.count(parent))
-    return HttpResponse::Error(400, "invalid_argument", "parent: unknown tenant '" + parent + "'", "parent");
-  if (tenants.count(b->name))
-    return HttpResponse::Error(409, "already_exists", "tenant '" + b->name + "' exists");
-  store::TenantRecord rec;
-  rec.name = b->name;
-  rec.parent = parent;
-  rec.spec_json = TenantSpecJson(*b->quota, b->default_qos.value_or("Burstable"));
-  rec.created_ms = rec.updated_ms = NowMs();
-  auto next = tenants;
-  next[rec.name] = rec;
-  const json view = TenantView(rec);
-  return ApplyTenants(std::move(next), c, "tenant.create", rec.name, 201, [&](store::Transaction& tx) -> Status {
-    TESSERA_RETURN_IF_ERROR(tx.CreateTenant(rec));
-    if (key->empty()) return Status::Ok();
-    return tx.PutIdempotency({c.token_id, *key, 201, view.dump(), rec.created_ms});
-  }, view);
+  return HttpResponse::Json(201, TenantView(made->record).dump());
 }
 
 HttpResponse ControlPlane::Impl::ListTenants(const HttpRequest&, const Caller& c) {
   const ParentOf parents = Parents();
   json list = json::array();
-  std::lock_guard<std::mutex> lock(mu);
-  for (const auto& [name, t] : tenants) {
-    const bool visible = SeesAllTenants(c.principal) || InSubtree(name, c.principal.tenant, parents);
-    if (visible) list.push_back(TenantView(t));
-  }
+  for (const store::TenantRecord& t : tenant_service->List([&](std::string_view name) {
+         return SeesAllTenants(c.principal) || InSubtree(name, c.principal.tenant, parents);
+       }))
+    list.push_back(TenantView(t));
   return HttpResponse::Json(200, json{{"tenants", list}}.dump());
 }
 
-HttpResponse ControlPlane::Impl::GetTenant(const HttpRequest& r, const Caller&) {
-  const std::string name = r.path_params.at("name");
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = tenants.find(name);
-  if (it == tenants.end()) return NotFound("tenant '" + name + "'");
-  json view = TenantView(it->second);
-  if (StatusOr<sched::Resources> use = live->usage(name); use.ok()) {
-    const sched::ResourceSpace& space = live->tenants().space();
-    json u = json::object();
-    for (int dim = 0; dim < space.dims(); ++dim) u[space.DimName(dim)] = (*use)[dim];
-    view["usage"] = u;
-  }
+HttpResponse ControlPlane::Impl::GetTenant(const HttpRequest& r, const Caller& c) {
+  StatusOr<TenantInfo> got = tenant_service->Get(TenantCallerOf(c), r.path_params.at("name"));
+  if (!got.ok()) return ErrorResponse(got.status());
+  json view = TenantView(got->record);
+  if (got->usage) view["usage"] = *got->usage;
   return HttpResponse::Json(200, view.dump());
 }
 
 HttpResponse ControlPlane::Impl::PatchTenant(const HttpRequest& r, const Caller& c) {
-  const std::string name = r.path_params.at("name");
   std::string field;
   StatusOr<TenantBody> b = DecodeTenantBody(r.body, /*create=*/false, catalog, &field);
   if (!b.ok()) return ErrorResponse(b.status(), field);
-  // kChangeQuota on `name` is the route's (the wrapper's); moving it also creates below the new parent.
-  if (b->parent)
-    if (auto denied = Scope(c, *b->parent, "tenant '" + name + "'", Action::kCreateTenant)) return *denied;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = tenants.find(name);
-  if (it == tenants.end()) return NotFound("tenant '" + name + "'");
-  store::TenantRecord rec = it->second;
-  if (b->parent) {
-    if (!b->parent->empty() && !tenants.count(*b->parent))
-      return HttpResponse::Error(400, "invalid_argument", "parent: unknown tenant '" + *b->parent + "'", "parent");
-    rec.parent = *b->parent;
-  }
-  json spec = json::parse(rec.spec_json, nullptr, false);
-  if (spec.is_discarded()) spec = json::object();
-  rec.spec_json = TenantSpecJson(b->quota ? *b->quota : spec.value("quota", json::object()),
-                                 b->default_qos.value_or(spec.value("default_qos", std::string("Burstable"))));
-  rec.updated_ms = NowMs();
-  auto next = tenants;
-  next[name] = rec;
-  return ApplyTenants(std::move(next), c, "tenant.update", name, 200,
-                      [&](store::Transaction& tx) { return tx.UpdateTenant(rec); }, TenantView(rec));
+  StatusOr<store::TenantRecord> changed = tenant_service->Update(TenantCallerOf(c), r.path_params.at("name"), *b, &field);
+  if (!changed.ok()) return TenantError(changed.status(), field);
+  return HttpResponse::Json(200, TenantView(*changed).dump());
 }
 
 HttpResponse ControlPlane::Impl::DeleteTenant(const HttpRequest& r, const Caller& c) {
   const std::string name = r.path_params.at("name");
-  std::lock_guard<std::mutex> lock(mu);
-  if (!tenants.count(name)) return NotFound("tenant '" + name + "'");
-  for (const auto& [other, t] : tenants)
-    if (t.parent == name)
-      return HttpResponse::Error(409, "conflict", "tenant '" + name + "' has sub-tenants ('" + other + "', ...)");
-  std::string kept;
-  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(kept, WhatKeepsTenant(tx, name));
-    return Status::Ok();
-  });
-  if (!st.ok()) return ErrorResponse(st);
-  if (!kept.empty())
-    return HttpResponse::Error(409, "conflict",
-                               "tenant '" + name + "' has " + kept +
-                                   ": tokens (revoked or not) and workloads (finished or not) are kept for the "
-                                   "audit log, so a tenant that had any cannot be deleted");
-  auto next = tenants;
-  next.erase(name);
-  return ApplyTenants(std::move(next), c, "tenant.delete", name, 200,
-                      [&](store::Transaction& tx) { return tx.DeleteTenant(name); },
-                      json{{"name", name}, {"deleted", true}});
+  if (Status st = tenant_service->Delete(TenantCallerOf(c), name); !st.ok()) return ErrorResponse(st);
+  return HttpResponse::Json(200, json{{"name", name}, {"deleted", true}}.dump());
 }
 
 namespace {

@@ -192,6 +192,7 @@ std::optional<HttpResponse> ControlPlane::Impl::AdmitSubmit(WorkloadRequest& req
                                                             bool* park, bool* count_rejection) {
   std::string field;
   std::lock_guard<std::mutex> lock(mu);
+  const std::map<std::string, store::TenantRecord>& tenants = tenant_service->tenants_locked();
   auto tenant = tenants.find(req.tenant);
   if (tenant == tenants.end()) return NotFound("tenant '" + req.tenant + "'");
   if (req.qos_from_tenant) {  // the body named none: the tenant's default_qos (Burstable unless set)
