@@ -625,6 +625,10 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
     for (int dim = 0; dim < space.dims(); ++dim) out[std::string(space.DimName(dim))] = (*use)[dim];
     return out;
   };
+  world.dominant_share = [p](std::string_view tenant) -> std::optional<double> {
+    StatusOr<double> d = p->live->dominant_share(std::string(tenant));
+    return d.ok() ? std::optional<double>(*d) : std::nullopt;
+  };
   impl->tenant_service = std::make_unique<TenantService>(transact, [p] { return p->NowMs(); }, std::move(world),
                                                          impl->catalog);
   impl->invoice_service = std::make_unique<InvoiceService>(

@@ -68,13 +68,27 @@ HttpResponse ControlPlane::Impl::CreateTenant(const HttpRequest& r, const Caller
   return HttpResponse::Json(201, TenantView(made->record).dump());
 }
 
+namespace {
+
+// {"dominant_share": 0.25, "rank": 1, "of": 3}: where the tenant stands among its siblings.
+json FairShareView(const FairShare& f) { return {{"dominant_share", f.dominant_share}, {"rank", f.rank}, {"of", f.of}}; }
+
+}  // namespace
+
 HttpResponse ControlPlane::Impl::ListTenants(const HttpRequest&, const Caller& c) {
   const ParentOf parents = Parents();
   json list = json::array();
-  for (const store::TenantRecord& t : tenant_service->List([&](std::string_view name) {
-         return SeesAllTenants(c.principal) || InSubtree(name, c.principal.tenant, parents);
-       }))
-    list.push_back(TenantView(t));
+  const std::vector<store::TenantRecord> visible = tenant_service->List([&](std::string_view name) {
+    return SeesAllTenants(c.principal) || InSubtree(name, c.principal.tenant, parents);
+  });
+  std::vector<std::string> names;
+  for (const store::TenantRecord& t : visible) names.push_back(t.name);
+  const std::map<std::string, FairShare> fair = tenant_service->FairShares(names);
+  for (const store::TenantRecord& t : visible) {
+    json view = TenantView(t);
+    if (auto f = fair.find(t.name); f != fair.end()) view["fair_share"] = FairShareView(f->second);
+    list.push_back(std::move(view));
+  }
   return HttpResponse::Json(200, json{{"tenants", list}}.dump());
 }
 
@@ -83,6 +97,8 @@ HttpResponse ControlPlane::Impl::GetTenant(const HttpRequest& r, const Caller& c
   if (!got.ok()) return ErrorResponse(got.status());
   json view = TenantView(got->record);
   if (got->usage) view["usage"] = *got->usage;
+  const std::map<std::string, FairShare> fair = tenant_service->FairShares({got->record.name});
+  if (auto f = fair.find(got->record.name); f != fair.end()) view["fair_share"] = FairShareView(f->second);
   return HttpResponse::Json(200, view.dump());
 }
 

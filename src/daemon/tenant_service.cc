@@ -1,5 +1,6 @@
 #include "src/daemon/tenant_service.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -192,6 +193,25 @@ std::vector<store::TenantRecord> TenantService::List(const std::function<bool(st
   std::lock_guard<std::mutex> lock(*world_.mu);
   for (const auto& [name, t] : tenants_)
     if (visible(name)) out.push_back(t);
+  return out;
+}
+
+std::map<std::string, FairShare> TenantService::FairShares(const std::vector<std::string>& names) const {
+  std::map<std::string, FairShare> out;
+  if (!world_.dominant_share) return out;
+  std::lock_guard<std::mutex> lock(*world_.mu);
+  // Each sibling group's tenants with their shares, then ranked lowest first (ties: by name).
+  std::map<std::string, std::vector<std::pair<double, std::string>>> by_parent;
+  for (const auto& [name, t] : tenants_)
+    if (std::optional<double> d = world_.dominant_share(name)) by_parent[t.parent].push_back({*d, name});
+  std::map<std::string, FairShare> all;
+  for (auto& [parent, group] : by_parent) {
+    std::sort(group.begin(), group.end());
+    for (size_t i = 0; i < group.size(); ++i)
+      all[group[i].second] = {group[i].first, static_cast<int>(i) + 1, static_cast<int>(group.size())};
+  }
+  for (const std::string& n : names)
+    if (auto it = all.find(n); it != all.end()) out.insert(*it);
   return out;
 }
 

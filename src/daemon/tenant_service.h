@@ -64,6 +64,19 @@ struct TenantWorld {
   std::function<void()> changed;
   // The subtree's allocation now by resource dimension ("gpu_milli": 4000, ...); nullopt: unknown.
   std::function<std::optional<std::map<std::string, int64_t>>(std::string_view tenant)> usage;
+  // The scheduler's weighted dominant share of the tenant's subtree (nullopt: unknown).
+  std::function<std::optional<double>(std::string_view tenant)> dominant_share;
+};
+
+// Where a tenant stands in the scheduler's fair share among its siblings (the tenants with the same
+// parent; the roots are siblings): the weighted dominant share of its subtree, and its rank by it,
+// lowest first — rank 1 is the one the scheduler serves next when siblings compete (weighted DRF,
+// docs/multitenancy.md). Worked example: siblings vision (0.10), speech (0.40), ads (0.10) ->
+// ads 1 of 3, vision 2 of 3 (a tie goes by name), speech 3 of 3.
+struct FairShare {
+  double dominant_share = 0;
+  int rank = 0;
+  int of = 0;
 };
 
 // POST /v1/tenants, decoded (body.name set; an absent parent is a root).
@@ -112,6 +125,8 @@ class TenantService {
   // The tenants `visible` keeps, by name.
   std::vector<store::TenantRecord> List(const std::function<bool(std::string_view name)>& visible) const;
   StatusOr<TenantInfo> Get(const TenantCaller& caller, const std::string& name) const;
+  // The fair-share position (above) of each of `names` the scheduler knows.
+  std::map<std::string, FairShare> FairShares(const std::vector<std::string>& names) const;
   // PATCH: the fields `change` holds (its name is not used); moving a tenant is also creating
   // one below its new parent (kCreateTenant there).
   StatusOr<store::TenantRecord> Update(const TenantCaller& caller, const std::string& name, const TenantBody& change,

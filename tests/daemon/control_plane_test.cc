@@ -276,6 +276,16 @@ TEST_F(ControlPlaneTest, HistoryShowsWhatEachTenantHeldOverTime) {
   EXPECT_FALSE(h["held_milli"].contains("acme")) << "a parent is its children, not stacked again";
   EXPECT_EQ(h["idle_gpus"].back(), 0) << h.dump();
   EXPECT_EQ(h["step_s"], 5);
+  // The tenants' fair-share position: speech holds a whole GPU, vision half: vision is served first.
+  json tenants = Ok("GET", "/v1/tenants");
+  std::map<std::string, json> by_name;
+  for (const json& t : tenants["tenants"]) by_name[t["name"]] = t;
+  EXPECT_EQ(by_name["vision"]["fair_share"]["rank"], 1) << tenants.dump();
+  EXPECT_EQ(by_name["speech"]["fair_share"]["rank"], 2) << tenants.dump();
+  EXPECT_EQ(by_name["speech"]["fair_share"]["of"], 2);
+  EXPECT_GT(by_name["speech"]["fair_share"]["dominant_share"].get<double>(),
+            by_name["vision"]["fair_share"]["dominant_share"].get<double>());
+  EXPECT_EQ(Ok("GET", "/v1/tenants/vision")["fair_share"]["rank"], 1);
   json mine = Ok("GET", "/v1/history", "", vision);
   EXPECT_TRUE(mine["held_milli"].contains("vision"));
   EXPECT_FALSE(mine["held_milli"].contains("speech")) << mine.dump();

@@ -40,6 +40,10 @@ class TenantServiceTest : public ::testing::Test {
     world.usage = [](std::string_view) -> std::optional<std::map<std::string, int64_t>> {
       return std::map<std::string, int64_t>{{"gpu_milli", 500}};
     };
+    world.dominant_share = [this](std::string_view t) -> std::optional<double> {
+      auto it = shares_.find(std::string(t));
+      return it == shares_.end() ? std::nullopt : std::optional<double>(it->second);
+    };
     service_ = std::make_unique<TenantService>(
         [this](std::string_view, const std::function<Status(store::Transaction&)>& fn) { return db_->Transact(fn); },
         [this] { return now_ms_; }, std::move(world), GpuModelCatalog::Builtin());
@@ -100,7 +104,32 @@ class TenantServiceTest : public ::testing::Test {
   int changes_ = 0;
   std::unique_ptr<TenantService> service_;
   int64_t now_ms_ = 1'000'000;
+  std::map<std::string, double> shares_;  // the stand-in scheduler's dominant shares
 };
+
+// The header's example (tenant_service.h, FairShare): siblings ranked by dominant share, lowest
+// first, ties by name; the roots are siblings of each other; a tenant the scheduler does not
+// know has no position.
+TEST_F(TenantServiceTest, FairSharePositionsRankSiblingsLowestFirst) {
+  for (const char* root : {"acme", "other"}) ASSERT_TRUE(service_->Create(Admin(), New(root)).ok());
+  for (const char* child : {"vision", "speech", "ads"}) ASSERT_TRUE(service_->Create(Admin(), New(child, "acme")).ok());
+  shares_ = {{"acme", 0.5}, {"other", 0.2}, {"vision", 0.10}, {"speech", 0.40}, {"ads", 0.10}};
+  const std::map<std::string, FairShare> f = service_->FairShares({"vision", "speech", "ads", "acme", "other", "ghost"});
+  ASSERT_EQ(f.size(), 5u);
+  EXPECT_EQ(f.at("ads").rank, 1);
+  EXPECT_EQ(f.at("vision").rank, 2);
+  EXPECT_EQ(f.at("speech").rank, 3);
+  EXPECT_EQ(f.at("speech").of, 3);
+  EXPECT_DOUBLE_EQ(f.at("speech").dominant_share, 0.40);
+  EXPECT_EQ(f.at("other").rank, 1);
+  EXPECT_EQ(f.at("acme").rank, 2);
+  EXPECT_EQ(f.at("acme").of, 2);
+  shares_.erase("ads");  // unknown to the scheduler: no position, and the others close ranks
+  const std::map<std::string, FairShare> g = service_->FairShares({"ads", "vision"});
+  EXPECT_EQ(g.count("ads"), 0u);
+  EXPECT_EQ(g.at("vision").rank, 1);
+  EXPECT_EQ(g.at("vision").of, 2);
+}
 
 TEST_F(TenantServiceTest, HeaderExample) {
   ASSERT_TRUE(service_->Create(Admin(), New("ml")).ok());

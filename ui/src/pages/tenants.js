@@ -55,11 +55,14 @@ export function render(root, ctx) {
         ${lim == null ? '' : `<div class="q-lim" style="left:${Math.min(100, (lim / scale) * 100)}%" title="limit"></div>`}</div></td>
       <td>${gpus(alloc)}</td><td>${gpus(g)}</td><td>${lim == null ? 'none' : gpus(lim)}</td>
       <td>${esc(position(alloc, g, lim))}</td>
+      <td>${t.fair_share ? `${t.fair_share.rank} of ${t.fair_share.of} (dominant share ${(t.fair_share.dominant_share * 100).toFixed(1)} %)` : '–'}</td>
       <td>${u ? `${(u.gpu_milli_s_used / 3.6e6).toFixed(3)} GPU·h${usedPct == null ? '' : ` (${usedPct} % of held)`}` : '–'}</td></tr>`);
     model.tenants.filter((x) => x.parent === t.name).sort((a, b) => a.name.localeCompare(b.name)).forEach((x) => walk(x, depth + 1));
   };
   roots.forEach((t) => walk(t, 0));
   root.innerHTML = `<h1>Tenants</h1>
     <table class="tenants"><thead><tr><th>Tenant</th><th>Default QoS</th><th>Weight</th><th>Allocated now (bar), guarantee │, limit ┃</th>
-    <th>Allocated</th><th>Guaranteed</th><th>Limit</th><th>Position</th><th>Used (metered, this and the last hour)</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+    <th>Allocated</th><th>Guaranteed</th><th>Limit</th><th>Position</th>
+    <th title="among its siblings, by the scheduler's weighted dominant share: 1 is served first">Fair-share order</th>
+    <th>Used (metered, this and the last hour)</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
