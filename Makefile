@@ -31,6 +31,7 @@ demo: build
 # data, writing its screenshots there.
 screenshots: build
 	node tests/ui/dashboard_test.mjs --tessera $(BUILD)/tessera --ui-dir $(BUILD)/ui --screenshots docs/ui
+	node tests/ui/sim_report_test.mjs --tessera $(BUILD)/tessera --screenshots docs/ui
 
 # The trace simulator: every placement policy on the bundled Alibaba default trace, seeds 42-51.
 simulate: build

@@ -8,11 +8,17 @@
 #include <vector>
 
 #include "tessera/config/quota_file.h"
+#include "tessera/core/html.h"
 #include "tessera/sim/ledger_export.h"
+#include "tessera/sim/report_charts.h"
 #include "tessera/sim/trace.h"
 
 namespace tessera::sim {
 namespace {
+
+// Dedicated and shared in every chart (report_charts.h palette: vermillion, blue).
+constexpr int kDedicatedColour = 5;
+constexpr int kSharedColour = 4;
 
 using QosWaits = std::map<std::string, std::pair<double, double>>;  // class -> (p50, p99)
 
@@ -81,17 +87,18 @@ std::string Fmt(const char* f, double v) {
   return buf;
 }
 
-// A horizontal bar chart, one pair of bars (dedicated red, shared blue) per name.
-std::string Bars(const std::string& title, const std::vector<std::string>& names,
-                 const std::vector<double>& dv, const std::vector<double>& sv, const char* fmt) {
+// The static drawing of a build without uPlot (report_charts.h): a horizontal bar chart, one pair
+// of bars (dedicated, shared) per name.
+std::string Bars(const std::vector<std::string>& names, const std::vector<double>& dv,
+                 const std::vector<double>& sv, std::string (*format)(double)) {
   const int W = 900, bh = 14, gap = 8, LW = 120;
+  const std::string dedicated_colour(kReportPalette[kDedicatedColour]), shared_colour(kReportPalette[kSharedColour]);
   double maxv = 1e-9;
   for (double v : dv) maxv = std::isnan(v) ? maxv : std::max(maxv, v);
   for (double v : sv) maxv = std::isnan(v) ? maxv : std::max(maxv, v);
   const int SH = static_cast<int>(names.size()) * (2 * bh + gap) + 20;
-  std::string h = "<h2>" + title + "</h2><svg width=\"" + std::to_string(W) + "\" height=\"" +
-                  std::to_string(SH) + "\" role=\"img\">";
-  auto bar = [&](double y, double v, const char* color) {
+  std::string h = "<svg width=\"" + std::to_string(W) + "\" height=\"" + std::to_string(SH) + "\" role=\"img\">";
+  auto bar = [&](double y, double v, const std::string& color) {
     if (std::isnan(v))
       return "<text x=\"" + std::to_string(LW) + "\" y=\"" + Fmt("%.0f", y + bh - 2) +
              "\" font-size=\"10\" fill=\"" + color + "\">never waited</text>";
@@ -99,29 +106,50 @@ std::string Bars(const std::string& title, const std::vector<std::string>& names
     return "<rect x=\"" + std::to_string(LW) + "\" y=\"" + Fmt("%.0f", y) + "\" width=\"" +
            Fmt("%.1f", w) + "\" height=\"" + std::to_string(bh) + "\" fill=\"" + color +
            "\"/><text x=\"" + Fmt("%.0f", LW + w + 4) + "\" y=\"" + Fmt("%.0f", y + bh - 2) +
-           "\" font-size=\"10\">" + Fmt(fmt, v) + "</text>";
+           "\" font-size=\"10\">" + format(v) + "</text>";
   };
   for (size_t i = 0; i < names.size(); ++i) {
     const double y = static_cast<double>(i) * (2 * bh + gap);
-    h += "<text x=\"0\" y=\"" + Fmt("%.0f", y + bh + 4) + "\" font-size=\"11\">" + names[i] + "</text>";
-    h += bar(y, i < dv.size() ? dv[i] : 0.0, "#d62728");
-    h += bar(y + bh, i < sv.size() ? sv[i] : 0.0, "#1f77b4");
+    h += "<text x=\"0\" y=\"" + Fmt("%.0f", y + bh + 4) + "\" font-size=\"11\">" + HtmlEscape(names[i]) + "</text>";
+    h += bar(y, i < dv.size() ? dv[i] : 0.0, dedicated_colour);
+    h += bar(y + bh, i < sv.size() ? sv[i] : 0.0, shared_colour);
   }
   return h + "</svg>";
 }
 
-// A line chart of allocation per hour (two series) and a bar chart of mean wait per tenant.
-std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlohmann::json& params,
-                 const std::string& sections) {
-  std::string h = "<!doctype html><html><head><meta charset=\"utf-8\"><title>tessera: dedicated vs "
-                  "shared</title><style>body{font-family:sans-serif;margin:2em;max-width:1000px}"
-                  "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;"
-                  "text-align:right}code{word-break:break-all}th:first-child,td:first-child{text-align:left}</style></head><body>";
-  h += "<h1>Dedicated vs shared GPUs</h1><p>Scenario parameters: <code>" + params.dump() + "</code></p>";
-  h += "<table><tr><th>metric</th><th>dedicated</th><th>shared</th></tr>";
-  auto row = [&](const std::string& name, double a, double b, const char* f) {
-    h += "<tr><td>" + name + "</td><td>" + Fmt(f, a) + "</td><td>" + Fmt(f, b) + "</td></tr>";
+std::string Ratio(double v) { return Fmt("%.2f", v); }
+
+// The static drawing of allocation per hour (two lines), for a build without uPlot.
+std::string AllocationSvg(const sim::ModeMetrics& d, const sim::ModeMetrics& s) {
+  const int W = 900, H = 260, L = 50, B = 30;
+  const size_t n = std::max(d.allocation_by_hour.size(), s.allocation_by_hour.size());
+  auto poly = [&](const std::vector<double>& v, std::string_view color) {
+    std::string p = "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"1.5\" points=\"";
+    for (size_t i = 0; i < v.size(); ++i)
+      p += Fmt("%.1f", L + (W - L - 10) * static_cast<double>(i) / std::max<size_t>(1, n - 1)) + "," +
+           Fmt("%.1f", (H - B) - (H - B - 10) * std::min(100.0, v[i]) / 100.0) + " ";
+    return p + "\"/>";
   };
+  std::string h = "<svg width=\"" + std::to_string(W) + "\" height=\"" + std::to_string(H) + "\" role=\"img\">";
+  for (int pct = 0; pct <= 100; pct += 25) {
+    const double y = (H - B) - (H - B - 10) * pct / 100.0;
+    h += "<line x1=\"" + std::to_string(L) + "\" x2=\"" + std::to_string(W - 10) + "\" y1=\"" +
+         Fmt("%.1f", y) + "\" y2=\"" + Fmt("%.1f", y) + "\" stroke=\"#eee\"/><text x=\"5\" y=\"" +
+         Fmt("%.1f", y + 4) + "\" font-size=\"11\">" + std::to_string(pct) + "%</text>";
+  }
+  h += poly(d.allocation_by_hour, kReportPalette[kDedicatedColour]) + poly(s.allocation_by_hour, kReportPalette[kSharedColour]);
+  h += "<text x=\"" + std::to_string(L) + "\" y=\"" + std::to_string(H - 8) + "\" font-size=\"11\">hour 0 … " +
+       std::to_string(n) + " — vermillion: dedicated, blue: shared</text></svg>";
+  return h;
+}
+
+// The metrics table: dedicated and shared side by side; waits in h/min.
+std::string ResultsTable(const sim::ModeMetrics& d, const sim::ModeMetrics& s) {
+  std::string h = "<table><tr><th>metric</th><th>dedicated</th><th>shared</th></tr>";
+  auto text_row = [&](const std::string& name, const std::string& a, const std::string& b) {
+    h += "<tr><td>" + HtmlEscape(name) + "</td><td>" + a + "</td><td>" + b + "</td></tr>";
+  };
+  auto row = [&](const std::string& name, double a, double b, const char* f) { text_row(name, Fmt(f, a), Fmt(f, b)); };
   row("GPU allocation: requested by running jobs (time-averaged, %)", d.gpu_allocation_pct, s.gpu_allocation_pct, "%.1f");
   row("of which runs that preemptions threw away (%)", d.gpu_allocation_wasted_pct, s.gpu_allocation_wasted_pct, "%.1f");
   for (const auto& [kind, v] : s.gpu_allocation_wasted_pct_by_kind)
@@ -130,9 +158,9 @@ std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlo
   row("GPU held, whole GPUs for fractional jobs in dedicated (%)", d.gpu_held_pct, s.gpu_held_pct, "%.1f");
   row("jobs completed", static_cast<double>(d.jobs_completed), static_cast<double>(s.jobs_completed), "%.0f");
   row("jobs rejected", static_cast<double>(d.jobs_rejected), static_cast<double>(s.jobs_rejected), "%.0f");
-  row("wait p50 (s)", d.wait_seconds_p50, s.wait_seconds_p50, "%.0f");
-  row("wait p99 (s)", d.wait_seconds_p99, s.wait_seconds_p99, "%.0f");
-  row("Guaranteed wait p99 (s)", GuaranteedP99(d.wait_by_qos), GuaranteedP99(s.wait_by_qos), "%.0f");
+  text_row("wait p50", FormatWait(d.wait_seconds_p50), FormatWait(s.wait_seconds_p50));
+  text_row("wait p99", FormatWait(d.wait_seconds_p99), FormatWait(s.wait_seconds_p99));
+  text_row("Guaranteed wait p99", FormatWait(GuaranteedP99(d.wait_by_qos)), FormatWait(GuaranteedP99(s.wait_by_qos)));
   row("Jain's fairness (tenants waiting with Guaranteed/Burstable work)", d.jain_fairness, s.jain_fairness, "%.3f");
   row("Jain's fairness among organisations", d.jain_fairness_top_level, s.jain_fairness_top_level, "%.3f");
   row("Jain's fairness, also tenants waiting with BestEffort work only", d.jain_fairness_with_best_effort,
@@ -147,29 +175,36 @@ std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlo
     row("allocation thrown away by " + CauseName(cause) + " (%)", d.gpu_allocation_wasted_pct_by_cause.at(cause),
         s.gpu_allocation_wasted_pct_by_cause.at(cause), "%.1f");
   }
-  h += "</table>";
-  // Allocation over time.
-  const int W = 900, H = 260, L = 50, B = 30;
-  const size_t n = std::max(d.allocation_by_hour.size(), s.allocation_by_hour.size());
-  auto poly = [&](const std::vector<double>& v, const char* color) {
-    std::string p = "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"1.5\" points=\"";
-    for (size_t i = 0; i < v.size(); ++i)
-      p += Fmt("%.1f", L + (W - L - 10) * static_cast<double>(i) / std::max<size_t>(1, n - 1)) + "," +
-           Fmt("%.1f", (H - B) - (H - B - 10) * std::min(100.0, v[i]) / 100.0) + " ";
-    return p + "\"/>";
+  return h + "</table>";
+}
+
+// The charts, each after its heading; `specs` collects them for RenderChartAssets.
+std::string Charts(const DedicatedVsSharedResult& r, std::vector<ChartSpec>& specs) {
+  const sim::ModeMetrics &d = r.dedicated, &s = r.shared;
+  std::string h;
+  auto add = [&](const std::string& heading, ChartSpec c) {
+    h += "<h2>" + HtmlEscape(heading) + "</h2>" + RenderChart(c);
+    specs.push_back(std::move(c));
   };
-  h += "<h2>GPU allocation over time (% of the cluster, per hour)</h2><svg width=\"" +
-       std::to_string(W) + "\" height=\"" + std::to_string(H) + "\" role=\"img\">";
-  for (int pct = 0; pct <= 100; pct += 25) {
-    const double y = (H - B) - (H - B - 10) * pct / 100.0;
-    h += "<line x1=\"" + std::to_string(L) + "\" x2=\"" + std::to_string(W - 10) + "\" y1=\"" +
-         Fmt("%.1f", y) + "\" y2=\"" + Fmt("%.1f", y) + "\" stroke=\"#eee\"/><text x=\"5\" y=\"" +
-         Fmt("%.1f", y + 4) + "\" font-size=\"11\">" + std::to_string(pct) + "%</text>";
-  }
-  h += poly(d.allocation_by_hour, "#d62728") + poly(s.allocation_by_hour, "#1f77b4");
-  h += "<text x=\"" + std::to_string(L) + "\" y=\"" + std::to_string(H - 8) +
-       "\" font-size=\"11\">hour 0 … " + std::to_string(n) +
-       " — red: dedicated, blue: shared</text></svg>";
+  ChartSpec useful{.id = "useful", .title = "Useful and re-run GPU allocation (time-averaged)", .kind = ChartKind::kBars,
+                   .x_label = "cluster", .categories = {"dedicated", "shared"},
+                   .y_label = "GPU allocation (% of the cluster)", .y_unit = "%",
+                   .bound = r.allocation_upper_bound_pct, .bound_label = "upper bound on useful allocation, any scheduler"};
+  useful.series = {{.name = "useful", .y = {d.gpu_allocation_useful_pct, s.gpu_allocation_useful_pct}, .color = 2},
+                   {.name = "re-run (thrown away by preemptions)",
+                    .y = {d.gpu_allocation_wasted_pct, s.gpu_allocation_wasted_pct}, .color = 0}};
+  add("Useful vs re-run GPU allocation, with the upper bound", std::move(useful));
+
+  const size_t n = std::max(d.allocation_by_hour.size(), s.allocation_by_hour.size());
+  ChartSpec alloc{.id = "alloc", .title = "GPU allocation per hour", .x_label = "simulated time since the start",
+                  .x_unit = "h", .y_label = "GPU allocation (% of the cluster)", .y_unit = "%", .width = 900};
+  for (size_t i = 0; i < n; ++i) alloc.x.push_back(static_cast<double>(i));
+  auto padded = [n](std::vector<double> v) { v.resize(n, std::nan("")); return v; };
+  alloc.series = {{.name = "dedicated", .y = padded(d.allocation_by_hour), .color = kDedicatedColour},
+                  {.name = "shared", .y = padded(s.allocation_by_hour), .color = kSharedColour}};
+  alloc.fallback_svg = AllocationSvg(d, s);
+  add("GPU allocation over time (% of the cluster, per hour)", std::move(alloc));
+
   // Per tenant: mean wait, and the share it got while it waited.
   std::vector<std::string> names;
   std::vector<double> dw, sw, dr, sr;
@@ -179,29 +214,60 @@ std::string Html(const sim::ModeMetrics& d, const sim::ModeMetrics& s, const nlo
     sw.push_back(i < s.mean_wait_by_tenant.size() ? s.mean_wait_by_tenant[i].second : 0.0);
     auto rel = [&](const sim::ModeMetrics& m) {
       if (i >= m.fairness_by_tenant.size() || m.fairness_by_tenant[i].hours_waiting == 0)
-        return std::numeric_limits<double>::quiet_NaN();  // drawn as "never waited"
+        return std::numeric_limits<double>::quiet_NaN();  // "never waited"
       return m.fairness_by_tenant[i].relative_share_while_waiting;
     };
     dr.push_back(rel(d));
     sr.push_back(rel(s));
   }
-  h += Bars("Mean wait per tenant (seconds; red: dedicated, blue: shared)", names, dw, sw, "%.0f");
-  h += Bars("Share while waiting with Guaranteed/Burstable work, relative to the mean of the waiting "
-            "tenants (1 = served like the others; red: dedicated, blue: shared)",
-            names, dr, sr, "%.2f");
+  auto per_tenant = [&](const char* id, const char* title, const char* y_label, const char* unit,
+                        const std::vector<double>& a, const std::vector<double>& b, std::string svg) {
+    ChartSpec c{.id = id, .title = title, .kind = ChartKind::kDots, .x_label = "tenant", .categories = names,
+                .y_label = y_label, .y_unit = unit, .width = 900, .fallback_svg = std::move(svg)};
+    c.series = {{.name = "dedicated", .y = a, .color = kDedicatedColour}, {.name = "shared", .y = b, .color = kSharedColour}};
+    return c;
+  };
+  add("Mean wait per tenant (vermillion: dedicated, blue: shared)",
+      per_tenant("wait", "Mean wait per tenant", "mean wait", "duration", dw, sw, Bars(names, dw, sw, FormatWait)));
+  add("Share while waiting with Guaranteed/Burstable work, relative to the mean of the waiting tenants "
+      "(1 = served like the others; no mark: never waited)",
+      per_tenant("share", "Share while waiting, relative to the waiting tenants' mean", "relative share", "", dr, sr,
+                 Bars(names, dr, sr, Ratio)));
+  return h;
+}
+
+nlohmann::json Params(const DedicatedVsSharedResult& r);
+
+std::string Html(const DedicatedVsSharedResult& r, const std::string& sections) {
+  const sim::ModeMetrics &d = r.dedicated, &s = r.shared;
+  std::string h = "<!doctype html><html><head><meta charset=\"utf-8\"><title>tessera: dedicated vs "
+                  "shared</title><style>body{font-family:sans-serif;margin:2em;max-width:1000px}"
+                  "table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
+                  "text-align:right}th{background:#f4f4f4}td.l{text-align:left;word-break:break-all}"
+                  "th:first-child,td:first-child{text-align:left}</style></head><body>";
+  h += "<h1>Dedicated vs shared GPUs</h1><h2>Scenario parameters</h2>";
+  std::vector<std::pair<std::string, std::string>> params;
+  const nlohmann::json scenario = Params(r);
+  for (const auto& [name, value] : scenario.items())
+    params.emplace_back(name, value.is_string() ? value.get<std::string>() : value.dump());
+  params.emplace_back("useful allocation upper bound, any scheduler (%)", Fmt("%.1f", r.allocation_upper_bound_pct));
+  h += RenderParametersTable(params);
+  h += "<h2>Results</h2>" + ResultsTable(d, s);
+  std::vector<ChartSpec> specs;
+  h += Charts(r, specs);
   h += "<h2>Where Jain's fairness loses (% of the loss, by the smallest job the under-served "
        "tenant had waiting)</h2><table><tr><th>smallest waiting job</th><th>dedicated</th><th>shared</th></tr>";
   for (const auto& [bucket, v] : s.jain_loss_by_smallest_waiting_job) {
     const auto it = d.jain_loss_by_smallest_waiting_job.find(bucket);
-    row(bucket, it == d.jain_loss_by_smallest_waiting_job.end() ? 0.0 : it->second, v, "%.1f");
+    h += "<tr><td>" + HtmlEscape(bucket) + "</td><td>" +
+         Fmt("%.1f", it == d.jain_loss_by_smallest_waiting_job.end() ? 0.0 : it->second) + "</td><td>" +
+         Fmt("%.1f", v) + "</td></tr>";
   }
   h += "</table>";
-  h += sections + "</body></html>\n";
+  h += sections + RenderChartAssets(specs) + "</body></html>\n";
   return h;
 }
 
-
-// The scenario's parameters, as the JSON and the HTML report show them.
 nlohmann::json Params(const DedicatedVsSharedResult& r) {
   const DedicatedVsSharedSpec& f = r.spec;
   return {{"quotas", f.quotas_path}, {"pods", f.pods_path}, {"nodes", f.nodes_path},
@@ -396,7 +462,7 @@ std::string RenderDedicatedVsSharedJson(const DedicatedVsSharedResult& r) {
 }
 
 std::string RenderDedicatedVsSharedHtml(const DedicatedVsSharedResult& r, const std::string& sections) {
-  return Html(r.dedicated, r.shared, Params(r), sections);
+  return Html(r, sections);
 }
 
 }  // namespace tessera::sim

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 #include "tessera/core/html.h"
+#include "tessera/sim/report_charts.h"
 
 namespace tessera::sim {
 namespace {
@@ -26,15 +27,13 @@ std::string Pad(const std::string& s, size_t width, bool left = false) {
   return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
 }
 
-const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-
 struct Series {
   std::string name;
   std::vector<double> y;  // index = x
 };
 
-// A line chart of y over x = x_lo..x_hi (whole percent buckets).
+// A line chart of y over x = x_lo..x_hi (whole percent buckets): the static drawing of a build
+// without uPlot (report_charts.h).
 std::string SvgChart(const std::string& title, const std::string& y_label, const std::vector<Series>& series,
                      int x_lo, int x_hi) {
   const double W = 640, H = 360, L = 60, R = 150, T = 30, B = 45;
@@ -89,7 +88,7 @@ std::string SvgChart(const std::string& title, const std::string& y_label, const
     << "' fill='none' stroke='#444'/>";
   for (size_t i = 0; i < series.size(); ++i) {
     const Series& s = series[i];
-    const char* color = kPalette[i % 10];
+    const std::string color(kReportPalette[i % kReportPalette.size()]);
     std::string path;
     bool pen_down = false;
     for (int x = x_lo; x <= x_hi && x < static_cast<int>(s.y.size()); ++x) {
@@ -229,12 +228,14 @@ std::string RenderHtmlReport(const std::vector<RunSummary>& summaries, const Rep
   if (!headline.empty()) {
     o << "<p><b>Default policy:</b></p><pre>" << HtmlEscape(headline) << "</pre>";
   }
-  o << "<h2>Inputs</h2><ul>";
-  o << "<li>command: <code>" << HtmlEscape(in.command) << "</code></li>";
-  o << "<li>nodes: <code>" << HtmlEscape(in.nodes_path) << "</code> (" << in.node_count << " nodes, "
-    << in.gpu_count << " GPUs)</li>";
-  for (const auto& p : in.pods_paths) o << "<li>pods: <code>" << HtmlEscape(p) << "</code></li>";
-  o << "<li>seeds: " << HtmlEscape(in.seeds) << "</li></ul>";
+  std::vector<std::pair<std::string, std::string>> params = {
+      {"command", in.command},
+      {"nodes", in.nodes_path + " (" + std::to_string(in.node_count) + " nodes, " + std::to_string(in.gpu_count) +
+                    " GPUs)"}};
+  for (const auto& p : in.pods_paths) params.emplace_back("pods", p);
+  params.emplace_back("seeds", in.seeds);
+  params.emplace_back("inflation (tune ratio)", Fixed(in.tune_ratio * 100, 0) + " % of GPU capacity");
+  o << "<h2>Inputs</h2>" << RenderParametersTable(params);
 
   o << "<h2>Results</h2><table><tr><th>pod list</th><th>policy</th><th>runs</th>"
        "<th>unallocated GPU % @100 (median)</th><th>min–max</th><th>unallocated GPU % @130</th>"
@@ -266,7 +267,9 @@ std::string RenderHtmlReport(const std::vector<RunSummary>& summaries, const Rep
   for (const RunSummary& s : summaries) {
     if (std::find(lists.begin(), lists.end(), s.pods_name) == lists.end()) lists.push_back(s.pods_name);
   }
-  for (const std::string& list : lists) {
+  std::vector<ChartSpec> charts;
+  for (size_t l = 0; l < lists.size(); ++l) {
+    const std::string& list = lists[l];
     std::vector<Series> alloc, unalloc, rate;
     for (const RunSummary& s : summaries) {
       if (s.pods_name != list) continue;
@@ -276,15 +279,30 @@ std::string RenderHtmlReport(const std::vector<RunSummary>& summaries, const Rep
       unalloc.push_back(u);
       rate.push_back({s.policy, s.frag_rate_pct_curve});
     }
+    auto chart = [&](const char* id, const std::string& title, const std::string& y_label,
+                     const std::vector<Series>& series, int x_lo, int x_hi) {
+      ChartSpec c{.id = std::string(id) + "-" + std::to_string(l), .title = title,
+                  .x_label = "arrived GPU request (% of capacity)", .x_unit = "%", .y_label = y_label, .y_unit = "%"};
+      for (int x = x_lo; x <= x_hi; ++x) c.x.push_back(x);
+      for (size_t i = 0; i < series.size(); ++i) {
+        ChartSeries cs{.name = series[i].name, .color = static_cast<int>(i % kReportPalette.size())};
+        for (int x = x_lo; x <= x_hi; ++x)
+          cs.y.push_back(x < static_cast<int>(series[i].y.size()) ? series[i].y[x] : std::nan(""));
+        c.series.push_back(std::move(cs));
+      }
+      c.fallback_svg = SvgChart(title, y_label, series, x_lo, x_hi);
+      charts.push_back(c);
+      return RenderChart(c);
+    };
     o << "<h2>" << HtmlEscape(list) << "</h2><div class='charts'>";
-    o << SvgChart("GPU allocation ratio (median over seeds)", "allocated GPU (% of capacity)", alloc, 0, 130);
-    o << SvgChart("Unallocated GPU near saturation", "unallocated GPU (% of capacity)", unalloc, 90, 130);
-    o << SvgChart("Fragmentation rate", "fragmented (% of free GPU)", rate, 0, 130);
+    o << chart("alloc", "GPU allocation ratio (median over seeds)", "allocated GPU (% of capacity)", alloc, 0, 130);
+    o << chart("unalloc", "Unallocated GPU near saturation", "unallocated GPU (% of capacity)", unalloc, 90, 130);
+    o << chart("frag", "Fragmentation rate", "fragmented (% of free GPU)", rate, 0, 130);
     o << "</div>";
   }
 
   o << "<p>Data: Alibaba cluster-trace-gpu-v2023 (Weng et al., ATC'23), research and study use; "
-       "see data/alibaba-gpu-2023/SOURCE.md.</p></body></html>\n";
+       "see data/alibaba-gpu-2023/SOURCE.md.</p>" << RenderChartAssets(charts) << "</body></html>\n";
   return o.str();
 }
 

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "tessera/sim/report_charts.h"
 #include "tests/testing/cli_test_util.h"
 
 namespace tessera {
@@ -69,7 +70,7 @@ TEST(ScenarioCli, WritesBothModesWithTheIssuesFields) {
   EXPECT_THAT(r.out, HasSubstr("useful allocation >= 1.5x dedicated"));
   const std::string page = testing::ReadTextFile(dir.File("a.html"));
   EXPECT_THAT(page, HasSubstr("preemptions of service jobs"));
-  EXPECT_THAT(page, HasSubstr("<svg"));
+  EXPECT_THAT(page, HasSubstr(sim::ReportChartsUseUplot() ? "id='chart-" : "<svg"));  // uPlot or static SVG
   EXPECT_THAT(page, HasSubstr("Mean wait per tenant"));
   EXPECT_THAT(page, HasSubstr("Where Jain's fairness loses"));
   // The same seed gives the same numbers.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tessera/sim/report_charts.h"
 #include "tests/testing/sim_test_util.h"
 
 namespace tessera {
@@ -129,7 +130,7 @@ TEST(SimulateCliTest, DefaultsUseTheBundledTraceAndWriteHtml) {
   EXPECT_THAT(r.out, HasSubstr("openb_pod_list_default"));
   EXPECT_THAT(r.out, HasSubstr("artifact@100%"));  // compared with the bundled reference
   const std::string html = testing::ReadTextFile(dir.File("report.html"));
-  EXPECT_THAT(html, HasSubstr("<svg"));
+  EXPECT_THAT(html, HasSubstr(sim::ReportChartsUseUplot() ? "id='chart-" : "<svg"));  // uPlot or static SVG
   EXPECT_THAT(html, HasSubstr("bestfit"));
   nlohmann::json j = nlohmann::json::parse(testing::ReadTextFile(dir.File("r.json")));
   ASSERT_EQ(j["runs"].size(), 1u);

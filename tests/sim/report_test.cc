@@ -1,3 +1,4 @@
+#include "tessera/sim/report_charts.h"
 #include "tessera/sim/report.h"
 
 #include <gmock/gmock.h>
@@ -6,9 +7,11 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "tests/testing/sim_builders.h"
+#include "tests/testing/sim_test_util.h"
 
 namespace tessera::sim {
 namespace {
@@ -138,7 +141,7 @@ TEST(RenderHtmlTest, SelfContainedWithChartsAndPolicies) {
   in.gpu_count = 6212;
   const std::string html = RenderHtmlReport(Summarize(runs), in, &Bundled());
   EXPECT_THAT(html, HasSubstr("<!doctype html>"));
-  EXPECT_THAT(html, HasSubstr("<svg"));
+  EXPECT_THAT(html, HasSubstr(ReportChartsUseUplot() ? "id='chart-alloc-0'" : "<svg"));  // uPlot or static SVG
   EXPECT_THAT(html, HasSubstr("fgd"));
   EXPECT_THAT(html, HasSubstr("bestfit"));
   EXPECT_THAT(html, HasSubstr("openb_pod_list_default"));
@@ -148,8 +151,9 @@ TEST(RenderHtmlTest, SelfContainedWithChartsAndPolicies) {
   EXPECT_THAT(html, HasSubstr("</html>"));
   EXPECT_FALSE(HasWord(html, "nan"));
   EXPECT_FALSE(HasWord(html, "inf"));
-  // Self-contained: the SVG namespace is the only URL.
+  // Self-contained: the SVG namespace and uPlot's banner comment are the only URLs.
   std::string rest = html;
+  for (size_t p; (p = rest.find("https://github.com/leeoniya/uPlot")) != std::string::npos;) rest.erase(p, 33);
   for (size_t p; (p = rest.find("http://www.w3.org/2000/svg")) != std::string::npos;) rest.erase(p, 26);
   EXPECT_THAT(rest, Not(HasSubstr("http")));
 }
@@ -178,6 +182,35 @@ TEST(RenderSummaryTableTest, OneLinePerPolicyWithArtifactColumns) {
   const std::string no_match = RenderSummaryTable(Summarize(other), &Bundled());
   EXPECT_THAT(no_match, Not(HasSubstr("yes")));
   EXPECT_THAT(no_match, Not(HasSubstr("NO")));
+}
+
+}  // namespace
+}  // namespace tessera::sim
+
+namespace tessera::sim {
+namespace {
+
+// The page carries its charts' data as JSON (parsed back here), ten distinct colours, and uPlot
+// itself when the build had npm (ui/node_modules); the palette is the dashboard's (palette.js).
+TEST(ReportChartsTest, DataJsonPaletteAndUplot) {
+  ChartSpec c{.id = "t", .title = "t", .x_label = "x", .x_unit = "h", .x = {0, 1}, .y_label = "y", .y_unit = "%"};
+  c.series = {{.name = "a</script>", .y = {1, std::nan("")}, .color = 9}};
+  const std::string page = RenderChartAssets({c});
+  const std::string open = "<script type='application/json' id='tessera-report-data'>";
+  const size_t from = page.find(open);
+  ASSERT_NE(from, std::string::npos);
+  const size_t to = page.find("</script>", from);
+  const nlohmann::json j = nlohmann::json::parse(page.substr(from + open.size(), to - from - open.size()));
+  EXPECT_EQ(j.at("charts").at(0).at("series").at(0).at("name"), "a</script>");
+  EXPECT_TRUE(j.at("charts").at(0).at("series").at(0).at("y").at(1).is_null());
+  const auto palette = j.at("palette").get<std::vector<std::string>>();
+  EXPECT_EQ(std::set<std::string>(palette.begin(), palette.end()).size(), 10u);
+  const std::string js = testing::ReadTextFile(std::string(TESSERA_SOURCE_DIR) + "/ui/src/palette.js");
+  for (std::string_view colour : kReportPalette) EXPECT_NE(js.find(std::string(colour)), std::string::npos) << colour;
+  EXPECT_EQ(ReportChartsUseUplot(), page.find("var uPlot=") != std::string::npos);
+  EXPECT_EQ(FormatWait(5400), "1 h 30 min");
+  EXPECT_EQ(FormatWait(750), "13 min");
+  EXPECT_THAT(RenderParametersTable({{"seed", "42"}}), HasSubstr("<td class='l'>seed</td><td class='l'>42</td>"));
 }
 
 }  // namespace
