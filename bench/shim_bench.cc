@@ -75,7 +75,7 @@ void Setup() {
   if (std::system(mk.c_str()) != 0) Die("mkdir");
   tessera::enforce::SegmentOptions options;
   options.policy_path = dir + "/policy";
-  options.counters_path = dir + "/counters";
+  options.counters_dir = dir + "/counters";
   static auto segment = tessera::enforce::NodeSegment::Create(options);
   if (!segment.ok()) {
     std::fprintf(stderr, "%s\n", segment.status().ToString().c_str());
@@ -104,7 +104,7 @@ void Setup() {
   }
   ::setenv("TESSERA_SHIM_LEASES", (dir + "/leases").c_str(), 1);
   ::setenv("TESSERA_SHIM_POLICY", options.policy_path.c_str(), 1);
-  ::setenv("TESSERA_SHIM_COUNTERS", options.counters_path.c_str(), 1);
+  ::setenv("TESSERA_SHIM_COUNTERS", options.counters_dir.c_str(), 1);
   ::setenv("TESSERA_SHIM_TENANT", "0", 1);
 
   // The fake driver first (the shim finds it by its soname), then the shim.

@@ -88,6 +88,8 @@ StatusOr<TenantEntry> Entry(const std::string& path, const json& t, const std::s
     if (!scrub->is_boolean()) return Bad(path, where + ".scrub", "not true or false");
     e.scrub = scrub->get<bool>();
   }
+  TESSERA_ASSIGN_OR_RETURN(long long uid, Integer(path, t, where, "uid", -1, std::numeric_limits<int>::max(), -1));
+  e.uid = static_cast<long>(uid);
   TESSERA_ASSIGN_OR_RETURN(e.pids, Pids(path, t, where, "pids", /*required=*/true));
   TESSERA_ASSIGN_OR_RETURN(e.pgids, Pids(path, t, where, "pgids", /*required=*/false));
   return e;
@@ -133,6 +135,7 @@ Status WriteRegistry(const std::string& path, const std::vector<TenantEntry>& te
                         {"priority", e.priority},
                         {"kernel_estimate_us", e.kernel_estimate_us},
                         {"scrub", e.scrub},
+                        {"uid", e.uid},
                         {"pids", e.pids},
                         {"pgids", e.pgids}});
   }
