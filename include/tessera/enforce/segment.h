@@ -1,8 +1,8 @@
 // The node's shared enforcement segment: the versioned, fixed-layout memory that the node side
 // (tessera's node agent, `tessera run`, tests) shares with libtessera-shim.so in tenant processes.
 //
-// One policy file and one counters file per tenant, so that a tenant can neither raise its own
-// limit nor touch another tenant's counters:
+// One policy file and one counters file per tenant, so that a tenant cannot raise its own limit
+// and, when each tenant runs under a uid of its own, cannot touch another tenant's counters:
 //   * the policy page (PolicyPage): limits per (tenant, GPU), written by the node side only, mode
 //     0644, and mapped PROT_READ into tenants (opened O_RDONLY, so mprotect cannot make it
 //     writable);
