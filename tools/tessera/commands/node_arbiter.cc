@@ -147,6 +147,11 @@ void MeterLoop(const std::string& dir, const ArbiterFlags& f, std::map<int, std:
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
+  // Stopping: the departures recorded since the last look first (a task that left just before the
+  // stop is billed to its release, not lost), then every open interval.
+  if (StatusOr<std::vector<node::Departure>> gone = node_dir.TakeDepartures(); gone.ok()) {
+    report(AppendSamples(f.usage_ledger, f.node_name, meter.Depart(*gone)));
+  }
   report(AppendSamples(f.usage_ledger, f.node_name, meter.Flush(static_cast<int64_t>(::time(nullptr)))));
 }
 
