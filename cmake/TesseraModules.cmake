@@ -17,9 +17,9 @@
 
 set(TESSERA_MODULE_DEPS_FILE ${PROJECT_SOURCE_DIR}/cmake/module_deps.txt)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${TESSERA_MODULE_DEPS_FILE})
-file(STRINGS ${TESSERA_MODULE_DEPS_FILE} tessera_dep_lines REGEX "^[a-z_]+:")
+file(STRINGS ${TESSERA_MODULE_DEPS_FILE} tessera_dep_lines REGEX "^[a-z0-9_]+:")
 foreach(line IN LISTS tessera_dep_lines)
-  string(REGEX MATCH "^([a-z_]+):(.*)$" _ "${line}")
+  string(REGEX MATCH "^([a-z0-9_]+):(.*)$" _ "${line}")
   set(mod "${CMAKE_MATCH_1}")
   string(STRIP "${CMAKE_MATCH_2}" deps)
   separate_arguments(deps)

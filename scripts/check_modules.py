@@ -8,7 +8,9 @@ Rules (the design's module table; one CMake target per module):
     ("tessera/D/...") only of M itself and of the modules M may use, directly or through
     the modules it uses (cmake/module_deps.txt).
   * No file outside src/M/ includes M's private headers ("src/M/..."), and public headers
-    include no private header at all. The shim (src/enforce/shim/) is its own module, "shim".
+    include no private header at all. The shim (src/enforce/shim/) is its own module, "shim";
+    the Kubernetes integration (src/integrations/k8s/, include/tessera/integrations/k8s/) is
+    "k8s" (it links gRPC, which the Slurm plugin must not).
   * tools/ (the CLI) and bench/ include public headers only.
   * sched does no file I/O: no <fstream>, <filesystem>, <cstdio>, yaml-cpp or nlohmann there.
 Tests (tests/) may include anything: they white-box the module they test.
@@ -65,8 +67,12 @@ def module_of(rel):
     if parts[0] == "src" and len(parts) > 2:
         if parts[1] == "enforce" and parts[2] == "shim":
             return "shim"
+        if parts[1] == "integrations" and parts[2] == "k8s":
+            return "k8s"
         return parts[1]
     if parts[:2] == ["include", "tessera"] and len(parts) > 3:
+        if parts[2] == "integrations" and parts[3] == "k8s" and len(parts) > 4:
+            return "k8s"
         return parts[2]
     if parts[0] in ("tools", "bench"):
         return parts[0]
@@ -110,13 +116,19 @@ def check(root):
                             continue
                         tparts = target.split("/")
                         if tparts[0] == "src" and len(tparts) > 2:
-                            owner = "shim" if tparts[1:3] == ["enforce", "shim"] else tparts[1]
+                            owner = tparts[1]
+                            if tparts[1:3] == ["enforce", "shim"]:
+                                owner = "shim"
+                            elif tparts[1:3] == ["integrations", "k8s"]:
+                                owner = "k8s"
                             if public_header:
                                 problems.append(where + f"public header includes private header {target}")
                             elif owner != mod:
                                 problems.append(where + f"includes {owner}'s private header {target}")
                         elif tparts[0] == "tessera" and len(tparts) > 2:
                             dep = tparts[1]
+                            if tparts[1:3] == ["integrations", "k8s"] and len(tparts) > 3:
+                                dep = "k8s"
                             if allowed is not None and dep not in allowed:
                                 direct = " ".join(table[mod]) or "nothing"
                                 problems.append(where + f"{mod} may not use {dep} (cmake/module_deps.txt allows: {direct})")

@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterForecast(app, &exit_code);
   tessera::cli::RegisterPlan(app, &exit_code);
   tessera::cli::RegisterSlurm(app, &exit_code);
+  tessera::cli::RegisterK8s(app, &exit_code);
   tessera::cli::RegisterVersion(app, kVersion, &exit_code);
   // An unknown first word is a mistyped command, not a stray argument.
   if (argc > 1 && argv[1][0] != '-') {

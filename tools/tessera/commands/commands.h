@@ -38,6 +38,8 @@ void RegisterForecast(CLI::App& app, int* exit_code);
 void RegisterPlan(CLI::App& app, int* exit_code);
 // `tessera slurm config` (commands/slurm.cc): the node's gres.conf / slurm.conf GPU lines.
 void RegisterSlurm(CLI::App& app, int* exit_code);
+// `tessera k8s ...` (commands/k8s.cc): the Kubernetes integration's programs.
+void RegisterK8s(CLI::App& app, int* exit_code);
 // `tessera version [--paths]` (commands/version.cc); `version` is the line it prints.
 void RegisterVersion(CLI::App& app, const std::string& version, int* exit_code);
 
