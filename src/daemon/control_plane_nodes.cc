@@ -99,11 +99,10 @@ HttpResponse ControlPlane::Impl::GetNode(const HttpRequest& r, const Caller&) {
   });
   if (!st.ok()) return ErrorResponse(st);
   if (!rec.ok()) return NotFound("node '" + name + "'");
-  for (const auto& v : live->nodes())
-    if (v.name == name) {
-      rec->last_heartbeat_ms = nodes[name].last_heartbeat_ms;
-      return HttpResponse::Json(200, NodeJson(*rec, std::string(NodeStateOf(v.state)), &v).dump());
-    }
+  if (const std::optional<sched::LiveScheduler::NodeView> v = live->node(name)) {
+    rec->last_heartbeat_ms = nodes[name].last_heartbeat_ms;
+    return HttpResponse::Json(200, NodeJson(*rec, std::string(NodeStateOf(v->state)), &*v).dump());
+  }
   return HttpResponse::Json(200, NodeJson(*rec, std::string(kNodeLost), nullptr).dump());
 }
 
@@ -336,9 +335,8 @@ HttpResponse ControlPlane::Impl::DesiredState(const HttpRequest& r, const Caller
   if (node == nodes.end())
     return HttpResponse::Error(404, "not_found", "node '" + name + "' is not registered (register it again)");
   api::DesiredState desired{name, StoredNodeState(node->second.record.state), {}};
-  for (const auto& v : live->nodes()) {
-    if (v.name != name) continue;
-    for (sched::JobId id : v.jobs) {
+  if (const std::optional<sched::LiveScheduler::NodeView> v = live->node(name)) {
+    for (sched::JobId id : v->jobs) {
       auto job = jobs.find(id);
       if (job == jobs.end()) continue;
       const WorkloadShape& s = job->second.shape;

@@ -237,7 +237,13 @@ HttpResponse ObserveDeferred(HttpResponse r, std::function<void(const HttpRespon
 struct HttpServer::Impl {
   HttpServerOptions options;
   std::vector<RouteEntry> routes;
-  std::unique_ptr<asio::io_context> io;
+  // One io_context per thread, each run by its thread alone; the acceptor (on the first) deals
+  // connections out in turn. A connection lives on one thread: no io_context shared by several
+  // threads, whose every ready socket woke another thread (with 1,000 agents polling, those
+  // wake-ups were a third of the daemon's CPU: bench/serve/fleet.sh).
+  std::vector<std::unique_ptr<asio::io_context>> ios;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> keep_running;
+  size_t next_io = 0;  // the acceptor's handler only (it runs on the first io_context)
   std::unique_ptr<ssl::context> tls;  // set: every connection is TLS
   std::unique_ptr<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
@@ -672,7 +678,8 @@ StatusOr<std::unique_ptr<ssl::context>> TlsServerContext(const std::string& cert
 
 void HttpServer::Impl::Accept() {
   // Each connection on its own strand: a stream's Send posts to it from other threads.
-  acceptor->async_accept(asio::make_strand(*io), [this](beast::error_code ec, tcp::socket socket) {
+  asio::io_context& home = *ios[next_io++ % ios.size()];
+  acceptor->async_accept(asio::make_strand(home), [this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
     if (!ec) {
       beast::error_code opt_ec;
@@ -719,11 +726,16 @@ Status HttpServer::Start() {
     TESSERA_ASSIGN_OR_RETURN(m.tls, TlsServerContext(m.options.tls_cert_file, m.options.tls_key_file));
   }
   m.answers = std::make_shared<AnswerGate>();
-  m.io = std::make_unique<asio::io_context>(m.options.threads);
+  m.keep_running.clear();
+  m.ios.clear();
+  for (int t = 0; t < m.options.threads; ++t) {
+    m.ios.push_back(std::make_unique<asio::io_context>(1));
+    m.keep_running.push_back(asio::make_work_guard(*m.ios.back()));
+  }
   beast::error_code ec;
   const asio::ip::address address = asio::ip::make_address(m.options.listen_host, ec);
   if (ec) return InvalidArgumentError("cannot listen on " + where + ": '" + m.options.listen_host + "' is not an IP address");
-  m.acceptor = std::make_unique<tcp::acceptor>(*m.io);
+  m.acceptor = std::make_unique<tcp::acceptor>(*m.ios.front());
   const tcp::endpoint endpoint(address, m.options.listen_port);
   if (m.acceptor->open(endpoint.protocol(), ec); !ec) {
     m.acceptor->set_option(asio::socket_base::reuse_address(true), ec);
@@ -732,12 +744,13 @@ Status HttpServer::Start() {
   if (!ec) m.acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     m.acceptor.reset();
-    m.io.reset();
+    m.keep_running.clear();
+    m.ios.clear();
     return UnavailableError("cannot listen on " + where + ": " + ec.message());
   }
   m.bound_port = m.acceptor->local_endpoint().port();
   m.Accept();
-  for (int t = 0; t < m.options.threads; ++t) m.threads.emplace_back([io = m.io.get()] { io->run(); });
+  for (auto& io : m.ios) m.threads.emplace_back([io = io.get()] { io->run(); });
   m.started = true;
   return Status::Ok();
 }
@@ -749,15 +762,16 @@ void HttpServer::Stop() {
     std::lock_guard<std::mutex> lock(m.answers->mu);  // no deferred answer is posted from now on
     m.answers->open = false;
   }
-  asio::post(*m.io, [&m] {
+  asio::post(*m.ios.front(), [&m] {
     beast::error_code ec;
     m.acceptor->close(ec);
   });
-  m.io->stop();
+  m.keep_running.clear();
+  for (auto& io : m.ios) io->stop();
   for (std::thread& t : m.threads) t.join();
   m.threads.clear();
   m.acceptor.reset();
-  m.io.reset();  // destroys the sessions still waiting, closing their sockets
+  m.ios.clear();  // destroys the sessions still waiting, closing their sockets
   m.started = false;
 }
 

@@ -512,6 +512,26 @@ std::vector<LiveScheduler::NodeView> LiveScheduler::nodes() {
   return out;
 }
 
+std::optional<LiveScheduler::NodeView> LiveScheduler::node(const std::string& name) {
+  State& s = *s_;
+  s.Flush();
+  auto at = s.core_index.find(name);
+  if (at == s.core_index.end()) return std::nullopt;
+  const NodeIndex ni{at->second};
+  const placement::ClusterSnapshot& snap = s.core->cluster();
+  NodeView v;
+  v.name = s.nodes[at->second].spec.name;
+  v.state = s.nodes[at->second].cordoned ? NodeState::kCordoned : NodeState::kReady;
+  v.gpu_count = snap.gpu_count(ni);
+  for (int g = 0; g < v.gpu_count; ++g) v.gpu_free_milli.push_back(snap.gpu_free(ni, g));
+  for (JobId id : s.core->running_jobs())
+    for (const Placement& p : *s.core->placement_of(id))
+      if (p.node == ni && (v.jobs.empty() || v.jobs.back() != id)) v.jobs.push_back(id);
+  std::sort(v.jobs.begin(), v.jobs.end());
+  v.jobs.erase(std::unique(v.jobs.begin(), v.jobs.end()), v.jobs.end());
+  return v;
+}
+
 const Scheduler& LiveScheduler::core() {
   s_->Flush();
   return *s_->core;

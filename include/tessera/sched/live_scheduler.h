@@ -207,6 +207,10 @@ class LiveScheduler {
     std::vector<JobId> jobs;
   };
   std::vector<NodeView> nodes();  // in the order they joined
+  // One node's entry of nodes(), or nullopt for a node the scheduler does not hold; costs one
+  // node and a pass over the running jobs, not the cluster (an agent's every-second desired-state
+  // poll calls it: with nodes() 1,000 agents cost the daemon O(nodes^2) per second).
+  std::optional<NodeView> node(const std::string& name);
   // The core (for tests and diagnostics; indices are internal and change at a rebuild).
   const Scheduler& core();
 
