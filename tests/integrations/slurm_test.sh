@@ -112,10 +112,20 @@ released "chem.$job" || fail "chem.$job is still registered after its SIGKILLed 
 # 6. scancel of a running job releases its slot.
 srun -A geo --gres=gpu:1 --gpu-mem=1GiB sh -c "echo job=\$SLURM_JOB_ID > '$T/geo.id'; cat '$T/hold'" > /dev/null 2>&1 &
 held=$!
-for _ in $(seq 1 100); do grep -q '"geo\.' "$T/node/tenants.json" 2> /dev/null && break; sleep 0.1; done
-job="$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$T/geo.id")"
+# The task writes geo.id after its join and admission, once it runs: wait for that, not for the
+# registry (the join is recorded before the task execs, so the id may not be written yet).
+job=""
+for _ in $(seq 1 100); do
+  job="$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$T/geo.id" 2> /dev/null)"
+  [ -n "$job" ] && break
+  sleep 0.1
+done
+if [ -z "$job" ]; then
+  fail "the geo task never wrote its job id: $(cat "$T/node/tenants.json")"
+  kill "$held"  # (srun cancels the step, so that the wait below cannot hang)
+fi
 grep -q "\"geo\.$job\"" "$T/node/tenants.json" || fail "geo.$job never registered: $(cat "$T/node/tenants.json")"
-scancel "$job"
+[ -n "$job" ] && scancel "$job"
 wait "$held"
 released "geo.$job" || fail "geo.$job is still registered after scancel: $(cat "$T/node/tenants.json")"
 
