@@ -63,12 +63,16 @@ print(g["arbiter_alive"], t["share"], t["limit_bytes"] > 0)' 2>&1)"
 [ "$got" = "True 25 True" ] || fail "--gpu-share=25 not on an arbitrated board: $got ($status $(cat "$T/status.err"))"
 
 # 1c. A job of another user (root's srun --uid=nobody): the task runs as nobody, so its tenant's
-#     counters file (mode 0600) is nobody's; the shim in the task maps it and applies the limit.
+#     counters file (mode 0600) is nobody's; the shim in the task maps it and applies the limit;
+#     the step's end (root) releases the slot.
 out="$(srun --uid=nobody -A physics --gres=gpu:1 --gpu-mem=1GiB sh -c \
-  "stat -c 'owner=%u mode=%a' '$T/node/counters/'\$TESSERA_SHIM_TENANT; '$probe' init fill:mem:16777216" 2>&1)"
+  "echo job=\$SLURM_JOB_ID; stat -c 'owner=%u mode=%a' '$T/node/counters/'\$TESSERA_SHIM_TENANT; '$probe' init fill:mem:16777216" 2>&1)"
+job="$(echo "$out" | sed -n 's/^job=\([0-9]*\).*/\1/p')"
+[ -n "$job" ] || fail "nobody's task printed no job id: $out"
 echo "$out" | grep -q "owner=65534 mode=600" || fail "the job user's task does not own its counters file: $out"
 echo "$out" | grep -q "fill family=mem count=64 rc=2" || fail "--gpu-mem=1GiB not applied to nobody's job: $out"
 scancel -u nobody 2> /dev/null  # (a failed srun can leave its allocation holding GPU 0)
+released "physics.$job" || fail "nobody's physics.$job is still registered after its step ended: $(cat "$T/node/tenants.json")"
 
 # 2. Two of the GPU's four shards, no options: half of the A100-40GB's memory (NVML: 40537 MiB) and
 #    a share of 50, as the node's registry holds them while the task runs.
