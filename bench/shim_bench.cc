@@ -80,7 +80,7 @@ void Setup() {
   const int gpus = gpus_env != nullptr && std::strcmp(gpus_env, "2") == 0 ? 2 : 1;
   tessera::enforce::SegmentOptions options;
   options.policy_path = dir + "/policy";
-  options.counters_path = dir + "/counters";
+  options.counters_dir = dir + "/counters";
   options.num_gpus = gpus;
   static auto segment = tessera::enforce::NodeSegment::Create(options);
   if (!segment.ok()) {
@@ -112,7 +112,7 @@ void Setup() {
   }
   ::setenv("TESSERA_SHIM_LEASES", (dir + "/leases").c_str(), 1);
   ::setenv("TESSERA_SHIM_POLICY", options.policy_path.c_str(), 1);
-  ::setenv("TESSERA_SHIM_COUNTERS", options.counters_path.c_str(), 1);
+  ::setenv("TESSERA_SHIM_COUNTERS", options.counters_dir.c_str(), 1);
   ::setenv("TESSERA_SHIM_TENANT", "0", 1);
   if (gpus == 2) {
     ::setenv("TESSERA_SHIM_GPUS", "0,1", 1);

@@ -63,7 +63,10 @@ template <typename T>
 StatusOr<T*> MapFile(const std::string& path, int open_flags, int prot, const char* what) {
   int fd = ::open(path.c_str(), open_flags | O_CLOEXEC);
   if (fd < 0) {
-    return NotFoundError(std::string(what) + " file '" + path + "': cannot open: " + ErrnoText());
+    const int err = errno;
+    std::string msg = std::string(what) + " file '" + path + "': cannot open: " + std::strerror(err);
+    if (err == EACCES || err == EPERM) return Status(StatusCode::kPermissionDenied, msg);
+    return NotFoundError(msg);
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -103,7 +106,7 @@ StatusOr<void*> CreateFile(const std::string& path, std::size_t size, mode_t mod
   std::string err = ErrnoText();
   ::close(fd);
   if (p == MAP_FAILED) return InternalError(std::string(what) + "_path '" + path + "': mmap: " + err);
-  std::memset(p, 0, size);
+  // O_TRUNC then ftruncate: the file reads as zeros without touching its pages.
   return p;
 }
 
@@ -129,7 +132,7 @@ Status CheckPolicy(const PolicyPage& p, const std::string& path) {
   return Status::Ok();
 }
 
-Status CheckCounters(const CounterSegment& c, const std::string& path) {
+Status CheckCounters(const CounterSegment& c, const std::string& path, int tenant) {
   const CounterHeader& h = c.header;
   std::string where = "counters file '" + path + "': ";
   if (h.magic != kCounterMagic) return InvalidArgumentError(where + "magic: not a tessera counter segment");
@@ -142,22 +145,36 @@ Status CheckCounters(const CounterSegment& c, const std::string& path) {
     return FailedPreconditionError(where + "header_size/total_size/max_*: layout differs from ABI " +
                                    std::to_string(kSegmentAbiVersion));
   }
+  if (h.tenant != static_cast<std::uint32_t>(tenant)) {
+    return FailedPreconditionError(where + "tenant: the file is tenant " + std::to_string(h.tenant) + "'s, not " +
+                                   std::to_string(tenant) + "'s");
+  }
   return Status::Ok();
+}
+
+void InitCounterHeader(CounterSegment& c, int tenant) {
+  CounterHeader& ch = c.header;
+  ch.abi_version = kSegmentAbiVersion;
+  ch.header_size = sizeof(CounterHeader);
+  ch.total_size = sizeof(CounterSegment);
+  ch.max_tenants = kMaxTenants;
+  ch.max_gpus = kMaxGpus;
+  ch.max_slots = kMaxSlots;
+  ch.tenant = static_cast<std::uint32_t>(tenant);
+  // The magic last, with a release store: a reader that sees it sees a complete header.
+  std::atomic_ref<std::uint64_t>(ch.magic).store(kCounterMagic, std::memory_order_release);
 }
 
 // Releases everything slot `i` holds on behalf of its dead owner and frees it. The caller owns
 // the slot (it won the CAS to RECLAIMING with its own pid).
 void Reclaim(CounterSegment& seg, int i, std::uint64_t reclaiming_word, ReconcileReport& report) {
   ProcessSlot& s = seg.slots[i];
-  int tenant = static_cast<int>(s.tenant.load(std::memory_order_acquire));
-  if (ValidIndex(tenant, kMaxTenants)) {
-    if (ResolvePendingIntent(seg, i, tenant)) ++report.intents_resolved;
-    for (int g = 0; g < kMaxGpus; ++g) {
-      std::uint64_t held = s.held_bytes[g].load(std::memory_order_seq_cst);
-      if (held == 0) continue;
-      SlotOp(seg, i, tenant, g, OpDirection::kRelease, held, kUnlimited);
-      report.bytes_released += held;
-    }
+  if (ResolvePendingIntent(seg, i)) ++report.intents_resolved;
+  for (int g = 0; g < kMaxGpus; ++g) {
+    std::uint64_t held = s.held_bytes[g].load(std::memory_order_seq_cst);
+    if (held == 0) continue;
+    SlotOp(seg, i, g, OpDirection::kRelease, held, kUnlimited);
+    report.bytes_released += held;
   }
   SlotStateWord st = UnpackSlotState(reclaiming_word);
   std::uint64_t expected = reclaiming_word;
@@ -168,6 +185,10 @@ void Reclaim(CounterSegment& seg, int i, std::uint64_t reclaiming_word, Reconcil
 }
 
 }  // namespace
+
+std::string CountersFilePath(const std::string& counters_dir, int tenant) {
+  return counters_dir + "/" + std::to_string(tenant);
+}
 
 // --- packing --------------------------------------------------------------------------------------
 std::uint64_t PackWord(std::uint64_t bytes, Tag tag) {
@@ -242,10 +263,10 @@ std::optional<std::uint64_t> ProcessStartTime(pid_t pid) {
 }
 
 // --- SlotOp ---------------------------------------------------------------------------------------
-SlotOpResult SlotOp(CounterSegment& seg, int slot_index, int tenant, int gpu, OpDirection dir,
-                    std::uint64_t bytes, std::uint64_t limit_bytes) {
+SlotOpResult SlotOp(CounterSegment& seg, int slot_index, int gpu, OpDirection dir, std::uint64_t bytes,
+                    std::uint64_t limit_bytes) {
   ProcessSlot& s = seg.slots[slot_index];
-  TenantCounter& c = seg.counters[tenant][gpu];
+  TenantCounter& c = seg.counters[gpu];
   const std::uint64_t held = s.held_bytes[gpu].load(std::memory_order_relaxed);
   if (dir == OpDirection::kRelease) bytes = std::min(bytes, held);
   if (bytes == 0) return SlotOpResult::kApplied;
@@ -295,7 +316,7 @@ SlotOpResult SlotOp(CounterSegment& seg, int slot_index, int tenant, int gpu, Op
   return SlotOpResult::kApplied;
 }
 
-bool ResolvePendingIntent(CounterSegment& seg, int slot_index, int tenant) {
+bool ResolvePendingIntent(CounterSegment& seg, int slot_index) {
   ProcessSlot& s = seg.slots[slot_index];
   Intent in = UnpackIntent(s.intent.load(std::memory_order_seq_cst));
   if (in.state == IntentState::kIdle) return false;
@@ -304,7 +325,7 @@ bool ResolvePendingIntent(CounterSegment& seg, int slot_index, int tenant) {
     return true;
   }
   const int gpu = static_cast<int>(in.gpu);
-  TenantCounter& c = seg.counters[tenant][gpu];
+  TenantCounter& c = seg.counters[gpu];
   const std::uint64_t bytes = s.intent_bytes.load(std::memory_order_seq_cst);
   const std::uint64_t held_before = s.intent_held_before.load(std::memory_order_seq_cst);
   const Tag mine{static_cast<std::uint32_t>(slot_index + 1), in.seq};
@@ -328,8 +349,12 @@ bool ResolvePendingIntent(CounterSegment& seg, int slot_index, int tenant) {
 }
 
 // --- TenantView -----------------------------------------------------------------------------------
-StatusOr<TenantView> TenantView::Open(const std::string& policy_path,
-                                      const std::string& counters_path) {
+StatusOr<TenantView> TenantView::Open(const std::string& policy_path, const std::string& counters_path,
+                                      int tenant) {
+  if (!ValidIndex(tenant, kMaxTenants)) {
+    return InvalidArgumentError("tenant: " + std::to_string(tenant) + " is outside 0.." +
+                                std::to_string(kMaxTenants - 1));
+  }
   StatusOr<const PolicyPage*> policy =
       MapFile<const PolicyPage>(policy_path, O_RDONLY, PROT_READ, "policy");
   if (!policy.ok()) return policy.status();
@@ -341,13 +366,14 @@ StatusOr<TenantView> TenantView::Open(const std::string& policy_path,
       MapFile<CounterSegment>(counters_path, O_RDWR, PROT_READ | PROT_WRITE, "counters");
   if (!counters.ok()) return counters.status();
   view.counters_ = *counters;
-  st = CheckCounters(**counters, counters_path);
+  view.tenant_ = tenant;
+  st = CheckCounters(**counters, counters_path, tenant);
   if (!st.ok()) return st;
   return view;
 }
 
 TenantView::TenantView(TenantView&& other) noexcept
-    : policy_(other.policy_), counters_(other.counters_) {
+    : policy_(other.policy_), counters_(other.counters_), tenant_(other.tenant_) {
   other.policy_ = nullptr;
   other.counters_ = nullptr;
 }
@@ -363,11 +389,8 @@ TenantView::~TenantView() {
   if (counters_ != nullptr) ::munmap(counters_, sizeof(CounterSegment));
 }
 
-StatusOr<int> TenantView::ClaimSlot(pid_t pid, std::uint64_t start_time, int tenant) const {
-  if (!ValidIndex(tenant, kMaxTenants)) {
-    return InvalidArgumentError("tenant: " + std::to_string(tenant) + " is outside 0.." +
-                                std::to_string(kMaxTenants - 1));
-  }
+StatusOr<int> TenantView::ClaimSlot(pid_t pid, std::uint64_t start_time) const {
+  const int tenant = tenant_;
   // Start the scan at a pid-dependent place so that concurrent claimers rarely collide.
   const int first = static_cast<int>(static_cast<std::uint32_t>(pid) % kMaxSlots);
   for (int k = 0; k < kMaxSlots; ++k) {
@@ -394,19 +417,16 @@ StatusOr<int> TenantView::ClaimSlot(pid_t pid, std::uint64_t start_time, int ten
     s.state.store(PackSlotState(active), std::memory_order_release);
     return i;
   }
-  return ResourceExhaustedError("counters: all " + std::to_string(kMaxSlots) +
-                                " process slots are in use");
+  return ResourceExhaustedError("counters of tenant " + std::to_string(tenant) + ": all " +
+                                std::to_string(kMaxSlots) + " process slots are in use");
 }
 
 void TenantView::ReleaseSlot(int slot_index) const {
   if (!ValidIndex(slot_index, kMaxSlots)) return;
   ProcessSlot& s = counters_->slots[slot_index];
-  int tenant = static_cast<int>(s.tenant.load(std::memory_order_relaxed));
-  if (ValidIndex(tenant, kMaxTenants)) {
-    for (int g = 0; g < kMaxGpus; ++g) {
-      std::uint64_t held = s.held_bytes[g].load(std::memory_order_relaxed);
-      if (held != 0) SlotOp(*counters_, slot_index, tenant, g, OpDirection::kRelease, held, kUnlimited);
-    }
+  for (int g = 0; g < kMaxGpus; ++g) {
+    std::uint64_t held = s.held_bytes[g].load(std::memory_order_relaxed);
+    if (held != 0) SlotOp(*counters_, slot_index, g, OpDirection::kRelease, held, kUnlimited);
   }
   std::uint64_t sw = s.state.load(std::memory_order_acquire);
   SlotStateWord st = UnpackSlotState(sw);
@@ -424,8 +444,7 @@ int TenantView::ReleaseSlotsOfEarlierImage(pid_t pid, std::uint64_t start_time) 
         s.start_time.load(std::memory_order_acquire) != start_time) {
       continue;
     }
-    int tenant = static_cast<int>(s.tenant.load(std::memory_order_relaxed));
-    if (ValidIndex(tenant, kMaxTenants)) ResolvePendingIntent(*counters_, i, tenant);
+    ResolvePendingIntent(*counters_, i);
     ReleaseSlot(i);
     ++released;
   }
@@ -442,13 +461,23 @@ StatusOr<NodeSegment> NodeSegment::Create(const SegmentOptions& options) {
     return InvalidArgumentError("num_gpus: " + std::to_string(options.num_gpus) + " is outside 1.." +
                                 std::to_string(kMaxGpus));
   }
+  if (options.counters_dir.empty()) return InvalidArgumentError("counters_dir: empty");
   StatusOr<void*> p = CreateFile(options.policy_path, sizeof(PolicyPage), 0644, "policy");
   if (!p.ok()) return p.status();
   NodeSegment seg;
   seg.policy_ = static_cast<PolicyPage*>(*p);
-  StatusOr<void*> c = CreateFile(options.counters_path, sizeof(CounterSegment), 0666, "counters");
-  if (!c.ok()) return c.status();
-  seg.counters_ = static_cast<CounterSegment*>(*c);
+  seg.counters_dir_ = options.counters_dir;
+  // Only the node side may add, replace or remove a tenant's file: the folder is its own, 0755.
+  if (::mkdir(options.counters_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return InvalidArgumentError("counters_dir '" + options.counters_dir + "': cannot create: " + ErrnoText());
+  }
+  if (::chmod(options.counters_dir.c_str(), 0755) != 0) {
+    return InternalError("counters_dir '" + options.counters_dir + "': chmod: " + ErrnoText());
+  }
+  for (int t = 0; t < kMaxTenants; ++t) {
+    Status st = seg.RecreateTenantCounters(t, std::nullopt);
+    if (!st.ok()) return st;
+  }
 
   PolicyHeader& ph = seg.policy_->header;
   ph.abi_version = kSegmentAbiVersion;
@@ -460,41 +489,81 @@ StatusOr<NodeSegment> NodeSegment::Create(const SegmentOptions& options) {
   ph.max_gpus = kMaxGpus;
   ph.max_slots = kMaxSlots;
   for (int g = 0; g < kMaxGpus; ++g) seg.policy_->device_total_bytes[g] = options.device_total_bytes[g];
-  CounterHeader& ch = seg.counters_->header;
-  ch.abi_version = kSegmentAbiVersion;
-  ch.header_size = sizeof(CounterHeader);
-  ch.total_size = sizeof(CounterSegment);
-  ch.max_tenants = kMaxTenants;
-  ch.max_gpus = kMaxGpus;
-  ch.max_slots = kMaxSlots;
-  // Publish the magics last, with release stores: a reader that sees them sees a complete header.
-  std::atomic_ref<std::uint64_t>(ch.magic).store(kCounterMagic, std::memory_order_release);
+  // Publish the magic last, with a release store: a reader that sees it sees a complete header.
   std::atomic_ref<std::uint64_t>(ph.magic).store(kPolicyMagic, std::memory_order_release);
   return seg;
 }
 
-StatusOr<NodeSegment> NodeSegment::Open(const std::string& policy_path,
-                                        const std::string& counters_path) {
+Status NodeSegment::RecreateTenantCounters(int tenant, std::optional<uid_t> owner_uid) {
+  if (!ValidIndex(tenant, kMaxTenants)) {
+    return InvalidArgumentError("tenant: " + std::to_string(tenant) + " is outside 0.." +
+                                std::to_string(kMaxTenants - 1));
+  }
+  const std::string path = CountersFilePath(counters_dir_, tenant);
+  const std::string tmp = counters_dir_ + "/." + std::to_string(tenant) + ".new";
+  StatusOr<void*> c = CreateFile(tmp, sizeof(CounterSegment), 0600, "counters");
+  if (!c.ok()) return c.status();
+  auto* seg = static_cast<CounterSegment*>(*c);
+  InitCounterHeader(*seg, tenant);
+  if (owner_uid.has_value() && ::chown(tmp.c_str(), *owner_uid, static_cast<gid_t>(-1)) != 0) {
+    const int err = errno;
+    ::munmap(seg, sizeof(CounterSegment));
+    (void)::unlink(tmp.c_str());
+    std::string msg = "counters file '" + path + "': chown to uid " + std::to_string(*owner_uid) + ": " +
+                      std::strerror(err) + (err == EPERM ? " (running a tenant under its own uid needs root)" : "");
+    if (err == EPERM) return Status(StatusCode::kPermissionDenied, msg);
+    return InternalError(msg);
+  }
+  // rename: readers see the old file or the complete new one, never a half-made one.
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = ErrnoText();
+    ::munmap(seg, sizeof(CounterSegment));
+    (void)::unlink(tmp.c_str());
+    return InternalError("counters file '" + path + "': rename: " + err);
+  }
+  if (counters_[tenant] != nullptr) ::munmap(counters_[tenant], sizeof(CounterSegment));
+  counters_[tenant] = seg;
+  return Status::Ok();
+}
+
+Status NodeSegment::MapTenant(int tenant) {
+  const std::string path = CountersFilePath(counters_dir_, tenant);
+  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return Status::Ok();  // no file: nothing counted
+  StatusOr<CounterSegment*> c = MapFile<CounterSegment>(path, O_RDWR, PROT_READ | PROT_WRITE, "counters");
+  if (!c.ok()) return c.status();
+  counters_[tenant] = *c;
+  return CheckCounters(**c, path, tenant);
+}
+
+StatusOr<NodeSegment> NodeSegment::Open(const std::string& policy_path, const std::string& counters_dir) {
   StatusOr<PolicyPage*> p =
       MapFile<PolicyPage>(policy_path, O_RDWR, PROT_READ | PROT_WRITE, "policy");
   if (!p.ok()) return p.status();
   NodeSegment seg;
   seg.policy_ = *p;
+  seg.counters_dir_ = counters_dir;
   Status st = CheckPolicy(**p, policy_path);
   if (!st.ok()) return st;
-  StatusOr<CounterSegment*> c =
-      MapFile<CounterSegment>(counters_path, O_RDWR, PROT_READ | PROT_WRITE, "counters");
-  if (!c.ok()) return c.status();
-  seg.counters_ = *c;
-  st = CheckCounters(**c, counters_path);
-  if (!st.ok()) return st;
+  struct stat dir {};
+  if (::stat(counters_dir.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode)) {
+    return FailedPreconditionError("counters folder '" + counters_dir +
+                                   "': not a folder (a segment of ABI version 1, or none; this build speaks " +
+                                   std::to_string(kSegmentAbiVersion) + ")");
+  }
+  for (int t = 0; t < kMaxTenants; ++t) {
+    st = seg.MapTenant(t);
+    if (!st.ok()) return st;
+  }
   return seg;
 }
 
 NodeSegment::NodeSegment(NodeSegment&& other) noexcept
-    : policy_(other.policy_), counters_(other.counters_) {
+    : policy_(other.policy_), counters_dir_(std::move(other.counters_dir_)) {
   other.policy_ = nullptr;
-  other.counters_ = nullptr;
+  for (int t = 0; t < kMaxTenants; ++t) {
+    counters_[t] = other.counters_[t];
+    other.counters_[t] = nullptr;
+  }
 }
 NodeSegment& NodeSegment::operator=(NodeSegment&& other) noexcept {
   if (this != &other) {
@@ -505,7 +574,14 @@ NodeSegment& NodeSegment::operator=(NodeSegment&& other) noexcept {
 }
 NodeSegment::~NodeSegment() {
   if (policy_ != nullptr) ::munmap(policy_, sizeof(PolicyPage));
-  if (counters_ != nullptr) ::munmap(counters_, sizeof(CounterSegment));
+  for (CounterSegment*& c : counters_) {
+    if (c != nullptr) ::munmap(c, sizeof(CounterSegment));
+    c = nullptr;
+  }
+}
+
+CounterSegment* NodeSegment::counters(int tenant) const {
+  return ValidIndex(tenant, kMaxTenants) ? counters_[tenant] : nullptr;
 }
 
 Status NodeSegment::SetLimit(int tenant, int gpu, std::uint64_t limit_bytes) {
@@ -547,21 +623,28 @@ std::uint64_t NodeSegment::TenantFlags(int tenant) const {
 }
 
 std::uint64_t NodeSegment::ReservedBytes(int tenant, int gpu) const {
-  return WordBytes(counters_->counters[tenant][gpu].word.load(std::memory_order_acquire));
+  const CounterSegment* c = counters(tenant);
+  if (c == nullptr || !ValidIndex(gpu, kMaxGpus)) return 0;
+  return WordBytes(c->counters[gpu].word.load(std::memory_order_acquire));
 }
 std::uint64_t NodeSegment::PeakBytes(int tenant, int gpu) const {
-  return counters_->counters[tenant][gpu].peak_bytes.load(std::memory_order_acquire);
+  const CounterSegment* c = counters(tenant);
+  if (c == nullptr || !ValidIndex(gpu, kMaxGpus)) return 0;
+  return c->counters[gpu].peak_bytes.load(std::memory_order_acquire);
 }
 std::uint64_t NodeSegment::DeniedAllocations(int tenant, int gpu) const {
-  return counters_->counters[tenant][gpu].denied_allocations.load(std::memory_order_acquire);
+  const CounterSegment* c = counters(tenant);
+  if (c == nullptr || !ValidIndex(gpu, kMaxGpus)) return 0;
+  return c->counters[gpu].denied_allocations.load(std::memory_order_acquire);
 }
 
 std::uint64_t NodeSegment::HeldByLiveSlots(int tenant, int gpu) const {
+  const CounterSegment* c = counters(tenant);
+  if (c == nullptr || !ValidIndex(gpu, kMaxGpus)) return 0;
   std::uint64_t sum = 0;
-  for (const ProcessSlot& s : counters_->slots) {
+  for (const ProcessSlot& s : c->slots) {
     SlotStateWord st = UnpackSlotState(s.state.load(std::memory_order_acquire));
     if (st.state != SlotState::kActive) continue;
-    if (static_cast<int>(s.tenant.load(std::memory_order_relaxed)) != tenant) continue;
     sum += s.held_bytes[gpu].load(std::memory_order_acquire);
   }
   return sum;
@@ -569,18 +652,21 @@ std::uint64_t NodeSegment::HeldByLiveSlots(int tenant, int gpu) const {
 
 int NodeSegment::ActiveSlots() const {
   int n = 0;
-  for (const ProcessSlot& s : counters_->slots) {
-    if (UnpackSlotState(s.state.load(std::memory_order_acquire)).state == SlotState::kActive) ++n;
+  for (const CounterSegment* c : counters_) {
+    if (c == nullptr) continue;
+    for (const ProcessSlot& s : c->slots) {
+      if (UnpackSlotState(s.state.load(std::memory_order_acquire)).state == SlotState::kActive) ++n;
+    }
   }
   return n;
 }
 
 bool NodeSegment::TenantHasLiveSlots(int tenant) const {
-  if (!ValidIndex(tenant, kMaxTenants)) return false;
-  for (const ProcessSlot& s : counters_->slots) {
+  const CounterSegment* c = counters(tenant);
+  if (c == nullptr) return false;
+  for (const ProcessSlot& s : c->slots) {
     SlotStateWord st = UnpackSlotState(s.state.load(std::memory_order_acquire));
     if (st.state == SlotState::kFree) continue;
-    if (static_cast<int>(s.tenant.load(std::memory_order_acquire)) != tenant) continue;
     // Being reclaimed: its bytes are still in the counter until the reconciler is done.
     if (st.state == SlotState::kReclaiming) return true;
     std::optional<std::uint64_t> now = ProcessStartTime(static_cast<pid_t>(st.pid));
@@ -596,7 +682,9 @@ Status NodeSegment::ResetTenantStats(int tenant) {
     return InvalidArgumentError("tenant: " + std::to_string(tenant) + " is outside 0.." +
                                 std::to_string(kMaxTenants - 1));
   }
-  for (TenantCounter& c : counters_->counters[tenant]) {
+  CounterSegment* seg = counters_[tenant];
+  if (seg == nullptr) return Status::Ok();
+  for (TenantCounter& c : seg->counters) {
     c.peak_bytes.store(WordBytes(c.word.load(std::memory_order_acquire)), std::memory_order_relaxed);
     c.denied_allocations.store(0, std::memory_order_relaxed);
     c.denied_bytes.store(0, std::memory_order_relaxed);
@@ -607,9 +695,17 @@ Status NodeSegment::ResetTenantStats(int tenant) {
 
 ReconcileReport NodeSegment::Reconcile() {
   ReconcileReport report;
+  for (CounterSegment* c : counters_) {
+    if (c != nullptr) ReconcileTenant(*c, report);
+  }
+  return report;
+}
+
+void NodeSegment::ReconcileTenant(CounterSegment& seg, ReconcileReport& report) {
+  const int reclaimed_before = report.slots_reclaimed;
   const std::uint32_t me = static_cast<std::uint32_t>(::getpid());
   for (int i = 0; i < kMaxSlots; ++i) {
-    ProcessSlot& s = counters_->slots[i];
+    ProcessSlot& s = seg.slots[i];
     std::uint64_t sw = s.state.load(std::memory_order_acquire);
     SlotStateWord st = UnpackSlotState(sw);
     switch (st.state) {
@@ -630,7 +726,7 @@ ReconcileReport NodeSegment::Reconcile() {
         SlotStateWord reclaiming{SlotState::kReclaiming, st.generation, me};
         std::uint64_t rw = PackSlotState(reclaiming);
         if (!s.state.compare_exchange_strong(sw, rw, std::memory_order_acq_rel)) break;
-        Reclaim(*counters_, i, rw, report);
+        Reclaim(seg, i, rw, report);
         break;
       }
       case SlotState::kReclaiming: {
@@ -639,15 +735,14 @@ ReconcileReport NodeSegment::Reconcile() {
         SlotStateWord reclaiming{SlotState::kReclaiming, st.generation, me};
         std::uint64_t rw = PackSlotState(reclaiming);
         if (!s.state.compare_exchange_strong(sw, rw, std::memory_order_acq_rel)) break;
-        Reclaim(*counters_, i, rw, report);
+        Reclaim(seg, i, rw, report);
         break;
       }
     }
   }
-  if (report.slots_reclaimed > 0) {
-    counters_->header.reconciliations.fetch_add(1, std::memory_order_relaxed);
+  if (report.slots_reclaimed > reclaimed_before) {
+    seg.header.reconciliations.fetch_add(1, std::memory_order_relaxed);
   }
-  return report;
 }
 
 }  // namespace tessera::enforce

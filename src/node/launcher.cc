@@ -1,6 +1,8 @@
 #include "tessera/node/launcher.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -107,9 +109,28 @@ Status AwaitAdmission(ArbiterDuty& duty, const NodeDir& node, const RunOptions& 
                           " does not drive the board); not starting the command ungated");
 }
 
-[[noreturn]] void ExecChild(const RunOptions& o, const LaunchOptions& launch, pid_t parent, bool foreground) {
+// The gid a command run under `uid` gets: the uid's primary group from the password database,
+// else the number of the uid itself (a uid with no account, e.g. one per tenant).
+gid_t GroupOf(uid_t uid) {
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found != nullptr) return found->pw_gid;
+  return static_cast<gid_t>(uid);
+}
+
+[[noreturn]] void ExecChild(const RunOptions& o, const LaunchOptions& launch, pid_t parent, bool foreground,
+                            gid_t gid) {
   ::setpgid(0, 0);
   if (foreground) (void)GiveTerminal(::getpid());
+  if (o.tenant.uid >= 0) {
+    // Before PR_SET_PDEATHSIG: a change of the effective uid clears it.
+    const auto uid = static_cast<uid_t>(o.tenant.uid);
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 || ::setresuid(uid, uid, uid) != 0) {
+      std::fprintf(stderr, "%s: cannot run as uid %ld: %s\n", o.log_prefix.c_str(), o.tenant.uid, std::strerror(errno));
+      ::_exit(126);
+    }
+  }
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(128 + SIGKILL);  // the supervisor died before prctl
   for (const auto& [name, value] : LaunchEnvironment(launch)) ::setenv(name.c_str(), value.c_str(), 1);
@@ -202,9 +223,10 @@ StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& o) {
                              .tenant_index = index, .caller_ld_preload = o.caller_ld_preload};
   const bool foreground = ::isatty(STDIN_FILENO) != 0 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
   const pid_t parent = ::getpid();
+  const gid_t gid = o.tenant.uid >= 0 ? GroupOf(static_cast<uid_t>(o.tenant.uid)) : 0;
   std::fflush(nullptr);
   const pid_t child = ::fork();
-  if (child == 0) ExecChild(o, launch, parent, foreground);
+  if (child == 0) ExecChild(o, launch, parent, foreground, gid);
   if (child < 0) {
     const int err = errno;
     (void)node.Leave(self);

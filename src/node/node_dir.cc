@@ -197,7 +197,7 @@ StatusOr<enforce::NodeSegment> CreateOrOpen(const NodePaths& p) {
   }
   enforce::SegmentOptions options;
   options.policy_path = p.policy;
-  options.counters_path = p.counters;
+  options.counters_dir = p.counters;
   options.num_gpus = enforce::kMaxGpus;
   TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment created, enforce::NodeSegment::Create(options));
   TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Create(p.leases, enforce::kMaxGpus));
@@ -254,6 +254,10 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
       return FailedPreconditionError("tenant '" + r.name + "' already runs on GPU " + std::to_string(entry->gpu) +
                                      " (one GPU per tenant)");
     }
+    if (entry->uid != r.uid) {
+      return FailedPreconditionError("tenant '" + r.name + "' already runs under uid " + std::to_string(entry->uid) +
+                                     ", not " + std::to_string(r.uid) + " (one uid per tenant; -1: the node side's)");
+    }
     entry->mem_bytes = r.mem_bytes;
     entry->share = r.share;
     entry->priority = r.priority;
@@ -268,7 +272,11 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
       if (!used.count(i) && !IndexInUse(seg, i)) index = i;
     }
     if (index < 0) return ResourceExhaustedError("all " + std::to_string(enforce::kMaxTenants) + " tenants in use");
-    TESSERA_RETURN_IF_ERROR(seg.ResetTenantStats(index));  // a new tenant: its own peak and counters
+    // A new tenant: a counters file of its own (new inode, so a process of the index's previous
+    // tenant that still maps the old one writes nothing of it), owned by its uid.
+    std::optional<uid_t> owner;
+    if (r.uid >= 0) owner = static_cast<uid_t>(r.uid);
+    TESSERA_RETURN_IF_ERROR(seg.RecreateTenantCounters(index, owner));
     tenants.push_back(TenantEntry{.name = r.name,
                                   .index = index,
                                   .gpu = r.gpu,
@@ -280,6 +288,7 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
                                   .account = r.account,
                                   .workload = r.workload,
                                   .joined_s = static_cast<int64_t>(::time(nullptr)),
+                                  .uid = r.uid,
                                   .pids = {member_pid},
                                   .pgids = {}});
     entry = &tenants.back();

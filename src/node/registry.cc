@@ -96,6 +96,8 @@ StatusOr<TenantEntry> Entry(const std::string& path, const json& t, const std::s
   }
   TESSERA_ASSIGN_OR_RETURN(long long joined, Integer(path, t, where, "joined_s", 0, std::numeric_limits<int64_t>::max(), 0));
   e.joined_s = joined;
+  TESSERA_ASSIGN_OR_RETURN(long long uid, Integer(path, t, where, "uid", -1, std::numeric_limits<int>::max(), -1));
+  e.uid = static_cast<long>(uid);
   TESSERA_ASSIGN_OR_RETURN(e.pids, Pids(path, t, where, "pids", /*required=*/true));
   TESSERA_ASSIGN_OR_RETURN(e.pgids, Pids(path, t, where, "pgids", /*required=*/false));
   return e;
@@ -144,6 +146,7 @@ Status WriteRegistry(const std::string& path, const std::vector<TenantEntry>& te
                         {"account", e.account},
                         {"workload", e.workload},
                         {"joined_s", e.joined_s},
+                        {"uid", e.uid},
                         {"pids", e.pids},
                         {"pgids", e.pgids}});
   }

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -306,6 +307,24 @@ TEST(NodeCli, AnIndexStaysReservedWithItsLimitWhileADaemonOfItsTenantLives) {
   EXPECT_THAT(seen, HasSubstr("fill family=mem count=60 rc=2")) << seen;
   CommandResult c = Tessera(dir, "run --tenant c --gpu 0 --mem 1GiB --share 50 -- sh -c 'echo index=$TESSERA_SHIM_TENANT'");
   EXPECT_THAT(c.out, HasSubstr("index=0")) << "the daemon is gone: its index is free";
+}
+
+// --uid: the command runs under that uid, its tenant's counters file is its own, and another
+// tenant's is not writable to it (docs/security.md). Tests run as root, as CI does.
+TEST(NodeCli, UidRunsTheCommandUnderItAndNoOtherTenantsCountersAreWritableToIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a command under another uid (CI runs as root)";
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);  // mkdtemp's 0700 would keep the command out
+  CommandResult r = Tessera(dir, "run --tenant a --gpu 0 --mem 64MiB --share 30 --uid 65534 -- sh -c 'id -u && exec \"" +
+                                     kProbe + "\" init alloc:mem:1048576 counter:1:0:1'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("65534\n"));
+  EXPECT_THAT(r.out, HasSubstr("alloc family=mem rc=0"));
+  EXPECT_THAT(r.out, HasSubstr("counter rc=1 errno=" + std::to_string(EACCES)));
+  struct stat st {};
+  ASSERT_EQ(::stat((dir.path() + "/node/counters/0").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  ExpectBadInput(Tessera(dir, "run --tenant a --uid 65534 --server http://127.0.0.1:1 -- true"), "--uid");
 }
 
 TEST(NodeCli, BadFlagsAreExit2) {

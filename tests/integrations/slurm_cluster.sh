@@ -53,7 +53,7 @@ slurm_cluster_up() {
   # Ports of our own (several test trees may run at once): 3 consecutive from a per-process base.
   base=$((20000 + ($$ % 2000) * 3))
   mkdir -p "$T/log" "$T/spool/ctld" "$T/spool/d" "$T/dev" "$T/node" "$T/munge"
-  chmod 700 "$T/munge"
+  chmod 711 "$T/munge"  # a job of another user (srun --uid) reaches the socket, never lists the key
 
   # munge with a key and socket of its own.
   mungekey -c -k "$T/munge/munge.key" > /dev/null 2>&1 || dd if=/dev/urandom of="$T/munge/munge.key" bs=1024 count=1 2> /dev/null

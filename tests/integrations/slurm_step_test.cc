@@ -134,6 +134,21 @@ class SlurmTaskTest : public ::testing::Test {
   std::thread arbiter_;
 };
 
+// The task runs under the job's user, so its tenant's counters file is that user's (mode 0600): the
+// task can write its own counters and no other job's.
+TEST_F(SlurmTaskTest, TheTenantsCountersFileIsTheJobUsers) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown to another uid (slurmstepd and CI run as root)";
+  TaskRequest r = Request({{"SLURM_STEP_GPUS", "0"}, {"CUDA_VISIBLE_DEVICES", "0"}});
+  r.uid = 65534;
+  StatusOr<TaskLaunch> launch = JoinTask(r);
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  struct stat st {};
+  const node::NodeDir dir(dir_.File("node"));
+  ASSERT_EQ(::stat((dir.paths().counters + "/" + std::to_string(launch->tenant_index)).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
 TEST_F(SlurmTaskTest, JoinsTheNodeAsTheAccountsJobWithTheShimPreloaded) {
   StatusOr<TaskLaunch> launch = JoinTask(Request({{"SLURM_STEP_GPUS", "0"}, {"CUDA_VISIBLE_DEVICES", "0"}}));
   ASSERT_TRUE(launch.ok()) << launch.status().ToString();

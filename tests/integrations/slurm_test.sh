@@ -4,7 +4,8 @@
 # numbers, listed by `tessera slurm config --fake-gpus`) and the node side (`tessera node arbiter`
 # on the node directory), checking what a user sees:
 #   1. `srun --gpu-mem=1GiB` and `sbatch --gpu-mem=1GiB` run the probe under the shim with exactly
-#      that limit (the fake CUDA driver refuses the 65th 16 MiB block); --gpu-share=25 is the tenant's weight on the
+#      that limit (the fake CUDA driver refuses the 65th 16 MiB block), also in a job of another
+#      user (`srun --uid=nobody`: its counters file is that user's); --gpu-share=25 is the tenant's weight on the
 #      GPU's lease board, whose arbiter is alive;
 #   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50; two
 #      such jobs of two accounts at once share GPU 0 as two tenants of share 50;
@@ -61,6 +62,18 @@ t = g["tenants"][0]
 print(g["arbiter_alive"], t["share"], t["limit_bytes"] > 0)' 2>&1)"
 [ "$got" = "True 25 True" ] || fail "--gpu-share=25 not on an arbitrated board: $got ($status $(cat "$T/status.err"))"
 
+# 1c. A job of another user (root's srun --uid=nobody): the task runs as nobody, so its tenant's
+#     counters file (mode 0600) is nobody's; the shim in the task maps it and applies the limit;
+#     the step's end (root) releases the slot.
+out="$(srun --uid=nobody -A physics --gres=gpu:1 --gpu-mem=1GiB sh -c \
+  "echo job=\$SLURM_JOB_ID; stat -c 'owner=%u mode=%a' '$T/node/counters/'\$TESSERA_SHIM_TENANT; '$probe' init fill:mem:16777216" 2>&1)"
+job="$(echo "$out" | sed -n 's/^job=\([0-9]*\).*/\1/p')"
+[ -n "$job" ] || fail "nobody's task printed no job id: $out"
+echo "$out" | grep -q "owner=65534 mode=600" || fail "the job user's task does not own its counters file: $out"
+echo "$out" | grep -q "fill family=mem count=64 rc=2" || fail "--gpu-mem=1GiB not applied to nobody's job: $out"
+scancel -u nobody 2> /dev/null  # (a failed srun can leave its allocation holding GPU 0)
+released "physics.$job" || fail "nobody's physics.$job is still registered after its step ended: $(cat "$T/node/tenants.json")"
+
 # 2. Two of the GPU's four shards, no options: half of the A100-40GB's memory (NVML: 40537 MiB) and
 #    a share of 50, as the node's registry holds them while the task runs.
 reg="$(srun -A physics --gres=shard:2 cat "$T/node/tenants.json" 2> "$T/reg.err")"
@@ -112,10 +125,20 @@ released "chem.$job" || fail "chem.$job is still registered after its SIGKILLed 
 # 6. scancel of a running job releases its slot.
 srun -A geo --gres=gpu:1 --gpu-mem=1GiB sh -c "echo job=\$SLURM_JOB_ID > '$T/geo.id'; cat '$T/hold'" > /dev/null 2>&1 &
 held=$!
-for _ in $(seq 1 100); do grep -q '"geo\.' "$T/node/tenants.json" 2> /dev/null && break; sleep 0.1; done
-job="$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$T/geo.id")"
+# The task writes geo.id after its join and admission, once it runs: wait for that, not for the
+# registry (the join is recorded before the task execs, so the id may not be written yet).
+job=""
+for _ in $(seq 1 100); do
+  job="$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$T/geo.id" 2> /dev/null)"
+  [ -n "$job" ] && break
+  sleep 0.1
+done
+if [ -z "$job" ]; then
+  fail "the geo task never wrote its job id: $(cat "$T/node/tenants.json")"
+  kill "$held"  # (srun cancels the step, so that the wait below cannot hang)
+fi
 grep -q "\"geo\.$job\"" "$T/node/tenants.json" || fail "geo.$job never registered: $(cat "$T/node/tenants.json")"
-scancel "$job"
+[ -n "$job" ] && scancel "$job"
 wait "$held"
 released "geo.$job" || fail "geo.$job is still registered after scancel: $(cat "$T/node/tenants.json")"
 

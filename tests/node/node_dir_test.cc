@@ -55,6 +55,35 @@ TEST(NodeDir, TenantsGetTheLowestFreeIndexAndJoinByName) {
   EXPECT_EQ(other_gpu.status().message(), "tenant 'a' already runs on GPU 0 (one GPU per tenant)");
 }
 
+// A tenant with a uid (TenantRequest::uid, `tessera run --uid`) gets a counters file of its own
+// (counters/<index>, mode 0600) chown'ed to that uid; one without keeps the node side's. Every
+// member of a tenant must ask for the same uid, and the registry keeps it.
+TEST(NodeDir, ATenantWithAUidGetsACountersFileOwnedByIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown to another uid (CI runs as root)";
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  const long self = ::getpid();
+  TenantRequest a = Request("a");
+  a.uid = 65534;
+  EXPECT_EQ(node.Join(a, self).value(), 0);
+  EXPECT_EQ(node.Join(Request("b"), self).value(), 1);
+  struct stat st {};
+  ASSERT_EQ(::stat(enforce::CountersFilePath(node.paths().counters, 0).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::stat(enforce::CountersFilePath(node.paths().counters, 1).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, ::geteuid());
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  StatusOr<int> other_uid = node.Join(Request("a"), self);
+  EXPECT_EQ(other_uid.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other_uid.status().message(), HasSubstr("tenant 'a' already runs under uid 65534, not -1"));
+  StatusOr<std::vector<TenantEntry>> live = node.LiveTenants();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_EQ(live->size(), 2u);
+  EXPECT_EQ((*live)[0].uid, 65534);
+  EXPECT_EQ((*live)[1].uid, -1);
+}
+
 // The members folder, what the shim takes its tenant from (node_dir.h, "Identity"): one file per
 // live member with "<start time> <index>" per tenant, written by the node side only (no write bit
 // for group or others), gone when the member leaves.

@@ -82,7 +82,7 @@ TEST(CrashSafety, ThousandRandomSigkillsLeaveCountersExact) {
   EXPECT_EQ(reclaimed, total);  // every killed process had claimed a slot
   EXPECT_GT(released, 0u);
   EXPECT_LE(t.seg().PeakBytes(0, 0), limit);
-  EXPECT_EQ(t.seg().counters().counters[0][0].underflows_prevented.load(), 0u);
+  EXPECT_EQ(t.seg().counters(0)->counters[0].underflows_prevented.load(), 0u);
   EXPECT_EQ(t.seg().ActiveSlots(), 2);
   for (auto& p : live) EXPECT_EQ(p->Finish(), 0);
   EXPECT_EQ(t.seg().ReservedBytes(0, 0), 0u);

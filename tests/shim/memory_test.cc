@@ -1,7 +1,9 @@
 // Exact device-memory limits through libtessera-shim.so, end to end: the probe runs under
 // LD_PRELOAD with the fake driver; the test reads the node segment and the fake's own usage.
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -116,23 +118,32 @@ TEST(FakeDriverState, ASecondCopyOfTheDriverRecordsBesideTheFirst) {
   EXPECT_EQ(read(pid + ".libcuda-copy.so"), "0 1048576\n");
 }
 
-// What the shim cannot stop and the NVML backstop cannot see (docs/security.md, "What remains"):
-// the counters file is one file that every tenant maps read-write, so a process of tenant 1 can
-// set tenant 0's counter to tenant 0's limit; tenant 0's next allocation is refused although it
-// holds nothing, and no process holds more than its limit, so nothing is over a limit for the
-// backstop to catch. This test pins the hole down; it fails once per-tenant counter files (each
-// writable by its tenant's uid only) close it, and then says so.
-TEST(HostileTenant, RaisingAnotherTenantsCounterDeniesItMemoryAndNothingCatchesIt) {
+// An attack the NVML backstop cannot see (docs/security.md): a process of tenant 1 sets tenant 0's
+// counter to tenant 0's limit; tenant 0's next allocation would be refused although it holds
+// nothing, and no process would be over a limit. Under segment ABI version 1 (one counters file of
+// every tenant, mode 0666) the write went through ("counter rc=0 was=0") and the victim got
+// CUDA_ERROR_OUT_OF_MEMORY. Now each tenant's counters are a file of its own, mode 0600, owned by
+// the tenant's uid: tenant 1, under uid 65534, cannot open tenant 0's (EACCES), still writes its
+// own, and tenant 0 allocates as usual.
+TEST(HostileTenant, RaisingAnotherTenantsCounterIsRefusedToATenantUnderItsOwnUid) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a tenant under another uid (CI runs as root)";
+  constexpr long kTenantUid = 65534;  // nobody: owns no file of the test's
   TestSegment t;
   Limited(t, kLimit, 0);
   Limited(t, kLimit, 1);
-  ProbeRun attacker = RunProbe(Managed(t, 1), {"counter:0:0:" + std::to_string(kLimit)});
+  ASSERT_EQ(::chmod(t.dir.path().c_str(), 0755), 0);  // mkdtemp's 0700 would keep the tenant out
+  ASSERT_TRUE(t.seg().RecreateTenantCounters(1, static_cast<uid_t>(kTenantUid)).ok());
+  ProbeOptions attacker_options = Managed(t, 1);
+  attacker_options.uid = kTenantUid;
+  ProbeRun attacker = RunProbe(attacker_options, {"counter:0:0:" + std::to_string(kLimit), "counter:self:0:0"});
   ASSERT_EQ(attacker.exit_code, 0);
-  EXPECT_EQ(attacker.Find("counter"), "counter rc=0 was=0");
+  ASSERT_EQ(attacker.lines.size(), 2u);
+  EXPECT_EQ(attacker.lines[0], "counter rc=1 errno=" + std::to_string(EACCES)) << "another tenant's counters";
+  EXPECT_EQ(attacker.lines[1], "counter rc=0 was=0") << "its own counters file is its own";
   ProbeRun victim = RunProbe(Managed(t, 0), {"init", "alloc:mem:1048576"});
-  EXPECT_EQ(FieldInt(victim.Find("alloc"), "rc"), kCudaOom) << victim.Find("alloc");
-  EXPECT_EQ(t.seg().ReservedBytes(0, 0), kLimit);
-  EXPECT_EQ(t.seg().HeldByLiveSlots(0, 0), 0u);  // the one trace it leaves: a charge nobody holds
+  EXPECT_EQ(FieldInt(victim.Find("alloc"), "rc"), 0) << victim.Find("alloc");
+  EXPECT_EQ(t.seg().PeakBytes(0, 0), kMiB);
+  EXPECT_EQ(t.seg().DeniedAllocations(0, 0), 0u);
 }
 
 TEST(MemoryLimit, ExactThroughEveryAllocationFamily) {
@@ -354,11 +365,11 @@ TEST(MemoryLimit, MemGetInfoShowsTheTenantViewAndNeverUnderflows) {
   EXPECT_EQ(FieldInt(r.lines[3], "free"), static_cast<long>(48 * kMiB)) << r.lines[3];
   EXPECT_EQ(FieldInt(r.lines[4], "total"), static_cast<long>(kLimit));
   // Another process of the tenant holds 60 MiB, then the node lowers the limit to 32 MiB.
-  StatusOr<TenantView> v = TenantView::Open(t.policy, t.counters);
+  StatusOr<TenantView> v = TenantView::Open(t.policy, t.CountersFile(0), 0);
   ASSERT_TRUE(v.ok());
-  StatusOr<int> slot = v->ClaimSlot(::getpid(), ProcessStartTime(::getpid()).value(), 0);
+  StatusOr<int> slot = v->ClaimSlot(::getpid(), ProcessStartTime(::getpid()).value());
   ASSERT_TRUE(slot.ok());
-  ASSERT_EQ(SlotOp(t.seg().counters(), *slot, 0, 0, OpDirection::kReserve, 60 * kMiB, kLimit),
+  ASSERT_EQ(SlotOp(*t.seg().counters(0), *slot, 0, OpDirection::kReserve, 60 * kMiB, kLimit),
             SlotOpResult::kApplied);
   ASSERT_TRUE(t.seg().SetLimit(0, 0, 32 * kMiB).ok());
   r = RunProbe(Managed(t), {"init", "meminfo", "alloc:mem:512"});

@@ -194,7 +194,7 @@ TEST(Routes, LaunchesAndCapturesPassTheGateAndAreCounted) {
   EXPECT_EQ(p.ReadLine(), "launches failures=0");
   EXPECT_EQ(p.ReadLine(), "wait ready");
   const ProcessSlot* slot = nullptr;
-  for (const ProcessSlot& s : t.seg().counters().slots) {
+  for (const ProcessSlot& s : t.seg().counters(0)->slots) {
     SlotStateWord st = UnpackSlotState(s.state.load());
     if (st.state == SlotState::kActive && st.pid == static_cast<std::uint32_t>(p.pid())) slot = &s;
   }

@@ -126,7 +126,7 @@ TEST(RuntimeRoute, AllocationsAreChargedAndLaunchesCounted) {
   EXPECT_EQ(t.seg().ReservedBytes(0, 0), testing::kMiB + 4096);
   EXPECT_EQ(t.seg().DeniedAllocations(0, 0), 1u);
   const ProcessSlot* slot = nullptr;
-  for (const ProcessSlot& s : t.seg().counters().slots) {
+  for (const ProcessSlot& s : t.seg().counters(0)->slots) {
     SlotStateWord st = UnpackSlotState(s.state.load());
     if (st.state == SlotState::kActive && st.pid == static_cast<std::uint32_t>(p.pid())) slot = &s;
   }

@@ -1,13 +1,18 @@
 // The shared segment and its accounting protocol, in process (no shim): layout, validation,
 // read-only policy mapping, SlotOp exactness, every crash window of SlotOp resolved exactly by
-// Reconcile(), and concurrent reconcilers.
+// Reconcile(), concurrent reconcilers, and who may open which file (one counters file per tenant).
 #include "tessera/enforce/segment.h"
 
+#include <fcntl.h>
+#include <grp.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -31,9 +36,9 @@ pid_t DeadPid() {
 }
 
 int ClaimFor(const TestSegment& t, pid_t pid, int tenant) {
-  StatusOr<TenantView> view = TenantView::Open(t.policy, t.counters);
+  StatusOr<TenantView> view = TenantView::Open(t.policy, t.CountersFile(tenant), tenant);
   EXPECT_TRUE(view.ok()) << view.status().ToString();
-  StatusOr<int> slot = view->ClaimSlot(pid, ProcessStartTime(pid).value_or(12345), tenant);
+  StatusOr<int> slot = view->ClaimSlot(pid, ProcessStartTime(pid).value_or(12345));
   EXPECT_TRUE(slot.ok()) << slot.status().ToString();
   return *slot;
 }
@@ -79,7 +84,7 @@ TEST(SegmentCreate, RejectsBadOptionsNamingTheField) {
   testing::TempDir dir;
   SegmentOptions o;
   o.policy_path = dir.path() + "/p";
-  o.counters_path = dir.path() + "/c";
+  o.counters_dir = dir.path() + "/c";
   o.granule_bytes = 300;
   StatusOr<NodeSegment> s = NodeSegment::Create(o);
   ASSERT_FALSE(s.ok());
@@ -100,33 +105,135 @@ TEST(SegmentOpen, RejectsWrongMagicVersionAndSize) {
   TestSegment t;
   // Wrong ABI version.
   t.seg().policy().header.abi_version = 99;
-  StatusOr<TenantView> v = TenantView::Open(t.policy, t.counters);
+  StatusOr<TenantView> v = TenantView::Open(t.policy, t.CountersFile(0), 0);
   ASSERT_FALSE(v.ok());
   EXPECT_NE(v.status().message().find("abi_version: 99"), std::string::npos) << v.status().ToString();
   t.seg().policy().header.abi_version = kSegmentAbiVersion;
   // Wrong magic in the counters.
-  t.seg().counters().header.magic = 42;
-  v = TenantView::Open(t.policy, t.counters);
+  t.seg().counters(0)->header.magic = 42;
+  v = TenantView::Open(t.policy, t.CountersFile(0), 0);
   ASSERT_FALSE(v.ok());
   EXPECT_NE(v.status().message().find("counters file"), std::string::npos);
   EXPECT_NE(v.status().message().find("magic"), std::string::npos);
-  t.seg().counters().header.magic = kCounterMagic;
-  ASSERT_TRUE(TenantView::Open(t.policy, t.counters).ok());
+  t.seg().counters(0)->header.magic = kCounterMagic;
+  ASSERT_TRUE(TenantView::Open(t.policy, t.CountersFile(0), 0).ok());
   // Truncated file.
-  ASSERT_EQ(::truncate(t.counters.c_str(), 100), 0);
-  v = TenantView::Open(t.policy, t.counters);
+  ASSERT_EQ(::truncate(t.CountersFile(0).c_str(), 100), 0);
+  v = TenantView::Open(t.policy, t.CountersFile(0), 0);
   ASSERT_FALSE(v.ok());
   EXPECT_NE(v.status().message().find("smaller than"), std::string::npos);
   // Missing file.
-  v = TenantView::Open(t.policy + ".missing", t.counters);
+  v = TenantView::Open(t.policy + ".missing", t.CountersFile(0), 0);
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.status().code(), StatusCode::kNotFound);
+}
+
+// Each tenant index has a counters file of its own, which names its tenant: a shim that opens
+// another index's file, or a file of ABI version 1 (one file of every tenant), is refused with an
+// error naming the file, the field and both versions.
+TEST(SegmentOpen, ACountersFileIsOneTenantsAndOfThisAbiVersion) {
+  TestSegment t;
+  StatusOr<TenantView> v = TenantView::Open(t.policy, t.CountersFile(1), 0);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(v.status().message().find("tenant: the file is tenant 1's, not 0's"), std::string::npos)
+      << v.status().ToString();
+  t.seg().counters(2)->header.abi_version = 1;
+  v = TenantView::Open(t.policy, t.CountersFile(2), 2);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("counters file '" + t.CountersFile(2) + "': abi_version: 1, this build speaks 2"),
+            std::string::npos)
+      << v.status().ToString();
+  // A node directory of version 1: `counters` is one file, not a folder.
+  testing::TempDir old;
+  std::ofstream(old.path() + "/counters") << "v1";
+  StatusOr<NodeSegment> n = NodeSegment::Open(t.policy, old.path() + "/counters");
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(n.status().message().find("ABI version 1"), std::string::npos) << n.status().ToString();
+}
+
+// What a tenant running under a uid of its own can open: its own counters file read-write, and
+// nothing else of the segment for writing (tests run as root: the child drops to uid 65534).
+TEST(SegmentOwnership, ATenantsUidWritesItsOwnCountersAndNoOtherFileOfTheSegment) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a tenant under another uid (CI runs as root)";
+  constexpr uid_t kTenantUid = 65534;
+  TestSegment t;
+  ASSERT_EQ(::chmod(t.dir.path().c_str(), 0755), 0);
+  ASSERT_TRUE(t.seg().RecreateTenantCounters(1, kTenantUid).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(t.counters.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u) << "only the node side adds, replaces or removes a tenant's file";
+  ASSERT_EQ(::stat(t.CountersFile(1).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, kTenantUid);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::stat(t.CountersFile(0).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(report[0]);
+    std::string out;
+    auto check = [&](bool ok, const char* what) { out += std::string(ok ? "ok " : "FAILED ") + what + "\n"; };
+    const bool dropped = ::setgroups(0, nullptr) == 0 && ::setresgid(kTenantUid, kTenantUid, kTenantUid) == 0 &&
+                         ::setresuid(kTenantUid, kTenantUid, kTenantUid) == 0;
+    check(dropped, "setresuid");
+    auto denied = [](const std::string& path, int flags) {
+      const int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0600);
+      if (fd >= 0) ::close(fd);
+      return fd < 0 && errno == EACCES;
+    };
+    StatusOr<TenantView> own = TenantView::Open(t.policy, t.CountersFile(1), 1);
+    check(own.ok(), "its own counters file maps read-write");
+    check(own.ok() && own->ClaimSlot(::getpid(), 1).ok(), "it claims a slot in it");
+    StatusOr<TenantView> other = TenantView::Open(t.policy, t.CountersFile(0), 0);
+    check(!other.ok() && other.status().code() == StatusCode::kPermissionDenied,
+          "another tenant's counters file: PERMISSION_DENIED");
+    check(denied(t.CountersFile(0), O_RDWR), "another tenant's counters file: EACCES for writing");
+    check(denied(t.CountersFile(0), O_RDONLY), "another tenant's counters file: EACCES for reading");
+    check(denied(t.policy, O_RDWR), "the policy page: EACCES for writing");
+    check(denied(t.counters + "/2", O_RDWR | O_CREAT | O_TRUNC), "no counters file of its making");
+    check(::unlink(t.CountersFile(0).c_str()) != 0 && errno == EACCES, "no counters file removed");
+    check(::rename(t.CountersFile(1).c_str(), t.CountersFile(0).c_str()) != 0 && errno == EACCES,
+          "no counters file replaced");
+    ssize_t ignored = ::write(report[1], out.data(), out.size());
+    (void)ignored;
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  std::string out;
+  char buf[512];
+  ssize_t n = 0;
+  while ((n = ::read(report[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(report[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(out.find("FAILED"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 10) << out;
+}
+
+// A tenant index's next tenant gets a fresh file (a new inode): a process of the previous tenant
+// that still maps the old file writes nothing the node side or the new tenant reads.
+TEST(SegmentOwnership, RecreatingATenantsCountersCutsOffTheOldMapping) {
+  TestSegment t;
+  StatusOr<TenantView> old = TenantView::Open(t.policy, t.CountersFile(3), 3);
+  ASSERT_TRUE(old.ok());
+  ASSERT_TRUE(t.seg().RecreateTenantCounters(3, std::nullopt).ok());
+  old->counters().counters[0].word.store(PackWord(64 * kMiB, Tag{}));
+  EXPECT_EQ(t.seg().ReservedBytes(3, 0), 0u);
+  StatusOr<NodeSegment> reopened = NodeSegment::Open(t.policy, t.counters);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ(reopened->ReservedBytes(3, 0), 0u);
+  EXPECT_FALSE(t.seg().RecreateTenantCounters(kMaxTenants, std::nullopt).ok());
 }
 
 TEST(SegmentOpen, PolicyIsReadOnlyForTenants) {
   TestSegment t;
   ASSERT_TRUE(t.seg().SetLimit(0, 0, 10 * kMiB).ok());
-  StatusOr<TenantView> v = TenantView::Open(t.policy, t.counters);
+  StatusOr<TenantView> v = TenantView::Open(t.policy, t.CountersFile(0), 0);
   ASSERT_TRUE(v.ok());
   void* page = const_cast<PolicyPage*>(&v->policy());
   // The file was opened read-only, so the mapping cannot be made writable...
@@ -153,28 +260,28 @@ TEST(SlotOp, ExactAtTheLimit) {
   TestSegment t;
   const std::uint64_t limit = 10 * kMiB;
   int slot = ClaimFor(t, ::getpid(), 3);
-  CounterSegment& c = t.seg().counters();
-  EXPECT_EQ(SlotOp(c, slot, 3, 0, OpDirection::kReserve, limit - 512, limit), SlotOpResult::kApplied);
-  EXPECT_EQ(SlotOp(c, slot, 3, 0, OpDirection::kReserve, 1024, limit), SlotOpResult::kOverLimit);
-  EXPECT_EQ(SlotOp(c, slot, 3, 0, OpDirection::kReserve, 512, limit), SlotOpResult::kApplied);
+  CounterSegment& c = *t.seg().counters(3);
+  EXPECT_EQ(SlotOp(c, slot, 0, OpDirection::kReserve, limit - 512, limit), SlotOpResult::kApplied);
+  EXPECT_EQ(SlotOp(c, slot, 0, OpDirection::kReserve, 1024, limit), SlotOpResult::kOverLimit);
+  EXPECT_EQ(SlotOp(c, slot, 0, OpDirection::kReserve, 512, limit), SlotOpResult::kApplied);
   EXPECT_EQ(t.seg().ReservedBytes(3, 0), limit);
-  EXPECT_EQ(SlotOp(c, slot, 3, 0, OpDirection::kReserve, 512, limit), SlotOpResult::kOverLimit);
+  EXPECT_EQ(SlotOp(c, slot, 0, OpDirection::kReserve, 512, limit), SlotOpResult::kOverLimit);
   EXPECT_EQ(t.seg().ReservedBytes(3, 0), limit);
   EXPECT_EQ(t.seg().DeniedAllocations(3, 0), 2u);
   EXPECT_EQ(c.slots[slot].held_bytes[0].load(), limit);
   EXPECT_EQ(t.seg().PeakBytes(3, 0), limit);
   // A release larger than what the slot holds is clamped: no underflow.
-  EXPECT_EQ(SlotOp(c, slot, 3, 0, OpDirection::kRelease, limit * 5, kUnlimited), SlotOpResult::kApplied);
+  EXPECT_EQ(SlotOp(c, slot, 0, OpDirection::kRelease, limit * 5, kUnlimited), SlotOpResult::kApplied);
   EXPECT_EQ(t.seg().ReservedBytes(3, 0), 0u);
   EXPECT_EQ(c.slots[slot].held_bytes[0].load(), 0u);
   // Tags are cleared after each completed operation.
-  EXPECT_EQ(WordTag(c.counters[3][0].word.load()), Tag{});
+  EXPECT_EQ(WordTag(c.counters[0].word.load()), Tag{});
 }
 
 TEST(SlotOp, RequestLargerThanAnyCounterIsRefused) {
   TestSegment t;
   int slot = ClaimFor(t, ::getpid(), 0);
-  EXPECT_EQ(SlotOp(t.seg().counters(), slot, 0, 0, OpDirection::kReserve, kMaxCountedBytes + 1, kUnlimited),
+  EXPECT_EQ(SlotOp(*t.seg().counters(0), slot, 0, OpDirection::kReserve, kMaxCountedBytes + 1, kUnlimited),
             SlotOpResult::kOverLimit);
   EXPECT_EQ(t.seg().ReservedBytes(0, 0), 0u);
 }
@@ -185,7 +292,7 @@ TEST(SlotOp, ConcurrentThreadsNeverExceedTheLimit) {
   constexpr int kThreads = 8;
   std::vector<int> slots;
   for (int i = 0; i < kThreads; ++i) slots.push_back(ClaimFor(t, ::getpid(), 1));
-  CounterSegment& c = t.seg().counters();
+  CounterSegment& c = *t.seg().counters(1);
   std::atomic<bool> over{false};
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) {
@@ -194,11 +301,11 @@ TEST(SlotOp, ConcurrentThreadsNeverExceedTheLimit) {
       for (int k = 0; k < 3000; ++k) {
         std::uint64_t bytes = (1 + rng() % 16) * 512 * 1024;
         if (rng() % 2) {
-          SlotOp(c, slots[i], 1, 0, OpDirection::kReserve, bytes, limit);
+          SlotOp(c, slots[i], 0, OpDirection::kReserve, bytes, limit);
         } else {
-          SlotOp(c, slots[i], 1, 0, OpDirection::kRelease, bytes, kUnlimited);
+          SlotOp(c, slots[i], 0, OpDirection::kRelease, bytes, kUnlimited);
         }
-        if (WordBytes(c.counters[1][0].word.load()) > limit) over = true;
+        if (WordBytes(c.counters[0].word.load()) > limit) over = true;
       }
     });
   }
@@ -208,7 +315,7 @@ TEST(SlotOp, ConcurrentThreadsNeverExceedTheLimit) {
   for (int s : slots) held += c.slots[s].held_bytes[0].load();
   EXPECT_EQ(t.seg().ReservedBytes(1, 0), held);
   EXPECT_LE(t.seg().PeakBytes(1, 0), limit);
-  EXPECT_EQ(c.counters[1][0].underflows_prevented.load(), 0u);
+  EXPECT_EQ(c.counters[0].underflows_prevented.load(), 0u);
 }
 
 // The crash windows of SlotOp, replayed by hand on a slot whose process is dead.
@@ -218,14 +325,14 @@ void CrashIn(Window w, OpDirection dir) {
   SCOPED_TRACE(static_cast<int>(w));
   SCOPED_TRACE(static_cast<int>(dir));
   TestSegment t;
-  CounterSegment& c = t.seg().counters();
+  CounterSegment& c = *t.seg().counters(2);
   const int tenant = 2;
   const std::uint64_t base = 6 * kMiB, op = 2 * kMiB;
   int live = ClaimFor(t, ::getpid(), tenant);
-  ASSERT_EQ(SlotOp(c, live, tenant, 0, OpDirection::kReserve, 3 * kMiB, kUnlimited), SlotOpResult::kApplied);
+  ASSERT_EQ(SlotOp(c, live, 0, OpDirection::kReserve, 3 * kMiB, kUnlimited), SlotOpResult::kApplied);
   pid_t dead_pid = DeadPid();
   int dead = ClaimFor(t, dead_pid, tenant);
-  ASSERT_EQ(SlotOp(c, dead, tenant, 0, OpDirection::kReserve, base, kUnlimited), SlotOpResult::kApplied);
+  ASSERT_EQ(SlotOp(c, dead, 0, OpDirection::kReserve, base, kUnlimited), SlotOpResult::kApplied);
   // The dead process starts one more operation...
   ProcessSlot& s = c.slots[dead];
   std::uint32_t seq = static_cast<std::uint32_t>(s.op_seq.load() + 1) & kSeqMask;
@@ -235,13 +342,13 @@ void CrashIn(Window w, OpDirection dir) {
   s.intent.store(PackIntent({IntentState::kPending, dir, 0, seq}));
   std::uint64_t held_after = dir == OpDirection::kReserve ? base + op : base - op;
   if (w != Window::kIntentOnly) {
-    std::uint64_t cur = WordBytes(c.counters[tenant][0].word.load());
+    std::uint64_t cur = WordBytes(c.counters[0].word.load());
     std::uint64_t next = dir == OpDirection::kReserve ? cur + op : cur - op;
-    c.counters[tenant][0].word.store(PackWord(next, Tag{static_cast<std::uint32_t>(dead + 1), seq}));
+    c.counters[0].word.store(PackWord(next, Tag{static_cast<std::uint32_t>(dead + 1), seq}));
   }
   if (w == Window::kCounterMovedAndTagOverwritten) {
     // A live process's operation helps (marks the dead intent APPLIED) and overwrites the tag.
-    ASSERT_EQ(SlotOp(c, live, tenant, 0, OpDirection::kReserve, kMiB, kUnlimited), SlotOpResult::kApplied);
+    ASSERT_EQ(SlotOp(c, live, 0, OpDirection::kReserve, kMiB, kUnlimited), SlotOpResult::kApplied);
     EXPECT_EQ(UnpackIntent(s.intent.load()).state, IntentState::kApplied);
   }
   if (w == Window::kHeldUpdated) s.held_bytes[0].store(held_after);
@@ -253,7 +360,7 @@ void CrashIn(Window w, OpDirection dir) {
   EXPECT_EQ(t.seg().ReservedBytes(tenant, 0), live_held);
   EXPECT_EQ(t.seg().HeldByLiveSlots(tenant, 0), live_held);
   EXPECT_EQ(UnpackSlotState(s.state.load()).state, SlotState::kFree);
-  EXPECT_EQ(c.counters[tenant][0].underflows_prevented.load(), 0u);
+  EXPECT_EQ(c.counters[0].underflows_prevented.load(), 0u);
   // A second run finds nothing to do.
   ReconcileReport again = t.seg().Reconcile();
   EXPECT_EQ(again.slots_reclaimed, 0);
@@ -276,15 +383,15 @@ TEST(Reconcile, EveryCrashWindowOfAReleaseIsExact) {
 
 TEST(Reconcile, LiveProcessesAndPidReuseAreRespected) {
   TestSegment t;
-  CounterSegment& c = t.seg().counters();
+  CounterSegment& c = *t.seg().counters(0);
   int me = ClaimFor(t, ::getpid(), 0);
-  ASSERT_EQ(SlotOp(c, me, 0, 0, OpDirection::kReserve, kMiB, kUnlimited), SlotOpResult::kApplied);
+  ASSERT_EQ(SlotOp(c, me, 0, OpDirection::kReserve, kMiB, kUnlimited), SlotOpResult::kApplied);
   // Same pid as a live process but another start time: a previous owner of a reused pid.
-  StatusOr<TenantView> v = TenantView::Open(t.policy, t.counters);
+  StatusOr<TenantView> v = TenantView::Open(t.policy, t.CountersFile(0), 0);
   ASSERT_TRUE(v.ok());
-  StatusOr<int> stale = v->ClaimSlot(::getpid(), ProcessStartTime(::getpid()).value() + 1, 0);
+  StatusOr<int> stale = v->ClaimSlot(::getpid(), ProcessStartTime(::getpid()).value() + 1);
   ASSERT_TRUE(stale.ok());
-  ASSERT_EQ(SlotOp(c, *stale, 0, 0, OpDirection::kReserve, 2 * kMiB, kUnlimited), SlotOpResult::kApplied);
+  ASSERT_EQ(SlotOp(c, *stale, 0, OpDirection::kReserve, 2 * kMiB, kUnlimited), SlotOpResult::kApplied);
   ReconcileReport r = t.seg().Reconcile();
   EXPECT_EQ(r.slots_reclaimed, 1);
   EXPECT_EQ(r.bytes_released, 2 * kMiB);
@@ -296,7 +403,7 @@ TEST(Reconcile, LiveProcessesAndPidReuseAreRespected) {
 // keeps the index taken; a dead process's slot (not reconciled yet) and a freed slot do not.
 TEST(TenantHasLiveSlots, OnlyLiveProcessesHoldAnIndex) {
   TestSegment t;
-  StatusOr<TenantView> v = TenantView::Open(t.policy, t.counters);
+  StatusOr<TenantView> v = TenantView::Open(t.policy, t.CountersFile(5), 5);
   ASSERT_TRUE(v.ok());
   EXPECT_FALSE(t.seg().TenantHasLiveSlots(3));
   int mine = ClaimFor(t, ::getpid(), 3);
@@ -305,10 +412,12 @@ TEST(TenantHasLiveSlots, OnlyLiveProcessesHoldAnIndex) {
   ClaimFor(t, DeadPid(), 4);
   EXPECT_FALSE(t.seg().TenantHasLiveSlots(4)) << "a dead process holds nothing (Reconcile frees it)";
   // A reused pid: same pid as a live process, another start time.
-  StatusOr<int> stale = v->ClaimSlot(::getpid(), ProcessStartTime(::getpid()).value() + 1, 5);
+  StatusOr<int> stale = v->ClaimSlot(::getpid(), ProcessStartTime(::getpid()).value() + 1);
   ASSERT_TRUE(stale.ok());
   EXPECT_FALSE(t.seg().TenantHasLiveSlots(5));
-  v->ReleaseSlot(mine);
+  StatusOr<TenantView> v3 = TenantView::Open(t.policy, t.CountersFile(3), 3);
+  ASSERT_TRUE(v3.ok());
+  v3->ReleaseSlot(mine);
   EXPECT_FALSE(t.seg().TenantHasLiveSlots(3));
   EXPECT_FALSE(t.seg().TenantHasLiveSlots(-1));
   EXPECT_FALSE(t.seg().TenantHasLiveSlots(kMaxTenants));
@@ -318,22 +427,22 @@ TEST(TenantHasLiveSlots, OnlyLiveProcessesHoldAnIndex) {
 // reserved now) and the denial and underflow counters of every GPU.
 TEST(ResetTenantStats, ANewTenantStartsFromZero) {
   TestSegment t(512, 2);
-  CounterSegment& c = t.seg().counters();
+  CounterSegment& c = *t.seg().counters(2);
   int slot = ClaimFor(t, ::getpid(), 2);
-  ASSERT_EQ(SlotOp(c, slot, 2, 1, OpDirection::kReserve, 8 * kMiB, 8 * kMiB), SlotOpResult::kApplied);
-  ASSERT_EQ(SlotOp(c, slot, 2, 1, OpDirection::kReserve, kMiB, 8 * kMiB), SlotOpResult::kOverLimit);
-  ASSERT_EQ(SlotOp(c, slot, 2, 1, OpDirection::kRelease, 8 * kMiB, kUnlimited), SlotOpResult::kApplied);
-  c.counters[2][1].underflows_prevented.store(1);
+  ASSERT_EQ(SlotOp(c, slot, 1, OpDirection::kReserve, 8 * kMiB, 8 * kMiB), SlotOpResult::kApplied);
+  ASSERT_EQ(SlotOp(c, slot, 1, OpDirection::kReserve, kMiB, 8 * kMiB), SlotOpResult::kOverLimit);
+  ASSERT_EQ(SlotOp(c, slot, 1, OpDirection::kRelease, 8 * kMiB, kUnlimited), SlotOpResult::kApplied);
+  c.counters[1].underflows_prevented.store(1);
   ASSERT_EQ(t.seg().PeakBytes(2, 1), 8 * kMiB);
   ASSERT_EQ(t.seg().DeniedAllocations(2, 1), 1u);
   ASSERT_TRUE(t.seg().ResetTenantStats(2).ok());
   EXPECT_EQ(t.seg().PeakBytes(2, 1), 0u);
   EXPECT_EQ(t.seg().DeniedAllocations(2, 1), 0u);
-  EXPECT_EQ(c.counters[2][1].denied_bytes.load(), 0u);
-  EXPECT_EQ(c.counters[2][1].underflows_prevented.load(), 0u);
+  EXPECT_EQ(c.counters[1].denied_bytes.load(), 0u);
+  EXPECT_EQ(c.counters[1].underflows_prevented.load(), 0u);
   // What is reserved now stays the floor of the peak.
-  ASSERT_EQ(SlotOp(c, slot, 2, 1, OpDirection::kReserve, kMiB, 8 * kMiB), SlotOpResult::kApplied);
-  c.counters[2][1].peak_bytes.store(5 * kMiB);
+  ASSERT_EQ(SlotOp(c, slot, 1, OpDirection::kReserve, kMiB, 8 * kMiB), SlotOpResult::kApplied);
+  c.counters[1].peak_bytes.store(5 * kMiB);
   ASSERT_TRUE(t.seg().ResetTenantStats(2).ok());
   EXPECT_EQ(t.seg().PeakBytes(2, 1), kMiB);
   EXPECT_EQ(t.seg().ReservedBytes(2, 1), kMiB) << "the counter itself is never touched";
@@ -342,12 +451,12 @@ TEST(ResetTenantStats, ANewTenantStartsFromZero) {
 
 TEST(Reconcile, ConcurrentReconcilersReleaseEachDeadSlotOnce) {
   TestSegment t;
-  CounterSegment& c = t.seg().counters();
+  CounterSegment& c = *t.seg().counters(5);
   constexpr int kDead = 200;
   pid_t dead_pid = DeadPid();
   for (int i = 0; i < kDead; ++i) {
     int s = ClaimFor(t, dead_pid, 5);
-    ASSERT_EQ(SlotOp(c, s, 5, 0, OpDirection::kReserve, kMiB, kUnlimited), SlotOpResult::kApplied);
+    ASSERT_EQ(SlotOp(c, s, 0, OpDirection::kReserve, kMiB, kUnlimited), SlotOpResult::kApplied);
   }
   ASSERT_EQ(t.seg().ReservedBytes(5, 0), kDead * kMiB);
   int fds[2];
@@ -370,15 +479,15 @@ TEST(Reconcile, ConcurrentReconcilersReleaseEachDeadSlotOnce) {
   }
   EXPECT_EQ(total, kDead);
   EXPECT_EQ(t.seg().ReservedBytes(5, 0), 0u);
-  EXPECT_EQ(c.counters[5][0].underflows_prevented.load(), 0u);
+  EXPECT_EQ(c.counters[0].underflows_prevented.load(), 0u);
 }
 
 TEST(Reconcile, DeadReconcilerIsTakenOver) {
   TestSegment t;
-  CounterSegment& c = t.seg().counters();
+  CounterSegment& c = *t.seg().counters(1);
   pid_t dead_owner = DeadPid();
   int s = ClaimFor(t, dead_owner, 1);
-  ASSERT_EQ(SlotOp(c, s, 1, 0, OpDirection::kReserve, 4 * kMiB, kUnlimited), SlotOpResult::kApplied);
+  ASSERT_EQ(SlotOp(c, s, 0, OpDirection::kReserve, 4 * kMiB, kUnlimited), SlotOpResult::kApplied);
   // A reconciler took the slot and died before releasing anything.
   SlotStateWord st = UnpackSlotState(c.slots[s].state.load());
   pid_t dead_reconciler = DeadPid();

@@ -76,10 +76,11 @@
 //   selfkill                  SIGKILL this process (nothing is released)
 //   pid                       "pid value=<getpid()>"
 //   clock                     "clock ns=<CLOCK_MONOTONIC in ns>" (for tests that time what follows)
-//   counter:T:G:B             hostile: map TESSERA_SHIM_COUNTERS read-write and set tenant T's
-//                             reservation counter on node GPU G to B bytes (T = an index, or self:
-//                             TESSERA_SHIM_TENANT): "counter rc=0 was=<bytes it said>" (rc=1: the
-//                             file could not be mapped or T/G are out of range)
+//   counter:T:G:B             hostile: map tenant T's file in the TESSERA_SHIM_COUNTERS folder
+//                             read-write and set its reservation counter on node GPU G to B bytes
+//                             (T = an index, or self: TESSERA_SHIM_TENANT): "counter rc=0 was=<bytes
+//                             it said>"; "counter rc=1 errno=<E>": the file could not be opened
+//                             (EACCES: another uid's) or mapped, or T/G are out of range
 //   driver2:PATH:B            hostile: dlopen a second copy of the driver from PATH (another file
 //                             name, so the shim does not know it), cuInit, a context on device 0 and
 //                             cuMemAlloc_v2 of B bytes through it: "driver2 rc=R" (R=-1: not loaded)
@@ -99,6 +100,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -661,22 +663,32 @@ void Daemonize() {
 
 }  // namespace
 
-// counter:T:G:B (see the usage comment): what a tenant that writes the shared counters file does.
+// counter:T:G:B (see the usage comment): what a tenant that writes a counters file does: it maps
+// tenant T's file in the counters folder read-write and stores B in its counter of GPU G. A file
+// it may not write: "counter rc=1 errno=<errno of open>".
 void SetCounter(const std::string& who, int gpu, unsigned long long bytes) {
-  const char* path = std::getenv("TESSERA_SHIM_COUNTERS");
+  const char* dir = std::getenv("TESSERA_SHIM_COUNTERS");
   const char* tenant = who == "self" ? std::getenv("TESSERA_SHIM_TENANT") : who.c_str();
-  const int fd = path != nullptr ? open(path, O_RDWR | O_CLOEXEC) : -1;
-  void* p = fd >= 0 ? mmap(nullptr, sizeof(tessera::enforce::CounterSegment), PROT_READ | PROT_WRITE, MAP_SHARED,
-                           fd, 0)
-                    : MAP_FAILED;
-  if (fd >= 0) close(fd);
   const int t = tenant != nullptr ? std::atoi(tenant) : -1;
-  if (p == MAP_FAILED || t < 0 || t >= tessera::enforce::kMaxTenants || gpu < 0 || gpu >= tessera::enforce::kMaxGpus) {
-    std::printf("counter rc=1 was=0\n");
+  if (dir == nullptr || t < 0 || t >= tessera::enforce::kMaxTenants || gpu < 0 || gpu >= tessera::enforce::kMaxGpus) {
+    std::printf("counter rc=1 errno=0\n");
+    return;
+  }
+  const std::string path = std::string(dir) + "/" + std::to_string(t);  // CountersFilePath
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    std::printf("counter rc=1 errno=%d\n", errno);
+    return;
+  }
+  void* p = mmap(nullptr, sizeof(tessera::enforce::CounterSegment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    std::printf("counter rc=1 errno=%d\n", err);
     return;
   }
   auto* seg = static_cast<tessera::enforce::CounterSegment*>(p);
-  const std::uint64_t was = seg->counters[t][gpu].word.exchange(bytes & tessera::enforce::kMaxCountedBytes);
+  const std::uint64_t was = seg->counters[gpu].word.exchange(bytes & tessera::enforce::kMaxCountedBytes);
   std::printf("counter rc=0 was=%llu\n", static_cast<unsigned long long>(was & tessera::enforce::kMaxCountedBytes));
   munmap(p, sizeof(tessera::enforce::CounterSegment));
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,7 +54,7 @@ class TempDir {
 struct TestSegment {
   TempDir dir;
   std::string policy;
-  std::string counters;
+  std::string counters;  // the counters folder: one file per tenant (CountersFile)
   std::string fake_shared;  // the fake driver's cross-process usage file
   std::optional<NodeSegment> node;
 
@@ -63,7 +64,7 @@ struct TestSegment {
     fake_shared = dir.path() + "/fake_device";
     SegmentOptions options;
     options.policy_path = policy;
-    options.counters_path = counters;
+    options.counters_dir = counters;
     options.granule_bytes = granule;
     options.num_gpus = num_gpus;
     StatusOr<NodeSegment> s = NodeSegment::Create(options);
@@ -71,6 +72,7 @@ struct TestSegment {
     if (s.ok()) node.emplace(std::move(*s));
   }
   NodeSegment& seg() { return *node; }
+  std::string CountersFile(int tenant) const { return CountersFilePath(counters, tenant); }
 };
 
 // A node segment plus a one-GPU lease file beside it (TESSERA_SHIM_LEASES=leases_path).
@@ -95,6 +97,7 @@ struct ProbeOptions {
   std::vector<std::string> env;  // extra KEY=VALUE
   std::string program;           // "" = tessera_shim_probe
   std::string stderr_path;       // "" = the test's stderr; else the probe's stderr goes to this file
+  long uid = -1;                 // >= 0: the probe runs under this uid and gid (the test must be root)
 };
 
 inline std::vector<std::string> BuildEnv(const ProbeOptions& o) {
@@ -147,6 +150,7 @@ class Probe {
     envp.push_back(nullptr);
     std::string prog = o.program.empty() ? std::string(TESSERA_SHIM_PROBE) : o.program;
     const std::string err_path = o.stderr_path;
+    const long uid = o.uid;
     argv.push_back(prog.data());
     std::vector<std::string> a = args;
     for (std::string& s : a) argv.push_back(s.data());
@@ -158,6 +162,10 @@ class Probe {
       if (!err_path.empty()) {
         int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (err >= 0) ::dup2(err, 2);
+      }
+      if (uid >= 0) {
+        const auto id = static_cast<uid_t>(uid);
+        if (::setgroups(0, nullptr) != 0 || ::setresgid(id, id, id) != 0 || ::setresuid(id, id, id) != 0) ::_exit(125);
       }
       ::execve(prog.c_str(), argv.data(), envp.data());
       ::_exit(126);

@@ -1,19 +1,32 @@
 // The node's shared enforcement segment: the versioned, fixed-layout memory that the node side
 // (tessera's node agent, `tessera run`, tests) shares with libtessera-shim.so in tenant processes.
 //
-// Two files, so that a tenant cannot raise its own limit:
-//   * the policy page (PolicyPage): limits per (tenant, GPU), written by the node side only and
-//     mapped PROT_READ into tenants (opened O_RDONLY, so mprotect cannot make it writable);
-//   * the counters (CounterSegment): per-(tenant, GPU) reservation counters, each on its own cache
-//     line, and per-process slots, mapped read-write by every process of every tenant on the node.
+// One policy file and one counters file per tenant, so that a tenant cannot raise its own limit
+// and, when each tenant runs under a uid of its own, cannot touch another tenant's counters:
+//   * the policy page (PolicyPage): limits per (tenant, GPU), written by the node side only, mode
+//     0644, and mapped PROT_READ into tenants (opened O_RDONLY, so mprotect cannot make it
+//     writable);
+//   * the counters folder (`<counters dir>/<tenant index>`, CountersFilePath): one CounterSegment
+//     per tenant index, holding that tenant's reservation counters (one per GPU, each on its own
+//     cache line) and the slots of that tenant's processes. The node side creates the folder (mode
+//     0755, only it can add, replace or remove files) and each file with mode 0600, owned by the
+//     node side's uid or, when the tenant runs under a uid of its own, chown'ed to that uid
+//     (NodeSegment::RecreateTenantCounters). A tenant's processes map only their own tenant's file
+//     (the tenant the node side assigned them, not one their environment names) read-write; the
+//     node side maps them all.
 //
-// Layout (ABI version 1, all offsets static_assert'ed below; sizes in bytes):
+// Layout (ABI version 2, all offsets static_assert'ed below; sizes in bytes):
 //
-//   policy file                                counters file
-//   0     PolicyHeader              64         0       CounterHeader                      64
-//   64    device_total_bytes[16]    128        64      TenantCounter[64 tenants][16 GPUs]  65536
-//   192   TenantPolicy[64]          64 x 192   65600   ProcessSlot[1024]                   1024 x 320
-//   12480 end                                  393280  end
+//   policy file                                counters file of one tenant (counters/<index>)
+//   0     PolicyHeader              64         0       CounterHeader (names its tenant)    64
+//   64    device_total_bytes[16]    128        64      TenantCounter[16 GPUs]              1024
+//   192   TenantPolicy[64]          64 x 192   1088    ProcessSlot[256]                    256 x 320
+//   12480 end                                  83008   end
+//
+// Version 1 had a single counters file of every tenant's counters and 1024 slots, writable by
+// every tenant (mode 0666): a tenant could raise another tenant's counter and deny it memory.
+// A shim and a node side of different versions refuse each other's files (FAILED_PRECONDITION
+// naming the file, the field and both versions).
 //
 // Memory accounting protocol (all operations lock-free; nobody ever waits for another process):
 //   * A TenantCounter's `word` packs the tenant's reserved bytes on that GPU (low 40 bits, so at
@@ -61,10 +74,10 @@ namespace tessera::enforce {
 
 inline constexpr std::uint64_t kPolicyMagic = 0x314C4F5052535354ULL;   // "TSSRPOL1" little-endian
 inline constexpr std::uint64_t kCounterMagic = 0x31544E4352535354ULL;  // "TSSRCNT1"
-inline constexpr std::uint32_t kSegmentAbiVersion = 1;
+inline constexpr std::uint32_t kSegmentAbiVersion = 2;
 inline constexpr int kMaxTenants = 64;
 inline constexpr int kMaxGpus = 16;
-inline constexpr int kMaxSlots = 1024;
+inline constexpr int kMaxSlots = 256;  // process slots per tenant (in the tenant's counters file)
 inline constexpr std::size_t kCacheLine = 64;
 
 // Bytes are counted in the low 40 bits of a counter word: 1 TiB - 1 per (tenant, GPU).
@@ -86,7 +99,7 @@ struct alignas(kCacheLine) PolicyHeader {
   std::uint32_t num_gpus;           // GPUs of the node covered (<= kMaxGpus)
   std::uint32_t max_tenants;        // kMaxTenants
   std::uint32_t max_gpus;           // kMaxGpus
-  std::uint32_t max_slots;          // kMaxSlots (of the counters file)
+  std::uint32_t max_slots;          // kMaxSlots (of each counters file)
   std::atomic<std::uint64_t> generation;  // bumped by the node side on every policy change
 };
 
@@ -116,7 +129,7 @@ static_assert(offsetof(PolicyPage, device_total_bytes) == 64);
 static_assert(offsetof(PolicyPage, tenants) == 192);
 static_assert(sizeof(PolicyPage) == 192 + 64 * 192);
 
-// --- counters file (read-write in tenants) ------------------------------------------------------
+// --- counters file of one tenant (read-write in that tenant only) --------------------------------
 struct alignas(kCacheLine) CounterHeader {
   std::uint64_t magic;
   std::uint32_t abi_version;
@@ -125,7 +138,7 @@ struct alignas(kCacheLine) CounterHeader {
   std::uint32_t max_tenants;
   std::uint32_t max_gpus;
   std::uint32_t max_slots;
-  std::uint32_t reserved0;
+  std::uint32_t tenant;                        // the tenant index whose file this is
   std::atomic<std::uint64_t> reconciliations;  // Reconcile() runs that reclaimed something
 };
 
@@ -172,8 +185,8 @@ struct alignas(kCacheLine) ProcessSlot {
 
 struct alignas(kCacheLine) CounterSegment {
   CounterHeader header;
-  TenantCounter counters[kMaxTenants][kMaxGpus];
-  ProcessSlot slots[kMaxSlots];
+  TenantCounter counters[kMaxGpus];  // the file's tenant, per GPU
+  ProcessSlot slots[kMaxSlots];      // the file's tenant's processes
 };
 
 static_assert(sizeof(CounterHeader) == 64);
@@ -182,9 +195,13 @@ static_assert(sizeof(ProcessSlot) == 320);
 static_assert(offsetof(ProcessSlot, intent) == 64);
 static_assert(offsetof(ProcessSlot, held_bytes) == 128);
 static_assert(offsetof(ProcessSlot, launches) == 256);
+static_assert(offsetof(CounterHeader, tenant) == 36);
 static_assert(offsetof(CounterSegment, counters) == 64);
-static_assert(offsetof(CounterSegment, slots) == 64 + kMaxTenants * kMaxGpus * 64);
-static_assert(sizeof(CounterSegment) == 64 + kMaxTenants * kMaxGpus * 64 + kMaxSlots * 320);
+static_assert(offsetof(CounterSegment, slots) == 64 + kMaxGpus * 64);
+static_assert(sizeof(CounterSegment) == 64 + kMaxGpus * 64 + kMaxSlots * 320);
+
+// The counters file of `tenant` in the counters folder `counters_dir`: "<counters_dir>/<tenant>".
+std::string CountersFilePath(const std::string& counters_dir, int tenant);
 
 // --- packing helpers (exposed for tests and the shim) -------------------------------------------
 struct Tag {
@@ -226,23 +243,26 @@ std::optional<std::uint64_t> ProcessStartTime(pid_t pid);
 // --- the one way to move a tenant counter -------------------------------------------------------
 enum class SlotOpResult { kApplied, kOverLimit };
 
-// Reserves (kReserve) or releases (kRelease) `bytes` on `gpu` for the tenant of `slot_index`.
+// Reserves (kReserve) or releases (kRelease) `bytes` on `gpu` for slot `slot_index` of the
+// tenant whose counters file `seg` is.
 // A reservation that would take the tenant's counter above `limit_bytes` is refused
 // (kOverLimit, nothing changed, denial counted). A release larger than what the slot holds is
 // clamped to the held amount (never underflows). Callers must serialise calls per slot.
-SlotOpResult SlotOp(CounterSegment& seg, int slot_index, int tenant, int gpu, OpDirection dir,
-                    std::uint64_t bytes, std::uint64_t limit_bytes);
+SlotOpResult SlotOp(CounterSegment& seg, int slot_index, int gpu, OpDirection dir, std::uint64_t bytes,
+                    std::uint64_t limit_bytes);
 
 // Finishes or abandons a pending intent of `slot_index` whose owner is known to be dead, from the
 // tag/APPLIED evidence. Returns true if there was one. Exposed for tests of the crash windows.
-bool ResolvePendingIntent(CounterSegment& seg, int slot_index, int tenant);
+bool ResolvePendingIntent(CounterSegment& seg, int slot_index);
 
 // --- tenant side: what libtessera-shim.so maps ---------------------------------------------------
 class TenantView {
  public:
-  // Maps `policy_path` read-only and `counters_path` read-write and validates both headers
-  // (magic, ABI version, sizes); errors name the file and the field.
-  static StatusOr<TenantView> Open(const std::string& policy_path, const std::string& counters_path);
+  // Maps `policy_path` read-only and `counters_path` (the counters file of `tenant`,
+  // CountersFilePath) read-write and validates both headers (magic, ABI version, sizes, the
+  // file's tenant); errors name the file and the field. A file the caller's uid may not write is
+  // PERMISSION_DENIED.
+  static StatusOr<TenantView> Open(const std::string& policy_path, const std::string& counters_path, int tenant);
 
   TenantView(TenantView&& other) noexcept;
   TenantView& operator=(TenantView&& other) noexcept;
@@ -252,10 +272,12 @@ class TenantView {
 
   const PolicyPage& policy() const { return *policy_; }
   CounterSegment& counters() const { return *counters_; }
+  int tenant() const { return tenant_; }
 
-  // Claims a free slot for (pid, start_time, tenant): CAS FREE -> CLAIMING, fills the identity,
-  // then publishes ACTIVE. Returns the slot index or RESOURCE_EXHAUSTED when all are taken.
-  StatusOr<int> ClaimSlot(pid_t pid, std::uint64_t start_time, int tenant) const;
+  // Claims a free slot of the view's tenant for (pid, start_time): CAS FREE -> CLAIMING, fills
+  // the identity, then publishes ACTIVE. Returns the slot index or RESOURCE_EXHAUSTED when all
+  // are taken.
+  StatusOr<int> ClaimSlot(pid_t pid, std::uint64_t start_time) const;
   // Releases everything the slot holds (normal exit) and frees it (generation + 1).
   void ReleaseSlot(int slot_index) const;
   // Releases and frees the ACTIVE slots of (pid, start_time): what this process held before it
@@ -266,12 +288,14 @@ class TenantView {
   TenantView() = default;
   const PolicyPage* policy_ = nullptr;
   CounterSegment* counters_ = nullptr;
+  int tenant_ = -1;
 };
 
 // --- node side -----------------------------------------------------------------------------------
 struct SegmentOptions {
   std::string policy_path;            // created/truncated; mode 0644 (tenants read it)
-  std::string counters_path;          // created/truncated; mode 0666 (tenants write it)
+  std::string counters_dir;           // created (mode 0755) with one file per tenant index, each
+                                      // created/truncated with mode 0600 (RecreateTenantCounters)
   std::uint64_t granule_bytes = 512;  // charge granularity; a power of two >= 256
   int num_gpus = 1;                   // GPUs covered, 1..kMaxGpus
   std::uint64_t device_total_bytes[kMaxGpus] = {};  // physical memory per GPU (0 = ask driver)
@@ -286,16 +310,25 @@ struct ReconcileReport {
 
 class NodeSegment {
  public:
-  // Creates both files with every limit set to 0 (no access) until SetLimit() is called.
+  // Creates the policy file and the counters folder with a counters file for every tenant index
+  // (owned by the caller's uid), every limit set to 0 (no access) until SetLimit() is called.
   static StatusOr<NodeSegment> Create(const SegmentOptions& options);
-  // Maps existing files read-write (another node-side process, e.g. a second reconciler).
-  static StatusOr<NodeSegment> Open(const std::string& policy_path, const std::string& counters_path);
+  // Maps existing files read-write (another node-side process, e.g. a second reconciler): the
+  // policy file and every tenant's counters file in `counters_dir` (a missing one reads as zero
+  // counters and no slots; a present but invalid one is an error naming it).
+  static StatusOr<NodeSegment> Open(const std::string& policy_path, const std::string& counters_dir);
 
   NodeSegment(NodeSegment&& other) noexcept;
   NodeSegment& operator=(NodeSegment&& other) noexcept;
   NodeSegment(const NodeSegment&) = delete;
   NodeSegment& operator=(const NodeSegment&) = delete;
   ~NodeSegment();
+
+  // Replaces the counters file of `tenant` with a fresh one (new inode: a process that still maps
+  // the old file changes nothing of the new one), mode 0600, owned by `owner_uid` when given
+  // (needs the privilege to chown: PERMISSION_DENIED otherwise), else by the caller's uid. Call
+  // it only for an index with nothing charged and no live slot (a new tenant on a free index).
+  Status RecreateTenantCounters(int tenant, std::optional<uid_t> owner_uid);
 
   // Limit of `tenant` on `gpu` in bytes (kUnlimited for none). Errors name the bad argument.
   Status SetLimit(int tenant, int gpu, std::uint64_t limit_bytes);
@@ -324,12 +357,16 @@ class NodeSegment {
   ReconcileReport Reconcile();
 
   PolicyPage& policy() const { return *policy_; }
-  CounterSegment& counters() const { return *counters_; }
+  // The counters file of `tenant`; nullptr for an index out of range or without a file.
+  CounterSegment* counters(int tenant) const;
 
  private:
   NodeSegment() = default;
+  Status MapTenant(int tenant);
+  static void ReconcileTenant(CounterSegment& seg, ReconcileReport& report);
   PolicyPage* policy_ = nullptr;
-  CounterSegment* counters_ = nullptr;
+  std::string counters_dir_;
+  CounterSegment* counters_[kMaxTenants] = {};
 };
 
 }  // namespace tessera::enforce

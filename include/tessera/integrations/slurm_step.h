@@ -103,6 +103,9 @@ struct TaskRequest {
   EnvLookup env;            // the job's environment (spank_getenv)
   long task_pid = 0;        // the task (it becomes the user's program at exec): the slot's member
   std::string default_shim; // libtessera-shim.so next to the plugin (args.shim overrides)
+  // The job's user (S_JOB_UID): the task runs under it, so its tenant's counters file is
+  // chown'ed to it (NodeDir::Join, TenantRequest::uid); -1: the plugin's own uid.
+  long uid = -1;
   // How long the GPU's lease arbiter may take to put the tenant on its board.
   std::chrono::milliseconds admit_timeout = std::chrono::seconds(2);
 };

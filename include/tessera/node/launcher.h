@@ -15,6 +15,11 @@
 // GPU N. A CUDA_VISIBLE_DEVICES the caller already set can narrow but never widen: the GPU must
 // be in it (by index or UUID), else INVALID_ARGUMENT.
 //
+// Identity. With `tenant.uid` set (>= 0) the command runs under that uid (no supplementary
+// groups; the gid is the uid's primary group, else the uid's number) and its tenant's counters
+// file is chown'ed to it (NodeDir::Join), so it can write its own counters and no other tenant's
+// (docs/security.md). Needs root; the supervisor itself keeps its uid.
+//
 // Supervision. The command runs in a process group of its own (given the terminal's foreground
 // when the supervisor had it) with PR_SET_PDEATHSIG = SIGKILL, so a SIGKILLed supervisor takes
 // its command with it; SIGINT, SIGTERM and SIGHUP are forwarded to the group; when the command

@@ -1,5 +1,6 @@
 // NodeDir: the node side's shared state on one machine, without a control plane. A node
-// directory holds the memory segment (`policy`, `counters`, tessera/enforce/segment.h), the lease
+// directory holds the memory segment (`policy`, and `counters/<tenant index>`, one file per tenant,
+// tessera/enforce/segment.h), the lease
 // file (`leases`, one board per GPU, tessera/enforce/lease_file.h), the tenant registry
 // (`tenants.json`) and lock files. NodeDir creates them on the first Join (16 GPUs' worth), admits
 // tenants into slots (tenant indexes), and reports what the segment and the boards say.
@@ -75,6 +76,9 @@ struct TenantRequest {
   // workload. The Slurm plugin sets the job's account and "slurm-job-<id>".
   std::string account;
   std::string workload;
+  // The uid the tenant's processes run under; -1: the node side's own. Its counters file
+  // (counters/<index>) is chown'ed to it; every member of a tenant must ask for the same uid.
+  long uid = -1;
 };
 
 // One registry entry (tenants.json).
@@ -90,6 +94,7 @@ struct TenantEntry {
   std::string account;      // metering labels (TenantRequest)
   std::string workload;
   int64_t joined_s = 0;     // unix seconds when the entry was created (0: unknown, older registry)
+  long uid = -1;            // TenantRequest::uid
   std::vector<long> pids;   // the members (supervisors) that joined
   std::vector<long> pgids;  // process groups of their commands
 };
@@ -138,8 +143,10 @@ class NodeDir {
 
   const NodePaths& paths() const { return paths_; }
 
-  // Creates or joins the node and registers `member_pid` as a member of `request.name`.
-  // Returns the tenant index. FAILED_PRECONDITION when the tenant runs on another GPU,
+  // Creates or joins the node and registers `member_pid` as a member of `request.name`. A new
+  // tenant gets a fresh counters file, owned by `request.uid` when one is given.
+  // Returns the tenant index. FAILED_PRECONDITION when the tenant runs on another GPU or under
+  // another uid, PERMISSION_DENIED when the node side may not chown to the uid (not root),
   // RESOURCE_EXHAUSTED when every index is taken, DATA_LOSS for a corrupt registry.
   StatusOr<int> Join(const TenantRequest& request, long member_pid) const;
   // Records the process group of the command that `member_pid` started for its tenant.

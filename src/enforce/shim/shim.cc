@@ -5,7 +5,8 @@
 // Configuration: environment variables set by the launcher, read ONCE by the constructor (never
 // per call):
 //   TESSERA_SHIM_POLICY    policy file of the node segment (mapped read-only)
-//   TESSERA_SHIM_COUNTERS  counters file of the node segment (mapped read-write)
+//   TESSERA_SHIM_COUNTERS  counters folder of the node segment: the process maps only its own
+//                          tenant's file in it, `<folder>/<tenant index>`, read-write (segment.h)
 //   TESSERA_SHIM_TENANT    this process's tenant index (0..63), used only for a segment whose
 //                          directory has no `members` folder (a test's or a benchmark's); in a
 //                          node directory the tenant is the one the node side assigned to the
@@ -287,7 +288,7 @@ int SlotLocked() {
   std::optional<std::uint64_t> start = ProcessStartTime(pid);
   // exec keeps the pid and start time: slots of the image before exec are ours to release.
   if (start.has_value()) g_cfg.view->ReleaseSlotsOfEarlierImage(pid, *start);
-  StatusOr<int> slot = g_cfg.view->ClaimSlot(pid, start.value_or(0), g_cfg.tenant);
+  StatusOr<int> slot = g_cfg.view->ClaimSlot(pid, start.value_or(0));
   if (!slot.ok()) {
     Log("tessera-shim: %s\n", slot.status().ToString().c_str());
     g_slot = -2;
@@ -451,8 +452,7 @@ CUresult Reserve(int gpu, std::uint64_t bytes) {
   std::lock_guard<std::mutex> lock(OpMu());
   int slot = SlotLocked();
   if (slot < 0) return CUDA_ERROR_NOT_PERMITTED;
-  SlotOpResult r = SlotOp(*g_cfg.counters, slot, g_cfg.tenant, gpu, OpDirection::kReserve, bytes,
-                          LimitBytes(gpu));
+  SlotOpResult r = SlotOp(*g_cfg.counters, slot, gpu, OpDirection::kReserve, bytes, LimitBytes(gpu));
   ProcessSlot& s = g_cfg.counters->slots[slot];
   if (r == SlotOpResult::kOverLimit) {
     s.denied.fetch_add(1, std::memory_order_relaxed);
@@ -465,7 +465,7 @@ CUresult Reserve(int gpu, std::uint64_t bytes) {
 void Release(int gpu, std::uint64_t bytes) {
   std::lock_guard<std::mutex> lock(OpMu());
   if (g_slot < 0) return;
-  SlotOp(*g_cfg.counters, g_slot, g_cfg.tenant, gpu, OpDirection::kRelease, bytes, kUnlimited);
+  SlotOp(*g_cfg.counters, g_slot, gpu, OpDirection::kRelease, bytes, kUnlimited);
   g_cfg.counters->slots[g_slot].frees.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -848,7 +848,7 @@ CUresult HandleMemGetInfo(Fn real, HookId, Size* free_bytes, Size* total_bytes) 
   if (CurrentNodeGpu(&gpu) != CUDA_SUCCESS) return rc;
   const std::uint64_t limit = LimitBytes(gpu);
   if (limit >= kUnlimited) return rc;
-  const std::uint64_t used = WordBytes(g_cfg.counters->counters[g_cfg.tenant][gpu].word.load());
+  const std::uint64_t used = WordBytes(g_cfg.counters->counters[gpu].word.load());
   const std::uint64_t total = std::min<std::uint64_t>(*total_bytes, limit);
   const std::uint64_t room = total - std::min(used, total);
   *total_bytes = static_cast<Size>(total);
@@ -1284,7 +1284,7 @@ void Configure() {
     return refuse(std::string("TESSERA_SHIM_TENANT='") + (tenant ? tenant : "") +
                   "' is not a tenant index 0.." + std::to_string(kMaxTenants - 1));
   }
-  StatusOr<TenantView> view = TenantView::Open(policy, counters);
+  StatusOr<TenantView> view = TenantView::Open(policy, CountersFilePath(counters, static_cast<int>(t)), static_cast<int>(t));
   if (!view.ok()) return refuse(view.status().ToString());
   auto* v = new TenantView(std::move(*view));
   const int num_gpus = static_cast<int>(v->policy().header.num_gpus);

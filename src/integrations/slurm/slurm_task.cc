@@ -87,7 +87,9 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
                 .share = limits.share,
                 // What `tessera node arbiter --usage-ledger` bills: the account, per job.
                 .account = r.account.empty() ? std::string("default") : r.account,
-                .workload = "slurm-job-" + r.job_id},
+                .workload = "slurm-job-" + r.job_id,
+                // The task runs under the job's user: its counters file is that user's.
+                .uid = r.uid},
                r.task_pid));
   if (Status admitted = AwaitAdmission(dir, gpu, out.tenant_index, r.admit_timeout); !admitted.ok()) {
     (void)dir.Leave(r.task_pid);  // the admission error is the one to report

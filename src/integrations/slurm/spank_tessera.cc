@@ -126,13 +126,20 @@ int slurm_spank_task_init_privileged(spank_t sp, int /*ac*/, char** /*av*/) {
     slurm_error("tessera: cannot read the job id");
     return -1;
   }
+  // The task runs under the job's user: its tenant's counters file must be that user's.
+  uid_t job_uid = 0;
+  if (spank_get_item(sp, S_JOB_UID, &job_uid) != ESPANK_SUCCESS) {
+    slurm_error("tessera: cannot read the job's uid");
+    return -1;
+  }
   ts::TaskRequest request{.args = g_args,
                           .options = g_options,
                           .account = JobEnv(sp, "SLURM_JOB_ACCOUNT").value_or(""),
                           .job_id = std::to_string(job_id),
                           .env = [sp](const std::string& name) { return JobEnv(sp, name); },
                           .task_pid = static_cast<long>(::getpid()),
-                          .default_shim = ShimNextToPlugin()};
+                          .default_shim = ShimNextToPlugin(),
+                          .uid = static_cast<long>(job_uid)};
   tessera::StatusOr<ts::TaskLaunch> launch = ts::JoinTask(request);
   if (!launch.ok()) {
     slurm_error("tessera: task refused (--gpu-isolation=%s): %s", ts::IsolationName(g_options.isolation),

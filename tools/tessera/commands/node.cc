@@ -3,7 +3,7 @@
 // node side (registry, slots, arbiter election, launcher) is tessera::node
 // (include/tessera/node/node_dir.h, arbiter_duty.h, launcher.h), shared with the agent, the
 // SPANK plugin and the device plugin.
-//   tessera run --tenant T --gpu 0 --mem 8GiB --share 30 [--priority P] [--scrub] -- CMD ARGS...
+//   tessera run --tenant T --gpu 0 --mem 8GiB --share 30 [--priority P] [--scrub] [--uid UID] -- CMD ARGS...
 //   tessera node status [--json PATH|-]
 //   tessera node arbiter --gpus 0,1 (commands/node_arbiter.cc)
 #include <algorithm>
@@ -36,6 +36,7 @@ struct RunFlags {
   int priority = 0;
   int kernel_estimate_us = 1000;
   bool scrub = false;
+  long uid = -1;
   std::string nvml = "libnvidia-ml.so.1";
   std::string exit_file;
   std::vector<std::string> command;
@@ -65,6 +66,7 @@ int RunCommand(const RunFlags& f);
 int Run(RunFlags f) {
   if (!f.remote.server.empty()) {
     if (f.gpu >= 0) return RunFail("--gpu is chosen by the control plane with --server", kExitBadInput);
+    if (f.uid >= 0) return RunFail("--uid is for a node without a control plane (not with --server)", kExitBadInput);
     f.remote.tenant = f.tenant;
     f.remote.mem = f.mem;
     f.remote.share = f.share;
@@ -87,7 +89,7 @@ int RunCommand(const RunFlags& f) {
   if (!mem.ok()) return RunFail("--mem " + mem.status().message(), kExitBadInput);
   node::RunOptions options;
   options.tenant = {.name = f.tenant, .gpu = f.gpu, .mem_bytes = *mem, .share = f.share, .priority = f.priority,
-                    .kernel_estimate_us = f.kernel_estimate_us, .scrub = f.scrub};
+                    .kernel_estimate_us = f.kernel_estimate_us, .scrub = f.scrub, .uid = f.uid};
   options.command = f.command;
   options.nvml_library = f.nvml;
   if (const char* s = std::getenv("TESSERA_SHIM_PATH"); s != nullptr) options.shim_path = s;
@@ -201,6 +203,10 @@ void RegisterNode(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 10'000'000));
   run->add_flag("--scrub", flags->scrub,
                 "Zero the tenant's device memory before every free (sticky while the tenant runs)");
+  run->add_option("--uid", flags->uid,
+                  "Run the command under this uid (needs root): its tenant's counters file becomes its own and no "
+                  "other tenant's is writable to it (docs/security.md); every run of a tenant must give the same uid")
+      ->check(CLI::Range(0L, 2147483647L));
   run->add_option("--nvml", flags->nvml,
                   "NVML library for the GPU's UUID (default libnvidia-ml.so.1; without it the GPU is pinned by index)");
   run->add_option("--exit-file", flags->exit_file,
