@@ -1,0 +1,149 @@
+// The DRA driver's objects over real HTTP: the fake API server (tests/k8s/fake_kube_api.h) on a
+// daemon::HttpServer at port 0, the publisher through daemon::ApiClient (the transport the CLI
+// uses), `tessera k8s slices` printing and publishing, and kubectl parsing the rendered objects
+// (`kubectl apply --dry-run=client --validate=false`, discovery served by the fake; skipped only
+// where no kubectl is installed).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "tessera/daemon/api_client.h"
+#include "tessera/integrations/k8s/resource_slices.h"
+#include "tessera/integrations/k8s/slice_publisher.h"
+#include "tests/k8s/fake_kube_api.h"
+#include "tests/k8s/schema_check.h"
+#include "tests/testing/cli_test_util.h"
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+class ApiClientTransport final : public KubeTransport {
+ public:
+  explicit ApiClientTransport(std::unique_ptr<daemon::ApiClient> c) : c_(std::move(c)) {}
+  StatusOr<KubeResponse> Call(std::string_view method, std::string_view target, std::string_view body) override {
+    TESSERA_ASSIGN_OR_RETURN(daemon::ApiResponse r, c_->Call(method, target, body));
+    return KubeResponse{r.status, std::move(r.body)};
+  }
+
+ private:
+  std::unique_ptr<daemon::ApiClient> c_;
+};
+
+class K8sOverHttp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::ServeFakeKubeApi(api_, server_).ok());
+    Status st = server_.Start();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    url_ = "http://127.0.0.1:" + std::to_string(server_.port());
+  }
+
+  testing::FakeKubeApi api_;
+  daemon::HttpServer server_{{.listen_port = 0}};
+  std::string url_;
+};
+
+const testing::SchemaSet& Schemas() {
+  static const testing::SchemaSet s =
+      testing::SchemaSet::Load(std::string(TESSERA_SOURCE_DIR) + "/tests/k8s/schema/resource.k8s.io_v1.json");
+  return s;
+}
+
+std::string FakeNvmlEnv() { return std::string("TESSERA_FAKE_NVML_LIBRARY='") + TESSERA_FAKE_NVML_PATH + "'"; }
+
+TEST_F(K8sOverHttp, ThePublisherWorksThroughTheHttpClient) {
+  auto client = daemon::ApiClient::Create(url_, daemon::ApiClientOptions{.token = "t0ken", .retry_budget_ms = 0});
+  ASSERT_TRUE(client.ok());
+  ApiClientTransport transport(std::move(*client));
+  KubeClient kube(transport);
+  SlicePublisher publisher(kube, GpuModelCatalog::Builtin(), {.slices = {.node_name = "n1"}});
+  std::vector<api::InventoryGpu> gpus = {{.index = 0, .uuid = "GPU-0", .model = "H100-80GB", .memory_mib = 81559}};
+  StatusOr<PublishResult> r = publisher.Publish(gpus);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->created, 1);
+  gpus[0].mig_enabled = true;
+  r = publisher.Publish(gpus);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, (PublishResult{.created = 1, .updated = 1, .generation = 2}));
+  api_.FailNext("PUT", 503, "the server is currently unable to handle the request");
+  gpus[0].mig_enabled = false;
+  r = publisher.Publish(gpus);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(r.status().message(), HasSubstr("PUT /apis/resource.k8s.io/v1/resourceslices/n1-gpu.tessera.io-0: HTTP "
+                                              "503: the server is currently unable to handle the request"));
+}
+
+TEST_F(K8sOverHttp, TheCliPrintsValidObjectsAndPublishesThem) {
+  tessera::testing::TempDir dir;
+  tessera::testing::CommandResult r = tessera::testing::RunTessera(
+      dir, "k8s slices --fake-gpus A100-40GB:1,A100-40GB:1:mig --node-name n1 -o json", FakeNvmlEnv());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json list = json::parse(r.out);
+  ASSERT_EQ(list["kind"], "List");
+  ASSERT_EQ(list["items"].size(), 2u);
+  for (const json& s : list["items"]) EXPECT_THAT(Schemas().Check(s, "io.k8s.api.resource.v1.ResourceSlice"), IsEmpty());
+  EXPECT_EQ(list["items"][1]["spec"]["devices"][0]["attributes"]["model"]["string"], "A100-40GB");
+
+  r = tessera::testing::RunTessera(dir, "k8s slices --device-classes -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["items"], json(RenderDeviceClasses()));
+
+  r = tessera::testing::RunTessera(dir, "k8s slices --fake-gpus T4:2 --node-name n7 --publish --server " + url_,
+                                   FakeNvmlEnv());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "node n7: generation 1, 1 created, 0 updated, 0 deleted, 0 unchanged\n");
+  EXPECT_EQ(api_.Objects("resourceslices")["n7-gpu.tessera.io-0"]["spec"]["devices"].size(), 2u);
+
+  r = tessera::testing::RunTessera(dir, "k8s slices --fake-gpus T4:1 --node-name n7 --publish --server " + url_,
+                                   FakeNvmlEnv());
+  EXPECT_EQ(r.out, "node n7: generation 2, 0 created, 1 updated, 0 deleted, 0 unchanged\n") << r.err;
+
+  r = tessera::testing::RunTessera(dir, "k8s slices --fake-gpus H999:1");
+  tessera::testing::ExpectOneLineBadInput(r, "unknown GPU model");
+  r = tessera::testing::RunTessera(dir, "k8s slices --fake-gpus T4:1 --node-name Bad_Name", FakeNvmlEnv());
+  tessera::testing::ExpectOneLineBadInput(r, "node name 'Bad_Name'");
+}
+
+TEST_F(K8sOverHttp, KubectlParsesTheRenderedObjects) {
+  if (std::system("command -v kubectl > /dev/null 2>&1") != 0) GTEST_SKIP() << "no kubectl installed";
+  tessera::testing::TempDir dir;
+  tessera::testing::CommandResult r = tessera::testing::RunTessera(
+      dir, "k8s slices --fake-gpus A100-40GB:1,A100-40GB:1:mig --node-name n1 > objects.yaml", FakeNvmlEnv());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = tessera::testing::RunTessera(dir, "k8s slices --device-classes > classes.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ofstream(dir.path() + "/kubeconfig") << "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n"
+                                            << "    server: " << url_ << "\ncontexts:\n- name: fake\n  context:\n"
+                                            << "    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n"
+                                            << "- name: fake\n  user:\n    token: t0ken\n";
+  const std::string kubectl = "cd '" + dir.path() + "' && HOME='" + dir.path() +
+                              "' kubectl --kubeconfig kubeconfig apply --dry-run=client --validate=false -o name -f ";
+  for (const std::string file : {"objects.yaml", "classes.yaml"}) {
+    tessera::testing::CommandResult k = tessera::testing::RunCommand(kubectl + file, dir);
+    EXPECT_EQ(k.exit_code, 0) << k.out << k.err;
+    if (file == "objects.yaml") {
+      EXPECT_EQ(k.out, "resourceslice.resource.k8s.io/n1-gpu.tessera.io-0\nresourceslice.resource.k8s.io/"
+                       "n1-gpu.tessera.io-1\n")
+          << k.err;
+    } else {
+      EXPECT_THAT(k.out, HasSubstr("deviceclass.resource.k8s.io/share.gpu.tessera.io"));
+    }
+  }
+  // The deployment files too (DaemonSet, RBAC, classes, the example claim template and Deployment).
+  tessera::testing::CommandResult k =
+      tessera::testing::RunCommand(kubectl + "'" + std::string(TESSERA_SOURCE_DIR) + "/deploy/k8s/'", dir);
+  EXPECT_EQ(k.exit_code, 0) << k.out << k.err;
+  EXPECT_THAT(k.out, HasSubstr("resourceclaimtemplate.resource.k8s.io/share-0-3-gpu-10gi"));
+  EXPECT_THAT(k.out, HasSubstr("daemonset.apps/tessera-node"));
+  // Nothing was written: a client-side dry run only reads.
+  EXPECT_EQ(api_.writes(), 0);
+}
+
+}  // namespace
+}  // namespace tessera::k8s
