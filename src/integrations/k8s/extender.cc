@@ -1,0 +1,398 @@
+#include "tessera/integrations/k8s/extender.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/integrations/k8s/gpu_ask.h"
+#include "tessera/placement/mig.h"
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+using placement::ClusterSnapshot;
+using placement::GpuBit;
+using placement::GpuSet;
+using placement::TaskRequest;
+
+// ExtenderArgs as read: the pod's identity and annotations, the node names, and (Nodes mode) the
+// Node objects themselves, echoed back by Filter.
+struct Args {
+  std::string pod_name, pod_namespace;
+  std::map<std::string, std::string, std::less<>> annotations, labels;
+  bool nodes_mode = false;          // Nodes (v1.NodeList) given, not NodeNames
+  std::vector<std::string> names;   // one per node, in the order given
+  json node_items = json::array();  // Nodes mode: the items
+};
+
+ExtenderAnswer BadRequest(const std::string& message) { return {400, json{{"Error", message}}.dump()}; }
+
+Status ReadStringMap(const json& meta, const char* key, std::map<std::string, std::string, std::less<>>& out) {
+  auto it = meta.find(key);
+  if (it == meta.end() || it->is_null()) return Status::Ok();
+  if (!it->is_object()) return InvalidArgumentError(std::string("Pod.metadata.") + key + ": not an object");
+  for (auto& [k, v] : it->items()) {
+    if (!v.is_string()) return InvalidArgumentError(std::string("Pod.metadata.") + key + "." + k + ": not a string");
+    out.emplace(k, v.get<std::string>());
+  }
+  return Status::Ok();
+}
+
+std::string StringAt(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// The args, or INVALID_ARGUMENT (a 400: the body is not what the protocol sends).
+StatusOr<Args> DecodeArgs(std::string_view body) {
+  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return InvalidArgumentError("the body is not JSON (an ExtenderArgs object is expected)");
+  if (!doc.is_object()) return InvalidArgumentError("the body must be a JSON object (ExtenderArgs)");
+  Args a;
+  auto pod = doc.find("Pod");
+  if (pod != doc.end() && !pod->is_null()) {
+    if (!pod->is_object()) return InvalidArgumentError("Pod: not an object");
+    auto meta = pod->find("metadata");
+    if (meta != pod->end() && !meta->is_null()) {
+      if (!meta->is_object()) return InvalidArgumentError("Pod.metadata: not an object");
+      a.pod_name = StringAt(*meta, "name");
+      a.pod_namespace = StringAt(*meta, "namespace");
+      TESSERA_RETURN_IF_ERROR(ReadStringMap(*meta, "annotations", a.annotations));
+      TESSERA_RETURN_IF_ERROR(ReadStringMap(*meta, "labels", a.labels));
+    }
+  }
+  if (a.pod_namespace.empty()) a.pod_namespace = "default";
+  auto nodes = doc.find("Nodes");
+  auto names = doc.find("NodeNames");
+  if (nodes != doc.end() && !nodes->is_null()) {
+    if (!nodes->is_object()) return InvalidArgumentError("Nodes: not an object (a v1.NodeList)");
+    auto items = nodes->find("items");
+    if (items != nodes->end() && !items->is_null()) {
+      if (!items->is_array()) return InvalidArgumentError("Nodes.items: not an array");
+      a.node_items = std::move(*items);
+    }
+    a.nodes_mode = true;
+    a.names.reserve(a.node_items.size());
+    for (size_t i = 0; i < a.node_items.size(); ++i) {
+      const json& item = a.node_items[i];
+      std::string name;
+      if (item.is_object()) {
+        auto meta = item.find("metadata");
+        if (meta != item.end() && meta->is_object()) name = StringAt(*meta, "name");
+      }
+      if (name.empty()) return InvalidArgumentError("Nodes.items[" + std::to_string(i) + "].metadata.name: missing");
+      a.names.push_back(std::move(name));
+    }
+  } else if (names != doc.end() && !names->is_null()) {
+    if (!names->is_array()) return InvalidArgumentError("NodeNames: not an array");
+    a.names.reserve(names->size());
+    for (size_t i = 0; i < names->size(); ++i) {
+      if (!(*names)[i].is_string()) return InvalidArgumentError("NodeNames[" + std::to_string(i) + "]: not a string");
+      a.names.push_back((*names)[i].get<std::string>());
+    }
+  } else {
+    return InvalidArgumentError("neither Nodes nor NodeNames is given");
+  }
+  return a;
+}
+
+std::string PodName(const Args& a) { return "pod " + a.pod_namespace + "/" + a.pod_name; }
+
+std::string TenantOf(const Args& a, const std::string& label) {
+  if (!label.empty()) {
+    if (auto it = a.labels.find(label); it != a.labels.end() && !it->second.empty()) return it->second;
+  }
+  return a.pod_namespace;
+}
+
+// The ask resolved against the cluster's models: one TaskRequest per node model (MIG profiles
+// differ per model), built on first use.
+class Resolved {
+ public:
+  Resolved(const GpuAsk& ask, const ExtenderCluster& cluster, ModelMask allowed)
+      : ask_(ask), cluster_(cluster), allowed_(allowed) {}
+
+  // The task for node n, or a reason it can never fit there (unresolvable).
+  StatusOr<const TaskRequest*> TaskFor(NodeIndex n) {
+    const ClusterSnapshot& s = cluster_.snapshot();
+    if (s.gpu_count(n) == 0) return FailedPreconditionError("the node has no GPUs");
+    const ModelMask bit = s.model_bit(n);
+    const GpuModelId model = s.spec(n).model;
+    if (allowed_ != 0 && (allowed_ & bit) == 0) {
+      return FailedPreconditionError("its GPUs are " + cluster_.catalog().info(model).name + ", the pod asks for " + ask_.model);
+    }
+    const bool mig_node = s.mig_mode(n);
+    if (ask_.mode == AskMode::kMig && !mig_node) return FailedPreconditionError("its GPUs are not in MIG mode");
+    if (ask_.mode != AskMode::kMig && mig_node) return FailedPreconditionError("its GPUs are in MIG mode (the pod asks for " + std::string(AskModeName(ask_.mode)) + ")");
+    if (ask_.count > s.gpu_count(n)) {
+      return FailedPreconditionError("it has " + std::to_string(s.gpu_count(n)) + " GPUs, the pod asks for " + std::to_string(ask_.count));
+    }
+    auto it = tasks_.find(model.value());
+    if (it == tasks_.end()) {
+      StatusOr<TaskRequest> t = Build(model, *s.mig_geometry(n));
+      it = tasks_.emplace(model.value(), std::move(t)).first;
+    }
+    if (!it->second.ok()) return it->second.status();
+    return &*it->second;
+  }
+
+ private:
+  StatusOr<TaskRequest> Build(GpuModelId model, const MigGeometry& geometry) const {
+    if (ask_.mode == AskMode::kMig) {
+      StatusOr<TaskRequest> t = placement::MigRequest(model, geometry, ask_.mig_profile);
+      if (!t.ok()) return FailedPreconditionError(std::string(t.status().message()));
+      return t;
+    }
+    return TaskRequest{.num_gpu = ask_.count, .gpu_milli = GpuMilli{ask_.compute_milli}, .allowed_models = allowed_};
+  }
+  const GpuAsk& ask_;
+  const ExtenderCluster& cluster_;
+  ModelMask allowed_;
+  std::map<uint32_t, StatusOr<TaskRequest>> tasks_;
+};
+
+// Memory a share asks of one GPU of node n (MiB): stated, or the compute's share of the GPU.
+int64_t NeedMib(const GpuAsk& ask, const ExtenderCluster& c, NodeIndex n, int g) {
+  if (ask.mode != AskMode::kShare) return 0;
+  if (ask.memory_mib > 0) return ask.memory_mib;
+  return (c.gpu_memory_mib(n, g) * ask.compute_milli + 999) / 1000;
+}
+
+// The GPUs of node n the ask may use: not blocked, and (share) with the memory it needs free;
+// (whole) with all their memory free. `capacity_ok` says whether any GPU could ever hold it.
+GpuSet UsableGpus(const GpuAsk& ask, const ExtenderCluster& c, NodeIndex n, bool* capacity_ok) {
+  GpuSet usable = ~c.blocked_gpus(n) & placement::GpusOfCount(c.snapshot().gpu_count(n));
+  *capacity_ok = true;
+  if (ask.mode == AskMode::kMig) return usable;
+  int capable = 0;
+  for (int g = 0; g < c.snapshot().gpu_count(n); ++g) {
+    const int64_t cap = c.gpu_memory_mib(n, g);
+    if (cap <= 0) {
+      ++capable;
+      continue;  // memory not known: not checked
+    }
+    const int64_t need = ask.mode == AskMode::kShare ? NeedMib(ask, c, n, g) : cap;
+    if (need <= cap) ++capable;
+    if (c.gpu_free_mib(n, g) < need) usable &= ~GpuBit(g);
+  }
+  *capacity_ok = capable >= ask.count;
+  return usable;
+}
+
+std::string FreeList(const ExtenderCluster& c, NodeIndex n) {
+  std::string s;
+  for (int g = 0; g < c.snapshot().gpu_count(n); ++g) {
+    if (!s.empty()) s += ", ";
+    s += "GPU" + std::to_string(g) + " " + std::to_string(c.snapshot().gpu_free(n, g)) + " milli";
+    if (c.gpu_free_mib(n, g) >= 0) s += "/" + std::to_string(c.gpu_free_mib(n, g)) + " MiB";
+    if (c.blocked_gpus(n) & GpuBit(g)) s += " (MIG, in use)";
+  }
+  return s;
+}
+
+std::string AskText(const GpuAsk& ask, const TaskRequest& t) {
+  switch (ask.mode) {
+    case AskMode::kWhole:
+      return ask.count == 1 ? std::string("fully free GPU") : std::to_string(ask.count) + " fully free GPUs";
+    case AskMode::kShare:
+      return "GPU with " + std::to_string(ask.compute_milli) + " milli-GPU" +
+             (ask.memory_mib > 0 ? " and " + std::to_string(ask.memory_mib) + " MiB" : std::string()) + " free";
+    case AskMode::kMig:
+      return "room for a " + ask.mig_profile + " MIG instance (" + std::to_string(t.gpu_milli.value()) + " milli)";
+  }
+  return "";
+}
+
+// Everything a decision about one pod needs, or the Error that ends it.
+struct PodDecision {
+  std::optional<GpuAsk> ask;
+  ModelMask allowed = 0;
+  std::string tenant;
+  const TenantQuota* quota = nullptr;
+};
+
+StatusOr<PodDecision> Prepare(const Args& a, const ExtenderCluster& c, const std::string& tenant_label) {
+  PodDecision d;
+  StatusOr<std::optional<GpuAsk>> ask = ParseGpuAsk(a.annotations);
+  if (!ask.ok()) return ask.status().WithPrefix(PodName(a) + ": ");
+  d.ask = std::move(*ask);
+  if (d.ask && !d.ask->model.empty()) {
+    StatusOr<GpuModelId> id = c.catalog().Find(d.ask->model);
+    if (!id.ok()) return id.status().WithPrefix(PodName(a) + ": " + std::string(kModelAnnotation) + ": ");
+    d.allowed = ModelBit(*id);
+  }
+  d.tenant = TenantOf(a, tenant_label);
+  d.quota = c.tenant(d.tenant);
+  return d;
+}
+
+// The quota refusal for `milli` more of the tenant's GPU, or "".
+std::string QuotaRefusal(const PodDecision& d, int64_t milli) {
+  if (d.quota == nullptr || !d.quota->limit_gpu_milli) return "";
+  if (d.quota->used_gpu_milli + milli <= *d.quota->limit_gpu_milli) return "";
+  return "tenant '" + d.tenant + "' over its GPU quota: " + std::to_string(d.quota->used_gpu_milli) + " + " +
+         std::to_string(milli) + " > " + std::to_string(*d.quota->limit_gpu_milli) + " milli-GPU";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Extender>> Extender::Create(ExtenderOptions options) {
+  std::unique_ptr<Extender> e(new Extender());
+  e->options_ = std::move(options);
+  if (e->options_.target_workload == nullptr) {
+    std::vector<placement::TaskType> types;
+    for (int milli : {1000, 500, 250}) {
+      types.push_back(placement::TaskType{.num_gpu = 1, .gpu_milli = GpuMilli{milli}, .weight = 1});
+    }
+    e->default_workload_ = placement::TargetWorkload::FromTypes(std::move(types));
+  }
+  placement::PolicyOptions po;
+  po.target_workload = e->options_.target_workload ? e->options_.target_workload : &e->default_workload_;
+  TESSERA_ASSIGN_OR_RETURN(e->policy_, placement::MakePolicy(e->options_.policy, po));
+  return e;
+}
+
+void Extender::SetCluster(std::shared_ptr<const ExtenderCluster> cluster) {
+  std::lock_guard<std::mutex> lock(cluster_mu_);
+  cluster_ = std::move(cluster);
+}
+
+std::shared_ptr<const ExtenderCluster> Extender::cluster() const {
+  std::lock_guard<std::mutex> lock(cluster_mu_);
+  return cluster_;
+}
+
+ExtenderAnswer Extender::Health() const {
+  std::shared_ptr<const ExtenderCluster> c = cluster();
+  if (c == nullptr) return {503, json{{"status", "no cluster state"}}.dump()};
+  return {200, json{{"status", "ok"}, {"nodes", c->node_count()}, {"policy", options_.policy}}.dump()};
+}
+
+ExtenderAnswer Extender::Filter(std::string_view body) {
+  StatusOr<Args> args = DecodeArgs(body);
+  if (!args.ok()) return BadRequest(std::string(args.status().message()));
+  Args& a = *args;
+  json failed = json::object();
+  json unresolvable = json::object();
+  std::string error;
+  std::vector<size_t> pass;
+  std::shared_ptr<const ExtenderCluster> c = cluster();
+  if (c == nullptr) {
+    error = "tessera extender: no cluster state yet (the first refresh has not completed)";
+  } else if (StatusOr<PodDecision> d = Prepare(a, *c, options_.tenant_label); !d.ok()) {
+    error = std::string(d.status().message());
+  } else if (!d->ask) {
+    for (size_t i = 0; i < a.names.size(); ++i) pass.push_back(i);
+  } else {
+    Resolved resolved(*d->ask, *c, d->allowed);
+    for (size_t i = 0; i < a.names.size(); ++i) {
+      const std::string& name = a.names[i];
+      const std::optional<NodeIndex> n = c->Find(name);
+      if (!n) {
+        unresolvable[name] = "not in tessera's view of the cluster (no GPUs registered)";
+        continue;
+      }
+      if (!c->node(*n).schedulable) {
+        unresolvable[name] = "cordoned or lost in the tessera control plane";
+        continue;
+      }
+      StatusOr<const TaskRequest*> task = resolved.TaskFor(*n);
+      if (!task.ok()) {
+        unresolvable[name] = std::string(task.status().message());
+        continue;
+      }
+      const TaskRequest& t = **task;
+      if (std::string q = QuotaRefusal(*d, t.TotalGpu().value()); !q.empty()) {
+        unresolvable[name] = std::move(q);
+        continue;
+      }
+      bool capacity_ok = true;
+      const GpuSet usable = UsableGpus(*d->ask, *c, *n, &capacity_ok);
+      if (!capacity_ok) {
+        unresolvable[name] = "no GPU of the node has " + std::to_string(d->ask->memory_mib) + " MiB of memory";
+        continue;
+      }
+      if (c->snapshot().Fits(*n, t, usable)) {
+        pass.push_back(i);
+      } else {
+        failed[name] = "no " + AskText(*d->ask, t) + " (free: " + FreeList(*c, *n) + ")";
+      }
+    }
+  }
+  json out = json::object();
+  if (a.nodes_mode) {
+    json items = json::array();
+    if (error.empty()) {
+      for (size_t i : pass) items.push_back(std::move(a.node_items[i]));
+    }
+    out["Nodes"] = json{{"metadata", json::object()}, {"items", std::move(items)}};
+    out["NodeNames"] = nullptr;
+  } else {
+    json names = json::array();
+    if (error.empty()) {
+      for (size_t i : pass) names.push_back(a.names[i]);
+    }
+    out["Nodes"] = nullptr;
+    out["NodeNames"] = std::move(names);
+  }
+  out["FailedNodes"] = std::move(failed);
+  out["FailedAndUnresolvableNodes"] = std::move(unresolvable);
+  out["Error"] = error;
+  return {200, out.dump()};
+}
+
+ExtenderAnswer Extender::Prioritize(std::string_view body) {
+  StatusOr<Args> args = DecodeArgs(body);
+  if (!args.ok()) return BadRequest(std::string(args.status().message()));
+  const Args& a = *args;
+  std::vector<int64_t> scores(a.names.size(), 0);
+  std::shared_ptr<const ExtenderCluster> c = cluster();
+  StatusOr<PodDecision> d = c ? Prepare(a, *c, options_.tenant_label) : StatusOr<PodDecision>(UnavailableError(""));
+  if (d.ok() && d->ask) {
+    // Group the fitting nodes by the task they take (one per GPU model for MIG asks), score each
+    // group with the policy, then normalise all together.
+    Resolved resolved(*d->ask, *c, d->allowed);
+    std::map<const TaskRequest*, std::vector<std::pair<size_t, NodeIndex>>> groups;
+    placement::Eligibility eligibility;
+    bool masked = false;
+    for (size_t i = 0; i < a.names.size(); ++i) {
+      const std::optional<NodeIndex> n = c->Find(a.names[i]);
+      if (!n || !c->node(*n).schedulable) continue;
+      StatusOr<const TaskRequest*> task = resolved.TaskFor(*n);
+      if (!task.ok() || !QuotaRefusal(*d, (*task)->TotalGpu().value()).empty()) continue;
+      bool capacity_ok = true;
+      const GpuSet usable = UsableGpus(*d->ask, *c, *n, &capacity_ok);
+      if (!capacity_ok) continue;
+      if (usable != placement::GpusOfCount(c->snapshot().gpu_count(*n))) {
+        if (!masked) eligibility.Reset(c->node_count());
+        masked = true;
+        eligibility.SetGpus(*n, usable);
+      }
+      groups[*task].emplace_back(i, *n);
+    }
+    std::vector<std::optional<double>> raw(a.names.size());
+    {
+      std::lock_guard<std::mutex> lock(policy_mu_);
+      placement::PlacementContext ctx;
+      if (masked) ctx.eligibility = &eligibility;
+      std::vector<NodeIndex> nodes;
+      for (const auto& [task, members] : groups) {
+        nodes.clear();
+        for (const auto& m : members) nodes.push_back(m.second);
+        const std::vector<std::optional<double>> s = policy_->ScoreNodes(c->snapshot(), *task, nodes, ctx);
+        for (size_t k = 0; k < members.size(); ++k) raw[members[k].first] = s[k];
+      }
+    }
+    scores = placement::ExtenderScores(raw, kMaxExtenderScore);
+  }
+  json out = json::array();
+  for (size_t i = 0; i < a.names.size(); ++i) out.push_back(json{{"Host", a.names[i]}, {"Score", scores[i]}});
+  return {200, out.dump()};
+}
+
+}  // namespace tessera::k8s
