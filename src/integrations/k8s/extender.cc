@@ -219,11 +219,11 @@ struct PodDecision {
 StatusOr<PodDecision> Prepare(const Args& a, const ExtenderCluster& c, const std::string& tenant_label) {
   PodDecision d;
   StatusOr<std::optional<GpuAsk>> ask = ParseGpuAsk(a.annotations);
-  if (!ask.ok()) return ask.status().WithPrefix(PodName(a) + ": ");
+  if (!ask.ok()) return ask.status().WithPrefix(PodName(a));
   d.ask = std::move(*ask);
   if (d.ask && !d.ask->model.empty()) {
     StatusOr<GpuModelId> id = c.catalog().Find(d.ask->model);
-    if (!id.ok()) return id.status().WithPrefix(PodName(a) + ": " + std::string(kModelAnnotation) + ": ");
+    if (!id.ok()) return id.status().WithPrefix(PodName(a) + ": " + std::string(kModelAnnotation));
     d.allowed = ModelBit(*id);
   }
   d.tenant = TenantOf(a, tenant_label);

@@ -260,16 +260,16 @@ StatusOr<ClusterState> LoadControlPlaneState(const HttpGet& get) {
   ClusterState state;
   TESSERA_ASSIGN_OR_RETURN(const std::string nodes, fetch("/v1/nodes"));
   StatusOr<std::vector<ClusterNode>> n = ReadControlPlaneNodes(nodes);
-  if (!n.ok()) return n.status().WithPrefix("GET /v1/nodes: ");
+  if (!n.ok()) return n.status().WithPrefix("GET /v1/nodes");
   state.nodes = std::move(*n);
   TESSERA_ASSIGN_OR_RETURN(const std::string tenants, fetch("/v1/tenants"));
   StatusOr<std::vector<std::string>> names = ReadControlPlaneTenantNames(tenants);
-  if (!names.ok()) return names.status().WithPrefix("GET /v1/tenants: ");
+  if (!names.ok()) return names.status().WithPrefix("GET /v1/tenants");
   for (const std::string& name : *names) {
     const std::string path = "/v1/tenants/" + name;  // names are A-Z a-z 0-9 . _ - (no escaping)
     TESSERA_ASSIGN_OR_RETURN(const std::string body, fetch(path));
     StatusOr<TenantQuota> q = ReadControlPlaneTenant(body);
-    if (!q.ok()) return q.status().WithPrefix("GET " + path + ": ");
+    if (!q.ok()) return q.status().WithPrefix("GET " + path);
     state.tenants.push_back(std::move(*q));
   }
   return state;
@@ -296,7 +296,7 @@ StatusOr<std::shared_ptr<const ExtenderCluster>> ExtenderCluster::Build(ClusterS
     int64_t model_mib = 0;
     if (n.gpu_count > 0) {
       StatusOr<GpuModelId> id = catalog.Find(n.model);
-      if (!id.ok()) return id.status().WithPrefix(where + ": model: ");
+      if (!id.ok()) return id.status().WithPrefix(where + ": model");
       spec.model = *id;
       model_mib = catalog.info(*id).memory.value();
       if (n.mig) {

@@ -118,7 +118,7 @@ StatusOr<std::optional<GpuAsk>> ParseGpuAsk(const Annotations& a) {
   }
   if (memory) {
     StatusOr<int64_t> bytes = ParseQuantityBytes(*memory);
-    if (!bytes.ok()) return bytes.status().WithPrefix(std::string(kMemoryAnnotation) + ": ");
+    if (!bytes.ok()) return bytes.status().WithPrefix(kMemoryAnnotation);
     ask.memory_mib = (*bytes + (1 << 20) - 1) >> 20;
     if (ask.memory_mib <= 0) return InvalidArgumentError(std::string(kMemoryAnnotation) + ": '" + *memory + "' is zero");
   }

@@ -91,7 +91,7 @@ int RunExtender(const ExtenderFlags& f) {
   }
   StatusOr<std::unique_ptr<k8s::Extender>> extender =
       k8s::Extender::Create({.policy = f.policy, .tenant_label = f.tenant_label});
-  if (!extender.ok()) return Fail(kCommand, extender.status().WithPrefix("--policy: "), kExitBadInput);
+  if (!extender.ok()) return Fail(kCommand, extender.status().WithPrefix("--policy"), kExitBadInput);
 
   std::unique_ptr<daemon::ApiClient> client;
   std::string source;
