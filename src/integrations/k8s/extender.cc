@@ -1,6 +1,7 @@
 #include "tessera/integrations/k8s/extender.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <utility>
@@ -8,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/integrations/k8s/extender_args.h"
 #include "tessera/integrations/k8s/gpu_ask.h"
 #include "tessera/placement/mig.h"
 
@@ -20,86 +22,55 @@ using placement::GpuBit;
 using placement::GpuSet;
 using placement::TaskRequest;
 
-// ExtenderArgs as read: the pod's identity and annotations, the node names, and (Nodes mode) the
-// Node objects themselves, echoed back by Filter.
-struct Args {
-  std::string pod_name, pod_namespace;
-  std::map<std::string, std::string, std::less<>> annotations, labels;
-  bool nodes_mode = false;          // Nodes (v1.NodeList) given, not NodeNames
-  std::vector<std::string> names;   // one per node, in the order given
-  json node_items = json::array();  // Nodes mode: the items
-};
+
+// node -> reason, as FailedNodes / FailedAndUnresolvableNodes hold them.
+using Reasons = std::vector<std::pair<std::string, std::string>>;
+
+// `s` as a JSON string (it came from a parsed body or from our own text, so it is valid UTF-8):
+// quotes, backslashes and control characters escaped as nlohmann's dump escapes them.
+void AppendJsonString(std::string& out, std::string_view s) {
+  out += '"';
+  size_t run = 0;  // start of the pending run of characters that need no escape
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    if (u >= 0x20 && u != '"' && u != '\\') continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
+    static const char* const kShort[] = {"b", "t", "n", nullptr, "f", "r"};
+    if (u == '"' || u == '\\') {
+      out += '\\';
+      out += static_cast<char>(u);
+    } else if (u >= 8 && u <= 13 && kShort[u - 8] != nullptr) {
+      out += '\\';
+      out += kShort[u - 8];
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", u);
+      out += buf;
+    }
+  }
+  out.append(s.data() + run, s.size() - run);
+  out += '"';
+}
+
+// A JSON object of the reasons, keys sorted (a node named twice keeps its last reason, as a Go
+// map decoding the object would).
+void AppendReasons(std::string& out, Reasons& reasons) {
+  std::stable_sort(reasons.begin(), reasons.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  out += '{';
+  bool first = true;
+  for (size_t i = 0; i < reasons.size(); ++i) {
+    if (i + 1 < reasons.size() && reasons[i + 1].first == reasons[i].first) continue;
+    if (!first) out += ',';
+    first = false;
+    AppendJsonString(out, reasons[i].first);
+    out += ':';
+    AppendJsonString(out, reasons[i].second);
+  }
+  out += '}';
+}
 
 ExtenderAnswer BadRequest(const std::string& message) { return {400, json{{"Error", message}}.dump()}; }
-
-Status ReadStringMap(const json& meta, const char* key, std::map<std::string, std::string, std::less<>>& out) {
-  auto it = meta.find(key);
-  if (it == meta.end() || it->is_null()) return Status::Ok();
-  if (!it->is_object()) return InvalidArgumentError(std::string("Pod.metadata.") + key + ": not an object");
-  for (auto& [k, v] : it->items()) {
-    if (!v.is_string()) return InvalidArgumentError(std::string("Pod.metadata.") + key + "." + k + ": not a string");
-    out.emplace(k, v.get<std::string>());
-  }
-  return Status::Ok();
-}
-
-std::string StringAt(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-// The args, or INVALID_ARGUMENT (a 400: the body is not what the protocol sends).
-StatusOr<Args> DecodeArgs(std::string_view body) {
-  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return InvalidArgumentError("the body is not JSON (an ExtenderArgs object is expected)");
-  if (!doc.is_object()) return InvalidArgumentError("the body must be a JSON object (ExtenderArgs)");
-  Args a;
-  auto pod = doc.find("Pod");
-  if (pod != doc.end() && !pod->is_null()) {
-    if (!pod->is_object()) return InvalidArgumentError("Pod: not an object");
-    auto meta = pod->find("metadata");
-    if (meta != pod->end() && !meta->is_null()) {
-      if (!meta->is_object()) return InvalidArgumentError("Pod.metadata: not an object");
-      a.pod_name = StringAt(*meta, "name");
-      a.pod_namespace = StringAt(*meta, "namespace");
-      TESSERA_RETURN_IF_ERROR(ReadStringMap(*meta, "annotations", a.annotations));
-      TESSERA_RETURN_IF_ERROR(ReadStringMap(*meta, "labels", a.labels));
-    }
-  }
-  if (a.pod_namespace.empty()) a.pod_namespace = "default";
-  auto nodes = doc.find("Nodes");
-  auto names = doc.find("NodeNames");
-  if (nodes != doc.end() && !nodes->is_null()) {
-    if (!nodes->is_object()) return InvalidArgumentError("Nodes: not an object (a v1.NodeList)");
-    auto items = nodes->find("items");
-    if (items != nodes->end() && !items->is_null()) {
-      if (!items->is_array()) return InvalidArgumentError("Nodes.items: not an array");
-      a.node_items = std::move(*items);
-    }
-    a.nodes_mode = true;
-    a.names.reserve(a.node_items.size());
-    for (size_t i = 0; i < a.node_items.size(); ++i) {
-      const json& item = a.node_items[i];
-      std::string name;
-      if (item.is_object()) {
-        auto meta = item.find("metadata");
-        if (meta != item.end() && meta->is_object()) name = StringAt(*meta, "name");
-      }
-      if (name.empty()) return InvalidArgumentError("Nodes.items[" + std::to_string(i) + "].metadata.name: missing");
-      a.names.push_back(std::move(name));
-    }
-  } else if (names != doc.end() && !names->is_null()) {
-    if (!names->is_array()) return InvalidArgumentError("NodeNames: not an array");
-    a.names.reserve(names->size());
-    for (size_t i = 0; i < names->size(); ++i) {
-      if (!(*names)[i].is_string()) return InvalidArgumentError("NodeNames[" + std::to_string(i) + "]: not a string");
-      a.names.push_back((*names)[i].get<std::string>());
-    }
-  } else {
-    return InvalidArgumentError("neither Nodes nor NodeNames is given");
-  }
-  return a;
-}
 
 std::string PodName(const Args& a) { return "pod " + a.pod_namespace + "/" + a.pod_name; }
 
@@ -164,7 +135,7 @@ int64_t NeedMib(const GpuAsk& ask, const ExtenderCluster& c, NodeIndex n, int g)
 }
 
 // The GPUs of node n the ask may use: not blocked, and (share) with the memory it needs free;
-// (whole) with all their memory free. `capacity_ok` says whether any GPU could ever hold it.
+// (whole) with all their memory free (see the masking rule below). `capacity_ok` says whether any GPU could ever hold it.
 GpuSet UsableGpus(const GpuAsk& ask, const ExtenderCluster& c, NodeIndex n, bool* capacity_ok) {
   GpuSet usable = ~c.blocked_gpus(n) & placement::GpusOfCount(c.snapshot().gpu_count(n));
   *capacity_ok = true;
@@ -178,7 +149,10 @@ GpuSet UsableGpus(const GpuAsk& ask, const ExtenderCluster& c, NodeIndex n, bool
     }
     const int64_t need = ask.mode == AskMode::kShare ? NeedMib(ask, c, n, g) : cap;
     if (need <= cap) ++capable;
-    if (c.gpu_free_mib(n, g) < need) usable &= ~GpuBit(g);
+    // Masked only where memory changes the answer (the GPU has the compute free but not the
+    // memory): a GPU short of compute is ruled out by the fit check anyway, and a node whose
+    // GPUs are all unmasked keeps the policy's memoised score.
+    if (c.gpu_free_mib(n, g) < need && c.snapshot().gpu_free(n, g) >= ask.compute_milli) usable &= ~GpuBit(g);
   }
   *capacity_ok = capable >= ask.count;
   return usable;
@@ -277,8 +251,7 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
   StatusOr<Args> args = DecodeArgs(body);
   if (!args.ok()) return BadRequest(std::string(args.status().message()));
   Args& a = *args;
-  json failed = json::object();
-  json unresolvable = json::object();
+  Reasons failed, unresolvable;
   std::string error;
   std::vector<size_t> pass;
   std::shared_ptr<const ExtenderCluster> c = cluster();
@@ -290,60 +263,70 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
     for (size_t i = 0; i < a.names.size(); ++i) pass.push_back(i);
   } else {
     Resolved resolved(*d->ask, *c, d->allowed);
+    uint32_t hint = 0;  // kube-scheduler lists nodes in its snapshot's order: try the next one first
     for (size_t i = 0; i < a.names.size(); ++i) {
       const std::string& name = a.names[i];
-      const std::optional<NodeIndex> n = c->Find(name);
+      const std::optional<NodeIndex> n = c->Find(name, hint);
+      if (n) hint = n->value() + 1;
       if (!n) {
-        unresolvable[name] = "not in tessera's view of the cluster (no GPUs registered)";
+        unresolvable.emplace_back(name, "not in tessera's view of the cluster (no GPUs registered)");
         continue;
       }
       if (!c->node(*n).schedulable) {
-        unresolvable[name] = "cordoned or lost in the tessera control plane";
+        unresolvable.emplace_back(name, "cordoned or lost in the tessera control plane");
         continue;
       }
       StatusOr<const TaskRequest*> task = resolved.TaskFor(*n);
       if (!task.ok()) {
-        unresolvable[name] = std::string(task.status().message());
+        unresolvable.emplace_back(name, std::string(task.status().message()));
         continue;
       }
       const TaskRequest& t = **task;
       if (std::string q = QuotaRefusal(*d, t.TotalGpu().value()); !q.empty()) {
-        unresolvable[name] = std::move(q);
+        unresolvable.emplace_back(name, std::move(q));
         continue;
       }
       bool capacity_ok = true;
       const GpuSet usable = UsableGpus(*d->ask, *c, *n, &capacity_ok);
       if (!capacity_ok) {
-        unresolvable[name] = "no GPU of the node has " + std::to_string(d->ask->memory_mib) + " MiB of memory";
+        unresolvable.emplace_back(name, "no GPU of the node has " + std::to_string(d->ask->memory_mib) + " MiB of memory");
         continue;
       }
       if (c->snapshot().Fits(*n, t, usable)) {
         pass.push_back(i);
       } else {
-        failed[name] = "no " + AskText(*d->ask, t) + " (free: " + FreeList(*c, *n) + ")";
+        failed.emplace_back(name, "no " + AskText(*d->ask, t) + " (free: " + FreeList(*c, *n) + ")");
       }
     }
   }
-  json out = json::object();
+  // Written by hand, keys in the order nlohmann's dump gives them (sorted): for 5,000 nodes this
+  // is several times faster than building a json value and dumping it.
+  std::string out = "{\"Error\":";
+  AppendJsonString(out, error);
+  out += ",\"FailedAndUnresolvableNodes\":";
+  AppendReasons(out, unresolvable);
+  out += ",\"FailedNodes\":";
+  AppendReasons(out, failed);
   if (a.nodes_mode) {
-    json items = json::array();
+    out += ",\"NodeNames\":null,\"Nodes\":{\"items\":[";
     if (error.empty()) {
-      for (size_t i : pass) items.push_back(std::move(a.node_items[i]));
+      for (size_t k = 0; k < pass.size(); ++k) {
+        if (k > 0) out += ',';
+        out += a.node_items[pass[k]].dump();
+      }
     }
-    out["Nodes"] = json{{"metadata", json::object()}, {"items", std::move(items)}};
-    out["NodeNames"] = nullptr;
+    out += "],\"metadata\":{}}}";
   } else {
-    json names = json::array();
+    out += ",\"NodeNames\":[";
     if (error.empty()) {
-      for (size_t i : pass) names.push_back(a.names[i]);
+      for (size_t k = 0; k < pass.size(); ++k) {
+        if (k > 0) out += ',';
+        AppendJsonString(out, a.names[pass[k]]);
+      }
     }
-    out["Nodes"] = nullptr;
-    out["NodeNames"] = std::move(names);
+    out += "],\"Nodes\":null}";
   }
-  out["FailedNodes"] = std::move(failed);
-  out["FailedAndUnresolvableNodes"] = std::move(unresolvable);
-  out["Error"] = error;
-  return {200, out.dump()};
+  return {200, std::move(out)};
 }
 
 ExtenderAnswer Extender::Prioritize(std::string_view body) {
@@ -360,8 +343,10 @@ ExtenderAnswer Extender::Prioritize(std::string_view body) {
     std::map<const TaskRequest*, std::vector<std::pair<size_t, NodeIndex>>> groups;
     placement::Eligibility eligibility;
     bool masked = false;
+    uint32_t hint = 0;
     for (size_t i = 0; i < a.names.size(); ++i) {
-      const std::optional<NodeIndex> n = c->Find(a.names[i]);
+      const std::optional<NodeIndex> n = c->Find(a.names[i], hint);
+      if (n) hint = n->value() + 1;
       if (!n || !c->node(*n).schedulable) continue;
       StatusOr<const TaskRequest*> task = resolved.TaskFor(*n);
       if (!task.ok() || !QuotaRefusal(*d, (*task)->TotalGpu().value()).empty()) continue;
@@ -390,9 +375,16 @@ ExtenderAnswer Extender::Prioritize(std::string_view body) {
     }
     scores = placement::ExtenderScores(raw, kMaxExtenderScore);
   }
-  json out = json::array();
-  for (size_t i = 0; i < a.names.size(); ++i) out.push_back(json{{"Host", a.names[i]}, {"Score", scores[i]}});
-  return {200, out.dump()};
+  std::string out = "[";
+  out.reserve(a.names.size() * 32);
+  for (size_t i = 0; i < a.names.size(); ++i) {
+    if (i > 0) out += ',';
+    out += "{\"Host\":";
+    AppendJsonString(out, a.names[i]);
+    out += ",\"Score\":" + std::to_string(scores[i]) + "}";
+  }
+  out += ']';
+  return {200, std::move(out)};
 }
 
 }  // namespace tessera::k8s

@@ -88,6 +88,12 @@ class ExtenderCluster {
   const GpuModelCatalog& catalog() const { return *catalog_; }
   // The node's index, nullopt for a name the cluster does not have.
   std::optional<NodeIndex> Find(std::string_view name) const;
+  // The same, trying node `hint` first (callers walking a list in the cluster's own order pass
+  // the previous index + 1 and skip the hash lookup).
+  std::optional<NodeIndex> Find(std::string_view name, uint32_t hint) const {
+    if (hint < nodes_.size() && nodes_[hint].name == name) return NodeIndex{hint};
+    return Find(name);
+  }
   const ClusterNode& node(NodeIndex n) const { return nodes_[n.value()]; }
   // Free memory of GPU g of node n in MiB; -1 where the model's memory is not known.
   int64_t gpu_free_mib(NodeIndex n, int g) const { return free_mib_[n.value()][static_cast<size_t>(g)]; }
