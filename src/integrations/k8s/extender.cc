@@ -1,6 +1,7 @@
 #include "tessera/integrations/k8s/extender.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -24,7 +25,7 @@ using placement::TaskRequest;
 
 
 // node -> reason, as FailedNodes / FailedAndUnresolvableNodes hold them.
-using Reasons = std::vector<std::pair<std::string, std::string>>;
+using Reasons = std::vector<std::pair<std::string_view, std::string>>;
 
 // `s` as a JSON string (it came from a parsed body or from our own text, so it is valid UTF-8):
 // quotes, backslashes and control characters escaped as nlohmann's dump escapes them.
@@ -158,15 +159,28 @@ GpuSet UsableGpus(const GpuAsk& ask, const ExtenderCluster& c, NodeIndex n, bool
   return usable;
 }
 
-std::string FreeList(const ExtenderCluster& c, NodeIndex n) {
-  std::string s;
+void AppendInt(std::string& s, int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  s.append(buf, r.ptr);
+}
+
+// "GPU0 200 milli/8192 MiB, GPU1 0 milli/0 MiB" (MiB left out where the model's memory is unknown).
+void AppendFreeList(std::string& s, const ExtenderCluster& c, NodeIndex n) {
   for (int g = 0; g < c.snapshot().gpu_count(n); ++g) {
-    if (!s.empty()) s += ", ";
-    s += "GPU" + std::to_string(g) + " " + std::to_string(c.snapshot().gpu_free(n, g)) + " milli";
-    if (c.gpu_free_mib(n, g) >= 0) s += "/" + std::to_string(c.gpu_free_mib(n, g)) + " MiB";
+    if (g > 0) s += ", ";
+    s += "GPU";
+    AppendInt(s, g);
+    s += ' ';
+    AppendInt(s, c.snapshot().gpu_free(n, g));
+    s += " milli";
+    if (c.gpu_free_mib(n, g) >= 0) {
+      s += '/';
+      AppendInt(s, c.gpu_free_mib(n, g));
+      s += " MiB";
+    }
     if (c.blocked_gpus(n) & GpuBit(g)) s += " (MIG, in use)";
   }
-  return s;
 }
 
 std::string AskText(const GpuAsk& ask, const TaskRequest& t) {
@@ -264,8 +278,10 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
   } else {
     Resolved resolved(*d->ask, *c, d->allowed);
     uint32_t hint = 0;  // kube-scheduler lists nodes in its snapshot's order: try the next one first
+    std::string ask_text;  // "no GPU with ... free (free: ", per task
+    const TaskRequest* ask_text_of = nullptr;
     for (size_t i = 0; i < a.names.size(); ++i) {
-      const std::string& name = a.names[i];
+      const std::string_view name = a.names[i];
       const std::optional<NodeIndex> n = c->Find(name, hint);
       if (n) hint = n->value() + 1;
       if (!n) {
@@ -295,13 +311,24 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
       if (c->snapshot().Fits(*n, t, usable)) {
         pass.push_back(i);
       } else {
-        failed.emplace_back(name, "no " + AskText(*d->ask, t) + " (free: " + FreeList(*c, *n) + ")");
+        if (&t != ask_text_of) {
+          ask_text = "no " + AskText(*d->ask, t) + " (free: ";
+          ask_text_of = &t;
+        }
+        std::string reason;
+        reason.reserve(ask_text.size() + 24 * static_cast<size_t>(c->snapshot().gpu_count(*n)));
+        reason += ask_text;
+        AppendFreeList(reason, *c, *n);
+        reason += ')';
+        failed.emplace_back(name, std::move(reason));
       }
     }
   }
   // Written by hand, keys in the order nlohmann's dump gives them (sorted): for 5,000 nodes this
   // is several times faster than building a json value and dumping it.
-  std::string out = "{\"Error\":";
+  std::string out;
+  out.reserve(64 + 24 * pass.size() + 96 * (failed.size() + unresolvable.size()));
+  out += "{\"Error\":";
   AppendJsonString(out, error);
   out += ",\"FailedAndUnresolvableNodes\":";
   AppendReasons(out, unresolvable);

@@ -36,27 +36,39 @@ class Scanner {
     Ws();
     return i_ < s_.size() ? s_[i_] : '\0';
   }
-  // A string token at the cursor: its text and value, or nullopt. Plain ASCII without escapes is
-  // taken as is; anything else goes through nlohmann (escapes, UTF-8 checks).
-  std::optional<std::string> String() {
+  // A string token at the cursor: the text between its quotes and whether that is its value
+  // (plain ASCII without escapes), or false when there is none.
+  bool Token(std::string_view* raw, bool* plain) {
     Ws();
-    if (i_ >= s_.size() || s_[i_] != '"') return std::nullopt;
+    if (i_ >= s_.size() || s_[i_] != '"') return false;
     const size_t start = i_++;
-    bool plain = true;
+    *plain = true;
     while (i_ < s_.size() && s_[i_] != '"') {
       const auto u = static_cast<unsigned char>(s_[i_]);
       if (u == '\\') {
-        plain = false;
+        *plain = false;
         ++i_;
       } else if (u < 0x20 || u >= 0x80) {
-        plain = false;
+        *plain = false;
       }
       ++i_;
     }
-    if (i_ >= s_.size()) return std::nullopt;
+    if (i_ >= s_.size()) return false;
     ++i_;
-    if (plain) return std::string(s_.substr(start + 1, i_ - start - 2));
-    json v = json::parse(s_.substr(start, i_ - start), nullptr, false);
+    *raw = s_.substr(start + 1, i_ - start - 2);
+    return true;
+  }
+  // A string token's value: plain ones as they are, the rest through nlohmann (escapes, UTF-8
+  // checks). nullopt when there is no valid string at the cursor.
+  std::optional<std::string> String() {
+    std::string_view raw;
+    bool plain = false;
+    if (!Token(&raw, &plain)) return std::nullopt;
+    if (plain) return std::string(raw);
+    return Unescape(raw);
+  }
+  static std::optional<std::string> Unescape(std::string_view raw) {
+    json v = json::parse(std::string_view(raw.data() - 1, raw.size() + 2), nullptr, false);
     if (!v.is_string()) return std::nullopt;
     return std::move(v.get_ref<std::string&>());
   }
@@ -139,40 +151,49 @@ StatusOr<bool> ReadNodes(std::string_view text, Args& a) {
   a.names.reserve(a.node_items.size());
   for (size_t i = 0; i < a.node_items.size(); ++i) {
     const json& item = a.node_items[i];
-    std::string name;
+    std::string_view name;
     if (item.is_object()) {
       auto meta = item.find("metadata");
-      if (meta != item.end() && meta->is_object()) name = StringAt(*meta, "name");
+      if (meta != item.end() && meta->is_object()) {
+        auto n = meta->find("name");
+        if (n != meta->end() && n->is_string()) name = n->get_ref<const std::string&>();
+      }
     }
     if (name.empty()) return InvalidArgumentError("Nodes.items[" + std::to_string(i) + "].metadata.name: missing");
-    a.names.push_back(std::move(name));
+    a.names.push_back(name);
   }
   return true;
 }
 
 // NodeNames: an array of strings, read without a document; true when given (not null).
-StatusOr<bool> ReadNodeNames(std::string_view text, std::vector<std::string>& names) {
+StatusOr<bool> ReadNodeNames(std::string_view text, Args& a) {
   if (text == "null") return false;
   Scanner s(text);
   if (!s.Eat('[')) {
     if (!json::accept(text)) return InvalidArgumentError("NodeNames: not JSON");
     return InvalidArgumentError("NodeNames: not an array");
   }
-  names.clear();
+  a.names.clear();
   if (s.Eat(']')) return s.AtEnd() ? StatusOr<bool>(true) : InvalidArgumentError("NodeNames: not JSON");
   while (true) {
-    const std::string at = "NodeNames[" + std::to_string(names.size()) + "]";
+    std::string_view raw;
+    bool plain = false;
     if (s.Peek() != '"') {
       std::optional<std::string_view> v = s.Value();
       if (!v || !json::accept(*v)) return InvalidArgumentError("NodeNames: not JSON");
-      return InvalidArgumentError(at + ": not a string");
+      return InvalidArgumentError("NodeNames[" + std::to_string(a.names.size()) + "]: not a string");
     }
-    std::optional<std::string> name = s.String();
-    if (!name) return InvalidArgumentError(at + ": not a JSON string");
-    names.push_back(std::move(*name));
+    if (!s.Token(&raw, &plain)) return InvalidArgumentError("NodeNames: not JSON");
+    if (plain) {
+      a.names.push_back(raw);
+    } else {
+      std::optional<std::string> name = Scanner::Unescape(raw);
+      if (!name) return InvalidArgumentError("NodeNames[" + std::to_string(a.names.size()) + "]: not a JSON string");
+      a.names.push_back(a.owned.emplace_back(std::move(*name)));
+    }
     if (s.Eat(',')) continue;
     if (s.Eat(']') && s.AtEnd()) return true;
-    return InvalidArgumentError("NodeNames: not JSON (after element " + std::to_string(names.size() - 1) + ")");
+    return InvalidArgumentError("NodeNames: not JSON (after element " + std::to_string(a.names.size() - 1) + ")");
   }
 }
 
@@ -215,7 +236,7 @@ StatusOr<Args> DecodeArgs(std::string_view body) {
     a.nodes_mode = given;
   }
   if (!given && node_names) {
-    TESSERA_ASSIGN_OR_RETURN(given, ReadNodeNames(*node_names, a.names));
+    TESSERA_ASSIGN_OR_RETURN(given, ReadNodeNames(*node_names, a));
   }
   if (!given) return InvalidArgumentError("neither Nodes nor NodeNames is given");
   return a;

@@ -13,6 +13,7 @@
 // "Nodes.items[0].metadata.name: missing", "neither Nodes nor NodeNames is given".
 #pragma once
 
+#include <deque>
 #include <map>
 #include <string>
 #include <string_view>
@@ -28,10 +29,14 @@ struct Args {
   std::string pod_name, pod_namespace;  // namespace "default" when the pod names none
   std::map<std::string, std::string, std::less<>> annotations, labels;
   bool nodes_mode = false;                    // Nodes (v1.NodeList) given, not NodeNames
-  std::vector<std::string> names;             // one per node, in the order given
+  // One per node, in the order given: views into the body (plain names), into node_items, or
+  // into `owned` (names that had escapes).
+  std::vector<std::string_view> names;
+  std::deque<std::string> owned;
   nlohmann::json node_items = nlohmann::json::array();  // Nodes mode: the items
 };
 
+// The views in Args::names may point into `body`: it must outlive the Args.
 StatusOr<Args> DecodeArgs(std::string_view body);
 
 }  // namespace tessera::k8s

@@ -283,8 +283,7 @@ StatusOr<std::shared_ptr<const ExtenderCluster>> ExtenderCluster::Build(ClusterS
   c->tenants_ = std::move(state.tenants);
   std::vector<NodeSpec> specs;
   specs.reserve(c->nodes_.size());
-  c->free_mib_.resize(c->nodes_.size());
-  c->capacity_mib_.resize(c->nodes_.size());
+  c->first_gpu_.reserve(c->nodes_.size());
   c->blocked_.assign(c->nodes_.size(), 0);
   for (size_t i = 0; i < c->nodes_.size(); ++i) {
     const ClusterNode& n = c->nodes_[i];
@@ -305,6 +304,7 @@ StatusOr<std::shared_ptr<const ExtenderCluster>> ExtenderCluster::Build(ClusterS
       }
     }
     const auto size = static_cast<size_t>(n.gpu_count);
+    c->first_gpu_.push_back(c->free_mib_.size());
     if (!n.gpu_used_milli.empty() && n.gpu_used_milli.size() != size) {
       return InvalidArgumentError(where + ": gpu_used_milli has " + std::to_string(n.gpu_used_milli.size()) + " values for " +
                                   std::to_string(size) + " GPUs");
@@ -320,8 +320,8 @@ StatusOr<std::shared_ptr<const ExtenderCluster>> ExtenderCluster::Build(ClusterS
         return InvalidArgumentError(where + ": GPU " + std::to_string(g) + " uses " + std::to_string(used) + " MiB of " +
                                     std::to_string(cap));
       }
-      c->capacity_mib_[i].push_back(cap);
-      c->free_mib_[i].push_back(cap > 0 ? cap - used : -1);
+      c->capacity_mib_.push_back(cap);
+      c->free_mib_.push_back(cap > 0 ? cap - used : -1);
     }
     specs.push_back(std::move(spec));
   }

@@ -96,9 +96,9 @@ class ExtenderCluster {
   }
   const ClusterNode& node(NodeIndex n) const { return nodes_[n.value()]; }
   // Free memory of GPU g of node n in MiB; -1 where the model's memory is not known.
-  int64_t gpu_free_mib(NodeIndex n, int g) const { return free_mib_[n.value()][static_cast<size_t>(g)]; }
+  int64_t gpu_free_mib(NodeIndex n, int g) const { return free_mib_[first_gpu_[n.value()] + static_cast<size_t>(g)]; }
   // GPU g's memory capacity in MiB (0: unknown).
-  int64_t gpu_memory_mib(NodeIndex n, int g) const { return capacity_mib_[n.value()][static_cast<size_t>(g)]; }
+  int64_t gpu_memory_mib(NodeIndex n, int g) const { return capacity_mib_[first_gpu_[n.value()] + static_cast<size_t>(g)]; }
   // GPUs of node n the extender must not hand out: MIG GPUs with instances in use whose layout
   // the state does not tell (the control plane reports milli only).
   placement::GpuSet blocked_gpus(NodeIndex n) const { return blocked_[n.value()]; }
@@ -112,7 +112,8 @@ class ExtenderCluster {
   std::vector<ClusterNode> nodes_;
   std::optional<placement::ClusterSnapshot> snapshot_;
   std::unordered_map<std::string_view, uint32_t> index_;  // views into nodes_[i].name
-  std::vector<std::vector<int64_t>> free_mib_, capacity_mib_;
+  std::vector<size_t> first_gpu_;              // per node: its GPUs' first entry below
+  std::vector<int64_t> free_mib_, capacity_mib_;  // per GPU of every node, node by node
   std::vector<placement::GpuSet> blocked_;
   std::vector<TenantQuota> tenants_;
 };
