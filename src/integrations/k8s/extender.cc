@@ -1,7 +1,6 @@
 #include "tessera/integrations/k8s/extender.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -159,30 +158,6 @@ GpuSet UsableGpus(const GpuAsk& ask, const ExtenderCluster& c, NodeIndex n, bool
   return usable;
 }
 
-void AppendInt(std::string& s, int64_t v) {
-  char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  s.append(buf, r.ptr);
-}
-
-// "GPU0 200 milli/8192 MiB, GPU1 0 milli/0 MiB" (MiB left out where the model's memory is unknown).
-void AppendFreeList(std::string& s, const ExtenderCluster& c, NodeIndex n) {
-  for (int g = 0; g < c.snapshot().gpu_count(n); ++g) {
-    if (g > 0) s += ", ";
-    s += "GPU";
-    AppendInt(s, g);
-    s += ' ';
-    AppendInt(s, c.snapshot().gpu_free(n, g));
-    s += " milli";
-    if (c.gpu_free_mib(n, g) >= 0) {
-      s += '/';
-      AppendInt(s, c.gpu_free_mib(n, g));
-      s += " MiB";
-    }
-    if (c.blocked_gpus(n) & GpuBit(g)) s += " (MIG, in use)";
-  }
-}
-
 std::string AskText(const GpuAsk& ask, const TaskRequest& t) {
   switch (ask.mode) {
     case AskMode::kWhole:
@@ -278,7 +253,7 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
   } else {
     Resolved resolved(*d->ask, *c, d->allowed);
     uint32_t hint = 0;  // kube-scheduler lists nodes in its snapshot's order: try the next one first
-    std::string ask_text;  // "no GPU with ... free (free: ", per task
+    std::string ask_text;  // "no GPU with ... free now", per task
     const TaskRequest* ask_text_of = nullptr;
     for (size_t i = 0; i < a.names.size(); ++i) {
       const std::string_view name = a.names[i];
@@ -311,23 +286,26 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
       if (c->snapshot().Fits(*n, t, usable)) {
         pass.push_back(i);
       } else {
+        // One text per ask, not per node: kube-scheduler counts nodes by reason in the pod's
+        // FailedScheduling event ("0/5000 nodes are available: 3120 no GPU with ..."), so a
+        // per-node detail would turn that line into thousands of distinct reasons.
         if (&t != ask_text_of) {
-          ask_text = "no " + AskText(*d->ask, t) + " (free: ";
+          ask_text = "no " + AskText(*d->ask, t) + " now";
           ask_text_of = &t;
         }
-        std::string reason;
-        reason.reserve(ask_text.size() + 24 * static_cast<size_t>(c->snapshot().gpu_count(*n)));
-        reason += ask_text;
-        AppendFreeList(reason, *c, *n);
-        reason += ')';
-        failed.emplace_back(name, std::move(reason));
+        failed.emplace_back(name, ask_text);
       }
     }
   }
   // Written by hand, keys in the order nlohmann's dump gives them (sorted): for 5,000 nodes this
   // is several times faster than building a json value and dumping it.
   std::string out;
-  out.reserve(64 + 24 * pass.size() + 96 * (failed.size() + unresolvable.size()));
+  size_t size = 128 + error.size();
+  for (size_t k : pass) size += a.names[k].size() + 3;
+  for (const Reasons* r : {&failed, &unresolvable}) {
+    for (const auto& [node, why] : *r) size += node.size() + why.size() + 6;
+  }
+  out.reserve(size);
   out += "{\"Error\":";
   AppendJsonString(out, error);
   out += ",\"FailedAndUnresolvableNodes\":";

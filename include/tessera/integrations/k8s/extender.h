@@ -23,7 +23,8 @@
 //   - the node is not in the extender's view, cordoned, has no GPU of the asked model, too few
 //     GPUs, or GPUs with too little memory in all: FailedAndUnresolvableNodes;
 //   - the GPUs are there but too full now (milli or memory): FailedNodes (preemption may help),
-//     "no GPU with 300 milli-GPU and 10240 MiB free (free: GPU0 200 milli/8192 MiB, ...)".
+//     "no GPU with 300 milli-GPU and 10240 MiB free now". One text per ask, not per node:
+//     kube-scheduler counts nodes by reason in the pod's FailedScheduling event.
 // Prioritize: the placement policy's score (ExtenderOptions::policy, "tessera" by default: the
 // fragmentation gradient of FGD plus stranding and scarcity, src/placement/tessera_policy.cc) of
 // each fitting node, min-max normalised to 0..10 (placement::ExtenderScores); nodes where the pod
