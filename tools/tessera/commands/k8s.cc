@@ -16,6 +16,7 @@ void RegisterK8s(CLI::App& app, int* exit_code) {
   (void)exit_code;
   // The programs (one line each): RegisterK8s<Program>(*k8s, exit_code);
   RegisterK8sObjects(*k8s, exit_code);
+  RegisterK8sExtender(*k8s, exit_code);
 }
 
 }  // namespace tessera::cli

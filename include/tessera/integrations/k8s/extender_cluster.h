@@ -1,0 +1,121 @@
+// The cluster as the scheduler extender sees it: each node's GPUs (model, count, memory) and
+// what is in use on each GPU, plus each tenant's GPU quota and usage. Two sources:
+//
+//   * a node CSV (`tessera k8s extender --cluster FILE`, standalone tests), the simulator's node
+//     list format (sn, cpu_milli, memory_mib, gpu, model) with two optional columns of per-GPU
+//     use, '|'-separated: gpu_used_milli ("500|0") and gpu_used_mib ("20480|0"); other columns
+//     are ignored. Quotas from a tenants CSV (--quotas FILE): tenant, limit_gpu_milli (-1 or
+//     empty: unlimited), used_gpu_milli (optional).
+//
+//       sn,cpu_milli,memory_mib,gpu,model,gpu_used_milli
+//       node-a,64000,262144,2,A100-40GB,500|0
+//
+//   * the control plane (`--server URL`): GET /v1/nodes and GET /v1/tenants/{name} bodies
+//     (docs/api.md), read by ReadControlPlaneNodes / ReadControlPlaneTenant. These read another
+//     component's view, so unknown fields are ignored (the view may grow); a field of the wrong
+//     type is an error naming it. Nodes that are not `ready` are kept but marked unschedulable.
+//
+// BuildExtenderCluster turns the state into a placement::ClusterSnapshot with the use applied
+// (a GPU with 500 milli used has 500 free), a name -> index map, and per-GPU free memory.
+// Node CPU is left out of the GPU decision (kube-scheduler checks CPU and memory itself).
+//
+// Thread-safety: an ExtenderCluster is immutable once built and may be read by many threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tessera/core/gpu_model.h"
+#include "tessera/core/status.h"
+#include "tessera/placement/cluster_snapshot.h"
+
+namespace tessera::k8s {
+
+struct ClusterNode {
+  std::string name;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::string model;                  // catalog or NVML name; "" for a node without GPUs
+  int32_t gpu_count = 0;
+  bool mig = false;                   // GPUs in MIG mode
+  bool schedulable = true;            // false: cordoned or lost in the control plane
+  std::vector<int32_t> gpu_used_milli;  // per GPU (empty: none used)
+  std::vector<int64_t> gpu_used_mib;    // per GPU (empty: none used)
+  std::vector<int64_t> gpu_memory_mib;  // per GPU capacity (empty: the catalog's)
+};
+
+struct TenantQuota {
+  std::string name;
+  std::optional<int64_t> limit_gpu_milli;  // nullopt: unlimited
+  int64_t used_gpu_milli = 0;
+};
+
+struct ClusterState {
+  std::vector<ClusterNode> nodes;
+  std::vector<TenantQuota> tenants;
+};
+
+StatusOr<std::vector<ClusterNode>> ParseNodeCsv(std::string_view text, std::string_view path);
+StatusOr<std::vector<TenantQuota>> ParseQuotaCsv(std::string_view text, std::string_view path);
+// The body of GET /v1/nodes: {"nodes": [{"name", "state", "cpu_milli", "memory_mib", "gpus":
+// [{"index", "model", "memory_mib", "mig_enabled", "allocated_milli"}]}]}.
+StatusOr<std::vector<ClusterNode>> ReadControlPlaneNodes(std::string_view body);
+// The body of GET /v1/tenants: the tenant names (the list view carries no usage).
+StatusOr<std::vector<std::string>> ReadControlPlaneTenantNames(std::string_view body);
+// The body of GET /v1/tenants/{name}: quota.limit.gpu_milli and usage.gpu_milli.
+StatusOr<TenantQuota> ReadControlPlaneTenant(std::string_view body);
+
+// The control plane's state through `get` (a GET of a path, answering HTTP status and body: the
+// CLI passes its API client): GET /v1/nodes, GET /v1/tenants, then GET /v1/tenants/{name} for each
+// tenant (the list carries no usage). A non-200 answer is UNAVAILABLE naming the path and status.
+using HttpGet = std::function<StatusOr<std::pair<int, std::string>>(const std::string& path)>;
+StatusOr<ClusterState> LoadControlPlaneState(const HttpGet& get);
+
+class ExtenderCluster {
+ public:
+  // INVALID_ARGUMENT naming the node for an unknown model, a duplicate name, a use list of the
+  // wrong length or over a GPU's capacity.
+  static StatusOr<std::shared_ptr<const ExtenderCluster>> Build(ClusterState state, const GpuModelCatalog& catalog);
+
+  const placement::ClusterSnapshot& snapshot() const { return *snapshot_; }
+  const GpuModelCatalog& catalog() const { return *catalog_; }
+  // The node's index, nullopt for a name the cluster does not have.
+  std::optional<NodeIndex> Find(std::string_view name) const;
+  // The same, trying node `hint` first (callers walking a list in the cluster's own order pass
+  // the previous index + 1 and skip the hash lookup).
+  std::optional<NodeIndex> Find(std::string_view name, uint32_t hint) const {
+    if (hint < nodes_.size() && nodes_[hint].name == name) return NodeIndex{hint};
+    return Find(name);
+  }
+  const ClusterNode& node(NodeIndex n) const { return nodes_[n.value()]; }
+  // Free memory of GPU g of node n in MiB; -1 where the model's memory is not known.
+  int64_t gpu_free_mib(NodeIndex n, int g) const { return free_mib_[first_gpu_[n.value()] + static_cast<size_t>(g)]; }
+  // GPU g's memory capacity in MiB (0: unknown).
+  int64_t gpu_memory_mib(NodeIndex n, int g) const { return capacity_mib_[first_gpu_[n.value()] + static_cast<size_t>(g)]; }
+  // GPUs of node n the extender must not hand out: MIG GPUs with instances in use whose layout
+  // the state does not tell (the control plane reports milli only).
+  placement::GpuSet blocked_gpus(NodeIndex n) const { return blocked_[n.value()]; }
+  // The tenant's quota; nullptr for a tenant the state does not name (no quota: unlimited).
+  const TenantQuota* tenant(std::string_view name) const;
+  size_t node_count() const { return nodes_.size(); }
+
+ private:
+  ExtenderCluster() = default;
+  const GpuModelCatalog* catalog_ = nullptr;
+  std::vector<ClusterNode> nodes_;
+  std::optional<placement::ClusterSnapshot> snapshot_;
+  std::unordered_map<std::string_view, uint32_t> index_;  // views into nodes_[i].name
+  std::vector<size_t> first_gpu_;              // per node: its GPUs' first entry below
+  std::vector<int64_t> free_mib_, capacity_mib_;  // per GPU of every node, node by node
+  std::vector<placement::GpuSet> blocked_;
+  std::vector<TenantQuota> tenants_;
+};
+
+}  // namespace tessera::k8s

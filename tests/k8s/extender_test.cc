@@ -1,0 +1,238 @@
+// The scheduler extender in kube-scheduler's wire format (k8s.io/kube-scheduler/extender/v1):
+// golden round trips of realistic payloads (a Deployment's pod, full v1.Node objects) in both
+// nodeCacheCapable modes, quota refusals, fit and no fit, the score order, malformed bodies.
+#include "tessera/integrations/k8s/extender.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+std::string TestData(const std::string& name) {
+  std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/tests/k8s/testdata/" + name);
+  EXPECT_TRUE(in) << name;
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::shared_ptr<const ExtenderCluster> Cluster(const std::string& nodes_csv, const std::string& quotas_csv = "") {
+  ClusterState state;
+  StatusOr<std::vector<ClusterNode>> nodes = ParseNodeCsv(nodes_csv, "nodes.csv");
+  EXPECT_TRUE(nodes.ok()) << nodes.status().message();
+  state.nodes = *nodes;
+  if (!quotas_csv.empty()) state.tenants = *ParseQuotaCsv(quotas_csv, "quotas.csv");
+  StatusOr<std::shared_ptr<const ExtenderCluster>> c = ExtenderCluster::Build(std::move(state), GpuModelCatalog::Builtin());
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return c.ok() ? *c : nullptr;
+}
+
+std::unique_ptr<Extender> Make(std::shared_ptr<const ExtenderCluster> cluster, ExtenderOptions options = {}) {
+  StatusOr<std::unique_ptr<Extender>> e = Extender::Create(std::move(options));
+  EXPECT_TRUE(e.ok());
+  (*e)->SetCluster(std::move(cluster));
+  return std::move(*e);
+}
+
+std::unique_ptr<Extender> TestDataExtender() {
+  return Make(Cluster(TestData("cluster.csv"), TestData("quotas.csv")));
+}
+
+// ExtenderArgs in NodeNames mode for a pod with these annotations (and labels).
+std::string Args(const json& annotations, const std::vector<std::string>& nodes, const std::string& ns = "team-a",
+                 const json& labels = json::object()) {
+  return json{{"Pod", {{"metadata", {{"name", "p"}, {"namespace", ns}, {"annotations", annotations}, {"labels", labels}}}}},
+              {"Nodes", nullptr},
+              {"NodeNames", nodes}}
+      .dump();
+}
+
+json Body(const ExtenderAnswer& a) {
+  EXPECT_EQ(a.status, 200) << a.body;
+  return json::parse(a.body);
+}
+
+TEST(Extender, FilterNodeNamesModeGolden) {
+  auto e = TestDataExtender();
+  const ExtenderAnswer a = e->Filter(TestData("filter_args_nodenames.json"));
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(a.body + "\n", TestData("filter_result_nodenames.golden.json"));
+}
+
+TEST(Extender, PrioritizeGolden) {
+  auto e = TestDataExtender();
+  const ExtenderAnswer a = e->Prioritize(TestData("filter_args_nodenames.json"));
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(a.body + "\n", TestData("prioritize_result.golden.json"));
+}
+
+TEST(Extender, FilterNodesModeEchoesTheNodeObjects) {
+  auto e = TestDataExtender();
+  const std::string args = TestData("filter_args_nodes.json");
+  const json in = json::parse(args);
+  const json out = Body(e->Filter(args));
+  EXPECT_TRUE(out["NodeNames"].is_null());
+  ASSERT_TRUE(out["Nodes"].is_object());
+  ASSERT_EQ(out["Nodes"]["items"].size(), 2u);
+  // The passing nodes come back whole, as the scheduler sent them (it looks them up by name).
+  EXPECT_EQ(out["Nodes"]["items"][0], in["Nodes"]["items"][0]);
+  EXPECT_EQ(out["Nodes"]["items"][1], in["Nodes"]["items"][1]);
+  // The failures are those of NodeNames mode.
+  const json names = Body(e->Filter(TestData("filter_args_nodenames.json")));
+  EXPECT_EQ(out["FailedNodes"], names["FailedNodes"]);
+  EXPECT_EQ(out["FailedAndUnresolvableNodes"], names["FailedAndUnresolvableNodes"]);
+  EXPECT_EQ(out["Error"], "");
+  // prioritize reads the Node objects' names the same way.
+  EXPECT_EQ(e->Prioritize(args).body + "\n", TestData("prioritize_result.golden.json"));
+}
+
+TEST(Extender, FillingAPartlyUsedGpuBeatsAnEmptyOne) {
+  // The header's worked example: node-a's GPU0 is half used, node-b is empty.
+  auto e = Make(Cluster("sn,cpu_milli,memory_mib,gpu,model,gpu_used_milli\n"
+                        "node-b,64000,262144,2,A100-40GB,0|0\n"
+                        "node-a,64000,262144,2,A100-40GB,500|1000\n"));
+  const json half = {{"gpu.tessera.io/compute", "500"}, {"gpu.tessera.io/memory", "10Gi"}};
+  EXPECT_EQ(e->Prioritize(Args(half, {"node-b", "node-a"})).body,
+            R"([{"Host":"node-b","Score":0},{"Host":"node-a","Score":10}])");
+  // Under bestfit too.
+  EXPECT_EQ(Make(e->cluster(), {.policy = "bestfit"})->Prioritize(Args(half, {"node-b", "node-a"})).body,
+            R"([{"Host":"node-b","Score":0},{"Host":"node-a","Score":10}])");
+  // The order is the policy's, not an accident of the input: worstfit prefers the empty node.
+  EXPECT_EQ(Make(e->cluster(), {.policy = "worstfit"})->Prioritize(Args(half, {"node-b", "node-a"})).body,
+            R"([{"Host":"node-b","Score":10},{"Host":"node-a","Score":0}])");
+  // A whole GPU fits only node-b: node-a scores 0 as a node where the pod does not fit.
+  const json whole = {{"gpu.tessera.io/count", "1"}};
+  EXPECT_EQ(e->Prioritize(Args(whole, {"node-a", "node-b"})).body, R"([{"Host":"node-a","Score":0},{"Host":"node-b","Score":10}])");
+}
+
+TEST(Extender, QuotaRefusedPodFailsEveryNodeUnresolvably) {
+  auto e = TestDataExtender();  // team-b: 1900 of 2000 milli used
+  const json out = Body(e->Filter(Args({{"gpu.tessera.io/compute", "300"}}, {"gpu-node-1", "gpu-node-2"}, "team-b")));
+  EXPECT_EQ(out["NodeNames"], json::array());
+  EXPECT_EQ(out["FailedNodes"], json::object());
+  EXPECT_EQ(out["FailedAndUnresolvableNodes"]["gpu-node-1"], "tenant 'team-b' over its GPU quota: 1900 + 300 > 2000 milli-GPU");
+  EXPECT_EQ(out["FailedAndUnresolvableNodes"].size(), 2u);
+  // 100 milli still fits the quota.
+  EXPECT_EQ(Body(e->Filter(Args({{"gpu.tessera.io/compute", "100"}}, {"gpu-node-1"}, "team-b")))["NodeNames"],
+            json::array({"gpu-node-1"}));
+  // Tenant by label: a team-a pod labelled as team-b is held to team-b's quota.
+  auto by_label = Make(e->cluster(), {.tenant_label = "tessera.io/tenant"});
+  const json labelled = Body(by_label->Filter(
+      Args({{"gpu.tessera.io/compute", "300"}}, {"gpu-node-1"}, "team-a", {{"tessera.io/tenant", "team-b"}})));
+  EXPECT_THAT(labelled["FailedAndUnresolvableNodes"]["gpu-node-1"].get<std::string>(), HasSubstr("tenant 'team-b'"));
+  // A tenant without a quota is unlimited.
+  EXPECT_EQ(Body(e->Filter(Args({{"gpu.tessera.io/count", "2"}}, {"gpu-node-2"}, "other")))["NodeNames"],
+            json::array({"gpu-node-2"}));
+  // Prioritize scores a quota-refused pod 0 everywhere.
+  EXPECT_EQ(e->Prioritize(Args({{"gpu.tessera.io/compute", "300"}}, {"gpu-node-1", "gpu-node-2"}, "team-b")).body,
+            R"([{"Host":"gpu-node-1","Score":0},{"Host":"gpu-node-2","Score":0}])");
+}
+
+TEST(Extender, FitNoFitAndWhyNot) {
+  auto e = TestDataExtender();
+  const std::vector<std::string> all = {"gpu-node-1", "gpu-node-2", "gpu-node-3"};
+  // Two whole GPUs: only gpu-node-2 has both free; gpu-node-1 could after preemption.
+  json out = Body(e->Filter(Args({{"gpu.tessera.io/count", "2"}}, all)));
+  EXPECT_EQ(out["NodeNames"], json::array({"gpu-node-2"}));
+  EXPECT_EQ(out["FailedNodes"]["gpu-node-1"], "no 2 fully free GPUs now");
+  EXPECT_TRUE(out["FailedNodes"].contains("gpu-node-3"));
+  // Four GPUs: no node has that many.
+  out = Body(e->Filter(Args({{"gpu.tessera.io/count", "4"}}, all)));
+  EXPECT_EQ(out["FailedAndUnresolvableNodes"]["gpu-node-2"], "it has 2 GPUs, the pod asks for 4");
+  // Another model.
+  out = Body(e->Filter(Args({{"gpu.tessera.io/model", "H100-80GB"}}, all)));
+  EXPECT_EQ(out["FailedAndUnresolvableNodes"]["gpu-node-2"], "its GPUs are A100-40GB, the pod asks for H100-80GB");
+  // More memory than any GPU has.
+  out = Body(e->Filter(Args({{"gpu.tessera.io/compute", "100"}, {"gpu.tessera.io/memory", "50Gi"}}, all)));
+  EXPECT_EQ(out["FailedAndUnresolvableNodes"]["gpu-node-2"], "no GPU of the node has 51200 MiB of memory");
+  // Memory decides where compute would fit: 300 milli fits gpu-node-1's GPU0 only with <= 20057 MiB.
+  out = Body(e->Filter(Args({{"gpu.tessera.io/compute", "300"}, {"gpu.tessera.io/memory", "30Gi"}}, {"gpu-node-1"})));
+  EXPECT_EQ(out["NodeNames"], json::array({"gpu-node-1"}));  // GPU1 (empty) holds it
+  out = Body(e->Filter(Args({{"gpu.tessera.io/compute", "100"}, {"gpu.tessera.io/memory", "6Gi"}}, {"gpu-node-3"})));
+  // gpu-node-3's GPU1 has the 100 milli but 5537 MiB.
+  EXPECT_EQ(out["FailedNodes"]["gpu-node-3"], "no GPU with 100 milli-GPU and 6144 MiB free now");
+}
+
+TEST(Extender, MigAsksGoToMigNodesOfAModelWithTheProfile) {
+  ClusterState state;
+  state.nodes = *ParseNodeCsv("sn,cpu_milli,memory_mib,gpu,model\nmig-1,64000,262144,2,H100-80GB\nplain,64000,262144,2,H100-80GB\n",
+                              "n.csv");
+  state.nodes[0].mig = true;
+  auto e = Make(*ExtenderCluster::Build(state, GpuModelCatalog::Builtin()));
+  json out = Body(e->Filter(Args({{"gpu.tessera.io/mig-profile", "3g.40gb"}}, {"mig-1", "plain"})));
+  EXPECT_EQ(out["NodeNames"], json::array({"mig-1"}));
+  EXPECT_EQ(out["FailedAndUnresolvableNodes"]["plain"], "its GPUs are not in MIG mode");
+  out = Body(e->Filter(Args({{"gpu.tessera.io/mig-profile", "9g.99gb"}}, {"mig-1"})));
+  EXPECT_THAT(out["FailedAndUnresolvableNodes"]["mig-1"].get<std::string>(), HasSubstr("9g.99gb"));
+  out = Body(e->Filter(Args({{"gpu.tessera.io/compute", "300"}}, {"mig-1"})));
+  EXPECT_THAT(out["FailedAndUnresolvableNodes"]["mig-1"].get<std::string>(), HasSubstr("in MIG mode"));
+  EXPECT_EQ(e->Prioritize(Args({{"gpu.tessera.io/mig-profile", "3g.40gb"}}, {"mig-1", "plain"})).body,
+            R"([{"Host":"mig-1","Score":10},{"Host":"plain","Score":0}])");
+}
+
+TEST(Extender, PodWithoutAGpuAskPassesEverywhere) {
+  auto e = TestDataExtender();
+  const json out = Body(e->Filter(Args(json::object(), {"gpu-node-3", "cpu-node-1"})));
+  EXPECT_EQ(out["NodeNames"], json::array({"gpu-node-3", "cpu-node-1"}));
+  EXPECT_EQ(e->Prioritize(Args(json::object(), {"gpu-node-3", "cpu-node-1"})).body,
+            R"([{"Host":"gpu-node-3","Score":0},{"Host":"cpu-node-1","Score":0}])");
+}
+
+TEST(Extender, ProtocolErrorsGoInErrorNeverA500) {
+  auto e = TestDataExtender();
+  // A bad annotation: Error names it, no node passes.
+  json out = Body(e->Filter(Args({{"gpu.tessera.io/compute", "1500"}}, {"gpu-node-1"})));
+  EXPECT_EQ(out["Error"], "pod team-a/p: gpu.tessera.io/compute: 1500 is out of range 1..1000 (milli-GPU)");
+  EXPECT_EQ(out["NodeNames"], json::array());
+  out = Body(e->Filter(Args({{"gpu.tessera.io/model", "Z9"}}, {"gpu-node-1"})));
+  EXPECT_THAT(out["Error"].get<std::string>(), HasSubstr("pod team-a/p: gpu.tessera.io/model: "));
+  // Prioritize cannot carry an error: neutral scores.
+  EXPECT_EQ(e->Prioritize(Args({{"gpu.tessera.io/compute", "1500"}}, {"gpu-node-1"})).body,
+            R"([{"Host":"gpu-node-1","Score":0}])");
+  // No cluster state yet.
+  auto empty = Extender::Create({});
+  out = Body((*empty)->Filter(Args({{"gpu.tessera.io/count", "1"}}, {"gpu-node-1"})));
+  EXPECT_THAT(out["Error"].get<std::string>(), HasSubstr("no cluster state yet"));
+  EXPECT_EQ((*empty)->Health().status, 503);
+  EXPECT_EQ(e->Health().body, R"({"nodes":3,"policy":"tessera","status":"ok"})");
+}
+
+TEST(Extender, MalformedBodiesAre400WithAMessage) {
+  auto e = TestDataExtender();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"not json", "the body is not JSON"},
+      {"", "the body is not JSON"},
+      {"[1, 2]", "the body must be a JSON object"},
+      {R"({"Pod": 5, "NodeNames": []})", "Pod: not an object"},
+      {R"({"Pod": {}})", "neither Nodes nor NodeNames is given"},
+      {R"({"Pod": {}, "NodeNames": "a"})", "NodeNames: not an array"},
+      {R"({"Pod": {}, "NodeNames": [1]})", "NodeNames[0]: not a string"},
+      {R"({"Pod": {}, "Nodes": {"items": [{"metadata": {}}]}})", "Nodes.items[0].metadata.name: missing"},
+      {R"({"Pod": {"metadata": {"annotations": {"a": 1}}}, "NodeNames": []})", "Pod.metadata.annotations.a: not a string"},
+  };
+  for (const auto& [body, message] : cases) {
+    for (const ExtenderAnswer& a : {e->Filter(body), e->Prioritize(body)}) {
+      EXPECT_EQ(a.status, 400) << body;
+      EXPECT_THAT(json::parse(a.body)["Error"].get<std::string>(), HasSubstr(message)) << body;
+    }
+  }
+  // Unknown fields are ignored, and null Nodes / NodeNames are absent ones.
+  const json out = Body(e->Filter(
+      R"({"Pod": {"metadata": {"name": "p"}, "future": 1}, "Nodes": null, "NodeNames": ["gpu-node-1"], "Extra": {}})"));
+  EXPECT_EQ(out["NodeNames"], json::array({"gpu-node-1"}));
+}
+
+TEST(Extender, UnknownPolicyIsRefused) {
+  EXPECT_THAT(Extender::Create({.policy = "nope"}).status().message(), HasSubstr("unknown policy 'nope'"));
+}
+
+}  // namespace
+}  // namespace tessera::k8s
