@@ -173,7 +173,7 @@ void RegisterK8sExtender(CLI::App& k8s, int* exit_code) {
       "gpu.tessera.io/count (whole GPUs), gpu.tessera.io/compute (milli-GPU, 1..1000),\n"
       "gpu.tessera.io/memory (a Kubernetes quantity per GPU, e.g. 10Gi), gpu.tessera.io/mig-profile,\n"
       "gpu.tessera.io/model. Tenant = the pod's namespace (or --tenant-label). Stops on SIGINT/SIGTERM.\n"
-      "The KubeSchedulerConfiguration stanza: deploy/k8s/scheduler-extender.yaml.");
+      "The KubeSchedulerConfiguration stanza: deploy/k8s/scheduler/scheduler-extender.yaml.");
   cmd->add_option("--cluster", f->cluster,
                   "Node CSV (sn,cpu_milli,memory_mib,gpu,model[,gpu_used_milli,gpu_used_mib]: per-GPU use "
                   "'|'-separated, milli-GPU and MiB), read once; for standalone use and tests");
