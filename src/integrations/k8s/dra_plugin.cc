@@ -135,6 +135,9 @@ class RegistrationService final : public regpb::Registration::Service {
 };
 
 StatusOr<std::unique_ptr<grpc::Server>> Listen(const std::string& socket, grpc::Service* service) {
+  if (socket.size() > 107) {  // sockaddr_un.sun_path
+    return InvalidArgumentError("'" + socket + "' is longer than a unix socket's 107 characters");
+  }
   if (std::remove(socket.c_str()) != 0 && errno != ENOENT) {
     return InternalError("cannot replace '" + socket + "': " + std::strerror(errno));
   }
