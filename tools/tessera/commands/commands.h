@@ -40,6 +40,8 @@ void RegisterPlan(CLI::App& app, int* exit_code);
 void RegisterSlurm(CLI::App& app, int* exit_code);
 // `tessera k8s ...` (commands/k8s.cc): the Kubernetes integration's programs.
 void RegisterK8s(CLI::App& app, int* exit_code);
+// `tessera k8s dra-driver` (commands/k8s_dra.cc): the DRA kubelet plugin.
+void RegisterK8sDraDriver(CLI::App& k8s, int* exit_code);
 // `tessera version [--paths]` (commands/version.cc); `version` is the line it prints.
 void RegisterVersion(CLI::App& app, const std::string& version, int* exit_code);
 
