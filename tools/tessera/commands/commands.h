@@ -45,6 +45,8 @@ void RegisterK8s(CLI::App& app, int* exit_code);
 void RegisterK8sObjects(CLI::App& k8s, int* exit_code);
 // `tessera k8s extender` under RegisterK8s's `k8s` (commands/k8s_extender.cc).
 void RegisterK8sExtender(CLI::App& k8s, int* exit_code);
+// `tessera k8s dra-driver` (commands/k8s_dra.cc): the DRA kubelet plugin.
+void RegisterK8sDraDriver(CLI::App& k8s, int* exit_code);
 // `tessera version [--paths]` (commands/version.cc); `version` is the line it prints.
 void RegisterVersion(CLI::App& app, const std::string& version, int* exit_code);
 

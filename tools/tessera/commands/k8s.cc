@@ -13,10 +13,10 @@ void RegisterK8s(CLI::App& app, int* exit_code) {
       "k8s", std::string("Kubernetes integration (DRA driver ") + std::string(tessera::k8s::kDriverName) +
                  ", scheduler extender, device plugin)");
   k8s->require_subcommand(1);
-  (void)exit_code;
   // The programs (one line each): RegisterK8s<Program>(*k8s, exit_code);
   RegisterK8sObjects(*k8s, exit_code);
   RegisterK8sExtender(*k8s, exit_code);
+  RegisterK8sDraDriver(*k8s, exit_code);
 }
 
 }  // namespace tessera::cli

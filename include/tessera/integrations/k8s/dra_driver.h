@@ -1,0 +1,103 @@
+// DraDriver: what the DRA kubelet plugin of driver gpu.tessera.io does on a node, without the
+// transport (dra_plugin.h serves it over the kubelet's gRPC). Called by `tessera k8s dra-driver`
+// and by the tests and benchmark.
+//
+// Prepare(claim refs) reads each claim (ClaimSource), and turns every allocation result of driver
+// gpu.tessera.io into a slot of the node's segment (node::NodeDir::Join, the driver's own process
+// as the member, as the agent is for its workloads):
+//   * a share (consumedCapacity present): memory limit = consumedCapacity.memory, compute share =
+//     consumedCapacity.compute (milli-GPU);
+//   * a whole GPU (no consumedCapacity): no memory limit, share 1000;
+//   * the slot's registry name is "<namespace>/<claim>/<request>/<device>" (plus "#<shareID's first
+//     8>" for a share), one slot per result; metering account = the opaque config's tenant, else
+//     the claim's namespace (Kubernetes' own tenancy); workload "k8s-claim/<namespace>/<claim>".
+// It then writes one CDI spec file per claim, <cdi dir>/gpu.tessera.io-claim_<uid>.json
+// (cdiVersion 0.6.0, kind gpu.tessera.io/gpu), with one CDI device per slot, "<uid>-<device>",
+// whose containerEdits set LD_PRELOAD to the shim, the slot's TESSERA_SHIM_* variables and
+// CUDA_VISIBLE_DEVICES, and bind-mount the shim and the node's policy, counters and leases files
+// under <container dir> (default /run/tessera). The node directory's `members` folder is not
+// mounted: in the container's pid namespace no supervisor is an ancestor, and the shim then takes
+// its tenant from TESSERA_SHIM_TENANT (the rule of shim.cc for a directory without members/).
+// The answer per claim is its devices with their CDI ids "gpu.tessera.io/gpu=<uid>-<device>",
+// or an error (the claim's only: other claims of the call are prepared).
+//
+// Unprepare leaves the slots (node::NodeDir::LeaveTenant: the slot goes when no container process
+// holds it any longer) and removes the CDI spec.
+//
+// Idempotent: a claim already prepared is answered from memory (same devices, no second slot);
+// unpreparing one that is not prepared is OK. Restart-safe: every change is recorded in
+// <plugin dir>/checkpoint.json (written to a temporary file and renamed); Open() reads it and
+// re-joins every recorded slot with the new process as member (a slot a container still holds
+// keeps its index; a slot that went gets a new index and its CDI spec is rewritten).
+//
+// Worked example: claim team-a/infer (uid U) allocated gpu-0 with memory 10Gi, compute 300.
+// Prepare -> Join("team-a/infer/gpu/gpu-0#2b0f33c1", gpu 0, 10 GiB, share 300) = index 0; writes
+// gpu.tessera.io-claim_U.json with device "U-gpu-0" (TESSERA_SHIM_TENANT=0, TESSERA_SHIM_GPUS=0,
+// CUDA_VISIBLE_DEVICES=0 without NVML); answers {U: [{request gpu, pool node-1, device gpu-0,
+// cdi gpu.tessera.io/gpu=U-gpu-0}]}. Prepare again: the same answer, still one slot. A new
+// process Open()s the checkpoint: Join again -> index 0. Unprepare: the slot and the file go.
+//
+// Thread-safety: Prepare and Unprepare may be called from several threads (one mutex; the node
+// directory has its own file lock against other processes).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/core/status.h"
+#include "tessera/integrations/k8s/dra_claim.h"
+
+namespace tessera::k8s {
+
+struct DraDriverOptions {
+  std::string node_dir;                                        // the node directory (NodeDir)
+  std::string plugin_dir = "/var/lib/kubelet/plugins/gpu.tessera.io";  // checkpoint.json
+  std::string cdi_dir = "/var/run/cdi";                        // where the CDI spec files go
+  std::string shim_path;                                       // host path of libtessera-shim.so
+  std::string container_dir = "/run/tessera";                  // the shim and node files, in the container
+  std::string nvml_library = "libnvidia-ml.so.1";              // GPU UUIDs for CUDA_VISIBLE_DEVICES
+  long member_pid = 0;                                         // the slots' member; 0 = this process
+};
+
+// One device of a prepared claim, as the kubelet's Device message carries it.
+struct PreparedDevice {
+  std::vector<std::string> requests;
+  std::string pool, device;
+  std::vector<std::string> cdi_ids;
+};
+
+struct ClaimResult {
+  std::vector<PreparedDevice> devices;
+  std::string error;  // non-empty: this claim failed (devices empty)
+};
+
+class DraDriver {
+ public:
+  // Reads and re-adopts the checkpoint (an unreadable one is DATA_LOSS naming the file); checks
+  // the shim (node::ResolveShim); creates the plugin and CDI dirs.
+  static StatusOr<std::unique_ptr<DraDriver>> Open(const DraDriverOptions& options, ClaimSource* source);
+  ~DraDriver();
+  DraDriver(const DraDriver&) = delete;
+  DraDriver& operator=(const DraDriver&) = delete;
+
+  // By claim uid; every claim of the call has an entry.
+  std::map<std::string, ClaimResult> Prepare(const std::vector<ClaimRef>& claims);
+  // By claim uid: "" when unprepared (or never prepared), else the error.
+  std::map<std::string, std::string> Unprepare(const std::vector<ClaimRef>& claims);
+
+  size_t prepared_claims() const;
+  // What re-adopting the checkpoint found wrong (a claim whose slot could not be joined again is
+  // dropped; the kubelet prepares it again). Empty when all went back.
+  const std::vector<std::string>& recovery_problems() const;
+
+  struct State;
+
+ private:
+  explicit DraDriver(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tessera::k8s

@@ -1,0 +1,336 @@
+// DraDriver (tessera/integrations/k8s/dra_driver.h): claims -> node slots, CDI specs, checkpoint.
+#include "tessera/integrations/k8s/dra_driver.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/enforce/segment.h"
+#include "tessera/integrations/k8s/names.h"
+#include "tessera/node/launcher.h"
+#include "tessera/node/node_dir.h"
+
+namespace tessera::k8s {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr int kCheckpointVersion = 1;
+
+// One slot of a prepared claim: what was joined, and what the kubelet was told.
+struct Slot {
+  std::string request, pool, device;
+  std::string cdi_name;  // "<uid>-<device>"
+  node::TenantRequest tenant;
+  int index = -1;
+};
+
+struct Prepared {
+  ClaimRef ref;
+  std::vector<Slot> slots;
+};
+
+Status MakeDirs(const std::string& path) {
+  std::string so_far;
+  std::stringstream parts(path);
+  std::string part;
+  if (path.starts_with('/')) so_far = "/";
+  while (std::getline(parts, part, '/')) {
+    if (part.empty()) continue;
+    so_far += part + "/";
+    if (::mkdir(so_far.c_str(), 0755) != 0 && errno != EEXIST) {
+      return InternalError("cannot create '" + so_far + "': " + std::strerror(errno));
+    }
+  }
+  return Status::Ok();
+}
+
+// Writes `text` to `path` through a temporary file and a rename (readers see the old or the new).
+Status WriteAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "we");
+  if (f == nullptr) return InternalError("cannot write '" + tmp + "': " + std::strerror(errno));
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return InternalError("cannot write '" + path + "': " + why);
+  }
+  return Status::Ok();
+}
+
+std::string CdiId(const std::string& cdi_name) { return std::string(kDriverName) + "/gpu=" + cdi_name; }
+
+json SlotToJson(const Slot& s) {
+  return {{"request", s.request},        {"pool", s.pool},
+          {"device", s.device},          {"cdi_name", s.cdi_name},
+          {"tenant", s.tenant.name},     {"account", s.tenant.account},
+          {"workload", s.tenant.workload}, {"gpu", s.tenant.gpu},
+          {"mem_bytes", s.tenant.mem_bytes}, {"share", s.tenant.share},
+          {"priority", s.tenant.priority}, {"scrub", s.tenant.scrub},
+          {"index", s.index}};
+}
+
+}  // namespace
+
+struct DraDriver::State {
+  DraDriverOptions options;
+  ClaimSource* source = nullptr;
+  node::NodeDir node{""};
+  std::string shim;
+  std::string checkpoint_path;
+  mutable std::mutex mu;
+  std::map<std::string, Prepared> prepared;     // by uid
+  std::map<int, node::GpuPin> pins;             // by GPU, found once
+  std::vector<std::string> recovery_problems;
+
+  std::string SpecPath(const std::string& uid) const {
+    return options.cdi_dir + "/" + std::string(kDriverName) + "-claim_" + uid + ".json";
+  }
+
+  StatusOr<node::GpuPin> Pin(int gpu) {
+    if (auto it = pins.find(gpu); it != pins.end()) return it->second;
+    TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, node::PinGpu(gpu, options.nvml_library, std::nullopt));
+    pins[gpu] = pin;
+    return pin;
+  }
+
+  // The CDI spec of a prepared claim (see the header: one device per slot).
+  StatusOr<std::string> RenderSpec(const Prepared& p) {
+    const std::string in = options.container_dir;
+    const node::NodePaths inside(in + "/node");
+    const node::NodePaths& host = node.paths();
+    json devices = json::array();
+    for (const Slot& s : p.slots) {
+      TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, Pin(s.tenant.gpu));
+      json env = json::array();
+      for (const auto& [key, value] :
+           node::LaunchEnvironment({.paths = inside, .shim_path = in + "/libtessera-shim.so", .pin = pin,
+                                    .gpu = s.tenant.gpu, .tenant_index = s.index})) {
+        env.push_back(key + "=" + value);
+      }
+      const json ro = {"ro", "nosuid", "nodev", "bind"};
+      const json rw = {"rw", "nosuid", "nodev", "bind"};
+      json mounts = json::array({
+          {{"hostPath", shim}, {"containerPath", in + "/libtessera-shim.so"}, {"options", ro}},
+          {{"hostPath", host.policy}, {"containerPath", inside.policy}, {"options", ro}},
+          {{"hostPath", host.counters}, {"containerPath", inside.counters}, {"options", rw}},
+          {{"hostPath", host.leases}, {"containerPath", inside.leases}, {"options", rw}},
+      });
+      devices.push_back({{"name", s.cdi_name}, {"containerEdits", {{"env", env}, {"mounts", mounts}}}});
+    }
+    json spec = {{"cdiVersion", "0.6.0"},
+                 {"kind", std::string(kDriverName) + "/gpu"},
+                 {"annotations", {{"gpu.tessera.io/claim", p.ref.ns + "/" + p.ref.name}}},
+                 {"devices", devices}};
+    return spec.dump(2) + "\n";
+  }
+
+  Status WriteSpec(const Prepared& p) {
+    if (p.slots.empty()) return Status::Ok();  // nothing of ours: no file
+    TESSERA_ASSIGN_OR_RETURN(std::string text, RenderSpec(p));
+    return WriteAtomically(SpecPath(p.ref.uid), text);
+  }
+
+  Status WriteCheckpoint() const {
+    json claims = json::array();
+    for (const auto& [uid, p] : prepared) {
+      json slots = json::array();
+      for (const Slot& s : p.slots) slots.push_back(SlotToJson(s));
+      claims.push_back({{"uid", uid}, {"namespace", p.ref.ns}, {"name", p.ref.name}, {"slots", slots}});
+    }
+    const json doc = {{"version", kCheckpointVersion}, {"driver", kDriverName}, {"claims", claims}};
+    return WriteAtomically(checkpoint_path, doc.dump(1) + "\n");
+  }
+
+  long Member() const { return options.member_pid > 0 ? options.member_pid : static_cast<long>(::getpid()); }
+
+  void LeaveSlots(const std::vector<Slot>& slots) const {
+    for (const Slot& s : slots) (void)node.LeaveTenant(s.tenant.name, Member());
+  }
+
+  // The slots of one claim (results of other drivers skipped), joined.
+  StatusOr<Prepared> Join(const ClaimRef& ref) {
+    TESSERA_ASSIGN_OR_RETURN(std::string text, source->ResourceClaimJson(ref.ns, ref.name));
+    TESSERA_ASSIGN_OR_RETURN(AllocatedClaim claim, ParseResourceClaim(text));
+    if (claim.uid != ref.uid) {
+      return FailedPreconditionError("metadata.uid: ResourceClaim " + ref.ns + "/" + ref.name + " has uid " +
+                                     claim.uid + ", not the kubelet's " + ref.uid + " (the claim was replaced)");
+    }
+    if (claim.ns != ref.ns) {
+      return FailedPreconditionError("metadata.namespace: '" + claim.ns + "' is not the kubelet's '" + ref.ns + "'");
+    }
+    Prepared p{.ref = ref, .slots = {}};
+    std::map<std::string, int> names;
+    for (const AllocatedDevice& d : claim.devices) {
+      if (d.driver != kDriverName) continue;
+      Slot s{.request = d.request, .pool = d.pool, .device = d.device, .cdi_name = ref.uid + "-" + d.device};
+      if (int n = names[s.cdi_name]++; n > 0) s.cdi_name += "-" + std::to_string(n);
+      s.tenant = {.name = ref.ns + "/" + ref.name + "/" + d.request + "/" + d.device +
+                          (d.share_id.empty() ? "" : "#" + d.share_id.substr(0, 8)),
+                  .gpu = d.gpu,
+                  .mem_bytes = d.shared ? d.memory_bytes : enforce::kUnlimited,
+                  .share = d.shared ? static_cast<int>(d.compute_milli) : 1000,
+                  .priority = d.config.priority,
+                  .scrub = d.config.scrub,
+                  .account = d.config.tenant.empty() ? ref.ns : d.config.tenant,
+                  .workload = "k8s-claim/" + ref.ns + "/" + ref.name};
+      StatusOr<int> index = node.Join(s.tenant, Member());
+      if (!index.ok()) {
+        LeaveSlots(p.slots);
+        return Status(index.status().code(), "results device " + d.device + ": " + std::string(index.status().message()));
+      }
+      s.index = *index;
+      p.slots.push_back(std::move(s));
+    }
+    return p;
+  }
+
+  ClaimResult Answer(const Prepared& p) const {
+    ClaimResult r;
+    for (const Slot& s : p.slots) {
+      r.devices.push_back({.requests = {s.request}, .pool = s.pool, .device = s.device, .cdi_ids = {CdiId(s.cdi_name)}});
+    }
+    return r;
+  }
+
+  ClaimResult PrepareOne(const ClaimRef& ref) {
+    if (ref.uid.empty() || ref.ns.empty() || ref.name.empty()) {
+      return {.devices = {}, .error = "claim " + ref.ns + "/" + ref.name + ": namespace, uid and name are required"};
+    }
+    if (auto it = prepared.find(ref.uid); it != prepared.end()) return Answer(it->second);
+    StatusOr<Prepared> p = Join(ref);
+    if (!p.ok()) return {.devices = {}, .error = std::string(p.status().message())};
+    prepared[ref.uid] = *p;
+    Status done = WriteSpec(*p);
+    if (done.ok()) done = WriteCheckpoint();
+    if (!done.ok()) {  // not prepared: undo, so that the kubelet's retry starts clean
+      prepared.erase(ref.uid);
+      LeaveSlots(p->slots);
+      std::remove(SpecPath(ref.uid).c_str());
+      return {.devices = {}, .error = std::string(done.message())};
+    }
+    return Answer(*p);
+  }
+
+  std::string UnprepareOne(const ClaimRef& ref) {
+    auto it = prepared.find(ref.uid);
+    if (it == prepared.end()) return "";
+    for (const Slot& s : it->second.slots) {
+      if (Status left = node.LeaveTenant(s.tenant.name, Member()); !left.ok()) {
+        return "leaving slot " + s.tenant.name + ": " + std::string(left.message());
+      }
+    }
+    if (std::remove(SpecPath(ref.uid).c_str()) != 0 && errno != ENOENT) {
+      return "removing " + SpecPath(ref.uid) + ": " + std::strerror(errno);
+    }
+    prepared.erase(it);
+    Status saved = WriteCheckpoint();
+    return saved.ok() ? "" : std::string(saved.message());
+  }
+
+  // Reads the checkpoint (none: nothing to adopt) and joins its slots again.
+  Status Recover() {
+    std::ifstream in(checkpoint_path);
+    if (!in) return Status::Ok();
+    std::stringstream text;
+    text << in.rdbuf();
+    json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    const std::string bad = "checkpoint '" + checkpoint_path + "': ";
+    if (!doc.is_object() || doc.value("version", 0) != kCheckpointVersion || !doc.contains("claims") ||
+        !doc["claims"].is_array()) {
+      return DataLossError(bad + "not a version " + std::to_string(kCheckpointVersion) + " checkpoint");
+    }
+    for (const json& c : doc["claims"]) {
+      Prepared p;
+      try {
+        p.ref = {.ns = c.at("namespace").get<std::string>(), .uid = c.at("uid").get<std::string>(),
+                 .name = c.at("name").get<std::string>()};
+        for (const json& j : c.at("slots")) {
+          Slot s{.request = j.at("request"), .pool = j.at("pool"), .device = j.at("device"),
+                 .cdi_name = j.at("cdi_name")};
+          s.tenant = {.name = j.at("tenant"), .gpu = j.at("gpu"), .mem_bytes = j.at("mem_bytes"),
+                      .share = j.at("share"), .priority = j.at("priority"), .scrub = j.at("scrub"),
+                      .account = j.at("account"), .workload = j.at("workload")};
+          s.index = j.at("index");
+          p.slots.push_back(std::move(s));
+        }
+      } catch (const json::exception& e) {
+        return DataLossError(bad + e.what());
+      }
+      Adopt(std::move(p));
+    }
+    return WriteCheckpoint();
+  }
+
+  void Adopt(Prepared p) {
+    bool moved = false;
+    for (Slot& s : p.slots) {
+      StatusOr<int> index = node.Join(s.tenant, Member());
+      if (!index.ok()) {
+        recovery_problems.push_back("claim " + p.ref.ns + "/" + p.ref.name + " (" + p.ref.uid + "), slot " +
+                                    s.tenant.name + ": " + std::string(index.status().message()));
+        LeaveSlots(p.slots);
+        std::remove(SpecPath(p.ref.uid).c_str());
+        return;
+      }
+      moved |= *index != s.index;
+      s.index = *index;
+    }
+    if (Status written = moved ? WriteSpec(p) : Status::Ok(); !written.ok()) {
+      recovery_problems.push_back("claim " + p.ref.uid + ": " + std::string(written.message()));
+    }
+    prepared[p.ref.uid] = std::move(p);
+  }
+};
+
+DraDriver::DraDriver(std::unique_ptr<State> state) : state_(std::move(state)) {}
+DraDriver::~DraDriver() = default;
+
+StatusOr<std::unique_ptr<DraDriver>> DraDriver::Open(const DraDriverOptions& options, ClaimSource* source) {
+  if (source == nullptr) return InvalidArgumentError("no claim source");
+  if (options.node_dir.empty()) return InvalidArgumentError("node_dir: empty");
+  auto state = std::make_unique<State>();
+  state->options = options;
+  state->source = source;
+  state->node = node::NodeDir(options.node_dir);
+  TESSERA_ASSIGN_OR_RETURN(state->shim, node::ResolveShim(options.shim_path));
+  TESSERA_RETURN_IF_ERROR(MakeDirs(options.plugin_dir));
+  TESSERA_RETURN_IF_ERROR(MakeDirs(options.cdi_dir));
+  state->checkpoint_path = options.plugin_dir + "/checkpoint.json";
+  TESSERA_RETURN_IF_ERROR(state->Recover());
+  return std::unique_ptr<DraDriver>(new DraDriver(std::move(state)));
+}
+
+std::map<std::string, ClaimResult> DraDriver::Prepare(const std::vector<ClaimRef>& claims) {
+  std::lock_guard lock(state_->mu);
+  std::map<std::string, ClaimResult> out;
+  for (const ClaimRef& ref : claims) out[ref.uid] = state_->PrepareOne(ref);
+  return out;
+}
+
+std::map<std::string, std::string> DraDriver::Unprepare(const std::vector<ClaimRef>& claims) {
+  std::lock_guard lock(state_->mu);
+  std::map<std::string, std::string> out;
+  for (const ClaimRef& ref : claims) out[ref.uid] = state_->UnprepareOne(ref);
+  return out;
+}
+
+size_t DraDriver::prepared_claims() const {
+  std::lock_guard lock(state_->mu);
+  return state_->prepared.size();
+}
+
+const std::vector<std::string>& DraDriver::recovery_problems() const { return state_->recovery_problems; }
+
+}  // namespace tessera::k8s

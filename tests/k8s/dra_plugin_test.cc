@@ -1,0 +1,254 @@
+// The DRA kubelet plugin end to end over real gRPC on unix sockets: a fake kubelet
+// (DraKubeletClient) registers, prepares, unprepares and restarts the plugin; the slots' limits
+// are read back from the node directory; the CDI spec is checked.
+#include "tessera/integrations/k8s/dra_plugin.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/enforce/segment.h"
+#include "tessera/node/node_dir.h"
+
+namespace tessera::k8s {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::string Claim(const std::string& ns, const std::string& name, const std::string& uid, const std::string& results,
+                  const std::string& config = "[]") {
+  return R"({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"namespace": ")" + ns +
+         R"(", "name": ")" + name + R"(", "uid": ")" + uid + R"(", "resourceVersion": "7"},
+  "spec": {"devices": {"requests": []}},
+  "status": {"allocation": {"devices": {"results": )" + results + R"(, "config": )" + config + R"(},
+             "nodeSelector": {}}}})";
+}
+
+const std::string kShare0 = R"([{"request": "gpu", "driver": "gpu.tessera.io", "pool": "node-1", "device": "gpu-0",
+  "shareID": "2b0f33c1-aaaa-bbbb", "consumedCapacity": {"memory": "1Gi", "compute": "300"}}])";
+
+class DraPluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Short: a unix socket's path has at most 107 characters.
+    std::string dir = (fs::temp_directory_path() / "tdra-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+    root_ = dir;
+    options_ = {.node_dir = (root_ / "node").string(),
+                .plugin_dir = (root_ / "plugins/gpu.tessera.io").string(),
+                .cdi_dir = (root_ / "cdi").string(),
+                .shim_path = TESSERA_SHIM_LIBRARY,
+                .nvml_library = "/nonexistent/libnvidia-ml.so.1"};
+    StartPlugin();
+  }
+  void TearDown() override {
+    server_.reset();
+    driver_.reset();
+    fs::remove_all(root_);
+  }
+  void StartPlugin() {
+    server_.reset();
+    driver_.reset();
+    auto driver = DraDriver::Open(options_, &claims_);
+    ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+    driver_ = std::move(*driver);
+    auto server = DraPluginServer::Start(
+        driver_.get(), {.registry_dir = (root_ / "registry").string(), .plugin_dir = options_.plugin_dir});
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+  }
+  std::vector<node::TenantStatus> Tenants() {
+    auto status = node::NodeDir(options_.node_dir).ReadStatus();
+    EXPECT_TRUE(status.ok()) << status.status().ToString();
+    std::vector<node::TenantStatus> out;
+    for (const auto& gpu : status->gpus) out.insert(out.end(), gpu.tenants.begin(), gpu.tenants.end());
+    return out;
+  }
+  std::string Dra() const { return server_->dra_socket(); }
+
+  fs::path root_;
+  DraDriverOptions options_;
+  InMemoryClaimSource claims_;
+  std::unique_ptr<DraDriver> driver_;
+  std::unique_ptr<DraPluginServer> server_;
+  DraKubeletClient kubelet_;
+};
+
+TEST_F(DraPluginTest, RegistrationAnswersWhatTheKubeletExpects) {
+  EXPECT_EQ(server_->registration_socket(), (root_ / "registry/gpu.tessera.io-reg.sock").string());
+  auto info = kubelet_.GetInfo(server_->registration_socket());
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->type, "DRAPlugin");
+  EXPECT_EQ(info->name, "gpu.tessera.io");
+  EXPECT_EQ(info->endpoint, options_.plugin_dir + "/dra.sock");
+  EXPECT_EQ(info->supported_versions, std::vector<std::string>{"v1.DRAPlugin"});
+  EXPECT_FALSE(server_->registration().notified);
+  ASSERT_TRUE(kubelet_.NotifyRegistrationStatus(server_->registration_socket(), true, "").ok());
+  EXPECT_TRUE(server_->registration().notified);
+  EXPECT_TRUE(server_->registration().registered);
+}
+
+TEST_F(DraPluginTest, PrepareMakesASlotWithTheClaimsLimitsAndACdiSpec) {
+  claims_.Put("team-a", "infer", Claim("team-a", "infer", "U1", kShare0));
+  auto answer = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  ASSERT_EQ(answer->count("U1"), 1u);
+  const ClaimResult& r = answer->at("U1");
+  EXPECT_EQ(r.error, "");
+  ASSERT_EQ(r.devices.size(), 1u);
+  EXPECT_EQ(r.devices[0].pool, "node-1");
+  EXPECT_EQ(r.devices[0].device, "gpu-0");
+  EXPECT_EQ(r.devices[0].requests, std::vector<std::string>{"gpu"});
+  EXPECT_EQ(r.devices[0].cdi_ids, std::vector<std::string>{"gpu.tessera.io/gpu=U1-gpu-0"});
+
+  std::vector<node::TenantStatus> tenants = Tenants();
+  ASSERT_EQ(tenants.size(), 1u);
+  EXPECT_EQ(tenants[0].name, "team-a/infer/gpu/gpu-0#2b0f33c1");
+  EXPECT_EQ(tenants[0].limit_bytes, 1ull << 30);
+  EXPECT_EQ(tenants[0].share, 300);
+  EXPECT_EQ(tenants[0].account, "team-a");
+
+  std::ifstream spec_file(root_ / "cdi/gpu.tessera.io-claim_U1.json");
+  ASSERT_TRUE(spec_file.good());
+  nlohmann::json spec = nlohmann::json::parse(spec_file);
+  EXPECT_EQ(spec["cdiVersion"], "0.6.0");
+  EXPECT_EQ(spec["kind"], "gpu.tessera.io/gpu");
+  ASSERT_EQ(spec["devices"].size(), 1u);
+  EXPECT_EQ(spec["devices"][0]["name"], "U1-gpu-0");
+  const auto env = spec["devices"][0]["containerEdits"]["env"].get<std::vector<std::string>>();
+  EXPECT_THAT(env, ::testing::Contains("LD_PRELOAD=/run/tessera/libtessera-shim.so"));
+  EXPECT_THAT(env, ::testing::Contains("TESSERA_SHIM_TENANT=" + std::to_string(tenants[0].index)));
+  EXPECT_THAT(env, ::testing::Contains("TESSERA_SHIM_POLICY=/run/tessera/node/policy"));
+  EXPECT_THAT(env, ::testing::Contains("CUDA_VISIBLE_DEVICES=0"));
+  const auto& mounts = spec["devices"][0]["containerEdits"]["mounts"];
+  ASSERT_EQ(mounts.size(), 4u);
+  EXPECT_EQ(mounts[0]["hostPath"], TESSERA_SHIM_LIBRARY);
+  EXPECT_EQ(mounts[1]["hostPath"], options_.node_dir + "/policy");
+}
+
+TEST_F(DraPluginTest, PrepareTwiceGivesTheSameAnswerAndOneSlot) {
+  claims_.Put("team-a", "infer", Claim("team-a", "infer", "U1", kShare0));
+  auto first = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
+  auto second = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->at("U1").devices[0].cdi_ids, second->at("U1").devices[0].cdi_ids);
+  EXPECT_EQ(Tenants().size(), 1u);
+  EXPECT_EQ(driver_->prepared_claims(), 1u);
+}
+
+TEST_F(DraPluginTest, UnprepareRemovesTheSlotAndTheSpecAndIsIdempotent) {
+  claims_.Put("team-a", "infer", Claim("team-a", "infer", "U1", kShare0));
+  ASSERT_TRUE(kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}}).ok());
+  for (int i = 0; i < 2; ++i) {
+    auto gone = kubelet_.Unprepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
+    ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+    EXPECT_EQ(gone->at("U1"), "");
+  }
+  EXPECT_TRUE(Tenants().empty());
+  EXPECT_FALSE(fs::exists(root_ / "cdi/gpu.tessera.io-claim_U1.json"));
+  // Prepared again after the unprepare: a fresh slot.
+  auto again = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->at("U1").error, "");
+  EXPECT_EQ(Tenants().size(), 1u);
+}
+
+TEST_F(DraPluginTest, ARestartedPluginReadoptsPreparedClaimsFromItsCheckpoint) {
+  claims_.Put("team-a", "infer", Claim("team-a", "infer", "U1", kShare0));
+  auto before = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
+  ASSERT_TRUE(before.ok());
+  const int index = Tenants().at(0).index;
+  StartPlugin();  // a new driver and server over the same folders
+  EXPECT_EQ(driver_->prepared_claims(), 1u);
+  EXPECT_TRUE(driver_->recovery_problems().empty());
+  claims_.Remove("team-a", "infer");  // answered from the checkpoint, not the API server
+  auto after = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->at("U1").error, "");
+  EXPECT_EQ(after->at("U1").devices[0].cdi_ids, before->at("U1").devices[0].cdi_ids);
+  ASSERT_EQ(Tenants().size(), 1u);
+  EXPECT_EQ(Tenants()[0].index, index);
+  auto gone = kubelet_.Unprepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
+  ASSERT_TRUE(gone.ok());
+  EXPECT_TRUE(Tenants().empty());
+}
+
+TEST_F(DraPluginTest, AClaimForAnotherDriverIsIgnored) {
+  claims_.Put("team-b", "cuda", Claim("team-b", "cuda", "U2", R"([{"request": "gpu", "driver": "gpu.nvidia.com",
+    "pool": "node-1", "device": "gpu-7-mig-1g"}])"));
+  auto answer = kubelet_.Prepare(Dra(), {{.ns = "team-b", .uid = "U2", .name = "cuda"}});
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->at("U2").error, "");
+  EXPECT_TRUE(answer->at("U2").devices.empty());
+  EXPECT_TRUE(Tenants().empty());
+  EXPECT_FALSE(fs::exists(root_ / "cdi/gpu.tessera.io-claim_U2.json"));
+}
+
+TEST_F(DraPluginTest, ABadClaimIsAnsweredWithAnErrorNamingTheFieldAndOthersArePrepared) {
+  claims_.Put("team-a", "bad", Claim("team-a", "bad", "U3", R"([{"request": "gpu", "driver": "gpu.tessera.io",
+    "pool": "node-1", "device": "gpu-0", "consumedCapacity": {"memory": "1Gi"}}])"));
+  claims_.Put("team-a", "infer", Claim("team-a", "infer", "U1", kShare0));
+  auto answer = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U3", .name = "bad"},
+                                         {.ns = "team-a", .uid = "U1", .name = "infer"},
+                                         {.ns = "team-a", .uid = "U4", .name = "missing"}});
+  ASSERT_TRUE(answer.ok());
+  EXPECT_THAT(answer->at("U3").error, HasSubstr("status.allocation.devices.results[0].consumedCapacity.compute: missing"));
+  EXPECT_THAT(answer->at("U4").error, HasSubstr("not found"));
+  EXPECT_EQ(answer->at("U1").error, "");
+  EXPECT_EQ(Tenants().size(), 1u);
+}
+
+TEST_F(DraPluginTest, AWholeGpuHasNoMemoryLimitAndTheWholeShare) {
+  claims_.Put("team-c", "train", Claim("team-c", "train", "U5", R"([{"request": "gpu", "driver": "gpu.tessera.io",
+    "pool": "node-1", "device": "gpu-1"}])", R"([{"source": "FromClaim", "requests": ["gpu"],
+    "opaque": {"driver": "gpu.tessera.io", "parameters": {"apiVersion": "gpu.tessera.io/v1alpha1",
+    "kind": "GpuShareConfig", "tenant": "research", "priority": 5}}}])"));
+  auto answer = kubelet_.Prepare(Dra(), {{.ns = "team-c", .uid = "U5", .name = "train"}});
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->at("U5").error, "");
+  std::vector<node::TenantStatus> tenants = Tenants();
+  ASSERT_EQ(tenants.size(), 1u);
+  EXPECT_EQ(tenants[0].limit_bytes, enforce::kUnlimited);
+  EXPECT_EQ(tenants[0].share, 1000);
+  EXPECT_EQ(tenants[0].priority, 5);
+  EXPECT_EQ(tenants[0].account, "research");
+}
+
+TEST(ResourceClaimParse, ErrorsNameTheField) {
+  auto no_alloc = ParseResourceClaim(R"({"metadata": {"namespace": "a", "name": "b", "uid": "u"}, "status": {}})");
+  EXPECT_THAT(std::string(no_alloc.status().message()), HasSubstr("status.allocation: missing"));
+  auto bad_device = ParseResourceClaim(Claim("a", "b", "u", R"([{"request": "r", "driver": "gpu.tessera.io",
+    "pool": "p", "device": "mig-3"}])"));
+  EXPECT_THAT(std::string(bad_device.status().message()), HasSubstr("results[0].device: 'mig-3'"));
+  auto bad_param = ParseResourceClaim(Claim("a", "b", "u", kShare0, R"([{"opaque": {"driver": "gpu.tessera.io",
+    "parameters": {"colour": "red"}}}])"));
+  EXPECT_THAT(std::string(bad_param.status().message()), HasSubstr("config[0].opaque.parameters.colour: unknown field"));
+  auto no_uid = ParseResourceClaim(R"({"metadata": {"namespace": "a", "name": "b"}})");
+  EXPECT_THAT(std::string(no_uid.status().message()), HasSubstr("metadata.uid: missing"));
+}
+
+TEST(ResourceClaimParse, QuantitiesAndDeviceNames) {
+  EXPECT_EQ(*ParseQuantity("10Gi"), 10ull << 30);
+  EXPECT_EQ(*ParseQuantity("1.5Gi"), 3ull << 29);
+  EXPECT_EQ(*ParseQuantity("300"), 300u);
+  EXPECT_EQ(*ParseQuantity("2G"), 2'000'000'000u);
+  EXPECT_FALSE(ParseQuantity("0.5").ok());
+  EXPECT_FALSE(ParseQuantity("100m").ok());
+  EXPECT_FALSE(ParseQuantity("-1").ok());
+  EXPECT_FALSE(ParseQuantity("99999999999Ei").ok());
+  EXPECT_EQ(*GpuIndexOfDevice("gpu-15"), 15);
+  EXPECT_FALSE(GpuIndexOfDevice("gpu-16").ok());
+  EXPECT_FALSE(GpuIndexOfDevice("gpu-01").ok());
+  EXPECT_FALSE(GpuIndexOfDevice("gpu-").ok());
+}
+
+}  // namespace
+}  // namespace tessera::k8s
