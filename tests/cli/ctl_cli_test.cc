@@ -567,7 +567,7 @@ TEST(CtlCli, AnUnknownVerbIsNamedWithTheVerbsThereAre) {
   ExpectOneLineBadInput(RunTessera(dir, "ctl tenants lst", Env(server)),
                         "tessera ctl tenants: unknown verb 'lst' for 'ctl tenants'; verbs: create, delete, get, list, update\n");
   ExpectOneLineBadInput(RunTessera(dir, "ctl --server " + server.url() + " tenant list", Env(server)),
-                        "tessera ctl: unknown verb 'tenant' for 'ctl'; verbs: audit, events, health, invoices, nodes, ");
+                        "tessera ctl: unknown verb 'tenant' for 'ctl'; verbs: anomalies, audit, events, health, invoices, nodes, ");
   ExpectOneLineBadInput(RunTessera(dir, "ctl tokens", Env(server)),
                         "tessera ctl tokens: a verb is needed; verbs: create, list, revoke\n");
   EXPECT_TRUE(server.requests().empty());
