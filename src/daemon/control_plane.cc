@@ -428,6 +428,7 @@ const std::vector<ApiRoute>& ApiRoutes(bool metrics_auth) {
       {"GET", "/v1/usage", Action::kReadUsage, kObject, &I::GetUsage, {"tenant", "from", "to"}},
       {"GET", "/v1/history", Action::kReadUsage, kObject, &I::GetHistory, {"tenant", "from", "step"}},
       {"GET", "/v1/invoices", Action::kReadInvoices, kObject, &I::GetInvoices, {"tenant", "period", "format"}},
+      {"GET", "/v1/anomalies", Action::kReadUsage, kObject, &I::GetAnomalies, {"tenant", "from", "to"}},
       {"GET", "/v1/audit", Action::kReadAudit, kNone, &I::ListAudit, {"after", "limit"}},
       {"GET", "/v1/events", Action::kReadEvents, kNone, &I::StreamEvents, {"tenant", "workload", "after"}},
   };
@@ -604,6 +605,7 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
     impl->ui = std::move(*ui);
   }
   TESSERA_RETURN_IF_ERROR(impl->InitMetrics());
+  TESSERA_RETURN_IF_ERROR(impl->InitAnomalyMetrics());
   TESSERA_ASSIGN_OR_RETURN(impl->db, store::Open(impl->opt.db));
   Impl* p = impl.get();
   const auto transact = [p](std::string_view op, const std::function<Status(store::Transaction&)>& fn) {
@@ -634,6 +636,8 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   impl->invoice_service = std::make_unique<InvoiceService>(
       impl->price_plan ? &*impl->price_plan : nullptr, impl->opt.price_plan, impl->catalog, [p] { return p->NowMs(); },
       p->tenant_service->Parents(), [p](const metering::Period& period) { return p->ReadLedger(period); });
+  impl->anomaly_service =
+      std::make_unique<AnomalyService>(impl->opt.anomaly, impl->NowMs() / 1000, p->tenant_service->Parents());
   impl->token_service = std::make_unique<TokenService>(
       transact, [p] { return p->NowMs(); },
       [p](std::string_view tenant, const std::function<Status()>& write) {

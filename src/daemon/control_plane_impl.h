@@ -8,6 +8,7 @@
 //   control_plane_usage.cc      usage samples from node agents, the metering ledger, /v1/usage
 //   control_plane_invoices.cc   the price plan, /v1/invoices (the ledger billed with it)
 //   control_plane_history.cc    /v1/history (ClusterHistory, sampled by the loop's UpdateGauges)
+//   control_plane_anomalies.cc  the anomaly detector per tenant, SLA observations, /v1/anomalies
 //
 // Locks (always taken in this order; none is held while waiting for a client):
 //   mu          the world: the LiveScheduler, the jobs and nodes it knows, the tenant map (which
@@ -36,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "src/daemon/anomaly_service.h"
 #include "src/daemon/authz.h"
 #include "src/daemon/cluster_history.h"
 #include "src/daemon/event_feed.h"
@@ -120,6 +122,8 @@ struct ApiMetrics {
   Counter* usage_samples = nullptr;       // {result}: stored, duplicate, rejected
   Counter* gpu_used = nullptr;            // {node, gpu, model}: gpu_milli_s_used of stored samples
   Counter* gpu_memory = nullptr;          // {node, gpu, model}: memory_mib_s of stored samples
+  Counter* anomalies = nullptr;           // {tenant, series}: anomalies the detector flagged
+  Gauge* sla_wait_p99 = nullptr;          // {tenant}: the last closed hour's guaranteed_wait_p99_s
 };
 
 // A job the scheduler knows (pending or running), with what the store says of it.
@@ -148,6 +152,8 @@ struct ControlPlane::Impl {
   std::unique_ptr<TokenService> token_service;  // the tokens (own locks; made in Create)
   std::unique_ptr<TenantService> tenant_service;  // the tenants (under mu; made in Create)
   std::unique_ptr<InvoiceService> invoice_service;  // the price plan's invoices (made in Create)
+  // The anomaly detectors and the hours' SLA observations (own lock; made in Create).
+  std::unique_ptr<AnomalyService> anomaly_service;
 
   mutable std::mutex mu;
   std::unique_ptr<sched::LiveScheduler> live;
@@ -255,8 +261,18 @@ struct ControlPlane::Impl {
   HttpResponse GetHistory(const HttpRequest& r, const Caller& c);
   HttpResponse GetInvoices(const HttpRequest& r, const Caller& c);  // control_plane_invoices.cc
   InvoiceCaller InvoiceCallerOf(const Caller& c) const;
-  // The ledger's sources and the records of `period`, under usage_mu (rebuilt first when stale).
+  // The ledger's sources and the records of `period`, under usage_mu (rebuilt first when stale),
+  // and the period's SLA observations (SlaObservationsOf, after usage_mu).
   StatusOr<LedgerSlice> ReadLedger(const metering::Period& period);
+  // control_plane_anomalies.cc: GET /v1/anomalies (decode -> AnomalyService -> render); the
+  // metrics; the SLA observations of a period as the invoice run takes them; the hours the loop
+  // closes, persisted (an `anomaly` event each, the SLA observations) and counted.
+  // CloseAnomalyHours: mu held (it reads the tenant map).
+  HttpResponse GetAnomalies(const HttpRequest& r, const Caller& c);
+  AnomalyCaller AnomalyCallerOf(const Caller& c) const;
+  Status InitAnomalyMetrics();
+  StatusOr<std::vector<metering::SlaObservation>> SlaObservationsOf(const metering::Period& period);
+  Status CloseAnomalyHours(int64_t now_ms);
   // The object check of a route (Caller::action, or `action`) on `tenant`: nullopt when allowed,
   // else 404 naming `what` (another subtree's) or 403. Marks the caller scoped.
   // The route wrapper's authorisation (control_plane.cc): nullopt when the handler may run.

@@ -3,7 +3,9 @@
 // `price_plan:`) is InvoiceService's (src/daemon/invoice_service.h). Another tenant is 404, node
 // agents 403, no price plan 404 no_price_plan. A plan without prices for a GPU model of the cluster
 // (its nodes' and its ledger's) fails the start (CheckPlanCoversCluster); a node of another model
-// that registers later makes the invoices 409 price_plan_incomplete until the plan has it.
+// that registers later makes the invoices 409 price_plan_incomplete until the plan has it. SLA
+// credit rules apply to the SLA observations the control plane recorded (ReadLedger:
+// control_plane_anomalies.cc, per month the worst hour's guaranteed_wait_p99_s of each tenant).
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -63,14 +65,17 @@ InvoiceCaller ControlPlane::Impl::InvoiceCallerOf(const Caller& c) const {
 
 StatusOr<LedgerSlice> ControlPlane::Impl::ReadLedger(const metering::Period& period) {
   LedgerSlice out;
-  std::lock_guard<std::mutex> lock(usage_mu);
-  if (ledger_stale) TESSERA_RETURN_IF_ERROR(RebuildLedger(false));
-  out.sources = ledger.sources();
-  const std::vector<metering::HourlyRecord> all = ledger.Records();
-  out.observed_start = metering::ObservedSpan(all).first;
-  out.observed_any = !all.empty();
-  for (const metering::HourlyRecord& h : all)
-    if (h.hour >= period.start && h.hour < period.end) out.records.push_back(h);
+  {
+    std::lock_guard<std::mutex> lock(usage_mu);
+    if (ledger_stale) TESSERA_RETURN_IF_ERROR(RebuildLedger(false));
+    out.sources = ledger.sources();
+    const std::vector<metering::HourlyRecord> all = ledger.Records();
+    out.observed_start = metering::ObservedSpan(all).first;
+    out.observed_any = !all.empty();
+    for (const metering::HourlyRecord& h : all)
+      if (h.hour >= period.start && h.hour < period.end) out.records.push_back(h);
+  }
+  TESSERA_ASSIGN_OR_RETURN(out.sla, SlaObservationsOf(period));
   return out;
 }
 

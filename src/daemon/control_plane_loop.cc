@@ -269,17 +269,25 @@ Status ControlPlane::Impl::CycleOnce() {
       m.starts->Inc({j->second.shape.request.tenant});
       m.wait_seconds->Observe({std::string(sched::QosName(j->second.shape.request.qos))},
                               static_cast<double>(now - j->second.submit_ms) / 1000.0);
+      anomaly_service->ObserveStart(j->second.shape.request.tenant,
+                                    j->second.shape.request.qos == sched::QosClass::kGuaranteed, now / 1000,
+                                    static_cast<double>(now - j->second.submit_ms) / 1000.0);
     }
     for (const sched::PreemptEvent& p : r.preempted) {
       auto j = jobs.find(p.victim);
       m.preemptions->Inc({j == jobs.end() ? "" : j->second.shape.request.tenant, p.fair_share ? "fair_share" : "reclaim"});
+      if (j != jobs.end()) anomaly_service->ObservePreemption(j->second.shape.request.tenant, now / 1000);
     }
     for (const sched::LiveRejection& x : r.rejected) {
+      if (auto j = jobs.find(x.job); j != jobs.end()) anomaly_service->ObserveRefusal(j->second.shape.request.tenant, now / 1000);
       jobs.erase(x.job);
       m.rejections->Inc({"quota_changed"});
     }
   }
   UpdateGauges();
+  // The hours that are over: their anomalies and SLA observations (a failure to persist them is
+  // not the cycle's: the scheduling decisions are durable already).
+  (void)CloseAnomalyHours(now);
   m.cycle_seconds->Observe({}, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return Status::Ok();
 }

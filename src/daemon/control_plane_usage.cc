@@ -181,6 +181,7 @@ HttpResponse ControlPlane::Impl::PostUsage(const HttpRequest& r, const Caller&) 
     m.usage_allocated->Inc({s->tenant}, static_cast<double>(s->gpu_milli_s_allocated));
     m.usage_used->Inc({s->tenant}, static_cast<double>(s->gpu_milli_s_used));
     CountGpuUsage(*s);
+    anomaly_service->ObserveUsage(s->tenant, s->start_s, s->gpu_milli_s_allocated, s->gpu_milli_s_used);
   }
   m.usage_samples->Inc({"stored"}, static_cast<double>(out.stored.size()));
   m.usage_samples->Inc({"duplicate"}, static_cast<double>(out.duplicates));

@@ -68,6 +68,7 @@ void ControlPlane::Impl::Queue(int64_t id) {
     return;
   }
   // The world changed between the check and the queueing (a quota was lowered): rejected.
+  anomaly_service->ObserveRefusal(it->second.shape.request.tenant, NowMs() / 1000);
   jobs.erase(it);
   m.rejections->Inc({"quota"});
   const int64_t now = NowMs();
@@ -128,7 +129,10 @@ HttpResponse ControlPlane::Impl::SubmitWorkload(const HttpRequest& r, const Call
   p->tenant = req->tenant;
   p->qos = req->qos;
   if (p->refusal && p->key.empty()) {  // no stored answer can override it
-    if (p->count_rejection) m.rejections->Inc({"submit"});
+    if (p->count_rejection) {
+      m.rejections->Inc({"submit"});
+      anomaly_service->ObserveRefusal(p->tenant, p->now / 1000);
+    }
     return *p->refusal;
   }
   if (!p->refusal) {
@@ -167,7 +171,10 @@ HttpResponse ControlPlane::Impl::SubmitWorkload(const HttpRequest& r, const Call
         if (!st.ok()) return ErrorResponse(st);
         if (p->replay) return *p->replay;
         if (p->refusal) {
-          if (p->count_rejection) m.rejections->Inc({"submit"});
+          if (p->count_rejection) {
+            m.rejections->Inc({"submit"});
+            anomaly_service->ObserveRefusal(p->tenant, p->now / 1000);
+          }
           return *p->refusal;
         }
         {

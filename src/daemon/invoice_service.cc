@@ -51,7 +51,7 @@ StatusOr<metering::InvoiceRun> InvoiceService::Run(const InvoiceCaller& caller, 
       slice.observed_any ? metering::HourOf(now_ms_() / 1000) * metering::kSecondsPerHour : options.observed_start;
   options.tenant_exists = [this](const std::string& t) { return static_cast<bool>(parents_(t)); };
   StatusOr<metering::InvoiceRun> run =
-      metering::ComputeInvoices(slice.sources, slice.records, {}, *plan_, period, catalog_, options);
+      metering::ComputeInvoices(slice.sources, slice.records, slice.sla, *plan_, period, catalog_, options);
   const bool tenant_role = caller.principal.role == Role::kTenantAdmin || caller.principal.role == Role::kTenantUser;
   if (!run.ok()) {
     // The plan lacks prices the usage needs: the operator's to fix. Its list names models other

@@ -10,8 +10,9 @@
 //   admin, tenant=T         the invoices of T's subtree; metered total and chargeback of those
 //   tenant-admin/-user      the invoices of its subtree (or of tenant=T inside it); likewise
 // so a tenant never learns the cluster's total, the operator account's or another tenant's
-// amounts (metering::RestrictToAccounts). The control plane holds no SLA observations: SLA credit
-// rules never apply.
+// amounts (metering::RestrictToAccounts). The plan's SLA credit rules apply to the period's SLA
+// observations the ledger read gives (LedgerSlice::sla: in the control plane, each tenant's worst
+// hour of guaranteed_wait_p99_s in the month, src/daemon/anomaly_service.h).
 //
 // What happened only: idle capacity and reservations are billed for the hours from the ledger's
 // first hour to the start of the current hour, so the current month is billed so far and a month
@@ -48,6 +49,7 @@
 #include "tessera/metering/civil_time.h"
 #include "tessera/metering/invoice.h"
 #include "tessera/metering/ledger.h"
+#include "tessera/metering/ledger_file.h"
 #include "tessera/metering/price_plan.h"
 
 namespace tessera::daemon {
@@ -70,6 +72,7 @@ struct LedgerSlice {
   std::vector<metering::HourlyRecord> records;  // those of the period
   int64_t observed_start = 0;  // metering::ObservedSpan of all records (any period)
   bool observed_any = false;   // any record at all
+  std::vector<metering::SlaObservation> sla;  // the period's (period = its name), for SLA credits
 };
 
 class InvoiceService {

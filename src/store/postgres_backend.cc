@@ -120,6 +120,18 @@ ALTER TABLE workload_events ADD COLUMN name TEXT NOT NULL DEFAULT '';
 ALTER TABLE workload_events ADD COLUMN scope TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 5: the control plane's SLA observations (store.h, SlaObservationRecord), one per tenant,
+// metric and hour.
+constexpr std::string_view kSchemaV5 = R"sql(
+CREATE TABLE sla_observations (
+  tenant TEXT NOT NULL,
+  metric TEXT NOT NULL,
+  hour_s BIGINT NOT NULL,
+  value_micro BIGINT NOT NULL,
+  PRIMARY KEY (tenant, metric, hour_s));
+CREATE INDEX sla_observations_by_hour ON sla_observations (hour_s);
+)sql";
+
 // The owner's record, beside the lease (not a migration: it is the lease's, and a standby
 // reads it before any owner has run the migrations of a newer binary).
 constexpr std::string_view kOwnerTable = R"sql(
@@ -253,7 +265,7 @@ class PostgresBackend final : public SqlBackend {
   Status RollbackToSavepoint() override { return Exec("ROLLBACK TO SAVEPOINT tessera_callback"); }
 
   const std::vector<std::string_view>& Migrations() const override {
-    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
+    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5};
     return kMigrations;
   }
   std::string_view ForUpdate() const override { return " FOR UPDATE"; }

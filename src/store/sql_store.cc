@@ -461,6 +461,29 @@ class SqlTransaction final : public Transaction {
     return AllFrom<UsageSampleRecord>(r, UsageFrom);
   }
 
+  Status PutSlaObservation(const SlaObservationRecord& o) override {
+    return Q("INSERT INTO sla_observations (tenant, metric, hour_s, value_micro) VALUES ($1, $2, $3, $4) "
+             "ON CONFLICT (tenant, metric, hour_s) DO UPDATE SET value_micro = excluded.value_micro",
+             {o.tenant, o.metric, o.hour_s, o.value_micro})
+        .status();
+  }
+  StatusOr<std::vector<SlaObservationRecord>> ListSlaObservations(int64_t from_s, int64_t to_s) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("SELECT tenant, metric, hour_s, value_micro FROM sla_observations WHERE hour_s >= $1 AND hour_s < $2 "
+          "ORDER BY hour_s, tenant, metric",
+          {from_s, to_s}));
+    std::vector<SlaObservationRecord> out;
+    for (const auto& row : r.rows) {
+      SlaObservationRecord o;
+      o.tenant = Text(row[0]);
+      o.metric = Text(row[1]);
+      TESSERA_ASSIGN_OR_RETURN(o.hour_s, ToInt(row[2], "hour_s"));
+      TESSERA_ASSIGN_OR_RETURN(o.value_micro, ToInt(row[3], "value_micro"));
+      out.push_back(std::move(o));
+    }
+    return out;
+  }
+
   StatusOr<AuditRecord> AppendAudit(const AuditEntry& e) override {
     // The head row serialises appenders (PostgreSQL: FOR UPDATE; SQLite: the write lock).
     TESSERA_ASSIGN_OR_RETURN(SqlResult head,

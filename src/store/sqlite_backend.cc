@@ -150,6 +150,18 @@ ALTER TABLE workload_events_v4 RENAME TO workload_events;
 CREATE INDEX workload_events_by_workload ON workload_events (workload_id, time_ms, id);
 )sql";
 
+// Version 5: the control plane's SLA observations (store.h, SlaObservationRecord), one per tenant,
+// metric and hour.
+constexpr std::string_view kSchemaV5 = R"sql(
+CREATE TABLE sla_observations (
+  tenant TEXT NOT NULL,
+  metric TEXT NOT NULL,
+  hour_s INTEGER NOT NULL,
+  value_micro INTEGER NOT NULL,
+  PRIMARY KEY (tenant, metric, hour_s));
+CREATE INDEX sla_observations_by_hour ON sla_observations (hour_s);
+)sql";
+
 // The owner lock file's text: "pid=1234\nhost=h1\nsince_ms=1796449801000\n".
 std::string FormatOwner(const OwnerIdentity& o) {
   return "pid=" + std::to_string(o.pid) + "\nhost=" + o.host + "\nsince_ms=" + std::to_string(o.since_ms) + "\n";
@@ -282,7 +294,7 @@ class SqliteBackend final : public SqlBackend {
   Status RollbackToSavepoint() override { return Step("ROLLBACK TO SAVEPOINT tessera_callback"); }
 
   const std::vector<std::string_view>& Migrations() const override {
-    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4};
+    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5};
     return kMigrations;
   }
   std::string_view ForUpdate() const override { return ""; }

@@ -567,7 +567,7 @@ TEST(CtlCli, AnUnknownVerbIsNamedWithTheVerbsThereAre) {
   ExpectOneLineBadInput(RunTessera(dir, "ctl tenants lst", Env(server)),
                         "tessera ctl tenants: unknown verb 'lst' for 'ctl tenants'; verbs: create, delete, get, list, update\n");
   ExpectOneLineBadInput(RunTessera(dir, "ctl --server " + server.url() + " tenant list", Env(server)),
-                        "tessera ctl: unknown verb 'tenant' for 'ctl'; verbs: audit, events, health, invoices, nodes, ");
+                        "tessera ctl: unknown verb 'tenant' for 'ctl'; verbs: anomalies, audit, events, health, invoices, nodes, ");
   ExpectOneLineBadInput(RunTessera(dir, "ctl tokens", Env(server)),
                         "tessera ctl tokens: a verb is needed; verbs: create, list, revoke\n");
   EXPECT_TRUE(server.requests().empty());
@@ -587,6 +587,35 @@ TEST(CtlCli, TenantsUpdateHelpIsUpdates) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("Parent tenant (default: none, a root)"));
   EXPECT_THAT(r.out, HasSubstr("--idempotency-key"));
+}
+
+// `ctl anomalies`: the query carries --tenant and --from, the table has one row per flag with the
+// value against the expected range, -o json the server's answer, an HTTP error exits 1.
+TEST(CtlCli, AnomaliesSendsTheWindowAndPrintsValueAgainstTheExpectedRange) {
+  TempDir dir;
+  CannedServer server(200, R"({"anomalies": [{"id": 1, "tenant": "vision", "series": "usage_gpu_seconds",
+      "hour": "2026-11-02T16:00:00Z", "hour_s": 1793635200, "value": 1260, "expected": 126,
+      "expected_low": 0, "expected_high": 410.5, "score": 0.83, "reason": "GPU-seconds used 1260 ..."}]})");
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl anomalies --tenant vision --from 2026-11-02T00:00:00Z", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string table;
+  for (size_t k = 0; k < r.out.size(); ++k)
+    if (r.out[k] != ' ' || (k > 0 && r.out[k - 1] != ' ')) table += r.out[k];
+  EXPECT_EQ(table,
+            "HOUR TENANT SERIES VALUE EXPECTED RANGE SCORE\n"
+            "2026-11-02T16:00:00Z vision usage_gpu_seconds 1260 126 0..410 0.83\n")
+      << r.out;
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_THAT(server.requests()[0], HasSubstr("GET /v1/anomalies?tenant=vision&from=2026-11-02T00%3A00%3A00Z "));
+  r = RunTessera(dir, "ctl anomalies -o json", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["anomalies"][0]["series"], "usage_gpu_seconds");
+  EXPECT_THAT(server.requests()[1], HasSubstr("GET /v1/anomalies "));
+  CannedServer refusing(404, R"({"error": {"code": "not_found", "message": "tenant 'nobody' not found"}})");
+  r = RunTessera(dir, "ctl anomalies --tenant nobody", Env(refusing));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("tenant 'nobody' not found"));
 }
 
 }  // namespace

@@ -669,6 +669,9 @@ TEST_P(StoreContractTest, MigratesAnEmptyDatabaseAndRefusesANewerSchema) {
   EXPECT_THAT(reopened, StatusIs(StatusCode::kFailedPrecondition, HasSubstr("schema version 99")));
 }
 
+// What schema version 5 added, taken away again (a database as a version 4 binary left it).
+constexpr std::string_view kDropVersion5 = "DROP TABLE sla_observations; ";
+
 // What schema version 3 added, taken away again (a database as a version 2 binary left it).
 constexpr std::string_view kDropVersion3 =
     "ALTER TABLE tokens DROP COLUMN node; ALTER TABLE nodes DROP COLUMN agent_token; "
@@ -700,7 +703,8 @@ TEST_P(StoreContractTest, MigratesAVersion3DatabaseToObjectEvents) {
     e.id = Read<int64_t>([&](Transaction& tx) { return tx.AppendWorkloadEvent(e); });
     want.push_back({e, "t1"});
   }
-  ASSERT_TRUE(store_->ExecForTesting(DropVersion4(url_) + "DELETE FROM schema_migrations WHERE version = 4").ok());
+  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion5) + DropVersion4(url_) +
+                                     "DELETE FROM schema_migrations WHERE version >= 4").ok());
   Reopen();
   EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
   EXPECT_EQ(Read<std::vector<TenantWorkloadEvent>>([](Transaction& tx) { return tx.ListEventsAfter(0, 100); }), want);
@@ -715,7 +719,7 @@ TEST_P(StoreContractTest, MigratesAVersion2DatabaseToNodeBoundTokens) {
   NodeRecord n{"node-a", "{}", "ready", 100};
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateToken(admin); }).ok());
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(n); }).ok());
-  ASSERT_TRUE(store_->ExecForTesting(DropVersion4(url_) + std::string(kDropVersion3) +
+  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion5) + DropVersion4(url_) + std::string(kDropVersion3) +
                                      "DELETE FROM schema_migrations WHERE version >= 3").ok());
   Reopen();
   EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
@@ -730,8 +734,8 @@ TEST_P(StoreContractTest, MigratesAVersion2DatabaseToNodeBoundTokens) {
 // version and keeps what it held.
 TEST_P(StoreContractTest, MigratesAVersion1DatabaseToUsageSamples) {
   AddTenant("t1");
-  ASSERT_TRUE(store_->ExecForTesting("DROP TABLE usage_samples; " + DropVersion4(url_) + std::string(kDropVersion3) +
-                                     "DELETE FROM schema_migrations WHERE version >= 2")
+  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion5) + "DROP TABLE usage_samples; " + DropVersion4(url_) +
+                                     std::string(kDropVersion3) + "DELETE FROM schema_migrations WHERE version >= 2")
                   .ok());
   Reopen();
   EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
@@ -771,6 +775,27 @@ TEST_P(StoreContractTest, UsageSampleResendIsANoOpAndOtherValuesAreRefused) {
   EXPECT_EQ(all[0], s);  // every field as it was written
   Reopen();
   EXPECT_EQ(Read<std::vector<UsageSampleRecord>>([](Transaction& tx) { return tx.ListUsageSamples({}, 100); }), all);
+}
+
+TEST_P(StoreContractTest, SlaObservationsReplaceByKeyAndListByHourWindow) {
+  auto put = [&](const SlaObservationRecord& o) {
+    ASSERT_TRUE(store_->Transact([&](Transaction& tx) { return tx.PutSlaObservation(o); }).ok());
+  };
+  put({"b", "guaranteed_wait_p99_s", 7200, 1'500'000});
+  put({"a", "guaranteed_wait_p99_s", 7200, 400'000'000});
+  put({"a", "guaranteed_wait_p99_s", 3600, 2'000'000});
+  put({"a", "guaranteed_wait_p99_s", 7200, 420'000'000});  // the same key: replaced
+  auto list = [&](int64_t from, int64_t to) {
+    return Read<std::vector<SlaObservationRecord>>([&](Transaction& tx) { return tx.ListSlaObservations(from, to); });
+  };
+  const std::vector<SlaObservationRecord> all = {{"a", "guaranteed_wait_p99_s", 3600, 2'000'000},
+                                                 {"a", "guaranteed_wait_p99_s", 7200, 420'000'000},
+                                                 {"b", "guaranteed_wait_p99_s", 7200, 1'500'000}};
+  EXPECT_EQ(list(0, 10800), all);
+  EXPECT_EQ(list(7200, 7201), std::vector<SlaObservationRecord>(all.begin() + 1, all.end()));
+  EXPECT_TRUE(list(0, 3600).empty());
+  Reopen();
+  EXPECT_EQ(list(INT64_MIN, INT64_MAX), all);
 }
 
 TEST_P(StoreContractTest, UsageSamplesListBySubtreeTimeWindowAndPages) {

@@ -1,6 +1,6 @@
 // The tessera dashboard (docs/dashboard.md): a token typed once (kept in sessionStorage) or given
 // as /ui/#token=..., pages under #/page, refreshed on every server-sent event and every 5 s.
-// Keys: 1-7 switch pages, r refreshes; every control is a link or button reachable with Tab.
+// Keys: 1-8 switch pages, r refreshes; every control is a link or button reachable with Tab.
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { takeTokenFromFragment, token, streamEvents, ApiError } from './api.js';
@@ -13,6 +13,7 @@ import * as queue from './pages/queue.js';
 import * as tenants from './pages/tenants.js';
 import * as workload from './pages/workload.js';
 import * as invoices from './pages/invoices.js';
+import * as anomalies from './pages/anomalies.js';
 import * as audit from './pages/audit.js';
 
 const PAGES = [
@@ -21,6 +22,7 @@ const PAGES = [
   ['queue', 'Queue', queue],
   ['tenants', 'Tenants', tenants],
   ['invoices', 'Invoices', invoices],
+  ['anomalies', 'Anomalies', anomalies],
   ['audit', 'Audit', audit],
 ];
 

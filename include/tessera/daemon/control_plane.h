@@ -42,6 +42,7 @@
 #include <string>
 
 #include "tessera/core/status.h"
+#include "tessera/metering/anomaly.h"
 #include "tessera/sched/scheduler.h"
 
 namespace tessera::daemon {
@@ -81,6 +82,9 @@ struct ControlPlaneOptions {
   // The first admin token when the store has none: this value, or generated when empty.
   std::string bootstrap_token;
   sched::SchedulerOptions scheduler;
+  // The anomaly detector run per tenant over each hour's usage, waits, refusals and preemptions
+  // (src/daemon/anomaly_service.h); the library's defaults (tests shorten the warm-up).
+  metering::AnomalyOptions anomaly;
   // Milliseconds since the Unix epoch; the system clock when empty (tests pass their own).
   std::function<int64_t()> clock_ms;
   // false: no loop thread; the caller runs cycles with RunCycle (tests).

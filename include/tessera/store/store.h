@@ -292,6 +292,18 @@ struct UsageSampleRecord {
   friend bool operator==(const UsageSampleRecord&, const UsageSampleRecord&) = default;
 };
 
+// One SLA observation of the control plane (docs/metering.md): a tenant's `metric` over the hour
+// starting at hour_s (seconds since the epoch, a whole hour), in micro-units of the metric's unit
+// (guaranteed_wait_p99_s: the p99 of the waits of its Guaranteed workloads that started in the
+// hour, 1.5 s -> 1'500'000). The key is (tenant, metric, hour_s); no foreign key (history).
+struct SlaObservationRecord {
+  std::string tenant;
+  std::string metric;
+  int64_t hour_s = 0;
+  int64_t value_micro = 0;
+  friend bool operator==(const SlaObservationRecord&, const SlaObservationRecord&) = default;
+};
+
 // The key of a usage sample, as ListUsageSamples orders them (node, workload, gpu, seq; strings
 // by the database's text order).
 struct UsageSampleKey {
@@ -412,6 +424,11 @@ class Transaction {
   virtual StatusOr<bool> PutUsageSample(const UsageSampleRecord& sample) = 0;
   virtual StatusOr<std::vector<UsageSampleRecord>> ListUsageSamples(const UsageFilter& filter, int limit) = 0;
 
+  // SLA observations. PutSlaObservation stores one, replacing the value stored under its key;
+  // ListSlaObservations returns those with from_s <= hour_s < to_s, by (hour_s, tenant, metric).
+  virtual Status PutSlaObservation(const SlaObservationRecord& observation) = 0;
+  virtual StatusOr<std::vector<SlaObservationRecord>> ListSlaObservations(int64_t from_s, int64_t to_s) = 0;
+
   // The audit log: AppendAudit chains the entry to the newest record and returns it;
   // ListAudit returns up to `limit` records with seq > after_seq, by seq.
   virtual StatusOr<AuditRecord> AppendAudit(const AuditEntry& entry) = 0;
@@ -502,7 +519,8 @@ class Store {
 // workload events, audit. 2: usage samples. 3: a node-agent token's node (tokens.node), the
 // identity that registered a node (nodes.agent_token, nodes.agent_id). 4: object events (node,
 // tenant, token) in the workload events' table (workload_id NULL; subject, name, scope).
-inline constexpr int kSchemaVersion = 4;
+// 5: the control plane's SLA observations (sla_observations).
+inline constexpr int kSchemaVersion = 5;
 
 struct Options {
   // How long a write waits for another process's lock (SQLite) before Unavailable.

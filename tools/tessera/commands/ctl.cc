@@ -97,7 +97,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<CtlFlags>();
   CLI::App* ctl = app.add_subcommand(
       "ctl",
-      "Talk to the control plane (tessera serve): tenants, tokens, workloads, nodes, usage, invoices, audit, events.\n"
+      "Talk to the control plane (tessera serve): tenants, tokens, workloads, nodes, usage, invoices, anomalies, audit, events.\n"
       "Server: --server, else $TESSERA_SERVER, else http://127.0.0.1:8080. Token: --token, --token-file,\n"
       "else $TESSERA_TOKEN. https: the CA is --ca-file, else $TESSERA_CA_FILE, else the system's.\n"
       "Answers 429 and 503 are retried (503 only for GET/DELETE or with --idempotency-key) for\n"
@@ -226,6 +226,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   });
   RegisterCtlEvents(ctl, f, exit_code);
   RegisterCtlInvoices(ctl, f, exit_code);
+  RegisterCtlAnomalies(ctl, f, exit_code);
 }
 
 }  // namespace tessera::cli

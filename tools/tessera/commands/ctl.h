@@ -51,6 +51,8 @@ void RegisterCtlWorkloads(CLI::App* ctl, std::shared_ptr<const CtlConnection> co
 void RegisterCtlEvents(CLI::App* ctl, std::shared_ptr<const CtlConnection> connection, int* exit_code);
 // `ctl invoices` (commands/ctl_invoices.cc), under `ctl`.
 void RegisterCtlInvoices(CLI::App* ctl, std::shared_ptr<const CtlConnection> connection, int* exit_code);
+// `ctl anomalies` (commands/ctl_anomalies.cc), under `ctl`.
+void RegisterCtlAnomalies(CLI::App* ctl, std::shared_ptr<const CtlConnection> connection, int* exit_code);
 
 // Milliseconds since the epoch as RFC 3339 in UTC, to the second: 1764590000123 ->
 // "2025-12-01T11:53:20Z" (every time in a `ctl` table; -o json keeps the API's *_ms numbers).

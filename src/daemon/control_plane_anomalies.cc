@@ -1,0 +1,98 @@
+// Anomalies and SLA observations in the control plane (src/daemon/anomaly_service.h has the
+// series, the hours, the SLA metric and who sees what): GET /v1/anomalies?tenant=&from=&to= is
+// decode -> AnomalyService::List -> render, what the detector flagged since the control plane
+// started (tenant-scoped like GET /v1/usage); each flag is also an `anomaly` event of its
+// tenant on GET /v1/events and counts in tessera_anomalies_total. The loop closes the hours that
+// are over (CloseAnomalyHours) and stores each Guaranteed tenant's guaranteed_wait_p99_s per hour;
+// GET /v1/invoices bills with the month's worst hour (SlaObservationsOf), so the price plan's
+// sla_credits rules apply.
+#include <nlohmann/json.hpp>
+
+#include "src/daemon/control_plane_impl.h"
+#include "tessera/metering/civil_time.h"
+
+namespace tessera::daemon {
+
+using json = nlohmann::json;
+
+Status ControlPlane::Impl::InitAnomalyMetrics() {
+  TESSERA_ASSIGN_OR_RETURN(m.anomalies,
+                           registry.AddCounter("tessera_anomalies_total",
+                                               "Hours the anomaly detector flagged, by tenant and series.",
+                                               {"tenant", "series"}));
+  TESSERA_ASSIGN_OR_RETURN(m.sla_wait_p99,
+                           registry.AddGauge("tessera_tenant_guaranteed_wait_p99_seconds",
+                                             "The last closed hour's p99 wait of a tenant's Guaranteed workloads "
+                                             "(its SLA observation).",
+                                             {"tenant"}));
+  return Status::Ok();
+}
+
+Status ControlPlane::Impl::CloseAnomalyHours(int64_t now_ms) {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tenant_service->tenants_locked()) names.push_back(name);
+  const ClosedHours closed = anomaly_service->CloseHours(now_ms / 1000, names);
+  if (closed.anomalies.empty() && closed.sla.empty()) return Status::Ok();
+  Status st = Transact("anomalies", [&](store::Transaction& tx) -> Status {
+    for (const store::SlaObservationRecord& o : closed.sla) TESSERA_RETURN_IF_ERROR(tx.PutSlaObservation(o));
+    for (const AnomalyRecord& a : closed.anomalies)
+      TESSERA_RETURN_IF_ERROR(
+          tx.AppendObjectEvent({"tenant", a.tenant, a.tenant, now_ms, "anomaly", a.series + ": " + a.reason}).status());
+    return Status::Ok();
+  });
+  for (const AnomalyRecord& a : closed.anomalies) m.anomalies->Inc({a.tenant, a.series});
+  for (const store::SlaObservationRecord& o : closed.sla)
+    m.sla_wait_p99->Set({o.tenant}, static_cast<double>(o.value_micro) / 1e6);
+  return st;
+}
+
+StatusOr<std::vector<metering::SlaObservation>> ControlPlane::Impl::SlaObservationsOf(const metering::Period& period) {
+  std::vector<store::SlaObservationRecord> hourly;
+  TESSERA_RETURN_IF_ERROR(Transact("read", [&](store::Transaction& tx) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(hourly, tx.ListSlaObservations(period.start, period.end));
+    return Status::Ok();
+  }));
+  std::vector<metering::SlaObservation> monthly = MonthlySlaObservations(hourly);
+  for (metering::SlaObservation& o : monthly) o.period = period.name;
+  return monthly;
+}
+
+AnomalyCaller ControlPlane::Impl::AnomalyCallerOf(const Caller& c) const {
+  return {c.principal, [this, &c](Action action, std::string_view tenant, std::string_view what) {
+            return Check(c, tenant, what, action);
+          }};
+}
+
+HttpResponse ControlPlane::Impl::GetAnomalies(const HttpRequest& r, const Caller& c) {
+  auto param = [&](const char* key) {
+    auto it = r.query.find(key);
+    return it == r.query.end() ? std::string() : it->second;
+  };
+  StatusOr<AnomalyList> found =
+      anomaly_service->List(AnomalyCallerOf(c), {param("tenant"), param("from"), param("to")});
+  if (!found.ok()) {
+    const std::string_view message = found.status().message();
+    const bool bad_time = found.status().code() == StatusCode::kInvalidArgument;
+    return ErrorResponse(found.status(), !bad_time ? "" : message.starts_with("to:") ? "to" : "from");
+  }
+  json list = json::array();
+  for (const AnomalyRecord& a : found->anomalies) {
+    list.push_back({{"id", a.id},
+                    {"tenant", a.tenant},
+                    {"series", a.series},
+                    {"hour", metering::FormatUtc(a.hour_s)},
+                    {"hour_s", a.hour_s},
+                    {"value", a.value},
+                    {"expected", a.expected},
+                    {"expected_low", a.low},
+                    {"expected_high", a.high},
+                    {"score", a.score},
+                    {"reason", a.reason}});
+  }
+  json answer = {{"anomalies", list}};
+  if (found->from_s) answer["from"] = *found->from_s;
+  if (found->to_s) answer["to"] = *found->to_s;
+  return HttpResponse::Json(200, answer.dump());
+}
+
+}  // namespace tessera::daemon
