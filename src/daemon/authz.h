@@ -100,7 +100,7 @@ bool RoleMayEver(Role role, Action action);
 // workload's tenant; an object event's scope, store.h ObjectEvent):
 //   workload  whoever may read the workload (kReadWorkload on its tenant)
 //   tenant    whoever may read the tenant (kReadTenant on the scope: the tenant itself; for a
-//             deleted one its parent, "" for a root: admins only)
+//             created or deleted one its parent, "" for a root: admins only)
 //   token     admins; a tenant-admin for the tokens of its subtree (as GET /v1/tokens lists them);
 //             a tenant-user none
 //   node      whoever may read nodes (kReadNodes): admins; tenant tokens see no node event (node

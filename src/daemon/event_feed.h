@@ -75,7 +75,7 @@ class EventFeed {
     // subject, and its tenant (a workload's; an object event's scope).
     std::function<bool(const store::TenantWorkloadEvent& e)> visible;
     std::optional<int64_t> workload;  // only this workload's events (no object event)
-    std::optional<int64_t> after;     // replay from the store after this id; none: from now on
+    std::optional<int64_t> after;     // replay from the store after this id; none: from now on (the store's head when Subscribe is called)
     // Checked every round: false (the token was revoked or expired) closes the stream.
     std::function<bool()> authorized;
   };

@@ -99,6 +99,9 @@ Status TenantService::Apply(std::map<std::string, store::TenantRecord> next, con
   const int64_t now = now_ms_();
   // The event feed's "tenant.created", "tenant.updated" or "tenant.deleted". A deleted tenant is
   // no longer in anyone's subtree, so its event is scoped to its parent ("" for a root: admins).
+  // So is a created one: the feed may publish the event before this service's map holds the new
+  // tenant (the commit wakes it), and a scope it cannot place was seen by admins only (under load
+  // a tenant-admin's stream missed its new child); nobody's token is scoped to it yet anyway.
   const bool deleted = !next.count(name);
   const std::string kind = action == "tenant.create" ? "tenant.created"
                            : deleted                 ? "tenant.deleted"
@@ -106,6 +109,7 @@ Status TenantService::Apply(std::map<std::string, store::TenantRecord> next, con
   std::string scope = name;
   std::string detail;
   if (deleted) scope = tenants_.count(name) ? tenants_.at(name).parent : "";
+  else if (action == "tenant.create") scope = next.at(name).parent;
   else if (action == "tenant.create") detail = next.at(name).parent.empty() ? "a root" : "under '" + next.at(name).parent + "'";
   Status st = transact_("tenant", [&](store::Transaction& tx) -> Status {
     TESSERA_RETURN_IF_ERROR(write(tx));

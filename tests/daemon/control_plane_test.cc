@@ -1266,7 +1266,7 @@ TEST_F(ControlPlaneTest, NodeTenantAndTokenChangesAreEventsForThoseWhoMaySeeThem
   Tenant("warmup", "vision");
   std::map<const testing::EventStreamReader*, size_t> from;
   for (auto* r : {&admin, &vadmin, &vuser, &narrowed}) {
-    ASSERT_TRUE(r->ReadUntil("\"tenant\":\"warmup\"")) << r->text();
+    ASSERT_TRUE(r->ReadUntil("\"tenant\":\"warmup\"")) << (r == &admin ? "admin" : r == &vadmin ? "vadmin" : r == &vuser ? "vuser" : "narrowed") << ": " << r->text() << " / admin: " << admin.text();
     from[r] = r->text().size();
   }
   const auto after_warmup = [&](const testing::EventStreamReader& r) { return r.text().substr(from[&r]); };
