@@ -12,10 +12,14 @@ export async function render(root, ctx, id) {
     root.innerHTML = `<h1>Workload ${esc(id)}</h1><p class="error">${esc(e.message)}</p>`;
     return;
   }
-  // Its metered use: the ledger's hours of its tenant since it was submitted, this workload's.
+  // Its metered use: the ledger's hours of its tenant from an hour before it was submitted, this
+  // workload's only. The hour before: an agent's clock may be behind the control plane's, and a
+  // sample stamped before the submission (in the previous hour) is still this workload's use
+  // (from = the submission itself lost it: the dashboard test failed in each hour's first minutes).
   let use = null;
   try {
-    const u = await get(`/v1/usage?tenant=${encodeURIComponent(w.tenant)}&from=${Math.floor(w.created_ms / 1000)}`);
+    const from = Math.floor(w.created_ms / 1000) - 3600;
+    const u = await get(`/v1/usage?tenant=${encodeURIComponent(w.tenant)}&from=${from}`);
     const mine = (u.hours || []).filter((h) => String(h.workload) === String(w.id));
     if (mine.length) {
       use = mine.reduce((a, h) => ({
