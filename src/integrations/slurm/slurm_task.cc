@@ -106,7 +106,11 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
 Status ReleaseEndedTasks(const std::string& node_dir) {
   struct stat st {};
   if (::stat(node_dir.c_str(), &st) != 0) return Status::Ok();
-  return node::NodeDir(node_dir).Prune();
+  Status pruned = node::NodeDir(node_dir).Prune();
+  // Removed or replaced while it was read (an operator's move, a node side restarting): nothing
+  // of this job is held in a directory that is gone, and an epilog error would drain the node.
+  if (!pruned.ok() && ::stat((node_dir + "/members").c_str(), &st) != 0) return Status::Ok();
+  return pruned;
 }
 
 }  // namespace tessera::integrations::slurm
