@@ -68,6 +68,13 @@ int CtlGuard(const std::function<int()>& run) {
   }
 }
 
+std::string QueryString(std::initializer_list<std::pair<std::string_view, std::string>> params) {
+  std::string q;
+  for (const auto& [key, value] : params)
+    if (!value.empty()) q += (q.empty() ? "?" : "&") + std::string(key) + "=" + QueryEscape(value);
+  return q;
+}
+
 // "a b" -> "a%20b" for query values.
 std::string QueryEscape(const std::string& s) {
   std::string out;
@@ -204,10 +211,7 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   usage->add_option("--from", f->from, "Start: unix seconds or RFC 3339 (2026-11-01T00:00:00Z)");
   usage->add_option("--to", f->to, "End (exclusive), likewise");
   set(usage, [f] {
-    std::string q;
-    for (const auto& [key, v] : {std::pair{"tenant", f->tenant}, {"from", f->from}, {"to", f->to}})
-      if (!v.empty()) q += std::string(q.empty() ? "?" : "&") + key + "=" + QueryEscape(v);
-    return Run(*f, "usage", "", "GET", "/v1/usage" + q);
+    return Run(*f, "usage", "", "GET", "/v1/usage" + QueryString({{"tenant", f->tenant}, {"from", f->from}, {"to", f->to}}));
   });
 
   CLI::App* audit = ctl->add_subcommand("audit", "The audit log (admins)")->require_subcommand(1)->fallthrough();

@@ -4,8 +4,11 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +40,10 @@ int CtlGuard(const std::function<int()>& run);
 
 // "a b" -> "a%20b" (a query value or path segment).
 std::string QueryEscape(const std::string& s);
+
+// The query of the non-empty values, escaped: {{"tenant", "a b"}, {"from", ""}, {"to", "5"}} ->
+// "?tenant=a%20b&to=5"; "" when every value is empty.
+std::string QueryString(std::initializer_list<std::pair<std::string_view, std::string>> params);
 
 // One request of `ctl <area> <verb>` (method, target, JSON body; an Idempotency-Key header when
 // the key is not empty); the answer printed as a table (CtlTable) or JSON (-o json). Exit 0 for

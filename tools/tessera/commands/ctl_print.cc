@@ -1,5 +1,7 @@
 // Tables for `tessera ctl -o table` (the default): one row per object, the columns people look at.
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <chrono>
 #include <stdexcept>
 #include <ctime>
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "tessera/api/workload_wire.h"
+#include "tessera/metering/money.h"
 #include "tools/tessera/commands/common.h"
 #include "tools/tessera/commands/ctl.h"
 
@@ -20,6 +23,58 @@ std::string Text(const json& v) {
   if (v.is_null()) return "-";
   if (v.is_string()) return v.get<std::string>();
   return v.dump();
+}
+
+std::string Money(const json& v) { return v.is_number_integer() ? metering::FormatMicro(v.get<int64_t>()) : "-"; }
+
+// 1260 -> "1260", 0.35 -> "0.35", 410.5 -> "410.50".
+std::string Number(const json& v) {
+  if (!v.is_number()) return "-";
+  const double d = v.get<double>();
+  char buf[64];
+  if (d == static_cast<double>(static_cast<int64_t>(d)) || d >= 100 || d <= -100)
+    std::snprintf(buf, sizeof buf, "%.0f", d);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f", d);
+  return buf;
+}
+
+std::string AnomalyTable(const json& a) {
+  const json list = a.value("anomalies", json::array());
+  if (list.empty()) return "No anomalies.\n";
+  std::vector<std::vector<std::string>> rows = {{"HOUR", "TENANT", "SERIES", "VALUE", "EXPECTED", "RANGE", "SCORE"}};
+  for (const json& x : list)
+    rows.push_back({Text(x["hour"]), Text(x["tenant"]), Text(x["series"]), Number(x["value"]), Number(x["expected"]),
+                    Number(x["expected_low"]) + ".." + Number(x["expected_high"]), Number(x["score"])});
+  return TextTable(rows);
+}
+
+// The accounts with their totals, then every line.
+std::string InvoiceTable(const json& a) {
+  std::string out = "Invoices for " + Text(a["period"]) + " (" + Text(a["currency"]) + "), total " +
+                    Money(a["metered_total_micro"]) + "\n";
+  // A month so far, or one the cluster reported nothing in for part of it (docs/api.md#invoices).
+  if (a.value("complete", true) == false) {
+    const json hours = a.value("observed_hours", json(0));
+    if (a["observed_start"].is_string())
+      out += "Not complete: observed " + Text(a["observed_start"]) + " to " + Text(a["observed_end"]) + " (" +
+             Text(hours) + " hours); idle capacity and reservations are billed for those hours only\n";
+    else
+      out += "Not complete: nothing of " + Text(a["period"]) + " was observed; no idle capacity or reservation is billed\n";
+  }
+  for (const json& n : a.value("notes", json::array())) out += "Note: " + Text(n) + "\n";
+  out += "\n";
+  std::vector<std::vector<std::string>> accounts = {{"TENANT", "ORGANISATION", "TEAM", "TOTAL"}};
+  std::vector<std::vector<std::string>> lines = {{"TENANT", "DESCRIPTION", "QUANTITY", "UNIT", "AMOUNT"}};
+  for (const json& i : a.value("invoices", json::array())) {
+    accounts.push_back({Text(i["tenant"]), Text(i["organisation"]), Text(i["team"]), Money(i["total_micro"])});
+    for (const json& l : i.value("lines", json::array()))
+      lines.push_back({Text(i["tenant"]), Text(l["description"]), Text(l["quantity"]), Text(l["unit"]),
+                       Money(l["amount_micro"])});
+  }
+  out += TextTable(accounts);
+  if (lines.size() > 1) out += "\n" + TextTable(lines);
+  return out;
 }
 
 // A *_ms field as RFC 3339 ("-" when absent or not a number; `absent` instead when given).
@@ -171,6 +226,8 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
       out += "\n" + TextTable({"HOUR", "TENANT", "GPU", "WORKLOAD", "PARTITION", "GPU_S_ALLOCATED", "GPU_S_USED"}, rows);
     return out;
   }
+  if (area == "anomalies") return AnomalyTable(a);
+  if (area == "invoices") return InvoiceTable(a);
   if (area == "audit") {
     std::vector<std::vector<std::string>> rows;
     for (const json& r : a.value("records", json::array()))
