@@ -86,7 +86,7 @@ void Agent::Backstop(int64_t now_ms) {
   std::set<int> shared_gpus;
   for (auto& [id, w] : held_) {
     if (w.ended) continue;
-    if (w.partition == "share") shared_gpus.insert(w.gpu);
+    if (w.partition == "share") shared_gpus.insert(w.gpus.begin(), w.gpus.end());
     if (w.pid > 0) by_supervisor[w.pid] = &w;
   }
   std::map<long, HeldWorkload*> owner_cache;
@@ -107,7 +107,7 @@ void Agent::Backstop(int64_t now_ms) {
   };
 
   struct Use {
-    int64_t charged_mib = 0;  // over the allowances, on the workload's own GPU
+    std::map<int, int64_t> charged_mib;  // per GPU of the workload's own: over the allowances
     std::vector<uint32_t> pids;
     std::vector<std::string> elsewhere;  // "pid 12 on GPU 1 (900 MiB)"
     int64_t processes = 0;
@@ -139,8 +139,8 @@ void Agent::Backstop(int64_t now_ms) {
       Use& u = use[w->id];
       u.pids.push_back(p.pid);
       ++u.processes;
-      if (static_cast<int>(gpu) == w->gpu) {
-        u.charged_mib += std::max<int64_t>(0, used - allowance);
+      if (std::find(w->gpus.begin(), w->gpus.end(), static_cast<int>(gpu)) != w->gpus.end()) {
+        u.charged_mib[static_cast<int>(gpu)] += std::max<int64_t>(0, used - allowance);
       } else {
         u.elsewhere.push_back("pid " + std::to_string(p.pid) + " on GPU " + std::to_string(gpu) + " (" + Mib(used) +
                               ")");
@@ -154,7 +154,10 @@ void Agent::Backstop(int64_t now_ms) {
     if (w.ended || w.pid <= 0 || !w.end_reason.empty()) continue;
     auto u = use.find(id);
     const int64_t limit_mib = static_cast<int64_t>(w.mem_bytes >> 20);
-    const bool over = u != use.end() && (u->second.charged_mib > limit_mib || !u->second.elsewhere.empty());
+    bool over_on_own = false;
+    if (u != use.end())
+      for (const auto& [gpu, mib] : u->second.charged_mib) over_on_own = over_on_own || mib > limit_mib;
+    const bool over = u != use.end() && (over_on_own || !u->second.elsewhere.empty());
     if (!over) {
       over_limit_.erase(id);
       continue;
@@ -162,13 +165,14 @@ void Agent::Backstop(int64_t now_ms) {
     if (over_limit_.count(id)) continue;  // report mode: once per episode
     over_limit_.insert(id);
     std::string detail;
-    if (u->second.charged_mib > limit_mib) {
-      detail = "GPU " + std::to_string(w.gpu) + ": " + Mib(u->second.charged_mib) + " over the " + Mib(allowance) +
-               " per-process allowance (" + std::to_string(u->second.processes) + " process(es)), limit " +
-               Mib(limit_mib) + " (NVML)";
+    for (const auto& [gpu, mib] : u->second.charged_mib) {
+      if (mib <= limit_mib) continue;
+      detail += (detail.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(gpu) + ": " + Mib(mib) + " over the " +
+                Mib(allowance) + " per-process allowance (" + std::to_string(u->second.processes) +
+                " process(es)), limit " + Mib(limit_mib) + " (NVML)";
     }
     for (const std::string& e : u->second.elsewhere)
-      detail += (detail.empty() ? "" : "; ") + e + ", placed on GPU " + std::to_string(w.gpu);
+      detail += (detail.empty() ? "" : "; ") + e + ", placed on GPU " + GpuList(w.gpus);
     Violated(w, detail, u->second.pids);
   }
 }

@@ -40,7 +40,7 @@ Status Agent::EnsureMps(int gpu) {
 void Agent::ReconcileMps() {
   std::set<int> wanted;  // GPUs with an MPS workload that has not ended
   for (const auto& [id, w] : held_)
-    if (w.mps_thread_pct > 0 && !w.ended) wanted.insert(w.gpu);
+    if (w.mps_thread_pct > 0 && !w.ended) wanted.insert(w.gpus.front());  // one GPU (Hold)
   for (const int gpu : wanted) {
     if (Status st = EnsureMps(gpu); !st.ok())
       Log("MPS control daemon of GPU " + std::to_string(gpu) + ": " + std::string(st.message()));

@@ -1,6 +1,8 @@
 // The agent's usage samples (tessera/node/agent.h): taken from the segment and the lease boards,
 // kept in an outbox file until the control plane acknowledged them, sent in batches.
 #include <algorithm>
+#include <map>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "src/node/agent_impl.h"
@@ -26,34 +28,37 @@ bool Agent::HasUnsampledEnd() const {
 Status Agent::SampleUsage(int64_t now_ms) {
   StatusOr<NodeStatus> status = node_.ReadStatus();
   if (!status.ok()) return status.status();
-  std::map<std::string, const TenantStatus*> by_slot;
+  std::map<std::pair<std::string, int>, const TenantStatus*> by_slot;  // (slot, GPU)
   for (const GpuStatus& g : status->gpus)
-    for (const TenantStatus& t : g.tenants) by_slot[t.name] = &t;
+    for (const TenantStatus& t : g.tenants) by_slot[{t.name, g.gpu}] = &t;
   const int64_t now_s = now_ms / 1000;
   bool outbox_changed = false;
   for (auto& [id, w] : held_) {
     if (w.final_sampled) continue;
-    auto t = by_slot.find(w.slot);
     // A workload that ends in the second it started (or was last sampled in) is billed that
     // started second: its final sample spans 1 s, so short work is neither free nor loses its
     // kernel launches (the ledger takes no empty span).
     const int64_t end_s = w.ended ? std::max(now_s, w.usage_from_s + 1) : now_s;
     const int64_t span = end_s - w.usage_from_s;
-    if (span > 0) {
-      const uint64_t launches = t != by_slot.end() ? t->second->launches : w.reported_launches;
-      const uint64_t charged = t != by_slot.end() ? t->second->charged_ns : w.reported_charged_ns;
+    // One sample per GPU (a pod's GPUs each have their own source: node, workload, GPU), with
+    // that GPU's counters; all of them share the span and the seq.
+    for (size_t i = 0; i < w.gpus.size() && span > 0; ++i) {
+      const int gpu = w.gpus[i];
+      auto t = by_slot.find({w.slot, gpu});
+      const uint64_t launches = t != by_slot.end() ? t->second->launches : w.reported_launches[i];
+      const uint64_t charged = t != by_slot.end() ? t->second->charged_ns : w.reported_charged_ns[i];
       const uint64_t used = t != by_slot.end() ? t->second->used_bytes : 0;
       const uint64_t peak = t != by_slot.end() ? t->second->peak_bytes : 0;
       // Counters only grow while the slot lives; a reset (a reused index) counts from zero.
-      const uint64_t new_launches = launches >= w.reported_launches ? launches - w.reported_launches : launches;
-      const uint64_t new_charged = charged >= w.reported_charged_ns ? charged - w.reported_charged_ns : charged;
+      const uint64_t new_launches = launches >= w.reported_launches[i] ? launches - w.reported_launches[i] : launches;
+      const uint64_t new_charged = charged >= w.reported_charged_ns[i] ? charged - w.reported_charged_ns[i] : charged;
       const int64_t allocated = int64_t{w.gpu_milli} * span;
       // GPU time: 1 GPU-second = 1000 milli-GPU-seconds = 1e9 ns, so milli-seconds = ns / 1e6.
       const int64_t used_milli_s = std::min<int64_t>(static_cast<int64_t>(new_charged / 1'000'000), 1000 * span);
       const api::UsageSample sample{.tenant = w.tenant,
                                     .workload = std::to_string(w.id),
-                                    .gpu = std::to_string(w.gpu),
-                                    .model = inventory_.gpus[static_cast<size_t>(w.gpu)].model,
+                                    .gpu = std::to_string(gpu),
+                                    .model = inventory_.gpus[static_cast<size_t>(gpu)].model,
                                     .partition = w.partition,
                                     .seq = w.next_seq,
                                     .start_s = w.usage_from_s,
@@ -66,10 +71,12 @@ Status Agent::SampleUsage(int64_t now_ms) {
                                     .bytes_transferred = -1};
       outbox_.push_back(api::EncodeUsageSample(sample));
       outbox_changed = true;
+      w.reported_launches[i] = launches;
+      w.reported_charged_ns[i] = charged;
+    }
+    if (span > 0) {
       ++w.next_seq;
       w.usage_from_s = end_s;
-      w.reported_launches = launches;
-      w.reported_charged_ns = charged;
     }
     if (w.ended) w.final_sampled = true;
   }

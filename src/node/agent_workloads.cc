@@ -100,7 +100,7 @@ json WorkloadJson(const HeldWorkload& w) {
               {"tenant", w.tenant},
               {"slot", w.slot},
               {"partition", w.partition},
-              {"gpu", w.gpu},
+              {"gpus", w.gpus},
               {"mem_bytes", w.mem_bytes},
               {"share", w.share},
               {"priority", w.priority},
@@ -127,7 +127,8 @@ StatusOr<HeldWorkload> WorkloadFromJson(const std::string& path, const std::stri
     w.tenant = j.at("tenant").get<std::string>();
     w.slot = j.at("slot").get<std::string>();
     w.partition = j.at("partition").get<std::string>();
-    w.gpu = j.at("gpu").get<int>();
+    // Files of earlier agents: one GPU ("gpu") and scalar counters.
+    w.gpus = j.contains("gpus") ? j.at("gpus").get<std::vector<int>>() : std::vector<int>{j.at("gpu").get<int>()};
     w.mem_bytes = j.at("mem_bytes").get<uint64_t>();
     w.share = j.at("share").get<int>();
     w.priority = j.at("priority").get<int>();
@@ -137,16 +138,23 @@ StatusOr<HeldWorkload> WorkloadFromJson(const std::string& path, const std::stri
     w.pid_start_ticks = j.at("pid_start_ticks").get<uint64_t>();
     w.next_seq = j.at("next_seq").get<int64_t>();
     w.usage_from_s = j.at("usage_from_s").get<int64_t>();
-    w.reported_launches = j.at("reported_launches").get<uint64_t>();
-    w.reported_charged_ns = j.at("reported_charged_ns").get<uint64_t>();
+    for (auto [key, field] : {std::pair{"reported_launches", &w.reported_launches},
+                              std::pair{"reported_charged_ns", &w.reported_charged_ns}}) {
+      const json& v = j.at(key);
+      *field = v.is_array() ? v.get<std::vector<uint64_t>>() : std::vector<uint64_t>{v.get<uint64_t>()};
+    }
     w.end_reason = j.value("end_reason", std::string());  // absent in files of older agents
     w.mps_thread_pct = j.value("mps_thread_pct", 0);
     if (j.value("stopping", false)) w.stop_deadline_ms = 1;  // past: finish stopping it now
   } catch (const json::exception& e) {
     return DataLossError(bad + "field missing or of the wrong type (" + e.what() + ")");
   }
-  if (w.gpu < 0 || w.gpu >= enforce::kMaxGpus || w.slot != internal::SlotName(w.id))
-    return DataLossError(bad + "gpu or slot out of range");
+  const bool gpus_ok = !w.gpus.empty() && std::is_sorted(w.gpus.begin(), w.gpus.end()) &&
+                       std::adjacent_find(w.gpus.begin(), w.gpus.end()) == w.gpus.end() && w.gpus.front() >= 0 &&
+                       w.gpus.back() < enforce::kMaxGpus;
+  if (!gpus_ok || w.reported_launches.size() != w.gpus.size() || w.reported_charged_ns.size() != w.gpus.size() ||
+      w.slot != internal::SlotName(w.id))
+    return DataLossError(bad + "gpus, their counters or slot out of range");
   return w;
 }
 
@@ -167,22 +175,29 @@ Status Agent::SaveWorkload(const HeldWorkload& w) const {
 }
 
 Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
-  const std::vector<int>& gpus = d.pods.front().gpus;  // the decoder refuses an empty list
+  std::vector<int> gpus = d.pods.front().gpus;  // the decoder refuses an empty list
+  std::sort(gpus.begin(), gpus.end());
+  int64_t smallest_mib = 0;  // a whole-GPU pod's limit: the memory of its smallest GPU
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (gpus[i] < 0 || gpus[i] >= static_cast<int>(inventory_.gpus.size()))
+      return FailedPreconditionError("placed on GPU " + std::to_string(gpus[i]) + ", which this node does not have");
+    if (i > 0 && gpus[i] == gpus[i - 1])
+      return FailedPreconditionError("placed on GPU " + std::to_string(gpus[i]) + " twice");
+    const int64_t mib = inventory_.gpus[static_cast<size_t>(gpus[i])].memory_mib;
+    smallest_mib = i == 0 ? mib : std::min(smallest_mib, mib);
+  }
   const int gpu = gpus.front();
-  if (gpu >= static_cast<int>(inventory_.gpus.size()))
-    return FailedPreconditionError("placed on GPU " + std::to_string(gpu) + ", which this node does not have");
-  const uint64_t mem_bytes = static_cast<uint64_t>(d.gpu_mem_mib > 0 ? d.gpu_mem_mib : inventory_.gpus[gpu].memory_mib)
-                             << 20;
+  const uint64_t mem_bytes = static_cast<uint64_t>(d.gpu_mem_mib > 0 ? d.gpu_mem_mib : smallest_mib) << 20;
   auto it = held_.find(d.id);
   if (it != held_.end()) {
     HeldWorkload& w = it->second;
     if (w.ended || w.stop_deadline_ms > 0) return Status::Ok();
-    if (w.gpu != gpu) {  // moved to another GPU of this node: stop here; the next round starts it again
+    if (w.gpus != gpus) {  // moved to other GPUs of this node: stop here; the next round starts it again
       StopWorkload(w, now_ms);
       return Status::Ok();
     }
     if (w.mem_bytes == mem_bytes && w.share == d.gpu_milli && w.priority == d.priority) return Status::Ok();
-    TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpu = gpu, .mem_bytes = mem_bytes, .share = d.gpu_milli,
+    TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpus = gpus, .mem_bytes = mem_bytes, .share = d.gpu_milli,
                                         .priority = d.priority},
                                        static_cast<long>(::getpid()))
                                 .status());
@@ -201,7 +216,9 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
   w.tenant = d.tenant;
   w.slot = internal::SlotName(d.id);
   w.partition = internal::PartitionOf(d);
-  w.gpu = gpu;
+  w.gpus = gpus;
+  w.reported_launches.assign(gpus.size(), 0);
+  w.reported_charged_ns.assign(gpus.size(), 0);
   w.mem_bytes = mem_bytes;
   w.share = d.gpu_milli;
   w.priority = d.priority;
@@ -212,25 +229,31 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
   if (auto back = released_usage_end_s_.find(d.id); back != released_usage_end_s_.end())
     w.usage_from_s = std::max(w.usage_from_s, back->second);
   w.next_seq = now_ms;
-  TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpu = gpu, .mem_bytes = mem_bytes, .share = d.gpu_milli,
+  TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpus = gpus, .mem_bytes = mem_bytes, .share = d.gpu_milli,
                                       .priority = d.priority},
                                      static_cast<long>(::getpid()))
                               .status());
-  // The lease board's counters of a reused index start where the last tenant left them.
+  // The lease boards' counters of a reused index start where the last tenant left them.
   if (StatusOr<NodeStatus> s = node_.ReadStatus(); s.ok()) {
     for (const GpuStatus& g : s->gpus)
       for (const TenantStatus& t : g.tenants)
-        if (t.name == w.slot) {
-          w.reported_launches = t.launches;
-          w.reported_charged_ns = t.charged_ns;
-        }
+        for (size_t i = 0; i < w.gpus.size(); ++i)
+          if (t.name == w.slot && g.gpu == w.gpus[i]) {
+            w.reported_launches[i] = t.launches;
+            w.reported_charged_ns[i] = t.charged_ns;
+          }
   }
-  EnsureArbiter(gpu);
+  for (int g : gpus) EnsureArbiter(g);
   (void)::unlink(internal::ExitFile(AgentDir(), w.id).c_str());
   // An MPS client needs its GPU's control daemon first. Without the control program the workload
   // cannot run as asked (it is not run without MPS either): it fails with a reason that says so.
   // Another error (the daemon would not start) leaves it unheld: the next round tries again.
-  Status mps = w.mps_thread_pct > 0 ? EnsureMps(gpu) : Status::Ok();
+  // One control daemon per GPU, and a client reaches one daemon: an MPS pod has one GPU.
+  Status mps = w.mps_thread_pct == 0 ? Status::Ok()
+               : gpus.size() > 1
+                   ? FailedPreconditionError("an MPS workload runs on one GPU (one MPS control daemon per GPU; a client "
+                                             "connects to one); this pod has " + std::to_string(gpus.size()))
+                   : EnsureMps(gpu);
   if (!mps.ok() && mps.code() != StatusCode::kFailedPrecondition) return mps;
   if (!mps.ok()) {
     Log("workload " + std::to_string(d.id) + ": " + std::string(mps.message()) + "; reported as failed (" +
@@ -239,18 +262,11 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
     w.ended = true;
     w.exit_code = 126;
     w.end_reason = std::string(api::kMpsUnavailable);
-  } else if (gpus.size() > 1 && !w.command.empty()) {
-    // The shim enforces one GPU per process today; a multi-GPU pod is not run rather than run
-    // unlimited on its other GPUs.
-    Log("workload " + std::to_string(d.id) + ": pods of " + std::to_string(gpus.size()) +
-        " GPUs are not run under the shim yet; reported as failed (exit code 126)");
-    w.ended = true;
-    w.exit_code = 126;
   } else if (!w.command.empty()) {
     TESSERA_RETURN_IF_ERROR(Spawn(w));
   }
   TESSERA_RETURN_IF_ERROR(SaveWorkload(w));
-  Log("workload " + std::to_string(d.id) + " (" + d.tenant + "): slot " + w.slot + " on GPU " + std::to_string(gpu) +
+  Log("workload " + std::to_string(d.id) + " (" + d.tenant + "): slot " + w.slot + " on GPU " + GpuList(gpus) +
       ", limit " + std::to_string(mem_bytes >> 20) + " MiB, share " + std::to_string(d.gpu_milli) +
       (w.pid > 0 ? ", supervisor pid " + std::to_string(w.pid) : std::string(w.command.empty() ? ", no command" : "")));
   ++stats_.started;
@@ -265,7 +281,7 @@ Status Agent::Spawn(HeldWorkload& w) {
                                    "--tenant",
                                    w.slot,
                                    "--gpu",
-                                   std::to_string(w.gpu),
+                                   GpuList(w.gpus),
                                    "--mem",
                                    std::to_string(w.mem_bytes) + "B",
                                    "--share",
@@ -284,7 +300,7 @@ Status Agent::Spawn(HeldWorkload& w) {
                                       "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"};
   std::vector<std::pair<std::string, std::string>> added = options_.child_env;
   if (w.mps_thread_pct > 0) {
-    for (auto& kv : MpsClientEnvironment(mps_.Paths(w.gpu), w.mps_thread_pct, w.mem_bytes,
+    for (auto& kv : MpsClientEnvironment(mps_.Paths(w.gpus.front()), w.mps_thread_pct, w.mem_bytes,
                                          options_.context_allowance_mib))
       added.push_back(std::move(kv));
   }
@@ -403,11 +419,11 @@ Status Agent::Adopt() {
     }
     if (!w.ended) {
       // The slot is joined again by name: same index, same limit; nothing in the segment resets.
-      TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpu = w.gpu, .mem_bytes = w.mem_bytes,
+      TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpus = w.gpus, .mem_bytes = w.mem_bytes,
                                           .share = w.share, .priority = w.priority},
                                          static_cast<long>(::getpid()))
                                   .status());
-      EnsureArbiter(w.gpu);
+      for (int g : w.gpus) EnsureArbiter(g);
     }
     Log("re-adopted workload " + std::to_string(w.id) + " (" + w.tenant + ", slot " + w.slot +
         (alive ? ", running" : w.ended ? ", ended" : ", no command") + ")");

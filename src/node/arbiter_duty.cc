@@ -84,7 +84,7 @@ void ArbiterDuty::Sync() {
   if (!tenants.ok()) return;
   std::map<uint32_t, LeaseTenantConfig> want;
   for (const TenantEntry& t : *tenants) {
-    if (t.gpu != gpu_) continue;
+    if (std::find(t.gpus.begin(), t.gpus.end(), gpu_) == t.gpus.end()) continue;
     LeaseTenantConfig c;
     c.tenant_id = static_cast<uint32_t>(t.index);
     c.weight = static_cast<uint32_t>(std::max(1, t.share));

@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <thread>
 
 #include "tessera/enforce/lease.h"
 #include "tessera/enforce/lease_file.h"
@@ -92,22 +94,47 @@ void TakeTerminalBack() {
 
 // Waits until the GPU's arbiter (this process or another supervisor) has the tenant's slot
 // active on the board, stepping this process's duty meanwhile.
-Status AwaitAdmission(ArbiterDuty& duty, const NodeDir& node, const RunOptions& o, int index) {
+// For a tenant of several GPUs, once per GPU (each with that GPU's duty), before the command runs.
+Status AwaitAdmission(ArbiterDuty& duty, int gpu, const NodeDir& node, const RunOptions& o, int index) {
   TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Open(node.paths().leases));
   const auto deadline = std::chrono::steady_clock::now() + o.admit_timeout;
   for (;;) {
     duty.Round();
-    if (leases.board(o.tenant.gpu).slots[index].node.state.load() ==
-        static_cast<uint32_t>(enforce::LeaseSlotState::kActive)) {
+    if (leases.board(gpu).slots[index].node.state.load() == static_cast<uint32_t>(enforce::LeaseSlotState::kActive)) {
       return Status::Ok();
     }
     if (std::chrono::steady_clock::now() >= deadline) break;
   }
-  return UnavailableError("GPU " + std::to_string(o.tenant.gpu) + "'s lease arbiter did not admit tenant '" +
+  return UnavailableError("GPU " + std::to_string(gpu) + "'s lease arbiter did not admit tenant '" +
                           o.tenant.name + "' within " + std::to_string(o.admit_timeout.count()) +
-                          " ms (the process holding " + node.paths().ArbiterLock(o.tenant.gpu) +
+                          " ms (the process holding " + node.paths().ArbiterLock(gpu) +
                           " does not drive the board); not starting the command ungated");
 }
+
+// The arbiter duties of a multi-GPU tenant's GPUs after the first, each stepped by a thread of
+// its own (Round waits on its board's doorbell, so one thread cannot drive two boards). Started
+// after the command is forked (no thread runs while the child is between fork and exec).
+class ExtraDuties {
+ public:
+  explicit ExtraDuties(std::vector<std::unique_ptr<ArbiterDuty>>& duties) {
+    for (size_t i = 1; i < duties.size(); ++i) {
+      ArbiterDuty* duty = duties[i].get();
+      threads_.emplace_back([this, duty] {
+        while (!stop_.load(std::memory_order_acquire)) duty->Round();
+      });
+    }
+  }
+  ~ExtraDuties() {
+    stop_.store(true, std::memory_order_release);
+    for (std::thread& t : threads_) t.join();
+  }
+  ExtraDuties(const ExtraDuties&) = delete;
+  ExtraDuties& operator=(const ExtraDuties&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
 
 // The gid a command run under `uid` gets: the uid's primary group from the password database,
 // else the number of the uid itself (a uid with no account, e.g. one per tenant).
@@ -194,6 +221,21 @@ StatusOr<GpuPin> PinGpu(int gpu, const std::string& nvml_library,
   return pin;
 }
 
+StatusOr<GpuPin> PinGpus(const std::vector<int>& gpus, const std::string& nvml_library,
+                         const std::optional<std::string>& caller_visible_devices) {
+  if (gpus.empty()) return InvalidArgumentError("no GPU given");
+  GpuPin all;
+  bool every_uuid = true;
+  for (int gpu : gpus) {
+    TESSERA_ASSIGN_OR_RETURN(GpuPin one, PinGpu(gpu, nvml_library, caller_visible_devices));
+    all.visible_devices += (all.visible_devices.empty() ? "" : ",") + one.visible_devices;
+    all.uuid += (all.uuid.empty() ? "" : ",") + one.uuid;
+    every_uuid = every_uuid && !one.uuid.empty();
+  }
+  if (!every_uuid) all.uuid.clear();
+  return all;
+}
+
 std::vector<std::pair<std::string, std::string>> LaunchEnvironment(const LaunchOptions& o) {
   std::string preload = o.shim_path;
   if (!o.caller_ld_preload.empty()) preload += " " + o.caller_ld_preload;
@@ -202,7 +244,7 @@ std::vector<std::pair<std::string, std::string>> LaunchEnvironment(const LaunchO
           {"TESSERA_SHIM_COUNTERS", o.paths.counters},
           {"TESSERA_SHIM_LEASES", o.paths.leases},
           {"TESSERA_SHIM_TENANT", std::to_string(o.tenant_index)},
-          {"TESSERA_SHIM_GPUS", std::to_string(o.gpu)},  // CUDA ordinal 0 is node GPU o.gpu
+          {"TESSERA_SHIM_GPUS", GpuList(o.gpus)},  // CUDA ordinal i is node GPU o.gpus[i]
           {"CUDA_VISIBLE_DEVICES", o.pin.visible_devices}};
 }
 
@@ -211,15 +253,20 @@ StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& o) {
   if (o.tenant.name.empty()) return InvalidArgumentError("the tenant name is empty");
   // Checks first: nothing is registered, nothing runs, when the command could not be confined.
   TESSERA_ASSIGN_OR_RETURN(std::string shim, ResolveShim(o.shim_path));
-  TESSERA_ASSIGN_OR_RETURN(GpuPin pin, PinGpu(o.tenant.gpu, o.nvml_library, o.caller_visible_devices));
+  if (o.tenant.gpus.empty()) return InvalidArgumentError("no GPU given");
+  TESSERA_ASSIGN_OR_RETURN(GpuPin pin, PinGpus(o.tenant.gpus, o.nvml_library, o.caller_visible_devices));
   const long self = static_cast<long>(::getpid());
   TESSERA_ASSIGN_OR_RETURN(int index, node.Join(o.tenant, self));
-  ArbiterDuty duty(node, o.tenant.gpu);
-  if (Status admitted = AwaitAdmission(duty, node, o, index); !admitted.ok()) {
-    (void)node.Leave(self);  // the admission error is the one to report
-    return admitted;
+  std::vector<std::unique_ptr<ArbiterDuty>> duties;
+  for (int gpu : o.tenant.gpus) {
+    duties.push_back(std::make_unique<ArbiterDuty>(node, gpu));
+    if (Status admitted = AwaitAdmission(*duties.back(), gpu, node, o, index); !admitted.ok()) {
+      (void)node.Leave(self);  // the admission error is the one to report
+      return admitted;
+    }
   }
-  const LaunchOptions launch{.paths = node.paths(), .shim_path = shim, .pin = pin, .gpu = o.tenant.gpu,
+  ArbiterDuty& duty = *duties.front();
+  const LaunchOptions launch{.paths = node.paths(), .shim_path = shim, .pin = pin, .gpus = o.tenant.gpus,
                              .tenant_index = index, .caller_ld_preload = o.caller_ld_preload};
   const bool foreground = ::isatty(STDIN_FILENO) != 0 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
   const pid_t parent = ::getpid();
@@ -237,6 +284,7 @@ StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& o) {
   Status recorded = node.AddCommandGroup(self, child);
   int status = 0;
   {
+    ExtraDuties extra(duties);
     SignalForwarding forwarding(child);
     if (!recorded.ok()) ::kill(-child, SIGKILL);  // not recorded = its slot could be reused
     for (;;) {

@@ -73,7 +73,7 @@ std::vector<TenantEntry> PruneEntries(std::vector<TenantEntry>& tenants, enforce
     if (e.pids.empty() && e.pgids.empty()) {
       if (seg != nullptr) {
         // Best effort: an index out of the segment's range was rejected when the file was read.
-        (void)seg->SetLimit(e.index, e.gpu, 0);
+        for (int gpu : e.gpus) (void)seg->SetLimit(e.index, gpu, 0);
         (void)seg->SetTenantFlags(e.index, 0);
       }
       gone.push_back(std::move(e));
@@ -95,25 +95,27 @@ void RecordDepartures(const NodePaths& paths, const std::vector<TenantEntry>& go
   StatusOr<enforce::LeaseFile> leases = enforce::LeaseFile::Open(paths.leases);
   std::string text;
   for (const TenantEntry& e : gone) {
-    uint64_t launches = 0, charged_ns = 0, peak = 0;
-    if (leases.ok()) {
-      const enforce::LeaseTenantSlot& slot = leases->board(e.gpu).slots[e.index];
-      launches = slot.tenant.launches.load();
-      charged_ns = slot.node.charged_ns.load();
+    for (int gpu : e.gpus) {  // one departure per GPU, with that GPU's counters
+      uint64_t launches = 0, charged_ns = 0, peak = 0;
+      if (leases.ok()) {
+        const enforce::LeaseTenantSlot& slot = leases->board(gpu).slots[e.index];
+        launches = slot.tenant.launches.load();
+        charged_ns = slot.node.charged_ns.load();
+      }
+      if (seg != nullptr) peak = seg->PeakBytes(e.index, gpu);
+      text += nlohmann::json{{"name", e.name},
+                             {"account", e.account},
+                             {"workload", e.workload},
+                             {"gpu", gpu},
+                             {"share", e.share},
+                             {"joined_s", e.joined_s},
+                             {"left_s", static_cast<int64_t>(::time(nullptr))},
+                             {"launches", launches},
+                             {"charged_ns", charged_ns},
+                             {"peak_bytes", peak}}
+                  .dump() +
+              "\n";
     }
-    if (seg != nullptr) peak = seg->PeakBytes(e.index, e.gpu);
-    text += nlohmann::json{{"name", e.name},
-                           {"account", e.account},
-                           {"workload", e.workload},
-                           {"gpu", e.gpu},
-                           {"share", e.share},
-                           {"joined_s", e.joined_s},
-                           {"left_s", static_cast<int64_t>(::time(nullptr))},
-                           {"launches", launches},
-                           {"charged_ns", charged_ns},
-                           {"peak_bytes", peak}}
-                .dump() +
-            "\n";
   }
   (void)!::write(fd, text.data(), text.size());  // one append: whole lines
   ::close(fd);
@@ -208,6 +210,12 @@ StatusOr<enforce::NodeSegment> CreateOrOpen(const NodePaths& p) {
 
 }  // namespace
 
+std::string GpuList(const std::vector<int>& gpus) {
+  std::string out;
+  for (int gpu : gpus) out += (out.empty() ? "" : ",") + std::to_string(gpu);
+  return out;
+}
+
 std::string DefaultNodeDir() {
   if (const char* d = std::getenv("TESSERA_RUN_DIR"); d != nullptr && *d != '\0') return d;
   if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x != nullptr && *x != '\0') return std::string(x) + "/tessera";
@@ -229,9 +237,15 @@ std::string NodePaths::ArbiterLock(int gpu) const { return dir + "/arbiter-gpu" 
 NodeDir::NodeDir(std::string dir) : paths_(std::move(dir)) {}
 
 StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
-  if (r.gpu < 0 || r.gpu >= enforce::kMaxGpus) {
-    return InvalidArgumentError("GPU " + std::to_string(r.gpu) + " is not a node GPU 0.." +
-                                std::to_string(enforce::kMaxGpus - 1));
+  if (r.gpus.empty()) return InvalidArgumentError("tenant '" + r.name + "': no GPU");
+  std::vector<int> gpus = r.gpus;
+  std::sort(gpus.begin(), gpus.end());
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (gpus[i] < 0 || gpus[i] >= enforce::kMaxGpus) {
+      return InvalidArgumentError("GPU " + std::to_string(gpus[i]) + " is not a node GPU 0.." +
+                                  std::to_string(enforce::kMaxGpus - 1));
+    }
+    if (i > 0 && gpus[i] == gpus[i - 1]) return InvalidArgumentError("GPU " + std::to_string(gpus[i]) + " is given twice");
   }
   if (::mkdir(paths_.dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return InternalError("node directory '" + paths_.dir + "': " + std::strerror(errno));
@@ -250,9 +264,9 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
     if (e.name == r.name) entry = &e;
   }
   if (entry != nullptr) {
-    if (entry->gpu != r.gpu) {
-      return FailedPreconditionError("tenant '" + r.name + "' already runs on GPU " + std::to_string(entry->gpu) +
-                                     " (one GPU per tenant)");
+    if (entry->gpus != gpus) {
+      return FailedPreconditionError("tenant '" + r.name + "' already runs on GPU(s) " + GpuList(entry->gpus) +
+                                     ", not " + GpuList(gpus) + " (every member asks for the same GPUs)");
     }
     if (entry->uid != r.uid) {
       return FailedPreconditionError("tenant '" + r.name + "' already runs under uid " + std::to_string(entry->uid) +
@@ -279,7 +293,7 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
     TESSERA_RETURN_IF_ERROR(seg.RecreateTenantCounters(index, owner));
     tenants.push_back(TenantEntry{.name = r.name,
                                   .index = index,
-                                  .gpu = r.gpu,
+                                  .gpus = gpus,
                                   .mem_bytes = r.mem_bytes,
                                   .share = r.share,
                                   .priority = r.priority,
@@ -295,7 +309,7 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
   }
   const int index = entry->index;
   TESSERA_RETURN_IF_ERROR(seg.SetTenantFlags(index, entry->scrub ? enforce::kTenantScrubOnFree : 0));
-  TESSERA_RETURN_IF_ERROR(seg.SetLimit(index, r.gpu, r.mem_bytes));
+  for (int gpu : gpus) TESSERA_RETURN_IF_ERROR(seg.SetLimit(index, gpu, r.mem_bytes));
   TESSERA_RETURN_IF_ERROR(Commit(paths_, tenants));
   return index;
 }
@@ -440,26 +454,28 @@ StatusOr<NodeStatus> NodeDir::ReadStatus() const {
   TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Open(paths_.leases));
   std::map<int, GpuStatus> gpus;
   for (const TenantEntry& e : tenants) {
-    const enforce::LeaseTenantSlot& slot = leases.board(e.gpu).slots[e.index];
-    TenantStatus t;
-    t.name = e.name;
-    t.index = e.index;
-    t.limit_bytes = seg.policy().tenants[e.index].limit_bytes[e.gpu].load();
-    t.used_bytes = seg.ReservedBytes(e.index, e.gpu);
-    t.peak_bytes = seg.PeakBytes(e.index, e.gpu);
-    t.share = e.share;
-    t.priority = e.priority;
-    t.scrub = (seg.TenantFlags(e.index) & enforce::kTenantScrubOnFree) != 0;
-    t.pids = e.pids;
-    t.account = e.account;
-    t.workload = e.workload;
-    t.joined_s = e.joined_s;
-    t.launches = slot.tenant.launches.load();
-    t.charged_ns = slot.node.charged_ns.load();
-    GpuStatus& g = gpus[e.gpu];
-    g.gpu = e.gpu;
-    g.arbiter_alive = enforce::ArbiterAlive(leases.board(e.gpu), enforce::MonotonicNowNs(), 1'000'000'000);
-    g.tenants.push_back(std::move(t));
+    for (int gpu : e.gpus) {  // a pod's tenant under each of its GPUs, with that GPU's figures
+      const enforce::LeaseTenantSlot& slot = leases.board(gpu).slots[e.index];
+      TenantStatus t;
+      t.name = e.name;
+      t.index = e.index;
+      t.limit_bytes = seg.policy().tenants[e.index].limit_bytes[gpu].load();
+      t.used_bytes = seg.ReservedBytes(e.index, gpu);
+      t.peak_bytes = seg.PeakBytes(e.index, gpu);
+      t.share = e.share;
+      t.priority = e.priority;
+      t.scrub = (seg.TenantFlags(e.index) & enforce::kTenantScrubOnFree) != 0;
+      t.pids = e.pids;
+      t.account = e.account;
+      t.workload = e.workload;
+      t.joined_s = e.joined_s;
+      t.launches = slot.tenant.launches.load();
+      t.charged_ns = slot.node.charged_ns.load();
+      GpuStatus& g = gpus[gpu];
+      g.gpu = gpu;
+      g.arbiter_alive = enforce::ArbiterAlive(leases.board(gpu), enforce::MonotonicNowNs(), 1'000'000'000);
+      g.tenants.push_back(std::move(t));
+    }
   }
   for (auto& [gpu, g] : gpus) out.gpus.push_back(std::move(g));
   return out;

@@ -79,7 +79,18 @@ StatusOr<TenantEntry> Entry(const std::string& path, const json& t, const std::s
                                                        std::numeric_limits<int>::max()));
   TESSERA_ASSIGN_OR_RETURN(long long estimate, Integer(path, t, where, "kernel_estimate_us", 1, 10'000'000, 1000));
   e.index = static_cast<int>(index);
-  e.gpu = static_cast<int>(gpu);
+  e.gpus = {static_cast<int>(gpu)};
+  if (auto gpus = t.find("gpus"); gpus != t.end()) {  // absent in files of earlier versions: "gpu" alone
+    if (!gpus->is_array() || gpus->empty()) return Bad(path, where + ".gpus", "not a list of GPUs");
+    e.gpus.clear();
+    for (const json& g : *gpus) {
+      if (!g.is_number_integer() || g.get<long long>() < 0 || g.get<long long>() >= enforce::kMaxGpus ||
+          (!e.gpus.empty() && g.get<long long>() <= e.gpus.back()))
+        return Bad(path, where + ".gpus", "not ascending node GPUs 0.." + std::to_string(enforce::kMaxGpus - 1));
+      e.gpus.push_back(static_cast<int>(g.get<long long>()));
+    }
+    if (e.gpus.front() != gpu) return Bad(path, where + ".gpu", "not the first of \"gpus\"");
+  }
   e.mem_bytes = static_cast<uint64_t>(mem);
   e.share = static_cast<int>(share);
   e.priority = static_cast<int>(priority);
@@ -137,7 +148,8 @@ Status WriteRegistry(const std::string& path, const std::vector<TenantEntry>& te
   for (const TenantEntry& e : tenants) {
     list.push_back(json{{"name", e.name},
                         {"index", e.index},
-                        {"gpu", e.gpu},
+                        {"gpu", e.gpus.empty() ? 0 : e.gpus.front()},  // what earlier versions read
+                        {"gpus", e.gpus},
                         {"mem_bytes", e.mem_bytes},
                         {"share", e.share},
                         {"priority", e.priority},

@@ -1,10 +1,11 @@
 // The tenant registry file (tenants.json) of a node directory: read with every field checked,
 // written atomically. Private to the node module; JSON stays an implementation detail here.
-//   {"version": 1, "tenants": [{"name": "a", "index": 0, "gpu": 0, "mem_bytes": 67108864,
+//   {"version": 1, "tenants": [{"name": "a", "index": 0, "gpu": 0, "gpus": [0], "mem_bytes": 67108864,
 //     "share": 30, "priority": 0, "kernel_estimate_us": 1000, "scrub": false, "uid": -1,
 //     "pids": [1234], "pgids": [1240]}]}
-// kernel_estimate_us, scrub, uid and pgids may be absent (files of earlier versions; uid -1:
-// the tenant runs under the node side's uid).
+// kernel_estimate_us, scrub, uid, gpus and pgids may be absent (files of earlier versions; uid -1:
+// the tenant runs under the node side's uid; no gpus: [gpu]). "gpu" is the first of "gpus" (a
+// pod's tenant is on several GPUs, NodeDir's header).
 #pragma once
 
 #include <string>

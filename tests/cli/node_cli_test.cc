@@ -90,7 +90,8 @@ TEST(NodeCli, StatusShowsARunningTenant) {
       Tessera(dir, "run --tenant alice --gpu 1 --mem 8GiB --share 30 --nvml /nonexistent/libnvidia-ml.so.1 -- true");
   EXPECT_EQ(::pclose(run), 0);
   EXPECT_EQ(other_gpu.exit_code, 1);
-  EXPECT_EQ(other_gpu.err, "tessera run: tenant 'alice' already runs on GPU 0 (one GPU per tenant)\n");
+  EXPECT_EQ(other_gpu.err,
+            "tessera run: tenant 'alice' already runs on GPU(s) 0, not 1 (every member asks for the same GPUs)\n");
   ASSERT_EQ(status.exit_code, 0) << status.err;
   const nlohmann::json j = nlohmann::json::parse(status.out);
   ASSERT_EQ(j["gpus"].size(), 1u) << status.out;
@@ -413,6 +414,54 @@ TEST(NodeCli, GpuFlagPinsTheCommandToThatGpu) {
   ExpectBadInput(testing::RunTessera(dir, "run --tenant a --gpu 2 --mem 1GiB --share 50" + fake + show,
                                      Env(dir) + nvml),
                  "tessera run: GPU 2: the node has 2 GPU(s)");
+}
+
+// --gpu 0,1 (a pod's GPUs): the command sees both, in that order; the limit holds on each GPU
+// (64 x 1 MiB fit on ordinal 0 and again on ordinal 1, the 65th not); while it runs, node status
+// shows the tenant under both GPUs, and a third ordinal does not exist for it.
+TEST(NodeCli, OneCommandOnTwoGpusHasTheLimitOnEachAndSeesBoth) {
+  TempDir dir;
+  const std::string nvml = "TESSERA_FAKE_NVML_CONFIG='H100-80GB*2' ";
+  const std::string fake = " --nvml '" + std::string(TESSERA_FAKE_NVML_PATH) + "'";
+  CommandResult env = testing::RunTessera(
+      dir, "run --tenant p --gpu 1,0 --mem 1GiB --share 50" + fake +
+               " -- sh -c 'echo \"CVD=$CUDA_VISIBLE_DEVICES SG=$TESSERA_SHIM_GPUS\"'",
+      Env(dir) + nvml);
+  ASSERT_EQ(env.exit_code, 0) << env.err;
+  EXPECT_THAT(env.out, HasSubstr("CVD=GPU-fa4e0000-0000-4000-8000-000000000001,GPU-fa4e0000-0000-4000-8000-000000000000 "
+                                 "SG=1,0\n"));
+
+  const std::string out = dir.path() + "/run.out";
+  const std::string cmd = "cd '" + dir.path() + "' && " + Env(dir) + "TESSERA_FAKE_CUDA_DEVICES=3 '" + kBinary +
+                          "' run --tenant p --gpu 0,1 --mem 64MiB --share 30 --nvml /nonexistent -- '" + kProbe +
+                          "' init fill:mem:1048576 ctx:1 fill:mem:1048576 ctx:2 alloc:mem:1048576 wait > '" + out + "'";
+  FILE* run = ::popen(cmd.c_str(), "w");  // `wait` returns when we close its stdin
+  ASSERT_NE(run, nullptr);
+  bool ready = false;
+  for (int i = 0; i < 500 && !ready; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ready = testing::ReadTextFile(out).find("wait ready") != std::string::npos;
+  }
+  CommandResult status = Tessera(dir, "node status --json -");
+  EXPECT_EQ(::pclose(run), 0);
+  ASSERT_TRUE(ready) << testing::ReadTextFile(out);
+  const std::string printed = testing::ReadTextFile(out);
+  size_t first = printed.find("fill family=mem count=64 rc=2");
+  ASSERT_NE(first, std::string::npos) << printed;
+  EXPECT_NE(printed.find("fill family=mem count=64 rc=2", first + 1), std::string::npos) << printed;
+  EXPECT_THAT(printed, HasSubstr("alloc family=mem rc=101 ")) << "ordinal 2 (no GPU of the tenant): invalid device";
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  const nlohmann::json j = nlohmann::json::parse(status.out);
+  ASSERT_EQ(j["gpus"].size(), 2u) << status.out;
+  for (int g = 0; g < 2; ++g) {
+    EXPECT_EQ(j["gpus"][g]["gpu"], g);
+    ASSERT_EQ(j["gpus"][g]["tenants"].size(), 1u) << status.out;
+    EXPECT_EQ(j["gpus"][g]["tenants"][0]["name"], "p");
+    EXPECT_EQ(j["gpus"][g]["tenants"][0]["used_bytes"], 64 << 20) << status.out;
+    EXPECT_EQ(j["gpus"][g]["arbiter_alive"], true);
+  }
+  ExpectBadInput(Tessera(dir, "run --tenant q --gpu 0,0 --mem 1GiB --share 50 -- true"),
+                 "tessera run: GPU 0 is given twice");
 }
 
 bool Dead(pid_t pid, std::chrono::seconds timeout) {

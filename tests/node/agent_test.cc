@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "tessera/enforce/nvml.h"
@@ -233,6 +234,43 @@ TEST_F(AgentTest, ACommandRunsUnderTessera_RunAndItsExitCodeIsReportedOnce) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
   EXPECT_EQ(cp.finished.size(), 1u);
   EXPECT_EQ(Slot("w9"), nullptr);
+}
+
+// A pod of two GPUs with a command: one slot on both GPUs (the limit on each), the command runs
+// under `tessera run --gpu 0,1` seeing both, ends normally (not 126 as before), and its usage is
+// sampled per GPU (a sample for GPU "0" and one for GPU "1", each with the pod's share).
+TEST_F(AgentTest, APodOfTwoGpusRunsItsCommandOnBothAndIsMeteredPerGpu) {
+  Agent agent(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  json pod = Workload(21, 0, 512, 1000, {"/bin/sh", "-c", "echo \"gpus=$TESSERA_SHIM_GPUS cvd=$CUDA_VISIBLE_DEVICES\"; sleep 0.5"});
+  pod["pods"] = json::array({{{"gpus", {1, 0}}}});
+  cp.desired = json::array({pod});
+  ASSERT_TRUE(agent.Round(now_ms).ok());
+  StatusOr<NodeStatus> st = NodeDir(dir.File("node")).ReadStatus();
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->gpus.size(), 2u);
+  for (const GpuStatus& g : st->gpus) {
+    ASSERT_EQ(g.tenants.size(), 1u) << "GPU " << g.gpu;
+    EXPECT_EQ(g.tenants[0].name, "w21");
+    EXPECT_EQ(g.tenants[0].limit_bytes, uint64_t{512} << 20);
+  }
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !cp.finished.empty(); }));
+  EXPECT_THAT(cp.finished, ::testing::ElementsAre(std::pair<int64_t, int>{21, 0}));
+  std::ifstream log(dir.File("node/agent/w21.log"));
+  std::string line;
+  std::getline(log, line);
+  EXPECT_EQ(line, "gpus=0,1 cvd=0,1");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  std::set<std::string> gpus;
+  for (const json& sample : cp.samples) {
+    ASSERT_EQ(sample["workload"], "21");
+    gpus.insert(sample["gpu"].get<std::string>());
+    EXPECT_EQ(sample["gpu_milli_s_allocated"].get<int64_t>() % 1000, 0) << sample.dump();
+  }
+  EXPECT_EQ(gpus, (std::set<std::string>{"0", "1"}));
+  cp.desired = json::array();
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(Slot("w21"), nullptr);
 }
 
 TEST_F(AgentTest, ARestartedAgentAdoptsTheRunningWorkloadWithItsSlotAndStopsItWhenNoLongerDesired) {

@@ -23,14 +23,14 @@ TEST(ArbiterDuty, AJoinIsOnTheBoardAtTheNextRound) {
   tessera::testing::TempDir dir;
   const NodeDir node(dir.File("node"));
   const long self = ::getpid();
-  ASSERT_EQ(node.Join({.name = "a", .gpu = 0, .mem_bytes = 1 << 20, .share = 30}, self).value(), 0);
+  ASSERT_EQ(node.Join({.name = "a", .gpus = {0}, .mem_bytes = 1 << 20, .share = 30}, self).value(), 0);
   ArbiterDuty duty(node, 0);
   // The round that takes over syncs (a) and then waits at most 50 ms: the next periodic sync is
   // still about 50 ms away when the round after the join below starts.
   for (int i = 0; i < 100 && !duty.holds(); ++i) duty.Round();
   ASSERT_TRUE(duty.holds());
   ASSERT_TRUE(Active(node, 0));
-  ASSERT_EQ(node.Join({.name = "b", .gpu = 0, .mem_bytes = 1 << 20, .share = 70}, self).value(), 1);
+  ASSERT_EQ(node.Join({.name = "b", .gpus = {0}, .mem_bytes = 1 << 20, .share = 70}, self).value(), 1);
   duty.Round();  // one round: the registry was replaced, so it syncs now
   EXPECT_TRUE(Active(node, 1));
 }

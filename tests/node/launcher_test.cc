@@ -73,7 +73,7 @@ TEST(PinGpu, ACallersListNarrowsButNeverWidens) {
 
 TEST(LaunchEnvironment, PreloadsTheShimAndPinsTheGpu) {
   LaunchOptions o{.paths = NodePaths("/run/t"), .shim_path = "/lib/libtessera-shim.so",
-                  .pin = {.visible_devices = kUuid1, .uuid = kUuid1}, .gpu = 1, .tenant_index = 4,
+                  .pin = {.visible_devices = kUuid1, .uuid = kUuid1}, .gpus = {1}, .tenant_index = 4,
                   .caller_ld_preload = "libother.so"};
   EXPECT_THAT(LaunchEnvironment(o),
               ::testing::UnorderedElementsAre(Pair("LD_PRELOAD", "/lib/libtessera-shim.so libother.so"),

@@ -10,6 +10,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "tessera/enforce/segment.h"
 #include "tessera/node/memory_size.h"
 #include "tests/testing/sim_test_util.h"
@@ -32,7 +34,7 @@ long DeadPid() {
 }
 
 TenantRequest Request(const std::string& name, uint64_t mem = 64 << 20) {
-  return TenantRequest{.name = name, .gpu = 0, .mem_bytes = mem, .share = 30};
+  return TenantRequest{.name = name, .gpus = {0}, .mem_bytes = mem, .share = 30};
 }
 
 TEST(NodeDir, TenantsGetTheLowestFreeIndexAndJoinByName) {
@@ -50,9 +52,76 @@ TEST(NodeDir, TenantsGetTheLowestFreeIndexAndJoinByName) {
   StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(node.paths().policy, node.paths().counters);
   ASSERT_TRUE(seg.ok());
   EXPECT_EQ(seg->policy().tenants[0].limit_bytes[0].load(), 128u << 20);
-  StatusOr<int> other_gpu = node.Join(TenantRequest{.name = "a", .gpu = 1, .mem_bytes = 1, .share = 1}, self);
+  StatusOr<int> other_gpu = node.Join(TenantRequest{.name = "a", .gpus = {1}, .mem_bytes = 1, .share = 1}, self);
   EXPECT_EQ(other_gpu.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(other_gpu.status().message(), "tenant 'a' already runs on GPU 0 (one GPU per tenant)");
+  EXPECT_EQ(other_gpu.status().message(),
+            "tenant 'a' already runs on GPU(s) 0, not 1 (every member asks for the same GPUs)");
+}
+
+// A pod's tenant on GPUs 3 and 1: its limit on each of them and no other GPU, under both GPUs in
+// the status, both in the registry (which earlier versions' single "gpu" still reads); when it
+// goes, both limits return to 0. Bad GPU lists are refused before anything is written.
+TEST(NodeDir, ATenantOfSeveralGpusHasItsLimitOnEachOfThemOnly) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  const long self = ::getpid();
+  ASSERT_EQ(node.Join({.name = "pod", .gpus = {3, 1}, .mem_bytes = 8 << 20, .share = 40}, self).value(), 0);
+  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(node.paths().policy, node.paths().counters);
+  ASSERT_TRUE(seg.ok());
+  for (int gpu = 0; gpu < 5; ++gpu)
+    EXPECT_EQ(seg->policy().tenants[0].limit_bytes[gpu].load(), gpu == 1 || gpu == 3 ? 8u << 20 : 0u) << "GPU " << gpu;
+  StatusOr<std::vector<TenantEntry>> live = node.LiveTenants();
+  ASSERT_TRUE(live.ok());
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ((*live)[0].gpus, (std::vector<int>{1, 3}));
+  StatusOr<NodeStatus> status = node.ReadStatus();
+  ASSERT_TRUE(status.ok());
+  ASSERT_EQ(status->gpus.size(), 2u);
+  EXPECT_EQ(status->gpus[0].gpu, 1);
+  EXPECT_EQ(status->gpus[1].gpu, 3);
+  for (const GpuStatus& g : status->gpus) {
+    ASSERT_EQ(g.tenants.size(), 1u);
+    EXPECT_EQ(g.tenants[0].name, "pod");
+    EXPECT_EQ(g.tenants[0].limit_bytes, 8u << 20);
+    EXPECT_EQ(g.tenants[0].share, 40);
+  }
+  // The same GPUs in another order join it; other GPUs do not.
+  EXPECT_EQ(node.Join({.name = "pod", .gpus = {1, 3}, .mem_bytes = 8 << 20, .share = 40}, self).value(), 0);
+  EXPECT_EQ(node.Join({.name = "pod", .gpus = {1}, .mem_bytes = 8 << 20, .share = 40}, self).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(node.Join({.name = "x", .gpus = {}, .mem_bytes = 1, .share = 1}, self).status().message(),
+            "tenant 'x': no GPU");
+  EXPECT_EQ(node.Join({.name = "x", .gpus = {2, 2}, .mem_bytes = 1, .share = 1}, self).status().message(),
+            "GPU 2 is given twice");
+  EXPECT_EQ(node.Join({.name = "x", .gpus = {0, 99}, .mem_bytes = 1, .share = 1}, self).status().code(),
+            StatusCode::kInvalidArgument);
+  ASSERT_EQ(node.LiveTenants()->size(), 1u);
+  ASSERT_TRUE(node.Leave(self).ok());
+  for (int gpu : {1, 3}) EXPECT_EQ(seg->policy().tenants[0].limit_bytes[gpu].load(), 0u) << "GPU " << gpu;
+}
+
+// A registry an earlier version wrote (one "gpu", no "gpus") reads as that one GPU; a "gpus" that
+// does not start with "gpu", or is not ascending, is refused naming the field.
+TEST(NodeDir, ARegistryOfEarlierVersionsReadsAsOneGpu) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  ASSERT_EQ(node.Join(Request("a"), ::getpid()).value(), 0);  // creates the files
+  auto write = [&](const std::string& gpus) {
+    std::ofstream(node.paths().registry)
+        << R"({"version": 1, "tenants": [{"name": "old", "index": 0, "gpu": 2,)" + gpus +
+               R"( "mem_bytes": 1, "share": 1, "priority": 0, "pids": [)" + std::to_string(::getpid()) + "]}]}";
+  };
+  write("");
+  StatusOr<std::vector<TenantEntry>> live = node.LiveTenants();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  EXPECT_EQ((*live)[0].gpus, (std::vector<int>{2}));
+  write(R"( "gpus": [2, 5],)");
+  ASSERT_TRUE(node.LiveTenants().ok());
+  EXPECT_EQ(node.LiveTenants()->at(0).gpus, (std::vector<int>{2, 5}));
+  write(R"( "gpus": [1, 2],)");
+  EXPECT_THAT(std::string(node.LiveTenants().status().message()), ::testing::HasSubstr("tenants[0].gpu"));
+  write(R"( "gpus": [2, 2],)");
+  EXPECT_THAT(std::string(node.LiveTenants().status().message()), ::testing::HasSubstr("tenants[0].gpus"));
 }
 
 // A tenant with a uid (TenantRequest::uid, `tessera run --uid`) gets a counters file of its own

@@ -144,8 +144,8 @@ struct HeldWorkload {
   std::string tenant;
   std::string slot;       // "w<id>": the node directory's tenant name
   std::string partition;  // "whole", "share" or the MIG profile (usage samples)
-  int gpu = 0;
-  uint64_t mem_bytes = 0;
+  std::vector<int> gpus = {0};  // node GPUs, ascending: one, or each GPU of a multi-GPU pod
+  uint64_t mem_bytes = 0;        // limit on each GPU
   int share = 1;
   int priority = 0;
   int gpu_milli = 1000;
@@ -163,8 +163,9 @@ struct HeldWorkload {
   // preemption) continues with higher seqs: its samples share a source (node, workload, GPU).
   int64_t next_seq = 1;
   int64_t usage_from_s = 0;
-  uint64_t reported_launches = 0;
-  uint64_t reported_charged_ns = 0;
+  // Per GPU of `gpus` (same order): the lease-board counters already reported.
+  std::vector<uint64_t> reported_launches = {0};
+  std::vector<uint64_t> reported_charged_ns = {0};
 };
 
 struct AgentStats {

@@ -10,10 +10,14 @@
 // Callers: `tessera run` (RunTenantCommand), the agent (RunTenantCommand per workload), the SPANK
 // plugin and the device plugin (ResolveShim, PinGpu, LaunchEnvironment with NodeDir::Join).
 //
-// GPU pinning. The command sees only its GPU: CUDA_VISIBLE_DEVICES is the GPU's UUID when NVML
+// GPU pinning. The command sees only its GPUs: CUDA_VISIBLE_DEVICES is the GPU's UUID when NVML
 // knows it (else the index), and TESSERA_SHIM_GPUS=N tells the shim that CUDA ordinal 0 is node
 // GPU N. A CUDA_VISIBLE_DEVICES the caller already set can narrow but never widen: the GPU must
-// be in it (by index or UUID), else INVALID_ARGUMENT.
+// be in it (by index or UUID), else INVALID_ARGUMENT. A tenant of several GPUs (a pod's,
+// TenantRequest::gpus = {1, 3}) sees them all, in that order: CUDA_VISIBLE_DEVICES=<uuid 1>,
+// <uuid 3> and TESSERA_SHIM_GPUS=1,3 (ordinal 0 is GPU 1, ordinal 1 is GPU 3); the supervisor
+// waits until each GPU's arbiter has admitted it and keeps an arbiter duty per GPU (one thread
+// each beyond the first, started after the command is).
 //
 // Identity. With `tenant.uid` set (>= 0) the command runs under that uid (no supplementary
 // groups; the gid is the uid's primary group, else the uid's number) and its tenant's counters
@@ -64,12 +68,17 @@ struct GpuPin {
 // INVALID_ARGUMENT when NVML counts fewer GPUs or the caller's list does not contain the GPU.
 StatusOr<GpuPin> PinGpu(int gpu, const std::string& nvml_library,
                         const std::optional<std::string>& caller_visible_devices);
+// Every GPU of a multi-GPU tenant, in the order given: visible_devices and uuid are the GPUs'
+// lists, comma-separated ({1, 3} -> "GPU-<uuid 1>,GPU-<uuid 3>"; uuid empty unless NVML knows
+// every one). The errors of PinGpu for the first GPU that fails.
+StatusOr<GpuPin> PinGpus(const std::vector<int>& gpus, const std::string& nvml_library,
+                         const std::optional<std::string>& caller_visible_devices);
 
 struct LaunchOptions {
   NodePaths paths{""};
   std::string shim_path;        // from ResolveShim
-  GpuPin pin;                   // from PinGpu
-  int gpu = 0;
+  GpuPin pin;                   // from PinGpu / PinGpus
+  std::vector<int> gpus = {0};  // node GPU of each CUDA ordinal (TESSERA_SHIM_GPUS)
   int tenant_index = 0;
   std::string caller_ld_preload;  // kept after the shim
 };

@@ -10,6 +10,12 @@
 // epilog) and the Kubernetes device plugin (Join in Allocate). They all find the same directory
 // through DefaultNodeDir(), so processes started by any of them share one node.
 //
+// GPUs. A tenant is on one GPU or several (a pod's): its limit is set on each of them (the
+// segment holds one limit per tenant and GPU; every other GPU's stays 0, no access), and each of
+// those GPUs' lease arbiters puts it on its board. A later Join of the same tenant must ask for
+// the same GPUs. Example: Join({.name = "p", .gpus = {1, 3}, .mem_bytes = 8 GiB}) lets p's
+// processes allocate 8 GiB on GPU 1 and 8 GiB on GPU 3, nothing on GPUs 0 and 2.
+//
 // Tenants. A tenant (by name) gets the lowest free tenant index; a second Join with the same
 // name joins it (same index, so all its processes share its memory counter and its lease; the
 // latest mem/share/priority win). An entry lives while one of its members (the supervising
@@ -29,7 +35,7 @@
 // TESSERA_SHIM_TENANT alone. Every registry change rewrites it (files of processes that are no
 // longer members go).
 //
-// Worked example: Join({.name = "a", .gpu = 0, .mem_bytes = 64 MiB, .share = 30}, pid 100) on a
+// Worked example: Join({.name = "a", .gpus = {0}, .mem_bytes = 64 MiB, .share = 30}, pid 100) on a
 // fresh directory creates the files and registers a at index 0 (limit 64 MiB on GPU 0). Join of
 // "b" (share 70) by pid 200 gets index 1. Join of "a" by pid 300 joins index 0 (pids 100, 300);
 // members/100 and members/300 say "<start> 0", members/200 "<start> 1".
@@ -52,6 +58,9 @@
 
 namespace tessera::node {
 
+// {1, 3} -> "1,3": TESSERA_SHIM_GPUS, `tessera run --gpu`, messages.
+std::string GpuList(const std::vector<int>& gpus);
+
 // TESSERA_RUN_DIR, else $XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>.
 std::string DefaultNodeDir();
 
@@ -66,8 +75,10 @@ struct NodePaths {
 // What a supervisor asks for its tenant.
 struct TenantRequest {
   std::string name;
-  int gpu = 0;                   // node GPU index, 0..enforce::kMaxGpus-1
-  uint64_t mem_bytes = 0;        // device memory limit on that GPU
+  // Node GPU indexes, 0..enforce::kMaxGpus-1, distinct: one for most tenants, all of a pod's
+  // GPUs for a multi-GPU one (its processes may use each of them, each under the same limit).
+  std::vector<int> gpus = {0};
+  uint64_t mem_bytes = 0;        // device memory limit on each of those GPUs
   int share = 1;                 // compute weight, >= 1
   int priority = 0;              // used by the priority time-slice policy
   int kernel_estimate_us = 1000; // the lease arbiter's duration model: GPU time of one kernel
@@ -85,7 +96,7 @@ struct TenantRequest {
 struct TenantEntry {
   std::string name;
   int index = -1;
-  int gpu = 0;
+  std::vector<int> gpus;    // ascending (TenantRequest::gpus); the tenant is on each GPU's board
   uint64_t mem_bytes = 0;
   int share = 1;
   int priority = 0;
@@ -145,7 +156,8 @@ class NodeDir {
 
   // Creates or joins the node and registers `member_pid` as a member of `request.name`. A new
   // tenant gets a fresh counters file, owned by `request.uid` when one is given.
-  // Returns the tenant index. FAILED_PRECONDITION when the tenant runs on another GPU or under
+  // Returns the tenant index. INVALID_ARGUMENT for no GPU, a GPU out of range or twice;
+  // FAILED_PRECONDITION when the tenant runs on other GPUs or under
   // another uid, PERMISSION_DENIED when the node side may not chown to the uid (not root),
   // RESOURCE_EXHAUSTED when every index is taken, DATA_LOSS for a corrupt registry.
   StatusOr<int> Join(const TenantRequest& request, long member_pid) const;

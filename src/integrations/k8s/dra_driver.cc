@@ -75,7 +75,7 @@ json SlotToJson(const Slot& s) {
   return {{"request", s.request},        {"pool", s.pool},
           {"device", s.device},          {"cdi_name", s.cdi_name},
           {"tenant", s.tenant.name},     {"account", s.tenant.account},
-          {"workload", s.tenant.workload}, {"gpu", s.tenant.gpu},
+          {"workload", s.tenant.workload}, {"gpu", s.tenant.gpus.front()},
           {"mem_bytes", s.tenant.mem_bytes}, {"share", s.tenant.share},
           {"priority", s.tenant.priority}, {"scrub", s.tenant.scrub},
           {"index", s.index}};
@@ -112,11 +112,11 @@ struct DraDriver::State {
     const node::NodePaths& host = node.paths();
     json devices = json::array();
     for (const Slot& s : p.slots) {
-      TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, Pin(s.tenant.gpu));
+      TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, Pin(s.tenant.gpus.front()));
       json env = json::array();
       for (const auto& [key, value] :
            node::LaunchEnvironment({.paths = inside, .shim_path = in + "/libtessera-shim.so", .pin = pin,
-                                    .gpu = s.tenant.gpu, .tenant_index = s.index})) {
+                                    .gpus = s.tenant.gpus, .tenant_index = s.index})) {
         env.push_back(key + "=" + value);
       }
       const json ro = {"ro", "nosuid", "nodev", "bind"};
@@ -178,7 +178,7 @@ struct DraDriver::State {
       if (int n = names[s.cdi_name]++; n > 0) s.cdi_name += "-" + std::to_string(n);
       s.tenant = {.name = ref.ns + "/" + ref.name + "/" + d.request + "/" + d.device +
                           (d.share_id.empty() ? "" : "#" + d.share_id.substr(0, 8)),
-                  .gpu = d.gpu,
+                  .gpus = {d.gpu},
                   .mem_bytes = d.shared ? d.memory_bytes : enforce::kUnlimited,
                   .share = d.shared ? static_cast<int>(d.compute_milli) : 1000,
                   .priority = d.config.priority,
@@ -259,7 +259,7 @@ struct DraDriver::State {
         for (const json& j : c.at("slots")) {
           Slot s{.request = j.at("request"), .pool = j.at("pool"), .device = j.at("device"),
                  .cdi_name = j.at("cdi_name")};
-          s.tenant = {.name = j.at("tenant"), .gpu = j.at("gpu"), .mem_bytes = j.at("mem_bytes"),
+          s.tenant = {.name = j.at("tenant"), .gpus = {j.at("gpu").get<int>()}, .mem_bytes = j.at("mem_bytes"),
                       .share = j.at("share"), .priority = j.at("priority"), .scrub = j.at("scrub"),
                       .account = j.at("account"), .workload = j.at("workload")};
           s.index = j.at("index");

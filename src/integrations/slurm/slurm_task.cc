@@ -82,7 +82,7 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
   TESSERA_ASSIGN_OR_RETURN(
       out.tenant_index,
       dir.Join({.name = out.tenant,
-                .gpu = gpu,
+                .gpus = {gpu},
                 .mem_bytes = limits.mem_bytes,
                 .share = limits.share,
                 // What `tessera node arbiter --usage-ledger` bills: the account, per job.
@@ -97,7 +97,7 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
   }
   out.managed = true;
   out.limits = limits;
-  out.env = node::LaunchEnvironment({.paths = dir.paths(), .shim_path = *shim, .pin = pin, .gpu = gpu,
+  out.env = node::LaunchEnvironment({.paths = dir.paths(), .shim_path = *shim, .pin = pin, .gpus = {gpu},
                                      .tenant_index = out.tenant_index,
                                      .caller_ld_preload = r.env("LD_PRELOAD").value_or("")});
   return out;

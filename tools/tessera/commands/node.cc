@@ -3,7 +3,7 @@
 // node side (registry, slots, arbiter election, launcher) is tessera::node
 // (include/tessera/node/node_dir.h, arbiter_duty.h, launcher.h), shared with the agent, the
 // SPANK plugin and the device plugin.
-//   tessera run --tenant T --gpu 0 --mem 8GiB --share 30 [--priority P] [--scrub] [--uid UID] -- CMD ARGS...
+//   tessera run --tenant T --gpu 0[,1,...] --mem 8GiB --share 30 [--priority P] [--scrub] [--uid UID] -- CMD ARGS...
 //   tessera node status [--json PATH|-]
 //   tessera node arbiter --gpus 0,1 (commands/node_arbiter.cc)
 #include <algorithm>
@@ -30,7 +30,7 @@ using nlohmann::json;
 
 struct RunFlags {
   std::string tenant;
-  int gpu = -1;
+  std::vector<int> gpus;  // --gpu 0 or --gpu 0,1 (a pod's GPUs)
   std::string mem;
   int share = 0;
   int priority = 0;
@@ -65,7 +65,7 @@ int RunCommand(const RunFlags& f);
 
 int Run(RunFlags f) {
   if (!f.remote.server.empty()) {
-    if (f.gpu >= 0) return RunFail("--gpu is chosen by the control plane with --server", kExitBadInput);
+    if (!f.gpus.empty()) return RunFail("--gpu is chosen by the control plane with --server", kExitBadInput);
     if (f.uid >= 0) return RunFail("--uid is for a node without a control plane (not with --server)", kExitBadInput);
     f.remote.tenant = f.tenant;
     f.remote.mem = f.mem;
@@ -74,7 +74,7 @@ int Run(RunFlags f) {
     f.remote.command = f.command;
     return RunRemote(f.remote);
   }
-  if (f.gpu < 0 || f.mem.empty() || f.share <= 0)
+  if (f.gpus.empty() || f.mem.empty() || f.share <= 0)
     return RunFail("--gpu, --mem and --share are required without --server", kExitBadInput);
   return Finish(f, RunCommand(f));
 }
@@ -88,7 +88,7 @@ int RunCommand(const RunFlags& f) {
   StatusOr<uint64_t> mem = node::ParseMemorySize(f.mem);
   if (!mem.ok()) return RunFail("--mem " + mem.status().message(), kExitBadInput);
   node::RunOptions options;
-  options.tenant = {.name = f.tenant, .gpu = f.gpu, .mem_bytes = *mem, .share = f.share, .priority = f.priority,
+  options.tenant = {.name = f.tenant, .gpus = f.gpus, .mem_bytes = *mem, .share = f.share, .priority = f.priority,
                     .kernel_estimate_us = f.kernel_estimate_us, .scrub = f.scrub, .uid = f.uid};
   options.command = f.command;
   options.nvml_library = f.nvml;
@@ -175,7 +175,11 @@ void RegisterNode(CLI::App& app, int* exit_code) {
   CLI::App* run = app.add_subcommand("run", "Run a command under the shim with a memory limit and a compute share");
   run->add_option("--tenant", flags->tenant, "Tenant name (processes with the same name share limit and lease)")
       ->required();
-  run->add_option("--gpu", flags->gpu, "Node GPU index (required without --server); the command sees only this GPU (CUDA_VISIBLE_DEVICES)")
+  run->add_option("--gpu", flags->gpus,
+                  "Node GPU index, or several comma-separated for one command on several GPUs (0,1: --mem on each; "
+                  "CUDA ordinal 0 is GPU 0, 1 is GPU 1) (required without --server); the command sees only these "
+                  "GPUs (CUDA_VISIBLE_DEVICES)")
+      ->delimiter(',')
       ->check(CLI::Range(0, enforce::kMaxGpus - 1));
   run->add_option("--mem", flags->mem,
                   std::string("Device memory limit (required without --server) with a unit: ") + node::kMemoryUnits + ", e.g. 8GiB, 512MiB");
