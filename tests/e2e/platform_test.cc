@@ -23,6 +23,8 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "tests/testing/cli_test_util.h"
@@ -255,6 +257,38 @@ TEST_F(Platform, APatchedLimitIsSeenByTheRunningProcess) {
   ASSERT_TRUE(WaitState(id, "completed")) << Get(id).dump() << a->output();
   const std::string log = ReadFile(a->run_dir() + "/agent/w" + std::to_string(id) + ".log");
   EXPECT_THAT(log, HasSubstr("fill family=mem count=128 rc=2")) << log;
+}
+
+// A pod of two GPUs end to end: placed on both GPUs of n1, its command runs once with both
+// visible under the shim, the limit holds on each (64 x 1 MiB on ordinal 0, again on ordinal 1),
+// it completes (it failed with exit code 126 before), and the usage the control plane keeps
+// covers both GPUs: twice the allocated GPU time of a one-GPU pod of the same length.
+TEST_F(Platform, APodOfTwoGpusRunsOnBothWithTheLimitOnEachAndIsMeteredOnBoth) {
+  auto a = Agent("n1", "A100-40GB:2", "", {{"TESSERA_FAKE_CUDA_DEVICES", "2"}});
+  const int64_t id = Submit({{"tenant", "batch"},
+                             {"gpus", 2},
+                             {"qos", "Burstable"},
+                             {"gpu_mem_mib", 64},
+                             {"command", {"/bin/sh", "-c", "echo \"gpus=$TESSERA_SHIM_GPUS\"; exec '" + kProbe +
+                                                                "' init fill:mem:1048576 ctx:1 fill:mem:1048576"}}});
+  ASSERT_TRUE(WaitState(id, "completed")) << Get(id).dump() << a->output();
+  const std::string log = ReadFile(a->run_dir() + "/agent/w" + std::to_string(id) + ".log");
+  EXPECT_THAT(log, HasSubstr("gpus=0,1\n")) << log;
+  const size_t first = log.find("fill family=mem count=64 rc=2");
+  ASSERT_NE(first, std::string::npos) << log;
+  EXPECT_NE(log.find("fill family=mem count=64 rc=2", first + 1), std::string::npos) << log;
+  // Samples of both GPUs reach the ledger: per GPU, the allocated milli-GPU-seconds are 1000 x the span.
+  json usage;
+  ASSERT_TRUE(WaitFor([&] {
+    usage = Body(Call("GET", "/v1/usage?tenant=batch"));
+    const json tenants = usage.value("tenants", json::array());
+    return !tenants.empty() && tenants[0].value("gpu_milli_s_allocated", int64_t{0}) >= 2000;
+  })) << usage.dump() << a->output();
+  std::set<std::string> gpus;
+  for (const json& h : usage["hours"])
+    if (h["workload"] == std::to_string(id)) gpus.insert(h["gpu"].get<std::string>());
+  EXPECT_EQ(gpus, (std::set<std::string>{"0", "1"})) << usage.dump();
+  EXPECT_THAT(a->output(), ::testing::Not(HasSubstr("usage sample refused")));
 }
 
 // An MPS workload end to end: the agent finds the (fake) nvidia-cuda-mps-control on PATH, starts
