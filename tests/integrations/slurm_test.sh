@@ -6,7 +6,8 @@
 #   1. `srun --gpu-mem=1GiB` and `sbatch --gpu-mem=1GiB` run the probe under the shim with exactly
 #      that limit (the fake CUDA driver refuses the 65th 16 MiB block), also in a job of another
 #      user (`srun --uid=nobody`: its counters file is that user's); --gpu-share=25 is the tenant's weight on the
-#      GPU's lease board, whose arbiter is alive;
+#      GPU's lease board, whose arbiter is alive; a step of two GPUs is one tenant on both, with
+#      the limit on each;
 #   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50; two
 #      such jobs of two accounts at once share GPU 0 as two tenants of share 50;
 #   3. `srun --gpu-mem=abc` and `sbatch --gpu-share=150` are rejected at submit, naming the option;
@@ -46,6 +47,13 @@ echo "$out" | grep -q "fill family=mem count=64 rc=2" || fail "--gpu-mem=1GiB no
 echo "$out" | grep -q "total=1073741824" || fail "the task does not see 1 GiB: $out"
 env_out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo "$TESSERA_TENANT $LD_PRELOAD"' 2>&1)"
 echo "$env_out" | grep -q "^physics\.[0-9]* .*libtessera-shim.so" || fail "tenant/preload in the task: $env_out"
+
+# 1d. A step of both GPUs (--gres=gpu:2) is one tenant on both: the task sees them in order, and
+# the limit holds on each (64 x 16 MiB on ordinal 0, again on ordinal 1).
+out="$(TESSERA_FAKE_CUDA_DEVICES=2 srun -A physics --gres=gpu:2 --gpu-mem=1GiB sh -c \
+  "echo gpus=\$TESSERA_SHIM_GPUS; exec '$probe' init fill:mem:16777216 ctx:1 fill:mem:16777216" 2>&1)"
+echo "$out" | grep -q "^gpus=0,1$" || fail "a two-GPU step does not see both GPUs: $out"
+[ "$(echo "$out" | grep -c "fill family=mem count=64 rc=2")" = 2 ] || fail "a two-GPU step: the limit is not on each GPU: $out"
 
 # 1a. The same through sbatch: the batch step's task is confined too.
 sbatch -Q --wait -A bio --gres=gpu:1 --gpu-mem=1GiB -o "$T/batch.out" \

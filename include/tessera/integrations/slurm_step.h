@@ -77,7 +77,7 @@ StatusOr<std::vector<int>> StepGpus(const EnvLookup& env);
 StatusOr<int> ShardsOnNode(const EnvLookup& env);
 
 struct TenantLimits {
-  int gpu = 0;
+  int gpu = 0;  // the GPU the limits were derived for (a step of several: the first)
   uint64_t mem_bytes = 0;
   int share = 100;  // compute weight, percent of the GPU
 };
@@ -113,19 +113,21 @@ struct TaskRequest {
 struct TaskLaunch {
   bool managed = false;  // false: the step has no GPU, or --gpu-isolation=none (nothing joined)
   std::string tenant;
+  std::vector<int> gpus;  // the step's GPUs on this node; the limits hold on each
   TenantLimits limits;
   int tenant_index = -1;
   std::vector<std::pair<std::string, std::string>> env;  // to set in the task (LD_PRELOAD, ...)
 };
 
 // Joins the task to the node directory as TenantName(account, job_id) with DeriveLimits' limits
-// (the GPU's memory from NVML) and returns the launcher's environment (node::LaunchEnvironment):
+// (the GPU's memory from NVML), on every GPU of the step on this node (SLURM_STEP_GPUS=0,1: one
+// tenant on GPUs 0 and 1, the limit on each, the smallest of the GPUs' derived limits; the task
+// sees both, CUDA_VISIBLE_DEVICES and TESSERA_SHIM_GPUS in that order) and returns the launcher's environment (node::LaunchEnvironment):
 // the same rules as `tessera run`. It returns once the GPU's lease arbiter (`tessera node
 // arbiter` or `tessera agent` on the node) has admitted the tenant, so the task's launches are
 // gated from the first. Fail closed: UNAVAILABLE "node side unreachable: ..." when the node
 // directory does not exist, the shim cannot be loaded or no arbiter drives the GPU within
-// `admit_timeout` (the join is then undone); FAILED_PRECONDITION for a
-// step with several GPUs on the node (one GPU per task in this version) and for
+// `admit_timeout` (the join is then undone); FAILED_PRECONDITION for
 // --gpu-isolation=hardware (no MIG instance per job yet: refused rather than silently weaker);
 // errors of the options name the option. Isolation none never fails: it returns managed = false.
 StatusOr<TaskLaunch> JoinTask(const TaskRequest& request);

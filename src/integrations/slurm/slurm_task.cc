@@ -1,6 +1,7 @@
 // The node side of a Slurm task: JoinTask and ReleaseEndedTasks (tessera/integrations/slurm_step.h).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -56,16 +57,10 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
   if (r.options.isolation == Isolation::kNone) return out;
   TESSERA_ASSIGN_OR_RETURN(std::vector<int> gpus, StepGpus(r.env));
   if (gpus.empty()) return out;
-  if (gpus.size() > 1) {
-    return FailedPreconditionError("the step has " + std::to_string(gpus.size()) +
-                                   " GPUs on this node; tessera confines one GPU per task in this version "
-                                   "(use --gpus-per-task=1, or --gpu-isolation=none)");
-  }
   if (r.options.isolation == Isolation::kHardware) {
     return FailedPreconditionError("--gpu-isolation=hardware: a MIG instance per job is not supported yet "
                                    "(use process, the shim, or none)");
   }
-  const int gpu = gpus[0];
   struct stat st {};
   if (::stat(r.args.node_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return UnavailableError("node side unreachable: the node directory " + r.args.node_dir +
@@ -74,15 +69,22 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
   StatusOr<std::string> shim = node::ResolveShim(r.args.shim.empty() ? r.default_shim : r.args.shim);
   if (!shim.ok()) return UnavailableError("node side unreachable: " + std::string(shim.status().message()));
   TESSERA_ASSIGN_OR_RETURN(int shards, ShardsOnNode(r.env));
-  TESSERA_ASSIGN_OR_RETURN(TenantLimits limits, DeriveLimits(r.options, gpu, shards, r.args.shards_per_gpu,
-                                                             GpuMemoryBytes(r.args.nvml, gpu)));
-  TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, node::PinGpu(gpu, r.args.nvml, r.env("CUDA_VISIBLE_DEVICES")));
+  // A step of several GPUs is one tenant on all of them (node_dir.h): the limit holds on each GPU,
+  // so it is the smallest any of them gives (the same for GPUs of one model).
+  TenantLimits limits;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(TenantLimits one, DeriveLimits(r.options, gpus[i], shards, r.args.shards_per_gpu,
+                                                            GpuMemoryBytes(r.args.nvml, gpus[i])));
+    if (i == 0) limits = one;
+    else limits.mem_bytes = std::min(limits.mem_bytes, one.mem_bytes);
+  }
+  TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, node::PinGpus(gpus, r.args.nvml, r.env("CUDA_VISIBLE_DEVICES")));
   const node::NodeDir dir(r.args.node_dir);
   out.tenant = TenantName(r.account, r.job_id);
   TESSERA_ASSIGN_OR_RETURN(
       out.tenant_index,
       dir.Join({.name = out.tenant,
-                .gpus = {gpu},
+                .gpus = gpus,
                 .mem_bytes = limits.mem_bytes,
                 .share = limits.share,
                 // What `tessera node arbiter --usage-ledger` bills: the account, per job.
@@ -91,13 +93,16 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
                 // The task runs under the job's user: its counters file is that user's.
                 .uid = r.uid},
                r.task_pid));
-  if (Status admitted = AwaitAdmission(dir, gpu, out.tenant_index, r.admit_timeout); !admitted.ok()) {
-    (void)dir.Leave(r.task_pid);  // the admission error is the one to report
-    return admitted;
+  for (int gpu : gpus) {
+    if (Status admitted = AwaitAdmission(dir, gpu, out.tenant_index, r.admit_timeout); !admitted.ok()) {
+      (void)dir.Leave(r.task_pid);  // the admission error is the one to report
+      return admitted;
+    }
   }
   out.managed = true;
+  out.gpus = gpus;
   out.limits = limits;
-  out.env = node::LaunchEnvironment({.paths = dir.paths(), .shim_path = *shim, .pin = pin, .gpus = {gpu},
+  out.env = node::LaunchEnvironment({.paths = dir.paths(), .shim_path = *shim, .pin = pin, .gpus = gpus,
                                      .tenant_index = out.tenant_index,
                                      .caller_ld_preload = r.env("LD_PRELOAD").value_or("")});
   return out;
