@@ -1340,6 +1340,35 @@ TEST_F(ControlPlaneTest, BadEventStreamRequestsAre4xxThatNameTheProblem) {
 
 // The loop and the HTTP threads at once (run under ThreadSanitizer by `make tsan`): submits from
 // four client threads while the loop places them; every one ends up running, none twice.
+// Every read endpoint's query values are strict, through the one shared parser: a value that is
+// not what its parameter takes is a 400 naming the parameter, never a silent default.
+TEST_F(ControlPlaneTest, EveryReadEndpointRefusesABadQueryValueNamingIt) {
+  Tenant("a");
+  for (const auto& [target, field] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/usage?from=abc", "from"}, {"/v1/usage?to=", "to"}, {"/v1/usage?from=20&to=10", "from"},
+           {"/v1/history?from=yesterday", "from"}, {"/v1/history?step=0", "step"},
+           {"/v1/audit?after=abc", "after"}, {"/v1/audit?limit=0", "limit"},
+           {"/v1/events?after=abc", "after"}, {"/v1/workloads?limit=abc", "limit"},
+           {"/v1/workloads?limit=", "limit"}, {"/v1/anomalies?from=abc", "from"},
+           {"/v1/workloads?state=done", "state"}}) {
+    const HttpResponse r = Call("GET", target);
+    EXPECT_EQ(r.status, 400) << target << ": " << r.body;
+    EXPECT_EQ(json::parse(r.body, nullptr, false)["error"]["field"], field) << target << ": " << r.body;
+  }
+  const HttpResponse header = Call("GET", "/v1/events", "", kAdmin, {{"last-event-id", "12abc"}});
+  EXPECT_EQ(header.status, 400);
+  EXPECT_EQ(json::parse(header.body)["error"]["field"], "Last-Event-ID") << header.body;
+  // The same prelude checks ?tenant= on each: outside the caller's subtree or unknown is 404.
+  Tenant("b");
+  const std::string a_user = Token("tenant-user", "a");
+  for (const char* target : {"/v1/usage?tenant=b", "/v1/history?tenant=b", "/v1/events?tenant=b"})
+    EXPECT_EQ(Call("GET", target, "", a_user).status, 404) << target;
+  for (const char* target : {"/v1/usage?tenant=nobody", "/v1/history?tenant=nobody", "/v1/events?tenant=nobody"})
+    EXPECT_EQ(Call("GET", target).status, 404) << target;
+  EXPECT_EQ(Call("GET", "/v1/usage?tenant=a&from=0&to=10", "", a_user).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/history?tenant=a", "", a_user).status, 200);
+}
+
 TEST_F(ControlPlaneTest, ConcurrentSubmitsWhileTheLoopRunsAreAllPlacedOnce) {
   ControlPlaneOptions o = Options();
   o.run_loop = true;
