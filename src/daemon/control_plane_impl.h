@@ -137,6 +137,9 @@ struct KnownNode {
   store::NodeRecord record;
   placement::NodeSpec spec;
   int64_t last_heartbeat_ms = 0;  // in memory only: a restart gives every node a fresh timeout
+  // The agent's conditions as its last heartbeat said, by type (in memory only: after a restart,
+  // a re-registration or a restore, a condition that is not ok is an event again once).
+  std::map<std::string, api::NodeCondition> conditions;
 };
 
 struct ControlPlane::Impl {

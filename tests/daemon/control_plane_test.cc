@@ -1316,6 +1316,52 @@ TEST_F(ControlPlaneTest, NodeTenantAndTokenChangesAreEventsForThoseWhoMaySeeThem
   EXPECT_EQ(std::vector<std::string>(replayed.end() - static_cast<std::ptrdiff_t>(live.size()), replayed.end()), live);
 }
 
+// A node's conditions (the agent's heartbeat "conditions"): a change is a node.condition event
+// for those who see node events (admins and viewers, not tenant tokens), the detail alone
+// changing is not, and the node view shows the current ones.
+TEST_F(ControlPlaneTest, ANodeConditionChangeIsANodeEventAndTheNodeShowsIt) {
+  ControlPlaneOptions o = Options();
+  o.events_poll_interval_ms = 20;
+  Open(o);
+  ASSERT_TRUE(cp_->Start().ok());
+  Tenant("vision");
+  const std::string vision_admin = Token("tenant-admin", "vision");
+  const std::string viewer = Token("viewer");
+  const std::string agent = Token("node-agent");
+  const auto bearer = [](const std::string& t) { return std::vector<std::string>{"Authorization: Bearer " + t}; };
+  testing::EventStreamReader admin(cp_->port(), "/v1/events?after=0", bearer(kAdmin));
+  testing::EventStreamReader view(cp_->port(), "/v1/events?after=0", bearer(viewer));
+  testing::EventStreamReader vadmin(cp_->port(), "/v1/events?after=0", bearer(vision_admin));
+  RegisterNode(agent, "n1", 2);
+  const auto beat = [&](const std::string& body) { Ok("POST", "/v1/nodes/n1/heartbeat", body, agent); };
+  beat(R"({"conditions":[{"type":"nvml","ok":true}]})");  // ok from the start: no event
+  beat(R"({"conditions":[{"type":"nvml","ok":false,"detail":"GPU 1: GPU is lost"}]})");
+  const json shown = Ok("GET", "/v1/nodes/n1");
+  EXPECT_EQ(shown["conditions"], json::parse(R"([{"type":"nvml","ok":false,"detail":"GPU 1: GPU is lost"}])"))
+      << shown.dump();
+  beat(R"({"conditions":[{"type":"nvml","ok":false,"detail":"GPU 0: GPU is lost; GPU 1: GPU is lost"}]})");
+  beat("");  // an empty heartbeat: the agent reports none now (forgotten, no event)
+  beat(R"({"conditions":[{"type":"nvml","ok":true}]})");  // was forgotten, so ok: no event
+  beat(R"({"conditions":[{"type":"nvml","ok":false,"detail":"GPU 1: GPU is lost"}]})");
+  beat(R"({"conditions":[{"type":"nvml","ok":true}]})");
+  EXPECT_EQ(Ok("GET", "/v1/nodes")["nodes"][0]["conditions"], json::parse(R"([{"type":"nvml","ok":true}])"));
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/heartbeat", R"({"conditions":[{"type":"nvml"}]})", agent).status, 400);
+  Tenant("fence", "vision");  // every stream may see it: all that came before has been sent
+  for (auto* r : {&admin, &view, &vadmin}) ASSERT_TRUE(r->ReadUntil("\"tenant\":\"fence\"")) << r->text();
+  const std::vector<std::string> expected = {"tenant.created", "token.created", "token.created", "token.created",
+                                             "node.registered", "node.condition", "node.condition",
+                                             "node.condition", "tenant.created"};
+  EXPECT_EQ(Kinds(admin.text()), expected);
+  EXPECT_THAT(admin.text(), HasSubstr(R"x("detail":"nvml: not ok (GPU 1: GPU is lost)","id":)x"));
+  EXPECT_THAT(admin.text(), HasSubstr(R"("detail":"nvml: ok","id":)"));
+  EXPECT_THAT(admin.text(), HasSubstr(R"("kind":"node.condition","node":"n1")"));
+  std::vector<std::string> viewer_expected = expected;
+  std::erase(viewer_expected, "token.created");  // viewers see no token events
+  EXPECT_EQ(Kinds(view.text()), viewer_expected);
+  // (a root tenant's creation is its parent's event: admins and viewers only)
+  EXPECT_EQ(Kinds(vadmin.text()), (std::vector<std::string>{"token.created", "tenant.created"}));
+}
+
 TEST_F(ControlPlaneTest, BadEventStreamRequestsAre4xxThatNameTheProblem) {
   Tenant("a");
   Tenant("b");
