@@ -21,7 +21,9 @@ HttpResponse ControlPlane::Impl::GetHistory(const HttpRequest& r, const Caller& 
     const std::string& text = it->second;
     char* end = nullptr;
     const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (end == text.c_str() || *end != '\0' || v < 1 || v > 86400) {
+    // Digits only: strtoll alone would take " 5" and "+5".
+    const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || end == text.c_str() || *end != '\0' || v < 1 || v > 86400) {
       return HttpResponse::Error(400, "invalid_argument", "step: '" + text + "' is not a number of seconds 1..86400",
                                  "step");
     }

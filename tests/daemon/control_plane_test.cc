@@ -1392,7 +1392,7 @@ TEST_F(ControlPlaneTest, EveryReadEndpointRefusesABadQueryValueNamingIt) {
   Tenant("a");
   for (const auto& [target, field] : std::vector<std::pair<std::string, std::string>>{
            {"/v1/usage?from=abc", "from"}, {"/v1/usage?to=", "to"}, {"/v1/usage?from=20&to=10", "from"},
-           {"/v1/history?from=yesterday", "from"}, {"/v1/history?step=0", "step"},
+           {"/v1/history?from=yesterday", "from"}, {"/v1/history?step=0", "step"}, {"/v1/history?step=+5", "step"},
            {"/v1/audit?after=abc", "after"}, {"/v1/audit?limit=0", "limit"},
            {"/v1/events?after=abc", "after"}, {"/v1/workloads?limit=abc", "limit"},
            {"/v1/workloads?limit=", "limit"}, {"/v1/anomalies?from=abc", "from"},
