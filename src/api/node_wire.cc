@@ -120,6 +120,15 @@ std::string EncodeHeartbeat(const Heartbeat& h) {
     }
     body["events"] = std::move(list);
   }
+  if (!h.conditions.empty()) {
+    json list = json::array();
+    for (const NodeCondition& c : h.conditions) {
+      json one = {{"type", c.type}, {"ok", c.ok}};
+      if (!c.detail.empty()) one["detail"] = c.detail;
+      list.push_back(std::move(one));
+    }
+    body["conditions"] = std::move(list);
+  }
   return body.dump();
 }
 
@@ -129,9 +138,27 @@ StatusOr<Heartbeat> DecodeHeartbeat(std::string_view body, std::string* bad_fiel
   if (body.empty()) return out;
   TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
   JsonFields f(j, "", bad_field);
-  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"finished", "events"}));
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"finished", "events", "conditions"}));
   TESSERA_ASSIGN_OR_RETURN(const json finished, f.Array("finished"));
   TESSERA_ASSIGN_OR_RETURN(const json events, f.Array("events"));
+  TESSERA_ASSIGN_OR_RETURN(const json conditions, f.Array("conditions"));
+  if (conditions.size() > kMaxNodeConditions)
+    return f.Fail("conditions", "at most " + std::to_string(kMaxNodeConditions) + " conditions");
+  for (size_t i = 0; i < conditions.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(const JsonFields g, f.Nested(conditions[i], At("conditions", i)));
+    TESSERA_RETURN_IF_ERROR(g.OnlyKnown({"type", "ok", "detail"}));
+    TESSERA_RETURN_IF_ERROR(g.Require("type"));
+    TESSERA_RETURN_IF_ERROR(g.Require("ok"));
+    NodeCondition c;
+    TESSERA_ASSIGN_OR_RETURN(c.type, g.Str("type", 64));
+    if (c.type.empty() || c.type.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_.-") != std::string::npos)
+      return g.Fail("type", "'" + c.type + "' is not a condition type (1..64 of a-z, 0-9, '_', '.', '-')");
+    for (const NodeCondition& earlier : out.conditions)
+      if (earlier.type == c.type) return g.Fail("type", "'" + c.type + "' is given twice");
+    TESSERA_ASSIGN_OR_RETURN(c.ok, g.Bool("ok", true));
+    TESSERA_ASSIGN_OR_RETURN(c.detail, g.Str("detail", 1000));
+    out.conditions.push_back(std::move(c));
+  }
   for (size_t i = 0; i < events.size(); ++i) {
     TESSERA_ASSIGN_OR_RETURN(const JsonFields g, f.Nested(events[i], At("events", i)));
     TESSERA_RETURN_IF_ERROR(g.OnlyKnown({"id", "kind", "detail"}));

@@ -296,20 +296,11 @@ HttpResponse ControlPlane::Impl::Metrics(const HttpRequest&) {
 
 HttpResponse ControlPlane::Impl::MetricsWithToken(const HttpRequest& r, const Caller&) { return Metrics(r); }
 
-HttpResponse ControlPlane::Impl::ListAudit(const HttpRequest& r, const Caller&) {
-  int64_t after = 0;
-  int limit = 100;
-  if (auto it = r.query.find("after"); it != r.query.end() && it->second != "0") {
-    const std::optional<int64_t> a = ParseId(it->second);
-    if (!a) return HttpResponse::Error(400, "invalid_argument", "after: an audit sequence number (an integer >= 0)",
-                                       "after");
-    after = *a;
-  }
-  if (auto it = r.query.find("limit"); it != r.query.end()) {
-    const std::optional<int64_t> l = ParseId(it->second);
-    if (!l || *l > 1000) return HttpResponse::Error(400, "invalid_argument", "limit: an integer 1..1000", "limit");
-    limit = static_cast<int>(*l);
-  }
+HttpResponse ControlPlane::Impl::ListAudit(const HttpRequest& r, const Caller& c) {
+  ReadQuery q;
+  if (auto bad = ReadPrelude(r, c, &q, /*scope_all=*/false)) return *bad;
+  const int64_t after = q.after.value_or(0);
+  const int limit = q.limit.value_or(100);
   std::vector<store::AuditRecord> records;
   Status st = Transact("read", [&](store::Transaction& tx) -> Status {
     TESSERA_ASSIGN_OR_RETURN(records, tx.ListAudit(after, limit));
@@ -465,6 +456,18 @@ std::optional<HttpResponse> ControlPlane::Impl::Scope(const Caller& c, std::stri
   const Status st = Check(c, tenant, what, action.value_or(c.action), new_token_role);
   if (st.ok()) return std::nullopt;
   return ErrorResponse(st);
+}
+
+std::optional<HttpResponse> ControlPlane::Impl::ReadPrelude(const HttpRequest& r, const Caller& c, ReadQuery* q,
+                                                            bool scope_all, std::optional<Action> action) const {
+  std::string field;
+  StatusOr<ReadQuery> parsed = ParseReadQuery(r.query, &field);
+  if (!parsed.ok()) return ErrorResponse(parsed.status(), field);
+  *q = *std::move(parsed);
+  if (q->tenant.empty() && !scope_all) return std::nullopt;
+  if (auto denied = Scope(c, q->tenant, "tenant '" + q->tenant + "'", action)) return denied;
+  if (!q->tenant.empty() && !Parents()(q->tenant)) return NotFound("tenant '" + q->tenant + "'");
+  return std::nullopt;
 }
 
 Status ControlPlane::Impl::InstallRoutes() {

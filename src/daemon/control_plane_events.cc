@@ -13,12 +13,9 @@ bool ControlPlane::Impl::TokenStillValid(const std::string& hash) const {
 }
 
 HttpResponse ControlPlane::Impl::StreamEvents(const HttpRequest& r, const Caller& c) {
-  std::string tenant;
-  if (auto it = r.query.find("tenant"); it != r.query.end() && !it->second.empty()) {
-    tenant = it->second;
-    if (auto denied = Scope(c, tenant, "tenant '" + tenant + "'", Action::kReadWorkload)) return *denied;
-    if (!Parents()(tenant)) return NotFound("tenant '" + tenant + "'");
-  }
+  ReadQuery q;
+  if (auto bad = ReadPrelude(r, c, &q, /*scope_all=*/false, Action::kReadWorkload)) return *bad;
+  const std::string tenant = q.tenant;
   std::optional<int64_t> workload;
   if (auto it = r.query.find("workload"); it != r.query.end()) {
     workload = ParseId(it->second);
@@ -26,13 +23,11 @@ HttpResponse ControlPlane::Impl::StreamEvents(const HttpRequest& r, const Caller
       return HttpResponse::Error(400, "invalid_argument", "workload: a workload id (a positive integer)", "workload");
   }
   // EventSource sends Last-Event-ID when it reconnects; ?after= is the same for other clients.
-  std::optional<int64_t> after;
-  std::string after_text = r.Header("last-event-id");
-  if (auto it = r.query.find("after"); it != r.query.end()) after_text = it->second;
-  if (!after_text.empty()) {
-    after = after_text == "0" ? std::optional<int64_t>(0) : ParseId(after_text);
-    if (!after)
-      return HttpResponse::Error(400, "invalid_argument", "after: an event id (an integer >= 0)", "after");
+  std::optional<int64_t> after = q.after;
+  if (const std::string header = r.Header("last-event-id"); !after && !header.empty()) {
+    StatusOr<int64_t> a = ParseAfter(header, "Last-Event-ID");
+    if (!a.ok()) return ErrorResponse(a.status(), "Last-Event-ID");
+    after = *a;
   }
   HttpResponse resp;
   resp.status = 200;

@@ -11,26 +11,19 @@ namespace tessera::daemon {
 using nlohmann::json;
 
 HttpResponse ControlPlane::Impl::GetHistory(const HttpRequest& r, const Caller& c) {
-  auto param = [&](const char* key) {
-    auto it = r.query.find(key);
-    return it == r.query.end() ? std::string() : it->second;
-  };
-  const std::string tenant = param("tenant");
+  ReadQuery q;
+  if (auto bad = ReadPrelude(r, c, &q)) return *bad;
+  const std::string& tenant = q.tenant;
   const ParentOf parents = Parents();
-  if (auto denied = Scope(c, tenant, "tenant '" + tenant + "'")) return *denied;
-  if (!tenant.empty() && !parents(tenant)) return NotFound("tenant '" + tenant + "'");
-  const int64_t now_s = NowMs() / 1000;
-  int64_t from = now_s - 3600;  // the last hour by default
-  if (const std::string text = param("from"); !text.empty()) {
-    StatusOr<int64_t> t = ParseUsageTime(text, "from");
-    if (!t.ok()) return ErrorResponse(t.status(), "from");
-    from = *t;
-  }
+  const int64_t from = q.from_s.value_or(NowMs() / 1000 - 3600);  // the last hour by default
   int64_t step = history.step_s();
-  if (const std::string text = param("step"); !text.empty()) {
+  if (auto it = r.query.find("step"); it != r.query.end()) {
+    const std::string& text = it->second;
     char* end = nullptr;
     const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (end == text.c_str() || *end != '\0' || v < 1 || v > 86400) {
+    // Digits only: strtoll alone would take " 5" and "+5".
+    const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || end == text.c_str() || *end != '\0' || v < 1 || v > 86400) {
       return HttpResponse::Error(400, "invalid_argument", "step: '" + text + "' is not a number of seconds 1..86400",
                                  "step");
     }

@@ -45,6 +45,7 @@
 #include "src/daemon/invoice_service.h"
 #include "src/daemon/metrics.h"
 #include "src/daemon/rate_limit.h"
+#include "src/daemon/read_query.h"
 #include "src/daemon/static_bundle.h"
 #include "src/daemon/tenant_service.h"
 #include "src/daemon/token_service.h"
@@ -136,6 +137,9 @@ struct KnownNode {
   store::NodeRecord record;
   placement::NodeSpec spec;
   int64_t last_heartbeat_ms = 0;  // in memory only: a restart gives every node a fresh timeout
+  // The agent's conditions as its last heartbeat said, by type (in memory only: after a restart,
+  // a re-registration or a restore, a condition that is not ok is an event again once).
+  std::map<std::string, api::NodeCondition> conditions;
 };
 
 struct ControlPlane::Impl {
@@ -287,6 +291,13 @@ struct ControlPlane::Impl {
   std::optional<HttpResponse> Scope(const Caller& c, std::string_view tenant, std::string_view what,
                                     std::optional<Action> action = std::nullopt,
                                     Role new_token_role = Role::kTenantUser) const;
+  // The read handlers' one prelude (GET /v1/usage, /v1/history, /v1/audit, /v1/events): the
+  // shared query parameters (read_query.h) into *q, else a 400 naming the bad one; then a
+  // ?tenant= outside the caller's subtree is 404 (Scope, by `action` or the route's) and one
+  // that does not exist 404. `scope_all`: check the caller's whole view when no tenant is named
+  // too (a kObject route must check something); false for routes authorised by the wrapper.
+  std::optional<HttpResponse> ReadPrelude(const HttpRequest& r, const Caller& c, ReadQuery* q, bool scope_all = true,
+                                          std::optional<Action> action = std::nullopt) const;
 
   // Usage (control_plane_usage.cc): the metrics' families, and the ledger again from every
   // stored sample (`count`: add them to the per-tenant counters, at Create). usage_mu held.

@@ -47,7 +47,9 @@ Status ControlPlane::Impl::PersistPending(sched::JobId id, std::string_view kind
 
 namespace {
 
-json NodeJson(const store::NodeRecord& rec, const std::string& state, const sched::LiveScheduler::NodeView* view) {
+// `conditions`: the agent's, as its last heartbeat said (null for a lost node: nothing is known).
+json NodeJson(const store::NodeRecord& rec, const std::string& state, const sched::LiveScheduler::NodeView* view,
+              const std::map<std::string, api::NodeCondition>* conditions) {
   json inv = json::parse(rec.inventory_json, nullptr, false);
   if (inv.is_discarded() || !inv.is_object()) inv = json::object();
   json gpus = inv.value("gpus", json::array());
@@ -62,6 +64,14 @@ json NodeJson(const store::NodeRecord& rec, const std::string& state, const sche
               {"gpus", gpus},
               {"workloads", view ? view->jobs.size() : 0},
               {"last_heartbeat_ms", rec.last_heartbeat_ms}};
+  json list = json::array();
+  if (conditions)
+    for (const auto& [type, c] : *conditions) {
+      json one = {{"type", type}, {"ok", c.ok}};
+      if (!c.detail.empty()) one["detail"] = c.detail;
+      list.push_back(std::move(one));
+    }
+  out["conditions"] = std::move(list);
   return out;
 }
 
@@ -84,7 +94,7 @@ HttpResponse ControlPlane::Impl::ListNodes(const HttpRequest&, const Caller&) {
     auto known = nodes.find(rec.name);
     if (known != nodes.end()) rec.last_heartbeat_ms = known->second.last_heartbeat_ms;
     const std::string state(view ? NodeStateOf(view->state) : kNodeLost);
-    list.push_back(NodeJson(rec, state, view));
+    list.push_back(NodeJson(rec, state, view, known != nodes.end() ? &known->second.conditions : nullptr));
   }
   return HttpResponse::Json(200, json{{"nodes", list}}.dump());
 }
@@ -100,10 +110,11 @@ HttpResponse ControlPlane::Impl::GetNode(const HttpRequest& r, const Caller&) {
   if (!st.ok()) return ErrorResponse(st);
   if (!rec.ok()) return NotFound("node '" + name + "'");
   if (const std::optional<sched::LiveScheduler::NodeView> v = live->node(name)) {
-    rec->last_heartbeat_ms = nodes[name].last_heartbeat_ms;
-    return HttpResponse::Json(200, NodeJson(*rec, std::string(NodeStateOf(v->state)), &*v).dump());
+    const KnownNode& known = nodes[name];
+    rec->last_heartbeat_ms = known.last_heartbeat_ms;
+    return HttpResponse::Json(200, NodeJson(*rec, std::string(NodeStateOf(v->state)), &*v, &known.conditions).dump());
   }
-  return HttpResponse::Json(200, NodeJson(*rec, std::string(kNodeLost), nullptr).dump());
+  return HttpResponse::Json(200, NodeJson(*rec, std::string(kNodeLost), nullptr, nullptr).dump());
 }
 
 HttpResponse ControlPlane::Impl::NodeAction(const HttpRequest& r, const Caller& c) {
@@ -292,6 +303,27 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller&) 
     if (on_node(e.id)) here_events.push_back(e);
     else if (std::find(ignored.begin(), ignored.end(), e.id) == ignored.end()) ignored.push_back(e.id);
   }
+  // The node's conditions: a change is a `node.condition` event (one first seen not ok, or whose
+  // ok flipped; the detail alone changing is not). A type the agent stops sending is forgotten.
+  std::map<std::string, api::NodeCondition> conditions;
+  std::vector<std::string> condition_events;
+  for (const api::NodeCondition& cond : beat->conditions) {
+    auto was = node->second.conditions.find(cond.type);
+    const bool was_ok = was == node->second.conditions.end() || was->second.ok;
+    if (cond.ok != was_ok)
+      condition_events.push_back(cond.type + (cond.ok ? ": ok" : ": not ok") +
+                                 (cond.detail.empty() ? "" : " (" + cond.detail + ")"));
+    conditions[cond.type] = cond;
+  }
+  if (!condition_events.empty()) {
+    Status st = Transact("node", [&](store::Transaction& tx) -> Status {
+      for (const std::string& detail : condition_events)
+        TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent({"node", name, "", now, "node.condition", detail}).status());
+      return Status::Ok();
+    });
+    if (!st.ok()) return ErrorResponse(st);  // the agent sends its conditions again next time
+  }
+  node->second.conditions = std::move(conditions);
   if (!here.empty() || !here_events.empty()) {
     Status st = Transact("finish", [&](store::Transaction& tx) -> Status {
       // Events first: a violation's detail comes before the end it caused.

@@ -194,23 +194,11 @@ HttpResponse ControlPlane::Impl::PostUsage(const HttpRequest& r, const Caller&) 
 }
 
 HttpResponse ControlPlane::Impl::GetUsage(const HttpRequest& r, const Caller& c) {
-  auto param = [&](const char* key) {
-    auto it = r.query.find(key);
-    return it == r.query.end() ? std::string() : it->second;
-  };
-  const std::string tenant = param("tenant");
+  ReadQuery q;
+  if (auto bad = ReadPrelude(r, c, &q)) return *bad;
+  const std::string& tenant = q.tenant;
   const ParentOf parents = Parents();
-  if (auto denied = Scope(c, tenant, "tenant '" + tenant + "'")) return *denied;
-  if (!tenant.empty() && !parents(tenant)) return NotFound("tenant '" + tenant + "'");
-  int64_t from = INT64_MIN, to = INT64_MAX;
-  for (auto [key, into] : {std::pair{"from", &from}, {"to", &to}}) {
-    const std::string text = param(key);
-    if (text.empty()) continue;
-    StatusOr<int64_t> t = ParseUsageTime(text, key);
-    if (!t.ok()) return ErrorResponse(t.status(), key);
-    *into = *t;
-  }
-  if (from >= to) return HttpResponse::Error(400, "invalid_argument", "from: must be before to", "from");
+  const int64_t from = q.from_s.value_or(INT64_MIN), to = q.to_s.value_or(INT64_MAX);
   const bool tenant_role = c.principal.role == Role::kTenantAdmin || c.principal.role == Role::kTenantUser;
   const std::string root = !tenant.empty() ? tenant : tenant_role ? c.principal.tenant : "";
   std::lock_guard<std::mutex> lock(usage_mu);

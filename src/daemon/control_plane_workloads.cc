@@ -260,12 +260,10 @@ HttpResponse ControlPlane::Impl::ListWorkloads(const HttpRequest& r, const Calle
   if (auto it = r.query.find("tenant"); it != r.query.end() && !it->second.empty()) tenant = it->second;
   // An admin without ?tenant= reads all (allowed for "" too); everyone else one subtree.
   if (auto denied = Scope(c, tenant, "tenant '" + tenant + "'")) return *denied;
-  int limit = 100;
-  if (auto it = r.query.find("limit"); it != r.query.end()) {
-    const std::optional<int64_t> l = ParseId(it->second);
-    if (!l || *l > 1000) return HttpResponse::Error(400, "invalid_argument", "limit: an integer 1..1000", "limit");
-    limit = static_cast<int>(*l);
-  }
+  std::string bad_field;
+  StatusOr<ReadQuery> q = ParseReadQuery(r.query, &bad_field);  // only limit is shared here
+  if (!q.ok()) return ErrorResponse(q.status(), bad_field);
+  const int limit = q->limit.value_or(100);
   std::string state;
   if (auto it = r.query.find("state"); it != r.query.end()) {
     state = it->second;

@@ -65,7 +65,9 @@ Status Agent::Register() {
 }
 
 Status Agent::Heartbeat(int64_t) {
-  const std::string body = api::EncodeHeartbeat({finished_, events_});
+  api::Heartbeat beat{finished_, events_, {}};
+  if (nvml_condition_) beat.conditions.push_back(*nvml_condition_);
+  const std::string body = api::EncodeHeartbeat(beat);
   const size_t events_sent = events_.size();
   TESSERA_ASSIGN_OR_RETURN(LinkResponse r, link_->Call("POST", "/v1/nodes/" + options_.name + "/heartbeat", body));
   if (r.status == 401 || r.status == 403) return internal::RefusedToken(r, "heartbeat");

@@ -114,10 +114,13 @@ void Agent::Backstop(int64_t now_ms) {
   };
   std::map<int64_t, Use> use;
   std::set<uint32_t> seen;
+  std::string unreadable;  // "GPU 1: GPU is lost; GPU 3: ...": the "nvml" condition's detail
   for (size_t gpu = 0; gpu < inventory_.gpus.size(); ++gpu) {
     StatusOr<std::vector<enforce::GpuProcess>> procs = options_.nvml->RunningProcesses(static_cast<uint32_t>(gpu));
     if (!procs.ok()) {
-      Log("backstop: GPU " + std::to_string(gpu) + ": " + std::string(procs.status().message()));
+      const std::string what = "GPU " + std::to_string(gpu) + ": " + std::string(procs.status().message());
+      Log("backstop: " + what);
+      unreadable += (unreadable.empty() ? "" : "; ") + what;
       continue;
     }
     for (const enforce::GpuProcess& p : *procs) {
@@ -147,6 +150,8 @@ void Agent::Backstop(int64_t now_ms) {
       }
     }
   }
+  if (unreadable.size() > 1000) unreadable = unreadable.substr(0, 997) + "...";
+  nvml_condition_ = api::NodeCondition{std::string(api::kConditionNvml), unreadable.empty(), unreadable};
   std::erase_if(unknown_seen_, [&](uint32_t pid) { return !seen.count(pid); });
   std::erase_if(over_limit_, [&](int64_t id) { return !held_.count(id); });
 

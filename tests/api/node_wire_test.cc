@@ -94,12 +94,13 @@ TEST(NodeWireTest, RegisterAnswerRoundTrips) {
 
 TEST(NodeWireTest, HeartbeatRoundTrips) {
   const Heartbeat h{{{7, 3, ""}, {8, -1, std::string(kViolatedLimit)}},
-                    {{8, std::string(kViolatedLimit), "GPU 0: 1400 MiB used, limit 1024 MiB + 500 MiB"}}};
+                    {{8, std::string(kViolatedLimit), "GPU 0: 1400 MiB used, limit 1024 MiB + 500 MiB"}},
+                    {}};
   const std::string body = EncodeHeartbeat(h);
   StatusOr<Heartbeat> back = DecodeHeartbeat(body, nullptr);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, h);
-  EXPECT_EQ(EncodeHeartbeat({{{7, 3, ""}}, {}}), R"({"finished":[{"exit_code":3,"id":7}]})");
+  EXPECT_EQ(EncodeHeartbeat({{{7, 3, ""}}, {}, {}}), R"({"finished":[{"exit_code":3,"id":7}]})");
 }
 
 TEST(NodeWireTest, AnEmptyHeartbeatIsAnEmptyBody) {
@@ -135,6 +136,30 @@ TEST(NodeWireTest, HeartbeatRefusalsNameTheField) {
   EXPECT_EQ(Refusal(decode, R"({"events": ["x"]})").second, "events[0]");
   EXPECT_EQ(Refusal(decode, R"({"finished": {}})").first, "finished: expected an array, got an object");
   EXPECT_EQ(Refusal(decode, R"({"finish": []})").second, "finish");
+}
+
+TEST(NodeWireTest, NodeConditionsRoundTripAndRefusalsNameTheField) {
+  const Heartbeat h{{}, {}, {{std::string(kConditionNvml), false, "GPU 1: GPU is lost"}, {"future.thing", true, ""}}};
+  const std::string body = EncodeHeartbeat(h);
+  EXPECT_EQ(body, R"({"conditions":[{"detail":"GPU 1: GPU is lost","ok":false,"type":"nvml"},)"
+                  R"({"ok":true,"type":"future.thing"}]})");
+  StatusOr<Heartbeat> back = DecodeHeartbeat(body, nullptr);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, h);
+  EXPECT_FALSE(back->empty());
+  auto decode = [](std::string_view b, std::string* f) { return DecodeHeartbeat(b, f); };
+  EXPECT_EQ(Refusal(decode, R"({"conditions": [{"type": "nvml"}]})").first, "conditions[0].ok: missing");
+  EXPECT_EQ(Refusal(decode, R"({"conditions": [{"type": "nvml", "ok": "no"}]})").second, "conditions[0].ok");
+  EXPECT_EQ(Refusal(decode, R"({"conditions": [{"type": "NVML!", "ok": true}]})").first,
+            "conditions[0].type: 'NVML!' is not a condition type (1..64 of a-z, 0-9, '_', '.', '-')");
+  EXPECT_EQ(Refusal(decode, R"({"conditions": [{"type": "nvml", "ok": true}, {"type": "nvml", "ok": false}]})"),
+            std::make_pair(std::string("conditions[1].type: 'nvml' is given twice"),
+                           std::string("conditions[1].type")));
+  EXPECT_EQ(Refusal(decode, R"({"conditions": [{"type": "nvml", "ok": true, "why": "x"}]})").second,
+            "conditions[0].why");
+  std::string many = R"({"conditions": [)";
+  for (int i = 0; i < 17; ++i) many += (i ? "," : "") + std::string(R"({"ok": true, "type": "c)") + std::to_string(i) + R"("})";
+  EXPECT_EQ(Refusal(decode, many + "]}").first, "conditions: at most 16 conditions");
 }
 
 TEST(NodeWireTest, HeartbeatAnswerRoundTrips) {

@@ -1316,6 +1316,52 @@ TEST_F(ControlPlaneTest, NodeTenantAndTokenChangesAreEventsForThoseWhoMaySeeThem
   EXPECT_EQ(std::vector<std::string>(replayed.end() - static_cast<std::ptrdiff_t>(live.size()), replayed.end()), live);
 }
 
+// A node's conditions (the agent's heartbeat "conditions"): a change is a node.condition event
+// for those who see node events (admins and viewers, not tenant tokens), the detail alone
+// changing is not, and the node view shows the current ones.
+TEST_F(ControlPlaneTest, ANodeConditionChangeIsANodeEventAndTheNodeShowsIt) {
+  ControlPlaneOptions o = Options();
+  o.events_poll_interval_ms = 20;
+  Open(o);
+  ASSERT_TRUE(cp_->Start().ok());
+  Tenant("vision");
+  const std::string vision_admin = Token("tenant-admin", "vision");
+  const std::string viewer = Token("viewer");
+  const std::string agent = Token("node-agent");
+  const auto bearer = [](const std::string& t) { return std::vector<std::string>{"Authorization: Bearer " + t}; };
+  testing::EventStreamReader admin(cp_->port(), "/v1/events?after=0", bearer(kAdmin));
+  testing::EventStreamReader view(cp_->port(), "/v1/events?after=0", bearer(viewer));
+  testing::EventStreamReader vadmin(cp_->port(), "/v1/events?after=0", bearer(vision_admin));
+  RegisterNode(agent, "n1", 2);
+  const auto beat = [&](const std::string& body) { Ok("POST", "/v1/nodes/n1/heartbeat", body, agent); };
+  beat(R"({"conditions":[{"type":"nvml","ok":true}]})");  // ok from the start: no event
+  beat(R"({"conditions":[{"type":"nvml","ok":false,"detail":"GPU 1: GPU is lost"}]})");
+  const json shown = Ok("GET", "/v1/nodes/n1");
+  EXPECT_EQ(shown["conditions"], json::parse(R"([{"type":"nvml","ok":false,"detail":"GPU 1: GPU is lost"}])"))
+      << shown.dump();
+  beat(R"({"conditions":[{"type":"nvml","ok":false,"detail":"GPU 0: GPU is lost; GPU 1: GPU is lost"}]})");
+  beat("");  // an empty heartbeat: the agent reports none now (forgotten, no event)
+  beat(R"({"conditions":[{"type":"nvml","ok":true}]})");  // was forgotten, so ok: no event
+  beat(R"({"conditions":[{"type":"nvml","ok":false,"detail":"GPU 1: GPU is lost"}]})");
+  beat(R"({"conditions":[{"type":"nvml","ok":true}]})");
+  EXPECT_EQ(Ok("GET", "/v1/nodes")["nodes"][0]["conditions"], json::parse(R"([{"type":"nvml","ok":true}])"));
+  EXPECT_EQ(Call("POST", "/v1/nodes/n1/heartbeat", R"({"conditions":[{"type":"nvml"}]})", agent).status, 400);
+  Tenant("fence", "vision");  // every stream may see it: all that came before has been sent
+  for (auto* r : {&admin, &view, &vadmin}) ASSERT_TRUE(r->ReadUntil("\"tenant\":\"fence\"")) << r->text();
+  const std::vector<std::string> expected = {"tenant.created", "token.created", "token.created", "token.created",
+                                             "node.registered", "node.condition", "node.condition",
+                                             "node.condition", "tenant.created"};
+  EXPECT_EQ(Kinds(admin.text()), expected);
+  EXPECT_THAT(admin.text(), HasSubstr(R"x("detail":"nvml: not ok (GPU 1: GPU is lost)","id":)x"));
+  EXPECT_THAT(admin.text(), HasSubstr(R"("detail":"nvml: ok","id":)"));
+  EXPECT_THAT(admin.text(), HasSubstr(R"("kind":"node.condition","node":"n1")"));
+  std::vector<std::string> viewer_expected = expected;
+  std::erase(viewer_expected, "token.created");  // viewers see no token events
+  EXPECT_EQ(Kinds(view.text()), viewer_expected);
+  // (a root tenant's creation is its parent's event: admins and viewers only)
+  EXPECT_EQ(Kinds(vadmin.text()), (std::vector<std::string>{"token.created", "tenant.created"}));
+}
+
 TEST_F(ControlPlaneTest, BadEventStreamRequestsAre4xxThatNameTheProblem) {
   Tenant("a");
   Tenant("b");
@@ -1340,6 +1386,35 @@ TEST_F(ControlPlaneTest, BadEventStreamRequestsAre4xxThatNameTheProblem) {
 
 // The loop and the HTTP threads at once (run under ThreadSanitizer by `make tsan`): submits from
 // four client threads while the loop places them; every one ends up running, none twice.
+// Every read endpoint's query values are strict, through the one shared parser: a value that is
+// not what its parameter takes is a 400 naming the parameter, never a silent default.
+TEST_F(ControlPlaneTest, EveryReadEndpointRefusesABadQueryValueNamingIt) {
+  Tenant("a");
+  for (const auto& [target, field] : std::vector<std::pair<std::string, std::string>>{
+           {"/v1/usage?from=abc", "from"}, {"/v1/usage?to=", "to"}, {"/v1/usage?from=20&to=10", "from"},
+           {"/v1/history?from=yesterday", "from"}, {"/v1/history?step=0", "step"}, {"/v1/history?step=+5", "step"},
+           {"/v1/audit?after=abc", "after"}, {"/v1/audit?limit=0", "limit"},
+           {"/v1/events?after=abc", "after"}, {"/v1/workloads?limit=abc", "limit"},
+           {"/v1/workloads?limit=", "limit"}, {"/v1/anomalies?from=abc", "from"},
+           {"/v1/workloads?state=done", "state"}}) {
+    const HttpResponse r = Call("GET", target);
+    EXPECT_EQ(r.status, 400) << target << ": " << r.body;
+    EXPECT_EQ(json::parse(r.body, nullptr, false)["error"]["field"], field) << target << ": " << r.body;
+  }
+  const HttpResponse header = Call("GET", "/v1/events", "", kAdmin, {{"last-event-id", "12abc"}});
+  EXPECT_EQ(header.status, 400);
+  EXPECT_EQ(json::parse(header.body)["error"]["field"], "Last-Event-ID") << header.body;
+  // The same prelude checks ?tenant= on each: outside the caller's subtree or unknown is 404.
+  Tenant("b");
+  const std::string a_user = Token("tenant-user", "a");
+  for (const char* target : {"/v1/usage?tenant=b", "/v1/history?tenant=b", "/v1/events?tenant=b"})
+    EXPECT_EQ(Call("GET", target, "", a_user).status, 404) << target;
+  for (const char* target : {"/v1/usage?tenant=nobody", "/v1/history?tenant=nobody", "/v1/events?tenant=nobody"})
+    EXPECT_EQ(Call("GET", target).status, 404) << target;
+  EXPECT_EQ(Call("GET", "/v1/usage?tenant=a&from=0&to=10", "", a_user).status, 200);
+  EXPECT_EQ(Call("GET", "/v1/history?tenant=a", "", a_user).status, 200);
+}
+
 TEST_F(ControlPlaneTest, ConcurrentSubmitsWhileTheLoopRunsAreAllPlacedOnce) {
   ControlPlaneOptions o = Options();
   o.run_loop = true;

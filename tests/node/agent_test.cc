@@ -573,6 +573,37 @@ TEST_F(BackstopTest, TheMpsServerIsNeverCountedOrKilled) {
   EXPECT_EQ(agent.stats().backstop_kills, 0);
 }
 
+// The "nvml" condition: ok while NVML lists every GPU's processes, not ok (naming the GPUs and
+// NVML's error) while it cannot, sent with every heartbeat.
+TEST_F(BackstopTest, EveryHeartbeatCarriesTheNvmlConditionOfTheLastPass) {
+  Agent agent(BackstopOptions(true), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  const auto nvml_condition = [&]() -> json {
+    for (auto b = cp.bodies.rbegin(); b != cp.bodies.rend(); ++b) {
+      if (b->empty()) continue;
+      const json j = json::parse(*b, nullptr, false);
+      if (j.is_object() && j.contains("conditions")) return j["conditions"];
+    }
+    return nullptr;
+  };
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(nvml_condition(), json::parse(R"([{"ok": true, "type": "nvml"}])"));
+  (void)nvml.Shutdown();
+  ::setenv("TESSERA_FAKE_NVML_FAIL", "nvmlDeviceGetComputeRunningProcesses_v3:15", 1);  // GPU_IS_LOST
+  ASSERT_TRUE(nvml.Init().ok());
+  ::unsetenv("TESSERA_FAKE_NVML_FAIL");
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  const json lost = nvml_condition();
+  ASSERT_TRUE(lost.is_array() && lost.size() == 1u) << lost.dump();
+  EXPECT_EQ(lost[0]["ok"], false);
+  EXPECT_THAT(lost[0]["detail"].get<std::string>(), ::testing::StartsWith("GPU 0: "));
+  EXPECT_THAT(lost[0]["detail"].get<std::string>(), ::testing::HasSubstr("; GPU 1: "));
+  (void)nvml.Shutdown();
+  ASSERT_TRUE(nvml.Init().ok());
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(nvml_condition(), json::parse(R"([{"ok": true, "type": "nvml"}])"));
+}
+
 TEST_F(BackstopTest, ReportModeReportsOnceAndKillsNothing) {
   Agent agent(BackstopOptions(false), TwoGpus(), &cp);
   ASSERT_TRUE(agent.Start().ok());

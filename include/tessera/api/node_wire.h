@@ -106,10 +106,28 @@ struct AgentEvent {
   friend bool operator==(const AgentEvent&, const AgentEvent&) = default;
 };
 
+// A condition of the node as its agent sees it, sent with every heartbeat (all of them, each
+// time: the list is the agent's current view, not a change). Today the agent reports
+//   kConditionNvml  "nvml": the NVML backstop could read every GPU's processes in its last pass
+//                   (ok false: the detail names the GPUs and NVML's error, e.g. a GPU that fell
+//                   off the bus: "GPU 1: GPU is lost"); only an agent with NVML reports it.
+// The control plane turns each change into a `node.condition` event (docs/api.md, "Events").
+// `type` is open (1..64 of a-z, 0-9, '_', '.', '-'), so a newer agent's condition does not make an
+// older control plane refuse its heartbeats; at most kMaxNodeConditions of them, types unique.
+inline constexpr std::string_view kConditionNvml = "nvml";
+inline constexpr size_t kMaxNodeConditions = 16;
+struct NodeCondition {
+  std::string type;
+  bool ok = true;
+  std::string detail;  // up to 1,000 characters (left out when empty)
+  friend bool operator==(const NodeCondition&, const NodeCondition&) = default;
+};
+
 struct Heartbeat {
   std::vector<FinishedWorkload> finished;
   std::vector<AgentEvent> events;
-  bool empty() const { return finished.empty() && events.empty(); }
+  std::vector<NodeCondition> conditions;  // left out when empty (an agent that reports none)
+  bool empty() const { return finished.empty() && events.empty() && conditions.empty(); }
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
 

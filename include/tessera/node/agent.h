@@ -43,6 +43,10 @@
 //      with reason `violated_limit` (the control plane marks it failed). A compute process that
 //      belongs to no workload on a GPU shared by `share` workloads is logged and counted and,
 //      with `backstop_kill`, killed. A violation can last up to one period before it is seen.
+//      Each pass also sets the node's "nvml" condition (api::NodeCondition), sent with every
+//      heartbeat from then on: ok when NVML listed every GPU's processes, else not ok with the
+//      GPUs and NVML's errors ("GPU 1: GPU is lost"); the control plane makes each change a
+//      `node.condition` event.
 //
 // Worked example of the backstop: workload 7 has a 1024 MiB limit on GPU 0 and allowance 500 MiB;
 // NVML lists pid 4242 (its command, a child of its supervisor) with 4596 MiB: 4596 - 500 = 4096
@@ -85,6 +89,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -252,6 +257,8 @@ class Agent {
   std::vector<api::FinishedWorkload> finished_;  // reported until acknowledged
   std::vector<api::AgentEvent> events_;          // reported until acknowledged (in memory)
   int64_t next_backstop_ms_ = 0;
+  // The "nvml" condition of the last backstop pass, sent with every heartbeat (none without NVML).
+  std::optional<api::NodeCondition> nvml_condition_;
   std::set<int64_t> over_limit_;     // workloads reported over their limit (report mode)
   std::set<uint32_t> unknown_seen_;  // processes of no workload already reported
   std::vector<std::string> outbox_;                // usage samples as JSON objects
