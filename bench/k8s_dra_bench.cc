@@ -33,7 +33,7 @@ void BM_NodePrepareResources64(benchmark::State& state) {
   tessera::k8s::InMemoryClaimSource claims;
   auto driver = tessera::k8s::DraDriver::Open({.node_dir = dir + "/node", .plugin_dir = dir + "/plugin",
                                                .cdi_dir = dir + "/cdi", .shim_path = TESSERA_SHIM_LIBRARY,
-                                               .nvml_library = "/nonexistent"},
+                                               .nvml_library = "/nonexistent", .dev_dir = ""},
                                               &claims);
   if (!driver.ok()) return state.SkipWithError(driver.status().ToString().c_str());
   auto server = tessera::k8s::DraPluginServer::Start(driver->get(), {.registry_dir = dir + "/reg", .plugin_dir = dir + "/plugin"});

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# The real `tessera k8s dra-driver` against tessera_k8s_fake_kubelet over unix sockets: register,
-# prepare (the CDI spec file appears), prepare again, unprepare (it goes); then a prepared claim
-# survives a SIGTERM and restart of the driver (re-adopted from its checkpoint).
-#   dra_driver_cli_test.sh TESSERA FAKE_KUBELET SHIM
+# The real `tessera k8s dra-driver` against tessera_k8s_fake_kubelet over unix sockets.
+# 1. --claims-dir: register, prepare (the CDI spec file appears), prepare again, unprepare (it
+#    goes); a prepared claim survives a SIGTERM and restart of the driver (checkpoint).
+# 2. The API server (tessera_k8s_fake_kube_api): the driver publishes its node's slices at start
+#    (a stale one deleted, the Node as owner), reads the claims it prepares from the server; a
+#    claim with another uid and a missing claim are errors naming them; the CDI spec names the
+#    device nodes of --dev-dir.
+#   dra_driver_cli_test.sh TESSERA FAKE_KUBELET SHIM FAKE_KUBE_API FAKE_NVML
 set -euo pipefail
-tessera="$1" kubelet="$2" shim="$3"
+tessera="$1" kubelet="$2" shim="$3" fake_api="$4" fake_nvml="$5"
 root="$(mktemp -d /tmp/tdracli-XXXXXX)"
-pid=""
-cleanup() { [[ -n "$pid" ]] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$root"; }
+pid="" api_pid=""
+cleanup() {
+  [[ -n "$pid" ]] && kill "$pid" 2>/dev/null
+  [[ -n "$api_pid" ]] && kill "$api_pid" 2>/dev/null
+  wait 2>/dev/null || true
+  rm -rf "$root"
+}
 trap cleanup EXIT
 mkdir -p "$root/claims/team-a"
 cat > "$root/claims/team-a/infer.json" <<'JSON'
@@ -16,19 +25,21 @@ cat > "$root/claims/team-a/infer.json" <<'JSON'
  "status": {"allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.tessera.io",
    "pool": "node-1", "device": "gpu-0", "shareID": "9e1f0000", "consumedCapacity": {"memory": "512Mi", "compute": "250"}}]}}}}
 JSON
-start() {
-  "$tessera" k8s dra-driver --node-dir "$root/node" --plugin-dir "$root/plugin" --registry-dir "$root/reg" \
-    --cdi-dir "$root/cdi" --shim "$shim" --nvml /nonexistent --claims-dir "$root/claims" --node-name n1 \
-    > "$root/driver.log" 2>&1 &
-  pid=$!
+wait_ready() {  # LOG PID WHAT
   for _ in $(seq 1 200); do
-    grep -q "DRA on" "$root/driver.log" && return 0
-    kill -0 "$pid" 2>/dev/null || { cat "$root/driver.log"; echo "driver exited"; exit 1; }
+    grep -q "$3" "$1" && return 0
+    kill -0 "$2" 2>/dev/null || { cat "$1"; echo "$3: exited"; exit 1; }
     sleep 0.05
   done
-  cat "$root/driver.log"; echo "driver not ready"; exit 1
+  cat "$1"; echo "$3: not ready"; exit 1
 }
-start
+start() {
+  "$tessera" k8s dra-driver --node-dir "$root/node" --plugin-dir "$root/plugin" --registry-dir "$root/reg" \
+    --cdi-dir "$root/cdi" --shim "$shim" --nvml /nonexistent --node-name n1 "$@" > "$root/driver.log" 2>&1 &
+  pid=$!
+  wait_ready "$root/driver.log" "$pid" "DRA on"
+}
+start --claims-dir "$root/claims" --dev-dir ""
 out="$("$kubelet" "$root/reg/gpu.tessera.io-reg.sock" team-a 0d5c-11 infer)"
 echo "$out"
 grep -q "prepared 0d5c-11 gpu.tessera.io/gpu=0d5c-11-gpu-0" <<<"$out"
@@ -39,8 +50,67 @@ FAKE_KUBELET_KEEP=1 "$kubelet" "$root/reg/gpu.tessera.io-reg.sock" team-a 0d5c-1
 [[ -e "$root/cdi/gpu.tessera.io-claim_0d5c-11.json" ]] || { echo "no CDI spec"; exit 1; }
 kill -TERM "$pid"; wait "$pid" || true; pid=""
 rm "$root/claims/team-a/infer.json"
-start
+start --claims-dir "$root/claims" --dev-dir ""
 grep -q "1 claims re-adopted" "$root/driver.log" || { cat "$root/driver.log"; exit 1; }
 out="$("$kubelet" "$root/reg/gpu.tessera.io-reg.sock" team-a 0d5c-11 infer)"
 grep -q "unprepared 0d5c-11" <<<"$out"
+kill -TERM "$pid"; wait "$pid" || true; pid=""
+echo "dra_driver_cli: --claims-dir ok"
+
+# 2. The API server.
+mkdir -p "$root/objects" "$root/dev"
+touch "$root/dev/nvidiactl" "$root/dev/nvidia-uvm" "$root/dev/nvidia0" "$root/dev/nvidia1"
+cat > "$root/objects/claim.json" <<'JSON'
+{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+ "metadata": {"namespace": "team-b", "name": "serve", "uid": "7a11-22"},
+ "status": {"allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.tessera.io",
+   "pool": "n1", "device": "gpu-1", "shareID": "5c2d0000", "consumedCapacity": {"memory": "1Gi", "compute": "300"}}]}}}}
+JSON
+sed 's/"serve"/"again"/; s/7a11-22/7a11-99/' "$root/objects/claim.json" > "$root/objects/claim-again.json"
+cat > "$root/objects/node.json" <<'JSON'
+{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "node-uid-1"}}
+JSON
+cat > "$root/objects/stale.json" <<'JSON'
+{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "n1-gpu.tessera.io-4"},
+ "spec": {"driver": "gpu.tessera.io", "nodeName": "n1", "pool": {"name": "n1", "generation": 3, "resourceSliceCount": 5}}}
+JSON
+"$fake_api" "$root/state.json" "$root"/objects/*.json > "$root/api.log" 2>&1 &
+api_pid=$!
+wait_ready "$root/api.log" "$api_pid" "listening on"
+port="$(sed -n 's/^listening on //p' "$root/api.log")"
+TESSERA_FAKE_NVML_LIBRARY="$fake_nvml" start --server "http://127.0.0.1:$port" --fake-gpus A100-40GB:2 \
+  --dev-dir "$root/dev"
+grep -q "slices of node n1: generation 4, 1 created, 0 updated, 1 deleted, 0 unchanged" "$root/driver.log" ||
+  { cat "$root/driver.log"; echo "slices not published"; exit 1; }
+grep -q "claims from the API server" "$root/driver.log"
+FAKE_KUBELET_KEEP=1 "$kubelet" "$root/reg/gpu.tessera.io-reg.sock" team-b 7a11-22 serve
+spec="$root/cdi/gpu.tessera.io-claim_7a11-22.json"
+grep -q "\"hostPath\": \"$root/dev/nvidia1\"" "$spec" || { cat "$spec"; echo "no device node nvidia1"; exit 1; }
+grep -q "\"path\": \"/dev/nvidiactl\"" "$spec"
+grep -q "\"path\": \"/dev/nvidia-uvm\"" "$spec"
+# The kubelet's uid is not the claim's: the claim was replaced.
+if out="$("$kubelet" "$root/reg/gpu.tessera.io-reg.sock" team-b 7a11-00 again 2>&1)"; then
+  echo "prepared a claim whose uid differs"; exit 1
+fi
+echo "$out"
+grep -q "ResourceClaim team-b/again (uid 7a11-00): metadata.uid: '7a11-99' is not the kubelet's '7a11-00'" <<<"$out"
+# No such claim.
+if out="$("$kubelet" "$root/reg/gpu.tessera.io-reg.sock" team-b 0000-01 gone 2>&1)"; then
+  echo "prepared a missing claim"; exit 1
+fi
+echo "$out"
+grep -q "ResourceClaim team-b/gone (uid 0000-01): GET /apis/resource.k8s.io/v1/namespaces/team-b/resourceclaims/gone: HTTP 404" <<<"$out"
+kill -TERM "$pid"; wait "$pid" || true; pid=""
+kill -TERM "$api_pid"; wait "$api_pid" || true; api_pid=""
+python3 - "$root/state.json" <<'PY'
+import json, sys
+state = json.load(open(sys.argv[1]))
+slices = state["resourceslices"]
+assert sorted(slices) == ["n1-gpu.tessera.io-0"], sorted(slices)
+s = slices["n1-gpu.tessera.io-0"]
+assert [d["name"] for d in s["spec"]["devices"]] == ["gpu-0", "gpu-1"], s["spec"]["devices"]
+assert s["spec"]["pool"] == {"name": "n1", "generation": 4, "resourceSliceCount": 1}, s["spec"]["pool"]
+assert s["metadata"]["ownerReferences"][0]["uid"] == "node-uid-1", s["metadata"]
+assert "GET /apis/resource.k8s.io/v1/namespaces/team-b/resourceclaims/serve" in state["requests"]
+PY
 echo "dra_driver_cli: ok"

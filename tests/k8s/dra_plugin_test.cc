@@ -16,6 +16,7 @@
 
 #include "tessera/enforce/segment.h"
 #include "tessera/node/node_dir.h"
+#include "tests/k8s/fake_kube_api.h"
 
 namespace tessera::k8s {
 namespace {
@@ -46,7 +47,11 @@ class DraPluginTest : public ::testing::Test {
                 .plugin_dir = (root_ / "plugins/gpu.tessera.io").string(),
                 .cdi_dir = (root_ / "cdi").string(),
                 .shim_path = TESSERA_SHIM_LIBRARY,
-                .nvml_library = "/nonexistent/libnvidia-ml.so.1"};
+                .nvml_library = "/nonexistent/libnvidia-ml.so.1",
+                .dev_dir = (root_ / "dev").string()};
+    // The NVIDIA driver's device nodes, as plain files: the driver only checks that they exist.
+    fs::create_directories(root_ / "dev");
+    for (const char* node : {"nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1"}) std::ofstream(root_ / "dev" / node);
     StartPlugin();
   }
   void TearDown() override {
@@ -57,7 +62,7 @@ class DraPluginTest : public ::testing::Test {
   void StartPlugin() {
     server_.reset();
     driver_.reset();
-    auto driver = DraDriver::Open(options_, &claims_);
+    auto driver = DraDriver::Open(options_, source_);
     ASSERT_TRUE(driver.ok()) << driver.status().ToString();
     driver_ = std::move(*driver);
     auto server = DraPluginServer::Start(
@@ -77,6 +82,7 @@ class DraPluginTest : public ::testing::Test {
   fs::path root_;
   DraDriverOptions options_;
   InMemoryClaimSource claims_;
+  ClaimSource* source_ = &claims_;
   std::unique_ptr<DraDriver> driver_;
   std::unique_ptr<DraPluginServer> server_;
   DraKubeletClient kubelet_;
@@ -132,6 +138,78 @@ TEST_F(DraPluginTest, PrepareMakesASlotWithTheClaimsLimitsAndACdiSpec) {
   ASSERT_EQ(mounts.size(), 4u);
   EXPECT_EQ(mounts[0]["hostPath"], TESSERA_SHIM_LIBRARY);
   EXPECT_EQ(mounts[1]["hostPath"], options_.node_dir + "/policy");
+  // The GPU's device node on the device; the control and unified-memory nodes once for the spec.
+  const std::string dev = options_.dev_dir;
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"],
+            nlohmann::json::parse(R"([{"path": "/dev/nvidia0", "hostPath": ")" + dev + R"(/nvidia0"}])"));
+  EXPECT_EQ(spec["containerEdits"]["deviceNodes"],
+            nlohmann::json::parse(R"([{"path": "/dev/nvidiactl", "hostPath": ")" + dev +
+                                  R"(/nvidiactl"}, {"path": "/dev/nvidia-uvm", "hostPath": ")" + dev +
+                                  R"(/nvidia-uvm"}])"));
+}
+
+TEST_F(DraPluginTest, ClaimsAreReadFromTheApiServerAndTheirUidChecked) {
+  testing::FakeKubeApi api;
+  testing::FakeKubeTransport transport(api);
+  KubeClient client(transport);
+  KubeClaimSource source(client);
+  source_ = &source;
+  StartPlugin();
+  api.Put("team-a/resourceclaims", nlohmann::json::parse(Claim("team-a", "infer", "U1", kShare0)));
+  api.Put("team-a/resourceclaims", nlohmann::json::parse(Claim("team-a", "old", "U9", kShare0)));
+  auto answer = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"},
+                                         {.ns = "team-a", .uid = "U8", .name = "old"},
+                                         {.ns = "team-a", .uid = "U4", .name = "missing"},
+                                         {.ns = "team-a", .uid = "U5", .name = "../x"}});
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_EQ(answer->at("U1").error, "");
+  EXPECT_EQ(answer->at("U1").devices.at(0).cdi_ids, std::vector<std::string>{"gpu.tessera.io/gpu=U1-gpu-0"});
+  EXPECT_EQ(answer->at("U8").error,
+            "ResourceClaim team-a/old (uid U8): metadata.uid: 'U9' is not the kubelet's 'U8' (the claim was deleted "
+            "and created again under its name)");
+  EXPECT_EQ(answer->at("U4").error,
+            "ResourceClaim team-a/missing (uid U4): GET /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/"
+            "missing: HTTP 404: team-a/resourceclaims \"missing\" not found");
+  EXPECT_EQ(answer->at("U5").error, "ResourceClaim team-a/../x (uid U5): name '../x' is not a DNS name");
+  EXPECT_EQ(Tenants().size(), 1u);
+  std::vector<std::string> claim_reads;
+  for (const std::string& r : api.requests()) {
+    if (r.find("resourceclaims") != std::string::npos) claim_reads.push_back(r);
+  }
+  EXPECT_EQ(claim_reads, (std::vector<std::string>{"GET /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/infer",
+                                                   "GET /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/old",
+                                                   "GET /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/missing"}));
+  // An API server that fails: the claim's error says so; the RPC succeeds.
+  api.FailNext("GET", 503, "etcdserver: request timed out");
+  answer = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U6", .name = "later"}});
+  ASSERT_TRUE(answer.ok());
+  EXPECT_THAT(answer->at("U6").error, HasSubstr("HTTP 503: etcdserver: request timed out"));
+  server_.reset();  // before `source` goes
+  driver_.reset();
+}
+
+TEST_F(DraPluginTest, AMissingDeviceNodeFailsTheClaimNamingIt) {
+  fs::remove(root_ / "dev/nvidia-uvm");
+  claims_.Put("team-a", "infer", Claim("team-a", "infer", "U1", kShare0));
+  auto answer = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_THAT(answer->at("U1").error, HasSubstr("ResourceClaim team-a/infer (uid U1): device node " +
+                                                options_.dev_dir + "/nvidia-uvm: No such file or directory"));
+  EXPECT_TRUE(answer->at("U1").devices.empty());
+  EXPECT_TRUE(Tenants().empty());  // the slot joined for it was left again
+  EXPECT_FALSE(fs::exists(root_ / "cdi/gpu.tessera.io-claim_U1.json"));
+}
+
+TEST_F(DraPluginTest, WithoutADevDirTheSpecHasNoDeviceNodes) {
+  options_.dev_dir = "";
+  StartPlugin();
+  claims_.Put("team-a", "infer", Claim("team-a", "infer", "U1", kShare0));
+  auto answer = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->at("U1").error, "");
+  nlohmann::json spec = nlohmann::json::parse(std::ifstream(root_ / "cdi/gpu.tessera.io-claim_U1.json"));
+  EXPECT_FALSE(spec.contains("containerEdits"));
+  EXPECT_FALSE(spec["devices"][0]["containerEdits"].contains("deviceNodes"));
 }
 
 TEST_F(DraPluginTest, PrepareTwiceGivesTheSameAnswerAndOneSlot) {
@@ -201,7 +279,8 @@ TEST_F(DraPluginTest, ABadClaimIsAnsweredWithAnErrorNamingTheFieldAndOthersArePr
                                          {.ns = "team-a", .uid = "U4", .name = "missing"}});
   ASSERT_TRUE(answer.ok());
   EXPECT_THAT(answer->at("U3").error, HasSubstr("status.allocation.devices.results[0].consumedCapacity.compute: missing"));
-  EXPECT_THAT(answer->at("U4").error, HasSubstr("not found"));
+  EXPECT_THAT(answer->at("U3").error, HasSubstr("ResourceClaim team-a/bad (uid U3): "));
+  EXPECT_EQ(answer->at("U4").error, "ResourceClaim team-a/missing (uid U4): not found");
   EXPECT_EQ(answer->at("U1").error, "");
   EXPECT_EQ(Tenants().size(), 1u);
 }

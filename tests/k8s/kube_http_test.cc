@@ -6,8 +6,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
+
+#include <yaml-cpp/yaml.h>
 
 #include "tessera/daemon/api_client.h"
 #include "tessera/integrations/k8s/resource_slices.h"
@@ -143,6 +148,50 @@ TEST_F(K8sOverHttp, KubectlParsesTheRenderedObjects) {
   EXPECT_THAT(k.out, HasSubstr("daemonset.apps/tessera-node"));
   // Nothing was written: a client-side dry run only reads.
   EXPECT_EQ(api_.writes(), 0);
+}
+
+// deploy/k8s/ says what the driver does: every flag the DaemonSet gives `tessera k8s dra-driver`
+// is one of its flags, the node directory is the agent's, and the ClusterRole grants exactly the
+// requests the driver makes (docs/kubernetes.md, "The API server side").
+TEST(K8sDeploy, TheDaemonSetAndRbacMatchTheDriver) {
+  const std::string deploy = std::string(TESSERA_SOURCE_DIR) + "/deploy/k8s/";
+  const YAML::Node ds = YAML::LoadFile(deploy + "daemonset.yaml");
+  std::map<std::string, std::vector<std::string>> commands;
+  for (const YAML::Node& c : ds["spec"]["template"]["spec"]["containers"]) {
+    commands[c["name"].as<std::string>()] = c["command"].as<std::vector<std::string>>();
+  }
+  const std::vector<std::string>& driver = commands.at("dra-driver");
+  ASSERT_GE(driver.size(), 3u);
+  EXPECT_EQ(std::vector<std::string>(driver.begin(), driver.begin() + 3),
+            (std::vector<std::string>{"tessera", "k8s", "dra-driver"}));
+  tessera::testing::TempDir dir;
+  tessera::testing::CommandResult help = tessera::testing::RunTessera(dir, "k8s dra-driver --help");
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  std::map<std::string, std::string> flags;
+  for (size_t i = 3; i < driver.size(); ++i) {
+    if (!driver[i].starts_with("--")) continue;
+    EXPECT_THAT(help.out, HasSubstr("  " + driver[i] + " ")) << "not a flag of tessera k8s dra-driver";
+    if (i + 1 < driver.size()) flags[driver[i]] = driver[i + 1];
+  }
+  EXPECT_EQ(flags["--node-name"], "$(NODE_NAME)");
+  const std::vector<std::string>& agent = commands.at("agent");
+  auto run_dir = std::find(agent.begin(), agent.end(), "--run-dir");
+  ASSERT_NE(run_dir, agent.end());
+  EXPECT_EQ(flags["--node-dir"], *(run_dir + 1));  // the slots go where the agent's arbiter is
+
+  std::map<std::string, std::set<std::string>> verbs;
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(deploy + "rbac.yaml")) {
+    if (doc["kind"].as<std::string>() != "ClusterRole") continue;
+    for (const YAML::Node& rule : doc["rules"]) {
+      for (const YAML::Node& r : rule["resources"]) {
+        for (const YAML::Node& v : rule["verbs"]) verbs[r.as<std::string>()].insert(v.as<std::string>());
+      }
+    }
+  }
+  EXPECT_EQ(verbs, (std::map<std::string, std::set<std::string>>{
+                       {"resourceslices", {"list", "get", "create", "update", "delete"}},
+                       {"resourceclaims", {"get"}},
+                       {"nodes", {"get"}}}));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "tessera/api/json_fields.h"
 #include "tessera/enforce/segment.h"
+#include "tessera/integrations/k8s/kube_client.h"
 #include "tessera/integrations/k8s/names.h"
 
 namespace tessera::k8s {
@@ -210,7 +211,7 @@ void InMemoryClaimSource::Remove(const std::string& ns, const std::string& name)
 StatusOr<std::string> InMemoryClaimSource::ResourceClaimJson(const std::string& ns, const std::string& name) {
   std::lock_guard lock(mu_);
   auto it = claims_.find(ns + "/" + name);
-  if (it == claims_.end()) return NotFoundError("ResourceClaim " + ns + "/" + name + " not found");
+  if (it == claims_.end()) return NotFoundError("not found");
   return it->second;
 }
 
@@ -221,10 +222,31 @@ StatusOr<std::string> FileClaimSource::ResourceClaimJson(const std::string& ns, 
   }
   const std::string path = dir_ + "/" + ns + "/" + name + ".json";
   std::ifstream in(path);
-  if (!in) return NotFoundError("ResourceClaim " + ns + "/" + name + " not found (" + path + ": " + std::strerror(errno) + ")");
+  if (!in) return NotFoundError("not found (" + path + ": " + std::strerror(errno) + ")");
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+namespace {
+
+// A namespace or object name as it may appear in a request path: RFC 1123 labels joined by dots.
+bool IsDnsName(const std::string& s) {
+  if (s.empty() || s.size() > kMaxName || s.front() == '.' || s.back() == '.' || s.front() == '-') return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusOr<std::string> KubeClaimSource::ResourceClaimJson(const std::string& ns, const std::string& name) {
+  if (!IsDnsName(ns)) return InvalidArgumentError("namespace '" + ns + "' is not a DNS name");
+  if (!IsDnsName(name)) return InvalidArgumentError("name '" + name + "' is not a DNS name");
+  std::lock_guard lock(mu_);
+  TESSERA_ASSIGN_OR_RETURN(nlohmann::json claim, client_.GetResourceClaim(ns, name));
+  return claim.dump();
 }
 
 }  // namespace tessera::k8s

@@ -105,6 +105,29 @@ struct DraDriver::State {
     return pin;
   }
 
+  // A device node of the NVIDIA driver for CDI's deviceNodes: "/dev/<name>" in the container, from
+  // <dev dir>/<name> on the host, which must exist (a container without it would find no GPU).
+  StatusOr<json> DeviceNode(const std::string& name) const {
+    const std::string host = options.dev_dir + "/" + name;
+    struct stat st {};
+    if (::stat(host.c_str(), &st) != 0) {
+      return FailedPreconditionError("device node " + host + ": " + std::strerror(errno) +
+                                     " (is the NVIDIA driver loaded on this node?)");
+    }
+    return json{{"path", "/dev/" + name}, {"hostPath", host}};
+  }
+
+  // The claim-wide edits: the driver's control and unified-memory nodes, once a spec.
+  StatusOr<json> CommonEdits() const {
+    json nodes = json::array();
+    if (options.dev_dir.empty()) return json::object();
+    for (const char* name : {"nvidiactl", "nvidia-uvm"}) {
+      TESSERA_ASSIGN_OR_RETURN(json device_node, DeviceNode(name));
+      nodes.push_back(std::move(device_node));
+    }
+    return json{{"deviceNodes", nodes}};
+  }
+
   // The CDI spec of a prepared claim (see the header: one device per slot).
   StatusOr<std::string> RenderSpec(const Prepared& p) {
     const std::string in = options.container_dir;
@@ -127,12 +150,19 @@ struct DraDriver::State {
           {{"hostPath", host.counters}, {"containerPath", inside.counters}, {"options", rw}},
           {{"hostPath", host.leases}, {"containerPath", inside.leases}, {"options", rw}},
       });
-      devices.push_back({{"name", s.cdi_name}, {"containerEdits", {{"env", env}, {"mounts", mounts}}}});
+      json edits = {{"env", env}, {"mounts", mounts}};
+      if (!options.dev_dir.empty()) {
+        TESSERA_ASSIGN_OR_RETURN(json device_node, DeviceNode("nvidia" + std::to_string(s.tenant.gpu)));
+        edits["deviceNodes"] = json::array({device_node});
+      }
+      devices.push_back({{"name", s.cdi_name}, {"containerEdits", edits}});
     }
+    TESSERA_ASSIGN_OR_RETURN(json common, CommonEdits());
     json spec = {{"cdiVersion", "0.6.0"},
                  {"kind", std::string(kDriverName) + "/gpu"},
                  {"annotations", {{"gpu.tessera.io/claim", p.ref.ns + "/" + p.ref.name}}},
                  {"devices", devices}};
+    if (!common.empty()) spec["containerEdits"] = common;
     return spec.dump(2) + "\n";
   }
 
@@ -164,8 +194,8 @@ struct DraDriver::State {
     TESSERA_ASSIGN_OR_RETURN(std::string text, source->ResourceClaimJson(ref.ns, ref.name));
     TESSERA_ASSIGN_OR_RETURN(AllocatedClaim claim, ParseResourceClaim(text));
     if (claim.uid != ref.uid) {
-      return FailedPreconditionError("metadata.uid: ResourceClaim " + ref.ns + "/" + ref.name + " has uid " +
-                                     claim.uid + ", not the kubelet's " + ref.uid + " (the claim was replaced)");
+      return FailedPreconditionError("metadata.uid: '" + claim.uid + "' is not the kubelet's '" + ref.uid +
+                                     "' (the claim was deleted and created again under its name)");
     }
     if (claim.ns != ref.ns) {
       return FailedPreconditionError("metadata.namespace: '" + claim.ns + "' is not the kubelet's '" + ref.ns + "'");
@@ -204,13 +234,17 @@ struct DraDriver::State {
     return r;
   }
 
+  static std::string ClaimName(const ClaimRef& ref) {
+    return "ResourceClaim " + ref.ns + "/" + ref.name + " (uid " + ref.uid + "): ";
+  }
+
   ClaimResult PrepareOne(const ClaimRef& ref) {
     if (ref.uid.empty() || ref.ns.empty() || ref.name.empty()) {
-      return {.devices = {}, .error = "claim " + ref.ns + "/" + ref.name + ": namespace, uid and name are required"};
+      return {.devices = {}, .error = ClaimName(ref) + "namespace, uid and name are required"};
     }
     if (auto it = prepared.find(ref.uid); it != prepared.end()) return Answer(it->second);
     StatusOr<Prepared> p = Join(ref);
-    if (!p.ok()) return {.devices = {}, .error = std::string(p.status().message())};
+    if (!p.ok()) return {.devices = {}, .error = ClaimName(ref) + std::string(p.status().message())};
     prepared[ref.uid] = *p;
     Status done = WriteSpec(*p);
     if (done.ok()) done = WriteCheckpoint();
@@ -218,7 +252,7 @@ struct DraDriver::State {
       prepared.erase(ref.uid);
       LeaveSlots(p->slots);
       std::remove(SpecPath(ref.uid).c_str());
-      return {.devices = {}, .error = std::string(done.message())};
+      return {.devices = {}, .error = ClaimName(ref) + std::string(done.message())};
     }
     return Answer(*p);
   }

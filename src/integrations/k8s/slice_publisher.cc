@@ -113,6 +113,7 @@ StatusOr<PublishResult> SlicePublisher::Publish(const std::vector<api::Inventory
   if (same) {
     result.unchanged = static_cast<int>(desired.size());
     result.generation = highest;
+    last_published_ = gpus;
     return result;
   }
   o.generation = highest + 1;
@@ -130,13 +131,13 @@ StatusOr<PublishResult> SlicePublisher::Publish(const std::vector<api::Inventory
     ++result.deleted;
   }
   result.generation = o.generation;
+  last_published_ = gpus;
   return result;
 }
 
 StatusOr<std::optional<PublishResult>> SlicePublisher::PublishIfChanged(const std::vector<api::InventoryGpu>& gpus) {
   if (last_published_ && *last_published_ == gpus) return std::optional<PublishResult>();
   TESSERA_ASSIGN_OR_RETURN(PublishResult r, Publish(gpus));
-  last_published_ = gpus;
   return std::optional<PublishResult>(r);
 }
 

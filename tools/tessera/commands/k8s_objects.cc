@@ -14,7 +14,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include "tessera/core/gpu_model.h"
-#include "tessera/daemon/api_client.h"
 #include "tessera/enforce/nvml.h"
 #include "tessera/integrations/k8s/kube_client.h"
 #include "tessera/integrations/k8s/resource_slices.h"
@@ -22,24 +21,12 @@
 #include "tessera/node/inventory.h"
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
+#include "tools/tessera/commands/k8s_connect.h"
 
 namespace tessera::cli {
 namespace {
 
 constexpr char kCommand[] = "k8s slices";
-
-// The k8s module's transport over the control plane's HTTP client (Bearer token, HTTPS with a CA).
-class ApiClientTransport final : public k8s::KubeTransport {
- public:
-  explicit ApiClientTransport(std::unique_ptr<daemon::ApiClient> client) : client_(std::move(client)) {}
-  StatusOr<k8s::KubeResponse> Call(std::string_view method, std::string_view target, std::string_view body) override {
-    TESSERA_ASSIGN_OR_RETURN(daemon::ApiResponse r, client_->Call(method, target, body));
-    return k8s::KubeResponse{r.status, std::move(r.body)};
-  }
-
- private:
-  std::unique_ptr<daemon::ApiClient> client_;
-};
 
 struct SlicesFlags {
   std::string fake_gpus, nvml = "libnvidia-ml.so.1", node_name, output = "yaml", server, token_file, ca_file;
@@ -97,24 +84,10 @@ StatusOr<std::vector<api::InventoryGpu>> ReadGpus(SlicesFlags& f, const GpuModel
 
 int Publish(const SlicesFlags& f, const std::vector<api::InventoryGpu>& gpus, const GpuModelCatalog& catalog,
             const k8s::SliceOptions& options) {
-  std::string url = f.server, token, ca_file = f.ca_file;
-  if (url.empty()) {
-    StatusOr<k8s::KubeConnection> c = k8s::InClusterConnection([](const char* name) { return std::getenv(name); });
-    if (!c.ok()) return Fail(kCommand, c.status().message() + " (give --server)", kExitBadInput);
-    url = c->url;
-    token = c->token;
-    if (ca_file.empty()) ca_file = c->ca_file;
-  }
-  if (!f.token_file.empty()) {
-    StatusOr<std::string> t = ReadTokenFile(f.token_file);
-    if (!t.ok()) return Fail(kCommand, t.status(), kExitBadInput);
-    token = *t;
-  }
-  StatusOr<std::unique_ptr<daemon::ApiClient>> client =
-      daemon::ApiClient::Create(url, {.token = token, .ca_file = ca_file, .retry_budget_ms = 10000});
-  if (!client.ok()) return Fail(kCommand, client.status(), kExitBadInput);
-  ApiClientTransport transport(std::move(*client));
-  k8s::KubeClient kube(transport);
+  StatusOr<std::unique_ptr<k8s::KubeTransport>> transport =
+      ConnectKube({.server = f.server, .token_file = f.token_file, .ca_file = f.ca_file});
+  if (!transport.ok()) return Fail(kCommand, std::string(transport.status().message()), kExitBadInput);
+  k8s::KubeClient kube(**transport);
   k8s::SlicePublisher publisher(kube, catalog, {.slices = options});
   StatusOr<k8s::PublishResult> r = publisher.Publish(gpus);
   if (!r.ok()) return Fail(kCommand, r.status(), kExitFailure);

@@ -1,7 +1,8 @@
 // A ResourceClaim as the DRA kubelet plugin needs it (resource.k8s.io/v1): who it belongs to
 // (metadata), and what the scheduler allocated (status.allocation.devices: results and opaque
 // config). The plugin gets claim references (namespace, uid, name) from the kubelet and reads the
-// claim itself through a ClaimSource: the API server in a cluster, files or memory in tests.
+// claim itself through a ClaimSource: the API server in a cluster (KubeClaimSource), files or
+// memory in tests.
 //
 // Parsing is strict about what the plugin uses and lenient about the rest, as Kubernetes is:
 // unknown fields of the ResourceClaim are ignored; a missing or mistyped field the plugin needs is
@@ -85,7 +86,7 @@ StatusOr<uint64_t> ParseQuantity(std::string_view text);
 StatusOr<int> GpuIndexOfDevice(std::string_view device);
 
 // Where the plugin reads a claim: the JSON text of ResourceClaim namespace/name. NOT_FOUND when
-// there is none.
+// there is none. The messages do not repeat the claim's name (the driver puts it in front).
 class ClaimSource {
  public:
   virtual ~ClaimSource() = default;
@@ -102,6 +103,25 @@ class InMemoryClaimSource : public ClaimSource {
  private:
   std::mutex mu_;
   std::map<std::string, std::string> claims_;  // "ns/name" -> JSON
+};
+
+class KubeClient;
+
+// Claims from the API server (`tessera k8s dra-driver` in a cluster): GET
+// /apis/resource.k8s.io/v1/namespaces/<ns>/resourceclaims/<name> through `client`, which must
+// outlive the source and is used by one call at a time (a mutex: the client is one connection).
+// A namespace or name that is not a DNS name (RFC 1123 labels and dots) is INVALID_ARGUMENT
+// before any request; a 404 is NOT_FOUND with the request and the server's message
+// ("GET /apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/x: HTTP 404: resourceclaims
+// \"x\" not found"); other failures are KubeClient's.
+class KubeClaimSource : public ClaimSource {
+ public:
+  explicit KubeClaimSource(KubeClient& client) : client_(client) {}
+  StatusOr<std::string> ResourceClaimJson(const std::string& ns, const std::string& name) override;
+
+ private:
+  std::mutex mu_;
+  KubeClient& client_;
 };
 
 // Claims as files <dir>/<namespace>/<name>.json (`tessera k8s dra-driver --claims-dir`, for a

@@ -15,11 +15,20 @@
 // (cdiVersion 0.6.0, kind gpu.tessera.io/gpu), with one CDI device per slot, "<uid>-<device>",
 // whose containerEdits set LD_PRELOAD to the shim, the slot's TESSERA_SHIM_* variables and
 // CUDA_VISIBLE_DEVICES, and bind-mount the shim and the node's policy, counters and leases files
-// under <container dir> (default /run/tessera). The node directory's `members` folder is not
+// under <container dir> (default /run/tessera), and CDI deviceNodes: the spec's containerEdits
+// carry /dev/nvidiactl and /dev/nvidia-uvm, each device /dev/nvidia<GPU index> (the NVML index
+// taken as the device's minor number, as the driver numbers them in PCI order), each from
+// <dev dir> on the host (default /dev; tests give a folder of their own), which must exist: a
+// missing node fails the claim ("device node /dev/nvidia-uvm: No such file or directory (is the
+// NVIDIA driver loaded on this node?)"); an empty dev dir adds no device nodes (left to the NVIDIA
+// container toolkit). The node directory's `members` folder is not
 // mounted: in the container's pid namespace no supervisor is an ancestor, and the shim then takes
 // its tenant from TESSERA_SHIM_TENANT (the rule of shim.cc for a directory without members/).
 // The answer per claim is its devices with their CDI ids "gpu.tessera.io/gpu=<uid>-<device>",
-// or an error (the claim's only: other claims of the call are prepared).
+// or an error (the claim's only: other claims of the call are prepared) that names the claim and
+// what is wrong: "ResourceClaim team-a/infer (uid U): metadata.uid: 'V' is not the kubelet's 'U'
+// (...)" when the claim read has another uid, "... (uid U): GET /apis/resource.k8s.io/v1/
+// namespaces/team-a/resourceclaims/infer: HTTP 404: ..." when there is none.
 //
 // Unprepare leaves the slots (node::NodeDir::LeaveTenant: the slot goes when no container process
 // holds it any longer) and removes the CDI spec.
@@ -33,7 +42,8 @@
 // Worked example: claim team-a/infer (uid U) allocated gpu-0 with memory 10Gi, compute 300.
 // Prepare -> Join("team-a/infer/gpu/gpu-0#2b0f33c1", gpu 0, 10 GiB, share 300) = index 0; writes
 // gpu.tessera.io-claim_U.json with device "U-gpu-0" (TESSERA_SHIM_TENANT=0, TESSERA_SHIM_GPUS=0,
-// CUDA_VISIBLE_DEVICES=0 without NVML); answers {U: [{request gpu, pool node-1, device gpu-0,
+// CUDA_VISIBLE_DEVICES=0 without NVML, device node /dev/nvidia0; /dev/nvidiactl and
+// /dev/nvidia-uvm for the whole spec); answers {U: [{request gpu, pool node-1, device gpu-0,
 // cdi gpu.tessera.io/gpu=U-gpu-0}]}. Prepare again: the same answer, still one slot. A new
 // process Open()s the checkpoint: Join again -> index 0. Unprepare: the slot and the file go.
 //
@@ -59,6 +69,7 @@ struct DraDriverOptions {
   std::string shim_path;                                       // host path of libtessera-shim.so
   std::string container_dir = "/run/tessera";                  // the shim and node files, in the container
   std::string nvml_library = "libnvidia-ml.so.1";              // GPU UUIDs for CUDA_VISIBLE_DEVICES
+  std::string dev_dir = "/dev";  // where the NVIDIA device nodes are on the host; "" = add none
   long member_pid = 0;                                         // the slots' member; 0 = this process
 };
 

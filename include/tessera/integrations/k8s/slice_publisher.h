@@ -54,6 +54,7 @@ class SlicePublisher {
   SlicePublisher(KubeClient& client, const GpuModelCatalog& catalog, PublisherOptions options)
       : client_(client), catalog_(catalog), options_(std::move(options)) {}
 
+  // A pass (above); on success `gpus` are the last inventory published.
   StatusOr<PublishResult> Publish(const std::vector<api::InventoryGpu>& gpus);
   // Publish when `gpus` differ from the last inventory published with success; nullopt otherwise.
   StatusOr<std::optional<PublishResult>> PublishIfChanged(const std::vector<api::InventoryGpu>& gpus);
