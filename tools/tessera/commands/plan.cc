@@ -204,7 +204,7 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--history", f->history,
                   "Ledger (JSON lines, plain or gzip-compressed, the format of tessera bill --usage; - = stdin). "
                   "Demand per model and hour = allocated GPU milli-seconds / 3600 / 1000, in GPUs (GPU-hours per "
-                  "hour). One of --history or --server");
+                  "hour) (required without --server)");
   cmd->add_option("--server", f->server.server,
                   "Plan from a live control plane instead: its usage (GET /v1/usage) over the last --history-days, "
                   "up to the current hour (hours without usage count 0), summed the same way. http://HOST:PORT or "
