@@ -420,6 +420,7 @@ const std::vector<ApiRoute>& ApiRoutes(bool metrics_auth) {
       {"GET", "/v1/history", Action::kReadUsage, kObject, &I::GetHistory, {"tenant", "from", "step"}},
       {"GET", "/v1/invoices", Action::kReadInvoices, kObject, &I::GetInvoices, {"tenant", "period", "format"}},
       {"GET", "/v1/anomalies", Action::kReadUsage, kObject, &I::GetAnomalies, {"tenant", "from", "to"}},
+      {"GET", "/v1/forecast", Action::kReadUsage, kObject, &I::GetForecast, {"tenant", "horizon"}},
       {"GET", "/v1/audit", Action::kReadAudit, kNone, &I::ListAudit, {"after", "limit"}},
       {"GET", "/v1/events", Action::kReadEvents, kNone, &I::StreamEvents, {"tenant", "workload", "after"}},
   };
@@ -641,6 +642,9 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
       p->tenant_service->Parents(), [p](const metering::Period& period) { return p->ReadLedger(period); });
   impl->anomaly_service =
       std::make_unique<AnomalyService>(impl->opt.anomaly, impl->NowMs() / 1000, p->tenant_service->Parents());
+  impl->forecast_service = std::make_unique<ForecastService>(
+      [p] { return p->NowMs(); }, p->tenant_service->Parents(),
+      [p](int64_t from_hour_s) { return p->ReadUsageHours(from_hour_s); });
   impl->token_service = std::make_unique<TokenService>(
       transact, [p] { return p->NowMs(); },
       [p](std::string_view tenant, const std::function<Status()>& write) {

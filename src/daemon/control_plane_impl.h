@@ -42,6 +42,7 @@
 #include "src/daemon/cluster_history.h"
 #include "src/daemon/event_feed.h"
 #include "src/daemon/http_server.h"
+#include "src/daemon/forecast_service.h"
 #include "src/daemon/invoice_service.h"
 #include "src/daemon/metrics.h"
 #include "src/daemon/rate_limit.h"
@@ -158,6 +159,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<InvoiceService> invoice_service;  // the price plan's invoices (made in Create)
   // The anomaly detectors and the hours' SLA observations (own lock; made in Create).
   std::unique_ptr<AnomalyService> anomaly_service;
+  std::unique_ptr<ForecastService> forecast_service;  // demand forecasts (no state; made in Create)
 
   mutable std::mutex mu;
   std::unique_ptr<sched::LiveScheduler> live;
@@ -273,6 +275,11 @@ struct ControlPlane::Impl {
   // closes, persisted (an `anomaly` event each, the SLA observations) and counted.
   // CloseAnomalyHours: mu held (it reads the tenant map).
   HttpResponse GetAnomalies(const HttpRequest& r, const Caller& c);
+  // control_plane_forecast.cc: GET /v1/forecast (decode -> ForecastService -> render); the
+  // ledger's records from an hour on, under usage_mu (rebuilt first when stale).
+  HttpResponse GetForecast(const HttpRequest& r, const Caller& c);
+  ForecastCaller ForecastCallerOf(const Caller& c) const;
+  StatusOr<UsageHours> ReadUsageHours(int64_t from_hour_s);
   AnomalyCaller AnomalyCallerOf(const Caller& c) const;
   Status InitAnomalyMetrics();
   StatusOr<std::vector<metering::SlaObservation>> SlaObservationsOf(const metering::Period& period);

@@ -24,9 +24,14 @@ std::vector<ModelDemand> HourlyDemandByModel(const Ledger& ledger) {
 }
 
 std::vector<ModelPlan> PlanCapacity(const Ledger& ledger, const CapacityPlanOptions& options) {
+  return PlanCapacity(HourlyDemandByModel(ledger), options);
+}
+
+std::vector<ModelPlan> PlanCapacity(const std::vector<ModelDemand>& demand, const CapacityPlanOptions& options) {
   std::vector<ModelPlan> plans;
   const int horizon = std::max(options.horizon_days, 1) * 24;
-  for (const ModelDemand& d : HourlyDemandByModel(ledger)) {
+  for (const ModelDemand& d : demand) {
+    if (d.gpus.empty()) continue;
     ModelPlan p;
     p.model = d.model;
     p.history_start = d.start_hour;

@@ -238,7 +238,7 @@ TEST(CliContractTest, RequiredFlagsAreMarkedInTheHelp) {
            {"forecast", "(required without --backtest"},
            {"run", "(required without --server)"},
            {"bill", "REQUIRED"},
-           {"plan capacity", "REQUIRED"}}) {
+           {"plan capacity", "(required without --server)"}}) {
     const CommandResult r = RunTessera(dir, command + " --help");
     EXPECT_EQ(r.exit_code, 0) << command;
     EXPECT_THAT(r.out, HasSubstr(needle)) << command;

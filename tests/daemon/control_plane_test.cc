@@ -1179,7 +1179,7 @@ TEST_F(ControlPlaneTest, EveryPathOfTheOpenApiFileIsServed) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 34);  // as many as InstallRoutes adds
+  EXPECT_EQ(checked, 35);  // as many as InstallRoutes adds
 }
 
 // GET /v1/events over a real socket: each committed change as a server-sent event, only to the

@@ -68,5 +68,9 @@ struct ModelPlan {
 std::vector<ModelDemand> HourlyDemandByModel(const Ledger& ledger);
 
 std::vector<ModelPlan> PlanCapacity(const Ledger& ledger, const CapacityPlanOptions& options);
+// The same from hourly demand already summed per model (`tessera plan capacity --server` sums it
+// from a live control plane's GET /v1/usage: daemon/usage_history.h); models with no hours are
+// skipped.
+std::vector<ModelPlan> PlanCapacity(const std::vector<ModelDemand>& demand, const CapacityPlanOptions& options);
 
 }  // namespace tessera::metering

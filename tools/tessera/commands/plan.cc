@@ -1,11 +1,14 @@
-// `tessera plan capacity --history LEDGER --horizon 90d [--capacity MODEL=N,...] [-o json] [--json OUT]`:
-// per GPU model, when the forecast demand first exceeds capacity and how many GPUs to add.
-// Parsing, file reading and printing only; the work is in tessera::metering (capacity_plan.h).
+// `tessera plan capacity (--history LEDGER | --server URL [--token T]) --horizon 90d
+// [--capacity MODEL=N,...] [-o json] [--json OUT]`: per GPU model, when the forecast demand first
+// exceeds capacity and how many GPUs to add. Parsing, file reading and printing only; the work is
+// in tessera::metering (capacity_plan.h); --server reads the live control plane's usage through
+// daemon::FetchDemandByModel (GET /v1/usage).
 // A given capacity the ledger's own demand exceeded is warned about on stderr and in the JSON
 // ("warnings", and each model's "warning" and "hours_over_capacity").
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -18,9 +21,11 @@
 #include "tessera/core/input_bytes.h"
 #include "tessera/metering/capacity_plan.h"
 #include "tessera/metering/civil_time.h"
+#include "tessera/daemon/usage_history.h"
 #include "tessera/metering/ledger_file.h"
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
+#include "tools/tessera/commands/ctl.h"
 
 namespace tessera::cli {
 namespace {
@@ -29,6 +34,8 @@ constexpr const char* kCommand = "plan capacity";
 
 struct PlanFlags {
   std::string history;
+  CtlConnection server;   // --server, --token, --token-file, --ca-file (ctl.h)
+  int history_days = 56;  // with --server: how far back the usage is read
   std::string horizon = "90d";
   std::vector<std::string> capacity;
   OutputFlags output;  // -o table|json, --json PATH (common.h)
@@ -84,8 +91,25 @@ Status ParseCapacity(const std::vector<std::string>& items, std::map<std::string
 
 std::string When(int64_t at) { return at < 0 ? "not within the horizon" : metering::FormatUtc(at); }
 
+// The hourly demand per model: of the ledger file (--history), or of the control plane's usage
+// over the last --history-days whole days up to the current hour (--server). `source` names it.
+StatusOr<std::vector<metering::ModelDemand>> ReadDemand(const PlanFlags& f, std::string* source) {
+  if (!f.server.server.empty()) {
+    *source = f.server.server + " (the last " + std::to_string(f.history_days) + " days of GET /v1/usage)";
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<daemon::ApiClient> client, CtlClient(f.server));
+    const int64_t now_hour = static_cast<int64_t>(std::time(nullptr)) / 3600 * 3600;
+    return daemon::FetchDemandByModel(*client, now_hour - int64_t{f.history_days} * 86400, now_hour);
+  }
+  *source = "'" + f.history + "'";
+  TESSERA_ASSIGN_OR_RETURN(std::string text, ReadInput(f.history));
+  TESSERA_ASSIGN_OR_RETURN(metering::LedgerFile ledger, metering::ParseLedgerJsonl(
+      text, f.history == "-" ? "<stdin>" : f.history, GpuModelCatalog::Builtin()));
+  return metering::HourlyDemandByModel(ledger.ledger);
+}
+
 int RunPlan(const PlanFlags& f) {
-  if (f.history.empty()) return Fail(kCommand, "--history LEDGER is required", kExitBadInput);
+  if (f.history.empty() == f.server.server.empty())
+    return Fail(kCommand, "give one of --history LEDGER or --server URL", kExitBadInput);
   metering::CapacityPlanOptions o;
   std::string problems;
   auto days = ParseHorizonDays(f.horizon);
@@ -95,17 +119,16 @@ int RunPlan(const PlanFlags& f) {
   if (!cap.ok()) problems += (problems.empty() ? "" : "\n") + cap.message();
   if (!problems.empty()) return Fail(kCommand, problems, kExitBadInput);
   o.forecast.interval_level = f.level;
-  auto text = ReadInput(f.history);
-  if (!text.ok()) return Fail(kCommand, text.status(), kExitBadInput);
   const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
-  auto ledger = metering::ParseLedgerJsonl(*text, f.history == "-" ? "<stdin>" : f.history, catalog);
-  if (!ledger.ok()) return Fail(kCommand, ledger.status(), kExitBadInput);
   for (const auto& [model, gpus] : o.capacity_gpus) {
     if (!catalog.Find(model).ok()) problems += (problems.empty() ? "" : "\n") + ("--capacity: unknown GPU model '" + model + "'");
   }
   if (!problems.empty()) return Fail(kCommand, problems, kExitBadInput);
-  const std::vector<metering::ModelPlan> plans = metering::PlanCapacity(ledger->ledger, o);
-  if (plans.empty()) return Fail(kCommand, "'" + f.history + "' has no usage records to plan from", kExitBadInput);
+  std::string source;
+  StatusOr<std::vector<metering::ModelDemand>> demand = ReadDemand(f, &source);
+  if (!demand.ok()) return Fail(kCommand, demand.status(), f.history.empty() ? kExitFailure : kExitBadInput);
+  const std::vector<metering::ModelPlan> plans = metering::PlanCapacity(*demand, o);
+  if (plans.empty()) return Fail(kCommand, source + " has no usage records to plan from", kExitBadInput);
   std::string out;
   char line[512];
   nlohmann::json models = nlohmann::json::array();
@@ -180,8 +203,17 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
       "how many GPUs to add so that the forecast's upper bound stays under it; with the forecast's backtest error");
   cmd->add_option("--history", f->history,
                   "Ledger (JSON lines, plain or gzip-compressed, the format of tessera bill --usage; - = stdin). "
-                  "Demand per model and hour = allocated GPU milli-seconds / 3600 / 1000, in GPUs")
-      ->required();
+                  "Demand per model and hour = allocated GPU milli-seconds / 3600 / 1000, in GPUs (GPU-hours per "
+                  "hour) (required without --server)");
+  cmd->add_option("--server", f->server.server,
+                  "Plan from a live control plane instead: its usage (GET /v1/usage) over the last --history-days, "
+                  "up to the current hour (hours without usage count 0), summed the same way. http://HOST:PORT or "
+                  "https://HOST[:PORT]; an admin or viewer token plans the whole cluster, a tenant token its subtree");
+  cmd->add_option("--token", f->server.token, "With --server: API token (else --token-file, else $TESSERA_TOKEN)");
+  cmd->add_option("--token-file", f->server.token_file, "With --server: file whose first line is the API token");
+  cmd->add_option("--ca-file", f->server.ca_file, "With --server over https: PEM CA certificates (default: $TESSERA_CA_FILE, else the system's)");
+  cmd->add_option("--history-days", f->history_days, "With --server: days of usage to read, 3 to 366 (default 56, 8 weeks)")
+      ->check(CLI::Range(3, 366));
   cmd->add_option("--horizon", f->horizon, "How far ahead: days (90d), weeks (13w) or hours (2160h, rounded up to days); default 90d");
   cmd->add_option("--capacity", f->capacity,
                   "GPUs installed per model, MODEL=N[,MODEL=N...] (catalog names, e.g. A100-80GB=64); a model not "
