@@ -131,6 +131,76 @@ TEST(AnomalyDetector, NothingBeforeTheWarmUp) {
   for (int i = 0; i < AnomalyOptions{}.warmup_rows; ++i) EXPECT_EQ(v[i].score, 0) << i;
 }
 
+// Rows 0.. of `values`, one a minute (no daily period: the seasonal forecast stays off).
+Series Rows(const std::vector<double>& values) {
+  Series s;
+  for (size_t i = 0; i < values.size(); ++i)
+    s.rows.push_back({1400000000 + 60 * static_cast<int64_t>(i), values[i], static_cast<int>(i) + 2});
+  return s;
+}
+
+AnomalyOptions NoveltyOnly(int warmup, int buckets, int len) {
+  AnomalyOptions o;
+  o.method = 3;
+  o.context_threshold = 1;
+  o.context_buckets = buckets;
+  o.context_len = len;
+  o.warmup_rows = warmup;
+  o.suppress_rows = 0;
+  return o;
+}
+
+TEST(AnomalyDetector, ContextualNoveltyWorkedExample) {
+  // anomaly_context.cc's example: a warm-up alternating 0 and 4 (4 buckets: step 1) teaches the
+  // lag pairs (1,0,4) (1,4,0) (2,0,0) (2,4,4). The next 0 completes known pairs only (novelty
+  // 0); the 2 after it completes (1,0,2) and (2,4,2), both new (novelty 1: flagged); the 0 after
+  // that completes (1,2,0) new and (2,0,0) known (novelty 0.5, under the threshold 1).
+  std::vector<double> values;
+  for (int i = 0; i < 20; ++i) values.push_back(i % 2 ? 4 : 0);
+  values.insert(values.end(), {0, 2, 0});
+  const std::vector<AnomalyVerdict> v = DetectAnomalies(Rows(values), NoveltyOnly(20, 4, 2));
+  ASSERT_EQ(v.size(), 23u);
+  EXPECT_EQ(v[20].novelty, 0);
+  EXPECT_FALSE(v[20].flagged);
+  EXPECT_EQ(v[21].novelty, 1);
+  EXPECT_TRUE(v[21].flagged);
+  EXPECT_EQ(v[21].score, 0.5);  // effective z = threshold_z * novelty / context_threshold = 10
+  EXPECT_EQ(v[22].novelty, 0.5);
+  EXPECT_FALSE(v[22].flagged);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(v[i].score, 0) << i;  // the warm-up gives no verdict
+}
+
+TEST(AnomalyDetector, ANovelPatternIsFlaggedOnceThenLearned) {
+  // A square wave 10/20 with period 8; from row 400 on, each period's rise jumps to 30 instead
+  // (rows 404, 412, ...): the first is novel, the repeats are known patterns.
+  std::vector<double> values;
+  for (int i = 0; i < 600; ++i) values.push_back(i % 8 < 4 ? 10 : (i >= 400 && i % 8 == 4 ? 30 : 20));
+  const std::vector<AnomalyVerdict> v = DetectAnomalies(Rows(values), NoveltyOnly(150, 8, 7));
+  EXPECT_THAT(Flagged(v), ::testing::ElementsAre(404));
+  EXPECT_EQ(v[404].novelty, 1);
+  for (int i = 412; i < 600; ++i) EXPECT_EQ(v[i].novelty, 0) << i;
+}
+
+TEST(AnomalyDetector, TheNoveltyIsOffByDefaultAndOnline) {
+  const Series whole = Daily(6, 7, 1000, 1300);
+  AnomalyOptions off;
+  for (const AnomalyVerdict& v : DetectAnomalies(whole, off)) ASSERT_EQ(v.novelty, 0);
+  AnomalyOptions o;
+  o.context_threshold = 1;
+  o.method = 0;
+  const std::vector<AnomalyVerdict> all = DetectAnomalies(whole, o);
+  EXPECT_EQ(all[1000].novelty, 1);  // the spike's bucket was never seen
+  for (size_t cut : {299u, 301u, 1000u, 1301u}) {
+    Series prefix;
+    prefix.rows.assign(whole.rows.begin(), whole.rows.begin() + cut);
+    const std::vector<AnomalyVerdict> part = DetectAnomalies(prefix, o);
+    for (size_t i = 0; i < part.size(); ++i) {
+      ASSERT_EQ(part[i].novelty, all[i].novelty) << i << " cut " << cut;
+      ASSERT_EQ(part[i].flagged, all[i].flagged) << i << " cut " << cut;
+    }
+  }
+}
+
 TEST(AnomalyOptionsTest, SetByName) {
   AnomalyOptions o;
   ASSERT_TRUE(SetAnomalyOption(&o, "level_window=48").ok());
@@ -139,7 +209,17 @@ TEST(AnomalyOptionsTest, SetByName) {
   EXPECT_TRUE(o.log_values);
   ASSERT_TRUE(SetAnomalyOption(&o, "method=0").ok());
   EXPECT_EQ(o.method, 0);
-  EXPECT_THAT(SetAnomalyOption(&o, "method=3").message(), HasSubstr("--set method: "));
+  ASSERT_TRUE(SetAnomalyOption(&o, "method=3").ok());
+  EXPECT_EQ(o.method, 3);
+  EXPECT_THAT(SetAnomalyOption(&o, "method=4").message(), HasSubstr("--set method: "));
+  ASSERT_TRUE(SetAnomalyOption(&o, "context_threshold=0.75").ok());
+  EXPECT_EQ(o.context_threshold, 0.75);
+  ASSERT_TRUE(SetAnomalyOption(&o, "context_buckets=16").ok());
+  EXPECT_EQ(o.context_buckets, 16);
+  ASSERT_TRUE(SetAnomalyOption(&o, "context_len=3").ok());
+  EXPECT_EQ(o.context_len, 3);
+  EXPECT_THAT(SetAnomalyOption(&o, "context_threshold=1.5").message(), HasSubstr("--set context_threshold: "));
+  EXPECT_THAT(SetAnomalyOption(&o, "context_len=0").message(), HasSubstr("outside"));
   EXPECT_THAT(SetAnomalyOption(&o, "nope=1").message(), HasSubstr("unknown option 'nope'"));
   EXPECT_THAT(SetAnomalyOption(&o, "level_window=1.5").message(), HasSubstr("outside"));
   EXPECT_THAT(SetAnomalyOption(&o, "threshold_z=x").message(), HasSubstr("'x' is not a number"));
