@@ -83,11 +83,15 @@ std::vector<Setting> Grid() {
       for (const char* suppress : {"250", "150", "500"})
         for (const char* warmup : {"300", "150"})
           for (const char* combine : {"1", "2"})
-            add({"method=" + method, std::string("threshold_z=") + t, std::string("suppress_rows=") + suppress,
+            add({"method=" + method, std::string("threshold_z=") + t, std::string("score_z_half=") + t,
+                 std::string("suppress_rows=") + suppress,
                  std::string("warmup_rows=") + warmup, std::string("combine=") + combine, "likelihood_z=" + lz});
   // The contextual novelty (step 6): alone (method 3), or with the residual z (method 0), or with
   // the residual z and the likelihood (method 2); x its threshold and grid; the residual's
-  // threshold 10 / 14 / 20 (the novelty's flag does not depend on it).
+  // threshold 10 / 14 / 20 (the novelty's flag does not depend on it); with or without the
+  // (hour of day, bucket) context. score_z_half follows
+  // threshold_z everywhere, so that a flag is always score 0.5 (`tessera anomalies --score
+  // --threshold 0.5` scores the shipped flags) and the likelihood's r = z / (z + threshold_z).
   for (const char* method : {"3", "0", "2"})
     for (const char* t : std::string(method) == "3" ? std::vector<const char*>{"10"}
                                                     : std::vector<const char*>{"10", "14", "20"})
@@ -95,10 +99,11 @@ std::vector<Setting> Grid() {
         for (const char* buckets : {"8", "16"})
           for (const char* suppress : {"250", "150", "500"})
             for (const char* warmup : {"300", "150"})
+              for (const char* daily : {"0", "1"})
               add({std::string("method=") + method, std::string("threshold_z=") + t,
-                   std::string("suppress_rows=") + suppress, std::string("warmup_rows=") + warmup, "combine=1",
+                   std::string("score_z_half=") + t, std::string("suppress_rows=") + suppress, std::string("warmup_rows=") + warmup, "combine=1",
                    "likelihood_z=4", std::string("context_threshold=") + ct,
-                   std::string("context_buckets=") + buckets});
+                   std::string("context_buckets=") + buckets, std::string("context_daily=") + daily});
   return out;
 }
 

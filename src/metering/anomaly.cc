@@ -112,7 +112,7 @@ AnomalyVerdict AnomalyDetector::Step(int64_t time_s, double value) {
   const double err_season = y - season;
   const double sr = options_.spectral_tau > 0 ? SpectralResidual(y) : 0;
   const bool use_context = options_.context_threshold > 0 || options_.method == 3;
-  const double novelty = use_context ? ContextNovelty(y) : 0;
+  const double novelty = use_context ? ContextNovelty(time_s, y) : 0;
   double clip = std::numeric_limits<double>::infinity();  // bound of an offset update
   if (rows_ >= options_.warmup_rows && level_errors_.size() >= 16) {
     const double zl = std::abs(err_level) / Scale(level_errors_, level);
@@ -249,16 +249,16 @@ Status SetAnomalyOption(AnomalyOptions* o, std::string_view assignment) {
     *f.field = v;
     return Status::Ok();
   }
-  if (key == "seasonal" || key == "log_values") {
+  if (key == "seasonal" || key == "log_values" || key == "context_daily") {
     if (v != 0 && v != 1) return range(0, 1);
-    (key == "seasonal" ? o->seasonal : o->log_values) = v != 0;
+    (key == "seasonal" ? o->seasonal : key == "log_values" ? o->log_values : o->context_daily) = v != 0;
     return Status::Ok();
   }
   return InvalidArgumentError("--set: unknown option '" + std::string(key) +
                               "' (known: warmup_rows, level_window, scale_window, scale_quantile, min_scale_rel, "
                               "seasonal, season_alpha, combine, log_values, threshold_z, score_z_half, suppress_rows, "
                               "method, likelihood_window, likelihood_short, likelihood_z, spectral_tau, context_threshold, "
-                              "context_buckets, context_len)");
+                              "context_buckets, context_len, context_daily)");
 }
 
 std::vector<AnomalyVerdict> DetectAnomalies(const Series& series, const AnomalyOptions& options) {

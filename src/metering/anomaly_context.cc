@@ -13,6 +13,9 @@
 //   3. Score. novelty = the share of the row's k contexts that are not in the set, in [0, 1];
 //      then all k are learned (the set is online: a pattern is novel once). At its bound
 //      (kContextCapacity keys) the set stops growing.
+//   With context_daily, a series with a daily period (rows 1 min to 6 h apart) also completes the
+//   context (hour of day, q(t)): a value never seen at this hour adds to the novelty, one seen
+//   at this hour before lowers it.
 //   The warm-up's own rows are learned when the grid is fixed (row warmup_rows), before that
 //   row is scored: each verdict still comes from its row and the earlier rows only.
 //
@@ -42,10 +45,11 @@ uint64_t ContextKey(int lag, int64_t from, int64_t to) {
 
 }  // namespace
 
-double AnomalyDetector::ContextNovelty(double y) {
+double AnomalyDetector::ContextNovelty(int64_t time_s, double y) {
   const int k = std::max(options_.context_len, 1);
   if (!ctx_ready_) {
     ctx_values_.push_back(y);
+    ctx_times_.push_back(time_s);
     if (static_cast<int>(ctx_values_.size()) <= options_.warmup_rows) return 0;
     // Fix the grid from the warm-up rows (all but this one), learn their contexts, then score
     // this row (the last value in ctx_values_).
@@ -54,15 +58,26 @@ double AnomalyDetector::ContextNovelty(double y) {
     ctx_step_ = (*hi - *lo) / std::max(options_.context_buckets, 1);
     if (!(ctx_step_ > 0)) ctx_step_ = std::max(std::abs(*lo) * 1e-3, 1e-9);
     ctx_ready_ = true;
-    std::vector<double> warm(ctx_values_.begin(), ctx_values_.end() - 1);
+    const std::vector<double> warm(ctx_values_.begin(), ctx_values_.end() - 1);
+    const std::vector<int64_t> warm_times(ctx_times_.begin(), ctx_times_.end() - 1);
     ctx_values_.clear();
-    for (double w : warm) ContextNovelty(w);
+    ctx_times_.clear();
+    for (size_t i = 0; i < warm.size(); ++i) ContextNovelty(warm_times[i], warm[i]);
   }
   const double b = std::floor((y - ctx_lo_) / ctx_step_);
   const int64_t q = std::isfinite(b) ? static_cast<int64_t>(std::clamp(b, -1e6, 1e6)) : 1000000;
   int novel = 0, contexts = 0;
   for (int j = 1; j <= k && j <= static_cast<int>(ctx_recent_.size()); ++j, ++contexts) {
     const uint64_t key = ContextKey(j, ctx_recent_[ctx_recent_.size() - static_cast<size_t>(j)], q);
+    if (ctx_known_.count(key) == 0) {
+      ++novel;
+      if (ctx_known_.size() < kContextCapacity) ctx_known_.insert(key);
+    }
+  }
+  if (options_.context_daily && bins_ > 0) {  // a daily series: also (hour of day, bucket)
+    const int64_t hour = (((time_s % 86400) + 86400) % 86400) / 3600;
+    const uint64_t key = ContextKey(0xfe, hour, q);
+    ++contexts;
     if (ctx_known_.count(key) == 0) {
       ++novel;
       if (ctx_known_.size() < kContextCapacity) ctx_known_.insert(key);
