@@ -85,11 +85,12 @@ std::vector<Setting> Grid() {
           for (const char* combine : {"1", "2"})
             add({"method=" + method, std::string("threshold_z=") + t, std::string("score_z_half=") + t,
                  std::string("suppress_rows=") + suppress,
-                 std::string("warmup_rows=") + warmup, std::string("combine=") + combine, "likelihood_z=" + lz});
+                 std::string("warmup_rows=") + warmup, std::string("combine=") + combine, "likelihood_z=" + lz,
+                 "context_threshold=0"});
   // The contextual novelty (step 6): alone (method 3), or with the residual z (method 0), or with
   // the residual z and the likelihood (method 2); x its threshold and grid; the residual's
   // threshold 10 / 14 / 20 (the novelty's flag does not depend on it); with or without the
-  // (hour of day, bucket) context. score_z_half follows
+  // (hour of day, bucket) context; the novelty alone or only where the residual z is >= 3. score_z_half follows
   // threshold_z everywhere, so that a flag is always score 0.5 (`tessera anomalies --score
   // --threshold 0.5` scores the shipped flags) and the likelihood's r = z / (z + threshold_z).
   for (const char* method : {"3", "0", "2"})
@@ -100,10 +101,12 @@ std::vector<Setting> Grid() {
           for (const char* suppress : {"250", "150", "500"})
             for (const char* warmup : {"300", "150"})
               for (const char* daily : {"0", "1"})
+              for (const char* min_z : {"0", "3"})
               add({std::string("method=") + method, std::string("threshold_z=") + t,
                    std::string("score_z_half=") + t, std::string("suppress_rows=") + suppress, std::string("warmup_rows=") + warmup, "combine=1",
                    "likelihood_z=4", std::string("context_threshold=") + ct,
-                   std::string("context_buckets=") + buckets, std::string("context_daily=") + daily});
+                   std::string("context_buckets=") + buckets, std::string("context_daily=") + daily,
+                   std::string("context_min_z=") + min_z});
   return out;
 }
 
@@ -222,14 +225,22 @@ int main(int argc, char** argv) {
     return l;
   };
   std::printf("NAB standard profile, flags (threshold 0.5); held-out folder: score (windows found, FPs)\n");
+  // The settings without the novelty end in "context_threshold=0".
+  static const auto off = [](const std::string& n) {
+    const std::string tail = " context_threshold=0";
+    return n.size() >= tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  static const auto is = [](const std::string& n, const char* method) { return n.rfind(method, 0) == 0; };
   const std::pair<const char*, bool (*)(const std::string&)> families[] = {
-      {"forecast-residual z alone", [](const std::string& n) { return n.rfind("method=0 ", 0) == 0 && n.find("context") == std::string::npos; }},
-      {"windowed likelihood alone", [](const std::string& n) { return n.rfind("method=1 ", 0) == 0; }},
-      {"residual z or likelihood", [](const std::string& n) { return n.rfind("method=2 ", 0) == 0 && n.find("context") == std::string::npos; }},
-      {"contextual novelty alone", [](const std::string& n) { return n.rfind("method=3 ", 0) == 0; }},
-      {"residual z or novelty", [](const std::string& n) { return n.rfind("method=0 ", 0) == 0 && n.find("context") != std::string::npos; }},
-      {"residual z, likelihood or novelty", [](const std::string& n) { return n.rfind("method=2 ", 0) == 0 && n.find("context") != std::string::npos; }},
-      {"every family without the novelty (the previous grid less the spectral residual)", [](const std::string& n) { return n.find("context") == std::string::npos; }}};
+      {"forecast-residual z alone", [](const std::string& n) { return is(n, "method=0 ") && off(n); }},
+      {"windowed likelihood alone", [](const std::string& n) { return is(n, "method=1 "); }},
+      {"residual z or likelihood", [](const std::string& n) { return is(n, "method=2 ") && off(n); }},
+      {"contextual novelty alone", [](const std::string& n) { return is(n, "method=3 "); }},
+      {"residual z or novelty", [](const std::string& n) { return is(n, "method=0 ") && !off(n); }},
+      {"residual z, likelihood or novelty", [](const std::string& n) { return is(n, "method=2 ") && !off(n); }},
+      {"novelty only where z >= 3 (with the residual, with or without the likelihood)",
+       [](const std::string& n) { return n.find("context_min_z=3") != std::string::npos; }},
+      {"every family without the novelty (the previous grid less the spectral residual)", [](const std::string& n) { return off(n); }}};
   for (const auto& [title, member] : families) {
     std::vector<size_t> c;
     for (size_t g = 0; g < grid.size(); ++g)

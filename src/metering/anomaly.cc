@@ -132,7 +132,7 @@ AnomalyVerdict AnomalyDetector::Step(int64_t time_s, double value) {
     v.novelty = novelty;
     double eff = options_.method == 0 ? z : options_.method == 1 ? zlik : options_.method == 2 ? std::max(z, zlik) : 0;
     if (options_.spectral_tau > 0) eff = std::max(eff, t * sr / options_.spectral_tau);
-    if (use_context) {
+    if (use_context && z >= options_.context_min_z) {  // a novel pattern the forecast also finds off
       const double ct = options_.context_threshold > 0 ? options_.context_threshold : 1.0;
       eff = std::max(eff, t * novelty / ct);
     }
@@ -232,7 +232,8 @@ Status SetAnomalyOption(AnomalyOptions* o, std::string_view assignment) {
                              {"score_z_half", &o->score_z_half, 0.01, 1e9},
                              {"likelihood_z", &o->likelihood_z, 0.01, 1e9},
                              {"spectral_tau", &o->spectral_tau, 0, 1e9},
-                             {"context_threshold", &o->context_threshold, 0, 1}};
+                             {"context_threshold", &o->context_threshold, 0, 1},
+                             {"context_min_z", &o->context_min_z, 0, 1e9}};
   auto range = [&](double lo, double hi) {
     return InvalidArgumentError("--set " + std::string(key) + ": " + std::to_string(v) + " is outside [" +
                                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
@@ -258,7 +259,7 @@ Status SetAnomalyOption(AnomalyOptions* o, std::string_view assignment) {
                               "' (known: warmup_rows, level_window, scale_window, scale_quantile, min_scale_rel, "
                               "seasonal, season_alpha, combine, log_values, threshold_z, score_z_half, suppress_rows, "
                               "method, likelihood_window, likelihood_short, likelihood_z, spectral_tau, context_threshold, "
-                              "context_buckets, context_len, context_daily)");
+                              "context_buckets, context_len, context_daily, context_min_z)");
 }
 
 std::vector<AnomalyVerdict> DetectAnomalies(const Series& series, const AnomalyOptions& options) {

@@ -88,6 +88,12 @@ TEST(AnomalyDetector, DefaultsFlagTheFirstExitFromTheWarmUpsRange) {
   EXPECT_THAT(Flagged(v), ::testing::ElementsAre(150));
   EXPECT_EQ(v[150].novelty, 1);
   EXPECT_LT(v[150].z, AnomalyOptions{}.threshold_z);
+  // With context_min_z 3 the novelty flags only rows the forecast also finds off: row 150 is an
+  // ordinary value of the cycle (z under 3), so nothing is flagged.
+  AnomalyOptions min_z;
+  min_z.context_min_z = 3;
+  EXPECT_LT(v[150].z, 3);
+  EXPECT_THAT(Flagged(DetectAnomalies(Daily(8, 11), min_z)), ::testing::IsEmpty());
 }
 
 TEST(AnomalyDetector, FlagsASpikeOnce) {
@@ -248,6 +254,10 @@ TEST(AnomalyOptionsTest, SetByName) {
   EXPECT_EQ(o.context_len, 3);
   EXPECT_THAT(SetAnomalyOption(&o, "context_threshold=1.5").message(), HasSubstr("--set context_threshold: "));
   EXPECT_THAT(SetAnomalyOption(&o, "context_len=0").message(), HasSubstr("outside"));
+  ASSERT_TRUE(SetAnomalyOption(&o, "context_min_z=3").ok());
+  EXPECT_EQ(o.context_min_z, 3);
+  ASSERT_TRUE(SetAnomalyOption(&o, "context_daily=1").ok());
+  EXPECT_TRUE(o.context_daily);
   EXPECT_THAT(SetAnomalyOption(&o, "nope=1").message(), HasSubstr("unknown option 'nope'"));
   EXPECT_THAT(SetAnomalyOption(&o, "level_window=1.5").message(), HasSubstr("outside"));
   EXPECT_THAT(SetAnomalyOption(&o, "threshold_z=x").message(), HasSubstr("'x' is not a number"));

@@ -40,7 +40,8 @@
 //      has the steps and a worked example): values quantised on a grid fixed by the warm-up,
 //      novelty = the share of the row's (lag, earlier bucket, bucket) contexts never seen before.
 //      It also flags: the effective z becomes max(effective z, threshold_z * novelty /
-//      context_threshold); `method` 3 flags on the novelty alone.
+//      context_threshold) (only on rows whose residual z is >= context_min_z, 0 by default);
+//      `method` 3 flags on the novelty alone.
 //
 // Worked example (level only, level_window 5, suppress 0): values 10 10 11 10 10 | 30. The
 // forecast for 30 is median(10 10 11 10 10) = 10, the error 20; with a scale of 0.5 (the quantile
@@ -95,6 +96,7 @@ struct AnomalyOptions {
   int context_buckets = 8;         // quantisation buckets over the warm-up's value range (step 6)
   int context_len = 7;             // lag pairs per row: the last this many rows (step 6)
   bool context_daily = false;      // also the context (hour of day, bucket) on daily series (step 6)
+  double context_min_z = 0;        // the novelty flags only rows whose residual z is >= this (step 6)
 };
 
 struct AnomalyVerdict {
