@@ -142,7 +142,11 @@ void AnomalyService::Score(const std::string& tenant, std::string_view series, i
   a.score = v.score;
   a.reason = Subject(series) + " " + Number(value) + " in the hour from " + metering::FormatUtc(hour_s) +
              ", expected about " + Number(v.expected) + " (" + Number(a.low) + " to " + Number(a.high) + ")";
-  if (value >= a.low && value <= a.high) a.reason += ": a run of unusual hours, not this one alone";
+  if (options_.context_threshold > 0 && v.novelty >= options_.context_threshold) {
+    a.reason += ": a pattern of hours not seen before";  // the contextual novelty (anomaly.h, step 6)
+  } else if (value >= a.low && value <= a.high) {
+    a.reason += ": a run of unusual hours, not this one alone";
+  }
   out->anomalies.push_back(std::move(a));
 }
 

@@ -111,6 +111,8 @@ AnomalyVerdict AnomalyDetector::Step(int64_t time_s, double value) {
   const double err_level = y - level;
   const double err_season = y - season;
   const double sr = options_.spectral_tau > 0 ? SpectralResidual(y) : 0;
+  const bool use_context = options_.context_threshold > 0 || options_.method == 3;
+  const double novelty = use_context ? ContextNovelty(time_s, y) : 0;
   double clip = std::numeric_limits<double>::infinity();  // bound of an offset update
   if (rows_ >= options_.warmup_rows && level_errors_.size() >= 16) {
     const double zl = std::abs(err_level) / Scale(level_errors_, level);
@@ -127,8 +129,13 @@ AnomalyVerdict AnomalyDetector::Step(int64_t time_s, double value) {
     const double t = options_.threshold_z;
     const double zlik = t * v.lz / options_.likelihood_z;
     v.sr = sr;
-    double eff = options_.method == 0 ? z : options_.method == 1 ? zlik : std::max(z, zlik);
+    v.novelty = novelty;
+    double eff = options_.method == 0 ? z : options_.method == 1 ? zlik : options_.method == 2 ? std::max(z, zlik) : 0;
     if (options_.spectral_tau > 0) eff = std::max(eff, t * sr / options_.spectral_tau);
+    if (use_context && z >= options_.context_min_z) {  // a novel pattern the forecast also finds off
+      const double ct = options_.context_threshold > 0 ? options_.context_threshold : 1.0;
+      eff = std::max(eff, t * novelty / ct);
+    }
     if (rows_ > suppressed_until_) {
       // In [0, 1) as the header says: for a z so large that z / (z + half) rounds to 1 (or an
       // infinite one), the largest double below 1.
@@ -213,7 +220,9 @@ Status SetAnomalyOption(AnomalyOptions* o, std::string_view assignment) {
                            {"scale_window", &o->scale_window, 16, 100000},
                            {"combine", &o->combine, 0, 2},
                            {"suppress_rows", &o->suppress_rows, 0, 1000000},
-                           {"method", &o->method, 0, 2},
+                           {"method", &o->method, 0, 3},
+                           {"context_buckets", &o->context_buckets, 1, 1000000},
+                           {"context_len", &o->context_len, 1, 64},
                            {"likelihood_window", &o->likelihood_window, 100, 100000},
                            {"likelihood_short", &o->likelihood_short, 1, 10000}};
   const RealField reals[] = {{"scale_quantile", &o->scale_quantile, 0.05, 0.99},
@@ -222,7 +231,9 @@ Status SetAnomalyOption(AnomalyOptions* o, std::string_view assignment) {
                              {"threshold_z", &o->threshold_z, 0.01, 1e9},
                              {"score_z_half", &o->score_z_half, 0.01, 1e9},
                              {"likelihood_z", &o->likelihood_z, 0.01, 1e9},
-                             {"spectral_tau", &o->spectral_tau, 0, 1e9}};
+                             {"spectral_tau", &o->spectral_tau, 0, 1e9},
+                             {"context_threshold", &o->context_threshold, 0, 1},
+                             {"context_min_z", &o->context_min_z, 0, 1e9}};
   auto range = [&](double lo, double hi) {
     return InvalidArgumentError("--set " + std::string(key) + ": " + std::to_string(v) + " is outside [" +
                                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
@@ -239,15 +250,16 @@ Status SetAnomalyOption(AnomalyOptions* o, std::string_view assignment) {
     *f.field = v;
     return Status::Ok();
   }
-  if (key == "seasonal" || key == "log_values") {
+  if (key == "seasonal" || key == "log_values" || key == "context_daily") {
     if (v != 0 && v != 1) return range(0, 1);
-    (key == "seasonal" ? o->seasonal : o->log_values) = v != 0;
+    (key == "seasonal" ? o->seasonal : key == "log_values" ? o->log_values : o->context_daily) = v != 0;
     return Status::Ok();
   }
   return InvalidArgumentError("--set: unknown option '" + std::string(key) +
                               "' (known: warmup_rows, level_window, scale_window, scale_quantile, min_scale_rel, "
                               "seasonal, season_alpha, combine, log_values, threshold_z, score_z_half, suppress_rows, "
-                              "method, likelihood_window, likelihood_short, likelihood_z, spectral_tau)");
+                              "method, likelihood_window, likelihood_short, likelihood_z, spectral_tau, context_threshold, "
+                              "context_buckets, context_len, context_daily, context_min_z)");
 }
 
 std::vector<AnomalyVerdict> DetectAnomalies(const Series& series, const AnomalyOptions& options) {

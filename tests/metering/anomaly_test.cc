@@ -34,6 +34,15 @@ Series Daily(int days, uint32_t seed, int spike_row = -1, double level_shift_fro
   return s;
 }
 
+// The defaults with a warm-up of a full day of the Daily() rows: the novelty's grid then sees the
+// whole daily range (with the default 150 rows, half a day, the first row below that range is
+// novel and flagged once: DefaultsFlagTheFirstExitFromTheWarmUpsRange).
+AnomalyOptions DayWarmup() {
+  AnomalyOptions o;
+  o.warmup_rows = 288;
+  return o;
+}
+
 std::vector<int> Flagged(const std::vector<AnomalyVerdict>& v) {
   std::vector<int> out;
   for (size_t i = 0; i < v.size(); ++i)
@@ -67,36 +76,62 @@ TEST(AnomalyDetector, APrefixGetsTheSameVerdictsAsTheWholeSeries) {
 TEST(AnomalyDetector, QuietOnANoisyDailyCycle) {
   // The daily swing (+-20) is 20 noise sigmas: a detector without the seasonal forecast or with
   // a non-robust scale would flag it.
-  const std::vector<AnomalyVerdict> v = DetectAnomalies(Daily(8, 11), AnomalyOptions{});
+  const std::vector<AnomalyVerdict> v = DetectAnomalies(Daily(8, 11), DayWarmup());
   EXPECT_THAT(Flagged(v), ::testing::IsEmpty());
 }
 
+TEST(AnomalyDetector, DefaultsFlagTheFirstExitFromTheWarmUpsRange) {
+  // The default warm-up (150 rows) sees half of the first day: the first row below its range
+  // (row 150, on the way down) is in a bucket never seen, novelty 1, and is flagged, once; the
+  // residual z alone finds nothing there.
+  const std::vector<AnomalyVerdict> v = DetectAnomalies(Daily(8, 11), AnomalyOptions{});
+  EXPECT_THAT(Flagged(v), ::testing::ElementsAre(150));
+  EXPECT_EQ(v[150].novelty, 1);
+  EXPECT_LT(v[150].z, AnomalyOptions{}.threshold_z);
+  // With context_min_z 3 the novelty flags only rows the forecast also finds off: row 150 is an
+  // ordinary value of the cycle (z under 3), so nothing is flagged.
+  AnomalyOptions min_z;
+  min_z.context_min_z = 3;
+  EXPECT_LT(v[150].z, 3);
+  EXPECT_THAT(Flagged(DetectAnomalies(Daily(8, 11), min_z)), ::testing::IsEmpty());
+}
+
 TEST(AnomalyDetector, FlagsASpikeOnce) {
-  const std::vector<AnomalyVerdict> v = DetectAnomalies(Daily(8, 11, 1500), AnomalyOptions{});
+  const std::vector<AnomalyVerdict> v = DetectAnomalies(Daily(8, 11, 1500), DayWarmup());
   EXPECT_THAT(Flagged(v), ::testing::ElementsAre(1500));
   EXPECT_GT(v[1500].score, AnomalyDetector(AnomalyOptions{}).FlagScore());
   EXPECT_NEAR(v[1500].expected, 50 + 20 * std::sin(2 * M_PI * 1500 / 288.0), 3.0);
 }
 
 TEST(AnomalyDetector, ALevelShiftIsOneEventNotManyAlarms) {
-  const std::vector<AnomalyVerdict> v = DetectAnomalies(Daily(8, 5, -1, 1400), AnomalyOptions{});
+  const std::vector<AnomalyVerdict> v = DetectAnomalies(Daily(8, 5, -1, 1400), DayWarmup());
   const std::vector<int> f = Flagged(v);
   ASSERT_FALSE(f.empty());
   EXPECT_GE(f.front(), 1400);
   EXPECT_LE(f.front(), 1403);  // found at once
-  EXPECT_EQ(f.size(), 1u) << ::testing::PrintToString(f);  // and the new level is learned
+  // Without the novelty: one alarm, two rows later (z 20 is reached by the likelihood of three
+  // large errors), and the new level is learned. The novelty (on by default) is still learning
+  // the new range's patterns (+40 puts the cycle's top in buckets never seen) after the 250
+  // suppressed rows: a second alarm, 396 rows later.
+  EXPECT_THAT(f, ::testing::ElementsAre(1400, 1796));
+  AnomalyOptions residual = DayWarmup();
+  residual.context_threshold = 0;
+  EXPECT_THAT(Flagged(DetectAnomalies(Daily(8, 5, -1, 1400), residual)), ::testing::ElementsAre(1402));
 }
 
 TEST(AnomalyDetector, TheWindowedLikelihoodFlagsANoisyRunNoSingleRowExplains) {
   // Rows 1500..1519 swing +-9 around the cycle: each row's residual z is 3.5 to 5.5, below
-  // threshold_z 10, so the residual alone (method 0) stays quiet; the likelihood's short mean of
+  // threshold_z 20, so the residual alone (method 0) stays quiet; the likelihood's short mean of
   // the per-row scores stands far above its long window, so method 2 (the default) flags it, once.
+  // (The novelty is off here: this is the likelihood's test.)
   Series s = Daily(8, 11);
   for (int i = 1500; i < 1520; ++i) s.rows[i].value += (i % 2 ? 9 : -9);
-  AnomalyOptions residual_only;
+  AnomalyOptions likelihood = DayWarmup();
+  likelihood.context_threshold = 0;
+  AnomalyOptions residual_only = likelihood;
   residual_only.method = 0;
   EXPECT_THAT(Flagged(DetectAnomalies(s, residual_only)), ::testing::IsEmpty());
-  const std::vector<AnomalyVerdict> v = DetectAnomalies(s, AnomalyOptions{});
+  const std::vector<AnomalyVerdict> v = DetectAnomalies(s, likelihood);
   const std::vector<int> f = Flagged(v);
   ASSERT_EQ(f.size(), 1u) << ::testing::PrintToString(f);
   EXPECT_GE(f[0], 1500);
@@ -131,6 +166,75 @@ TEST(AnomalyDetector, NothingBeforeTheWarmUp) {
   for (int i = 0; i < AnomalyOptions{}.warmup_rows; ++i) EXPECT_EQ(v[i].score, 0) << i;
 }
 
+// Rows 0.. of `values`, one a minute (no daily period: the seasonal forecast stays off).
+Series Rows(const std::vector<double>& values) {
+  Series s;
+  for (size_t i = 0; i < values.size(); ++i)
+    s.rows.push_back({1400000000 + 60 * static_cast<int64_t>(i), values[i], static_cast<int>(i) + 2});
+  return s;
+}
+
+AnomalyOptions NoveltyOnly(int warmup, int buckets, int len) {
+  AnomalyOptions o;
+  o.method = 3;
+  o.context_threshold = 1;
+  o.context_buckets = buckets;
+  o.context_len = len;
+  o.warmup_rows = warmup;
+  o.suppress_rows = 0;
+  return o;
+}
+
+TEST(AnomalyDetector, ContextualNoveltyWorkedExample) {
+  // anomaly_context.cc's example: a warm-up alternating 0 and 4 (4 buckets: step 1) teaches the
+  // lag pairs (1,0,4) (1,4,0) (2,0,0) (2,4,4). The next 0 completes known pairs only (novelty
+  // 0); the 2 after it completes (1,0,2) and (2,4,2), both new (novelty 1: flagged); the 0 after
+  // that completes (1,2,0) new and (2,0,0) known (novelty 0.5, under the threshold 1).
+  std::vector<double> values;
+  for (int i = 0; i < 20; ++i) values.push_back(i % 2 ? 4 : 0);
+  values.insert(values.end(), {0, 2, 0});
+  const std::vector<AnomalyVerdict> v = DetectAnomalies(Rows(values), NoveltyOnly(20, 4, 2));
+  ASSERT_EQ(v.size(), 23u);
+  EXPECT_EQ(v[20].novelty, 0);
+  EXPECT_FALSE(v[20].flagged);
+  EXPECT_EQ(v[21].novelty, 1);
+  EXPECT_TRUE(v[21].flagged);
+  EXPECT_EQ(v[21].score, 0.5);  // effective z = threshold_z * novelty / context_threshold = 10
+  EXPECT_EQ(v[22].novelty, 0.5);
+  EXPECT_FALSE(v[22].flagged);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(v[i].score, 0) << i;  // the warm-up gives no verdict
+}
+
+TEST(AnomalyDetector, ANovelPatternIsFlaggedOnceThenLearned) {
+  // A square wave 10/20 with period 8; from row 400 on, each period's rise jumps to 30 instead
+  // (rows 404, 412, ...): the first is novel, the repeats are known patterns.
+  std::vector<double> values;
+  for (int i = 0; i < 600; ++i) values.push_back(i % 8 < 4 ? 10 : (i >= 400 && i % 8 == 4 ? 30 : 20));
+  const std::vector<AnomalyVerdict> v = DetectAnomalies(Rows(values), NoveltyOnly(150, 8, 7));
+  EXPECT_THAT(Flagged(v), ::testing::ElementsAre(404));
+  EXPECT_EQ(v[404].novelty, 1);
+  for (int i = 412; i < 600; ++i) EXPECT_EQ(v[i].novelty, 0) << i;
+}
+
+TEST(AnomalyDetector, TheNoveltyIsOnByDefaultOffAtThresholdZeroAndOnline) {
+  const Series whole = Daily(6, 7, 1000, 1300);
+  AnomalyOptions off;
+  off.context_threshold = 0;
+  for (const AnomalyVerdict& v : DetectAnomalies(whole, off)) ASSERT_EQ(v.novelty, 0);
+  const AnomalyOptions o;  // the defaults: context_threshold 1
+  const std::vector<AnomalyVerdict> all = DetectAnomalies(whole, o);
+  EXPECT_EQ(all[1000].novelty, 1);  // the spike's bucket was never seen
+  for (size_t cut : {299u, 301u, 1000u, 1301u}) {
+    Series prefix;
+    prefix.rows.assign(whole.rows.begin(), whole.rows.begin() + cut);
+    const std::vector<AnomalyVerdict> part = DetectAnomalies(prefix, o);
+    for (size_t i = 0; i < part.size(); ++i) {
+      ASSERT_EQ(part[i].novelty, all[i].novelty) << i << " cut " << cut;
+      ASSERT_EQ(part[i].flagged, all[i].flagged) << i << " cut " << cut;
+    }
+  }
+}
+
 TEST(AnomalyOptionsTest, SetByName) {
   AnomalyOptions o;
   ASSERT_TRUE(SetAnomalyOption(&o, "level_window=48").ok());
@@ -139,7 +243,21 @@ TEST(AnomalyOptionsTest, SetByName) {
   EXPECT_TRUE(o.log_values);
   ASSERT_TRUE(SetAnomalyOption(&o, "method=0").ok());
   EXPECT_EQ(o.method, 0);
-  EXPECT_THAT(SetAnomalyOption(&o, "method=3").message(), HasSubstr("--set method: "));
+  ASSERT_TRUE(SetAnomalyOption(&o, "method=3").ok());
+  EXPECT_EQ(o.method, 3);
+  EXPECT_THAT(SetAnomalyOption(&o, "method=4").message(), HasSubstr("--set method: "));
+  ASSERT_TRUE(SetAnomalyOption(&o, "context_threshold=0.75").ok());
+  EXPECT_EQ(o.context_threshold, 0.75);
+  ASSERT_TRUE(SetAnomalyOption(&o, "context_buckets=16").ok());
+  EXPECT_EQ(o.context_buckets, 16);
+  ASSERT_TRUE(SetAnomalyOption(&o, "context_len=3").ok());
+  EXPECT_EQ(o.context_len, 3);
+  EXPECT_THAT(SetAnomalyOption(&o, "context_threshold=1.5").message(), HasSubstr("--set context_threshold: "));
+  EXPECT_THAT(SetAnomalyOption(&o, "context_len=0").message(), HasSubstr("outside"));
+  ASSERT_TRUE(SetAnomalyOption(&o, "context_min_z=3").ok());
+  EXPECT_EQ(o.context_min_z, 3);
+  ASSERT_TRUE(SetAnomalyOption(&o, "context_daily=1").ok());
+  EXPECT_TRUE(o.context_daily);
   EXPECT_THAT(SetAnomalyOption(&o, "nope=1").message(), HasSubstr("unknown option 'nope'"));
   EXPECT_THAT(SetAnomalyOption(&o, "level_window=1.5").message(), HasSubstr("outside"));
   EXPECT_THAT(SetAnomalyOption(&o, "threshold_z=x").message(), HasSubstr("'x' is not a number"));

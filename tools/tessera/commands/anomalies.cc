@@ -79,9 +79,10 @@ int Detect(const AnomalyFlags& f) {
     if (!verdicts[i].flagged) continue;
     const metering::SeriesRow& r = series->rows[i];
     const bool above = r.value > verdicts[i].expected;
-    char reason[160];
-    std::snprintf(reason, sizeof reason, "%s expected %.6g (robust z %.1f)", above ? "above" : "below",
-                  verdicts[i].expected, verdicts[i].z);
+    char reason[200];
+    const bool novel = options->context_threshold > 0 && verdicts[i].novelty >= options->context_threshold;
+    std::snprintf(reason, sizeof reason, "%s expected %.6g (robust z %.1f%s)", above ? "above" : "below",
+                  verdicts[i].expected, verdicts[i].z, novel ? "; a pattern not seen before" : "");
     out["anomalies"].push_back(
         {{"timestamp", metering::FormatNabTimestamp(r.time_s)}, {"score", verdicts[i].score}, {"reason", reason}});
     char line[256];
