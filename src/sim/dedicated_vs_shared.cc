@@ -376,7 +376,8 @@ StatusOr<DedicatedVsSharedResult> RunDedicatedVsShared(const DedicatedVsSharedSp
   r.checks.guaranteed_p99_wait = GuaranteedP99(s.wait_by_qos) <= GuaranteedP99(d.wait_by_qos);
   r.checks.zero_guarantee_violations = s.guarantee_violations == 0;
   r.checks.jain_0_9 = s.jain_fairness >= 0.9;
-  if (f.ledger) r.ledger = RenderScenarioLedger(quota.tenants, nodes, jobs, wo.horizon, catalog);
+  if (f.ledger)
+    r.ledger = RenderScenarioLedger(quota.tenants, nodes, jobs, wo.horizon, catalog, s.guaranteed_wait_p99_by_hour);
   return r;
 }
 

@@ -209,12 +209,21 @@ TEST(ScenarioCli, TheReportHasInvoiceAnomalyAndForecastSections) {
   EXPECT_THAT(invoice_part, HasSubstr("metered total"));
   std::ifstream ledger(dir.File("l.jsonl"));
   std::set<std::string> tenants;
+  size_t sla_lines = 0;
   for (std::string line; std::getline(ledger, line);) {
     const nlohmann::json j = nlohmann::json::parse(line);
     if (j.contains("tenant")) tenants.insert(j.at("tenant").get<std::string>());
+    if (j.value("type", "") == "sla") {  // the shared run's hourly SLA observations (issue 36)
+      ++sla_lines;
+      EXPECT_EQ(j.at("metric"), "guaranteed_wait_p99_s");
+      EXPECT_TRUE(j.contains("hour")) << line;
+    }
   }
   ASSERT_GT(tenants.size(), 3u);
+  EXPECT_GT(sla_lines, 0u);
   for (const std::string& t : tenants) EXPECT_THAT(invoice_part, HasSubstr("<tr><td>" + t + "</td>")) << t;
+  // The example plan's SLA rule credits a tenant whose Guaranteed p99 wait was over 300 s in an hour.
+  EXPECT_THAT(invoice_part, ::testing::ContainsRegex("</td><td>-[0-9]+\\.[0-9]{6}</td><td>"));
   // The timeline and the forecast are charts like the report's others: a uPlot place (or, in a
   // build without npm, the static SVG) in their section, their data in the page's JSON.
   const std::string anomaly_part = page.substr(anomalies, forecast - anomalies);
