@@ -1,5 +1,5 @@
 // The simulator's HTML reports in Debian's chromium (playwright-core), opened from disk as a user
-// opens them: `tessera simulate` (two policies) and `--scenario dedicated-vs-shared`. Each report
+// opens them: `tessera simulate` (two policies), `--scenario dedicated-vs-shared` and `--mig-model`. Each report
 // must draw every chart it holds with the embedded uPlot (body[data-charts-rendered] = the number of
 // chart elements, each with a canvas), name its units, and log no console error; without uPlot in
 // the build (no npm) the static SVG charts must be there instead. The scenario's report also has its
@@ -52,6 +52,7 @@ try {
   const reports = [
     ['simulate', ['simulate', '--policies', 'bestfit,fgd', '--seeds', '42', '-q', '--html', 'simulate.html', '--json', 'simulate.json']],
     ['scenario', ['simulate', '--scenario', 'dedicated-vs-shared', '-q', '--html', 'scenario.html', '--json', 'scenario.json']],
+    ['mig', ['simulate', '--mig-model', 'H100-80GB', '--gpus', '24', '--seeds', '42-44', '--policies', 'fgd,firstfit', '-q', '--html', 'mig.html']],
   ];
   for (const [, argv] of reports) execFileSync(tessera, argv, { cwd: work, stdio: ['ignore', 'ignore', 'inherit'] });
   browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
@@ -80,6 +81,8 @@ try {
           .map((c) => [c.id, c.y_unit || (/relative|ratio/.test(c.y_label || '') ? 'relative' : ''), c.x_unit, c.kind]));
       const bare = units.filter(([, y, x, kind]) => !y || (kind === 'line' && !x));
       check(bare.length === 0, `${name}: every chart's axes carry a unit${bare.length ? ' (not: ' + bare.map((u) => u[0]).join(', ') + ')' : ''}`);
+    } else if (name === 'mig') {
+      check((await page.locator('table caption').count()) === 2, 'mig: built without uPlot, the charts are tables of their values');
     } else {
       check((await page.locator('svg').count()) > 0, `${name}: built without uPlot, the static SVG charts are there`);
     }
