@@ -396,10 +396,13 @@ InvoiceRun Run::Finish(const std::vector<SlaObservation>& sla) {
       if (!rule.tenants.empty() && std::find(rule.tenants.begin(), rule.tenants.end(), accounts_[a]) == rule.tenants.end())
         continue;
       bool hit = false;
-      Micro value = 0;
+      Micro value = 0;  // the worst observation that triggers the rule
       for (const SlaObservation& o : sla) {
-        if (o.tenant != accounts_[a] || o.metric != rule.metric || o.period != period_.name) continue;
-        if (rule.above ? o.value > rule.threshold : o.value < rule.threshold) hit = true, value = o.value;
+        if (o.tenant != accounts_[a] || o.metric != rule.metric) continue;
+        if (o.hour >= 0 ? o.hour < period_.start || o.hour >= period_.end : o.period != period_.name) continue;
+        if (!(rule.above ? o.value > rule.threshold : o.value < rule.threshold)) continue;
+        if (!hit || (rule.above ? o.value > value : o.value < value)) value = o.value;
+        hit = true;
       }
       if (!hit) continue;
       const Micro pct = std::min(rule.credit_percent, 100 * kMicroPerUnit - credited[a]);

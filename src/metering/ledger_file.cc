@@ -124,12 +124,19 @@ void ParseUsage(LineReader& r, const GpuModelCatalog& catalog, LedgerFile& out) 
 }
 
 void ParseSla(LineReader& r, LedgerFile& out) {
-  r.Keys({"type", "tenant", "period", "metric", "value"});
+  r.Keys({"type", "tenant", "period", "hour", "metric", "value"});
   SlaObservation o;
   o.tenant = r.Str("tenant");
-  o.period = r.Str("period");
+  if (r.obj.contains("hour") && r.obj.contains("period")) {
+    r.Problem("hour: a line names a period or an hour, not both");
+  } else if (r.obj.contains("hour")) {
+    o.hour = r.Time("hour");
+    if (r.ok && o.hour % kSecondsPerHour != 0) r.Problem("hour: expected the start of an hour like 2026-11-03T14:00:00Z");
+  } else {
+    o.period = r.Str("period");
+    if (!o.period.empty() && !ParsePeriod(o.period).ok()) r.Problem("period: expected a month like 2026-11");
+  }
   o.metric = r.Str("metric");
-  if (!o.period.empty() && !ParsePeriod(o.period).ok()) r.Problem("period: expected a month like 2026-11");
   auto it = r.obj.find("value");
   if (it == r.obj.end() || !it->is_number()) {
     r.Problem("value: expected a number");
@@ -215,7 +222,9 @@ std::string RenderUsageLine(const UsageSample& s) {
 }
 
 std::string RenderSlaLine(const SlaObservation& o) {
-  json j = {{"type", "sla"}, {"tenant", o.tenant}, {"period", o.period}, {"metric", o.metric}};
+  json j = {{"type", "sla"}, {"tenant", o.tenant}, {"metric", o.metric}};
+  if (o.hour >= 0) j["hour"] = FormatUtc(o.hour);
+  else j["period"] = o.period;
   j["value"] = json::parse(FormatMicro(o.value));
   return j.dump() + "\n";
 }

@@ -238,7 +238,8 @@ std::string Charts(const DedicatedVsSharedResult& r, std::vector<ChartSpec>& spe
 
 nlohmann::json Params(const DedicatedVsSharedResult& r);
 
-std::string Html(const DedicatedVsSharedResult& r, const std::string& sections) {
+std::string Html(const DedicatedVsSharedResult& r, const std::string& sections,
+                 const std::vector<ChartSpec>& section_charts) {
   const sim::ModeMetrics &d = r.dedicated, &s = r.shared;
   std::string h = "<!doctype html><html><head><meta charset=\"utf-8\"><title>tessera: dedicated vs "
                   "shared</title><style>body{font-family:sans-serif;margin:2em;max-width:1000px}"
@@ -264,6 +265,7 @@ std::string Html(const DedicatedVsSharedResult& r, const std::string& sections) 
          Fmt("%.1f", v) + "</td></tr>";
   }
   h += "</table>";
+  specs.insert(specs.end(), section_charts.begin(), section_charts.end());
   h += sections + RenderChartAssets(specs) + "</body></html>\n";
   return h;
 }
@@ -374,7 +376,8 @@ StatusOr<DedicatedVsSharedResult> RunDedicatedVsShared(const DedicatedVsSharedSp
   r.checks.guaranteed_p99_wait = GuaranteedP99(s.wait_by_qos) <= GuaranteedP99(d.wait_by_qos);
   r.checks.zero_guarantee_violations = s.guarantee_violations == 0;
   r.checks.jain_0_9 = s.jain_fairness >= 0.9;
-  if (f.ledger) r.ledger = RenderScenarioLedger(quota.tenants, nodes, jobs, wo.horizon, catalog);
+  if (f.ledger)
+    r.ledger = RenderScenarioLedger(quota.tenants, nodes, jobs, wo.horizon, catalog, s.guaranteed_wait_p99_by_hour);
   return r;
 }
 
@@ -461,8 +464,9 @@ std::string RenderDedicatedVsSharedJson(const DedicatedVsSharedResult& r) {
   return j.dump(2) + "\n";
 }
 
-std::string RenderDedicatedVsSharedHtml(const DedicatedVsSharedResult& r, const std::string& sections) {
-  return Html(r, sections);
+std::string RenderDedicatedVsSharedHtml(const DedicatedVsSharedResult& r, const std::string& sections,
+                                        const std::vector<ChartSpec>& section_charts) {
+  return Html(r, sections, section_charts);
 }
 
 }  // namespace tessera::sim

@@ -1,6 +1,7 @@
 #include "tessera/sim/ledger_export.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "tessera/metering/civil_time.h"
@@ -10,7 +11,8 @@ namespace tessera::sim {
 
 std::string RenderScenarioLedger(const sched::TenantTree& tenants, const std::vector<placement::NodeSpec>& nodes,
                                  const std::vector<WorkloadJob>& jobs, sched::Seconds horizon,
-                                 const GpuModelCatalog& catalog) {
+                                 const GpuModelCatalog& catalog,
+                                 const std::map<std::string, std::map<int64_t, double>>& guaranteed_wait_p99_by_hour) {
   std::map<uint32_t, int64_t> gpus_by_model;
   for (const placement::NodeSpec& n : nodes) {
     if (n.gpu_count > 0) gpus_by_model[n.model.value()] += n.gpu_count;
@@ -58,6 +60,12 @@ std::string RenderScenarioLedger(const sched::TenantTree& tenants, const std::ve
         }
       }
     }
+  }
+  // The control plane's SLA observations: one per tenant and hour in which its Guaranteed work started.
+  for (const auto& [tenant, hours] : guaranteed_wait_p99_by_hour) {
+    for (const auto& [hour, p99] : hours)
+      out += metering::RenderSlaLine(
+          {tenant, "", std::string(kSlaGuaranteedWaitP99), std::llround(p99 * 1e6), kScenarioEpoch + hour});
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <span>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "tessera/metering/money.h"
 #include "tessera/metering/price_plan.h"
 #include "tessera/core/html.h"
+#include "tessera/sim/report_charts.h"
 
 namespace tessera::sim {
 namespace {
@@ -74,48 +76,101 @@ std::vector<TenantSeries> TenantHours(const metering::Ledger& ledger, int64_t st
   return out;
 }
 
-std::string AnomalySection(const std::vector<TenantSeries>& tenants, int64_t start, int hours) {
-  std::string h = "<h2 id=\"anomalies\">Anomalies: GPUs allocated per tenant per hour</h2><p>The online "
-                  "detector (docs/anomaly.md) over each tenant's GPUs allocated per hour; hourly settings: "
-                  "the first 48 hours are its warm-up, at most one alarm per tenant per 24 hours.</p>";
+struct Flag {
+  size_t tenant;
+  int hour;  // index from the observed span's first hour
+  double value;
+  std::string reason;
+};
+
+// Each tenant's series through the online detector with the report's hourly settings.
+std::vector<Flag> Detect(const std::vector<TenantSeries>& tenants, int64_t start, int hours) {
+  std::vector<Flag> flags;
+  for (size_t t = 0; t < tenants.size(); ++t) {
+    metering::AnomalyDetector detector(HourlyAnomalyOptions());
+    for (int i = 0; i < hours; ++i) {
+      const double value = tenants[t].gpus[static_cast<size_t>(i)];
+      const metering::AnomalyVerdict v = detector.Step(start + int64_t{i} * metering::kSecondsPerHour, value);
+      if (!v.flagged) continue;
+      flags.push_back({t, i, value,
+                       std::string(value > v.expected ? "above" : "below") + " expected " + Fmt("%.3g", v.expected) +
+                           " GPUs (robust z " + Fmt("%.1f", v.z) + ", likelihood z " + Fmt("%.1f", v.lz) + ")"});
+    }
+  }
+  return flags;
+}
+
+// The static timeline of a build without uPlot: one lane per tenant, a red mark per flag.
+std::string AnomalySvg(const std::vector<TenantSeries>& tenants, const std::vector<Flag>& flags, int64_t start,
+                       int hours) {
   const int lane = 16, LW = 120;
   const int SH = static_cast<int>(tenants.size()) * lane + 24;
-  std::string svg = "<svg width=\"" + std::to_string(kW) + "\" height=\"" + std::to_string(SH) + "\" role=\"img\">";
-  std::string table = "<table><tr><th>tenant</th><th>hour (UTC)</th><th>GPUs</th><th>reason</th></tr>";
-  size_t flags = 0;
   const double span = std::max(1, hours - 1);
+  std::string svg = "<svg width=\"" + std::to_string(kW) + "\" height=\"" + std::to_string(SH) + "\" role=\"img\">";
   for (size_t t = 0; t < tenants.size(); ++t) {
     const double y = static_cast<double>(t) * lane + lane / 2.0;
     svg += "<text x=\"0\" y=\"" + Fmt("%.0f", y + 4) + "\" font-size=\"11\">" + HtmlEscape(tenants[t].tenant) +
            "</text><line x1=\"" + std::to_string(LW) + "\" x2=\"" + std::to_string(kW - 10) + "\" y1=\"" +
            Fmt("%.1f", y) + "\" y2=\"" + Fmt("%.1f", y) + "\" stroke=\"#eee\"/>";
-    metering::AnomalyDetector detector(HourlyAnomalyOptions());
-    for (int i = 0; i < hours; ++i) {
-      const double value = tenants[t].gpus[static_cast<size_t>(i)];
-      const int64_t hour = start + int64_t{i} * metering::kSecondsPerHour;
-      const metering::AnomalyVerdict v = detector.Step(hour, value);
-      if (!v.flagged) continue;
-      ++flags;
-      const std::string reason = std::string(value > v.expected ? "above" : "below") + " expected " +
-                                 Fmt("%.3g", v.expected) + " GPUs (robust z " + Fmt("%.1f", v.z) +
-                                 ", likelihood z " + Fmt("%.1f", v.lz) + ")";
-      svg += "<circle cx=\"" + Fmt("%.1f", LW + (kW - LW - 10) * i / span) + "\" cy=\"" + Fmt("%.1f", y) +
-             "\" r=\"4\" fill=\"#d62728\"><title>" + HtmlEscape(tenants[t].tenant) + " " + metering::FormatUtc(hour) +
-             ": " + Fmt("%.3g", value) + " GPUs, " + reason + "</title></circle>";
-      table += "<tr><td>" + HtmlEscape(tenants[t].tenant) + "</td><td>" + metering::FormatUtc(hour) + "</td><td>" +
-               Fmt("%.3g", value) + "</td><td>" + reason + "</td></tr>";
-    }
   }
-  svg += "<text x=\"" + std::to_string(LW) + "\" y=\"" + std::to_string(SH - 6) + "\" font-size=\"11\">hour 0 … " +
-         std::to_string(hours) + " — a red mark per flag (hover: the reason)</text></svg>";
-  h += svg + "<p>" + std::to_string(flags) + " flag(s) over " + std::to_string(tenants.size()) + " tenants and " +
-       std::to_string(hours) + " hours.</p>";
-  if (flags > 0) h += table + "</table>";
-  return h;
+  for (const Flag& f : flags) {
+    const double y = static_cast<double>(f.tenant) * lane + lane / 2.0;
+    svg += "<circle cx=\"" + Fmt("%.1f", LW + (kW - LW - 10) * f.hour / span) + "\" cy=\"" + Fmt("%.1f", y) +
+           "\" r=\"4\" fill=\"#D55E00\"><title>" + HtmlEscape(tenants[f.tenant].tenant) + " " +
+           metering::FormatUtc(start + int64_t{f.hour} * metering::kSecondsPerHour) + ": " + Fmt("%.3g", f.value) +
+           " GPUs, " + f.reason + "</title></circle>";
+  }
+  return svg + "<text x=\"" + std::to_string(LW) + "\" y=\"" + std::to_string(SH - 6) + "\" font-size=\"11\">hour 0 … " +
+         std::to_string(hours) + " — a mark per flag (hover: the reason)</text></svg>";
 }
 
-std::string ForecastSection(const std::vector<double>& history, int horizon) {
-  const metering::Forecast f = metering::ForecastHourly(std::span<const double>(history), horizon);
+// Palette entries of the tenants' lines: all but vermillion (5), the flags' colour.
+constexpr int kLineColours[] = {0, 1, 2, 3, 4, 6, 7, 8, 9};
+constexpr int kFlagColour = 5;
+
+std::string AnomalySection(const std::vector<TenantSeries>& tenants, int64_t start, int hours,
+                           std::vector<ChartSpec>& charts) {
+  std::string h = "<h2 id=\"anomalies\">Anomalies: GPUs allocated per tenant per hour</h2><p>The online "
+                  "detector (docs/anomaly.md) over each tenant's GPUs allocated per hour; hourly settings: "
+                  "the first 48 hours are its warm-up, at most one alarm per tenant per 24 hours. Each "
+                  "flag is a mark on the tenant's line (hover it for the reason).</p>";
+  const std::vector<Flag> flags = Detect(tenants, start, hours);
+  ChartSpec c{.id = "anomalies", .title = "GPUs allocated per tenant per hour, with the detector's flags",
+              .x_label = "time since " + metering::FormatUtc(start), .x_unit = "h", .y_label = "GPUs allocated",
+              .y_unit = "GPUs", .width = 900};
+  for (int i = 0; i < hours; ++i) c.x.push_back(i);
+  const int ncolours = static_cast<int>(std::size(kLineColours));
+  for (size_t t = 0; t < tenants.size(); ++t) {
+    const int k = static_cast<int>(t);
+    c.series.push_back({.name = tenants[t].tenant, .y = tenants[t].gpus, .color = kLineColours[k % ncolours],
+                        .dashed = (k / ncolours) % 2 == 1});
+  }
+  ChartSeries marks{.name = "flags", .y = std::vector<double>(static_cast<size_t>(hours), std::nan("")),
+                    .color = kFlagColour, .points_only = true, .labels = std::vector<std::string>(static_cast<size_t>(hours))};
+  for (const Flag& f : flags) {  // two flags in one hour: one mark (the higher value), both reasons
+    const size_t i = static_cast<size_t>(f.hour);
+    if (std::isnan(marks.y[i]) || f.value > marks.y[i]) marks.y[i] = f.value;
+    marks.labels[i] += (marks.labels[i].empty() ? "" : "; ") + tenants[f.tenant].tenant + ": " + Fmt("%.3g", f.value) +
+                       " GPUs, " + f.reason;
+  }
+  c.series.push_back(std::move(marks));
+  c.fallback_svg = AnomalySvg(tenants, flags, start, hours);
+  h += RenderChart(c);
+  charts.push_back(std::move(c));
+  h += "<p>" + std::to_string(flags.size()) + " flag(s) over " + std::to_string(tenants.size()) + " tenants and " +
+       std::to_string(hours) + " hours.</p>";
+  if (flags.empty()) return h;
+  h += "<table><tr><th>tenant</th><th>hour (UTC)</th><th>GPUs</th><th>reason</th></tr>";
+  for (const Flag& f : flags) {
+    h += "<tr><td>" + HtmlEscape(tenants[f.tenant].tenant) + "</td><td>" +
+         metering::FormatUtc(start + int64_t{f.hour} * metering::kSecondsPerHour) + "</td><td>" + Fmt("%.3g", f.value) +
+         "</td><td>" + f.reason + "</td></tr>";
+  }
+  return h + "</table>";
+}
+
+// The static forecast chart of a build without uPlot.
+std::string ForecastSvg(const std::vector<double>& history, const metering::Forecast& f) {
   double top = 1e-9;
   for (double v : history) top = std::max(top, v);
   for (double v : f.upper) top = std::max(top, v);
@@ -127,21 +182,47 @@ std::string ForecastSection(const std::vector<double>& history, int horizon) {
     for (size_t i = 0; i < v.size(); ++i) p += Fmt("%.1f", x(from + i)) + "," + Fmt("%.1f", y(v[i])) + " ";
     return p + "\"/>";
   };
-  std::string h = "<h2 id=\"forecast\">Demand forecast: GPUs allocated per hour, next " + std::to_string(horizon) +
-                  " hours</h2><svg width=\"" + std::to_string(kW) + "\" height=\"" + std::to_string(kH) +
-                  "\" role=\"img\">";
+  std::string h = "<svg width=\"" + std::to_string(kW) + "\" height=\"" + std::to_string(kH) + "\" role=\"img\">";
   for (int q = 0; q <= 4; ++q) {
     const double v = top * q / 4;
     h += "<line x1=\"" + std::to_string(kL) + "\" x2=\"" + std::to_string(kW - 10) + "\" y1=\"" + Fmt("%.1f", y(v)) +
          "\" y2=\"" + Fmt("%.1f", y(v)) + "\" stroke=\"#eee\"/><text x=\"5\" y=\"" + Fmt("%.1f", y(v) + 4) +
          "\" font-size=\"11\">" + Fmt("%.3g", v) + "</text>";
   }
-  std::string band = "<polygon class=\"interval\" fill=\"#1f77b4\" fill-opacity=\"0.2\" stroke=\"none\" points=\"";
+  std::string band = "<polygon class=\"interval\" fill=\"#56B4E9\" fill-opacity=\"0.2\" stroke=\"none\" points=\"";
   for (size_t i = 0; i < f.upper.size(); ++i) band += Fmt("%.1f", x(history.size() + i)) + "," + Fmt("%.1f", y(f.upper[i])) + " ";
   for (size_t i = f.lower.size(); i-- > 0;) band += Fmt("%.1f", x(history.size() + i)) + "," + Fmt("%.1f", y(f.lower[i])) + " ";
-  h += band + "\"/>" + poly(history, 0, "#1f77b4") + poly(f.values, history.size(), "#333");
-  h += "<text x=\"" + std::to_string(kL) + "\" y=\"" + std::to_string(kH - 8) + "\" font-size=\"11\">hour 0 … " +
-       std::to_string(n) + " — blue: history, black: forecast, band: 90 % interval</text></svg>";
+  h += band + "\"/>" + poly(history, 0, "#0072B2") + poly(f.values, history.size(), "#000000");
+  return h + "<text x=\"" + std::to_string(kL) + "\" y=\"" + std::to_string(kH - 8) + "\" font-size=\"11\">hour 0 … " +
+         std::to_string(n) + " — blue: history, black: forecast, band: 90 % interval</text></svg>";
+}
+
+std::string ForecastSection(const std::vector<double>& history, int64_t start, int horizon,
+                            std::vector<ChartSpec>& charts) {
+  const metering::Forecast f = metering::ForecastHourly(std::span<const double>(history), horizon);
+  std::string h = "<h2 id=\"forecast\">Demand forecast: GPUs allocated per hour, next " + std::to_string(horizon) +
+                  " hours</h2>";
+  const size_t past = history.size(), n = past + f.values.size();
+  ChartSpec c{.id = "forecast", .title = "Demand (GPUs allocated, all models) and its forecast with the 90 % interval",
+              .x_label = "time since " + metering::FormatUtc(start), .x_unit = "h", .y_label = "GPUs allocated",
+              .y_unit = "GPUs", .width = 900};
+  for (size_t i = 0; i < n; ++i) c.x.push_back(static_cast<double>(i));
+  std::vector<double> demand(n, std::nan("")), forecast(n, std::nan("")), upper(n, std::nan("")), lower(n, std::nan(""));
+  for (size_t i = 0; i < past; ++i) demand[i] = history[i];
+  if (past > 0) forecast[past - 1] = upper[past - 1] = lower[past - 1] = history[past - 1];  // joined to the history
+  for (size_t i = 0; i < f.values.size(); ++i) {
+    forecast[past + i] = f.values[i];
+    upper[past + i] = i < f.upper.size() ? f.upper[i] : std::nan("");
+    lower[past + i] = i < f.lower.size() ? f.lower[i] : std::nan("");
+  }
+  c.series = {{.name = "demand (ledger)", .y = std::move(demand), .color = 4},
+              {.name = "forecast", .y = std::move(forecast), .color = 7},
+              {.name = "90 % interval, upper", .y = std::move(upper), .color = 1, .dashed = true},
+              {.name = "90 % interval, lower", .y = std::move(lower), .color = 1, .dashed = true}};
+  c.bands = {{2, 3}};
+  c.fallback_svg = ForecastSvg(history, f);
+  h += RenderChart(c);
+  charts.push_back(std::move(c));
   double peak = 0, peak_upper = 0;
   for (size_t i = 0; i < f.values.size(); ++i) peak = std::max(peak, f.values[i]), peak_upper = std::max(peak_upper, f.upper[i]);
   std::string methods;
@@ -160,29 +241,33 @@ metering::AnomalyOptions HourlyAnomalyOptions() {
   return o;
 }
 
-StatusOr<std::string> RenderMeteringSectionsHtml(std::string_view ledger_jsonl, std::string_view plan_yaml,
-                                                 std::string_view plan_source, const GpuModelCatalog& catalog,
-                                                 int horizon_hours) {
+StatusOr<MeteringSections> RenderMeteringSections(std::string_view ledger_jsonl, std::string_view plan_yaml,
+                                                  std::string_view plan_source, const GpuModelCatalog& catalog,
+                                                  int horizon_hours) {
   TESSERA_ASSIGN_OR_RETURN(metering::LedgerFile ledger, metering::ParseLedgerJsonl(ledger_jsonl, "ledger", catalog));
   TESSERA_ASSIGN_OR_RETURN(metering::PricePlan plan, metering::ParsePricePlanYaml(plan_yaml, plan_source, catalog));
   const std::vector<metering::HourlyRecord> records = ledger.ledger.Records();
-  if (records.empty()) return std::string("<h2 id=\"invoices\">Invoices</h2><p>The ledger is empty.</p>");
+  MeteringSections out;
+  if (records.empty()) {
+    out.html = "<h2 id=\"invoices\">Invoices</h2><p>The ledger is empty.</p>";
+    return out;
+  }
   metering::InvoiceOptions options;
   std::tie(options.observed_start, options.observed_end) = metering::ObservedSpan(records);
   const metering::Period period = metering::MonthOf(options.observed_start);
   auto run = metering::ComputeInvoices(ledger.ledger.sources(), records, ledger.sla, plan, period, catalog, options);
   if (!run.ok()) return InvalidArgumentError(std::string(plan_source) + ": " + run.status().message());
-  std::string h = InvoiceSection(*run);
+  out.html = InvoiceSection(*run);
 
   const int64_t start = options.observed_start;
   const int hours = static_cast<int>((options.observed_end - start) / metering::kSecondsPerHour);
   const std::vector<TenantSeries> tenants = TenantHours(ledger.ledger, start, hours);
-  h += AnomalySection(tenants, start, hours);
+  out.html += AnomalySection(tenants, start, hours, out.charts);
   std::vector<double> demand(static_cast<size_t>(hours), 0.0);
   for (const TenantSeries& t : tenants)
     for (size_t i = 0; i < demand.size(); ++i) demand[i] += t.gpus[i];
-  h += ForecastSection(demand, horizon_hours);
-  return h;
+  out.html += ForecastSection(demand, start, horizon_hours, out.charts);
+  return out;
 }
 
 }  // namespace tessera::sim

@@ -1,8 +1,11 @@
-// Reports of the MIG comparison (mig_replay.h): per-strategy rows, text tables and JSON.
+// Reports of the MIG comparison (mig_replay.h): per-strategy rows, text tables, JSON and HTML.
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "tessera/core/html.h"
 #include "tessera/sim/mig_replay.h"
+#include "tessera/sim/report_charts.h"
 #include "tessera/sim/sweep.h"
 
 namespace tessera::sim {
@@ -122,6 +125,68 @@ std::string RenderMigServingJson(const MigComparisonReport& r) {
                             {"median_planned_static_unserved_pct", Median(planned)},
                             {"best_static_layouts", r.best_static_layouts}};
   return j.dump(2) + "\n";
+}
+
+std::string RenderMigComparisonHtml(const MigComparisonReport& r) {
+  std::string h = "<!doctype html><html><head><meta charset=\"utf-8\"><title>tessera: MIG serving on " +
+                  HtmlEscape(r.model) + "</title><style>body{font-family:sans-serif;margin:2em;max-width:1000px}"
+                  "table{border-collapse:collapse;margin:0.5em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
+                  "text-align:right}th{background:#f4f4f4}td.l{text-align:left;word-break:break-all}"
+                  "th:first-child,td:first-child{text-align:left}</style></head><body>";
+  h += "<h1>MIG serving of the trace's fractional tasks: placement engine vs static layouts</h1>";
+  h += "<p>Each fractional GPU task of the pod list asks for the nearest MIG profile; tasks arrive in a "
+       "random order per seed until the requests reach 100 % of the GPUs' capacity. Unserved: the "
+       "capacity (in memory slices) no instance serves at that point; stranded GPUs: the same in GPUs.</p>";
+  h += "<h2>Parameters</h2>";
+  std::string mix;
+  for (const auto& [p, n] : r.demand_mix) mix += (mix.empty() ? "" : ", ") + p + " = " + std::to_string(n);
+  h += RenderParametersTable({{"GPU model", r.model},
+                              {"GPUs", std::to_string(r.gpus)},
+                              {"GPUs per node", std::to_string(r.gpus_per_node)},
+                              {"pod list", r.pods_path},
+                              {"seeds", r.seeds_text + " (" + std::to_string(r.seeds.size()) + ")"},
+                              {"demand mix (tasks per nearest profile)", mix}});
+  h += "<h2>Results (median over seeds)</h2><table><tr><th>strategy</th><th>kind</th><th>unserved (%)</th>"
+       "<th>stranded GPUs</th></tr>";
+  for (const MigComparisonRow& row : r.rows) {
+    h += "<tr><td>" + HtmlEscape(row.name) + "</td><td>" + HtmlEscape(row.kind) + "</td><td>" +
+         Printf("%.2f", Median(row.unserved_pct)) + "</td><td>" + Printf("%.2f", Median(row.stranded_gpus)) +
+         "</td></tr>";
+  }
+  h += "</table>";
+  for (const auto& [l, n] : r.best_static_layouts)
+    h += "<p>Best uniform layout in " + std::to_string(n) + " seed(s): " + HtmlEscape(l) + "</p>";
+  // One bar per strategy (its median); one dot per strategy and seed.
+  std::vector<std::string> names;
+  std::vector<double> unserved, stranded;
+  for (const MigComparisonRow& row : r.rows) {
+    // Short axis labels (the table has the full names): they must not overlap at 900 px.
+    const std::string name = row.name.starts_with("mig_sim") ? "mig_sim dynamic"
+                             : row.name.starts_with("static, layouts planned") ? "static, planned"
+                             : row.name.starts_with("static, best uniform") ? "static, best uniform"
+                                                                             : row.name;
+    names.push_back(name);
+    unserved.push_back(Median(row.unserved_pct));
+    stranded.push_back(Median(row.stranded_gpus));
+  }
+  std::vector<ChartSpec> specs;
+  ChartSpec u{.id = "mig-unserved", .title = "Unserved capacity at 100 % arrived (median over seeds)",
+              .kind = ChartKind::kBars, .x_label = "strategy", .categories = names,
+              .y_label = "unserved capacity (% of the GPUs)", .y_unit = "%", .width = 900};
+  u.series = {{.name = "median unserved", .y = unserved, .color = 4}};
+  ChartSpec g{.id = "mig-stranded", .title = "Stranded GPUs per seed", .kind = ChartKind::kDots,
+              .x_label = "strategy", .categories = names, .y_label = "stranded capacity", .y_unit = "GPUs",
+              .width = 900};
+  for (size_t k = 0; k < r.seeds.size(); ++k) {
+    ChartSeries s{.name = "seed " + std::to_string(r.seeds[k]), .color = static_cast<int>(k % kReportPalette.size())};
+    for (const MigComparisonRow& row : r.rows) s.y.push_back(k < row.stranded_gpus.size() ? row.stranded_gpus[k] : NAN);
+    g.series.push_back(std::move(s));
+  }
+  h += "<h2>Unserved capacity by strategy</h2>" + RenderChart(u);
+  h += "<h2>Stranded GPUs by strategy and seed</h2>" + RenderChart(g);
+  specs.push_back(std::move(u));
+  specs.push_back(std::move(g));
+  return h + RenderChartAssets(specs) + "</body></html>\n";
 }
 
 }  // namespace tessera::sim

@@ -746,6 +746,18 @@ class Loop {
     for (TenantIndex t = 0; t < tenants_.size(); ++t)
       if (tenants_.is_leaf(t))
         m.mean_wait_by_tenant.emplace_back(tenants_.name(t), tenant_n[t] ? tenant_sum[t] / tenant_n[t] : 0.0);
+    // The SLA observation: the Guaranteed jobs that started, by tenant and the hour they started.
+    std::map<std::pair<TenantIndex, int64_t>, std::vector<double>> guaranteed;
+    for (const WorkloadJob& w : jobs_) {
+      const int64_t start = first_start_[w.job.id];
+      if (w.job.qos != QosClass::kGuaranteed || start < 0 || start >= H) continue;
+      guaranteed[{w.job.tenant, start / 3600 * 3600}].push_back(static_cast<double>(start - w.job.submit.count()));
+    }
+    for (auto& [key, waits] : guaranteed) {
+      std::sort(waits.begin(), waits.end());  // nearest rank, as the control plane's
+      const size_t rank = static_cast<size_t>(std::ceil(0.99 * static_cast<double>(waits.size())));
+      m.guaranteed_wait_p99_by_hour[tenants_.name(key.first)][key.second] = waits[std::max<size_t>(rank, 1) - 1];
+    }
   }
 
   int64_t RequestedMilli(const Job& j) const {

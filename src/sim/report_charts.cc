@@ -70,8 +70,12 @@ constexpr const char* kRenderer = R"js(
     if (c.kind === 'bars') order.reverse();  // the tallest (cumulative) bar first, under the others
     order.forEach(function (i) {
       var s = c.series[i], colour = data.palette[s.color];
-      var o = { label: s.name, stroke: colour, width: 2, value: function (u, v, si, k) { return fmt(c.y_unit, c.kind === 'bars' ? s.y[k] : v); } };
+      var o = { label: s.name, stroke: colour, width: 2, value: function (u, v, si, k) {
+        if (s.labels && s.labels[k]) return s.labels[k];
+        return fmt(c.y_unit, c.kind === 'bars' ? s.y[k] : v);
+      } };
       if (s.dashed) o.dash = [8, 5];
+      if (s.points_only) { o.paths = function () { return null; }; o.points = { show: true, size: 11, width: 2, fill: colour, stroke: '#000' }; }
       if (c.kind === 'bars') { o.fill = colour; o.paths = uPlot.paths.bars({ size: [0.5, 160] }); o.points = { show: false }; }
       if (c.kind === 'dots') { o.paths = function () { return null; }; o.points = { show: true, size: 10, fill: colour, stroke: colour }; }
       series.push(o);
@@ -85,6 +89,11 @@ constexpr const char* kRenderer = R"js(
       axes: [axis(c.x_label, c.x_unit, cats), axis(c.y_label, c.y_unit, null)],
       hooks: { draw: [boundHook(c)] }
     };
+    if (c.bands && c.bands.length) {  // (upper, lower) series of the chart: uPlot's indices are +1
+      opts.bands = c.bands.map(function (b) {
+        return { series: [b[0] + 1, b[1] + 1], fill: data.palette[c.series[b[0]].color] + '33' };
+      });
+    }
     if (cats) opts.scales.x.range = function () { return [-0.5, cats.length - 0.5]; };
     return { opts: opts, order: order };
   }
@@ -131,8 +140,13 @@ nlohmann::json ToJson(const ChartSpec& c) {
   if (c.kind == ChartKind::kLine) j["x"] = Numbers(c.x);
   else j["categories"] = c.categories;
   j["series"] = nlohmann::json::array();
-  for (const ChartSeries& s : c.series)
-    j["series"].push_back({{"name", s.name}, {"color", s.color}, {"dashed", s.dashed}, {"y", Numbers(s.y)}});
+  for (const ChartSeries& s : c.series) {
+    nlohmann::json o = {{"name", s.name}, {"color", s.color}, {"dashed", s.dashed}, {"y", Numbers(s.y)}};
+    if (s.points_only) o["points_only"] = true;
+    if (!s.labels.empty()) o["labels"] = s.labels;
+    j["series"].push_back(std::move(o));
+  }
+  if (!c.bands.empty()) j["bands"] = c.bands;
   j["bound"] = c.bound >= 0 ? nlohmann::json(c.bound) : nlohmann::json(nullptr);
   j["bound_label"] = c.bound_label;
   return j;
@@ -155,7 +169,10 @@ std::string FallbackTable(const ChartSpec& c) {
   for (size_t r = 0; r < rows; ++r) {
     h += "<tr><td>" + (c.kind == ChartKind::kLine ? FormatValue(c.x_unit, c.x[r]) : HtmlEscape(c.categories[r])) +
          "</td>";
-    for (const ChartSeries& s : c.series) h += "<td>" + FormatValue(c.y_unit, r < s.y.size() ? s.y[r] : NAN) + "</td>";
+    for (const ChartSeries& s : c.series) {
+      const bool labelled = r < s.labels.size() && !s.labels[r].empty();
+      h += "<td>" + (labelled ? HtmlEscape(s.labels[r]) : FormatValue(c.y_unit, r < s.y.size() ? s.y[r] : NAN)) + "</td>";
+    }
     h += "</tr>";
   }
   h += "</table>";

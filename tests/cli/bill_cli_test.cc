@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -192,6 +193,23 @@ TEST(BillCli, TheShippedExampleBills) {
   int64_t sum = 0;
   for (const auto& inv : j["invoices"]) sum += inv["total_micro"].get<int64_t>();
   EXPECT_EQ(sum, j["metered_total_micro"].get<int64_t>());
+  // The ledger carries the shared run's hourly SLA observations, so the plan's rule (a Guaranteed
+  // p99 wait over 300 s gives 10 % back) credits the tenants whose worst hour in the week was over
+  // it: app-18's was 8420 s, 10 % of its 1304.847554 before credits (README's bill).
+  std::map<std::string, std::string> credits;
+  for (const auto& inv : j["invoices"])
+    for (const auto& line : inv["lines"])
+      if (line["charge_category"] == "Credit") credits[inv["tenant"].get<std::string>()] = line["description"];
+  EXPECT_EQ(credits.size(), 7u);
+  EXPECT_EQ(credits["app-18"], "SLA credit: guaranteed_wait_p99_s 8420.000000 > 300.000000");
+  EXPECT_FALSE(credits.contains("app-0"));  // its worst hour: no wait
+  EXPECT_FALSE(credits.contains("operator"));
+  // The table prints the credit line under the tenant's charges.
+  auto table = RunTessera(dir, "bill --usage '" + data + "ledger-default-week.jsonl.gz' --plan '" + data +
+                                   "price-plan.yaml' --period 2026-11-01..2026-11-08");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("  SLA credit: guaranteed_wait_p99_s 8420.000000 > 300.000000        10.000000 percent   "
+                                   "           -130.484755\n"));
 }
 
 // Issue 31 item 8: the example plan's comment named a file that does not exist, and the example

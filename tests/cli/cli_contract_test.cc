@@ -352,7 +352,6 @@ TEST(CliContractTest, FlagsOfAnotherModeAreRejected) {
       {"simulate --gpus 4", "--gpus"},
       {"simulate --gpus-per-node 4", "--gpus-per-node"},
       {"simulate --mig-model H100-80GB --tune 1.2", "--tune"},
-      {"simulate --mig-model H100-80GB --html x.html", "--html"},
       {"simulate --mig-model H100-80GB --check", "--check"},
       {"simulate --mig-model H100-80GB --reference r.csv", "--reference"},
       {"simulate --mig-model H100-80GB --jobs 2", "--jobs"},

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -208,19 +209,49 @@ TEST(ScenarioCli, TheReportHasInvoiceAnomalyAndForecastSections) {
   EXPECT_THAT(invoice_part, HasSubstr("metered total"));
   std::ifstream ledger(dir.File("l.jsonl"));
   std::set<std::string> tenants;
+  size_t sla_lines = 0;
   for (std::string line; std::getline(ledger, line);) {
     const nlohmann::json j = nlohmann::json::parse(line);
     if (j.contains("tenant")) tenants.insert(j.at("tenant").get<std::string>());
+    if (j.value("type", "") == "sla") {  // the shared run's hourly SLA observations (issue 36)
+      ++sla_lines;
+      EXPECT_EQ(j.at("metric"), "guaranteed_wait_p99_s");
+      EXPECT_TRUE(j.contains("hour")) << line;
+    }
   }
   ASSERT_GT(tenants.size(), 3u);
+  EXPECT_GT(sla_lines, 0u);
   for (const std::string& t : tenants) EXPECT_THAT(invoice_part, HasSubstr("<tr><td>" + t + "</td>")) << t;
+  // The example plan's SLA rule credits a tenant whose Guaranteed p99 wait was over 300 s in an hour.
+  EXPECT_THAT(invoice_part, ::testing::ContainsRegex("</td><td>-[0-9]+\\.[0-9]{6}</td><td>"));
+  // The timeline and the forecast are charts like the report's others: a uPlot place (or, in a
+  // build without npm, the static SVG) in their section, their data in the page's JSON.
   const std::string anomaly_part = page.substr(anomalies, forecast - anomalies);
-  EXPECT_THAT(anomaly_part, HasSubstr("<svg"));
+  const bool uplot = page.find("data-charts-rendered") != std::string::npos;
+  EXPECT_THAT(anomaly_part, HasSubstr(uplot ? "<div id='chart-anomalies'>" : "<svg"));
   EXPECT_THAT(anomaly_part, HasSubstr(" flag(s) over " + std::to_string(tenants.size()) + " tenants and 168 hours"));
   const std::string forecast_part = page.substr(forecast);
   EXPECT_THAT(forecast_part, HasSubstr("next 48 hours"));
-  EXPECT_THAT(forecast_part, HasSubstr("<polygon class=\"interval\""));
+  EXPECT_THAT(forecast_part, HasSubstr(uplot ? "<div id='chart-forecast'>" : "<polygon class=\"interval\""));
   EXPECT_THAT(forecast_part, HasSubstr("Forecast peak "));
+  const std::string open = "<script type='application/json' id='tessera-report-data'>";
+  const size_t data_at = page.find(open);
+  ASSERT_NE(data_at, std::string::npos);
+  const nlohmann::json data =
+      nlohmann::json::parse(page.substr(data_at + open.size(), page.find("</script>", data_at) - data_at - open.size()));
+  std::map<std::string, nlohmann::json> charts;
+  for (const nlohmann::json& c : data.at("charts")) charts[c.at("id").get<std::string>()] = c;
+  ASSERT_TRUE(charts.contains("anomalies"));
+  ASSERT_TRUE(charts.contains("forecast"));
+  const nlohmann::json& timeline = charts["anomalies"];
+  EXPECT_EQ(timeline.at("x_unit"), "h");
+  EXPECT_EQ(timeline.at("y_unit"), "GPUs");
+  ASSERT_EQ(timeline.at("series").size(), tenants.size() + 1);  // a line per tenant, then the flags
+  EXPECT_EQ(timeline.at("series").back().at("name"), "flags");
+  EXPECT_EQ(timeline.at("series").back().at("points_only"), true);
+  EXPECT_EQ(timeline.at("x").size(), 168u);
+  EXPECT_EQ(charts["forecast"].at("x").size(), 168u + 48u);
+  EXPECT_EQ(charts["forecast"].at("bands"), nlohmann::json::parse("[[2,3]]"));
   // A plan that cannot be read, or does not price the ledger's models, is bad input naming it.
   CommandResult bad = RunTessera(dir, "simulate --scenario dedicated-vs-shared -q --html x.html --price-plan none.yaml");
   EXPECT_EQ(bad.exit_code, 2);

@@ -1,8 +1,9 @@
 // Contract tests of `tessera simulate --mig-model`: the MIG mode of the simulator (engine vs
-// standalone dynamic vs static layouts), text and JSON, and its bad-input errors.
+// standalone dynamic vs static layouts), text, JSON and HTML, and its bad-input errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -52,6 +53,34 @@ TEST(SimulateMigCliTest, ReportsEngineNextToStaticLayouts) {
   EXPECT_LT(engine, best_static);
   // Stranded GPUs are the unserved capacity in GPUs: 24 GPUs -> 0.24 per percent.
   EXPECT_NEAR(j["strategies"][0]["median_stranded_gpus"].get<double>(), engine * 0.24, 1e-9);
+}
+
+// Issue 35: the MIG mode's report, in the style of the other reports (tables, uPlot charts whose
+// data is in the page). Failed before: --html was "not with --mig-model".
+TEST(SimulateMigCliTest, WritesAnHtmlReportWithTablesAndCharts) {
+  TempDir dir;
+  const CommandResult r = Tessera(
+      dir, "simulate --mig-model H100-80GB --gpus 24 --seeds 42-44 --policies fgd,firstfit -q --html mig.html");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("HTML report: mig.html"));
+  const std::string page = testing::ReadTextFile(dir.File("mig.html"));
+  EXPECT_THAT(page, HasSubstr("<tr><td class='l'>GPU model</td><td class='l'>H100-80GB</td></tr>"));
+  EXPECT_THAT(page, HasSubstr("<tr><td class='l'>seeds</td><td class='l'>42-44 (3)</td></tr>"));
+  EXPECT_THAT(page, HasSubstr("<tr><td>static, best uniform layout</td><td>static</td>"));
+  const std::string open = "<script type='application/json' id='tessera-report-data'>";
+  const size_t at = page.find(open);
+  ASSERT_NE(at, std::string::npos);
+  const nlohmann::json data =
+      nlohmann::json::parse(page.substr(at + open.size(), page.find("</script>", at) - at - open.size()));
+  ASSERT_EQ(data["charts"].size(), 2u);
+  EXPECT_EQ(data["charts"][0]["id"], "mig-unserved");
+  EXPECT_EQ(data["charts"][0]["categories"].size(), 5u);  // 2 engine policies, 3 baselines
+  EXPECT_EQ(data["charts"][1]["id"], "mig-stranded");
+  EXPECT_EQ(data["charts"][1]["series"].size(), 3u);  // a dot per seed
+  EXPECT_EQ(data["charts"][1]["y_unit"], "GPUs");
+  // Without --html no page is written (the replay's default file is not the MIG mode's).
+  ASSERT_EQ(Tessera(dir, "simulate --mig-model A30-24GB --gpus 8 --seeds 42 -q").exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(dir.File("tessera-report.html")));
 }
 
 TEST(SimulateMigCliTest, SameSeedsSameOutput) {

@@ -349,6 +349,46 @@ TEST(Invoice, TheHeadersWorkedExample) {
   EXPECT_EQ(r2->metered_total_micro, 2);
 }
 
+// Hourly SLA observations (the control plane's, and the simulator's ledger): an invoice run tests
+// the hours inside its period and its credit line names the worst that triggers the rule
+// (invoice.h's example: hours of 120 s, 900 s and 400 s under "above 300").
+TEST(Invoice, HourlySlaObservationsInsideThePeriodCreditOnceWithTheWorstHour) {
+  PricePlan p;
+  p.prices["A100-80GB"].gpu_hour = 2'400'000;
+  p.sla_credits.push_back({"guaranteed_wait_p99_s", true, 300 * kMicroPerUnit, 10 * kMicroPerUnit, {}});
+  Ledger l;
+  SampleValues v;
+  v.seq = 1;
+  v.start = kT0;
+  v.end = kT0 + 3600;
+  v.gpu_milli_s_allocated = 1000 * 3600;
+  ASSERT_TRUE(l.Ingest({"a", "n", "0", "A100-80GB", "whole", "w"}, v).ok());
+  auto hour = [](int64_t h, Micro seconds) {
+    return SlaObservation{"a", "", "guaranteed_wait_p99_s", seconds * kMicroPerUnit, kT0 + h * kSecondsPerHour};
+  };
+  const std::vector<SlaObservation> sla = {hour(0, 120), hour(1, 900), hour(2, 400), hour(240, 5000)};
+  auto credit = [&](const char* period) -> std::vector<InvoiceLine> {
+    auto run = ComputeInvoices(l.sources(), l.Records(), sla, p, *ParsePeriod(period), Cat());
+    EXPECT_TRUE(run.ok()) << run.status().message();
+    std::vector<InvoiceLine> out;
+    for (const InvoiceLine& line : run->invoices.at(0).lines)
+      if (line.charge_category == "Credit") out.push_back(line);
+    return out;
+  };
+  const std::vector<InvoiceLine> week = credit("2026-11-01..2026-11-08");
+  ASSERT_EQ(week.size(), 1u);
+  EXPECT_EQ(week[0].description, "SLA credit: guaranteed_wait_p99_s 900.000000 > 300.000000");
+  EXPECT_EQ(week[0].amount_micro, -240'000);  // 10 % of the hour's 2.40
+  const std::vector<InvoiceLine> month = credit("2026-11");  // hour 240 (day 11) is in the month
+  ASSERT_EQ(month.size(), 1u);
+  EXPECT_EQ(month[0].description, "SLA credit: guaranteed_wait_p99_s 5000.000000 > 300.000000");
+  // An hour outside the period does not count: hour 240 is after the first week.
+  const std::vector<SlaObservation> quiet = {hour(0, 120), hour(240, 5000)};
+  auto run = ComputeInvoices(l.sources(), l.Records(), quiet, p, *ParsePeriod("2026-11-01..2026-11-08"), Cat());
+  ASSERT_TRUE(run.ok());
+  for (const InvoiceLine& line : run->invoices.at(0).lines) EXPECT_NE(line.charge_category, "Credit") << line.description;
+}
+
 // What a tenant's token sees at the control plane: its invoices as the whole run priced them,
 // a metered total and chargeback of those alone.
 TEST(Invoice, ARunRestrictedToSomeAccountsShowsNothingOfTheOthers) {

@@ -203,6 +203,26 @@ TEST(LedgerFile, RoundTripsAndListsEveryProblemWithItsLine) {
   EXPECT_THAT(m, HasSubstr("bad.jsonl:6: period: missing"));
 }
 
+// The control plane's and the simulator's SLA observations are hourly: "hour" instead of "period".
+TEST(LedgerFile, HourlySlaLinesRoundTripAndABadHourIsNamed) {
+  const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
+  const std::string line = RenderSlaLine({"a", "", "guaranteed_wait_p99_s", 900'000'000, kT0 + 3600});
+  EXPECT_EQ(line, R"({"hour":"2026-11-01T01:00:00Z","metric":"guaranteed_wait_p99_s","tenant":"a","type":"sla","value":900.0})" "\n");
+  auto f = ParseLedgerJsonl(line, "l.jsonl", cat);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  ASSERT_EQ(f->sla.size(), 1u);
+  EXPECT_EQ(f->sla[0].hour, kT0 + 3600);
+  EXPECT_EQ(f->sla[0].period, "");
+  EXPECT_EQ(f->sla[0].value, 900'000'000);
+  const std::string bad =
+      R"({"type":"sla","tenant":"a","hour":"2026-11-01T01:30:00Z","metric":"m","value":1})" "\n"
+      R"({"type":"sla","tenant":"a","hour":"2026-11-01T01:00:00Z","period":"2026-11","metric":"m","value":1})" "\n";
+  auto e = ParseLedgerJsonl(bad, "bad.jsonl", cat);
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("bad.jsonl:1: hour: expected the start of an hour"));
+  EXPECT_THAT(e.status().message(), HasSubstr("bad.jsonl:2: hour: a line names a period or an hour, not both"));
+}
+
 TEST(LedgerFile, AFirstLineThatIsNotJsonSaysWhatTheFileLooksLike) {
   const GpuModelCatalog& cat = GpuModelCatalog::Builtin();
   auto message = [&](std::string_view text) { return ParseLedgerJsonl(text, "u.jsonl", cat).status().message(); };

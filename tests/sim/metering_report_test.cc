@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "tessera/metering/civil_time.h"
@@ -39,8 +40,9 @@ std::string Ledger() {
 const char* const kPlan = "currency: USD\nprices:\n  G2: {gpu_hour: 2.00}\n";
 
 TEST(MeteringReport, TheWorkedExampleBillsFlagsTheSpikeAndForecasts) {
-  auto html = RenderMeteringSectionsHtml(Ledger(), kPlan, "plan.yaml", GpuModelCatalog::Builtin());
-  ASSERT_TRUE(html.ok()) << html.status().message();
+  auto sections = RenderMeteringSections(Ledger(), kPlan, "plan.yaml", GpuModelCatalog::Builtin());
+  ASSERT_TRUE(sections.ok()) << sections.status().message();
+  const std::string* html = &sections->html;
   // 2 tenants: a = (167 x 4 + 40) GPU-hours x 2.00 = 1416.00, b = 168 x 2.00 = 336.00.
   EXPECT_THAT(*html, HasSubstr("<tr><td>a</td>"));
   EXPECT_THAT(*html, HasSubstr("1416.000000</td></tr>"));
@@ -52,15 +54,39 @@ TEST(MeteringReport, TheWorkedExampleBillsFlagsTheSpikeAndForecasts) {
   EXPECT_THAT(*html, Not(HasSubstr("<tr><td>b</td><td>2026-")));
   EXPECT_THAT(*html, HasSubstr("<h2 id=\"forecast\">Demand forecast: GPUs allocated per hour, next 48 hours</h2>"));
   EXPECT_THAT(*html, HasSubstr("from 168 hours of history"));
+  // The two charts: the timeline's flag mark at hour 100 carries the reason; the forecast's band
+  // lies between its interval series over the 48 hours after the history.
+  ASSERT_EQ(sections->charts.size(), 2u);
+  const ChartSpec& timeline = sections->charts[0];
+  EXPECT_EQ(timeline.id, "anomalies");
+  EXPECT_EQ(timeline.x_unit, "h");
+  EXPECT_EQ(timeline.y_unit, "GPUs");
+  ASSERT_EQ(timeline.series.size(), 3u);  // a, b, flags
+  const ChartSeries& flags = timeline.series[2];
+  EXPECT_TRUE(flags.points_only);
+  ASSERT_EQ(flags.y.size(), 168u);
+  EXPECT_EQ(flags.y[100], 40.0);
+  EXPECT_THAT(flags.labels[100], HasSubstr("a: 40 GPUs, above expected 4 GPUs"));
+  size_t marks = 0;
+  for (double v : flags.y) marks += std::isnan(v) ? 0 : 1;
+  EXPECT_EQ(marks, 1u);
+  const ChartSpec& forecast = sections->charts[1];
+  EXPECT_EQ(forecast.id, "forecast");
+  ASSERT_EQ(forecast.x.size(), 168u + 48u);
+  ASSERT_EQ(forecast.bands.size(), 1u);
+  const ChartSeries& upper = forecast.series[static_cast<size_t>(forecast.bands[0].first)];
+  const ChartSeries& lower = forecast.series[static_cast<size_t>(forecast.bands[0].second)];
+  EXPECT_TRUE(std::isnan(upper.y[100]));
+  for (size_t i = 168; i < 216; ++i) EXPECT_LE(lower.y[i], upper.y[i]) << i;
 }
 
 TEST(MeteringReport, APlanThatDoesNotPriceTheLedgerIsNamed) {
-  auto html = RenderMeteringSectionsHtml(Ledger(), "currency: USD\nprices:\n  T4: {gpu_hour: 1}\n", "plan.yaml",
+  auto html = RenderMeteringSections(Ledger(), "currency: USD\nprices:\n  T4: {gpu_hour: 1}\n", "plan.yaml",
                                          GpuModelCatalog::Builtin());
   ASSERT_FALSE(html.ok());
   EXPECT_THAT(html.status().message(), HasSubstr("plan.yaml"));
   EXPECT_THAT(html.status().message(), HasSubstr("G2"));
-  html = RenderMeteringSectionsHtml(Ledger(), "currency: [", "bad.yaml", GpuModelCatalog::Builtin());
+  html = RenderMeteringSections(Ledger(), "currency: [", "bad.yaml", GpuModelCatalog::Builtin());
   ASSERT_FALSE(html.ok());
   EXPECT_THAT(html.status().message(), HasSubstr("bad.yaml"));
 }

@@ -1,8 +1,10 @@
 // The simulator's HTML reports in Debian's chromium (playwright-core), opened from disk as a user
-// opens them: `tessera simulate` (two policies) and `--scenario dedicated-vs-shared`. Each report
+// opens them: `tessera simulate` (two policies), `--scenario dedicated-vs-shared` and `--mig-model`. Each report
 // must draw every chart it holds with the embedded uPlot (body[data-charts-rendered] = the number of
 // chart elements, each with a canvas), name its units, and log no console error; without uPlot in
-// the build (no npm) the static SVG charts must be there instead. Screenshots go to --screenshots
+// the build (no npm) the static SVG charts must be there instead. The scenario's report also has its
+// metering sections: the invoice table, the anomaly timeline and the demand forecast with its
+// interval. Screenshots go to --screenshots
 // (`make screenshots`: docs/ui/report-*.png).
 // Usage: node sim_report_test.mjs --tessera build/tessera [--screenshots DIR]
 // Exit 77 (skipped) with the reason when chromium or ui/node_modules is missing.
@@ -50,6 +52,7 @@ try {
   const reports = [
     ['simulate', ['simulate', '--policies', 'bestfit,fgd', '--seeds', '42', '-q', '--html', 'simulate.html', '--json', 'simulate.json']],
     ['scenario', ['simulate', '--scenario', 'dedicated-vs-shared', '-q', '--html', 'scenario.html', '--json', 'scenario.json']],
+    ['mig', ['simulate', '--mig-model', 'H100-80GB', '--gpus', '24', '--seeds', '42-44', '--policies', 'fgd,firstfit', '-q', '--html', 'mig.html']],
   ];
   for (const [, argv] of reports) execFileSync(tessera, argv, { cwd: work, stdio: ['ignore', 'ignore', 'inherit'] });
   browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
@@ -78,8 +81,28 @@ try {
           .map((c) => [c.id, c.y_unit || (/relative|ratio/.test(c.y_label || '') ? 'relative' : ''), c.x_unit, c.kind]));
       const bare = units.filter(([, y, x, kind]) => !y || (kind === 'line' && !x));
       check(bare.length === 0, `${name}: every chart's axes carry a unit${bare.length ? ' (not: ' + bare.map((u) => u[0]).join(', ') + ')' : ''}`);
+    } else if (name === 'mig') {
+      check((await page.locator('table caption').count()) === 2, 'mig: built without uPlot, the charts are tables of their values');
     } else {
       check((await page.locator('svg').count()) > 0, `${name}: built without uPlot, the static SVG charts are there`);
+    }
+    if (name === 'scenario') {
+      // The metering sections (issue 36): the invoice table per tenant, then the anomaly timeline
+      // and the demand forecast with its interval, drawn like the report's other charts.
+      for (const id of ['invoices', 'anomalies', 'forecast']) check(await page.locator(`h2#${id}`).count() === 1, `scenario: section ${id}`);
+      const invoiceRows = await page.locator('h2#invoices ~ table').first().locator('tr').count();
+      check(invoiceRows >= 3, `scenario: the invoice table has a row per tenant (${invoiceRows - 2} tenants)`);
+      if (uplot) {
+        for (const id of ['anomalies', 'forecast']) {
+          check(await page.locator(`#chart-${id} canvas`).count() > 0, `scenario: the ${id} chart is drawn with uPlot`);
+        }
+        const legend = await page.locator('#chart-anomalies .u-legend').innerText();
+        check(/flags/.test(legend), 'scenario: the anomaly timeline has its flags series');
+        const forecastLegend = await page.locator('#chart-forecast .u-legend').innerText();
+        check(/forecast/.test(forecastLegend) && /90 % interval/.test(forecastLegend), 'scenario: the forecast chart shows its interval');
+      } else {
+        check(await page.locator('polygon.interval').count() === 1, 'scenario: the static forecast has its interval band');
+      }
     }
     const text = await page.innerText('body');
     check((await page.locator('table').count()) > 0, `${name}: parameters and results as tables`);

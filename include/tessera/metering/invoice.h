@@ -24,7 +24,10 @@
 //                 allocation); with no tenant to share among it stays with the operator.
 //   SLA credits   after all charges: per rule, each tenant whose observation for the period
 //                 triggers it gets credit_percent of its charges back (percentages of several rules
-//                 add up, capped at 100).
+//                 add up, capped at 100). The observations of a period: the "sla" lines that name
+//                 it and the hourly ones inside it (any hour that triggers the rule triggers it;
+//                 the line says the worst: hours of 120 s, 900 s and 400 s under "above 300"
+//                 credit once, "guaranteed_wait_p99_s 900.000000 > 300.000000").
 // Rounding: money.h's one rule (pools, half away from zero, largest remainder), so the sum of the
 // lines of every account equals metered_total_micro exactly.
 //

@@ -6,6 +6,12 @@
 //    "gpu_milli_s_allocated":150000,"gpu_milli_s_used":90000,"memory_mib_s":3072000,
 //    "peak_memory_mib":10240,"kernel_launches":5000,"bytes_transferred":123456}
 //   {"type":"sla","tenant":"vision","period":"2026-11","metric":"guaranteed_wait_p99_s","value":420}
+//   {"type":"sla","tenant":"vision","hour":"2026-11-03T14:00:00Z","metric":"guaranteed_wait_p99_s","value":420}
+//
+// An "sla" line names a billing month ("period") or one clock hour ("hour", what the control plane
+// records each hour and `tessera simulate --scenario ... --ledger` writes); an invoice run tests its
+// rules against the lines of its period and, for hourly ones, the worst hour inside the period
+// (metering/invoice.h).
 //
 // One object per line ("type" defaults to "usage"; blank lines are skipped). bytes_transferred
 // may be omitted or null (unknown). The model must be a catalog name and the partition "whole",
@@ -34,9 +40,10 @@ namespace tessera::metering {
 
 struct SlaObservation {
   std::string tenant;
-  std::string period;  // "2026-11"
+  std::string period;  // "2026-11" ("" for an hourly observation)
   std::string metric;
   Micro value = 0;     // micro-units of the metric's unit
+  int64_t hour = -1;   // >= 0: an hourly observation, the hour's start (UTC seconds)
 };
 
 struct UsageSample {

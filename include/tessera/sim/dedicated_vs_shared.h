@@ -21,10 +21,12 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "tessera/core/gpu_model.h"
 #include "tessera/core/status.h"
 #include "tessera/sim/multitenant.h"
+#include "tessera/sim/report_charts.h"
 
 namespace tessera::sim {
 
@@ -96,7 +98,9 @@ std::string RenderDedicatedVsSharedTable(const DedicatedVsSharedResult& result);
 //  "checks"}, indented by 2, with a final newline.
 std::string RenderDedicatedVsSharedJson(const DedicatedVsSharedResult& result);
 // A standalone HTML page: the metric table, allocation per hour, per-tenant waits and shares, then
-// `sections` (HTML, e.g. sim/metering_report.h's invoice, anomaly and forecast sections).
-std::string RenderDedicatedVsSharedHtml(const DedicatedVsSharedResult& result, const std::string& sections = "");
+// `sections` (HTML, e.g. sim/metering_report.h's invoice, anomaly and forecast sections) whose
+// chart places (RenderChart) are drawn from `section_charts`.
+std::string RenderDedicatedVsSharedHtml(const DedicatedVsSharedResult& result, const std::string& sections = "",
+                                        const std::vector<ChartSpec>& section_charts = {});
 
 }  // namespace tessera::sim

@@ -13,12 +13,24 @@
 // It is the workload's ledger, not the shared run's: it does not include queueing delays and
 // preemptions (the scheduler's runs are not exported yet).
 //
-//   ledger = RenderScenarioLedger(tenants, nodes, jobs, Seconds{7 * 86400}, catalog);
+// After the usage, the SLA observations the control plane records (docs/api.md#anomalies), from
+// the shared run (ModeMetrics::guaranteed_wait_p99_by_hour): per tenant and clock hour in which
+// some of its Guaranteed jobs started, one hourly "sla" line with their wait p99 in seconds, so
+// the price plan's sla_credits rules apply to the ledger as to GET /v1/invoices (an invoice run
+// tests the worst hour of its period):
+//   {"hour":"2026-11-03T14:00:00Z","metric":"guaranteed_wait_p99_s","tenant":"app-18","type":"sla","value":8420.0}
+// They depend on the cluster (--node-stride); the usage lines do not.
+//
+//   ledger = RenderScenarioLedger(tenants, nodes, jobs, Seconds{7 * 86400}, catalog,
+//                                 shared.guaranteed_wait_p99_by_hour);
 //
 // Thread-safety: a pure function of its inputs.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/core/gpu_model.h"
@@ -29,9 +41,12 @@
 namespace tessera::sim {
 
 inline constexpr int64_t kScenarioEpoch = 1793491200;  // 2026-11-01T00:00:00Z
+// The metric of the control plane's SLA observation (src/daemon/anomaly_service.h).
+inline constexpr std::string_view kSlaGuaranteedWaitP99 = "guaranteed_wait_p99_s";
 
 std::string RenderScenarioLedger(const sched::TenantTree& tenants, const std::vector<placement::NodeSpec>& nodes,
                                  const std::vector<WorkloadJob>& jobs, sched::Seconds horizon,
-                                 const GpuModelCatalog& catalog);
+                                 const GpuModelCatalog& catalog,
+                                 const std::map<std::string, std::map<int64_t, double>>& guaranteed_wait_p99_by_hour = {});
 
 }  // namespace tessera::sim

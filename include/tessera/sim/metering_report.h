@@ -8,11 +8,16 @@
 //     charges by resource and the total; a partial month says which hours were observed;
 //   * id="anomalies": per tenant, the GPUs allocated per hour (gpu_milli_s_allocated / 3.6e6)
 //     run through the online detector (metering/anomaly.h) with hourly settings (warm-up 48
-//     rows = 2 days, one alarm per tenant per 24 rows, the rest the defaults); an SVG timeline (one
-//     lane per tenant, a red mark per flag with the reason as its tooltip) and a table of flags;
+//     rows = 2 days, one alarm per tenant per 24 rows, the rest the defaults); a timeline (chart
+//     "anomalies": one line per tenant over the hours since the ledger's first, a vermillion mark
+//     per flag whose legend value is the tenant, the value and the reason) and a table of flags;
 //   * id="forecast": the cluster's demand (GPUs allocated per hour, all models) and the
-//     forecaster's next `horizon_hours` (metering/forecast.h) with its 90 % interval as a band,
-//     in the SVG line-chart style of the rest of the report.
+//     forecaster's next `horizon_hours` (metering/forecast.h) with its 90 % interval as a band
+//     (chart "forecast").
+// The charts are sim/report_charts.h's (uPlot, the dashboard's palette, time axes in hours with
+// units); the caller passes `charts` to RenderChartAssets with the page's other charts. A build
+// without uPlot draws the same two as static SVG (a lane per tenant with a mark per flag; the
+// history, the forecast and a polygon class="interval" for the band).
 //
 // Worked example (tests/sim/metering_report_test.cc): a ledger of 2 tenants over 168 hours from
 // 2026-11-01, tenant a on 4 whole G2 GPUs every hour except hour 100 (40 GPUs), tenant b on 1;
@@ -27,21 +32,27 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tessera/core/gpu_model.h"
 #include "tessera/core/status.h"
 #include "tessera/metering/anomaly.h"
+#include "tessera/sim/report_charts.h"
 
 namespace tessera::sim {
 
 // The hourly settings the report runs the detector with (see above).
 metering::AnomalyOptions HourlyAnomalyOptions();
 
-// The three sections as an HTML fragment (no <html>/<body>). INVALID_ARGUMENT naming
-// `plan_source` or the ledger line for a plan or ledger that does not parse or does not price the
-// ledger's models.
-StatusOr<std::string> RenderMeteringSectionsHtml(std::string_view ledger_jsonl, std::string_view plan_yaml,
-                                                 std::string_view plan_source, const GpuModelCatalog& catalog,
-                                                 int horizon_hours = 48);
+struct MeteringSections {
+  std::string html;               // the three sections (no <html>/<body>), charts as RenderChart places
+  std::vector<ChartSpec> charts;  // "anomalies", "forecast" (none for an empty ledger)
+};
+
+// The three sections. INVALID_ARGUMENT naming `plan_source` or the ledger line for a plan or
+// ledger that does not parse or does not price the ledger's models.
+StatusOr<MeteringSections> RenderMeteringSections(std::string_view ledger_jsonl, std::string_view plan_yaml,
+                                                  std::string_view plan_source, const GpuModelCatalog& catalog,
+                                                  int horizon_hours = 48);
 
 }  // namespace tessera::sim

@@ -117,6 +117,11 @@ MigComparisonReport SummarizeMigComparison(const MigComparisonInput& input, cons
 //  "median_stranded_gpus"}], "best_static_layouts"} (indented by 2, final newline).
 std::string RenderMigComparisonTable(const MigComparisonReport& report);
 std::string RenderMigComparisonJson(const MigComparisonReport& report);
+// `tessera simulate --mig-model ... --html OUT`: a standalone page in the style of the other
+// reports (report_charts.h: uPlot, the dashboard's palette): the parameters and the median table
+// as tables, a bar per strategy of its median unserved capacity (%) and a dot per strategy and
+// seed of its stranded GPUs (the charts' values as tables in a build without npm).
+std::string RenderMigComparisonHtml(const MigComparisonReport& report);
 // `tessera mig simulate`: the baselines only (no engine rows), in its shorter text and JSON.
 std::string RenderMigServingText(const MigComparisonReport& report);
 std::string RenderMigServingJson(const MigComparisonReport& report);

@@ -187,6 +187,13 @@ struct ModeMetrics {
   // For plots: allocation per hour, and mean wait per tenant.
   std::vector<double> allocation_by_hour;
   std::vector<std::pair<std::string, double>> mean_wait_by_tenant;
+  // The control plane's SLA observation (guaranteed_wait_p99_s, docs/api.md#anomalies): per leaf
+  // tenant and clock hour (seconds from the start, a multiple of 3600) in which some of its
+  // Guaranteed jobs first started, the nearest-rank p99 of their waits (submission to first
+  // start) in seconds. Example: jobs of tenant a submitted at 0 and 100, started at 3000 and
+  // 4000: {"a": {0: 3000, 3600: 3900}}. Not in the JSON; the ledger's "sla" lines take the month's
+  // worst hour (sim/ledger_export.h).
+  std::map<std::string, std::map<int64_t, double>> guaranteed_wait_p99_by_hour;
 };
 
 struct ScenarioOptions {

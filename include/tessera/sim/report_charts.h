@@ -37,6 +37,10 @@ struct ChartSeries {
   std::vector<double> y;  // one per x (line) or category (bars, dots); NaN: no value
   int color = 0;          // index into kReportPalette
   bool dashed = false;
+  bool points_only = false;  // kLine: a mark at each value, no line (flags on a timeline)
+  // Empty, or one per x: the text the legend shows for that x instead of the value (a flag's
+  // reason); "" at an x: the value.
+  std::vector<std::string> labels;
 };
 
 enum class ChartKind {
@@ -57,6 +61,9 @@ struct ChartSpec {
   std::vector<ChartSeries> series;
   double bound = -1;  // >= 0: a dashed horizontal line at this y, labelled bound_label
   std::string bound_label;
+  // kLine: (upper, lower) indices into `series`; the area between them is filled with the upper
+  // series' colour (a forecast's interval).
+  std::vector<std::pair<int, int>> bands;
   int width = 640;  // CSS pixels (narrower on a narrow page)
   std::string fallback_svg;  // drawn instead when the build has no uPlot (empty: a table)
 };

@@ -112,9 +112,10 @@ int RunScenario(const ScenarioFlags& f, const ScenarioShared& shared) {
     }
   }
   if (!shared.html_out.empty()) {
-    auto sections = sim::RenderMeteringSectionsHtml(r->ledger, plan_text, plan_path, GpuModelCatalog::Builtin());
+    auto sections = sim::RenderMeteringSections(r->ledger, plan_text, plan_path, GpuModelCatalog::Builtin());
     if (!sections.ok()) return Fail("simulate", sections.status(), kExitBadInput);
-    if (Status s = WriteOutput(shared.html_out, sim::RenderDedicatedVsSharedHtml(*r, *sections)); !s.ok()) {
+    if (Status s = WriteOutput(shared.html_out, sim::RenderDedicatedVsSharedHtml(*r, sections->html, sections->charts));
+        !s.ok()) {
       return Fail("simulate", s, kExitFailure);
     }
   }

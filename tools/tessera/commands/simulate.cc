@@ -68,7 +68,7 @@ constexpr FlagModes kSharedFlags[] = {
     {"--jobs", true, false, false},
     {"--tune", true, false, false},
     {"--json", true, true, true},
-    {"--html", true, false, true},
+    {"--html", true, true, true},
     {"--reference", true, false, false},
     {"--no-reference", true, false, false},
     {"--check", true, false, true},
@@ -248,7 +248,7 @@ void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_
   cmd->add_option("--jobs,-j", flags->jobs, "Runs in parallel (default: one per CPU core)");
   cmd->add_option("--tune", flags->tune, "Inflate the GPU request to this multiple of capacity (default 1.3)");
   cmd->add_option("--json", flags->json_out, "Write the results as JSON to this file ('-': to stdout, instead of the table)");
-  cmd->add_option("--html", flags->html_out, "Write the HTML report here (default: tessera-report.html; empty to skip)");
+  cmd->add_option("--html", flags->html_out, "Write the HTML report here (default: tessera-report.html; empty to skip; with --scenario or --mig-model only when given)");
   cmd->add_option("--reference", flags->reference, "Artifact results CSV to compare with (default: the bundled analysis_allo_discrete.csv)");
   cmd->add_flag("--no-reference", flags->no_reference, "Do not compare with the artifact's results");
   cmd->add_flag("--check", flags->check, "Exit 1 unless every (pod list, policy) median is within the reproduction tolerance of the artifact's");
@@ -267,8 +267,9 @@ void RegisterSimulate(CLI::App& app, const std::string* command_line, int* exit_
                                                  .html_out = html ? flags->html_out : "", .check = flags->check,
                                                  .quiet = flags->quiet});
     } else if (mig) {
+      const bool html = cmd->get_option("--html")->count() > 0;
       *exit_code = RunMigMode(flags->mig, {.pods = flags->pods, .policies = flags->policies, .seeds = flags->seeds,
-                                           .json_out = flags->json_out});
+                                           .json_out = flags->json_out, .html_out = html ? flags->html_out : ""});
     } else {
       *exit_code = RunSimulate(*flags, *command_line);
     }

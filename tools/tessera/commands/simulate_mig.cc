@@ -77,6 +77,12 @@ int RunMigMode(const MigModeFlags& m, const MigModeShared& f) {
     }
     if (f.json_out != "-") std::printf("JSON: %s\n", f.json_out.c_str());
   }
+  if (!f.html_out.empty()) {
+    if (Status s = WriteOutput(f.html_out, sim::RenderMigComparisonHtml(report)); !s.ok()) {
+      return Fail("simulate", s, kExitFailure);
+    }
+    if (f.json_out != "-") std::printf("HTML report: %s\n", f.html_out.c_str());
+  }
   return kExitOk;
 }
 

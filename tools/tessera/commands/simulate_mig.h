@@ -24,6 +24,7 @@ struct MigModeShared {
   std::string policies;           // default: tessera,fgd,bestfit,firstfit
   std::string seeds;
   std::string json_out;           // "" = none, "-" = stdout
+  std::string html_out;           // "" = none: the HTML report (sim::RenderMigComparisonHtml)
 };
 
 // Adds --mig-model, --gpus, --gpus-per-node to `simulate` (their names: kMigOnlyFlags).
