@@ -29,10 +29,27 @@ void ArbiterDuty::Round() {
     return;
   }
   const uint64_t now = enforce::MonotonicNowNs();
-  if (now >= next_sync_ns_ || RegistryChanged()) {
-    node_.Reconcile();  // SIGKILLed processes' memory is released within 100 ms, not at the run's exit
-    Sync();
-    next_sync_ns_ = now + 100'000'000;
+  const bool changed = RegistryChanged();
+  if (changed) registry_.reset();
+  const bool sync_due = changed || now >= next_sync_ns_;
+  const bool reconcile_due = now >= next_reconcile_ns_;
+  if (sync_due || reconcile_due) {
+    enforce::NodeSegment* segment = Segment(changed);
+    if (reconcile_due) {
+      // SIGKILLed processes' memory is released within 100 ms, not at the run's exit. Reconcile is
+      // node-wide: the duties of one process (an agent's, one per GPU) take turns, one per 100 ms.
+      static std::atomic<uint64_t> last_reconcile_ns{0};
+      uint64_t last = last_reconcile_ns.load(std::memory_order_relaxed);
+      if (segment != nullptr && now >= last + 100'000'000 &&
+          last_reconcile_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+        segment->Reconcile();
+      }
+      next_reconcile_ns_ = now + 100'000'000;
+    }
+    if (sync_due) {
+      Sync(segment);
+      next_sync_ns_ = now + 1'000'000'000;
+    }
   }
   std::atomic<uint32_t>& doorbell = leases_->board(gpu_).arbiter.doorbell;
   const uint32_t seen = doorbell.load(std::memory_order_acquire);
@@ -79,12 +96,27 @@ bool ArbiterDuty::TryTakeOver() {
 
 // Reconciliation: the board gets the registry's live tenants of this GPU. A registry that cannot
 // be read leaves the board as it is (the supervisors report the file; tenants keep their leases).
-void ArbiterDuty::Sync() {
-  StatusOr<std::vector<TenantEntry>> tenants = node_.LiveTenants();
-  if (!tenants.ok()) return;
+enforce::NodeSegment* ArbiterDuty::Segment(bool registry_changed) {
+  // Retried every 100 ms while it cannot be opened (the first join creates it).
+  if (registry_changed || !segment_.has_value()) {
+    segment_.reset();
+    StatusOr<enforce::NodeSegment> s = enforce::NodeSegment::Open(node_.paths().policy, node_.paths().counters);
+    if (s.ok()) segment_.emplace(std::move(*s));
+  }
+  return segment_.has_value() ? &*segment_ : nullptr;
+}
+
+void ArbiterDuty::Sync(const enforce::NodeSegment* segment) {
+  if (!registry_.has_value()) {
+    StatusOr<std::vector<TenantEntry>> entries = node_.RegistryEntries();
+    if (!entries.ok()) return;
+    std::erase_if(*entries, [&](const TenantEntry& t) {
+      return std::find(t.gpus.begin(), t.gpus.end(), gpu_) == t.gpus.end();
+    });
+    registry_ = std::move(*entries);
+  }
   std::map<uint32_t, LeaseTenantConfig> want;
-  for (const TenantEntry& t : *tenants) {
-    if (std::find(t.gpus.begin(), t.gpus.end(), gpu_) == t.gpus.end()) continue;
+  for (const TenantEntry& t : node_.KeepLive(*registry_, segment)) {
     LeaseTenantConfig c;
     c.tenant_id = static_cast<uint32_t>(t.index);
     c.weight = static_cast<uint32_t>(std::max(1, t.share));

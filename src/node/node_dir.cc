@@ -427,15 +427,20 @@ void NodeDir::Reconcile() const {
 }
 
 StatusOr<std::vector<TenantEntry>> NodeDir::LiveTenants() const {
-  std::vector<TenantEntry> tenants;
-  {
-    FileLock lock(paths_.lock, LOCK_SH);
-    TESSERA_ASSIGN_OR_RETURN(tenants, internal::ReadRegistry(paths_.registry));
-  }
-  // An entry held only by a daemon's segment slot is live too (PruneEntries keeps it).
   StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(paths_.policy, paths_.counters);
+  TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, RegistryEntries());
+  return KeepLive(std::move(tenants), seg.ok() ? &*seg : nullptr);
+}
+
+StatusOr<std::vector<TenantEntry>> NodeDir::RegistryEntries() const {
+  FileLock lock(paths_.lock, LOCK_SH);
+  return internal::ReadRegistry(paths_.registry);
+}
+
+std::vector<TenantEntry> NodeDir::KeepLive(std::vector<TenantEntry> tenants, const enforce::NodeSegment* seg) const {
+  // An entry held only by a daemon's segment slot is live too (PruneEntries keeps it).
   std::erase_if(tenants, [&](const TenantEntry& e) {
-    return !EntryAlive(e) && !(seg.ok() && seg->TenantHasLiveSlots(e.index));
+    return !EntryAlive(e) && !(seg != nullptr && seg->TenantHasLiveSlots(e.index));
   });
   for (TenantEntry& e : tenants) {
     std::erase_if(e.pids, [](long pid) { return !Alive(pid); });

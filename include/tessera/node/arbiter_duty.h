@@ -1,10 +1,13 @@
 // ArbiterDuty: arbiter election for one GPU of a node directory (tessera/node/node_dir.h). The
 // lease arbiter of a GPU (tessera/node/lease_arbiter.h) runs inside the supervising processes of
 // that GPU's tenants (`tessera run`, the agent), guarded by an flock on `arbiter-gpu<N>.lock`:
-// whoever holds it drives the GPU's board (weights = shares) and re-reads the registry every
-// 100 ms (reconciliation: tenants added, changed or gone), and at once in the first round after
-// the registry file was replaced (a join or leave; a joiner that rings the board's doorbell gets
-// that round immediately: admission in about a millisecond); the others try the lock every 50 ms,
+// whoever holds it drives the GPU's board (weights = shares): it syncs the board with the registry
+// (tenants added, changed or gone) at once in the first round after the registry file was
+// replaced (a join or leave; a joiner that rings the board's doorbell gets that round immediately:
+// admission in about a millisecond), and every second otherwise (tenants whose members all died
+// without leaving go then); every 100 ms it reconciles the node's memory segment (what SIGKILLed
+// processes held is released; one duty per process does it: an agent drives every GPU's duty from
+// threads of one process); the others try the lock every 50 ms,
 // so when the holder exits (or is killed: the kernel drops the flock) another takes over within
 // 50 ms and resumes from the board. No daemon to start, nothing left running afterwards.
 //
@@ -27,6 +30,7 @@
 #include <optional>
 
 #include "tessera/enforce/lease_file.h"
+#include "tessera/enforce/segment.h"
 #include "tessera/node/lease_arbiter.h"
 #include "tessera/node/node_dir.h"
 
@@ -46,8 +50,14 @@ class ArbiterDuty {
 
  private:
   bool TryTakeOver();
-  void Sync();
+  void Sync(const enforce::NodeSegment* segment);
   bool RegistryChanged();
+  // The node's memory segment, kept mapped between rounds (mapping its files, a counters file per
+  // tenant index, at every sync cost an agent driving 8 GPUs most of a core in munmap's TLB
+  // shootdowns); mapped again when the registry changed: a new tenant's counters file is made by
+  // the join that commits it to the registry (a join that fails before its commit leaves a file
+  // no member uses). Null when the segment cannot be opened.
+  enforce::NodeSegment* Segment(bool registry_changed);
 
   struct RegistryStamp {
     uint64_t inode = 0, mtime_ns = 0;
@@ -62,7 +72,13 @@ class ArbiterDuty {
   std::unique_ptr<LeaseArbiter> arbiter_;
   std::map<uint32_t, LeaseTenantConfig> have_;
   uint64_t next_sync_ns_ = 0;
+  uint64_t next_reconcile_ns_ = 0;
   RegistryStamp registry_stamp_;
+  std::optional<enforce::NodeSegment> segment_;
+  // The registry's entries on this GPU as last read (dead members included); reset when the file
+  // changes. Parsing the registry at every 100 ms sync of each GPU cost an agent of 64 tenants on
+  // 8 GPUs a fifth of a core.
+  std::optional<std::vector<TenantEntry>> registry_;
 };
 
 }  // namespace tessera::node

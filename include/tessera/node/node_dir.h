@@ -56,6 +56,10 @@
 
 #include "tessera/core/status.h"
 
+namespace tessera::enforce {
+class NodeSegment;
+}
+
 namespace tessera::node {
 
 // {1, 3} -> "1,3": TESSERA_SHIM_GPUS, `tessera run --gpu`, messages.
@@ -172,6 +176,12 @@ class NodeDir {
   // whose runs are gone but one of whose processes still holds a segment slot (a daemon) is
   // live: its index and limit stay reserved, and its GPU's arbiter keeps it on the board.
   StatusOr<std::vector<TenantEntry>> LiveTenants() const;
+  // LiveTenants in two steps, for a GPU's arbiter that syncs its board every 100 ms: the entries as
+  // the registry file holds them (dead members included; read again only when the file changed),
+  // and the live ones among entries read before, judged now (with the segment the caller keeps
+  // open; null: entries held only by a daemon's segment slot are not seen).
+  StatusOr<std::vector<TenantEntry>> RegistryEntries() const;
+  std::vector<TenantEntry> KeepLive(std::vector<TenantEntry> entries, const enforce::NodeSegment* segment) const;
   // Releases what SIGKILLed processes held (NodeSegment::Reconcile); a GPU's arbiter calls it
   // every 100 ms, and Join and Leave before they choose or prune. No-op without a segment.
   void Reconcile() const;
