@@ -471,6 +471,66 @@ TEST_F(ControlPlaneTest, AWorkloadIsPlacedRunsAndFinishesThroughTheNodeAgent) {
   EXPECT_EQ(Ok("GET", "/v1/nodes/n1/desired", "", agent)["workloads"].size(), 0u);
 }
 
+// Issue 32: GET /v1/nodes/{name} said how much of each GPU was allocated, not to whom. Each GPU
+// now lists its shares (workload, tenant, milli, memory limit, mode); a workload of two GPUs is
+// under both, and a GPU's shares add up to its allocated_milli. The list stays as it was.
+TEST_F(ControlPlaneTest, GetNodeShowsTheSharesOfEachGpuWithAWorkloadOfTwoGpusUnderBoth) {
+  Tenant("a");
+  Tenant("b");
+  const std::string agent = Token("node-agent");
+  const std::string user_a = Token("tenant-user", "a");
+  const std::string user_b = Token("tenant-user", "b");
+  RegisterNode(agent, "n1", 3);
+  const int64_t pair = Submit("a", user_a, {{"gpus", 2}});
+  const int64_t small = Submit("b", user_b, {{"gpu_milli", 300}, {"gpu_mem_mib", 20480}});
+  const int64_t mid = Submit("a", user_a, {{"gpu_milli", 400}, {"gpu_mem_mib", 10240}});
+  Cycle();
+  for (int64_t id : {pair, small, mid}) ASSERT_EQ(Workload(id)["state"], "running") << id;
+  const json node = Ok("GET", "/v1/nodes/n1");
+  ASSERT_EQ(node["gpus"].size(), 3u) << node.dump();
+  std::map<int64_t, std::vector<int>> gpus_of;
+  for (const json& g : node["gpus"]) {
+    int64_t sum = 0;
+    for (const json& sh : g["shares"]) {
+      const int64_t id = sh["workload"].get<int64_t>();
+      gpus_of[id].push_back(g["index"].get<int>());
+      sum += sh["milli"].get<int64_t>();
+      if (id == pair) {
+        EXPECT_EQ(sh["tenant"], "a");
+        EXPECT_EQ(sh["milli"], 1000);
+        EXPECT_EQ(sh["mem_mib"], 0);
+      } else if (id == small) {
+        EXPECT_EQ(sh["tenant"], "b");
+        EXPECT_EQ(sh["milli"], 300);
+        EXPECT_EQ(sh["mem_mib"], 20480);
+        EXPECT_EQ(sh["mode"], "fraction(300,20480MiB)");
+      } else {
+        EXPECT_EQ(id, mid);
+        EXPECT_EQ(sh["tenant"], "a");
+        EXPECT_EQ(sh["milli"], 400);
+        EXPECT_EQ(sh["mem_mib"], 10240);
+      }
+    }
+    EXPECT_EQ(sum, g["allocated_milli"].get<int64_t>()) << g.dump();
+  }
+  std::vector<int> pair_gpus = gpus_of[pair];
+  std::vector<int> pods;
+  const json placed = Workload(pair);
+  for (const json& pod : placed["pods"])
+    for (const json& g : pod["gpus"]) pods.push_back(g.get<int>());
+  EXPECT_EQ(pair_gpus.size(), 2u);
+  EXPECT_EQ(pair_gpus, pods) << placed.dump();
+  EXPECT_EQ(gpus_of[small].size(), 1u);
+  EXPECT_EQ(gpus_of[mid].size(), 1u);
+  // The list is unchanged, and the node's view stays the operators' (a tenant user is refused).
+  EXPECT_FALSE(Ok("GET", "/v1/nodes")["nodes"][0]["gpus"][0].contains("shares"));
+  EXPECT_EQ(Call("GET", "/v1/nodes/n1", "", user_a).status, 403);
+  // A finished workload leaves the map.
+  Ok("POST", "/v1/nodes/n1/heartbeat", json{{"finished", {{{"id", pair}, {"exit_code", 0}}}}}.dump(), agent);
+  for (const json& g : Ok("GET", "/v1/nodes/n1")["gpus"])
+    for (const json& sh : g["shares"]) EXPECT_NE(sh["workload"], pair);
+}
+
 TEST_F(ControlPlaneTest, TheAgentsBackstopEventsAndAViolatedLimitEndReachTheWorkload) {
   Tenant("a");
   const std::string agent = Token("node-agent");
