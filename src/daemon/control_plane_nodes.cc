@@ -58,7 +58,21 @@ json NodeJson(const store::NodeRecord& rec, const std::string& state, const sche
   for (size_t g = 0; g < gpus.size(); ++g) {
     const bool known = view && g < view->gpu_free_milli.size();
     gpus[g]["allocated_milli"] = known ? 1000 - view->gpu_free_milli[g] : 0;
-    if (shares) gpus[g]["shares"] = g < shares->size() ? (*shares)[g] : json::array();
+    if (!shares) continue;
+    gpus[g]["shares"] = g < shares->size() ? (*shares)[g] : json::array();
+    // The GPU's use: the sum over its shares' newest samples (left out when none was sampled).
+    int64_t mem = 0, busy = 0;
+    bool sampled = false;
+    for (const json& sh : gpus[g]["shares"])
+      if (sh.contains("used_mem_mib")) {
+        sampled = true;
+        mem += sh["used_mem_mib"].get<int64_t>();
+        busy += sh["used_milli"].get<int64_t>();
+      }
+    if (sampled) {
+      gpus[g]["used_mem_mib"] = mem;
+      gpus[g]["used_milli"] = busy;
+    }
   }
   json out = {{"name", rec.name},
               {"state", state},
@@ -115,6 +129,7 @@ HttpResponse ControlPlane::Impl::GetNode(const HttpRequest& r, const Caller&) {
   // Per GPU, the running workloads with a pod on it (a workload of several GPUs under each of
   // them), from the same placements the agent's desired state is made of.
   std::vector<json> shares(placement::kMaxGpusPerNode, json::array());
+  std::lock_guard<std::mutex> use_lock(last_use_mu);
   if (const std::optional<sched::LiveScheduler::NodeView> v = live->node(name)) {
     for (sched::JobId id : v->jobs) {
       auto job = jobs.find(id);
@@ -131,8 +146,19 @@ HttpResponse ControlPlane::Impl::GetNode(const HttpRequest& r, const Caller&) {
           one["mig_profile"] = s.request.mig_profile;
           one["mig_start"] = p.mig_start;
         }
-        for (int g = 0; g < placement::kMaxGpusPerNode; ++g)
-          if (p.gpus >> g & 1) shares[static_cast<size_t>(g)].push_back(one);
+        for (int g = 0; g < placement::kMaxGpusPerNode; ++g) {
+          if (!(p.gpus >> g & 1)) continue;
+          json here = one;
+          // The newest usage sample of this workload on this GPU, where the agent sent one.
+          auto gpu = last_use.find({name, std::to_string(g)});
+          if (gpu != last_use.end())
+            if (auto use = gpu->second.find(std::to_string(id)); use != gpu->second.end()) {
+              here["used_mem_mib"] = use->second.memory_mib;
+              here["used_milli"] = use->second.used_milli;
+              here["sampled_end"] = use->second.end_s;
+            }
+          shares[static_cast<size_t>(g)].push_back(std::move(here));
+        }
       }
     }
     const KnownNode& known = nodes[name];

@@ -522,6 +522,38 @@ TEST_F(ControlPlaneTest, GetNodeShowsTheSharesOfEachGpuWithAWorkloadOfTwoGpusUnd
   EXPECT_EQ(pair_gpus, pods) << placed.dump();
   EXPECT_EQ(gpus_of[small].size(), 1u);
   EXPECT_EQ(gpus_of[mid].size(), 1u);
+  // The agent's usage samples give each share its used memory and busy milli (the newest sample,
+  // as a rate over its span), and the GPU their sum; a GPU nobody sampled says nothing.
+  auto sample = [&](int64_t id, const std::string& tenant, int gpu, int64_t seq, int64_t start, int64_t mib) {
+    return json{{"tenant", tenant}, {"workload", std::to_string(id)}, {"gpu", std::to_string(gpu)},
+                {"model", "A100-80GB"}, {"partition", "share"}, {"seq", seq}, {"start", start},
+                {"end", start + 10}, {"gpu_milli_s_allocated", 3000}, {"gpu_milli_s_used", 1500},
+                {"memory_mib_s", mib * 10}, {"peak_memory_mib", mib}, {"kernel_launches", 1}};
+  };
+  const int g_small = gpus_of[small][0];
+  const json stored = Ok("POST", "/v1/nodes/n1/usage",
+     json{{"samples", {sample(small, "b", g_small, 1, 1'789'999'900, 4096),
+                       sample(small, "b", g_small, 2, 1'789'999'910, 6144),
+                       sample(pair, "a", pair_gpus[0], 1, 1'789'999'900, 30000)}}}.dump(),
+     agent);
+  ASSERT_EQ(stored["stored"], 3) << stored.dump();
+  for (const json& g : Ok("GET", "/v1/nodes/n1")["gpus"]) {
+    const int index = g["index"].get<int>();
+    if (index == g_small) {
+      for (const json& sh : g["shares"])
+        if (sh["workload"] == small) {
+          EXPECT_EQ(sh["used_mem_mib"], 6144) << sh.dump();  // the newer of the two samples
+          EXPECT_EQ(sh["used_milli"], 150);
+        } else {
+          EXPECT_FALSE(sh.contains("used_mem_mib")) << sh.dump();
+        }
+      EXPECT_EQ(g["used_mem_mib"], 6144) << g.dump();
+    } else if (index == pair_gpus[0]) {
+      EXPECT_EQ(g["used_mem_mib"], 30000) << g.dump();
+    } else {
+      EXPECT_FALSE(g.contains("used_mem_mib")) << g.dump();
+    }
+  }
   // The list is unchanged, and the node's view stays the operators' (a tenant user is refused).
   EXPECT_FALSE(Ok("GET", "/v1/nodes")["nodes"][0]["gpus"][0].contains("shares"));
   EXPECT_EQ(Call("GET", "/v1/nodes/n1", "", user_a).status, 403);
@@ -831,6 +863,15 @@ TEST_F(ControlPlaneTest, MigInstancesArePlacedSideBySideOnAMigNodeWithTheirStart
     EXPECT_TRUE(w["mig_profile"] == "3g.40gb" || w["mig_profile"] == "1g.10gb");
   }
   EXPECT_EQ(starts.size(), 2u);
+  // GET /v1/nodes/{name} shows the same instances under the GPU (issue 32).
+  const json gpu = Ok("GET", "/v1/nodes/n1")["gpus"][0];
+  ASSERT_EQ(gpu["shares"].size(), 2u) << gpu.dump();
+  std::set<int> shown;
+  for (const json& sh : gpu["shares"]) {
+    EXPECT_EQ(sh["mig_profile"], sh["workload"] == big ? "3g.40gb" : "1g.10gb") << sh.dump();
+    shown.insert(sh["mig_start"].get<int>());
+  }
+  EXPECT_EQ(shown, starts);
 }
 
 TEST_F(ControlPlaneTest, GpusFreedByFinishedWorkTakeTheWaitingBestEffortWork) {
