@@ -276,8 +276,10 @@ TEST(CtlCli, NodesGetPrintsAGpuMapWithTheSharesOfEachGpu) {
   TempDir dir;
   const std::string body = R"js({"name": "n1", "state": "ready", "cpu_milli": 64000, "memory_mib": 262144,
     "workloads": 3, "last_heartbeat_ms": 0, "conditions": [],
-    "gpus": [{"index": 0, "model": "A100-40GB", "allocated_milli": 700, "shares": [
-               {"workload": 7, "tenant": "ml", "milli": 300, "mem_mib": 20480, "mode": "fraction(300,20480MiB)"},
+    "gpus": [{"index": 0, "model": "A100-40GB", "allocated_milli": 700, "used_mem_mib": 6144, "used_milli": 150,
+              "shares": [
+               {"workload": 7, "tenant": "ml", "milli": 300, "mem_mib": 20480, "mode": "fraction(300,20480MiB)",
+                "used_mem_mib": 6144, "used_milli": 150, "sampled_end": 1790000000},
                {"workload": 9, "tenant": "cv", "milli": 400, "mem_mib": 0, "mode": "fraction(400,0MiB)"}]},
              {"index": 1, "model": "A100-40GB", "allocated_milli": 1000, "shares": [
                {"workload": 12, "tenant": "ml", "milli": 1000, "mem_mib": 0, "mode": "exclusive"}]},
@@ -287,8 +289,9 @@ TEST(CtlCli, NodesGetPrintsAGpuMapWithTheSharesOfEachGpu) {
   CommandResult r = RunTessera(dir, "ctl nodes get n1", Env(server));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\n"
-                               "GPU 0 A100-40GB [######========......] 700/1000 milli\n"
-                               "    # workload 7, tenant ml, 300 milli, memory limit 20480 MiB, fraction(300,20480MiB)\n"
+                               "GPU 0 A100-40GB [######========......] 700/1000 milli, using 6144 MiB and 150 milli\n"
+                               "    # workload 7, tenant ml, 300 milli, memory limit 20480 MiB, fraction(300,20480MiB), "
+                               "using 6144 MiB and 150 milli\n"
                                "    = workload 9, tenant cv, 400 milli, memory limit whole GPU, fraction(400,0MiB)\n"
                                "GPU 1 A100-40GB [####################] 1000/1000 milli\n"
                                "    # workload 12, tenant ml, 1000 milli, memory limit whole GPU, exclusive\n"

@@ -144,6 +144,7 @@ std::string Quota(const json& q, const char* part) {
 //   GPU 0 A100-40GB [######========......] 700/1000 milli
 //     # workload 7, tenant ml, 300 milli, memory limit 20480 MiB, fraction(300,20480MiB)
 //     = workload 9, tenant cv, 400 milli, memory limit whole GPU, fraction(400,0MiB)
+// and, where the agent sampled a share, ", using 6144 MiB and 150 milli" after it and its GPU.
 // A share's mark spans its milli rounded at the cumulative edges, so the marks add up to the sum.
 std::string GpuMap(const json& node) {
   constexpr int kCells = 20;
@@ -166,13 +167,19 @@ std::string GpuMap(const json& node) {
                ", " + std::to_string(milli) +
                " milli, memory limit " + (mem > 0 ? std::to_string(mem) + " MiB" : std::string("whole GPU")) + ", " +
                Text(sh.value("mode", json()));
+      if (sh.contains("used_mem_mib"))
+        below += ", using " + Text(sh["used_mem_mib"]) + " MiB and " + Text(sh.value("used_milli", json())) + " milli";
       if (sh.contains("mig_profile"))
         below += ", MIG " + Text(sh.value("mig_profile", json())) + " at slice " + Text(sh.value("mig_start", json()));
       below += "\n";
     }
     if (bar.size() < static_cast<size_t>(kCells)) bar.append(static_cast<size_t>(kCells) - bar.size(), '.');
     out += "GPU " + Text(g.value("index", json())) + " " + Text(g.value("model", json())) + " [" + bar + "] " +
-           std::to_string(g.value("allocated_milli", int64_t{0})) + "/1000 milli\n" + below;
+           std::to_string(g.value("allocated_milli", int64_t{0})) + "/1000 milli" +
+           (g.contains("used_mem_mib") ? ", using " + Text(g["used_mem_mib"]) + " MiB and " +
+                                              Text(g.value("used_milli", json())) + " milli"
+                                        : std::string()) +
+           "\n" + below;
   }
   return out;
 }
