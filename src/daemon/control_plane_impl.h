@@ -22,6 +22,8 @@
 //   after mu; the token cache is TokenService's, with its own locks: src/daemon/token_service.h)
 //   usage_mu    the metering ledger; never held with mu (the usage handlers do not touch the
 //               world), taken before the parent map's lock
+//   last_use_mu the newest usage sample per node, GPU and workload (GET /v1/nodes/{name});
+//               a leaf: taken last, under mu or usage_mu, nothing taken under it
 #pragma once
 
 #include <condition_variable>
@@ -185,6 +187,17 @@ struct ControlPlane::Impl {
   // after a failed usage transaction: stale until then).
   std::mutex usage_mu;
   metering::Ledger ledger;
+  // GET /v1/nodes/{name}'s used memory and busy milli per share: the newest stored sample of each
+  // (node, GPU index as the agent wrote it) and workload, as a rate over its span. Kept in memory
+  // only (empty after a restart until the agents' next samples); an entry whose newest sample
+  // ended an hour before a new sample of the same GPU began is dropped then.
+  struct LastUse {
+    int64_t end_s = 0;
+    int64_t memory_mib = 0;  // memory_mib_s / span
+    int64_t used_milli = 0;  // gpu_milli_s_used / span
+  };
+  std::mutex last_use_mu;
+  std::map<std::pair<std::string, std::string>, std::map<std::string, LastUse>> last_use;
   // What the Cluster page draws over time (its own lock); UpdateGauges offers a point per cycle.
   ClusterHistory history;
   bool ledger_stale = false;

@@ -48,14 +48,31 @@ Status ControlPlane::Impl::PersistPending(sched::JobId id, std::string_view kind
 namespace {
 
 // `conditions`: the agent's, as its last heartbeat said (null for a lost node: nothing is known).
+// `shares`: per GPU index, what runs on it (GET /v1/nodes/{name} only; null leaves "shares" out).
 json NodeJson(const store::NodeRecord& rec, const std::string& state, const sched::LiveScheduler::NodeView* view,
-              const std::map<std::string, api::NodeCondition>* conditions) {
+              const std::map<std::string, api::NodeCondition>* conditions,
+              const std::vector<json>* shares = nullptr) {
   json inv = json::parse(rec.inventory_json, nullptr, false);
   if (inv.is_discarded() || !inv.is_object()) inv = json::object();
   json gpus = inv.value("gpus", json::array());
   for (size_t g = 0; g < gpus.size(); ++g) {
     const bool known = view && g < view->gpu_free_milli.size();
     gpus[g]["allocated_milli"] = known ? 1000 - view->gpu_free_milli[g] : 0;
+    if (!shares) continue;
+    gpus[g]["shares"] = g < shares->size() ? (*shares)[g] : json::array();
+    // The GPU's use: the sum over its shares' newest samples (left out when none was sampled).
+    int64_t mem = 0, busy = 0;
+    bool sampled = false;
+    for (const json& sh : gpus[g]["shares"])
+      if (sh.contains("used_mem_mib")) {
+        sampled = true;
+        mem += sh["used_mem_mib"].get<int64_t>();
+        busy += sh["used_milli"].get<int64_t>();
+      }
+    if (sampled) {
+      gpus[g]["used_mem_mib"] = mem;
+      gpus[g]["used_milli"] = busy;
+    }
   }
   json out = {{"name", rec.name},
               {"state", state},
@@ -109,12 +126,47 @@ HttpResponse ControlPlane::Impl::GetNode(const HttpRequest& r, const Caller&) {
   });
   if (!st.ok()) return ErrorResponse(st);
   if (!rec.ok()) return NotFound("node '" + name + "'");
+  // Per GPU, the running workloads with a pod on it (a workload of several GPUs under each of
+  // them), from the same placements the agent's desired state is made of.
+  std::vector<json> shares(placement::kMaxGpusPerNode, json::array());
+  std::lock_guard<std::mutex> use_lock(last_use_mu);
   if (const std::optional<sched::LiveScheduler::NodeView> v = live->node(name)) {
+    for (sched::JobId id : v->jobs) {
+      auto job = jobs.find(id);
+      if (job == jobs.end()) continue;
+      const WorkloadShape& s = job->second.shape;
+      for (const sched::PodPlacement& p : live->placement_of(id)) {
+        if (p.node != name) continue;
+        json one = {{"workload", id},
+                    {"tenant", s.request.tenant},
+                    {"milli", s.job.pod.gpu_milli.value()},
+                    {"mem_mib", s.request.gpu_mem_mib},
+                    {"mode", s.mode.ToString()}};
+        if (p.mig_start >= 0) {
+          one["mig_profile"] = s.request.mig_profile;
+          one["mig_start"] = p.mig_start;
+        }
+        for (int g = 0; g < placement::kMaxGpusPerNode; ++g) {
+          if (!(p.gpus >> g & 1)) continue;
+          json here = one;
+          // The newest usage sample of this workload on this GPU, where the agent sent one.
+          auto gpu = last_use.find({name, std::to_string(g)});
+          if (gpu != last_use.end())
+            if (auto use = gpu->second.find(std::to_string(id)); use != gpu->second.end()) {
+              here["used_mem_mib"] = use->second.memory_mib;
+              here["used_milli"] = use->second.used_milli;
+              here["sampled_end"] = use->second.end_s;
+            }
+          shares[static_cast<size_t>(g)].push_back(std::move(here));
+        }
+      }
+    }
     const KnownNode& known = nodes[name];
     rec->last_heartbeat_ms = known.last_heartbeat_ms;
-    return HttpResponse::Json(200, NodeJson(*rec, std::string(NodeStateOf(v->state)), &*v, &known.conditions).dump());
+    return HttpResponse::Json(
+        200, NodeJson(*rec, std::string(NodeStateOf(v->state)), &*v, &known.conditions, &shares).dump());
   }
-  return HttpResponse::Json(200, NodeJson(*rec, std::string(kNodeLost), nullptr, nullptr).dump());
+  return HttpResponse::Json(200, NodeJson(*rec, std::string(kNodeLost), nullptr, nullptr, &shares).dump());
 }
 
 HttpResponse ControlPlane::Impl::NodeAction(const HttpRequest& r, const Caller& c) {

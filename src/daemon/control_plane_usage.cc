@@ -183,6 +183,17 @@ HttpResponse ControlPlane::Impl::PostUsage(const HttpRequest& r, const Caller&) 
     CountGpuUsage(*s);
     anomaly_service->ObserveUsage(s->tenant, s->start_s, s->gpu_milli_s_allocated, s->gpu_milli_s_used);
   }
+  {
+    std::lock_guard<std::mutex> use_lock(last_use_mu);
+    for (const store::UsageSampleRecord* s : out.stored) {
+      std::map<std::string, LastUse>& gpu = last_use[{s->node, s->gpu}];
+      std::erase_if(gpu, [&](const auto& e) { return e.second.end_s < s->start_s - 3600; });
+      LastUse& use = gpu[s->workload];
+      const int64_t span = s->end_s - s->start_s;  // > 0: the codec refuses an empty span
+      if (span > 0 && s->end_s >= use.end_s)
+        use = {s->end_s, s->memory_mib_s / span, s->gpu_milli_s_used / span};
+    }
+  }
   m.usage_samples->Inc({"stored"}, static_cast<double>(out.stored.size()));
   m.usage_samples->Inc({"duplicate"}, static_cast<double>(out.duplicates));
   m.usage_samples->Inc({"rejected"}, static_cast<double>(out.rejected.size()));

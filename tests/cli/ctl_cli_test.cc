@@ -269,6 +269,47 @@ TEST(CtlCli, NodesRemoveDeletesTheNodeAndShowsTheServersRefusal) {
   EXPECT_THAT(r.err, HasSubstr("tessera ctl nodes remove: HTTP 409: node 'n1' still runs workload 7: drain it"));
 }
 
+// Issue 32: `ctl nodes get` printed one row with the node's total milli; now, beneath it, a GPU
+// map: a bar of each GPU's 1000 milli split by share (one mark per share, 50 milli a cell) and the
+// shares under it. -o json stays the server's JSON.
+TEST(CtlCli, NodesGetPrintsAGpuMapWithTheSharesOfEachGpu) {
+  TempDir dir;
+  const std::string body = R"js({"name": "n1", "state": "ready", "cpu_milli": 64000, "memory_mib": 262144,
+    "workloads": 3, "last_heartbeat_ms": 0, "conditions": [],
+    "gpus": [{"index": 0, "model": "A100-40GB", "allocated_milli": 700, "used_mem_mib": 6144, "used_milli": 150,
+              "shares": [
+               {"workload": 7, "tenant": "ml", "milli": 300, "mem_mib": 20480, "mode": "fraction(300,20480MiB)",
+                "used_mem_mib": 6144, "used_milli": 150, "sampled_end": 1790000000},
+               {"workload": 9, "tenant": "cv", "milli": 400, "mem_mib": 0, "mode": "fraction(400,0MiB)"}]},
+             {"index": 1, "model": "A100-40GB", "allocated_milli": 1000, "shares": [
+               {"workload": 12, "tenant": "ml", "milli": 1000, "mem_mib": 0, "mode": "exclusive"}]},
+             {"index": 2, "model": "A100-40GB", "allocated_milli": 0, "shares": []}]})js";
+  CannedServer server(200, body);
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl nodes get n1", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\n"
+                               "GPU 0 A100-40GB [######========......] 700/1000 milli, using 6144 MiB and 150 milli\n"
+                               "    # workload 7, tenant ml, 300 milli, memory limit 20480 MiB, fraction(300,20480MiB), "
+                               "using 6144 MiB and 150 milli\n"
+                               "    = workload 9, tenant cv, 400 milli, memory limit whole GPU, fraction(400,0MiB)\n"
+                               "GPU 1 A100-40GB [####################] 1000/1000 milli\n"
+                               "    # workload 12, tenant ml, 1000 milli, memory limit whole GPU, exclusive\n"
+                               "GPU 2 A100-40GB [....................] 0/1000 milli\n"))
+      << r.out;
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_THAT(server.requests()[0], HasSubstr("GET /v1/nodes/n1 "));
+  r = RunTessera(dir, "ctl nodes get n1 -o json", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::parse(body));
+  // The list keeps its one row per node (no map).
+  CannedServer list(200, R"({"nodes": [)" + body + "]}");
+  ASSERT_GT(list.port(), 0);
+  r = RunTessera(dir, "ctl nodes list", Env(list));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("GPU 0"))) << r.out;
+}
+
 // Issue 31: `ctl workloads submit` could not give the command the agent runs, so the README's
 // submit made a workload with no process that held half a GPU and was billed. --command PROG
 // ARGS..., or everything after -- (arguments that start with '-'), is the body's "command".

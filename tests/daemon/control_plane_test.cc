@@ -471,6 +471,98 @@ TEST_F(ControlPlaneTest, AWorkloadIsPlacedRunsAndFinishesThroughTheNodeAgent) {
   EXPECT_EQ(Ok("GET", "/v1/nodes/n1/desired", "", agent)["workloads"].size(), 0u);
 }
 
+// Issue 32: GET /v1/nodes/{name} said how much of each GPU was allocated, not to whom. Each GPU
+// now lists its shares (workload, tenant, milli, memory limit, mode); a workload of two GPUs is
+// under both, and a GPU's shares add up to its allocated_milli. The list stays as it was.
+TEST_F(ControlPlaneTest, GetNodeShowsTheSharesOfEachGpuWithAWorkloadOfTwoGpusUnderBoth) {
+  Tenant("a");
+  Tenant("b");
+  const std::string agent = Token("node-agent");
+  const std::string user_a = Token("tenant-user", "a");
+  const std::string user_b = Token("tenant-user", "b");
+  RegisterNode(agent, "n1", 3);
+  const int64_t pair = Submit("a", user_a, {{"gpus", 2}});
+  const int64_t small = Submit("b", user_b, {{"gpu_milli", 300}, {"gpu_mem_mib", 20480}});
+  const int64_t mid = Submit("a", user_a, {{"gpu_milli", 400}, {"gpu_mem_mib", 10240}});
+  Cycle();
+  for (int64_t id : {pair, small, mid}) ASSERT_EQ(Workload(id)["state"], "running") << id;
+  const json node = Ok("GET", "/v1/nodes/n1");
+  ASSERT_EQ(node["gpus"].size(), 3u) << node.dump();
+  std::map<int64_t, std::vector<int>> gpus_of;
+  for (const json& g : node["gpus"]) {
+    int64_t sum = 0;
+    for (const json& sh : g["shares"]) {
+      const int64_t id = sh["workload"].get<int64_t>();
+      gpus_of[id].push_back(g["index"].get<int>());
+      sum += sh["milli"].get<int64_t>();
+      if (id == pair) {
+        EXPECT_EQ(sh["tenant"], "a");
+        EXPECT_EQ(sh["milli"], 1000);
+        EXPECT_EQ(sh["mem_mib"], 0);
+      } else if (id == small) {
+        EXPECT_EQ(sh["tenant"], "b");
+        EXPECT_EQ(sh["milli"], 300);
+        EXPECT_EQ(sh["mem_mib"], 20480);
+        EXPECT_EQ(sh["mode"], "fraction(300,20480MiB)");
+      } else {
+        EXPECT_EQ(id, mid);
+        EXPECT_EQ(sh["tenant"], "a");
+        EXPECT_EQ(sh["milli"], 400);
+        EXPECT_EQ(sh["mem_mib"], 10240);
+      }
+    }
+    EXPECT_EQ(sum, g["allocated_milli"].get<int64_t>()) << g.dump();
+  }
+  std::vector<int> pair_gpus = gpus_of[pair];
+  std::vector<int> pods;
+  const json placed = Workload(pair);
+  for (const json& pod : placed["pods"])
+    for (const json& g : pod["gpus"]) pods.push_back(g.get<int>());
+  EXPECT_EQ(pair_gpus.size(), 2u);
+  EXPECT_EQ(pair_gpus, pods) << placed.dump();
+  EXPECT_EQ(gpus_of[small].size(), 1u);
+  EXPECT_EQ(gpus_of[mid].size(), 1u);
+  // The agent's usage samples give each share its used memory and busy milli (the newest sample,
+  // as a rate over its span), and the GPU their sum; a GPU nobody sampled says nothing.
+  auto sample = [&](int64_t id, const std::string& tenant, int gpu, int64_t seq, int64_t start, int64_t mib) {
+    return json{{"tenant", tenant}, {"workload", std::to_string(id)}, {"gpu", std::to_string(gpu)},
+                {"model", "A100-80GB"}, {"partition", "share"}, {"seq", seq}, {"start", start},
+                {"end", start + 10}, {"gpu_milli_s_allocated", 3000}, {"gpu_milli_s_used", 1500},
+                {"memory_mib_s", mib * 10}, {"peak_memory_mib", mib}, {"kernel_launches", 1}};
+  };
+  const int g_small = gpus_of[small][0];
+  const json stored = Ok("POST", "/v1/nodes/n1/usage",
+     json{{"samples", {sample(small, "b", g_small, 1, 1'789'999'900, 4096),
+                       sample(small, "b", g_small, 2, 1'789'999'910, 6144),
+                       sample(pair, "a", pair_gpus[0], 1, 1'789'999'900, 30000)}}}.dump(),
+     agent);
+  ASSERT_EQ(stored["stored"], 3) << stored.dump();
+  for (const json& g : Ok("GET", "/v1/nodes/n1")["gpus"]) {
+    const int index = g["index"].get<int>();
+    if (index == g_small) {
+      for (const json& sh : g["shares"])
+        if (sh["workload"] == small) {
+          EXPECT_EQ(sh["used_mem_mib"], 6144) << sh.dump();  // the newer of the two samples
+          EXPECT_EQ(sh["used_milli"], 150);
+        } else {
+          EXPECT_FALSE(sh.contains("used_mem_mib")) << sh.dump();
+        }
+      EXPECT_EQ(g["used_mem_mib"], 6144) << g.dump();
+    } else if (index == pair_gpus[0]) {
+      EXPECT_EQ(g["used_mem_mib"], 30000) << g.dump();
+    } else {
+      EXPECT_FALSE(g.contains("used_mem_mib")) << g.dump();
+    }
+  }
+  // The list is unchanged, and the node's view stays the operators' (a tenant user is refused).
+  EXPECT_FALSE(Ok("GET", "/v1/nodes")["nodes"][0]["gpus"][0].contains("shares"));
+  EXPECT_EQ(Call("GET", "/v1/nodes/n1", "", user_a).status, 403);
+  // A finished workload leaves the map.
+  Ok("POST", "/v1/nodes/n1/heartbeat", json{{"finished", {{{"id", pair}, {"exit_code", 0}}}}}.dump(), agent);
+  for (const json& g : Ok("GET", "/v1/nodes/n1")["gpus"])
+    for (const json& sh : g["shares"]) EXPECT_NE(sh["workload"], pair);
+}
+
 TEST_F(ControlPlaneTest, TheAgentsBackstopEventsAndAViolatedLimitEndReachTheWorkload) {
   Tenant("a");
   const std::string agent = Token("node-agent");
@@ -771,6 +863,15 @@ TEST_F(ControlPlaneTest, MigInstancesArePlacedSideBySideOnAMigNodeWithTheirStart
     EXPECT_TRUE(w["mig_profile"] == "3g.40gb" || w["mig_profile"] == "1g.10gb");
   }
   EXPECT_EQ(starts.size(), 2u);
+  // GET /v1/nodes/{name} shows the same instances under the GPU (issue 32).
+  const json gpu = Ok("GET", "/v1/nodes/n1")["gpus"][0];
+  ASSERT_EQ(gpu["shares"].size(), 2u) << gpu.dump();
+  std::set<int> shown;
+  for (const json& sh : gpu["shares"]) {
+    EXPECT_EQ(sh["mig_profile"], sh["workload"] == big ? "3g.40gb" : "1g.10gb") << sh.dump();
+    shown.insert(sh["mig_start"].get<int>());
+  }
+  EXPECT_EQ(shown, starts);
 }
 
 TEST_F(ControlPlaneTest, GpusFreedByFinishedWorkTakeTheWaitingBestEffortWork) {

@@ -191,7 +191,9 @@ void RegisterCtl(CLI::App& app, int* exit_code) {
   CLI::App* nodes = ctl->add_subcommand("nodes", "Nodes and their GPUs")->require_subcommand(1)->fallthrough();
   set(verb(nodes, "list", "Every node with its state and allocation"), [f] { return Run(*f, "nodes", "list", "GET", "/v1/nodes"); });
   for (const std::string v : {"get", "cordon", "uncordon", "drain"}) {
-    CLI::App* n = verb(nodes, v, v == "get"        ? "One node"
+    CLI::App* n = verb(nodes, v, v == "get"        ? "One node and a map of its GPUs: per GPU a bar of its 1000 milli (a cell is 50) "
+                                                     "split by share, then each share (workload, tenant, milli, "
+                                                     "memory limit in MiB or the whole GPU)"
                                  : v == "drain"    ? "Cordon a node and requeue its work (admins)"
                                  : v == "cordon"   ? "Place nothing new on a node; what runs there stays (admins)"
                                                    : "Let a cordoned node take work again (admins)");

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <chrono>
 #include <stdexcept>
+#include <string_view>
 #include <ctime>
 #include <string>
 #include <vector>
@@ -137,6 +138,52 @@ std::string Quota(const json& q, const char* part) {
   return s;
 }
 
+// `ctl nodes get`: one line per GPU with a bar of its 1000 milli, one character per 50 milli,
+// each share drawn with its own mark (the marks cycle through kMarks), then the shares beneath
+// it. A GPU of 300 milli for workload 7 and 400 for workload 9:
+//   GPU 0 A100-40GB [######========......] 700/1000 milli
+//     # workload 7, tenant ml, 300 milli, memory limit 20480 MiB, fraction(300,20480MiB)
+//     = workload 9, tenant cv, 400 milli, memory limit whole GPU, fraction(400,0MiB)
+// and, where the agent sampled a share, ", using 6144 MiB and 150 milli" after it and its GPU.
+// A share's mark spans its milli rounded at the cumulative edges, so the marks add up to the sum.
+std::string GpuMap(const json& node) {
+  constexpr int kCells = 20;
+  constexpr std::string_view kMarks = "#=%*+@";
+  std::string out;
+  for (const json& g : node.value("gpus", json::array())) {
+    const json shares = g.value("shares", json::array());
+    std::string bar, below;
+    int64_t cum = 0;
+    size_t mark = 0;
+    for (const json& sh : shares) {
+      const int64_t milli = sh.value("milli", int64_t{0});
+      const int64_t from = std::min<int64_t>(kCells, (cum * kCells + 500) / 1000);
+      cum += milli;
+      const int64_t to = std::min<int64_t>(kCells, (cum * kCells + 500) / 1000);
+      const char c = kMarks[mark++ % kMarks.size()];
+      bar.append(static_cast<size_t>(std::max<int64_t>(0, to - from)), c);
+      const int64_t mem = sh.value("mem_mib", int64_t{0});
+      below += "    " + std::string(1, c) + " workload " + Text(sh.value("workload", json())) + ", tenant " + Text(sh.value("tenant", json())) +
+               ", " + std::to_string(milli) +
+               " milli, memory limit " + (mem > 0 ? std::to_string(mem) + " MiB" : std::string("whole GPU")) + ", " +
+               Text(sh.value("mode", json()));
+      if (sh.contains("used_mem_mib"))
+        below += ", using " + Text(sh["used_mem_mib"]) + " MiB and " + Text(sh.value("used_milli", json())) + " milli";
+      if (sh.contains("mig_profile"))
+        below += ", MIG " + Text(sh.value("mig_profile", json())) + " at slice " + Text(sh.value("mig_start", json()));
+      below += "\n";
+    }
+    if (bar.size() < static_cast<size_t>(kCells)) bar.append(static_cast<size_t>(kCells) - bar.size(), '.');
+    out += "GPU " + Text(g.value("index", json())) + " " + Text(g.value("model", json())) + " [" + bar + "] " +
+           std::to_string(g.value("allocated_milli", int64_t{0})) + "/1000 milli" +
+           (g.contains("used_mem_mib") ? ", using " + Text(g["used_mem_mib"]) + " MiB and " +
+                                              Text(g.value("used_milli", json())) + " milli"
+                                        : std::string()) +
+           "\n" + below;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string Rfc3339(int64_t ms) {
@@ -208,7 +255,9 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
       rows.push_back({Text(n["name"]), Text(n["state"]), std::to_string(n.value("gpus", json::array()).size()), model,
                       std::to_string(alloc), Text(n["workloads"])});
     }
-    return TextTable({"NAME", "STATE", "GPUS", "MODEL", "ALLOCATED_MILLI", "WORKLOADS"}, rows);
+    std::string out = TextTable({"NAME", "STATE", "GPUS", "MODEL", "ALLOCATED_MILLI", "WORKLOADS"}, rows);
+    if (verb == "get") out += "\n" + GpuMap(a);
+    return out;
   }
   if (area == "usage") {
     // Totals first, then the hours (GPU-seconds: milli-GPU seconds / 1000, rounded down).
