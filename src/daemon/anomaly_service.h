@@ -74,7 +74,7 @@
 
 namespace tessera::daemon {
 
-inline constexpr std::string_view kSlaGuaranteedWaitP99 = "guaranteed_wait_p99_s";
+using metering::kSlaGuaranteedWaitP99;
 
 struct AnomalyRecord {
   int64_t id = 0;  // 1, 2, ... in the order found since the control plane started

@@ -38,6 +38,12 @@
 
 namespace tessera::metering {
 
+// The metric of the Guaranteed-wait SLA observation: a tenant's p99 wait (submit -> start) of the
+// Guaranteed workloads that started in an hour, in seconds (micro-units in SlaObservation.value
+// where it is stored); written by the control plane (src/daemon/anomaly_service.h) and by the
+// simulator's --ledger, read by the price plan's SLA credit rules.
+inline constexpr std::string_view kSlaGuaranteedWaitP99 = "guaranteed_wait_p99_s";
+
 struct SlaObservation {
   std::string tenant;
   std::string period;  // "2026-11" ("" for an hourly observation)

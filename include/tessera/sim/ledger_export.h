@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "tessera/core/gpu_model.h"
+#include "tessera/metering/ledger_file.h"
 #include "tessera/placement/cluster_snapshot.h"
 #include "tessera/sched/tenant.h"
 #include "tessera/sim/multitenant.h"
@@ -41,8 +42,7 @@
 namespace tessera::sim {
 
 inline constexpr int64_t kScenarioEpoch = 1793491200;  // 2026-11-01T00:00:00Z
-// The metric of the control plane's SLA observation (src/daemon/anomaly_service.h).
-inline constexpr std::string_view kSlaGuaranteedWaitP99 = "guaranteed_wait_p99_s";
+using metering::kSlaGuaranteedWaitP99;
 
 std::string RenderScenarioLedger(const sched::TenantTree& tenants, const std::vector<placement::NodeSpec>& nodes,
                                  const std::vector<WorkloadJob>& jobs, sched::Seconds horizon,

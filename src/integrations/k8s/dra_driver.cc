@@ -152,7 +152,7 @@ struct DraDriver::State {
       });
       json edits = {{"env", env}, {"mounts", mounts}};
       if (!options.dev_dir.empty()) {
-        TESSERA_ASSIGN_OR_RETURN(json device_node, DeviceNode("nvidia" + std::to_string(s.tenant.gpu)));
+        TESSERA_ASSIGN_OR_RETURN(json device_node, DeviceNode("nvidia" + std::to_string(s.tenant.gpus.front())));
         edits["deviceNodes"] = json::array({device_node});
       }
       devices.push_back({{"name", s.cdi_name}, {"containerEdits", edits}});
