@@ -537,7 +537,8 @@ TEST_F(ControlPlaneTest, GetNodeShowsTheSharesOfEachGpuWithAWorkloadOfTwoGpusUnd
                        sample(pair, "a", pair_gpus[0], 1, 1'789'999'900, 30000)}}}.dump(),
      agent);
   ASSERT_EQ(stored["stored"], 3) << stored.dump();
-  for (const json& g : Ok("GET", "/v1/nodes/n1")["gpus"]) {
+  const json node_view = Ok("GET", "/v1/nodes/n1");  // (a range over a temporary's member would dangle)
+  for (const json& g : node_view["gpus"]) {
     const int index = g["index"].get<int>();
     if (index == g_small) {
       for (const json& sh : g["shares"])
@@ -559,7 +560,8 @@ TEST_F(ControlPlaneTest, GetNodeShowsTheSharesOfEachGpuWithAWorkloadOfTwoGpusUnd
   EXPECT_EQ(Call("GET", "/v1/nodes/n1", "", user_a).status, 403);
   // A finished workload leaves the map.
   Ok("POST", "/v1/nodes/n1/heartbeat", json{{"finished", {{{"id", pair}, {"exit_code", 0}}}}}.dump(), agent);
-  for (const json& g : Ok("GET", "/v1/nodes/n1")["gpus"])
+  const json node_after = Ok("GET", "/v1/nodes/n1");
+  for (const json& g : node_after["gpus"])
     for (const json& sh : g["shares"]) EXPECT_NE(sh["workload"], pair);
 }
 
