@@ -129,7 +129,7 @@ void AnomalyService::Score(const std::string& tenant, std::string_view series, i
                            ClosedHours* out) {
   auto it = detectors_.try_emplace({tenant, std::string(series)}, options_).first;
   const metering::AnomalyVerdict v = it->second.Step(hour_s, value);
-  if (!v.flagged) return;
+  if (!v.flagged || out == nullptr) return;
   AnomalyRecord a;
   a.tenant = tenant;
   a.series = std::string(series);
@@ -163,12 +163,7 @@ ClosedHours AnomalyService::CloseHours(int64_t now_s, const std::vector<std::str
     for (const std::string& tenant : who) {
       auto it = open_.find({hour, tenant});
       const HourTotals h = it == open_.end() ? HourTotals{} : it->second;
-      if (h.usage) {
-        Score(tenant, "usage_gpu_seconds", hour, static_cast<double>(h.used_milli_s) / 1000.0, &out);
-        if (h.allocated_milli_s > 0)
-          Score(tenant, "usage_used_fraction", hour,
-                static_cast<double>(h.used_milli_s) / static_cast<double>(h.allocated_milli_s), &out);
-      }
+      if (h.usage) ScoreUsage(tenant, hour, h.allocated_milli_s, h.used_milli_s, &out);
       if (!h.waits_s.empty()) Score(tenant, "queue_wait_p99_s", hour, NearestRankQuantile(h.waits_s, 0.99), &out);
       Score(tenant, "refusals", hour, static_cast<double>(h.refusals), &out);
       Score(tenant, "preemptions", hour, static_cast<double>(h.preemptions), &out);
@@ -180,12 +175,60 @@ ClosedHours AnomalyService::CloseHours(int64_t now_s, const std::vector<std::str
   }
   open_.erase(open_.begin(), open_.lower_bound({until, ""}));
   closed_until_s_ = until;
-  for (AnomalyRecord& a : out.anomalies) {
+  Keep(&out);
+  return out;
+}
+
+void AnomalyService::Keep(ClosedHours* out) {
+  for (AnomalyRecord& a : out->anomalies) {
     a.id = next_id_++;
     found_.push_back(a);
     if (found_.size() > kMaxAnomalies) found_.pop_front();
   }
+}
+
+void AnomalyService::ScoreUsage(const std::string& tenant, int64_t hour_s, int64_t allocated_milli_s,
+                                int64_t used_milli_s, ClosedHours* out) {
+  Score(tenant, "usage_gpu_seconds", hour_s, static_cast<double>(used_milli_s) / 1000.0, out);
+  if (allocated_milli_s > 0)
+    Score(tenant, "usage_used_fraction", hour_s,
+          static_cast<double>(used_milli_s) / static_cast<double>(allocated_milli_s), out);
+}
+
+ClosedHours AnomalyService::Warm(const std::vector<UsageHour>& hours,
+                                 const std::map<std::string, int64_t>& flagged_until) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ClosedHours out;
+  const int64_t until = closed_until_s_;
+  const int64_t first = until - int64_t{kMaxReplayHours} * kSecondsPerHour;
+  const int64_t catch_up = until - int64_t{kMaxCatchUpHours} * kSecondsPerHour;
+  std::map<std::pair<std::string, int64_t>, std::pair<int64_t, int64_t>> sum;  // (tenant, hour) -> (alloc, used)
+  for (const UsageHour& h : hours) {
+    const int64_t hour = HourStart(h.hour_s);
+    if (hour < first || hour >= until) continue;
+    auto& q = sum[{h.tenant, hour}];
+    q.first += h.allocated_milli_s;
+    q.second += h.used_milli_s;
+  }
+  for (const auto& [key, q] : sum) {  // each tenant's hours in order
+    const auto& [tenant, hour] = key;
+    const auto f = flagged_until.find(tenant);
+    const bool scored = hour >= catch_up && (f == flagged_until.end() || hour > f->second);
+    ScoreUsage(tenant, hour, q.first, q.second, scored ? &out : nullptr);
+  }
+  std::stable_sort(out.anomalies.begin(), out.anomalies.end(),
+                   [](const AnomalyRecord& a, const AnomalyRecord& b) { return a.hour_s < b.hour_s; });
+  Keep(&out);
   return out;
+}
+
+std::optional<int64_t> AnomalyEventHour(std::string_view detail) {
+  constexpr std::string_view kFrom = " in the hour from ";
+  const size_t at = detail.find(kFrom);
+  if (at == std::string_view::npos) return std::nullopt;
+  StatusOr<int64_t> t = metering::ParseUtc(detail.substr(at + kFrom.size(), 20));  // "2026-11-02T16:00:00Z"
+  if (!t.ok()) return std::nullopt;
+  return *t;
 }
 
 }  // namespace tessera::daemon

@@ -27,9 +27,31 @@
 //
 // Hours: an observation counts in the hour of its time; hours up to the one before `now` are
 // closed by CloseHours, and an observation of an hour already closed is dropped (a late sample
-// moves the ledger and the invoices, not the detector). A restart begins with the current hour
-// (the detectors start over; what was persisted stays). At most kMaxCatchUpHours are closed at
+// moves the ledger and the invoices, not the detector). At most kMaxCatchUpHours are closed at
 // once (a control plane that was stopped for a week does not score a week of empty hours).
+//
+// A restart (Warm, once, before the first CloseHours): the usage series (usage_gpu_seconds,
+// usage_used_fraction) of each tenant are rebuilt from the metering ledger's hourly records (the
+// store's usage samples, split at hour boundaries as the ledger splits them). Of the last
+// kMaxReplayHours closed hours, those before the catch-up window (the last kMaxCatchUpHours closed
+// hours) are fed to the detectors without a verdict (warm-up); those inside it are scored as
+// CloseHours scores them, so a spike in an hour that closed while serve was down is flagged at
+// start. No hour is flagged twice: an hour at or before the newest hour of a persisted `anomaly`
+// event of the tenant (`flagged_until`, read from the store's events) is fed without a verdict,
+// so every hour a previous run flagged is skipped. An hour a previous run scored without a flag
+// may be flagged now (this run's detector has seen more history): that is its first flag. The
+// count series (refusals, preemptions, queue_wait_p99_s) start over with the current hour (their
+// observations are not stored), and GET /v1/anomalies lists the flags of this run only (the
+// earlier ones stay on the event feed).
+//   Example (kMaxCatchUpHours 168, kMaxReplayHours 720, now 2026-11-10T12:30Z, vision has usage
+//   rows for the 200 hours before 12:00, 36'000 GPU-seconds in 11:00-12:00 against ~3600 before,
+//   no persisted anomaly): hours 2026-11-02T04:00 .. 11-03T11:00 (32 rows) are warm-up, the 168
+//   hours from 11-03T12:00 are scored (row 33 on: the detector's verdicts begin after its
+//   warmup_rows) and 11:00 is flagged -> one `anomaly` event. Restarted again at 13:10 with the
+//   event persisted: flagged_until[vision] = 11:00, every hour up to 11:00 is warm-up, nothing is
+//   flagged twice.
+// Bounds: at most kMaxReplayHours rows per tenant and usage series are replayed (1,000 tenants:
+// 1.44 M detector steps at start); the detectors' memory is as below.
 //
 // Memory: a detector's windows hold at most a few thousand doubles (~60 KB once full, after about
 // 1,500 hours), so 1,000 tenants x 5 series are about 300 MB after two months; the anomaly list
@@ -109,6 +131,14 @@ struct AnomalyList {
   std::optional<int64_t> to_s;
 };
 
+// One tenant's usage in one closed hour (the ledger's hourly records, summed over its sources).
+struct UsageHour {
+  std::string tenant;
+  int64_t hour_s = 0;  // the hour's start
+  int64_t allocated_milli_s = 0;
+  int64_t used_milli_s = 0;
+};
+
 struct ClosedHours {
   std::vector<AnomalyRecord> anomalies;
   std::vector<store::SlaObservationRecord> sla;
@@ -118,6 +148,7 @@ class AnomalyService {
  public:
   static constexpr int kMaxCatchUpHours = 168;
   static constexpr size_t kMaxAnomalies = 10'000;
+  static constexpr int kMaxReplayHours = 720;  // Warm's history per tenant (30 days)
 
   // `now_s`: the control plane's clock at start (the hours before its hour are closed already);
   // `parents`: the tenants' parent links (List's subtree filter and its unknown tenants).
@@ -131,6 +162,12 @@ class AnomalyService {
   // Closes every open hour before the hour of now_s, scoring `tenants` (and any tenant observed)
   // in each; what it found is also kept for List.
   ClosedHours CloseHours(int64_t now_s, const std::vector<std::string>& tenants);
+
+  // At start, before the first CloseHours (see "A restart" above): replays `hours` (any order;
+  // rows of the same tenant and hour are summed; hours outside the last kMaxReplayHours closed
+  // ones are ignored) into the usage detectors, scoring the catch-up window's hours of each tenant
+  // after its flagged_until hour (absent: none). What it found is kept for List and returned.
+  ClosedHours Warm(const std::vector<UsageHour>& hours, const std::map<std::string, int64_t>& flagged_until);
 
   // The anomalies kept that the caller may see (see above), of hours overlapping [from, to).
   StatusOr<AnomalyList> List(const AnomalyCaller& caller, const AnomalyListRequest& request) const;
@@ -146,7 +183,11 @@ class AnomalyService {
     int64_t preemptions = 0;
   };
   HourTotals* Open(const std::string& tenant, int64_t time_s);  // nullptr: an hour already closed
+  // out nullptr: the detector learns the row, no verdict is kept (Warm's warm-up).
   void Score(const std::string& tenant, std::string_view series, int64_t hour_s, double value, ClosedHours* out);
+  void ScoreUsage(const std::string& tenant, int64_t hour_s, int64_t allocated_milli_s, int64_t used_milli_s,
+                  ClosedHours* out);
+  void Keep(ClosedHours* out);  // numbers out's anomalies and keeps them for List; mu_ held
 
   metering::AnomalyOptions options_;
   const ParentOf parents_;
@@ -157,6 +198,10 @@ class AnomalyService {
   std::deque<AnomalyRecord> found_;
   int64_t next_id_ = 1;
 };
+
+// The hour an `anomaly` event's detail names ("<series>: <reason>", the reason saying "in the
+// hour from 2026-11-02T16:00:00Z"): its start in seconds; nullopt when it names none.
+std::optional<int64_t> AnomalyEventHour(std::string_view detail);
 
 // The nearest-rank quantile q (0 < q <= 1) of `values` (not empty): the ceil(q * n)-th smallest.
 double NearestRankQuantile(std::vector<double> values, double q);

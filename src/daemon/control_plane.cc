@@ -675,6 +675,7 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
     std::lock_guard<std::mutex> lock(impl->usage_mu);
     TESSERA_RETURN_IF_ERROR(impl->RebuildLedger(/*count=*/true));
   }
+  TESSERA_RETURN_IF_ERROR(impl->WarmAnomalyDetectors(impl->NowMs()));
   TESSERA_RETURN_IF_ERROR(impl->CheckPlanCoversCluster());
   TESSERA_RETURN_IF_ERROR(impl->InstallRoutes());
   return std::unique_ptr<ControlPlane>(new ControlPlane(std::move(impl)));

@@ -6,6 +6,12 @@
 // are over (CloseAnomalyHours) and stores each Guaranteed tenant's guaranteed_wait_p99_s per hour;
 // GET /v1/invoices bills with the month's worst hour (SlaObservationsOf), so the price plan's
 // sla_credits rules apply.
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "src/daemon/control_plane_impl.h"
@@ -31,7 +37,10 @@ Status ControlPlane::Impl::InitAnomalyMetrics() {
 Status ControlPlane::Impl::CloseAnomalyHours(int64_t now_ms) {
   std::vector<std::string> names;
   for (const auto& [name, t] : tenant_service->tenants_locked()) names.push_back(name);
-  const ClosedHours closed = anomaly_service->CloseHours(now_ms / 1000, names);
+  return PersistClosedHours(anomaly_service->CloseHours(now_ms / 1000, names), now_ms);
+}
+
+Status ControlPlane::Impl::PersistClosedHours(const ClosedHours& closed, int64_t now_ms) {
   if (closed.anomalies.empty() && closed.sla.empty()) return Status::Ok();
   Status st = Transact("anomalies", [&](store::Transaction& tx) -> Status {
     for (const store::SlaObservationRecord& o : closed.sla) TESSERA_RETURN_IF_ERROR(tx.PutSlaObservation(o));
@@ -44,6 +53,55 @@ Status ControlPlane::Impl::CloseAnomalyHours(int64_t now_ms) {
   for (const store::SlaObservationRecord& o : closed.sla)
     m.sla_wait_p99->Set({o.tenant}, static_cast<double>(o.value_micro) / 1e6);
   return st;
+}
+
+StatusOr<std::map<std::string, int64_t>> ControlPlane::Impl::FlaggedUntil(int64_t since_ms) {
+  constexpr int kPage = 1000;
+  std::map<std::string, int64_t> out;
+  TESSERA_RETURN_IF_ERROR(Transact("read", [&](store::Transaction& tx) -> Status {
+    out.clear();
+    // The first event appended at or after since_ms, by bisection over the ids (which follow the
+    // append time; on PostgreSQL roughly: the caller's since_ms keeps an hour's margin).
+    TESSERA_ASSIGN_OR_RETURN(const int64_t last, tx.LastWorkloadEventId());
+    int64_t lo = 0, hi = last;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      TESSERA_ASSIGN_OR_RETURN(const std::vector<store::TenantWorkloadEvent> one, tx.ListEventsAfter(mid, 1));
+      if (one.empty() || one.front().event.time_ms >= since_ms) hi = mid;
+      else lo = mid + 1;
+    }
+    for (int64_t cursor = lo;;) {
+      TESSERA_ASSIGN_OR_RETURN(const std::vector<store::TenantWorkloadEvent> page, tx.ListEventsAfter(cursor, kPage));
+      for (const store::TenantWorkloadEvent& e : page) {
+        if (e.subject != "tenant" || e.event.kind != "anomaly") continue;
+        if (const std::optional<int64_t> hour = AnomalyEventHour(e.event.detail)) {
+          auto [it, first] = out.try_emplace(e.name, *hour);
+          if (!first) it->second = std::max(it->second, *hour);
+        }
+      }
+      if (page.size() < static_cast<size_t>(kPage)) break;
+      cursor = page.back().event.id;
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Status ControlPlane::Impl::WarmAnomalyDetectors(int64_t now_ms) {
+  const int64_t until = now_ms / 1000 / metering::kSecondsPerHour * metering::kSecondsPerHour;
+  const int64_t first = until - int64_t{AnomalyService::kMaxReplayHours} * metering::kSecondsPerHour;
+  std::vector<UsageHour> hours;
+  {
+    std::lock_guard<std::mutex> lock(usage_mu);
+    const std::vector<metering::SourceKey>& sources = ledger.sources();
+    for (const metering::HourlyRecord& h : ledger.Records())
+      if (h.hour >= first && h.hour < until)
+        hours.push_back({sources[h.source].tenant, h.hour, h.gpu_milli_s_allocated, h.gpu_milli_s_used});
+  }
+  // Flags of the catch-up window's hours were appended after their hour closed.
+  const int64_t catch_up = until - int64_t{AnomalyService::kMaxCatchUpHours} * metering::kSecondsPerHour;
+  TESSERA_ASSIGN_OR_RETURN(const auto flagged_until, FlaggedUntil((catch_up - metering::kSecondsPerHour) * 1000));
+  return PersistClosedHours(anomaly_service->Warm(hours, flagged_until), now_ms);
 }
 
 StatusOr<std::vector<metering::SlaObservation>> ControlPlane::Impl::SlaObservationsOf(const metering::Period& period) {

@@ -297,6 +297,13 @@ struct ControlPlane::Impl {
   Status InitAnomalyMetrics();
   StatusOr<std::vector<metering::SlaObservation>> SlaObservationsOf(const metering::Period& period);
   Status CloseAnomalyHours(int64_t now_ms);
+  // At start (Create, after RebuildLedger; no lock held): the usage detectors learn the ledger's
+  // history and score the catch-up hours (AnomalyService::Warm), the flags persisted as
+  // CloseAnomalyHours persists them; FlaggedUntil: per tenant the newest hour of its `anomaly`
+  // events appended at or after since_ms.
+  Status WarmAnomalyDetectors(int64_t now_ms);
+  StatusOr<std::map<std::string, int64_t>> FlaggedUntil(int64_t since_ms);
+  Status PersistClosedHours(const ClosedHours& closed, int64_t now_ms);
   // The object check of a route (Caller::action, or `action`) on `tenant`: nullopt when allowed,
   // else 404 naming `what` (another subtree's) or 403. Marks the caller scoped.
   // The route wrapper's authorisation (control_plane.cc): nullopt when the handler may run.

@@ -57,6 +57,16 @@ class AnomaliesApiTest : public ::testing::Test {
       ASSERT_TRUE(pg_.Create());
     }
     std::ofstream(File("plan.yaml")) << kPlan;
+    StartControlPlane();
+    const json one_gpu = {{"guaranteed", {{"gpu_milli", 1000}, {"gpus", {{"A100-80GB", 1}}}}}};
+    Tenant("acme", "", one_gpu);
+    Tenant("vision", "acme", one_gpu);
+    Tenant("other", "", json::object());
+    agent_ = Token("node-agent");
+  }
+  // A control plane on the test's store (again: a restart), at the clock's now_.
+  void StartControlPlane() {
+    cp_.reset();
     ControlPlaneOptions o;
     o.db = Url();
     o.listen_port = 0;
@@ -65,15 +75,10 @@ class AnomaliesApiTest : public ::testing::Test {
     o.node_timeout_s = 1'000'000;  // the test clock moves by hours; the node stays
     o.clock_ms = [this] { return now_ * 1000; };
     o.price_plan = File("plan.yaml");
-    o.anomaly.warmup_rows = 24;  // a day of hours before the first verdict (the default is 300)
+    o.anomaly.warmup_rows = warmup_rows_;
     auto cp = ControlPlane::Create(std::move(o));
     ASSERT_TRUE(cp.ok()) << cp.status().message();
     cp_ = std::move(*cp);
-    const json one_gpu = {{"guaranteed", {{"gpu_milli", 1000}, {"gpus", {{"A100-80GB", 1}}}}}};
-    Tenant("acme", "", one_gpu);
-    Tenant("vision", "acme", one_gpu);
-    Tenant("other", "", json::object());
-    agent_ = Token("node-agent");
   }
   void TearDown() override {
     cp_.reset();
@@ -145,7 +150,65 @@ class AnomaliesApiTest : public ::testing::Test {
   std::unique_ptr<ControlPlane> cp_;
   std::string agent_;
   int64_t now_ = kT0;  // the control plane's clock, seconds
+  int warmup_rows_ = 24;  // a day of hours before the first verdict (the default is 150)
 };
+
+// A restart warms the usage detectors from the stored usage (anomaly_service.h, "A restart"):
+// 200 hours of vision's usage reached the store while the control plane could not score them
+// (the samples came in after their hours closed), 70 milli-GPU steady, then 700 in the last
+// closed hour. Restarted, the control plane replays the history (with the default warm-up of 150
+// rows, more than a restarted detector could ever reach before) and flags the spike at start:
+// GET /v1/anomalies, one `anomaly` event, the metric. A second restart skips the hour that is
+// flagged already: still one event.
+TEST_F(AnomaliesApiTest, ARestartFlagsASpikeOfAnHourThatClosedWhileDownExactlyOnce) {
+  warmup_rows_ = metering::AnomalyOptions{}.warmup_rows;
+  StartControlPlane();
+  RegisterNode();
+  constexpr int kHours = 200;
+  now_ = kT0 + kHours * kHour + 10;
+  Cycle();  // every hour below is closed
+  for (int h = 0; h < kHours; ++h) {
+    PostHour("vision", h, kT0 + h * kHour, h == kHours - 1 ? 700 : 70);
+    PostHour("other", h, kT0 + h * kHour, 250);
+  }
+  Cycle();
+  EXPECT_TRUE(Ok("GET", "/v1/anomalies")["anomalies"].empty());  // the hours closed before they came
+  auto anomaly_events = [&] {
+    int n = 0;
+    for (const store::TenantWorkloadEvent& e : Events()) n += e.event.kind == "anomaly";
+    return n;
+  };
+  EXPECT_EQ(anomaly_events(), 0);
+
+  StartControlPlane();
+  const json all = Ok("GET", "/v1/anomalies");
+  ASSERT_EQ(all["anomalies"].size(), 1u) << all.dump();
+  const json& a = all["anomalies"][0];
+  EXPECT_EQ(a["tenant"], "vision");
+  EXPECT_EQ(a["series"], "usage_gpu_seconds");
+  EXPECT_EQ(a["hour_s"], kT0 + (kHours - 1) * kHour);
+  EXPECT_DOUBLE_EQ(a["value"].get<double>(), 1260);
+  EXPECT_DOUBLE_EQ(a["expected"].get<double>(), 126);
+  EXPECT_THAT(a["reason"].get<std::string>(), HasSubstr("GPU-seconds used 1260 in the hour from 2026-11-09T07:00:00Z"));
+  EXPECT_EQ(anomaly_events(), 1);
+  EXPECT_THAT(Request("GET", "/metrics").body,
+              HasSubstr("tessera_anomalies_total{tenant=\"vision\",series=\"usage_gpu_seconds\"} 1"));
+  Cycle();
+  EXPECT_EQ(anomaly_events(), 1);
+
+  now_ += kHour;  // an hour later, nothing new
+  StartControlPlane();
+  EXPECT_TRUE(Ok("GET", "/v1/anomalies")["anomalies"].empty());
+  EXPECT_EQ(anomaly_events(), 1);
+}
+
+TEST(AnomalyServiceTest, AnAnomalyEventNamesItsHour) {
+  EXPECT_EQ(AnomalyEventHour("usage_gpu_seconds: GPU-seconds used 1260 in the hour from 2026-11-02T16:00:00Z, "
+                             "expected about 126 (0 to 300)"),
+            std::optional<int64_t>(kT0 + 40 * kHour));
+  EXPECT_EQ(AnomalyEventHour("node n1 registered"), std::nullopt);
+  EXPECT_EQ(AnomalyEventHour("refusals: x in the hour from soon"), std::nullopt);
+}
 
 // 40 steady hours of vision and other, then an hour in which vision uses ten times as much: that
 // hour, and only it, is an anomaly of vision's usage_gpu_seconds, with the steady value as the
