@@ -38,7 +38,7 @@ api::UsageSample UsageMeter::Close(Open& o, int64_t end_s) {
 
 std::vector<api::UsageSample> UsageMeter::Observe(const NodeStatus& status, int64_t now_s) {
   std::vector<api::UsageSample> out;
-  std::set<std::string> seen;
+  std::set<std::pair<std::string, int>> seen;
   for (const GpuStatus& g : status.gpus) {
     for (const TenantStatus& t : g.tenants) {
       auto model = options_.gpu_models.find(g.gpu);
@@ -46,10 +46,10 @@ std::vector<api::UsageSample> UsageMeter::Observe(const NodeStatus& status, int6
         if (std::find(unmetered_.begin(), unmetered_.end(), t.name) == unmetered_.end()) unmetered_.push_back(t.name);
         continue;
       }
-      seen.insert(t.name);
-      auto it = open_.find(t.name);
-      if (it == open_.end() || it->second.gpu != g.gpu) {
-        if (it != open_.end()) out.push_back(Close(it->second, it->second.last_seen_s));  // moved GPU: a new source
+      const std::pair<std::string, int> key{t.name, g.gpu};
+      seen.insert(key);
+      auto it = open_.find(key);
+      if (it == open_.end()) {  // (a tenant moved to another GPU: a new source; the old one closes below)
         Open o{.tenant = t.account.empty() ? t.name : t.account,
                .workload = t.workload.empty() ? t.name : t.workload,
                .model = model->second,
@@ -63,7 +63,7 @@ std::vector<api::UsageSample> UsageMeter::Observe(const NodeStatus& status, int6
           o.launches_seen = t.launches;
           o.charged_seen_ns = t.charged_ns;
         }
-        it = open_.insert_or_assign(t.name, std::move(o)).first;
+        it = open_.insert_or_assign(key, std::move(o)).first;
       }
       Open& o = it->second;
       // Counters only grow while the slot lives; one that went back was reset (a re-added
@@ -100,8 +100,8 @@ std::vector<api::UsageSample> UsageMeter::Depart(const std::vector<Departure>& d
       if (std::find(unmetered_.begin(), unmetered_.end(), d.name) == unmetered_.end()) unmetered_.push_back(d.name);
       continue;
     }
-    auto it = open_.find(d.name);
-    if (it != open_.end() && it->second.gpu == d.gpu) {
+    auto it = open_.find({d.name, d.gpu});
+    if (it != open_.end()) {
       Open& o = it->second;
       o.launches += d.launches >= o.launches_seen ? d.launches - o.launches_seen : d.launches;
       o.charged_ns += d.charged_ns >= o.charged_seen_ns ? d.charged_ns - o.charged_seen_ns : d.charged_ns;
@@ -130,7 +130,7 @@ std::vector<api::UsageSample> UsageMeter::Depart(const std::vector<Departure>& d
 
 std::vector<api::UsageSample> UsageMeter::Flush(int64_t now_s) {
   std::vector<api::UsageSample> out;
-  for (auto& [name, o] : open_) out.push_back(Close(o, now_s));
+  for (auto& [key, o] : open_) out.push_back(Close(o, now_s));
   open_.clear();
   return out;
 }

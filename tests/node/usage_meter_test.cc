@@ -57,6 +57,29 @@ TEST(UsageMeterTest, HeaderWorkedExample) {
   EXPECT_TRUE(meter.Observe(NodeStatus{.exists = true}, 1076).empty());
 }
 
+// A job on two GPUs (a multi-GPU Slurm step: one tenant under both GPUs in the status) is a source
+// per GPU: one sample for each GPU per period, never an interval closed and reopened at every look
+// (which gave conflicting samples of one seq: `tessera bill` refused the ledger).
+TEST(UsageMeterTest, ATenantOnTwoGpusIsMeteredOnEachOnce) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}, {1, "A100-40GB"}}, .period_s = 60, .start_s = 900});
+  std::vector<api::UsageSample> due;
+  for (int64_t now = 1000; now <= 1060; ++now) {
+    NodeStatus s = OneTenant(Job42(), 0);
+    s.gpus.push_back(GpuStatus{.gpu = 1, .arbiter_alive = true, .tenants = {Job42()}});
+    auto got = meter.Observe(s, now);
+    due.insert(due.end(), got.begin(), got.end());
+  }
+  ASSERT_EQ(due.size(), 2u);
+  EXPECT_EQ(due[0].gpu, "0");
+  EXPECT_EQ(due[1].gpu, "1");
+  for (const api::UsageSample& x : due) {
+    EXPECT_EQ(x.seq, 1000);
+    EXPECT_EQ(x.start_s, 1000);
+    EXPECT_EQ(x.end_s, 1060);
+    EXPECT_EQ(x.gpu_milli_s_allocated, 30000);
+  }
+}
+
 TEST(UsageMeterTest, ACounterThatGoesBackCountsFromZero) {
   UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 10, .start_s = 0});
   TenantStatus t = Job42();

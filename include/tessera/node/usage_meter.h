@@ -77,7 +77,9 @@ class UsageMeter {
   api::UsageSample Close(Open& o, int64_t end_s);
 
   UsageMeterOptions options_;
-  std::map<std::string, Open> open_;  // by registry name
+  // By registry name and GPU: a tenant on several GPUs (a multi-GPU Slurm step) is a source per
+  // GPU, each with its own interval and seqs.
+  std::map<std::pair<std::string, int>, Open> open_;
   std::vector<std::string> unmetered_;
 };
 
