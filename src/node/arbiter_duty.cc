@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -23,6 +26,22 @@ ArbiterDuty::~ArbiterDuty() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+namespace {
+
+// Whether this duty reconciles node directory `dir` now: true at most once per 100 ms per
+// directory in this process (other directories, e.g. a test's several nodes, keep their own turn).
+bool ReconcileTurn(const std::string& dir, uint64_t now_ns) {
+  static std::mutex mu;
+  static std::map<std::string, uint64_t> last_ns;
+  std::lock_guard<std::mutex> lock(mu);
+  uint64_t& last = last_ns[dir];
+  if (last != 0 && now_ns < last + 100'000'000) return false;
+  last = now_ns;
+  return true;
+}
+
+}  // namespace
+
 void ArbiterDuty::Round() {
   if (arbiter_ == nullptr && !TryTakeOver()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -37,13 +56,9 @@ void ArbiterDuty::Round() {
     enforce::NodeSegment* segment = Segment(changed);
     if (reconcile_due) {
       // SIGKILLed processes' memory is released within 100 ms, not at the run's exit. Reconcile is
-      // node-wide: the duties of one process (an agent's, one per GPU) take turns, one per 100 ms.
-      static std::atomic<uint64_t> last_reconcile_ns{0};
-      uint64_t last = last_reconcile_ns.load(std::memory_order_relaxed);
-      if (segment != nullptr && now >= last + 100'000'000 &&
-          last_reconcile_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-        segment->Reconcile();
-      }
+      // node-wide: the duties of one process for one node directory (an agent's, one per GPU)
+      // take turns, one reconcile of that node per 100 ms.
+      if (segment != nullptr && ReconcileTurn(node_.paths().dir, now)) segment->Reconcile();
       next_reconcile_ns_ = now + 100'000'000;
     }
     if (sync_due) {
