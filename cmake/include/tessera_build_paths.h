@@ -23,3 +23,4 @@ extern const char tessera_shim_library_path[];
 extern const char tessera_cudart_probe_path[];
 extern const char tessera_nvml_probe_path[];
 extern const char tessera_fake_mps_control_path[];
+extern const char tessera_faketime_library_path[];
