@@ -6,7 +6,7 @@ import { heldMilli, idleGpus, historyFromServer } from '../src/model.js';
 import { percentile, duration, gpus, mib, esc } from '../src/format.js';
 import { tenantColours, textOn, OKABE_ITO } from '../src/palette.js';
 import { ordered } from '../src/pages/queue.js';
-import { migSlices, memoryOf } from '../src/pages/gpus.js';
+import { migSlices, memoryOf, conditionBadges } from '../src/pages/gpus.js';
 
 test('heldMilli: pods x GPUs x share; a MIG instance counts its compute slices of 7', () => {
   assert.equal(heldMilli({ request: { gpus: 1, gpu_milli: 500 } }), 500);
@@ -79,4 +79,14 @@ test('the server history becomes the Cluster page series: pending summed, idle n
   assert.deepEqual(h.idle, [null, null]);
   assert.equal(h.server, true);
   assert.deepEqual(historyFromServer({ t: [1], held_milli: {}, pending: {}, idle_gpus: [4] }).idle, [4]);
+});
+
+test('node conditions: a badge for each one not ok, its detail on hover; ok, missing or unknown: none', () => {
+  assert.deepEqual(conditionBadges({ conditions: [
+    { type: 'nvml', ok: false, detail: 'GPU 1: GPU is lost' }, { type: 'disk', ok: true }, { type: 'mps', ok: false }] }), [
+    { type: 'nvml', text: 'nvml: not ok', title: 'GPU 1: GPU is lost' },
+    { type: 'mps', text: 'mps: not ok', title: 'the agent reports mps not ok' }]);
+  assert.deepEqual(conditionBadges({ conditions: [{ type: 'nvml', ok: true, detail: 'fine' }] }), []);
+  assert.deepEqual(conditionBadges({ conditions: [] }), []); // a lost node: nothing known
+  assert.deepEqual(conditionBadges({}), []); // an older control plane sends no conditions
 });

@@ -27,6 +27,17 @@ export function migSlices(profile, gpuMemMib) {
   return Math.max(1, Math.min(8, Math.round(gb / (gpuMemMib / 1024 / 8))));
 }
 
+// The node's conditions its agent reported not ok (GET /v1/nodes `conditions`, each heartbeat's
+// current view), as badges: text "TYPE: not ok", the agent's detail on hover. An ok condition,
+// and a lost node (whose conditions are unknown: the API sends none), shows nothing.
+//   [{type: 'nvml', ok: false, detail: 'GPU 1: GPU is lost'}, {type: 'disk', ok: true}]
+//     -> [{type: 'nvml', text: 'nvml: not ok', title: 'GPU 1: GPU is lost'}]
+export function conditionBadges(node) {
+  return (node.conditions || [])
+    .filter((c) => c && c.ok === false)
+    .map((c) => ({ type: c.type, text: `${c.type}: not ok`, title: c.detail || `the agent reports ${c.type} not ok` }));
+}
+
 const hourFmt = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
 
 // The memory a workload may use on GPU g: its limit, a MIG instance's own memory ("3g.40gb":
@@ -106,7 +117,9 @@ export function render(root, ctx) {
   }
   root.innerHTML = `<h1>GPU map</h1>
     <div class="nodes">${model.nodes
-      .map((n) => `<section class="node node-${esc(n.state)}"><h2>${esc(n.name)} <span class="badge">${esc(n.state)}</span>
+      .map((n) => `<section class="node node-${esc(n.state)}"><h2>${esc(n.name)} <span class="badge">${esc(n.state)}</span>${conditionBadges(n)
+        .map((c) => ` <span class="badge badge-bad condition" data-condition="${esc(c.type)}" title="${esc(c.title)}"
+          aria-label="${esc(`${c.text}: ${c.title}`)}" tabindex="0">${esc(c.text)}</span>`).join('')}
         <small>${n.gpus.length} GPU, ${n.workloads} workloads, heartbeat ${esc(time(n.last_heartbeat_ms))}</small></h2>
         <div class="gpus">${n.gpus.map((g) => gpuCard(n, g, ctx)).join('')}</div></section>`)
       .join('') || '<p>No node has registered.</p>'}</div>`;
