@@ -2,7 +2,9 @@
 // with the demo's tenants, two registered nodes (2 x H100-80GB in MIG mode, 4 x A100-40GB) and a
 // mix of running and waiting work, driven through Debian's chromium by playwright-core. It checks
 // that each page shows the data (every node and GPU, the tenants, a pending workload's reason, a
-// workload's events), that a preemption appears live without a reload, that a tenant's token
+// workload's events, a node condition an agent reports not ok, an anomaly the detector flagged in
+// 200 hours of usage the agent reported before a restart of serve), that a preemption appears
+// live without a reload, that a tenant's token
 // sees no other tenant anywhere, and that no page logs an error; it writes a screenshot of each
 // page at 1280x800.
 //
@@ -62,23 +64,36 @@ prices:
   A100-40GB: {gpu_hour: 1.80, memory_gib_hour: 0.001}
   H100-80GB: {gpu_hour: 3.00, mig: {1g.10gb: 0.45, 3g.40gb: 1.40}}
 `);
-const serve = spawn(tessera, ['serve', '--config', path.join(work, 'serve.yaml'), '--db', `sqlite:${work}/t.db`,
-  '--listen', '127.0.0.1:0', '--ui-dir', uiDir, '--price-plan', path.join(work, 'plan.yaml')], { env: { ...process.env, TESSERA_BOOTSTRAP_TOKEN: admin } });
+// A serve on the test's store; `serve` and `base` are the running one's.
+let serve;
+let base;
 let serveLog = '';
-const base = await new Promise((resolve, reject) => {
-  const t = setTimeout(() => reject(new Error('tessera serve did not say where it listens:\n' + serveLog)), 20000);
-  const onData = (d) => {
-    serveLog += d;
-    const m = /listening on (http:\/\/[0-9.:]+)/.exec(serveLog);
-    if (m) {
-      clearTimeout(t);
-      resolve(m[1]);
-    }
-  };
-  serve.stdout.on('data', onData);
-  serve.stderr.on('data', onData);
-  serve.on('exit', (code) => reject(new Error(`tessera serve exited ${code}:\n${serveLog}`)));
-});
+async function startServe() {
+  serveLog = '';
+  const proc = spawn(tessera, ['serve', '--config', path.join(work, 'serve.yaml'), '--db', `sqlite:${work}/t.db`,
+    '--listen', '127.0.0.1:0', '--ui-dir', uiDir, '--price-plan', path.join(work, 'plan.yaml')], { env: { ...process.env, TESSERA_BOOTSTRAP_TOKEN: admin } });
+  serve = proc;
+  base = await new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('tessera serve did not say where it listens:\n' + serveLog)), 20000);
+    const onData = (d) => {
+      serveLog += d;
+      const m = /listening on (http:\/\/[0-9.:]+)/.exec(serveLog);
+      if (m) {
+        clearTimeout(t);
+        resolve(m[1]);
+      }
+    };
+    proc.stdout.on('data', onData);
+    proc.stderr.on('data', onData);
+    proc.on('exit', (code) => reject(new Error(`tessera serve exited ${code}:\n${serveLog}`)));
+  });
+}
+async function stopServe() {
+  const exited = new Promise((resolve) => serve.once('exit', resolve));
+  serve.kill('SIGTERM');
+  await exited;
+}
+await startServe();
 
 async function api(method, p, body, tok = admin) {
   const res = await fetch(base + p, {
@@ -102,6 +117,31 @@ try {
     cpu_milli: 64000, memory_mib: 524288,
     gpus: Array.from({ length: n }, (_, i) => ({ index: i, uuid: `GPU-${name}-${i}`, model, memory_mib, mig_enabled: mig })),
   });
+  // An anomaly for the Anomalies page, made as the API makes one (src/daemon/anomaly_service.h, "A
+  // restart"): the agent reports 200 closed hours of prod's use of an A100 (0.1 GPU, half used:
+  // 180 GPU-seconds an hour), the last of them the whole GPU (1,800 GPU-seconds); serve restarted
+  // on the same store warms its detectors from the stored usage and flags that hour at start. The
+  // samples name the GPU by a UUID no card of the map has, so that the map's utilisation (the
+  // newest hour per node and GPU index) stays the test's own samples'.
+  await api('POST', '/v1/nodes/n-a100/register', inventory('n-a100', 'A100-40GB', 40960, 4, false), agent);
+  const nowHour = Math.floor(Date.now() / 3600000) * 3600;
+  const spike = nowHour - 3600;
+  const history = Array.from({ length: 200 }, (_, h) => {
+    const start = nowHour - (200 - h) * 3600;
+    const milli = start === spike ? 1000 : 100;
+    return { tenant: 'prod', workload: 'history', gpu: 'GPU-n-a100-history', model: 'A100-40GB', partition: 'share', seq: h, start,
+      end: start + 3600, gpu_milli_s_allocated: milli * 3600, gpu_milli_s_used: milli * 1800, memory_mib_s: 0, peak_memory_mib: 0,
+      kernel_launches: 0 };
+  });
+  const stored = (await api('POST', '/v1/nodes/n-a100/usage', { samples: history }, agent)).stored;
+  check(stored === 200, `the agent's 200 hours of prod's usage are stored (${stored})`);
+  await stopServe();
+  await startServe();
+  const flags = (await api('GET', '/v1/anomalies')).anomalies;
+  check(flags.length === 1 && flags[0].tenant === 'prod' && flags[0].series === 'usage_gpu_seconds' && flags[0].hour_s === spike,
+    `the restarted serve flags prod's spike (${JSON.stringify(flags)})`);
+  const flag = flags[0] || {};
+
   await api('POST', '/v1/nodes/n-h100/register', inventory('n-h100', 'H100-80GB', 81559, 2, true), agent);
   await api('POST', '/v1/nodes/n-a100/register', inventory('n-a100', 'A100-40GB', 40960, 4, false), agent);
   const submit = async (w) => (await api('POST', '/v1/workloads', w)).id;
@@ -210,6 +250,20 @@ try {
   check(text.includes('3g.40gb') && text.includes('1g.10gb'), 'GPU map: the MIG slots with their profiles');
   check(text.includes(`research #${ids.trainA}`), 'GPU map: a fractional share named by tenant');
   check(text.includes('used 50 % of what was allocated'), 'GPU map: utilisation from the usage samples (half of what was held)');
+  // Node conditions: none reported yet, no badge; then n-h100's agent reports NVML not ok and
+  // n-a100's ok (heartbeats, as tessera agent sends them): n-h100 gets a badge, live, with the
+  // agent's detail on hover; n-a100 none.
+  check((await page.locator('.condition').count()) === 0, 'GPU map: no condition badge before an agent reports one');
+  await api('POST', '/v1/nodes/n-h100/heartbeat', { conditions: [{ type: 'nvml', ok: false, detail: 'GPU 1: GPU is lost' }] }, agent);
+  await api('POST', '/v1/nodes/n-a100/heartbeat', { conditions: [{ type: 'nvml', ok: true }] }, agent);
+  await page.waitForSelector('.condition', { timeout: 15000 })
+    .then(() => check(true, 'GPU map: a node condition not ok shows live'), () => check(false, 'GPU map: a node condition not ok shows live'));
+  {
+    const badge = page.locator('section.node', { hasText: 'n-h100' }).locator('.condition');
+    check((await badge.count()) === 1 && (await badge.innerText()).trim() === 'nvml: not ok', "GPU map: n-h100's badge says nvml: not ok");
+    check((await badge.getAttribute('title')) === 'GPU 1: GPU is lost', "GPU map: the badge's hover is the agent's detail");
+    check((await page.locator('section.node', { hasText: 'n-a100' }).locator('.condition').count()) === 0, 'GPU map: n-a100 (nvml ok) has no badge');
+  }
   await page.screenshot({ path: path.join(shots, 'gpu-map.png'), fullPage: true });
 
   text = await visit(page, '#/queue', 'queue');
@@ -229,10 +283,34 @@ try {
   check(['prod', 'research', 'batch'].every((t) => text.includes(t)) && text.includes('USD'), 'Invoices: every account, in the plan\'s currency');
   await page.screenshot({ path: path.join(shots, 'invoices.png') });
 
-  // The demo's hours are too few for the detector (it warms up first): the page says so, in the
-  // viewer's time zone, with no console error.
+  // Anomalies: prod's flagged hour, one row: the hour in the viewer's time zone (not UTC), the
+  // tenant, the series in words (its name on hover), the value and the expected value with its
+  // range in the series' unit (rounded as the page rounds: whole numbers from 100 up, else two
+  // decimals), the score and the detector's reason.
   text = await visit(page, '#/anomalies', 'anomalies');
-  check(/Anomalies/.test(text) && /No anomalies|Hour starting/.test(text), 'Anomalies: the detector\'s flags, or none yet');
+  {
+    const rows = page.locator('table.anomalies tbody tr');
+    check((await rows.count()) === 1, `Anomalies: one flagged row (${await rows.count()})`);
+    const cells = await rows.first().locator('td').allInnerTexts();
+    const [hour, tenant, series, value, expected, score, reason] = cells.map((c) => c.trim());
+    const shown = await page.evaluate((ms) => {
+      const opts = { year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short' };
+      return [new Intl.DateTimeFormat(undefined, opts).format(ms), new Intl.DateTimeFormat(undefined, { ...opts, timeZone: 'UTC' }).format(ms)];
+    }, flag.hour_s * 1000);
+    check(hour === shown[0] && hour !== shown[1], `Anomalies: the hour in the viewer's zone, not UTC (${hour}; UTC ${shown[1]})`);
+    check(tenant === 'prod', `Anomalies: the tenant (${tenant})`);
+    const title = await rows.first().locator('td').nth(2).getAttribute('title');
+    check(series === 'GPU-seconds used' && title === 'usage_gpu_seconds', `Anomalies: the series in words, its name on hover (${series}, ${title})`);
+    const number = (t) => Number(String(t).replace(/,/g, ''));
+    const near = (shownText, want) => Math.abs(number(shownText) - want) <= (Math.abs(want) >= 100 ? 0.5 : 0.005);
+    const v = /^([\d.,]+) GPU·s$/.exec(value);
+    check(v && near(v[1], flag.value) && flag.value === 1800, `Anomalies: the value with its unit (${value}; API ${flag.value})`);
+    const e = /^([\d.,]+) GPU·s \(([\d.,]+)–([\d.,]+)\)$/.exec(expected);
+    check(e && near(e[1], flag.expected) && near(e[2], flag.expected_low) && near(e[3], flag.expected_high) && flag.expected_high < flag.value,
+      `Anomalies: the expected value and range (${expected}; API ${flag.expected} ${flag.expected_low}..${flag.expected_high})`);
+    check(near(score, flag.score), `Anomalies: the score (${score}; API ${flag.score})`);
+    check(reason === flag.reason && /^GPU-seconds used 1800 in the hour from .*, expected about 180/.test(reason), `Anomalies: the reason (${reason})`);
+  }
   await page.screenshot({ path: path.join(shots, 'anomalies.png') });
 
   text = await visit(page, '#/audit', 'audit');
@@ -264,6 +342,7 @@ try {
   const viewerPage = await open(viewer);
   text = await visit(viewerPage, '#/gpus', 'gpus');
   check(text.includes('n-h100') && text.includes('n-a100'), 'viewer token, GPU map: every node');
+  check((await viewerPage.locator('.condition').count()) === 1, "viewer token, GPU map: n-h100's condition badge");
   text = await visit(viewerPage, '#/tenants', 'tenants');
   check(['prod', 'research', 'batch'].every((t) => text.includes(t)), 'viewer token, Tenants: every tenant');
   check((await viewerPage.innerText('header .who')).includes('viewer'), 'viewer token: the header says read only');
@@ -280,9 +359,9 @@ try {
     if (name === 'gpus') await tenantPage.screenshot({ path: path.join(shots, 'tenant-view.png') });
   }
   {
-    await visit(tenantPage, '#/anomalies', 'anomalies');
+    const all = await visit(tenantPage, '#/anomalies', 'anomalies');
     const body = await tenantPage.innerText('body');
-    check(!/\bprod\b|\bbatch\b/.test(body), 'tenant token, anomalies: no prod or batch');
+    check(!/\bprod\b|\bbatch\b/.test(body) && all.includes('No anomalies'), "tenant token, anomalies: none of prod's flags, no prod or batch");
   }
   check((await tenantPage.locator('nav a[href="#/audit"]').count()) === 0, 'tenant token: no Audit page');
   const other = await tenantPage.evaluate(async () => (await fetch(`/v1/workloads/1`, { headers: { Authorization: `Bearer ${sessionStorage.getItem('tessera.token')}` } })).status);
