@@ -645,6 +645,11 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   impl->forecast_service = std::make_unique<ForecastService>(
       [p] { return p->NowMs(); }, p->tenant_service->Parents(),
       [p](int64_t from_hour_s) { return p->ReadUsageHours(from_hour_s); });
+  impl->usage_service = std::make_unique<UsageService>(
+      transact, p->tenant_service->Parents(), [p](const store::UsageSampleRecord& s) {
+        p->CountUsage(s);
+        p->anomaly_service->ObserveUsage(s.tenant, s.start_s, s.gpu_milli_s_allocated, s.gpu_milli_s_used);
+      });
   impl->token_service = std::make_unique<TokenService>(
       transact, [p] { return p->NowMs(); },
       [p](std::string_view tenant, const std::function<Status()>& write) {
@@ -671,10 +676,8 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
     std::lock_guard<std::mutex> lock(impl->mu);
     TESSERA_RETURN_IF_ERROR(impl->Restore());
   }
-  {
-    std::lock_guard<std::mutex> lock(impl->usage_mu);
-    TESSERA_RETURN_IF_ERROR(impl->RebuildLedger(/*count=*/true));
-  }
+  // The ledger from the stored samples, each counted into the usage metrics.
+  TESSERA_RETURN_IF_ERROR(impl->usage_service->Rebuild([p](const store::UsageSampleRecord& s) { p->CountUsage(s); }));
   TESSERA_RETURN_IF_ERROR(impl->WarmAnomalyDetectors(impl->NowMs()));
   TESSERA_RETURN_IF_ERROR(impl->CheckPlanCoversCluster());
   TESSERA_RETURN_IF_ERROR(impl->InstallRoutes());
