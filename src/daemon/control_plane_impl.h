@@ -4,7 +4,7 @@
 //   control_plane_workloads.cc  /v1/workloads
 //   control_plane_nodes.cc      /v1/nodes and the node-agent endpoints
 //   control_plane_loop.cc       the scheduling loop: cycles, persisted decisions, node timeouts
-//   control_plane_events.cc     /v1/events (server-sent events from the event feed)
+//   control_plane_events.cc     /v1/events (decode -> EventService -> server-sent events)
 //   control_plane_usage.cc      /v1/nodes/{name}/usage, /v1/usage (decode -> UsageService -> encode)
 //   control_plane_invoices.cc   the price plan, /v1/invoices (the ledger billed with it)
 //   control_plane_history.cc    /v1/history (ClusterHistory, sampled by the loop's UpdateGauges)
@@ -41,7 +41,7 @@
 #include "src/daemon/anomaly_service.h"
 #include "src/daemon/authz.h"
 #include "src/daemon/cluster_history.h"
-#include "src/daemon/event_feed.h"
+#include "src/daemon/event_service.h"
 #include "src/daemon/http_server.h"
 #include "src/daemon/forecast_service.h"
 #include "src/daemon/invoice_service.h"
@@ -150,7 +150,7 @@ struct ControlPlane::Impl {
   const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
   std::unique_ptr<store::Store> db;
   std::unique_ptr<HttpServer> http;
-  std::unique_ptr<EventFeed> feed;  // GET /v1/events
+  std::unique_ptr<EventService> event_service;  // the event feed, GET /v1/events (made in Create)
   MetricsRegistry registry;
   ApiMetrics m;
   std::unique_ptr<RateLimiter> limiter;
@@ -259,6 +259,7 @@ struct ControlPlane::Impl {
   HttpResponse DesiredState(const HttpRequest& r, const Caller& c);
   HttpResponse ListAudit(const HttpRequest& r, const Caller& c);
   HttpResponse StreamEvents(const HttpRequest& r, const Caller& c);  // control_plane_events.cc
+  EventCaller EventCallerOf(const Caller& c) const;
   // Whether the token of this hash is still known, unrevoked and unexpired (open streams).
   bool TokenStillValid(const std::string& hash) const;
   HttpResponse PostUsage(const HttpRequest& r, const Caller& c);
@@ -304,13 +305,14 @@ struct ControlPlane::Impl {
   std::optional<HttpResponse> Scope(const Caller& c, std::string_view tenant, std::string_view what,
                                     std::optional<Action> action = std::nullopt,
                                     Role new_token_role = Role::kTenantUser) const;
-  // The read handlers' one prelude (GET /v1/usage, /v1/history, /v1/audit, /v1/events): the
-  // shared query parameters (read_query.h) into *q, else a 400 naming the bad one; then a
-  // ?tenant= outside the caller's subtree is 404 (Scope, by `action` or the route's) and one
-  // that does not exist 404. `scope_all`: check the caller's whole view when no tenant is named
-  // too (a kObject route must check something); false for routes authorised by the wrapper.
-  std::optional<HttpResponse> ReadPrelude(const HttpRequest& r, const Caller& c, ReadQuery* q, bool scope_all = true,
-                                          std::optional<Action> action = std::nullopt) const;
+  // The prelude of the read handlers not yet in a service (GET /v1/history, /v1/audit; UsageService
+  // and EventService make the same checks themselves): the shared query parameters
+  // (read_query.h) into *q, else a 400 naming the bad one; then a ?tenant= outside the caller's
+  // subtree is 404 (Scope, by the route's action) and one that does not exist 404. `scope_all`:
+  // check the caller's whole view when no tenant is named too (a kObject route must check
+  // something); false for routes authorised by the wrapper.
+  std::optional<HttpResponse> ReadPrelude(const HttpRequest& r, const Caller& c, ReadQuery* q,
+                                          bool scope_all = true) const;
 
   // Usage (control_plane_usage.cc): the metrics' families; UsageCallerOf as the other services'.
   Status InitUsageMetrics();
@@ -371,7 +373,5 @@ Status CheckApiRoutes(const std::vector<ApiRoute>& routes);
 HttpResponse ErrorResponse(const Status& status, std::string_view field = "");
 // 404 {"error": {"code": "not_found", ...}} for `what`.
 HttpResponse NotFound(std::string_view what);
-// "42" -> 42; nullopt for anything but a positive decimal integer.
-std::optional<int64_t> ParseId(const std::string& s);
 
 }  // namespace tessera::daemon
