@@ -114,7 +114,7 @@ Status ControlPlane::Impl::Transact(std::string_view operation,
                                     const std::function<Status(store::Transaction&)>& fn) {
   const auto t0 = std::chrono::steady_clock::now();
   Status st = db->Transact(fn);
-  if (st.ok() && operation != "read" && feed) feed->Notify();  // there may be new events
+  if (st.ok() && operation != "read" && event_service) event_service->Notify();  // there may be new events
   m.store_latency->Observe({std::string(operation)},
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return st;
@@ -128,7 +128,7 @@ void ControlPlane::Impl::TransactAsync(std::string_view operation, std::function
   }
   const auto t0 = std::chrono::steady_clock::now();
   db->TransactAsync(std::move(fn), [this, t0, op = std::string(operation), done = std::move(done)](Status st) {
-    if (st.ok() && op != "read" && feed) feed->Notify();
+    if (st.ok() && op != "read" && event_service) event_service->Notify();
     m.store_latency->Observe({op}, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     done(std::move(st));
     std::lock_guard<std::mutex> lock(async_mu);
@@ -460,13 +460,13 @@ std::optional<HttpResponse> ControlPlane::Impl::Scope(const Caller& c, std::stri
 }
 
 std::optional<HttpResponse> ControlPlane::Impl::ReadPrelude(const HttpRequest& r, const Caller& c, ReadQuery* q,
-                                                            bool scope_all, std::optional<Action> action) const {
+                                                            bool scope_all) const {
   std::string field;
   StatusOr<ReadQuery> parsed = ParseReadQuery(r.query, &field);
   if (!parsed.ok()) return ErrorResponse(parsed.status(), field);
   *q = *std::move(parsed);
   if (q->tenant.empty() && !scope_all) return std::nullopt;
-  if (auto denied = Scope(c, q->tenant, "tenant '" + q->tenant + "'", action)) return denied;
+  if (auto denied = Scope(c, q->tenant, "tenant '" + q->tenant + "'")) return denied;
   if (!q->tenant.empty() && !Parents()(q->tenant)) return NotFound("tenant '" + q->tenant + "'");
   return std::nullopt;
 }
@@ -645,6 +645,11 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   impl->forecast_service = std::make_unique<ForecastService>(
       [p] { return p->NowMs(); }, p->tenant_service->Parents(),
       [p](int64_t from_hour_s) { return p->ReadUsageHours(from_hour_s); });
+  impl->usage_service = std::make_unique<UsageService>(
+      transact, p->tenant_service->Parents(), [p](const store::UsageSampleRecord& s) {
+        p->CountUsage(s);
+        p->anomaly_service->ObserveUsage(s.tenant, s.start_s, s.gpu_milli_s_allocated, s.gpu_milli_s_used);
+      });
   impl->token_service = std::make_unique<TokenService>(
       transact, [p] { return p->NowMs(); },
       [p](std::string_view tenant, const std::function<Status()>& write) {
@@ -656,7 +661,7 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   fo.poll_interval_ms = impl->opt.events_poll_interval_ms;
   // PostgreSQL may commit a lower event id after a higher one (event_feed.h); SQLite never does.
   if (impl->db->Kind() != "sqlite" && fo.gap_grace_ms == 0) fo.gap_grace_ms = 2000;
-  impl->feed = std::make_unique<EventFeed>(*impl->db, fo);
+  impl->event_service = std::make_unique<EventService>(*impl->db, fo, p->tenant_service->Parents());
   impl->limiter = std::make_unique<RateLimiter>(
       RateLimitOptions{.rate_per_s = impl->opt.rate_per_s, .burst = impl->opt.rate_burst});
   HttpServerOptions ho;
@@ -671,10 +676,8 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
     std::lock_guard<std::mutex> lock(impl->mu);
     TESSERA_RETURN_IF_ERROR(impl->Restore());
   }
-  {
-    std::lock_guard<std::mutex> lock(impl->usage_mu);
-    TESSERA_RETURN_IF_ERROR(impl->RebuildLedger(/*count=*/true));
-  }
+  // The ledger from the stored samples, each counted into the usage metrics.
+  TESSERA_RETURN_IF_ERROR(impl->usage_service->Rebuild([p](const store::UsageSampleRecord& s) { p->CountUsage(s); }));
   TESSERA_RETURN_IF_ERROR(impl->WarmAnomalyDetectors(impl->NowMs()));
   TESSERA_RETURN_IF_ERROR(impl->CheckPlanCoversCluster());
   TESSERA_RETURN_IF_ERROR(impl->InstallRoutes());
@@ -685,7 +688,7 @@ const std::string& ControlPlane::generated_bootstrap_token() const { return impl
 
 Status ControlPlane::Start() {
   TESSERA_RETURN_IF_ERROR(impl_->http->Start());
-  impl_->feed->Start();
+  impl_->event_service->Start();
   if (impl_->opt.run_loop && !impl_->loop.joinable()) {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stopping = false;
@@ -696,7 +699,7 @@ Status ControlPlane::Start() {
 
 void ControlPlane::Stop() {
   if (!impl_) return;
-  impl_->feed->Stop();  // first: its streams live on the server's threads
+  impl_->event_service->Stop();  // first: its streams live on the server's threads
   impl_->http->Stop();
   {
     // Queued store work still calls back into this plane (its answers are dropped now).

@@ -91,13 +91,12 @@ Status ControlPlane::Impl::WarmAnomalyDetectors(int64_t now_ms) {
   const int64_t until = now_ms / 1000 / metering::kSecondsPerHour * metering::kSecondsPerHour;
   const int64_t first = until - int64_t{AnomalyService::kMaxReplayHours} * metering::kSecondsPerHour;
   std::vector<UsageHour> hours;
-  {
-    std::lock_guard<std::mutex> lock(usage_mu);
+  usage_service->Peek([&](const metering::Ledger& ledger) {
     const std::vector<metering::SourceKey>& sources = ledger.sources();
     for (const metering::HourlyRecord& h : ledger.Records())
       if (h.hour >= first && h.hour < until)
         hours.push_back({sources[h.source].tenant, h.hour, h.gpu_milli_s_allocated, h.gpu_milli_s_used});
-  }
+  });
   // Flags of the catch-up window's hours were appended after their hour closed.
   const int64_t catch_up = until - int64_t{AnomalyService::kMaxCatchUpHours} * metering::kSecondsPerHour;
   TESSERA_ASSIGN_OR_RETURN(const auto flagged_until, FlaggedUntil((catch_up - metering::kSecondsPerHour) * 1000));

@@ -18,11 +18,11 @@ ForecastCaller ControlPlane::Impl::ForecastCallerOf(const Caller& c) const {
 
 StatusOr<UsageHours> ControlPlane::Impl::ReadUsageHours(int64_t from_hour_s) {
   UsageHours out;
-  std::lock_guard<std::mutex> lock(usage_mu);
-  if (ledger_stale) TESSERA_RETURN_IF_ERROR(RebuildLedger(false));
-  out.sources = ledger.sources();
-  for (const metering::HourlyRecord& h : ledger.Records())
-    if (h.hour >= from_hour_s) out.records.push_back(h);
+  TESSERA_RETURN_IF_ERROR(usage_service->Read([&](const metering::Ledger& ledger) {
+    out.sources = ledger.sources();
+    for (const metering::HourlyRecord& h : ledger.Records())
+      if (h.hour >= from_hour_s) out.records.push_back(h);
+  }));
   return out;
 }
 

@@ -4,8 +4,8 @@
 //   control_plane_workloads.cc  /v1/workloads
 //   control_plane_nodes.cc      /v1/nodes and the node-agent endpoints
 //   control_plane_loop.cc       the scheduling loop: cycles, persisted decisions, node timeouts
-//   control_plane_events.cc     /v1/events (server-sent events from the event feed)
-//   control_plane_usage.cc      usage samples from node agents, the metering ledger, /v1/usage
+//   control_plane_events.cc     /v1/events (decode -> EventService -> server-sent events)
+//   control_plane_usage.cc      /v1/nodes/{name}/usage, /v1/usage (decode -> UsageService -> encode)
 //   control_plane_invoices.cc   the price plan, /v1/invoices (the ledger billed with it)
 //   control_plane_history.cc    /v1/history (ClusterHistory, sampled by the loop's UpdateGauges)
 //   control_plane_anomalies.cc  the anomaly detector per tenant, SLA observations, /v1/anomalies
@@ -20,10 +20,9 @@
 //               commit is durable, and takes mu only to queue the job.
 //   (the parent map authorisation reads is TenantService's, under its own shared lock taken
 //   after mu; the token cache is TokenService's, with its own locks: src/daemon/token_service.h)
-//   usage_mu    the metering ledger; never held with mu (the usage handlers do not touch the
-//               world), taken before the parent map's lock
-//   last_use_mu the newest usage sample per node, GPU and workload (GET /v1/nodes/{name});
-//               a leaf: taken last, under mu or usage_mu, nothing taken under it
+//   (the metering ledger is UsageService's, under its own lock: never held with mu, taken before
+//   the parent map's lock; its newest sample per share, read by GET /v1/nodes/{name} under mu, is
+//   under a leaf lock of its own: src/daemon/usage_service.h)
 #pragma once
 
 #include <condition_variable>
@@ -42,7 +41,7 @@
 #include "src/daemon/anomaly_service.h"
 #include "src/daemon/authz.h"
 #include "src/daemon/cluster_history.h"
-#include "src/daemon/event_feed.h"
+#include "src/daemon/event_service.h"
 #include "src/daemon/http_server.h"
 #include "src/daemon/forecast_service.h"
 #include "src/daemon/invoice_service.h"
@@ -52,6 +51,7 @@
 #include "src/daemon/static_bundle.h"
 #include "src/daemon/tenant_service.h"
 #include "src/daemon/token_service.h"
+#include "src/daemon/usage_service.h"
 #include "src/daemon/workload_request.h"
 #include "src/daemon/workload_shape.h"
 #include "tessera/api/node_wire.h"
@@ -150,7 +150,7 @@ struct ControlPlane::Impl {
   const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
   std::unique_ptr<store::Store> db;
   std::unique_ptr<HttpServer> http;
-  std::unique_ptr<EventFeed> feed;  // GET /v1/events
+  std::unique_ptr<EventService> event_service;  // the event feed, GET /v1/events (made in Create)
   MetricsRegistry registry;
   ApiMetrics m;
   std::unique_ptr<RateLimiter> limiter;
@@ -162,6 +162,8 @@ struct ControlPlane::Impl {
   // The anomaly detectors and the hours' SLA observations (own lock; made in Create).
   std::unique_ptr<AnomalyService> anomaly_service;
   std::unique_ptr<ForecastService> forecast_service;  // demand forecasts (no state; made in Create)
+  // The metering ledger and each share's newest sample (own locks; made in Create).
+  std::unique_ptr<UsageService> usage_service;
 
   mutable std::mutex mu;
   std::unique_ptr<sched::LiveScheduler> live;
@@ -183,24 +185,8 @@ struct ControlPlane::Impl {
   std::string WorkloadViewText(const store::WorkloadRecord& w);
   std::optional<std::string> CachedView(int64_t id, int64_t version);
 
-  // Usage: the ledger holds exactly the stored samples (rebuilt from the store at Create, and
-  // after a failed usage transaction: stale until then).
-  std::mutex usage_mu;
-  metering::Ledger ledger;
-  // GET /v1/nodes/{name}'s used memory and busy milli per share: the newest stored sample of each
-  // (node, GPU index as the agent wrote it) and workload, as a rate over its span. Kept in memory
-  // only (empty after a restart until the agents' next samples); an entry whose newest sample
-  // ended an hour before a new sample of the same GPU began is dropped then.
-  struct LastUse {
-    int64_t end_s = 0;
-    int64_t memory_mib = 0;  // memory_mib_s / span
-    int64_t used_milli = 0;  // gpu_milli_s_used / span
-  };
-  std::mutex last_use_mu;
-  std::map<std::pair<std::string, std::string>, std::map<std::string, LastUse>> last_use;
   // What the Cluster page draws over time (its own lock); UpdateGauges offers a point per cycle.
   ClusterHistory history;
-  bool ledger_stale = false;
   // GET /v1/invoices: the plan of opt.price_plan, parsed once by Create (nullopt: none given).
   // Never changed afterwards, so read without a lock.
   std::optional<metering::PricePlan> price_plan;
@@ -273,6 +259,7 @@ struct ControlPlane::Impl {
   HttpResponse DesiredState(const HttpRequest& r, const Caller& c);
   HttpResponse ListAudit(const HttpRequest& r, const Caller& c);
   HttpResponse StreamEvents(const HttpRequest& r, const Caller& c);  // control_plane_events.cc
+  EventCaller EventCallerOf(const Caller& c) const;
   // Whether the token of this hash is still known, unrevoked and unexpired (open streams).
   bool TokenStillValid(const std::string& hash) const;
   HttpResponse PostUsage(const HttpRequest& r, const Caller& c);
@@ -280,8 +267,8 @@ struct ControlPlane::Impl {
   HttpResponse GetHistory(const HttpRequest& r, const Caller& c);
   HttpResponse GetInvoices(const HttpRequest& r, const Caller& c);  // control_plane_invoices.cc
   InvoiceCaller InvoiceCallerOf(const Caller& c) const;
-  // The ledger's sources and the records of `period`, under usage_mu (rebuilt first when stale),
-  // and the period's SLA observations (SlaObservationsOf, after usage_mu).
+  // The ledger's sources and the records of `period` (UsageService::Read: rebuilt first when
+  // stale), and the period's SLA observations (SlaObservationsOf, after the ledger's lock).
   StatusOr<LedgerSlice> ReadLedger(const metering::Period& period);
   // control_plane_anomalies.cc: GET /v1/anomalies (decode -> AnomalyService -> render); the
   // metrics; the SLA observations of a period as the invoice run takes them; the hours the loop
@@ -289,7 +276,7 @@ struct ControlPlane::Impl {
   // CloseAnomalyHours: mu held (it reads the tenant map).
   HttpResponse GetAnomalies(const HttpRequest& r, const Caller& c);
   // control_plane_forecast.cc: GET /v1/forecast (decode -> ForecastService -> render); the
-  // ledger's records from an hour on, under usage_mu (rebuilt first when stale).
+  // ledger's records from an hour on (UsageService::Read: rebuilt first when stale).
   HttpResponse GetForecast(const HttpRequest& r, const Caller& c);
   ForecastCaller ForecastCallerOf(const Caller& c) const;
   StatusOr<UsageHours> ReadUsageHours(int64_t from_hour_s);
@@ -297,8 +284,8 @@ struct ControlPlane::Impl {
   Status InitAnomalyMetrics();
   StatusOr<std::vector<metering::SlaObservation>> SlaObservationsOf(const metering::Period& period);
   Status CloseAnomalyHours(int64_t now_ms);
-  // At start (Create, after RebuildLedger; no lock held): the usage detectors learn the ledger's
-  // history and score the catch-up hours (AnomalyService::Warm), the flags persisted as
+  // At start (Create, after UsageService::Rebuild; no lock held): the usage detectors learn the
+  // ledger's history and score the catch-up hours (AnomalyService::Warm), the flags persisted as
   // CloseAnomalyHours persists them; FlaggedUntil: per tenant the newest hour of its `anomaly`
   // events appended at or after since_ms.
   Status WarmAnomalyDetectors(int64_t now_ms);
@@ -318,22 +305,22 @@ struct ControlPlane::Impl {
   std::optional<HttpResponse> Scope(const Caller& c, std::string_view tenant, std::string_view what,
                                     std::optional<Action> action = std::nullopt,
                                     Role new_token_role = Role::kTenantUser) const;
-  // The read handlers' one prelude (GET /v1/usage, /v1/history, /v1/audit, /v1/events): the
-  // shared query parameters (read_query.h) into *q, else a 400 naming the bad one; then a
-  // ?tenant= outside the caller's subtree is 404 (Scope, by `action` or the route's) and one
-  // that does not exist 404. `scope_all`: check the caller's whole view when no tenant is named
-  // too (a kObject route must check something); false for routes authorised by the wrapper.
-  std::optional<HttpResponse> ReadPrelude(const HttpRequest& r, const Caller& c, ReadQuery* q, bool scope_all = true,
-                                          std::optional<Action> action = std::nullopt) const;
+  // The prelude of the read handlers not yet in a service (GET /v1/history, /v1/audit; UsageService
+  // and EventService make the same checks themselves): the shared query parameters
+  // (read_query.h) into *q, else a 400 naming the bad one; then a ?tenant= outside the caller's
+  // subtree is 404 (Scope, by the route's action) and one that does not exist 404. `scope_all`:
+  // check the caller's whole view when no tenant is named too (a kObject route must check
+  // something); false for routes authorised by the wrapper.
+  std::optional<HttpResponse> ReadPrelude(const HttpRequest& r, const Caller& c, ReadQuery* q,
+                                          bool scope_all = true) const;
 
-  // Usage (control_plane_usage.cc): the metrics' families, and the ledger again from every
-  // stored sample (`count`: add them to the per-tenant counters, at Create). usage_mu held.
+  // Usage (control_plane_usage.cc): the metrics' families; UsageCallerOf as the other services'.
   Status InitUsageMetrics();
-  Status RebuildLedger(bool count);
-  void CountGpuUsage(const store::UsageSampleRecord& s);  // the per-GPU counters of a stored sample
+  UsageCaller UsageCallerOf(const Caller& c) const;
+  void CountUsage(const store::UsageSampleRecord& s);  // the per-tenant and per-GPU counters of a stored sample
   // Create's last step with a price plan: INVALID_ARGUMENT naming the plan file and every GPU
   // model of the cluster (its nodes and its ledger) the plan has no prices for
-  // (control_plane_invoices.cc). Takes mu and usage_mu.
+  // (control_plane_invoices.cc). Takes mu, then the ledger's lock.
   Status CheckPlanCoversCluster();
 
   // Idempotency-Key: the key of a POST (INVALID_ARGUMENT for a bad one; "" when none), and the
@@ -386,7 +373,5 @@ Status CheckApiRoutes(const std::vector<ApiRoute>& routes);
 HttpResponse ErrorResponse(const Status& status, std::string_view field = "");
 // 404 {"error": {"code": "not_found", ...}} for `what`.
 HttpResponse NotFound(std::string_view what);
-// "42" -> 42; nullopt for anything but a positive decimal integer.
-std::optional<int64_t> ParseId(const std::string& s);
 
 }  // namespace tessera::daemon

@@ -41,10 +41,9 @@ Status ControlPlane::Impl::CheckPlanCoversCluster() {
     for (const auto& [name, n] : nodes)
       if (n.spec.gpu_count > 0) where.try_emplace(std::string(catalog.info(n.spec.model).name), "node " + name);
   }
-  {
-    std::lock_guard<std::mutex> lock(usage_mu);
+  usage_service->Peek([&](const metering::Ledger& ledger) {
     for (const metering::SourceKey& k : ledger.sources()) where.try_emplace(k.model, "usage of node " + k.node);
-  }
+  });
   std::vector<std::string> models;
   for (const auto& [model, w] : where) models.push_back(model);
   const std::vector<std::string> missing = metering::UnpricedModels(*price_plan, models);
@@ -65,16 +64,14 @@ InvoiceCaller ControlPlane::Impl::InvoiceCallerOf(const Caller& c) const {
 
 StatusOr<LedgerSlice> ControlPlane::Impl::ReadLedger(const metering::Period& period) {
   LedgerSlice out;
-  {
-    std::lock_guard<std::mutex> lock(usage_mu);
-    if (ledger_stale) TESSERA_RETURN_IF_ERROR(RebuildLedger(false));
+  TESSERA_RETURN_IF_ERROR(usage_service->Read([&](const metering::Ledger& ledger) {
     out.sources = ledger.sources();
     const std::vector<metering::HourlyRecord> all = ledger.Records();
     out.observed_start = metering::ObservedSpan(all).first;
     out.observed_any = !all.empty();
     for (const metering::HourlyRecord& h : all)
       if (h.hour >= period.start && h.hour < period.end) out.records.push_back(h);
-  }
+  }));
   TESSERA_ASSIGN_OR_RETURN(out.sla, SlaObservationsOf(period));
   return out;
 }

@@ -129,7 +129,6 @@ HttpResponse ControlPlane::Impl::GetNode(const HttpRequest& r, const Caller&) {
   // Per GPU, the running workloads with a pod on it (a workload of several GPUs under each of
   // them), from the same placements the agent's desired state is made of.
   std::vector<json> shares(placement::kMaxGpusPerNode, json::array());
-  std::lock_guard<std::mutex> use_lock(last_use_mu);
   if (const std::optional<sched::LiveScheduler::NodeView> v = live->node(name)) {
     for (sched::JobId id : v->jobs) {
       auto job = jobs.find(id);
@@ -150,13 +149,11 @@ HttpResponse ControlPlane::Impl::GetNode(const HttpRequest& r, const Caller&) {
           if (!(p.gpus >> g & 1)) continue;
           json here = one;
           // The newest usage sample of this workload on this GPU, where the agent sent one.
-          auto gpu = last_use.find({name, std::to_string(g)});
-          if (gpu != last_use.end())
-            if (auto use = gpu->second.find(std::to_string(id)); use != gpu->second.end()) {
-              here["used_mem_mib"] = use->second.memory_mib;
-              here["used_milli"] = use->second.used_milli;
-              here["sampled_end"] = use->second.end_s;
-            }
+          if (std::optional<ShareUse> use = usage_service->LastUse(name, std::to_string(g), std::to_string(id))) {
+            here["used_mem_mib"] = use->memory_mib;
+            here["used_milli"] = use->used_milli;
+            here["sampled_end"] = use->end_s;
+          }
           shares[static_cast<size_t>(g)].push_back(std::move(here));
         }
       }

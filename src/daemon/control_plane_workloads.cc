@@ -227,13 +227,6 @@ std::optional<HttpResponse> ControlPlane::Impl::AdmitSubmit(WorkloadRequest& req
   return std::nullopt;
 }
 
-std::optional<int64_t> ParseId(const std::string& s) {
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
-  return v;
-}
-
 HttpResponse ControlPlane::Impl::GetWorkload(const HttpRequest& r, const Caller& c) {
   const std::string& raw = r.path_params.at("id");
   const std::optional<int64_t> id = ParseId(raw);

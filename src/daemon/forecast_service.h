@@ -34,7 +34,7 @@
 //   Run(admin, {.tenant = "other"})                      -> FAILED_PRECONDITION "... 0 hours ..."
 //
 // Thread-safety: all methods may be called from any thread (no state of its own; the ledger is
-// read through `read_usage`, under the control plane's usage_mu).
+// read through `read_usage`, under UsageService's lock).
 #pragma once
 
 #include <cstdint>

@@ -34,7 +34,7 @@
 //   Run(admin, {.period = "2026-11-01..02"})  -> INVALID_ARGUMENT "period: expected a calendar month ..."
 //
 // Thread-safety: all methods may be called from any thread; the plan never changes after
-// construction, and the ledger is read through `read_ledger` (the control plane's usage_mu).
+// construction, and the ledger is read through `read_ledger` (UsageService::Read, under its lock).
 #pragma once
 
 #include <cstdint>

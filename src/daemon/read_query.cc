@@ -60,4 +60,11 @@ StatusOr<ReadQuery> ParseReadQuery(const std::map<std::string, std::string>& que
   return q;
 }
 
+std::optional<int64_t> ParseId(std::string_view s) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
+  return v;
+}
+
 }  // namespace tessera::daemon

@@ -44,4 +44,8 @@ StatusOr<ReadQuery> ParseReadQuery(const std::map<std::string, std::string>& que
 // integer >= 0" (also used for the Last-Event-ID header).
 StatusOr<int64_t> ParseAfter(std::string_view text, std::string_view field);
 
+// An object id (a workload's, in a path or ?workload=): "42" -> 42; nullopt for anything but a
+// positive decimal integer ("0", "-1", "4x", "").
+std::optional<int64_t> ParseId(std::string_view s);
+
 }  // namespace tessera::daemon
