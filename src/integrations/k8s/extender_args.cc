@@ -80,7 +80,10 @@ class Scanner {
     while (i_ < s_.size()) {
       const char c = s_[i_];
       if (c == '"') {
-        if (!String()) return std::nullopt;
+        // Checked as String() checks it, without copying the plain ones (most of a body).
+        std::string_view raw;
+        bool plain = false;
+        if (!Token(&raw, &plain) || (!plain && !Unescape(raw))) return std::nullopt;
         if (depth == 0) break;
         continue;
       }

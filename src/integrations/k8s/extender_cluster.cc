@@ -1,6 +1,9 @@
 #include "tessera/integrations/k8s/extender_cluster.h"
 
+#include <algorithm>
 #include <charconv>
+#include <map>
+#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -342,6 +345,19 @@ StatusOr<std::shared_ptr<const ExtenderCluster>> ExtenderCluster::Build(ClusterS
     }
   }
   c->snapshot_.emplace(std::move(snap));
+  std::vector<uint32_t> order(c->nodes_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+  std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) { return c->nodes_[x].name < c->nodes_[y].name; });
+  c->name_rank_.resize(order.size());
+  for (size_t r = 0; r < order.size(); ++r) c->name_rank_[order[r]] = static_cast<uint32_t>(r);
+  std::map<std::tuple<uint32_t, bool, int32_t>, uint32_t> shapes;
+  c->shape_.reserve(c->nodes_.size());
+  for (size_t i = 0; i < c->nodes_.size(); ++i) {
+    const NodeSpec& spec = c->snapshot_->spec(NodeIndex{static_cast<uint32_t>(i)});
+    const auto key = std::make_tuple(spec.gpu_count > 0 ? spec.model.value() : 0u, c->nodes_[i].mig, spec.gpu_count);
+    c->shape_.push_back(shapes.emplace(key, static_cast<uint32_t>(shapes.size())).first->second);
+  }
+  c->shape_count_ = shapes.size();
   return std::shared_ptr<const ExtenderCluster>(std::move(c));
 }
 

@@ -16,7 +16,12 @@
 //     type is an error naming it. Nodes that are not `ready` are kept but marked unschedulable.
 //
 // BuildExtenderCluster turns the state into a placement::ClusterSnapshot with the use applied
-// (a GPU with 500 milli used has 500 free), a name -> index map, and per-GPU free memory.
+// (a GPU with 500 milli used has 500 free), a name -> index map, per-GPU free memory, and two
+// per-node keys the extender's per-pod walk uses so that it decides per kind of node, not per
+// node: the node's rank among the names in byte order (its answer's FailedNodes keys are sorted)
+// and its shape (GPU model, MIG mode, GPU count: what makes a pod's GPU ask resolvable there).
+//
+//   nodes b (A100 x8), a (A100 x8), c (T4 x4)  ->  name_rank 1, 0, 2; shape 0, 0, 1
 // Node CPU is left out of the GPU decision (kube-scheduler checks CPU and memory itself).
 //
 // Thread-safety: an ExtenderCluster is immutable once built and may be read by many threads.
@@ -105,6 +110,13 @@ class ExtenderCluster {
   // The tenant's quota; nullptr for a tenant the state does not name (no quota: unlimited).
   const TenantQuota* tenant(std::string_view name) const;
   size_t node_count() const { return nodes_.size(); }
+  // Node n's position among all node names sorted bytewise (0-based): x < y as names exactly
+  // when name_rank(x) < name_rank(y).
+  uint32_t name_rank(NodeIndex n) const { return name_rank_[n.value()]; }
+  // Node n's shape: nodes with the same GPU model, MIG mode and GPU count share one, numbered
+  // 0..shape_count()-1 in order of first appearance.
+  uint32_t shape(NodeIndex n) const { return shape_[n.value()]; }
+  size_t shape_count() const { return shape_count_; }
 
  private:
   ExtenderCluster() = default;
@@ -115,6 +127,8 @@ class ExtenderCluster {
   std::vector<size_t> first_gpu_;              // per node: its GPUs' first entry below
   std::vector<int64_t> free_mib_, capacity_mib_;  // per GPU of every node, node by node
   std::vector<placement::GpuSet> blocked_;
+  std::vector<uint32_t> name_rank_, shape_;
+  size_t shape_count_ = 0;
   std::vector<TenantQuota> tenants_;
 };
 
