@@ -55,6 +55,14 @@ void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// A node name as a JSON string: plain names (Args::names_plain) as they are.
+inline void AppendName(std::string& out, std::string_view name, bool plain) {
+  if (!plain) return AppendJsonString(out, name);
+  out += '"';
+  out.append(name);
+  out += '"';
+}
+
 // A node refused by the filter: its name as given, its rank among the cluster's names (-1: not
 // in the cluster) and the reason (owned by the request's Walk).
 struct Refusal {
@@ -67,7 +75,7 @@ using Reasons = std::vector<Refusal>;
 // A JSON object of the reasons, keys sorted (a node named twice keeps its last reason, as a Go
 // map decoding the object would). Nodes of the cluster compare by name_rank (the same order as
 // their names, without comparing strings); a name the cluster does not have compares as text.
-void AppendReasons(std::string& out, Reasons& reasons) {
+void AppendReasons(std::string& out, Reasons& reasons, bool plain_names) {
   std::stable_sort(reasons.begin(), reasons.end(), [](const Refusal& x, const Refusal& y) {
     if (x.rank >= 0 && y.rank >= 0) return x.rank < y.rank;
     return x.node < y.node;
@@ -78,7 +86,7 @@ void AppendReasons(std::string& out, Reasons& reasons) {
     if (i + 1 < reasons.size() && reasons[i + 1].node == reasons[i].node) continue;
     if (!first) out += ',';
     first = false;
-    AppendJsonString(out, reasons[i].node);
+    AppendName(out, reasons[i].node, plain_names);
     out += ':';
     AppendJsonString(out, *reasons[i].why);
   }
@@ -109,6 +117,14 @@ GpuSet UsableGpus(const GpuAsk& ask, const ExtenderCluster& c, NodeIndex n, bool
   GpuSet usable = ~c.blocked_gpus(n) & placement::GpusOfCount(c.snapshot().gpu_count(n));
   *capacity_ok = true;
   if (ask.mode == AskMode::kMig) return usable;
+  // The loop's answer from the node's precomputed memory view, where that view decides it:
+  // a stated share that every GPU has free (no GPU masked, every GPU capable), and whole GPUs
+  // (the need is each GPU's capacity: every GPU capable; masked: all compute free, not all memory).
+  if ((ask.mode == AskMode::kShare && ask.memory_mib > 0 && ask.memory_mib <= c.min_free_mib(n)) ||
+      (ask.mode == AskMode::kWhole && ask.compute_milli == 1000)) {
+    *capacity_ok = ask.count <= c.snapshot().gpu_count(n);
+    return ask.mode == AskMode::kWhole ? usable & ~c.whole_short_gpus(n) : usable;
+  }
   int capable = 0;
   for (int g = 0; g < c.snapshot().gpu_count(n); ++g) {
     const int64_t cap = c.gpu_memory_mib(n, g);
@@ -203,7 +219,7 @@ class Walk {
     }
     const NodeIndex n = *out.node;
     hint_ = n.value() + 1;  // kube-scheduler lists nodes in its snapshot's order: try the next one first
-    if (!c_.node(n).schedulable) {
+    if (!c_.schedulable(n)) {
       out.why = Text(kCordoned, "cordoned or lost in the tessera control plane");
       return out;
     }
@@ -434,9 +450,9 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
   out += "{\"Error\":";
   AppendJsonString(out, error);
   out += ",\"FailedAndUnresolvableNodes\":";
-  AppendReasons(out, unresolvable);
+  AppendReasons(out, unresolvable, a.names_plain);
   out += ",\"FailedNodes\":";
-  AppendReasons(out, failed);
+  AppendReasons(out, failed, a.names_plain);
   if (a.nodes_mode) {
     out += ",\"NodeNames\":null,\"Nodes\":{\"items\":[";
     if (error.empty()) {
@@ -451,7 +467,7 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
     if (error.empty()) {
       for (size_t k = 0; k < pass.size(); ++k) {
         if (k > 0) out += ',';
-        AppendJsonString(out, a.names[pass[k]]);
+        AppendName(out, a.names[pass[k]], a.names_plain);
       }
     }
     out += "],\"Nodes\":null}";
@@ -536,9 +552,8 @@ ExtenderAnswer Extender::Prioritize(std::string_view body) {
   out += '[';
   char digits[24];
   for (size_t i = 0; i < a.names.size(); ++i) {
-    if (i > 0) out += ',';
-    out += "{\"Host\":";
-    AppendJsonString(out, a.names[i]);
+    out.append(i > 0 ? ",{\"Host\":" : "{\"Host\":");
+    AppendName(out, a.names[i], a.names_plain);
     out += ",\"Score\":";
     out.append(digits, std::to_chars(digits, digits + sizeof(digits), scores[i]).ptr);
     out += '}';
