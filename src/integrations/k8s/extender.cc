@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <unordered_map>
 #include <array>
 #include <deque>
@@ -202,7 +203,7 @@ class Walk {
   enum class Outcome : uint8_t { kPass, kFailed, kUnresolvable };
   struct Decision {
     Outcome outcome = Outcome::kUnresolvable;
-    std::optional<NodeIndex> node;
+    NodeIndex node;                        // invalid for a name the cluster does not have
     const std::string* why = nullptr;      // kFailed, kUnresolvable
     const TaskRequest* task = nullptr;     // kPass, kFailed
     GpuSet usable = 0;                     // kPass, kFailed
@@ -212,12 +213,13 @@ class Walk {
 
   Decision Decide(std::string_view name) {
     Decision out;
-    out.node = c_.Find(name, hint_);
-    if (!out.node) {
+    const std::optional<NodeIndex> found = c_.Find(name, hint_);
+    if (!found) {
       out.why = Text(kUnknown, "not in tessera's view of the cluster (no GPUs registered)");
       return out;
     }
-    const NodeIndex n = *out.node;
+    const NodeIndex n = *found;
+    out.node = n;
     hint_ = n.value() + 1;  // kube-scheduler lists nodes in its snapshot's order: try the next one first
     if (!c_.schedulable(n)) {
       out.why = Text(kCordoned, "cordoned or lost in the tessera control plane");
@@ -434,7 +436,7 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
         pass.push_back(i);
         continue;
       }
-      const int64_t rank = v.node ? int64_t{c->name_rank(*v.node)} : -1;
+      const int64_t rank = v.node.valid() ? int64_t{c->name_rank(v.node)} : -1;
       (v.outcome == Walk::Outcome::kFailed ? failed : unresolvable).push_back(Refusal{name, rank, v.why});
     }
   }
@@ -498,7 +500,7 @@ ExtenderAnswer Extender::Prioritize(std::string_view body) {
     for (size_t i = 0; i < a.names.size(); ++i) {
       const Walk::Decision v = walk.Decide(a.names[i]);
       if (v.outcome != Walk::Outcome::kPass) continue;
-      const NodeIndex n = *v.node;
+      const NodeIndex n = v.node;
       passing.push_back(Member{i, n, v.usable != placement::GpusOfCount(c->snapshot().gpu_count(n))});
       tasks.push_back(v.task);
       usable.push_back(v.usable);
@@ -547,7 +549,29 @@ ExtenderAnswer Extender::Prioritize(std::string_view body) {
   }
   std::string out;
   size_t size = 2;
-  for (std::string_view name : a.names) size += name.size() + 24;
+  for (std::string_view name : a.names) size += name.size() + 48;
+  if (a.names_plain) {
+    // Plain names are their own JSON text: written straight into a buffer of the largest size.
+    out.resize(size);
+    char* p = out.data();
+    *p++ = '[';
+    for (size_t i = 0; i < a.names.size(); ++i) {
+      constexpr std::string_view kHost = ",{\"Host\":\"";
+      constexpr std::string_view kScore = "\",\"Score\":";
+      const std::string_view host = i > 0 ? kHost : kHost.substr(1);
+      std::memcpy(p, host.data(), host.size());
+      p += host.size();
+      std::memcpy(p, a.names[i].data(), a.names[i].size());
+      p += a.names[i].size();
+      std::memcpy(p, kScore.data(), kScore.size());
+      p += kScore.size();
+      p = std::to_chars(p, p + 20, scores[i]).ptr;
+      *p++ = '}';
+    }
+    *p++ = ']';
+    out.resize(static_cast<size_t>(p - out.data()));
+    return {200, std::move(out)};
+  }
   out.reserve(size);
   out += '[';
   char digits[24];

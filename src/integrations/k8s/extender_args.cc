@@ -1,5 +1,6 @@
 #include "src/integrations/k8s/extender_args.h"
 
+#include <cstring>
 #include <optional>
 
 namespace tessera::k8s {
@@ -43,6 +44,23 @@ class Scanner {
     Ws();
     if (i_ >= s_.size() || s_[i_] != '"') return false;
     const size_t start = i_++;
+    // The common case first: no backslash before the closing quote (then that quote ends it).
+    if (const void* q = std::memchr(s_.data() + i_, '"', s_.size() - i_); q != nullptr) {
+      const size_t end = static_cast<size_t>(static_cast<const char*>(q) - s_.data());
+      bool backslash = false;
+      bool special = false;
+      for (size_t k = i_; k < end; ++k) {
+        const auto u = static_cast<unsigned char>(s_[k]);
+        backslash |= u == '\\';
+        special |= u < 0x20 || u >= 0x80;
+      }
+      if (!backslash) {
+        *plain = !special;
+        i_ = end + 1;
+        *raw = s_.substr(start + 1, end - start - 1);
+        return true;
+      }
+    }
     *plain = true;
     while (i_ < s_.size() && s_[i_] != '"') {
       const auto u = static_cast<unsigned char>(s_[i_]);
