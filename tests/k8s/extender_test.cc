@@ -3,6 +3,7 @@
 // nodeCacheCapable modes, quota refusals, fit and no fit, the score order, malformed bodies.
 #include "tessera/integrations/k8s/extender.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -159,6 +160,66 @@ TEST(Extender, FitNoFitAndWhyNot) {
   out = Body(e->Filter(Args({{"gpu.tessera.io/compute", "100"}, {"gpu.tessera.io/memory", "6Gi"}}, {"gpu-node-3"})));
   // gpu-node-3's GPU1 has the 100 milli but 5537 MiB.
   EXPECT_EQ(out["FailedNodes"]["gpu-node-3"], "no GPU with 100 milli-GPU and 6144 MiB free now");
+}
+
+TEST(Extender, MemoryMaskedGpusDecideAsThePerGpuCheckAndScoreAlikeEveryTime) {
+  // T4: 15360 MiB. node-c's GPU0 has 750 milli but 3360 MiB free; node-d's GPU0 all its compute
+  // but not all its memory; node-e one GPU like node-c's GPU0.
+  auto cluster = Cluster(
+      "sn,cpu_milli,memory_mib,gpu,model,gpu_used_milli,gpu_used_mib\n"
+      "node-b,64000,262144,2,T4,0|0,0|0\n"
+      "node-c,64000,262144,2,T4,250|0,12000|0\n"
+      "node-d,64000,262144,2,T4,0|500,1000|7500\n"
+      "node-e,64000,262144,1,T4,250,12000\n");
+  auto e = Make(cluster);
+  const std::vector<std::string> all = {"node-b", "node-c", "node-d", "node-e"};
+  const json share = {{"gpu.tessera.io/compute", "250"}, {"gpu.tessera.io/memory", "5Gi"}};
+  json out = Body(e->Filter(Args(share, all)));
+  EXPECT_EQ(out["NodeNames"], json::array({"node-b", "node-c", "node-d"}));  // node-c on GPU1
+  EXPECT_EQ(out["FailedNodes"], json({{"node-e", "no GPU with 250 milli-GPU and 5120 MiB free now"}}));
+  // A 3 GiB share fits node-e's GPU (3360 MiB free).
+  out = Body(e->Filter(Args({{"gpu.tessera.io/compute", "250"}, {"gpu.tessera.io/memory", "3Gi"}}, all)));
+  EXPECT_EQ(out["NodeNames"].size(), 4u);
+  // A whole GPU: node-d's GPU0 has its compute free but 1000 MiB in use.
+  out = Body(e->Filter(Args({{"gpu.tessera.io/count", "1"}}, all)));
+  EXPECT_EQ(out["NodeNames"], json::array({"node-b", "node-c"}));
+  EXPECT_EQ(out["FailedNodes"], json({{"node-d", "no fully free GPU now"}, {"node-e", "no fully free GPU now"}}));
+  // More memory than a T4 has: the per-GPU check, on every node.
+  out = Body(e->Filter(Args({{"gpu.tessera.io/compute", "250"}, {"gpu.tessera.io/memory", "16Gi"}}, all)));
+  EXPECT_EQ(out["FailedAndUnresolvableNodes"].size(), 4u);
+  EXPECT_EQ(out["FailedAndUnresolvableNodes"]["node-c"], "no GPU of the node has 16384 MiB of memory");
+
+  // node-c is scored with GPU0 masked out; the second answer (its score memoised) is the first,
+  // and a fresh extender's.
+  const std::string body = Args(share, all);
+  const ExtenderAnswer first = e->Prioritize(body);
+  EXPECT_EQ(e->Prioritize(body).body, first.body);
+  EXPECT_EQ(Make(cluster)->Prioritize(body).body, first.body);
+  const json scores = Body(first);
+  ASSERT_EQ(scores.size(), 4u);
+  EXPECT_EQ(scores[3], json({{"Host", "node-e"}, {"Score", 0}}));
+}
+
+TEST(Extender, RefusedNodesAreKeyedInNameOrderKnownOrNot) {
+  auto e = TestDataExtender();
+  // Unknown names around the cluster's, one of the cluster's escaped (\u002d is '-').
+  const std::string body = json{{"Pod", {{"metadata", {{"name", "p"}, {"namespace", "team-a"},
+                                                       {"annotations", {{"gpu.tessera.io/count", "4"}}}}}}},
+                                {"NodeNames", {"zz-node", "gpu-node-3", "a-node", "gpu-node-1", "gpu-node-2"}}}
+                               .dump();
+  std::string escaped = body;
+  escaped.replace(escaped.find("gpu-node-1"), 10, "gpu\\u002dnode-1");
+  for (const std::string& b : {body, escaped}) {
+    const ExtenderAnswer a = e->Filter(b);
+    ASSERT_EQ(a.status, 200) << a.body;
+    std::vector<size_t> at;
+    for (const char* name : {"\"a-node\"", "\"gpu-node-1\"", "\"gpu-node-2\"", "\"gpu-node-3\"", "\"zz-node\""}) {
+      at.push_back(a.body.find(name));
+      EXPECT_NE(at.back(), std::string::npos) << name << " in " << a.body;
+    }
+    EXPECT_TRUE(std::is_sorted(at.begin(), at.end())) << a.body;
+    EXPECT_EQ(Body(a)["FailedAndUnresolvableNodes"]["gpu-node-1"], "it has 2 GPUs, the pod asks for 4");
+  }
 }
 
 TEST(Extender, MigAsksGoToMigNodesOfAModelWithTheProfile) {

@@ -1,6 +1,11 @@
 #include "tessera/integrations/k8s/extender.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <unordered_map>
+#include <array>
+#include <deque>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -12,6 +17,7 @@
 #include "src/integrations/k8s/extender_args.h"
 #include "tessera/integrations/k8s/gpu_ask.h"
 #include "tessera/placement/mig.h"
+#include "tessera/placement/scoring_policy.h"
 
 namespace tessera::k8s {
 namespace {
@@ -22,9 +28,6 @@ using placement::GpuBit;
 using placement::GpuSet;
 using placement::TaskRequest;
 
-
-// node -> reason, as FailedNodes / FailedAndUnresolvableNodes hold them.
-using Reasons = std::vector<std::pair<std::string_view, std::string>>;
 
 // `s` as a JSON string (it came from a parsed body or from our own text, so it is valid UTF-8):
 // quotes, backslashes and control characters escaped as nlohmann's dump escapes them.
@@ -53,19 +56,40 @@ void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// A node name as a JSON string: plain names (Args::names_plain) as they are.
+inline void AppendName(std::string& out, std::string_view name, bool plain) {
+  if (!plain) return AppendJsonString(out, name);
+  out += '"';
+  out.append(name);
+  out += '"';
+}
+
+// A node refused by the filter: its name as given, its rank among the cluster's names (-1: not
+// in the cluster) and the reason (owned by the request's Walk).
+struct Refusal {
+  std::string_view node;
+  int64_t rank;
+  const std::string* why;
+};
+using Reasons = std::vector<Refusal>;
+
 // A JSON object of the reasons, keys sorted (a node named twice keeps its last reason, as a Go
-// map decoding the object would).
-void AppendReasons(std::string& out, Reasons& reasons) {
-  std::stable_sort(reasons.begin(), reasons.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+// map decoding the object would). Nodes of the cluster compare by name_rank (the same order as
+// their names, without comparing strings); a name the cluster does not have compares as text.
+void AppendReasons(std::string& out, Reasons& reasons, bool plain_names) {
+  std::stable_sort(reasons.begin(), reasons.end(), [](const Refusal& x, const Refusal& y) {
+    if (x.rank >= 0 && y.rank >= 0) return x.rank < y.rank;
+    return x.node < y.node;
+  });
   out += '{';
   bool first = true;
   for (size_t i = 0; i < reasons.size(); ++i) {
-    if (i + 1 < reasons.size() && reasons[i + 1].first == reasons[i].first) continue;
+    if (i + 1 < reasons.size() && reasons[i + 1].node == reasons[i].node) continue;
     if (!first) out += ',';
     first = false;
-    AppendJsonString(out, reasons[i].first);
+    AppendName(out, reasons[i].node, plain_names);
     out += ':';
-    AppendJsonString(out, reasons[i].second);
+    AppendJsonString(out, *reasons[i].why);
   }
   out += '}';
 }
@@ -81,52 +105,6 @@ std::string TenantOf(const Args& a, const std::string& label) {
   return a.pod_namespace;
 }
 
-// The ask resolved against the cluster's models: one TaskRequest per node model (MIG profiles
-// differ per model), built on first use.
-class Resolved {
- public:
-  Resolved(const GpuAsk& ask, const ExtenderCluster& cluster, ModelMask allowed)
-      : ask_(ask), cluster_(cluster), allowed_(allowed) {}
-
-  // The task for node n, or a reason it can never fit there (unresolvable).
-  StatusOr<const TaskRequest*> TaskFor(NodeIndex n) {
-    const ClusterSnapshot& s = cluster_.snapshot();
-    if (s.gpu_count(n) == 0) return FailedPreconditionError("the node has no GPUs");
-    const ModelMask bit = s.model_bit(n);
-    const GpuModelId model = s.spec(n).model;
-    if (allowed_ != 0 && (allowed_ & bit) == 0) {
-      return FailedPreconditionError("its GPUs are " + cluster_.catalog().info(model).name + ", the pod asks for " + ask_.model);
-    }
-    const bool mig_node = s.mig_mode(n);
-    if (ask_.mode == AskMode::kMig && !mig_node) return FailedPreconditionError("its GPUs are not in MIG mode");
-    if (ask_.mode != AskMode::kMig && mig_node) return FailedPreconditionError("its GPUs are in MIG mode (the pod asks for " + std::string(AskModeName(ask_.mode)) + ")");
-    if (ask_.count > s.gpu_count(n)) {
-      return FailedPreconditionError("it has " + std::to_string(s.gpu_count(n)) + " GPUs, the pod asks for " + std::to_string(ask_.count));
-    }
-    auto it = tasks_.find(model.value());
-    if (it == tasks_.end()) {
-      StatusOr<TaskRequest> t = Build(model, *s.mig_geometry(n));
-      it = tasks_.emplace(model.value(), std::move(t)).first;
-    }
-    if (!it->second.ok()) return it->second.status();
-    return &*it->second;
-  }
-
- private:
-  StatusOr<TaskRequest> Build(GpuModelId model, const MigGeometry& geometry) const {
-    if (ask_.mode == AskMode::kMig) {
-      StatusOr<TaskRequest> t = placement::MigRequest(model, geometry, ask_.mig_profile);
-      if (!t.ok()) return FailedPreconditionError(std::string(t.status().message()));
-      return t;
-    }
-    return TaskRequest{.num_gpu = ask_.count, .gpu_milli = GpuMilli{ask_.compute_milli}, .allowed_models = allowed_};
-  }
-  const GpuAsk& ask_;
-  const ExtenderCluster& cluster_;
-  ModelMask allowed_;
-  std::map<uint32_t, StatusOr<TaskRequest>> tasks_;
-};
-
 // Memory a share asks of one GPU of node n (MiB): stated, or the compute's share of the GPU.
 int64_t NeedMib(const GpuAsk& ask, const ExtenderCluster& c, NodeIndex n, int g) {
   if (ask.mode != AskMode::kShare) return 0;
@@ -140,6 +118,14 @@ GpuSet UsableGpus(const GpuAsk& ask, const ExtenderCluster& c, NodeIndex n, bool
   GpuSet usable = ~c.blocked_gpus(n) & placement::GpusOfCount(c.snapshot().gpu_count(n));
   *capacity_ok = true;
   if (ask.mode == AskMode::kMig) return usable;
+  // The loop's answer from the node's precomputed memory view, where that view decides it:
+  // a stated share that every GPU has free (no GPU masked, every GPU capable), and whole GPUs
+  // (the need is each GPU's capacity: every GPU capable; masked: all compute free, not all memory).
+  if ((ask.mode == AskMode::kShare && ask.memory_mib > 0 && ask.memory_mib <= c.min_free_mib(n)) ||
+      (ask.mode == AskMode::kWhole && ask.compute_milli == 1000)) {
+    *capacity_ok = ask.count <= c.snapshot().gpu_count(n);
+    return ask.mode == AskMode::kWhole ? usable & ~c.whole_short_gpus(n) : usable;
+  }
   int capable = 0;
   for (int g = 0; g < c.snapshot().gpu_count(n); ++g) {
     const int64_t cap = c.gpu_memory_mib(n, g);
@@ -202,7 +188,194 @@ std::string QuotaRefusal(const PodDecision& d, int64_t milli) {
          std::to_string(milli) + " > " + std::to_string(*d.quota->limit_gpu_milli) + " milli-GPU";
 }
 
+
+// The filter's decision for one pod, node by node. What makes the ask resolvable on a node
+// depends only on the node's shape (GPU model, MIG mode, GPU count: ExtenderCluster::shape), so
+// the task, the reason a shape can never take the pod and the quota refusal are worked out once
+// per shape and GPU model, and every reason text is built once per request (nodes point to it).
+// What is left per node is the name lookup, the memory mask and the fit.
+//
+//   5,000 nodes of shapes {A100 x8, H100 x8, T4 x4}, a pod asking for an A100: three
+//   resolutions ("its GPUs are H100-80GB, the pod asks for A100-40GB" built once, 1,667 nodes
+//   point to it), then UsableGpus and Fits on the 1,667 A100 nodes.
+class Walk {
+ public:
+  enum class Outcome : uint8_t { kPass, kFailed, kUnresolvable };
+  struct Decision {
+    Outcome outcome = Outcome::kUnresolvable;
+    NodeIndex node;                        // invalid for a name the cluster does not have
+    const std::string* why = nullptr;      // kFailed, kUnresolvable
+    const TaskRequest* task = nullptr;     // kPass, kFailed
+    GpuSet usable = 0;                     // kPass, kFailed
+  };
+
+  Walk(const PodDecision& d, const ExtenderCluster& c) : d_(d), c_(c), shapes_(c.shape_count()) {}
+
+  Decision Decide(std::string_view name) {
+    Decision out;
+    const std::optional<NodeIndex> found = c_.Find(name, hint_);
+    if (!found) {
+      out.why = Text(kUnknown, "not in tessera's view of the cluster (no GPUs registered)");
+      return out;
+    }
+    const NodeIndex n = *found;
+    out.node = n;
+    hint_ = n.value() + 1;  // kube-scheduler lists nodes in its snapshot's order: try the next one first
+    if (!c_.schedulable(n)) {
+      out.why = Text(kCordoned, "cordoned or lost in the tessera control plane");
+      return out;
+    }
+    const Shape& shape = ShapeOf(n);
+    if (shape.why != nullptr) {
+      out.why = shape.why;
+      return out;
+    }
+    out.task = &shape.model->task;
+    bool capacity_ok = true;
+    out.usable = UsableGpus(*d_.ask, c_, n, &capacity_ok);
+    if (!capacity_ok) {
+      out.why = Text(kCapacity, "no GPU of the node has " + std::to_string(d_.ask->memory_mib) + " MiB of memory");
+      return out;
+    }
+    if (c_.snapshot().Fits(n, *out.task, out.usable)) {
+      out.outcome = Outcome::kPass;
+      return out;
+    }
+    // One text per ask, not per node: kube-scheduler counts nodes by reason in the pod's
+    // FailedScheduling event ("0/5000 nodes are available: 3120 no GPU with ... free now"), so
+    // a per-node detail would turn that line into thousands of distinct reasons.
+    if (shape.model->failed == nullptr) {
+      shape.model->failed = &texts_.emplace_back("no " + AskText(*d_.ask, *out.task) + " now");
+    }
+    out.outcome = Outcome::kFailed;
+    out.why = shape.model->failed;
+    return out;
+  }
+
+ private:
+  // The ask on one GPU model: its task (MIG profiles differ per model) and the texts of it.
+  struct Model {
+    TaskRequest task;
+    const std::string* refused = nullptr;  // the task cannot be built, or the tenant's quota refuses it
+    const std::string* failed = nullptr;   // "no ... free now"
+  };
+  struct Shape {
+    bool done = false;
+    const std::string* why = nullptr;  // unresolvable on this shape
+    Model* model = nullptr;            // else
+  };
+  enum Fixed { kUnknown, kCordoned, kCapacity, kFixedCount };
+
+  const std::string* Text(Fixed which, std::string_view text) {
+    if (fixed_[which] == nullptr) fixed_[which] = &texts_.emplace_back(text);
+    return fixed_[which];
+  }
+  const std::string* Owned(std::string text) { return &texts_.emplace_back(std::move(text)); }
+
+  // The checks in the order the filter makes them, for n's shape.
+  Shape& ShapeOf(NodeIndex n) {
+    Shape& shape = shapes_[c_.shape(n)];
+    if (shape.done) return shape;
+    shape.done = true;
+    const ClusterSnapshot& s = c_.snapshot();
+    const GpuAsk& ask = *d_.ask;
+    if (s.gpu_count(n) == 0) {
+      shape.why = Owned("the node has no GPUs");
+      return shape;
+    }
+    const GpuModelId model = s.spec(n).model;
+    if (d_.allowed != 0 && (d_.allowed & s.model_bit(n)) == 0) {
+      shape.why = Owned("its GPUs are " + c_.catalog().info(model).name + ", the pod asks for " + ask.model);
+      return shape;
+    }
+    const bool mig_node = s.mig_mode(n);
+    if (ask.mode == AskMode::kMig && !mig_node) {
+      shape.why = Owned("its GPUs are not in MIG mode");
+      return shape;
+    }
+    if (ask.mode != AskMode::kMig && mig_node) {
+      shape.why = Owned("its GPUs are in MIG mode (the pod asks for " + std::string(AskModeName(ask.mode)) + ")");
+      return shape;
+    }
+    if (ask.count > s.gpu_count(n)) {
+      shape.why = Owned("it has " + std::to_string(s.gpu_count(n)) + " GPUs, the pod asks for " + std::to_string(ask.count));
+      return shape;
+    }
+    Model& m = ModelOf(model, *s.mig_geometry(n));
+    if (m.refused != nullptr) {
+      shape.why = m.refused;
+    } else {
+      shape.model = &m;
+    }
+    return shape;
+  }
+
+  Model& ModelOf(GpuModelId model, const MigGeometry& geometry) {
+    auto it = models_.find(model.value());
+    if (it != models_.end()) return it->second;
+    Model& m = models_[model.value()];
+    const GpuAsk& ask = *d_.ask;
+    if (ask.mode == AskMode::kMig) {
+      StatusOr<TaskRequest> t = placement::MigRequest(model, geometry, ask.mig_profile);
+      if (!t.ok()) {
+        m.refused = Owned(std::string(t.status().message()));
+        return m;
+      }
+      m.task = *t;
+    } else {
+      m.task = TaskRequest{.num_gpu = ask.count, .gpu_milli = GpuMilli{ask.compute_milli}, .allowed_models = d_.allowed};
+    }
+    if (std::string q = QuotaRefusal(d_, m.task.TotalGpu().value()); !q.empty()) m.refused = Owned(std::move(q));
+    return m;
+  }
+
+  const PodDecision& d_;
+  const ExtenderCluster& c_;
+  uint32_t hint_ = 0;
+  std::vector<Shape> shapes_;
+  std::map<uint32_t, Model> models_;  // by GPU model id (stable addresses)
+  std::array<const std::string*, kFixedCount> fixed_{};
+  std::deque<std::string> texts_;  // every reason handed out (stable addresses)
+};
+
+
+// Scores of nodes with GPUs masked out for memory (ScoringPolicy memoises only unmasked ones),
+// per cluster version: (task shape, node, usable GPUs) -> the policy's raw score. Only for
+// policies built on ScoringPolicy, whose ScoreNodes is a pure function of those (the snapshot of
+// one ExtenderCluster never changes).
+struct MaskedKey {
+  int64_t cpu, memory, gpu_milli;
+  uint64_t models;
+  int32_t num_gpu, mig_profile;
+  uint32_t node;
+  GpuSet usable;
+  static MaskedKey Of(const TaskRequest& t, NodeIndex n, GpuSet usable) {
+    return {t.cpu.value(), t.memory.value(), t.gpu_milli.value(), t.allowed_models, t.num_gpu, t.mig_profile, n.value(),
+            usable};
+  }
+  bool operator==(const MaskedKey&) const = default;
+};
+
+struct MaskedKeyHash {
+  size_t operator()(const MaskedKey& k) const {
+    uint64_t h = static_cast<uint64_t>(k.node) * 0x9e3779b97f4a7c15ULL;
+    for (uint64_t v : {static_cast<uint64_t>(k.cpu), static_cast<uint64_t>(k.memory), static_cast<uint64_t>(k.gpu_milli),
+                       k.models, static_cast<uint64_t>(k.num_gpu), static_cast<uint64_t>(static_cast<int64_t>(k.mig_profile)),
+                       static_cast<uint64_t>(k.usable)}) {
+      h ^= v + 0x7f4a7c159e3779b9ULL + (h << 6) + (h >> 2);
+    }
+    return static_cast<size_t>(h);
+  }
+};
+
 }  // namespace
+
+struct Extender::MaskedMemo {
+  std::shared_ptr<const ExtenderCluster> cluster;  // whose scores these are (held: its address is not reused)
+  std::unordered_map<MaskedKey, std::optional<double>, MaskedKeyHash> scores;
+};
+
+Extender::~Extender() = default;
 
 StatusOr<std::unique_ptr<Extender>> Extender::Create(ExtenderOptions options) {
   std::unique_ptr<Extender> e(new Extender());
@@ -217,6 +390,7 @@ StatusOr<std::unique_ptr<Extender>> Extender::Create(ExtenderOptions options) {
   placement::PolicyOptions po;
   po.target_workload = e->options_.target_workload ? e->options_.target_workload : &e->default_workload_;
   TESSERA_ASSIGN_OR_RETURN(e->policy_, placement::MakePolicy(e->options_.policy, po));
+  if (dynamic_cast<placement::ScoringPolicy*>(e->policy_.get()) != nullptr) e->masked_memo_ = std::make_unique<MaskedMemo>();
   return e;
 }
 
@@ -243,58 +417,27 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
   Reasons failed, unresolvable;
   std::string error;
   std::vector<size_t> pass;
+  pass.reserve(a.names.size());
   std::shared_ptr<const ExtenderCluster> c = cluster();
+  StatusOr<PodDecision> d = UnavailableError("");
+  std::optional<Walk> walk;  // owns the reasons' texts until the answer is written
   if (c == nullptr) {
     error = "tessera extender: no cluster state yet (the first refresh has not completed)";
-  } else if (StatusOr<PodDecision> d = Prepare(a, *c, options_.tenant_label); !d.ok()) {
+  } else if (d = Prepare(a, *c, options_.tenant_label); !d.ok()) {
     error = std::string(d.status().message());
   } else if (!d->ask) {
     for (size_t i = 0; i < a.names.size(); ++i) pass.push_back(i);
   } else {
-    Resolved resolved(*d->ask, *c, d->allowed);
-    uint32_t hint = 0;  // kube-scheduler lists nodes in its snapshot's order: try the next one first
-    std::string ask_text;  // "no GPU with ... free now", per task
-    const TaskRequest* ask_text_of = nullptr;
+    walk.emplace(*d, *c);
     for (size_t i = 0; i < a.names.size(); ++i) {
       const std::string_view name = a.names[i];
-      const std::optional<NodeIndex> n = c->Find(name, hint);
-      if (n) hint = n->value() + 1;
-      if (!n) {
-        unresolvable.emplace_back(name, "not in tessera's view of the cluster (no GPUs registered)");
-        continue;
-      }
-      if (!c->node(*n).schedulable) {
-        unresolvable.emplace_back(name, "cordoned or lost in the tessera control plane");
-        continue;
-      }
-      StatusOr<const TaskRequest*> task = resolved.TaskFor(*n);
-      if (!task.ok()) {
-        unresolvable.emplace_back(name, std::string(task.status().message()));
-        continue;
-      }
-      const TaskRequest& t = **task;
-      if (std::string q = QuotaRefusal(*d, t.TotalGpu().value()); !q.empty()) {
-        unresolvable.emplace_back(name, std::move(q));
-        continue;
-      }
-      bool capacity_ok = true;
-      const GpuSet usable = UsableGpus(*d->ask, *c, *n, &capacity_ok);
-      if (!capacity_ok) {
-        unresolvable.emplace_back(name, "no GPU of the node has " + std::to_string(d->ask->memory_mib) + " MiB of memory");
-        continue;
-      }
-      if (c->snapshot().Fits(*n, t, usable)) {
+      const Walk::Decision v = walk->Decide(name);
+      if (v.outcome == Walk::Outcome::kPass) {
         pass.push_back(i);
-      } else {
-        // One text per ask, not per node: kube-scheduler counts nodes by reason in the pod's
-        // FailedScheduling event ("0/5000 nodes are available: 3120 no GPU with ..."), so a
-        // per-node detail would turn that line into thousands of distinct reasons.
-        if (&t != ask_text_of) {
-          ask_text = "no " + AskText(*d->ask, t) + " now";
-          ask_text_of = &t;
-        }
-        failed.emplace_back(name, ask_text);
+        continue;
       }
+      const int64_t rank = v.node.valid() ? int64_t{c->name_rank(v.node)} : -1;
+      (v.outcome == Walk::Outcome::kFailed ? failed : unresolvable).push_back(Refusal{name, rank, v.why});
     }
   }
   // Written by hand, keys in the order nlohmann's dump gives them (sorted): for 5,000 nodes this
@@ -303,15 +446,15 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
   size_t size = 128 + error.size();
   for (size_t k : pass) size += a.names[k].size() + 3;
   for (const Reasons* r : {&failed, &unresolvable}) {
-    for (const auto& [node, why] : *r) size += node.size() + why.size() + 6;
+    for (const Refusal& f : *r) size += f.node.size() + f.why->size() + 6;
   }
   out.reserve(size);
   out += "{\"Error\":";
   AppendJsonString(out, error);
   out += ",\"FailedAndUnresolvableNodes\":";
-  AppendReasons(out, unresolvable);
+  AppendReasons(out, unresolvable, a.names_plain);
   out += ",\"FailedNodes\":";
-  AppendReasons(out, failed);
+  AppendReasons(out, failed, a.names_plain);
   if (a.nodes_mode) {
     out += ",\"NodeNames\":null,\"Nodes\":{\"items\":[";
     if (error.empty()) {
@@ -326,7 +469,7 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
     if (error.empty()) {
       for (size_t k = 0; k < pass.size(); ++k) {
         if (k > 0) out += ',';
-        AppendJsonString(out, a.names[pass[k]]);
+        AppendName(out, a.names[pass[k]], a.names_plain);
       }
     }
     out += "],\"Nodes\":null}";
@@ -342,51 +485,102 @@ ExtenderAnswer Extender::Prioritize(std::string_view body) {
   std::shared_ptr<const ExtenderCluster> c = cluster();
   StatusOr<PodDecision> d = c ? Prepare(a, *c, options_.tenant_label) : StatusOr<PodDecision>(UnavailableError(""));
   if (d.ok() && d->ask) {
-    // Group the fitting nodes by the task they take (one per GPU model for MIG asks), score each
-    // group with the policy, then normalise all together.
-    Resolved resolved(*d->ask, *c, d->allowed);
-    std::map<const TaskRequest*, std::vector<std::pair<size_t, NodeIndex>>> groups;
+    // The nodes that pass the filter, grouped by the task they take (one per GPU model for MIG
+    // asks), scored by the policy group by group, then normalised all together. (A node that
+    // fails the filter would score nullopt: it is not asked.)
+    Walk walk(*d, *c);
+    struct Member {
+      size_t at;           // in a.names
+      NodeIndex node;
+      bool masked;         // some of its GPUs are masked out (the policy does not memoise those)
+    };
+    std::vector<Member> passing;
+    std::vector<const TaskRequest*> tasks;
+    std::vector<GpuSet> usable;
+    for (size_t i = 0; i < a.names.size(); ++i) {
+      const Walk::Decision v = walk.Decide(a.names[i]);
+      if (v.outcome != Walk::Outcome::kPass) continue;
+      const NodeIndex n = v.node;
+      passing.push_back(Member{i, n, v.usable != placement::GpusOfCount(c->snapshot().gpu_count(n))});
+      tasks.push_back(v.task);
+      usable.push_back(v.usable);
+    }
+    std::map<const TaskRequest*, std::vector<Member>> groups;
+    std::vector<std::optional<double>> raw(a.names.size());
     placement::Eligibility eligibility;
     bool masked = false;
-    uint32_t hint = 0;
-    for (size_t i = 0; i < a.names.size(); ++i) {
-      const std::optional<NodeIndex> n = c->Find(a.names[i], hint);
-      if (n) hint = n->value() + 1;
-      if (!n || !c->node(*n).schedulable) continue;
-      StatusOr<const TaskRequest*> task = resolved.TaskFor(*n);
-      if (!task.ok() || !QuotaRefusal(*d, (*task)->TotalGpu().value()).empty()) continue;
-      bool capacity_ok = true;
-      const GpuSet usable = UsableGpus(*d->ask, *c, *n, &capacity_ok);
-      if (!capacity_ok) continue;
-      if (usable != placement::GpusOfCount(c->snapshot().gpu_count(*n))) {
+    std::lock_guard<std::mutex> lock(policy_mu_);  // the policy and the memo: one decision at a time
+    MaskedMemo* memo = masked_memo_.get();
+    if (memo != nullptr && (memo->cluster != c || memo->scores.size() > kMaskedMemoLimit)) {
+      memo->cluster = c;
+      memo->scores.clear();
+    }
+    for (size_t k = 0; k < passing.size(); ++k) {
+      const Member& m = passing[k];
+      if (m.masked) {
+        if (memo != nullptr) {
+          auto it = memo->scores.find(MaskedKey::Of(*tasks[k], m.node, usable[k]));
+          if (it != memo->scores.end()) {
+            raw[m.at] = it->second;
+            continue;
+          }
+        }
         if (!masked) eligibility.Reset(c->node_count());
         masked = true;
-        eligibility.SetGpus(*n, usable);
+        eligibility.SetGpus(m.node, usable[k]);
       }
-      groups[*task].emplace_back(i, *n);
+      groups[tasks[k]].push_back(m);
     }
-    std::vector<std::optional<double>> raw(a.names.size());
-    {
-      std::lock_guard<std::mutex> lock(policy_mu_);
-      placement::PlacementContext ctx;
-      if (masked) ctx.eligibility = &eligibility;
-      std::vector<NodeIndex> nodes;
-      for (const auto& [task, members] : groups) {
-        nodes.clear();
-        for (const auto& m : members) nodes.push_back(m.second);
-        const std::vector<std::optional<double>> s = policy_->ScoreNodes(c->snapshot(), *task, nodes, ctx);
-        for (size_t k = 0; k < members.size(); ++k) raw[members[k].first] = s[k];
+    placement::PlacementContext ctx;
+    if (masked) ctx.eligibility = &eligibility;
+    std::vector<NodeIndex> nodes;
+    for (const auto& [task, members] : groups) {
+      nodes.clear();
+      for (const Member& m : members) nodes.push_back(m.node);
+      const std::vector<std::optional<double>> s = policy_->ScoreNodes(c->snapshot(), *task, nodes, ctx);
+      for (size_t k = 0; k < members.size(); ++k) {
+        raw[members[k].at] = s[k];
+        if (memo != nullptr && members[k].masked) {
+          memo->scores.emplace(MaskedKey::Of(*task, members[k].node, eligibility.gpus(members[k].node)), s[k]);
+        }
       }
     }
     scores = placement::ExtenderScores(raw, kMaxExtenderScore);
   }
-  std::string out = "[";
-  out.reserve(a.names.size() * 32);
+  std::string out;
+  size_t size = 2;
+  for (std::string_view name : a.names) size += name.size() + 48;
+  if (a.names_plain) {
+    // Plain names are their own JSON text: written straight into a buffer of the largest size.
+    out.resize(size);
+    char* p = out.data();
+    *p++ = '[';
+    for (size_t i = 0; i < a.names.size(); ++i) {
+      constexpr std::string_view kHost = ",{\"Host\":\"";
+      constexpr std::string_view kScore = "\",\"Score\":";
+      const std::string_view host = i > 0 ? kHost : kHost.substr(1);
+      std::memcpy(p, host.data(), host.size());
+      p += host.size();
+      std::memcpy(p, a.names[i].data(), a.names[i].size());
+      p += a.names[i].size();
+      std::memcpy(p, kScore.data(), kScore.size());
+      p += kScore.size();
+      p = std::to_chars(p, p + 20, scores[i]).ptr;
+      *p++ = '}';
+    }
+    *p++ = ']';
+    out.resize(static_cast<size_t>(p - out.data()));
+    return {200, std::move(out)};
+  }
+  out.reserve(size);
+  out += '[';
+  char digits[24];
   for (size_t i = 0; i < a.names.size(); ++i) {
-    if (i > 0) out += ',';
-    out += "{\"Host\":";
-    AppendJsonString(out, a.names[i]);
-    out += ",\"Score\":" + std::to_string(scores[i]) + "}";
+    out.append(i > 0 ? ",{\"Host\":" : "{\"Host\":");
+    AppendName(out, a.names[i], a.names_plain);
+    out += ",\"Score\":";
+    out.append(digits, std::to_chars(digits, digits + sizeof(digits), scores[i]).ptr);
+    out += '}';
   }
   out += ']';
   return {200, std::move(out)};

@@ -1,5 +1,6 @@
 #include "src/integrations/k8s/extender_args.h"
 
+#include <cstring>
 #include <optional>
 
 namespace tessera::k8s {
@@ -17,6 +18,7 @@ class Scanner {
  public:
   explicit Scanner(std::string_view s) : s_(s) {}
   size_t pos() const { return i_; }
+  void Seek(size_t at) { i_ = at; }
   bool AtEnd() {
     Ws();
     return i_ == s_.size();
@@ -42,6 +44,23 @@ class Scanner {
     Ws();
     if (i_ >= s_.size() || s_[i_] != '"') return false;
     const size_t start = i_++;
+    // The common case first: no backslash before the closing quote (then that quote ends it).
+    if (const void* q = std::memchr(s_.data() + i_, '"', s_.size() - i_); q != nullptr) {
+      const size_t end = static_cast<size_t>(static_cast<const char*>(q) - s_.data());
+      bool backslash = false;
+      bool special = false;
+      for (size_t k = i_; k < end; ++k) {
+        const auto u = static_cast<unsigned char>(s_[k]);
+        backslash |= u == '\\';
+        special |= u < 0x20 || u >= 0x80;
+      }
+      if (!backslash) {
+        *plain = !special;
+        i_ = end + 1;
+        *raw = s_.substr(start + 1, end - start - 1);
+        return true;
+      }
+    }
     *plain = true;
     while (i_ < s_.size() && s_[i_] != '"') {
       const auto u = static_cast<unsigned char>(s_[i_]);
@@ -80,7 +99,10 @@ class Scanner {
     while (i_ < s_.size()) {
       const char c = s_[i_];
       if (c == '"') {
-        if (!String()) return std::nullopt;
+        // Checked as String() checks it, without copying the plain ones (most of a body).
+        std::string_view raw;
+        bool plain = false;
+        if (!Token(&raw, &plain) || (!plain && !Unescape(raw))) return std::nullopt;
         if (depth == 0) break;
         continue;
       }
@@ -197,6 +219,24 @@ StatusOr<bool> ReadNodeNames(std::string_view text, Args& a) {
   }
 }
 
+// NodeNames in the common form, an array of plain strings (no escapes, ASCII), read at the
+// cursor in one pass while the top level is split: true with the names (views into the body) and
+// the cursor after the array; false (cursor unspecified) for anything else, which is then read
+// the general way (ReadNodeNames), errors included.
+bool ReadPlainNames(Scanner& s, std::vector<std::string_view>& names) {
+  names.clear();
+  if (!s.Eat('[')) return false;
+  if (s.Eat(']')) return true;
+  while (true) {
+    std::string_view raw;
+    bool plain = false;
+    if (!s.Token(&raw, &plain) || !plain) return false;
+    names.push_back(raw);
+    if (s.Eat(',')) continue;
+    return s.Eat(']');
+  }
+}
+
 }  // namespace
 
 StatusOr<Args> DecodeArgs(std::string_view body) {
@@ -207,10 +247,25 @@ StatusOr<Args> DecodeArgs(std::string_view body) {
   }
   Args a;
   std::optional<std::string_view> pod, nodes, node_names;
+  std::vector<std::string_view> plain_names;  // NodeNames, when ReadPlainNames read the last one
+  bool names_read = false;
   if (!s.Eat('}')) {
     while (true) {
       std::optional<std::string> key = s.String();
       if (!key || !s.Eat(':')) return NotJson(s.pos());
+      if (*key == "NodeNames") {
+        s.Ws();
+        const size_t at = s.pos();
+        if (ReadPlainNames(s, plain_names)) {
+          node_names = body.substr(at, s.pos() - at);
+          names_read = true;
+          if (s.Eat(',')) continue;
+          if (s.Eat('}')) break;
+          return NotJson(s.pos());
+        }
+        s.Seek(at);
+        names_read = false;
+      }
       std::optional<std::string_view> value = s.Value();
       if (!value) return NotJson(s.pos());
       if (*key == "Pod") {
@@ -236,7 +291,14 @@ StatusOr<Args> DecodeArgs(std::string_view body) {
     a.nodes_mode = given;
   }
   if (!given && node_names) {
-    TESSERA_ASSIGN_OR_RETURN(given, ReadNodeNames(*node_names, a));
+    if (names_read) {
+      a.names = std::move(plain_names);
+      a.names_plain = true;
+      given = true;
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(given, ReadNodeNames(*node_names, a));
+      a.names_plain = given && a.owned.empty();
+    }
   }
   if (!given) return InvalidArgumentError("neither Nodes nor NodeNames is given");
   return a;

@@ -33,6 +33,9 @@ struct Args {
   // into `owned` (names that had escapes).
   std::vector<std::string_view> names;
   std::deque<std::string> owned;
+  // Every name is plain (came from NodeNames without escapes, ASCII, no control characters): it
+  // is its own JSON string text.
+  bool names_plain = false;
   nlohmann::json node_items = nlohmann::json::array();  // Nodes mode: the items
 };
 

@@ -1,6 +1,9 @@
 #include "tessera/integrations/k8s/extender_cluster.h"
 
+#include <algorithm>
 #include <charconv>
+#include <map>
+#include <tuple>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -284,7 +287,7 @@ StatusOr<std::shared_ptr<const ExtenderCluster>> ExtenderCluster::Build(ClusterS
   std::vector<NodeSpec> specs;
   specs.reserve(c->nodes_.size());
   c->first_gpu_.reserve(c->nodes_.size());
-  c->blocked_.assign(c->nodes_.size(), 0);
+  c->views_.assign(c->nodes_.size(), NodeView{});
   for (size_t i = 0; i < c->nodes_.size(); ++i) {
     const ClusterNode& n = c->nodes_[i];
     const std::string where = "node '" + n.name + "'";
@@ -334,7 +337,7 @@ StatusOr<std::shared_ptr<const ExtenderCluster>> ExtenderCluster::Build(ClusterS
       const int32_t used = n.gpu_used_milli[g];
       if (used <= 0) continue;
       if (n.mig) {
-        c->blocked_[i] |= GpuBit(static_cast<int>(g));
+        c->views_[i].blocked |= GpuBit(static_cast<int>(g));
         continue;
       }
       const TaskRequest t{.num_gpu = 1, .gpu_milli = GpuMilli{used}};
@@ -342,10 +345,35 @@ StatusOr<std::shared_ptr<const ExtenderCluster>> ExtenderCluster::Build(ClusterS
     }
   }
   c->snapshot_.emplace(std::move(snap));
+  std::vector<uint32_t> order(c->nodes_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+  std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) { return c->nodes_[x].name < c->nodes_[y].name; });
+  for (size_t r = 0; r < order.size(); ++r) c->views_[order[r]].name_rank = static_cast<uint32_t>(r);
+  std::map<std::tuple<uint32_t, bool, int32_t>, uint32_t> shapes;
+  for (size_t i = 0; i < c->nodes_.size(); ++i) {
+    const NodeIndex n{static_cast<uint32_t>(i)};
+    const NodeSpec& spec = c->snapshot_->spec(n);
+    NodeView& v = c->views_[i];
+    v.name_at = static_cast<uint32_t>(c->names_.size());
+    v.name_size = static_cast<uint32_t>(c->nodes_[i].name.size());
+    c->names_ += c->nodes_[i].name;
+    v.schedulable = c->nodes_[i].schedulable;
+    const auto key = std::make_tuple(spec.gpu_count > 0 ? spec.model.value() : 0u, c->nodes_[i].mig, spec.gpu_count);
+    v.shape = shapes.emplace(key, static_cast<uint32_t>(shapes.size())).first->second;
+    for (int g = 0; g < spec.gpu_count; ++g) {
+      const int64_t cap = c->gpu_memory_mib(n, g);
+      if (cap <= 0) continue;
+      const int64_t free = c->gpu_free_mib(n, g);
+      v.min_free_mib = std::min(v.min_free_mib, free);
+      if (free < cap && c->snapshot_->gpu_free(n, g) >= 1000) v.whole_short |= GpuBit(g);
+    }
+  }
+  c->shape_count_ = shapes.size();
   return std::shared_ptr<const ExtenderCluster>(std::move(c));
 }
 
 std::optional<NodeIndex> ExtenderCluster::Find(std::string_view name) const {
+  // index_ holds views into nodes_[i].name (nodes_ does not change once built).
   auto it = index_.find(name);
   if (it == index_.end()) return std::nullopt;
   return NodeIndex{it->second};

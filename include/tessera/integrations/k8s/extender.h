@@ -88,7 +88,12 @@ class Extender {
   // before the first SetCluster.
   ExtenderAnswer Health() const;
 
+  ~Extender();
+
  private:
+  struct MaskedMemo;
+  // Entries of the masked-node memo before it starts over (about 64 bytes each).
+  static constexpr size_t kMaskedMemoLimit = size_t{1} << 18;
   Extender() = default;
   ExtenderOptions options_;
   placement::TargetWorkload default_workload_;
@@ -96,6 +101,7 @@ class Extender {
   std::shared_ptr<const ExtenderCluster> cluster_;
   std::mutex policy_mu_;  // the policy memoises: one decision at a time
   std::unique_ptr<placement::PlacementPolicy> policy_;
+  std::unique_ptr<MaskedMemo> masked_memo_;  // ScoringPolicy policies only (see extender.cc)
 };
 
 }  // namespace tessera::k8s

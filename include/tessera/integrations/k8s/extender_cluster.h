@@ -16,13 +16,19 @@
 //     type is an error naming it. Nodes that are not `ready` are kept but marked unschedulable.
 //
 // BuildExtenderCluster turns the state into a placement::ClusterSnapshot with the use applied
-// (a GPU with 500 milli used has 500 free), a name -> index map, and per-GPU free memory.
+// (a GPU with 500 milli used has 500 free), a name -> index map, per-GPU free memory, and two
+// per-node keys the extender's per-pod walk uses so that it decides per kind of node, not per
+// node: the node's rank among the names in byte order (its answer's FailedNodes keys are sorted)
+// and its shape (GPU model, MIG mode, GPU count: what makes a pod's GPU ask resolvable there).
+//
+//   nodes b (A100 x8), a (A100 x8), c (T4 x4)  ->  name_rank 1, 0, 2; shape 0, 0, 1
 // Node CPU is left out of the GPU decision (kube-scheduler checks CPU and memory itself).
 //
 // Thread-safety: an ExtenderCluster is immutable once built and may be read by many threads.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <functional>
 #include <utility>
 #include <memory>
@@ -91,20 +97,32 @@ class ExtenderCluster {
   // The same, trying node `hint` first (callers walking a list in the cluster's own order pass
   // the previous index + 1 and skip the hash lookup).
   std::optional<NodeIndex> Find(std::string_view name, uint32_t hint) const {
-    if (hint < nodes_.size() && nodes_[hint].name == name) return NodeIndex{hint};
+    if (hint < views_.size() && name_of(hint) == name) return NodeIndex{hint};
     return Find(name);
   }
   const ClusterNode& node(NodeIndex n) const { return nodes_[n.value()]; }
+  bool schedulable(NodeIndex n) const { return views_[n.value()].schedulable; }
   // Free memory of GPU g of node n in MiB; -1 where the model's memory is not known.
   int64_t gpu_free_mib(NodeIndex n, int g) const { return free_mib_[first_gpu_[n.value()] + static_cast<size_t>(g)]; }
   // GPU g's memory capacity in MiB (0: unknown).
   int64_t gpu_memory_mib(NodeIndex n, int g) const { return capacity_mib_[first_gpu_[n.value()] + static_cast<size_t>(g)]; }
   // GPUs of node n the extender must not hand out: MIG GPUs with instances in use whose layout
   // the state does not tell (the control plane reports milli only).
-  placement::GpuSet blocked_gpus(NodeIndex n) const { return blocked_[n.value()]; }
+  placement::GpuSet blocked_gpus(NodeIndex n) const { return views_[n.value()].blocked; }
+  // The least free memory (MiB) of node n's GPUs whose memory is known; INT64_MAX if none is.
+  int64_t min_free_mib(NodeIndex n) const { return views_[n.value()].min_free_mib; }
+  // GPUs of node n with all their compute free but not all their memory (memory known).
+  placement::GpuSet whole_short_gpus(NodeIndex n) const { return views_[n.value()].whole_short; }
   // The tenant's quota; nullptr for a tenant the state does not name (no quota: unlimited).
   const TenantQuota* tenant(std::string_view name) const;
   size_t node_count() const { return nodes_.size(); }
+  // Node n's position among all node names sorted bytewise (0-based): x < y as names exactly
+  // when name_rank(x) < name_rank(y).
+  uint32_t name_rank(NodeIndex n) const { return views_[n.value()].name_rank; }
+  // Node n's shape: nodes with the same GPU model, MIG mode and GPU count share one, numbered
+  // 0..shape_count()-1 in order of first appearance.
+  uint32_t shape(NodeIndex n) const { return views_[n.value()].shape; }
+  size_t shape_count() const { return shape_count_; }
 
  private:
   ExtenderCluster() = default;
@@ -114,7 +132,19 @@ class ExtenderCluster {
   std::unordered_map<std::string_view, uint32_t> index_;  // views into nodes_[i].name
   std::vector<size_t> first_gpu_;              // per node: its GPUs' first entry below
   std::vector<int64_t> free_mib_, capacity_mib_;  // per GPU of every node, node by node
-  std::vector<placement::GpuSet> blocked_;
+  // What the extender reads of every node for every pod, packed (nodes_ and the snapshot are
+  // read only for the nodes that get that far).
+  struct NodeView {
+    uint32_t name_at = 0, name_size = 0;  // in names_
+    uint32_t shape = 0, name_rank = 0;
+    int64_t min_free_mib = INT64_MAX;
+    placement::GpuSet blocked = 0, whole_short = 0;
+    bool schedulable = true;
+  };
+  std::string_view name_of(uint32_t i) const { return std::string_view(names_).substr(views_[i].name_at, views_[i].name_size); }
+  std::vector<NodeView> views_;
+  std::string names_;  // every node's name, one after the other
+  size_t shape_count_ = 0;
   std::vector<TenantQuota> tenants_;
 };
 
