@@ -93,7 +93,7 @@ void Setup() {
   g_segment = &*segment;
   // The compute gate: a lease file whose GPU 0 board says tenant 0 holds the lease for the next
   // hour, as an arbiter would have granted it, so every launch takes the gate's fast path.
-  static auto leases = tessera::enforce::LeaseFile::Create(dir + "/leases", gpus);
+  static auto leases = tessera::enforce::LeaseFile::Create(dir + "/leases", gpus, options.counters_dir);
   if (!leases.ok()) {
     std::fprintf(stderr, "%s\n", leases.status().ToString().c_str());
     std::exit(1);
@@ -102,8 +102,8 @@ void Setup() {
     tessera::enforce::LeaseBoard& board = leases->board(g);
     const uint64_t now = tessera::enforce::MonotonicNowNs();
     const uint64_t expiry = now + 3600ULL * 1'000'000'000ULL;
-    board.slots[0].node.state.store(static_cast<uint32_t>(tessera::enforce::LeaseSlotState::kActive));
-    board.slots[0].node.kernel_est_ns.store(100'000);
+    board.node[0].state.store(static_cast<uint32_t>(tessera::enforce::LeaseSlotState::kActive));
+    board.node[0].kernel_est_ns.store(100'000);
     board.arbiter.quantum_ns.store(10'000'000);  // the arbiter's default quantum (sizes the meter's segments)
     board.lease.expiry_ns.store(expiry);
     board.lease.holder.store(1);

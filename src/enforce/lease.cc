@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -103,25 +104,86 @@ void FutexWake(std::atomic<uint32_t>& word, int count) noexcept {
 }
 
 namespace {
-void RingDoorbell(LeaseBoard& board) noexcept {
+// The tenant's doorbell is its own wait_epoch (the arbiter sleeps on all of them, WaitForDoorbells):
+// a tenant never writes the node's page.
+void RingTenantDoorbell(LeaseSlotTenantLine& t) noexcept {
+  t.wait_epoch.fetch_add(1, std::memory_order_acq_rel);
+  FutexWake(t.wait_epoch, 1);
+}
+
+// struct futex_waitv of <linux/futex.h> (5.16+), spelled out so that older headers build.
+struct FutexWaitv {
+  uint64_t val;
+  uint64_t uaddr;
+  uint32_t flags;
+  uint32_t reserved;
+};
+constexpr uint32_t kFutex2Size32 = 0x02;  // FUTEX2_SIZE_U32; shared (no FUTEX2_PRIVATE)
+#ifdef SYS_futex_waitv
+constexpr long kSysFutexWaitv = SYS_futex_waitv;
+#else
+constexpr long kSysFutexWaitv = 449;  // the same number on every architecture (asm-generic)
+#endif
+
+bool EpochsDiffer(const LeaseBoard& board, const DoorbellSnapshot& seen) noexcept {
+  if (board.arbiter.doorbell.load(std::memory_order_acquire) != seen.doorbell) return true;
+  for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) {
+    if (board.slots[i].tenant.wait_epoch.load(std::memory_order_acquire) != seen.epoch[i]) return true;
+  }
+  return false;
+}
+}  // namespace
+
+DoorbellSnapshot ReadDoorbells(const LeaseBoard& board) noexcept {
+  DoorbellSnapshot s;
+  s.doorbell = board.arbiter.doorbell.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) s.epoch[i] = board.slots[i].tenant.wait_epoch.load(std::memory_order_acquire);
+  return s;
+}
+
+void WaitForDoorbells(LeaseBoard& board, const DoorbellSnapshot& seen, uint64_t timeout_ns) noexcept {
+  static std::atomic<bool> no_waitv{false};
+  const uint64_t deadline = MonotonicNowNs() + timeout_ns;
+  if (!no_waitv.load(std::memory_order_relaxed)) {
+    FutexWaitv w[kLeaseMaxTenants + 1];
+    w[0] = {seen.doorbell, reinterpret_cast<uint64_t>(FutexAddress(board.arbiter.doorbell)), kFutex2Size32, 0};
+    for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) {
+      w[i + 1] = {seen.epoch[i], reinterpret_cast<uint64_t>(FutexAddress(board.slots[i].tenant.wait_epoch)),
+                  kFutex2Size32, 0};
+    }
+    timespec until;
+    until.tv_sec = static_cast<time_t>(deadline / 1'000'000'000ull);
+    until.tv_nsec = static_cast<long>(deadline % 1'000'000'000ull);
+    // Returns at once (EAGAIN) when a word already differs: a ring between the snapshot and here
+    // is not lost.
+    const long rc = syscall(kSysFutexWaitv, w, kLeaseMaxTenants + 1, 0, &until, CLOCK_MONOTONIC);
+    if (rc != -1 || errno != ENOSYS) return;
+    no_waitv.store(true, std::memory_order_relaxed);
+  }
+  for (;;) {
+    if (EpochsDiffer(board, seen)) return;
+    const uint64_t now = MonotonicNowNs();
+    if (now >= deadline) return;
+    FutexWait(board.arbiter.doorbell, seen.doorbell, std::min<uint64_t>(deadline - now, 1'000'000));
+  }
+}
+
+void RingNodeDoorbell(LeaseBoard& board) noexcept {
   board.arbiter.doorbell.fetch_add(1, std::memory_order_release);
   FutexWake(board.arbiter.doorbell, 1);
 }
-}  // namespace
 
 void BeginLeaseWait(LeaseBoard& board, uint32_t slot) noexcept {
   if (slot >= kLeaseMaxTenants) return;
   LeaseSlotTenantLine& t = board.slots[slot].tenant;
   t.waiting.fetch_add(1, std::memory_order_acq_rel);
-  t.wait_epoch.fetch_add(1, std::memory_order_acq_rel);
   t.waits.fetch_add(1, std::memory_order_relaxed);
-  RingDoorbell(board);
+  RingTenantDoorbell(t);
 }
 
 void RenewLeaseWait(LeaseBoard& board, uint32_t slot) noexcept {
   if (slot >= kLeaseMaxTenants) return;
-  board.slots[slot].tenant.wait_epoch.fetch_add(1, std::memory_order_acq_rel);
-  RingDoorbell(board);
+  RingTenantDoorbell(board.slots[slot].tenant);
 }
 
 void EndLeaseWait(LeaseBoard& board, uint32_t slot, uint64_t waited_ns) noexcept {
@@ -133,7 +195,7 @@ void EndLeaseWait(LeaseBoard& board, uint32_t slot, uint64_t waited_ns) noexcept
 
 GateResult WaitForLease(LeaseBoard& board, uint32_t slot, uint64_t timeout_ns) noexcept {
   if (slot >= kLeaseMaxTenants) return GateResult::kBadSlot;
-  std::atomic<uint32_t>& wake_seq = board.slots[slot].node.wake_seq;
+  std::atomic<uint32_t>& wake_seq = board.node[slot].wake_seq;
   const uint64_t start = MonotonicNowNs();
   if (LeaseHeld(board, slot, start)) return GateResult::kAdmitted;
   const uint64_t deadline = start + timeout_ns;

@@ -49,7 +49,11 @@ void ArbiterDuty::Round() {
   }
   const uint64_t now = enforce::MonotonicNowNs();
   const bool changed = RegistryChanged();
-  if (changed) registry_.reset();
+  if (changed) {
+    registry_.reset();
+    // A join gives its index a fresh counters file: map that tenant's lease page from it.
+    (void)leases_->RefreshTenants();
+  }
   const bool sync_due = changed || now >= next_sync_ns_;
   const bool reconcile_due = now >= next_reconcile_ns_;
   if (sync_due || reconcile_due) {
@@ -66,12 +70,12 @@ void ArbiterDuty::Round() {
       next_sync_ns_ = now + 1'000'000'000;
     }
   }
-  std::atomic<uint32_t>& doorbell = leases_->board(gpu_).arbiter.doorbell;
-  const uint32_t seen = doorbell.load(std::memory_order_acquire);
+  enforce::LeaseBoard& board = leases_->board(gpu_);
+  const enforce::DoorbellSnapshot seen = enforce::ReadDoorbells(board);
   const uint64_t next = arbiter_->Step(enforce::MonotonicNowNs());
   const uint64_t after = enforce::MonotonicNowNs();
   const uint64_t until = std::min<uint64_t>(next, after + 50'000'000);
-  if (until > after) enforce::FutexWait(doorbell, seen, until - after);
+  if (until > after) enforce::WaitForDoorbells(board, seen, until - after);
 }
 
 // The registry is replaced (rename) at every change: a new inode or mtime means a join or leave
@@ -94,7 +98,8 @@ bool ArbiterDuty::TryTakeOver() {
     if (fd_ < 0) return false;
   }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) return false;
-  StatusOr<enforce::LeaseFile> f = enforce::LeaseFile::Open(node_.paths().leases);
+  // This GPU's board with every tenant's page from its counters file (enforce/lease_file.h).
+  StatusOr<enforce::LeaseFile> f = enforce::LeaseFile::Open(node_.paths().leases, node_.paths().counters, gpu_);
   if (!f.ok()) {
     ::flock(fd_, LOCK_UN);
     return false;

@@ -96,11 +96,11 @@ void TakeTerminalBack() {
 // active on the board, stepping this process's duty meanwhile.
 // For a tenant of several GPUs, once per GPU (each with that GPU's duty), before the command runs.
 Status AwaitAdmission(ArbiterDuty& duty, int gpu, const NodeDir& node, const RunOptions& o, int index) {
-  TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Open(node.paths().leases));
+  TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::OpenNodeLines(node.paths().leases));
   const auto deadline = std::chrono::steady_clock::now() + o.admit_timeout;
   for (;;) {
     duty.Round();
-    if (leases.board(gpu).slots[index].node.state.load() == static_cast<uint32_t>(enforce::LeaseSlotState::kActive)) {
+    if (leases.board(gpu).node[index].state.load() == static_cast<uint32_t>(enforce::LeaseSlotState::kActive)) {
       return Status::Ok();
     }
     if (std::chrono::steady_clock::now() >= deadline) break;

@@ -91,7 +91,7 @@ Status LeaseArbiter::AddTenant(uint32_t slot, const LeaseTenantConfig& c) {
   // from the board, e.g. `tessera run` taking over the arbiter role): its processes may be
   // waiting right now, so `waiting` and `wait_epoch` are kept (zeroing `waiting` under a
   // sleeping waiter would hide its demand for good).
-  const bool resumed = s.node.state.load(std::memory_order_acquire) ==
+  const bool resumed = board_->node[slot].state.load(std::memory_order_acquire) ==
                        static_cast<uint32_t>(LeaseSlotState::kActive);
   if (!resumed) s.tenant.waiting.store(0, std::memory_order_relaxed);
   s.tenant.launches.store(0, std::memory_order_relaxed);
@@ -108,14 +108,16 @@ Status LeaseArbiter::AddTenant(uint32_t slot, const LeaseTenantConfig& c) {
     s.gpu.unit_ns.store(0, std::memory_order_relaxed);
   }
   t.gpu_seen_ns = s.gpu.gpu_ns.load(std::memory_order_acquire);
-  s.node.tenant_id.store(c.tenant_id, std::memory_order_relaxed);
-  s.node.priority.store(static_cast<uint32_t>(c.priority) + 0x80000000u, std::memory_order_relaxed);
-  s.node.kernel_est_ns.store(Ns(c.kernel_estimate), std::memory_order_relaxed);
-  s.node.charged_ns.store(0, std::memory_order_relaxed);
-  s.node.grants.store(0, std::memory_order_relaxed);
-  s.node.unused_grants.store(0, std::memory_order_relaxed);
-  s.node.preemptions.store(0, std::memory_order_relaxed);
-  s.node.state.store(static_cast<uint32_t>(LeaseSlotState::kActive), std::memory_order_release);
+  t.measured_at_ns = 0;
+  t.measured_credit_ns = kMaxMeasuredCreditNs;
+  board_->node[slot].tenant_id.store(c.tenant_id, std::memory_order_relaxed);
+  board_->node[slot].priority.store(static_cast<uint32_t>(c.priority) + 0x80000000u, std::memory_order_relaxed);
+  board_->node[slot].kernel_est_ns.store(Ns(c.kernel_estimate), std::memory_order_relaxed);
+  board_->node[slot].charged_ns.store(0, std::memory_order_relaxed);
+  board_->node[slot].grants.store(0, std::memory_order_relaxed);
+  board_->node[slot].unused_grants.store(0, std::memory_order_relaxed);
+  board_->node[slot].preemptions.store(0, std::memory_order_relaxed);
+  board_->node[slot].state.store(static_cast<uint32_t>(LeaseSlotState::kActive), std::memory_order_release);
   return Status::Ok();
 }
 
@@ -125,7 +127,7 @@ Status LeaseArbiter::RemoveTenant(uint32_t slot) {
   }
   TESSERA_RETURN_IF_ERROR(policy_->RemoveClient(slot));
   tenants_[slot].active = false;
-  board_->slots[slot].node.state.store(static_cast<uint32_t>(LeaseSlotState::kFree), std::memory_order_release);
+  board_->node[slot].state.store(static_cast<uint32_t>(LeaseSlotState::kFree), std::memory_order_release);
   return Status::Ok();
 }
 
@@ -135,7 +137,7 @@ Status LeaseArbiter::SetKernelEstimate(uint32_t slot, Nanos estimate) {
   }
   if (estimate.count() < 0) return InvalidArgumentError("kernel estimate must be >= 0");
   tenants_[slot].config.kernel_estimate = estimate;
-  board_->slots[slot].node.kernel_est_ns.store(Ns(estimate), std::memory_order_relaxed);
+  board_->node[slot].kernel_est_ns.store(Ns(estimate), std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -161,6 +163,7 @@ std::vector<uint32_t> LeaseArbiter::Paused(uint64_t now_ns) const {
     // they wait again, but it keeps its place.
     uint64_t recent = s.tenant.last_launch_ns.load(std::memory_order_acquire);
     if (Metering(i)) recent = std::max(recent, s.gpu.busy_until_ns.load(std::memory_order_acquire));
+    recent = std::min(recent, now_ns);  // a time the tenant wrote in the future keeps no place for ever
     if (recent != 0 && recent + Ns(options_.quantum) > now_ns) paused.push_back(i);
   }
   return paused;
@@ -195,15 +198,17 @@ uint64_t LeaseArbiter::IdleAt(bool used) const {
   const bool metering = Metering(lease_.slot);
   const uint64_t est_delta = line.submitted_est_ns.load(std::memory_order_acquire) - lease_.est_at_grant;
   // A metering tenant publishes when its queued work should finish (measured time per kernel).
-  const uint64_t work_end =
-      metering ? std::max(lease_.start_ns, gpu.busy_until_ns.load(std::memory_order_acquire)) : lease_.start_ns + est_delta;
+  const uint64_t work_end = std::min(
+      TailBound(), metering ? std::max(lease_.start_ns, gpu.busy_until_ns.load(std::memory_order_acquire))
+                            : lease_.start_ns + std::min(est_delta, TailBound() - lease_.start_ns));
   if (!used) return std::max(work_end, lease_.granted_ns + Ns(options_.wake_grace));
   // A synchronous launcher's next launch comes one kernel after its last; a kernel may run
   // longer than the estimate, so the grace is at least half an estimate. Calling a busy holder
   // idle would cost it its place in the policy's queue (idling earns no credit).
-  const uint64_t last = std::max(line.last_launch_ns.load(std::memory_order_acquire), lease_.granted_ns);
+  const uint64_t last =
+      std::max(std::min(line.last_launch_ns.load(std::memory_order_acquire), lease_.expiry_ns), lease_.granted_ns);
   const uint64_t unit = metering ? gpu.unit_ns.load(std::memory_order_relaxed) : 0;
-  const uint64_t est = unit != 0 ? unit : board_->slots[lease_.slot].node.kernel_est_ns.load(std::memory_order_relaxed);
+  const uint64_t est = unit != 0 ? unit : board_->node[lease_.slot].kernel_est_ns.load(std::memory_order_relaxed);
   return std::max(work_end, last + est) + std::max(Ns(options_.idle_grace), est / 2);
 }
 
@@ -216,15 +221,39 @@ void LeaseArbiter::ChargeSlot(uint32_t slot, uint64_t charge) {
   policy_->Charge(slot, Nanos(charge));
   t.usage_ns += static_cast<double>(charge);
   t.stats.charged_ns += charge;
-  board_->slots[slot].node.charged_ns.fetch_add(charge, std::memory_order_relaxed);
+  board_->node[slot].charged_ns.fetch_add(charge, std::memory_order_relaxed);
 }
 
-void LeaseArbiter::ChargeMeasured() {
+uint64_t LeaseArbiter::TailBound() const {
+  return lease_.expiry_ns + kMaxTailQuanta * Ns(options_.quantum);
+}
+
+void LeaseArbiter::ChargeMeasured(uint64_t now_ns) {
   for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) {
     Tenant& t = tenants_[i];
     if (!t.active) continue;
     const uint64_t measured = board_->slots[i].gpu.gpu_ns.load(std::memory_order_acquire);
-    if (measured > t.gpu_seen_ns && Metering(i)) ChargeSlot(i, measured - t.gpu_seen_ns);
+    const uint64_t wall = t.measured_at_ns != 0 && now_ns > t.measured_at_ns ? now_ns - t.measured_at_ns : 0;
+    t.measured_at_ns = now_ns;
+    // Time the tenant could have measured since the last look (several streams overlap), plus
+    // what it measured earlier and reports only now (segments are read back without blocking).
+    const uint64_t allowance =
+        std::min(kMaxMeasuredCreditNs, t.measured_credit_ns + std::min(wall, kMaxMeasuredCreditNs) * kMeasuredConcurrency);
+    uint64_t charge = 0;
+    if (Metering(i)) {
+      if (measured < t.gpu_seen_ns) {
+        ++t.stats.implausible_reports;  // went backwards: nothing to charge; counted from here on
+      } else {
+        const uint64_t delta = measured - t.gpu_seen_ns;
+        charge = std::min(delta, allowance);
+        if (charge != delta) {
+          ++t.stats.implausible_reports;
+          t.stats.clamped_ns += delta - charge;
+        }
+      }
+    }
+    t.measured_credit_ns = allowance - charge;
+    if (charge != 0) ChargeSlot(i, charge);
     t.gpu_seen_ns = measured;  // a non-metering tenant's samples are not charged twice later
   }
 }
@@ -237,13 +266,29 @@ void LeaseArbiter::EndLease(uint64_t now_ns, LeaseEndReason reason) {
   const uint32_t slot = lease_.slot;
   enforce::LeaseTenantSlot& s = board_->slots[slot];
   const uint64_t launches = s.tenant.launches.load(std::memory_order_acquire);
-  const uint64_t est_delta = s.tenant.submitted_est_ns.load(std::memory_order_acquire) - lease_.est_at_grant;
+  Tenant& t = tenants_[slot];
+  // The tenant's own estimate of its submitted work: believed up to the tail bound (a value that
+  // went backwards wraps to a huge delta and is clamped too).
+  const uint64_t reported_est = s.tenant.submitted_est_ns.load(std::memory_order_acquire) - lease_.est_at_grant;
+  const uint64_t est_delta = std::min(reported_est, TailBound() - lease_.start_ns);
+  if (est_delta != reported_est) {
+    ++t.stats.implausible_reports;
+    t.stats.clamped_ns += reported_est - est_delta;
+  }
   const bool used = launches != lease_.launches_at_grant;
-  const uint64_t last = used ? std::max(s.tenant.last_launch_ns.load(std::memory_order_acquire), lease_.granted_ns)
-                             : lease_.granted_ns;
+  // Its last launch as it reports it, but not after the lease's end (a time in the future would
+  // charge it for time that has not passed).
+  const uint64_t last =
+      used ? std::max(std::min(s.tenant.last_launch_ns.load(std::memory_order_acquire), std::min(now_ns, lease_.expiry_ns)),
+                      lease_.granted_ns)
+           : lease_.granted_ns;
   const bool metering = Metering(slot);
-  const uint64_t work_end =
+  uint64_t work_end =
       metering ? std::max(lease_.start_ns, s.gpu.busy_until_ns.load(std::memory_order_acquire)) : lease_.start_ns + est_delta;
+  if (work_end > TailBound()) {
+    ++t.stats.implausible_reports;
+    work_end = TailBound();
+  }
   const uint64_t idle_at = IdleAt(used);
   const uint64_t end_time = std::min(now_ns, lease_.expiry_ns);
   // A holder that stopped launching before the end used the GPU up to its last launch (plus
@@ -253,14 +298,13 @@ void LeaseArbiter::EndLease(uint64_t now_ns, LeaseEndReason reason) {
   // A metering tenant's used lease is charged through ChargeMeasured (its events), not here.
   const uint64_t charge = metering ? (used ? 0 : elapsed) : std::max(elapsed, est_delta);
 
-  Tenant& t = tenants_[slot];
   ChargeSlot(slot, charge);
   switch (reason) {
     case LeaseEndReason::kExpired: ++t.stats.ended_expired; break;
     case LeaseEndReason::kIdle: ++t.stats.ended_idle; break;
     case LeaseEndReason::kPreempted:
       ++t.stats.ended_preempted;
-      s.node.preemptions.fetch_add(1, std::memory_order_relaxed);
+      board_->node[slot].preemptions.fetch_add(1, std::memory_order_relaxed);
       break;
     case LeaseEndReason::kReturned: ++t.stats.ended_returned; break;
     case LeaseEndReason::kRemoved:
@@ -268,7 +312,7 @@ void LeaseArbiter::EndLease(uint64_t now_ns, LeaseEndReason reason) {
   }
   if (!used) {
     ++t.stats.unused_grants;
-    s.node.unused_grants.fetch_add(1, std::memory_order_relaxed);
+    board_->node[slot].unused_grants.fetch_add(1, std::memory_order_relaxed);
     t.suppressed = true;
     t.suppressed_epoch = s.tenant.wait_epoch.load(std::memory_order_acquire);
   }
@@ -304,18 +348,18 @@ void LeaseArbiter::Grant(uint32_t slot, uint64_t now_ns) {
   t.suppressed = false;
   t.runnable_since_ns = 0;
   ++t.stats.grants;
-  s.node.grants.fetch_add(1, std::memory_order_relaxed);
+  board_->node[slot].grants.fetch_add(1, std::memory_order_relaxed);
   // The lease word is stored before the sequence moves: a waiter that read the old sequence
   // either sees the lease or finds the futex value changed (WaitForLease).
-  s.node.wake_seq.fetch_add(1, std::memory_order_acq_rel);
-  enforce::FutexWake(s.node.wake_seq, INT_MAX);
+  board_->node[slot].wake_seq.fetch_add(1, std::memory_order_acq_rel);
+  enforce::FutexWake(board_->node[slot].wake_seq, INT_MAX);
 }
 
 uint64_t LeaseArbiter::Step(uint64_t now_ns) {
   ++steps_;
   board_->arbiter.heartbeat_ns.store(now_ns, std::memory_order_relaxed);
   Decay(now_ns);
-  ChargeMeasured();
+  ChargeMeasured(now_ns);
 
   // 1. End the current lease if it is over.
   std::optional<uint32_t> still_busy;  // a holder cut off while it still had work
@@ -424,24 +468,22 @@ void LeaseArbiterRunner::Stop() {
 }
 
 void LeaseArbiterRunner::Ring() {
-  enforce::LeaseBoard& b = arbiter_.board();
-  b.arbiter.doorbell.fetch_add(1, std::memory_order_release);
-  enforce::FutexWake(b.arbiter.doorbell, 1);
+  enforce::RingNodeDoorbell(arbiter_.board());
 }
 
 void LeaseArbiterRunner::Loop() {
-  std::atomic<uint32_t>& doorbell = arbiter_.board().arbiter.doorbell;
+  enforce::LeaseBoard& board = arbiter_.board();
   while (!stop_.load()) {
-    // Read the doorbell before stepping: a tenant that rings during the step makes the wait
+    // Read the doorbells before stepping: a tenant that rings during the step makes the wait
     // below return at once.
-    const uint32_t seen = doorbell.load(std::memory_order_acquire);
+    const enforce::DoorbellSnapshot seen = enforce::ReadDoorbells(board);
     uint64_t next;
     {
       std::lock_guard<std::mutex> lock(mu_);
       next = arbiter_.Step(enforce::MonotonicNowNs());
     }
     const uint64_t now = enforce::MonotonicNowNs();
-    if (next > now && !stop_.load()) enforce::FutexWait(doorbell, seen, next - now);
+    if (next > now && !stop_.load()) enforce::WaitForDoorbells(board, seen, next - now);
   }
   std::lock_guard<std::mutex> lock(mu_);
   arbiter_.Stop(enforce::MonotonicNowNs());

@@ -92,16 +92,15 @@ void RecordDepartures(const NodePaths& paths, const std::vector<TenantEntry>& go
   if (gone.empty()) return;
   const int fd = ::open(paths.departed.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) return;
-  StatusOr<enforce::LeaseFile> leases = enforce::LeaseFile::Open(paths.leases);
+  StatusOr<enforce::LeaseFile> leases = enforce::LeaseFile::OpenNodeLines(paths.leases);
   std::string text;
   for (const TenantEntry& e : gone) {
     for (int gpu : e.gpus) {  // one departure per GPU, with that GPU's counters
       uint64_t launches = 0, charged_ns = 0, peak = 0;
-      if (leases.ok()) {
-        const enforce::LeaseTenantSlot& slot = leases->board(gpu).slots[e.index];
-        launches = slot.tenant.launches.load();
-        charged_ns = slot.node.charged_ns.load();
-      }
+      if (leases.ok()) charged_ns = leases->board(gpu).node[e.index].charged_ns.load();
+      // The tenant's lines of the board are its page in its counters file (enforce/lease_file.h).
+      const enforce::CounterSegment* counters = seg != nullptr ? seg->counters(e.index) : nullptr;
+      if (counters != nullptr) launches = counters->lease_slots[gpu].tenant.launches.load();
       if (seg != nullptr) peak = seg->PeakBytes(e.index, gpu);
       text += nlohmann::json{{"name", e.name},
                              {"account", e.account},
@@ -456,11 +455,11 @@ StatusOr<NodeStatus> NodeDir::ReadStatus() const {
   out.exists = true;
   TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, LiveTenants());
   TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg, enforce::NodeSegment::Open(paths_.policy, paths_.counters));
-  TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Open(paths_.leases));
+  TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::OpenNodeLines(paths_.leases));
   std::map<int, GpuStatus> gpus;
   for (const TenantEntry& e : tenants) {
     for (int gpu : e.gpus) {  // a pod's tenant under each of its GPUs, with that GPU's figures
-      const enforce::LeaseTenantSlot& slot = leases.board(gpu).slots[e.index];
+      const enforce::LeaseSlotNodeLine& slot = leases.board(gpu).node[e.index];
       TenantStatus t;
       t.name = e.name;
       t.index = e.index;
@@ -474,8 +473,9 @@ StatusOr<NodeStatus> NodeDir::ReadStatus() const {
       t.account = e.account;
       t.workload = e.workload;
       t.joined_s = e.joined_s;
-      t.launches = slot.tenant.launches.load();
-      t.charged_ns = slot.node.charged_ns.load();
+      const enforce::CounterSegment* counters = seg.counters(e.index);
+      t.launches = counters != nullptr ? counters->lease_slots[gpu].tenant.launches.load() : 0;
+      t.charged_ns = slot.charged_ns.load();
       GpuStatus& g = gpus[gpu];
       g.gpu = gpu;
       g.arbiter_alive = enforce::ArbiterAlive(leases.board(gpu), enforce::MonotonicNowNs(), 1'000'000'000);

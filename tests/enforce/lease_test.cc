@@ -15,6 +15,7 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 namespace tessera::enforce {
 namespace {
@@ -28,8 +29,8 @@ struct alignas(64) Memory {
 // The arbiter's half of a grant, by hand: the word, then the sequence and the wake.
 void Grant(LeaseBoard& b, uint32_t slot, uint64_t expiry_ns) {
   b.lease.word.store(PackLeaseWord(slot, expiry_ns), std::memory_order_release);
-  b.slots[slot].node.wake_seq.fetch_add(1, std::memory_order_acq_rel);
-  FutexWake(b.slots[slot].node.wake_seq, INT_MAX);
+  b.node[slot].wake_seq.fetch_add(1, std::memory_order_acq_rel);
+  FutexWake(b.node[slot].wake_seq, INT_MAX);
 }
 
 class LeaseBoardTest : public ::testing::Test {
@@ -42,7 +43,7 @@ class LeaseBoardTest : public ::testing::Test {
 };
 
 TEST_F(LeaseBoardTest, InitWritesAVersionedHeaderAndEmptyLease) {
-  EXPECT_EQ(sizeof(LeaseBoard), 12480u);
+  EXPECT_EQ(sizeof(LeaseBoard), 270336u);  // 2 node pages + one 4 KiB page per tenant slot
   EXPECT_EQ(static_cast<void*>(board_), static_cast<void*>(mem_.get()));
   EXPECT_EQ(board_->header.magic.load(), kLeaseBoardMagic);
   EXPECT_EQ(board_->header.abi_version, kLeaseAbiVersion);
@@ -52,7 +53,7 @@ TEST_F(LeaseBoardTest, InitWritesAVersionedHeaderAndEmptyLease) {
   EXPECT_EQ(board_->header.created_ns, 123u);
   EXPECT_EQ(board_->lease.word.load(), 0u);
   for (uint32_t s = 0; s < kLeaseMaxTenants; ++s) {
-    EXPECT_EQ(board_->slots[s].node.state.load(), 0u);
+    EXPECT_EQ(board_->node[s].state.load(), 0u);
     EXPECT_FALSE(LeaseHeld(*board_, s, 0));
   }
   LeaseBoard* again = nullptr;
@@ -94,7 +95,7 @@ TEST_F(LeaseBoardTest, LeaseHeldOnlyByTheHolderBeforeExpiry) {
 
 TEST_F(LeaseBoardTest, AdmittedLaunchesAreCountedWithTheDurationModel) {
   LeaseTenantSlot& s = board_->slots[2];
-  s.node.kernel_est_ns.store(200'000);
+  board_->node[2].kernel_est_ns.store(200'000);
   EXPECT_EQ(TryAdmitLaunch(*board_, 2, {}, 1 * kMs), GateResult::kMustWait);
   EXPECT_EQ(s.tenant.launches.load(), 0u);  // nothing written when refused
   board_->lease.word.store(PackLeaseWord(2, 10 * kMs));
@@ -108,7 +109,7 @@ TEST_F(LeaseBoardTest, AdmittedLaunchesAreCountedWithTheDurationModel) {
   EXPECT_EQ(s.tenant.submitted_est_ns.load(), 200'000u + 12 * 200'000u + 3 * kMs);
   EXPECT_EQ(s.tenant.last_launch_ns.load(), 3 * kMs);
   EXPECT_EQ(TryAdmitLaunch(*board_, 64, {}, 0), GateResult::kBadSlot);
-  EXPECT_EQ(LaunchCostNs(s, {.kind = LaunchKind::kGraph, .graph_kernels = 0}), 200'000u);
+  EXPECT_EQ(LaunchCostNs(board_->node[2], {.kind = LaunchKind::kGraph, .graph_kernels = 0}), 200'000u);
 }
 
 TEST_F(LeaseBoardTest, StreamCaptureIsNeverBlockedOnlyCounted) {
@@ -127,7 +128,6 @@ TEST_F(LeaseBoardTest, StreamCaptureIsNeverBlockedOnlyCounted) {
 }
 
 TEST_F(LeaseBoardTest, WaitTimesOutAndUnregisters) {
-  const uint32_t bell = board_->arbiter.doorbell.load();
   const uint64_t t0 = MonotonicNowNs();
   EXPECT_EQ(GateLaunch(*board_, 4, {}, 20 * kMs), GateResult::kTimedOut);
   const uint64_t took = MonotonicNowNs() - t0;
@@ -136,10 +136,41 @@ TEST_F(LeaseBoardTest, WaitTimesOutAndUnregisters) {
   const LeaseSlotTenantLine& t = board_->slots[4].tenant;
   EXPECT_EQ(t.waiting.load(), 0u);
   EXPECT_EQ(t.waits.load(), 1u);
-  EXPECT_EQ(t.wait_epoch.load(), 1u);
+  EXPECT_EQ(t.wait_epoch.load(), 1u);  // the arbiter was told (its own doorbell: WaitForDoorbells)
   EXPECT_GE(t.wait_ns.load(), 20 * kMs);
   EXPECT_EQ(t.launches.load(), 0u);
-  EXPECT_EQ(board_->arbiter.doorbell.load(), bell + 1);  // the arbiter was told
+  EXPECT_EQ(board_->arbiter.doorbell.load(), 0u);  // the node's page is not written by a tenant
+}
+
+// The arbiter's sleep (WaitForDoorbells) ends when any tenant rings its own doorbell (its
+// wait_epoch, on its own page) or the node rings the node's; a ring between the snapshot and the
+// sleep is not lost; with no ring it lasts the timeout.
+TEST_F(LeaseBoardTest, TheArbitersSleepEndsWhenATenantRingsItsOwnDoorbell) {
+  DoorbellSnapshot seen = ReadDoorbells(*board_);
+  BeginLeaseWait(*board_, 5);  // rung after the snapshot, before the sleep
+  uint64_t t0 = MonotonicNowNs();
+  WaitForDoorbells(*board_, seen, 10'000 * kMs);
+  EXPECT_LT(MonotonicNowNs() - t0, 1000 * kMs);
+  seen = ReadDoorbells(*board_);
+  std::thread tenant([&] {
+    usleep(20'000);
+    RenewLeaseWait(*board_, 63);
+  });
+  t0 = MonotonicNowNs();
+  WaitForDoorbells(*board_, seen, 10'000 * kMs);
+  EXPECT_LT(MonotonicNowNs() - t0, 5000 * kMs);
+  tenant.join();
+  EXPECT_EQ(board_->slots[63].tenant.wait_epoch.load(), 1u);
+  EXPECT_EQ(board_->arbiter.doorbell.load(), 0u);  // no tenant wrote the node's page
+  seen = ReadDoorbells(*board_);
+  RingNodeDoorbell(*board_);
+  t0 = MonotonicNowNs();
+  WaitForDoorbells(*board_, seen, 10'000 * kMs);
+  EXPECT_LT(MonotonicNowNs() - t0, 1000 * kMs);
+  seen = ReadDoorbells(*board_);
+  t0 = MonotonicNowNs();
+  WaitForDoorbells(*board_, seen, 20 * kMs);
+  EXPECT_GE(MonotonicNowNs() - t0, 20 * kMs);
 }
 
 TEST_F(LeaseBoardTest, ArbiterAliveReadsTheHeartbeat) {

@@ -14,8 +14,8 @@ namespace tessera::node {
 namespace {
 
 bool Active(const NodeDir& node, int index) {
-  StatusOr<enforce::LeaseFile> leases = enforce::LeaseFile::Open(node.paths().leases);
-  return leases.ok() && leases->board(0).slots[index].node.state.load() ==
+  StatusOr<enforce::LeaseFile> leases = enforce::LeaseFile::OpenNodeLines(node.paths().leases);
+  return leases.ok() && leases->board(0).node[index].state.load() ==
                             static_cast<uint32_t>(enforce::LeaseSlotState::kActive);
 }
 

@@ -67,13 +67,13 @@ TEST(LeaseArbiterTest, AddTenantValidatesAndPublishesTheSlot) {
   EXPECT_EQ(arbiter->AddTenant(1, {}).message(), "lease tenant slot 1: already in use");
   EXPECT_EQ(arbiter->AddTenant(2, {.min_share = 0.5}).message(),
             "lease tenant slot 2: the min shares of all tenants exceed 1");
-  EXPECT_EQ(board->slots[1].node.state.load(), static_cast<uint32_t>(enforce::LeaseSlotState::kActive));
-  EXPECT_EQ(board->slots[1].node.tenant_id.load(), 77u);
-  EXPECT_EQ(board->slots[1].node.kernel_est_ns.load(), 250'000u);
+  EXPECT_EQ(board->node[1].state.load(), static_cast<uint32_t>(enforce::LeaseSlotState::kActive));
+  EXPECT_EQ(board->node[1].tenant_id.load(), 77u);
+  EXPECT_EQ(board->node[1].kernel_est_ns.load(), 250'000u);
   ASSERT_TRUE(arbiter->SetKernelEstimate(1, microseconds(400)).ok());
-  EXPECT_EQ(board->slots[1].node.kernel_est_ns.load(), 400'000u);
+  EXPECT_EQ(board->node[1].kernel_est_ns.load(), 400'000u);
   ASSERT_TRUE(arbiter->RemoveTenant(1).ok());
-  EXPECT_EQ(board->slots[1].node.state.load(), static_cast<uint32_t>(enforce::LeaseSlotState::kFree));
+  EXPECT_EQ(board->node[1].state.load(), static_cast<uint32_t>(enforce::LeaseSlotState::kFree));
   EXPECT_EQ(arbiter->RemoveTenant(1).code(), StatusCode::kNotFound);
 }
 
@@ -92,7 +92,7 @@ TEST(LeaseArbiterTest, HeaderWorkedExampleStepByStep) {
   // arbiter looks again when A's grant would count as unused (wake_grace, 2 ms).
   EXPECT_EQ(arbiter->Step(0), 2 * kMs);
   EXPECT_EQ(arbiter->holder(), 0u);
-  EXPECT_EQ(board->slots[0].node.wake_seq.load(), 1u);
+  EXPECT_EQ(board->node[0].wake_seq.load(), 1u);
   EXPECT_TRUE(enforce::LeaseHeld(*board, 0, 9 * kMs));
   EXPECT_FALSE(enforce::LeaseHeld(*board, 0, 10 * kMs));
   EXPECT_FALSE(enforce::LeaseHeld(*board, 1, 5 * kMs));
@@ -128,6 +128,84 @@ TEST(LeaseArbiterTest, HeaderWorkedExampleStepByStep) {
   EXPECT_EQ(arbiter->holder(), 1u);
   EXPECT_EQ(arbiter->stats(0).charged_ns, 14 * kMs);
   EXPECT_EQ(arbiter->stats(0).ended_idle, 1u);
+}
+
+// --- a tenant's own lines are its word, not the truth ------------------------------------------
+
+// A hostile tenant writes its own page (enforce/lease.h) with values that, believed, would make
+// its charge negative (a uint64 above 2^63 becomes a negative duration in the policy) and so win
+// it every lease. The arbiter clamps them, counts them, and the honest tenant gets its turns.
+TEST(LeaseArbiterTest, ImplausibleMeasuredTimeIsClampedAndCounted) {
+  auto mem = std::make_unique<BoardMemory>();
+  LeaseBoard* board = nullptr;
+  ASSERT_EQ(enforce::InitLeaseBoard(mem.get(), sizeof(BoardMemory), 0, 0, &board), enforce::LeaseBoardCheck::kOk);
+  auto arbiter = std::move(LeaseArbiter::Create(board, {}).value());  // weighted_fair, 10 ms
+  ASSERT_TRUE(arbiter->AddTenant(0, {.kernel_estimate = milliseconds(1)}).ok());  // hostile, metering
+  ASSERT_TRUE(arbiter->AddTenant(1, {.kernel_estimate = milliseconds(1)}).ok());  // honest
+  board->slots[0].gpu.metering.store(1);
+  enforce::BeginLeaseWait(*board, 0);
+  enforce::BeginLeaseWait(*board, 1);
+  arbiter->Step(0);
+  ASSERT_EQ(arbiter->holder(), 0u);
+  EXPECT_EQ(enforce::TryAdmitLaunch(*board, 0, {}, 1 * kMs), enforce::GateResult::kAdmitted);
+  // "Measured" 2^63 + 5 ns in 1 ms, queued work that never ends, a launch in the far future.
+  board->slots[0].gpu.gpu_ns.store((1ULL << 63) + 5);
+  board->slots[0].gpu.busy_until_ns.store(~0ULL);
+  board->slots[0].tenant.last_launch_ns.store(~0ULL);
+  arbiter->Step(1 * kMs);
+  // Believed: at most its credit of late reports (kMaxMeasuredCreditNs); the rest is counted.
+  EXPECT_EQ(arbiter->stats(0).charged_ns, kMaxMeasuredCreditNs);
+  EXPECT_EQ(arbiter->stats(0).implausible_reports, 1u);
+  EXPECT_EQ(arbiter->stats(0).clamped_ns, (1ULL << 63) + 5 - kMaxMeasuredCreditNs);
+  // Its lease still ends at expiry; its claimed tail is believed for kMaxTailQuanta quanta at most.
+  arbiter->Step(10 * kMs);
+  EXPECT_EQ(arbiter->holder(), 1u);
+  EXPECT_GE(arbiter->stats(0).implausible_reports, 2u);  // + the queued work ending at ~0
+  EXPECT_LE(board->lease.expiry_ns.load(), 10 * kMs + (kMaxTailQuanta + 1) * 10 * kMs);
+  // Backwards: nothing charged, counted.
+  board->slots[0].gpu.gpu_ns.store(0);
+  const uint64_t charged = arbiter->stats(0).charged_ns;
+  const uint64_t reports = arbiter->stats(0).implausible_reports;
+  arbiter->Step(11 * kMs);
+  EXPECT_EQ(arbiter->stats(0).charged_ns, charged);
+  EXPECT_EQ(arbiter->stats(0).implausible_reports, reports + 1);
+  // The honest tenant (charged its leases only) keeps the GPU while both wait.
+  for (uint64_t t = 12; t < 200; t += 10) {
+    EXPECT_EQ(enforce::TryAdmitLaunch(*board, 1, {}, t * kMs), enforce::GateResult::kAdmitted) << t;
+    arbiter->Step((t + 10) * kMs);
+    EXPECT_EQ(arbiter->holder(), 1u) << t;
+  }
+}
+
+// The same for a tenant that does not meter: its submitted estimate (its own line) is believed up
+// to the end of its lease plus the tail bound, so a huge one cannot wrap its charge negative.
+TEST(LeaseArbiterTest, ImplausibleSubmittedEstimateIsClampedAndCounted) {
+  auto mem = std::make_unique<BoardMemory>();
+  LeaseBoard* board = nullptr;
+  ASSERT_EQ(enforce::InitLeaseBoard(mem.get(), sizeof(BoardMemory), 0, 0, &board), enforce::LeaseBoardCheck::kOk);
+  auto arbiter = std::move(LeaseArbiter::Create(board, {}).value());  // weighted_fair, 10 ms
+  ASSERT_TRUE(arbiter->AddTenant(0, {.kernel_estimate = milliseconds(1)}).ok());  // hostile
+  ASSERT_TRUE(arbiter->AddTenant(1, {.kernel_estimate = milliseconds(1)}).ok());  // honest
+  enforce::BeginLeaseWait(*board, 0);
+  enforce::BeginLeaseWait(*board, 1);
+  arbiter->Step(0);
+  ASSERT_EQ(arbiter->holder(), 0u);
+  EXPECT_EQ(enforce::TryAdmitLaunch(*board, 0, {}, 1 * kMs), enforce::GateResult::kAdmitted);
+  board->slots[0].tenant.submitted_est_ns.store((1ULL << 63) + 5);
+  arbiter->Step(10 * kMs);
+  EXPECT_EQ(arbiter->holder(), 1u);
+  // Charged the lease plus the believed tail: 10 ms + kMaxTailQuanta x 10 ms, not 2^63 ns.
+  EXPECT_EQ(arbiter->stats(0).charged_ns, (1 + kMaxTailQuanta) * 10 * kMs);
+  EXPECT_GE(arbiter->stats(0).implausible_reports, 1u);
+  // The honest tenant launches a 1 ms kernel every ms while it holds the GPU.
+  uint64_t t = 10;
+  while (arbiter->holder() == 1u && t < 1000) {
+    EXPECT_EQ(enforce::TryAdmitLaunch(*board, 1, {}, t * kMs), enforce::GateResult::kAdmitted) << t;
+    arbiter->Step(++t * kMs);
+  }
+  // The hostile tenant waited its turn: the honest one was charged as much (90 ms) first.
+  EXPECT_EQ(arbiter->holder(), 0u);
+  EXPECT_GE(arbiter->stats(1).charged_ns, (1 + kMaxTailQuanta) * 10 * kMs);
 }
 
 TEST(LeaseArbiterTest, TailOfQueuedWorkIsChargedAndDelaysTheNextLease) {

@@ -216,7 +216,7 @@ TEST_F(RealTimeLeaseTest, KilledHolderBlocksNobodyBeyondOneQuantum) {
   EXPECT_TRUE(h == 2 || h == 3) << "holder " << h;
   EXPECT_LE(handover, 100 * kMs);
   const uint64_t k1 = sh_->reports[1].kernels.load(), k2 = sh_->reports[2].kernels.load();
-  const uint64_t dead_grants = sh_->board.slots[0].node.grants.load();
+  const uint64_t dead_grants = sh_->board.node[0].grants.load();
   usleep(300'000);
   // The survivors keep running and share the GPU between them (about 140 kernels each in
   // 300 ms; at least 30, for a loaded machine).
@@ -225,7 +225,7 @@ TEST_F(RealTimeLeaseTest, KilledHolderBlocksNobodyBeyondOneQuantum) {
   StopAndReap();
   runner.Stop();
   // The dead tenant was not waiting, so it is never granted again.
-  EXPECT_EQ(sh_->board.slots[0].node.grants.load(), dead_grants);
+  EXPECT_EQ(sh_->board.node[0].grants.load(), dead_grants);
   std::printf("handover after SIGKILL of the holder: %.2f ms\n", static_cast<double>(handover) / 1e6);
 }
 

@@ -168,12 +168,12 @@ class VirtualNode {
     arbiter_armed_ = false;
     std::array<uint32_t, enforce::kLeaseMaxTenants> before;
     for (uint32_t s = 0; s < enforce::kLeaseMaxTenants; ++s) {
-      before[s] = board_->slots[s].node.wake_seq.load();
+      before[s] = board_->node[s].wake_seq.load();
     }
     const uint64_t next = arbiter_->Step(now_);
     for (uint32_t i = 0; i < procs_.size(); ++i) {
       const uint32_t s = procs_[i].spec.slot;
-      if (procs_[i].parked && board_->slots[s].node.wake_seq.load() != before[s]) {
+      if (procs_[i].parked && board_->node[s].wake_seq.load() != before[s]) {
         ScheduleTry(i, now_ + Ns(procs_[i].spec.wake_latency));
       }
     }

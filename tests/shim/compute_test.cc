@@ -56,8 +56,8 @@ struct LeaseSetup : testing::TestLeaseNode {
     LeaseBoard& b = board();
     const uint64_t expiry = MonotonicNowNs() + 3600ULL * 1000 * kMs;
     for (int s = 0; s < 2; ++s) {
-      b.slots[s].node.state.store(static_cast<uint32_t>(LeaseSlotState::kActive));
-      b.slots[s].node.kernel_est_ns.store(100'000);
+      b.node[s].state.store(static_cast<uint32_t>(LeaseSlotState::kActive));
+      b.node[s].kernel_est_ns.store(100'000);
     }
     b.lease.expiry_ns.store(expiry);
     b.lease.holder.store(1);

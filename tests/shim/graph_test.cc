@@ -229,8 +229,8 @@ struct GraphSetup : testing::TestLeaseNode {
     EXPECT_TRUE(segment.seg().SetLimit(0, 0, 1ULL << 30).ok());
     LeaseBoard& b = board();
     const uint64_t expiry = MonotonicNowNs() + 3600ULL * 1'000'000'000ULL;
-    b.slots[0].node.state.store(static_cast<uint32_t>(LeaseSlotState::kActive));
-    b.slots[0].node.kernel_est_ns.store(kKernelEstNs);
+    b.node[0].state.store(static_cast<uint32_t>(LeaseSlotState::kActive));
+    b.node[0].kernel_est_ns.store(kKernelEstNs);
     b.lease.expiry_ns.store(expiry);
     b.lease.holder.store(1);
     b.lease.word.store(PackLeaseWord(0, expiry));

@@ -58,7 +58,7 @@ constexpr long kLaunchesPerAllowedCall = 1'000;
 struct HeldLeaseNode {
   explicit HeldLeaseNode(int gpus) : segment(512, gpus) {
     leases_path = segment.dir.path() + "/leases";
-    StatusOr<LeaseFile> f = LeaseFile::Create(leases_path, gpus);
+    StatusOr<LeaseFile> f = LeaseFile::Create(leases_path, gpus, segment.counters);
     EXPECT_TRUE(f.ok()) << f.status().ToString();
     if (!f.ok()) return;
     leases.emplace(std::move(*f));
@@ -66,8 +66,8 @@ struct HeldLeaseNode {
     for (int g = 0; g < gpus; ++g) {
       EXPECT_TRUE(segment.seg().SetLimit(0, g, 1ULL << 30).ok());
       LeaseBoard& b = leases->board(g);
-      b.slots[0].node.state.store(static_cast<uint32_t>(LeaseSlotState::kActive));
-      b.slots[0].node.kernel_est_ns.store(100'000);
+      b.node[0].state.store(static_cast<uint32_t>(LeaseSlotState::kActive));
+      b.node[0].kernel_est_ns.store(100'000);
       b.arbiter.quantum_ns.store(10'000'000);
       b.lease.expiry_ns.store(expiry);
       b.lease.holder.store(1);
@@ -147,9 +147,9 @@ TEST(ShimLaunchPath, LeaseBoundariesUnderARunningArbiterMakeNoDriverCallPerLaunc
   runner.Stop();
   std::printf("%s waits=%llu grants=%llu\n", line.c_str(),
               static_cast<unsigned long long>(node.board().slots[0].tenant.waits.load()),
-              static_cast<unsigned long long>(node.board().slots[0].node.grants.load()));
+              static_cast<unsigned long long>(node.board().node[0].grants.load()));
   EXPECT_GE(node.board().slots[0].tenant.launches.load(), 3'000'000u);
-  EXPECT_GT(node.board().slots[0].node.grants.load(), 2u);  // it did cross lease boundaries
+  EXPECT_GT(node.board().node[0].grants.load(), 2u);  // it did cross lease boundaries
 }
 
 // A process on two node GPUs: the board is the current context's GPU's. The shim caches the

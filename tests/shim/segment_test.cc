@@ -2,6 +2,7 @@
 // read-only policy mapping, SlotOp exactness, every crash window of SlotOp resolved exactly by
 // Reconcile(), concurrent reconcilers, and who may open which file (one counters file per tenant).
 #include "tessera/enforce/segment.h"
+#include "tessera/enforce/lease_file.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -141,7 +142,8 @@ TEST(SegmentOpen, ACountersFileIsOneTenantsAndOfThisAbiVersion) {
   t.seg().counters(2)->header.abi_version = 1;
   v = TenantView::Open(t.policy, t.CountersFile(2), 2);
   ASSERT_FALSE(v.ok());
-  EXPECT_NE(v.status().message().find("counters file '" + t.CountersFile(2) + "': abi_version: 1, this build speaks 2"),
+  EXPECT_NE(v.status().message().find("counters file '" + t.CountersFile(2) +
+                                     "': abi_version: 1, this build speaks " + std::to_string(kSegmentAbiVersion)),
             std::string::npos)
       << v.status().ToString();
   // A node directory of version 1: `counters` is one file, not a folder.
@@ -228,6 +230,108 @@ TEST(SegmentOwnership, RecreatingATenantsCountersCutsOffTheOldMapping) {
   ASSERT_TRUE(reopened.ok());
   EXPECT_EQ(reopened->ReservedBytes(3, 0), 0u);
   EXPECT_FALSE(t.seg().RecreateTenantCounters(kMaxTenants, std::nullopt).ok());
+}
+
+// The lease board as a tenant maps it (LeaseFile::OpenTenant, what the shim does): the node's part
+// and every other tenant's page read-only from an O_RDONLY descriptor, its own page read-write
+// from its own counters file. A write to the lease word, a node line or another tenant's line
+// kills the writer and changes nothing; its own lines reach the node side; waiting for a lease
+// writes nothing outside its page.
+TEST(LeaseOwnership, ATenantMapsTheBoardReadOnlyButItsOwnPage) {
+  testing::TestLeaseNode n;
+  ASSERT_TRUE(n.leases.has_value());
+  struct stat st {};
+  ASSERT_EQ(::stat(n.leases_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u) << "only the node side writes the lease file";
+  StatusOr<LeaseFile> tenant = LeaseFile::OpenTenant(n.leases_path, n.segment.CountersFile(1), 1);
+  ASSERT_TRUE(tenant.ok()) << tenant.status().ToString();
+  LeaseBoard& b = tenant->board(0);
+  // Read-only descriptor: neither the node pages nor tenant 0's page can be made writable.
+  EXPECT_NE(::mprotect(&b, kLeaseNodeBytes, PROT_READ | PROT_WRITE), 0);
+  EXPECT_EQ(errno, EACCES);
+  EXPECT_NE(::mprotect(&b.slots[0], kLeasePage, PROT_READ | PROT_WRITE), 0);
+  EXPECT_DEATH({ b.lease.word.store(PackLeaseWord(1, ~0ULL)); }, "");
+  EXPECT_DEATH({ b.node[1].kernel_est_ns.store(0); }, "");
+  EXPECT_DEATH({ b.slots[0].gpu.gpu_ns.store(1ULL << 40); }, "");
+  EXPECT_EQ(n.board().lease.word.load(), 0u);
+  EXPECT_EQ(n.board().node[1].kernel_est_ns.load(), 0u);
+  EXPECT_EQ(n.board().slots[0].gpu.gpu_ns.load(), 0u);
+  // Its own page is its counters file's: what it writes, the node side (the arbiter) reads.
+  b.slots[1].gpu.gpu_ns.store(12345);
+  EXPECT_EQ(n.board().slots[1].gpu.gpu_ns.load(), 12345u);
+  StatusOr<TenantView> own = TenantView::Open(n.segment.policy, n.segment.CountersFile(1), 1);
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->counters().lease_slots[0].gpu.gpu_ns.load(), 12345u);
+  // Waiting rings its own doorbell (wait_epoch), not the node's.
+  EXPECT_EQ(GateLaunch(b, 1, {}, 1'000'000), GateResult::kTimedOut);
+  EXPECT_EQ(n.board().slots[1].tenant.wait_epoch.load(), 1u);
+  EXPECT_EQ(n.board().slots[1].tenant.waits.load(), 1u);
+  EXPECT_EQ(n.board().arbiter.doorbell.load(), 0u);
+  // A grant by the node side is what it sees.
+  n.board().lease.word.store(PackLeaseWord(1, MonotonicNowNs() + 60'000'000'000ULL));
+  EXPECT_EQ(GateLaunch(b, 1, {}, 1'000'000), GateResult::kAdmitted);
+  EXPECT_EQ(n.board().slots[1].tenant.launches.load(), 1u);
+  // A tenant index whose counters file was recreated (a new tenant) is mapped again by the node side.
+  ASSERT_TRUE(n.segment.seg().RecreateTenantCounters(1, std::nullopt).ok());
+  StatusOr<int> remapped = n.leases->RefreshTenants();
+  ASSERT_TRUE(remapped.ok()) << remapped.status().ToString();
+  EXPECT_EQ(*remapped, 1);
+  EXPECT_EQ(n.board().slots[1].gpu.gpu_ns.load(), 0u);
+  b.slots[1].gpu.gpu_ns.store(777);  // the old tenant's mapping: cut off
+  EXPECT_EQ(n.board().slots[1].gpu.gpu_ns.load(), 0u);
+}
+
+// Under a uid of its own (tessera run --uid, a Slurm task) the tenant cannot open the lease file
+// for writing at all, and cannot map another tenant's lease page (tests run as root: the child
+// drops to uid 65534).
+TEST(LeaseOwnership, ATenantsUidCannotOpenTheLeaseFileForWritingNorAnotherTenantsPage) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a tenant under another uid (CI runs as root)";
+  constexpr uid_t kTenantUid = 65534;
+  testing::TestLeaseNode n;
+  ASSERT_TRUE(n.leases.has_value());
+  ASSERT_EQ(::chmod(n.segment.dir.path().c_str(), 0755), 0);
+  ASSERT_TRUE(n.segment.seg().RecreateTenantCounters(1, kTenantUid).ok());
+  ASSERT_TRUE(n.leases->RefreshTenants().ok());
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(report[0]);
+    std::string out;
+    auto check = [&](bool ok, const char* what) { out += std::string(ok ? "ok " : "FAILED ") + what + "\n"; };
+    check(::setgroups(0, nullptr) == 0 && ::setresgid(kTenantUid, kTenantUid, kTenantUid) == 0 &&
+              ::setresuid(kTenantUid, kTenantUid, kTenantUid) == 0,
+          "setresuid");
+    const int fd = ::open(n.leases_path.c_str(), O_RDWR | O_CLOEXEC);
+    check(fd < 0 && errno == EACCES, "the lease file: EACCES for writing");
+    StatusOr<LeaseFile> node_side = LeaseFile::Open(n.leases_path);
+    check(!node_side.ok() && node_side.status().code() == StatusCode::kPermissionDenied,
+          "the node side's mapping: PERMISSION_DENIED");
+    StatusOr<LeaseFile> other = LeaseFile::OpenTenant(n.leases_path, n.segment.CountersFile(0), 0);
+    check(!other.ok() && other.status().code() == StatusCode::kPermissionDenied,
+          "another tenant's lease page: PERMISSION_DENIED");
+    StatusOr<LeaseFile> own = LeaseFile::OpenTenant(n.leases_path, n.segment.CountersFile(1), 1);
+    check(own.ok(), "its own board maps");
+    if (own.ok()) {
+      own->board(0).slots[1].tenant.waiting.store(3);
+      check(::mprotect(&own->board(0), kLeaseNodeBytes, PROT_READ | PROT_WRITE) != 0, "the node pages stay read-only");
+    }
+    ssize_t ignored = ::write(report[1], out.data(), out.size());
+    (void)ignored;
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  std::string out;
+  char buf[512];
+  ssize_t r = 0;
+  while ((r = ::read(report[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(r));
+  ::close(report[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(out.find("FAILED"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 6) << out;
+  EXPECT_EQ(n.board().slots[1].tenant.waiting.load(), 3u);  // its own line reached the node side
 }
 
 TEST(SegmentOpen, PolicyIsReadOnlyForTenants) {

@@ -83,7 +83,7 @@ struct TestLeaseNode {
 
   TestLeaseNode() {
     leases_path = segment.dir.path() + "/leases";
-    StatusOr<LeaseFile> f = LeaseFile::Create(leases_path, 1);
+    StatusOr<LeaseFile> f = LeaseFile::Create(leases_path, 1, segment.counters);
     EXPECT_TRUE(f.ok()) << f.status().ToString();
     if (f.ok()) leases.emplace(std::move(*f));
   }

@@ -3,26 +3,34 @@
 // every tenant process, gates kernel launches on them (docs/enforcement-compute.md).
 //
 // One `LeaseBoard` per GPU, fixed layout, versioned, 64-byte cache lines, no pointers: it lives
-// in a MAP_SHARED mapping (a memfd or a file in /dev/shm, or embedded in the shim's segment)
-// and every process sees the same bytes. Up to kLeaseMaxTenants tenants, one slot each; all
-// processes of a tenant use the same slot, so they hold or lose the lease together.
+// in MAP_SHARED mappings and every process sees the same bytes. Up to kLeaseMaxTenants tenants,
+// one slot each; all processes of a tenant use the same slot, so they hold or lose the lease
+// together. The board is split by who writes it, at page boundaries, so that the node-written part
+// and each tenant's part can come from different files with different owners (enforce/lease_file.h:
+// the node's `leases` file, read-only in tenants; each tenant's lines in its own counters file):
 //
-//   line  0        header (magic, ABI version, size, GPU index): written once at init
-//   line  1        the current lease: packed word (holder + expiry), generation, start
-//   line  2        arbiter heartbeat and the doorbell tenants ring when they start waiting
-//   lines 3..194   per tenant slot: one line written by the node side (state, the duration
-//                  model, charged time, the wake futex), one written by the tenant's processes
-//                  (waiting count, launches, estimated work submitted, last launch time), and one
-//                  more written by the tenant's processes: the GPU time its work really took,
-//                  measured with events (`LeaseSlotGpuLine`, ABI version 2)
+//   page 0-1      node-written (ABI version 3): line 0 header (magic, ABI version, size, GPU
+//                 index), line 1 the current lease (packed word: holder + expiry, generation,
+//                 start), line 2 arbiter heartbeat and the node's doorbell, lines 3..66 one node
+//                 line per tenant slot (state, the duration model, charged time, the wake futex)
+//   page 2+t      tenant t's page (`LeaseTenantSlot`): the line its processes write (waiting
+//                 count, wait epoch = the tenant's doorbell, launches, estimated work submitted,
+//                 last launch time) and the GPU line (the GPU time its work really took, measured
+//                 with events); the rest of the page is padding
+//
+// Version 2 interleaved the node and tenant lines of every slot in one 0666 file: any tenant could
+// store its own slot in the lease word, rewrite another tenant's measured time or ring the
+// arbiter's doorbell word. Version 3 moves everything a tenant writes into its own page.
 //
 // Launch fast path (no syscall, no lock, no allocation): `TryAdmitLaunch` = one load of the
 // lease word + a compare with the caller's clock, then relaxed counter updates on the tenant's
-// own line. If the lease is not held, `WaitForLease` registers the wait, rings the arbiter's
-// doorbell and sleeps with FUTEX_WAIT (shared, so it works across processes) on the slot's
-// `wake_seq` until the arbiter grants the slot or the timeout passes. A launch while the
-// stream is being captured is never blocked, only counted; a graph launch is charged the
-// estimated time of its kernels (`LaunchCostNs`, the same model the arbiter uses).
+// own line. If the lease is not held, `WaitForLease` registers the wait (bumps its own
+// `wait_epoch` and FUTEX_WAKEs it: the arbiter sleeps on every tenant's epoch and the node's
+// doorbell at once, `WaitForDoorbells`) and sleeps with FUTEX_WAIT (shared, so it works across
+// processes, on a read-only mapping too) on the slot's `wake_seq` until the arbiter grants the
+// slot or the timeout passes. A launch while the stream is being captured is never blocked, only
+// counted; a graph launch is charged the estimated time of its kernels (`LaunchCostNs`, the same
+// model the arbiter uses).
 //
 // Worked example (tenant slot 2, now = 5'000'000 ns):
 //   arbiter granted slot 2 until 12'000'000 -> lease word = (12'000'000 & ~0xFF) | 3
@@ -34,8 +42,8 @@
 //
 // Thread-safety: every field is a lock-free std::atomic; any number of threads in any number
 // of processes may call the tenant-side functions concurrently. Only the arbiter writes the
-// node-side fields. Ownership: the board is plain shared memory owned by whoever mapped it;
-// nothing here allocates, throws, or keeps global state.
+// node-side fields; a tenant's functions write only its own page. Ownership: the board is plain
+// shared memory owned by whoever mapped it; nothing here allocates, throws, or keeps global state.
 #pragma once
 
 #include <atomic>
@@ -46,9 +54,11 @@
 namespace tessera::enforce {
 
 inline constexpr uint64_t kLeaseBoardMagic = 0x3142534C52535354ull;  // "TSSRLSB1" little-endian
-inline constexpr uint32_t kLeaseAbiVersion = 2;
+inline constexpr uint32_t kLeaseAbiVersion = 3;
 inline constexpr uint32_t kLeaseMaxTenants = 64;
 inline constexpr size_t kLeaseCacheLine = 64;
+// The unit in which the board is split between files (enforce/lease_file.h): a 4 KiB page.
+inline constexpr size_t kLeasePage = 4096;
 // The packed lease word: bits 0..7 = holder slot + 1 (0 = no holder), bits 8..63 = expiry in
 // monotonic ns rounded down to 256 ns (good for 584 years of uptime).
 inline constexpr uint64_t kLeaseHolderMask = 0xFF;
@@ -74,7 +84,7 @@ struct alignas(kLeaseCacheLine) LeaseState {
 
 struct alignas(kLeaseCacheLine) LeaseArbiterLine {
   std::atomic<uint64_t> heartbeat_ns;  // monotonic ns of the arbiter's last step
-  std::atomic<uint32_t> doorbell;      // futex word: tenants bump + wake it when they wait
+  std::atomic<uint32_t> doorbell;      // futex word the node side bumps + wakes (a join); tenants ring their own wait_epoch
   std::atomic<uint32_t> arbiter_pid;   // informational
   std::atomic<uint64_t> quantum_ns;    // the arbiter's lease length (informational)
 };
@@ -96,7 +106,7 @@ struct alignas(kLeaseCacheLine) LeaseSlotNodeLine {
 // Tenant-side line of a tenant slot (written by the tenant's processes, read by the arbiter).
 struct alignas(kLeaseCacheLine) LeaseSlotTenantLine {
   std::atomic<uint32_t> waiting;           // threads currently in WaitForLease
-  std::atomic<uint32_t> wait_epoch;        // +1 each time a waiter (re)registers demand
+  std::atomic<uint32_t> wait_epoch;        // +1 and FUTEX_WAKE each time a waiter (re)registers demand
   std::atomic<uint64_t> launches;          // admitted launches (kernels, cooperative, graphs)
   std::atomic<uint64_t> graph_launches;    // of which graph launches
   std::atomic<uint64_t> captured_launches; // launches during stream capture (never blocked)
@@ -122,17 +132,22 @@ struct alignas(kLeaseCacheLine) LeaseSlotGpuLine {
   std::atomic<uint64_t> reserved1;
 };
 
+// A tenant's page of the board: the only lease memory its processes write.
 struct LeaseTenantSlot {
-  LeaseSlotNodeLine node;
   LeaseSlotTenantLine tenant;
   LeaseSlotGpuLine gpu;
+  unsigned char padding[kLeasePage - 2 * kLeaseCacheLine];
 };
+
+inline constexpr size_t kLeaseNodeBytes = 2 * kLeasePage;  // header, lease, arbiter, node lines
 
 struct LeaseBoard {
   LeaseBoardHeader header;
   LeaseState lease;
   LeaseArbiterLine arbiter;
-  LeaseTenantSlot slots[kLeaseMaxTenants];
+  LeaseSlotNodeLine node[kLeaseMaxTenants];  // slot t's node-written line
+  unsigned char padding[kLeaseNodeBytes - 3 * kLeaseCacheLine - kLeaseMaxTenants * kLeaseCacheLine];
+  LeaseTenantSlot slots[kLeaseMaxTenants];  // slot t's page, written by tenant t's processes
 };
 
 // The ABI, checked at compile time: any change here is a new kLeaseAbiVersion.
@@ -141,13 +156,14 @@ static_assert(sizeof(std::atomic<uint64_t>) == 8 && sizeof(std::atomic<uint32_t>
 static_assert(std::is_standard_layout_v<LeaseBoard>);
 static_assert(sizeof(LeaseBoardHeader) == 64 && sizeof(LeaseState) == 64 && sizeof(LeaseArbiterLine) == 64);
 static_assert(sizeof(LeaseSlotNodeLine) == 64 && sizeof(LeaseSlotTenantLine) == 64 && sizeof(LeaseSlotGpuLine) == 64);
-static_assert(sizeof(LeaseTenantSlot) == 192);
+static_assert(sizeof(LeaseTenantSlot) == kLeasePage);
 static_assert(alignof(LeaseBoard) == 64);
 static_assert(offsetof(LeaseBoard, header) == 0);
 static_assert(offsetof(LeaseBoard, lease) == 64);
 static_assert(offsetof(LeaseBoard, arbiter) == 128);
-static_assert(offsetof(LeaseBoard, slots) == 192);
-static_assert(sizeof(LeaseBoard) == 192 + 192 * kLeaseMaxTenants);  // 12480 bytes
+static_assert(offsetof(LeaseBoard, node) == 192);
+static_assert(offsetof(LeaseBoard, slots) == kLeaseNodeBytes);
+static_assert(sizeof(LeaseBoard) == kLeaseNodeBytes + kLeasePage * kLeaseMaxTenants);  // 270336 bytes
 static_assert(offsetof(LeaseState, word) == 0 && offsetof(LeaseState, generation) == 8 &&
               offsetof(LeaseState, holder) == 12 && offsetof(LeaseState, start_ns) == 16 &&
               offsetof(LeaseState, expiry_ns) == 24);
@@ -157,7 +173,7 @@ static_assert(offsetof(LeaseSlotTenantLine, waiting) == 0 && offsetof(LeaseSlotT
               offsetof(LeaseSlotTenantLine, submitted_est_ns) == 32 &&
               offsetof(LeaseSlotTenantLine, last_launch_ns) == 40 && offsetof(LeaseSlotTenantLine, wait_ns) == 56);
 static_assert(offsetof(LeaseSlotGpuLine, gpu_ns) == 8 && offsetof(LeaseSlotGpuLine, busy_until_ns) == 16 &&
-              offsetof(LeaseSlotGpuLine, unit_ns) == 24 && offsetof(LeaseTenantSlot, gpu) == 128);
+              offsetof(LeaseSlotGpuLine, unit_ns) == 24 && offsetof(LeaseTenantSlot, gpu) == 64);
 
 // --- creating and attaching ------------------------------------------------------------------
 
@@ -213,9 +229,9 @@ const char* GateResultName(GateResult result) noexcept;
 // The duration model shared by the gate and the arbiter: the caller's estimate if it gave one,
 // else the node's per-tenant kernel estimate, times the kernel nodes of a graph.
 //   kernel_est_ns = 200'000: kernel -> 200 us; graph of 12 kernels -> 2.4 ms.
-inline uint64_t LaunchCostNs(const LeaseTenantSlot& slot, const LaunchRequest& request) noexcept {
+inline uint64_t LaunchCostNs(const LeaseSlotNodeLine& node, const LaunchRequest& request) noexcept {
   if (request.est_ns != 0) return request.est_ns;
-  const uint64_t per_kernel = slot.node.kernel_est_ns.load(std::memory_order_relaxed);
+  const uint64_t per_kernel = node.kernel_est_ns.load(std::memory_order_relaxed);
   if (request.kind == LaunchKind::kGraph) {
     return per_kernel * (request.graph_kernels == 0 ? 1 : request.graph_kernels);
   }
@@ -233,12 +249,13 @@ inline bool LeaseHeld(const LeaseBoard& board, uint32_t slot, uint64_t now_ns) n
 }
 
 // Counts an admitted launch on the tenant's own line (relaxed; no shared line with others).
-inline void RecordLaunch(LeaseTenantSlot& slot, const LaunchRequest& request, uint64_t now_ns) noexcept {
-  slot.tenant.launches.fetch_add(1, std::memory_order_relaxed);
-  if (request.kind == LaunchKind::kGraph) slot.tenant.graph_launches.fetch_add(1, std::memory_order_relaxed);
-  const uint64_t cost = LaunchCostNs(slot, request);
-  if (cost != 0) slot.tenant.submitted_est_ns.fetch_add(cost, std::memory_order_relaxed);
-  slot.tenant.last_launch_ns.store(now_ns, std::memory_order_relaxed);
+inline void RecordLaunch(LeaseBoard& board, uint32_t slot, const LaunchRequest& request, uint64_t now_ns) noexcept {
+  LeaseSlotTenantLine& line = board.slots[slot].tenant;
+  line.launches.fetch_add(1, std::memory_order_relaxed);
+  if (request.kind == LaunchKind::kGraph) line.graph_launches.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t cost = LaunchCostNs(board.node[slot], request);
+  if (cost != 0) line.submitted_est_ns.fetch_add(cost, std::memory_order_relaxed);
+  line.last_launch_ns.store(now_ns, std::memory_order_relaxed);
 }
 
 // The launch fast path: kAdmitted (counted), kCaptured (counted), kMustWait (nothing written)
@@ -246,20 +263,20 @@ inline void RecordLaunch(LeaseTenantSlot& slot, const LaunchRequest& request, ui
 inline GateResult TryAdmitLaunch(LeaseBoard& board, uint32_t slot, const LaunchRequest& request,
                                  uint64_t now_ns) noexcept {
   if (slot >= kLeaseMaxTenants) return GateResult::kBadSlot;
-  LeaseTenantSlot& s = board.slots[slot];
   if (request.capturing) {
-    s.tenant.captured_launches.fetch_add(1, std::memory_order_relaxed);
+    board.slots[slot].tenant.captured_launches.fetch_add(1, std::memory_order_relaxed);
     return GateResult::kCaptured;
   }
   if (!LeaseHeld(board, slot, now_ns)) return GateResult::kMustWait;
-  RecordLaunch(s, request, now_ns);
+  RecordLaunch(board, slot, request, now_ns);
   return GateResult::kAdmitted;
 }
 
 // Demand registration, used by WaitForLease (and by the virtual-time tests, which model the
 // sleeping part themselves). Begin: the tenant now waits; Renew: still waiting after a wake-up
 // that did not grant it (re-arms demand the arbiter may have set aside after an unused lease);
-// End: the wait is over after `waited_ns`. Begin and Renew ring the arbiter's doorbell.
+// End: the wait is over after `waited_ns`. Begin and Renew ring the tenant's own doorbell (its
+// wait_epoch: +1 and FUTEX_WAKE); nothing outside the tenant's page is written.
 void BeginLeaseWait(LeaseBoard& board, uint32_t slot) noexcept;
 void RenewLeaseWait(LeaseBoard& board, uint32_t slot) noexcept;
 void EndLeaseWait(LeaseBoard& board, uint32_t slot, uint64_t waited_ns) noexcept;
@@ -274,6 +291,22 @@ GateResult WaitForLease(LeaseBoard& board, uint32_t slot, uint64_t timeout_ns) n
 // time (dead or overloaded node agent): the caller's failure policy decides. kBadSlot: a bug.
 GateResult GateLaunch(LeaseBoard& board, uint32_t slot, const LaunchRequest& request,
                       uint64_t timeout_ns) noexcept;
+
+// --- the arbiter's sleep ---------------------------------------------------------------------
+
+// What the arbiter saw before a step: the node's doorbell and every slot's wait_epoch.
+struct DoorbellSnapshot {
+  uint32_t doorbell = 0;
+  uint32_t epoch[kLeaseMaxTenants] = {};
+};
+DoorbellSnapshot ReadDoorbells(const LeaseBoard& board) noexcept;
+// Sleeps until the node's doorbell or any slot's wait_epoch differs from `seen` (rung since the
+// snapshot: no wake-up is lost between the step and the sleep), or `timeout_ns` passes. One
+// futex_waitv(2) over the 65 words; on a kernel without it (before 5.16), sleeps on the doorbell
+// for at most 1 ms at a time and compares the epochs between sleeps.
+void WaitForDoorbells(LeaseBoard& board, const DoorbellSnapshot& seen, uint64_t timeout_ns) noexcept;
+// Rings the node's doorbell (the node side only: a join that wants the arbiter's next round now).
+void RingNodeDoorbell(LeaseBoard& board) noexcept;
 
 // True when the arbiter stepped within `stale_ns` of `now_ns` (a liveness hint for callers
 // deciding between waiting longer and their failure policy).

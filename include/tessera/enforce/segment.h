@@ -15,14 +15,18 @@
 //     (the tenant the node side assigned them, not one their environment names) read-write; the
 //     node side maps them all.
 //
-// Layout (ABI version 2, all offsets static_assert'ed below; sizes in bytes):
+// Layout (ABI version 3, all offsets static_assert'ed below; sizes in bytes):
 //
 //   policy file                                counters file of one tenant (counters/<index>)
 //   0     PolicyHeader              64         0       CounterHeader (names its tenant)    64
 //   64    device_total_bytes[16]    128        64      TenantCounter[16 GPUs]              1024
 //   192   TenantPolicy[64]          64 x 192   1088    ProcessSlot[256]                    256 x 320
-//   12480 end                                  83008   end
+//   12480 end                                  83008   padding to a page boundary
+//                                              86016   LeaseTenantSlot[16 GPUs]            16 x 4096
+//                                              151552  end
 //
+// Version 3 added the tenant's lease pages (its lines of each GPU's lease board, enforce/lease.h),
+// which version 2 kept in the node's shared, world-writable lease file.
 // Version 1 had a single counters file of every tenant's counters and 1024 slots, writable by
 // every tenant (mode 0666): a tenant could raise another tenant's counter and deny it memory.
 // A shim and a node side of different versions refuse each other's files (FAILED_PRECONDITION
@@ -69,12 +73,13 @@
 #include <string>
 
 #include "tessera/core/status.h"
+#include "tessera/enforce/lease.h"
 
 namespace tessera::enforce {
 
 inline constexpr std::uint64_t kPolicyMagic = 0x314C4F5052535354ULL;   // "TSSRPOL1" little-endian
 inline constexpr std::uint64_t kCounterMagic = 0x31544E4352535354ULL;  // "TSSRCNT1"
-inline constexpr std::uint32_t kSegmentAbiVersion = 2;
+inline constexpr std::uint32_t kSegmentAbiVersion = 3;
 inline constexpr int kMaxTenants = 64;
 inline constexpr int kMaxGpus = 16;
 inline constexpr int kMaxSlots = 256;  // process slots per tenant (in the tenant's counters file)
@@ -183,10 +188,17 @@ struct alignas(kCacheLine) ProcessSlot {
   std::atomic<std::uint64_t> resolver_substitutions;
 };
 
+inline constexpr std::size_t kCounterLeaseOffset = 86016;  // 21 pages: the first page boundary after the slots
+
 struct alignas(kCacheLine) CounterSegment {
   CounterHeader header;
   TenantCounter counters[kMaxGpus];  // the file's tenant, per GPU
   ProcessSlot slots[kMaxSlots];      // the file's tenant's processes
+  unsigned char padding[kCounterLeaseOffset - 64 - kMaxGpus * 64 - kMaxSlots * 320];
+  // The tenant's page of each GPU's lease board (enforce/lease.h, LeaseTenantSlot): mapped by
+  // LeaseFile at slots[tenant] of board g (enforce/lease_file.h), so the only lease memory a tenant
+  // writes lives in the file only it (and the node side) may open.
+  LeaseTenantSlot lease_slots[kMaxGpus];
 };
 
 static_assert(sizeof(CounterHeader) == 64);
@@ -198,7 +210,8 @@ static_assert(offsetof(ProcessSlot, launches) == 256);
 static_assert(offsetof(CounterHeader, tenant) == 36);
 static_assert(offsetof(CounterSegment, counters) == 64);
 static_assert(offsetof(CounterSegment, slots) == 64 + kMaxGpus * 64);
-static_assert(sizeof(CounterSegment) == 64 + kMaxGpus * 64 + kMaxSlots * 320);
+static_assert(offsetof(CounterSegment, lease_slots) == kCounterLeaseOffset && kCounterLeaseOffset % kLeasePage == 0);
+static_assert(sizeof(CounterSegment) == kCounterLeaseOffset + kMaxGpus * kLeasePage);  // 151552
 
 // The counters file of `tenant` in the counters folder `counters_dir`: "<counters_dir>/<tenant>".
 std::string CountersFilePath(const std::string& counters_dir, int tenant);

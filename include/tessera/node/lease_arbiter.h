@@ -6,6 +6,13 @@
 // priority, hierarchical, round_robin, lottery, edf), grants it a lease of one quantum and
 // wakes its waiting processes (FUTEX_WAKE on the slot's wake_seq).
 //
+// Untrusted input. Everything on a tenant's page (its tenant and GPU lines: waiting, launches,
+// estimates, measured time, queued work) is written by that tenant's processes, i.e. by the tenant:
+// the arbiter bounds what it believes (kMeasuredConcurrency, kMaxTailQuanta; counted in
+// LeaseTenantStats::implausible_reports), so that no value there makes a charge negative, wraps
+// a sum, or holds the GPU past a bounded tail. (A tenant that under-reports its own measured time
+// is charged less: the arbiter cannot see the GPU; docs/security.md, "What remains".)
+//
 // Charging. A tenant whose shim meters its GPU time (the slot's `gpu.metering` flag; shim
 // gpu_meter.h) is charged exactly what its events measured: at every step, the growth of the
 // slot's `gpu.gpu_ns`, whether it holds the lease or its queued work is still finishing; its lease
@@ -109,7 +116,19 @@ struct LeaseTenantStats {
   uint64_t ended_preempted = 0;
   uint64_t ended_returned = 0;  // borrowed in a paused tenant's gap, handed back when it returned
   uint64_t unused_grants = 0;
+  // Self-reports of the tenant's page (enforce/lease.h: its own lines, which its processes or a
+  // hostile tenant write freely) that were implausible and clamped: a measured GPU time that went
+  // backwards or grew faster than kMeasuredConcurrency x wall time, queued work reported to end
+  // more than kMaxTailQuanta quanta after its lease. `clamped_ns`: the time not charged or not
+  // believed because of them.
+  uint64_t implausible_reports = 0;
+  uint64_t clamped_ns = 0;
 };
+
+// Bounds on what the arbiter believes of a tenant's own lines (see LeaseTenantStats).
+inline constexpr uint64_t kMeasuredConcurrency = 16;  // event-measured GPU time per ns of wall time
+inline constexpr uint64_t kMaxMeasuredCreditNs = 16'000'000'000;  // measured time reported late, at most
+inline constexpr uint64_t kMaxTailQuanta = 8;  // queued work believed past a lease's end
 
 class LeaseArbiter {
  public:
@@ -147,6 +166,8 @@ class LeaseArbiter {
     uint64_t runnable_since_ns = 0; // edf: when it started waiting (0 = not waiting)
     double usage_ns = 0;            // decayed charged time (min/max shares)
     uint64_t gpu_seen_ns = 0;       // the slot's measured gpu_ns already charged
+    uint64_t measured_at_ns = 0;    // when gpu_ns was last read (0 = not yet)
+    uint64_t measured_credit_ns = kMaxMeasuredCreditNs;  // measured time it may still report late
     LeaseTenantStats stats;
   };
   struct Lease {
@@ -176,8 +197,12 @@ class LeaseArbiter {
   void Decay(uint64_t now_ns);
   bool Metering(uint32_t slot) const;
   void ChargeSlot(uint32_t slot, uint64_t charge);
-  // Charges every metering tenant the GPU time its processes measured since the last step.
-  void ChargeMeasured();
+  // Charges every metering tenant the GPU time its processes measured since the last step, at most
+  // kMeasuredConcurrency x the wall time since the last look plus its credit of time not
+  // reported then (up to kMaxMeasuredCreditNs); beyond it, or backwards, is counted implausible.
+  void ChargeMeasured(uint64_t now_ns);
+  // The latest end of queued work believed of the holder: kMaxTailQuanta quanta after its expiry.
+  uint64_t TailBound() const;
   double Share(uint32_t slot) const;
 
   enforce::LeaseBoard* board_;

@@ -86,7 +86,7 @@ bool Record(const MeteredStream& s, CUevent e) {
 
 uint64_t Unit(const MeterState& st, const LeaseBoard& board, uint32_t slot) {
   if (st.unit_ns != 0) return st.unit_ns;
-  const uint64_t hint = board.slots[slot].node.kernel_est_ns.load(std::memory_order_relaxed);
+  const uint64_t hint = board.node[slot].kernel_est_ns.load(std::memory_order_relaxed);
   return hint != 0 ? hint : kDefaultUnitNs;
 }
 

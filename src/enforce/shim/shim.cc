@@ -992,7 +992,7 @@ void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, CUstream stream, bool
     return;
   }
   // Not registered on this GPU's board (no share): nothing to gate against.
-  if (board->slots[slot].node.state.load(std::memory_order_acquire) !=
+  if (board->node[slot].state.load(std::memory_order_acquire) !=
       static_cast<uint32_t>(LeaseSlotState::kActive)) {
     return;
   }
@@ -1008,7 +1008,7 @@ void LaunchGateSlow(LeaseBoard* board, CountedLaunch kind, CUstream stream, bool
     const uint64_t now = MonotonicNowNs();
     if (!g_cfg.compute_fail_closed && !ArbiterAlive(*board, now, kArbiterStaleNs)) {
       // Fail open (decision 0002): the arbiter is dead; launch, counted, with an alarm.
-      RecordLaunch(board->slots[slot], request, now);
+      RecordLaunch(*board, slot, request, now);
       g_ungated_launches.fetch_add(1, std::memory_order_relaxed);
       if (!g_alarm_logged.exchange(true)) {
         Log("tessera-shim: ALARM: the lease arbiter of GPU %u is not running; launches run without a "
@@ -1325,7 +1325,9 @@ void Configure() {
         compute_fail);
   }
   if (leases != nullptr && *leases != '\0') {
-    StatusOr<LeaseFile> file = LeaseFile::Open(leases);
+    // The node's file read-only, and only this tenant's pages (in its own counters file) writable:
+    // the shim cannot take the lease word nor touch another tenant's lines (enforce/lease_file.h).
+    StatusOr<LeaseFile> file = LeaseFile::OpenTenant(leases, CountersFilePath(counters, static_cast<int>(t)), static_cast<int>(t));
     if (!file.ok()) {
       g_cfg.managed = false;
       return refuse(file.status().ToString());

@@ -33,10 +33,9 @@ Status AwaitAdmission(const node::NodeDir& dir, int gpu, int index, std::chrono:
   TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::Open(dir.paths().leases));
   enforce::LeaseBoard& board = leases.board(gpu);
   // Wake the arbiter: its next round sees the registry changed and syncs (arbiter_duty.h).
-  board.arbiter.doorbell.fetch_add(1, std::memory_order_acq_rel);
-  enforce::FutexWake(board.arbiter.doorbell, 1);
+  enforce::RingNodeDoorbell(board);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (board.slots[index].node.state.load() != static_cast<uint32_t>(enforce::LeaseSlotState::kActive)) {
+  while (board.node[index].state.load() != static_cast<uint32_t>(enforce::LeaseSlotState::kActive)) {
     if (std::chrono::steady_clock::now() >= deadline) {
       if (!enforce::ArbiterAlive(board, enforce::MonotonicNowNs(), 1'000'000'000)) {
         return UnavailableError("node side unreachable: no tessera arbiter drives GPU " + std::to_string(gpu) +
