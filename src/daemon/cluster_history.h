@@ -3,8 +3,10 @@
 // per leaf tenant the GPU it holds (milli-GPU) and its pending workloads, and the cluster's idle
 // GPUs. GET /v1/history serves it (docs/api.md), filtered like every read.
 //
-// Record(now_s, point) keeps at most one point per `step_s` (the latest of each step: the scheduler
-// loop offers one per cycle, and a point offered later in the same step replaces the earlier) and drops points older than `keep_s`. Read(from_s, step_s, visible)
+// Record(point) keeps at most one point per `step_s` (the latest of each step: the scheduler loop
+// offers one per cycle, and a point offered later in the same step replaces the earlier) and drops
+// points older than `keep_s`; it returns the point that the new one closed (the last of the step
+// before, now final), which is the one the control plane stores. Read(from_s, step_s, visible)
 // returns the points at or after `from_s`, thinned to one per `step_s` (the last point of each
 // step: a sample, not an average, so a stacked chart of the result still adds up to what was held
 // at that instant), with the tenants `visible` admits.
@@ -14,7 +16,12 @@
 // (buckets [100,110) and [110,120); a tenant missing from a point holds 0 there).
 //
 // Memory: a point holds only the tenants with something held or pending; one day at 5 s is 17,280
-// points. The history lives in memory: a restarted `tessera serve` starts a new one.
+// points. Persistence: the control plane stores each closed point (EncodeBody: one small row per
+// step, store table cluster_history), removes stored points older than keep_s, and at start
+// Preloads the stored points of the kept window (DecodeBody): a restarted `tessera serve` serves
+// the day it had, less the step that was open when it stopped.
+// Body worked example: {.t_s = 105, held_milli {b: 1000}, pending {b: 2}, idle_gpus 2} ->
+// {"held_milli":{"b":1000},"idle_gpus":2,"pending":{"b":2}} (t_s is the row's key).
 //
 // Thread-safety: all methods are safe from any thread (one mutex).
 #pragma once
@@ -26,7 +33,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "tessera/core/status.h"
 
 namespace tessera::daemon {
 
@@ -49,11 +59,21 @@ class ClusterHistory {
  public:
   explicit ClusterHistory(int64_t step_s = 5, int64_t keep_s = 86400);
 
-  void Record(HistoryPoint point);
+  // The point closed by `point` (see above), or nullopt: `point` is in the step of the last one
+  // (replacing it), the history was empty, or the clock went back (the history starts afresh).
+  std::optional<HistoryPoint> Record(HistoryPoint point);
+  // The stored points of an earlier run (by t_s), put before what this run recorded so far: those
+  // in a step before its first point's (one per step, the last), then the window trimmed to keep_s.
+  void Preload(const std::vector<HistoryPoint>& stored);
   // `step_s` below the recording step is the recording step.
   HistoryWindow Read(int64_t from_s, int64_t step_s, const std::function<bool(const std::string&)>& visible) const;
   int64_t step_s() const { return step_s_; }
   int64_t keep_s() const { return keep_s_; }
+
+  // A point's stored body (without t_s) and back; DecodeBody fails with INVALID_ARGUMENT naming
+  // what it could not read.
+  static std::string EncodeBody(const HistoryPoint& point);
+  static StatusOr<HistoryPoint> DecodeBody(int64_t t_s, std::string_view body);
 
  private:
   const int64_t step_s_, keep_s_;

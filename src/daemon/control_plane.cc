@@ -679,6 +679,7 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   // The ledger from the stored samples, each counted into the usage metrics.
   TESSERA_RETURN_IF_ERROR(impl->usage_service->Rebuild([p](const store::UsageSampleRecord& s) { p->CountUsage(s); }));
   TESSERA_RETURN_IF_ERROR(impl->WarmAnomalyDetectors(impl->NowMs()));
+  TESSERA_RETURN_IF_ERROR(impl->LoadHistory());
   TESSERA_RETURN_IF_ERROR(impl->CheckPlanCoversCluster());
   TESSERA_RETURN_IF_ERROR(impl->InstallRoutes());
   return std::unique_ptr<ControlPlane>(new ControlPlane(std::move(impl)));

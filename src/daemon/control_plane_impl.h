@@ -185,8 +185,12 @@ struct ControlPlane::Impl {
   std::string WorkloadViewText(const store::WorkloadRecord& w);
   std::optional<std::string> CachedView(int64_t id, int64_t version);
 
-  // What the Cluster page draws over time (its own lock); UpdateGauges offers a point per cycle.
+  // What the Cluster page draws over time (its own lock); UpdateGauges offers a point per cycle and
+  // stores each closed one (StoreHistoryPoint: table cluster_history, older than a day removed);
+  // Create preloads the stored day (LoadHistory). control_plane_history.cc.
   ClusterHistory history;
+  void StoreHistoryPoint(const HistoryPoint& point);
+  Status LoadHistory();
   // GET /v1/invoices: the plan of opt.price_plan, parsed once by Create (nullopt: none given).
   // Never changed afterwards, so read without a lock.
   std::optional<metering::PricePlan> price_plan;

@@ -157,7 +157,7 @@ void ControlPlane::Impl::UpdateGauges() {
       if (v.state == sched::NodeState::kReady && v.gpu_free_milli[g] >= 1000) ++point.idle_gpus;
     }
   }
-  history.Record(std::move(point));
+  if (std::optional<HistoryPoint> closed = history.Record(std::move(point))) StoreHistoryPoint(*closed);
   m.nodes->Set({std::string(kNodeReady)}, ready);
   m.nodes->Set({std::string(kNodeCordoned)}, cordoned);
   m.nodes->Set({std::string(kNodeLost)}, static_cast<double>(lost_nodes.size()));

@@ -132,6 +132,14 @@ CREATE TABLE sla_observations (
 CREATE INDEX sla_observations_by_hour ON sla_observations (hour_s);
 )sql";
 
+// Version 6: the control plane's cluster history (store.h, HistoryPointRecord), one row per
+// recorded point (every 5 s, a day kept: the control plane removes older ones).
+constexpr std::string_view kSchemaV6 = R"sql(
+CREATE TABLE cluster_history (
+  t_s BIGINT PRIMARY KEY,
+  body TEXT NOT NULL);
+)sql";
+
 // The owner's record, beside the lease (not a migration: it is the lease's, and a standby
 // reads it before any owner has run the migrations of a newer binary).
 constexpr std::string_view kOwnerTable = R"sql(
@@ -265,7 +273,8 @@ class PostgresBackend final : public SqlBackend {
   Status RollbackToSavepoint() override { return Exec("ROLLBACK TO SAVEPOINT tessera_callback"); }
 
   const std::vector<std::string_view>& Migrations() const override {
-    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5};
+    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5,
+                                                              kSchemaV6};
     return kMigrations;
   }
   std::string_view ForUpdate() const override { return " FOR UPDATE"; }

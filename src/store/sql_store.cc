@@ -484,6 +484,29 @@ class SqlTransaction final : public Transaction {
     return out;
   }
 
+  Status PutHistoryPoint(const HistoryPointRecord& p) override {
+    return Q("INSERT INTO cluster_history (t_s, body) VALUES ($1, $2) "
+             "ON CONFLICT (t_s) DO UPDATE SET body = excluded.body",
+             {p.t_s, p.body})
+        .status();
+  }
+  StatusOr<std::vector<HistoryPointRecord>> ListHistoryPoints(int64_t from_s) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r,
+        Q("SELECT t_s, body FROM cluster_history WHERE t_s >= $1 ORDER BY t_s", {from_s}));
+    std::vector<HistoryPointRecord> out;
+    for (const auto& row : r.rows) {
+      HistoryPointRecord p;
+      TESSERA_ASSIGN_OR_RETURN(p.t_s, ToInt(row[0], "t_s"));
+      p.body = Text(row[1]);
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+  StatusOr<int64_t> DeleteHistoryPointsBefore(int64_t before_s) override {
+    TESSERA_ASSIGN_OR_RETURN(SqlResult r, Q("DELETE FROM cluster_history WHERE t_s < $1", {before_s}));
+    return r.affected;
+  }
+
   StatusOr<AuditRecord> AppendAudit(const AuditEntry& e) override {
     // The head row serialises appenders (PostgreSQL: FOR UPDATE; SQLite: the write lock).
     TESSERA_ASSIGN_OR_RETURN(SqlResult head,

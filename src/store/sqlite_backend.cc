@@ -162,6 +162,14 @@ CREATE TABLE sla_observations (
 CREATE INDEX sla_observations_by_hour ON sla_observations (hour_s);
 )sql";
 
+// Version 6: the control plane's cluster history (store.h, HistoryPointRecord), one row per
+// recorded point (every 5 s, a day kept: the control plane removes older ones).
+constexpr std::string_view kSchemaV6 = R"sql(
+CREATE TABLE cluster_history (
+  t_s INTEGER PRIMARY KEY,
+  body TEXT NOT NULL);
+)sql";
+
 // The owner lock file's text: "pid=1234\nhost=h1\nsince_ms=1796449801000\n".
 std::string FormatOwner(const OwnerIdentity& o) {
   return "pid=" + std::to_string(o.pid) + "\nhost=" + o.host + "\nsince_ms=" + std::to_string(o.since_ms) + "\n";
@@ -294,7 +302,8 @@ class SqliteBackend final : public SqlBackend {
   Status RollbackToSavepoint() override { return Step("ROLLBACK TO SAVEPOINT tessera_callback"); }
 
   const std::vector<std::string_view>& Migrations() const override {
-    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5};
+    static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5,
+                                                              kSchemaV6};
     return kMigrations;
   }
   std::string_view ForUpdate() const override { return ""; }

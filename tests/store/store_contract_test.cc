@@ -669,8 +669,11 @@ TEST_P(StoreContractTest, MigratesAnEmptyDatabaseAndRefusesANewerSchema) {
   EXPECT_THAT(reopened, StatusIs(StatusCode::kFailedPrecondition, HasSubstr("schema version 99")));
 }
 
+// What schema version 6 added, taken away again (a database as a version 5 binary left it).
+constexpr std::string_view kDropVersion6 = "DROP TABLE cluster_history; ";
+
 // What schema version 5 added, taken away again (a database as a version 4 binary left it).
-constexpr std::string_view kDropVersion5 = "DROP TABLE sla_observations; ";
+constexpr std::string_view kDropVersion5 = "DROP TABLE cluster_history; DROP TABLE sla_observations; ";
 
 // What schema version 3 added, taken away again (a database as a version 2 binary left it).
 constexpr std::string_view kDropVersion3 =
@@ -796,6 +799,44 @@ TEST_P(StoreContractTest, SlaObservationsReplaceByKeyAndListByHourWindow) {
   EXPECT_TRUE(list(0, 3600).empty());
   Reopen();
   EXPECT_EQ(list(INT64_MIN, INT64_MAX), all);
+}
+
+TEST_P(StoreContractTest, HistoryPointsReplaceByTimeListFromATimeAndPruneBefore) {
+  auto put = [&](const HistoryPointRecord& p) {
+    ASSERT_TRUE(store_->Transact([&](Transaction& tx) { return tx.PutHistoryPoint(p); }).ok());
+  };
+  put({110, R"({"idle_gpus":2})"});
+  put({100, R"({"idle_gpus":9})"});
+  put({105, R"({"idle_gpus":3})"});
+  put({110, R"({"idle_gpus":1})"});  // the same t_s: replaced
+  auto list = [&](int64_t from) {
+    return Read<std::vector<HistoryPointRecord>>([&](Transaction& tx) { return tx.ListHistoryPoints(from); });
+  };
+  const std::vector<HistoryPointRecord> all = {
+      {100, R"({"idle_gpus":9})"}, {105, R"({"idle_gpus":3})"}, {110, R"({"idle_gpus":1})"}};
+  EXPECT_EQ(list(0), all);
+  EXPECT_EQ(list(105), std::vector<HistoryPointRecord>(all.begin() + 1, all.end()));
+  EXPECT_TRUE(list(111).empty());
+  EXPECT_EQ(Read<int64_t>([](Transaction& tx) { return tx.DeleteHistoryPointsBefore(105); }), 1);
+  EXPECT_EQ(Read<int64_t>([](Transaction& tx) { return tx.DeleteHistoryPointsBefore(105); }), 0);
+  Reopen();
+  EXPECT_EQ(list(INT64_MIN), std::vector<HistoryPointRecord>(all.begin() + 1, all.end()));
+}
+
+// A version 5 database (as that binary left it) migrates to the cluster history and keeps its SLA
+// observations.
+TEST_P(StoreContractTest, MigratesAVersion5DatabaseToClusterHistory) {
+  const SlaObservationRecord o{"a", "guaranteed_wait_p99_s", 3600, 2'000'000};
+  ASSERT_TRUE(store_->Transact([&](Transaction& tx) { return tx.PutSlaObservation(o); }).ok());
+  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion6) + "DELETE FROM schema_migrations WHERE version >= 6")
+                  .ok());
+  Reopen();
+  EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
+  EXPECT_EQ(Read<std::vector<SlaObservationRecord>>([](Transaction& tx) { return tx.ListSlaObservations(0, 7200); }),
+            std::vector<SlaObservationRecord>{o});
+  ASSERT_TRUE(store_->Transact([](Transaction& tx) { return tx.PutHistoryPoint({100, "{}"}); }).ok());
+  const std::vector<HistoryPointRecord> want = {{100, "{}"}};
+  EXPECT_EQ(Read<std::vector<HistoryPointRecord>>([](Transaction& tx) { return tx.ListHistoryPoints(0); }), want);
 }
 
 TEST_P(StoreContractTest, UsageSamplesListBySubtreeTimeWindowAndPages) {

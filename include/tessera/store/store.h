@@ -304,6 +304,16 @@ struct SlaObservationRecord {
   friend bool operator==(const SlaObservationRecord&, const SlaObservationRecord&) = default;
 };
 
+// One point of the control plane's cluster history (GET /v1/history, src/daemon/cluster_history.h):
+// its time t_s (seconds since the epoch; the key) and `body`, the point as the control plane
+// encodes it (JSON: what each leaf tenant holds and waits for, idle GPUs). The store keeps the
+// body as it is given.
+struct HistoryPointRecord {
+  int64_t t_s = 0;
+  std::string body;
+  friend bool operator==(const HistoryPointRecord&, const HistoryPointRecord&) = default;
+};
+
 // The key of a usage sample, as ListUsageSamples orders them (node, workload, gpu, seq; strings
 // by the database's text order).
 struct UsageSampleKey {
@@ -429,6 +439,13 @@ class Transaction {
   virtual Status PutSlaObservation(const SlaObservationRecord& observation) = 0;
   virtual StatusOr<std::vector<SlaObservationRecord>> ListSlaObservations(int64_t from_s, int64_t to_s) = 0;
 
+  // The cluster history. PutHistoryPoint stores one, replacing the body stored at its t_s;
+  // ListHistoryPoints returns those with t_s >= from_s, by t_s; DeleteHistoryPointsBefore removes
+  // those with t_s < before_s and returns how many it removed.
+  virtual Status PutHistoryPoint(const HistoryPointRecord& point) = 0;
+  virtual StatusOr<std::vector<HistoryPointRecord>> ListHistoryPoints(int64_t from_s) = 0;
+  virtual StatusOr<int64_t> DeleteHistoryPointsBefore(int64_t before_s) = 0;
+
   // The audit log: AppendAudit chains the entry to the newest record and returns it;
   // ListAudit returns up to `limit` records with seq > after_seq, by seq.
   virtual StatusOr<AuditRecord> AppendAudit(const AuditEntry& entry) = 0;
@@ -519,8 +536,9 @@ class Store {
 // workload events, audit. 2: usage samples. 3: a node-agent token's node (tokens.node), the
 // identity that registered a node (nodes.agent_token, nodes.agent_id). 4: object events (node,
 // tenant, token) in the workload events' table (workload_id NULL; subject, name, scope).
-// 5: the control plane's SLA observations (sla_observations).
-inline constexpr int kSchemaVersion = 5;
+// 5: the control plane's SLA observations (sla_observations). 6: the control plane's cluster
+// history (cluster_history).
+inline constexpr int kSchemaVersion = 6;
 
 struct Options {
   // How long a write waits for another process's lock (SQLite) before Unavailable.
