@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <new>
 
 namespace tessera::enforce {
@@ -60,7 +61,7 @@ void ClearTag(TenantCounter& c, Tag tag) {
 bool ValidIndex(int value, int limit) { return value >= 0 && value < limit; }
 
 template <typename T>
-StatusOr<T*> MapFile(const std::string& path, int open_flags, int prot, const char* what) {
+StatusOr<T*> MapFile(const std::string& path, int open_flags, int prot, const char* what, std::uint64_t* ino = nullptr) {
   int fd = ::open(path.c_str(), open_flags | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -87,6 +88,7 @@ StatusOr<T*> MapFile(const std::string& path, int open_flags, int prot, const ch
   if (p == MAP_FAILED) {
     return InternalError(std::string(what) + " file '" + path + "': mmap: " + err);
   }
+  if (ino != nullptr) *ino = static_cast<std::uint64_t>(st.st_ino);
   return static_cast<T*>(p);
 }
 
@@ -466,6 +468,8 @@ StatusOr<NodeSegment> NodeSegment::Create(const SegmentOptions& options) {
   if (!p.ok()) return p.status();
   NodeSegment seg;
   seg.policy_ = static_cast<PolicyPage*>(*p);
+  seg.policy_path_ = options.policy_path;
+  if (struct stat pst {}; ::stat(options.policy_path.c_str(), &pst) == 0) seg.policy_ino_ = static_cast<std::uint64_t>(pst.st_ino);
   seg.counters_dir_ = options.counters_dir;
   // Only the node side may add, replace or remove a tenant's file: the folder is its own, 0755.
   if (::mkdir(options.counters_dir.c_str(), 0755) != 0 && errno != EEXIST) {
@@ -523,24 +527,80 @@ Status NodeSegment::RecreateTenantCounters(int tenant, std::optional<uid_t> owne
   }
   if (counters_[tenant] != nullptr) ::munmap(counters_[tenant], sizeof(CounterSegment));
   counters_[tenant] = seg;
+  struct stat st {};
+  counters_ino_[tenant] = ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+  looked_[tenant / 64] |= 1ULL << (tenant % 64);
   return Status::Ok();
 }
 
-Status NodeSegment::MapTenant(int tenant) {
+Status NodeSegment::MapTenant(int tenant) const {
+  looked_[tenant / 64] |= 1ULL << (tenant % 64);
   const std::string path = CountersFilePath(counters_dir_, tenant);
   if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) return Status::Ok();  // no file: nothing counted
-  StatusOr<CounterSegment*> c = MapFile<CounterSegment>(path, O_RDWR, PROT_READ | PROT_WRITE, "counters");
+  std::uint64_t ino = 0;
+  StatusOr<CounterSegment*> c = MapFile<CounterSegment>(path, O_RDWR, PROT_READ | PROT_WRITE, "counters", &ino);
   if (!c.ok()) return c.status();
+  if (Status st = CheckCounters(**c, path, tenant); !st.ok()) {
+    ::munmap(*c, sizeof(CounterSegment));
+    return st;
+  }
+  if (counters_[tenant] != nullptr) ::munmap(counters_[tenant], sizeof(CounterSegment));
   counters_[tenant] = *c;
-  return CheckCounters(**c, path, tenant);
+  counters_ino_[tenant] = ino;
+  return Status::Ok();
+}
+
+void NodeSegment::MapAll() const {
+  if (!on_demand_) return;
+  for (int t = 0; t < kMaxTenants; ++t) {
+    if ((looked_[t / 64] >> (t % 64) & 1) == 0) (void)MapTenant(t);
+  }
+}
+
+Status NodeSegment::MapCounters(int tenant) {
+  if (!ValidIndex(tenant, kMaxTenants)) {
+    return InvalidArgumentError("tenant: " + std::to_string(tenant) + " is outside 0.." +
+                                std::to_string(kMaxTenants - 1));
+  }
+  if (counters_[tenant] != nullptr) return Status::Ok();
+  return MapTenant(tenant);
+}
+
+StatusOr<int> NodeSegment::RefreshCounters() {
+  if (struct stat pst {}; ::stat(policy_path_.c_str(), &pst) != 0 || static_cast<std::uint64_t>(pst.st_ino) != policy_ino_) {
+    return FailedPreconditionError("policy file '" + policy_path_ + "': replaced or removed since it was mapped");
+  }
+  int changed = 0;
+  for (int t = 0; t < kMaxTenants; ++t) {
+    if (on_demand_ && counters_[t] == nullptr) {
+      looked_[t / 64] &= ~(1ULL << (t % 64));  // looked for again when it is needed
+      continue;
+    }
+    struct stat st {};
+    const std::string path = CountersFilePath(counters_dir_, t);
+    const std::uint64_t ino = ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+    if (ino == counters_ino_[t]) continue;
+    ++changed;
+    if (counters_[t] != nullptr) ::munmap(counters_[t], sizeof(CounterSegment));
+    counters_[t] = nullptr;
+    counters_ino_[t] = 0;
+    if (ino != 0) {
+      Status mapped = MapTenant(t);
+      if (!mapped.ok()) return mapped;
+    }
+  }
+  return changed;
 }
 
 StatusOr<NodeSegment> NodeSegment::Open(const std::string& policy_path, const std::string& counters_dir) {
+  std::uint64_t seg_policy_ino = 0;
   StatusOr<PolicyPage*> p =
-      MapFile<PolicyPage>(policy_path, O_RDWR, PROT_READ | PROT_WRITE, "policy");
+      MapFile<PolicyPage>(policy_path, O_RDWR, PROT_READ | PROT_WRITE, "policy", &seg_policy_ino);
   if (!p.ok()) return p.status();
   NodeSegment seg;
   seg.policy_ = *p;
+  seg.policy_path_ = policy_path;
+  seg.policy_ino_ = seg_policy_ino;
   seg.counters_dir_ = counters_dir;
   Status st = CheckPolicy(**p, policy_path);
   if (!st.ok()) return st;
@@ -557,12 +617,43 @@ StatusOr<NodeSegment> NodeSegment::Open(const std::string& policy_path, const st
   return seg;
 }
 
+StatusOr<NodeSegment> NodeSegment::OpenOnDemand(const std::string& policy_path, const std::string& counters_dir) {
+  std::uint64_t policy_ino = 0;
+  StatusOr<PolicyPage*> p = MapFile<PolicyPage>(policy_path, O_RDWR, PROT_READ | PROT_WRITE, "policy", &policy_ino);
+  if (!p.ok()) return p.status();
+  NodeSegment seg;
+  seg.policy_ = *p;
+  seg.policy_path_ = policy_path;
+  seg.policy_ino_ = policy_ino;
+  seg.counters_dir_ = counters_dir;
+  seg.on_demand_ = true;
+  Status st = CheckPolicy(**p, policy_path);
+  if (!st.ok()) return st;
+  struct stat dir {};
+  if (::stat(counters_dir.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode)) {
+    return FailedPreconditionError("counters folder '" + counters_dir +
+                                   "': not a folder (a segment of ABI version 1, or none; this build speaks " +
+                                   std::to_string(kSegmentAbiVersion) + ")");
+  }
+  return seg;
+}
+
 NodeSegment::NodeSegment(NodeSegment&& other) noexcept
-    : policy_(other.policy_), counters_dir_(std::move(other.counters_dir_)) {
+    : policy_(other.policy_),
+      policy_path_(std::move(other.policy_path_)),
+      policy_ino_(other.policy_ino_),
+      counters_dir_(std::move(other.counters_dir_)),
+      on_demand_(other.on_demand_) {
   other.policy_ = nullptr;
   for (int t = 0; t < kMaxTenants; ++t) {
     counters_[t] = other.counters_[t];
+    counters_ino_[t] = other.counters_ino_[t];
     other.counters_[t] = nullptr;
+    other.counters_ino_[t] = 0;
+  }
+  for (size_t i = 0; i < std::size(looked_); ++i) {
+    looked_[i] = other.looked_[i];
+    other.looked_[i] = 0;
   }
 }
 NodeSegment& NodeSegment::operator=(NodeSegment&& other) noexcept {
@@ -581,7 +672,11 @@ NodeSegment::~NodeSegment() {
 }
 
 CounterSegment* NodeSegment::counters(int tenant) const {
-  return ValidIndex(tenant, kMaxTenants) ? counters_[tenant] : nullptr;
+  if (!ValidIndex(tenant, kMaxTenants)) return nullptr;
+  if (on_demand_ && counters_[tenant] == nullptr && (looked_[tenant / 64] >> (tenant % 64) & 1) == 0) {
+    (void)MapTenant(tenant);  // an invalid file reads as none (header comment)
+  }
+  return counters_[tenant];
 }
 
 Status NodeSegment::SetLimit(int tenant, int gpu, std::uint64_t limit_bytes) {
@@ -651,6 +746,7 @@ std::uint64_t NodeSegment::HeldByLiveSlots(int tenant, int gpu) const {
 }
 
 int NodeSegment::ActiveSlots() const {
+  MapAll();
   int n = 0;
   for (const CounterSegment* c : counters_) {
     if (c == nullptr) continue;
@@ -682,7 +778,7 @@ Status NodeSegment::ResetTenantStats(int tenant) {
     return InvalidArgumentError("tenant: " + std::to_string(tenant) + " is outside 0.." +
                                 std::to_string(kMaxTenants - 1));
   }
-  CounterSegment* seg = counters_[tenant];
+  CounterSegment* seg = counters(tenant);
   if (seg == nullptr) return Status::Ok();
   for (TenantCounter& c : seg->counters) {
     c.peak_bytes.store(WordBytes(c.word.load(std::memory_order_acquire)), std::memory_order_relaxed);
@@ -694,14 +790,21 @@ Status NodeSegment::ResetTenantStats(int tenant) {
 }
 
 ReconcileReport NodeSegment::Reconcile() {
+  MapAll();
   ReconcileReport report;
   for (CounterSegment* c : counters_) {
-    if (c != nullptr) ReconcileTenant(*c, report);
+    if (c != nullptr) ReconcileSegment(*c, report);
   }
   return report;
 }
 
-void NodeSegment::ReconcileTenant(CounterSegment& seg, ReconcileReport& report) {
+ReconcileReport NodeSegment::ReconcileTenant(int tenant) {
+  ReconcileReport report;
+  if (CounterSegment* c = counters(tenant); c != nullptr) ReconcileSegment(*c, report);
+  return report;
+}
+
+void NodeSegment::ReconcileSegment(CounterSegment& seg, ReconcileReport& report) {
   const int reclaimed_before = report.slots_reclaimed;
   const std::uint32_t me = static_cast<std::uint32_t>(::getpid());
   for (int i = 0; i < kMaxSlots; ++i) {

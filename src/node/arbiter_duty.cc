@@ -117,7 +117,9 @@ bool ArbiterDuty::TryTakeOver() {
 // Reconciliation: the board gets the registry's live tenants of this GPU. A registry that cannot
 // be read leaves the board as it is (the supervisors report the file; tenants keep their leases).
 enforce::NodeSegment* ArbiterDuty::Segment(bool registry_changed) {
-  // Retried every 100 ms while it cannot be opened (the first join creates it).
+  // A join or leave replaces at most a few counters files (a new tenant's): map those again, not
+  // the whole segment. Retried every 100 ms while it cannot be opened (the first join creates it).
+  if (registry_changed && segment_.has_value() && segment_->RefreshCounters().ok()) return &*segment_;
   if (registry_changed || !segment_.has_value()) {
     segment_.reset();
     StatusOr<enforce::NodeSegment> s = enforce::NodeSegment::Open(node_.paths().policy, node_.paths().counters);

@@ -60,13 +60,16 @@ class FileLock {
 // left its command's group) keeps its index and limit: fail closed, the index is handed to nobody
 // else and the daemon stays within its tenant's limit. Without the segment nothing can be told,
 // and such an entry stays too.
-// Drops dead members and entries; returns the entries that went (for RecordDepartures).
+// Drops dead members and entries; returns the entries that went (for RecordDepartures). Only the
+// counters files of entries with nothing alive are looked at (a segment opened on demand maps no
+// other); one that cannot be mapped keeps its entry (fail closed).
 std::vector<TenantEntry> PruneEntries(std::vector<TenantEntry>& tenants, enforce::NodeSegment* seg) {
   std::vector<TenantEntry> kept, gone;
   for (TenantEntry& e : tenants) {
     std::erase_if(e.pids, [](long pid) { return !Alive(pid); });
     std::erase_if(e.pgids, [](long pgid) { return !GroupAlive(pgid); });
-    if (e.pids.empty() && e.pgids.empty() && (seg == nullptr || seg->TenantHasLiveSlots(e.index))) {
+    if (e.pids.empty() && e.pgids.empty() &&
+        (seg == nullptr || !seg->MapCounters(e.index).ok() || seg->TenantHasLiveSlots(e.index))) {
       kept.push_back(std::move(e));
       continue;
     }
@@ -192,9 +195,11 @@ Status Commit(const NodePaths& p, const std::vector<TenantEntry>& tenants) {
   return SyncMembers(p, tenants);
 }
 
+// The segment with each tenant's counters file mapped when it is needed (OpenOnDemand): a join
+// looks at a few of them, not all 64.
 StatusOr<enforce::NodeSegment> CreateOrOpen(const NodePaths& p) {
   if (::access(p.policy.c_str(), F_OK) == 0 && ::access(p.leases.c_str(), F_OK) == 0) {
-    return enforce::NodeSegment::Open(p.policy, p.counters);
+    return enforce::NodeSegment::OpenOnDemand(p.policy, p.counters);
   }
   enforce::SegmentOptions options;
   options.policy_path = p.policy;
@@ -253,7 +258,20 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
   if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
   TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg, CreateOrOpen(paths_));
   TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
-  seg.Reconcile();  // SIGKILLed processes' charges go before any index is chosen or reused
+  // SIGKILLed processes' charges go before an index is chosen, reused or pruned; only the counters
+  // files this join decides on are mapped and reconciled (header comment): the joining tenant's,
+  // those of entries with a dead member (they may be pruned, their index freed), and below each
+  // free index it considers. Another live tenant's dead processes are its GPU arbiter's to
+  // reconcile (every 100 ms, NodeDir::Reconcile); until then their charge only keeps that tenant
+  // further from its limit, never above it.
+  for (const TenantEntry& e : tenants) {
+    if (e.name != r.name && std::all_of(e.pids.begin(), e.pids.end(), Alive) &&
+        std::all_of(e.pgids.begin(), e.pgids.end(), GroupAlive)) {
+      continue;
+    }
+    TESSERA_RETURN_IF_ERROR(seg.MapCounters(e.index));
+    seg.ReconcileTenant(e.index);
+  }
   // Recorded before a reused index's peak is reset below (a failed commit would record them again).
   RecordDepartures(paths_, PruneEntries(tenants, &seg), &seg);
   TenantEntry* entry = nullptr;
@@ -282,7 +300,10 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
   } else {
     int index = -1;
     for (int i = 0; i < enforce::kMaxTenants && index < 0; ++i) {
-      if (!used.count(i) && !IndexInUse(seg, i)) index = i;
+      if (used.count(i)) continue;
+      TESSERA_RETURN_IF_ERROR(seg.MapCounters(i));
+      seg.ReconcileTenant(i);
+      if (!IndexInUse(seg, i)) index = i;
     }
     if (index < 0) return ResourceExhaustedError("all " + std::to_string(enforce::kMaxTenants) + " tenants in use");
     // A new tenant: a counters file of its own (new inode, so a process of the index's previous
@@ -361,7 +382,9 @@ Status NodeDir::Prune() const {
   if (::access(paths_.policy.c_str(), F_OK) != 0) return Status::Ok();
   FileLock lock(paths_.lock, LOCK_EX);
   if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
-  TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg, enforce::NodeSegment::Open(paths_.policy, paths_.counters));
+  // Only the files of entries with nothing alive are mapped (PruneEntries).
+  TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg,
+                           enforce::NodeSegment::OpenOnDemand(paths_.policy, paths_.counters));
   TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
   const std::vector<TenantEntry> gone = PruneEntries(tenants, &seg);
   TESSERA_RETURN_IF_ERROR(Commit(paths_, tenants));

@@ -210,6 +210,60 @@ TEST(NodeDir, DeadMembersArePrunedAndTheirLimitGoesToZero) {
   EXPECT_TRUE(status->gpus.empty());
 }
 
+// A charge of `bytes` on GPU 0 in tenant `index`'s counters file, held by a process that is dead
+// (SIGKILLed: it never released it).
+void ChargeByADeadProcess(const NodeDir& node, int index, uint64_t bytes) {
+  StatusOr<enforce::TenantView> view = enforce::TenantView::Open(
+      node.paths().policy, enforce::CountersFilePath(node.paths().counters, index), index);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  StatusOr<int> slot = view->ClaimSlot(static_cast<pid_t>(DeadPid()), 12345);
+  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+  ASSERT_EQ(enforce::SlotOp(view->counters(), *slot, 0, enforce::OpDirection::kReserve, bytes, enforce::kUnlimited),
+            enforce::SlotOpResult::kApplied);
+}
+
+// A join opens the counters files it decides on, not every tenant's: with tenant a's file made
+// invalid, tenants with live members still join (a full open of the segment would refuse them all),
+// and only a's own join reports its file.
+TEST(NodeDir, AJoinDoesNotOpenTheCountersFilesOfOtherLiveTenants) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  ASSERT_EQ(node.Join(Request("a"), ::getpid()).value(), 0);
+  ASSERT_EQ(node.Join(Request("b"), ::getpid()).value(), 1);
+  const std::string a_file = enforce::CountersFilePath(node.paths().counters, 0);
+  {
+    std::fstream f(a_file, std::ios::in | std::ios::out | std::ios::binary);
+    f.write("garbage!", 8);  // a's magic
+  }
+  EXPECT_EQ(node.Join(Request("c"), ::getpid()).value(), 2);
+  EXPECT_EQ(node.Join(Request("b"), ::getpid()).value(), 1);
+  StatusOr<int> a = node.Join(Request("a"), ::getpid());
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr(a_file));
+  EXPECT_TRUE(node.Prune().ok());  // every entry has a live member: no file is looked at
+}
+
+// What SIGKILLed processes held is released before a join decides: the joining tenant's own charge,
+// and that of an entry whose members all died (its index is free again and goes to the next tenant).
+TEST(NodeDir, AJoinReconcilesTheChargesOfDeadProcessesItDecidesOn) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  ASSERT_EQ(node.Join(Request("a"), ::getpid()).value(), 0);
+  ChargeByADeadProcess(node, 0, 8 << 20);
+  ASSERT_EQ(node.Join(Request("a"), ::getpid()).value(), 0);
+  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(node.paths().policy, node.paths().counters);
+  ASSERT_TRUE(seg.ok());
+  EXPECT_EQ(seg->ReservedBytes(0, 0), 0u);
+
+  const long gone = DeadPid();
+  ASSERT_EQ(node.Join(Request("gone"), gone).value(), 1);
+  ChargeByADeadProcess(node, 1, 4 << 20);
+  ASSERT_EQ(node.Join(Request("b"), ::getpid()).value(), 1);  // reconciled, pruned and reused
+  seg = enforce::NodeSegment::Open(node.paths().policy, node.paths().counters);
+  ASSERT_TRUE(seg.ok());
+  EXPECT_EQ(seg->ReservedBytes(1, 0), 0u);
+}
+
 // A command whose supervisor died keeps its tenant's slot while a process of its group lives.
 TEST(NodeDir, ALiveCommandGroupKeepsTheSlotAfterItsSupervisorDied) {
   TempDir dir;

@@ -232,6 +232,43 @@ TEST(SegmentOwnership, RecreatingATenantsCountersCutsOffTheOldMapping) {
   EXPECT_FALSE(t.seg().RecreateTenantCounters(kMaxTenants, std::nullopt).ok());
 }
 
+// A segment opened on demand maps a tenant's counters file only when it is asked about it: an
+// invalid file of another tenant is never opened (Open refuses the whole segment for it), one
+// tenant is reconciled alone, and RefreshCounters maps again only the files replaced since.
+TEST(SegmentOpenOnDemand, MapsOnlyTheTenantsItIsAskedAbout) {
+  TestSegment t;
+  const pid_t dead_pid = DeadPid();
+  const int dead = ClaimFor(t, dead_pid, 2);
+  ASSERT_EQ(SlotOp(*t.seg().counters(2), dead, 0, OpDirection::kReserve, 4 * kMiB, kUnlimited), SlotOpResult::kApplied);
+  const int dead5 = ClaimFor(t, dead_pid, 5);
+  ASSERT_EQ(SlotOp(*t.seg().counters(5), dead5, 0, OpDirection::kReserve, kMiB, kUnlimited), SlotOpResult::kApplied);
+  {
+    std::fstream f(t.CountersFile(7), std::ios::in | std::ios::out | std::ios::binary);
+    f.write("garbage!", 8);  // tenant 7's magic
+  }
+  EXPECT_FALSE(NodeSegment::Open(t.policy, t.counters).ok());
+  StatusOr<NodeSegment> lazy = NodeSegment::OpenOnDemand(t.policy, t.counters);
+  ASSERT_TRUE(lazy.ok()) << lazy.status().ToString();
+  const ReconcileReport r = lazy->ReconcileTenant(2);
+  EXPECT_EQ(r.slots_reclaimed, 1);
+  EXPECT_EQ(r.bytes_released, 4 * kMiB);
+  EXPECT_EQ(t.seg().ReservedBytes(2, 0), 0u);
+  EXPECT_EQ(t.seg().ReservedBytes(5, 0), kMiB);  // not looked at
+  Status bad = lazy->MapCounters(7);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find(t.CountersFile(7)), std::string::npos) << bad.ToString();
+  EXPECT_EQ(lazy->counters(7), nullptr);
+  // A replaced file is mapped again; an unchanged one is not.
+  ASSERT_TRUE(t.seg().RecreateTenantCounters(2, std::nullopt).ok());
+  StatusOr<int> changed = lazy->RefreshCounters();
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  EXPECT_EQ(*changed, 1);
+  EXPECT_EQ(lazy->counters(2)->header.tenant, 2u);
+  t.seg().counters(2)->counters[0].word.store(PackWord(kMiB, Tag{}));
+  EXPECT_EQ(lazy->ReservedBytes(2, 0), kMiB);  // the new file, not the old mapping
+  EXPECT_EQ(*lazy->RefreshCounters(), 0);
+}
+
 // The lease board as a tenant maps it (LeaseFile::OpenTenant, what the shim does): the node's part
 // and every other tenant's page read-only from an O_RDONLY descriptor, its own page read-write
 // from its own counters file. A write to the lease word, a node line or another tenant's line

@@ -13,7 +13,7 @@
 //     node side's uid or, when the tenant runs under a uid of its own, chown'ed to that uid
 //     (NodeSegment::RecreateTenantCounters). A tenant's processes map only their own tenant's file
 //     (the tenant the node side assigned them, not one their environment names) read-write; the
-//     node side maps them all.
+//     node side maps them all (or, opened on demand, those it needs: NodeSegment::OpenOnDemand).
 //
 // Layout (ABI version 3, all offsets static_assert'ed below; sizes in bytes):
 //
@@ -330,6 +330,14 @@ class NodeSegment {
   // policy file and every tenant's counters file in `counters_dir` (a missing one reads as zero
   // counters and no slots; a present but invalid one is an error naming it).
   static StatusOr<NodeSegment> Open(const std::string& policy_path, const std::string& counters_dir);
+  // Maps the policy file only; a tenant's counters file is mapped the first time the segment needs
+  // it (MapCounters, or any call about that tenant; Reconcile and ActiveSlots map them all). For a
+  // node-side caller that looks at a few tenants, e.g. NodeDir::Join, which would otherwise open,
+  // map and touch all 64 files (about 150 KiB each) on every join. Example: OpenOnDemand(p, d) then
+  // ReconcileTenant(3) opens `d/3` and no other counters file. A file that cannot be mapped when
+  // it is needed implicitly reads as no file (nothing counted, no slot): callers that decide on a
+  // tenant call MapCounters first and act on its error.
+  static StatusOr<NodeSegment> OpenOnDemand(const std::string& policy_path, const std::string& counters_dir);
 
   NodeSegment(NodeSegment&& other) noexcept;
   NodeSegment& operator=(NodeSegment&& other) noexcept;
@@ -368,18 +376,39 @@ class NodeSegment {
   // Releases the reservations of every dead process (see the header comment). Safe to run
   // concurrently from several processes; never waits for anyone.
   ReconcileReport Reconcile();
+  // The same for one tenant's counters file only (mapped first if it is not).
+  ReconcileReport ReconcileTenant(int tenant);
+  // Maps the counters file of `tenant` if it is not mapped yet (OpenOnDemand). OK and nothing
+  // mapped when the file does not exist; an invalid file is an error naming it.
+  Status MapCounters(int tenant);
+  // Maps again the counters files replaced since they were mapped (a new inode: a new tenant on
+  // that index, RecreateTenantCounters) and drops those that went; the rest stay as they are. What
+  // a long-lived holder (a GPU's arbiter) calls when the registry changed, instead of opening the
+  // whole segment again (opened on demand: a tenant with nothing mapped is looked for again when it
+  // is next needed). Returns how many files changed; FAILED_PRECONDITION when the policy file
+  // itself was replaced or removed (a new node directory: open the segment again).
+  StatusOr<int> RefreshCounters();
 
   PolicyPage& policy() const { return *policy_; }
-  // The counters file of `tenant`; nullptr for an index out of range or without a file.
+  // The counters file of `tenant`; nullptr for an index out of range or without a file (opened on
+  // demand: mapped here on the first call).
   CounterSegment* counters(int tenant) const;
 
  private:
   NodeSegment() = default;
-  Status MapTenant(int tenant);
-  static void ReconcileTenant(CounterSegment& seg, ReconcileReport& report);
+  Status MapTenant(int tenant) const;
+  void MapAll() const;  // OpenOnDemand: every file not looked at yet
+  static void ReconcileSegment(CounterSegment& seg, ReconcileReport& report);
   PolicyPage* policy_ = nullptr;
+  std::string policy_path_;
+  std::uint64_t policy_ino_ = 0;  // the inode mapped (RefreshCounters)
   std::string counters_dir_;
-  CounterSegment* counters_[kMaxTenants] = {};
+  // Mutable: a segment opened on demand maps a tenant's file inside a const accessor. A NodeSegment
+  // is used by one thread at a time.
+  mutable CounterSegment* counters_[kMaxTenants] = {};
+  mutable std::uint64_t counters_ino_[kMaxTenants] = {};  // the inode mapped (0: none)
+  mutable std::uint64_t looked_[(kMaxTenants + 63) / 64] = {};  // bit t: file t was looked for
+  bool on_demand_ = false;
 };
 
 }  // namespace tessera::enforce

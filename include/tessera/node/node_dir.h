@@ -43,6 +43,15 @@
 // no longer shows them): index 0's limit goes to 0 and index 0 is free again, unless its memory
 // is still charged (IndexInUse in node_dir.cc).
 //
+// Cost of a join. A Join maps only the counters files it decides on (NodeSegment::OpenOnDemand),
+// not all 64 (about 150 KiB each): the joining tenant's, those of entries with a dead member or
+// group (reconciled, then pruned if nothing of them lives), and each free index it considers for a
+// new tenant (reconciled first: a SIGKILLed process's charge keeps an index in use). Dead
+// processes of another live tenant are left to its GPU's arbiter, which reconciles the whole node
+// every 100 ms (Reconcile); their charge only keeps that tenant further below its limit meanwhile.
+// Worked example: 63 tenants with live members, a 64th joins: one counters file is opened (index
+// 63's, replaced by a fresh one), no other (bench/node_dir_bench.cc).
+//
 // Process-safety: every change of the registry happens under an exclusive flock on `node.lock`,
 // reads under a shared one; any number of processes may use the same directory at once. The
 // registry file is replaced atomically (write + rename). A registry that is not valid (not JSON,
@@ -183,7 +192,8 @@ class NodeDir {
   StatusOr<std::vector<TenantEntry>> RegistryEntries() const;
   std::vector<TenantEntry> KeepLive(std::vector<TenantEntry> entries, const enforce::NodeSegment* segment) const;
   // Releases what SIGKILLed processes held (NodeSegment::Reconcile); a GPU's arbiter calls it
-  // every 100 ms, and Join and Leave before they choose or prune. No-op without a segment.
+  // every 100 ms, and Leave before it prunes (Join reconciles the files it decides on: header
+  // comment). No-op without a segment.
   void Reconcile() const;
   // Drops dead members and entries (their limits go to 0) without joining or leaving; what the
   // agent's periodic sweep or a SPANK epilog after a killed step calls. OK when no node exists.

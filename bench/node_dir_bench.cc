@@ -1,0 +1,95 @@
+// NodeDir::Join on a node with 63 tenants, each with a live member (this process): what a Slurm
+// task's join costs under the SPANK plugin (docs/slurm.md, "where the time goes"; issue 33).
+//   BM_JoinNewTenant:      a 64th tenant joins (a free index, a fresh counters file); untimed, it
+//                          leaves again (LeaveTenant).
+//   BM_JoinExistingTenant: a second member joins tenant 0 (a job's next task).
+// The p50 counter is the median join in ms.
+//
+//   ninja -C build tessera_node_dir_bench && build/bench/tessera_node_dir_bench
+#include <benchmark/benchmark.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tessera/node/node_dir.h"
+
+namespace {
+
+using tessera::node::NodeDir;
+using tessera::node::TenantRequest;
+
+TenantRequest Request(const std::string& name) {
+  return TenantRequest{.name = name, .gpus = {0}, .mem_bytes = 1ULL << 30, .share = 10};
+}
+
+// A node directory with tenants t0..t62; empty on failure.
+std::string NodeWith63Tenants(benchmark::State& state) {
+  std::string dir = (std::filesystem::temp_directory_path() / "tndb-XXXXXX").string();
+  if (::mkdtemp(dir.data()) == nullptr) {
+    state.SkipWithError("mkdtemp");
+    return "";
+  }
+  NodeDir node(dir + "/node");
+  for (int i = 0; i < 63; ++i) {
+    if (!node.Join(Request("t" + std::to_string(i)), ::getpid()).ok()) {
+      state.SkipWithError("background join failed");
+      return "";
+    }
+  }
+  return dir;
+}
+
+void Report(benchmark::State& state, std::vector<double>& ms) {
+  if (ms.empty()) return;
+  std::sort(ms.begin(), ms.end());
+  state.counters["p50_ms"] = ms[ms.size() / 2];
+}
+
+void BM_JoinNewTenant(benchmark::State& state) {
+  const std::string dir = NodeWith63Tenants(state);
+  if (dir.empty()) return;
+  NodeDir node(dir + "/node");
+  std::vector<double> ms;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto index = node.Join(Request("measured"), ::getpid());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (!index.ok() || *index != 63) return state.SkipWithError("join failed");
+    state.PauseTiming();
+    if (!node.LeaveTenant("measured", ::getpid()).ok()) return state.SkipWithError("leave failed");
+    state.ResumeTiming();
+  }
+  Report(state, ms);
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_JoinNewTenant)->Unit(benchmark::kMillisecond)->Iterations(200);
+
+void BM_JoinExistingTenant(benchmark::State& state) {
+  const std::string dir = NodeWith63Tenants(state);
+  if (dir.empty()) return;
+  NodeDir node(dir + "/node");
+  std::vector<double> ms;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto index = node.Join(Request("t0"), ::getpid());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (!index.ok() || *index != 0) return state.SkipWithError("join failed");
+    state.PauseTiming();  // t0 goes (this pid leaves it) and comes back with one member
+    if (!node.LeaveTenant("t0", ::getpid()).ok() || !node.Join(Request("t0"), ::getpid()).ok()) {
+      return state.SkipWithError("leave failed");
+    }
+    state.ResumeTiming();
+  }
+  Report(state, ms);
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_JoinExistingTenant)->Unit(benchmark::kMillisecond)->Iterations(200);
+
+}  // namespace
+
+BENCHMARK_MAIN();
