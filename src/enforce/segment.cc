@@ -592,32 +592,8 @@ StatusOr<int> NodeSegment::RefreshCounters() {
   return changed;
 }
 
-StatusOr<NodeSegment> NodeSegment::Open(const std::string& policy_path, const std::string& counters_dir) {
-  std::uint64_t seg_policy_ino = 0;
-  StatusOr<PolicyPage*> p =
-      MapFile<PolicyPage>(policy_path, O_RDWR, PROT_READ | PROT_WRITE, "policy", &seg_policy_ino);
-  if (!p.ok()) return p.status();
-  NodeSegment seg;
-  seg.policy_ = *p;
-  seg.policy_path_ = policy_path;
-  seg.policy_ino_ = seg_policy_ino;
-  seg.counters_dir_ = counters_dir;
-  Status st = CheckPolicy(**p, policy_path);
-  if (!st.ok()) return st;
-  struct stat dir {};
-  if (::stat(counters_dir.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode)) {
-    return FailedPreconditionError("counters folder '" + counters_dir +
-                                   "': not a folder (a segment of ABI version 1, or none; this build speaks " +
-                                   std::to_string(kSegmentAbiVersion) + ")");
-  }
-  for (int t = 0; t < kMaxTenants; ++t) {
-    st = seg.MapTenant(t);
-    if (!st.ok()) return st;
-  }
-  return seg;
-}
-
-StatusOr<NodeSegment> NodeSegment::OpenOnDemand(const std::string& policy_path, const std::string& counters_dir) {
+// Maps the policy page and checks the counters folder; no tenant's counters file yet.
+StatusOr<NodeSegment> NodeSegment::OpenPolicy(const std::string& policy_path, const std::string& counters_dir) {
   std::uint64_t policy_ino = 0;
   StatusOr<PolicyPage*> p = MapFile<PolicyPage>(policy_path, O_RDWR, PROT_READ | PROT_WRITE, "policy", &policy_ino);
   if (!p.ok()) return p.status();
@@ -626,7 +602,6 @@ StatusOr<NodeSegment> NodeSegment::OpenOnDemand(const std::string& policy_path, 
   seg.policy_path_ = policy_path;
   seg.policy_ino_ = policy_ino;
   seg.counters_dir_ = counters_dir;
-  seg.on_demand_ = true;
   Status st = CheckPolicy(**p, policy_path);
   if (!st.ok()) return st;
   struct stat dir {};
@@ -635,6 +610,23 @@ StatusOr<NodeSegment> NodeSegment::OpenOnDemand(const std::string& policy_path, 
                                    "': not a folder (a segment of ABI version 1, or none; this build speaks " +
                                    std::to_string(kSegmentAbiVersion) + ")");
   }
+  return seg;
+}
+
+StatusOr<NodeSegment> NodeSegment::Open(const std::string& policy_path, const std::string& counters_dir) {
+  StatusOr<NodeSegment> seg = OpenPolicy(policy_path, counters_dir);
+  if (!seg.ok()) return seg.status();
+  for (int t = 0; t < kMaxTenants; ++t) {
+    Status st = seg->MapTenant(t);
+    if (!st.ok()) return st;
+  }
+  return seg;
+}
+
+StatusOr<NodeSegment> NodeSegment::OpenOnDemand(const std::string& policy_path, const std::string& counters_dir) {
+  StatusOr<NodeSegment> seg = OpenPolicy(policy_path, counters_dir);
+  if (!seg.ok()) return seg.status();
+  seg->on_demand_ = true;
   return seg;
 }
 

@@ -396,6 +396,8 @@ class NodeSegment {
 
  private:
   NodeSegment() = default;
+  // Open and OpenOnDemand: the policy page mapped and checked, the counters folder checked.
+  static StatusOr<NodeSegment> OpenPolicy(const std::string& policy_path, const std::string& counters_dir);
   Status MapTenant(int tenant) const;
   void MapAll() const;  // OpenOnDemand: every file not looked at yet
   static void ReconcileSegment(CounterSegment& seg, ReconcileReport& report);
