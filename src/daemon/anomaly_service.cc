@@ -63,7 +63,7 @@ std::vector<metering::SlaObservation> MonthlySlaObservations(const std::vector<s
 AnomalyService::AnomalyService(metering::AnomalyOptions options, int64_t now_s, ParentOf parents)
     : options_(options), parents_(std::move(parents)), closed_until_s_(HourStart(now_s)) {}
 
-StatusOr<AnomalyList> AnomalyService::List(const AnomalyCaller& caller, const AnomalyListRequest& req) const {
+StatusOr<AnomalyList> AnomalyService::List(const ReadCaller& caller, const AnomalyListRequest& req) const {
   const std::string what = "tenant '" + req.tenant + "'";
   TESSERA_RETURN_IF_ERROR(caller.check(Action::kReadUsage, req.tenant, what));
   if (!req.tenant.empty() && !parents_(req.tenant)) return NotFoundError(what + " not found");

@@ -111,12 +111,6 @@ struct AnomalyRecord {
   std::string reason;  // in words, e.g. "GPU-seconds used 36000 in the hour, expected about 3600 (0 to 11700)"
 };
 
-struct AnomalyCaller {
-  Principal principal;
-  // OK, NOT_FOUND ("<what> not found") or PERMISSION_DENIED for `action` on `tenant`.
-  std::function<Status(Action action, std::string_view tenant, std::string_view what)> check;
-};
-
 // GET /v1/anomalies, its query: times as GET /v1/usage takes them (unix seconds or RFC 3339);
 // "" for none.
 struct AnomalyListRequest {
@@ -170,7 +164,7 @@ class AnomalyService {
   ClosedHours Warm(const std::vector<UsageHour>& hours, const std::map<std::string, int64_t>& flagged_until);
 
   // The anomalies kept that the caller may see (see above), of hours overlapping [from, to).
-  StatusOr<AnomalyList> List(const AnomalyCaller& caller, const AnomalyListRequest& request) const;
+  StatusOr<AnomalyList> List(const ReadCaller& caller, const AnomalyListRequest& request) const;
 
  private:
   struct HourTotals {

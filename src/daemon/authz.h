@@ -110,4 +110,12 @@ bool RoleMayEver(Role role, Action action);
 // the tenant-user of vision sees the tenant event, not the token event.
 bool MaySeeEvent(const Principal& who, std::string_view subject, std::string_view tenant, const ParentOf& parent_of);
 
+// What a read service (usage, events, invoices, forecasts, anomalies) knows of its caller: who it
+// is and how to check an action (the control plane's Check, or a test's stand-in).
+struct ReadCaller {
+  Principal principal;
+  // OK, NOT_FOUND ("<what> not found") or PERMISSION_DENIED for `action` on `tenant`.
+  std::function<Status(Action action, std::string_view tenant, std::string_view what)> check;
+};
+
 }  // namespace tessera::daemon

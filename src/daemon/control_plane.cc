@@ -452,6 +452,12 @@ Status ControlPlane::Impl::Check(const Caller& c, std::string_view tenant, std::
   return Status(StatusCode::kPermissionDenied, "this token's role may not " + std::string(ActionText(action)));
 }
 
+ReadCaller ControlPlane::Impl::ReadCallerOf(const Caller& c) const {
+  return {c.principal, [this, &c](Action action, std::string_view tenant, std::string_view what) {
+            return Check(c, tenant, what, action);
+          }};
+}
+
 std::optional<HttpResponse> ControlPlane::Impl::Scope(const Caller& c, std::string_view tenant, std::string_view what,
                                                       std::optional<Action> action, Role new_token_role) const {
   const Status st = Check(c, tenant, what, action.value_or(c.action), new_token_role);

@@ -114,19 +114,13 @@ StatusOr<std::vector<metering::SlaObservation>> ControlPlane::Impl::SlaObservati
   return monthly;
 }
 
-AnomalyCaller ControlPlane::Impl::AnomalyCallerOf(const Caller& c) const {
-  return {c.principal, [this, &c](Action action, std::string_view tenant, std::string_view what) {
-            return Check(c, tenant, what, action);
-          }};
-}
-
 HttpResponse ControlPlane::Impl::GetAnomalies(const HttpRequest& r, const Caller& c) {
   auto param = [&](const char* key) {
     auto it = r.query.find(key);
     return it == r.query.end() ? std::string() : it->second;
   };
   StatusOr<AnomalyList> found =
-      anomaly_service->List(AnomalyCallerOf(c), {param("tenant"), param("from"), param("to")});
+      anomaly_service->List(ReadCallerOf(c), {param("tenant"), param("from"), param("to")});
   if (!found.ok()) {
     const std::string_view message = found.status().message();
     const bool bad_time = found.status().code() == StatusCode::kInvalidArgument;

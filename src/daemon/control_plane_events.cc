@@ -12,19 +12,13 @@ bool ControlPlane::Impl::TokenStillValid(const std::string& hash) const {
   return token_service->StillValid(hash);
 }
 
-EventCaller ControlPlane::Impl::EventCallerOf(const Caller& c) const {
-  return {c.principal, [this, &c](Action action, std::string_view tenant, std::string_view what) {
-            return Check(c, tenant, what, action);
-          }};
-}
-
 HttpResponse ControlPlane::Impl::StreamEvents(const HttpRequest& r, const Caller& c) {
   std::string field;
   StatusOr<ReadQuery> q = ParseReadQuery(r.query, &field);
   if (!q.ok()) return ErrorResponse(q.status(), field);
   EventRequest request{q->tenant, std::nullopt, q->after, r.Header("last-event-id")};
   if (auto it = r.query.find("workload"); it != r.query.end()) request.workload = it->second;
-  StatusOr<EventFilter> filter = event_service->Open(EventCallerOf(c), request);
+  StatusOr<EventFilter> filter = event_service->Open(ReadCallerOf(c), request);
   if (!filter.ok()) {
     const std::string message(filter.status().message());
     // Each INVALID_ARGUMENT names what it is about first ("workload: ...", "Last-Event-ID: ...").

@@ -10,12 +10,6 @@ namespace tessera::daemon {
 
 using json = nlohmann::json;
 
-ForecastCaller ControlPlane::Impl::ForecastCallerOf(const Caller& c) const {
-  return {c.principal, [this, &c](Action action, std::string_view tenant, std::string_view what) {
-            return Check(c, tenant, what, action);
-          }};
-}
-
 StatusOr<UsageHours> ControlPlane::Impl::ReadUsageHours(int64_t from_hour_s) {
   UsageHours out;
   TESSERA_RETURN_IF_ERROR(usage_service->Read([&](const metering::Ledger& ledger) {
@@ -31,7 +25,7 @@ HttpResponse ControlPlane::Impl::GetForecast(const HttpRequest& r, const Caller&
     auto it = r.query.find(key);
     return it == r.query.end() ? std::string() : it->second;
   };
-  StatusOr<DemandForecast> f = forecast_service->Run(ForecastCallerOf(c), {param("tenant"), param("horizon")});
+  StatusOr<DemandForecast> f = forecast_service->Run(ReadCallerOf(c), {param("tenant"), param("horizon")});
   if (!f.ok()) {
     const std::string message(f.status().message());
     if (f.status().code() == StatusCode::kFailedPrecondition)

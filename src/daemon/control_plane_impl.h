@@ -263,14 +263,12 @@ struct ControlPlane::Impl {
   HttpResponse DesiredState(const HttpRequest& r, const Caller& c);
   HttpResponse ListAudit(const HttpRequest& r, const Caller& c);
   HttpResponse StreamEvents(const HttpRequest& r, const Caller& c);  // control_plane_events.cc
-  EventCaller EventCallerOf(const Caller& c) const;
   // Whether the token of this hash is still known, unrevoked and unexpired (open streams).
   bool TokenStillValid(const std::string& hash) const;
   HttpResponse PostUsage(const HttpRequest& r, const Caller& c);
   HttpResponse GetUsage(const HttpRequest& r, const Caller& c);
   HttpResponse GetHistory(const HttpRequest& r, const Caller& c);
   HttpResponse GetInvoices(const HttpRequest& r, const Caller& c);  // control_plane_invoices.cc
-  InvoiceCaller InvoiceCallerOf(const Caller& c) const;
   // The ledger's sources and the records of `period` (UsageService::Read: rebuilt first when
   // stale), and the period's SLA observations (SlaObservationsOf, after the ledger's lock).
   StatusOr<LedgerSlice> ReadLedger(const metering::Period& period);
@@ -282,9 +280,7 @@ struct ControlPlane::Impl {
   // control_plane_forecast.cc: GET /v1/forecast (decode -> ForecastService -> render); the
   // ledger's records from an hour on (UsageService::Read: rebuilt first when stale).
   HttpResponse GetForecast(const HttpRequest& r, const Caller& c);
-  ForecastCaller ForecastCallerOf(const Caller& c) const;
   StatusOr<UsageHours> ReadUsageHours(int64_t from_hour_s);
-  AnomalyCaller AnomalyCallerOf(const Caller& c) const;
   Status InitAnomalyMetrics();
   StatusOr<std::vector<metering::SlaObservation>> SlaObservationsOf(const metering::Period& period);
   Status CloseAnomalyHours(int64_t now_ms);
@@ -302,6 +298,9 @@ struct ControlPlane::Impl {
   // The same as a Status (OK, NOT_FOUND "<what> not found", PERMISSION_DENIED): for services.
   Status Check(const Caller& c, std::string_view tenant, std::string_view what, Action action,
                Role new_token_role = Role::kTenantUser) const;
+  // The caller as the read services (usage, events, invoices, forecasts, anomalies) see it: its
+  // principal and Check bound to it (the caller outlives it).
+  ReadCaller ReadCallerOf(const Caller& c) const;
   // The caller as the token and tenant services see it: its id and Check bound to it (the
   // caller outlives it).
   TokenCaller TokenCallerOf(const Caller& c) const;
@@ -318,9 +317,8 @@ struct ControlPlane::Impl {
   std::optional<HttpResponse> ReadPrelude(const HttpRequest& r, const Caller& c, ReadQuery* q,
                                           bool scope_all = true) const;
 
-  // Usage (control_plane_usage.cc): the metrics' families; UsageCallerOf as the other services'.
+  // Usage (control_plane_usage.cc): the metrics' families.
   Status InitUsageMetrics();
-  UsageCaller UsageCallerOf(const Caller& c) const;
   void CountUsage(const store::UsageSampleRecord& s);  // the per-tenant and per-GPU counters of a stored sample
   // Create's last step with a price plan: INVALID_ARGUMENT naming the plan file and every GPU
   // model of the cluster (its nodes and its ledger) the plan has no prices for

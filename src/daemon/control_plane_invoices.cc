@@ -56,12 +56,6 @@ Status ControlPlane::Impl::CheckPlanCoversCluster() {
   return InvalidArgumentError(msg);
 }
 
-InvoiceCaller ControlPlane::Impl::InvoiceCallerOf(const Caller& c) const {
-  return {c.principal, [this, &c](Action action, std::string_view tenant, std::string_view what) {
-            return Check(c, tenant, what, action);
-          }};
-}
-
 StatusOr<LedgerSlice> ControlPlane::Impl::ReadLedger(const metering::Period& period) {
   LedgerSlice out;
   TESSERA_RETURN_IF_ERROR(usage_service->Read([&](const metering::Ledger& ledger) {
@@ -81,7 +75,7 @@ HttpResponse ControlPlane::Impl::GetInvoices(const HttpRequest& r, const Caller&
     auto it = r.query.find(key);
     return it == r.query.end() ? std::string() : it->second;
   };
-  const InvoiceCaller caller = InvoiceCallerOf(c);
+  const ReadCaller caller = ReadCallerOf(c);
   const InvoiceRequest request{param("tenant"), param("period")};
   if (Status st = invoice_service->CheckTenant(caller, request.tenant); !st.ok()) return ErrorResponse(st);
   const std::string format = param("format");

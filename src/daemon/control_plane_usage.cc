@@ -47,12 +47,6 @@ void ControlPlane::Impl::CountUsage(const store::UsageSampleRecord& s) {
   m.gpu_memory->Inc({s.node, s.gpu, s.model}, static_cast<double>(s.memory_mib_s));
 }
 
-UsageCaller ControlPlane::Impl::UsageCallerOf(const Caller& c) const {
-  return {c.principal, [this, &c](Action action, std::string_view tenant, std::string_view what) {
-            return Check(c, tenant, what, action);
-          }};
-}
-
 HttpResponse ControlPlane::Impl::PostUsage(const HttpRequest& r, const Caller&) {
   const std::string name = r.path_params.at("name");
   std::string field;
@@ -81,7 +75,7 @@ HttpResponse ControlPlane::Impl::GetUsage(const HttpRequest& r, const Caller& c)
   std::string field;
   StatusOr<ReadQuery> q = ParseReadQuery(r.query, &field);
   if (!q.ok()) return ErrorResponse(q.status(), field);
-  StatusOr<UsageReport> report = usage_service->Report(UsageCallerOf(c), {q->tenant, q->from_s, q->to_s});
+  StatusOr<UsageReport> report = usage_service->Report(ReadCallerOf(c), {q->tenant, q->from_s, q->to_s});
   if (!report.ok()) return ErrorResponse(report.status());
   json hours = json::array();
   for (const UsageRecord& h : report->hours) hours.push_back(UsageRecordView(h.key, h.hour));

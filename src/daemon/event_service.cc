@@ -14,7 +14,7 @@ void EventService::Stop() { feed_.Stop(); }
 void EventService::Notify() { feed_.Notify(); }
 size_t EventService::subscribers() const { return feed_.subscribers(); }
 
-StatusOr<EventFilter> EventService::Open(const EventCaller& caller, const EventRequest& request) const {
+StatusOr<EventFilter> EventService::Open(const ReadCaller& caller, const EventRequest& request) const {
   const std::string& tenant = request.tenant;
   if (!tenant.empty()) {
     TESSERA_RETURN_IF_ERROR(caller.check(Action::kReadWorkload, tenant, "tenant '" + tenant + "'"));

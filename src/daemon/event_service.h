@@ -43,12 +43,6 @@
 
 namespace tessera::daemon {
 
-struct EventCaller {
-  Principal principal;
-  // OK, NOT_FOUND ("<what> not found") or PERMISSION_DENIED for `action` on `tenant`.
-  std::function<Status(Action action, std::string_view tenant, std::string_view what)> check;
-};
-
 // GET /v1/events: ?tenant= and ?after= decoded (ParseReadQuery), ?workload= and the
 // Last-Event-ID header as given.
 struct EventRequest {
@@ -74,7 +68,7 @@ class EventService {
   void Stop();    // the streams are closed
   void Notify();  // a transaction committed: there may be new events
 
-  StatusOr<EventFilter> Open(const EventCaller& caller, const EventRequest& request) const;
+  StatusOr<EventFilter> Open(const ReadCaller& caller, const EventRequest& request) const;
   // A stream with the filter Open gave; `authorized` is checked every round (false closes it).
   void Subscribe(EventFilter filter, std::shared_ptr<HttpStream> out, std::function<bool()> authorized);
   size_t subscribers() const;

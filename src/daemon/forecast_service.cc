@@ -34,7 +34,7 @@ ForecastService::ForecastService(std::function<int64_t()> now_ms, ParentOf paren
                                  std::function<StatusOr<UsageHours>(int64_t)> read_usage)
     : now_ms_(std::move(now_ms)), parents_(std::move(parents)), read_usage_(std::move(read_usage)) {}
 
-StatusOr<DemandForecast> ForecastService::Run(const ForecastCaller& caller, const ForecastRequest& req) const {
+StatusOr<DemandForecast> ForecastService::Run(const ReadCaller& caller, const ForecastRequest& req) const {
   TESSERA_RETURN_IF_ERROR(caller.check(Action::kReadUsage, req.tenant, "tenant '" + req.tenant + "'"));
   if (!req.tenant.empty() && !parents_(req.tenant)) return NotFoundError("tenant '" + req.tenant + "' not found");
   TESSERA_ASSIGN_OR_RETURN(const int horizon, HorizonHours(req.horizon));

@@ -56,12 +56,6 @@ inline constexpr int kMinHistoryHours = 72;      // 3 days: the forecaster's hol
 inline constexpr int kMaxHistoryHours = 8 * 168;  // 8 weeks: the forecaster looks back 4 weeks at most
 inline constexpr double kForecastLevel = 0.9;
 
-struct ForecastCaller {
-  Principal principal;
-  // OK, NOT_FOUND ("<what> not found") or PERMISSION_DENIED for `action` on `tenant`.
-  std::function<Status(Action action, std::string_view tenant, std::string_view what)> check;
-};
-
 // GET /v1/forecast, its query as given (the service decodes and checks it).
 struct ForecastRequest {
   std::string tenant;   // "": the caller's view (the whole cluster for an admin or viewer)
@@ -90,7 +84,7 @@ class ForecastService {
   ForecastService(std::function<int64_t()> now_ms, ParentOf parents,
                   std::function<StatusOr<UsageHours>(int64_t from_hour_s)> read_usage);
 
-  StatusOr<DemandForecast> Run(const ForecastCaller& caller, const ForecastRequest& request) const;
+  StatusOr<DemandForecast> Run(const ReadCaller& caller, const ForecastRequest& request) const;
 
  private:
   const std::function<int64_t()> now_ms_;

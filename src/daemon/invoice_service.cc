@@ -26,13 +26,13 @@ InvoiceService::InvoiceService(const metering::PricePlan* plan, std::string plan
       parents_(std::move(parents)),
       read_ledger_(std::move(read_ledger)) {}
 
-Status InvoiceService::CheckTenant(const InvoiceCaller& caller, const std::string& tenant) const {
+Status InvoiceService::CheckTenant(const ReadCaller& caller, const std::string& tenant) const {
   TESSERA_RETURN_IF_ERROR(caller.check(Action::kReadInvoices, tenant, "tenant '" + tenant + "'"));
   if (!tenant.empty() && !parents_(tenant)) return NotFoundError("tenant '" + tenant + "' not found");
   return Status::Ok();
 }
 
-StatusOr<metering::InvoiceRun> InvoiceService::Run(const InvoiceCaller& caller, const InvoiceRequest& req) const {
+StatusOr<metering::InvoiceRun> InvoiceService::Run(const ReadCaller& caller, const InvoiceRequest& req) const {
   TESSERA_RETURN_IF_ERROR(CheckTenant(caller, req.tenant));
   // Without a period: the month now is in (UTC, the control plane's clock).
   metering::Period period = metering::MonthOf(now_ms_() / 1000);

@@ -54,12 +54,6 @@
 
 namespace tessera::daemon {
 
-struct InvoiceCaller {
-  Principal principal;
-  // OK, NOT_FOUND ("<what> not found") or PERMISSION_DENIED for `action` on `tenant`.
-  std::function<Status(Action action, std::string_view tenant, std::string_view what)> check;
-};
-
 // GET /v1/invoices, its query decoded.
 struct InvoiceRequest {
   std::string tenant;  // "": the caller's view (the whole run for an admin)
@@ -84,9 +78,9 @@ class InvoiceService {
                  std::function<StatusOr<LedgerSlice>(const metering::Period& period)> read_ledger);
 
   // The caller's check of `tenant` ("" allowed: the caller's own view) and that it exists.
-  Status CheckTenant(const InvoiceCaller& caller, const std::string& tenant) const;
+  Status CheckTenant(const ReadCaller& caller, const std::string& tenant) const;
   // The run the caller may see (see above).
-  StatusOr<metering::InvoiceRun> Run(const InvoiceCaller& caller, const InvoiceRequest& request) const;
+  StatusOr<metering::InvoiceRun> Run(const ReadCaller& caller, const InvoiceRequest& request) const;
 
  private:
   const metering::PricePlan* const plan_;

@@ -127,7 +127,7 @@ StatusOr<UsagePostResult> UsageService::Post(const std::string& node, const std:
   return out;
 }
 
-StatusOr<UsageReport> UsageService::Report(const UsageCaller& caller, const UsageQuery& query) {
+StatusOr<UsageReport> UsageService::Report(const ReadCaller& caller, const UsageQuery& query) {
   const std::string& tenant = query.tenant;
   TESSERA_RETURN_IF_ERROR(caller.check(Action::kReadUsage, tenant, "tenant '" + tenant + "'"));
   if (!tenant.empty() && !parents_(tenant)) return NotFoundError("tenant '" + tenant + "' not found");

@@ -59,12 +59,6 @@
 
 namespace tessera::daemon {
 
-struct UsageCaller {
-  Principal principal;
-  // OK, NOT_FOUND ("<what> not found") or PERMISSION_DENIED for `action` on `tenant`.
-  std::function<Status(Action action, std::string_view tenant, std::string_view what)> check;
-};
-
 // What one Post did.
 struct UsageRejection {
   size_t index = 0;
@@ -124,7 +118,7 @@ class UsageService {
   // A node agent's batch, decoded (DecodeUsageBatch); the route authorised the node's token.
   StatusOr<UsagePostResult> Post(const std::string& node, const std::vector<UsageItem>& items);
   // What the caller may see of the ledger (see above).
-  StatusOr<UsageReport> Report(const UsageCaller& caller, const UsageQuery& query);
+  StatusOr<UsageReport> Report(const ReadCaller& caller, const UsageQuery& query);
   // `fn` over the ledger under its lock, rebuilt first when stale (its error then).
   Status Read(const std::function<void(const metering::Ledger&)>& fn);
   // `fn` over the ledger under its lock as it is (stale or not): for start-up checks.

@@ -355,7 +355,7 @@ TEST(AnomalyServiceTest, ListIsScopedToTheCallersSubtreeAndTheWindow) {
     s.CloseHours(kT0 + (h + 1) * kHour, {"acme", "vision", "other"});
   }
   auto caller = [&](Role role, const std::string& tenant) {
-    AnomalyCaller c;
+    ReadCaller c;
     c.principal.role = role;
     c.principal.tenant = tenant;
     c.check = [&parents, role, tenant](Action, std::string_view t, std::string_view what) {

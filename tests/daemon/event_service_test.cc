@@ -37,7 +37,7 @@ class EventServiceTest : public ::testing::Test {
     return it == parents_.end() ? std::nullopt : std::optional<std::string>(it->second);
   }
   // The control plane's check (Impl::Check) for `who`; counts its calls.
-  EventCaller As(Principal who) {
+  ReadCaller As(Principal who) {
     return {who, [this, who](Action action, std::string_view tenant, std::string_view what) -> Status {
               ++checks_;
               const Decision d = Authorize(who, action, tenant, [this](std::string_view t) { return ParentOf(t); });

@@ -51,7 +51,7 @@ class ForecastServiceTest : public ::testing::Test {
         });
   }
   // The control plane's check (Impl::Check) for `who` over the tenants here.
-  ForecastCaller As(Principal who) {
+  ReadCaller As(Principal who) {
     return {who, [this, who](Action action, std::string_view tenant, std::string_view what) -> Status {
               const Decision d = Authorize(who, action, tenant, Parents());
               if (d == Decision::kAllow) return Status::Ok();
@@ -92,7 +92,7 @@ TEST_F(ForecastServiceTest, HeaderExample) {
 
 TEST_F(ForecastServiceTest, ATenantTokenSeesOnlyItsSubtree) {
   auto service = Service();
-  const ForecastCaller other = As({Role::kTenantUser, "other"});
+  const ReadCaller other = As({Role::kTenantUser, "other"});
   EXPECT_THAT(service->Run(other, {"vision", ""}).status().message(), HasSubstr("tenant 'vision' not found"));
   EXPECT_EQ(service->Run(other, {"vision", ""}).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(service->Run(other, {"acme", ""}).status().code(), StatusCode::kNotFound);
@@ -114,7 +114,7 @@ TEST_F(ForecastServiceTest, ATenantTokenSeesOnlyItsSubtree) {
 
 TEST_F(ForecastServiceTest, TheHorizonIsAWholeNumberOfHoursInRange) {
   auto service = Service();
-  const ForecastCaller admin = As({Role::kAdmin, ""});
+  const ReadCaller admin = As({Role::kAdmin, ""});
   for (const char* bad : {"3d", "0", "-4", "+4", "2161", "1.5", " 24", "99999999999"}) {
     const Status st = service->Run(admin, {"vision", bad}).status();
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;

@@ -54,7 +54,7 @@ class InvoiceServiceTest : public ::testing::Test {
         });
   }
   // The control plane's check (Impl::Check) for `who` over the tenants here.
-  InvoiceCaller As(Principal who) {
+  ReadCaller As(Principal who) {
     return {who, [this, who](Action action, std::string_view tenant, std::string_view what) -> Status {
               const ParentOf parents = [this](std::string_view t) -> std::optional<std::string> {
                 auto it = parents_.find(std::string(t));
@@ -100,7 +100,7 @@ TEST_F(InvoiceServiceTest, HeaderExample) {
 
 TEST_F(InvoiceServiceTest, Refusals) {
   auto service = Service(&plan_);
-  const InvoiceCaller vision = As({Role::kTenantUser, "vision"});
+  const ReadCaller vision = As({Role::kTenantUser, "vision"});
   EXPECT_EQ(service->Run(vision, {.tenant = "other"}).status().message(), "tenant 'other' not found");
   EXPECT_EQ(service->CheckTenant(vision, "other").code(), StatusCode::kNotFound);
   EXPECT_EQ(service->Run(As({Role::kAdmin, ""}), {.tenant = "nobody"}).status().message(), "tenant 'nobody' not found");

@@ -61,7 +61,7 @@ class UsageServiceTest : public ::testing::Test {
     return it == parents_.end() ? std::nullopt : std::optional<std::string>(it->second);
   }
   // The control plane's check (Impl::Check) for `who`.
-  UsageCaller As(Principal who) {
+  ReadCaller As(Principal who) {
     return {who, [this, who](Action action, std::string_view tenant, std::string_view what) -> Status {
               const Decision d =
                   Authorize(who, action, tenant, [this](std::string_view t) { return ParentOf(t); });
