@@ -11,6 +11,8 @@
 #include <cstring>
 #include <utility>
 
+#include "tessera/enforce/fault_guard.h"
+
 namespace tessera::enforce {
 namespace {
 
@@ -67,9 +69,29 @@ StatusOr<LeaseFile> LeaseFile::Create(const std::string& path, int num_gpus, con
   }
   if (!counters_dir.empty()) {
     file.counters_dir_ = counters_dir;
+    TESSERA_RETURN_IF_ERROR(file.GuardTenantPages());
     for (int t = 0; t < kMaxTenants; ++t) TESSERA_RETURN_IF_ERROR(file.RemapTenant(t));
   }
   return file;
+}
+
+Status LeaseFile::GuardTenantPages() {
+  // The tenants' pages are their counters files', which they may truncate (fault_guard.h): the
+  // whole mapping is guarded, so that the node side reads zeros there instead of dying of SIGBUS.
+  const int id = FaultGuard::Register(boards_, Bytes(num_gpus_), 0);
+  if (id < 0) {
+    return ResourceExhaustedError("lease file '" + path_ + "': no room to guard the tenants' pages against truncation");
+  }
+  guard_plus_one_ = id + 1;
+  return Status::Ok();
+}
+
+void LeaseFile::Unmap() {
+  FaultGuard::Unregister(guard_plus_one_ - 1);
+  guard_plus_one_ = 0;
+  // One munmap covers the lease file's mapping and every page mapped over it.
+  if (boards_ != nullptr) ::munmap(boards_, Bytes(num_gpus_));
+  boards_ = nullptr;
 }
 
 StatusOr<LeaseFile> LeaseFile::Map(const std::string& path, bool writable) {
@@ -127,6 +149,7 @@ StatusOr<LeaseFile> LeaseFile::Open(const std::string& path, const std::string& 
   if (!counters_dir.empty()) {
     file.counters_dir_ = counters_dir;
     file.only_gpu_ = only_gpu;
+    TESSERA_RETURN_IF_ERROR(file.GuardTenantPages());
     for (int t = 0; t < kMaxTenants; ++t) TESSERA_RETURN_IF_ERROR(file.RemapTenant(t));
   }
   return file;
@@ -200,7 +223,16 @@ Status LeaseFile::MapTenantPages(int tenant, const std::string& counters_path, b
     return NotFoundError(msg);
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < sizeof(CounterSegment)) {
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  if (stat_ok && static_cast<std::size_t>(st.st_size) < sizeof(CounterSegment) && missing_is_zero) {
+    // Node side: a file its tenant truncated reads as zeros, as none would (CheckCountersFile names
+    // it); the node side still opens every other tenant's pages. Not mapped again until replaced.
+    ::close(fd);
+    TESSERA_RETURN_IF_ERROR(MapZeroPages(tenant));
+    mapped_ino_[tenant] = static_cast<unsigned long long>(st.st_ino);
+    return Status::Ok();
+  }
+  if (!stat_ok || static_cast<std::size_t>(st.st_size) < sizeof(CounterSegment)) {
     const std::string size = std::to_string(st.st_size);
     ::close(fd);
     return FailedPreconditionError("counters file '" + counters_path + "': size " + size + " is smaller than the " +
@@ -226,14 +258,16 @@ LeaseFile::LeaseFile(LeaseFile&& other) noexcept
       num_gpus_(std::exchange(other.num_gpus_, 0)),
       path_(std::move(other.path_)),
       counters_dir_(std::move(other.counters_dir_)),
-      only_gpu_(other.only_gpu_) {
+      only_gpu_(other.only_gpu_),
+      guard_plus_one_(std::exchange(other.guard_plus_one_, 0)) {
   std::copy(std::begin(other.mapped_ino_), std::end(other.mapped_ino_), std::begin(mapped_ino_));
 }
 
 LeaseFile& LeaseFile::operator=(LeaseFile&& other) noexcept {
   if (this != &other) {
-    if (boards_ != nullptr) ::munmap(boards_, Bytes(num_gpus_));
+    Unmap();
     boards_ = std::exchange(other.boards_, nullptr);
+    guard_plus_one_ = std::exchange(other.guard_plus_one_, 0);
     num_gpus_ = std::exchange(other.num_gpus_, 0);
     path_ = std::move(other.path_);
     counters_dir_ = std::move(other.counters_dir_);
@@ -243,12 +277,11 @@ LeaseFile& LeaseFile::operator=(LeaseFile&& other) noexcept {
   return *this;
 }
 
-LeaseFile::~LeaseFile() {
-  // One munmap covers the lease file's mapping and every page mapped over it.
-  if (boards_ != nullptr) ::munmap(boards_, Bytes(num_gpus_));
-}
+LeaseFile::~LeaseFile() { Unmap(); }
 
 LeaseBoard* LeaseFile::Release() {
+  FaultGuard::Unregister(guard_plus_one_ - 1);  // only the shim keeps its mappings: nothing guarded there
+  guard_plus_one_ = 0;
   num_gpus_ = 0;
   return std::exchange(boards_, nullptr);
 }

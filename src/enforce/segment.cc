@@ -15,6 +15,8 @@
 #include <iterator>
 #include <new>
 
+#include "tessera/enforce/fault_guard.h"
+
 namespace tessera::enforce {
 namespace {
 
@@ -134,8 +136,7 @@ Status CheckPolicy(const PolicyPage& p, const std::string& path) {
   return Status::Ok();
 }
 
-Status CheckCounters(const CounterSegment& c, const std::string& path, int tenant) {
-  const CounterHeader& h = c.header;
+Status CheckCounters(const CounterHeader& h, const std::string& path, int tenant) {
   std::string where = "counters file '" + path + "': ";
   if (h.magic != kCounterMagic) return InvalidArgumentError(where + "magic: not a tessera counter segment");
   if (h.abi_version != kSegmentAbiVersion) {
@@ -369,7 +370,7 @@ StatusOr<TenantView> TenantView::Open(const std::string& policy_path, const std:
   if (!counters.ok()) return counters.status();
   view.counters_ = *counters;
   view.tenant_ = tenant;
-  st = CheckCounters(**counters, counters_path, tenant);
+  st = CheckCounters((*counters)->header, counters_path, tenant);
   if (!st.ok()) return st;
   return view;
 }
@@ -508,9 +509,20 @@ Status NodeSegment::RecreateTenantCounters(int tenant, std::optional<uid_t> owne
   StatusOr<void*> c = CreateFile(tmp, sizeof(CounterSegment), 0600, "counters");
   if (!c.ok()) return c.status();
   auto* seg = static_cast<CounterSegment*>(*c);
+  // Guarded before anyone else can open it (fault_guard.h): once chown'ed, the file is the tenant's.
+  struct stat created {};
+  const int guard =
+      FaultGuard::Register(seg, sizeof(CounterSegment),
+                           ::stat(tmp.c_str(), &created) == 0 ? static_cast<std::uint64_t>(created.st_ino) : 0);
+  if (guard < 0) {
+    ::munmap(seg, sizeof(CounterSegment));
+    (void)::unlink(tmp.c_str());
+    return ResourceExhaustedError("counters file '" + path + "': no room to guard its mapping against truncation");
+  }
   InitCounterHeader(*seg, tenant);
   if (owner_uid.has_value() && ::chown(tmp.c_str(), *owner_uid, static_cast<gid_t>(-1)) != 0) {
     const int err = errno;
+    FaultGuard::Unregister(guard);
     ::munmap(seg, sizeof(CounterSegment));
     (void)::unlink(tmp.c_str());
     std::string msg = "counters file '" + path + "': chown to uid " + std::to_string(*owner_uid) + ": " +
@@ -521,14 +533,15 @@ Status NodeSegment::RecreateTenantCounters(int tenant, std::optional<uid_t> owne
   // rename: readers see the old file or the complete new one, never a half-made one.
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string err = ErrnoText();
+    FaultGuard::Unregister(guard);
     ::munmap(seg, sizeof(CounterSegment));
     (void)::unlink(tmp.c_str());
     return InternalError("counters file '" + path + "': rename: " + err);
   }
-  if (counters_[tenant] != nullptr) ::munmap(counters_[tenant], sizeof(CounterSegment));
+  UnmapCounters(tenant);
   counters_[tenant] = seg;
-  struct stat st {};
-  counters_ino_[tenant] = ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+  guard_plus_one_[tenant] = guard + 1;
+  counters_ino_[tenant] = static_cast<std::uint64_t>(created.st_ino);
   looked_[tenant / 64] |= 1ULL << (tenant % 64);
   return Status::Ok();
 }
@@ -540,12 +553,20 @@ Status NodeSegment::MapTenant(int tenant) const {
   std::uint64_t ino = 0;
   StatusOr<CounterSegment*> c = MapFile<CounterSegment>(path, O_RDWR, PROT_READ | PROT_WRITE, "counters", &ino);
   if (!c.ok()) return c.status();
-  if (Status st = CheckCounters(**c, path, tenant); !st.ok()) {
+  // The tenant may truncate its file from now on (fault_guard.h): guarded before the first read.
+  const int guard = FaultGuard::Register(*c, sizeof(CounterSegment), ino);
+  if (guard < 0) {
+    ::munmap(*c, sizeof(CounterSegment));
+    return ResourceExhaustedError("counters file '" + path + "': no room to guard its mapping against truncation");
+  }
+  if (Status st = CheckCounters((*c)->header, path, tenant); !st.ok()) {
+    FaultGuard::Unregister(guard);
     ::munmap(*c, sizeof(CounterSegment));
     return st;
   }
-  if (counters_[tenant] != nullptr) ::munmap(counters_[tenant], sizeof(CounterSegment));
+  UnmapCounters(tenant);
   counters_[tenant] = *c;
+  guard_plus_one_[tenant] = guard + 1;
   counters_ino_[tenant] = ino;
   return Status::Ok();
 }
@@ -581,9 +602,7 @@ StatusOr<int> NodeSegment::RefreshCounters() {
     const std::uint64_t ino = ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
     if (ino == counters_ino_[t]) continue;
     ++changed;
-    if (counters_[t] != nullptr) ::munmap(counters_[t], sizeof(CounterSegment));
-    counters_[t] = nullptr;
-    counters_ino_[t] = 0;
+    UnmapCounters(t);
     if (ino != 0) {
       Status mapped = MapTenant(t);
       if (!mapped.ok()) return mapped;
@@ -618,7 +637,12 @@ StatusOr<NodeSegment> NodeSegment::Open(const std::string& policy_path, const st
   if (!seg.ok()) return seg.status();
   for (int t = 0; t < kMaxTenants; ++t) {
     Status st = seg->MapTenant(t);
-    if (!st.ok()) return st;
+    // A file its tenant broke (truncated, scribbled over) reads as none, as it would on demand:
+    // one tenant's file must not stop the node side from opening the others' (CheckCountersFile
+    // names it; the agent ends that tenant's work).
+    if (!st.ok() && st.code() != StatusCode::kInvalidArgument && st.code() != StatusCode::kFailedPrecondition) {
+      return st;
+    }
   }
   return seg;
 }
@@ -640,8 +664,10 @@ NodeSegment::NodeSegment(NodeSegment&& other) noexcept
   for (int t = 0; t < kMaxTenants; ++t) {
     counters_[t] = other.counters_[t];
     counters_ino_[t] = other.counters_ino_[t];
+    guard_plus_one_[t] = other.guard_plus_one_[t];
     other.counters_[t] = nullptr;
     other.counters_ino_[t] = 0;
+    other.guard_plus_one_[t] = 0;
   }
   for (size_t i = 0; i < std::size(looked_); ++i) {
     looked_[i] = other.looked_[i];
@@ -657,10 +683,48 @@ NodeSegment& NodeSegment::operator=(NodeSegment&& other) noexcept {
 }
 NodeSegment::~NodeSegment() {
   if (policy_ != nullptr) ::munmap(policy_, sizeof(PolicyPage));
-  for (CounterSegment*& c : counters_) {
-    if (c != nullptr) ::munmap(c, sizeof(CounterSegment));
-    c = nullptr;
+  for (int t = 0; t < kMaxTenants; ++t) UnmapCounters(t);
+}
+
+void NodeSegment::UnmapCounters(int tenant) const {
+  FaultGuard::Unregister(guard_plus_one_[tenant] - 1);
+  guard_plus_one_[tenant] = 0;
+  if (counters_[tenant] != nullptr) ::munmap(counters_[tenant], sizeof(CounterSegment));
+  counters_[tenant] = nullptr;
+  counters_ino_[tenant] = 0;
+}
+
+Status CheckCountersFile(const std::string& counters_dir, int tenant) {
+  if (!ValidIndex(tenant, kMaxTenants)) {
+    return InvalidArgumentError("tenant: " + std::to_string(tenant) + " is outside 0.." +
+                                std::to_string(kMaxTenants - 1));
   }
+  const std::string path = CountersFilePath(counters_dir, tenant);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::Ok();  // no file: nothing to check
+    return InternalError("counters file '" + path + "': cannot open: " + ErrnoText());
+  }
+  struct stat st {};
+  CounterHeader header {};
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  const ssize_t got = stat_ok ? ::pread(fd, &header, sizeof(header), 0) : -1;
+  ::close(fd);
+  if (!stat_ok) return InternalError("counters file '" + path + "': fstat: " + ErrnoText());
+  if (static_cast<std::uint64_t>(st.st_size) != sizeof(CounterSegment)) {
+    return FailedPreconditionError("counters file '" + path + "': size " + std::to_string(st.st_size) +
+                                   ", not the " + std::to_string(sizeof(CounterSegment)) +
+                                   " bytes the node side made it: changed by its tenant");
+  }
+  if (FaultGuard::InodeFaulted(static_cast<std::uint64_t>(st.st_ino))) {
+    return FailedPreconditionError("counters file '" + path +
+                                   "': a page of it vanished under the node side (the file was truncated "
+                                   "while mapped, and grown back)");
+  }
+  if (got != static_cast<ssize_t>(sizeof(header))) {
+    return FailedPreconditionError("counters file '" + path + "': its header cannot be read");
+  }
+  return CheckCounters(header, path, tenant);
 }
 
 CounterSegment* NodeSegment::counters(int tenant) const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/node/agent_impl.h"
+#include "tessera/enforce/segment.h"
 #include "tessera/node/agent.h"
 
 namespace tessera::node {
@@ -75,9 +76,34 @@ void Agent::Violated(HeldWorkload& w, const std::string& detail, const std::vect
   (void)SaveWorkload(w);  // a restarted agent still reports the reason
 }
 
+void Agent::CheckCountersFiles() {
+  bool any = false;
+  for (const auto& [id, w] : held_) any = any || (!w.ended && w.pid > 0 && w.end_reason.empty());
+  if (!any) return;
+  StatusOr<std::vector<TenantEntry>> live = node_.LiveTenants();
+  if (!live.ok()) {
+    Log("backstop: counters files not checked: " + std::string(live.status().message()));
+    return;
+  }
+  for (auto& [id, w] : held_) {
+    if (w.ended || w.pid <= 0 || !w.end_reason.empty()) continue;
+    for (const TenantEntry& e : *live) {
+      if (e.name != w.slot) continue;
+      Status st = enforce::CheckCountersFile(node_.paths().counters, e.index);
+      if (st.ok()) continue;
+      ++stats_.counters_broken;
+      // What the file counted is lost: the tenant's memory is no longer accounted, so its work
+      // ends (fail closed), as if it were over its limit.
+      Violated(w, std::string(st.message()) + "; its memory is no longer accounted", {});
+    }
+  }
+}
+
 void Agent::Backstop(int64_t now_ms) {
-  if (options_.nvml == nullptr || options_.backstop_period_ms <= 0 || now_ms < next_backstop_ms_) return;
+  if (options_.backstop_period_ms <= 0 || now_ms < next_backstop_ms_) return;
   next_backstop_ms_ = now_ms + options_.backstop_period_ms;
+  CheckCountersFiles();
+  if (options_.nvml == nullptr) return;
   ++stats_.backstop_checks;
   const int64_t allowance = options_.context_allowance_mib;
 

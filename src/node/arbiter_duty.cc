@@ -94,7 +94,7 @@ bool ArbiterDuty::RegistryChanged() {
 
 bool ArbiterDuty::TryTakeOver() {
   if (fd_ < 0) {
-    fd_ = ::open(node_.paths().ArbiterLock(gpu_).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    fd_ = OpenNodeLockFile(node_.paths().ArbiterLock(gpu_));
     if (fd_ < 0) return false;
   }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) return false;

@@ -34,11 +34,12 @@ bool EntryAlive(const TenantEntry& e) {
   return std::any_of(e.pids.begin(), e.pids.end(), Alive) || std::any_of(e.pgids.begin(), e.pgids.end(), GroupAlive);
 }
 
-// An flock held for the lifetime of the object.
+// An flock held for the lifetime of the object, on a lock file only the node side may open (mode
+// 0600, OpenNodeLockFile): a tenant under a uid of its own cannot hold it and stall the node.
 class FileLock {
  public:
   FileLock(const std::string& path, int op) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    fd_ = OpenNodeLockFile(path);
     if (fd_ >= 0 && ::flock(fd_, op) != 0) {
       ::close(fd_);
       fd_ = -1;
@@ -55,6 +56,17 @@ class FileLock {
   int fd_ = -1;
 };
 
+// Maps the counters file of `index` for a decision about it. A file its tenant broke (truncated,
+// overwritten: enforce::CheckCountersFile) reads as none, as it does for the arbiters: what it
+// counted went with it, and what that tenant's processes still hold on a GPU is the NVML backstop's
+// to see. Left as an error, one tenant's broken file would stop every join on the node. Errors of
+// the node side's own (it cannot open the file) stay errors.
+Status MapCountersUnlessBroken(enforce::NodeSegment& seg, int index) {
+  Status st = seg.MapCounters(index);
+  if (st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kFailedPrecondition) return Status::Ok();
+  return st;
+}
+
 // Drops dead members and groups, and entries with nothing alive (their limit goes back to 0). An
 // entry whose runs are gone but one of whose processes still holds a segment slot (a daemon that
 // left its command's group) keeps its index and limit: fail closed, the index is handed to nobody
@@ -69,7 +81,7 @@ std::vector<TenantEntry> PruneEntries(std::vector<TenantEntry>& tenants, enforce
     std::erase_if(e.pids, [](long pid) { return !Alive(pid); });
     std::erase_if(e.pgids, [](long pgid) { return !GroupAlive(pgid); });
     if (e.pids.empty() && e.pgids.empty() &&
-        (seg == nullptr || !seg->MapCounters(e.index).ok() || seg->TenantHasLiveSlots(e.index))) {
+        (seg == nullptr || !MapCountersUnlessBroken(*seg, e.index).ok() || seg->TenantHasLiveSlots(e.index))) {
       kept.push_back(std::move(e));
       continue;
     }
@@ -236,6 +248,15 @@ NodePaths::NodePaths(std::string node_dir)
       members(dir + "/members"),
       departed(dir + "/departed.jsonl") {}
 
+int OpenNodeLockFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  struct stat st {};
+  // A file of an earlier version (0666), or one made under a wider umask: narrowed by its owner.
+  if (::fstat(fd, &st) == 0 && (st.st_mode & 07777) != 0600 && st.st_uid == ::geteuid()) (void)::fchmod(fd, 0600);
+  return fd;
+}
+
 std::string NodePaths::ArbiterLock(int gpu) const { return dir + "/arbiter-gpu" + std::to_string(gpu) + ".lock"; }
 
 NodeDir::NodeDir(std::string dir) : paths_(std::move(dir)) {}
@@ -269,7 +290,8 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
         std::all_of(e.pgids.begin(), e.pgids.end(), GroupAlive)) {
       continue;
     }
-    TESSERA_RETURN_IF_ERROR(seg.MapCounters(e.index));
+    // The joining tenant's own broken file refuses its join (naming the file); another's does not.
+    TESSERA_RETURN_IF_ERROR(e.name == r.name ? seg.MapCounters(e.index) : MapCountersUnlessBroken(seg, e.index));
     seg.ReconcileTenant(e.index);
   }
   // Recorded before a reused index's peak is reset below (a failed commit would record them again).
@@ -301,7 +323,7 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
     int index = -1;
     for (int i = 0; i < enforce::kMaxTenants && index < 0; ++i) {
       if (used.count(i)) continue;
-      TESSERA_RETURN_IF_ERROR(seg.MapCounters(i));
+      TESSERA_RETURN_IF_ERROR(MapCountersUnlessBroken(seg, i));
       seg.ReconcileTenant(i);
       if (!IndexInUse(seg, i)) index = i;
     }

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "tessera/enforce/nvml.h"
+#include "tessera/enforce/segment.h"
 #include "tests/testing/sim_test_util.h"
 
 namespace tessera::node {
@@ -517,6 +518,41 @@ TEST_F(BackstopTest, AWorkloadThatDropsTheShimAndAllocatesOverItsLimitIsKilledWi
   EXPECT_EQ(Count(cp.events, 4, "violated_limit"), 0);
   EXPECT_EQ(cp.finished.size(), 1u);
   EXPECT_EQ(agent.stats().backstop_unknown, 0);
+  cp.desired = json::array();
+  EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
+}
+
+// A tenant may truncate its own counters file (the file is its uid's). The agent's arbiter threads
+// map it and reconcile it every 100 ms, so before FaultGuard the next pass ended the agent with
+// SIGBUS (this test binary with it). Now the agent lives, the workload ends as violated_limit with
+// the file named (its memory is no longer accounted: fail closed), and the other tenant runs on.
+TEST_F(BackstopTest, ATenantThatTruncatesItsCountersFileEndsItsOwnWorkloadNotTheAgent) {
+  Agent agent(BackstopOptions(true), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array(
+      {Workload(5, 0, 256, 500, Holder(64 * kMiB, false)), Workload(6, 0, 256, 500, Holder(32 * kMiB, false))});
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return Holding(64 * kMiB).size() == 1 && Holding(32 * kMiB).size() == 1; }));
+  const TenantStatus* slot = Slot("w5");
+  ASSERT_NE(slot, nullptr);
+  const std::string file = enforce::CountersFilePath(NodeDir(dir.File("node")).paths().counters, slot->index);
+  ASSERT_EQ(::truncate(file.c_str(), 0), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the arbiter's reconciles touch it
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !cp.finished.empty(); }));
+  EXPECT_EQ(cp.finished.front().first, 5);
+  EXPECT_EQ(cp.reasons[5], "violated_limit");
+  ASSERT_EQ(Count(cp.events, 5, "violated_limit"), 1);
+  for (const json& e : cp.events) {
+    if (e["id"] == 5) {
+      EXPECT_THAT(e["detail"].get<std::string>(), ::testing::HasSubstr("'" + file + "': size 0"));
+    }
+  }
+  EXPECT_EQ(agent.stats().counters_broken, 1);
+  EXPECT_TRUE(Holding(64 * kMiB).empty() || !Alive(Holding(64 * kMiB).front()));
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  ASSERT_EQ(agent.held().count(6), 1u);
+  EXPECT_FALSE(agent.held().at(6).ended);
+  for (long pid : Holding(32 * kMiB)) EXPECT_TRUE(Alive(pid));
+  EXPECT_EQ(cp.finished.size(), 1u);
   cp.desired = json::array();
   EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
 }

@@ -3,6 +3,7 @@
 // file that leaves the file as it was.
 #include "tessera/node/node_dir.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -153,6 +154,38 @@ TEST(NodeDir, ATenantWithAUidGetsACountersFileOwnedByIt) {
   EXPECT_EQ((*live)[1].uid, -1);
 }
 
+// The lock files are the node side's alone (mode 0600, an older 0666 one narrowed): a tenant under
+// a uid of its own cannot open them, so it cannot hold node.lock (every join would wait) or a GPU's
+// arbiter lock (the GPU would run without an arbiter). Before, both were 0666.
+TEST(NodeDir, ATenantUnderItsOwnUidCannotOpenTheLockFiles) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run the tenant's side under another uid (CI runs as root)";
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  ASSERT_EQ(node.Join(Request("a"), ::getpid()).value(), 0);
+  const std::string arbiter = node.paths().ArbiterLock(0);
+  const int old = ::open(arbiter.c_str(), O_RDWR | O_CREAT, 0666);  // as an earlier version made it
+  ASSERT_GE(old, 0);
+  ASSERT_EQ(::fchmod(old, 0666), 0);
+  ::close(old);
+  const int fd = OpenNodeLockFile(arbiter);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  for (const std::string& path : {node.paths().lock, arbiter}) {
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & 07777, 0600u) << path;
+    const pid_t child = ::fork();
+    if (child == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+      const int tenant = ::open(path.c_str(), O_RDONLY);
+      ::_exit(tenant < 0 && errno == EACCES ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << path << ": the tenant's uid opened it";
+  }
+}
+
 // The members folder, what the shim takes its tenant from (node_dir.h, "Identity"): one file per
 // live member with "<start time> <index>" per tenant, written by the node side only (no write bit
 // for group or others), gone when the member leaves.
@@ -241,6 +274,32 @@ TEST(NodeDir, AJoinDoesNotOpenTheCountersFilesOfOtherLiveTenants) {
   ASSERT_FALSE(a.ok());
   EXPECT_THAT(std::string(a.status().message()), HasSubstr(a_file));
   EXPECT_TRUE(node.Prune().ok());  // every entry has a live member: no file is looked at
+}
+
+// A tenant whose members are all gone and which truncated its counters file on the way (it may: the
+// file is its uid's) does not stop the node: the next joins prune it and hand its index on with a
+// fresh file of the right size. Before, every join failed on its file, and the entry (kept because
+// the file could not be read: fail closed) never went.
+TEST(NodeDir, ADeadTenantsTruncatedCountersFileDoesNotStopTheNextJoins) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  ASSERT_EQ(node.Join(Request("a"), ::getpid()).value(), 0);
+  ASSERT_EQ(node.Join(Request("gone"), DeadPid()).value(), 1);
+  const std::string file = enforce::CountersFilePath(node.paths().counters, 1);
+  ASSERT_EQ(::truncate(file.c_str(), 100), 0);
+  EXPECT_FALSE(enforce::CheckCountersFile(node.paths().counters, 1).ok());
+  StatusOr<int> b = node.Join(Request("b"), ::getpid());
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(*b, 1);  // gone was pruned; its index is b's, with a new file
+  EXPECT_TRUE(enforce::CheckCountersFile(node.paths().counters, 1).ok());
+  StatusOr<std::vector<TenantEntry>> live = node.LiveTenants();
+  ASSERT_TRUE(live.ok());
+  ASSERT_EQ(live->size(), 2u);
+  // A free index whose file was truncated is taken as well.
+  ASSERT_EQ(::truncate(enforce::CountersFilePath(node.paths().counters, 2).c_str(), 0), 0);
+  EXPECT_EQ(node.Join(Request("c"), ::getpid()).value(), 2);
+  EXPECT_TRUE(node.Prune().ok());
+  EXPECT_TRUE(node.ReadStatus().ok());
 }
 
 // What SIGKILLed processes held is released before a join decides: the joining tenant's own charge,

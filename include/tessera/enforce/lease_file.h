@@ -51,8 +51,9 @@ class LeaseFile {
   // Node side. Maps an existing file read-write and validates every board (errors name the file, the
   // GPU and the check that failed, e.g. "ABI version mismatch"). With `counters_dir`, maps each
   // tenant's pages from its counters file there (of every board, or of board `only_gpu` alone when
-  // >= 0; a tenant without a file reads as zeros); without, the tenant pages read as zeros (enough
-  // to read the node lines).
+  // >= 0; a tenant without a file, or with one too short for them, reads as zeros), and guards the
+  // mapping (fault_guard.h: a tenant that truncates its file later leaves zeros there, not a
+  // SIGBUS); without, the tenant pages read as zeros (enough to read the node lines).
   static StatusOr<LeaseFile> Open(const std::string& path, const std::string& counters_dir = "", int only_gpu = -1);
   // Any process that only reads the node lines (state, charged time, heartbeat: status, the
   // launcher): the file read-only; the tenant pages read as zeros, and writing a board faults.
@@ -85,11 +86,14 @@ class LeaseFile {
   static StatusOr<LeaseFile> Map(const std::string& path, bool writable);
   Status MapTenantPages(int tenant, const std::string& counters_path, bool missing_is_zero);
   Status MapZeroPages(int tenant);
+  Status GuardTenantPages();  // node side: the mapping under FaultGuard (fault_guard.h)
+  void Unmap();
   LeaseBoard* boards_ = nullptr;
   int num_gpus_ = 0;
   std::string path_;
   std::string counters_dir_;
   int only_gpu_ = -1;
+  int guard_plus_one_ = 0;  // FaultGuard range of the mapping, + 1 (0: none)
   unsigned long long mapped_ino_[kMaxTenants] = {};  // inode of each tenant's mapped counters file; 0 = none
 };
 

@@ -216,6 +216,16 @@ static_assert(sizeof(CounterSegment) == kCounterLeaseOffset + kMaxGpus * kLeaseP
 // The counters file of `tenant` in the counters folder `counters_dir`: "<counters_dir>/<tenant>".
 std::string CountersFilePath(const std::string& counters_dir, int tenant);
 
+// Node side: is `tenant`'s counters file still the one the node side made? FAILED_PRECONDITION
+// naming the file and what changed when its size is not the ABI's (its tenant truncated or grew
+// it), when a page of it vanished under a mapping of this process (FaultGuard::InodeFaulted: it was
+// truncated while mapped, even if grown back since), or when its header is not a valid header of
+// `tenant`'s file. OK when it is, or when there is no file. Reads it with pread: never faults.
+// Example: a tenant truncates counters/3 to 0 bytes -> CheckCountersFile(dir, 3) is
+// FAILED_PRECONDITION "counters file 'dir/3': size 0, not the 151552 bytes the node side made it:
+// changed by its tenant"; the agent ends that tenant's work (violated_limit).
+Status CheckCountersFile(const std::string& counters_dir, int tenant);
+
 // --- packing helpers (exposed for tests and the shim) -------------------------------------------
 struct Tag {
   std::uint32_t slot_plus_one = 0;  // 0 = no tag
@@ -328,7 +338,12 @@ class NodeSegment {
   static StatusOr<NodeSegment> Create(const SegmentOptions& options);
   // Maps existing files read-write (another node-side process, e.g. a second reconciler): the
   // policy file and every tenant's counters file in `counters_dir` (a missing one reads as zero
-  // counters and no slots; a present but invalid one is an error naming it).
+  // counters and no slots, and so does one that is not valid: its tenant may have truncated or
+  // overwritten it, and one tenant's file must not stop the node side from reading the others';
+  // CheckCountersFile names what is wrong with it). An invalid policy file is an error naming it.
+  //
+  // Every counters file is mapped under FaultGuard (fault_guard.h): a tenant that truncates its
+  // file while the node side maps it leaves the node side reading zeros there, not dead of SIGBUS.
   static StatusOr<NodeSegment> Open(const std::string& policy_path, const std::string& counters_dir);
   // Maps the policy file only; a tenant's counters file is mapped the first time the segment needs
   // it (MapCounters, or any call about that tenant; Reconcile and ActiveSlots map them all). For a
@@ -401,6 +416,7 @@ class NodeSegment {
   Status MapTenant(int tenant) const;
   void MapAll() const;  // OpenOnDemand: every file not looked at yet
   static void ReconcileSegment(CounterSegment& seg, ReconcileReport& report);
+  void UnmapCounters(int tenant) const;  // the tenant's mapping and its FaultGuard range, if any
   PolicyPage* policy_ = nullptr;
   std::string policy_path_;
   std::uint64_t policy_ino_ = 0;  // the inode mapped (RefreshCounters)
@@ -409,6 +425,7 @@ class NodeSegment {
   // is used by one thread at a time.
   mutable CounterSegment* counters_[kMaxTenants] = {};
   mutable std::uint64_t counters_ino_[kMaxTenants] = {};  // the inode mapped (0: none)
+  mutable int guard_plus_one_[kMaxTenants] = {};  // FaultGuard range of each mapping, + 1 (0: none)
   mutable std::uint64_t looked_[(kMaxTenants + 63) / 64] = {};  // bit t: file t was looked for
   bool on_demand_ = false;
 };

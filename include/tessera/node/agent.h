@@ -47,6 +47,10 @@
 //      heartbeat from then on: ok when NVML listed every GPU's processes, else not ok with the
 //      GPUs and NVML's errors ("GPU 1: GPU is lost"); the control plane makes each change a
 //      `node.condition` event.
+//      Each period (with or without NVML) the counters file of each running workload's tenant is
+//      checked too (enforce::CheckCountersFile): a tenant that truncated, grew or overwrote its
+//      own file (the node side maps it: enforce/fault_guard.h keeps the agent alive through the
+//      SIGBUS) broke the accounting of its memory, and its workload ends as violated_limit.
 //
 // Worked example of the backstop: workload 7 has a 1024 MiB limit on GPU 0 and allowance 500 MiB;
 // NVML lists pid 4242 (its command, a child of its supervisor) with 4596 MiB: 4596 - 500 = 4096
@@ -187,6 +191,7 @@ struct AgentStats {
   int64_t backstop_violations = 0;  // workloads found over their limit (once per episode)
   int64_t backstop_unknown = 0;     // processes of no workload on a shared GPU (once per pid)
   int64_t backstop_kills = 0;       // processes the backstop sent SIGKILL
+  int64_t counters_broken = 0;      // workloads whose tenant changed its counters file (CheckCountersFiles)
   int64_t mps_starts = 0;           // MPS control daemons started (first start on a GPU)
   int64_t mps_restarts = 0;         // ... started again after they died
   int64_t mps_stops = 0;            // ... stopped after their GPU's last MPS workload ended
@@ -239,6 +244,7 @@ class Agent {
   void ReconcileMps();
   void AdoptMps();
   void Violated(HeldWorkload& w, const std::string& detail, const std::vector<uint32_t>& pids);
+  void CheckCountersFiles();  // agent_backstop.cc, step 5
   void KillProcess(uint32_t pid);
   std::string AgentDir() const;
   void Log(std::string line);

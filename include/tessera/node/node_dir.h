@@ -77,6 +77,13 @@ std::string GpuList(const std::vector<int>& gpus);
 // TESSERA_RUN_DIR, else $XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>.
 std::string DefaultNodeDir();
 
+// Opens (creating it) a lock file of the node directory (`node.lock`, `arbiter-gpu<N>.lock`) for
+// flock, with mode 0600 whatever the umask and whatever an earlier version made it (0666): only
+// the node side's uid may open it. flock works on a descriptor opened read-only, so a lock file a
+// tenant can read is one it can hold: joins would wait on it, and a GPU whose arbiter lock it held
+// would have no arbiter (docs/security.md). Returns the descriptor, or -1 with errno set.
+int OpenNodeLockFile(const std::string& path);
+
 struct NodePaths {
   explicit NodePaths(std::string node_dir);
   std::string dir, policy, counters, leases, registry, lock;
