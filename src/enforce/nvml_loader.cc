@@ -157,6 +157,7 @@ struct DlopenNvml::Library {
   decltype(&nvmlDeviceGetMemoryInfo) get_memory = nullptr;
   // Resolved if present; calls that need a missing one fail with UNIMPLEMENTED.
   decltype(&nvmlDeviceGetUtilizationRates) get_utilization = nullptr;
+  decltype(&nvmlDeviceGetMinorNumber) get_minor = nullptr;
   decltype(&nvmlDeviceGetComputeRunningProcesses_v3) get_processes = nullptr;
   decltype(&nvmlDeviceGetProcessUtilization) get_process_utilization = nullptr;
   decltype(&nvmlDeviceGetGpuInstanceRemainingCapacity) get_gi_capacity = nullptr;
@@ -338,6 +339,7 @@ Status DlopenNvml::Init() {
     if (!present) return UnavailableError(l.path + " lacks the NVML function " + name);
   }
   l.Resolve(l.get_utilization, "nvmlDeviceGetUtilizationRates");
+  l.Resolve(l.get_minor, "nvmlDeviceGetMinorNumber");
   l.Resolve(l.get_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
   l.Resolve(l.get_process_utilization, "nvmlDeviceGetProcessUtilization");
   l.Resolve(l.get_gi_capacity, "nvmlDeviceGetGpuInstanceRemainingCapacity");
@@ -388,6 +390,16 @@ StatusOr<std::string> DlopenNvml::DeviceName(uint32_t gpu) const {
   nvmlReturn_t r = lib_->get_name(device, name, sizeof(name));
   if (r != NVML_SUCCESS) return lib_->Error(r, "nvmlDeviceGetName", GpuArg(gpu));
   return FromBuffer(name, sizeof(name));
+}
+
+StatusOr<uint32_t> DlopenNvml::MinorNumber(uint32_t gpu) const {
+  if (lib_ == nullptr) return NotInitialised();
+  if (lib_->get_minor == nullptr) return UnimplementedError(lib_->path + " lacks nvmlDeviceGetMinorNumber");
+  TESSERA_ASSIGN_OR_RETURN(nvmlDevice_t device, lib_->Device(gpu));
+  unsigned int minor = 0;
+  nvmlReturn_t r = lib_->get_minor(device, &minor);
+  if (r != NVML_SUCCESS) return lib_->Error(r, "nvmlDeviceGetMinorNumber", GpuArg(gpu));
+  return static_cast<uint32_t>(minor);
 }
 
 StatusOr<std::string> DlopenNvml::DeviceUuid(uint32_t gpu) const {

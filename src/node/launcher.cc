@@ -201,6 +201,9 @@ StatusOr<GpuPin> PinGpu(int gpu, const std::string& nvml_library,
                                   " GPU(s) (NVML)");
     }
     if (StatusOr<std::string> uuid = nvml.DeviceUuid(static_cast<uint32_t>(gpu)); uuid.ok()) pin.uuid = *uuid;
+    if (StatusOr<uint32_t> minor = nvml.MinorNumber(static_cast<uint32_t>(gpu)); minor.ok()) {
+      pin.minor = static_cast<int>(*minor);
+    }
     (void)nvml.Shutdown();  // read-only use; a failed shutdown changes nothing for the pin
   }
   if (caller_visible_devices.has_value()) {

@@ -136,6 +136,18 @@ TEST_F(NvmlTest, DiscoversNamesAndUuids) {
                 "nvmlDeviceGetHandleByIndex_v2(gpu 3): Invalid Argument (NVML error 2)");
 }
 
+// The device node's minor number (/dev/nvidia<minor>) is NVML's to say, not the index: here GPU 0
+// is minor 3; GPU 1, configured with none, answers its index; a failing call is named.
+TEST_F(NvmlTest, MinorNumbersAreNvmlsNotTheIndex) {
+  ASSERT_OK(Start("A100-40GB:minor=3,A100-40GB"));
+  EXPECT_EQ(*nvml().MinorNumber(0), 3u);
+  EXPECT_EQ(*nvml().MinorNumber(1), 1u);
+  ASSERT_OK(nvml().Shutdown());
+  ASSERT_OK(Start("A100-40GB", "nvmlDeviceGetMinorNumber:3"));
+  EXPECT_THAT(std::string(nvml().MinorNumber(0).status().message()),
+              HasSubstr("nvmlDeviceGetMinorNumber(gpu 0): Not Supported"));
+}
+
 TEST_F(NvmlTest, MemoryIsReportedInMiB) {
   ASSERT_OK(Start("A100-40GB:used=1000,H100-80GB:procs=4242/1024;4343/2048"));
   StatusOr<DeviceMemory> a100 = nvml().Memory(0);

@@ -200,6 +200,73 @@ TEST_F(DraPluginTest, AMissingDeviceNodeFailsTheClaimNamingIt) {
   EXPECT_FALSE(fs::exists(root_ / "cdi/gpu.tessera.io-claim_U1.json"));
 }
 
+// NVML numbers GPUs by PCI bus id, the kernel module its device nodes as it probed them: GPU 0 of
+// this fake node is /dev/nvidia3 (nvmlDeviceGetMinorNumber). The spec names that node, not
+// /dev/nvidia0 (which exists here too, and would have been another GPU's), and pins the GPU by
+// its uuid. Before, the index was taken as the minor number.
+TEST_F(DraPluginTest, TheDeviceNodeIsTheOneOfNvmlsMinorNumberNotOfTheIndex) {
+  ::setenv("TESSERA_FAKE_NVML_CONFIG", "A100-40GB:minor=3,A100-40GB:minor=0", 1);
+  std::ofstream(root_ / "dev" / "nvidia3");
+  options_.nvml_library = TESSERA_FAKE_NVML_PATH;
+  StartPlugin();
+  claims_.Put("team-a", "infer", Claim("team-a", "infer", "U1", kShare0));
+  auto answer = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
+  ::unsetenv("TESSERA_FAKE_NVML_CONFIG");
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_EQ(answer->at("U1").error, "");
+  nlohmann::json spec = nlohmann::json::parse(std::ifstream(root_ / "cdi/gpu.tessera.io-claim_U1.json"));
+  const std::string dev = options_.dev_dir;
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"],
+            nlohmann::json::parse(R"([{"path": "/dev/nvidia3", "hostPath": ")" + dev + R"(/nvidia3"}])"));
+  const auto env = spec["devices"][0]["containerEdits"]["env"].get<std::vector<std::string>>();
+  EXPECT_THAT(env, ::testing::Contains("CUDA_VISIBLE_DEVICES=GPU-fa4e0000-0000-4000-8000-000000000000"));
+}
+
+// A claim of two whole GPUs is one tenant on both (the container is one process tree, charged
+// once): one registry entry on GPUs 0 and 1, and both CDI devices carry the same tenant and both
+// GPUs, each with its own device node. It is left once at Unprepare, and a restarted plugin adopts
+// it as one tenant. Before, each device was a tenant of its own, and the container got two
+// TESSERA_SHIM_TENANT values. Two devices of one GPU in a claim are refused, naming the GPU.
+TEST_F(DraPluginTest, AClaimOfTwoGpusIsOneTenantOnBoth) {
+  const std::string two = R"([{"request": "gpus", "driver": "gpu.tessera.io", "pool": "node-1", "device": "gpu-0"},
+    {"request": "gpus", "driver": "gpu.tessera.io", "pool": "node-1", "device": "gpu-1"}])";
+  claims_.Put("team-a", "train", Claim("team-a", "train", "7a11-0000-01", two));
+  auto answer = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "7a11-0000-01", .name = "train"}});
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  ASSERT_EQ(answer->at("7a11-0000-01").error, "");
+  ASSERT_EQ(answer->at("7a11-0000-01").devices.size(), 2u);
+  std::vector<node::TenantStatus> tenants = Tenants();  // one line per GPU of a tenant
+  ASSERT_EQ(tenants.size(), 2u);
+  EXPECT_EQ(tenants[0].name, "team-a/train#7a11-000");
+  EXPECT_EQ(tenants[1].name, tenants[0].name);
+  EXPECT_EQ(tenants[1].index, tenants[0].index);
+  nlohmann::json spec = nlohmann::json::parse(std::ifstream(root_ / "cdi/gpu.tessera.io-claim_7a11-0000-01.json"));
+  ASSERT_EQ(spec["devices"].size(), 2u);
+  for (int d = 0; d < 2; ++d) {
+    const auto env = spec["devices"][d]["containerEdits"]["env"].get<std::vector<std::string>>();
+    EXPECT_THAT(env, ::testing::Contains("TESSERA_SHIM_TENANT=" + std::to_string(tenants[0].index)));
+    EXPECT_THAT(env, ::testing::Contains("TESSERA_SHIM_GPUS=0,1"));
+    EXPECT_THAT(env, ::testing::Contains("CUDA_VISIBLE_DEVICES=0,1"));
+    EXPECT_EQ(spec["devices"][d]["containerEdits"]["deviceNodes"][0]["path"], "/dev/nvidia" + std::to_string(d));
+  }
+  StartPlugin();  // a restart adopts it from the checkpoint: still one tenant
+  EXPECT_EQ(Tenants().size(), 2u);
+  auto gone = kubelet_.Unprepare(Dra(), {{.ns = "team-a", .uid = "7a11-0000-01", .name = "train"}});
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(gone->at("7a11-0000-01"), "");
+  EXPECT_TRUE(Tenants().empty());
+
+  const std::string same_gpu = R"([{"request": "a", "driver": "gpu.tessera.io", "pool": "node-1", "device": "gpu-1",
+      "shareID": "aaaa", "consumedCapacity": {"memory": "1Gi", "compute": "100"}},
+    {"request": "b", "driver": "gpu.tessera.io", "pool": "node-1", "device": "gpu-1",
+      "shareID": "bbbb", "consumedCapacity": {"memory": "1Gi", "compute": "100"}}])";
+  claims_.Put("team-a", "twice", Claim("team-a", "twice", "7a11-0000-02", same_gpu));
+  answer = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "7a11-0000-02", .name = "twice"}});
+  ASSERT_TRUE(answer.ok());
+  EXPECT_THAT(answer->at("7a11-0000-02").error, HasSubstr("two of them are on GPU 1"));
+  EXPECT_TRUE(Tenants().empty());
+}
+
 TEST_F(DraPluginTest, WithoutADevDirTheSpecHasNoDeviceNodes) {
   options_.dev_dir = "";
   StartPlugin();

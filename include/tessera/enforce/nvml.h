@@ -150,6 +150,13 @@ class NvmlApi {
   virtual StatusOr<uint32_t> DeviceCount() const = 0;
   virtual StatusOr<std::string> DeviceName(uint32_t gpu) const = 0;
   virtual StatusOr<std::string> DeviceUuid(uint32_t gpu) const = 0;
+  // The minor number of the GPU's device node, /dev/nvidia<minor>: not always its NVML index
+  // (NVML orders GPUs by PCI bus id; the kernel module numbers them as it probes them).
+  // UNIMPLEMENTED where the library lacks nvmlDeviceGetMinorNumber (and by default).
+  virtual StatusOr<uint32_t> MinorNumber(uint32_t gpu) const {
+    (void)gpu;
+    return UnimplementedError("NVML minor numbers: not available");
+  }
   virtual StatusOr<DeviceMemory> Memory(uint32_t gpu) const = 0;
   // UNIMPLEMENTED on GPUs without MIG.
   virtual StatusOr<MigMode> GetMigMode(uint32_t gpu) const = 0;
@@ -229,6 +236,7 @@ class DlopenNvml final : public NvmlApi {
   StatusOr<uint32_t> DeviceCount() const override;
   StatusOr<std::string> DeviceName(uint32_t gpu) const override;
   StatusOr<std::string> DeviceUuid(uint32_t gpu) const override;
+  StatusOr<uint32_t> MinorNumber(uint32_t gpu) const override;
   StatusOr<DeviceMemory> Memory(uint32_t gpu) const override;
   StatusOr<MigMode> GetMigMode(uint32_t gpu) const override;
   StatusOr<GpuInstanceProfile> GpuInstanceProfileInfo(uint32_t gpu,

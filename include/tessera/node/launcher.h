@@ -62,6 +62,7 @@ StatusOr<std::string> ResolveShim(const std::string& requested);
 struct GpuPin {
   std::string visible_devices;  // CUDA_VISIBLE_DEVICES for the command
   std::string uuid;             // empty where NVML is not available
+  int minor = -1;               // /dev/nvidia<minor> (NVML); -1 where NVML does not say
 };
 // `nvml_library`: what DlopenNvml loads ("libnvidia-ml.so.1"); when it cannot be loaded the GPU is
 // pinned by index. `caller_visible_devices`: the caller's CUDA_VISIBLE_DEVICES, if set.

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -26,13 +27,26 @@ namespace {
 
 constexpr int kCheckpointVersion = 1;
 
-// One slot of a prepared claim: what was joined, and what the kubelet was told.
+// One device of a prepared claim: what was joined, and what the kubelet was told. The devices of
+// a claim of several GPUs share one tenant (on all of their GPUs); `gpu` is the device's own.
 struct Slot {
   std::string request, pool, device;
   std::string cdi_name;  // "<uid>-<device>"
   node::TenantRequest tenant;
   int index = -1;
+  int gpu = -1;  // the device's GPU (its device node); tenant.gpus holds every GPU of the tenant
 };
+
+// Each tenant of `slots` once (a claim of several devices has one tenant for all of them).
+std::vector<const Slot*> DistinctTenants(const std::vector<Slot>& slots) {
+  std::vector<const Slot*> out;
+  for (const Slot& s : slots) {
+    bool seen = false;
+    for (const Slot* o : out) seen = seen || o->tenant.name == s.tenant.name;
+    if (!seen) out.push_back(&s);
+  }
+  return out;
+}
 
 struct Prepared {
   ClaimRef ref;
@@ -75,7 +89,7 @@ json SlotToJson(const Slot& s) {
   return {{"request", s.request},        {"pool", s.pool},
           {"device", s.device},          {"cdi_name", s.cdi_name},
           {"tenant", s.tenant.name},     {"account", s.tenant.account},
-          {"workload", s.tenant.workload}, {"gpu", s.tenant.gpus.front()},
+          {"workload", s.tenant.workload}, {"gpu", s.gpu}, {"gpus", s.tenant.gpus},
           {"mem_bytes", s.tenant.mem_bytes}, {"share", s.tenant.share},
           {"priority", s.tenant.priority}, {"scrub", s.tenant.scrub},
           {"index", s.index}};
@@ -103,6 +117,21 @@ struct DraDriver::State {
     TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, node::PinGpu(gpu, options.nvml_library, std::nullopt));
     pins[gpu] = pin;
     return pin;
+  }
+
+  // The pin of a tenant of several GPUs: every GPU's, comma-separated (node::PinGpus, cached).
+  StatusOr<node::GpuPin> PinAll(const std::vector<int>& gpus) {
+    if (gpus.size() == 1) return Pin(gpus.front());
+    node::GpuPin all;
+    bool every_uuid = true;
+    for (int gpu : gpus) {
+      TESSERA_ASSIGN_OR_RETURN(node::GpuPin one, Pin(gpu));
+      all.visible_devices += (all.visible_devices.empty() ? "" : ",") + one.visible_devices;
+      all.uuid += (all.uuid.empty() ? "" : ",") + one.uuid;
+      every_uuid = every_uuid && !one.uuid.empty();
+    }
+    if (!every_uuid) all.uuid.clear();
+    return all;
   }
 
   // A device node of the NVIDIA driver for CDI's deviceNodes: "/dev/<name>" in the container, from
@@ -135,7 +164,9 @@ struct DraDriver::State {
     const node::NodePaths& host = node.paths();
     json devices = json::array();
     for (const Slot& s : p.slots) {
-      TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, Pin(s.tenant.gpus.front()));
+      // Every device of a tenant of several GPUs carries the same variables (all of its GPUs), so
+      // that whichever device's edits a runtime applies last, the container is that one tenant.
+      TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, PinAll(s.tenant.gpus));
       json env = json::array();
       for (const auto& [key, value] :
            node::LaunchEnvironment({.paths = inside, .shim_path = in + "/libtessera-shim.so", .pin = pin,
@@ -152,7 +183,10 @@ struct DraDriver::State {
       });
       json edits = {{"env", env}, {"mounts", mounts}};
       if (!options.dev_dir.empty()) {
-        TESSERA_ASSIGN_OR_RETURN(json device_node, DeviceNode("nvidia" + std::to_string(s.tenant.gpus.front())));
+        // The device node by NVML's minor number, which is not always the index (launcher.h, GpuPin).
+        TESSERA_ASSIGN_OR_RETURN(node::GpuPin own, Pin(s.gpu));
+        const int minor = own.minor >= 0 ? own.minor : s.gpu;
+        TESSERA_ASSIGN_OR_RETURN(json device_node, DeviceNode("nvidia" + std::to_string(minor)));
         edits["deviceNodes"] = json::array({device_node});
       }
       devices.push_back({{"name", s.cdi_name}, {"containerEdits", edits}});
@@ -186,7 +220,7 @@ struct DraDriver::State {
   long Member() const { return options.member_pid > 0 ? options.member_pid : static_cast<long>(::getpid()); }
 
   void LeaveSlots(const std::vector<Slot>& slots) const {
-    for (const Slot& s : slots) (void)node.LeaveTenant(s.tenant.name, Member());
+    for (const Slot* s : DistinctTenants(slots)) (void)node.LeaveTenant(s->tenant.name, Member());
   }
 
   // The slots of one claim (results of other drivers skipped), joined.
@@ -201,29 +235,73 @@ struct DraDriver::State {
       return FailedPreconditionError("metadata.namespace: '" + claim.ns + "' is not the kubelet's '" + ref.ns + "'");
     }
     Prepared p{.ref = ref, .slots = {}};
-    std::map<std::string, int> names;
+    std::vector<const AllocatedDevice*> ours;
     for (const AllocatedDevice& d : claim.devices) {
-      if (d.driver != kDriverName) continue;
-      Slot s{.request = d.request, .pool = d.pool, .device = d.device, .cdi_name = ref.uid + "-" + d.device};
+      if (d.driver == kDriverName) ours.push_back(&d);
+    }
+    // A claim of several devices is one tenant on all of their GPUs (a container that uses the
+    // claim is one process tree, charged once: ClaimTenant); one device, a tenant of its GPU.
+    StatusOr<node::TenantRequest> joint = ClaimTenant(ref, ours);
+    if (!joint.ok()) return joint.status();
+    std::map<std::string, int> names;
+    for (const AllocatedDevice* d : ours) {
+      Slot s{.request = d->request, .pool = d->pool, .device = d->device, .cdi_name = ref.uid + "-" + d->device};
       if (int n = names[s.cdi_name]++; n > 0) s.cdi_name += "-" + std::to_string(n);
-      s.tenant = {.name = ref.ns + "/" + ref.name + "/" + d.request + "/" + d.device +
-                          (d.share_id.empty() ? "" : "#" + d.share_id.substr(0, 8)),
-                  .gpus = {d.gpu},
-                  .mem_bytes = d.shared ? d.memory_bytes : enforce::kUnlimited,
-                  .share = d.shared ? static_cast<int>(d.compute_milli) : 1000,
-                  .priority = d.config.priority,
-                  .scrub = d.config.scrub,
-                  .account = d.config.tenant.empty() ? ref.ns : d.config.tenant,
-                  .workload = "k8s-claim/" + ref.ns + "/" + ref.name};
+      s.tenant = *joint;
+      s.gpu = d->gpu;
+      if (!p.slots.empty()) {  // the tenant joined for the first device
+        s.index = p.slots.front().index;
+        p.slots.push_back(std::move(s));
+        continue;
+      }
       StatusOr<int> index = node.Join(s.tenant, Member());
       if (!index.ok()) {
-        LeaveSlots(p.slots);
-        return Status(index.status().code(), "results device " + d.device + ": " + std::string(index.status().message()));
+        return Status(index.status().code(), "results device " + d->device + ": " + std::string(index.status().message()));
       }
       s.index = *index;
       p.slots.push_back(std::move(s));
     }
     return p;
+  }
+
+  // The tenant of a claim's devices. One device: the device's share (or the whole GPU), named
+  // "<ns>/<claim>/<request>/<device>[#<share id>]". Several: one tenant named "<ns>/<claim>#<uid>"
+  // on each of their GPUs with the smallest memory and compute of them on each (a tenant has one
+  // limit and one share per GPU: the smallest keeps every device within what it was allocated).
+  // Two devices of one GPU in a claim are refused (one tenant cannot hold two shares of a GPU).
+  // Example: devices gpu-0 and gpu-1, whole -> tenant "team-a/train#7a11-00" on GPUs 0 and 1,
+  // no memory limit, share 1000 on each.
+  static StatusOr<node::TenantRequest> ClaimTenant(const ClaimRef& ref, const std::vector<const AllocatedDevice*>& devices) {
+    node::TenantRequest t;
+    if (devices.empty()) return t;
+    const AllocatedDevice& first = *devices.front();
+    t.name = ref.ns + "/" + ref.name + "/" + first.request + "/" + first.device +
+             (first.share_id.empty() ? "" : "#" + first.share_id.substr(0, 8));
+    t.gpus = {first.gpu};
+    t.mem_bytes = first.shared ? first.memory_bytes : enforce::kUnlimited;
+    t.share = first.shared ? static_cast<int>(first.compute_milli) : 1000;
+    t.priority = first.config.priority;
+    t.scrub = first.config.scrub;
+    t.account = first.config.tenant.empty() ? ref.ns : first.config.tenant;
+    t.workload = "k8s-claim/" + ref.ns + "/" + ref.name;
+    if (devices.size() == 1) return t;
+    t.name = ref.ns + "/" + ref.name + "#" + ref.uid.substr(0, 8);
+    t.gpus.clear();
+    for (const AllocatedDevice* d : devices) {
+      for (int g : t.gpus) {
+        if (g == d->gpu) {
+          return InvalidArgumentError("results devices: two of them are on GPU " + std::to_string(g) + " (device " +
+                                      d->device + "): a claim of several devices takes one share of each GPU");
+        }
+      }
+      t.gpus.push_back(d->gpu);
+      t.mem_bytes = std::min<uint64_t>(t.mem_bytes, d->shared ? d->memory_bytes : enforce::kUnlimited);
+      t.share = std::min(t.share, d->shared ? static_cast<int>(d->compute_milli) : 1000);
+      t.priority = std::max(t.priority, d->config.priority);
+      t.scrub = t.scrub || d->config.scrub;
+    }
+    std::sort(t.gpus.begin(), t.gpus.end());
+    return t;
   }
 
   ClaimResult Answer(const Prepared& p) const {
@@ -260,9 +338,9 @@ struct DraDriver::State {
   std::string UnprepareOne(const ClaimRef& ref) {
     auto it = prepared.find(ref.uid);
     if (it == prepared.end()) return "";
-    for (const Slot& s : it->second.slots) {
-      if (Status left = node.LeaveTenant(s.tenant.name, Member()); !left.ok()) {
-        return "leaving slot " + s.tenant.name + ": " + std::string(left.message());
+    for (const Slot* s : DistinctTenants(it->second.slots)) {
+      if (Status left = node.LeaveTenant(s->tenant.name, Member()); !left.ok()) {
+        return "leaving slot " + s->tenant.name + ": " + std::string(left.message());
       }
     }
     if (std::remove(SpecPath(ref.uid).c_str()) != 0 && errno != ENOENT) {
@@ -293,7 +371,11 @@ struct DraDriver::State {
         for (const json& j : c.at("slots")) {
           Slot s{.request = j.at("request"), .pool = j.at("pool"), .device = j.at("device"),
                  .cdi_name = j.at("cdi_name")};
-          s.tenant = {.name = j.at("tenant"), .gpus = {j.at("gpu").get<int>()}, .mem_bytes = j.at("mem_bytes"),
+          s.gpu = j.at("gpu").get<int>();
+          // "gpus": every GPU of the slot's tenant (a claim of several devices); older checkpoints
+          // have one GPU per slot.
+          std::vector<int> gpus = j.contains("gpus") ? j.at("gpus").get<std::vector<int>>() : std::vector<int>{s.gpu};
+          s.tenant = {.name = j.at("tenant"), .gpus = std::move(gpus), .mem_bytes = j.at("mem_bytes"),
                       .share = j.at("share"), .priority = j.at("priority"), .scrub = j.at("scrub"),
                       .account = j.at("account"), .workload = j.at("workload")};
           s.index = j.at("index");
@@ -309,7 +391,13 @@ struct DraDriver::State {
 
   void Adopt(Prepared p) {
     bool moved = false;
+    std::map<std::string, int> joined;  // tenant -> index: one join per tenant of the claim
     for (Slot& s : p.slots) {
+      if (auto j = joined.find(s.tenant.name); j != joined.end()) {
+        moved |= j->second != s.index;
+        s.index = j->second;
+        continue;
+      }
       StatusOr<int> index = node.Join(s.tenant, Member());
       if (!index.ok()) {
         recovery_problems.push_back("claim " + p.ref.ns + "/" + p.ref.name + " (" + p.ref.uid + "), slot " +
@@ -320,6 +408,7 @@ struct DraDriver::State {
       }
       moved |= *index != s.index;
       s.index = *index;
+      joined[s.tenant.name] = *index;
     }
     if (Status written = moved ? WriteSpec(p) : Status::Ok(); !written.ok()) {
       recovery_problems.push_back("claim " + p.ref.uid + ": " + std::string(written.message()));

@@ -15,6 +15,7 @@
 //       procs=P/MiB[/GI/CI];...   compute processes (GI/CI ids only under MIG)
 //       putil=P/SM/MEM;...        per-process utilisation samples (percent)
 //       procstride=24|32          element size written by ..._v3 (32 mimics some R535 builds)
+//       minor=M                   the device node's minor number, /dev/nvidia<M> (default: the index)
 //     e.g. "H100-80GB:mig=1,A100-40GB:mig=0:procs=4242/1024;4343/2048"
 //   TESSERA_FAKE_NVML_FAIL     NAME:CODE[,NAME:CODE]... makes function NAME return CODE
 //       (an nvmlReturn_t value) on every call, e.g. "nvmlDeviceGetMemoryInfo:999".
@@ -141,6 +142,7 @@ struct FakeDevice {
   unsigned long long used_mib = 0;
   unsigned int util_gpu = 0;
   unsigned int util_memory = 0;
+  long minor = -1;  // the device node's minor number; -1: the index
   size_t proc_stride = sizeof(nvmlProcessInfo_t);
   std::vector<FakeProcess> procs;
   std::vector<FakeProcessUtil> proc_utils;
@@ -244,6 +246,8 @@ bool ParseSettings(const std::vector<std::string>& parts, FakeDevice* d) {
         d->proc_utils.push_back({static_cast<uint32_t>(v[0]), static_cast<unsigned int>(v[1]),
                                  static_cast<unsigned int>(v[2])});
       }
+    } else if (key == "minor" && ParseUint(value, &n) && n < 256) {
+      d->minor = static_cast<long>(n);
     } else if (key == "procstride" && ParseUint(value, &n) && (n == 24 || n == 32)) {
       d->proc_stride = n;
     } else {
@@ -587,6 +591,14 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int len
   char text[64];
   std::snprintf(text, sizeof(text), "GPU-fa4e0000-0000-4000-8000-%012x", d->index);
   return CopyString(text, uuid, length);
+}
+
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor) {
+  FAKE_NVML_ENTER("nvmlDeviceGetMinorNumber");
+  FakeDevice* d = FindDevice(s, device);
+  if (d == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *minor = d->minor >= 0 ? static_cast<unsigned int>(d->minor) : d->index;
+  return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {

@@ -9,15 +9,22 @@
 //     consumedCapacity.compute (milli-GPU);
 //   * a whole GPU (no consumedCapacity): no memory limit, share 1000;
 //   * the slot's registry name is "<namespace>/<claim>/<request>/<device>" (plus "#<shareID's first
-//     8>" for a share), one slot per result; metering account = the opaque config's tenant, else
-//     the claim's namespace (Kubernetes' own tenancy); workload "k8s-claim/<namespace>/<claim>".
+//     8>" for a share); metering account = the opaque config's tenant, else the claim's namespace
+//     (Kubernetes' own tenancy); workload "k8s-claim/<namespace>/<claim>";
+//   * a claim of several results (devices of different GPUs) is one tenant, "<namespace>/<claim>#<uid's
+//     first 8>", on all of their GPUs, with the smallest memory limit and share of them on each: the
+//     container that uses the claim is one process tree, charged once, and every device's CDI edits
+//     carry the same TESSERA_SHIM_TENANT and CUDA_VISIBLE_DEVICES (all of its GPUs). Two results on
+//     one GPU in one claim are refused. Example: gpu-0 and gpu-1, whole -> one tenant on GPUs 0 and
+//     1, CUDA_VISIBLE_DEVICES=<uuid 0>,<uuid 1> in both devices' edits, /dev/nvidia<minor> each.
 // It then writes one CDI spec file per claim, <cdi dir>/gpu.tessera.io-claim_<uid>.json
 // (cdiVersion 0.6.0, kind gpu.tessera.io/gpu), with one CDI device per slot, "<uid>-<device>",
 // whose containerEdits set LD_PRELOAD to the shim, the slot's TESSERA_SHIM_* variables and
 // CUDA_VISIBLE_DEVICES, and bind-mount the shim and the node's policy, counters and leases files
 // under <container dir> (default /run/tessera), and CDI deviceNodes: the spec's containerEdits
-// carry /dev/nvidiactl and /dev/nvidia-uvm, each device /dev/nvidia<GPU index> (the NVML index
-// taken as the device's minor number, as the driver numbers them in PCI order), each from
+// carry /dev/nvidiactl and /dev/nvidia-uvm, each device /dev/nvidia<minor> (NVML's minor number of
+// the GPU, nvmlDeviceGetMinorNumber, which need not be its index; the index only where NVML does
+// not answer), each from
 // <dev dir> on the host (default /dev; tests give a folder of their own), which must exist: a
 // missing node fails the claim ("device node /dev/nvidia-uvm: No such file or directory (is the
 // NVIDIA driver loaded on this node?)"); an empty dev dir adds no device nodes (left to the NVIDIA
