@@ -1,8 +1,10 @@
-// NodeDir::Join on a node with 63 tenants, each with a live member (this process): what a Slurm
+// NodeDir::Join and LeaveTenant on a node with 63 tenants, each with a live member (this process): what a Slurm
 // task's join costs under the SPANK plugin (docs/slurm.md, "where the time goes"; issue 33).
 //   BM_JoinNewTenant:      a 64th tenant joins (a free index, a fresh counters file); untimed, it
 //                          leaves again (LeaveTenant).
 //   BM_JoinExistingTenant: a second member joins tenant 0 (a job's next task).
+//   BM_LeaveTenant:        a 64th tenant's last member leaves (a step's epilog); untimed, it joins
+//                          again.
 // The p50 counter is the median join in ms.
 //
 //   ninja -C build tessera_node_dir_bench && build/bench/tessera_node_dir_bench
@@ -83,6 +85,27 @@ void BM_JoinExistingTenant(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_JoinExistingTenant)->Unit(benchmark::kMillisecond)->Iterations(200);
+
+// A 64th tenant's last member leaves (LeaveTenant: its entry goes, its limit returns to 0), on a
+// node with 63 other live tenants: what a Slurm step's epilog costs; untimed, it joins again.
+void BM_LeaveTenant(benchmark::State& state) {
+  const std::string dir = NodeWith63Tenants(state);
+  if (dir.empty()) return;
+  NodeDir node(dir + "/node");
+  std::vector<double> ms;
+  for (auto _ : state) {
+    state.PauseTiming();
+    if (!node.Join(Request("measured"), ::getpid()).ok()) return state.SkipWithError("join failed");
+    state.ResumeTiming();
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool left = node.LeaveTenant("measured", ::getpid()).ok();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (!left) return state.SkipWithError("leave failed");
+  }
+  Report(state, ms);
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_LeaveTenant)->Unit(benchmark::kMillisecond)->Iterations(200);
 
 }  // namespace
 

@@ -80,7 +80,8 @@ void Agent::CheckCountersFiles() {
   bool any = false;
   for (const auto& [id, w] : held_) any = any || (!w.ended && w.pid > 0 && w.end_reason.empty());
   if (!any) return;
-  StatusOr<std::vector<TenantEntry>> live = node_.LiveTenants();
+  // The registry alone (name -> index): LiveTenants would map every counters file each period.
+  StatusOr<std::vector<TenantEntry>> live = node_.RegistryEntries();
   if (!live.ok()) {
     Log("backstop: counters files not checked: " + std::string(live.status().message()));
     return;

@@ -100,6 +100,22 @@ std::vector<TenantEntry> PruneEntries(std::vector<TenantEntry>& tenants, enforce
   return gone;
 }
 
+// What a leave maps and reconciles (a segment opened on demand), as a join does (header comment,
+// "Cost of a join"): the entries it changed (`left`: their member or group left) and those with a
+// dead member or group, which PruneEntries may drop now; their dead processes' charges are released
+// first, so that an entry whose last process was SIGKILLed goes, and its index is free. Another live
+// tenant's dead processes are left to its GPU's arbiter (NodeDir::Reconcile every 100 ms).
+void ReconcileWhatALeaveDecides(enforce::NodeSegment& seg, const std::vector<TenantEntry>& tenants,
+                                const std::set<int>& left) {
+  for (const TenantEntry& e : tenants) {
+    if (!left.count(e.index) && std::all_of(e.pids.begin(), e.pids.end(), Alive) &&
+        std::all_of(e.pgids.begin(), e.pgids.end(), GroupAlive)) {
+      continue;
+    }
+    if (MapCountersUnlessBroken(seg, e.index).ok()) seg.ReconcileTenant(e.index);
+  }
+}
+
 // Appends one line per gone entry to the departures file, when a usage meter keeps one (the file
 // exists: UsageMeter's owner creates it; without a meter nothing is written). Best effort, after
 // the registry without them is committed: the counters are the last the board and segment hold.
@@ -372,13 +388,13 @@ Status NodeDir::AddCommandGroup(long member_pid, long pgid) const {
 Status NodeDir::Leave(long member_pid, long pgid) const {
   FileLock lock(paths_.lock, LOCK_EX);
   if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
-  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(paths_.policy, paths_.counters);
+  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::OpenOnDemand(paths_.policy, paths_.counters);
   TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
+  std::set<int> left;
   for (TenantEntry& e : tenants) {
-    std::erase(e.pids, member_pid);
-    if (pgid > 0) std::erase(e.pgids, pgid);
+    if (std::erase(e.pids, member_pid) > 0 || (pgid > 0 && std::erase(e.pgids, pgid) > 0)) left.insert(e.index);
   }
-  if (seg.ok()) seg->Reconcile();
+  if (seg.ok()) ReconcileWhatALeaveDecides(*seg, tenants, left);
   const std::vector<TenantEntry> gone = PruneEntries(tenants, seg.ok() ? &*seg : nullptr);
   TESSERA_RETURN_IF_ERROR(Commit(paths_, tenants));
   RecordDepartures(paths_, gone, seg.ok() ? &*seg : nullptr);
@@ -389,11 +405,13 @@ Status NodeDir::LeaveTenant(const std::string& name, long member_pid) const {
   if (::access(paths_.policy.c_str(), F_OK) != 0) return Status::Ok();
   FileLock lock(paths_.lock, LOCK_EX);
   if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
-  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(paths_.policy, paths_.counters);
+  StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::OpenOnDemand(paths_.policy, paths_.counters);
   TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
-  for (TenantEntry& e : tenants)
-    if (e.name == name) std::erase(e.pids, member_pid);
-  if (seg.ok()) seg->Reconcile();
+  std::set<int> left;
+  for (TenantEntry& e : tenants) {
+    if (e.name == name && std::erase(e.pids, member_pid) > 0) left.insert(e.index);
+  }
+  if (seg.ok()) ReconcileWhatALeaveDecides(*seg, tenants, left);
   const std::vector<TenantEntry> gone = PruneEntries(tenants, seg.ok() ? &*seg : nullptr);
   TESSERA_RETURN_IF_ERROR(Commit(paths_, tenants));
   RecordDepartures(paths_, gone, seg.ok() ? &*seg : nullptr);

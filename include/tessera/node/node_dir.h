@@ -51,6 +51,9 @@
 // every 100 ms (Reconcile); their charge only keeps that tenant further below its limit meanwhile.
 // Worked example: 63 tenants with live members, a 64th joins: one counters file is opened (index
 // 63's, replaced by a fresh one), no other (bench/node_dir_bench.cc).
+// A leave (Leave, LeaveTenant) likewise maps and reconciles only the entries it changed and those
+// with a dead member or group (ReconcileWhatALeaveDecides in node_dir.cc): the 64th tenant above
+// leaving opens its own file, no other.
 //
 // Process-safety: every change of the registry happens under an exclusive flock on `node.lock`,
 // reads under a shared one; any number of processes may use the same directory at once. The
