@@ -89,8 +89,10 @@ ours() {
     case "$c" in *"$WORK/"*) [ "${d#/proc/}" != "$$" ] && echo "${d#/proc/}" ;; esac
   done
 }
+SECTION_PID=""  # the section running now (a subshell: its command line does not name $WORK)
 cleanup() {
   local p left
+  [ -n "$SECTION_PID" ] && kill -TERM "$SECTION_PID" 2>/dev/null
   left="$(ours)"
   if [ -n "$left" ]; then
     echo "cleanup: stopping $(echo "$left" | wc -l) processes still running" >>"$LOG"
@@ -570,7 +572,12 @@ section() {
     echo
     return 0
   fi
-  ( "$3" ) 2>>"$LOG" || rc=$?
+  # In the background and waited for, so that a SIGTERM to the script is handled at once (bash
+  # defers traps until a foreground command ends); cleanup stops it.
+  ( "$3" ) 2>>"$LOG" &
+  SECTION_PID=$!
+  wait "$SECTION_PID" || rc=$?
+  SECTION_PID=""
   echo
   [ "$rc" -eq 0 ] || echo "**Section $1 stopped with exit code $rc; see shim-run.log.**"
   echo "(Section $1 took $((SECONDS - start)) s.)"
