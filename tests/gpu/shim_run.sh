@@ -54,7 +54,8 @@
 # $SHIM_CHECK names a built shim_check. Other settings (environment): SECONDS_PER_RUN (5),
 # SECTIONS (which to run, default "1 2 3 4 5"), GRAPH_KERNEL_US (1000), STREAMS_KERNEL_US (100),
 # BACKSTOP_MS (1000), AGENT_ARGS (extra `tessera agent` flags, e.g. --fake-gpus A100-40GB:1 to
-# try section 5 against the test suite's fake NVML).
+# try section 5 against the test suite's fake NVML). tests/gpu/shim_run_dry.sh runs the whole
+# script without a GPU against the fakes and stand-ins, to check its plumbing after a change.
 set -u
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="$(cd "${1:?usage: shim_run.sh BUILD_DIR [OUT_DIR]}" && pwd)"
