@@ -593,10 +593,25 @@ section() {
   nvidia-smi --query-gpu=name,driver_version,memory.total,mig.mode.current --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /'
   echo
   : >"$WORK/verdicts"
+  # Without persistence mode the driver tears the GPU down whenever its last CUDA process ends and
+  # every start pays the initialisation again (seconds, ~60 starts here): an idle 1 MiB holder
+  # keeps it up through sections 1-4 (it launches nothing, so it takes no GPU time; it ends before
+  # section 5, whose agent would kill a CUDA process of no workload). Nothing is changed on the GPU.
+  KEEPER=""
+  if [ -n "$CHECK" ] && [ "$(nvidia-smi -i 0 --query-gpu=persistence_mode --format=csv,noheader 2>/dev/null)" = Disabled ]; then
+    CUDA_VISIBLE_DEVICES=0 "$CHECK" hold 1 3600 >>"$LOG" 2>&1 &
+    KEEPER=$!
+    echo "Persistence mode is off: an idle \`shim_check hold 1\` process kept the driver initialised during sections 1-4."
+    echo
+  fi
   section 1 "limit exactness" section_limit
   section 2 "share accuracy" section_shares
   section 3 "launch overhead" section_launch
   section 4 "scrub-on-free" section_scrub
+  if [ -n "$KEEPER" ]; then
+    kill -TERM "$KEEPER" 2>/dev/null
+    wait "$KEEPER" 2>/dev/null
+  fi
   section 5 "NVML and the backstop" section_backstop
   if [ -s "$WORK/verdicts" ]; then
     awk '{ s += ($1 == "pass"); t += ($2 == "pass") } END {

@@ -50,20 +50,28 @@ case "$mode" in
   limit) for api in cudaMalloc cuMemAlloc cudaMallocAsync; do echo "limit $api below=ok above=fail"; done ;;
   scrubcost) echo "scrubcost mib=$1 reps=5 free_us_median=$((RANDOM % 100)).0" ;;
   scrubverify) echo "scrubverify mib=$1 same_address=yes nonzero=0" ;;
-  hold)
-    mib="$1" secs="$2" out="$(mktemp)"
-    sleep "$secs" | "$SHIM_RUN_DRY_PROBE" init "alloc:mem:$((mib << 20))" wait >"$out" 2>&1 &
+  hold)  # the probe holds the memory until its stdin (a fifo we keep open) ends; TERM ends both
+    mib="$1" secs="$2" out="$(mktemp)" fifo="$(mktemp -u)"
+    mkfifo "$fifo"
+    "$SHIM_RUN_DRY_PROBE" init "alloc:mem:$((mib << 20))" wait <"$fifo" >"$out" 2>&1 &
     probe=$!
+    exec 7>"$fifo"
     for _ in $(seq 2000); do grep -q "alloc family=mem" "$out" && break; sleep 0.002; done
     if grep -q "alloc family=mem rc=0" "$out"; then
       echo "hold mib=$mib rc=ok pid=$probe t_ms=$(date +%s%3N) free_mib=0 total_mib=0"
     else
       echo "hold mib=$mib rc=fail:$(tr '\n' ' ' <"$out")"
-      rm -f "$out"
+      kill "$probe" 2>/dev/null
+      rm -f "$out" "$fifo"
       exit 1
     fi
-    wait
-    rm -f "$out"
+    sleep "$secs" &
+    sl=$!
+    trap 'kill "$probe" "$sl" 2>/dev/null; rm -f "$out" "$fifo"; exit 143' TERM
+    wait "$sl"
+    exec 7>&-
+    wait "$probe"
+    rm -f "$out" "$fifo"
     echo "hold mib=$mib done" ;;
   *) exit 2 ;;
 esac
@@ -73,6 +81,7 @@ cat >"$T/bin/nvidia-smi" <<'EOF'
 # Stand-in for nvidia-smi (tests/gpu/shim_run_dry.sh) over the fake driver's per-process bytes.
 case "$*" in
   -L) echo "GPU 0: Fake GPU (UUID: GPU-fake)" ;;
+  *persistence_mode*) echo "Disabled" ;;  # the real script then keeps a holder up through sections 1-4
   *--query-gpu*) echo "Fake GPU (dry run), 0.0, 40960 MiB, Disabled" ;;
   *--query-compute-apps*)
     for f in "$TESSERA_FAKE_GPU_STATE"/*; do
@@ -84,7 +93,7 @@ esac
 EOF
 chmod +x "$T/shim_check" "$T/bin/nvidia-smi"
 
-export PATH="$T/bin:$PATH" SHIM_RUN_DRY_PROBE="$B/tests/tessera_shim_probe"
+export PATH="$T/bin:$PATH" SHIM_RUN_DRY_PROBE="$B/tests/tessera_shim_probe" SHIM_RUN_DRY_MARK="$T"
 export TESSERA_FAKE_NVML_LIBRARY="$B/tests/fake_nvml/libnvidia-ml.so.1" TESSERA_FAKE_CUDA_MEM_BYTES=$((40 << 30))
 export TESSERA_FAKE_GPU_STATE="$T/state" TESSERA_FAKE_GPU_CONTEXT_MIB=500
 SHIM_CHECK="$T/shim_check" SECONDS_PER_RUN=1 AGENT_ARGS="--fake-gpus A100-40GB:1" \
@@ -109,9 +118,18 @@ expect 1 '^\| killed after its allocation \| [0-9]+ ms \(two periods: 2000 ms\):
 expect 1 'state failed, reason violated_limit, exit code 137: \*\*violated_limit as required\*\*' "the hostile workload's end"
 expect 1 '^\| honest workload [0-9]+ .* \| running \|$' "the honest workload"
 expect 0 'stopped with exit code' "sections that stopped"
+expect 1 '^Persistence mode is off' "the driver keeper (the stand-in nvidia-smi says persistence is off)"
 if [ -n "$(find "${TMPDIR:-/tmp}" -maxdepth 1 -name 'shim-run.*' -newer "$T/shim_check" 2>/dev/null)" ]; then
   echo "shim_run_dry: shim_run.sh left its temporary folder" >&2
   fail=1
 fi
+sleep 1
+for d in /proc/[0-9]*; do  # nothing of the run is left: no process but this script's carries its marker
+  grep -qz "^SHIM_RUN_DRY_MARK=$T\$" "$d/environ" 2>/dev/null || continue
+  c="$(tr '\0' ' ' 2>/dev/null <"$d/cmdline")"
+  case "$c" in *shim_run_dry.sh* | "tr "* | "grep "*) continue ;; esac
+  echo "shim_run_dry: left running: pid ${d#/proc/}: $c" >&2
+  fail=1
+done
 [ "$fail" -eq 0 ] && echo "shim_run_dry: ok"
 exit "$fail"
