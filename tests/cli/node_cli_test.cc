@@ -328,6 +328,27 @@ TEST(NodeCli, UidRunsTheCommandUnderItAndNoOtherTenantsCountersAreWritableToIt) 
   ExpectBadInput(Tessera(dir, "run --tenant a --uid 65534 --server http://127.0.0.1:1 -- true"), "--uid");
 }
 
+// The dynamic loader skips an LD_PRELOAD it cannot read (one warning) and runs the command without
+// the shim. Under --uid (and so under the agent's tenant uids) a shim the uid cannot read ends the
+// command with 126 before it runs.
+TEST(NodeCli, AShimTheUidCannotReadIsNotSkipped) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a command under another uid (CI runs as root)";
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir.path() + "/closed").c_str(), 0700), 0);  // only root enters
+  const std::string shim = kBinary.substr(0, kBinary.rfind('/')) + "/libtessera-shim.so";
+  ASSERT_EQ(std::system(("cp '" + shim + "' '" + dir.path() + "/closed/'").c_str()), 0);
+  ASSERT_EQ(::mkdir((dir.path() + "/out").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod((dir.path() + "/out").c_str(), 0777), 0);  // the command (uid 65534) may write here
+  const std::string ran = dir.path() + "/out/ran";
+  CommandResult r = testing::RunTessera(
+      dir, "run --tenant a --gpu 0 --mem 64MiB --share 30 --uid 65534 -- sh -c 'echo ran > \"" + ran + "\"'",
+      Env(dir) + "TESSERA_SHIM_PATH='" + dir.path() + "/closed/libtessera-shim.so'");
+  EXPECT_EQ(r.exit_code, 126) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("uid 65534 cannot read the shim '" + dir.path() + "/closed/libtessera-shim.so'"));
+  EXPECT_NE(::access(ran.c_str(), F_OK), 0) << "the command ran without the shim";
+}
+
 TEST(NodeCli, BadFlagsAreExit2) {
   TempDir dir;
   ExpectBadInput(Tessera(dir, "run --tenant a --gpu 0 --mem 8XB --share 30 -- true"), "--mem '8XB': unknown unit 'XB'");
