@@ -349,6 +349,22 @@ TEST(NodeCli, AShimTheUidCannotReadIsNotSkipped) {
   EXPECT_NE(::access(ran.c_str(), F_OK), 0) << "the command ran without the shim";
 }
 
+// tessera agent's --tenant-uids and --tenant-uid: every bad setting at once, exit 2, before the
+// agent reads its token or calls anyone.
+TEST(NodeCli, TheAgentsBadTenantUidFlagsAreAllReportedAtOnce) {
+  TempDir dir;
+  const std::string agent = "agent --server http://127.0.0.1:1 --token-file '" + dir.path() + "/none' ";
+  CommandResult r = Tessera(dir, agent + "--tenant-uids 5-1 --tenant-uid a=0 --tenant-uid b=7 --tenant-uid c=7");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--tenant-uids '5-1': expected FIRST-LAST"));
+  EXPECT_THAT(r.err, HasSubstr("--tenant-uid 'a=0': expected TENANT=UID"));
+  EXPECT_THAT(r.err, HasSubstr("--tenant-uid 'c=7': uid 7 is given to tenant 'b' too"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("token")));
+  r = Tessera(dir, agent + "--tenant-uids off --tenant-uid a=7");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--tenant-uid needs tenant uids on"));
+}
+
 TEST(NodeCli, BadFlagsAreExit2) {
   TempDir dir;
   ExpectBadInput(Tessera(dir, "run --tenant a --gpu 0 --mem 8XB --share 30 -- true"), "--mem '8XB': unknown unit 'XB'");

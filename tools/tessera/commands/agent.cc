@@ -88,8 +88,8 @@ StatusOr<node::TenantUidOptions> TenantUidFlags(const AgentFlags& f, bool root) 
     const std::string tenant = item.substr(0, eq);
     for (const auto& [other, other_uid] : o.fixed)
       if (other_uid == uid && other != tenant)
-        problems.push_back("--tenant-uid '" + item + "': uid " + std::to_string(uid) + " is tenant '" + other +
-                           "''s too (one uid per tenant)");
+        problems.push_back("--tenant-uid '" + item + "': uid " + std::to_string(uid) + " is given to tenant '" +
+                           other + "' too (one uid per tenant)");
     if (o.fixed.count(tenant) && o.fixed[tenant] != uid)
       problems.push_back("--tenant-uid '" + item + "': tenant '" + tenant + "' given twice");
     o.fixed[tenant] = uid;
