@@ -58,11 +58,12 @@ step "two node agents with fake GPUs"
 ctl -o json tokens create --role node-agent | json 'd["token"]' > "$work/agent.token"
 export TESSERA_FAKE_NVML_LIBRARY="$build/tests/fake_nvml/libnvidia-ml.so.1"
 export TESSERA_FAKE_CUDA_MEM_BYTES=$((40 << 30))
+# --tenant-uids off: the demo's mktemp folder (0700) is closed to the tenants' own uids (as root).
 "$bin" agent --server "$url" --token-file "$work/agent.token" --name n-h100 --run-dir "$work/n-h100" \
-  --fake-gpus H100-80GB:2:mig --cpu-milli 64000 --memory-mib 524288 --interval-ms 250 --usage-interval 2 >"$work/agent-h100.log" 2>&1 &
+  --fake-gpus H100-80GB:2:mig --cpu-milli 64000 --memory-mib 524288 --interval-ms 250 --usage-interval 2 --tenant-uids off >"$work/agent-h100.log" 2>&1 &
 pids+=($!)
 "$bin" agent --server "$url" --token-file "$work/agent.token" --name n-a100 --run-dir "$work/n-a100" \
-  --fake-gpus A100-40GB:4 --cpu-milli 64000 --memory-mib 524288 --interval-ms 250 --usage-interval 2 >"$work/agent-a100.log" 2>&1 &
+  --fake-gpus A100-40GB:4 --cpu-milli 64000 --memory-mib 524288 --interval-ms 250 --usage-interval 2 --tenant-uids off >"$work/agent-a100.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [[ "$(ctl -o json nodes list | json 'len(d["nodes"])')" == 2 ]] && break; sleep 0.1; done
 ctl nodes list

@@ -55,7 +55,7 @@ for r in $(seq "$ROUNDS"); do
   "$T" ctl tenants create bench >/dev/null
   "$T" ctl -o json tokens create --role node-agent | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])' >"$work/agent.token"
   "$T" agent --server "$TESSERA_SERVER" --token-file "$work/agent.token" --name bench-node --run-dir "$node" \
-    --fake-gpus A100-40GB:8 --cpu-milli 1000000 --memory-mib 16777216 >"$work/agent.out" 2>&1 &
+    --fake-gpus A100-40GB:8 --cpu-milli 1000000 --memory-mib 16777216 --tenant-uids off >"$work/agent.out" 2>&1 &
   agent_pid=$!
   for i in $(seq "$TENANTS"); do
     "$T" ctl workloads submit --tenant bench --gpu-milli "$milli" --gpu-mem-mib 1024 --qos Burstable \

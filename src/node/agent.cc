@@ -98,6 +98,7 @@ Status Agent::Start() {
   if (::mkdir(AgentDir().c_str(), 0755) != 0 && errno != EEXIST)
     return InternalError("agent directory '" + AgentDir() + "': " + std::strerror(errno));
   TESSERA_RETURN_IF_ERROR(LoadAgentId());
+  TESSERA_RETURN_IF_ERROR(LoadTenantUids());
   TESSERA_RETURN_IF_ERROR(Adopt());
   AdoptMps();
   return LoadOutbox();

@@ -111,6 +111,7 @@ json WorkloadJson(const HeldWorkload& w) {
               {"pid_start_ticks", w.pid_start_ticks},
               {"stopping", w.stop_deadline_ms > 0},
               {"end_reason", w.end_reason},
+              {"uid", w.uid},
               {"next_seq", w.next_seq},
               {"usage_from_s", w.usage_from_s},
               {"reported_launches", w.reported_launches},
@@ -145,6 +146,7 @@ StatusOr<HeldWorkload> WorkloadFromJson(const std::string& path, const std::stri
     }
     w.end_reason = j.value("end_reason", std::string());  // absent in files of older agents
     w.mps_thread_pct = j.value("mps_thread_pct", 0);
+    w.uid = j.value("uid", -1L);  // absent: an agent without tenant uids (its own)
     if (j.value("stopping", false)) w.stop_deadline_ms = 1;  // past: finish stopping it now
   } catch (const json::exception& e) {
     return DataLossError(bad + "field missing or of the wrong type (" + e.what() + ")");
@@ -198,7 +200,7 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
     }
     if (w.mem_bytes == mem_bytes && w.share == d.gpu_milli && w.priority == d.priority) return Status::Ok();
     TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpus = gpus, .mem_bytes = mem_bytes, .share = d.gpu_milli,
-                                        .priority = d.priority},
+                                        .priority = d.priority, .uid = w.uid},
                                        static_cast<long>(::getpid()))
                                 .status());
     Log("workload " + std::to_string(d.id) + ": limit " + std::to_string(mem_bytes >> 20) + " MiB, share " +
@@ -229,8 +231,10 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
   if (auto back = released_usage_end_s_.find(d.id); back != released_usage_end_s_.end())
     w.usage_from_s = std::max(w.usage_from_s, back->second);
   w.next_seq = now_ms;
+  // Before the slot is joined: its counters file is created for (chown'ed to) the tenant's uid.
+  TESSERA_ASSIGN_OR_RETURN(w.uid, TenantUid(d.tenant));
   TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpus = gpus, .mem_bytes = mem_bytes, .share = d.gpu_milli,
-                                      .priority = d.priority},
+                                      .priority = d.priority, .uid = w.uid},
                                      static_cast<long>(::getpid()))
                               .status());
   // The lease boards' counters of a reused index start where the last tenant left them.
@@ -268,6 +272,7 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
   TESSERA_RETURN_IF_ERROR(SaveWorkload(w));
   Log("workload " + std::to_string(d.id) + " (" + d.tenant + "): slot " + w.slot + " on GPU " + GpuList(gpus) +
       ", limit " + std::to_string(mem_bytes >> 20) + " MiB, share " + std::to_string(d.gpu_milli) +
+      (w.uid >= 0 ? ", uid " + std::to_string(w.uid) : std::string()) +
       (w.pid > 0 ? ", supervisor pid " + std::to_string(w.pid) : std::string(w.command.empty() ? ", no command" : "")));
   ++stats_.started;
   if (w.ended) finished_.push_back({w.id, w.exit_code, w.end_reason});
@@ -291,14 +296,21 @@ Status Agent::Spawn(HeldWorkload& w) {
                                    "--nvml",
                                    options_.nvml_library,
                                    "--exit-file",
-                                   internal::ExitFile(AgentDir(), w.id),
-                                   "--"};
+                                   internal::ExitFile(AgentDir(), w.id)};
+  std::vector<std::pair<std::string, std::string>> added = options_.child_env;
+  if (w.uid >= 0) {
+    // The supervisor stays the agent's uid; the command runs under the tenant's, with a HOME it
+    // may write (the agent's would not be).
+    TESSERA_ASSIGN_OR_RETURN(std::string home, TenantHome(w.uid));
+    args.insert(args.end(), {"--uid", std::to_string(w.uid)});
+    added.emplace_back("HOME", std::move(home));
+  }
+  args.push_back("--");
   args.insert(args.end(), w.command.begin(), w.command.end());
   std::vector<std::string> env;
   // The MPS variables are the workload's own: a non-MPS workload never inherits the agent's.
   std::set<std::string> overridden = {"TESSERA_RUN_DIR", "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
                                       "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"};
-  std::vector<std::pair<std::string, std::string>> added = options_.child_env;
   if (w.mps_thread_pct > 0) {
     for (auto& kv : MpsClientEnvironment(mps_.Paths(w.gpus.front()), w.mps_thread_pct, w.mem_bytes,
                                          options_.context_allowance_mib))
@@ -420,12 +432,13 @@ Status Agent::Adopt() {
     if (!w.ended) {
       // The slot is joined again by name: same index, same limit; nothing in the segment resets.
       TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpus = w.gpus, .mem_bytes = w.mem_bytes,
-                                          .share = w.share, .priority = w.priority},
+                                          .share = w.share, .priority = w.priority, .uid = w.uid},
                                          static_cast<long>(::getpid()))
                                   .status());
       for (int g : w.gpus) EnsureArbiter(g);
     }
     Log("re-adopted workload " + std::to_string(w.id) + " (" + w.tenant + ", slot " + w.slot +
+        (w.uid >= 0 ? ", uid " + std::to_string(w.uid) : std::string()) +
         (alive ? ", running" : w.ended ? ", ended" : ", no command") + ")");
     held_[w.id] = std::move(w);
   }

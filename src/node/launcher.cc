@@ -157,6 +157,13 @@ gid_t GroupOf(uid_t uid) {
       std::fprintf(stderr, "%s: cannot run as uid %ld: %s\n", o.log_prefix.c_str(), o.tenant.uid, std::strerror(errno));
       ::_exit(126);
     }
+    // The dynamic loader skips an LD_PRELOAD it cannot read with a warning and runs the command
+    // without it: fail closed instead.
+    if (::access(launch.shim_path.c_str(), R_OK) != 0) {
+      std::fprintf(stderr, "%s: uid %ld cannot read the shim '%s': %s; not running the command without it\n",
+                   o.log_prefix.c_str(), o.tenant.uid, launch.shim_path.c_str(), std::strerror(errno));
+      ::_exit(126);
+    }
   }
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(128 + SIGKILL);  // the supervisor died before prctl

@@ -328,6 +328,43 @@ TEST(NodeCli, UidRunsTheCommandUnderItAndNoOtherTenantsCountersAreWritableToIt) 
   ExpectBadInput(Tessera(dir, "run --tenant a --uid 65534 --server http://127.0.0.1:1 -- true"), "--uid");
 }
 
+// The dynamic loader skips an LD_PRELOAD it cannot read (one warning) and runs the command without
+// the shim. Under --uid (and so under the agent's tenant uids) a shim the uid cannot read ends the
+// command with 126 before it runs.
+TEST(NodeCli, AShimTheUidCannotReadIsNotSkipped) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a command under another uid (CI runs as root)";
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((dir.path() + "/closed").c_str(), 0700), 0);  // only root enters
+  const std::string shim = kBinary.substr(0, kBinary.rfind('/')) + "/libtessera-shim.so";
+  ASSERT_EQ(std::system(("cp '" + shim + "' '" + dir.path() + "/closed/'").c_str()), 0);
+  ASSERT_EQ(::mkdir((dir.path() + "/out").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod((dir.path() + "/out").c_str(), 0777), 0);  // the command (uid 65534) may write here
+  const std::string ran = dir.path() + "/out/ran";
+  CommandResult r = testing::RunTessera(
+      dir, "run --tenant a --gpu 0 --mem 64MiB --share 30 --uid 65534 -- sh -c 'echo ran > \"" + ran + "\"'",
+      Env(dir) + "TESSERA_SHIM_PATH='" + dir.path() + "/closed/libtessera-shim.so'");
+  EXPECT_EQ(r.exit_code, 126) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("uid 65534 cannot read the shim '" + dir.path() + "/closed/libtessera-shim.so'"));
+  EXPECT_NE(::access(ran.c_str(), F_OK), 0) << "the command ran without the shim";
+}
+
+// tessera agent's --tenant-uids and --tenant-uid: every bad setting at once, exit 2, before the
+// agent reads its token or calls anyone.
+TEST(NodeCli, TheAgentsBadTenantUidFlagsAreAllReportedAtOnce) {
+  TempDir dir;
+  const std::string agent = "agent --server http://127.0.0.1:1 --token-file '" + dir.path() + "/none' ";
+  CommandResult r = Tessera(dir, agent + "--tenant-uids 5-1 --tenant-uid a=0 --tenant-uid b=7 --tenant-uid c=7");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--tenant-uids '5-1': expected FIRST-LAST"));
+  EXPECT_THAT(r.err, HasSubstr("--tenant-uid 'a=0': expected TENANT=UID"));
+  EXPECT_THAT(r.err, HasSubstr("--tenant-uid 'c=7': uid 7 is given to tenant 'b' too"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("token")));
+  r = Tessera(dir, agent + "--tenant-uids off --tenant-uid a=7");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--tenant-uid needs tenant uids on"));
+}
+
 TEST(NodeCli, BadFlagsAreExit2) {
   TempDir dir;
   ExpectBadInput(Tessera(dir, "run --tenant a --gpu 0 --mem 8XB --share 30 -- true"), "--mem '8XB': unknown unit 'XB'");

@@ -65,7 +65,10 @@ class AgentProcess {
  public:
   AgentProcess(const TempDir& dir, const std::string& name, int port, const std::string& token_file,
                const std::string& gpus, const std::string& cpu_milli = "",
-               const std::vector<std::pair<std::string, std::string>>& env = {})
+               const std::vector<std::pair<std::string, std::string>>& env = {},
+               // As root the agent runs each tenant under a uid of its own by default; the tests'
+               // directories (mkdtemp, 0700) are closed to those uids, so off unless a test asks.
+               const std::vector<std::string>& extra = {"--tenant-uids", "off"})
       : log_(dir.File(name + ".log")), run_dir_(dir.File(name)) {
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -80,6 +83,7 @@ class AgentProcess {
                                        name, "--run-dir", run_dir_, "--fake-gpus", gpus, "--interval-ms", "200",
                                        "--usage-interval", "1", "--stop-grace", "1"};
       if (!cpu_milli.empty()) argv.insert(argv.end(), {"--cpu-milli", cpu_milli});
+      argv.insert(argv.end(), extra.begin(), extra.end());
       std::vector<char*> args;
       for (std::string& a : argv) args.push_back(a.data());
       args.push_back(nullptr);
@@ -257,6 +261,45 @@ TEST_F(Platform, APatchedLimitIsSeenByTheRunningProcess) {
   ASSERT_TRUE(WaitState(id, "completed")) << Get(id).dump() << a->output();
   const std::string log = ReadFile(a->run_dir() + "/agent/w" + std::to_string(id) + ".log");
   EXPECT_THAT(log, HasSubstr("fill family=mem count=128 rc=2")) << log;
+}
+
+// Tenant uids through the whole platform (docs/security.md, "Separate uids"): `tessera agent`
+// as root runs research's and batch's workloads under uids of their own (here from a range the
+// test gives); batch's process cannot open research's counters file (EACCES) and its own limit
+// holds to the byte. Before, every workload ran under the agent's uid and the write went through.
+TEST_F(Platform, TheAgentRunsEachTenantUnderAUidOfItsOwnAndNoTenantOpensAnothersCounters) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run workloads under other uids (CI runs as root)";
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);  // mkdtemp's 0700 would keep the tenants out
+  AgentProcess a(dir_, "n1", port_, dir_.File("agent.token"), "A100-40GB:1", "", {},
+                 {"--tenant-uids", "2000000200-2000000209"});
+  ASSERT_TRUE(WaitFor([&] { return Call("GET", "/v1/nodes/n1").status == 200; })) << a.output();
+  auto fraction = [](const std::string& tenant, const std::string& command) {
+    return json{{"tenant", tenant}, {"gpus", 1}, {"qos", "Burstable"}, {"gpu_milli", 300}, {"gpu_mem_mib", 64},
+                {"command", {"/bin/sh", "-c", command}}};
+  };
+  const int64_t victim = Submit(fraction("research", "id -u; exec sleep 60"));
+  ASSERT_TRUE(WaitState(victim, "running")) << Get(victim).dump() << a.output();
+  int index = -1;  // research's counters file: counters/<index>
+  ASSERT_TRUE(WaitFor([&] {
+    const json reg = json::parse(ReadFile(a.run_dir() + "/tenants.json"), nullptr, false);
+    if (reg.is_discarded()) return false;
+    for (const json& t : reg["tenants"])
+      if (t["name"] == "w" + std::to_string(victim)) index = t["index"];
+    return index >= 0;
+  }));
+  const int64_t attacker = Submit(fraction("batch", "id -u; exec '" + kProbe + "' init alloc:mem:67108864 alloc:mem:1 counter:" +
+                                                        std::to_string(index) + ":0:67108864"));
+  ASSERT_TRUE(WaitState(attacker, "completed")) << Get(attacker).dump() << a.output();
+  const std::string log = ReadFile(a.run_dir() + "/agent/w" + std::to_string(attacker) + ".log");
+  const std::string victim_log = ReadFile(a.run_dir() + "/agent/w" + std::to_string(victim) + ".log");
+  EXPECT_EQ(victim_log, "2000000200\n");
+  EXPECT_THAT(log, ::testing::StartsWith("2000000201\n"));
+  EXPECT_THAT(log, HasSubstr("alloc family=mem rc=0 id=0"));
+  EXPECT_THAT(log, HasSubstr("alloc family=mem rc=2 id=1"));
+  EXPECT_THAT(log, HasSubstr("counter rc=1 errno=" + std::to_string(EACCES))) << "research's counters opened for batch";
+  EXPECT_THAT(a.output(), HasSubstr("tenant 'batch': runs under uid 2000000201"));
+  EXPECT_EQ(Call("DELETE", "/v1/workloads/" + std::to_string(victim)).status, 200);
+  EXPECT_TRUE(WaitState(victim, "cancelled")) << Get(victim).dump();
 }
 
 // A pod of two GPUs end to end: placed on both GPUs of n1, its command runs once with both

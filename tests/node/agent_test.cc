@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -25,6 +26,7 @@ namespace tessera::node {
 namespace {
 
 using nlohmann::json;
+using tessera::testing::ReadTextFile;
 using tessera::testing::TempDir;
 
 // Answers the agent's calls as docs/api.md says the control plane does; `desired` is what GET
@@ -405,6 +407,106 @@ TEST_F(AgentTest, ACorruptWorkloadFileIsAnErrorNamingIt) {
   Status st = agent.Start();
   EXPECT_EQ(st.code(), StatusCode::kDataLoss);
   EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("w3.json"));
+}
+
+// Tenant uids (docs/security.md, "Separate uids"): the workloads of two tenants run under uids of
+// their own from the range; a process of nlp cannot open vision's counters file (EACCES), opens
+// its own, and its own limit holds to the byte. A restarted agent adopts the running workload with
+// its uid and gives nlp the uid it had, a new tenant the next one (tenant_uids.json).
+TEST_F(AgentTest, EachTenantsWorkloadsRunUnderAUidOfItsOwnThatCannotOpenAnotherTenantsCountersAndARestartKeepsIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run workloads under other uids (CI runs as root)";
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);  // mkdtemp's 0700 would keep the tenants out
+  constexpr long kFirst = 2000000000;
+  constexpr uint64_t kLimit = uint64_t{256} << 20;
+  AgentOptions o = Options();
+  o.tenant_uids = {.enabled = true, .first = kFirst, .last = kFirst + 9, .fixed = {}};
+  std::optional<Agent> agent(std::in_place, o, TwoGpus(), &cp);
+  ASSERT_TRUE(agent->Start().ok());
+  cp.desired = json::array({Workload(1, 0, 256, 500, {"/bin/sh", "-c", "id -u; echo \"home=$HOME\"; exec sleep 60"})});
+  ASSERT_TRUE(agent->Round(now_ms).ok());
+  const TenantStatus* vision = Slot("w1");
+  ASSERT_NE(vision, nullptr);
+  const int vision_index = vision->index;
+  json nlp = Workload(2, 0, 256, 500,
+                      {"/bin/sh", "-c",
+                       "id -u; exec " + std::string(TESSERA_SHIM_PROBE) + " init alloc:mem:" + std::to_string(kLimit) +
+                           " alloc:mem:1 counter:" + std::to_string(vision_index) + ":0:" + std::to_string(kLimit) +
+                           " counter:self:0:" + std::to_string(kLimit)});
+  nlp["tenant"] = "nlp";
+  cp.desired.push_back(nlp);
+  ASSERT_TRUE(RoundsUntil(*agent, [&] { return !cp.finished.empty(); }));
+  EXPECT_THAT(cp.finished, ::testing::ElementsAre(std::pair<int64_t, int>{2, 0}));
+  EXPECT_EQ(agent->held().at(1).uid, kFirst);
+  const std::string log = ReadTextFile(dir.File("node/agent/w2.log"));
+  EXPECT_THAT(log, ::testing::StartsWith(std::to_string(kFirst + 1) + "\n"));
+  EXPECT_THAT(log, ::testing::HasSubstr("alloc family=mem rc=0"));
+  EXPECT_THAT(log, ::testing::HasSubstr("alloc family=mem rc=2")) << "one byte over its limit";
+  EXPECT_THAT(log, ::testing::HasSubstr("counter rc=1 errno=" + std::to_string(EACCES) + "\n"))
+      << "vision's counters file must not open for nlp";
+  EXPECT_THAT(log, ::testing::HasSubstr("counter rc=0 was=" + std::to_string(kLimit))) << "its own file opens";
+  EXPECT_THAT(ReadTextFile(dir.File("node/agent/w1.log")),
+              ::testing::StartsWith(std::to_string(kFirst) + "\nhome=" + dir.File("node/agent/home/") +
+                                    std::to_string(kFirst) + "\n"));
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.File("node/counters/" + std::to_string(vision_index)).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, static_cast<uid_t>(kFirst));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_NE(Slot("w1"), nullptr);
+  EXPECT_EQ(Slot("w1")->used_bytes, 0u) << "nlp's write did not reach vision's counter";
+  const long vision_pid = agent->held().at(1).pid;
+
+  agent.reset();  // the agent stops; vision's workload runs on
+  ASSERT_EQ(::kill(static_cast<pid_t>(vision_pid), 0), 0);
+  agent.emplace(o, TwoGpus(), &cp);
+  ASSERT_TRUE(agent->Start().ok());
+  ASSERT_EQ(agent->held().count(1), 1u);
+  EXPECT_EQ(agent->held().at(1).uid, kFirst);
+  json audio = Workload(4, 1, 128, 200);
+  audio["tenant"] = "audio";
+  json nlp_again = Workload(3, 1, 128, 200);
+  nlp_again["tenant"] = "nlp";
+  cp.desired = json::array({Workload(1, 0, 256, 500, {"/bin/sh", "-c", "exec sleep 60"}), audio, nlp_again});
+  ASSERT_TRUE(agent->Round(now_ms += 1000).ok());
+  ASSERT_EQ(agent->held().count(3), 1u);
+  ASSERT_EQ(agent->held().count(4), 1u);
+  EXPECT_EQ(agent->held().at(3).uid, kFirst + 1) << "nlp keeps its uid across the restart";
+  EXPECT_EQ(agent->held().at(4).uid, kFirst + 2);
+  EXPECT_EQ(json::parse(ReadTextFile(dir.File("node/agent/tenant_uids.json"))),
+            (json{{"audio", kFirst + 2}, {"nlp", kFirst + 1}, {"vision", kFirst}}));
+  cp.desired = json::array();
+  EXPECT_TRUE(RoundsUntil(*agent, [&] { return agent->held().empty(); }));
+}
+
+// A fixed uid (--tenant-uid) wins over the range and is never allotted to another tenant; with
+// the range used up a tenant's workload is not held (logged), never run under the agent's uid.
+TEST_F(AgentTest, AFixedTenantUidWinsAndATenantWithNoUidLeftIsNotRun) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown counters files to other uids (CI runs as root)";
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  constexpr long kFirst = 2000000100;
+  AgentOptions o = Options();
+  o.tenant_uids = {.enabled = true, .first = kFirst, .last = kFirst + 1, .fixed = {{"audio", kFirst}}};
+  Agent agent(o, TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  json audio = Workload(1, 0, 128, 100), nlp = Workload(2, 0, 128, 100), speech = Workload(3, 0, 128, 100);
+  audio["tenant"] = "audio";
+  nlp["tenant"] = "nlp";
+  speech["tenant"] = "speech";
+  cp.desired = json::array({audio, Workload(4, 0, 128, 100), nlp, speech});
+  ASSERT_TRUE(agent.Round(now_ms).ok());
+  ASSERT_EQ(agent.held().count(1), 1u);
+  EXPECT_EQ(agent.held().at(1).uid, kFirst);
+  EXPECT_EQ(agent.held().at(4).uid, kFirst + 1) << "vision: the range's first uid is audio's";
+  EXPECT_EQ(agent.held().count(2), 0u) << "nlp: no uid left";
+  const std::vector<std::string> log = agent.TakeLog();
+  EXPECT_THAT(log, ::testing::Contains(::testing::HasSubstr("tenant 'nlp': no uid left in --tenant-uids")));
+  // A node directory other uids cannot reach is refused at the start.
+  AgentOptions closed = o;
+  closed.run_dir = dir.File("closed/node");
+  ASSERT_EQ(::mkdir(dir.File("closed").c_str(), 0700), 0);
+  Agent refused(closed, TwoGpus(), &cp);
+  Status st = refused.Start();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr(dir.File("closed") + "' (of the node directory"));
 }
 
 // The NVML backstop on the fakes: the fake CUDA driver records each process's device bytes in

@@ -68,6 +68,25 @@
 // is not run: it ends with exit code 126 and reason "mps_unavailable", with an event whose detail
 // names the program and the flag (`tessera agent --mps-control PATH`). A limit changed while it
 // runs reaches the shim at once; the MPS variables are the ones it started with.
+// Tenant uids (docs/security.md, "Separate uids"; AgentOptions::tenant_uids): with `enabled`,
+// each control-plane tenant's workloads run under a uid of that tenant's own, so that no tenant
+// can open another's counters file (counters/<index>, 0600, chown'ed to the uid by
+// NodeDir::Join). The agent joins each slot with the uid (TenantRequest::uid) and starts
+// `tessera run ... --uid UID`, whose supervisor stays the agent's uid and drops the command to
+// UID (no supplementary groups; gid: the uid's primary group, else the uid's number). A tenant's
+// uid is, in this order: `fixed[tenant]` (`--tenant-uid T=UID`); the uid allotted to it before
+// (<run_dir>/agent/tenant_uids.json, replaced atomically: stable across restarts); else the
+// lowest uid of first..last that no tenant holds (allotted or fixed), written to that file
+// before the workload starts. The range exhausted: the workload is not held (logged each
+// round; fail closed, it never runs under the agent's uid). The command's HOME is the uid's
+// home in the password database, else <run_dir>/agent/home/<uid> (0700, the uid's); its output
+// file is opened by the agent and inherited. A workload keeps the uid it started with
+// (w<id>.json), whatever the options of a restarted agent say. Start refuses (FAILED_PRECONDITION)
+// a node directory that other uids cannot reach (an ancestor without o+x) and a fixed uid that
+// the file allots to another tenant.
+// Worked example: first..last = 2000000000..2000065535, file {"vision": 2000000000}, fixed
+// {"audio": 4242}: workload 9 of "nlp" gets 2000000001 (written to the file), "vision" keeps
+// 2000000000, "audio" runs under 4242; after a restart "nlp" gets 2000000001 again.
 // Each held workload's state (slot, supervisor pid and start time, next usage seq, the counters
 // already reported) is in <run_dir>/agent/w<id>.json, replaced atomically: a restarted agent
 // re-adopts what is running (same slot and limit: the slot is joined again by name, nothing is
@@ -127,6 +146,14 @@ class ControlPlaneLink {
   virtual StatusOr<LinkResponse> Call(std::string_view method, std::string_view path, std::string_view body) = 0;
 };
 
+// Which uid each tenant's workloads run under (see "Tenant uids" above).
+struct TenantUidOptions {
+  bool enabled = false;  // false: every workload runs under the agent's own uid
+  long first = 0;        // the range allotted from, inclusive; first > last: none (fixed only)
+  long last = -1;
+  std::map<std::string, long> fixed;  // tenant name -> uid, given by the operator
+};
+
 struct AgentOptions {
   std::string name;        // the node's name at the control plane
   std::string run_dir;     // the node directory (DefaultNodeDir() unless given)
@@ -145,6 +172,9 @@ struct AgentOptions {
   bool backstop_kill = true;            // false: report only (events, log, counters)
   // The MPS control program (a path, or a name looked up on PATH) for workloads in MPS mode.
   std::string mps_control = "nvidia-cuda-mps-control";
+  // Tenant uids (see above). Off by default here; `tessera agent` turns it on when it runs as
+  // root (--tenant-uids). Needs root when on (the counters file is chown'ed, the command setuid).
+  TenantUidOptions tenant_uids;
 };
 
 // One workload the agent holds (a slot, and a supervisor when it has a command).
@@ -167,6 +197,7 @@ struct HeldWorkload {
   bool final_sampled = false;    // the last usage sample after the end was taken
   int64_t stop_deadline_ms = 0;  // > 0: being stopped (no longer desired)
   std::string end_reason;        // "violated_limit" / "mps_unavailable" (persisted)
+  long uid = -1;                 // the command's uid (its tenant's); -1: the agent's (persisted)
   // Usage accounting (persisted): the next sample's seq and start, the counters already reported.
   // The first seq is the placement's time in ms, so that a workload placed here again (after a
   // preemption) continues with higher seqs: its samples share a source (node, workload, GPU).
@@ -230,6 +261,12 @@ class Agent {
   Status LoadAgentId();  // <run_dir>/agent/agent_id, drawn on the first start
   Status Adopt();
   Status LoadOutbox();
+  Status LoadTenantUids();  // <run_dir>/agent/tenant_uids.json, and the checks of Start
+  // The uid `tenant`'s workloads run under (allotted and written down on first use); -1 when
+  // tenant uids are off. RESOURCE_EXHAUSTED when the range has no uid left.
+  StatusOr<long> TenantUid(const std::string& tenant);
+  // HOME for a command under `uid` (created for a uid with no account).
+  StatusOr<std::string> TenantHome(long uid);
   bool HasUnsampledEnd() const;
   Status Spawn(HeldWorkload& w);
   void Reap(int64_t now_ms);
@@ -275,6 +312,7 @@ class Agent {
   std::map<int, std::thread> arbiters_;
   MpsControl mps_;
   std::set<int> mps_gpus_;  // GPUs whose MPS daemon this agent started or found running
+  std::map<std::string, long> allotted_uids_;  // tenant_uids.json: tenant -> uid from the range
 };
 
 }  // namespace tessera::node

@@ -22,7 +22,8 @@
 // Identity. With `tenant.uid` set (>= 0) the command runs under that uid (no supplementary
 // groups; the gid is the uid's primary group, else the uid's number) and its tenant's counters
 // file is chown'ed to it (NodeDir::Join), so it can write its own counters and no other tenant's
-// (docs/security.md). Needs root; the supervisor itself keeps its uid.
+// (docs/security.md). Needs root; the supervisor itself keeps its uid. A shim the uid cannot read
+// (the dynamic loader would skip it and run the command unconfined) ends the child with 126.
 //
 // Supervision. The command runs in a process group of its own (given the terminal's foreground
 // when the supervisor had it) with PR_SET_PDEATHSIG = SIGKILL, so a SIGKILLed supervisor takes

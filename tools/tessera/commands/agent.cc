@@ -5,9 +5,11 @@
 //                 [--interval-ms 1000] [--usage-interval 10] [--retry-budget 5]
 //                 [--backstop-ms 1000] [--context-allowance-mib 500] [--enforce kill|report]
 //                 [--mps-control nvidia-cuda-mps-control]
+//                 [--tenant-uids FIRST-LAST|off] [--tenant-uid TENANT=UID ...]
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -43,7 +45,63 @@ struct AgentFlags {
   std::string mps_control = "nvidia-cuda-mps-control";
   int64_t cpu_milli = 0;   // 0: all online CPUs
   int64_t memory_mib = 0;  // 0: all physical memory
+  std::string tenant_uids;               // "": kDefaultTenantUids when root, else off
+  std::vector<std::string> tenant_uid;   // TENANT=UID, repeatable
 };
+
+// Above the uids systemd hands to containers (up to 1879048191) and below its foreign range
+// (2147352576); the node registry keeps uids up to INT_MAX.
+constexpr const char* kDefaultTenantUids = "2000000000-2000065535";
+
+// A uid of --tenant-uids / --tenant-uid: 1..INT_MAX (0 is root, not a tenant's).
+bool ParseUid(const std::string& text, long* uid) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 10) return false;
+  const long long v = std::stoll(text);
+  if (v < 1 || v > INT_MAX) return false;
+  *uid = static_cast<long>(v);
+  return true;
+}
+
+// --tenant-uids and --tenant-uid; every problem at once (one line each).
+StatusOr<node::TenantUidOptions> TenantUidFlags(const AgentFlags& f, bool root) {
+  node::TenantUidOptions o;
+  std::vector<std::string> problems;
+  const std::string range = f.tenant_uids.empty() ? (root ? kDefaultTenantUids : "off") : f.tenant_uids;
+  o.enabled = range != "off";
+  if (o.enabled) {
+    const size_t dash = range.find('-');
+    if (dash == std::string::npos || !ParseUid(range.substr(0, dash), &o.first) ||
+        !ParseUid(range.substr(dash + 1), &o.last) || o.first > o.last)
+      problems.push_back("--tenant-uids '" + range + "': expected FIRST-LAST, uids 1.." + std::to_string(INT_MAX) +
+                         " with FIRST <= LAST, or off");
+    if (!root)
+      problems.push_back("--tenant-uids " + range + " needs root (the agent chowns each tenant's counters file and "
+                         "starts its commands under the tenant's uid); run as root or give --tenant-uids off");
+  }
+  for (const std::string& item : f.tenant_uid) {
+    const size_t eq = item.rfind('=');
+    long uid = 0;
+    if (eq == std::string::npos || eq == 0 || !ParseUid(item.substr(eq + 1), &uid)) {
+      problems.push_back("--tenant-uid '" + item + "': expected TENANT=UID, uid 1.." + std::to_string(INT_MAX));
+      continue;
+    }
+    const std::string tenant = item.substr(0, eq);
+    for (const auto& [other, other_uid] : o.fixed)
+      if (other_uid == uid && other != tenant)
+        problems.push_back("--tenant-uid '" + item + "': uid " + std::to_string(uid) + " is given to tenant '" +
+                           other + "' too (one uid per tenant)");
+    if (o.fixed.count(tenant) && o.fixed[tenant] != uid)
+      problems.push_back("--tenant-uid '" + item + "': tenant '" + tenant + "' given twice");
+    o.fixed[tenant] = uid;
+  }
+  if (!f.tenant_uid.empty() && !o.enabled) problems.push_back("--tenant-uid needs tenant uids on (not --tenant-uids off)");
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += (all.empty() ? "" : "\ntessera agent: ") + p;
+    return InvalidArgumentError(all);
+  }
+  return o;
+}
 
 int Fail(const std::string& message, int code) {
   std::fprintf(stderr, "tessera agent: %s\n", message.c_str());
@@ -61,6 +119,8 @@ void PrintLog(node::Agent& agent) {
 }
 
 int RunAgent(AgentFlags f) {
+  StatusOr<node::TenantUidOptions> tenant_uids = TenantUidFlags(f, ::geteuid() == 0);
+  if (!tenant_uids.ok()) return Fail(std::string(tenant_uids.status().message()), kExitBadInput);
   StatusOr<std::string> token = ReadTokenFile(f.token_file);
   if (!token.ok()) return Fail(std::string(token.status().message()), kExitBadInput);
   if (f.name.empty()) {
@@ -123,6 +183,7 @@ int RunAgent(AgentFlags f) {
   options.context_allowance_mib = f.context_allowance_mib;
   options.backstop_kill = f.enforce == "kill";
   options.mps_control = f.mps_control;
+  options.tenant_uids = *tenant_uids;
   node::Agent agent(options, *inventory, &link);
   if (Status st = agent.Start(); !st.ok()) return Fail(st.message(), kExitFailure);
   std::printf("tessera agent: node '%s', %zu GPUs, node directory %s, control plane %s\n", f.name.c_str(),
@@ -130,6 +191,14 @@ int RunAgent(AgentFlags f) {
   if (f.backstop_ms > 0) {
     std::printf("tessera agent: NVML backstop every %d ms, %lld MiB allowance per process, --enforce %s\n",
                 f.backstop_ms, static_cast<long long>(f.context_allowance_mib), f.enforce.c_str());
+  }
+  if (tenant_uids->enabled) {
+    std::printf("tessera agent: each tenant's workloads run under a uid of its own: %ld-%ld, %zu fixed (--tenant-uids)\n",
+                tenant_uids->first, tenant_uids->last, tenant_uids->fixed.size());
+  } else {
+    std::printf("tessera agent: every workload runs under the agent's uid %u: tenants can write each other's "
+                "counters (--tenant-uids off%s; docs/security.md)\n",
+                static_cast<unsigned>(::geteuid()), ::geteuid() == 0 ? "" : ", not root");
   }
   PrintLog(agent);
   std::string last_error;
@@ -227,8 +296,18 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                   "(default nvidia-cuda-mps-control). One daemon per GPU (`-d`, pipe and log directories "
                   "<run-dir>/mps/gpu<N>/), started for the GPU's first MPS workload and stopped after its "
                   "last; without it an MPS workload fails with reason mps_unavailable");
+  cmd->add_option("--tenant-uids", f->tenant_uids,
+                  "Run each tenant's workloads under a uid of that tenant's own, allotted from FIRST-LAST "
+                  "(one per control-plane tenant, kept in <run-dir>/agent/tenant_uids.json across restarts), so "
+                  "that no tenant can open another's counters file; or off (every workload under the agent's "
+                  "uid). Default: " + std::string(kDefaultTenantUids) + " when the agent runs as root, else off; "
+                  "needs root. Uids need no account (gid = the uid; HOME = <run-dir>/agent/home/<uid>)");
+  cmd->add_option("--tenant-uid", f->tenant_uid,
+                  "TENANT=UID: run this tenant's workloads under UID (e.g. its account's) instead of one from "
+                  "--tenant-uids; repeatable, one uid per tenant");
   cmd->footer(
-      "Each placed workload runs as `tessera run --tenant w<id> ...` under the shim, its output in\n"
+      "Each placed workload runs as `tessera run --tenant w<id> ...` under the shim (and, with tenant\n"
+      "uids, `--uid` its tenant's: docs/security.md), its output in\n"
       "<run-dir>/agent/w<id>.log. Stopping the agent leaves the workloads running; a restarted agent\n"
       "re-adopts them from <run-dir>/agent/. The NVML backstop (docs/enforcement.md) catches what the\n"
       "shim cannot see (a process without LD_PRELOAD) within one --backstop-ms period. Exit code: 1\n"

@@ -1,0 +1,116 @@
+// The agent's tenant uids (tessera/node/agent.h, "Tenant uids"): which uid each tenant's
+// workloads run under, the allotment file that keeps it across restarts, and the command's HOME.
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "src/node/agent_impl.h"
+#include "tessera/node/agent.h"
+
+namespace tessera::node {
+
+using nlohmann::json;
+
+namespace {
+
+std::string TenantUidsFile(const std::string& agent_dir) { return agent_dir + "/tenant_uids.json"; }
+
+// The first ancestor of `dir` (itself included) that a process of another uid cannot search
+// (no o+x), or "" when every one can: the tenants' processes must reach the segment's files.
+std::string UnreachableAncestor(const std::string& dir) {
+  std::string path = dir;
+  while (!path.empty()) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & S_IXOTH) == 0) return path;
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos || slash == 0) break;
+    path.resize(slash);
+  }
+  return "";
+}
+
+}  // namespace
+
+Status Agent::LoadTenantUids() {
+  const TenantUidOptions& o = options_.tenant_uids;
+  if (!o.enabled) return Status::Ok();
+  char real[4096];
+  const std::string dir = ::realpath(options_.run_dir.c_str(), real) != nullptr ? real : options_.run_dir;
+  if (const std::string closed = UnreachableAncestor(dir); !closed.empty())
+    return FailedPreconditionError("tenant uids: '" + closed + "' (of the node directory " + options_.run_dir +
+                                   ") is not searchable by other users (no o+x), so a workload under its tenant's "
+                                   "uid could not reach the segment; give it o+x or another --run-dir");
+  const std::string path = TenantUidsFile(AgentDir());
+  StatusOr<std::string> text = internal::ReadWholeFile(path);
+  if (!text.ok() && text.status().code() != StatusCode::kNotFound) return text.status();
+  if (text.ok()) {
+    const json j = json::parse(*text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return DataLossError("'" + path + "': not a JSON object");
+    for (const auto& [tenant, uid] : j.items()) {
+      if (!uid.is_number_integer() || uid.get<long>() <= 0)
+        return DataLossError("'" + path + "': tenant '" + tenant + "': the uid is not a positive integer");
+      allotted_uids_[tenant] = uid.get<long>();
+    }
+  }
+  // A fixed uid that the file gave another tenant would put two tenants under one uid.
+  for (const auto& [tenant, uid] : o.fixed)
+    for (const auto& [other, allotted] : allotted_uids_)
+      if (other != tenant && allotted == uid)
+        return FailedPreconditionError("tenant uids: --tenant-uid " + tenant + "=" + std::to_string(uid) +
+                                       " is the uid allotted to tenant '" + other + "' in " + path +
+                                       " (one uid per tenant; give another uid, or remove the entry once '" + other +
+                                       "' runs nothing here)");
+  return Status::Ok();
+}
+
+StatusOr<long> Agent::TenantUid(const std::string& tenant) {
+  const TenantUidOptions& o = options_.tenant_uids;
+  if (!o.enabled) return -1;
+  if (auto f = o.fixed.find(tenant); f != o.fixed.end()) return f->second;
+  if (auto a = allotted_uids_.find(tenant); a != allotted_uids_.end()) return a->second;
+  std::set<long> taken;
+  for (const auto& [t, uid] : allotted_uids_) taken.insert(uid);
+  for (const auto& [t, uid] : o.fixed) taken.insert(uid);
+  long uid = -1;
+  for (long u = o.first; u <= o.last && uid < 0; ++u)
+    if (!taken.count(u)) uid = u;
+  if (uid < 0)
+    return ResourceExhaustedError("tenant '" + tenant + "': no uid left in --tenant-uids " + std::to_string(o.first) +
+                                  "-" + std::to_string(o.last) + " (" + std::to_string(allotted_uids_.size()) +
+                                  " tenants hold one, " + TenantUidsFile(AgentDir()) +
+                                  "); not running its workloads under the agent's uid");
+  json j = json::object();
+  for (const auto& [t, u] : allotted_uids_) j[t] = u;
+  j[tenant] = uid;
+  // Written before any of the tenant's files is chown'ed to it: a restart never hands it out again.
+  TESSERA_RETURN_IF_ERROR(internal::WriteFileAtomically(TenantUidsFile(AgentDir()), j.dump(2) + "\n"));
+  allotted_uids_[tenant] = uid;
+  Log("tenant '" + tenant + "': runs under uid " + std::to_string(uid));
+  return uid;
+}
+
+StatusOr<std::string> Agent::TenantHome(long uid) {
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof(buf), &found) == 0 && found != nullptr &&
+      found->pw_dir != nullptr && found->pw_dir[0] == '/')
+    return std::string(found->pw_dir);
+  const std::string homes = AgentDir() + "/home";
+  const std::string home = homes + "/" + std::to_string(uid);
+  if (::mkdir(homes.c_str(), 0755) != 0 && errno != EEXIST)
+    return InternalError("cannot create '" + homes + "': " + std::strerror(errno));
+  if (::mkdir(home.c_str(), 0700) != 0 && errno != EEXIST)
+    return InternalError("cannot create '" + home + "': " + std::strerror(errno));
+  // lchown: never follow a link that a tenant could have left in its place.
+  if (::lchown(home.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(-1)) != 0)
+    return InternalError("cannot give '" + home + "' to uid " + std::to_string(uid) + ": " + std::strerror(errno));
+  return home;
+}
+
+}  // namespace tessera::node
