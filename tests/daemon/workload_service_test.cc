@@ -325,7 +325,8 @@ TEST_F(WorkloadServiceTest, AChangeThatAltersTheModeOrNeedsMoreThanIsFreeIsRefus
   ASSERT_TRUE(Submit(Admin(), Request(R"({"tenant":"ml","gpus":1,"gpu_milli":300,"gpu_mem_mib":8192})")).ok());
   ASSERT_TRUE(Submit(Admin(), Request(R"({"tenant":"ml","gpus":1})")).ok());
   std::string field;
-  const Status mode = service_->Change(Admin(), "2", *DecodeWorkloadChange(R"({"gpu_milli": 500})", nullptr), &field).status();
+  const WorkloadChange fraction = *DecodeWorkloadChange(R"({"gpu_milli": 500, "gpu_mem_mib": 8192})", nullptr);
+  const Status mode = service_->Change(Admin(), "2", fraction, &field).status();
   EXPECT_EQ(mode.code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(mode.message()), HasSubstr("another mode"));
   free_milli_ = 100;
