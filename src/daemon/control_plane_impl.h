@@ -1,7 +1,7 @@
 // The control plane's state and the handlers' declarations, shared by its .cc files:
 //   control_plane.cc            Create, restore from the store, routes, auth, Start/Stop
 //   control_plane_tenants.cc    /v1/tenants, /v1/tokens (decode -> TenantService/TokenService -> encode)
-//   control_plane_workloads.cc  /v1/workloads
+//   control_plane_workloads.cc  /v1/workloads (decode -> WorkloadService -> render) and the world it asks
 //   control_plane_nodes.cc      /v1/nodes and the node-agent endpoints
 //   control_plane_loop.cc       the scheduling loop: cycles, persisted decisions, node timeouts
 //   control_plane_events.cc     /v1/events (decode -> EventService -> server-sent events)
@@ -18,6 +18,8 @@
 //               thread (Store::TransactAsync: concurrent submits share a group commit, led by
 //               the store's writer thread); their answer is made on an HTTP thread once the
 //               commit is durable, and takes mu only to queue the job.
+//   (WorkloadService's set of cancels that overtook their submit's queueing is under mu too; its
+//   view cache is under a leaf lock of its own: src/daemon/workload_service.h)
 //   (the parent map authorisation reads is TenantService's, under its own shared lock taken
 //   after mu; the token cache is TokenService's, with its own locks: src/daemon/token_service.h)
 //   (the metering ledger is UsageService's, under its own lock: never held with mu, taken before
@@ -53,6 +55,7 @@
 #include "src/daemon/token_service.h"
 #include "src/daemon/usage_service.h"
 #include "src/daemon/workload_request.h"
+#include "src/daemon/workload_service.h"
 #include "src/daemon/workload_shape.h"
 #include "tessera/api/node_wire.h"
 #include "tessera/api/workload_wire.h"
@@ -170,20 +173,14 @@ struct ControlPlane::Impl {
   std::map<int64_t, KnownJob> jobs;
   std::map<std::string, KnownNode> nodes;  // ready and cordoned
   std::set<std::string> lost_nodes;         // lost (in the store; back when they register)
-  std::set<int64_t> cancelled_before_queued;
   // Pending work no node of the cluster can hold now (FAILED_PRECONDITION from the scheduler's
   // admission): kept waiting ("no_fitting_node") and offered again whenever a node registers.
   std::set<int64_t> parked;
 
-  // The JSON text of each workload's view as the read paths answer it (a list page is 100 of
-  // them; rendering one parses its stored spec): id -> (version, text). A record's every change
-  // bumps its version and ids are never reused, so an entry is right as long as its version is.
-  // Bounded: cleared when it grows past kMaxViews.
-  static constexpr size_t kMaxViews = 20'000;  // about 14 MiB of views at ~700 bytes each
-  mutable std::mutex workload_views_mu;
-  std::unordered_map<int64_t, std::pair<int64_t, std::string>> workload_views;
-  std::string WorkloadViewText(const store::WorkloadRecord& w);
-  std::optional<std::string> CachedView(int64_t id, int64_t version);
+  // Submit, read, list, cancel and change workloads (the view cache; made in Create by
+  // MakeWorkloadService, whose world is this: the scheduler's jobs under mu, the loop).
+  std::unique_ptr<WorkloadService> workload_service;
+  std::unique_ptr<WorkloadService> MakeWorkloadService();
 
   // What the Cluster page draws over time (its own lock); UpdateGauges offers a point per cycle and
   // stores each closed one (StoreHistoryPoint: table cluster_history, older than a day removed);
@@ -246,10 +243,6 @@ struct ControlPlane::Impl {
   HttpResponse ListTokens(const HttpRequest& r, const Caller& c);
   HttpResponse RevokeToken(const HttpRequest& r, const Caller& c);
   HttpResponse SubmitWorkload(const HttpRequest& r, const Caller& c);
-  // A submit's checks against the world (the tenant, its leaf-ness, the shape, the scheduler's
-  // admission) under mu: fills *shape and *park, or returns the refusal.
-  std::optional<HttpResponse> AdmitSubmit(WorkloadRequest& req, int64_t now, WorkloadShape* shape, bool* park,
-                                          bool* count_rejection);
   HttpResponse ListWorkloads(const HttpRequest& r, const Caller& c);
   HttpResponse GetWorkload(const HttpRequest& r, const Caller& c);
   HttpResponse CancelWorkload(const HttpRequest& r, const Caller& c);
@@ -305,6 +298,7 @@ struct ControlPlane::Impl {
   // caller outlives it).
   TokenCaller TokenCallerOf(const Caller& c) const;
   TenantCaller TenantCallerOf(const Caller& c) const;
+  WorkloadCaller WorkloadCallerOf(const Caller& c) const;  // control_plane_workloads.cc
   std::optional<HttpResponse> Scope(const Caller& c, std::string_view tenant, std::string_view what,
                                     std::optional<Action> action = std::nullopt,
                                     Role new_token_role = Role::kTenantUser) const;
@@ -325,11 +319,6 @@ struct ControlPlane::Impl {
   // (control_plane_invoices.cc). Takes mu, then the ledger's lock.
   Status CheckPlanCoversCluster();
 
-  // Idempotency-Key: the key of a POST (INVALID_ARGUMENT for a bad one; "" when none), and the
-  // first answer stored for it (nullopt: none yet).
-  StatusOr<std::string> IdempotencyKey(const HttpRequest& r) const;
-  std::optional<HttpResponse> StoredAnswer(const Caller& c, const std::string& key);
-
   // The loop (control_plane_loop.cc).
   void LoopMain();
   Status CycleOnce();  // mu held
@@ -340,10 +329,6 @@ struct ControlPlane::Impl {
   // One workload back to pending (no placement, wait reason "queued") with an event `kind`.
   Status PersistPending(sched::JobId id, std::string_view kind, std::string_view detail, store::Transaction& tx,
                         int64_t now);
-  // The workload of path parameter `raw` when the caller may do `action` to it (into *out);
-  // else the answer to give (404 for an unknown one or one outside the caller's subtree).
-  std::optional<HttpResponse> FindWorkload(const std::string& raw, const Caller& c, Action action,
-                                           store::WorkloadRecord* out);
   void UpdateGauges();  // mu held
   // Offers parked jobs to the scheduler again (after a node joined). mu held.
   void Unpark();

@@ -12,29 +12,6 @@ namespace tessera::daemon {
 
 using json = nlohmann::json;
 
-StatusOr<std::string> ControlPlane::Impl::IdempotencyKey(const HttpRequest& r) const {
-  std::string key = r.Header("idempotency-key");
-  TESSERA_RETURN_IF_ERROR(CheckIdempotencyKey(key));
-  return key;
-}
-
-std::optional<HttpResponse> ControlPlane::Impl::StoredAnswer(const Caller& c, const std::string& key) {
-  if (key.empty()) return std::nullopt;
-  StatusOr<store::IdempotencyRecord> rec = store::IdempotencyRecord{};
-  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
-    rec = tx.GetIdempotency(c.token_id, key);
-    return Status::Ok();
-  });
-  if (!st.ok()) return ErrorResponse(st);
-  if (!rec.ok()) {
-    if (rec.status().code() == StatusCode::kNotFound) return std::nullopt;
-    return ErrorResponse(rec.status());
-  }
-  HttpResponse out = HttpResponse::Json(rec->status_code, rec->body);
-  out.headers.push_back({"Idempotent-Replayed", "true"});
-  return out;
-}
-
 TenantCaller ControlPlane::Impl::TenantCallerOf(const Caller& c) const {
   return {c.token_id, [this, &c](Action action, std::string_view tenant, std::string_view what) {
             return Check(c, tenant, what, action);
