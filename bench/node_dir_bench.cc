@@ -3,8 +3,8 @@
 //   BM_JoinNewTenant:      a 64th tenant joins (a free index, a fresh counters file); untimed, it
 //                          leaves again (LeaveTenant).
 //   BM_JoinExistingTenant: a second member joins tenant 0 (a job's next task).
-//   BM_LeaveTenant:        a 64th tenant's last member leaves (a step's epilog); untimed, it joins
-//                          again.
+//   BM_LeaveTenant:        a 64th tenant's last member leaves (a `tessera run` ending, the agent
+//                          releasing a workload, a DRA claim unprepared); untimed, it joins again.
 // The p50 counter is the median join in ms.
 //
 //   ninja -C build tessera_node_dir_bench && build/bench/tessera_node_dir_bench
