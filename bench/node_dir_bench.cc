@@ -87,7 +87,7 @@ void BM_JoinExistingTenant(benchmark::State& state) {
 BENCHMARK(BM_JoinExistingTenant)->Unit(benchmark::kMillisecond)->Iterations(200);
 
 // A 64th tenant's last member leaves (LeaveTenant: its entry goes, its limit returns to 0), on a
-// node with 63 other live tenants: what a Slurm step's epilog costs; untimed, it joins again.
+// node with 63 other live tenants (the end of every `tessera run`); untimed, it joins again.
 void BM_LeaveTenant(benchmark::State& state) {
   const std::string dir = NodeWith63Tenants(state);
   if (dir.empty()) return;
