@@ -139,7 +139,7 @@ HttpResponse ControlPlane::Impl::SubmitWorkload(const HttpRequest& r, const Call
     p->record.tenant = req->tenant;
     p->record.spec_json = WorkloadSpecJson(p->shape, catalog);
     p->record.state = std::string(kPending);
-    p->record.wait_reason = park ? "no_fitting_node" : "queued";
+    p->record.wait_reason = park ? "no_fitting_node" + MigWaitNote(p->shape.job.pod) : "queued";
     p->record.created_ms = p->record.updated_ms = p->now;
   }
   HttpResponse later;

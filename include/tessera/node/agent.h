@@ -64,6 +64,17 @@
 // is not run: it ends with exit code 126 and reason "mps_unavailable", with an event whose detail
 // names the program and the flag (`tessera agent --mps-control PATH`). A limit changed while it
 // runs reaches the shim at once; the MPS variables are the ones it started with.
+// MIG (agent_mig.cc): the desired state carries each MIG GPU's target layout ("gpus": [{"index",
+// "mig_layout"}], chosen by the control plane). Each round, before the workloads, every such GPU's
+// instances (read through `mig_nvml`) are compared with it. With `allow_mig_reconfigure` (the CLI's
+// --allow-mig-reconfigure; off by default: cutting a GPU is the operator's decision per node) the
+// difference is applied with enforce/mig_apply.h (free instances the target lacks destroyed, then
+// the new ones created; checked against the model and the driver first) and the new inventory is
+// registered at once; an instance in use (a process runs in it, or a held workload has its profile
+// on that GPU) is never destroyed. Without the flag nothing changes. Either way the node's
+// "mig_layout" condition says whether every GPU has its layout ("GPU 0: layout differs, not
+// applied: has '', desired '3g.40gb@0' (the agent runs without --allow-mig-reconfigure)"), and a
+// MIG workload is started only once its instance (profile at its pod's mig_start) exists.
 // Each held workload's state (slot, supervisor pid and start time, next usage seq, the counters
 // already reported) is in <run_dir>/agent/w<id>.json, replaced atomically: a restarted agent
 // re-adopts what is running (same slot and limit: the slot is joined again by name, nothing is
@@ -141,6 +152,11 @@ struct AgentOptions {
   bool backstop_kill = true;            // false: report only (events, log, counters)
   // The MPS control program (a path, or a name looked up on PATH) for workloads in MPS mode.
   std::string mps_control = "nvidia-cuda-mps-control";
+  // MIG layouts (see above): the NVML they are read and applied through (null: the inventory's
+  // instances are taken as current and nothing is applied; initialised by the caller, must outlive
+  // the agent), and whether the agent may change them (registered as "mig_reconfigure").
+  enforce::NvmlApi* mig_nvml = nullptr;
+  bool allow_mig_reconfigure = false;
 };
 
 // One workload the agent holds (a slot, and a supervisor when it has a command).
@@ -190,6 +206,8 @@ struct AgentStats {
   int64_t mps_starts = 0;           // MPS control daemons started (first start on a GPU)
   int64_t mps_restarts = 0;         // ... started again after they died
   int64_t mps_stops = 0;            // ... stopped after their GPU's last MPS workload ended
+  int64_t mig_reconfigurations = 0;  // GPUs whose desired MIG layout was applied
+  int64_t mig_steps = 0;             // MIG instances destroyed or created for them
 };
 
 class Agent {
@@ -214,6 +232,8 @@ class Agent {
   const std::map<int64_t, HeldWorkload>& held() const { return held_; }
   const AgentStats& stats() const { return stats_; }
   bool registered() const { return registered_; }
+  // What the agent last registered or found (MIG instances as of the last reconciliation).
+  const Inventory& inventory() const { return inventory_; }
   // Log lines since the last call (what the process prints: starts, stops, refusals).
   std::vector<std::string> TakeLog();
 
@@ -236,6 +256,8 @@ class Agent {
   Status SaveOutbox() const;
   void EnsureArbiter(int gpu);
   Status EnsureMps(int gpu);  // agent_mps.cc
+  Status ReconcileMig(const std::vector<api::DesiredGpu>& desired);  // agent_mig.cc
+  Status MigInstanceReady(const api::DesiredWorkload& d) const;
   void ReconcileMps();
   void AdoptMps();
   void Violated(HeldWorkload& w, const std::string& detail, const std::vector<uint32_t>& pids);
@@ -259,6 +281,8 @@ class Agent {
   int64_t next_backstop_ms_ = 0;
   // The "nvml" condition of the last backstop pass, sent with every heartbeat (none without NVML).
   std::optional<api::NodeCondition> nvml_condition_;
+  // The "mig_layout" condition of the last reconciliation (none while no MIG layout is desired).
+  std::optional<api::NodeCondition> mig_condition_;
   std::set<int64_t> over_limit_;     // workloads reported over their limit (report mode)
   std::set<uint32_t> unknown_seen_;  // processes of no workload already reported
   std::vector<std::string> outbox_;                // usage samples as JSON objects

@@ -4,7 +4,7 @@
 //                 [--fake-gpus H100-80GB:2:mig,A100-40GB:4] [--cpu-milli N] [--memory-mib N]
 //                 [--interval-ms 1000] [--usage-interval 10] [--retry-budget 5]
 //                 [--backstop-ms 1000] [--context-allowance-mib 500] [--enforce kill|report]
-//                 [--mps-control nvidia-cuda-mps-control]
+//                 [--mps-control nvidia-cuda-mps-control] [--allow-mig-reconfigure]
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,6 +43,7 @@ struct AgentFlags {
   std::string mps_control = "nvidia-cuda-mps-control";
   int64_t cpu_milli = 0;   // 0: all online CPUs
   int64_t memory_mib = 0;  // 0: all physical memory
+  bool allow_mig_reconfigure = false;
 };
 
 int Fail(const std::string& message, int code) {
@@ -85,7 +86,10 @@ int RunAgent(AgentFlags f) {
     (void)nvml.Shutdown();
     return Fail("GPU discovery: " + std::string(inventory.status().message()), kExitFailure);
   }
-  if (f.backstop_ms == 0) (void)nvml.Shutdown();  // kept open for the backstop otherwise
+  bool any_mig = false;
+  for (const node::InventoryGpu& g : inventory->gpus) any_mig |= g.mig_enabled;
+  // Kept open for the backstop and for MIG GPUs (their instances are read, and with the flag changed).
+  if (f.backstop_ms == 0 && !any_mig) (void)nvml.Shutdown();
   if (f.cpu_milli > 0) inventory->cpu_milli = f.cpu_milli;
   if (f.memory_mib > 0) inventory->memory_mib = f.memory_mib;
   sigset_t signals;  // waited for between rounds; blocked before the arbiter threads start
@@ -123,6 +127,8 @@ int RunAgent(AgentFlags f) {
   options.context_allowance_mib = f.context_allowance_mib;
   options.backstop_kill = f.enforce == "kill";
   options.mps_control = f.mps_control;
+  options.mig_nvml = any_mig ? &nvml : nullptr;
+  options.allow_mig_reconfigure = f.allow_mig_reconfigure;
   node::Agent agent(options, *inventory, &link);
   if (Status st = agent.Start(); !st.ok()) return Fail(st.message(), kExitFailure);
   std::printf("tessera agent: node '%s', %zu GPUs, node directory %s, control plane %s\n", f.name.c_str(),
@@ -227,6 +233,11 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                   "(default nvidia-cuda-mps-control). One daemon per GPU (`-d`, pipe and log directories "
                   "<run-dir>/mps/gpu<N>/), started for the GPU's first MPS workload and stopped after its "
                   "last; without it an MPS workload fails with reason mps_unavailable");
+  cmd->add_flag("--allow-mig-reconfigure", f->allow_mig_reconfigure,
+                "Apply the MIG layouts the control plane asks for (destroy free instances, create new ones; an "
+                "instance in use is never destroyed). Off by default: cutting a GPU is the operator's decision "
+                "per node; without it the agent reports \"layout differs, not applied\" (node condition "
+                "mig_layout) and the control plane places MIG work only on the instances that exist");
   cmd->footer(
       "Each placed workload runs as `tessera run --tenant w<id> ...` under the shim, its output in\n"
       "<run-dir>/agent/w<id>.log. Stopping the agent leaves the workloads running; a restarted agent\n"
