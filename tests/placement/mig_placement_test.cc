@@ -115,14 +115,14 @@ TEST(MigSnapshotTest, AFixedLayoutTakesMigRequestsOnlyOnItsFreeInstances) {
   n.mig_fixed = {{{three_g, 0}, {one_g, 4}}, {}};
   auto snap = ClusterSnapshot::Create({n});
   ASSERT_TRUE(snap.ok()) << snap.status().message();
-  EXPECT_EQ((*snap)->mig_valid_starts(NodeIndex{0}, 0, three_g), 0b1u);
-  EXPECT_EQ((*snap)->mig_valid_starts(NodeIndex{0}, 0, one_g), 0b10000u);
-  EXPECT_EQ((*snap)->mig_valid_starts(NodeIndex{0}, 0, two_g), 0u);
-  EXPECT_EQ((*snap)->mig_valid_starts(NodeIndex{0}, 1, one_g), 0u);  // GPU 1 has no instance at all
-  ASSERT_TRUE((*snap)->Apply(Req("H100-80GB", "3g.40gb"), Placement{NodeIndex{0}, GpuBit(0), 0}).ok());
-  EXPECT_EQ((*snap)->mig_valid_starts(NodeIndex{0}, 0, three_g), 0u);  // taken
-  EXPECT_FALSE((*snap)->Apply(Req("H100-80GB", "1g.10gb"), Placement{NodeIndex{0}, GpuBit(0), 5}).ok());
-  EXPECT_TRUE((*snap)->Apply(Req("H100-80GB", "1g.10gb"), Placement{NodeIndex{0}, GpuBit(0), 4}).ok());
+  EXPECT_EQ(snap->mig_valid_starts(NodeIndex{0}, 0, three_g), 0b1u);
+  EXPECT_EQ(snap->mig_valid_starts(NodeIndex{0}, 0, one_g), 0b10000u);
+  EXPECT_EQ(snap->mig_valid_starts(NodeIndex{0}, 0, two_g), 0u);
+  EXPECT_EQ(snap->mig_valid_starts(NodeIndex{0}, 1, one_g), 0u);  // GPU 1 has no instance at all
+  ASSERT_TRUE(snap->Apply(Req("H100-80GB", "3g.40gb"), Placement{NodeIndex{0}, GpuBit(0), 0}).ok());
+  EXPECT_EQ(snap->mig_valid_starts(NodeIndex{0}, 0, three_g), 0u);  // taken
+  EXPECT_FALSE(snap->Apply(Req("H100-80GB", "1g.10gb"), Placement{NodeIndex{0}, GpuBit(0), 5}).ok());
+  EXPECT_TRUE(snap->Apply(Req("H100-80GB", "1g.10gb"), Placement{NodeIndex{0}, GpuBit(0), 4}).ok());
   n.mig_fixed = {{{three_g, 0}}};
   auto count = ClusterSnapshot::Create({n});
   ASSERT_FALSE(count.ok());
