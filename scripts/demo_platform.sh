@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `make demo`: the platform on one machine, on the embedded default and nothing else.
 #   tessera serve (SQLite in a temporary folder) + two node agents with fake GPUs
-#   (n-h100: 2 x H100-80GB in MIG mode, n-a100: 4 x A100-40GB), tenants from
+#   (n-h100: 2 x H100-80GB in MIG mode, its agent cutting them as asked; n-a100: 4 x A100-40GB), tenants from
 #   data/examples/demo-tenants.json, a mix of work through `tessera ctl` and `tessera run --server`,
 #   commands run for real under the shim against the in-tree fake driver.
-# It prints placements, one preemption and why, a memory limit refusing an allocation, the
+# It prints placements, the MIG layout the agent applied for the MIG workload, one preemption and why, a memory limit refusing an allocation, the
 # node's view, a few /metrics lines, and the dashboard's URLs with a token; run in a terminal it
 # keeps serving until Enter is pressed (for the dashboard), then stops everything it started.
 # Usage: scripts/demo_platform.sh [BUILD_DIR]   (default: build)
@@ -60,7 +60,8 @@ export TESSERA_FAKE_NVML_LIBRARY="$build/tests/fake_nvml/libnvidia-ml.so.1"
 export TESSERA_FAKE_CUDA_MEM_BYTES=$((40 << 30))
 # --tenant-uids off: the demo's mktemp folder (0700) is closed to the tenants' own uids (as root).
 "$bin" agent --server "$url" --token-file "$work/agent.token" --name n-h100 --run-dir "$work/n-h100" \
-  --fake-gpus H100-80GB:2:mig --cpu-milli 64000 --memory-mib 524288 --interval-ms 250 --usage-interval 2 --tenant-uids off >"$work/agent-h100.log" 2>&1 &
+  --fake-gpus H100-80GB:2:mig --allow-mig-reconfigure \
+  --cpu-milli 64000 --memory-mib 524288 --interval-ms 250 --usage-interval 2 --tenant-uids off >"$work/agent-h100.log" 2>&1 &
 pids+=($!)
 "$bin" agent --server "$url" --token-file "$work/agent.token" --name n-a100 --run-dir "$work/n-a100" \
   --fake-gpus A100-40GB:4 --cpu-milli 64000 --memory-mib 524288 --interval-ms 250 --usage-interval 2 --tenant-uids off >"$work/agent-a100.log" 2>&1 &
@@ -109,6 +110,10 @@ wait_state "$train_a" completed
 wait_state "$train_b" completed
 for id in "${batch[@]}"; do wait_state "$id" running; done  # the four A100s are taken
 ctl workloads list
+
+step "the MIG layout n-h100's agent applied for the inference service (tessera agent --allow-mig-reconfigure)"
+for _ in $(seq 100); do grep -q "MIG layout" "$work/agent-h100.log" && break; sleep 0.1; done
+grep -h "MIG layout" "$work/agent-h100.log" | sed 's/^tessera agent: /n-h100: /'
 
 step "a memory limit refusing an allocation (train-b: limit 256 MiB, 16 MiB blocks until refused)"
 cat "$work/n-a100/agent/w$train_b.log"

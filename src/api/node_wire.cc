@@ -41,9 +41,19 @@ std::string EncodeNodeInventory(const NodeInventory& inv) {
   for (const InventoryGpu& g : inv.gpus) {
     json one = {{"index", g.index}, {"model", g.model}, {"memory_mib", g.memory_mib}, {"mig_enabled", g.mig_enabled}};
     if (!g.uuid.empty()) one["uuid"] = g.uuid;  // optional: an empty one would not decode
+    if (!g.mig_instances.empty()) {
+      json list = json::array();
+      for (const InventoryMigInstance& m : g.mig_instances) {
+        json inst = {{"profile", m.profile}, {"start", m.start}};
+        if (m.in_use) inst["in_use"] = true;
+        list.push_back(std::move(inst));
+      }
+      one["mig_instances"] = std::move(list);
+    }
     gpus.push_back(std::move(one));
   }
   json body = {{"cpu_milli", inv.cpu_milli}, {"memory_mib", inv.memory_mib}, {"gpus", gpus}};
+  if (inv.mig_reconfigure) body["mig_reconfigure"] = true;
   if (!inv.agent_id.empty()) body["agent_id"] = inv.agent_id;
   if (!inv.agent_version.empty()) body["agent_version"] = inv.agent_version;
   return body.dump();
@@ -52,7 +62,8 @@ std::string EncodeNodeInventory(const NodeInventory& inv) {
 StatusOr<NodeInventory> DecodeNodeInventory(std::string_view body, std::string* bad_field) {
   TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
   JsonFields f(j, "", bad_field);
-  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"cpu_milli", "memory_mib", "gpus", "agent_version", "agent_id"}));
+  TESSERA_RETURN_IF_ERROR(
+      f.OnlyKnown({"cpu_milli", "memory_mib", "gpus", "agent_version", "agent_id", "mig_reconfigure"}));
   TESSERA_RETURN_IF_ERROR(f.Require("cpu_milli"));
   TESSERA_RETURN_IF_ERROR(f.Require("memory_mib"));
   NodeInventory out;
@@ -60,12 +71,13 @@ StatusOr<NodeInventory> DecodeNodeInventory(std::string_view body, std::string* 
   TESSERA_ASSIGN_OR_RETURN(out.memory_mib, f.Int("memory_mib", 0, int64_t{1} << 40, 0));
   TESSERA_ASSIGN_OR_RETURN(out.agent_id, f.Str("agent_id", 64));
   TESSERA_ASSIGN_OR_RETURN(out.agent_version, f.Str("agent_version", 64));
+  TESSERA_ASSIGN_OR_RETURN(out.mig_reconfigure, f.Bool("mig_reconfigure", false));
   TESSERA_ASSIGN_OR_RETURN(const json gpus, f.Array("gpus"));
   if (gpus.size() > static_cast<size_t>(kMaxGpusPerNode))
     return f.Fail("gpus", std::to_string(gpus.size()) + " GPUs; a node has at most 16");
   for (size_t i = 0; i < gpus.size(); ++i) {
     TESSERA_ASSIGN_OR_RETURN(const JsonFields g, f.Nested(gpus[i], At("gpus", i)));
-    TESSERA_RETURN_IF_ERROR(g.OnlyKnown({"index", "uuid", "model", "memory_mib", "mig_enabled"}));
+    TESSERA_RETURN_IF_ERROR(g.OnlyKnown({"index", "uuid", "model", "memory_mib", "mig_enabled", "mig_instances"}));
     TESSERA_RETURN_IF_ERROR(g.Require("model"));
     InventoryGpu gpu;
     TESSERA_ASSIGN_OR_RETURN(const int64_t index, g.Int("index", 0, kMaxGpusPerNode - 1, static_cast<int64_t>(i)));
@@ -76,6 +88,23 @@ StatusOr<NodeInventory> DecodeNodeInventory(std::string_view body, std::string* 
     TESSERA_ASSIGN_OR_RETURN(gpu.model, g.Str("model", 128));
     TESSERA_ASSIGN_OR_RETURN(gpu.memory_mib, g.Int("memory_mib", 0, int64_t{1} << 24, 0));
     TESSERA_ASSIGN_OR_RETURN(gpu.mig_enabled, g.Bool("mig_enabled", false));
+    TESSERA_ASSIGN_OR_RETURN(const json instances, g.Array("mig_instances"));
+    if (instances.size() > kMaxMigInstancesPerGpu)
+      return g.Fail("mig_instances", std::to_string(instances.size()) + " instances; a GPU has at most 8");
+    if (!instances.empty() && !gpu.mig_enabled) return g.Fail("mig_instances", "MIG instances on a GPU without MIG");
+    for (size_t k = 0; k < instances.size(); ++k) {
+      TESSERA_ASSIGN_OR_RETURN(const JsonFields m, g.Nested(instances[k], At("mig_instances", k)));
+      TESSERA_RETURN_IF_ERROR(m.OnlyKnown({"profile", "start", "in_use"}));
+      TESSERA_RETURN_IF_ERROR(m.Require("profile"));
+      TESSERA_RETURN_IF_ERROR(m.Require("start"));
+      InventoryMigInstance inst;
+      TESSERA_ASSIGN_OR_RETURN(inst.profile, m.Str("profile", 64));
+      if (inst.profile.empty()) return m.Fail("profile", "expected a MIG profile name");
+      TESSERA_ASSIGN_OR_RETURN(const int64_t start, m.Int("start", 0, 7, 0));
+      inst.start = static_cast<int>(start);
+      TESSERA_ASSIGN_OR_RETURN(inst.in_use, m.Bool("in_use", false));
+      gpu.mig_instances.push_back(std::move(inst));
+    }
     out.gpus.push_back(std::move(gpu));
   }
   return out;
@@ -228,6 +257,11 @@ std::string EncodeDesiredState(const DesiredState& s) {
     list.push_back(std::move(one));
   }
   json out = {{"workloads", std::move(list)}};
+  if (!s.gpus.empty()) {  // left out when empty, so that an older agent reads a non-MIG node's state
+    json gpus = json::array();
+    for (const DesiredGpu& g : s.gpus) gpus.push_back({{"index", g.index}, {"mig_layout", g.mig_layout}});
+    out["gpus"] = std::move(gpus);
+  }
   if (!s.node.empty()) out["node"] = s.node;  // optional on decode, so left out when empty
   if (s.state) out["state"] = NodeStateName(*s.state);
   return out.dump();
@@ -283,9 +317,29 @@ StatusOr<DesiredWorkload> DecodeDesiredWorkload(const JsonFields& f, const json&
 StatusOr<DesiredState> DecodeDesiredState(std::string_view body, std::string* bad_field) {
   TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
   JsonFields f(j, "", bad_field);
-  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"node", "state", "workloads"}));
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"node", "state", "workloads", "gpus"}));
   TESSERA_RETURN_IF_ERROR(f.Require("workloads"));
   DesiredState out;
+  TESSERA_ASSIGN_OR_RETURN(const json gpus, f.Array("gpus"));
+  if (gpus.size() > static_cast<size_t>(kMaxGpusPerNode))
+    return f.Fail("gpus", std::to_string(gpus.size()) + " GPUs; a node has at most 16");
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(const JsonFields g, f.Nested(gpus[i], At("gpus", i)));
+    TESSERA_RETURN_IF_ERROR(g.OnlyKnown({"index", "mig_layout"}));
+    TESSERA_RETURN_IF_ERROR(g.Require("index"));
+    TESSERA_RETURN_IF_ERROR(g.Require("mig_layout"));
+    DesiredGpu gpu;
+    TESSERA_ASSIGN_OR_RETURN(const int64_t index, g.Int("index", 0, kMaxGpusPerNode - 1, 0));
+    gpu.index = static_cast<int>(index);
+    for (const DesiredGpu& earlier : out.gpus)
+      if (earlier.index == gpu.index) return g.Fail("index", "GPU " + std::to_string(gpu.index) + " is given twice");
+    // "" is a layout (no instance), so not Str (which refuses an empty string).
+    const json& layout = gpus[i]["mig_layout"];
+    if (!layout.is_string()) return g.Fail("mig_layout", "expected a string, got " + JsonTypeName(layout));
+    gpu.mig_layout = layout.get<std::string>();
+    if (gpu.mig_layout.size() > 256) return g.Fail("mig_layout", "longer than 256 characters");
+    out.gpus.push_back(std::move(gpu));
+  }
   TESSERA_ASSIGN_OR_RETURN(out.node, f.Str("node", 253));
   if (f.Has("state")) {
     TESSERA_ASSIGN_OR_RETURN(out.state, StateOf(f));

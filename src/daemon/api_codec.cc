@@ -197,13 +197,37 @@ StatusOr<NodeInventory> DecodeNodeInventory(std::string_view node_name, std::str
     mig = gpu.mig_enabled;
     if (gpu.mig_enabled && !catalog.info(*id).mig) return fail("mig_enabled", catalog.info(*id).name + " has no MIG");
     canonical.gpus.push_back({gpu.index, gpu.uuid, catalog.info(*id).name, gpu.memory_mib, gpu.mig_enabled});
+    if (gpu.mig_enabled) {
+      // The instances that exist: profiles of the model, together a valid layout.
+      const MigGeometry& geometry = *catalog.info(*id).mig;
+      partition::MigGpuState state;
+      for (const api::InventoryMigInstance& m : gpu.mig_instances) {
+        StatusOr<int> profile = partition::FindProfileIndex(geometry, m.profile);
+        if (!profile.ok()) return fail("mig_instances", std::string(profile.status().message()));
+        state.current.push_back({*profile, m.start});
+        state.in_use.push_back(m.in_use);
+      }
+      if (Status v = partition::ValidateLayout(geometry, state.current); !v.ok())
+        return fail("mig_instances", std::string(v.message()));
+      canonical.gpus.back().mig_instances = gpu.mig_instances;
+      out.mig_current.push_back(std::move(state));
+    }
   }
   out.spec.gpu_count = static_cast<int32_t>(wire.gpus.size());
   if (model) {
     out.spec.model = *model;
     if (*mig) out.spec.mig = std::make_shared<const MigGeometry>(*catalog.info(*model).mig);
   }
+  out.mig_reconfigure = wire.mig_reconfigure && out.spec.mig != nullptr;
+  canonical.mig_reconfigure = out.mig_reconfigure;
+  // An agent that may not change its MIG layouts: the scheduler takes them as they are.
+  if (out.spec.mig && !out.mig_reconfigure)
+    for (const partition::MigGpuState& g : out.mig_current) out.spec.mig_fixed.push_back(g.current);
   out.canonical_json = api::EncodeNodeInventory(canonical);
+  api::NodeInventory hardware = canonical;
+  hardware.mig_reconfigure = false;
+  for (api::InventoryGpu& g : hardware.gpus) g.mig_instances.clear();
+  out.hardware_json = api::EncodeNodeInventory(hardware);
   return out;
 }
 

@@ -15,7 +15,10 @@
 // api::NodeInventory (tessera/api/node_wire.h); DecodeNodeInventory here adds what the catalog
 // decides: a scheduler node holds one GPU model (a catalog or NVML name, canonicalised), all in
 // MIG mode or none; a node of several models, or mixing MIG and non-MIG GPUs, is refused (400,
-// naming gpus[i].model or gpus[i].mig_enabled).
+// naming gpus[i].model or gpus[i].mig_enabled). A MIG GPU's instances (mig_instances) must be
+// profiles of its model that make a valid layout (400 naming gpus[i].mig_instances). A MIG node
+// whose agent may not reconfigure MIG (no "mig_reconfigure") has its layouts fixed for the
+// scheduler (NodeSpec::mig_fixed: MIG work only on the instances that exist).
 //
 // Stored placement: {"pods": [{"node": "n1", "gpus": [0, 1], "mig_start": -1}], "seq": 41}.
 //
@@ -32,6 +35,7 @@
 
 #include "tessera/core/gpu_model.h"
 #include "tessera/core/status.h"
+#include "tessera/partition/mig_planner.h"
 #include "tessera/placement/cluster_snapshot.h"
 #include "tessera/sched/live_scheduler.h"
 #include "tessera/sched/tenant.h"
@@ -69,6 +73,12 @@ struct NodeInventory {
   // The registering agent's instance id ("" when the body has none): the same across the
   // agent's restarts, another for another agent (see RegisterNode).
   std::string agent_id;
+  // canonical_json without the MIG instances and the reconfigure flag: the node's hardware. Two
+  // registrations with the same hardware differ at most in what the agent did to its MIG layouts.
+  std::string hardware_json;
+  // MIG nodes: per GPU, the instances that exist (in use or not), as registered.
+  std::vector<partition::MigGpuState> mig_current;
+  bool mig_reconfigure = false;
 };
 StatusOr<NodeInventory> DecodeNodeInventory(std::string_view node_name, std::string_view body,
                                             const GpuModelCatalog& catalog, std::string* bad_field);

@@ -254,6 +254,19 @@ struct ControlPlane::Impl {
   HttpResponse RegisterNode(const HttpRequest& r, const Caller& c);
   HttpResponse Heartbeat(const HttpRequest& r, const Caller& c);
   HttpResponse DesiredState(const HttpRequest& r, const Caller& c);
+  // control_plane_mig.cc (mu held): a MIG node's target layout per GPU (its desired state's "gpus"),
+  // and a pending workload's wait reason as stored (a MIG one waiting on fixed layouts says so).
+  std::vector<api::DesiredGpu> DesiredMigLayouts(const std::string& name, const KnownNode& node);
+  std::string WaitReasonText(sched::JobId id, sched::WaitReason reason) const;
+  // ": MIG layout not applied: node 'n1' takes MIG work only on ..." for a MIG pod of a model whose
+  // MIG nodes' agents may not reconfigure (appended to "capacity" and "no_fitting_node"); else "".
+  std::string MigWaitNote(const placement::TaskRequest& pod) const;
+  // A registration of a known node whose hardware is the same and whose scheduler view does not
+  // change (its agent may reconfigure MIG, before and now): only its MIG instances changed (the
+  // agent applied a layout). The record is updated in place, nothing is requeued, and a
+  // `node.mig_layout` event says what it has now. nullopt: not such a registration.
+  std::optional<HttpResponse> RegisterMigChange(const std::string& name, const NodeInventory& inv, const Caller& c,
+                                                int64_t now);
   HttpResponse ListAudit(const HttpRequest& r, const Caller& c);
   HttpResponse StreamEvents(const HttpRequest& r, const Caller& c);  // control_plane_events.cc
   // Whether the token of this hash is still known, unrevoked and unexpired (open streams).

@@ -16,6 +16,7 @@ using json = nlohmann::json;
 namespace {
 
 sched::WaitReason ReasonFromName(std::string_view name) {
+  name = name.substr(0, name.find(':'));  // "capacity: MIG layout not applied ..." (WaitReasonText)
   for (int r = 0; r < sched::kWaitReasonCount; ++r)
     if (sched::WaitReasonName(static_cast<sched::WaitReason>(r)) == name) return static_cast<sched::WaitReason>(r);
   return sched::WaitReason::kNone;
@@ -242,7 +243,7 @@ Status ControlPlane::Impl::CycleOnce() {
       }
       for (const sched::LiveWait& wt : r.waits) {
         TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(wt.job));
-        w.wait_reason = std::string(sched::WaitReasonName(wt.reason));
+        w.wait_reason = WaitReasonText(wt.job, wt.reason);  // control_plane_mig.cc
         w.updated_ms = now;
         TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
       }

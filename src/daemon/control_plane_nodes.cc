@@ -285,6 +285,9 @@ HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller
     }
     return HttpResponse::Json(200, api::EncodeRegisterAnswer({name, StoredNodeState(held.state)}));
   }
+  if (known != nodes.end()) {
+    if (std::optional<HttpResponse> a = RegisterMigChange(name, *inv, c, now)) return *a;  // control_plane_mig.cc
+  }
   std::vector<sched::JobId> lost;
   if (known != nodes.end()) {
     StatusOr<std::vector<sched::JobId>> ids = live->RemoveNode(name);
@@ -416,6 +419,7 @@ HttpResponse ControlPlane::Impl::DesiredState(const HttpRequest& r, const Caller
   if (node == nodes.end())
     return HttpResponse::Error(404, "not_found", "node '" + name + "' is not registered (register it again)");
   api::DesiredState desired{name, StoredNodeState(node->second.record.state), {}};
+  desired.gpus = DesiredMigLayouts(name, node->second);  // MIG nodes: each GPU's target layout
   if (const std::optional<sched::LiveScheduler::NodeView> v = live->node(name)) {
     for (sched::JobId id : v->jobs) {
       auto job = jobs.find(id);

@@ -106,6 +106,10 @@ std::unique_ptr<WorkloadService> ControlPlane::Impl::MakeWorkloadService() {
     return Status::Ok();
   };
   world.wake = [this] { wake_cv.notify_one(); };
+  world.wait_note = [this](const placement::TaskRequest& pod) {
+    std::lock_guard<std::mutex> lock(mu);
+    return MigWaitNote(pod);
+  };
   return std::make_unique<WorkloadService>(
       [this](std::string_view op, const std::function<Status(store::Transaction&)>& fn) { return Transact(op, fn); },
       [this](std::string_view op, std::function<Status(store::Transaction&)> fn, std::function<void(Status)> done) {

@@ -128,7 +128,8 @@ StatusOr<WorkloadService::CommitSubmit> WorkloadService::Submit(const WorkloadCa
     p->record.tenant = req.tenant;
     p->record.spec_json = WorkloadSpecJson(p->shape, catalog_);
     p->record.state = std::string(StateName(api::WorkloadState::kPending));
-    p->record.wait_reason = park ? "no_fitting_node" : "queued";
+    p->record.wait_reason =
+        park ? "no_fitting_node" + (world_.wait_note ? world_.wait_note(p->shape.job.pod) : std::string()) : "queued";
     p->record.created_ms = p->record.updated_ms = p->now;
   }
   return CommitSubmit([this, p](std::function<void(FinishSubmit)> durable) {

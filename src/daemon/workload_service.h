@@ -106,6 +106,9 @@ struct WorkloadWorld {
   std::function<Status()> restore;
   // Wakes the scheduling loop (after enqueue, withdraw or restore released the lock).
   std::function<void()> wake;
+  // (takes the lock) What to add to "no_fitting_node" for a job no node can hold now, e.g. why
+  // MIG work waits (ControlPlane's MigWaitNote); null or "": nothing.
+  std::function<std::string(const placement::TaskRequest& pod)> wait_note;
 };
 
 // POST /v1/workloads, decoded.

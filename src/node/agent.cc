@@ -54,7 +54,7 @@ std::vector<std::string> Agent::TakeLog() { return std::exchange(log_, {}); }
 Status Agent::Register() {
   TESSERA_ASSIGN_OR_RETURN(LinkResponse r,
                            link_->Call("POST", "/v1/nodes/" + options_.name + "/register",
-                                       InventoryJson(inventory_, agent_id_)));
+                                       InventoryJson(inventory_, agent_id_, options_.allow_mig_reconfigure)));
   if (r.status == 401 || r.status == 403) return internal::RefusedToken(r, "register");
   if (r.status == 400) return InvalidArgumentError("the control plane refused the inventory: " + internal::ResponseMessage(r));
   if (r.status != 200) return UnavailableError("register: " + internal::ResponseMessage(r));
@@ -67,6 +67,7 @@ Status Agent::Register() {
 Status Agent::Heartbeat(int64_t) {
   api::Heartbeat beat{finished_, events_, {}};
   if (nvml_condition_) beat.conditions.push_back(*nvml_condition_);
+  if (mig_condition_) beat.conditions.push_back(*mig_condition_);
   const std::string body = api::EncodeHeartbeat(beat);
   const size_t events_sent = events_.size();
   TESSERA_ASSIGN_OR_RETURN(LinkResponse r, link_->Call("POST", "/v1/nodes/" + options_.name + "/heartbeat", body));
@@ -154,7 +155,11 @@ Status Agent::ApplyDesired(int64_t now_ms) {
     return Status::Ok();
   }
   if (r.status != 200) return UnavailableError("desired: " + internal::ResponseMessage(r));
-  TESSERA_ASSIGN_OR_RETURN(std::vector<internal::DesiredWorkload> desired, internal::ParseDesired(r.body));
+  TESSERA_ASSIGN_OR_RETURN(api::DesiredState state, internal::ParseDesiredState(r.body));
+  // MIG layouts first, so that a workload whose instance was just created starts this round.
+  TESSERA_RETURN_IF_ERROR(ReconcileMig(state.gpus));
+  if (!registered_) return Status::Ok();
+  const std::vector<internal::DesiredWorkload>& desired = state.workloads;
   std::set<int64_t> wanted;
   for (const internal::DesiredWorkload& d : desired) {
     wanted.insert(d.id);

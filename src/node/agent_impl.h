@@ -19,6 +19,8 @@ using DesiredWorkload = api::DesiredWorkload;
 // api::DecodeDesiredState's workloads; its INVALID_ARGUMENT (naming the field) prefixed with
 // "desired state: ".
 StatusOr<std::vector<DesiredWorkload>> ParseDesired(std::string_view body);
+// The whole desired state (workloads and MIG layouts), with the same prefix on errors.
+StatusOr<api::DesiredState> ParseDesiredState(std::string_view body);
 
 // "whole", "share" or the MIG profile: the ledger's partition of a mode.
 std::string PartitionOf(const DesiredWorkload& d);

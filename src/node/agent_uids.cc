@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "src/node/agent_impl.h"
 #include "tessera/node/agent.h"
@@ -32,6 +35,15 @@ std::string UnreachableAncestor(const std::string& dir) {
     path.resize(slash);
   }
   return "";
+}
+
+// A uid of --tenant-uids / --tenant-uid: 1..INT_MAX (0 is root, not a tenant's).
+bool ParseUid(const std::string& text, long* uid) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 10) return false;
+  const long long v = std::stoll(text);
+  if (v < 1 || v > INT_MAX) return false;
+  *uid = static_cast<long>(v);
+  return true;
 }
 
 }  // namespace
@@ -111,6 +123,47 @@ StatusOr<std::string> Agent::TenantHome(long uid) {
   if (::lchown(home.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(-1)) != 0)
     return InternalError("cannot give '" + home + "' to uid " + std::to_string(uid) + ": " + std::strerror(errno));
   return home;
+}
+
+StatusOr<TenantUidOptions> ParseTenantUidFlags(const std::string& tenant_uids, const std::vector<std::string>& tenant_uid,
+                                               bool root) {
+  TenantUidOptions o;
+  std::vector<std::string> problems;
+  const std::string range = tenant_uids.empty() ? (root ? kDefaultTenantUids : "off") : tenant_uids;
+  o.enabled = range != "off";
+  if (o.enabled) {
+    const size_t dash = range.find('-');
+    if (dash == std::string::npos || !ParseUid(range.substr(0, dash), &o.first) ||
+        !ParseUid(range.substr(dash + 1), &o.last) || o.first > o.last)
+      problems.push_back("--tenant-uids '" + range + "': expected FIRST-LAST, uids 1.." + std::to_string(INT_MAX) +
+                         " with FIRST <= LAST, or off");
+    if (!root)
+      problems.push_back("--tenant-uids " + range + " needs root (the agent chowns each tenant's counters file and "
+                         "starts its commands under the tenant's uid); run as root or give --tenant-uids off");
+  }
+  for (const std::string& item : tenant_uid) {
+    const size_t eq = item.rfind('=');
+    long uid = 0;
+    if (eq == std::string::npos || eq == 0 || !ParseUid(item.substr(eq + 1), &uid)) {
+      problems.push_back("--tenant-uid '" + item + "': expected TENANT=UID, uid 1.." + std::to_string(INT_MAX));
+      continue;
+    }
+    const std::string tenant = item.substr(0, eq);
+    for (const auto& [other, other_uid] : o.fixed)
+      if (other_uid == uid && other != tenant)
+        problems.push_back("--tenant-uid '" + item + "': uid " + std::to_string(uid) + " is given to tenant '" +
+                           other + "' too (one uid per tenant)");
+    if (o.fixed.count(tenant) && o.fixed[tenant] != uid)
+      problems.push_back("--tenant-uid '" + item + "': tenant '" + tenant + "' given twice");
+    o.fixed[tenant] = uid;
+  }
+  if (!tenant_uid.empty() && !o.enabled) problems.push_back("--tenant-uid needs tenant uids on (not --tenant-uids off)");
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += (all.empty() ? "" : "\ntessera agent: ") + p;
+    return InvalidArgumentError(all);
+  }
+  return o;
 }
 
 }  // namespace tessera::node

@@ -29,9 +29,14 @@ using nlohmann::json;
 namespace internal {
 
 StatusOr<std::vector<DesiredWorkload>> ParseDesired(std::string_view body) {
+  TESSERA_ASSIGN_OR_RETURN(api::DesiredState desired, ParseDesiredState(body));
+  return std::move(desired.workloads);
+}
+
+StatusOr<api::DesiredState> ParseDesiredState(std::string_view body) {
   StatusOr<api::DesiredState> desired = api::DecodeDesiredState(body, nullptr);
   if (!desired.ok()) return desired.status().WithPrefix("desired state");
-  return std::move(desired->workloads);
+  return desired;
 }
 
 std::string PartitionOf(const DesiredWorkload& d) {
@@ -213,6 +218,7 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
     ++stats_.limit_changes;
     return SaveWorkload(w);
   }
+  TESSERA_RETURN_IF_ERROR(MigInstanceReady(d));  // a MIG workload waits for its instance (agent_mig.cc)
   HeldWorkload w;
   w.id = d.id;
   w.tenant = d.tenant;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "tessera/enforce/segment.h"
@@ -35,15 +36,47 @@ StatusOr<Inventory> DiscoverInventory(const enforce::NvmlApi& nvml, const GpuMod
       if (mig.ok()) gpu.mig_enabled = mig->current_enabled;
       else if (mig.status().code() != StatusCode::kUnimplemented)
         return Status(mig.status().code(), at + std::string(mig.status().message()));
+      if (gpu.mig_enabled) {
+        TESSERA_ASSIGN_OR_RETURN(gpu.mig_instances, DiscoverMigInstances(nvml, g, *catalog.info(*model).mig));
+      }
     }
     out.gpus.push_back(std::move(gpu));
   }
   return out;
 }
 
-std::string InventoryJson(const Inventory& inventory, std::string_view agent_id) {
-  return api::EncodeNodeInventory(
-      {inventory.cpu_milli, inventory.memory_mib, inventory.gpus, std::string(agent_id), ""});
+StatusOr<std::vector<api::InventoryMigInstance>> DiscoverMigInstances(const enforce::NvmlApi& nvml, uint32_t gpu,
+                                                                      const MigGeometry& geometry) {
+  const std::string at = "GPU " + std::to_string(gpu) + ": ";
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<enforce::GpuInstance> instances, nvml.GpuInstances(gpu));
+  std::vector<enforce::GpuProcess> processes;
+  if (!instances.empty()) {
+    StatusOr<std::vector<enforce::GpuProcess>> p = nvml.RunningProcesses(gpu);
+    if (!p.ok()) return Status(p.status().code(), at + std::string(p.status().message()));
+    processes = std::move(*p);
+  }
+  std::vector<api::InventoryMigInstance> out;
+  for (const enforce::GpuInstance& gi : instances) {
+    const MigProfile* profile = nullptr;
+    for (const MigProfile& p : geometry.profiles)
+      if (p.profile_id == static_cast<int>(gi.profile_id) && p.size == static_cast<int>(gi.placement.size)) profile = &p;
+    if (profile == nullptr)
+      return FailedPreconditionError(at + "GPU instance " + std::to_string(gi.id) + " (profile id " +
+                                     std::to_string(gi.profile_id) + " at " + std::to_string(gi.placement.start) +
+                                     ":" + std::to_string(gi.placement.size) +
+                                     ") is of a MIG profile the GPU model catalog does not know");
+    bool in_use = false;
+    for (const enforce::GpuProcess& p : processes) in_use |= p.gpu_instance_id && *p.gpu_instance_id == gi.id;
+    out.push_back({profile->name, static_cast<int>(gi.placement.start), in_use});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  return out;
+}
+
+std::string InventoryJson(const Inventory& inventory, std::string_view agent_id, bool mig_reconfigure) {
+  api::NodeInventory body{inventory.cpu_milli, inventory.memory_mib, inventory.gpus, std::string(agent_id), ""};
+  body.mig_reconfigure = mig_reconfigure;
+  return api::EncodeNodeInventory(body);
 }
 
 StatusOr<std::string> FakeNvmlConfig(const std::string& fake_gpus, const GpuModelCatalog& catalog) {

@@ -39,7 +39,7 @@ StatusOr<ClusterSnapshot> ClusterSnapshot::Create(std::vector<NodeSpec> nodes) {
     st.gpu_count = static_cast<int16_t>(n.gpu_count);
     st.model_bit = n.gpu_count > 0 ? ModelBit(n.model) : 0;
     for (int g = 0; g < n.gpu_count; ++g) st.gpu_free[g] = 1000;
-    if (n.mig != nullptr || !n.mig_in_use.empty()) {
+    if (n.mig != nullptr || !n.mig_in_use.empty() || !n.mig_fixed.empty()) {
       TESSERA_RETURN_IF_ERROR(s.InitMigNode(i, n, where));
     }
     s.RefreshDerived(st);
@@ -72,11 +72,26 @@ Status ClusterSnapshot::InitMigNode(size_t i, const NodeSpec& n, const std::stri
     return InvalidArgumentError(where + ": mig_in_use has " + std::to_string(n.mig_in_use.size()) +
                                 " layouts for " + std::to_string(n.gpu_count) + " GPUs");
   }
+  if (!n.mig_fixed.empty() && static_cast<int>(n.mig_fixed.size()) != n.gpu_count) {
+    return InvalidArgumentError(where + ": mig_fixed has " + std::to_string(n.mig_fixed.size()) + " layouts for " +
+                                std::to_string(n.gpu_count) + " GPUs");
+  }
   if (mig_.empty()) mig_.resize(state_.size());
   NodeState& st = state_[i];
   st.mig = true;
   std::vector<MigGpuState>& gpus = mig_[i];
   gpus.assign(static_cast<size_t>(n.gpu_count), MigGpuState{});
+  for (size_t k = 0; k < n.mig_fixed.size(); ++k) {
+    if (Status v = partition::ValidateLayout(g, n.mig_fixed[k]); !v.ok()) {
+      return InvalidArgumentError(where + ", GPU " + std::to_string(k) + " (fixed layout): " + v.message());
+    }
+    gpus[k].fixed = true;
+    for (const partition::MigInstance& inst : n.mig_fixed[k])
+      gpus[k].exists[static_cast<size_t>(inst.start)] = static_cast<int8_t>(inst.profile);
+    for (const partition::MigInstance& inst : k < n.mig_in_use.size() ? n.mig_in_use[k] : partition::MigLayout{})
+      if (gpus[k].exists[static_cast<size_t>(inst.start)] != inst.profile)
+        return InvalidArgumentError(where + ", GPU " + std::to_string(k) + ": an instance in use is not in its fixed layout");
+  }
   for (size_t k = 0; k < n.mig_in_use.size(); ++k) {
     if (Status v = partition::ValidateLayout(g, n.mig_in_use[k]); !v.ok()) {
       return InvalidArgumentError(where + ", GPU " + std::to_string(k) + ": " + v.message());
@@ -106,6 +121,7 @@ uint32_t ClusterSnapshot::MigValidStarts(const MigGeometry& g, const MigGpuState
   uint32_t starts = 0;
   for (int s : p.starts) {
     if (s < 0 || s + p.size > g.memory_slices) continue;
+    if (st.fixed && st.exists[static_cast<size_t>(s)] != profile) continue;  // only an instance that exists
     if ((st.used & (block << s)) == 0) starts |= 1u << s;
   }
   return starts;

@@ -66,7 +66,7 @@ TEST(NodeWireTest, InventoryRefusalsNameTheField) {
   auto decode = [](std::string_view b, std::string* f) { return DecodeNodeInventory(b, f); };
   EXPECT_EQ(Refusal(decode, R"({"cpu_milli": 1, "memory_mib": 1, "gpu": []})"),
             std::make_pair(std::string("gpu: unknown field (known: cpu_milli, memory_mib, gpus, agent_version, "
-                                       "agent_id)"),
+                                       "agent_id, mig_reconfigure)"),
                            std::string("gpu")));
   EXPECT_EQ(Refusal(decode, R"({"memory_mib": 1})").second, "cpu_milli");
   EXPECT_EQ(Refusal(decode, R"({"cpu_milli": 1, "memory_mib": 1, "gpus": [{"model": "A", "mig": true}]})").second,
@@ -81,6 +81,63 @@ TEST(NodeWireTest, InventoryRefusalsNameTheField) {
   for (int i = 0; i < 17; ++i) many += std::string(i ? "," : "") + R"({"model": "A"})";
   EXPECT_EQ(Refusal(decode, many + "]}").first, "gpus: 17 GPUs; a node has at most 16");
   EXPECT_THAT(Refusal(decode, "[1]").first, HasSubstr("must be a JSON object"));
+}
+
+// Issue 32: a MIG node registers the instances that exist (and whether its agent may change them),
+// and its desired state carries each MIG GPU's target layout.
+TEST(NodeWireTest, MigInstancesAndTheReconfigureFlagRoundTrip) {
+  NodeInventory inv{8000, 32768, {{0, "", "H100-80GB", 81559, true}}, "", ""};
+  inv.gpus[0].mig_instances = {{"3g.40gb", 0, true}, {"1g.10gb", 4, false}};
+  inv.mig_reconfigure = true;
+  const std::string body = EncodeNodeInventory(inv);
+  EXPECT_EQ(body,
+            R"({"cpu_milli":8000,"gpus":[{"index":0,"memory_mib":81559,"mig_enabled":true,"mig_instances":[)"
+            R"({"in_use":true,"profile":"3g.40gb","start":0},{"profile":"1g.10gb","start":4}],"model":"H100-80GB"}],)"
+            R"("memory_mib":32768,"mig_reconfigure":true})");
+  StatusOr<NodeInventory> back = DecodeNodeInventory(body, nullptr);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, inv);
+  EXPECT_EQ(EncodeNodeInventory(*back), body);
+  // An older agent's inventory (no instances, no flag) still decodes: neither is required.
+  StatusOr<NodeInventory> old = DecodeNodeInventory(EncodeNodeInventory(TwoGpus()), nullptr);
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->mig_reconfigure);
+  EXPECT_TRUE(old->gpus[1].mig_instances.empty());
+}
+
+TEST(NodeWireTest, MigInstanceRefusalsNameTheField) {
+  auto decode = [](std::string_view b, std::string* f) { return DecodeNodeInventory(b, f); };
+  const std::string head = R"({"cpu_milli": 1, "memory_mib": 1, "gpus": [{"model": "H100-80GB", "mig_enabled": true, )";
+  EXPECT_EQ(Refusal(decode, head + R"("mig_instances": [{"profile": "3g.40gb", "start": 8}]}]})").first,
+            "gpus[0].mig_instances[0].start: 8 is out of range 0..7");
+  EXPECT_EQ(Refusal(decode, head + R"("mig_instances": [{"start": 0}]}]})").second, "gpus[0].mig_instances[0].profile");
+  EXPECT_EQ(Refusal(decode, head + R"("mig_instances": [{"profile": "1g.10gb", "start": 0, "busy": 1}]}]})").second,
+            "gpus[0].mig_instances[0].busy");
+  EXPECT_EQ(Refusal(decode, R"({"cpu_milli": 1, "memory_mib": 1, "gpus": [{"model": "A", "mig_instances": )"
+                            R"([{"profile": "1g.10gb", "start": 0}]}]})")
+                .first,
+            "gpus[0].mig_instances: MIG instances on a GPU without MIG");
+  EXPECT_EQ(Refusal(decode, R"({"cpu_milli": 1, "memory_mib": 1, "mig_reconfigure": 1})").first,
+            "mig_reconfigure: expected a boolean, got an integer");
+}
+
+TEST(NodeWireTest, DesiredMigLayoutsRoundTripAndAreLeftOutWhenNone) {
+  DesiredState s{"n1", NodeState::kReady, {}};
+  s.gpus = {{0, "3g.40gb@0,3g.40gb@4"}, {1, ""}};
+  const std::string body = EncodeDesiredState(s);
+  EXPECT_EQ(body, R"({"gpus":[{"index":0,"mig_layout":"3g.40gb@0,3g.40gb@4"},{"index":1,"mig_layout":""}],)"
+                  R"("node":"n1","state":"ready","workloads":[]})");
+  StatusOr<DesiredState> back = DecodeDesiredState(body, nullptr);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, s);
+  EXPECT_EQ(EncodeDesiredState({"n1", NodeState::kReady, {}}).find("gpus"), std::string::npos);
+  auto decode = [](std::string_view b, std::string* f) { return DecodeDesiredState(b, f); };
+  EXPECT_EQ(Refusal(decode, R"({"workloads": [], "gpus": [{"index": 0}]})").second, "gpus[0].mig_layout");
+  EXPECT_EQ(Refusal(decode, R"({"workloads": [], "gpus": [{"index": 0, "mig_layout": ""}, )"
+                            R"({"index": 0, "mig_layout": ""}]})")
+                .first,
+            "gpus[1].index: GPU 0 is given twice");
+  EXPECT_EQ(Refusal(decode, R"({"workloads": [], "gpus": [{"index": 16, "mig_layout": ""}]})").second, "gpus[0].index");
 }
 
 TEST(NodeWireTest, RegisterAnswerRoundTrips) {

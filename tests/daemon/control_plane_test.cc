@@ -99,14 +99,19 @@ class ControlPlaneTest : public ::testing::Test {
     if (!parent.empty()) body["parent"] = parent;
     Ok("POST", "/v1/tenants", body.dump(), kAdmin, 201);
   }
+  // A MIG node's agent applies the layouts the control plane asks for unless `reconfigure` is false
+  // (tessera agent --allow-mig-reconfigure; issue 32).
   void RegisterNode(const std::string& agent, const std::string& name, int gpus, const std::string& model = "A100-80GB",
-                    bool mig = false) {
+                    bool mig = false, bool reconfigure = true, json instances = json::array()) {
     json list = json::array();
-    for (int g = 0; g < gpus; ++g)
+    for (int g = 0; g < gpus; ++g) {
       list.push_back({{"index", g}, {"uuid", "GPU-" + name + "-" + std::to_string(g)}, {"model", model},
                       {"mig_enabled", mig}});
-    Ok("POST", "/v1/nodes/" + name + "/register",
-       json{{"cpu_milli", 64000}, {"memory_mib", 262144}, {"gpus", list}}.dump(), agent);
+      if (mig && !instances.empty()) list.back()["mig_instances"] = instances;
+    }
+    json body = {{"cpu_milli", 64000}, {"memory_mib", 262144}, {"gpus", list}};
+    if (mig && reconfigure) body["mig_reconfigure"] = true;
+    Ok("POST", "/v1/nodes/" + name + "/register", body.dump(), agent);
   }
   int64_t Submit(const std::string& tenant, const std::string& token, json extra = json::object(),
                  const std::string& qos = "Burstable") {
@@ -911,6 +916,56 @@ TEST_F(ControlPlaneTest, MigInstancesArePlacedSideBySideOnAMigNodeWithTheirStart
     shown.insert(sh["mig_start"].get<int>());
   }
   EXPECT_EQ(shown, starts);
+}
+
+// Issue 32: the desired state carries each MIG GPU's target layout; an agent that may apply it
+// registers its new instances without its running work being requeued.
+TEST_F(ControlPlaneTest, AMigNodesDesiredStateCarriesTheLayoutItsPlacedWorkNeedsAndTheAppliedLayoutRequeuesNothing) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 1, "H100-80GB", /*mig=*/true);
+  const int64_t big = Submit("a", kAdmin, {{"mig_profile", "3g.40gb"}, {"model", "H100-80GB"}});
+  Cycle();
+  ASSERT_EQ(Workload(big)["state"], "running");
+  json desired = Ok("GET", "/v1/nodes/n1/desired", "", agent);
+  const int start = desired["workloads"][0]["pods"][0]["mig_start"].get<int>();
+  const std::string layout = "3g.40gb@" + std::to_string(start);
+  EXPECT_EQ(desired["gpus"], json::parse(R"([{"index": 0, "mig_layout": ")" + layout + R"("}])")) << desired.dump();
+  // The agent applied it and registers what it has now: same hardware, so nothing is requeued.
+  RegisterNode(agent, "n1", 1, "H100-80GB", true, true, json::array({{{"profile", "3g.40gb"}, {"start", start}}}));
+  EXPECT_EQ(Workload(big)["state"], "running") << Workload(big).dump();
+  EXPECT_EQ(Ok("GET", "/v1/nodes/n1")["gpus"][0]["shares"].size(), 1u);
+  // A free instance the agent has is kept while it fits next to the placed ones.
+  RegisterNode(agent, "n1", 1, "H100-80GB", true, true,
+               json::array({{{"profile", "3g.40gb"}, {"start", start}}, {{"profile", "1g.10gb"}, {"start", 4 - start}}}));
+  desired = Ok("GET", "/v1/nodes/n1/desired", "", agent);
+  EXPECT_EQ(desired["gpus"][0]["mig_layout"],
+            start == 0 ? "3g.40gb@0,1g.10gb@4" : "1g.10gb@0,3g.40gb@4") << desired.dump();
+  EXPECT_EQ(Workload(big)["state"], "running");
+}
+
+TEST_F(ControlPlaneTest, WithoutReconfigureMigWorkWaitsWithAReasonThatSaysSoAndTheDesiredLayoutIsThePlanners) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 1, "H100-80GB", /*mig=*/true, /*reconfigure=*/false);
+  const int64_t big = Submit("a", kAdmin, {{"mig_profile", "3g.40gb"}, {"model", "H100-80GB"}});
+  Cycle();
+  const json w = Workload(big);
+  EXPECT_EQ(w["state"], "pending") << w.dump();
+  EXPECT_THAT(w.dump(), HasSubstr("MIG layout not applied: node 'n1' takes MIG work only on the instances it has"));
+  EXPECT_THAT(w.dump(), HasSubstr("--allow-mig-reconfigure"));
+  // What the control plane would like there: the planner's layout for the pending demand.
+  json desired = Ok("GET", "/v1/nodes/n1/desired", "", agent);
+  EXPECT_EQ(desired["workloads"], json::array());
+  EXPECT_EQ(desired["gpus"], json::parse(R"([{"index": 0, "mig_layout": "3g.40gb@0"}])")) << desired.dump();
+  // An operator cuts the GPU by hand (tessera mig apply): the instance that exists takes the work.
+  RegisterNode(agent, "n1", 1, "H100-80GB", true, false, json::array({{{"profile", "3g.40gb"}, {"start", 4}}}));
+  Cycle();
+  EXPECT_EQ(Workload(big)["state"], "running") << Workload(big).dump();
+  desired = Ok("GET", "/v1/nodes/n1/desired", "", agent);
+  ASSERT_EQ(desired["workloads"].size(), 1u);
+  EXPECT_EQ(desired["workloads"][0]["pods"][0]["mig_start"], 4);
+  EXPECT_EQ(desired["gpus"][0]["mig_layout"], "3g.40gb@4");
 }
 
 TEST_F(ControlPlaneTest, GpusFreedByFinishedWorkTakeTheWaitingBestEffortWork) {

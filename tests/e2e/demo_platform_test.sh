@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make demo` as a test: runs scripts/demo_platform.sh on the build folder and checks that it
-# showed what it promises (placements, the limit refusing an allocation, one preemption and why,
+# showed what it promises (placements, the MIG layout the agent applied, the limit refusing an allocation, one preemption and why,
 # `tessera run --server` passing the command's exit code, the node view, /metrics), and that it
 # stopped everything it started.
 # Usage: tests/e2e/demo_platform_test.sh BUILD_DIR
@@ -17,6 +17,7 @@ fail() { echo "demo_platform_test: $*" >&2; exit 1; }
 [[ $rc -eq 0 ]] || fail "the demo exited $rc"
 expect() { grep -qE -- "$1" "$out" || fail "the demo did not print /$1/"; }
 expect '^1 +inference +prod +running +Guaranteed +mig:3g\.40gb +n-h100'
+expect "^n-h100: GPU [01]: MIG layout '3g\\.40gb@[0-9]' applied \\(was '', 1 step\\)"   # the agent cut the GPU
 expect '^2 +train-a +research +completed +Burstable +fraction\(500,4096MiB\) +n-a100'
 expect '^[0-9]+ +batch-[0-9] +batch +running +BestEffort +exclusive +n-a100:\[3\]'  # all four A100s in use
 expect 'fill family=mem count=16 rc=2'                                   # 256 MiB limit: 16 x 16 MiB, then refused

@@ -10,7 +10,9 @@
 //   - an agent with a wrong token is refused and exits 1;
 //   - the agents' usage samples reach GET /v1/usage;
 //   - 60 concurrent `tessera run --server` with one token against a low rate limit all finish
-//     (issue 31: a third of them used to exit on their first 429).
+//     (issue 31: a third of them used to exit on their first 429);
+//   - a MIG workload waits, with a reason that says so, while the only MIG node's agent may not
+//     reconfigure, and runs once an agent with --allow-mig-reconfigure has cut its GPU (issue 32).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -19,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -36,6 +39,7 @@ namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr const char* kAdmin = "admin-token-for-the-e2e-tests";
 const std::string kAuth = std::string("Authorization: Bearer ") + kAdmin;
@@ -66,9 +70,10 @@ class AgentProcess {
   AgentProcess(const TempDir& dir, const std::string& name, int port, const std::string& token_file,
                const std::string& gpus, const std::string& cpu_milli = "",
                const std::vector<std::pair<std::string, std::string>>& env = {},
-               // As root the agent runs each tenant under a uid of its own by default; the tests'
-               // directories (mkdtemp, 0700) are closed to those uids, so off unless a test asks.
-               const std::vector<std::string>& extra = {"--tenant-uids", "off"})
+               // More flags. As root the agent runs each tenant under a uid of its own by default;
+               // the tests' directories (mkdtemp, 0700) are closed to those uids, so "--tenant-uids
+               // off" is added unless `extra` names --tenant-uids.
+               const std::vector<std::string>& extra = {})
       : log_(dir.File(name + ".log")), run_dir_(dir.File(name)) {
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -84,6 +89,9 @@ class AgentProcess {
                                        "--usage-interval", "1", "--stop-grace", "1"};
       if (!cpu_milli.empty()) argv.insert(argv.end(), {"--cpu-milli", cpu_milli});
       argv.insert(argv.end(), extra.begin(), extra.end());
+      if (std::find(extra.begin(), extra.end(), "--tenant-uids") == extra.end()) {
+        argv.insert(argv.end(), {"--tenant-uids", "off"});
+      }
       std::vector<char*> args;
       for (std::string& a : argv) args.push_back(a.data());
       args.push_back(nullptr);
@@ -154,8 +162,9 @@ class Platform : public ::testing::Test {
   // env: set in the agent's environment (and so its workloads').
   std::unique_ptr<AgentProcess> Agent(const std::string& name, const std::string& gpus = "A100-40GB:2",
                                       const std::string& cpu_milli = "",
-                                      const std::vector<std::pair<std::string, std::string>>& env = {}) {
-    auto a = std::make_unique<AgentProcess>(dir_, name, port_, dir_.File("agent.token"), gpus, cpu_milli, env);
+                                      const std::vector<std::pair<std::string, std::string>>& env = {},
+                                      const std::vector<std::string>& flags = {}) {
+    auto a = std::make_unique<AgentProcess>(dir_, name, port_, dir_.File("agent.token"), gpus, cpu_milli, env, flags);
     EXPECT_TRUE(WaitFor([&] { return Call("GET", "/v1/nodes/" + name).status == 200; })) << a->output();
     return a;
   }
@@ -361,6 +370,30 @@ TEST_F(Platform, AnMpsWorkloadRunsAsAClientOfItsGpusDaemonWhichStopsAfterIt) {
       << ReadFile(control) << a->output();
   EXPECT_THAT(ReadFile(control), HasSubstr("start pid="));
   EXPECT_THAT(a->output(), HasSubstr("MPS control daemon of GPU 0 started"));
+}
+
+// MIG from the control plane (issue 32): h2's agent runs without --allow-mig-reconfigure, so a
+// 3g.40gb workload waits (no instance exists) and h2 reports the layout it was asked for as not
+// applied; h1's agent has the flag: the control plane places the workload there, the agent creates
+// the instance through the fake NVML, registers its new inventory and runs the command.
+TEST_F(Platform, AMigLayoutIsAppliedOnlyByAnAgentAllowedToAndTheWorkWaitsUntilThen) {
+  EventStreamReader events(port_, "/v1/events?after=0", {kAuth});
+  auto fixed = Agent("h2", "H100-80GB:1:mig");
+  const int64_t id = Submit({{"tenant", "batch"}, {"gpus", 1}, {"qos", "Burstable"}, {"mig_profile", "3g.40gb"},
+                             {"model", "H100-80GB"}, {"command", {"/bin/true"}}});
+  ASSERT_TRUE(WaitFor([&] { return Get(id).dump().find("--allow-mig-reconfigure") != std::string::npos; }))
+      << Get(id).dump();
+  EXPECT_EQ(Get(id)["state"], "pending");
+  ASSERT_TRUE(WaitFor([&] {
+    return Body(Call("GET", "/v1/nodes/h2")).dump().find("layout differs, not applied") != std::string::npos;
+  })) << Body(Call("GET", "/v1/nodes/h2")).dump() << fixed->output();
+  auto allowed = Agent("h1", "H100-80GB:1:mig", "", {}, {"--allow-mig-reconfigure"});
+  ASSERT_TRUE(WaitState(id, "completed")) << Get(id).dump() << allowed->output();
+  EXPECT_THAT(allowed->output(), HasSubstr("GPU 0: MIG layout '3g.40gb@"));
+  // The new instance reached the control plane as an event of h1; h2's condition was one of h2.
+  EXPECT_TRUE(events.ReadUntil(R"("kind":"node.mig_layout","node":"h1")")) << events.text();
+  EXPECT_THAT(events.text(), HasSubstr("mig_layout: not ok (GPU 0: layout differs, not applied"));
+  EXPECT_THAT(fixed->output(), Not(HasSubstr("applied (was")));
 }
 
 // The NVML backstop end to end: a workload that re-execs itself without LD_PRELOAD escapes the shim

@@ -57,7 +57,11 @@ class ScriptedControlPlane : public ControlPlaneLink {
       }
       return LinkResponse{200, R"({"node": "n1", "state": "ready", "ignored": []})"};
     }
-    if (path.ends_with("/desired")) return LinkResponse{200, json{{"node", "n1"}, {"workloads", desired}}.dump()};
+    if (path.ends_with("/desired")) {
+      json state = {{"node", "n1"}, {"workloads", desired}};
+      if (!desired_gpus.empty()) state["gpus"] = desired_gpus;
+      return LinkResponse{200, state.dump()};
+    }
     if (path.ends_with("/usage")) {
       const json j = json::parse(body);
       for (const json& s : j["samples"]) samples.push_back(s);
@@ -72,6 +76,7 @@ class ScriptedControlPlane : public ControlPlaneLink {
   }
 
   json desired = json::array();
+  json desired_gpus = json::array();  // MIG layouts ("gpus"), left out when empty
   std::map<std::string, int> status_for;
   bool unreachable = false;
   std::vector<std::string> calls, bodies;
@@ -897,6 +902,125 @@ TEST_F(MpsAgentTest, WithoutTheControlProgramAnMpsWorkloadFailsWithAReasonThatSa
   EXPECT_THAT(cp.events[0]["detail"].get<std::string>(), ::testing::HasSubstr("--mps-control"));
   EXPECT_EQ(ClientLog(8), "");  // never run, not even without MPS
   EXPECT_EQ(agent.stats().mps_starts, 0);
+}
+
+// MIG layouts from the control plane (issue 32) on the fake NVML: one H100-80GB in MIG mode.
+class MigAgentTest : public AgentTest {
+ protected:
+  void Init(const std::string& config) {
+    ::setenv("TESSERA_FAKE_NVML_CONFIG", config.c_str(), 1);
+    ASSERT_TRUE(nvml.Init().ok());
+  }
+  void TearDown() override {
+    (void)nvml.Shutdown();
+    ::unsetenv("TESSERA_FAKE_NVML_CONFIG");
+  }
+  AgentOptions MigOptions(bool allow) {
+    AgentOptions o = Options();
+    o.mig_nvml = &nvml;
+    o.allow_mig_reconfigure = allow;
+    return o;
+  }
+  Inventory Discovered() {
+    StatusOr<Inventory> inv = DiscoverInventory(nvml, GpuModelCatalog::Builtin());
+    EXPECT_TRUE(inv.ok()) << inv.status().message();
+    return inv.ok() ? *inv : Inventory{};
+  }
+  static json MigWorkload(int64_t id, const std::string& profile, int start) {
+    return {{"id", id},           {"tenant", "vision"},   {"mode", "mig:" + profile}, {"gpu_milli", 500},
+            {"gpu_mem_mib", 0},   {"priority", 0},        {"mig_profile", profile},
+            {"pods", json::array({{{"gpus", {0}}, {"mig_start", start}}})}};
+  }
+  std::string Layout() {  // what the fake driver has on GPU 0
+    StatusOr<std::vector<api::InventoryMigInstance>> m =
+        DiscoverMigInstances(nvml, 0, *GpuModelCatalog::Builtin().info(*GpuModelCatalog::Builtin().Find("H100-80GB")).mig);
+    std::string out;
+    for (const auto& i : m.ok() ? *m : std::vector<api::InventoryMigInstance>{})
+      out += (out.empty() ? "" : ",") + i.profile + "@" + std::to_string(i.start) + (i.in_use ? "*" : "");
+    return out;
+  }
+  json MigCondition() {  // the last heartbeat's mig_layout condition
+    for (auto b = cp.bodies.rbegin(); b != cp.bodies.rend(); ++b) {
+      const json j = json::parse(*b, nullptr, false);
+      if (!j.is_object() || !j.contains("conditions")) continue;
+      for (const json& c : j["conditions"])
+        if (c["type"] == "mig_layout") return c;
+    }
+    return nullptr;
+  }
+  uint32_t CreateGi(uint32_t index, uint32_t start, uint32_t size) {
+    StatusOr<enforce::GpuInstanceProfile> p = nvml.GpuInstanceProfileInfo(0, index);
+    EXPECT_TRUE(p.ok());
+    StatusOr<enforce::GpuInstance> gi = nvml.CreateGpuInstance(0, p->id, {start, size});
+    EXPECT_TRUE(gi.ok()) << gi.status().message();
+    return gi.ok() ? gi->id : 0;
+  }
+
+  enforce::DlopenNvml nvml{{.library_path = TESSERA_FAKE_NVML_PATH}};
+};
+
+TEST_F(MigAgentTest, AMigWorkloadThatNeedsALayoutChangeGetsItAppliedAndStarts) {
+  Init("H100-80GB:mig=1");
+  Agent agent(MigOptions(true), Discovered(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({MigWorkload(5, "3g.40gb", 4)});
+  cp.desired_gpus = json::parse(R"([{"index": 0, "mig_layout": "3g.40gb@4"}])");
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(Layout(), "3g.40gb@4");
+  EXPECT_EQ(agent.stats().mig_reconfigurations, 1);
+  // The new inventory was registered at once, and the workload started in the same round.
+  EXPECT_EQ(cp.Count("/register"), 2);
+  const json registered = json::parse(cp.registered_body);
+  EXPECT_EQ(registered["mig_reconfigure"], true);
+  EXPECT_EQ(registered["gpus"][0]["mig_instances"], json::parse(R"([{"profile": "3g.40gb", "start": 4}])"));
+  EXPECT_EQ(agent.held().count(5), 1u);
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(MigCondition(), json::parse(R"({"ok": true, "type": "mig_layout"})"));
+  EXPECT_EQ(agent.stats().mig_reconfigurations, 1);  // nothing more to do
+  EXPECT_EQ(cp.Count("/register"), 2);
+}
+
+TEST_F(MigAgentTest, AnInstanceInUseIsNeverDestroyedAndAFreeOneIs) {
+  Init("H100-80GB:mig=1:procs=4242/1024/1/0");  // a process in GPU instance 1
+  CreateGi(enforce::kGpuInstanceProfile1Slice, 0, 1);  // id 1: in use
+  CreateGi(enforce::kGpuInstanceProfile1Slice, 1, 1);  // id 2: free
+  ASSERT_EQ(Layout(), "1g.10gb@0*,1g.10gb@1");
+  Agent agent(MigOptions(true), Discovered(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired_gpus = json::parse(R"([{"index": 0, "mig_layout": "7g.80gb@0"}])");
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(Layout(), "1g.10gb@0*,1g.10gb@1");  // nothing destroyed: 1g.10gb@0 runs a process
+  const json refused = MigCondition();
+  EXPECT_EQ(refused["ok"], false);
+  EXPECT_EQ(refused["detail"], "GPU 0: layout differs, not applied: has '1g.10gb@0,1g.10gb@1', desired '7g.80gb@0' "
+                               "(1g.10gb@0 in use: never destroyed)");
+  EXPECT_EQ(agent.stats().mig_reconfigurations, 0);
+  // A target that keeps the busy instance: the free one goes, the new one comes.
+  cp.desired_gpus = json::parse(R"([{"index": 0, "mig_layout": "1g.10gb@0,3g.40gb@4"}])");
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(Layout(), "1g.10gb@0*,3g.40gb@4");
+  EXPECT_EQ(agent.stats().mig_steps, 2);
+  EXPECT_EQ(MigCondition()["ok"], true);
+}
+
+TEST_F(MigAgentTest, WithoutTheFlagTheAgentReportsTheLayoutDiffersAndTheWorkWaits) {
+  Init("H100-80GB:mig=1");
+  Agent agent(MigOptions(false), Discovered(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({MigWorkload(5, "3g.40gb", 0)});
+  cp.desired_gpus = json::parse(R"([{"index": 0, "mig_layout": "3g.40gb@0"}])");
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(Layout(), "");
+  EXPECT_TRUE(agent.held().empty());
+  const json condition = MigCondition();
+  EXPECT_EQ(condition["ok"], false) << condition.dump();
+  EXPECT_EQ(condition["detail"], "GPU 0: layout differs, not applied: has '', desired '3g.40gb@0' (the agent runs "
+                                 "without --allow-mig-reconfigure)");
+  EXPECT_EQ(json::parse(cp.registered_body).count("mig_reconfigure"), 0u);
+  EXPECT_EQ(cp.Count("/register"), 1);
+  bool waits = false;
+  for (const std::string& line : agent.TakeLog()) waits |= line.find("waiting for MIG instance 3g.40gb@0") != std::string::npos;
+  EXPECT_TRUE(waits);
 }
 
 TEST(FakeNvmlConfigTest, TranslatesTheFlagAndNamesBadItems) {

@@ -105,6 +105,30 @@ TEST(MigRequestTest, ValidateTaskNamesTheField) {
   EXPECT_THAT(ValidateTask(t).message(), HasSubstr("mig_profile: -3"));
 }
 
+// Issue 32: a node whose agent may not reconfigure MIG takes MIG work only on the free instances
+// that exist (the header's example).
+TEST(MigSnapshotTest, AFixedLayoutTakesMigRequestsOnlyOnItsFreeInstances) {
+  const int three_g = ProfileIndex("H100-80GB", "3g.40gb");
+  const int one_g = ProfileIndex("H100-80GB", "1g.10gb");
+  const int two_g = ProfileIndex("H100-80GB", "2g.20gb");
+  NodeSpec n = MigNode("H100-80GB", 2);
+  n.mig_fixed = {{{three_g, 0}, {one_g, 4}}, {}};
+  auto snap = ClusterSnapshot::Create({n});
+  ASSERT_TRUE(snap.ok()) << snap.status().message();
+  EXPECT_EQ(snap->mig_valid_starts(NodeIndex{0}, 0, three_g), 0b1u);
+  EXPECT_EQ(snap->mig_valid_starts(NodeIndex{0}, 0, one_g), 0b10000u);
+  EXPECT_EQ(snap->mig_valid_starts(NodeIndex{0}, 0, two_g), 0u);
+  EXPECT_EQ(snap->mig_valid_starts(NodeIndex{0}, 1, one_g), 0u);  // GPU 1 has no instance at all
+  ASSERT_TRUE(snap->Apply(Req("H100-80GB", "3g.40gb"), Placement{NodeIndex{0}, GpuBit(0), 0}).ok());
+  EXPECT_EQ(snap->mig_valid_starts(NodeIndex{0}, 0, three_g), 0u);  // taken
+  EXPECT_FALSE(snap->Apply(Req("H100-80GB", "1g.10gb"), Placement{NodeIndex{0}, GpuBit(0), 5}).ok());
+  EXPECT_TRUE(snap->Apply(Req("H100-80GB", "1g.10gb"), Placement{NodeIndex{0}, GpuBit(0), 4}).ok());
+  n.mig_fixed = {{{three_g, 0}}};
+  auto count = ClusterSnapshot::Create({n});
+  ASSERT_FALSE(count.ok());
+  EXPECT_THAT(count.status().message(), HasSubstr("mig_fixed has 1 layouts for 2 GPUs"));
+}
+
 TEST(MigSnapshotTest, CreateValidatesMigNodes) {
   // In-use instances are validated against the model's rules; the message names node, GPU, rule.
   const int four_g = ProfileIndex("H100-80GB", "4g.40gb");

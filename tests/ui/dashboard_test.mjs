@@ -116,6 +116,7 @@ try {
   const inventory = (name, model, memory_mib, n, mig) => ({
     cpu_milli: 64000, memory_mib: 524288,
     gpus: Array.from({ length: n }, (_, i) => ({ index: i, uuid: `GPU-${name}-${i}`, model, memory_mib, mig_enabled: mig })),
+    ...(mig ? { mig_reconfigure: true } : {}),  // its agent applies MIG layouts (issue 32)
   });
   // An anomaly for the Anomalies page, made as the API makes one (src/daemon/anomaly_service.h, "A
   // restart"): the agent reports 200 closed hours of prod's use of an A100 (0.1 GPU, half used:

@@ -61,12 +61,25 @@ constexpr std::string_view NodeStateName(NodeState s) {
 std::optional<NodeState> ParseNodeState(std::string_view name);
 
 // --- POST /v1/nodes/{name}/register ---------------------------------------------------------
+// One MIG GPU instance that exists on a GPU, as the agent's discovery found it: the catalog
+// profile, its first memory slice, and whether a process runs in it. {"profile": "3g.40gb",
+// "start": 4, "in_use": true} ("in_use" left out when false).
+inline constexpr size_t kMaxMigInstancesPerGpu = 8;
+struct InventoryMigInstance {
+  std::string profile;  // required, 1..64 characters (the daemon checks it against the model)
+  int start = 0;        // required, 0..7
+  bool in_use = false;
+  friend bool operator==(const InventoryMigInstance&, const InventoryMigInstance&) = default;
+};
+
 struct InventoryGpu {
   int index = 0;  // NVML index; gpus[i].index == i
   std::string uuid;   // optional (left out when empty)
   std::string model;  // a catalog name or an NVML device name (the daemon canonicalises it)
   int64_t memory_mib = 0;
   bool mig_enabled = false;
+  // MIG GPUs: the instances that exist, by start (left out when empty; at most 8).
+  std::vector<InventoryMigInstance> mig_instances = {};
   friend bool operator==(const InventoryGpu&, const InventoryGpu&) = default;
 };
 
@@ -76,6 +89,9 @@ struct NodeInventory {
   std::vector<InventoryGpu> gpus;  // at most 16
   std::string agent_id;       // optional (1..64 characters): the agent's instance id
   std::string agent_version;  // optional (1..64 characters)
+  // The agent applies the desired MIG layouts (`tessera agent --allow-mig-reconfigure`); false:
+  // the control plane places MIG work only on the instances that exist (left out when false).
+  bool mig_reconfigure = false;
   friend bool operator==(const NodeInventory&, const NodeInventory&) = default;
 };
 
@@ -114,7 +130,12 @@ struct AgentEvent {
 // The control plane turns each change into a `node.condition` event (docs/api.md, "Events").
 // `type` is open (1..64 of a-z, 0-9, '_', '.', '-'), so a newer agent's condition does not make an
 // older control plane refuse its heartbeats; at most kMaxNodeConditions of them, types unique.
+//   kConditionMigLayout  "mig_layout": every MIG GPU's instances are the desired layout (ok false:
+//                   "layout differs, not applied" by an agent without --allow-mig-reconfigure,
+//                   or the reconfiguration failed; the detail names the GPU, both layouts and
+//                   why); only an agent whose desired state carries MIG layouts reports it.
 inline constexpr std::string_view kConditionNvml = "nvml";
+inline constexpr std::string_view kConditionMigLayout = "mig_layout";
 inline constexpr size_t kMaxNodeConditions = 16;
 struct NodeCondition {
   std::string type;
@@ -165,10 +186,20 @@ struct DesiredWorkload {
   friend bool operator==(const DesiredWorkload&, const DesiredWorkload&) = default;
 };
 
+// The target MIG layout of one MIG GPU: {"index": 0, "mig_layout": "3g.40gb@0,1g.10gb@4"} (the
+// partition module's text; "" for no instance). The control plane chooses it with the MIG planner
+// from the placed and the pending MIG work, keeping every instance in use.
+struct DesiredGpu {
+  int index = 0;           // required, 0..15, each index once
+  std::string mig_layout;  // required, up to 256 characters (the agent parses it for its model)
+  friend bool operator==(const DesiredGpu&, const DesiredGpu&) = default;
+};
+
 struct DesiredState {
   std::string node;   // optional (left out when empty)
   std::optional<NodeState> state;  // optional (left out when absent)
   std::vector<DesiredWorkload> workloads;  // required (may be empty)
+  std::vector<DesiredGpu> gpus = {};  // MIG nodes only (left out when empty: older agents read the rest)
   friend bool operator==(const DesiredState&, const DesiredState&) = default;
 };
 

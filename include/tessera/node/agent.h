@@ -87,6 +87,17 @@
 // Worked example: first..last = 2000000000..2000065535, file {"vision": 2000000000}, fixed
 // {"audio": 4242}: workload 9 of "nlp" gets 2000000001 (written to the file), "vision" keeps
 // 2000000000, "audio" runs under 4242; after a restart "nlp" gets 2000000001 again.
+// MIG (agent_mig.cc): the desired state carries each MIG GPU's target layout ("gpus": [{"index",
+// "mig_layout"}], chosen by the control plane). Each round, before the workloads, every such GPU's
+// instances (read through `mig_nvml`) are compared with it. With `allow_mig_reconfigure` (the CLI's
+// --allow-mig-reconfigure; off by default: cutting a GPU is the operator's decision per node) the
+// difference is applied with enforce/mig_apply.h (free instances the target lacks destroyed, then
+// the new ones created; checked against the model and the driver first) and the new inventory is
+// registered at once; an instance in use (a process runs in it, or a held workload has its profile
+// on that GPU) is never destroyed. Without the flag nothing changes. Either way the node's
+// "mig_layout" condition says whether every GPU has its layout ("GPU 0: layout differs, not
+// applied: has '', desired '3g.40gb@0' (the agent runs without --allow-mig-reconfigure)"), and a
+// MIG workload is started only once its instance (profile at its pod's mig_start) exists.
 // Each held workload's state (slot, supervisor pid and start time, next usage seq, the counters
 // already reported) is in <run_dir>/agent/w<id>.json, replaced atomically: a restarted agent
 // re-adopts what is running (same slot and limit: the slot is joined again by name, nothing is
@@ -154,6 +165,20 @@ struct TenantUidOptions {
   std::map<std::string, long> fixed;  // tenant name -> uid, given by the operator
 };
 
+// `tessera agent --tenant-uids` when the agent runs as root and the flag is not given: above the
+// uids systemd hands to containers (up to 1879048191) and below its foreign range (2147352576);
+// the node registry keeps uids up to INT_MAX.
+inline constexpr char kDefaultTenantUids[] = "2000000000-2000065535";
+
+// The flags --tenant-uids (`tenant_uids`: "FIRST-LAST", "off", or "" for the default: the range
+// above as root, else off) and --tenant-uid (`tenant_uid`: "TENANT=UID" items), as TenantUidOptions.
+// INVALID_ARGUMENT naming every problem at once, one line each ("--tenant-uid 'a=x': expected
+// TENANT=UID, ..."): a range that does not parse or needs root, a uid given to two tenants, a
+// tenant given twice, fixed uids with the range off. Example: ("", {"vision=4242"}, root) ->
+// enabled, 2000000000..2000065535, fixed {vision: 4242}.
+StatusOr<TenantUidOptions> ParseTenantUidFlags(const std::string& tenant_uids, const std::vector<std::string>& tenant_uid,
+                                               bool root);
+
 struct AgentOptions {
   std::string name;        // the node's name at the control plane
   std::string run_dir;     // the node directory (DefaultNodeDir() unless given)
@@ -175,6 +200,11 @@ struct AgentOptions {
   // Tenant uids (see above). Off by default here; `tessera agent` turns it on when it runs as
   // root (--tenant-uids). Needs root when on (the counters file is chown'ed, the command setuid).
   TenantUidOptions tenant_uids;
+  // MIG layouts (see above): the NVML they are read and applied through (null: the inventory's
+  // instances are taken as current and nothing is applied; initialised by the caller, must outlive
+  // the agent), and whether the agent may change them (registered as "mig_reconfigure").
+  enforce::NvmlApi* mig_nvml = nullptr;
+  bool allow_mig_reconfigure = false;
 };
 
 // One workload the agent holds (a slot, and a supervisor when it has a command).
@@ -226,6 +256,8 @@ struct AgentStats {
   int64_t mps_starts = 0;           // MPS control daemons started (first start on a GPU)
   int64_t mps_restarts = 0;         // ... started again after they died
   int64_t mps_stops = 0;            // ... stopped after their GPU's last MPS workload ended
+  int64_t mig_reconfigurations = 0;  // GPUs whose desired MIG layout was applied
+  int64_t mig_steps = 0;             // MIG instances destroyed or created for them
 };
 
 class Agent {
@@ -250,6 +282,8 @@ class Agent {
   const std::map<int64_t, HeldWorkload>& held() const { return held_; }
   const AgentStats& stats() const { return stats_; }
   bool registered() const { return registered_; }
+  // What the agent last registered or found (MIG instances as of the last reconciliation).
+  const Inventory& inventory() const { return inventory_; }
   // Log lines since the last call (what the process prints: starts, stops, refusals).
   std::vector<std::string> TakeLog();
 
@@ -278,6 +312,8 @@ class Agent {
   Status SaveOutbox() const;
   void EnsureArbiter(int gpu);
   Status EnsureMps(int gpu);  // agent_mps.cc
+  Status ReconcileMig(const std::vector<api::DesiredGpu>& desired);  // agent_mig.cc
+  Status MigInstanceReady(const api::DesiredWorkload& d) const;
   void ReconcileMps();
   void AdoptMps();
   void Violated(HeldWorkload& w, const std::string& detail, const std::vector<uint32_t>& pids);
@@ -302,6 +338,8 @@ class Agent {
   int64_t next_backstop_ms_ = 0;
   // The "nvml" condition of the last backstop pass, sent with every heartbeat (none without NVML).
   std::optional<api::NodeCondition> nvml_condition_;
+  // The "mig_layout" condition of the last reconciliation (none while no MIG layout is desired).
+  std::optional<api::NodeCondition> mig_condition_;
   std::set<int64_t> over_limit_;     // workloads reported over their limit (report mode)
   std::set<uint32_t> unknown_seen_;  // processes of no workload already reported
   std::vector<std::string> outbox_;                // usage samples as JSON objects

@@ -26,6 +26,9 @@
 //   TaskRequest t = *MigRequest(id, *h100, "3g.40gb");   // mig.h; gpu_milli 500
 //   snap->Apply(t, Placement{NodeIndex{0}, GpuBit(0), /*mig_start=*/4});  // GPU0 slices 4-7
 //   snap->mig_valid_starts(NodeIndex{0}, 0, t.mig_profile) == 0b1 (only start 0 is left)
+// A node whose MIG layouts cannot change (NodeSpec::mig_fixed: its agent may not reconfigure MIG)
+// takes a MIG request only at a free instance of that profile that exists: with GPU 0 fixed at
+// "3g.40gb@0,1g.10gb@4", mig_valid_starts(n, 0, 3g.40gb) == 0b1 and a 2g.20gb fits nowhere.
 //
 // Thread-safety: const methods may run concurrently; Apply/Undo need exclusive access.
 // A copy is an independent snapshot with a new uid().
@@ -70,6 +73,10 @@ struct NodeSpec {
   // MIG GPUs only: instances that exist and are in use when the snapshot is created, per GPU
   // (empty, or gpu_count layouts); each layout must pass partition::ValidateLayout.
   std::vector<partition::MigLayout> mig_in_use;
+  // MIG GPUs only: empty, or gpu_count layouts that are all the GPUs will ever have (the instances
+  // that exist on a node that may not be reconfigured); each must pass ValidateLayout and contain
+  // that GPU's mig_in_use.
+  std::vector<partition::MigLayout> mig_fixed;
 };
 
 // Where a task goes: a node and, for GPU tasks, the GPUs it takes there.
@@ -159,6 +166,8 @@ class ClusterSnapshot {
     uint16_t used = 0;     // bit s = memory slice s taken
     int8_t instances = 0;
     int8_t compute = 0;    // compute slices taken
+    bool fixed = false;    // the layout cannot change: only `exists` may be taken
+    std::array<int8_t, kMaxMigSlices> exists{-1, -1, -1, -1, -1, -1, -1, -1};  // fixed: profile at s, or -1
     friend bool operator==(const MigGpuState&, const MigGpuState&) = default;
   };
   // GPU g of MIG node n (n must be in MIG mode).

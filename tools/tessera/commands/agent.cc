@@ -4,7 +4,7 @@
 //                 [--fake-gpus H100-80GB:2:mig,A100-40GB:4] [--cpu-milli N] [--memory-mib N]
 //                 [--interval-ms 1000] [--usage-interval 10] [--retry-budget 5]
 //                 [--backstop-ms 1000] [--context-allowance-mib 500] [--enforce kill|report]
-//                 [--mps-control nvidia-cuda-mps-control]
+//                 [--mps-control nvidia-cuda-mps-control] [--allow-mig-reconfigure]
 //                 [--tenant-uids FIRST-LAST|off] [--tenant-uid TENANT=UID ...]
 #include <unistd.h>
 
@@ -47,61 +47,8 @@ struct AgentFlags {
   int64_t memory_mib = 0;  // 0: all physical memory
   std::string tenant_uids;               // "": kDefaultTenantUids when root, else off
   std::vector<std::string> tenant_uid;   // TENANT=UID, repeatable
+  bool allow_mig_reconfigure = false;
 };
-
-// Above the uids systemd hands to containers (up to 1879048191) and below its foreign range
-// (2147352576); the node registry keeps uids up to INT_MAX.
-constexpr const char* kDefaultTenantUids = "2000000000-2000065535";
-
-// A uid of --tenant-uids / --tenant-uid: 1..INT_MAX (0 is root, not a tenant's).
-bool ParseUid(const std::string& text, long* uid) {
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 10) return false;
-  const long long v = std::stoll(text);
-  if (v < 1 || v > INT_MAX) return false;
-  *uid = static_cast<long>(v);
-  return true;
-}
-
-// --tenant-uids and --tenant-uid; every problem at once (one line each).
-StatusOr<node::TenantUidOptions> TenantUidFlags(const AgentFlags& f, bool root) {
-  node::TenantUidOptions o;
-  std::vector<std::string> problems;
-  const std::string range = f.tenant_uids.empty() ? (root ? kDefaultTenantUids : "off") : f.tenant_uids;
-  o.enabled = range != "off";
-  if (o.enabled) {
-    const size_t dash = range.find('-');
-    if (dash == std::string::npos || !ParseUid(range.substr(0, dash), &o.first) ||
-        !ParseUid(range.substr(dash + 1), &o.last) || o.first > o.last)
-      problems.push_back("--tenant-uids '" + range + "': expected FIRST-LAST, uids 1.." + std::to_string(INT_MAX) +
-                         " with FIRST <= LAST, or off");
-    if (!root)
-      problems.push_back("--tenant-uids " + range + " needs root (the agent chowns each tenant's counters file and "
-                         "starts its commands under the tenant's uid); run as root or give --tenant-uids off");
-  }
-  for (const std::string& item : f.tenant_uid) {
-    const size_t eq = item.rfind('=');
-    long uid = 0;
-    if (eq == std::string::npos || eq == 0 || !ParseUid(item.substr(eq + 1), &uid)) {
-      problems.push_back("--tenant-uid '" + item + "': expected TENANT=UID, uid 1.." + std::to_string(INT_MAX));
-      continue;
-    }
-    const std::string tenant = item.substr(0, eq);
-    for (const auto& [other, other_uid] : o.fixed)
-      if (other_uid == uid && other != tenant)
-        problems.push_back("--tenant-uid '" + item + "': uid " + std::to_string(uid) + " is given to tenant '" +
-                           other + "' too (one uid per tenant)");
-    if (o.fixed.count(tenant) && o.fixed[tenant] != uid)
-      problems.push_back("--tenant-uid '" + item + "': tenant '" + tenant + "' given twice");
-    o.fixed[tenant] = uid;
-  }
-  if (!f.tenant_uid.empty() && !o.enabled) problems.push_back("--tenant-uid needs tenant uids on (not --tenant-uids off)");
-  if (!problems.empty()) {
-    std::string all;
-    for (const std::string& p : problems) all += (all.empty() ? "" : "\ntessera agent: ") + p;
-    return InvalidArgumentError(all);
-  }
-  return o;
-}
 
 int Fail(const std::string& message, int code) {
   std::fprintf(stderr, "tessera agent: %s\n", message.c_str());
@@ -119,7 +66,7 @@ void PrintLog(node::Agent& agent) {
 }
 
 int RunAgent(AgentFlags f) {
-  StatusOr<node::TenantUidOptions> tenant_uids = TenantUidFlags(f, ::geteuid() == 0);
+  StatusOr<node::TenantUidOptions> tenant_uids = node::ParseTenantUidFlags(f.tenant_uids, f.tenant_uid, ::geteuid() == 0);
   if (!tenant_uids.ok()) return Fail(std::string(tenant_uids.status().message()), kExitBadInput);
   StatusOr<std::string> token = ReadTokenFile(f.token_file);
   if (!token.ok()) return Fail(std::string(token.status().message()), kExitBadInput);
@@ -145,7 +92,10 @@ int RunAgent(AgentFlags f) {
     (void)nvml.Shutdown();
     return Fail("GPU discovery: " + std::string(inventory.status().message()), kExitFailure);
   }
-  if (f.backstop_ms == 0) (void)nvml.Shutdown();  // kept open for the backstop otherwise
+  bool any_mig = false;
+  for (const node::InventoryGpu& g : inventory->gpus) any_mig |= g.mig_enabled;
+  // Kept open for the backstop and for MIG GPUs (their instances are read, and with the flag changed).
+  if (f.backstop_ms == 0 && !any_mig) (void)nvml.Shutdown();
   if (f.cpu_milli > 0) inventory->cpu_milli = f.cpu_milli;
   if (f.memory_mib > 0) inventory->memory_mib = f.memory_mib;
   sigset_t signals;  // waited for between rounds; blocked before the arbiter threads start
@@ -184,6 +134,8 @@ int RunAgent(AgentFlags f) {
   options.backstop_kill = f.enforce == "kill";
   options.mps_control = f.mps_control;
   options.tenant_uids = *tenant_uids;
+  options.mig_nvml = any_mig ? &nvml : nullptr;
+  options.allow_mig_reconfigure = f.allow_mig_reconfigure;
   node::Agent agent(options, *inventory, &link);
   if (Status st = agent.Start(); !st.ok()) return Fail(st.message(), kExitFailure);
   std::printf("tessera agent: node '%s', %zu GPUs, node directory %s, control plane %s\n", f.name.c_str(),
@@ -300,11 +252,16 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                   "Run each tenant's workloads under a uid of that tenant's own, allotted from FIRST-LAST "
                   "(one per control-plane tenant, kept in <run-dir>/agent/tenant_uids.json across restarts), so "
                   "that no tenant can open another's counters file; or off (every workload under the agent's "
-                  "uid). Default: " + std::string(kDefaultTenantUids) + " when the agent runs as root, else off; "
+                  "uid). Default: " + std::string(node::kDefaultTenantUids) + " when the agent runs as root, else off; "
                   "needs root. Uids need no account (gid = the uid; HOME = <run-dir>/agent/home/<uid>)");
   cmd->add_option("--tenant-uid", f->tenant_uid,
                   "TENANT=UID: run this tenant's workloads under UID (e.g. its account's) instead of one from "
                   "--tenant-uids; repeatable, one uid per tenant");
+  cmd->add_flag("--allow-mig-reconfigure", f->allow_mig_reconfigure,
+                "Apply the MIG layouts the control plane asks for (destroy free instances, create new ones; an "
+                "instance in use is never destroyed). Off by default: cutting a GPU is the operator's decision "
+                "per node; without it the agent reports \"layout differs, not applied\" (node condition "
+                "mig_layout) and the control plane places MIG work only on the instances that exist");
   cmd->footer(
       "Each placed workload runs as `tessera run --tenant w<id> ...` under the shim (and, with tenant\n"
       "uids, `--uid` its tenant's: docs/security.md), its output in\n"
