@@ -138,6 +138,14 @@ TEST_F(DraPluginTest, PrepareMakesASlotWithTheClaimsLimitsAndACdiSpec) {
   ASSERT_EQ(mounts.size(), 4u);
   EXPECT_EQ(mounts[0]["hostPath"], TESSERA_SHIM_LIBRARY);
   EXPECT_EQ(mounts[1]["hostPath"], options_.node_dir + "/policy");
+  // The tenant's own counters file only (not the folder: a container that changes
+  // TESSERA_SHIM_TENANT finds no other tenant's file), and the lease file read-only.
+  const std::string own = "/counters/" + std::to_string(tenants[0].index);
+  EXPECT_EQ(mounts[2]["hostPath"], options_.node_dir + own);
+  EXPECT_EQ(mounts[2]["containerPath"], "/run/tessera/node" + own);
+  EXPECT_EQ(mounts[2]["options"][0], "rw");
+  EXPECT_EQ(mounts[3]["hostPath"], options_.node_dir + "/leases");
+  EXPECT_EQ(mounts[3]["options"][0], "ro");
   // The GPU's device node on the device; the control and unified-memory nodes once for the spec.
   const std::string dev = options_.dev_dir;
   EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"],

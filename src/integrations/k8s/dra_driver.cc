@@ -175,11 +175,18 @@ struct DraDriver::State {
       }
       const json ro = {"ro", "nosuid", "nodev", "bind"};
       const json rw = {"rw", "nosuid", "nodev", "bind"};
+      // Only the tenant's own counters file, not the folder: in the container there is no
+      // `members/` folder, and the shim takes its tenant from TESSERA_SHIM_TENANT, which the
+      // container may change; with no other tenant's file in it, a forged index reaches no other
+      // tenant's counter (its shim finds no file and refuses device memory). The leases file (the node
+      // pages) read-only: a container's root could otherwise write the lease word.
       json mounts = json::array({
           {{"hostPath", shim}, {"containerPath", in + "/libtessera-shim.so"}, {"options", ro}},
           {{"hostPath", host.policy}, {"containerPath", inside.policy}, {"options", ro}},
-          {{"hostPath", host.counters}, {"containerPath", inside.counters}, {"options", rw}},
-          {{"hostPath", host.leases}, {"containerPath", inside.leases}, {"options", rw}},
+          {{"hostPath", enforce::CountersFilePath(host.counters, s.index)},
+           {"containerPath", enforce::CountersFilePath(inside.counters, s.index)},
+           {"options", rw}},
+          {{"hostPath", host.leases}, {"containerPath", inside.leases}, {"options", ro}},
       });
       json edits = {{"env", env}, {"mounts", mounts}};
       if (!options.dev_dir.empty()) {

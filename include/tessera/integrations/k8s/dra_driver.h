@@ -20,8 +20,9 @@
 // It then writes one CDI spec file per claim, <cdi dir>/gpu.tessera.io-claim_<uid>.json
 // (cdiVersion 0.6.0, kind gpu.tessera.io/gpu), with one CDI device per slot, "<uid>-<device>",
 // whose containerEdits set LD_PRELOAD to the shim, the slot's TESSERA_SHIM_* variables and
-// CUDA_VISIBLE_DEVICES, and bind-mount the shim and the node's policy, counters and leases files
-// under <container dir> (default /run/tessera), and CDI deviceNodes: the spec's containerEdits
+// CUDA_VISIBLE_DEVICES, and bind-mount the shim, the node's policy and leases files (read-only)
+// and the slot's own counters file (counters/<index>, read-write; not the folder, so that no other
+// tenant's file is in the container) under <container dir> (default /run/tessera), and CDI deviceNodes: the spec's containerEdits
 // carry /dev/nvidiactl and /dev/nvidia-uvm, each device /dev/nvidia<minor> (NVML's minor number of
 // the GPU, nvmlDeviceGetMinorNumber, which need not be its index; the index only where NVML does
 // not answer), each from
