@@ -253,6 +253,13 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
             w.reported_charged_ns[i] = t.charged_ns;
           }
   }
+  // From here an error leaves the slot again before it is returned: the next round joins afresh.
+  // Left joined, the entry would keep the agent's pid as a member (once more at every round), and
+  // with it its index and limit, for as long as the agent lives.
+  auto leave_on_error = [&](Status st) {
+    if (!st.ok()) (void)node_.LeaveTenant(w.slot, static_cast<long>(::getpid()));
+    return st;
+  };
   for (int g : gpus) EnsureArbiter(g);
   (void)::unlink(internal::ExitFile(AgentDir(), w.id).c_str());
   // An MPS client needs its GPU's control daemon first. Without the control program the workload
@@ -264,7 +271,7 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
                    ? FailedPreconditionError("an MPS workload runs on one GPU (one MPS control daemon per GPU; a client "
                                              "connects to one); this pod has " + std::to_string(gpus.size()))
                    : EnsureMps(gpu);
-  if (!mps.ok() && mps.code() != StatusCode::kFailedPrecondition) return mps;
+  if (!mps.ok() && mps.code() != StatusCode::kFailedPrecondition) return leave_on_error(mps);
   if (!mps.ok()) {
     Log("workload " + std::to_string(d.id) + ": " + std::string(mps.message()) + "; reported as failed (" +
         std::string(api::kMpsUnavailable) + ")");
@@ -273,7 +280,7 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
     w.exit_code = 126;
     w.end_reason = std::string(api::kMpsUnavailable);
   } else if (!w.command.empty()) {
-    TESSERA_RETURN_IF_ERROR(Spawn(w));
+    if (Status spawned = Spawn(w); !spawned.ok()) return leave_on_error(spawned);
   }
   TESSERA_RETURN_IF_ERROR(SaveWorkload(w));
   Log("workload " + std::to_string(d.id) + " (" + d.tenant + "): slot " + w.slot + " on GPU " + GpuList(gpus) +

@@ -228,6 +228,22 @@ TEST_F(AgentTest, HoldsASlotWithTheLimitAndChangesItLiveAndLeavesIt) {
   EXPECT_TRUE(cp.finished.empty());
 }
 
+// A workload whose supervisor cannot be started is not held, and its slot is left again: the
+// registry has no entry of it after any number of rounds. Before, the agent's pid stayed in the
+// entry (once more at every round), keeping its index and limit while the agent lived.
+TEST_F(AgentTest, AWorkloadThatCannotStartLeavesItsSlotEachRound) {
+  AgentOptions o = Options();
+  o.supervisor = "/nonexistent/tessera";
+  Agent agent(o, TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(9, 0, 512, 1000, {"/bin/true"})});
+  for (int i = 0; i < 3; ++i) (void)agent.Round(now_ms += 1000);  // each round: "cannot start"
+  EXPECT_TRUE(agent.held().empty());
+  StatusOr<std::vector<TenantEntry>> entries = NodeDir(dir.File("node")).RegistryEntries();
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  for (const TenantEntry& e : *entries) EXPECT_NE(e.name, "w9") << "pids: " << e.pids.size();
+}
+
 TEST_F(AgentTest, ACommandRunsUnderTessera_RunAndItsExitCodeIsReportedOnce) {
   Agent agent(Options(), TwoGpus(), &cp);
   ASSERT_TRUE(agent.Start().ok());
