@@ -16,10 +16,8 @@ namespace tessera::node::internal {
 // module's): the agent runs its first pod on this node (pods.front(), never empty).
 using DesiredWorkload = api::DesiredWorkload;
 
-// api::DecodeDesiredState's workloads; its INVALID_ARGUMENT (naming the field) prefixed with
-// "desired state: ".
-StatusOr<std::vector<DesiredWorkload>> ParseDesired(std::string_view body);
-// The whole desired state (workloads and MIG layouts), with the same prefix on errors.
+// The whole desired state (workloads and MIG layouts); api::DecodeDesiredState's INVALID_ARGUMENT
+// (naming the field) prefixed with "desired state: ".
 StatusOr<api::DesiredState> ParseDesiredState(std::string_view body);
 
 // "whole", "share" or the MIG profile: the ledger's partition of a mode.

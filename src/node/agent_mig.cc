@@ -112,7 +112,8 @@ Status Agent::ReconcileMig(const std::vector<api::DesiredGpu>& desired) {
       for (const auto& [id, w] : held_)
         held_here |= !w.ended && w.partition == m.profile &&
                      std::find(w.gpus.begin(), w.gpus.end(), want.index) != w.gpus.end();
-      if (m.in_use || held_here) {
+      // A profile the catalog does not know cannot be destroyed by name either: kept, and said.
+      if (m.in_use || held_here || !profile.ok()) {
         refused += (refused.empty() ? "" : ", ") + m.profile + "@" + std::to_string(m.start);
         continue;
       }

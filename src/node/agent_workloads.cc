@@ -28,11 +28,6 @@ using nlohmann::json;
 
 namespace internal {
 
-StatusOr<std::vector<DesiredWorkload>> ParseDesired(std::string_view body) {
-  TESSERA_ASSIGN_OR_RETURN(api::DesiredState desired, ParseDesiredState(body));
-  return std::move(desired.workloads);
-}
-
 StatusOr<api::DesiredState> ParseDesiredState(std::string_view body) {
   StatusOr<api::DesiredState> desired = api::DecodeDesiredState(body, nullptr);
   if (!desired.ok()) return desired.status().WithPrefix("desired state");

@@ -234,10 +234,19 @@ StatusOr<GpuPin> PinGpu(int gpu, const std::string& nvml_library,
 StatusOr<GpuPin> PinGpus(const std::vector<int>& gpus, const std::string& nvml_library,
                          const std::optional<std::string>& caller_visible_devices) {
   if (gpus.empty()) return InvalidArgumentError("no GPU given");
-  GpuPin all;
-  bool every_uuid = true;
+  std::vector<GpuPin> pins;
   for (int gpu : gpus) {
     TESSERA_ASSIGN_OR_RETURN(GpuPin one, PinGpu(gpu, nvml_library, caller_visible_devices));
+    pins.push_back(std::move(one));
+  }
+  return JoinPins(pins);
+}
+
+GpuPin JoinPins(const std::vector<GpuPin>& pins) {
+  if (pins.size() == 1) return pins.front();
+  GpuPin all;
+  bool every_uuid = true;
+  for (const GpuPin& one : pins) {
     all.visible_devices += (all.visible_devices.empty() ? "" : ",") + one.visible_devices;
     all.uuid += (all.uuid.empty() ? "" : ",") + one.uuid;
     every_uuid = every_uuid && !one.uuid.empty();

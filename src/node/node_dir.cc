@@ -29,6 +29,11 @@ namespace {
 bool Alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
 bool GroupAlive(long pgid) { return pgid > 0 && (::kill(-static_cast<pid_t>(pgid), 0) == 0 || errno == EPERM); }
 
+// Every member and command group of the entry lives: a join or leave need not look at its file.
+bool EveryMemberAlive(const TenantEntry& e) {
+  return std::all_of(e.pids.begin(), e.pids.end(), Alive) && std::all_of(e.pgids.begin(), e.pgids.end(), GroupAlive);
+}
+
 // Live while a member or a process of one of its command groups lives (header comment).
 bool EntryAlive(const TenantEntry& e) {
   return std::any_of(e.pids.begin(), e.pids.end(), Alive) || std::any_of(e.pgids.begin(), e.pgids.end(), GroupAlive);
@@ -108,10 +113,7 @@ std::vector<TenantEntry> PruneEntries(std::vector<TenantEntry>& tenants, enforce
 void ReconcileWhatALeaveDecides(enforce::NodeSegment& seg, const std::vector<TenantEntry>& tenants,
                                 const std::set<int>& left) {
   for (const TenantEntry& e : tenants) {
-    if (!left.count(e.index) && std::all_of(e.pids.begin(), e.pids.end(), Alive) &&
-        std::all_of(e.pgids.begin(), e.pgids.end(), GroupAlive)) {
-      continue;
-    }
+    if (!left.count(e.index) && EveryMemberAlive(e)) continue;
     if (MapCountersUnlessBroken(seg, e.index).ok()) seg.ReconcileTenant(e.index);
   }
 }
@@ -302,10 +304,7 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
   // reconcile (every 100 ms, NodeDir::Reconcile); until then their charge only keeps that tenant
   // further from its limit, never above it.
   for (const TenantEntry& e : tenants) {
-    if (e.name != r.name && std::all_of(e.pids.begin(), e.pids.end(), Alive) &&
-        std::all_of(e.pgids.begin(), e.pgids.end(), GroupAlive)) {
-      continue;
-    }
+    if (e.name != r.name && EveryMemberAlive(e)) continue;
     // The joining tenant's own broken file refuses its join (naming the file); another's does not.
     TESSERA_RETURN_IF_ERROR(e.name == r.name ? seg.MapCounters(e.index) : MapCountersUnlessBroken(seg, e.index));
     seg.ReconcileTenant(e.index);

@@ -75,6 +75,10 @@ StatusOr<GpuPin> PinGpu(int gpu, const std::string& nvml_library,
 // every one). The errors of PinGpu for the first GPU that fails.
 StatusOr<GpuPin> PinGpus(const std::vector<int>& gpus, const std::string& nvml_library,
                          const std::optional<std::string>& caller_visible_devices);
+// The pin of a tenant of several GPUs from each GPU's pin, in order (what PinGpus returns; for a
+// caller that keeps each GPU's pin, e.g. the DRA driver): lists joined by commas, uuid empty unless
+// every pin has one, minor -1 (a device node is one GPU's).
+GpuPin JoinPins(const std::vector<GpuPin>& pins);
 
 struct LaunchOptions {
   NodePaths paths{""};

@@ -119,19 +119,14 @@ struct DraDriver::State {
     return pin;
   }
 
-  // The pin of a tenant of several GPUs: every GPU's, comma-separated (node::PinGpus, cached).
+  // The pin of a tenant of several GPUs from each GPU's cached pin (node::JoinPins).
   StatusOr<node::GpuPin> PinAll(const std::vector<int>& gpus) {
-    if (gpus.size() == 1) return Pin(gpus.front());
-    node::GpuPin all;
-    bool every_uuid = true;
+    std::vector<node::GpuPin> each;
     for (int gpu : gpus) {
       TESSERA_ASSIGN_OR_RETURN(node::GpuPin one, Pin(gpu));
-      all.visible_devices += (all.visible_devices.empty() ? "" : ",") + one.visible_devices;
-      all.uuid += (all.uuid.empty() ? "" : ",") + one.uuid;
-      every_uuid = every_uuid && !one.uuid.empty();
+      each.push_back(std::move(one));
     }
-    if (!every_uuid) all.uuid.clear();
-    return all;
+    return node::JoinPins(each);
   }
 
   // A device node of the NVIDIA driver for CDI's deviceNodes: "/dev/<name>" in the container, from
