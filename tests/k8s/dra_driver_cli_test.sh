@@ -39,7 +39,14 @@ start() {
   pid=$!
   wait_ready "$root/driver.log" "$pid" "DRA on"
 }
-start --claims-dir "$root/claims" --dev-dir ""
+# Without NVML the backstop cannot run: the driver does not start unless it is turned off.
+if "$tessera" k8s dra-driver --node-dir "$root/node" --plugin-dir "$root/plugin" --registry-dir "$root/reg" \
+    --cdi-dir "$root/cdi" --shim "$shim" --nvml /nonexistent --node-name n1 --claims-dir "$root/claims" \
+    --dev-dir "" > "$root/nonvml.log" 2>&1; then
+  echo "started without NVML for the backstop"; exit 1
+fi
+grep -q "NVML, for the backstop (--backstop-ms 0 turns it off)" "$root/nonvml.log" || { cat "$root/nonvml.log"; exit 1; }
+start --claims-dir "$root/claims" --dev-dir "" --backstop-ms 0
 out="$("$kubelet" "$root/reg/gpu.tessera.io-reg.sock" team-a 0d5c-11 infer)"
 echo "$out"
 grep -q "prepared 0d5c-11 gpu.tessera.io/gpu=0d5c-11-gpu-0" <<<"$out"
@@ -50,7 +57,7 @@ FAKE_KUBELET_KEEP=1 "$kubelet" "$root/reg/gpu.tessera.io-reg.sock" team-a 0d5c-1
 [[ -e "$root/cdi/gpu.tessera.io-claim_0d5c-11.json" ]] || { echo "no CDI spec"; exit 1; }
 kill -TERM "$pid"; wait "$pid" || true; pid=""
 rm "$root/claims/team-a/infer.json"
-start --claims-dir "$root/claims" --dev-dir ""
+start --claims-dir "$root/claims" --dev-dir "" --backstop-ms 0
 grep -q "1 claims re-adopted" "$root/driver.log" || { cat "$root/driver.log"; exit 1; }
 out="$("$kubelet" "$root/reg/gpu.tessera.io-reg.sock" team-a 0d5c-11 infer)"
 grep -q "unprepared 0d5c-11" <<<"$out"

@@ -404,5 +404,44 @@ TEST(ResourceClaimParse, QuantitiesAndDeviceNames) {
   EXPECT_FALSE(GpuIndexOfDevice("gpu-").ok());
 }
 
+// The claim JSON with status.reservedFor naming these pods (and one consumer that is not a pod).
+std::string Reserved(const std::string& claim, const std::vector<std::string>& pods) {
+  nlohmann::json j = nlohmann::json::parse(claim);
+  j["status"]["reservedFor"] = nlohmann::json::array();
+  for (const std::string& uid : pods) j["status"]["reservedFor"].push_back({{"resource", "pods"}, {"name", "p"}, {"uid", uid}});
+  j["status"]["reservedFor"].push_back({{"apiGroup", "batch"}, {"resource", "jobs"}, {"name", "j"}, {"uid", "J1"}});
+  return j.dump();
+}
+
+TEST_F(DraPluginTest, TheBackstopSeesEachClaimWithItsPodsAndARefreshFindsAPodThatJoinedLater) {
+  claims_.Put("team-a", "infer", Reserved(Claim("team-a", "infer", "U1", kShare0), {"P1"}));
+  auto answer = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  std::vector<ClaimUse> uses = driver_->ClaimUses();
+  ASSERT_EQ(uses.size(), 1u);
+  EXPECT_EQ(uses[0].claim, "team-a/infer");
+  EXPECT_EQ(uses[0].uid, "U1");
+  EXPECT_EQ(uses[0].pod_uids, std::vector<std::string>{"P1"});
+  EXPECT_EQ(uses[0].gpus, std::vector<int>{0});
+  EXPECT_EQ(uses[0].mem_bytes, std::optional<uint64_t>(1ull << 30));
+  EXPECT_TRUE(uses[0].shared);
+  EXPECT_EQ(uses[0].index, Tenants().at(0).index);
+
+  // A second pod starts to use the prepared claim: the kubelet does not call Prepare again.
+  claims_.Put("team-a", "infer", Reserved(Claim("team-a", "infer", "U1", kShare0), {"P1", "P2"}));
+  EXPECT_EQ(driver_->ClaimUses()[0].pod_uids, std::vector<std::string>{"P1"});
+  ASSERT_TRUE(driver_->RefreshPods().ok());
+  EXPECT_EQ(driver_->ClaimUses()[0].pod_uids, (std::vector<std::string>{"P1", "P2"}));
+  // Kept across a restart (the checkpoint).
+  StartPlugin();
+  EXPECT_EQ(driver_->ClaimUses()[0].pod_uids, (std::vector<std::string>{"P1", "P2"}));
+  // A claim that cannot be read is named; what was known stays.
+  claims_.Remove("team-a", "infer");
+  Status refreshed = driver_->RefreshPods();
+  EXPECT_EQ(refreshed.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(refreshed.message()), HasSubstr("team-a/infer: "));
+  EXPECT_EQ(driver_->ClaimUses()[0].pod_uids, (std::vector<std::string>{"P1", "P2"}));
+}
+
 }  // namespace
 }  // namespace tessera::k8s

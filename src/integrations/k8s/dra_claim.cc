@@ -140,6 +140,18 @@ StatusOr<AllocatedClaim> ParseResourceClaim(std::string_view text) {
     claim.devices.push_back(std::move(device));
   }
   TESSERA_RETURN_IF_ERROR(ApplyConfig(d, &claim.devices));
+  if (s.Has("reservedFor")) {
+    TESSERA_ASSIGN_OR_RETURN(const json reserved, s.Array("reservedFor"));
+    for (size_t i = 0; i < reserved.size(); ++i) {
+      TESSERA_ASSIGN_OR_RETURN(JsonFields c, s.Nested(reserved[i], "reservedFor[" + std::to_string(i) + "]"));
+      TESSERA_ASSIGN_OR_RETURN(std::string resource, RequiredStr(c, "resource"));
+      // apiGroup is "" (or left out) for the core group's pods.
+      const json group = reserved[i].value("apiGroup", json(""));
+      if (resource != "pods" || !group.is_string() || !group.get<std::string>().empty()) continue;
+      TESSERA_ASSIGN_OR_RETURN(std::string uid, RequiredStr(c, "uid"));
+      claim.pod_uids.push_back(std::move(uid));
+    }
+  }
   return claim;
 }
 

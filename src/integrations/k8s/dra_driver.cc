@@ -51,6 +51,7 @@ std::vector<const Slot*> DistinctTenants(const std::vector<Slot>& slots) {
 struct Prepared {
   ClaimRef ref;
   std::vector<Slot> slots;
+  std::vector<std::string> pods;  // status.reservedFor's pod uids, as last read
 };
 
 Status MakeDirs(const std::string& path) {
@@ -213,7 +214,8 @@ struct DraDriver::State {
     for (const auto& [uid, p] : prepared) {
       json slots = json::array();
       for (const Slot& s : p.slots) slots.push_back(SlotToJson(s));
-      claims.push_back({{"uid", uid}, {"namespace", p.ref.ns}, {"name", p.ref.name}, {"slots", slots}});
+      claims.push_back(
+          {{"uid", uid}, {"namespace", p.ref.ns}, {"name", p.ref.name}, {"slots", slots}, {"pods", p.pods}});
     }
     const json doc = {{"version", kCheckpointVersion}, {"driver", kDriverName}, {"claims", claims}};
     return WriteAtomically(checkpoint_path, doc.dump(1) + "\n");
@@ -236,7 +238,7 @@ struct DraDriver::State {
     if (claim.ns != ref.ns) {
       return FailedPreconditionError("metadata.namespace: '" + claim.ns + "' is not the kubelet's '" + ref.ns + "'");
     }
-    Prepared p{.ref = ref, .slots = {}};
+    Prepared p{.ref = ref, .slots = {}, .pods = claim.pod_uids};
     std::vector<const AllocatedDevice*> ours;
     for (const AllocatedDevice& d : claim.devices) {
       if (d.driver == kDriverName) ours.push_back(&d);
@@ -370,6 +372,7 @@ struct DraDriver::State {
       try {
         p.ref = {.ns = c.at("namespace").get<std::string>(), .uid = c.at("uid").get<std::string>(),
                  .name = c.at("name").get<std::string>()};
+        if (c.contains("pods")) p.pods = c.at("pods").get<std::vector<std::string>>();  // older: none
         for (const json& j : c.at("slots")) {
           Slot s{.request = j.at("request"), .pool = j.at("pool"), .device = j.at("device"),
                  .cdi_name = j.at("cdi_name")};
@@ -457,5 +460,56 @@ size_t DraDriver::prepared_claims() const {
 }
 
 const std::vector<std::string>& DraDriver::recovery_problems() const { return state_->recovery_problems; }
+
+std::vector<ClaimUse> DraDriver::ClaimUses() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  std::vector<ClaimUse> out;
+  for (const auto& [uid, p] : state_->prepared) {
+    for (const Slot* s : DistinctTenants(p.slots)) {
+      const bool whole = s->tenant.mem_bytes == enforce::kUnlimited && s->tenant.share >= 1000;
+      out.push_back({.claim = p.ref.ns + "/" + p.ref.name,
+                     .uid = uid,
+                     .pod_uids = p.pods,
+                     .gpus = s->tenant.gpus,
+                     .mem_bytes = s->tenant.mem_bytes == enforce::kUnlimited ? std::nullopt
+                                                                             : std::optional<uint64_t>(s->tenant.mem_bytes),
+                     .shared = !whole,
+                     .index = s->index});
+    }
+  }
+  return out;
+}
+
+Status DraDriver::RefreshPods() {
+  std::vector<ClaimRef> refs;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    for (const auto& [uid, p] : state_->prepared) refs.push_back(p.ref);
+  }
+  // The reads without the lock: the API server may be slow, and Prepare must not wait for it.
+  std::map<std::string, std::vector<std::string>> pods;
+  std::string failed;
+  for (const ClaimRef& ref : refs) {
+    StatusOr<std::string> text = state_->source->ResourceClaimJson(ref.ns, ref.name);
+    StatusOr<AllocatedClaim> claim = text.ok() ? ParseResourceClaim(*text) : StatusOr<AllocatedClaim>(text.status());
+    if (!claim.ok() || claim->uid != ref.uid) {
+      failed += (failed.empty() ? "" : "; ") + ref.ns + "/" + ref.name + ": " +
+                (claim.ok() ? "metadata.uid is now '" + claim->uid + "'" : std::string(claim.status().message()));
+      continue;
+    }
+    pods[ref.uid] = claim->pod_uids;
+  }
+  std::lock_guard<std::mutex> lock(state_->mu);
+  bool changed = false;
+  for (auto& [uid, list] : pods) {
+    auto it = state_->prepared.find(uid);
+    if (it == state_->prepared.end() || it->second.pods == list) continue;
+    it->second.pods = std::move(list);
+    changed = true;
+  }
+  Status saved = changed ? state_->WriteCheckpoint() : Status::Ok();
+  if (!failed.empty()) return UnavailableError("reading ResourceClaims: " + failed);
+  return saved;
+}
 
 }  // namespace tessera::k8s

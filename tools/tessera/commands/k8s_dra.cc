@@ -13,6 +13,7 @@
 
 #include "tessera/core/gpu_model.h"
 #include "tessera/enforce/nvml.h"
+#include "tessera/integrations/k8s/dra_backstop.h"
 #include "tessera/integrations/k8s/dra_claim.h"
 #include "tessera/integrations/k8s/dra_driver.h"
 #include "tessera/integrations/k8s/dra_plugin.h"
@@ -36,7 +37,19 @@ struct DraFlags {
   KubeConnectFlags kube;
   std::string claims_dir, node_name, fake_gpus;
   int inventory_interval_s = 30, repair_interval_s = 600;
+  int backstop_ms = 1000;  // 0: no NVML backstop
+  int64_t context_allowance_mib = 500;
+  std::string enforce = "kill";
 };
+
+void PrintBackstopPass(const k8s::DraBackstop::Pass& pass) {
+  for (const k8s::BackstopFinding& f : pass.findings) {
+    std::fprintf(stderr, "tessera k8s dra-driver: backstop: %s%s%s\n",
+                 f.claim.empty() ? "" : ("claim " + f.claim + ": ").c_str(), f.detail.c_str(),
+                 f.killed ? "; killed" : " (--enforce report: not killed)");
+  }
+  for (const std::string& p : pass.problems) std::fprintf(stderr, "tessera k8s dra-driver: backstop: %s\n", p.c_str());
+}
 
 // The node's GPUs from NVML, opened at the first call that succeeds and kept open.
 class NvmlInventory {
@@ -150,6 +163,22 @@ int RunDraDriver(DraFlags flags) {
   for (const std::string& problem : (*driver)->recovery_problems()) {
     std::fprintf(stderr, "tessera k8s dra-driver: not re-adopted: %s\n", problem.c_str());
   }
+  // The NVML backstop, on an NVML handle of its own (the slices' reader opens its own when due).
+  enforce::DlopenNvml backstop_nvml({.library_path = flags.driver.nvml_library});
+  std::optional<k8s::DraBackstop> backstop;
+  std::optional<k8s::DraBackstopLoop> backstop_loop;
+  if (flags.backstop_ms > 0) {
+    if (Status st = backstop_nvml.Init(); !st.ok())
+      return Fail(kCommand, "NVML, for the backstop (--backstop-ms 0 turns it off): " + std::string(st.message()),
+                  kExitFailure);
+    backstop.emplace(k8s::DraBackstopOptions{.counters_dir = node::NodePaths(flags.driver.node_dir).counters,
+                                             .context_allowance_mib = flags.context_allowance_mib,
+                                             .kill = flags.enforce == "kill"},
+                     backstop_nvml);
+    k8s::DraDriver* d = driver->get();
+    backstop_loop.emplace(*backstop, [d] { return d->ClaimUses(); }, [d] { return d->RefreshPods(); },
+                          std::chrono::milliseconds(flags.backstop_ms), PrintBackstopPass);
+  }
   StatusOr<std::unique_ptr<k8s::DraPluginServer>> server = k8s::DraPluginServer::Start(driver->get(), flags.plugin);
   if (!server.ok()) return Fail(kCommand, server.status(), kExitFailure);
   std::printf("tessera k8s dra-driver: node %s, claims from %s, %zu claims re-adopted; registration on %s, DRA on %s\n",
@@ -159,6 +188,7 @@ int RunDraDriver(DraFlags flags) {
   int sig = 0;
   sigwait(&signals, &sig);
   (*server)->Shutdown();
+  if (backstop_loop) backstop_loop->Stop();
   if (sync) sync->Stop();
   std::printf("tessera k8s dra-driver: stopped (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   return kExitOk;
@@ -225,6 +255,19 @@ void RegisterK8sDraDriver(CLI::App& k8s_app, int* exit_code) {
                   "or deleted); due at the first reading of the GPUs after it")
       ->default_str("600")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--backstop-ms", flags->backstop_ms,
+                  "Milliseconds between two NVML checks of the claims' processes (found by their pod's cgroup) "
+                  "against the claims' memory limits: the backstop for a process the shim does not see or a "
+                  "broken counters file (default 1000, 0: off)")
+      ->check(CLI::Range(0, 60000));
+  cmd->add_option("--context-allowance-mib", flags->context_allowance_mib,
+                  "MiB per process not counted against a claim's limit by the backstop (its CUDA context; "
+                  "default 500)")
+      ->check(CLI::Range(0, 65536));
+  cmd->add_option("--enforce", flags->enforce,
+                  "What the backstop does to a claim over its limit, or to a process of a pod without a claim on "
+                  "a shared GPU: kill (SIGKILL of its GPU processes) or report (log only); default kill")
+      ->check(CLI::IsMember({"kill", "report"}));
   cmd->callback([flags, exit_code] { *exit_code = RunDraDriver(*flags); });
 }
 

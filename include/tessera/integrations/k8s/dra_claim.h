@@ -21,7 +21,9 @@
 //                              "parameters": {"apiVersion": "gpu.tessera.io/v1alpha1",
 //                                             "kind": "GpuShareConfig", "priority": 2}}}]}}}}
 // parses to AllocatedClaim{ns "team-a", name "infer", devices [{request "gpu", device "gpu-0",
-// gpu 0, shared, memory 10737418240 bytes, compute 300 milli, config.priority 2}]}. A result of
+// gpu 0, shared, memory 10737418240 bytes, compute 300 milli, config.priority 2}]}; with
+// "reservedFor": [{"resource": "pods", "name": "infer-0", "uid": "c4..."}] in status, pod_uids
+// ["c4..."]. A result of
 // another driver is kept with its driver name (the plugin skips it) and not checked further.
 //
 // Thread-safety: the functions are pure; InMemoryClaimSource is safe from several threads,
@@ -72,6 +74,10 @@ struct AllocatedDevice {
 struct AllocatedClaim {
   std::string ns, name, uid;
   std::vector<AllocatedDevice> devices;  // every driver's results, in the claim's order
+  // status.reservedFor's pods (resource "pods" of the core group): the metadata.uid of each pod
+  // the claim is reserved for. The NVML backstop (dra_backstop.h) knows a container's processes
+  // by their pod; empty when nothing is reserved yet. Consumers of other kinds are skipped.
+  std::vector<std::string> pod_uids;
 };
 
 // The ResourceClaim JSON (resource.k8s.io/v1) as the API server returns it.

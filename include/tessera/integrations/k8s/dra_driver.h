@@ -66,6 +66,7 @@
 #include <vector>
 
 #include "tessera/core/status.h"
+#include "tessera/integrations/k8s/dra_backstop.h"
 #include "tessera/integrations/k8s/dra_claim.h"
 
 namespace tessera::k8s {
@@ -111,6 +112,15 @@ class DraDriver {
   // What re-adopting the checkpoint found wrong (a claim whose slot could not be joined again is
   // dropped; the kubelet prepares it again). Empty when all went back.
   const std::vector<std::string>& recovery_problems() const;
+
+  // The prepared claims as the NVML backstop sees them (dra_backstop.h): one per tenant of the
+  // node (a claim of several GPUs is one), with the pods the claim was reserved for when read.
+  std::vector<ClaimUse> ClaimUses() const;
+  // Reads every prepared claim again for its pods (status.reservedFor): a pod that starts to use
+  // a claim already prepared on this node is not announced to the driver by the kubelet. Claims
+  // read are updated (and the checkpoint with them) even when others fail; UNAVAILABLE names
+  // each claim that could not be read (or that is another object now).
+  Status RefreshPods();
 
   struct State;
 
