@@ -6,12 +6,15 @@
 #    (a stale one deleted, the Node as owner), reads the claims it prepares from the server; a
 #    claim with another uid and a missing claim are errors naming them; the CDI spec names the
 #    device nodes of --dev-dir.
-#   dra_driver_cli_test.sh TESSERA FAKE_KUBELET SHIM FAKE_KUBE_API FAKE_NVML
+# 3. The NVML backstop: a process of the claim's pod (its cgroup in a --proc-dir stand-in) that runs
+#    without the shim and allocates 2 GiB under the claim's 1 GiB is killed, and the driver says so.
+#   dra_driver_cli_test.sh TESSERA FAKE_KUBELET SHIM FAKE_KUBE_API FAKE_NVML PROBE
 set -euo pipefail
-tessera="$1" kubelet="$2" shim="$3" fake_api="$4" fake_nvml="$5"
+tessera="$1" kubelet="$2" shim="$3" fake_api="$4" fake_nvml="$5" probe="$6"
 root="$(mktemp -d /tmp/tdracli-XXXXXX)"
-pid="" api_pid=""
+pid="" api_pid="" probe_pid=""
 cleanup() {
+  [[ -n "$probe_pid" ]] && kill -9 "$probe_pid" 2>/dev/null
   [[ -n "$pid" ]] && kill "$pid" 2>/dev/null
   [[ -n "$api_pid" ]] && kill "$api_pid" 2>/dev/null
   wait 2>/dev/null || true
@@ -70,7 +73,8 @@ touch "$root/dev/nvidiactl" "$root/dev/nvidia-uvm" "$root/dev/nvidia0" "$root/de
 cat > "$root/objects/claim.json" <<'JSON'
 {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
  "metadata": {"namespace": "team-b", "name": "serve", "uid": "7a11-22"},
- "status": {"allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.tessera.io",
+ "status": {"reservedFor": [{"resource": "pods", "name": "serve-0", "uid": "0c1d2e3f-0000-4000-8000-000000000001"}],
+  "allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.tessera.io",
    "pool": "n1", "device": "gpu-1", "shareID": "5c2d0000", "consumedCapacity": {"memory": "1Gi", "compute": "300"}}]}}}}
 JSON
 sed 's/"serve"/"again"/; s/7a11-22/7a11-99/' "$root/objects/claim.json" > "$root/objects/claim-again.json"
@@ -85,8 +89,10 @@ JSON
 api_pid=$!
 wait_ready "$root/api.log" "$api_pid" "listening on"
 port="$(sed -n 's/^listening on //p' "$root/api.log")"
-TESSERA_FAKE_NVML_LIBRARY="$fake_nvml" start --server "http://127.0.0.1:$port" --fake-gpus A100-40GB:2 \
-  --dev-dir "$root/dev"
+mkdir -p "$root/gpu-state" "$root/proc"
+TESSERA_FAKE_GPU_STATE="$root/gpu-state" TESSERA_FAKE_NVML_LIBRARY="$fake_nvml" \
+  start --server "http://127.0.0.1:$port" --fake-gpus A100-40GB:2 --dev-dir "$root/dev" --proc-dir "$root/proc" \
+  --backstop-ms 200
 grep -q "slices of node n1: generation 4, 1 created, 0 updated, 1 deleted, 0 unchanged" "$root/driver.log" ||
   { cat "$root/driver.log"; echo "slices not published"; exit 1; }
 grep -q "claims from the API server" "$root/driver.log"
@@ -95,6 +101,26 @@ spec="$root/cdi/gpu.tessera.io-claim_7a11-22.json"
 grep -q "\"hostPath\": \"$root/dev/nvidia1\"" "$spec" || { cat "$spec"; echo "no device node nvidia1"; exit 1; }
 grep -q "\"path\": \"/dev/nvidiactl\"" "$spec"
 grep -q "\"path\": \"/dev/nvidia-uvm\"" "$spec"
+# 3. A process of pod serve-0 (the claim's) without the shim: 2 GiB on GPU 1 under a 1 GiB limit.
+# Its stdin a FIFO this script holds open: the probe's `wait` returns only when it is closed.
+mkfifo "$root/hold"
+exec 3<>"$root/hold"
+CUDA_VISIBLE_DEVICES=1 TESSERA_FAKE_GPU_STATE="$root/gpu-state" "$probe" init alloc:mem:2147483648 wait \
+  < "$root/hold" > "$root/probe.log" 2>&1 &
+probe_pid=$!
+mkdir -p "$root/proc/$probe_pid"
+echo "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0c1d2e3f_0000_4000_8000_000000000001.slice/cri-containerd-1.scope" \
+  > "$root/proc/$probe_pid/cgroup"
+status=0
+for _ in $(seq 1 100); do kill -0 "$probe_pid" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$probe_pid" 2>/dev/null; then
+  cat "$root/probe.log" "$root/driver.log"; ls -R "$root/gpu-state" "$root/proc"; echo "the probe still runs"; exit 1
+fi
+wait "$probe_pid" || status=$?
+probe_pid=""
+[[ "$status" == 137 ]] || { cat "$root/probe.log" "$root/driver.log"; echo "the probe was not killed (exit $status)"; exit 1; }
+grep -q "backstop: claim team-b/serve: 1548 MiB on GPU 1 over its limit of 1024 MiB .*; killed" "$root/driver.log" ||
+  { cat "$root/driver.log"; echo "no backstop line"; exit 1; }
 # The kubelet's uid is not the claim's: the claim was replaced.
 if out="$("$kubelet" "$root/reg/gpu.tessera.io-reg.sock" team-b 7a11-00 again 2>&1)"; then
   echo "prepared a claim whose uid differs"; exit 1

@@ -178,6 +178,10 @@ TEST(K8sDeploy, TheDaemonSetAndRbacMatchTheDriver) {
   auto run_dir = std::find(agent.begin(), agent.end(), "--run-dir");
   ASSERT_NE(run_dir, agent.end());
   EXPECT_EQ(flags["--node-dir"], *(run_dir + 1));  // the slots go where the agent's arbiter is
+  // The backstop (on unless --backstop-ms 0) finds NVML's host pids in /proc: the host's pid namespace.
+  EXPECT_NE(flags["--backstop-ms"], "0");
+  ASSERT_TRUE(ds["spec"]["template"]["spec"]["hostPID"]);
+  EXPECT_TRUE(ds["spec"]["template"]["spec"]["hostPID"].as<bool>());
 
   std::map<std::string, std::set<std::string>> verbs;
   for (const YAML::Node& doc : YAML::LoadAllFromFile(deploy + "rbac.yaml")) {

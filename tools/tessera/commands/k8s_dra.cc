@@ -40,6 +40,7 @@ struct DraFlags {
   int backstop_ms = 1000;  // 0: no NVML backstop
   int64_t context_allowance_mib = 500;
   std::string enforce = "kill";
+  std::string proc_dir = "/proc";
 };
 
 void PrintBackstopPass(const k8s::DraBackstop::Pass& pass) {
@@ -171,7 +172,8 @@ int RunDraDriver(DraFlags flags) {
     if (Status st = backstop_nvml.Init(); !st.ok())
       return Fail(kCommand, "NVML, for the backstop (--backstop-ms 0 turns it off): " + std::string(st.message()),
                   kExitFailure);
-    backstop.emplace(k8s::DraBackstopOptions{.counters_dir = node::NodePaths(flags.driver.node_dir).counters,
+    backstop.emplace(k8s::DraBackstopOptions{.proc_dir = flags.proc_dir,
+                                             .counters_dir = node::NodePaths(flags.driver.node_dir).counters,
                                              .context_allowance_mib = flags.context_allowance_mib,
                                              .kill = flags.enforce == "kill"},
                      backstop_nvml);
@@ -268,6 +270,10 @@ void RegisterK8sDraDriver(CLI::App& k8s_app, int* exit_code) {
                   "What the backstop does to a claim over its limit, or to a process of a pod without a claim on "
                   "a shared GPU: kill (SIGKILL of its GPU processes) or report (log only); default kill")
       ->check(CLI::IsMember({"kill", "report"}));
+  cmd->add_option("--proc-dir", flags->proc_dir,
+                  "Where the backstop reads each process's cgroup (<dir>/<pid>/cgroup); tests give a folder of "
+                  "their own")
+      ->default_str(flags->proc_dir);
   cmd->callback([flags, exit_code] { *exit_code = RunDraDriver(*flags); });
 }
 
