@@ -135,7 +135,7 @@ TEST_F(DraPluginTest, PrepareMakesASlotWithTheClaimsLimitsAndACdiSpec) {
   EXPECT_THAT(env, ::testing::Contains("TESSERA_SHIM_POLICY=/run/tessera/node/policy"));
   EXPECT_THAT(env, ::testing::Contains("CUDA_VISIBLE_DEVICES=0"));
   const auto& mounts = spec["devices"][0]["containerEdits"]["mounts"];
-  ASSERT_EQ(mounts.size(), 4u);
+  ASSERT_EQ(mounts.size(), 5u);
   EXPECT_EQ(mounts[0]["hostPath"], TESSERA_SHIM_LIBRARY);
   EXPECT_EQ(mounts[1]["hostPath"], options_.node_dir + "/policy");
   // The tenant's own counters file only (not the folder: a container that changes
@@ -146,6 +146,13 @@ TEST_F(DraPluginTest, PrepareMakesASlotWithTheClaimsLimitsAndACdiSpec) {
   EXPECT_EQ(mounts[2]["options"][0], "rw");
   EXPECT_EQ(mounts[3]["hostPath"], options_.node_dir + "/leases");
   EXPECT_EQ(mounts[3]["options"][0], "ro");
+  // The tenant, as the driver assigned it, read-only next to the policy: the shim's identity.
+  EXPECT_EQ(mounts[4]["hostPath"], options_.plugin_dir + "/tenants/U1");
+  EXPECT_EQ(mounts[4]["containerPath"], "/run/tessera/node/tenant");
+  EXPECT_EQ(mounts[4]["options"][0], "ro");
+  std::ifstream tenant_file(options_.plugin_dir + "/tenants/U1");
+  std::string tenant_text((std::istreambuf_iterator<char>(tenant_file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(tenant_text, std::to_string(tenants[0].index) + "\n");
   // The GPU's device node on the device; the control and unified-memory nodes once for the spec.
   const std::string dev = options_.dev_dir;
   EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"],
@@ -307,6 +314,7 @@ TEST_F(DraPluginTest, UnprepareRemovesTheSlotAndTheSpecAndIsIdempotent) {
   }
   EXPECT_TRUE(Tenants().empty());
   EXPECT_FALSE(fs::exists(root_ / "cdi/gpu.tessera.io-claim_U1.json"));
+  EXPECT_FALSE(fs::exists(fs::path(options_.plugin_dir) / "tenants/U1"));
   // Prepared again after the unprepare: a fresh slot.
   auto again = kubelet_.Prepare(Dra(), {{.ns = "team-a", .uid = "U1", .name = "infer"}});
   ASSERT_TRUE(again.ok());

@@ -437,6 +437,33 @@ TEST(ShimIdentity, TheNodeAssignedTenantWinsOverTheEnvironment) {
   }
 }
 
+// In a Kubernetes claim's container (tessera/integrations/k8s/dra_driver.h) the DRA driver
+// mounts a `tenant` file next to the policy, read-only: the tenant is the one it names, never
+// TESSERA_SHIM_TENANT. The probe says tenant 0 (limit 0: no access) and is charged as the file's
+// tenant 1; a file that holds no index refuses device memory (fail closed), whatever the
+// environment says. Before the file was read, the probe was charged as 0 and refused.
+TEST(ShimIdentity, AClaimsTenantFileWinsOverTheEnvironment) {
+  TestSegment t;
+  Limited(t, kLimit, 1);  // tenant 0 keeps limit 0: no access
+  const std::string tenant_file = t.dir.path() + "/tenant";
+  std::ofstream(tenant_file) << "1\n";
+  ProbeOptions o = Managed(t, 0);
+  o.stderr_path = t.dir.path() + "/probe.stderr";
+  ProbeRun r = RunProbe(o, {"init", "alloc:mem:1048576"});
+  EXPECT_EQ(FieldInt(r.Find("alloc"), "rc"), 0) << r.Find("alloc");
+  std::ifstream err_in(o.stderr_path);
+  const std::string err((std::istreambuf_iterator<char>(err_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(err.find("TESSERA_SHIM_TENANT='0' ignored: '" + tenant_file + "' says tenant 1"), std::string::npos) << err;
+  EXPECT_EQ(t.seg().PeakBytes(1, 0), kMiB);
+  EXPECT_EQ(t.seg().PeakBytes(0, 0), 0u);
+  for (const std::string& text : {std::string("x\n"), std::string("64\n"), std::string()}) {
+    SCOPED_TRACE(text);
+    std::ofstream(tenant_file) << text;
+    ProbeRun refused = RunProbe(Managed(t, 1), {"init", "alloc:mem:1048576"});
+    EXPECT_EQ(FieldInt(refused.Find("alloc"), "rc"), 800) << refused.Find("alloc");
+  }
+}
+
 TEST(MemoryLimit, OrdinalsMapToNodeGpus) {
   TestSegment t(512, 2);
   ASSERT_TRUE(t.seg().SetLimit(0, 0, kLimit).ok());

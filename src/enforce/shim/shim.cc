@@ -8,10 +8,13 @@
 //   TESSERA_SHIM_COUNTERS  counters folder of the node segment: the process maps only its own
 //                          tenant's file in it, `<folder>/<tenant index>`, read-write (segment.h)
 //   TESSERA_SHIM_TENANT    this process's tenant index (0..63), used only for a segment whose
-//                          directory has no `members` folder (a test's or a benchmark's); in a
-//                          node directory the tenant is the one the node side assigned to the
-//                          process's nearest member ancestor or its session leader (AssignedTenant
-//                          below, tessera/node/node_dir.h), and a different value here is ignored
+//                          directory has neither a `members` folder nor a `tenant` file (a test's
+//                          or a benchmark's); in a node directory the tenant is the one the node
+//                          side assigned to the process's nearest member ancestor or its session
+//                          leader (AssignedTenant below, tessera/node/node_dir.h); in a container
+//                          of a Kubernetes claim, the index in the `tenant` file next to the policy
+//                          (written by the DRA driver, mounted read-only: FileTenant below); a
+//                          different value here is ignored
 //   TESSERA_SHIM_GPUS      node GPU index of each CUDA ordinal, comma-separated ("3,5": ordinal 0
 //                          is node GPU 3); default: ordinal i is node GPU i
 //   TESSERA_SHIM_LIBCUDA   the driver library (default libcuda.so.1)
@@ -1243,6 +1246,21 @@ int AssignedTenant(const std::string& members) {
   return self && self->sid > 1 ? MemberTenant(members, self->sid) : -1;
 }
 
+// The tenant in `path` (a `tenant` file next to the policy: "<index>\n", written by the DRA
+// driver and mounted read-only into the claim's containers, tessera/integrations/k8s/dra_driver.h),
+// -1 when there is no such file, -2 when it is there and does not hold an index (fail closed).
+// Example: a file holding "3\n" -> 3, whatever TESSERA_SHIM_TENANT says.
+int FileTenant(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "re");
+  if (f == nullptr) return errno == ENOENT ? -1 : -2;
+  char text[32] = {};
+  std::size_t n = std::fread(text, 1, sizeof(text) - 1, f);
+  std::fclose(f);
+  while (n > 0 && text[n - 1] == '\n') text[--n] = '\0';
+  long index = -1;
+  return ParseInt(text, 0, kMaxTenants - 1, &index) ? static_cast<int>(index) : -2;
+}
+
 void Configure() {
   const char* policy = std::getenv("TESSERA_SHIM_POLICY");
   const char* counters = std::getenv("TESSERA_SHIM_COUNTERS");
@@ -1267,8 +1285,18 @@ void Configure() {
   long t = 0;
   const std::string policy_path(policy);
   const std::size_t slash = policy_path.rfind('/');
-  const std::string members = (slash == std::string::npos ? std::string(".") : policy_path.substr(0, slash)) + "/members";
-  if (::access(members.c_str(), F_OK) == 0) {  // a node directory: the node side says who we are
+  const std::string policy_dir = slash == std::string::npos ? std::string(".") : policy_path.substr(0, slash);
+  const std::string members = policy_dir + "/members";
+  const std::string tenant_file = policy_dir + "/tenant";
+  const int from_file = FileTenant(tenant_file);
+  if (from_file != -1) {  // a claim's container: the DRA driver says who we are
+    if (from_file < 0) return refuse("'" + tenant_file + "' does not hold a tenant index 0.." + std::to_string(kMaxTenants - 1));
+    long claimed = 0;
+    if (tenant != nullptr && *tenant != '\0' && (!ParseInt(tenant, 0, kMaxTenants - 1, &claimed) || claimed != from_file)) {
+      Log("tessera-shim: TESSERA_SHIM_TENANT='%s' ignored: '%s' says tenant %d\n", tenant, tenant_file.c_str(), from_file);
+    }
+    t = from_file;
+  } else if (::access(members.c_str(), F_OK) == 0) {  // a node directory: the node side says who we are
     const int assigned = AssignedTenant(members);
     if (assigned < 0) {
       return refuse("no tenant is assigned to this process in '" + members +

@@ -112,6 +112,14 @@ struct DraDriver::State {
   std::string SpecPath(const std::string& uid) const {
     return options.cdi_dir + "/" + std::string(kDriverName) + "-claim_" + uid + ".json";
   }
+  // The claim's tenant index, "<index>\n": mounted read-only next to the policy in its containers,
+  // where the shim takes its tenant from it (not from TESSERA_SHIM_TENANT, which a container may
+  // change). A claim is one tenant (ClaimTenant).
+  std::string TenantFilePath(const std::string& uid) const { return options.plugin_dir + "/tenants/" + uid; }
+  void RemoveClaimFiles(const std::string& uid) const {
+    std::remove(SpecPath(uid).c_str());
+    std::remove(TenantFilePath(uid).c_str());
+  }
 
   StatusOr<node::GpuPin> Pin(int gpu) {
     if (auto it = pins.find(gpu); it != pins.end()) return it->second;
@@ -171,11 +179,10 @@ struct DraDriver::State {
       }
       const json ro = {"ro", "nosuid", "nodev", "bind"};
       const json rw = {"rw", "nosuid", "nodev", "bind"};
-      // Only the tenant's own counters file, not the folder: in the container there is no
-      // `members/` folder, and the shim takes its tenant from TESSERA_SHIM_TENANT, which the
-      // container may change; with no other tenant's file in it, a forged index reaches no other
-      // tenant's counter (its shim finds no file and refuses device memory). The leases file (the node
-      // pages) read-only: a container's root could otherwise write the lease word.
+      // The tenant file read-only next to the policy: the shim's tenant (TESSERA_SHIM_TENANT, which
+      // the container may change, is ignored). Only the tenant's own counters file, not the folder:
+      // a shim pointed elsewhere by a forged environment finds no other tenant's file. The leases
+      // file (the node pages) read-only: a container's root could otherwise write the lease word.
       json mounts = json::array({
           {{"hostPath", shim}, {"containerPath", in + "/libtessera-shim.so"}, {"options", ro}},
           {{"hostPath", host.policy}, {"containerPath", inside.policy}, {"options", ro}},
@@ -183,6 +190,7 @@ struct DraDriver::State {
            {"containerPath", enforce::CountersFilePath(inside.counters, s.index)},
            {"options", rw}},
           {{"hostPath", host.leases}, {"containerPath", inside.leases}, {"options", ro}},
+          {{"hostPath", TenantFilePath(p.ref.uid)}, {"containerPath", in + "/node/tenant"}, {"options", ro}},
       });
       json edits = {{"env", env}, {"mounts", mounts}};
       if (!options.dev_dir.empty()) {
@@ -205,6 +213,8 @@ struct DraDriver::State {
 
   Status WriteSpec(const Prepared& p) {
     if (p.slots.empty()) return Status::Ok();  // nothing of ours: no file
+    TESSERA_RETURN_IF_ERROR(MakeDirs(options.plugin_dir + "/tenants"));
+    TESSERA_RETURN_IF_ERROR(WriteAtomically(TenantFilePath(p.ref.uid), std::to_string(p.slots.front().index) + "\n"));
     TESSERA_ASSIGN_OR_RETURN(std::string text, RenderSpec(p));
     return WriteAtomically(SpecPath(p.ref.uid), text);
   }
@@ -333,7 +343,7 @@ struct DraDriver::State {
     if (!done.ok()) {  // not prepared: undo, so that the kubelet's retry starts clean
       prepared.erase(ref.uid);
       LeaveSlots(p->slots);
-      std::remove(SpecPath(ref.uid).c_str());
+      RemoveClaimFiles(ref.uid);
       return {.devices = {}, .error = ClaimName(ref) + std::string(done.message())};
     }
     return Answer(*p);
@@ -350,6 +360,7 @@ struct DraDriver::State {
     if (std::remove(SpecPath(ref.uid).c_str()) != 0 && errno != ENOENT) {
       return "removing " + SpecPath(ref.uid) + ": " + std::strerror(errno);
     }
+    std::remove(TenantFilePath(ref.uid).c_str());
     prepared.erase(it);
     Status saved = WriteCheckpoint();
     return saved.ok() ? "" : std::string(saved.message());
@@ -408,7 +419,7 @@ struct DraDriver::State {
         recovery_problems.push_back("claim " + p.ref.ns + "/" + p.ref.name + " (" + p.ref.uid + "), slot " +
                                     s.tenant.name + ": " + std::string(index.status().message()));
         LeaveSlots(p.slots);
-        std::remove(SpecPath(p.ref.uid).c_str());
+        RemoveClaimFiles(p.ref.uid);
         return;
       }
       moved |= *index != s.index;

@@ -22,7 +22,7 @@
 // whose containerEdits set LD_PRELOAD to the shim, the slot's TESSERA_SHIM_* variables and
 // CUDA_VISIBLE_DEVICES, and bind-mount the shim, the node's policy and leases files (read-only)
 // and the slot's own counters file (counters/<index>, read-write; not the folder, so that no other
-// tenant's file is in the container) under <container dir> (default /run/tessera), and CDI deviceNodes: the spec's containerEdits
+// tenant's file is in the container), and the claim's tenant file (below, read-only) under <container dir> (default /run/tessera), and CDI deviceNodes: the spec's containerEdits
 // carry /dev/nvidiactl and /dev/nvidia-uvm, each device /dev/nvidia<minor> (NVML's minor number of
 // the GPU, nvmlDeviceGetMinorNumber, which need not be its index; the index only where NVML does
 // not answer), each from
@@ -30,8 +30,10 @@
 // missing node fails the claim ("device node /dev/nvidia-uvm: No such file or directory (is the
 // NVIDIA driver loaded on this node?)"); an empty dev dir adds no device nodes (left to the NVIDIA
 // container toolkit). The node directory's `members` folder is not
-// mounted: in the container's pid namespace no supervisor is an ancestor, and the shim then takes
-// its tenant from TESSERA_SHIM_TENANT (the rule of shim.cc for a directory without members/).
+// mounted (in the container's pid namespace no supervisor is an ancestor); instead the claim's
+// tenant index is written to <plugin dir>/tenants/<uid> ("3\n") and mounted read-only as
+// <container dir>/node/tenant, next to the policy, where the shim takes its tenant from it and
+// ignores TESSERA_SHIM_TENANT (shim.cc, FileTenant).
 // The answer per claim is its devices with their CDI ids "gpu.tessera.io/gpu=<uid>-<device>",
 // or an error (the claim's only: other claims of the call are prepared) that names the claim and
 // what is wrong: "ResourceClaim team-a/infer (uid U): metadata.uid: 'V' is not the kubelet's 'U'
