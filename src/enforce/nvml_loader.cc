@@ -158,6 +158,10 @@ struct DlopenNvml::Library {
   // Resolved if present; calls that need a missing one fail with UNIMPLEMENTED.
   decltype(&nvmlDeviceGetUtilizationRates) get_utilization = nullptr;
   decltype(&nvmlDeviceGetMinorNumber) get_minor = nullptr;
+  decltype(&nvmlDeviceGetMaxMigDeviceCount) get_max_mig = nullptr;
+  decltype(&nvmlDeviceGetMigDeviceHandleByIndex) get_mig_handle = nullptr;
+  decltype(&nvmlDeviceGetGpuInstanceId) get_mig_gi_id = nullptr;
+  decltype(&nvmlDeviceGetComputeInstanceId) get_mig_ci_id = nullptr;
   decltype(&nvmlDeviceGetComputeRunningProcesses_v3) get_processes = nullptr;
   decltype(&nvmlDeviceGetProcessUtilization) get_process_utilization = nullptr;
   decltype(&nvmlDeviceGetGpuInstanceRemainingCapacity) get_gi_capacity = nullptr;
@@ -340,6 +344,10 @@ Status DlopenNvml::Init() {
   }
   l.Resolve(l.get_utilization, "nvmlDeviceGetUtilizationRates");
   l.Resolve(l.get_minor, "nvmlDeviceGetMinorNumber");
+  l.Resolve(l.get_max_mig, "nvmlDeviceGetMaxMigDeviceCount");
+  l.Resolve(l.get_mig_handle, "nvmlDeviceGetMigDeviceHandleByIndex");
+  l.Resolve(l.get_mig_gi_id, "nvmlDeviceGetGpuInstanceId");
+  l.Resolve(l.get_mig_ci_id, "nvmlDeviceGetComputeInstanceId");
   l.Resolve(l.get_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
   l.Resolve(l.get_process_utilization, "nvmlDeviceGetProcessUtilization");
   l.Resolve(l.get_gi_capacity, "nvmlDeviceGetGpuInstanceRemainingCapacity");
@@ -409,6 +417,39 @@ StatusOr<std::string> DlopenNvml::DeviceUuid(uint32_t gpu) const {
   nvmlReturn_t r = lib_->get_uuid(device, uuid, sizeof(uuid));
   if (r != NVML_SUCCESS) return lib_->Error(r, "nvmlDeviceGetUUID", GpuArg(gpu));
   return FromBuffer(uuid, sizeof(uuid));
+}
+
+StatusOr<std::vector<MigDevice>> DlopenNvml::MigDevices(uint32_t gpu) const {
+  if (lib_ == nullptr) return NotInitialised();
+  if (lib_->get_max_mig == nullptr) return lib_->Missing("nvmlDeviceGetMaxMigDeviceCount");
+  if (lib_->get_mig_handle == nullptr) return lib_->Missing("nvmlDeviceGetMigDeviceHandleByIndex");
+  if (lib_->get_mig_gi_id == nullptr) return lib_->Missing("nvmlDeviceGetGpuInstanceId");
+  if (lib_->get_mig_ci_id == nullptr) return lib_->Missing("nvmlDeviceGetComputeInstanceId");
+  TESSERA_ASSIGN_OR_RETURN(nvmlDevice_t device, lib_->Device(gpu));
+  unsigned int max = 0;
+  nvmlReturn_t r = lib_->get_max_mig(device, &max);
+  if (r != NVML_SUCCESS) return lib_->Error(r, "nvmlDeviceGetMaxMigDeviceCount", GpuArg(gpu));
+  std::vector<MigDevice> out;
+  for (unsigned int i = 0; i < max; ++i) {
+    nvmlDevice_t mig = nullptr;
+    r = lib_->get_mig_handle(device, i, &mig);
+    if (r == NVML_ERROR_NOT_FOUND) continue;  // no MIG device at this index
+    if (r == NVML_ERROR_NOT_SUPPORTED) return out;  // MIG is off
+    const std::string args = GpuArg(gpu) + ", MIG device " + std::to_string(i);
+    if (r != NVML_SUCCESS) return lib_->Error(r, "nvmlDeviceGetMigDeviceHandleByIndex", args);
+    MigDevice d;
+    unsigned int id = 0;
+    if ((r = lib_->get_mig_gi_id(mig, &id)) != NVML_SUCCESS) return lib_->Error(r, "nvmlDeviceGetGpuInstanceId", args);
+    d.gpu_instance_id = id;
+    if ((r = lib_->get_mig_ci_id(mig, &id)) != NVML_SUCCESS)
+      return lib_->Error(r, "nvmlDeviceGetComputeInstanceId", args);
+    d.compute_instance_id = id;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if ((r = lib_->get_uuid(mig, uuid, sizeof(uuid))) != NVML_SUCCESS) return lib_->Error(r, "nvmlDeviceGetUUID", args);
+    d.uuid = FromBuffer(uuid, sizeof(uuid));
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 StatusOr<DeviceMemory> DlopenNvml::Memory(uint32_t gpu) const {

@@ -19,6 +19,7 @@
 #include "src/node/agent_impl.h"
 #include "tessera/enforce/segment.h"
 #include "tessera/node/agent.h"
+#include "tessera/node/launcher.h"
 
 extern char** environ;
 
@@ -106,6 +107,7 @@ json WorkloadJson(const HeldWorkload& w) {
               {"priority", w.priority},
               {"gpu_milli", w.gpu_milli},
               {"mps_thread_pct", w.mps_thread_pct},
+              {"mig_start", w.mig_start},
               {"command", w.command},
               {"pid", w.pid},
               {"pid_start_ticks", w.pid_start_ticks},
@@ -146,6 +148,7 @@ StatusOr<HeldWorkload> WorkloadFromJson(const std::string& path, const std::stri
     }
     w.end_reason = j.value("end_reason", std::string());  // absent in files of older agents
     w.mps_thread_pct = j.value("mps_thread_pct", 0);
+    w.mig_start = j.value("mig_start", -1);  // absent in files of older agents
     w.uid = j.value("uid", -1L);  // absent: an agent without tenant uids (its own)
     if (j.value("stopping", false)) w.stop_deadline_ms = 1;  // past: finish stopping it now
   } catch (const json::exception& e) {
@@ -227,6 +230,7 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
   w.priority = d.priority;
   w.gpu_milli = d.gpu_milli;
   if (IsMpsMode(d.mode)) w.mps_thread_pct = MpsThreadPercentage(d.mode, d.gpu_milli);
+  if (!d.mig_profile.empty()) w.mig_start = d.pods.front().mig_start;
   w.command = d.command;
   w.usage_from_s = now_ms / 1000;
   if (auto back = released_usage_end_s_.find(d.id); back != released_usage_end_s_.end())
@@ -305,6 +309,15 @@ Status Agent::Spawn(HeldWorkload& w) {
                                    options_.nvml_library,
                                    "--exit-file",
                                    internal::ExitFile(AgentDir(), w.id)};
+  // A MIG workload sees its instance only, by its MIG device UUID (launcher.h, PinMigInstance): read
+  // here when the agent has NVML open, else by the supervisor from the instance's first slice.
+  if (w.mig_start >= 0) {
+    std::string instance = std::to_string(w.mig_start);
+    if (options_.mig_nvml != nullptr) {
+      TESSERA_ASSIGN_OR_RETURN(instance, MigInstanceUuid(*options_.mig_nvml, w.gpus.front(), w.mig_start));
+    }
+    args.insert(args.end(), {"--mig-instance", instance});
+  }
   std::vector<std::pair<std::string, std::string>> added = options_.child_env;
   if (w.uid >= 0) {
     // The supervisor stays the agent's uid; the command runs under the tenant's, with a HOME it

@@ -231,6 +231,39 @@ StatusOr<GpuPin> PinGpu(int gpu, const std::string& nvml_library,
   return pin;
 }
 
+StatusOr<std::string> MigInstanceUuid(const enforce::NvmlApi& nvml, int gpu, int start) {
+  const std::string where = "MIG instance at slice " + std::to_string(start) + " of GPU " + std::to_string(gpu);
+  const auto g = static_cast<uint32_t>(gpu);
+  StatusOr<std::vector<enforce::GpuInstance>> gis = nvml.GpuInstances(g);
+  if (!gis.ok()) return FailedPreconditionError(where + ": NVML: " + std::string(gis.status().message()));
+  StatusOr<std::vector<enforce::MigDevice>> devices = nvml.MigDevices(g);
+  if (!devices.ok()) return FailedPreconditionError(where + ": NVML: " + std::string(devices.status().message()));
+  std::string starts;
+  for (const enforce::GpuInstance& gi : *gis) {
+    starts += (starts.empty() ? "" : ", ") + std::to_string(gi.placement.start);
+    if (gi.placement.start != static_cast<uint32_t>(start)) continue;
+    for (const enforce::MigDevice& d : *devices)
+      if (d.gpu_instance_id == gi.id) return d.uuid;
+    return NotFoundError(where + ": GPU instance " + std::to_string(gi.id) + " has no compute instance");
+  }
+  return NotFoundError(where + ": no GPU instance starts there (the GPU's instances start at: " +
+                       (starts.empty() ? "none" : starts) + ")");
+}
+
+StatusOr<GpuPin> PinMigInstance(int gpu, int start, const std::string& nvml_library) {
+  enforce::DlopenNvml nvml({.library_path = nvml_library});
+  if (Status st = nvml.Init(); !st.ok()) {
+    return FailedPreconditionError("MIG instance at slice " + std::to_string(start) + " of GPU " + std::to_string(gpu) +
+                                   ": NVML: " + std::string(st.message()) +
+                                   " (a MIG instance is selected by its UUID, which only NVML gives)");
+  }
+  StatusOr<std::string> uuid = MigInstanceUuid(nvml, gpu, start);
+  StatusOr<uint32_t> minor = nvml.MinorNumber(static_cast<uint32_t>(gpu));
+  (void)nvml.Shutdown();
+  if (!uuid.ok()) return uuid.status();
+  return GpuPin{.visible_devices = *uuid, .uuid = *uuid, .minor = minor.ok() ? static_cast<int>(*minor) : -1};
+}
+
 StatusOr<GpuPin> PinGpus(const std::vector<int>& gpus, const std::string& nvml_library,
                          const std::optional<std::string>& caller_visible_devices) {
   if (gpus.empty()) return InvalidArgumentError("no GPU given");
@@ -273,7 +306,15 @@ StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& o) {
   // Checks first: nothing is registered, nothing runs, when the command could not be confined.
   TESSERA_ASSIGN_OR_RETURN(std::string shim, ResolveShim(o.shim_path));
   if (o.tenant.gpus.empty()) return InvalidArgumentError("no GPU given");
-  TESSERA_ASSIGN_OR_RETURN(GpuPin pin, PinGpus(o.tenant.gpus, o.nvml_library, o.caller_visible_devices));
+  const bool mig = o.mig_start >= 0 || !o.mig_uuid.empty();
+  if (mig && o.tenant.gpus.size() != 1)
+    return InvalidArgumentError("a MIG instance is on one GPU, not " + std::to_string(o.tenant.gpus.size()));
+  if (!o.mig_uuid.empty() && !o.mig_uuid.starts_with("MIG-"))
+    return InvalidArgumentError("MIG device '" + o.mig_uuid + "': not a MIG device UUID (MIG-...)");
+  TESSERA_ASSIGN_OR_RETURN(GpuPin pin, !o.mig_uuid.empty() ? StatusOr<GpuPin>(GpuPin{.visible_devices = o.mig_uuid, .uuid = o.mig_uuid})
+                                       : o.mig_start >= 0
+                                           ? PinMigInstance(o.tenant.gpus.front(), o.mig_start, o.nvml_library)
+                                           : PinGpus(o.tenant.gpus, o.nvml_library, o.caller_visible_devices));
   const long self = static_cast<long>(::getpid());
   TESSERA_ASSIGN_OR_RETURN(int index, node.Join(o.tenant, self));
   std::vector<std::unique_ptr<ArbiterDuty>> duties;

@@ -374,6 +374,33 @@ TEST_F(NvmlTest, DestroyingAnUnknownInstanceIsNotFound) {
 
 // --- compute instances -------------------------------------------------------------------------
 
+// The MIG devices CUDA sees: one per compute instance, in GPU instance order, each with a UUID of
+// its own ("MIG-..."), the one CUDA_VISIBLE_DEVICES takes to select an instance.
+TEST_F(NvmlTest, MigDevicesAreTheComputeInstancesWithUuidsOfTheirOwn) {
+  ASSERT_OK(Start("H100-80GB:mig=1,A100-40GB:mig=0,V100M32"));
+  StatusOr<std::vector<MigDevice>> none = nvml().MigDevices(0);
+  ASSERT_OK(none);
+  EXPECT_TRUE(none->empty());
+  StatusOr<GpuInstance> late = nvml().CreateGpuInstance(0, 9, {.start = 4, .size = 4});
+  StatusOr<GpuInstance> early = nvml().CreateGpuInstance(0, 9, {.start = 0, .size = 4});
+  ASSERT_OK(late);
+  ASSERT_OK(early);
+  ASSERT_OK(nvml().CreateComputeInstance(0, late->id, 2));
+  ASSERT_OK(nvml().CreateComputeInstance(0, early->id, 2));
+  StatusOr<std::vector<MigDevice>> two = nvml().MigDevices(0);
+  ASSERT_OK(two);
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[0].gpu_instance_id, early->id);  // by placement, not by creation
+  EXPECT_EQ((*two)[1].gpu_instance_id, late->id);
+  EXPECT_THAT((*two)[0].uuid, ::testing::StartsWith("MIG-"));
+  EXPECT_NE((*two)[0].uuid, (*two)[1].uuid);
+  EXPECT_NE((*two)[0].uuid, *nvml().DeviceUuid(0));
+  StatusOr<std::vector<MigDevice>> off = nvml().MigDevices(1);  // MIG capable, MIG off
+  ASSERT_OK(off);
+  EXPECT_TRUE(off->empty());
+  EXPECT_EQ(nvml().MigDevices(2).status().code(), StatusCode::kUnimplemented);  // no MIG at all
+}
+
 TEST_F(NvmlTest, ComputeInstancesKeepTheirGpuInstanceInUse) {
   ASSERT_OK(Start("H100-80GB:mig=1"));
   StatusOr<GpuInstance> gi = nvml().CreateGpuInstance(0, 9, {.start = 0, .size = 4});

@@ -996,6 +996,33 @@ TEST_F(MigAgentTest, AMigWorkloadThatNeedsALayoutChangeGetsItAppliedAndStarts) {
   EXPECT_EQ(cp.Count("/register"), 2);
 }
 
+// A MIG workload's command sees its own instance only: CUDA_VISIBLE_DEVICES is the MIG device
+// UUID of the instance at its pod's mig_start (NVML), not the GPU's index or UUID (with those
+// CUDA would hand the command whichever instance it enumerates first: here the one at slice 0).
+TEST_F(MigAgentTest, AMigWorkloadsCommandSeesOnlyItsInstanceByItsMigDeviceUuid) {
+  Init("H100-80GB:mig=1");
+  Agent agent(MigOptions(true), Discovered(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  json w = MigWorkload(6, "3g.40gb", 4);
+  w["command"] = {"/bin/sh", "-c", "echo \"cvd=$CUDA_VISIBLE_DEVICES\""};
+  cp.desired = json::array({w});
+  cp.desired_gpus = json::parse(R"([{"index": 0, "mig_layout": "3g.40gb@0,3g.40gb@4"}])");
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !cp.finished.empty(); }));
+  EXPECT_THAT(cp.finished, ::testing::ElementsAre(std::pair<int64_t, int>{6, 0}));
+  StatusOr<std::vector<enforce::GpuInstance>> gis = nvml.GpuInstances(0);
+  StatusOr<std::vector<enforce::MigDevice>> devices = nvml.MigDevices(0);
+  ASSERT_TRUE(gis.ok() && devices.ok());
+  std::string at4;
+  for (const enforce::GpuInstance& gi : *gis)
+    for (const enforce::MigDevice& d : *devices)
+      if (gi.placement.start == 4 && d.gpu_instance_id == gi.id) at4 = d.uuid;
+  ASSERT_THAT(at4, ::testing::StartsWith("MIG-"));
+  std::ifstream log(dir.File("node/agent/w6.log"));
+  std::string line;
+  std::getline(log, line);
+  EXPECT_EQ(line, "cvd=" + at4);
+}
+
 TEST_F(MigAgentTest, AnInstanceInUseIsNeverDestroyedAndAFreeOneIs) {
   Init("H100-80GB:mig=1:procs=4242/1024/1/0");  // a process in GPU instance 1
   CreateGi(enforce::kGpuInstanceProfile1Slice, 0, 1);  // id 1: in use

@@ -71,6 +71,38 @@ TEST(PinGpu, ACallersListNarrowsButNeverWidens) {
   }
 }
 
+// A MIG instance is pinned by its MIG device's UUID, found by its GPU instance's first slice
+// (the test keeps the fake NVML open, so that PinMigInstance's own NVML sees the same instances).
+TEST(PinMigInstance, PinsTheInstanceAtItsFirstSliceByItsMigDeviceUuid) {
+  FakeNvmlConfig config("H100-80GB:mig=1");
+  enforce::DlopenNvml nvml({.library_path = kFakeNvml});
+  ASSERT_TRUE(nvml.Init().ok());
+  StatusOr<enforce::GpuInstance> first = nvml.CreateGpuInstance(0, 9, {.start = 0, .size = 4});
+  StatusOr<enforce::GpuInstance> second = nvml.CreateGpuInstance(0, 9, {.start = 4, .size = 4});
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_TRUE(nvml.CreateComputeInstance(0, first->id, 2).ok());
+  StatusOr<std::vector<enforce::MigDevice>> devices = nvml.MigDevices(0);
+  ASSERT_TRUE(devices.ok() && devices->size() == 1u);
+  StatusOr<GpuPin> pin = PinMigInstance(0, 0, kFakeNvml);
+  ASSERT_TRUE(pin.ok()) << pin.status().ToString();
+  EXPECT_EQ(pin->visible_devices, devices->front().uuid);
+  EXPECT_EQ(pin->uuid, devices->front().uuid);
+  EXPECT_EQ(pin->minor, 0);
+  EXPECT_EQ(MigInstanceUuid(nvml, 0, 0).value(), devices->front().uuid);
+  StatusOr<GpuPin> no_ci = PinMigInstance(0, 4, kFakeNvml);
+  EXPECT_EQ(no_ci.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(no_ci.status().message(), "MIG instance at slice 4 of GPU 0: GPU instance " + std::to_string(second->id) +
+                                          " has no compute instance");
+  StatusOr<GpuPin> nowhere = PinMigInstance(0, 2, kFakeNvml);
+  EXPECT_EQ(nowhere.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(nowhere.status().message(),
+            "MIG instance at slice 2 of GPU 0: no GPU instance starts there (the GPU's instances start at: 0, 4)");
+  (void)nvml.Shutdown();
+  StatusOr<GpuPin> without = PinMigInstance(0, 0, "/nonexistent/libnvidia-ml.so.1");
+  EXPECT_EQ(without.status().code(), StatusCode::kFailedPrecondition);  // never by index: fail closed
+  EXPECT_THAT(without.status().message(), HasSubstr("a MIG instance is selected by its UUID, which only NVML gives"));
+}
+
 TEST(LaunchEnvironment, PreloadsTheShimAndPinsTheGpu) {
   LaunchOptions o{.paths = NodePaths("/run/t"), .shim_path = "/lib/libtessera-shim.so",
                   .pin = {.visible_devices = kUuid1, .uuid = kUuid1}, .gpus = {1}, .tenant_index = 4,

@@ -95,6 +95,13 @@ struct GpuInstancePlacement {
   friend bool operator==(const GpuInstancePlacement&, const GpuInstancePlacement&) = default;
 };
 
+// One MIG device (a compute instance as CUDA sees it): what CUDA_VISIBLE_DEVICES names.
+struct MigDevice {
+  uint32_t gpu_instance_id = 0;
+  uint32_t compute_instance_id = 0;
+  std::string uuid;  // "MIG-<uuid>"
+};
+
 struct GpuInstance {
   uint32_t id = 0;          // chosen by the driver; never derive it from the placement
   uint32_t profile_id = 0;
@@ -204,6 +211,10 @@ class NvmlApi {
   virtual Status DestroyComputeInstance(uint32_t gpu, uint32_t gpu_instance_id,
                                         uint32_t compute_instance_id) = 0;
 
+  // The GPU's MIG devices (nvmlDeviceGetMigDeviceHandleByIndex), in NVML's order; empty when MIG
+  // is off. UNIMPLEMENTED without MIG or where the library lacks the calls.
+  virtual StatusOr<std::vector<MigDevice>> MigDevices(uint32_t gpu) const = 0;
+
   // Compute processes on the GPU with their device memory.
   virtual StatusOr<std::vector<GpuProcess>> RunningProcesses(uint32_t gpu) const = 0;
   // UNIMPLEMENTED on MIG-enabled GPUs (NVML cannot attribute utilisation there).
@@ -259,6 +270,7 @@ class DlopenNvml final : public NvmlApi {
       uint32_t gpu, uint32_t gpu_instance_id, uint32_t ci_profile_index) const override;
   Status DestroyComputeInstance(uint32_t gpu, uint32_t gpu_instance_id,
                                 uint32_t compute_instance_id) override;
+  StatusOr<std::vector<MigDevice>> MigDevices(uint32_t gpu) const override;
   StatusOr<std::vector<GpuProcess>> RunningProcesses(uint32_t gpu) const override;
   StatusOr<Utilization> UtilizationRates(uint32_t gpu) const override;
   StatusOr<std::vector<ProcessUtilization>> ProcessUtilizations(

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "tessera/core/status.h"
+#include "tessera/enforce/nvml.h"
 #include "tessera/node/node_dir.h"
 
 namespace tessera::node {
@@ -70,6 +71,18 @@ struct GpuPin {
 // INVALID_ARGUMENT when NVML counts fewer GPUs or the caller's list does not contain the GPU.
 StatusOr<GpuPin> PinGpu(int gpu, const std::string& nvml_library,
                         const std::optional<std::string>& caller_visible_devices);
+// The MIG instance of `gpu` whose GPU instance starts at memory slice `start`: the command sees
+// only that instance, by its MIG device's UUID (CUDA_VISIBLE_DEVICES=MIG-..., the only way CUDA
+// selects one instance of a MIG GPU; the GPU's index or UUID would give the command whichever
+// instance CUDA enumerates first). pin.uuid is the MIG device's UUID, pin.minor the GPU's.
+// FAILED_PRECONDITION when NVML cannot be loaded or read (fail closed: a MIG instance cannot be
+// pinned without it); NOT_FOUND naming the GPU's instances when none starts at `start`, or when it
+// has no compute instance yet. Example: an H100 with 3g.40gb@0 (GI 1) and 3g.40gb@4 (GI 2):
+// PinMigInstance(0, 4, ...) -> visible_devices "MIG-<uuid of GI 2's compute instance>".
+StatusOr<GpuPin> PinMigInstance(int gpu, int start, const std::string& nvml_library);
+// The MIG device UUID of that instance, through an NVML already open (the agent's); the errors
+// of PinMigInstance, without its NVML prefix for a library that cannot be loaded.
+StatusOr<std::string> MigInstanceUuid(const enforce::NvmlApi& nvml, int gpu, int start);
 // Every GPU of a multi-GPU tenant, in the order given: visible_devices and uuid are the GPUs'
 // lists, comma-separated ({1, 3} -> "GPU-<uuid 1>,GPU-<uuid 3>"; uuid empty unless NVML knows
 // every one). The errors of PinGpu for the first GPU that fails.
@@ -97,6 +110,11 @@ struct RunOptions {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::optional<std::string> caller_visible_devices;
   std::string caller_ld_preload;
+  // >= 0: run on the MIG instance of the (one) GPU whose GPU instance starts at this memory slice
+  // (PinMigInstance); -1: the whole GPU(s). `mig_uuid`, when set instead: that MIG device (its
+  // UUID as the caller read it from NVML, e.g. the agent), taken as given.
+  int mig_start = -1;
+  std::string mig_uuid;
   // How long the GPU's arbiter may take to put the tenant on its board. A launch without an
   // active slot would not be gated, so past it the command is not started (FAILED_PRECONDITION).
   std::chrono::milliseconds admit_timeout = std::chrono::seconds(5);

@@ -358,6 +358,26 @@ FakeCi* FindCi(State& s, nvmlComputeInstance_t handle) {
   return nullptr;
 }
 
+// A MIG device handle (nvmlDeviceGetMigDeviceHandleByIndex) is its compute instance's address.
+FakeCi* FindMigDevice(State& s, nvmlDevice_t handle) {
+  return FindCi(s, reinterpret_cast<nvmlComputeInstance_t>(handle));
+}
+
+// The MIG devices of a GPU in NVML's order: by GPU instance start, then compute instance start.
+std::vector<FakeCi*> MigDevicesOf(FakeDevice& d) {
+  std::vector<FakeGi*> gis;
+  for (auto& gi : d.gis) gis.push_back(gi.get());
+  std::sort(gis.begin(), gis.end(), [](const FakeGi* a, const FakeGi* b) { return a->start < b->start; });
+  std::vector<FakeCi*> out;
+  for (FakeGi* gi : gis) {
+    std::vector<FakeCi*> cis;
+    for (auto& ci : gi->cis) cis.push_back(ci.get());
+    std::sort(cis.begin(), cis.end(), [](const FakeCi* a, const FakeCi* b) { return a->start < b->start; });
+    out.insert(out.end(), cis.begin(), cis.end());
+  }
+  return out;
+}
+
 const MigProfile* ProfileByIndex(const FakeDevice& d, unsigned int index) {
   if (!d.mig_capable()) return nullptr;
   for (const MigProfile& p : d.geometry().profiles) {
@@ -586,11 +606,62 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int len
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
   FAKE_NVML_ENTER("nvmlDeviceGetUUID");
+  char text[64];
+  if (FakeCi* ci = FindMigDevice(s, device); ci != nullptr) {
+    // A MIG device: "MIG-" and a UUID of its own (GPU index, GPU instance and compute instance ids).
+    std::snprintf(text, sizeof(text), "MIG-fa4e0000-0000-4000-8000-%04x%04x%04x", ci->gi->device->index, ci->gi->id,
+                  ci->id);
+    return CopyString(text, uuid, length);
+  }
   FakeDevice* d = FindDevice(s, device);
   if (d == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  char text[64];
   std::snprintf(text, sizeof(text), "GPU-fa4e0000-0000-4000-8000-%012x", d->index);
   return CopyString(text, uuid, length);
+}
+
+// nvml.h: the most MIG devices the GPU can hold (one per compute slice); NOT_SUPPORTED without MIG.
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
+  FAKE_NVML_ENTER("nvmlDeviceGetMaxMigDeviceCount");
+  FakeDevice* d = FindDevice(s, device);
+  if (d == nullptr || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!d->mig_capable()) return NVML_ERROR_NOT_SUPPORTED;
+  *count = static_cast<unsigned int>(d->geometry().compute_slices);
+  return NVML_SUCCESS;
+}
+
+// The MIG device at `index` (NVML's order, MigDevicesOf); NOT_FOUND past the last one,
+// NOT_SUPPORTED when MIG is not enabled.
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t* mig) {
+  FAKE_NVML_ENTER("nvmlDeviceGetMigDeviceHandleByIndex");
+  FakeDevice* d = FindDevice(s, device);
+  if (d == nullptr || mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!d->mig_capable() || !d->mig_current) return NVML_ERROR_NOT_SUPPORTED;
+  if (index >= static_cast<unsigned int>(d->geometry().compute_slices)) return NVML_ERROR_INVALID_ARGUMENT;
+  const std::vector<FakeCi*> all = MigDevicesOf(*d);
+  if (index >= all.size()) return NVML_ERROR_NOT_FOUND;
+  *mig = reinterpret_cast<nvmlDevice_t>(all[index]);
+  return NVML_SUCCESS;
+}
+
+// A MIG device's GPU instance id; NOT_SUPPORTED for a GPU's own handle (nvml.h).
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
+  FAKE_NVML_ENTER("nvmlDeviceGetGpuInstanceId");
+  if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (FakeCi* ci = FindMigDevice(s, device); ci != nullptr) {
+    *id = ci->gi->id;
+    return NVML_SUCCESS;
+  }
+  return FindDevice(s, device) != nullptr ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
+  FAKE_NVML_ENTER("nvmlDeviceGetComputeInstanceId");
+  if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (FakeCi* ci = FindMigDevice(s, device); ci != nullptr) {
+    *id = ci->id;
+    return NVML_SUCCESS;
+  }
+  return FindDevice(s, device) != nullptr ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor) {

@@ -37,6 +37,7 @@ struct RunFlags {
   int kernel_estimate_us = 1000;
   bool scrub = false;
   long uid = -1;
+  std::string mig_instance;  // a first slice ("4") or a MIG device UUID ("MIG-...")
   std::string nvml = "libnvidia-ml.so.1";
   std::string exit_file;
   std::vector<std::string> command;
@@ -92,6 +93,16 @@ int RunCommand(const RunFlags& f) {
                     .kernel_estimate_us = f.kernel_estimate_us, .scrub = f.scrub, .uid = f.uid};
   options.command = f.command;
   options.nvml_library = f.nvml;
+  if (!f.mig_instance.empty()) {
+    if (f.mig_instance.starts_with("MIG-")) {
+      options.mig_uuid = f.mig_instance;
+    } else if (f.mig_instance.size() == 1 && f.mig_instance[0] >= '0' && f.mig_instance[0] <= '7') {
+      options.mig_start = f.mig_instance[0] - '0';
+    } else {
+      return RunFail("--mig-instance '" + f.mig_instance + "': neither a first slice 0..7 nor a MIG device UUID (MIG-...)",
+                     kExitBadInput);
+    }
+  }
   if (const char* s = std::getenv("TESSERA_SHIM_PATH"); s != nullptr) options.shim_path = s;
   if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"); v != nullptr) options.caller_visible_devices = v;
   if (const char* p = std::getenv("LD_PRELOAD"); p != nullptr) options.caller_ld_preload = p;
@@ -211,6 +222,10 @@ void RegisterNode(CLI::App& app, int* exit_code) {
                   "Run the command under this uid (needs root): its tenant's counters file becomes its own and no "
                   "other tenant's is writable to it (docs/security.md); every run of a tenant must give the same uid")
       ->check(CLI::Range(0L, 2147483647L));
+  run->add_option("--mig-instance", flags->mig_instance,
+                  "Run on one MIG instance of --gpu (one GPU): the one whose GPU instance starts at this memory slice "
+                  "(0..7, e.g. 4 for 3g.40gb@4; its UUID is read from NVML), or a MIG device UUID (MIG-...); the "
+                  "command sees only that instance (CUDA_VISIBLE_DEVICES)");
   run->add_option("--nvml", flags->nvml,
                   "NVML library for the GPU's UUID (default libnvidia-ml.so.1; without it the GPU is pinned by index)");
   run->add_option("--exit-file", flags->exit_file,
