@@ -49,6 +49,10 @@
 //                                                          INSUFFICIENT_RESOURCES
 //   destroy a GI with compute instances or processes, a CI with processes   IN_USE
 //   utilisation (device or per process) on a MIG-enabled GPU          NOT_SUPPORTED
+//   MIG devices: one per compute instance, ordered by GPU instance then compute instance start;
+//     a MIG device handle is its compute instance; its UUID "MIG-fa4e0000-0000-4000-8000-<gpu,
+//     GI id, CI id as 4 hex digits each>"; a MIG device handle past the last one  NOT_FOUND,
+//     with MIG off                                                     NOT_SUPPORTED
 //
 // Thread-safety: every function takes one global mutex, as the real library is thread-safe.
 #include <dirent.h>
