@@ -68,25 +68,11 @@
 
 namespace tessera::daemon {
 
-// Workload states as stored and shown: the names of api::WorkloadState (its one string mapping).
-inline constexpr std::string_view kPending = api::WorkloadStateName(api::WorkloadState::kPending);
-inline constexpr std::string_view kRunning = api::WorkloadStateName(api::WorkloadState::kRunning);
-inline constexpr std::string_view kCompleted = api::WorkloadStateName(api::WorkloadState::kCompleted);
-inline constexpr std::string_view kFailed = api::WorkloadStateName(api::WorkloadState::kFailed);
-inline constexpr std::string_view kCancelled = api::WorkloadStateName(api::WorkloadState::kCancelled);
-inline constexpr std::string_view kRejected = api::WorkloadStateName(api::WorkloadState::kRejected);
-bool IsTerminal(std::string_view state);
-// Node states as stored and shown: the names of api::NodeState (its one string mapping).
-inline constexpr std::string_view kNodeReady = api::NodeStateName(api::NodeState::kReady);
-inline constexpr std::string_view kNodeCordoned = api::NodeStateName(api::NodeState::kCordoned);
-inline constexpr std::string_view kNodeLost = api::NodeStateName(api::NodeState::kLost);
-// A stored node state (the store keeps the names above; anything else reads as ready).
-inline api::NodeState StoredNodeState(std::string_view name) {
-  return api::ParseNodeState(name).value_or(api::NodeState::kReady);
-}
-// The scheduler's view of a node it knows, in the wire's names.
-inline std::string_view NodeStateOf(sched::NodeState s) {
-  return s == sched::NodeState::kCordoned ? kNodeCordoned : kNodeReady;
+// Workload and node states are typed everywhere here (WorkloadState, NodeState: one definition
+// and one string mapping, tessera/core/lifecycle_state.h, which the store and the wire use too).
+// The scheduler's view of a node it knows, as a node state.
+inline NodeState NodeStateOf(sched::NodeState s) {
+  return s == sched::NodeState::kCordoned ? NodeState::kCordoned : NodeState::kReady;
 }
 
 // Who is calling, once the bearer token checked out.

@@ -62,7 +62,7 @@ Status ControlPlane::Impl::Restore() {
     do {
       TESSERA_ASSIGN_OR_RETURN(store::WorkloadPage page, tx.ListWorkloads({}, 1000, cont));
       for (store::WorkloadRecord& w : page.workloads)
-        if (!IsTerminal(w.state)) open.push_back(std::move(w));
+        if (!IsEnded(w.state)) open.push_back(std::move(w));
       cont = page.next_continue;
     } while (!cont.empty());
     return Status::Ok();
@@ -74,7 +74,7 @@ Status ControlPlane::Impl::Restore() {
   lost_nodes.clear();
   std::vector<placement::NodeSpec> specs;
   for (const store::NodeRecord& n : node_list) {
-    if (n.state == kNodeLost) {
+    if (n.state == NodeState::kLost) {
       lost_nodes.insert(n.name);
       continue;
     }
@@ -87,7 +87,7 @@ Status ControlPlane::Impl::Restore() {
   TESSERA_ASSIGN_OR_RETURN(live, sched::LiveScheduler::Create(std::move(tree), std::move(specs), opt.scheduler, {},
                                                               {.guarantees_must_fit = false}));
   for (const auto& [name, n] : nodes)
-    if (n.record.state == kNodeCordoned) TESSERA_RETURN_IF_ERROR(live->Cordon(name));
+    if (n.record.state == NodeState::kCordoned) TESSERA_RETURN_IF_ERROR(live->Cordon(name));
   jobs.clear();
   parked.clear();
   std::vector<sched::JobId> requeue;
@@ -97,7 +97,7 @@ Status ControlPlane::Impl::Restore() {
     shape.job.id = w.id;
     shape.job.submit = sched::Seconds{w.created_ms / 1000};
     jobs[w.id] = KnownJob{shape, w.created_ms};
-    if (w.state == kRunning) {
+    if (w.state == WorkloadState::kRunning) {
       StatusOr<StoredPlacement> p = ParsePlacementJson(w.placement_json);
       Status st = p.ok() ? live->Adopt(shape.job, p->pods, sched::Seconds{w.start_ms.value_or(now) / 1000}, p->seq)
                          : p.status();
@@ -113,7 +113,7 @@ Status ControlPlane::Impl::Restore() {
       TESSERA_RETURN_IF_ERROR(PersistRequeue(requeue, "its node was not there when the control plane restarted", tx, now));
       for (const auto& [id, why] : reject) {
         TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(id));
-        w.state = std::string(kRejected);
+        w.state = WorkloadState::kRejected;
         w.wait_reason = why;
         w.updated_ms = now;
         TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
@@ -159,9 +159,9 @@ void ControlPlane::Impl::UpdateGauges() {
     }
   }
   if (std::optional<HistoryPoint> closed = history.Record(std::move(point))) StoreHistoryPoint(*closed);
-  m.nodes->Set({std::string(kNodeReady)}, ready);
-  m.nodes->Set({std::string(kNodeCordoned)}, cordoned);
-  m.nodes->Set({std::string(kNodeLost)}, static_cast<double>(lost_nodes.size()));
+  m.nodes->Set({std::string(NodeStateName(NodeState::kReady))}, ready);
+  m.nodes->Set({std::string(NodeStateName(NodeState::kCordoned))}, cordoned);
+  m.nodes->Set({std::string(NodeStateName(NodeState::kLost))}, static_cast<double>(lost_nodes.size()));
 }
 
 Status ControlPlane::Impl::CycleOnce() {
@@ -196,7 +196,7 @@ Status ControlPlane::Impl::CycleOnce() {
     Status st = Transact("cycle", [&](store::Transaction& tx) -> Status {
       for (const auto& [name, ids] : lost) {
         TESSERA_ASSIGN_OR_RETURN(store::NodeRecord rec, tx.GetNode(name));
-        rec.state = std::string(kNodeLost);
+        rec.state = NodeState::kLost;
         TESSERA_RETURN_IF_ERROR(tx.PutNode(rec));
         TESSERA_RETURN_IF_ERROR(PersistRequeue(ids, "node '" + name + "' was lost (no heartbeat for " +
                                                         std::to_string(opt.node_timeout_s) + " s)",
@@ -215,7 +215,7 @@ Status ControlPlane::Impl::CycleOnce() {
       }
       for (const sched::LiveStart& s : r.started) {
         TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(s.job));
-        w.state = std::string(kRunning);
+        w.state = WorkloadState::kRunning;
         w.placement_json = PlacementJson(s.pods, s.seq);
         w.start_ms = now;
         w.wait_reason.clear();
@@ -249,7 +249,7 @@ Status ControlPlane::Impl::CycleOnce() {
       }
       for (const sched::LiveRejection& x : r.rejected) {
         TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(x.job));
-        w.state = std::string(kRejected);
+        w.state = WorkloadState::kRejected;
         w.wait_reason = x.reason;
         w.updated_ms = now;
         TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
