@@ -320,7 +320,25 @@ struct ControlPlane::Impl {
 
   // The loop (control_plane_loop.cc).
   void LoopMain();
+  // One cycle: lost nodes, the scheduler's decisions, all persisted in ONE transaction (the steps
+  // below, in their order), then CycleCommitted; on a failed write the world is rebuilt (Restore).
   Status CycleOnce();  // mu held
+  // The nodes found silent in a cycle, each with the jobs it ran (queued again).
+  using LostNodes = std::vector<std::pair<std::string, std::vector<sched::JobId>>>;
+  // The cycle's persistence, one step per decision kind, each called inside the cycle's
+  // transaction and writing that kind's records and events: a lost node's record (state lost), its
+  // jobs requeued and a node.lost event; a preempted job pending again ("preempted"); a started one
+  // running with its placement ("placed"); a moved pod's placement ("moved"); a changed wait
+  // reason; a rejected job ("rejected"). mu held.
+  Status PersistLostNodes(const LostNodes& lost, store::Transaction& tx, int64_t now);
+  Status PersistPreemptions(const std::vector<sched::PreemptEvent>& preempted, store::Transaction& tx, int64_t now);
+  Status PersistStarts(const std::vector<sched::LiveStart>& started, store::Transaction& tx, int64_t now);
+  Status PersistMoves(const std::vector<sched::LiveMove>& moves, store::Transaction& tx, int64_t now);
+  Status PersistWaits(const std::vector<sched::LiveWait>& waits, store::Transaction& tx, int64_t now);
+  Status PersistRejections(const std::vector<sched::LiveRejection>& rejected, store::Transaction& tx, int64_t now);
+  // After the cycle's transaction committed: the start, wait, preemption and rejection metrics and
+  // the anomaly service learn what it decided; rejected jobs are forgotten. mu held.
+  void CycleCommitted(const sched::LiveCycleResult& r, int64_t now);
   // Jobs lost with a node (or drained) are pending again: their records say so (call inside the
   // transaction; the caller queues them with Queue once it committed). mu held.
   Status PersistRequeue(const std::vector<sched::JobId>& ids, std::string_view why, store::Transaction& tx,
