@@ -68,7 +68,7 @@ Status Submit(Transaction& tx, int64_t seq) {
   tessera::store::WorkloadRecord w;
   w.tenant = "bench";
   w.spec_json = R"({"gpus":1,"gpu_milli":500,"gpu_mem_mib":8192,"qos":"burstable"})";
-  w.state = "pending";
+  w.state = tessera::WorkloadState::kPending;
   w.seq = seq;
   w.created_ms = w.updated_ms = seq;
   TESSERA_ASSIGN_OR_RETURN(int64_t id, tx.InsertWorkload(w));

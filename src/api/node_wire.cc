@@ -21,18 +21,12 @@ StatusOr<json> ParseWith(std::string_view body, std::string* bad_field) {
 // The node state at "state" (required by the caller where it is).
 StatusOr<NodeState> StateOf(const JsonFields& f) {
   TESSERA_ASSIGN_OR_RETURN(const std::string name, f.Str("state", 32));
-  const std::optional<NodeState> s = ParseNodeState(name);
-  if (!s) return f.Fail("state", "'" + name + "' is not ready, cordoned or lost");
+  StatusOr<NodeState> s = ParseNodeState(name);
+  if (!s.ok()) return f.Fail("state", s.status().message());
   return *s;
 }
 
 }  // namespace
-
-std::optional<NodeState> ParseNodeState(std::string_view name) {
-  for (NodeState s : {NodeState::kReady, NodeState::kCordoned, NodeState::kLost})
-    if (NodeStateName(s) == name) return s;
-  return std::nullopt;
-}
 
 // --- register -------------------------------------------------------------------------------
 

@@ -209,8 +209,8 @@ StatusOr<WorkloadView> ViewFrom(const json& j, const JsonFields& f) {
   TESSERA_ASSIGN_OR_RETURN(v.id, f.Int("id", 1, kMax, 0));
   TESSERA_ASSIGN_OR_RETURN(v.tenant, f.Str("tenant", 253));
   TESSERA_ASSIGN_OR_RETURN(const std::string state, f.Str("state", 32));
-  const std::optional<WorkloadState> known = ParseWorkloadState(state);
-  if (!known) return f.Fail("state", "'" + state + "' is not pending, running, completed, failed, cancelled or rejected");
+  StatusOr<WorkloadState> known = ParseWorkloadState(state);
+  if (!known.ok()) return f.Fail("state", known.status().message());
   v.state = *known;
   TESSERA_ASSIGN_OR_RETURN(v.qos, MaybeEmpty(j, f, "qos"));
   TESSERA_ASSIGN_OR_RETURN(v.priority, f.Int("priority", -1000, 1000, 0));
@@ -258,12 +258,6 @@ StatusOr<WorkloadView> ViewFrom(const json& j, const JsonFields& f) {
 }
 
 }  // namespace
-
-std::optional<WorkloadState> ParseWorkloadState(std::string_view name) {
-  for (WorkloadState s : kWorkloadStates)
-    if (WorkloadStateName(s) == name) return s;
-  return std::nullopt;
-}
 
 std::string EncodeWorkloadRequest(const WorkloadRequest& r) { return Dump(RequestJson(r)); }
 

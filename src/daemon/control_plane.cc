@@ -21,11 +21,6 @@ namespace tessera::daemon {
 
 using json = nlohmann::json;
 
-bool IsTerminal(std::string_view state) {
-  const std::optional<api::WorkloadState> s = api::ParseWorkloadState(state);
-  return s && api::IsEnded(*s);
-}
-
 HttpResponse ErrorResponse(const Status& status, std::string_view field) {
   const std::string message(status.message());
   switch (status.code()) {

@@ -68,25 +68,11 @@
 
 namespace tessera::daemon {
 
-// Workload states as stored and shown: the names of api::WorkloadState (its one string mapping).
-inline constexpr std::string_view kPending = api::WorkloadStateName(api::WorkloadState::kPending);
-inline constexpr std::string_view kRunning = api::WorkloadStateName(api::WorkloadState::kRunning);
-inline constexpr std::string_view kCompleted = api::WorkloadStateName(api::WorkloadState::kCompleted);
-inline constexpr std::string_view kFailed = api::WorkloadStateName(api::WorkloadState::kFailed);
-inline constexpr std::string_view kCancelled = api::WorkloadStateName(api::WorkloadState::kCancelled);
-inline constexpr std::string_view kRejected = api::WorkloadStateName(api::WorkloadState::kRejected);
-bool IsTerminal(std::string_view state);
-// Node states as stored and shown: the names of api::NodeState (its one string mapping).
-inline constexpr std::string_view kNodeReady = api::NodeStateName(api::NodeState::kReady);
-inline constexpr std::string_view kNodeCordoned = api::NodeStateName(api::NodeState::kCordoned);
-inline constexpr std::string_view kNodeLost = api::NodeStateName(api::NodeState::kLost);
-// A stored node state (the store keeps the names above; anything else reads as ready).
-inline api::NodeState StoredNodeState(std::string_view name) {
-  return api::ParseNodeState(name).value_or(api::NodeState::kReady);
-}
-// The scheduler's view of a node it knows, in the wire's names.
-inline std::string_view NodeStateOf(sched::NodeState s) {
-  return s == sched::NodeState::kCordoned ? kNodeCordoned : kNodeReady;
+// Workload and node states are typed everywhere here (WorkloadState, NodeState: one definition
+// and one string mapping, tessera/core/lifecycle_state.h, which the store and the wire use too).
+// The scheduler's view of a node it knows, as a node state.
+inline NodeState NodeStateOf(sched::NodeState s) {
+  return s == sched::NodeState::kCordoned ? NodeState::kCordoned : NodeState::kReady;
 }
 
 // Who is calling, once the bearer token checked out.
@@ -334,7 +320,25 @@ struct ControlPlane::Impl {
 
   // The loop (control_plane_loop.cc).
   void LoopMain();
+  // One cycle: lost nodes, the scheduler's decisions, all persisted in ONE transaction (the steps
+  // below, in their order), then CycleCommitted; on a failed write the world is rebuilt (Restore).
   Status CycleOnce();  // mu held
+  // The nodes found silent in a cycle, each with the jobs it ran (queued again).
+  using LostNodes = std::vector<std::pair<std::string, std::vector<sched::JobId>>>;
+  // The cycle's persistence, one step per decision kind, each called inside the cycle's
+  // transaction and writing that kind's records and events: a lost node's record (state lost), its
+  // jobs requeued and a node.lost event; a preempted job pending again ("preempted"); a started one
+  // running with its placement ("placed"); a moved pod's placement ("moved"); a changed wait
+  // reason; a rejected job ("rejected"). mu held.
+  Status PersistLostNodes(const LostNodes& lost, store::Transaction& tx, int64_t now);
+  Status PersistPreemptions(const std::vector<sched::PreemptEvent>& preempted, store::Transaction& tx, int64_t now);
+  Status PersistStarts(const std::vector<sched::LiveStart>& started, store::Transaction& tx, int64_t now);
+  Status PersistMoves(const std::vector<sched::LiveMove>& moves, store::Transaction& tx, int64_t now);
+  Status PersistWaits(const std::vector<sched::LiveWait>& waits, store::Transaction& tx, int64_t now);
+  Status PersistRejections(const std::vector<sched::LiveRejection>& rejected, store::Transaction& tx, int64_t now);
+  // After the cycle's transaction committed: the start, wait, preemption and rejection metrics and
+  // the anomaly service learn what it decided; rejected jobs are forgotten. mu held.
+  void CycleCommitted(const sched::LiveCycleResult& r, int64_t now);
   // Jobs lost with a node (or drained) are pending again: their records say so (call inside the
   // transaction; the caller queues them with Queue once it committed). mu held.
   Status PersistRequeue(const std::vector<sched::JobId>& ids, std::string_view why, store::Transaction& tx,

@@ -62,7 +62,7 @@ Status ControlPlane::Impl::Restore() {
     do {
       TESSERA_ASSIGN_OR_RETURN(store::WorkloadPage page, tx.ListWorkloads({}, 1000, cont));
       for (store::WorkloadRecord& w : page.workloads)
-        if (!IsTerminal(w.state)) open.push_back(std::move(w));
+        if (!IsEnded(w.state)) open.push_back(std::move(w));
       cont = page.next_continue;
     } while (!cont.empty());
     return Status::Ok();
@@ -74,7 +74,7 @@ Status ControlPlane::Impl::Restore() {
   lost_nodes.clear();
   std::vector<placement::NodeSpec> specs;
   for (const store::NodeRecord& n : node_list) {
-    if (n.state == kNodeLost) {
+    if (n.state == NodeState::kLost) {
       lost_nodes.insert(n.name);
       continue;
     }
@@ -87,7 +87,7 @@ Status ControlPlane::Impl::Restore() {
   TESSERA_ASSIGN_OR_RETURN(live, sched::LiveScheduler::Create(std::move(tree), std::move(specs), opt.scheduler, {},
                                                               {.guarantees_must_fit = false}));
   for (const auto& [name, n] : nodes)
-    if (n.record.state == kNodeCordoned) TESSERA_RETURN_IF_ERROR(live->Cordon(name));
+    if (n.record.state == NodeState::kCordoned) TESSERA_RETURN_IF_ERROR(live->Cordon(name));
   jobs.clear();
   parked.clear();
   std::vector<sched::JobId> requeue;
@@ -97,7 +97,7 @@ Status ControlPlane::Impl::Restore() {
     shape.job.id = w.id;
     shape.job.submit = sched::Seconds{w.created_ms / 1000};
     jobs[w.id] = KnownJob{shape, w.created_ms};
-    if (w.state == kRunning) {
+    if (w.state == WorkloadState::kRunning) {
       StatusOr<StoredPlacement> p = ParsePlacementJson(w.placement_json);
       Status st = p.ok() ? live->Adopt(shape.job, p->pods, sched::Seconds{w.start_ms.value_or(now) / 1000}, p->seq)
                          : p.status();
@@ -113,7 +113,7 @@ Status ControlPlane::Impl::Restore() {
       TESSERA_RETURN_IF_ERROR(PersistRequeue(requeue, "its node was not there when the control plane restarted", tx, now));
       for (const auto& [id, why] : reject) {
         TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(id));
-        w.state = std::string(kRejected);
+        w.state = WorkloadState::kRejected;
         w.wait_reason = why;
         w.updated_ms = now;
         TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
@@ -159,9 +159,9 @@ void ControlPlane::Impl::UpdateGauges() {
     }
   }
   if (std::optional<HistoryPoint> closed = history.Record(std::move(point))) StoreHistoryPoint(*closed);
-  m.nodes->Set({std::string(kNodeReady)}, ready);
-  m.nodes->Set({std::string(kNodeCordoned)}, cordoned);
-  m.nodes->Set({std::string(kNodeLost)}, static_cast<double>(lost_nodes.size()));
+  m.nodes->Set({std::string(NodeStateName(NodeState::kReady))}, ready);
+  m.nodes->Set({std::string(NodeStateName(NodeState::kCordoned))}, cordoned);
+  m.nodes->Set({std::string(NodeStateName(NodeState::kLost))}, static_cast<double>(lost_nodes.size()));
 }
 
 Status ControlPlane::Impl::CycleOnce() {
@@ -169,7 +169,7 @@ Status ControlPlane::Impl::CycleOnce() {
   const int64_t now = NowMs();
   const sched::Seconds secs{now / 1000};
   // Nodes silent for too long are lost; their work goes back to the queue.
-  std::vector<std::pair<std::string, std::vector<sched::JobId>>> lost;
+  LostNodes lost;
   for (const auto& [name, n] : nodes) {
     if (now - n.last_heartbeat_ms <= int64_t{opt.node_timeout_s} * 1000) continue;
     StatusOr<std::vector<sched::JobId>> ids = live->RemoveNode(name);
@@ -193,69 +193,14 @@ Status ControlPlane::Impl::CycleOnce() {
   const bool nothing = lost.empty() && r.started.empty() && r.preempted.empty() && r.moves.empty() &&
                        r.waits.empty() && r.rejected.empty();
   if (!nothing) {
+    // The cycle's one transaction: one step per decision kind, in this order.
     Status st = Transact("cycle", [&](store::Transaction& tx) -> Status {
-      for (const auto& [name, ids] : lost) {
-        TESSERA_ASSIGN_OR_RETURN(store::NodeRecord rec, tx.GetNode(name));
-        rec.state = std::string(kNodeLost);
-        TESSERA_RETURN_IF_ERROR(tx.PutNode(rec));
-        TESSERA_RETURN_IF_ERROR(PersistRequeue(ids, "node '" + name + "' was lost (no heartbeat for " +
-                                                        std::to_string(opt.node_timeout_s) + " s)",
-                                               tx, now));
-        TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent({"node", name, "", now, "node.lost",
-                                                      "no heartbeat for " + std::to_string(opt.node_timeout_s) +
-                                                          " s; " + std::to_string(ids.size()) +
-                                                          (ids.size() == 1 ? " workload" : " workloads") +
-                                                          " requeued"})
-                                    .status());
-      }
-      for (const sched::PreemptEvent& p : r.preempted) {
-        const std::string why = std::string(p.fair_share ? "fair share" : "reclaim") + ": for workload " +
-                                std::to_string(p.by);
-        TESSERA_RETURN_IF_ERROR(PersistPending(p.victim, "preempted", why, tx, now));
-      }
-      for (const sched::LiveStart& s : r.started) {
-        TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(s.job));
-        w.state = std::string(kRunning);
-        w.placement_json = PlacementJson(s.pods, s.seq);
-        w.start_ms = now;
-        w.wait_reason.clear();
-        w.updated_ms = now;
-        TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
-        std::string where;
-        for (const sched::PodPlacement& p : s.pods) where += (where.empty() ? "" : ", ") + p.node + " " + GpuList(p.gpus).dump();
-        TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, s.job, now, "placed", where}).status());
-      }
-      for (const sched::LiveMove& mv : r.moves) {
-        TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(mv.job));
-        TESSERA_ASSIGN_OR_RETURN(StoredPlacement p, ParsePlacementJson(w.placement_json));
-        if (mv.pod < 0 || mv.pod >= static_cast<int>(p.pods.size()))
-          return InternalError("move of workload " + std::to_string(mv.job) + ": no pod " + std::to_string(mv.pod));
-        p.pods[mv.pod] = mv.to;
-        w.placement_json = PlacementJson(p.pods, mv.seq);
-        if (mv.restart) w.start_ms = now;
-        w.updated_ms = now;
-        TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
-        TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, mv.job, now, "moved",
-                                                        mv.from.node + " " + GpuList(mv.from.gpus).dump() + " -> " +
-                                                            mv.to.node + " " + GpuList(mv.to.gpus).dump() +
-                                                            (mv.restart ? " (restarted)" : "")})
-                                    .status());
-      }
-      for (const sched::LiveWait& wt : r.waits) {
-        TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(wt.job));
-        w.wait_reason = WaitReasonText(wt.job, wt.reason);  // control_plane_mig.cc
-        w.updated_ms = now;
-        TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
-      }
-      for (const sched::LiveRejection& x : r.rejected) {
-        TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(x.job));
-        w.state = std::string(kRejected);
-        w.wait_reason = x.reason;
-        w.updated_ms = now;
-        TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
-        TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, x.job, now, "rejected", x.reason}).status());
-      }
-      return Status::Ok();
+      TESSERA_RETURN_IF_ERROR(PersistLostNodes(lost, tx, now));
+      TESSERA_RETURN_IF_ERROR(PersistPreemptions(r.preempted, tx, now));
+      TESSERA_RETURN_IF_ERROR(PersistStarts(r.started, tx, now));
+      TESSERA_RETURN_IF_ERROR(PersistMoves(r.moves, tx, now));
+      TESSERA_RETURN_IF_ERROR(PersistWaits(r.waits, tx, now));
+      return PersistRejections(r.rejected, tx, now);
     });
     if (!st.ok()) {
       // Memory is ahead of the store: nothing of this cycle was reported; rebuild from the store.
@@ -264,26 +209,7 @@ Status ControlPlane::Impl::CycleOnce() {
       loop_healthy = rs.ok();
       return st;
     }
-    for (const sched::LiveStart& s : r.started) {
-      auto j = jobs.find(s.job);
-      if (j == jobs.end()) continue;
-      m.starts->Inc({j->second.shape.request.tenant});
-      m.wait_seconds->Observe({std::string(sched::QosName(j->second.shape.request.qos))},
-                              static_cast<double>(now - j->second.submit_ms) / 1000.0);
-      anomaly_service->ObserveStart(j->second.shape.request.tenant,
-                                    j->second.shape.request.qos == sched::QosClass::kGuaranteed, now / 1000,
-                                    static_cast<double>(now - j->second.submit_ms) / 1000.0);
-    }
-    for (const sched::PreemptEvent& p : r.preempted) {
-      auto j = jobs.find(p.victim);
-      m.preemptions->Inc({j == jobs.end() ? "" : j->second.shape.request.tenant, p.fair_share ? "fair_share" : "reclaim"});
-      if (j != jobs.end()) anomaly_service->ObservePreemption(j->second.shape.request.tenant, now / 1000);
-    }
-    for (const sched::LiveRejection& x : r.rejected) {
-      if (auto j = jobs.find(x.job); j != jobs.end()) anomaly_service->ObserveRefusal(j->second.shape.request.tenant, now / 1000);
-      jobs.erase(x.job);
-      m.rejections->Inc({"quota_changed"});
-    }
+    CycleCommitted(r, now);
   }
   UpdateGauges();
   // The hours that are over: their anomalies and SLA observations (a failure to persist them is
@@ -291,6 +217,116 @@ Status ControlPlane::Impl::CycleOnce() {
   (void)CloseAnomalyHours(now);
   m.cycle_seconds->Observe({}, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return Status::Ok();
+}
+
+Status ControlPlane::Impl::PersistLostNodes(const LostNodes& lost, store::Transaction& tx, int64_t now) {
+  for (const auto& [name, ids] : lost) {
+    TESSERA_ASSIGN_OR_RETURN(store::NodeRecord rec, tx.GetNode(name));
+    rec.state = NodeState::kLost;
+    TESSERA_RETURN_IF_ERROR(tx.PutNode(rec));
+    TESSERA_RETURN_IF_ERROR(PersistRequeue(ids, "node '" + name + "' was lost (no heartbeat for " +
+                                                    std::to_string(opt.node_timeout_s) + " s)",
+                                           tx, now));
+    TESSERA_RETURN_IF_ERROR(tx.AppendObjectEvent({"node", name, "", now, "node.lost",
+                                                  "no heartbeat for " + std::to_string(opt.node_timeout_s) + " s; " +
+                                                      std::to_string(ids.size()) +
+                                                      (ids.size() == 1 ? " workload" : " workloads") + " requeued"})
+                                .status());
+  }
+  return Status::Ok();
+}
+
+Status ControlPlane::Impl::PersistPreemptions(const std::vector<sched::PreemptEvent>& preempted, store::Transaction& tx,
+                                              int64_t now) {
+  for (const sched::PreemptEvent& p : preempted) {
+    const std::string why = std::string(p.fair_share ? "fair share" : "reclaim") + ": for workload " +
+                            std::to_string(p.by);
+    TESSERA_RETURN_IF_ERROR(PersistPending(p.victim, "preempted", why, tx, now));
+  }
+  return Status::Ok();
+}
+
+Status ControlPlane::Impl::PersistStarts(const std::vector<sched::LiveStart>& started, store::Transaction& tx,
+                                         int64_t now) {
+  for (const sched::LiveStart& s : started) {
+    TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(s.job));
+    w.state = WorkloadState::kRunning;
+    w.placement_json = PlacementJson(s.pods, s.seq);
+    w.start_ms = now;
+    w.wait_reason.clear();
+    w.updated_ms = now;
+    TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
+    std::string where;
+    for (const sched::PodPlacement& p : s.pods) where += (where.empty() ? "" : ", ") + p.node + " " + GpuList(p.gpus).dump();
+    TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, s.job, now, "placed", where}).status());
+  }
+  return Status::Ok();
+}
+
+Status ControlPlane::Impl::PersistMoves(const std::vector<sched::LiveMove>& moves, store::Transaction& tx, int64_t now) {
+  for (const sched::LiveMove& mv : moves) {
+    TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(mv.job));
+    TESSERA_ASSIGN_OR_RETURN(StoredPlacement p, ParsePlacementJson(w.placement_json));
+    if (mv.pod < 0 || mv.pod >= static_cast<int>(p.pods.size()))
+      return InternalError("move of workload " + std::to_string(mv.job) + ": no pod " + std::to_string(mv.pod));
+    p.pods[mv.pod] = mv.to;
+    w.placement_json = PlacementJson(p.pods, mv.seq);
+    if (mv.restart) w.start_ms = now;
+    w.updated_ms = now;
+    TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
+    TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, mv.job, now, "moved",
+                                                    mv.from.node + " " + GpuList(mv.from.gpus).dump() + " -> " +
+                                                        mv.to.node + " " + GpuList(mv.to.gpus).dump() +
+                                                        (mv.restart ? " (restarted)" : "")})
+                                .status());
+  }
+  return Status::Ok();
+}
+
+Status ControlPlane::Impl::PersistWaits(const std::vector<sched::LiveWait>& waits, store::Transaction& tx, int64_t now) {
+  for (const sched::LiveWait& wt : waits) {
+    TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(wt.job));
+    w.wait_reason = WaitReasonText(wt.job, wt.reason);  // control_plane_mig.cc
+    w.updated_ms = now;
+    TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
+  }
+  return Status::Ok();
+}
+
+Status ControlPlane::Impl::PersistRejections(const std::vector<sched::LiveRejection>& rejected, store::Transaction& tx,
+                                             int64_t now) {
+  for (const sched::LiveRejection& x : rejected) {
+    TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(x.job));
+    w.state = WorkloadState::kRejected;
+    w.wait_reason = x.reason;
+    w.updated_ms = now;
+    TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
+    TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, x.job, now, "rejected", x.reason}).status());
+  }
+  return Status::Ok();
+}
+
+void ControlPlane::Impl::CycleCommitted(const sched::LiveCycleResult& r, int64_t now) {
+  for (const sched::LiveStart& s : r.started) {
+    auto j = jobs.find(s.job);
+    if (j == jobs.end()) continue;
+    m.starts->Inc({j->second.shape.request.tenant});
+    m.wait_seconds->Observe({std::string(sched::QosName(j->second.shape.request.qos))},
+                            static_cast<double>(now - j->second.submit_ms) / 1000.0);
+    anomaly_service->ObserveStart(j->second.shape.request.tenant,
+                                  j->second.shape.request.qos == sched::QosClass::kGuaranteed, now / 1000,
+                                  static_cast<double>(now - j->second.submit_ms) / 1000.0);
+  }
+  for (const sched::PreemptEvent& p : r.preempted) {
+    auto j = jobs.find(p.victim);
+    m.preemptions->Inc({j == jobs.end() ? "" : j->second.shape.request.tenant, p.fair_share ? "fair_share" : "reclaim"});
+    if (j != jobs.end()) anomaly_service->ObservePreemption(j->second.shape.request.tenant, now / 1000);
+  }
+  for (const sched::LiveRejection& x : r.rejected) {
+    if (auto j = jobs.find(x.job); j != jobs.end()) anomaly_service->ObserveRefusal(j->second.shape.request.tenant, now / 1000);
+    jobs.erase(x.job);
+    m.rejections->Inc({"quota_changed"});
+  }
 }
 
 }  // namespace tessera::daemon

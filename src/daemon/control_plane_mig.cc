@@ -142,7 +142,7 @@ std::optional<HttpResponse> ControlPlane::Impl::RegisterMigChange(const std::str
   known->second.last_heartbeat_ms = now;
   wake = true;
   wake_cv.notify_one();
-  return HttpResponse::Json(200, api::EncodeRegisterAnswer({name, StoredNodeState(rec.state)}));
+  return HttpResponse::Json(200, api::EncodeRegisterAnswer({name, rec.state}));
 }
 
 }  // namespace tessera::daemon

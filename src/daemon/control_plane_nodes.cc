@@ -36,7 +36,7 @@ Status ControlPlane::Impl::PersistRequeue(const std::vector<sched::JobId>& ids, 
 Status ControlPlane::Impl::PersistPending(sched::JobId id, std::string_view kind, std::string_view detail,
                                           store::Transaction& tx, int64_t now) {
   TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(id));
-  w.state = std::string(kPending);
+  w.state = WorkloadState::kPending;
   w.placement_json.clear();
   w.start_ms.reset();
   w.wait_reason = "queued";
@@ -49,7 +49,7 @@ namespace {
 
 // `conditions`: the agent's, as its last heartbeat said (null for a lost node: nothing is known).
 // `shares`: per GPU index, what runs on it (GET /v1/nodes/{name} only; null leaves "shares" out).
-json NodeJson(const store::NodeRecord& rec, const std::string& state, const sched::LiveScheduler::NodeView* view,
+json NodeJson(const store::NodeRecord& rec, NodeState state, const sched::LiveScheduler::NodeView* view,
               const std::map<std::string, api::NodeCondition>* conditions,
               const std::vector<json>* shares = nullptr) {
   json inv = json::parse(rec.inventory_json, nullptr, false);
@@ -75,7 +75,7 @@ json NodeJson(const store::NodeRecord& rec, const std::string& state, const sche
     }
   }
   json out = {{"name", rec.name},
-              {"state", state},
+              {"state", NodeStateName(state)},
               {"cpu_milli", inv.value("cpu_milli", int64_t{0})},
               {"memory_mib", inv.value("memory_mib", int64_t{0})},
               {"gpus", gpus},
@@ -110,8 +110,7 @@ HttpResponse ControlPlane::Impl::ListNodes(const HttpRequest&, const Caller&) {
       if (v.name == rec.name) view = &v;
     auto known = nodes.find(rec.name);
     if (known != nodes.end()) rec.last_heartbeat_ms = known->second.last_heartbeat_ms;
-    const std::string state(view ? NodeStateOf(view->state) : kNodeLost);
-    list.push_back(NodeJson(rec, state, view, known != nodes.end() ? &known->second.conditions : nullptr));
+    list.push_back(NodeJson(rec, view ? NodeStateOf(view->state) : NodeState::kLost, view, known != nodes.end() ? &known->second.conditions : nullptr));
   }
   return HttpResponse::Json(200, json{{"nodes", list}}.dump());
 }
@@ -161,9 +160,9 @@ HttpResponse ControlPlane::Impl::GetNode(const HttpRequest& r, const Caller&) {
     const KnownNode& known = nodes[name];
     rec->last_heartbeat_ms = known.last_heartbeat_ms;
     return HttpResponse::Json(
-        200, NodeJson(*rec, std::string(NodeStateOf(v->state)), &*v, &known.conditions, &shares).dump());
+        200, NodeJson(*rec, NodeStateOf(v->state), &*v, &known.conditions, &shares).dump());
   }
-  return HttpResponse::Json(200, NodeJson(*rec, std::string(kNodeLost), nullptr, nullptr, &shares).dump());
+  return HttpResponse::Json(200, NodeJson(*rec, NodeState::kLost, nullptr, nullptr, &shares).dump());
 }
 
 HttpResponse ControlPlane::Impl::NodeAction(const HttpRequest& r, const Caller& c) {
@@ -184,7 +183,7 @@ HttpResponse ControlPlane::Impl::NodeAction(const HttpRequest& r, const Caller& 
   }
   if (!st.ok()) return ErrorResponse(st);
   store::NodeRecord rec = node->second.record;
-  rec.state = std::string(action == "uncordon" ? kNodeReady : kNodeCordoned);
+  rec.state = action == "uncordon" ? NodeState::kReady : NodeState::kCordoned;
   // "node.cordoned", "node.uncordoned", "node.drained" on the event feed, in the same transaction.
   const std::string kind = "node." + action + "ed";
   const std::string detail =
@@ -206,7 +205,7 @@ HttpResponse ControlPlane::Impl::NodeAction(const HttpRequest& r, const Caller& 
   wake_cv.notify_one();
   json requeued = json::array();
   for (sched::JobId id : drained) requeued.push_back(id);
-  return HttpResponse::Json(200, json{{"node", name}, {"state", rec.state}, {"requeued", requeued}}.dump());
+  return HttpResponse::Json(200, json{{"node", name}, {"state", NodeStateName(rec.state)}, {"requeued", requeued}}.dump());
 }
 
 // DELETE /v1/nodes/{name} (admins): forgets a node that is lost (its work was requeued when it
@@ -218,7 +217,7 @@ HttpResponse ControlPlane::Impl::RemoveNode(const HttpRequest& r, const Caller& 
   std::lock_guard<std::mutex> lock(mu);
   const bool lost = lost_nodes.count(name) > 0;
   if (!lost && !nodes.count(name)) return NotFound("node '" + name + "'");
-  const std::string was(lost ? kNodeLost : kNodeCordoned);
+  const std::string was(NodeStateName(lost ? NodeState::kLost : NodeState::kCordoned));
   if (!lost)
     for (const auto& v : live->nodes()) {
       if (v.name != name) continue;
@@ -283,7 +282,7 @@ HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller
       if (!st.ok()) return ErrorResponse(st);
       held = rec;
     }
-    return HttpResponse::Json(200, api::EncodeRegisterAnswer({name, StoredNodeState(held.state)}));
+    return HttpResponse::Json(200, api::EncodeRegisterAnswer({name, held.state}));
   }
   if (known != nodes.end()) {
     if (std::optional<HttpResponse> a = RegisterMigChange(name, *inv, c, now)) return *a;  // control_plane_mig.cc
@@ -298,7 +297,7 @@ HttpResponse ControlPlane::Impl::RegisterNode(const HttpRequest& r, const Caller
     if (known != nodes.end()) loop_healthy = Restore().ok();
     return ErrorResponse(st, "gpus");
   }
-  store::NodeRecord rec{name, inv->canonical_json, std::string(kNodeReady), now, c.token_id, inv->agent_id};
+  store::NodeRecord rec{name, inv->canonical_json, NodeState::kReady, now, c.token_id, inv->agent_id};
   const std::string detail =
       known != nodes.end()
           ? "a new inventory; " + std::to_string(lost.size()) + (lost.size() == 1 ? " workload" : " workloads") +
@@ -383,7 +382,7 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller&) 
         TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, e.id, now, e.kind, e.detail}).status());
       for (const Done& x : here) {
         TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(x.id));
-        w.state = std::string(x.exit_code == 0 && x.reason.empty() ? kCompleted : kFailed);
+        w.state = x.exit_code == 0 && x.reason.empty() ? WorkloadState::kCompleted : WorkloadState::kFailed;
         w.wait_reason = x.reason;  // a failed workload's "reason" (docs/api.md)
         // The command's exit code, for the view's "exit_code" (clients read it there, not out of
         // the event's text). The spec is this daemon's own document; nothing else reads the key.
@@ -409,7 +408,7 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller&) 
     wake = true;
     wake_cv.notify_one();
   }
-  return HttpResponse::Json(200, api::EncodeHeartbeatAnswer({name, StoredNodeState(node->second.record.state), std::move(ignored)}));
+  return HttpResponse::Json(200, api::EncodeHeartbeatAnswer({name, node->second.record.state, std::move(ignored)}));
 }
 
 HttpResponse ControlPlane::Impl::DesiredState(const HttpRequest& r, const Caller&) {
@@ -418,7 +417,7 @@ HttpResponse ControlPlane::Impl::DesiredState(const HttpRequest& r, const Caller
   auto node = nodes.find(name);
   if (node == nodes.end())
     return HttpResponse::Error(404, "not_found", "node '" + name + "' is not registered (register it again)");
-  api::DesiredState desired{name, StoredNodeState(node->second.record.state), {}};
+  api::DesiredState desired{name, node->second.record.state, {}};
   desired.gpus = DesiredMigLayouts(name, node->second);  // MIG nodes: each GPU's target layout
   if (const std::optional<sched::LiveScheduler::NodeView> v = live->node(name)) {
     for (sched::JobId id : v->jobs) {

@@ -29,7 +29,7 @@ void ControlPlane::Impl::Queue(int64_t id) {
   const int64_t now = NowMs();
   (void)Transact("reject", [&](store::Transaction& tx) -> Status {
     TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, tx.GetWorkload(id));
-    w.state = std::string(kRejected);
+    w.state = WorkloadState::kRejected;
     w.wait_reason = std::string(st.message());
     w.updated_ms = now;
     TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(w).status());
@@ -151,7 +151,7 @@ HttpResponse ControlPlane::Impl::SubmitWorkload(const HttpRequest& r, const Call
         StatusOr<SubmittedWorkload> made = finish(&bad_field);
         if (!made.ok()) return ErrorResponse(made.status(), bad_field);
         if (made->replay) return Replayed(*made->replay);
-        return HttpResponse::Json(201, api::EncodeWorkloadCreated({made->id, std::string(kPending)}));
+        return HttpResponse::Json(201, api::EncodeWorkloadCreated({made->id, std::string(WorkloadStateName(WorkloadState::kPending))}));
       });
     });
   };

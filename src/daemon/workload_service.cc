@@ -11,17 +11,6 @@ namespace tessera::daemon {
 
 using json = nlohmann::json;
 
-namespace {
-
-std::string_view StateName(api::WorkloadState s) { return api::WorkloadStateName(s); }
-
-bool Ended(std::string_view state) {
-  const std::optional<api::WorkloadState> s = api::ParseWorkloadState(state);
-  return s && api::IsEnded(*s);
-}
-
-}  // namespace
-
 StatusOr<WorkloadChange> DecodeWorkloadChange(std::string_view body, std::string* bad_field) {
   std::string field;
   StatusOr<json> parsed = api::ParseJsonObject(body);
@@ -41,8 +30,7 @@ api::WorkloadView WorkloadViewOf(const store::WorkloadRecord& w) {
   api::WorkloadView v;
   v.id = w.id;
   v.tenant = w.tenant;
-  // The store keeps the state's name; one it does not know (a newer schema's) shows as failed.
-  v.state = api::ParseWorkloadState(w.state).value_or(api::WorkloadState::kFailed);
+  v.state = w.state;
   // The request as stored (its canonical encoding); a record without one shows the tenant only.
   const json request = spec.value("request", json::object());
   StatusOr<api::WorkloadRequest> stored = api::DecodeWorkloadRequest(request.dump(), nullptr);
@@ -56,13 +44,9 @@ api::WorkloadView WorkloadViewOf(const store::WorkloadRecord& w) {
   v.created_ms = w.created_ms;
   v.updated_ms = w.updated_ms;
   v.version = w.version;
-  const std::string_view pending = StateName(api::WorkloadState::kPending);
-  const std::string_view rejected = StateName(api::WorkloadState::kRejected);
-  const std::string_view failed = StateName(api::WorkloadState::kFailed);
-  const std::string_view completed = StateName(api::WorkloadState::kCompleted);
-  if (w.state == pending || w.state == rejected) v.wait_reason = w.wait_reason;
-  if (w.state == failed) v.reason = w.wait_reason;
-  if ((w.state == completed || w.state == failed) && spec.contains("exit_code") && spec["exit_code"].is_number_integer())
+  if (w.state == WorkloadState::kPending || w.state == WorkloadState::kRejected) v.wait_reason = w.wait_reason;
+  if (w.state == WorkloadState::kFailed) v.reason = w.wait_reason;
+  if ((w.state == WorkloadState::kCompleted || w.state == WorkloadState::kFailed) && spec.contains("exit_code") && spec["exit_code"].is_number_integer())
     v.exit_code = spec["exit_code"].get<int64_t>();
   v.start_ms = w.start_ms;
   if (!w.placement_json.empty()) {
@@ -127,7 +111,7 @@ StatusOr<WorkloadService::CommitSubmit> WorkloadService::Submit(const WorkloadCa
     p->shape = *std::move(shape);
     p->record.tenant = req.tenant;
     p->record.spec_json = WorkloadSpecJson(p->shape, catalog_);
-    p->record.state = std::string(StateName(api::WorkloadState::kPending));
+    p->record.state = WorkloadState::kPending;
     p->record.wait_reason =
         park ? "no_fitting_node" + (world_.wait_note ? world_.wait_note(p->shape.job.pod) : std::string()) : "queued";
     p->record.created_ms = p->record.updated_ms = p->now;
@@ -147,7 +131,7 @@ StatusOr<WorkloadService::CommitSubmit> WorkloadService::Submit(const WorkloadCa
       if (!p->key.empty())
         TESSERA_RETURN_IF_ERROR(tx.PutIdempotency(
             {p->actor, p->key, 201,
-             api::EncodeWorkloadCreated({p->id, std::string(StateName(api::WorkloadState::kPending))}), p->now}));
+             api::EncodeWorkloadCreated({p->id, std::string(WorkloadStateName(WorkloadState::kPending))}), p->now}));
       return tx.AppendAudit({p->now, p->actor, "workload.create", "workloads/" + std::to_string(p->id), "201"})
           .status();
     };
@@ -252,14 +236,14 @@ StatusOr<WorkloadList> WorkloadService::List(const WorkloadCaller& caller, const
   if (request.limit) shared["limit"] = *request.limit;
   TESSERA_ASSIGN_OR_RETURN(ReadQuery q, ParseReadQuery(shared, bad_field));
   const int limit = q.limit.value_or(100);
-  std::string state;
+  std::optional<WorkloadState> state;
   if (request.state) {
-    state = *request.state;
-    if (!api::ParseWorkloadState(state)) {
+    StatusOr<WorkloadState> parsed = ParseWorkloadState(*request.state);
+    if (!parsed.ok()) {
       if (bad_field) *bad_field = "state";
-      return InvalidArgumentError("state: '" + state +
-                                  "' is not pending, running, completed, failed, cancelled or rejected");
+      return parsed.status().WithPrefix("state");
     }
+    state = *parsed;
   }
   // Ids and versions first; a whole record is read (in the same transaction) only for a view
   // not cached at that version.
@@ -323,13 +307,13 @@ StatusOr<api::WorkloadView> WorkloadService::Cancel(const WorkloadCaller& caller
     std::lock_guard<std::mutex> lock(*world_.mu);
     TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, Find(raw, caller, Action::kCancelWorkload));
     const int64_t id = w.id;
-    if (Ended(w.state)) return FailedPreconditionError("workload " + raw + " is already " + w.state);
+    if (IsEnded(w.state))
+      return FailedPreconditionError("workload " + raw + " is already " + std::string(WorkloadStateName(w.state)));
     const int64_t now = now_ms_();
-    const bool was_running = w.state == StateName(api::WorkloadState::kRunning);
-    const std::string cancelled(StateName(api::WorkloadState::kCancelled));
+    const bool was_running = w.state == WorkloadState::kRunning;
     const Status written = transact_("cancel", [&](store::Transaction& tx) -> Status {
       store::WorkloadRecord u = w;
-      u.state = cancelled;
+      u.state = WorkloadState::kCancelled;
       u.updated_ms = now;
       TESSERA_RETURN_IF_ERROR(tx.UpdateWorkload(u).status());
       TESSERA_RETURN_IF_ERROR(
@@ -340,7 +324,7 @@ StatusOr<api::WorkloadView> WorkloadService::Cancel(const WorkloadCaller& caller
     if (!written.ok()) return written;
     if (!world_.withdraw(id, now)) cancelled_before_queued_.insert(id);  // its submit has not queued it yet
     shown = std::move(w);
-    shown.state = cancelled;
+    shown.state = WorkloadState::kCancelled;
     shown.updated_ms = now;
     shown.version += 1;
   }
@@ -361,7 +345,8 @@ StatusOr<api::WorkloadView> WorkloadService::Change(const WorkloadCaller& caller
     std::lock_guard<std::mutex> lock(*world_.mu);
     TESSERA_ASSIGN_OR_RETURN(store::WorkloadRecord w, Find(raw, caller, Action::kChangeWorkload));
     const int64_t id = w.id;
-    if (Ended(w.state)) return FailedPreconditionError("workload " + raw + " is already " + w.state);
+    if (IsEnded(w.state))
+      return FailedPreconditionError("workload " + raw + " is already " + std::string(WorkloadStateName(w.state)));
     const WorkloadShape* known = world_.known_shape(id);
     if (known == nullptr) return FailedPreconditionError("workload " + raw + " is being queued; retry");
     json request = json::parse(EncodeWorkloadRequest(known->request, catalog_));

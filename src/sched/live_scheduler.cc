@@ -5,14 +5,15 @@
 #include <set>
 
 #include "tessera/core/gpu_model.h"
+#include "tessera/core/lifecycle_state.h"
 
 namespace tessera::sched {
 
 using placement::NodeSpec;
 using placement::Placement;
 
-std::string_view NodeStateName(NodeState s) {
-  return s == NodeState::kCordoned ? "cordoned" : "ready";
+std::string_view NodeStateName(NodeState s) {  // the names of the lifecycle states (one mapping)
+  return tessera::NodeStateName(s == NodeState::kCordoned ? tessera::NodeState::kCordoned : tessera::NodeState::kReady);
 }
 
 namespace {

@@ -33,6 +33,10 @@ StatusOr<int64_t> ToInt(const std::optional<std::string>& v, std::string_view co
 
 std::string Text(const std::optional<std::string>& v) { return v ? *v : std::string(); }
 
+// The name the database keeps for a state.
+std::string Name(WorkloadState s) { return std::string(WorkloadStateName(s)); }
+std::string Name(NodeState s) { return std::string(NodeStateName(s)); }
+
 SqlParam OptText(const std::string& s) { return s.empty() ? SqlParam() : SqlParam(s); }
 SqlParam OptInt(const std::optional<int64_t>& v) { return v ? SqlParam(*v) : SqlParam(); }
 
@@ -74,8 +78,19 @@ StatusOr<TokenRecord> TokenFrom(const SqlRow& r) {
   return t;
 }
 
+// A row's state, read by its name: a name this binary does not know (a hand edit, a newer binary)
+// is an error naming the table, the row's key and the name, never a guess.
+template <typename State>
+StatusOr<State> StateFrom(StatusOr<State> (*parse)(std::string_view), const std::optional<std::string>& v,
+                          std::string_view table, const std::string& key) {
+  StatusOr<State> s = parse(Text(v));
+  if (!s.ok()) return InternalError("store: " + std::string(table) + " row " + key + ": state " + s.status().message());
+  return s;
+}
+
 StatusOr<NodeRecord> NodeFrom(const SqlRow& r) {
-  NodeRecord n{Text(r[0]), Text(r[1]), Text(r[2]), 0, Text(r[4]), Text(r[5])};
+  NodeRecord n{.name = Text(r[0]), .inventory_json = Text(r[1]), .agent_token = Text(r[4]), .agent_id = Text(r[5])};
+  TESSERA_ASSIGN_OR_RETURN(n.state, StateFrom(ParseNodeState, r[2], "nodes", n.name));
   TESSERA_ASSIGN_OR_RETURN(n.last_heartbeat_ms, ToInt(r[3], "last_heartbeat_ms"));
   return n;
 }
@@ -85,7 +100,7 @@ StatusOr<WorkloadRecord> WorkloadFrom(const SqlRow& r) {
   TESSERA_ASSIGN_OR_RETURN(w.id, ToInt(r[0], "id"));
   w.tenant = Text(r[1]);
   w.spec_json = Text(r[2]);
-  w.state = Text(r[3]);
+  TESSERA_ASSIGN_OR_RETURN(w.state, StateFrom(ParseWorkloadState, r[3], "workloads", std::to_string(w.id)));
   w.placement_json = Text(r[4]);
   w.wait_reason = Text(r[5]);
   TESSERA_ASSIGN_OR_RETURN(w.seq, ToInt(r[6], "seq"));
@@ -234,7 +249,7 @@ class SqlTransaction final : public Transaction {
              "ON CONFLICT (name) DO UPDATE SET inventory_json = excluded.inventory_json, state = excluded.state, "
              "last_heartbeat_ms = excluded.last_heartbeat_ms, agent_token = excluded.agent_token, "
              "agent_id = excluded.agent_id",
-             {n.name, n.inventory_json, n.state, n.last_heartbeat_ms, n.agent_token, n.agent_id})
+             {n.name, n.inventory_json, Name(n.state), n.last_heartbeat_ms, n.agent_token, n.agent_id})
         .status();
   }
   StatusOr<NodeRecord> GetNode(std::string_view name) override {
@@ -256,7 +271,7 @@ class SqlTransaction final : public Transaction {
     TESSERA_ASSIGN_OR_RETURN(SqlResult r,
         Q("INSERT INTO workloads (tenant, spec_json, state, placement_json, wait_reason, seq, start_ms, "
           "created_ms, updated_ms, version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1) RETURNING id",
-          {w.tenant, w.spec_json, w.state, w.placement_json, w.wait_reason, w.seq, OptInt(w.start_ms),
+          {w.tenant, w.spec_json, Name(w.state), w.placement_json, w.wait_reason, w.seq, OptInt(w.start_ms),
            w.created_ms, w.updated_ms}));
     if (r.rows.size() != 1) return InternalError("store: INSERT ... RETURNING id returned no row");
     return ToInt(r.rows[0][0], "id");
@@ -265,7 +280,7 @@ class SqlTransaction final : public Transaction {
     TESSERA_ASSIGN_OR_RETURN(SqlResult r,
         Q("UPDATE workloads SET spec_json = $3, state = $4, placement_json = $5, wait_reason = $6, seq = $7, "
           "start_ms = $8, updated_ms = $9, version = version + 1 WHERE id = $1 AND version = $2",
-          {w.id, w.version, w.spec_json, w.state, w.placement_json, w.wait_reason, w.seq, OptInt(w.start_ms),
+          {w.id, w.version, w.spec_json, Name(w.state), w.placement_json, w.wait_reason, w.seq, OptInt(w.start_ms),
            w.updated_ms}));
     if (r.affected == 1) return w.version + 1;
     TESSERA_ASSIGN_OR_RETURN(SqlResult cur, Q("SELECT version FROM workloads WHERE id = $1", {w.id}));
@@ -316,7 +331,8 @@ class SqlTransaction final : public Transaction {
     // The conditions the filter asks for, numbered after id's $1.
     std::string where = "id > $1";
     std::vector<SqlParam> args = {after};
-    for (const auto& [column, value] : {std::pair{"tenant", filter.tenant}, {"state", filter.state}}) {
+    const std::string_view state = filter.state ? WorkloadStateName(*filter.state) : "";
+    for (const auto& [column, value] : {std::pair{"tenant", filter.tenant}, {"state", state}}) {
       if (value.empty()) continue;
       args.push_back(std::string(value));
       where += std::string(" AND ") + column + " = $" + std::to_string(args.size());

@@ -263,7 +263,7 @@ TEST(NodeWireTest, DesiredStateRoundTrips) {
   EXPECT_EQ(EncodeDesiredState(*back), body);
   EXPECT_EQ(EncodeDesiredState({"n1", NodeState::kReady, {}}), R"({"node":"n1","state":"ready","workloads":[]})");
   for (NodeState st : {NodeState::kReady, NodeState::kCordoned, NodeState::kLost})
-    EXPECT_EQ(ParseNodeState(NodeStateName(st)), st);
+    EXPECT_EQ(ParseNodeState(NodeStateName(st)).value(), st);
 }
 
 TEST(NodeWireTest, DesiredStateDefaultsWhatTheControlPlaneMayLeaveOut) {

@@ -142,12 +142,12 @@ TEST(WorkloadWireTest, ViewRefusalsNameTheField) {
 
 TEST(WorkloadWireTest, EveryStateHasOneNameAndOthersAreRefused) {
   for (WorkloadState s : kWorkloadStates) {
-    EXPECT_EQ(ParseWorkloadState(WorkloadStateName(s)), s);
+    EXPECT_EQ(ParseWorkloadState(WorkloadStateName(s)).value(), s);
     WorkloadView v = Placed();
     v.state = s;
     ExpectRoundTrip(v, EncodeWorkloadView, DecodeWorkloadView);
   }
-  EXPECT_EQ(ParseWorkloadState("Running"), std::nullopt);
+  EXPECT_FALSE(ParseWorkloadState("Running").ok());
   EXPECT_TRUE(IsEnded(WorkloadState::kRejected));
   EXPECT_FALSE(IsEnded(WorkloadState::kRunning));
   const std::string body = EncodeWorkloadView(Placed());

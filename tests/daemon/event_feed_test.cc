@@ -97,7 +97,7 @@ class EventFeedTest : public ::testing::Test {
     store::WorkloadRecord w;
     w.tenant = tenant;
     w.spec_json = "{}";
-    w.state = "pending";
+    w.state = WorkloadState::kPending;
     int64_t id = 0;
     EXPECT_TRUE(db_->Transact([&](store::Transaction& tx) -> Status {
       TESSERA_ASSIGN_OR_RETURN(id, tx.InsertWorkload(w));

@@ -33,7 +33,7 @@ class UsageServiceTest : public ::testing::Test {
                      TESSERA_RETURN_IF_ERROR(tx.CreateTenant({.name = "acme"}));
                      TESSERA_RETURN_IF_ERROR(tx.CreateTenant({.name = "vision", .parent = "acme"}));
                      TESSERA_RETURN_IF_ERROR(tx.CreateTenant({.name = "other"}));
-                     return tx.PutNode({.name = "n1", .state = "ready"});
+                     return tx.PutNode({.name = "n1", .state = NodeState::kReady});
                    }).ok());
     service_ = Make();
   }

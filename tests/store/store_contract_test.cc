@@ -110,7 +110,7 @@ class StoreContractTest : public ::testing::TestWithParam<std::string> {
     WorkloadRecord w;
     w.tenant = tenant;
     w.spec_json = R"({"gpus":1})";
-    w.state = "pending";
+    w.state = WorkloadState::kPending;
     w.wait_reason = "queued";
     w.seq = seq;
     w.created_ms = w.updated_ms = 1000 + seq;
@@ -254,11 +254,11 @@ TEST_P(StoreContractTest, TokensCrud) {
 }
 
 TEST_P(StoreContractTest, NodesCrud) {
-  NodeRecord a{"node-a", R"({"gpus":[{"model":"A100"}]})", "ready", 100, "tok-n", "agent-1"};
-  NodeRecord b{"node-b", "{}", "ready", 101};
+  NodeRecord a{"node-a", R"({"gpus":[{"model":"A100"}]})", NodeState::kReady, 100, "tok-n", "agent-1"};
+  NodeRecord b{"node-b", "{}", NodeState::kReady, 101};
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(b); }).ok());
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(a); }).ok());
-  a.state = "cordoned";
+  a.state = NodeState::kCordoned;
   a.last_heartbeat_ms = 200;
   a.agent_token = "tok-m";
   a.agent_id = "agent-2";
@@ -286,13 +286,13 @@ TEST_P(StoreContractTest, WorkloadsCrudAndOptimisticVersion) {
 
   // Two writers read version 1; the first update wins, the second is a conflict.
   WorkloadRecord first = w, second = w;
-  first.state = "running";
+  first.state = WorkloadState::kRunning;
   first.placement_json = R"({"node":"n1","gpus":[0]})";
   first.wait_reason = "";
   first.start_ms = 5000;
   first.updated_ms = 5000;
   EXPECT_EQ(Read<int64_t>([&](Transaction& tx) { return tx.UpdateWorkload(first); }), 2);
-  second.state = "cancelled";
+  second.state = WorkloadState::kCancelled;
   EXPECT_THAT(Tx([&](Transaction& tx) { return tx.UpdateWorkload(second).status(); }),
               StatusIs(StatusCode::kFailedPrecondition, HasSubstr("version is 2")));
   first.version = 2;
@@ -316,6 +316,23 @@ TEST_P(StoreContractTest, WorkloadsCrudAndOptimisticVersion) {
   EXPECT_GT(id3, id2);
 }
 
+// The database keeps states as names; a row whose name this binary does not know (hand-edited,
+// or written by a newer one) is an error naming the table, the row and the value, never a guess.
+TEST_P(StoreContractTest, ARowWithAnUnknownStateIsRefusedNamingTableRowAndValue) {
+  AddTenant("t1");
+  const int64_t id = Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload("t1", 1)); });
+  ASSERT_TRUE(Tx([](Transaction& tx) { return tx.PutNode({.name = "node-a", .inventory_json = "{}"}); }).ok());
+  ASSERT_TRUE(store_->ExecForTesting("UPDATE workloads SET state = 'hibernating'; UPDATE nodes SET state = 'melted'").ok());
+  const auto names_workload = ::testing::AllOf(HasSubstr("workloads row " + std::to_string(id)), HasSubstr("'hibernating'"));
+  EXPECT_THAT(Tx([&](Transaction& tx) { return tx.GetWorkload(id).status(); }),
+              StatusIs(StatusCode::kInternal, names_workload));
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.ListWorkloads({}, 10, "").status(); }),
+              StatusIs(StatusCode::kInternal, names_workload));
+  const auto names_node = ::testing::AllOf(HasSubstr("nodes row node-a"), HasSubstr("'melted'"));
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.GetNode("node-a").status(); }), StatusIs(StatusCode::kInternal, names_node));
+  EXPECT_THAT(Tx([](Transaction& tx) { return tx.ListNodes().status(); }), StatusIs(StatusCode::kInternal, names_node));
+}
+
 TEST_P(StoreContractTest, WorkloadEvents) {
   AddTenant("t1");
   int64_t id = Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload("t1", 1)); });
@@ -337,7 +354,7 @@ TEST_P(StoreContractTest, WorkloadVersionPagesMatchTheFullPages) {
   for (int i = 0; i < 7; ++i)
     (void)Read<int64_t>([&](Transaction& tx) { return tx.InsertWorkload(Workload(i % 3 ? "t1" : "t2", i)); });
   WorkloadRecord changed = Read<WorkloadPage>([](Transaction& tx) { return tx.ListWorkloads({.tenant = "t1"}, 1, ""); }).workloads.at(0);
-  changed.state = "running";
+  changed.state = WorkloadState::kRunning;
   (void)Read<int64_t>([&](Transaction& tx) { return tx.UpdateWorkload(changed); });
   for (const std::string tenant : {"t1", ""}) {
     std::string cont;
@@ -451,7 +468,7 @@ TEST_P(StoreContractTest, ErrorRollsBackEverything) {
   Status s = Tx([&](Transaction& tx) -> Status {
     TESSERA_RETURN_IF_ERROR(tx.CreateTenant({"t1", "", "{}", 1, 1}));
     TESSERA_RETURN_IF_ERROR(tx.InsertWorkload(Workload("t1", 1)).status());
-    TESSERA_RETURN_IF_ERROR(tx.PutNode({"n1", "{}", "ready", 1}));
+    TESSERA_RETURN_IF_ERROR(tx.PutNode({"n1", "{}", NodeState::kReady, 1}));
     TESSERA_RETURN_IF_ERROR(tx.AppendAudit({1, "a", "b", "c", "d"}).status());
     // Reads inside see the transaction's own writes.
     TESSERA_RETURN_IF_ERROR(tx.GetTenant("t1").status());
@@ -472,7 +489,7 @@ TEST_P(StoreContractTest, SwallowedStatementErrorStillRollsBack) {
   // A callback that ignores a failed statement and returns OK: the transaction is not committed
   // (PostgreSQL aborts at the first error; SQLite behaves the same through the store).
   Status s = Tx([&](Transaction& tx) -> Status {
-    TESSERA_RETURN_IF_ERROR(tx.PutNode({"n1", "{}", "ready", 1}));
+    TESSERA_RETURN_IF_ERROR(tx.PutNode({"n1", "{}", NodeState::kReady, 1}));
     Status ignored = tx.InsertWorkload(Workload("no-such-tenant", 1)).status();
     EXPECT_THAT(ignored, StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
     return Status::Ok();
@@ -535,7 +552,7 @@ TEST_P(StoreContractTest, WorkloadListsFilterByState) {
   ASSERT_TRUE(Tx([&](Transaction& tx) -> Status {
     for (int i = 0; i < 9; ++i) {
       WorkloadRecord w = Workload(i % 3 == 2 ? "b" : "a", i);
-      if (i % 2 == 0) w.state = "running";
+      if (i % 2 == 0) w.state = WorkloadState::kRunning;
       TESSERA_ASSIGN_OR_RETURN(int64_t id, tx.InsertWorkload(w));
       if (i % 2 == 0) running_all.insert(id);
       if (i % 2 == 0 && w.tenant == "a") running_a.insert(id);
@@ -550,7 +567,7 @@ TEST_P(StoreContractTest, WorkloadListsFilterByState) {
       WorkloadPage thin = Read<WorkloadPage>([&](Transaction& tx) { return tx.ListWorkloadVersions(filter, 2, token); });
       EXPECT_EQ(thin.workloads.size(), page.workloads.size());
       for (const WorkloadRecord& w : page.workloads) {
-        EXPECT_TRUE(filter.state.empty() || w.state == filter.state) << w.id << " " << w.state;
+        EXPECT_TRUE(!filter.state || w.state == *filter.state) << w.id << " " << WorkloadStateName(w.state);
         EXPECT_TRUE(filter.tenant.empty() || w.tenant == filter.tenant) << w.id << " " << w.tenant;
         out.insert(w.id);
       }
@@ -559,10 +576,10 @@ TEST_P(StoreContractTest, WorkloadListsFilterByState) {
     }
     return out;
   };
-  EXPECT_EQ(ids({.tenant = "a", .state = "running"}), running_a);
-  EXPECT_EQ(ids({.state = "running"}), running_all);
-  EXPECT_EQ(ids({.state = "pending"}).size(), 9u - running_all.size());
-  EXPECT_TRUE(ids({.state = "completed"}).empty());
+  EXPECT_EQ(ids({.tenant = "a", .state = WorkloadState::kRunning}), running_a);
+  EXPECT_EQ(ids({.state = WorkloadState::kRunning}), running_all);
+  EXPECT_EQ(ids({.state = WorkloadState::kPending}).size(), 9u - running_all.size());
+  EXPECT_TRUE(ids({.state = WorkloadState::kCompleted}).empty());
   EXPECT_EQ(ids({.tenant = "b"}).size(), 3u);
 }
 
@@ -719,7 +736,7 @@ TEST_P(StoreContractTest, MigratesAVersion3DatabaseToObjectEvents) {
 // migrates to version 3 and keeps what it held; the new fields read "".
 TEST_P(StoreContractTest, MigratesAVersion2DatabaseToNodeBoundTokens) {
   TokenRecord admin{"tok-a", std::string(64, 'a'), "admin", "", std::nullopt, false, 5};
-  NodeRecord n{"node-a", "{}", "ready", 100};
+  NodeRecord n{"node-a", "{}", NodeState::kReady, 100};
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateToken(admin); }).ok());
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(n); }).ok());
   ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion5) + DropVersion4(url_) + std::string(kDropVersion3) +
@@ -972,7 +989,7 @@ TEST_P(StoreContractTest, ConcurrentCallbackFailingAfterWritingLeavesNothing) {
       [&](Transaction& tx) -> Status {
         TESSERA_RETURN_IF_ERROR(tx.CreateTenant({"t-bad", "", "{}", 1, 1}));
         TESSERA_RETURN_IF_ERROR(tx.CreateToken({"tok-bad", "hash-bad", "tenant-user", "t-bad", std::nullopt, false, 1}));
-        TESSERA_RETURN_IF_ERROR(tx.PutNode({"n-bad", "{}", "ready", 1}));
+        TESSERA_RETURN_IF_ERROR(tx.PutNode({"n-bad", "{}", NodeState::kReady, 1}));
         TESSERA_RETURN_IF_ERROR(tx.UpdateTenant({"t1", "", R"({"changed":true})", 1, 2}));
         TESSERA_ASSIGN_OR_RETURN(int64_t id, tx.InsertWorkload(Workload("t-bad", 1)));
         TESSERA_RETURN_IF_ERROR(tx.AppendWorkloadEvent({0, id, 5, "placed", "n-bad"}).status());
@@ -983,7 +1000,7 @@ TEST_P(StoreContractTest, ConcurrentCallbackFailingAfterWritingLeavesNothing) {
       // Ignores a failed statement (an unknown tenant: a foreign key error, which aborts a
       // PostgreSQL transaction) and returns OK: its writes are undone all the same.
       [&](Transaction& tx) -> Status {
-        TESSERA_RETURN_IF_ERROR(tx.PutNode({"n-swallowed", "{}", "ready", 1}));
+        TESSERA_RETURN_IF_ERROR(tx.PutNode({"n-swallowed", "{}", NodeState::kReady, 1}));
         Status ignored = tx.InsertWorkload(Workload("no-such-tenant", 2)).status();
         EXPECT_THAT(ignored, StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
         return Status::Ok();
@@ -1063,7 +1080,7 @@ TEST_P(StoreContractTest, ConcurrentCommitFailureFailsEveryCallerOfTheBatch) {
   const StoreStats before = store_->Stats();
   std::vector<Status> got = RunBatched({
       [&](Transaction& tx) { return Submit(tx, "t1", 0); },
-      [](Transaction& tx) { return tx.PutNode({"ghost", "{}", "ready", 1}); },
+      [](Transaction& tx) { return tx.PutNode({"ghost", "{}", NodeState::kReady, 1}); },
       [&](Transaction& tx) { return Submit(tx, "t1", 2); },
   });
   for (const Status& s : got) EXPECT_THAT(s, StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
@@ -1074,7 +1091,7 @@ TEST_P(StoreContractTest, ConcurrentCommitFailureFailsEveryCallerOfTheBatch) {
   EXPECT_EQ(v.records, 0);
   // The store carries on.
   EXPECT_TRUE(Tx([&](Transaction& tx) { return Submit(tx, "t1", 3); }).ok());
-  EXPECT_TRUE(Tx([](Transaction& tx) { return tx.PutNode({"t1", "{}", "ready", 1}); }).ok());
+  EXPECT_TRUE(Tx([](Transaction& tx) { return tx.PutNode({"t1", "{}", NodeState::kReady, 1}); }).ok());
   EXPECT_EQ(WorkloadSeqs("t1"), (std::set<int64_t>{3}));
 }
 
@@ -1233,8 +1250,8 @@ TEST_P(StoreContractTest, UnreachableOrLockedIsUnavailable) {
     ASSERT_TRUE(other.ok()) << other.status().ToString();
     Status inner;
     ASSERT_TRUE(Tx([&](Transaction& tx) -> Status {
-      TESSERA_RETURN_IF_ERROR(tx.PutNode({"n1", "{}", "ready", 1}));  // holds the write lock
-      inner = (*other)->Transact([](Transaction& tx2) { return tx2.PutNode({"n2", "{}", "ready", 1}); });
+      TESSERA_RETURN_IF_ERROR(tx.PutNode({"n1", "{}", NodeState::kReady, 1}));  // holds the write lock
+      inner = (*other)->Transact([](Transaction& tx2) { return tx2.PutNode({"n2", "{}", NodeState::kReady, 1}); });
       return Status::Ok();
     }).ok());
     EXPECT_THAT(inner, StatusIs(StatusCode::kUnavailable, HasSubstr("locked")));
@@ -1242,11 +1259,11 @@ TEST_P(StoreContractTest, UnreachableOrLockedIsUnavailable) {
     ASSERT_TRUE(testing::PgAdmin(base_url_, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
                                    "pid <> pg_backend_pid() AND datname = current_database() AND "
                                    "backend_type = 'client backend'"));
-    EXPECT_THAT(Tx([](Transaction& tx) { return tx.PutNode({"n2", "{}", "ready", 1}); }),
+    EXPECT_THAT(Tx([](Transaction& tx) { return tx.PutNode({"n2", "{}", NodeState::kReady, 1}); }),
                 StatusIs(StatusCode::kUnavailable, ::testing::_));
   }
   // The next transaction works again.
-  EXPECT_TRUE(Tx([](Transaction& tx) { return tx.PutNode({"n3", "{}", "ready", 1}); }).ok());
+  EXPECT_TRUE(Tx([](Transaction& tx) { return tx.PutNode({"n3", "{}", NodeState::kReady, 1}); }).ok());
   EXPECT_EQ(Read<std::vector<NodeRecord>>([](Transaction& tx) { return tx.ListNodes(); }).size(),
             GetParam() == "sqlite" ? 2u : 1u);
 }
@@ -1272,7 +1289,7 @@ TEST_P(StoreContractTest, OneStoreOwnsTheDatabaseUntilItIsGone) {
   EXPECT_EQ(theirs->holder, first);
   EXPECT_THAT((*other)->CheckOwnership(), StatusIs(StatusCode::kFailedPrecondition, ::testing::_));
   // Ownership does not lock the data: the other store still reads and writes.
-  EXPECT_TRUE((*other)->Transact([](Transaction& tx) { return tx.PutNode({"n1", "{}", "ready", 1}); }).ok());
+  EXPECT_TRUE((*other)->Transact([](Transaction& tx) { return tx.PutNode({"n1", "{}", NodeState::kReady, 1}); }).ok());
 
   // The owner goes away (PostgreSQL: its lease session ends, which the server notices a moment
   // after the client closed it): the other store gets it.

@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/core/lifecycle_state.h"
 #include "tessera/core/status.h"
 
 namespace tessera::api {
@@ -46,19 +47,11 @@ inline constexpr std::string_view kViolatedLimit = "violated_limit";
 inline constexpr std::string_view kMpsUnavailable = "mps_unavailable";
 
 // A node's state and its one string mapping (what the store keeps, the API shows, the node
-// answers carry): ready <-> cordoned (an admin's cordon/uncordon/drain); either -> lost (no
-// heartbeat within the node timeout); lost -> ready (it registers again).
-enum class NodeState { kReady, kCordoned, kLost };
-constexpr std::string_view NodeStateName(NodeState s) {
-  switch (s) {
-    case NodeState::kReady: return "ready";
-    case NodeState::kCordoned: return "cordoned";
-    case NodeState::kLost: return "lost";
-  }
-  return "?";
-}
-// nullopt for a name that is none of the three.
-std::optional<NodeState> ParseNodeState(std::string_view name);
+// answers carry) are core's (tessera/core/lifecycle_state.h), used here under the wire's names.
+using ::tessera::kNodeStates;
+using ::tessera::NodeState;
+using ::tessera::NodeStateName;
+using ::tessera::ParseNodeState;
 
 // --- POST /v1/nodes/{name}/register ---------------------------------------------------------
 // One MIG GPU instance that exists on a GPU, as the agent's discovery found it: the catalog

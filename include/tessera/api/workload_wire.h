@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/core/lifecycle_state.h"
 #include "tessera/core/status.h"
 
 namespace tessera::api {
@@ -80,28 +81,13 @@ std::string EncodeWorkloadCreated(const WorkloadCreated& created);
 StatusOr<WorkloadCreated> DecodeWorkloadCreated(std::string_view body, std::string* bad_field);
 
 // --- GET /v1/workloads/{id}, GET /v1/workloads ----------------------------------------------
-// A workload's state, and its one string mapping (what the store keeps, the API shows and
-// `?state=` takes): pending -> running -> completed | failed; pending or running -> cancelled;
-// pending -> rejected (admission refused it).
-enum class WorkloadState { kPending, kRunning, kCompleted, kFailed, kCancelled, kRejected };
-inline constexpr WorkloadState kWorkloadStates[] = {WorkloadState::kPending,   WorkloadState::kRunning,
-                                                    WorkloadState::kCompleted, WorkloadState::kFailed,
-                                                    WorkloadState::kCancelled, WorkloadState::kRejected};
-constexpr std::string_view WorkloadStateName(WorkloadState s) {
-  switch (s) {
-    case WorkloadState::kPending: return "pending";
-    case WorkloadState::kRunning: return "running";
-    case WorkloadState::kCompleted: return "completed";
-    case WorkloadState::kFailed: return "failed";
-    case WorkloadState::kCancelled: return "cancelled";
-    case WorkloadState::kRejected: return "rejected";
-  }
-  return "?";
-}
-// nullopt for a name that is none of the six.
-std::optional<WorkloadState> ParseWorkloadState(std::string_view name);
-// completed, failed, cancelled, rejected: it will not run (again).
-constexpr bool IsEnded(WorkloadState s) { return s != WorkloadState::kPending && s != WorkloadState::kRunning; }
+// A workload's state and its one string mapping (what the store keeps, the API shows and
+// `?state=` takes) are core's (tessera/core/lifecycle_state.h), used here under the wire's names.
+using ::tessera::IsEnded;
+using ::tessera::kWorkloadStates;
+using ::tessera::ParseWorkloadState;
+using ::tessera::WorkloadState;
+using ::tessera::WorkloadStateName;
 
 struct WorkloadPod {
   std::string node;

@@ -10,7 +10,10 @@
 //
 // Who calls it: the daemon only. The store knows no scheduler types: quotas, node inventories,
 // workload specs and placements are opaque JSON text that the daemon writes and interprets.
-// No SQL type appears in this header.
+// Workload and node states are typed (tessera/core/lifecycle_state.h): the database keeps their
+// names, and a row whose state name this binary does not know is an Internal error naming the
+// table, the row and the name ("store: workloads row 7: state 'runing' is not pending, ..."),
+// from every read that returns that row. No SQL type appears in this header.
 //
 // Durability: every write happens inside `Store::Transact`. When Transact returns OK the change
 // is durable: SQLite runs in WAL mode with synchronous=FULL (the WAL is fsync'ed at every
@@ -105,7 +108,7 @@
 //   int64_t id = 0;
 //   TESSERA_RETURN_IF_ERROR(db->Transact([&](store::Transaction& tx) -> Status {
 //     store::WorkloadRecord w;
-//     w.tenant = "ml-team"; w.spec_json = R"({"gpus":1})"; w.state = "pending";
+//     w.tenant = "ml-team"; w.spec_json = R"({"gpus":1})"; w.state = WorkloadState::kPending;
 //     w.seq = 7; w.created_ms = w.updated_ms = now_ms;
 //     TESSERA_ASSIGN_OR_RETURN(id, tx.InsertWorkload(w));        // id 1, version 1
 //     TESSERA_RETURN_IF_ERROR(tx.PutIdempotency({"tok-1", "key-abc", 201, R"({"id":1})", now_ms}));
@@ -134,6 +137,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tessera/core/lifecycle_state.h"
 #include "tessera/core/status.h"
 
 namespace tessera::store {
@@ -170,7 +174,7 @@ struct TokenRecord {
 struct NodeRecord {
   std::string name;
   std::string inventory_json = "{}";
-  std::string state;  // e.g. "ready", "cordoned", "lost" (the daemon's vocabulary)
+  NodeState state = NodeState::kReady;
   int64_t last_heartbeat_ms = 0;
   std::string agent_token;
   std::string agent_id;
@@ -184,7 +188,7 @@ struct WorkloadRecord {
   int64_t id = 0;
   std::string tenant;
   std::string spec_json = "{}";
-  std::string state;
+  WorkloadState state = WorkloadState::kPending;
   std::string placement_json;  // empty while not placed
   std::string wait_reason;
   int64_t seq = 0;
@@ -335,11 +339,10 @@ struct UsageFilter {
   std::optional<UsageSampleKey> after;
 };
 
-// Which workloads a list holds: one tenant's ("" every tenant's), in one state ("" any; the
-// daemon's vocabulary, compared as stored).
+// Which workloads a list holds: one tenant's ("" every tenant's), in one state (nullopt: any).
 struct WorkloadFilter {
   std::string_view tenant;
-  std::string_view state;
+  std::optional<WorkloadState> state;
 };
 
 // One page of a workload list. next_continue is empty on the last page; otherwise pass it back
