@@ -156,6 +156,23 @@ TEST_F(ControlPlaneTest, AnEmptyStoreWithoutABootstrapTokenGeneratesOneOnce) {
   EXPECT_EQ(Call("GET", "/v1/tenants", "", token).status, 200);
 }
 
+TEST_F(ControlPlaneTest, StoredTimesComeFromTheOptionsClockTheSystemClockByDefault) {
+  ControlPlaneOptions o = Options();
+  o.clock = nullptr;
+  const auto refused = ControlPlane::Create(o);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("clock"));
+
+  Open();  // the fixture's FakeClock
+  EXPECT_EQ(Ok("POST", "/v1/tenants", R"({"name":"fake"})", kAdmin, 201)["created_ms"], 1'790'000'000'000);
+  o.clock = ControlPlaneOptions().clock;  // the default
+  const int64_t before = UnixMillis(SystemClock());
+  Open(o);
+  const int64_t created = Ok("POST", "/v1/tenants", R"({"name":"wall"})", kAdmin, 201)["created_ms"].get<int64_t>();
+  EXPECT_LE(before, created);
+  EXPECT_LE(created, UnixMillis(SystemClock()));
+}
+
 TEST_F(ControlPlaneTest, TenantsAreCreatedReadChangedAndDeletedWithTheirQuotas) {
   Tenant("acme", "", {{"guaranteed", {{"gpu_milli", 4000}, {"gpus", {{"A100-80GB", 4}}}}}, {"weight", 2}});
   Tenant("vision", "acme", {{"guaranteed", {{"gpu_milli", 2000}, {"gpus", {{"NVIDIA A100-SXM4-80GB", 2}}}}}});
