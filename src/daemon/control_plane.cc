@@ -99,11 +99,7 @@ Status ControlPlane::Impl::AcquireStore() {
   }
 }
 
-int64_t ControlPlane::Impl::NowMs() const {
-  if (opt.clock_ms) return opt.clock_ms();
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+int64_t ControlPlane::Impl::NowMs() const { return UnixMillis(*opt.clock); }
 
 Status ControlPlane::Impl::Transact(std::string_view operation,
                                     const std::function<Status(store::Transaction&)>& fn) {
@@ -595,6 +591,7 @@ ControlPlane::~ControlPlane() { Stop(); }
 
 StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions options) {
   if (options.node_timeout_s < 1) return InvalidArgumentError("node timeout: at least 1 s");
+  if (!options.clock) return InvalidArgumentError("clock: none given (the default is the system clock)");
   if (options.events_ping_interval_ms < 10 || options.events_poll_interval_ms < 10)
     return InvalidArgumentError("event stream ping and poll intervals: at least 10 ms");
   if (options.cycle_interval_ms < 10) return InvalidArgumentError("cycle interval: at least 10 ms");
@@ -636,24 +633,24 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
     StatusOr<double> d = p->live->dominant_share(std::string(tenant));
     return d.ok() ? std::optional<double>(*d) : std::nullopt;
   };
-  impl->tenant_service = std::make_unique<TenantService>(transact, [p] { return p->NowMs(); }, std::move(world),
-                                                         impl->catalog);
+  // The services read the clock the options own (Impl keeps opt, so it outlives them).
+  impl->tenant_service = std::make_unique<TenantService>(transact, *p->opt.clock, std::move(world), impl->catalog);
   impl->workload_service = impl->MakeWorkloadService();
   impl->invoice_service = std::make_unique<InvoiceService>(
-      impl->price_plan ? &*impl->price_plan : nullptr, impl->opt.price_plan, impl->catalog, [p] { return p->NowMs(); },
+      impl->price_plan ? &*impl->price_plan : nullptr, impl->opt.price_plan, impl->catalog, *p->opt.clock,
       p->tenant_service->Parents(), [p](const metering::Period& period) { return p->ReadLedger(period); });
   impl->anomaly_service =
       std::make_unique<AnomalyService>(impl->opt.anomaly, impl->NowMs() / 1000, p->tenant_service->Parents());
-  impl->forecast_service = std::make_unique<ForecastService>(
-      [p] { return p->NowMs(); }, p->tenant_service->Parents(),
-      [p](int64_t from_hour_s) { return p->ReadUsageHours(from_hour_s); });
+  impl->forecast_service =
+      std::make_unique<ForecastService>(*p->opt.clock, p->tenant_service->Parents(),
+                                        [p](int64_t from_hour_s) { return p->ReadUsageHours(from_hour_s); });
   impl->usage_service = std::make_unique<UsageService>(
       transact, p->tenant_service->Parents(), [p](const store::UsageSampleRecord& s) {
         p->CountUsage(s);
         p->anomaly_service->ObserveUsage(s.tenant, s.start_s, s.gpu_milli_s_allocated, s.gpu_milli_s_used);
       });
   impl->token_service = std::make_unique<TokenService>(
-      transact, [p] { return p->NowMs(); },
+      transact, *p->opt.clock,
       [p](std::string_view tenant, const std::function<Status()>& write) {
         return p->tenant_service->WhileExists(tenant, write);
       });
@@ -680,7 +677,7 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   }
   // The ledger from the stored samples, each counted into the usage metrics.
   TESSERA_RETURN_IF_ERROR(impl->usage_service->Rebuild([p](const store::UsageSampleRecord& s) { p->CountUsage(s); }));
-  TESSERA_RETURN_IF_ERROR(impl->WarmAnomalyDetectors(impl->NowMs()));
+  TESSERA_RETURN_IF_ERROR(impl->WarmAnomalyDetectors());
   TESSERA_RETURN_IF_ERROR(impl->LoadHistory());
   TESSERA_RETURN_IF_ERROR(impl->CheckPlanCoversCluster());
   TESSERA_RETURN_IF_ERROR(impl->InstallRoutes());

@@ -34,19 +34,19 @@ Status ControlPlane::Impl::InitAnomalyMetrics() {
   return Status::Ok();
 }
 
-Status ControlPlane::Impl::CloseAnomalyHours(int64_t now_ms) {
+Status ControlPlane::Impl::CloseAnomalyHours(int64_t cycle_ms) {
   std::vector<std::string> names;
   for (const auto& [name, t] : tenant_service->tenants_locked()) names.push_back(name);
-  return PersistClosedHours(anomaly_service->CloseHours(now_ms / 1000, names), now_ms);
+  return PersistClosedHours(anomaly_service->CloseHours(cycle_ms / 1000, names), cycle_ms);
 }
 
-Status ControlPlane::Impl::PersistClosedHours(const ClosedHours& closed, int64_t now_ms) {
+Status ControlPlane::Impl::PersistClosedHours(const ClosedHours& closed, int64_t event_ms) {
   if (closed.anomalies.empty() && closed.sla.empty()) return Status::Ok();
   Status st = Transact("anomalies", [&](store::Transaction& tx) -> Status {
     for (const store::SlaObservationRecord& o : closed.sla) TESSERA_RETURN_IF_ERROR(tx.PutSlaObservation(o));
     for (const AnomalyRecord& a : closed.anomalies)
       TESSERA_RETURN_IF_ERROR(
-          tx.AppendObjectEvent({"tenant", a.tenant, a.tenant, now_ms, "anomaly", a.series + ": " + a.reason}).status());
+          tx.AppendObjectEvent({"tenant", a.tenant, a.tenant, event_ms, "anomaly", a.series + ": " + a.reason}).status());
     return Status::Ok();
   });
   for (const AnomalyRecord& a : closed.anomalies) m.anomalies->Inc({a.tenant, a.series});
@@ -87,7 +87,8 @@ StatusOr<std::map<std::string, int64_t>> ControlPlane::Impl::FlaggedUntil(int64_
   return out;
 }
 
-Status ControlPlane::Impl::WarmAnomalyDetectors(int64_t now_ms) {
+Status ControlPlane::Impl::WarmAnomalyDetectors() {
+  const int64_t now_ms = NowMs();
   const int64_t until = now_ms / 1000 / metering::kSecondsPerHour * metering::kSecondsPerHour;
   const int64_t first = until - int64_t{AnomalyService::kMaxReplayHours} * metering::kSecondsPerHour;
   std::vector<UsageHour> hours;

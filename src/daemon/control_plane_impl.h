@@ -186,7 +186,7 @@ struct ControlPlane::Impl {
   bool stopping = false;
   bool loop_healthy = true;  // false after a failed persistence, until a restore succeeded
 
-  int64_t NowMs() const;
+  int64_t NowMs() const;  // UnixMillis(*opt.clock): the instant an operation reads once and stores
   // Store transaction with its latency observed.
   Status Transact(std::string_view operation, const std::function<Status(store::Transaction&)>& fn);
   // Store::TransactAsync with the same latency metric and event-feed notice; done runs on the
@@ -267,7 +267,8 @@ struct ControlPlane::Impl {
   // control_plane_anomalies.cc: GET /v1/anomalies (decode -> AnomalyService -> render); the
   // metrics; the SLA observations of a period as the invoice run takes them; the hours the loop
   // closes, persisted (an `anomaly` event each, the SLA observations) and counted.
-  // CloseAnomalyHours: mu held (it reads the tenant map).
+  // CloseAnomalyHours: mu held (it reads the tenant map); cycle_ms: the cycle's instant, which
+  // its decisions carry too (the hours before it are over; the events' time).
   HttpResponse GetAnomalies(const HttpRequest& r, const Caller& c);
   // control_plane_forecast.cc: GET /v1/forecast (decode -> ForecastService -> render); the
   // ledger's records from an hour on (UsageService::Read: rebuilt first when stale).
@@ -275,14 +276,15 @@ struct ControlPlane::Impl {
   StatusOr<UsageHours> ReadUsageHours(int64_t from_hour_s);
   Status InitAnomalyMetrics();
   StatusOr<std::vector<metering::SlaObservation>> SlaObservationsOf(const metering::Period& period);
-  Status CloseAnomalyHours(int64_t now_ms);
+  Status CloseAnomalyHours(int64_t cycle_ms);
   // At start (Create, after UsageService::Rebuild; no lock held): the usage detectors learn the
   // ledger's history and score the catch-up hours (AnomalyService::Warm), the flags persisted as
-  // CloseAnomalyHours persists them; FlaggedUntil: per tenant the newest hour of its `anomaly`
-  // events appended at or after since_ms.
-  Status WarmAnomalyDetectors(int64_t now_ms);
+  // CloseAnomalyHours persists them (the hours before the clock's now); FlaggedUntil: per tenant
+  // the newest hour of its `anomaly` events appended at or after since_ms.
+  Status WarmAnomalyDetectors();
   StatusOr<std::map<std::string, int64_t>> FlaggedUntil(int64_t since_ms);
-  Status PersistClosedHours(const ClosedHours& closed, int64_t now_ms);
+  // event_ms: the time of each `anomaly` event appended.
+  Status PersistClosedHours(const ClosedHours& closed, int64_t event_ms);
   // The object check of a route (Caller::action, or `action`) on `tenant`: nullopt when allowed,
   // else 404 naming `what` (another subtree's) or 403. Marks the caller scoped.
   // The route wrapper's authorisation (control_plane.cc): nullopt when the handler may run.

@@ -57,9 +57,9 @@ std::unique_ptr<WorkloadService> ControlPlane::Impl::MakeWorkloadService() {
   };
   world.default_model = [this] { return DefaultModel(); };
   world.check_submit = [this](const sched::LiveJob& job) { return live->CheckSubmit(job); };
-  world.refused = [this](std::string_view tenant, int64_t now_ms) {
+  world.refused = [this](std::string_view tenant, int64_t submit_ms) {
     m.rejections->Inc({"submit"});
-    anomaly_service->ObserveRefusal(std::string(tenant), now_ms / 1000);
+    anomaly_service->ObserveRefusal(std::string(tenant), submit_ms / 1000);
   };
   world.enqueue = [this](int64_t id, const WorkloadShape& shape, int64_t submit_ms) {
     jobs[id] = KnownJob{shape, submit_ms};
@@ -67,13 +67,13 @@ std::unique_ptr<WorkloadService> ControlPlane::Impl::MakeWorkloadService() {
     m.admissions->Inc({shape.request.tenant, std::string(sched::QosName(shape.request.qos))});
     wake = true;
   };
-  world.withdraw = [this](int64_t id, int64_t now_ms) {
+  world.withdraw = [this](int64_t id, int64_t cancel_ms) {
     bool known = true;
     if (parked.erase(id)) {
     } else if (live->is_pending(id)) {
       (void)live->Cancel(id);
     } else if (live->is_running(id)) {
-      (void)live->Complete(id, sched::Seconds{now_ms / 1000});
+      (void)live->Complete(id, sched::Seconds{cancel_ms / 1000});
     } else if (!jobs.count(id)) {
       known = false;
     }
@@ -115,7 +115,7 @@ std::unique_ptr<WorkloadService> ControlPlane::Impl::MakeWorkloadService() {
       [this](std::string_view op, std::function<Status(store::Transaction&)> fn, std::function<void(Status)> done) {
         TransactAsync(op, std::move(fn), std::move(done));
       },
-      [this] { return NowMs(); }, std::move(world), catalog);
+      *opt.clock, std::move(world), catalog);
 }
 
 WorkloadCaller ControlPlane::Impl::WorkloadCallerOf(const Caller& c) const {

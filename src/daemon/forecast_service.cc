@@ -30,9 +30,9 @@ StatusOr<int> HorizonHours(const std::string& text) {
 
 }  // namespace
 
-ForecastService::ForecastService(std::function<int64_t()> now_ms, ParentOf parents,
+ForecastService::ForecastService(const Clock& clock, ParentOf parents,
                                  std::function<StatusOr<UsageHours>(int64_t)> read_usage)
-    : now_ms_(std::move(now_ms)), parents_(std::move(parents)), read_usage_(std::move(read_usage)) {}
+    : clock_(clock), parents_(std::move(parents)), read_usage_(std::move(read_usage)) {}
 
 StatusOr<DemandForecast> ForecastService::Run(const ReadCaller& caller, const ForecastRequest& req) const {
   TESSERA_RETURN_IF_ERROR(caller.check(Action::kReadUsage, req.tenant, "tenant '" + req.tenant + "'"));
@@ -41,7 +41,7 @@ StatusOr<DemandForecast> ForecastService::Run(const ReadCaller& caller, const Fo
   const bool tenant_role = caller.principal.role == Role::kTenantAdmin || caller.principal.role == Role::kTenantUser;
   const std::string root = !req.tenant.empty() ? req.tenant : tenant_role ? caller.principal.tenant : "";
 
-  const int64_t now_hour = metering::HourOf(now_ms_() / 1000) * kHour;  // the current hour: not over
+  const int64_t now_hour = metering::HourOf(UnixMillis(clock_) / 1000) * kHour;  // the current hour: not over
   const int64_t from = now_hour - int64_t{kMaxHistoryHours} * kHour;
   TESSERA_ASSIGN_OR_RETURN(const UsageHours usage, read_usage_(from));
   std::map<int64_t, int64_t> by_hour;  // hour -> milli-GPU seconds allocated

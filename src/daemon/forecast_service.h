@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "src/daemon/authz.h"
+#include "tessera/core/clock.h"
 #include "tessera/core/status.h"
 #include "tessera/metering/forecast.h"
 #include "tessera/metering/ledger.h"
@@ -81,13 +82,13 @@ struct DemandForecast {
 
 class ForecastService {
  public:
-  ForecastService(std::function<int64_t()> now_ms, ParentOf parents,
+  ForecastService(const Clock& clock, ParentOf parents,
                   std::function<StatusOr<UsageHours>(int64_t from_hour_s)> read_usage);
 
   StatusOr<DemandForecast> Run(const ReadCaller& caller, const ForecastRequest& request) const;
 
  private:
-  const std::function<int64_t()> now_ms_;
+  const Clock& clock_;  // outlives the service
   const ParentOf parents_;
   const std::function<StatusOr<UsageHours>(int64_t)> read_usage_;
 };

@@ -17,12 +17,12 @@ StatusOr<metering::Period> MonthPeriod(const std::string& text) {
 }  // namespace
 
 InvoiceService::InvoiceService(const metering::PricePlan* plan, std::string plan_path, const GpuModelCatalog& catalog,
-                               std::function<int64_t()> now_ms, ParentOf parents,
+                               const Clock& clock, ParentOf parents,
                                std::function<StatusOr<LedgerSlice>(const metering::Period&)> read_ledger)
     : plan_(plan),
       plan_path_(std::move(plan_path)),
       catalog_(catalog),
-      now_ms_(std::move(now_ms)),
+      clock_(clock),
       parents_(std::move(parents)),
       read_ledger_(std::move(read_ledger)) {}
 
@@ -35,7 +35,7 @@ Status InvoiceService::CheckTenant(const ReadCaller& caller, const std::string& 
 StatusOr<metering::InvoiceRun> InvoiceService::Run(const ReadCaller& caller, const InvoiceRequest& req) const {
   TESSERA_RETURN_IF_ERROR(CheckTenant(caller, req.tenant));
   // Without a period: the month now is in (UTC, the control plane's clock).
-  metering::Period period = metering::MonthOf(now_ms_() / 1000);
+  metering::Period period = metering::MonthOf(UnixMillis(clock_) / 1000);
   if (!req.period.empty()) {
     TESSERA_ASSIGN_OR_RETURN(period, MonthPeriod(req.period));
   }
@@ -47,8 +47,9 @@ StatusOr<metering::InvoiceRun> InvoiceService::Run(const ReadCaller& caller, con
   metering::InvoiceOptions options;
   options.observed_start = slice.observed_start;
   // Observed until the start of the current hour; nothing at all before the first sample.
-  options.observed_end =
-      slice.observed_any ? metering::HourOf(now_ms_() / 1000) * metering::kSecondsPerHour : options.observed_start;
+  options.observed_end = slice.observed_any
+                             ? metering::HourOf(UnixMillis(clock_) / 1000) * metering::kSecondsPerHour
+                             : options.observed_start;
   options.tenant_exists = [this](const std::string& t) { return static_cast<bool>(parents_(t)); };
   StatusOr<metering::InvoiceRun> run =
       metering::ComputeInvoices(slice.sources, slice.records, slice.sla, *plan_, period, catalog_, options);

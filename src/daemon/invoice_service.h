@@ -45,6 +45,7 @@
 
 #include "src/daemon/authz.h"
 #include "tessera/core/gpu_model.h"
+#include "tessera/core/clock.h"
 #include "tessera/core/status.h"
 #include "tessera/metering/civil_time.h"
 #include "tessera/metering/invoice.h"
@@ -74,7 +75,7 @@ class InvoiceService {
   // `plan` (nullptr: none configured) and `catalog` outlive the service; `plan_path` names it in
   // messages.
   InvoiceService(const metering::PricePlan* plan, std::string plan_path, const GpuModelCatalog& catalog,
-                 std::function<int64_t()> now_ms, ParentOf parents,
+                 const Clock& clock, ParentOf parents,
                  std::function<StatusOr<LedgerSlice>(const metering::Period& period)> read_ledger);
 
   // The caller's check of `tenant` ("" allowed: the caller's own view) and that it exists.
@@ -86,7 +87,7 @@ class InvoiceService {
   const metering::PricePlan* const plan_;
   const std::string plan_path_;
   const GpuModelCatalog& catalog_;
-  const std::function<int64_t()> now_ms_;
+  const Clock& clock_;  // outlives the service
   const ParentOf parents_;
   const std::function<StatusOr<LedgerSlice>(const metering::Period&)> read_ledger_;
 };

@@ -52,9 +52,9 @@ Status CheckIdempotencyKey(std::string_view key) {
   return Status::Ok();
 }
 
-TenantService::TenantService(TransactFn transact, std::function<int64_t()> now_ms, TenantWorld world,
+TenantService::TenantService(TransactFn transact, const Clock& clock, TenantWorld world,
                              const GpuModelCatalog& catalog)
-    : transact_(std::move(transact)), now_ms_(std::move(now_ms)), world_(std::move(world)), catalog_(catalog) {}
+    : transact_(std::move(transact)), clock_(clock), world_(std::move(world)), catalog_(catalog) {}
 
 StatusOr<sched::TenantTree> TenantService::Load(std::vector<store::TenantRecord> all) {
   tenants_.clear();
@@ -96,7 +96,7 @@ Status TenantService::Apply(std::map<std::string, store::TenantRecord> next, con
     SetField(bad_field, "quota");
     return st;
   }
-  const int64_t now = now_ms_();
+  const int64_t now = UnixMillis(clock_);
   // The event feed's "tenant.created", "tenant.updated" or "tenant.deleted". A deleted tenant is
   // no longer in anyone's subtree, so its event is scoped to its parent ("" for a root: admins).
   // So is a created one: the feed may publish the event before this service's map holds the new
@@ -179,7 +179,7 @@ StatusOr<CreatedTenant> TenantService::Create(const TenantCaller& caller, const 
     return InvalidArgumentError("parent: unknown tenant '" + parent + "'");
   }
   if (tenants_.count(b.name)) return AlreadyExistsError("tenant '" + b.name + "' exists");
-  rec.created_ms = rec.updated_ms = now_ms_();
+  rec.created_ms = rec.updated_ms = UnixMillis(clock_);
   auto next = tenants_;
   next[rec.name] = rec;
   const std::string view = TenantView(rec).dump();
@@ -247,7 +247,7 @@ StatusOr<store::TenantRecord> TenantService::Update(const TenantCaller& caller, 
   if (spec.is_discarded()) spec = json::object();
   rec.spec_json = TenantSpecJson(b.quota ? *b.quota : spec.value("quota", json::object()),
                                  b.default_qos.value_or(spec.value("default_qos", std::string("Burstable"))));
-  rec.updated_ms = now_ms_();
+  rec.updated_ms = UnixMillis(clock_);
   auto next = tenants_;
   next[name] = rec;
   TESSERA_RETURN_IF_ERROR(Apply(std::move(next), caller, "tenant.update", name, 200,

@@ -43,6 +43,7 @@
 #include "src/daemon/api_codec.h"
 #include "src/daemon/authz.h"
 #include "tessera/core/gpu_model.h"
+#include "tessera/core/clock.h"
 #include "tessera/core/status.h"
 #include "tessera/sched/tenant.h"
 #include "tessera/store/store.h"
@@ -108,7 +109,7 @@ Status CheckIdempotencyKey(std::string_view key);
 class TenantService {
  public:
   using TransactFn = std::function<Status(std::string_view operation, const std::function<Status(store::Transaction&)>& fn)>;
-  TenantService(TransactFn transact, std::function<int64_t()> now_ms, TenantWorld world, const GpuModelCatalog& catalog);
+  TenantService(TransactFn transact, const Clock& clock, TenantWorld world, const GpuModelCatalog& catalog);
 
   // Replaces the map with the stored tenants and returns their tree (at start and restore).
   // World lock held.
@@ -142,7 +143,7 @@ class TenantService {
   void RefreshParents();  // world lock held
 
   const TransactFn transact_;
-  const std::function<int64_t()> now_ms_;
+  const Clock& clock_;  // outlives the service
   const TenantWorld world_;
   const GpuModelCatalog& catalog_;
   std::map<std::string, store::TenantRecord> tenants_;  // world_.mu

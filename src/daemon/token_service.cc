@@ -19,8 +19,8 @@ store::ObjectEvent TokenCreatedEvent(const store::TokenRecord& rec) {
 
 }  // namespace
 
-TokenService::TokenService(TransactFn transact, std::function<int64_t()> now_ms, TenantGuard tenant_guard)
-    : transact_(std::move(transact)), now_ms_(std::move(now_ms)), tenant_guard_(std::move(tenant_guard)) {}
+TokenService::TokenService(TransactFn transact, const Clock& clock, TenantGuard tenant_guard)
+    : transact_(std::move(transact)), clock_(clock), tenant_guard_(std::move(tenant_guard)) {}
 
 void TokenService::Load(const std::vector<store::TokenRecord>& all) {
   std::unique_lock<std::shared_mutex> lock(cache_mu_);
@@ -35,7 +35,7 @@ StatusOr<store::TokenRecord> TokenService::Authenticate(std::string_view secret)
   // The map lookup found a candidate by hash; the comparison that decides is constant time.
   if (it == by_hash_.end() || !TokenHashesEqual(it->second.hash_hex, hash) || it->second.revoked)
     return Status(StatusCode::kUnauthenticated, "unknown or revoked token");
-  if (it->second.expires_ms && *it->second.expires_ms <= now_ms_())
+  if (it->second.expires_ms && *it->second.expires_ms <= UnixMillis(clock_))
     return Status(StatusCode::kUnauthenticated, "the token has expired");
   return it->second;
 }
@@ -44,12 +44,12 @@ bool TokenService::StillValid(const std::string& hash) const {
   std::shared_lock<std::shared_mutex> lock(cache_mu_);
   auto it = by_hash_.find(hash);
   if (it == by_hash_.end() || it->second.revoked) return false;
-  return !(it->second.expires_ms && *it->second.expires_ms <= now_ms_());
+  return !(it->second.expires_ms && *it->second.expires_ms <= UnixMillis(clock_));
 }
 
 StatusOr<IssuedToken> TokenService::Create(const TokenCaller& caller, const NewTokenRequest& req) {
   TESSERA_RETURN_IF_ERROR(caller.check(Action::kCreateToken, req.tenant, req.role));
-  const int64_t now = now_ms_();
+  const int64_t now = UnixMillis(clock_);
   IssuedToken out;
   TESSERA_ASSIGN_OR_RETURN(out.secret, NewToken());
   store::TokenRecord& rec = out.record;
@@ -86,8 +86,10 @@ std::vector<store::TokenRecord> TokenService::List(const std::function<bool(cons
   return out;
 }
 
-std::string TokenService::WhyAdminTokenMustStay(const std::string& id, int64_t now_ms) const {
-  auto usable = [now_ms](const store::TokenRecord& t) { return !t.revoked && (!t.expires_ms || *t.expires_ms > now_ms); };
+std::string TokenService::WhyAdminTokenMustStay(const std::string& id, int64_t revoke_ms) const {
+  auto usable = [revoke_ms](const store::TokenRecord& t) {
+    return !t.revoked && (!t.expires_ms || *t.expires_ms > revoke_ms);
+  };
   bool target_is_live_admin = false;
   for (const auto& [hash, t] : by_hash_) {
     if (t.role != "admin" || !usable(t)) continue;
@@ -107,7 +109,7 @@ StatusOr<store::TokenRecord> TokenService::Revoke(const TokenCaller& caller, con
   std::lock_guard<std::mutex> change(change_mu_);  // the check and the revoke are one step
   std::optional<store::TokenRecord> found;
   std::string why;
-  const int64_t now = now_ms_();
+  const int64_t now = UnixMillis(clock_);
   {
     std::shared_lock<std::shared_mutex> lock(cache_mu_);
     for (const auto& [hash, t] : by_hash_)

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "src/daemon/authz.h"
+#include "tessera/core/clock.h"
 #include "tessera/core/status.h"
 #include "tessera/store/store.h"
 
@@ -61,7 +62,7 @@ class TokenService {
   using TransactFn = std::function<Status(std::string_view operation, const std::function<Status(store::Transaction&)>& fn)>;
   // `tenant_guard(tenant, write)` runs `write` while `tenant` surely exists (NOT_FOUND otherwise).
   using TenantGuard = std::function<Status(std::string_view tenant, const std::function<Status()>& write)>;
-  TokenService(TransactFn transact, std::function<int64_t()> now_ms, TenantGuard tenant_guard);
+  TokenService(TransactFn transact, const Clock& clock, TenantGuard tenant_guard);
 
   // Replaces the cache with what the store holds (at start).
   void Load(const std::vector<store::TokenRecord>& all);
@@ -77,10 +78,11 @@ class TokenService {
   StatusOr<store::TokenRecord> Revoke(const TokenCaller& caller, const std::string& id);
 
  private:
-  std::string WhyAdminTokenMustStay(const std::string& id, int64_t now_ms) const;  // cache_mu_ taken
+  // revoke_ms: the revoke's instant (the tokens usable then are those that remain).
+  std::string WhyAdminTokenMustStay(const std::string& id, int64_t revoke_ms) const;  // cache_mu_ taken
 
   const TransactFn transact_;
-  const std::function<int64_t()> now_ms_;
+  const Clock& clock_;  // outlives the service
   const TenantGuard tenant_guard_;
   std::mutex change_mu_;
   mutable std::shared_mutex cache_mu_;

@@ -62,11 +62,11 @@ api::WorkloadView WorkloadViewOf(const store::WorkloadRecord& w) {
   return v;
 }
 
-WorkloadService::WorkloadService(TransactFn transact, TransactAsyncFn transact_async, std::function<int64_t()> now_ms,
+WorkloadService::WorkloadService(TransactFn transact, TransactAsyncFn transact_async, const Clock& clock,
                                  WorkloadWorld world, const GpuModelCatalog& catalog)
     : transact_(std::move(transact)),
       transact_async_(std::move(transact_async)),
-      now_ms_(std::move(now_ms)),
+      clock_(clock),
       world_(std::move(world)),
       catalog_(catalog) {}
 
@@ -96,7 +96,7 @@ StatusOr<WorkloadService::CommitSubmit> WorkloadService::Submit(const WorkloadCa
   auto p = std::make_shared<Pending>();
   p->actor = caller.actor;
   p->key = std::move(request.idempotency_key);
-  p->now = now_ms_();
+  p->now = UnixMillis(clock_);
   bool park = false;
   StatusOr<WorkloadShape> shape = Admit(req, p->now, &park, &p->count_rejection, &p->refusal_field);
   p->tenant = req.tenant;
@@ -309,7 +309,7 @@ StatusOr<api::WorkloadView> WorkloadService::Cancel(const WorkloadCaller& caller
     const int64_t id = w.id;
     if (IsEnded(w.state))
       return FailedPreconditionError("workload " + raw + " is already " + std::string(WorkloadStateName(w.state)));
-    const int64_t now = now_ms_();
+    const int64_t now = UnixMillis(clock_);
     const bool was_running = w.state == WorkloadState::kRunning;
     const Status written = transact_("cancel", [&](store::Transaction& tx) -> Status {
       store::WorkloadRecord u = w;
@@ -362,7 +362,7 @@ StatusOr<api::WorkloadView> WorkloadService::Change(const WorkloadCaller& caller
                                      "): submit a new workload instead");
     const int32_t more = shape.job.pod.gpu_milli.value() - old.job.pod.gpu_milli.value();
     if (more > 0) TESSERA_RETURN_IF_ERROR(world_.check_share(id, more));
-    const int64_t now = now_ms_();
+    const int64_t now = UnixMillis(clock_);
     u = w;
     u.spec_json = WorkloadSpecJson(shape, catalog_);
     u.updated_ms = now;

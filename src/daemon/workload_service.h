@@ -63,6 +63,7 @@
 #include "src/daemon/workload_shape.h"
 #include "tessera/api/workload_wire.h"
 #include "tessera/core/gpu_model.h"
+#include "tessera/core/clock.h"
 #include "tessera/core/status.h"
 #include "tessera/sched/live_scheduler.h"
 #include "tessera/store/store.h"
@@ -90,13 +91,15 @@ struct WorkloadWorld {
   // (locked) The scheduler's admission of a job: OK, FAILED_PRECONDITION when no node of the
   // cluster can hold it now (it waits, parked), anything else a refusal.
   std::function<Status(const sched::LiveJob& job)> check_submit;
-  // A refusal by the scheduler's admission was answered (metrics, the anomaly detector).
-  std::function<void(std::string_view tenant, int64_t now_ms)> refused;
+  // A refusal by the scheduler's admission was answered (metrics, the anomaly detector);
+  // submit_ms: the submit's instant, read once per submit (the hour the refusal counts in).
+  std::function<void(std::string_view tenant, int64_t submit_ms)> refused;
   // (locked) A durable submit: the scheduler takes the job (or parks it); the loop is to wake.
   std::function<void(int64_t id, const WorkloadShape& shape, int64_t submit_ms)> enqueue;
   // (locked) A durable cancel: the scheduler lets the job go; the loop is to wake. false: the
-  // scheduler did not know it (its submit has not queued it yet).
-  std::function<bool(int64_t id, int64_t now_ms)> withdraw;
+  // scheduler did not know it (its submit has not queued it yet). cancel_ms: the instant the
+  // cancel wrote (updated_ms, its event), which a running job completes at.
+  std::function<bool(int64_t id, int64_t cancel_ms)> withdraw;
   // (locked) The shape the scheduler holds for a pending or running job; nullptr: none (yet).
   std::function<const WorkloadShape*(int64_t id)> known_shape;
   // (locked) OK unless a GPU of the running job has less than `more_milli` free
@@ -157,7 +160,7 @@ class WorkloadService {
   // Steps 2 and 3: starts the write; `durable` is called on the store's leading thread.
   using CommitSubmit = std::function<void(std::function<void(FinishSubmit finish)> durable)>;
 
-  WorkloadService(TransactFn transact, TransactAsyncFn transact_async, std::function<int64_t()> now_ms,
+  WorkloadService(TransactFn transact, TransactAsyncFn transact_async, const Clock& clock,
                   WorkloadWorld world, const GpuModelCatalog& catalog);
 
   // Step 1: the refusal when it is final now, else the write to start.
@@ -188,7 +191,7 @@ class WorkloadService {
 
   const TransactFn transact_;
   const TransactAsyncFn transact_async_;
-  const std::function<int64_t()> now_ms_;
+  const Clock& clock_;  // outlives the service
   const WorkloadWorld world_;
   const GpuModelCatalog& catalog_;
   std::set<int64_t> cancelled_before_queued_;  // world_.mu

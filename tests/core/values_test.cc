@@ -1,7 +1,10 @@
-// Quantity, Id and FakeClock: the plain value types of tessera/core.
+// Quantity, Id and the clocks: the plain value types of tessera/core.
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <type_traits>
 #include <unordered_set>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -117,6 +120,51 @@ TEST(FakeClockTest, SetAndSecondsBetween) {
   // Through the interface.
   const Clock& as_clock = clock;
   EXPECT_EQ(as_clock.Now(), b);
+}
+
+TEST(FakeClockTest, LosesNoTimeWhenAdvancedFromManyThreadsWhileRead) {
+  FakeClock clock;
+  constexpr int kThreads = 4, kSteps = 500'000;
+  std::atomic<int> ready = 0;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&clock, &ready] {
+      ++ready;
+      while (ready.load() < kThreads) {
+      }  // all start together, so that their steps overlap
+      for (int s = 0; s < kSteps; ++s) {
+        clock.Advance(std::chrono::nanoseconds(1));
+        // A compiler barrier: each step is its own read and write of the clock, as the control
+        // plane's threads make them (without it the steps could be folded into one).
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        (void)clock.Now();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(clock.Now().time_since_epoch(), std::chrono::nanoseconds(int64_t{kThreads} * kSteps));
+}
+
+TEST(UnixMillisTest, IsTheClocksTimeInWholeMillisecondsRoundedDown) {
+  FakeClock clock(FromUnixMillis(1'790'000'000'000));
+  EXPECT_EQ(UnixMillis(clock), 1'790'000'000'000);
+  clock.Advance(std::chrono::microseconds(1999));
+  EXPECT_EQ(UnixMillis(clock), 1'790'000'000'001);
+  clock.Set(Clock::TimePoint(std::chrono::nanoseconds(-1)));  // before the epoch: down, not to zero
+  EXPECT_EQ(UnixMillis(clock), -1);
+}
+
+TEST(SystemClockTest, IsMillisecondsSinceTheUnixEpochNow) {
+  using std::chrono::milliseconds;
+  const auto ms = [](std::chrono::system_clock::time_point t) {
+    return std::chrono::floor<milliseconds>(t.time_since_epoch()).count();
+  };
+  const int64_t before = ms(std::chrono::system_clock::now());
+  const int64_t got = UnixMillis(*SystemClock::Shared());
+  const int64_t after = ms(std::chrono::system_clock::now());
+  EXPECT_LE(before, got);
+  EXPECT_LE(got, after);
+  EXPECT_GT(got, int64_t{1'700'000'000'000});  // 2023-11: not a steady clock's epoch (boot)
+  EXPECT_EQ(SystemClock::Shared().get(), SystemClock::Shared().get());  // one instance
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -64,7 +65,7 @@ class AnomaliesApiTest : public ::testing::Test {
     Tenant("other", "", json::object());
     agent_ = Token("node-agent");
   }
-  // A control plane on the test's store (again: a restart), at the clock's now_.
+  // A control plane on the test's store (again: a restart), at the clock's now.
   void StartControlPlane() {
     cp_.reset();
     ControlPlaneOptions o;
@@ -73,7 +74,7 @@ class AnomaliesApiTest : public ::testing::Test {
     o.bootstrap_token = kAdmin;
     o.run_loop = false;
     o.node_timeout_s = 1'000'000;  // the test clock moves by hours; the node stays
-    o.clock_ms = [this] { return now_ * 1000; };
+    o.clock = clock_;
     o.price_plan = File("plan.yaml");
     o.anomaly.warmup_rows = warmup_rows_;
     auto cp = ControlPlane::Create(std::move(o));
@@ -149,7 +150,9 @@ class AnomaliesApiTest : public ::testing::Test {
   testing::PgTestSchema pg_;  // dropped after cp_ is gone (declared first)
   std::unique_ptr<ControlPlane> cp_;
   std::string agent_;
-  int64_t now_ = kT0;  // the control plane's clock, seconds
+  // The control plane's clock, at `unix_s` seconds since the epoch.
+  void SetNow(int64_t unix_s) { clock_->Set(Clock::TimePoint(std::chrono::seconds(unix_s))); }
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>(Clock::TimePoint(std::chrono::seconds(kT0)));
   int warmup_rows_ = 24;  // a day of hours before the first verdict (the default is 150)
 };
 
@@ -165,7 +168,7 @@ TEST_F(AnomaliesApiTest, ARestartFlagsASpikeOfAnHourThatClosedWhileDownExactlyOn
   StartControlPlane();
   RegisterNode();
   constexpr int kHours = 200;
-  now_ = kT0 + kHours * kHour + 10;
+  SetNow(kT0 + kHours * kHour + 10);
   Cycle();  // every hour below is closed
   for (int h = 0; h < kHours; ++h) {
     PostHour("vision", h, kT0 + h * kHour, h == kHours - 1 ? 700 : 70);
@@ -196,7 +199,7 @@ TEST_F(AnomaliesApiTest, ARestartFlagsASpikeOfAnHourThatClosedWhileDownExactlyOn
   Cycle();
   EXPECT_EQ(anomaly_events(), 1);
 
-  now_ += kHour;  // an hour later, nothing new
+  clock_->Advance(std::chrono::hours(1));  // an hour later, nothing new
   StartControlPlane();
   EXPECT_TRUE(Ok("GET", "/v1/anomalies")["anomalies"].empty());
   EXPECT_EQ(anomaly_events(), 1);
@@ -218,7 +221,7 @@ TEST_F(AnomaliesApiTest, AUsageSpikeIsFlaggedOnceListedInItsSubtreeAnEventAndAMe
   RegisterNode();
   constexpr int kSteady = 40;
   for (int h = 0; h <= kSteady; ++h) {
-    now_ = kT0 + (h + 1) * kHour + 10;  // the hour h is over
+    SetNow(kT0 + (h + 1) * kHour + 10);  // the hour h is over
     PostHour("vision", h, kT0 + h * kHour, h == kSteady ? 700 : 70);
     PostHour("other", h, kT0 + h * kHour, 250);
     Cycle();
@@ -274,12 +277,12 @@ TEST_F(AnomaliesApiTest, AUsageSpikeIsFlaggedOnceListedInItsSubtreeAnEventAndAMe
 TEST_F(AnomaliesApiTest, AGuaranteedWaitAboveTheSlaCreditsTheInvoice) {
   Ok("POST", "/v1/workloads", R"({"tenant": "vision", "gpus": 1, "qos": "Guaranteed"})", kAdmin, 201);
   Cycle();
-  now_ = kT0 + 400;
+  SetNow(kT0 + 400);
   RegisterNode();
   Cycle();
   PostHour("vision", 0, kT0, 1000);
   PostHour("other", 0, kT0 + kHour, 250);
-  now_ = kT0 + 2 * kHour + 10;
+  SetNow(kT0 + 2 * kHour + 10);
   Cycle();
   EXPECT_THAT(Request("GET", "/metrics").body,
               HasSubstr("tessera_tenant_guaranteed_wait_p99_seconds{tenant=\"vision\"} 400"));

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -59,7 +60,7 @@ class ControlPlaneTest : public ::testing::Test {
     o.run_loop = false;
     o.node_timeout_s = 30;
     o.scheduler.min_runtime = sched::Seconds{0};
-    o.clock_ms = [this] { return now_ms_; };
+    o.clock = clock_;
     return o;
   }
   void Open(ControlPlaneOptions o) {
@@ -126,7 +127,8 @@ class ControlPlaneTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   testing::PgTestSchema pg_;  // dropped after cp_ is gone (declared first)
-  int64_t now_ms_ = 1'790'000'000'000;
+  // The control plane's clock (2026-09-21T14:13:20Z), advanced by the tests.
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>(FromUnixMillis(1'790'000'000'000));
   std::unique_ptr<ControlPlane> cp_;
 };
 
@@ -152,6 +154,23 @@ TEST_F(ControlPlaneTest, AnEmptyStoreWithoutABootstrapTokenGeneratesOneOnce) {
   Open(o);  // a restart: the store has a token now, nothing is generated
   EXPECT_TRUE(cp_->generated_bootstrap_token().empty());
   EXPECT_EQ(Call("GET", "/v1/tenants", "", token).status, 200);
+}
+
+TEST_F(ControlPlaneTest, StoredTimesComeFromTheOptionsClockTheSystemClockByDefault) {
+  ControlPlaneOptions o = Options();
+  o.clock = nullptr;
+  const auto refused = ControlPlane::Create(o);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("clock"));
+
+  Open();  // the fixture's FakeClock
+  EXPECT_EQ(Ok("POST", "/v1/tenants", R"({"name":"fake"})", kAdmin, 201)["created_ms"], 1'790'000'000'000);
+  o.clock = ControlPlaneOptions().clock;  // the default
+  const int64_t before = UnixMillis(SystemClock());
+  Open(o);
+  const int64_t created = Ok("POST", "/v1/tenants", R"({"name":"wall"})", kAdmin, 201)["created_ms"].get<int64_t>();
+  EXPECT_LE(before, created);
+  EXPECT_LE(created, UnixMillis(SystemClock()));
 }
 
 TEST_F(ControlPlaneTest, TenantsAreCreatedReadChangedAndDeletedWithTheirQuotas) {
@@ -310,10 +329,10 @@ TEST_F(ControlPlaneTest, ARestartedControlPlaneServesTheStoredHistory) {
   Tenant("vision");
   RegisterNode(Token("node-agent"), "n1", 2);
   Submit("vision", Token("tenant-user", "vision"), {{"gpu_milli", 500}, {"gpu_mem_mib", 20480}});
-  const int64_t start_s = now_ms_ / 1000;
+  const int64_t start_s = UnixMillis(*clock_) / 1000;
   for (int i = 0; i < 4; ++i) {
     Cycle();
-    now_ms_ += 5000;
+    clock_->Advance(std::chrono::seconds(5));
   }
   const json before = Ok("GET", "/v1/history?from=0");
   ASSERT_EQ(before["t"].size(), 4u) << before.dump();
@@ -330,11 +349,11 @@ TEST_F(ControlPlaneTest, ARestartedControlPlaneServesTheStoredHistory) {
   EXPECT_EQ(after["t"][3], start_s + 20);
   // A day later: with the clock then set back to the first run's time, a restart finds none of
   // the first run's points (removed from the store, not only outside the window it loads).
-  now_ms_ += int64_t{86400 + 60} * 1000;
+  clock_->Advance(std::chrono::seconds(86400 + 60));
   Cycle();
-  now_ms_ += 5000;
+  clock_->Advance(std::chrono::seconds(5));
   Cycle();
-  now_ms_ = (start_s + 20) * 1000;
+  clock_->Set(Clock::TimePoint(std::chrono::seconds(start_s + 20)));
   Open();
   after = Ok("GET", "/v1/history?from=0");
   for (const json& t : after["t"]) EXPECT_GE(t.get<int64_t>(), start_s + 20) << after.dump();
@@ -420,7 +439,7 @@ TEST_F(ControlPlaneTest, ARevokedOrExpiredTokenIsRefused) {
   json made = Ok("POST", "/v1/tokens", R"({"role":"tenant-user","tenant":"a","expires_in_s":60})", kAdmin, 201);
   const std::string token = made["token"];
   EXPECT_EQ(Call("GET", "/v1/workloads", "", token).status, 200);
-  now_ms_ += 61'000;
+  clock_->Advance(std::chrono::seconds(61));
   EXPECT_EQ(Call("GET", "/v1/workloads", "", token).status, 401);
   const std::string other = Token("tenant-user", "a");
   EXPECT_EQ(Call("GET", "/v1/workloads", "", other).status, 200);
@@ -681,9 +700,9 @@ TEST_F(ControlPlaneTest, ALostNodesWorkloadsAreQueuedAgainAndRunElsewhere) {
   const int64_t id = Submit("a", kAdmin);
   Cycle();
   ASSERT_EQ(Workload(id)["placement"]["node"], "n1");
-  now_ms_ += 20'000;
+  clock_->Advance(std::chrono::seconds(20));
   RegisterNode(agent, "n2", 1);
-  now_ms_ += 11'000;  // n1 silent for 31 s, n2 for 11 s
+  clock_->Advance(std::chrono::seconds(11));  // n1 silent for 31 s, n2 for 11 s
   Cycle();
   json w = Workload(id);
   EXPECT_EQ(w["state"], "running");
@@ -785,7 +804,7 @@ TEST_F(ControlPlaneTest, ASecondAgentOnALiveNodeIs409AndARestartOfTheSameAgentIs
   EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", NodeBody("n1", 4, x), other).status, 200);
   EXPECT_EQ(Ok("GET", "/v1/nodes/n1")["gpus"].size(), 4u);
   // A lost node is anyone's to take over.
-  now_ms_ += 31'000;
+  clock_->Advance(std::chrono::seconds(31));
   Cycle();
   ASSERT_EQ(Ok("GET", "/v1/nodes/n1")["state"], "lost");
   EXPECT_EQ(Call("POST", "/v1/nodes/n1/register", NodeBody("n1", 1, y), fleet).status, 200);
@@ -818,7 +837,7 @@ TEST_F(ControlPlaneTest, AnAdminRemovesALostOrACordonedEmptyNodeButNotOneWithWor
   EXPECT_EQ(Call("POST", "/v1/nodes/n2/heartbeat", "", agent).status, 404);  // its agent registers again
   EXPECT_EQ(Workload(id)["state"], "running");  // n1's work is untouched
   // n1 goes silent: lost, its workload requeued (nowhere to run now); then removed.
-  now_ms_ += 31'000;
+  clock_->Advance(std::chrono::seconds(31));
   Cycle();
   ASSERT_EQ(Workload(id)["state"], "pending");
   EXPECT_EQ(Ok("DELETE", "/v1/nodes/n1")["was"], "lost");
@@ -864,7 +883,7 @@ TEST_F(ControlPlaneTest, APreemptionIsAnEventTheVictimsTenantSees) {
   Cycle();
   ASSERT_EQ(Workload(borrowed, b_user)["state"], "running");
   const int64_t owed = Submit("a", kAdmin, json::object(), "Guaranteed");
-  now_ms_ += 1000;
+  clock_->Advance(std::chrono::seconds(1));
   Cycle();
   Cycle();
   EXPECT_EQ(Workload(owed)["state"], "running");
@@ -1399,7 +1418,7 @@ TEST_F(ControlPlaneTest, EventsStreamEveryChangeToTheTokensAllowedToSeeIt) {
   const int64_t wb = Submit("b", kAdmin);
   const int64_t wa = Submit("a", a_user);
   Cycle();
-  ASSERT_TRUE(all.ReadUntil("\"tenant\":\"b\",\"time_ms\":" + std::to_string(now_ms_) + ",\"workload\":" +
+  ASSERT_TRUE(all.ReadUntil("\"tenant\":\"b\",\"time_ms\":" + std::to_string(UnixMillis(*clock_)) + ",\"workload\":" +
                             std::to_string(wb) + "}"))
       << all.text();
   ASSERT_TRUE(all.ReadUntil("\"workload\":" + std::to_string(wa) + "}")) << all.text();
@@ -1476,7 +1495,7 @@ TEST_F(ControlPlaneTest, NodeTenantAndTokenChangesAreEventsForThoseWhoMaySeeThem
   Ok("POST", "/v1/nodes/n1/cordon");
   Ok("POST", "/v1/nodes/n1/uncordon");
   Ok("POST", "/v1/nodes/n1/drain");
-  now_ms_ += 31'000;  // past the node timeout
+  clock_->Advance(std::chrono::seconds(31));  // past the node timeout
   Cycle();
   Ok("DELETE", "/v1/nodes/n1");
   Tenant("tmp");
@@ -1496,7 +1515,7 @@ TEST_F(ControlPlaneTest, NodeTenantAndTokenChangesAreEventsForThoseWhoMaySeeThem
   EXPECT_THAT(admin.text(), Not(HasSubstr(ranking_token["token"].get<std::string>())));  // never a secret
   EXPECT_EQ(Kinds(after_warmup(vadmin)),
             (std::vector<std::string>{"tenant.created", "token.created", "token.revoked", "tenant.updated"}));
-  EXPECT_THAT(vadmin.text(), HasSubstr("\"tenant\":\"ranking\",\"time_ms\":" + std::to_string(now_ms_ - 31'000) +
+  EXPECT_THAT(vadmin.text(), HasSubstr("\"tenant\":\"ranking\",\"time_ms\":" + std::to_string(UnixMillis(*clock_) - 31'000) +
                                        ",\"token\":\"" + ranking_token["id"].get<std::string>() + "\""));
   EXPECT_EQ(Kinds(after_warmup(vuser)), (std::vector<std::string>{"tenant.created", "tenant.updated"}));
   EXPECT_EQ(Kinds(after_warmup(narrowed)),
@@ -1619,7 +1638,7 @@ TEST_F(ControlPlaneTest, ConcurrentSubmitsWhileTheLoopRunsAreAllPlacedOnce) {
   o.http_threads = 4;
   o.rate_per_s = 1e6;
   o.rate_burst = 1e6;
-  o.clock_ms = nullptr;  // the loop runs on the real clock
+  o.clock = SystemClock::Shared();  // the loop runs on the real clock
   Open(o);
   ASSERT_TRUE(cp_->Start().ok());
   const int port = cp_->port();
@@ -1727,7 +1746,7 @@ TEST_F(ControlPlaneTest, ALeaderThatLosesItsPostgresLeaseStopsScheduling) {
   ControlPlaneOptions o = Options();
   o.run_loop = true;
   o.cycle_interval_ms = 20;
-  o.clock_ms = nullptr;
+  o.clock = SystemClock::Shared();
   std::promise<Status> lost;
   o.on_ownership_lost = [&lost](const Status& why) { lost.set_value(why); };
   Open(o);

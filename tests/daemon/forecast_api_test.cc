@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 
@@ -41,7 +42,7 @@ class ForecastApiTest : public ::testing::Test {
     o.bootstrap_token = kAdmin;
     o.run_loop = false;
     o.node_timeout_s = 1'000'000;
-    o.clock_ms = [this] { return now_ * 1000; };
+    o.clock = clock_;
     auto cp = ControlPlane::Create(std::move(o));
     ASSERT_TRUE(cp.ok()) << cp.status().message();
     cp_ = std::move(*cp);
@@ -100,7 +101,7 @@ class ForecastApiTest : public ::testing::Test {
   // noise: a series without any lets the forecaster tie its candidates).
   static int64_t VisionMilli(int h) { return (h % 24 >= 8 && h % 24 < 18 ? 900 : 200) + (h * 37 % 11 - 5) * 8; }
   void FourDaysOfVision() {
-    now_ = kT0 + 96 * kHour + 600;  // 2026-11-05T00:10Z
+    SetNow(kT0 + 96 * kHour + 600);  // 2026-11-05T00:10Z
     for (int h = 0; h < 96; ++h) PostHour("vision", h, kT0 + h * kHour, VisionMilli(h));
   }
 
@@ -108,7 +109,9 @@ class ForecastApiTest : public ::testing::Test {
   testing::PgTestSchema pg_;
   std::unique_ptr<ControlPlane> cp_;
   std::string agent_;
-  int64_t now_ = kT0;
+  // The control plane's clock, at `unix_s` seconds since the epoch.
+  void SetNow(int64_t unix_s) { clock_->Set(Clock::TimePoint(std::chrono::seconds(unix_s))); }
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>(Clock::TimePoint(std::chrono::seconds(kT0)));
 };
 
 TEST_F(ForecastApiTest, ATenantsDailyDemandIsForecastWithItsIntervalInGpuHoursPerHour) {
@@ -168,7 +171,7 @@ TEST_F(ForecastApiTest, ScopedAsUsageWithStrictParametersAndAClearAnswerForTooLi
   EXPECT_THAT(e["message"].get<std::string>(),
               HasSubstr("tenant 'other' has 0 hours of usage history (from its first usage record to the start of "
                         "the current hour); a forecast needs at least 72 (3 days)"));
-  now_ = kT0 + 50 * kHour;
+  SetNow(kT0 + 50 * kHour);
   e = Error("/v1/forecast?tenant=vision", kAdmin, 409);
   EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("has 50 hours"));
   EXPECT_THAT(e["message"].get<std::string>(), HasSubstr("it can forecast from 2026-11-04T00:00:00Z"));

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <optional>
 
@@ -42,7 +43,7 @@ class ForecastServiceTest : public ::testing::Test {
   }
   std::unique_ptr<ForecastService> Service() {
     return std::make_unique<ForecastService>(
-        [this] { return now_s_ * 1000; }, Parents(), [this](int64_t from) -> StatusOr<UsageHours> {
+        clock_, Parents(), [this](int64_t from) -> StatusOr<UsageHours> {
           ++reads_;
           UsageHours out{ledger_.sources(), {}};
           for (const auto& h : ledger_.Records())
@@ -60,8 +61,11 @@ class ForecastServiceTest : public ::testing::Test {
             }};
   }
 
+  // The clock the services read, at `unix_s` seconds since the epoch.
+  void SetNow(int64_t unix_s) { clock_.Set(Clock::TimePoint(std::chrono::seconds(unix_s))); }
+
+  FakeClock clock_{Clock::TimePoint(std::chrono::seconds(kT0 + 96 * kHour + 600))};
   metering::Ledger ledger_;
-  int64_t now_s_ = kT0 + 96 * kHour + 600;
   int reads_ = 0;
   std::map<std::string, std::string> parents_{{"acme", ""}, {"vision", "acme"}, {"other", ""}};
 };
@@ -129,23 +133,24 @@ TEST_F(ForecastServiceTest, TheHorizonIsAWholeNumberOfHoursInRange) {
 }
 
 TEST_F(ForecastServiceTest, TooLittleHistorySaysHowMuchIsNeededAndFromWhen) {
-  now_s_ = kT0 + 50 * kHour + 5;  // 50 hours of history
+  SetNow(kT0 + 50 * kHour + 5);  // 50 hours of history
   auto service = Service();
   const Status st = service->Run(As({Role::kAdmin, ""}), {"vision", ""}).status();
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(st.message(), HasSubstr("tenant 'vision' has 50 hours of usage history"));
   EXPECT_THAT(st.message(), HasSubstr("needs at least 72 (3 days)"));
   EXPECT_THAT(st.message(), HasSubstr("it can forecast from 2026-11-04T00:00:00Z"));
-  now_s_ = kT0 + 72 * kHour;
+  SetNow(kT0 + 72 * kHour);
   EXPECT_TRUE(service->Run(As({Role::kAdmin, ""}), {"vision", ""}).ok());
 }
 
 TEST_F(ForecastServiceTest, HoursWithoutUsageCountZeroAndTheCurrentHourIsLeftOut) {
   // vision stopped at 2026-11-05T00:00Z; a week later its demand is a week of zeros.
-  now_s_ = kT0 + (96 + 168) * kHour + 30;
+  const int64_t now_s = kT0 + (96 + 168) * kHour + 30;
+  SetNow(now_s);
   // A sample in the current hour (not over yet) is not history.
   const metering::SourceKey key{"vision", "n1", "0", "A100-80GB", "whole", "1"};
-  ASSERT_TRUE(ledger_.Ingest(key, {.seq = 1000, .start = now_s_ - 30, .end = now_s_, .gpu_milli_s_allocated = 30'000}).ok());
+  ASSERT_TRUE(ledger_.Ingest(key, {.seq = 1000, .start = now_s - 30, .end = now_s, .gpu_milli_s_allocated = 30'000}).ok());
   StatusOr<DemandForecast> f = Service()->Run(As({Role::kAdmin, ""}), {"vision", "2"});
   ASSERT_TRUE(f.ok()) << f.status().message();
   ASSERT_EQ(f->history_hours, 96 + 168);
@@ -156,14 +161,14 @@ TEST_F(ForecastServiceTest, HoursWithoutUsageCountZeroAndTheCurrentHourIsLeftOut
 }
 
 TEST_F(ForecastServiceTest, HistoryReachesBackEightWeeksAtMost) {
-  now_s_ = kT0 + (96 + 10 * 168) * kHour;  // ten weeks after the usage ended
+  SetNow(kT0 + (96 + 10 * 168) * kHour);  // ten weeks after the usage ended
   StatusOr<DemandForecast> f = Service()->Run(As({Role::kAdmin, ""}), {"vision", "1"});
   EXPECT_EQ(f.status().code(), StatusCode::kFailedPrecondition);  // nothing in the last 8 weeks
-  now_s_ = kT0 + 7 * 168 * kHour;  // 7 weeks: the whole usage is in the window
+  SetNow(kT0 + 7 * 168 * kHour);  // 7 weeks: the whole usage is in the window
   f = Service()->Run(As({Role::kAdmin, ""}), {"vision", "1"});
   ASSERT_TRUE(f.ok()) << f.status().message();
   EXPECT_EQ(f->history_start_s, kT0);
-  now_s_ = kT0 + (8 * 168 + 48) * kHour;  // the window starts 2 days into the usage
+  SetNow(kT0 + (8 * 168 + 48) * kHour);  // the window starts 2 days into the usage
   f = Service()->Run(As({Role::kAdmin, ""}), {"vision", "1"});
   ASSERT_TRUE(f.ok()) << f.status().message();
   EXPECT_EQ(f->history_start_s, kT0 + 48 * kHour);

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <optional>
 
@@ -36,7 +37,7 @@ class InvoiceServiceTest : public ::testing::Test {
   }
   std::unique_ptr<InvoiceService> Service(const metering::PricePlan* plan) {
     return std::make_unique<InvoiceService>(
-        plan, "plan.yaml", GpuModelCatalog::Builtin(), [] { return (kT0 + 5 * 3600 + 600) * 1000; },
+        plan, "plan.yaml", GpuModelCatalog::Builtin(), clock_,
         [this](std::string_view t) -> std::optional<std::string> {
           auto it = parents_.find(std::string(t));
           if (it == parents_.end()) return std::nullopt;
@@ -73,6 +74,7 @@ class InvoiceServiceTest : public ::testing::Test {
     return out;
   }
 
+  const FakeClock clock_{Clock::TimePoint(std::chrono::seconds(kT0 + 5 * 3600 + 600))};  // 2026-11-01T05:10Z
   metering::PricePlan plan_;
   metering::Ledger ledger_;
   std::map<std::string, std::string> parents_{{"acme", ""}, {"vision", "acme"}, {"other", ""}};

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -78,7 +79,7 @@ class InvoicesApiTest : public ::testing::Test {
     o.listen_port = 0;
     o.bootstrap_token = kAdmin;
     o.run_loop = false;
-    o.clock_ms = [this] { return now_ * 1000; };
+    o.clock = clock_;
     o.price_plan = plan;
     auto cp = ControlPlane::Create(std::move(o));
     if (!cp.ok()) return cp.status();
@@ -162,7 +163,7 @@ class InvoicesApiTest : public ::testing::Test {
     EXPECT_TRUE(plan.ok()) << plan.status().message();
     metering::InvoiceOptions o;
     o.observed_start = metering::ObservedSpan(ledger_.Records()).first;
-    o.observed_end = now_ / 3600 * 3600;
+    o.observed_end = UnixMillis(*clock_) / 1000 / 3600 * 3600;
     auto run = metering::ComputeInvoices(ledger_.sources(), ledger_.Records(), {}, *plan,
                                          *metering::ParsePeriod(period), catalog, o);
     EXPECT_TRUE(run.ok()) << run.status().message();
@@ -183,7 +184,10 @@ class InvoicesApiTest : public ::testing::Test {
   std::unique_ptr<ControlPlane> cp_;
   std::string agent_;
   metering::Ledger ledger_;
-  int64_t now_ = kT0 + 86400;  // the control plane's clock, seconds: 2026-11-02
+  // The control plane's clock, at `unix_s` seconds since the epoch.
+  void SetNow(int64_t unix_s) { clock_->Set(Clock::TimePoint(std::chrono::seconds(unix_s))); }
+  std::shared_ptr<FakeClock> clock_ =
+      std::make_shared<FakeClock>(Clock::TimePoint(std::chrono::seconds(kT0 + 86400)));  // 2026-11-02
 };
 
 TEST_F(InvoicesApiTest, AnAdminGetsWhatTheMeteringLibraryComputesToTheMicroUnit) {
@@ -369,7 +373,7 @@ TEST_F(InvoicesApiTest, CapacityIsBilledForWhatWasObservedAndReservationsForTena
                              "reservations:\n"
                              "  - {tenant: vision, model: A100-80GB, gpus: 1, gpu_hour: 1.50}\n"
                              "  - {tenant: ghost, model: A100-80GB, gpus: 8, gpu_hour: 1.50}\n");
-  now_ = kDecember + 3 * 86400 + 10 * 3600 + 1234;  // 2026-12-04T10:20:34Z
+  SetNow(kDecember + 3 * 86400 + 10 * 3600 + 1234);  // 2026-12-04T10:20:34Z
   ASSERT_TRUE(Open(File("reserved.yaml")).ok());
   PostTheMonth();
   // December so far: 2026-12-01 00:00 to 10:00 on the 4th, 82 hours of vision's 1-GPU reservation

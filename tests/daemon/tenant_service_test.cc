@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -46,7 +47,7 @@ class TenantServiceTest : public ::testing::Test {
     };
     service_ = std::make_unique<TenantService>(
         [this](std::string_view, const std::function<Status(store::Transaction&)>& fn) { return db_->Transact(fn); },
-        [this] { return now_ms_; }, std::move(world), GpuModelCatalog::Builtin());
+        clock_, std::move(world), GpuModelCatalog::Builtin());
     std::lock_guard<std::mutex> lock(mu_);
     ASSERT_TRUE(service_->Load({}).ok());
   }
@@ -96,6 +97,7 @@ class TenantServiceTest : public ::testing::Test {
     return out;
   }
 
+  FakeClock clock_{FromUnixMillis(1'000'000)};  // declared first: the service reads it
   std::filesystem::path dir_;
   std::unique_ptr<store::Store> db_;
   std::mutex mu_;
@@ -103,7 +105,6 @@ class TenantServiceTest : public ::testing::Test {
   size_t tree_size_ = 0;
   int changes_ = 0;
   std::unique_ptr<TenantService> service_;
-  int64_t now_ms_ = 1'000'000;
   std::map<std::string, double> shares_;  // the stand-in scheduler's dominant shares
 };
 
@@ -137,7 +138,7 @@ TEST_F(TenantServiceTest, HeaderExample) {
   ASSERT_TRUE(child.ok()) << child.status().message();
   EXPECT_FALSE(child->replay);
   EXPECT_EQ(child->record.parent, "ml");
-  EXPECT_EQ(child->record.created_ms, now_ms_);
+  EXPECT_EQ(child->record.created_ms, 1'000'000);
   EXPECT_EQ(tree_size_, 2u);
   EXPECT_EQ(changes_, 2);
 
@@ -217,7 +218,7 @@ TEST_F(TenantServiceTest, ErrorsNameTheField) {
 TEST_F(TenantServiceTest, AnIdempotencyKeyReplaysTheFirstAnswerAndRefusesAnotherTenant) {
   StatusOr<CreatedTenant> first = service_->Create(Admin(), New("a", std::nullopt, "k1"));
   ASSERT_TRUE(first.ok());
-  now_ms_ += 5000;  // the times differ; the request is the same
+  clock_.Advance(std::chrono::seconds(5));  // the times differ; the request is the same
   StatusOr<CreatedTenant> again = service_->Create(Admin(), New("a", std::nullopt, "k1"));
   ASSERT_TRUE(again.ok()) << again.status().message();
   ASSERT_TRUE(again->replay);

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 
 namespace tessera::daemon {
@@ -26,7 +27,7 @@ class TokenServiceTest : public ::testing::Test {
     ASSERT_TRUE(db_->Transact([](store::Transaction& tx) { return tx.CreateTenant({.name = "ml", .parent = ""}); }).ok());
     service_ = std::make_unique<TokenService>(
         [this](std::string_view, const std::function<Status(store::Transaction&)>& fn) { return db_->Transact(fn); },
-        [this] { return now_ms_; },
+        clock_,
         [this](std::string_view tenant, const std::function<Status()>& write) -> Status {
           if (tenant != "ml") return NotFoundError("tenant '" + std::string(tenant) + "' not found");
           return write();
@@ -51,10 +52,10 @@ class TokenServiceTest : public ::testing::Test {
     return n;
   }
 
+  FakeClock clock_{FromUnixMillis(1'000'000)};  // declared first: the service reads it
   std::filesystem::path dir_;
   std::unique_ptr<store::Store> db_;
   std::unique_ptr<TokenService> service_;
-  int64_t now_ms_ = 1'000'000;
 };
 
 TEST_F(TokenServiceTest, HeaderExample) {
@@ -82,7 +83,7 @@ TEST_F(TokenServiceTest, ExpiryAndTheLastAdminTokenThatNeverExpires) {
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(refused.status().message()), HasSubstr("no other admin token that never expires"));
   EXPECT_TRUE(service_->Revoke(Caller(), brief->record.id).ok());
-  now_ms_ += 61'000;
+  clock_.Advance(std::chrono::seconds(61));
   EXPECT_TRUE(service_->StillValid(lasting->record.hash_hex));
   EXPECT_FALSE(service_->StillValid(brief->record.hash_hex));
 }

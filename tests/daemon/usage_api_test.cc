@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -55,7 +56,7 @@ class UsageApiTest : public ::testing::Test {
     o.listen_port = 0;
     o.bootstrap_token = kAdmin;
     o.run_loop = false;
-    o.clock_ms = [] { return kT0 * 1000; };
+    o.clock = std::make_shared<FakeClock>(Clock::TimePoint(std::chrono::seconds(kT0)));
     auto cp = ControlPlane::Create(std::move(o));
     ASSERT_TRUE(cp.ok()) << cp.status().ToString();
     cp_ = std::move(*cp);

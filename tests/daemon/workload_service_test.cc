@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -74,7 +75,7 @@ class WorkloadServiceTest : public ::testing::Test {
         [this](std::string_view, std::function<Status(store::Transaction&)> fn, std::function<void(Status)> done) {
           db_->TransactAsync(std::move(fn), std::move(done));
         },
-        [this] { return now_ms_; }, std::move(world), GpuModelCatalog::Builtin());
+        clock_, std::move(world), GpuModelCatalog::Builtin());
   }
   void TearDown() override {
     service_.reset();
@@ -132,6 +133,7 @@ class WorkloadServiceTest : public ::testing::Test {
     return n;
   }
 
+  FakeClock clock_{FromUnixMillis(1'000'000)};  // declared first: the service reads it
   std::filesystem::path dir_;
   std::unique_ptr<store::Store> db_;
   std::mutex mu_;
@@ -145,7 +147,6 @@ class WorkloadServiceTest : public ::testing::Test {
   int32_t free_milli_ = 1000;
   int restores_ = 0;
   int wakes_ = 0;
-  int64_t now_ms_ = 1'000'000;
   std::unique_ptr<WorkloadService> service_;
 };
 
@@ -170,7 +171,7 @@ TEST_F(WorkloadServiceTest, HeaderExample) {
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(got->state, api::WorkloadState::kPending);
   EXPECT_EQ(got->wait_reason, "queued");
-  EXPECT_EQ(got->created_ms, now_ms_);
+  EXPECT_EQ(got->created_ms, 1'000'000);
   ASSERT_TRUE(got->events);
   EXPECT_TRUE(got->events->empty());
   EXPECT_EQ(service_->Get(As({Role::kTenantUser, "cv"}), "1").status().message(), "workload 1 not found");
@@ -187,12 +188,12 @@ TEST_F(WorkloadServiceTest, HeaderExample) {
   EXPECT_EQ(changed->priority, 5);
   EXPECT_EQ(restores_, 1);
 
-  now_ms_ += 5000;
+  clock_.Advance(std::chrono::seconds(5));
   StatusOr<api::WorkloadView> cancelled = service_->Cancel(ml_user, "1");
   ASSERT_TRUE(cancelled.ok()) << cancelled.status().message();
   EXPECT_EQ(cancelled->state, api::WorkloadState::kCancelled);
   EXPECT_EQ(cancelled->version, changed->version + 1);
-  EXPECT_EQ(cancelled->updated_ms, now_ms_);
+  EXPECT_EQ(cancelled->updated_ms, 1'005'000);
   EXPECT_THAT(withdrawn_, ElementsAre(1));
   EXPECT_EQ(jobs_.count(1), 0u);
   const Status twice = service_->Cancel(ml_user, "1").status();

@@ -41,6 +41,7 @@
 #include <memory>
 #include <string>
 
+#include "tessera/core/clock.h"
 #include "tessera/core/status.h"
 #include "tessera/metering/anomaly.h"
 #include "tessera/sched/scheduler.h"
@@ -85,8 +86,11 @@ struct ControlPlaneOptions {
   // The anomaly detector run per tenant over each hour's usage, waits, refusals and preemptions
   // (src/daemon/anomaly_service.h); the library's defaults (tests shorten the warm-up).
   metering::AnomalyOptions anomaly;
-  // Milliseconds since the Unix epoch; the system clock when empty (tests pass their own).
-  std::function<int64_t()> clock_ms;
+  // Where every stored instant comes from (created_ms, event times, token expiry, node silence,
+  // the hour usage and anomalies count in), read as milliseconds since the Unix epoch
+  // (UnixMillis). Read from the HTTP threads and the loop at once: it must be safe to read from
+  // any thread (SystemClock and FakeClock are). Tests pass a FakeClock they advance.
+  std::shared_ptr<const Clock> clock = SystemClock::Shared();
   // false: no loop thread; the caller runs cycles with RunCycle (tests).
   bool run_loop = true;
   // Claim the store at Create (see the header comment); false only for tools and tests that run
