@@ -128,7 +128,8 @@ constexpr long kSysFutexWaitv = 449;  // the same number on every architecture (
 bool EpochsDiffer(const LeaseBoard& board, const DoorbellSnapshot& seen) noexcept {
   if (board.arbiter.doorbell.load(std::memory_order_acquire) != seen.doorbell) return true;
   for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) {
-    if (board.slots[i].tenant.wait_epoch.load(std::memory_order_acquire) != seen.epoch[i]) return true;
+    if ((seen.active >> i & 1) != 0 && board.slots[i].tenant.wait_epoch.load(std::memory_order_acquire) != seen.epoch[i])
+      return true;
   }
   return false;
 }
@@ -137,7 +138,11 @@ bool EpochsDiffer(const LeaseBoard& board, const DoorbellSnapshot& seen) noexcep
 DoorbellSnapshot ReadDoorbells(const LeaseBoard& board) noexcept {
   DoorbellSnapshot s;
   s.doorbell = board.arbiter.doorbell.load(std::memory_order_acquire);
-  for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) s.epoch[i] = board.slots[i].tenant.wait_epoch.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) {
+    s.epoch[i] = board.slots[i].tenant.wait_epoch.load(std::memory_order_acquire);
+    if (board.node[i].state.load(std::memory_order_acquire) == static_cast<uint32_t>(LeaseSlotState::kActive))
+      s.active |= uint64_t{1} << i;
+  }
   return s;
 }
 
@@ -147,16 +152,18 @@ void WaitForDoorbells(LeaseBoard& board, const DoorbellSnapshot& seen, uint64_t 
   if (!no_waitv.load(std::memory_order_relaxed)) {
     FutexWaitv w[kLeaseMaxTenants + 1];
     w[0] = {seen.doorbell, reinterpret_cast<uint64_t>(FutexAddress(board.arbiter.doorbell)), kFutex2Size32, 0};
+    uint32_t n = 1;
     for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) {
-      w[i + 1] = {seen.epoch[i], reinterpret_cast<uint64_t>(FutexAddress(board.slots[i].tenant.wait_epoch)),
-                  kFutex2Size32, 0};
+      if ((seen.active >> i & 1) == 0) continue;
+      w[n++] = {seen.epoch[i], reinterpret_cast<uint64_t>(FutexAddress(board.slots[i].tenant.wait_epoch)),
+                kFutex2Size32, 0};
     }
     timespec until;
     until.tv_sec = static_cast<time_t>(deadline / 1'000'000'000ull);
     until.tv_nsec = static_cast<long>(deadline % 1'000'000'000ull);
     // Returns at once (EAGAIN) when a word already differs: a ring between the snapshot and here
     // is not lost.
-    const long rc = syscall(kSysFutexWaitv, w, kLeaseMaxTenants + 1, 0, &until, CLOCK_MONOTONIC);
+    const long rc = syscall(kSysFutexWaitv, w, n, 0, &until, CLOCK_MONOTONIC);
     if (rc != -1 || errno != ENOSYS) return;
     no_waitv.store(true, std::memory_order_relaxed);
   }

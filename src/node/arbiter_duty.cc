@@ -61,9 +61,11 @@ void ArbiterDuty::Round() {
     if (reconcile_due) {
       // SIGKILLed processes' memory is released within 100 ms, not at the run's exit. Reconcile is
       // node-wide: the duties of one process for one node directory (an agent's, one per GPU)
-      // take turns, one reconcile of that node per 100 ms.
-      if (segment != nullptr && ReconcileTurn(node_.paths().dir, now)) segment->Reconcile();
-      next_reconcile_ns_ = now + 100'000'000;
+      // take turns, one reconcile of that node per 100 ms. A duty that did not get the turn
+      // (another one of this process reconciles) looks again in a second: only a stand-in then.
+      const bool turn = segment != nullptr && ReconcileTurn(node_.paths().dir, now);
+      if (turn) segment->Reconcile();
+      next_reconcile_ns_ = now + (turn ? 100'000'000 : 1'000'000'000);
     }
     if (sync_due) {
       Sync(segment);
@@ -74,7 +76,8 @@ void ArbiterDuty::Round() {
   const enforce::DoorbellSnapshot seen = enforce::ReadDoorbells(board);
   const uint64_t next = arbiter_->Step(enforce::MonotonicNowNs());
   const uint64_t after = enforce::MonotonicNowNs();
-  const uint64_t until = std::min<uint64_t>(next, after + 50'000'000);
+  // Woken by a doorbell, else when the arbiter's step or this duty's reconcile or sync is due.
+  const uint64_t until = std::min<uint64_t>({next, next_reconcile_ns_, next_sync_ns_, after + 1'000'000'000});
   if (until > after) enforce::WaitForDoorbells(board, seen, until - after);
 }
 

@@ -294,16 +294,21 @@ GateResult GateLaunch(LeaseBoard& board, uint32_t slot, const LaunchRequest& req
 
 // --- the arbiter's sleep ---------------------------------------------------------------------
 
-// What the arbiter saw before a step: the node's doorbell and every slot's wait_epoch.
+// What the arbiter saw before a step: the node's doorbell, every slot's wait_epoch, and which
+// slots were active (bit t: slot t's node line said kActive).
 struct DoorbellSnapshot {
   uint32_t doorbell = 0;
   uint32_t epoch[kLeaseMaxTenants] = {};
+  uint64_t active = 0;
 };
 DoorbellSnapshot ReadDoorbells(const LeaseBoard& board) noexcept;
-// Sleeps until the node's doorbell or any slot's wait_epoch differs from `seen` (rung since the
-// snapshot: no wake-up is lost between the step and the sleep), or `timeout_ns` passes. One
-// futex_waitv(2) over the 65 words; on a kernel without it (before 5.16), sleeps on the doorbell
-// for at most 1 ms at a time and compares the epochs between sleeps.
+// Sleeps until the node's doorbell or an active slot's wait_epoch differs from `seen` (rung since
+// the snapshot: no wake-up is lost between the step and the sleep), or `timeout_ns` passes. One
+// futex_waitv(2) over the doorbell and the active slots' words (a free slot has no tenant to
+// grant: it becomes active only in an arbiter step, which takes a new snapshot, and a join rings
+// the doorbell); each word costs the kernel a page lookup per wait, so 8 tenants wait on 9 words,
+// not 65. On a kernel without futex_waitv (before 5.16), sleeps on the doorbell for at most 1 ms
+// at a time and compares the epochs between sleeps.
 void WaitForDoorbells(LeaseBoard& board, const DoorbellSnapshot& seen, uint64_t timeout_ns) noexcept;
 // Rings the node's doorbell (the node side only: a join that wants the arbiter's next round now).
 void RingNodeDoorbell(LeaseBoard& board) noexcept;
