@@ -644,6 +644,7 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   impl->tenant_service = std::make_unique<TenantService>(transact, [p] { return p->NowMs(); }, std::move(world),
                                                          impl->catalog);
   impl->workload_service = impl->MakeWorkloadService();
+  impl->node_service = impl->MakeNodeService();
   impl->invoice_service = std::make_unique<InvoiceService>(
       impl->price_plan ? &*impl->price_plan : nullptr, impl->opt.price_plan, impl->catalog, [p] { return p->NowMs(); },
       p->tenant_service->Parents(), [p](const metering::Period& period) { return p->ReadLedger(period); });
