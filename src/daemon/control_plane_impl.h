@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "src/daemon/anomaly_service.h"
+#include "src/daemon/audit_service.h"
 #include "src/daemon/authz.h"
 #include "src/daemon/cluster_history.h"
 #include "src/daemon/event_service.h"
@@ -180,6 +181,7 @@ struct ControlPlane::Impl {
   // the node registry and the scheduler under mu, the loop). control_plane_nodes.cc.
   std::unique_ptr<NodeService> node_service;
   std::unique_ptr<NodeService> MakeNodeService();
+  std::unique_ptr<AuditService> audit_service;  // GET /v1/audit (no state; made in Create)
 
   // What the Cluster page draws over time (its own lock); UpdateGauges offers a point per cycle and
   // stores each closed one (StoreHistoryPoint: table cluster_history, older than a day removed);
