@@ -462,18 +462,6 @@ std::optional<HttpResponse> ControlPlane::Impl::Scope(const Caller& c, std::stri
   return ErrorResponse(st);
 }
 
-std::optional<HttpResponse> ControlPlane::Impl::ReadPrelude(const HttpRequest& r, const Caller& c, ReadQuery* q,
-                                                            bool scope_all) const {
-  std::string field;
-  StatusOr<ReadQuery> parsed = ParseReadQuery(r.query, &field);
-  if (!parsed.ok()) return ErrorResponse(parsed.status(), field);
-  *q = *std::move(parsed);
-  if (q->tenant.empty() && !scope_all) return std::nullopt;
-  if (auto denied = Scope(c, q->tenant, "tenant '" + q->tenant + "'")) return denied;
-  if (!q->tenant.empty() && !Parents()(q->tenant)) return NotFound("tenant '" + q->tenant + "'");
-  return std::nullopt;
-}
-
 Status ControlPlane::Impl::InstallRoutes() {
   using Open = HttpResponse (Impl::*)(const HttpRequest&);
   const std::vector<ApiRoute>& routes = ApiRoutes(opt.metrics_auth);
@@ -643,6 +631,8 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   impl->workload_service = impl->MakeWorkloadService();
   impl->node_service = impl->MakeNodeService();
   impl->audit_service = std::make_unique<AuditService>(transact);
+  impl->history_service =
+      std::make_unique<HistoryService>(impl->history, p->tenant_service->Parents(), [p] { return p->NowMs(); });
   impl->invoice_service = std::make_unique<InvoiceService>(
       impl->price_plan ? &*impl->price_plan : nullptr, impl->opt.price_plan, impl->catalog, [p] { return p->NowMs(); },
       p->tenant_service->Parents(), [p](const metering::Period& period) { return p->ReadLedger(period); });

@@ -47,6 +47,7 @@
 #include "src/daemon/event_service.h"
 #include "src/daemon/http_server.h"
 #include "src/daemon/forecast_service.h"
+#include "src/daemon/history_service.h"
 #include "src/daemon/invoice_service.h"
 #include "src/daemon/metrics.h"
 #include "src/daemon/node_service.h"
@@ -182,6 +183,7 @@ struct ControlPlane::Impl {
   std::unique_ptr<NodeService> node_service;
   std::unique_ptr<NodeService> MakeNodeService();
   std::unique_ptr<AuditService> audit_service;  // GET /v1/audit (no state; made in Create)
+  std::unique_ptr<HistoryService> history_service;  // GET /v1/history (reads `history`; made in Create)
 
   // What the Cluster page draws over time (its own lock); UpdateGauges offers a point per cycle and
   // stores each closed one (StoreHistoryPoint: table cluster_history, older than a day removed);
@@ -312,14 +314,6 @@ struct ControlPlane::Impl {
   std::optional<HttpResponse> Scope(const Caller& c, std::string_view tenant, std::string_view what,
                                     std::optional<Action> action = std::nullopt,
                                     Role new_token_role = Role::kTenantUser) const;
-  // The prelude of the read handlers not yet in a service (GET /v1/history, /v1/audit; UsageService
-  // and EventService make the same checks themselves): the shared query parameters
-  // (read_query.h) into *q, else a 400 naming the bad one; then a ?tenant= outside the caller's
-  // subtree is 404 (Scope, by the route's action) and one that does not exist 404. `scope_all`:
-  // check the caller's whole view when no tenant is named too (a kObject route must check
-  // something); false for routes authorised by the wrapper.
-  std::optional<HttpResponse> ReadPrelude(const HttpRequest& r, const Caller& c, ReadQuery* q,
-                                          bool scope_all = true) const;
 
   // Usage (control_plane_usage.cc): the metrics' families.
   Status InitUsageMetrics();
