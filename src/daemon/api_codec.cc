@@ -170,6 +170,11 @@ json TenantView(const store::TenantRecord& t) {
 StatusOr<NodeInventory> DecodeNodeInventory(std::string_view node_name, std::string_view body,
                                             const GpuModelCatalog& catalog, std::string* bad_field) {
   TESSERA_ASSIGN_OR_RETURN(const api::NodeInventory wire, api::DecodeNodeInventory(body, bad_field));
+  return ResolveNodeInventory(node_name, wire, catalog, bad_field);
+}
+
+StatusOr<NodeInventory> ResolveNodeInventory(std::string_view node_name, const api::NodeInventory& wire,
+                                             const GpuModelCatalog& catalog, std::string* bad_field) {
   NodeInventory out;
   out.spec.name = std::string(node_name);
   out.spec.cpu = CpuMilli{wire.cpu_milli};

@@ -33,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/api/node_wire.h"
 #include "tessera/core/gpu_model.h"
 #include "tessera/core/status.h"
 #include "tessera/partition/mig_planner.h"
@@ -82,6 +83,9 @@ struct NodeInventory {
 };
 StatusOr<NodeInventory> DecodeNodeInventory(std::string_view node_name, std::string_view body,
                                             const GpuModelCatalog& catalog, std::string* bad_field);
+// The same for an inventory already decoded (api::DecodeNodeInventory): the catalog's checks.
+StatusOr<NodeInventory> ResolveNodeInventory(std::string_view node_name, const api::NodeInventory& wire,
+                                             const GpuModelCatalog& catalog, std::string* bad_field);
 
 std::string PlacementJson(const std::vector<sched::PodPlacement>& pods, uint64_t seq);
 struct StoredPlacement {

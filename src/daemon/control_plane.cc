@@ -288,18 +288,15 @@ HttpResponse ControlPlane::Impl::Metrics(const HttpRequest&) {
 HttpResponse ControlPlane::Impl::MetricsWithToken(const HttpRequest& r, const Caller&) { return Metrics(r); }
 
 HttpResponse ControlPlane::Impl::ListAudit(const HttpRequest& r, const Caller& c) {
-  ReadQuery q;
-  if (auto bad = ReadPrelude(r, c, &q, /*scope_all=*/false)) return *bad;
-  const int64_t after = q.after.value_or(0);
-  const int limit = q.limit.value_or(100);
-  std::vector<store::AuditRecord> records;
-  Status st = Transact("read", [&](store::Transaction& tx) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(records, tx.ListAudit(after, limit));
-    return Status::Ok();
-  });
-  if (!st.ok()) return ErrorResponse(st);
+  // The route takes after and limit only (the wrapper refuses any other parameter).
+  std::string field;
+  StatusOr<ReadQuery> q = ParseReadQuery(r.query, &field);
+  if (!q.ok()) return ErrorResponse(q.status(), field);
+  StatusOr<std::vector<store::AuditRecord>> records =
+      audit_service->List(ReadCallerOf(c), {q->after.value_or(0), q->limit.value_or(100)});
+  if (!records.ok()) return ErrorResponse(records.status());
   json list = json::array();
-  for (const store::AuditRecord& a : records)
+  for (const store::AuditRecord& a : *records)
     list.push_back({{"seq", a.seq}, {"time_ms", a.time_ms}, {"actor", a.actor}, {"action", a.action},
                     {"target", a.target}, {"result", a.result}, {"hash", a.hash}});
   return HttpResponse::Json(200, json{{"records", list}}.dump());
@@ -454,18 +451,6 @@ std::optional<HttpResponse> ControlPlane::Impl::Scope(const Caller& c, std::stri
   const Status st = Check(c, tenant, what, action.value_or(c.action), new_token_role);
   if (st.ok()) return std::nullopt;
   return ErrorResponse(st);
-}
-
-std::optional<HttpResponse> ControlPlane::Impl::ReadPrelude(const HttpRequest& r, const Caller& c, ReadQuery* q,
-                                                            bool scope_all) const {
-  std::string field;
-  StatusOr<ReadQuery> parsed = ParseReadQuery(r.query, &field);
-  if (!parsed.ok()) return ErrorResponse(parsed.status(), field);
-  *q = *std::move(parsed);
-  if (q->tenant.empty() && !scope_all) return std::nullopt;
-  if (auto denied = Scope(c, q->tenant, "tenant '" + q->tenant + "'")) return denied;
-  if (!q->tenant.empty() && !Parents()(q->tenant)) return NotFound("tenant '" + q->tenant + "'");
-  return std::nullopt;
 }
 
 Status ControlPlane::Impl::InstallRoutes() {
@@ -636,6 +621,10 @@ StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(ControlPlaneOptions
   // The services read the clock the options own (Impl keeps opt, so it outlives them).
   impl->tenant_service = std::make_unique<TenantService>(transact, *p->opt.clock, std::move(world), impl->catalog);
   impl->workload_service = impl->MakeWorkloadService();
+  impl->node_service = impl->MakeNodeService();
+  impl->audit_service = std::make_unique<AuditService>(transact);
+  impl->history_service =
+      std::make_unique<HistoryService>(impl->history, p->tenant_service->Parents(), *p->opt.clock);
   impl->invoice_service = std::make_unique<InvoiceService>(
       impl->price_plan ? &*impl->price_plan : nullptr, impl->opt.price_plan, impl->catalog, *p->opt.clock,
       p->tenant_service->Parents(), [p](const metering::Period& period) { return p->ReadLedger(period); });

@@ -2,7 +2,7 @@
 //   control_plane.cc            Create, restore from the store, routes, auth, Start/Stop
 //   control_plane_tenants.cc    /v1/tenants, /v1/tokens (decode -> TenantService/TokenService -> encode)
 //   control_plane_workloads.cc  /v1/workloads (decode -> WorkloadService -> render) and the world it asks
-//   control_plane_nodes.cc      /v1/nodes and the node-agent endpoints
+//   control_plane_nodes.cc      /v1/nodes and the node-agent endpoints (decode -> NodeService -> render)
 //   control_plane_loop.cc       the scheduling loop: cycles, persisted decisions, node timeouts
 //   control_plane_events.cc     /v1/events (decode -> EventService -> server-sent events)
 //   control_plane_usage.cc      /v1/nodes/{name}/usage, /v1/usage (decode -> UsageService -> encode)
@@ -41,13 +41,16 @@
 #include <vector>
 
 #include "src/daemon/anomaly_service.h"
+#include "src/daemon/audit_service.h"
 #include "src/daemon/authz.h"
 #include "src/daemon/cluster_history.h"
 #include "src/daemon/event_service.h"
 #include "src/daemon/http_server.h"
 #include "src/daemon/forecast_service.h"
+#include "src/daemon/history_service.h"
 #include "src/daemon/invoice_service.h"
 #include "src/daemon/metrics.h"
+#include "src/daemon/node_service.h"
 #include "src/daemon/rate_limit.h"
 #include "src/daemon/read_query.h"
 #include "src/daemon/static_bundle.h"
@@ -125,14 +128,7 @@ struct KnownJob {
   int64_t submit_ms = 0;
 };
 
-struct KnownNode {
-  store::NodeRecord record;
-  placement::NodeSpec spec;
-  int64_t last_heartbeat_ms = 0;  // in memory only: a restart gives every node a fresh timeout
-  // The agent's conditions as its last heartbeat said, by type (in memory only: after a restart,
-  // a re-registration or a restore, a condition that is not ok is an event again once).
-  std::map<std::string, api::NodeCondition> conditions;
-};
+// KnownNode (a node the scheduler holds, with its record): src/daemon/node_service.h.
 
 struct ControlPlane::Impl {
   ControlPlaneOptions opt;
@@ -167,6 +163,13 @@ struct ControlPlane::Impl {
   // MakeWorkloadService, whose world is this: the scheduler's jobs under mu, the loop).
   std::unique_ptr<WorkloadService> workload_service;
   std::unique_ptr<WorkloadService> MakeWorkloadService();
+  // List, read, cordon, uncordon, drain and remove nodes; the agents' register, heartbeat and
+  // desired state (no state of its own; made in Create by MakeNodeService, whose world is this:
+  // the node registry and the scheduler under mu, the loop). control_plane_nodes.cc.
+  std::unique_ptr<NodeService> node_service;
+  std::unique_ptr<NodeService> MakeNodeService();
+  std::unique_ptr<AuditService> audit_service;  // GET /v1/audit (no state; made in Create)
+  std::unique_ptr<HistoryService> history_service;  // GET /v1/history (reads `history`; made in Create)
 
   // What the Cluster page draws over time (its own lock); UpdateGauges offers a point per cycle and
   // stores each closed one (StoreHistoryPoint: table cluster_history, older than a day removed);
@@ -247,12 +250,7 @@ struct ControlPlane::Impl {
   // ": MIG layout not applied: node 'n1' takes MIG work only on ..." for a MIG pod of a model whose
   // MIG nodes' agents may not reconfigure (appended to "capacity" and "no_fitting_node"); else "".
   std::string MigWaitNote(const placement::TaskRequest& pod) const;
-  // A registration of a known node whose hardware is the same and whose scheduler view does not
-  // change (its agent may reconfigure MIG, before and now): only its MIG instances changed (the
-  // agent applied a layout). The record is updated in place, nothing is requeued, and a
-  // `node.mig_layout` event says what it has now. nullopt: not such a registration.
-  std::optional<HttpResponse> RegisterMigChange(const std::string& name, const NodeInventory& inv, const Caller& c,
-                                                int64_t now);
+  // (A registration whose only change is the MIG instances: NodeService::Register.)
   HttpResponse ListAudit(const HttpRequest& r, const Caller& c);
   HttpResponse StreamEvents(const HttpRequest& r, const Caller& c);  // control_plane_events.cc
   // Whether the token of this hash is still known, unrevoked and unexpired (open streams).
@@ -300,17 +298,10 @@ struct ControlPlane::Impl {
   TokenCaller TokenCallerOf(const Caller& c) const;
   TenantCaller TenantCallerOf(const Caller& c) const;
   WorkloadCaller WorkloadCallerOf(const Caller& c) const;  // control_plane_workloads.cc
+  NodeCaller NodeCallerOf(const Caller& c) const;          // control_plane_nodes.cc
   std::optional<HttpResponse> Scope(const Caller& c, std::string_view tenant, std::string_view what,
                                     std::optional<Action> action = std::nullopt,
                                     Role new_token_role = Role::kTenantUser) const;
-  // The prelude of the read handlers not yet in a service (GET /v1/history, /v1/audit; UsageService
-  // and EventService make the same checks themselves): the shared query parameters
-  // (read_query.h) into *q, else a 400 naming the bad one; then a ?tenant= outside the caller's
-  // subtree is 404 (Scope, by the route's action) and one that does not exist 404. `scope_all`:
-  // check the caller's whole view when no tenant is named too (a kObject route must check
-  // something); false for routes authorised by the wrapper.
-  std::optional<HttpResponse> ReadPrelude(const HttpRequest& r, const Caller& c, ReadQuery* q,
-                                          bool scope_all = true) const;
 
   // Usage (control_plane_usage.cc): the metrics' families.
   Status InitUsageMetrics();
@@ -341,13 +332,7 @@ struct ControlPlane::Impl {
   // After the cycle's transaction committed: the start, wait, preemption and rejection metrics and
   // the anomaly service learn what it decided; rejected jobs are forgotten. mu held.
   void CycleCommitted(const sched::LiveCycleResult& r, int64_t now);
-  // Jobs lost with a node (or drained) are pending again: their records say so (call inside the
-  // transaction; the caller queues them with Queue once it committed). mu held.
-  Status PersistRequeue(const std::vector<sched::JobId>& ids, std::string_view why, store::Transaction& tx,
-                        int64_t now);
-  // One workload back to pending (no placement, wait reason "queued") with an event `kind`.
-  Status PersistPending(sched::JobId id, std::string_view kind, std::string_view detail, store::Transaction& tx,
-                        int64_t now);
+  // (PersistRequeue, PersistPending: src/daemon/node_service.h.)
   void UpdateGauges();  // mu held
   // Offers parked jobs to the scheduler again (after a node joined). mu held.
   void Unpark();

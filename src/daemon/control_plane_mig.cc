@@ -117,32 +117,4 @@ std::string ControlPlane::Impl::WaitReasonText(sched::JobId id, sched::WaitReaso
   return text + MigWaitNote(job->second.shape.job.pod);
 }
 
-std::optional<HttpResponse> ControlPlane::Impl::RegisterMigChange(const std::string& name, const NodeInventory& inv,
-                                                                  const Caller& c, int64_t now) {
-  auto known = nodes.find(name);
-  if (known == nodes.end() || !inv.mig_reconfigure || !known->second.spec.mig_fixed.empty()) return std::nullopt;
-  std::string field;
-  StatusOr<NodeInventory> was = DecodeNodeInventory(name, known->second.record.inventory_json, catalog, &field);
-  if (!was.ok() || !was->mig_reconfigure || was->hardware_json != inv.hardware_json) return std::nullopt;
-  // The scheduler's view is the same spec (MIG GPUs it may cut freely): only the record changes.
-  store::NodeRecord rec = known->second.record;
-  rec.inventory_json = inv.canonical_json;
-  rec.agent_token = c.token_id;
-  rec.agent_id = inv.agent_id;
-  std::string layouts;
-  for (size_t g = 0; g < inv.mig_current.size(); ++g)
-    layouts += (g ? "; GPU " : "GPU ") + std::to_string(g) + ": '" +
-               partition::FormatLayout(*known->second.spec.mig, inv.mig_current[g].current) + "'";
-  Status st = Transact("node", [&](store::Transaction& tx) -> Status {
-    TESSERA_RETURN_IF_ERROR(tx.PutNode(rec));
-    return tx.AppendObjectEvent({"node", name, "", now, "node.mig_layout", layouts}).status();
-  });
-  if (!st.ok()) return ErrorResponse(st);
-  known->second.record = rec;
-  known->second.last_heartbeat_ms = now;
-  wake = true;
-  wake_cv.notify_one();
-  return HttpResponse::Json(200, api::EncodeRegisterAnswer({name, rec.state}));
-}
-
 }  // namespace tessera::daemon
