@@ -85,14 +85,17 @@ StatusOr<WorkloadShape> ResolveWorkload(const WorkloadRequest& r, std::optional<
   } else if (r.mode) {
     mode.kind = *r.mode;
     reason = "mode given by the request";
-  } else if (!fraction) {
-    mode.kind = SharingModeKind::kExclusive;
-    reason = "whole GPUs";
   } else {
-    mode.kind = r.isolation == partition::Isolation::kProcess ? SharingModeKind::kTimeslice : SharingModeKind::kFraction;
-    reason = r.isolation == partition::Isolation::kProcess
-                 ? "process isolation without a latency SLO: own context, time slices, a memory limit"
-                 : "no isolation need: a memory limit and a work-conserving compute share";
+    // No model to choose on (and no need of one: no hardware isolation, no SLO): the rules of
+    // ChooseMode that need none decide (whole GPUs, process isolation, the fractional share).
+    partition::ModeRequest mr;
+    mr.memory = MiB{r.gpu_mem_mib};
+    mr.compute = GpuMilli{std::min(r.gpu_milli, 1000)};
+    mr.isolation = r.isolation;
+    StatusOr<partition::ModeChoice> choice = partition::ChooseModeWithoutModel(mr);
+    if (!choice.ok()) return Fail(bad_field, "model", std::string(choice.status().message()));
+    mode = choice->mode;
+    reason = choice->reason;
   }
 
   switch (mode.kind) {

@@ -41,6 +41,17 @@ std::string SharingMode::ToString() const {
   return "exclusive";
 }
 
+StatusOr<ModeChoice> ChooseModeWithoutModel(const ModeRequest& r) {
+  if (r.isolation == Isolation::kHardware || r.latency_slo) {
+    return FailedPreconditionError(std::string(r.latency_slo ? "a latency SLO" : "hardware isolation") +
+                                   " is met by a MIG instance or MPS of a GPU model: name the model");
+  }
+  // No model: no memory bound and no MIG; the rules below that read the model do not apply.
+  GpuModelInfo any;
+  any.name = "any GPU";
+  return ChooseMode(any, r);
+}
+
 StatusOr<ModeChoice> ChooseMode(const GpuModelInfo& model, const ModeRequest& r) {
   if (r.memory.value() < 0) return InvalidArgumentError("memory: negative (" + MiBText(r.memory) + ")");
   if (r.compute.value() < 1 || r.compute.value() > 1000) {

@@ -1,6 +1,7 @@
 // ChooseMode's decision table, case by case (include/tessera/partition/sharing_mode.h).
 #include "tessera/partition/sharing_mode.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 namespace tessera::partition {
@@ -77,4 +78,30 @@ TEST(ChooseModeTest, ModeStrings) {
 }
 
 }  // namespace
+// Before any model is known: whole GPUs by compute, process isolation time-sliced, else the
+// fractional share; what needs a model's MIG profiles (hardware isolation, an SLO) asks for one.
+TEST(ChooseModeTest, WithoutAModelOnlyTheRulesThatNeedNoneDecide) {
+  auto whole = ChooseModeWithoutModel({MiB{0}, GpuMilli{1000}, Isolation::kNone, std::nullopt});
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->mode.ToString(), "exclusive");
+  auto process = ChooseModeWithoutModel({MiB{8192}, GpuMilli{300}, Isolation::kProcess, std::nullopt});
+  ASSERT_TRUE(process.ok());
+  EXPECT_EQ(process->mode.ToString(), "timeslice(300,8192MiB)");
+  auto none = ChooseModeWithoutModel({MiB{8192}, GpuMilli{300}, Isolation::kNone, std::nullopt});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->mode.ToString(), "fraction(300,8192MiB)");
+  // The same as on a model for these three (H100-80GB).
+  for (const auto& [request, choice] : {std::pair{ModeRequest{MiB{8192}, GpuMilli{300}, Isolation::kProcess, std::nullopt}, process},
+                                        std::pair{ModeRequest{MiB{8192}, GpuMilli{300}, Isolation::kNone, std::nullopt}, none}}) {
+    auto on_model = ChooseMode(Model("H100-80GB"), request);
+    ASSERT_TRUE(on_model.ok());
+    EXPECT_EQ(on_model->mode.ToString(), choice->mode.ToString());
+  }
+  auto hardware = ChooseModeWithoutModel({MiB{8192}, GpuMilli{300}, Isolation::kHardware, std::nullopt});
+  EXPECT_EQ(hardware.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(hardware.status().message()), ::testing::HasSubstr("name the model"));
+  auto slo = ChooseModeWithoutModel({MiB{8192}, GpuMilli{300}, Isolation::kNone, std::chrono::milliseconds(50)});
+  EXPECT_EQ(slo.status().code(), StatusCode::kFailedPrecondition);
+}
+
 }  // namespace tessera::partition

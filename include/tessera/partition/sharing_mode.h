@@ -71,5 +71,11 @@ struct ModeChoice {
 
 // INVALID_ARGUMENT names the field for a request that cannot be met on `model` at all.
 StatusOr<ModeChoice> ChooseMode(const GpuModelInfo& model, const ModeRequest& request);
+// The same rules before any GPU model is known (a control plane no node has registered with, a
+// request that names none): 2 by compute alone, 5 and 6. Rules 3 and 4 depend on the model's MIG
+// profiles: a request with hardware isolation or a latency SLO is FAILED_PRECONDITION (name a
+// model). Examples: {1000 milli} -> exclusive; {8 GiB, 300, process} -> timeslice(300, 8192MiB);
+// {8 GiB, 300, none} -> fraction(300, 8192MiB).
+StatusOr<ModeChoice> ChooseModeWithoutModel(const ModeRequest& request);
 
 }  // namespace tessera::partition
