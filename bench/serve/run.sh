@@ -24,7 +24,7 @@ start() {  # db -> sets port and pid
   "$B/tessera" serve --db "$work/$1" --listen 127.0.0.1:0 --threads "${SERVE_THREADS:-2}" --rate 1000000000 --burst 1000000000 >"$work/serve.out" 2>&1 &
   pid=$!
   for _ in $(seq 100); do grep -q "listening on" "$work/serve.out" 2>/dev/null && break; sleep 0.1; done
-  port=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.out" | cut -d: -f3)
+  port=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.out" | head -1 | cut -d: -f3)
 }
 stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; }
 results="$work/results"
