@@ -42,7 +42,7 @@ bool ReconcileTurn(const std::string& dir, uint64_t now_ns) {
 
 }  // namespace
 
-void ArbiterDuty::Round() {
+void ArbiterDuty::Round(std::chrono::milliseconds max_wait) {
   if (arbiter_ == nullptr && !TryTakeOver()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     return;
@@ -77,7 +77,9 @@ void ArbiterDuty::Round() {
   const uint64_t next = arbiter_->Step(enforce::MonotonicNowNs());
   const uint64_t after = enforce::MonotonicNowNs();
   // Woken by a doorbell, else when the arbiter's step or this duty's reconcile or sync is due.
-  const uint64_t until = std::min<uint64_t>({next, next_reconcile_ns_, next_sync_ns_, after + 1'000'000'000});
+  const uint64_t until = std::min<uint64_t>(
+      {next, next_reconcile_ns_, next_sync_ns_,
+       after + static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(max_wait).count())});
   if (until > after) enforce::WaitForDoorbells(board, seen, until - after);
 }
 

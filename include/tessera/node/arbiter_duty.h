@@ -24,6 +24,7 @@
 // the lock.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -43,9 +44,11 @@ class ArbiterDuty {
   ArbiterDuty(const ArbiterDuty&) = delete;
   ArbiterDuty& operator=(const ArbiterDuty&) = delete;
 
-  // One round: try to become the arbiter (else sleep 50 ms), or sync and step. Returns after
-  // at most ~50 ms.
-  void Round();
+  // One round: try to become the arbiter (else sleep 50 ms), or sync and step, then sleep until a
+  // doorbell rings or the arbiter's step, this duty's sync (1 s) or its reconcile (100 ms) is due.
+  // Returns after at most ~`max_wait`: a caller that must notice something else (its command's
+  // exit, a stop flag) within that time says so; the agent's arbiter threads wait 200 ms.
+  void Round(std::chrono::milliseconds max_wait = std::chrono::milliseconds(50));
   bool holds() const { return arbiter_ != nullptr; }
 
  private:
