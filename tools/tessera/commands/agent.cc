@@ -39,9 +39,7 @@ struct AgentFlags {
   int usage_interval_s = 10;
   int stop_grace_s = 5;
   int retry_budget_s = 5;  // per call: how long 429/503 answers are retried; 0: never
-  int backstop_ms = 1000;  // 0: no NVML backstop
-  int64_t context_allowance_mib = 500;
-  std::string enforce = "kill";
+  BackstopFlags backstop;
   std::string mps_control = "nvidia-cuda-mps-control";
   int64_t cpu_milli = 0;   // 0: all online CPUs
   int64_t memory_mib = 0;  // 0: all physical memory
@@ -95,7 +93,7 @@ int RunAgent(AgentFlags f) {
   bool any_mig = false;
   for (const node::InventoryGpu& g : inventory->gpus) any_mig |= g.mig_enabled;
   // Kept open for the backstop and for MIG GPUs (their instances are read, and with the flag changed).
-  if (f.backstop_ms == 0 && !any_mig) (void)nvml.Shutdown();
+  if (f.backstop.period_ms == 0 && !any_mig) (void)nvml.Shutdown();
   if (f.cpu_milli > 0) inventory->cpu_milli = f.cpu_milli;
   if (f.memory_mib > 0) inventory->memory_mib = f.memory_mib;
   sigset_t signals;  // waited for between rounds; blocked before the arbiter threads start
@@ -128,10 +126,10 @@ int RunAgent(AgentFlags f) {
   options.nvml_library = f.nvml;
   options.usage_interval_s = f.usage_interval_s;
   options.stop_grace_ms = int64_t{f.stop_grace_s} * 1000;
-  options.nvml = f.backstop_ms > 0 ? &nvml : nullptr;
-  options.backstop_period_ms = f.backstop_ms;
-  options.context_allowance_mib = f.context_allowance_mib;
-  options.backstop_kill = f.enforce == "kill";
+  options.nvml = f.backstop.period_ms > 0 ? &nvml : nullptr;
+  options.backstop_period_ms = f.backstop.period_ms;
+  options.context_allowance_mib = f.backstop.context_allowance_mib;
+  options.backstop_kill = f.backstop.enforce == "kill";
   options.mps_control = f.mps_control;
   options.tenant_uids = *tenant_uids;
   options.mig_nvml = any_mig ? &nvml : nullptr;
@@ -140,9 +138,9 @@ int RunAgent(AgentFlags f) {
   if (Status st = agent.Start(); !st.ok()) return Fail(st.message(), kExitFailure);
   std::printf("tessera agent: node '%s', %zu GPUs, node directory %s, control plane %s\n", f.name.c_str(),
               inventory->gpus.size(), f.run_dir.c_str(), f.server.c_str());
-  if (f.backstop_ms > 0) {
+  if (f.backstop.period_ms > 0) {
     std::printf("tessera agent: NVML backstop every %d ms, %lld MiB allowance per process, --enforce %s\n",
-                f.backstop_ms, static_cast<long long>(f.context_allowance_mib), f.enforce.c_str());
+                f.backstop.period_ms, static_cast<long long>(f.backstop.context_allowance_mib), f.backstop.enforce.c_str());
   }
   if (tenant_uids->enabled) {
     std::printf("tessera agent: each tenant's workloads run under a uid of its own: %ld-%ld, %zu fixed (--tenant-uids)\n",
@@ -156,7 +154,7 @@ int RunAgent(AgentFlags f) {
   std::string last_error;
   // The loop wakes every min(interval, backstop period): a round when the interval is up, else
   // the backstop alone.
-  const int wake_ms = f.backstop_ms > 0 ? std::min(f.interval_ms, f.backstop_ms) : f.interval_ms;
+  const int wake_ms = f.backstop.period_ms > 0 ? std::min(f.interval_ms, f.backstop.period_ms) : f.interval_ms;
   int64_t next_round_ms = 0;
   for (;;) {
     const int64_t now = NowMs();
@@ -230,19 +228,7 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--stop-grace", f->stop_grace_s,
                   "Seconds a stopped workload gets between SIGTERM and SIGKILL (default 5)")
       ->check(CLI::Range(0, 3600));
-  cmd->add_option("--backstop-ms", f->backstop_ms,
-                  "Milliseconds between two NVML checks of every GPU's processes against the workloads' "
-                  "memory limits (the backstop for processes the shim does not see; default 1000, 0: off)")
-      ->check(CLI::Range(0, 60000));
-  cmd->add_option("--context-allowance-mib", f->context_allowance_mib,
-                  "MiB of each process's GPU memory not counted against its workload's limit: the CUDA "
-                  "context the driver charges every process (default 500, measured ~500 MiB on an H200)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  cmd->add_option("--enforce", f->enforce,
-                  "What the backstop does to a workload over its limit or a process of no workload on a "
-                  "shared GPU: kill (SIGKILL; the workload fails with reason violated_limit) or report "
-                  "(event, log and counters only); default kill")
-      ->check(CLI::IsMember({"kill", "report"}));
+  AddBackstopFlags(cmd, &f->backstop, "workload");
   cmd->add_option("--mps-control", f->mps_control,
                   "The MPS control program for workloads in MPS mode: a path, or a name looked up on PATH "
                   "(default nvidia-cuda-mps-control). One daemon per GPU (`-d`, pipe and log directories "

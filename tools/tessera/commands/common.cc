@@ -130,6 +130,23 @@ Status WriteOutput(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
+void AddBackstopFlags(CLI::App* cmd, BackstopFlags* flags, const std::string& what) {
+  cmd->add_option("--backstop-ms", flags->period_ms,
+                  "Milliseconds between two NVML checks of the GPUs' processes against each " + what +
+                      "'s memory limit (the backstop for processes the shim does not see; default 1000, 0: off)")
+      ->check(CLI::Range(0, 60000));
+  cmd->add_option("--context-allowance-mib", flags->context_allowance_mib,
+                  "MiB of each process's GPU memory not counted against its " + what +
+                      "'s limit: the CUDA context the driver charges every process (default 500, measured ~500 MiB "
+                      "on an H200)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_option("--enforce", flags->enforce,
+                  "What the backstop does to a " + what + " over its limit, or to a process of no " + what +
+                      " on a shared GPU: kill (SIGKILL; a workload fails with reason violated_limit) or report "
+                      "(log, events and counters only); default kill")
+      ->check(CLI::IsMember({"kill", "report"}));
+}
+
 void AddOutputFlags(CLI::App* cmd, OutputFlags* flags, const std::string& json_shape,
                     const std::vector<std::string>& more_formats) {
   std::vector<std::string> formats = {"table", "json"};

@@ -67,6 +67,16 @@ struct OutputFlags {
 void AddOutputFlags(CLI::App* cmd, OutputFlags* flags, const std::string& json_shape,
                     const std::vector<std::string>& more_formats = {});
 
+// The NVML backstop's flags, one meaning in `tessera agent` and `tessera k8s dra-driver`:
+// --backstop-ms (default 1000, 0: off), --context-allowance-mib (500), --enforce kill|report
+// (kill). `what` names what the backstop checks ("workload" or "claim").
+struct BackstopFlags {
+  int period_ms = 1000;
+  int64_t context_allowance_mib = 500;
+  std::string enforce = "kill";
+};
+void AddBackstopFlags(CLI::App* cmd, BackstopFlags* flags, const std::string& what);
+
 // Prints `table` (the JSON instead where JsonOnStdout()) and writes `json` to --json PATH when
 // one is given; UNAVAILABLE names the path that could not be written.
 Status EmitOutput(const OutputFlags& flags, const std::string& table, const std::string& json);

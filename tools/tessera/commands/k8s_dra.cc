@@ -37,9 +37,7 @@ struct DraFlags {
   KubeConnectFlags kube;
   std::string claims_dir, node_name, fake_gpus;
   int inventory_interval_s = 30, repair_interval_s = 600;
-  int backstop_ms = 1000;  // 0: no NVML backstop
-  int64_t context_allowance_mib = 500;
-  std::string enforce = "kill";
+  BackstopFlags backstop;
   std::string proc_dir = "/proc";
 };
 
@@ -168,18 +166,18 @@ int RunDraDriver(DraFlags flags) {
   enforce::DlopenNvml backstop_nvml({.library_path = flags.driver.nvml_library});
   std::optional<k8s::DraBackstop> backstop;
   std::optional<k8s::DraBackstopLoop> backstop_loop;
-  if (flags.backstop_ms > 0) {
+  if (flags.backstop.period_ms > 0) {
     if (Status st = backstop_nvml.Init(); !st.ok())
       return Fail(kCommand, "NVML, for the backstop (--backstop-ms 0 turns it off): " + std::string(st.message()),
                   kExitFailure);
     backstop.emplace(k8s::DraBackstopOptions{.proc_dir = flags.proc_dir,
                                              .counters_dir = node::NodePaths(flags.driver.node_dir).counters,
-                                             .context_allowance_mib = flags.context_allowance_mib,
-                                             .kill = flags.enforce == "kill"},
+                                             .context_allowance_mib = flags.backstop.context_allowance_mib,
+                                             .kill = flags.backstop.enforce == "kill"},
                      backstop_nvml);
     k8s::DraDriver* d = driver->get();
     backstop_loop.emplace(*backstop, [d] { return d->ClaimUses(); }, [d] { return d->RefreshPods(); },
-                          std::chrono::milliseconds(flags.backstop_ms), PrintBackstopPass);
+                          std::chrono::milliseconds(flags.backstop.period_ms), PrintBackstopPass);
   }
   StatusOr<std::unique_ptr<k8s::DraPluginServer>> server = k8s::DraPluginServer::Start(driver->get(), flags.plugin);
   if (!server.ok()) return Fail(kCommand, server.status(), kExitFailure);
@@ -257,19 +255,7 @@ void RegisterK8sDraDriver(CLI::App& k8s_app, int* exit_code) {
                   "or deleted); due at the first reading of the GPUs after it")
       ->default_str("600")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--backstop-ms", flags->backstop_ms,
-                  "Milliseconds between two NVML checks of the claims' processes (found by their pod's cgroup) "
-                  "against the claims' memory limits: the backstop for a process the shim does not see or a "
-                  "broken counters file (default 1000, 0: off)")
-      ->check(CLI::Range(0, 60000));
-  cmd->add_option("--context-allowance-mib", flags->context_allowance_mib,
-                  "MiB per process not counted against a claim's limit by the backstop (its CUDA context; "
-                  "default 500)")
-      ->check(CLI::Range(0, 65536));
-  cmd->add_option("--enforce", flags->enforce,
-                  "What the backstop does to a claim over its limit, or to a process of a pod without a claim on "
-                  "a shared GPU: kill (SIGKILL of its GPU processes) or report (log only); default kill")
-      ->check(CLI::IsMember({"kill", "report"}));
+  AddBackstopFlags(cmd, &flags->backstop, "claim");
   cmd->add_option("--proc-dir", flags->proc_dir,
                   "Where the backstop reads each process's cgroup (<dir>/<pid>/cgroup); tests give a folder of "
                   "their own")
