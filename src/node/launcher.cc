@@ -343,10 +343,12 @@ StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& o) {
   if (foreground) (void)GiveTerminal(child);
   Status recorded = node.AddCommandGroup(self, child);
   int status = 0;
+  RunResult result;
   {
     ExtraDuties extra(duties);
     SignalForwarding forwarding(child);
     if (!recorded.ok()) ::kill(-child, SIGKILL);  // not recorded = its slot could be reused
+    auto next_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     for (;;) {
       // WNOWAIT: the exited leader stays a zombie, so its group id cannot be reused before the
       // group is killed below.
@@ -355,13 +357,21 @@ StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& o) {
       if (r == 0 && info.si_pid == child) break;
       if (r < 0 && errno != EINTR) break;
       duty.Round();
+      // The tenant's own counters file, as the agent checks its workloads' (no agent here): a
+      // broken one no longer accounts the tenant's memory, so the command ends (fail closed).
+      if (std::chrono::steady_clock::now() >= next_check && result.violation.empty()) {
+        next_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        if (Status file = enforce::CheckCountersFile(node.paths().counters, index); !file.ok()) {
+          result.violation = std::string(file.message()) + "; its memory is no longer accounted";
+          ::kill(-child, SIGKILL);
+        }
+      }
     }
     ::kill(-child, SIGKILL);  // what the command left behind in its group goes with it
     while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
   }
   if (foreground) TakeTerminalBack();
-  RunResult result;
   result.cleanup = node.Leave(self, child);
   TESSERA_RETURN_IF_ERROR(recorded);
   if (WIFEXITED(status)) {

@@ -114,6 +114,27 @@ TEST(NodeCli, StatusShowsARunningTenant) {
 // --scrub: the tenant's policy entry gets the scrub flag (shown by node status), the shim zeroes
 // memory before the free (the fake driver's free audit sees no data), and a later run of the same
 // tenant without --scrub does not turn it off while the first one runs.
+// Without an agent, `tessera run` itself checks its tenant's counters file once a second: a
+// command that truncates it (its memory no longer accounted) is killed, 137, with a line that
+// names the file. Before, the run went on with the tenant unaccounted until the command ended.
+TEST(NodeCli, ACommandThatTruncatesItsCountersFileIsKilled) {
+  TempDir dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  CommandResult r = Tessera(dir, "run --tenant a --gpu 0 --mem 64MiB --share 50 -- sh -c "
+                                 "': > \"$TESSERA_SHIM_COUNTERS/$TESSERA_SHIM_TENANT\"; sleep 30'");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(r.exit_code, 137) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("tessera run: the command was killed: counters file '"));
+  EXPECT_THAT(r.err, HasSubstr("size 0"));
+  EXPECT_THAT(r.err, HasSubstr("its memory is no longer accounted"));
+  // The node goes on: another tenant runs. The broken file keeps its index (and tenant a's entry)
+  // reserved, so a's next run is refused naming the file (fail closed), not run unaccounted.
+  EXPECT_EQ(Tessera(dir, "run --tenant b --gpu 0 --mem 64MiB --share 50 -- sh -c 'sleep 1.5; exit 3'").exit_code, 3);
+  CommandResult again = Tessera(dir, "run --tenant a --gpu 0 --mem 64MiB --share 50 -- sh -c 'exit 3'");
+  EXPECT_NE(again.exit_code, 3);
+  EXPECT_THAT(again.err, HasSubstr("counters file '"));
+}
+
 TEST(NodeCli, ScrubIsATenantSettingShownByStatusAndZeroesOnFree) {
   TempDir dir;
   const std::string out = dir.path() + "/run.out";

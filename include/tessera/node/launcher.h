@@ -124,6 +124,10 @@ struct RunOptions {
 struct RunResult {
   // The command's (128 + signal when it was killed; 127 when it could not be executed).
   int exit_code = 0;
+  // Non-empty: the run killed the command (137) because the tenant's counters file was broken
+  // (truncated, grown or overwritten: enforce::CheckCountersFile, checked once a second), so that
+  // its memory was no longer accounted (fail closed); says what was wrong with the file.
+  std::string violation;
   // Leaving the registry after the command ended (the caller reports it; the code stands).
   Status cleanup;
 };

@@ -112,6 +112,8 @@ int RunCommand(const RunFlags& f) {
                    result.status().code() == StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure);
   }
   if (!result->cleanup.ok()) std::fprintf(stderr, "tessera run: %s\n", result->cleanup.message().c_str());
+  if (!result->violation.empty())
+    std::fprintf(stderr, "tessera run: the command was killed: %s\n", result->violation.c_str());
   return result->exit_code;
 }
 
