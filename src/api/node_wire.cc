@@ -190,8 +190,8 @@ StatusOr<Heartbeat> DecodeHeartbeat(std::string_view body, std::string* bad_fiel
     AgentEvent e;
     TESSERA_ASSIGN_OR_RETURN(e.id, g.Int("id", 1, INT64_MAX, 0));
     TESSERA_ASSIGN_OR_RETURN(e.kind, g.Str("kind", 64));
-    if (e.kind != kViolatedLimit && e.kind != kMpsUnavailable)
-      return g.Fail("kind", "'" + e.kind + "' is not an agent event (violated_limit, mps_unavailable)");
+    if (e.kind != kViolatedLimit && e.kind != kMpsUnavailable && e.kind != kNoTenantUid)
+      return g.Fail("kind", "'" + e.kind + "' is not an agent event (violated_limit, mps_unavailable, no_tenant_uid)");
     TESSERA_ASSIGN_OR_RETURN(e.detail, g.Str("detail", 1000));
     out.events.push_back(std::move(e));
   }
@@ -203,8 +203,9 @@ StatusOr<Heartbeat> DecodeHeartbeat(std::string_view body, std::string* bad_fiel
     TESSERA_ASSIGN_OR_RETURN(x.id, g.Int("id", 1, INT64_MAX, 0));
     TESSERA_ASSIGN_OR_RETURN(x.exit_code, g.Int("exit_code", -255, 255, 0));
     TESSERA_ASSIGN_OR_RETURN(x.reason, g.Str("reason", 64));
-    if (!x.reason.empty() && x.reason != kViolatedLimit && x.reason != kMpsUnavailable)
-      return g.Fail("reason", "'" + x.reason + "' is not an end reason (violated_limit, mps_unavailable)");
+    if (!x.reason.empty() && x.reason != kViolatedLimit && x.reason != kMpsUnavailable && x.reason != kNoTenantUid)
+      return g.Fail("reason",
+                    "'" + x.reason + "' is not an end reason (violated_limit, mps_unavailable, no_tenant_uid)");
     out.finished.push_back(std::move(x));
   }
   return out;

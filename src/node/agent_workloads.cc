@@ -237,7 +237,25 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
     w.usage_from_s = std::max(w.usage_from_s, back->second);
   w.next_seq = now_ms;
   // Before the slot is joined: its counters file is created for (chown'ed to) the tenant's uid.
-  TESSERA_ASSIGN_OR_RETURN(w.uid, TenantUid(d.tenant));
+  StatusOr<long> uid = TenantUid(d.tenant);
+  if (uid.status().code() == StatusCode::kResourceExhausted) {
+    // Not retried each round: every uid of the range is some tenant's for good (allotments are
+    // stable), so the workload ends at once with a reason the control plane shows. It never ran:
+    // no slot, no usage sample.
+    const std::string why(uid.status().message());
+    Log("workload " + std::to_string(d.id) + ": " + why + "; reported as failed (" + std::string(api::kNoTenantUid) + ")");
+    events_.push_back({d.id, std::string(api::kNoTenantUid), why.substr(0, 1000)});
+    w.ended = true;
+    w.exit_code = 126;
+    w.end_reason = std::string(api::kNoTenantUid);
+    w.final_sampled = true;
+    TESSERA_RETURN_IF_ERROR(SaveWorkload(w));
+    finished_.push_back({w.id, w.exit_code, w.end_reason});
+    held_[w.id] = std::move(w);
+    return Status::Ok();
+  }
+  TESSERA_RETURN_IF_ERROR(uid.status());
+  w.uid = *uid;
   TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpus = gpus, .mem_bytes = mem_bytes, .share = d.gpu_milli,
                                       .priority = d.priority, .uid = w.uid},
                                      static_cast<long>(::getpid()))

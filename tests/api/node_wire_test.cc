@@ -176,7 +176,7 @@ TEST(NodeWireTest, HeartbeatRefusalsNameTheField) {
             std::make_pair(std::string("finished[0].exit_kode: unknown field (known: id, exit_code, reason)"),
                            std::string("finished[0].exit_kode")));
   EXPECT_EQ(Refusal(decode, R"({"finished": [{"id": 7, "reason": "oom"}]})"),
-            std::make_pair(std::string("finished[0].reason: 'oom' is not an end reason (violated_limit, mps_unavailable)"),
+            std::make_pair(std::string("finished[0].reason: 'oom' is not an end reason (violated_limit, mps_unavailable, no_tenant_uid)"),
                            std::string("finished[0].reason")));
   // Both end reasons are also event kinds.
   StatusOr<Heartbeat> mps = DecodeHeartbeat(

@@ -517,7 +517,18 @@ TEST_F(AgentTest, AFixedTenantUidWinsAndATenantWithNoUidLeftIsNotRun) {
   ASSERT_EQ(agent.held().count(1), 1u);
   EXPECT_EQ(agent.held().at(1).uid, kFirst);
   EXPECT_EQ(agent.held().at(4).uid, kFirst + 1) << "vision: the range's first uid is audio's";
-  EXPECT_EQ(agent.held().count(2), 0u) << "nlp: no uid left";
+  // nlp and speech: no uid left. Each ends at once (126, reason no_tenant_uid, an event naming the
+  // range) instead of waiting, unrun, at every round; neither holds a slot.
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_THAT(cp.finished, ::testing::UnorderedElementsAre(std::pair<int64_t, int>{2, 126}, std::pair<int64_t, int>{3, 126}));
+  EXPECT_EQ(cp.reasons[2], "no_tenant_uid");
+  bool event = false;
+  for (const json& e : cp.events)
+    event |= e["id"] == 2 && e["kind"] == "no_tenant_uid" &&
+             e["detail"].get<std::string>().find("no uid left in --tenant-uids") != std::string::npos;
+  EXPECT_TRUE(event);
+  EXPECT_EQ(Slot("w2"), nullptr);
+  EXPECT_EQ(Slot("w3"), nullptr);
   const std::vector<std::string> log = agent.TakeLog();
   EXPECT_THAT(log, ::testing::Contains(::testing::HasSubstr("tenant 'nlp': no uid left in --tenant-uids")));
   // A node directory other uids cannot reach is refused at the start.

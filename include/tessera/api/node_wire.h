@@ -43,8 +43,11 @@ inline constexpr int kMaxGpusPerNode = 16;
 // The end reasons, each also an agent event kind: the NVML backstop killed or found a workload
 // over its memory limit; an MPS workload could not be run because the node has no MPS control
 // daemon (`nvidia-cuda-mps-control` missing: the event's detail says what to install or pass).
+// no_tenant_uid: the agent runs each tenant under a uid of its own and its range
+// (--tenant-uids) has none left for this one (the event's detail names the range).
 inline constexpr std::string_view kViolatedLimit = "violated_limit";
 inline constexpr std::string_view kMpsUnavailable = "mps_unavailable";
+inline constexpr std::string_view kNoTenantUid = "no_tenant_uid";
 
 // A node's state and its one string mapping (what the store keeps, the API shows, the node
 // answers carry) are core's (tessera/core/lifecycle_state.h), used here under the wire's names.
@@ -104,13 +107,13 @@ StatusOr<RegisterAnswer> DecodeRegisterAnswer(std::string_view body, std::string
 struct FinishedWorkload {
   int64_t id = 0;         // >= 1
   int64_t exit_code = 0;  // -255..255; -1: unknown (the agent lost the process)
-  std::string reason;     // "", kViolatedLimit or kMpsUnavailable
+  std::string reason;     // "", kViolatedLimit, kMpsUnavailable or kNoTenantUid
   friend bool operator==(const FinishedWorkload&, const FinishedWorkload&) = default;
 };
 
 struct AgentEvent {
   int64_t id = 0;      // the workload, >= 1
-  std::string kind;    // kViolatedLimit or kMpsUnavailable
+  std::string kind;    // kViolatedLimit, kMpsUnavailable or kNoTenantUid
   std::string detail;  // up to 1,000 characters
   friend bool operator==(const AgentEvent&, const AgentEvent&) = default;
 };
