@@ -1,6 +1,7 @@
 // The agent's NVML backstop (tessera/node/agent.h, step 5): what the driver says each process
 // holds, checked against the workloads' limits, for the processes the shim does not see.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,22 +82,34 @@ void Agent::CheckCountersFiles() {
   for (const auto& [id, w] : held_) any = any || (!w.ended && w.pid > 0 && w.end_reason.empty());
   if (!any) return;
   // The registry alone (name -> index): LiveTenants would map every counters file each period.
-  StatusOr<std::vector<TenantEntry>> live = node_.RegistryEntries();
-  if (!live.ok()) {
-    Log("backstop: counters files not checked: " + std::string(live.status().message()));
+  // Parsed again only when the file changed (a stat, not a JSON parse, per period).
+  struct stat reg {};
+  if (::stat(node_.paths().registry.c_str(), &reg) != 0) {
+    Log("backstop: counters files not checked: cannot stat '" + node_.paths().registry + "'");
     return;
+  }
+  const RegistryStamp stamp{static_cast<uint64_t>(reg.st_ino), static_cast<uint64_t>(reg.st_size),
+                            static_cast<int64_t>(reg.st_ctim.tv_sec) * 1'000'000'000 + reg.st_ctim.tv_nsec};
+  if (stamp != slots_stamp_) {
+    StatusOr<std::vector<TenantEntry>> live = node_.RegistryEntries();
+    if (!live.ok()) {
+      Log("backstop: counters files not checked: " + std::string(live.status().message()));
+      return;
+    }
+    slot_index_.clear();
+    for (const TenantEntry& e : *live) slot_index_[e.name] = e.index;
+    slots_stamp_ = stamp;
   }
   for (auto& [id, w] : held_) {
     if (w.ended || w.pid <= 0 || !w.end_reason.empty()) continue;
-    for (const TenantEntry& e : *live) {
-      if (e.name != w.slot) continue;
-      Status st = enforce::CheckCountersFile(node_.paths().counters, e.index);
-      if (st.ok()) continue;
-      ++stats_.counters_broken;
-      // What the file counted is lost: the tenant's memory is no longer accounted, so its work
-      // ends (fail closed), as if it were over its limit.
-      Violated(w, std::string(st.message()) + "; its memory is no longer accounted", {});
-    }
+    auto slot = slot_index_.find(w.slot);
+    if (slot == slot_index_.end()) continue;
+    Status st = enforce::CheckCountersFile(node_.paths().counters, slot->second);
+    if (st.ok()) continue;
+    ++stats_.counters_broken;
+    // What the file counted is lost: the tenant's memory is no longer accounted, so its work
+    // ends (fail closed), as if it were over its limit.
+    Violated(w, std::string(st.message()) + "; its memory is no longer accounted", {});
   }
 }
 
