@@ -1,7 +1,6 @@
 // The agent's NVML backstop (tessera/node/agent.h, step 5): what the driver says each process
 // holds, checked against the workloads' limits, for the processes the shim does not see.
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,13 +82,11 @@ void Agent::CheckCountersFiles() {
   if (!any) return;
   // The registry alone (name -> index): LiveTenants would map every counters file each period.
   // Parsed again only when the file changed (a stat, not a JSON parse, per period).
-  struct stat reg {};
-  if (::stat(node_.paths().registry.c_str(), &reg) != 0) {
+  const std::optional<FileStamp> stamp = StampOf(node_.paths().registry);
+  if (!stamp) {
     Log("backstop: counters files not checked: cannot stat '" + node_.paths().registry + "'");
     return;
   }
-  const RegistryStamp stamp{static_cast<uint64_t>(reg.st_ino), static_cast<uint64_t>(reg.st_size),
-                            static_cast<int64_t>(reg.st_ctim.tv_sec) * 1'000'000'000 + reg.st_ctim.tv_nsec};
   if (stamp != slots_stamp_) {
     StatusOr<std::vector<TenantEntry>> live = node_.RegistryEntries();
     if (!live.ok()) {

@@ -83,16 +83,12 @@ void ArbiterDuty::Round(std::chrono::milliseconds max_wait) {
   if (until > after) enforce::WaitForDoorbells(board, seen, until - after);
 }
 
-// The registry is replaced (rename) at every change: a new inode or mtime means a join or leave
+// The registry is replaced (rename) at every change: a new stamp (StampOf) means a join or leave
 // since the last sync, so a newly joined tenant is admitted at the next round (a joiner rings the
 // doorbell to make that round come at once) rather than at the next 100 ms sync.
 bool ArbiterDuty::RegistryChanged() {
-  struct stat st {};
-  if (::stat(node_.paths().registry.c_str(), &st) != 0) return false;
-  const RegistryStamp stamp{static_cast<uint64_t>(st.st_ino),
-                            static_cast<uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ULL +
-                                static_cast<uint64_t>(st.st_mtim.tv_nsec)};
-  if (stamp == registry_stamp_) return false;
+  const std::optional<FileStamp> stamp = StampOf(node_.paths().registry);
+  if (!stamp || stamp == registry_stamp_) return false;
   registry_stamp_ = stamp;
   return true;
 }

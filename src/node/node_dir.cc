@@ -400,6 +400,13 @@ Status NodeDir::Leave(long member_pid, long pgid) const {
   return Status::Ok();
 }
 
+std::optional<FileStamp> StampOf(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileStamp{static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
+                   static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec};
+}
+
 Status NodeDir::LeaveTenant(const std::string& name, long member_pid) const {
   if (::access(paths_.policy.c_str(), F_OK) != 0) return Status::Ok();
   FileLock lock(paths_.lock, LOCK_EX);

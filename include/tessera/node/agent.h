@@ -343,14 +343,9 @@ class Agent {
   std::optional<api::NodeCondition> mig_condition_;
   std::set<int64_t> over_limit_;     // workloads reported over their limit (report mode)
   std::set<uint32_t> unknown_seen_;  // processes of no workload already reported
-  // CheckCountersFiles' slot -> index map, read again only when the registry file changed (it is
-  // replaced by a rename at every change: another inode, ctime or size).
-  struct RegistryStamp {
-    uint64_t inode = 0, size = 0;
-    int64_t ctime_ns = -1;
-    bool operator==(const RegistryStamp&) const = default;
-  };
-  RegistryStamp slots_stamp_;
+  // CheckCountersFiles' slot -> index map, read again only when the registry file changed
+  // (node::StampOf).
+  std::optional<FileStamp> slots_stamp_;
   std::map<std::string, int> slot_index_;
   std::vector<std::string> outbox_;                // usage samples as JSON objects
   int64_t next_usage_ms_ = 0;

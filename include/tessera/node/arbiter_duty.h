@@ -62,11 +62,6 @@ class ArbiterDuty {
   // no member uses). Null when the segment cannot be opened.
   enforce::NodeSegment* Segment(bool registry_changed);
 
-  struct RegistryStamp {
-    uint64_t inode = 0, mtime_ns = 0;
-    bool operator==(const RegistryStamp&) const = default;
-  };
-
   NodeDir node_;
   int gpu_;
   LeaseArbiterOptions options_;
@@ -76,7 +71,7 @@ class ArbiterDuty {
   std::map<uint32_t, LeaseTenantConfig> have_;
   uint64_t next_sync_ns_ = 0;
   uint64_t next_reconcile_ns_ = 0;
-  RegistryStamp registry_stamp_;
+  std::optional<FileStamp> registry_stamp_;
   std::optional<enforce::NodeSegment> segment_;
   // The registry's entries on this GPU as last read (dead members included); reset when the file
   // changes. Parsing the registry at every 100 ms sync of each GPU cost an agent of 64 tenants on

@@ -63,6 +63,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,17 @@ std::string DefaultNodeDir();
 // tenant can read is one it can hold: joins would wait on it, and a GPU whose arbiter lock it held
 // would have no arbiter (docs/security.md). Returns the descriptor, or -1 with errno set.
 int OpenNodeLockFile(const std::string& path);
+
+// One version of a file the node side replaces by a rename at every change (the registry): its
+// inode, size and change time. Two stats that give the same stamp saw the same version, so a
+// reader parses the file again only when the stamp changed. nullopt when it cannot be stat'ed.
+// Example: a join commits the registry (a new file renamed over the old) -> another inode.
+struct FileStamp {
+  uint64_t inode = 0, size = 0;
+  int64_t ctime_ns = -1;
+  bool operator==(const FileStamp&) const = default;
+};
+std::optional<FileStamp> StampOf(const std::string& path);
 
 struct NodePaths {
   explicit NodePaths(std::string node_dir);
