@@ -43,16 +43,16 @@ nodeline="$(grep '^NodeName=' "$T/gpu-lines.txt")"
 
 # 1. --gpu-mem=1GiB is the shim's limit: 64 blocks of 16 MiB fit, the 65th is out of memory.
 out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB "$probe" init fill:mem:16777216 meminfo 2>&1)"
-echo "$out" | grep -q "fill family=mem count=64 rc=2" || fail "--gpu-mem=1GiB not applied: $out"
-echo "$out" | grep -q "total=1073741824" || fail "the task does not see 1 GiB: $out"
+grep -q "fill family=mem count=64 rc=2" <<< "$out" || fail "--gpu-mem=1GiB not applied: $out"
+grep -q "total=1073741824" <<< "$out" || fail "the task does not see 1 GiB: $out"
 env_out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo "$TESSERA_TENANT $LD_PRELOAD"' 2>&1)"
-echo "$env_out" | grep -q "^physics\.[0-9]* .*libtessera-shim.so" || fail "tenant/preload in the task: $env_out"
+grep -q "^physics\.[0-9]* .*libtessera-shim.so" <<< "$env_out" || fail "tenant/preload in the task: $env_out"
 
 # 1d. A step of both GPUs (--gres=gpu:2) is one tenant on both: the task sees them in order, and
 # the limit holds on each (64 x 16 MiB on ordinal 0, again on ordinal 1).
 out="$(TESSERA_FAKE_CUDA_DEVICES=2 srun -A physics --gres=gpu:2 --gpu-mem=1GiB sh -c \
   "echo gpus=\$TESSERA_SHIM_GPUS; exec '$probe' init fill:mem:16777216 ctx:1 fill:mem:16777216" 2>&1)"
-echo "$out" | grep -q "^gpus=0,1$" || fail "a two-GPU step does not see both GPUs: $out"
+grep -q "^gpus=0,1$" <<< "$out" || fail "a two-GPU step does not see both GPUs: $out"
 [ "$(echo "$out" | grep -c "fill family=mem count=64 rc=2")" = 2 ] || fail "a two-GPU step: the limit is not on each GPU: $out"
 
 # 1a. The same through sbatch: the batch step's task is confined too.
@@ -77,8 +77,8 @@ out="$(srun --uid=nobody -A physics --gres=gpu:1 --gpu-mem=1GiB sh -c \
   "echo job=\$SLURM_JOB_ID; stat -c 'owner=%u mode=%a' '$T/node/counters/'\$TESSERA_SHIM_TENANT; '$probe' init fill:mem:16777216" 2>&1)"
 job="$(echo "$out" | sed -n 's/^job=\([0-9]*\).*/\1/p')"
 [ -n "$job" ] || fail "nobody's task printed no job id: $out"
-echo "$out" | grep -q "owner=65534 mode=600" || fail "the job user's task does not own its counters file: $out"
-echo "$out" | grep -q "fill family=mem count=64 rc=2" || fail "--gpu-mem=1GiB not applied to nobody's job: $out"
+grep -q "owner=65534 mode=600" <<< "$out" || fail "the job user's task does not own its counters file: $out"
+grep -q "fill family=mem count=64 rc=2" <<< "$out" || fail "--gpu-mem=1GiB not applied to nobody's job: $out"
 scancel -u nobody 2> /dev/null  # (a failed srun can leave its allocation holding GPU 0)
 released "physics.$job" || fail "nobody's physics.$job is still registered after its step ended: $(cat "$T/node/tenants.json")"
 
@@ -109,18 +109,18 @@ print(" ".join("%d:%s:%d" % (g["gpu"], t["name"].split(".")[0], t["share"]) for 
 
 # 3. Bad values are rejected at submit, naming the option.
 out="$(srun --gres=gpu:1 --gpu-mem=abc true 2>&1)" && fail "srun --gpu-mem=abc ran"
-echo "$out" | grep -q -- "--gpu-mem: 'abc'" || fail "srun's rejection does not name --gpu-mem: $out"
+grep -q -- "--gpu-mem: 'abc'" <<< "$out" || fail "srun's rejection does not name --gpu-mem: $out"
 out="$(sbatch --gres=gpu:1 --gpu-share=150 --wrap true 2>&1)" && fail "sbatch --gpu-share=150 was accepted: $out"
-echo "$out" | grep -q -- "--gpu-share: '150'" || fail "sbatch's rejection does not name --gpu-share: $out"
+grep -q -- "--gpu-share: '150'" <<< "$out" || fail "sbatch's rejection does not name --gpu-share: $out"
 
 # 4. Fail closed: without the node side the task is refused, unless isolation is none.
 kill "$arbiter"; wait "$arbiter" 2> /dev/null
 out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB true 2>&1)" && fail "a task ran without the arbiter: $out"
-echo "$out" | grep -q "node side unreachable: no tessera arbiter drives GPU 0" || fail "no fail-closed message: $out"
+grep -q "node side unreachable: no tessera arbiter drives GPU 0" <<< "$out" || fail "no fail-closed message: $out"
 srun -A physics --gres=gpu:1 --gpu-isolation=none true > /dev/null 2>&1 || fail "--gpu-isolation=none was refused"
 mv "$T/node" "$T/node.away"  # (the arbiter would create it again)
 out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB true 2>&1)" && fail "a task ran without the node directory: $out"
-echo "$out" | grep -q "node side unreachable: the node directory" || fail "no fail-closed message: $out"
+grep -q "node side unreachable: the node directory" <<< "$out" || fail "no fail-closed message: $out"
 mv "$T/node.away" "$T/node"
 start_arbiter
 
