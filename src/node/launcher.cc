@@ -198,21 +198,22 @@ StatusOr<std::string> ResolveShim(const std::string& requested) {
 
 StatusOr<GpuPin> PinGpu(int gpu, const std::string& nvml_library,
                         const std::optional<std::string>& caller_visible_devices) {
-  GpuPin pin;
+  NodeGpuFacts facts{.index = gpu};
   enforce::DlopenNvml nvml({.library_path = nvml_library});
   if (nvml.Init().ok()) {
-    StatusOr<uint32_t> count = nvml.DeviceCount();
-    if (count.ok() && static_cast<uint32_t>(gpu) >= *count) {
-      (void)nvml.Shutdown();
-      return InvalidArgumentError("GPU " + std::to_string(gpu) + ": the node has " + std::to_string(*count) +
-                                  " GPU(s) (NVML)");
-    }
-    if (StatusOr<std::string> uuid = nvml.DeviceUuid(static_cast<uint32_t>(gpu)); uuid.ok()) pin.uuid = *uuid;
-    if (StatusOr<uint32_t> minor = nvml.MinorNumber(static_cast<uint32_t>(gpu)); minor.ok()) {
-      pin.minor = static_cast<int>(*minor);
-    }
+    StatusOr<std::vector<NodeGpuFacts>> found = DiscoverGpuFacts(nvml, {gpu});
     (void)nvml.Shutdown();  // read-only use; a failed shutdown changes nothing for the pin
+    if (!found.ok() && found.status().code() == StatusCode::kNotFound) {
+      return InvalidArgumentError(std::string(found.status().message()));
+    }
+    if (found.ok()) facts = found->front();
   }
+  return PinGpuFromFacts(facts, caller_visible_devices);
+}
+
+StatusOr<GpuPin> PinGpuFromFacts(const NodeGpuFacts& facts, const std::optional<std::string>& caller_visible_devices) {
+  const int gpu = facts.index;
+  GpuPin pin{.uuid = facts.uuid, .minor = facts.minor};
   if (caller_visible_devices.has_value()) {
     bool visible = false;
     const std::string& list = *caller_visible_devices;

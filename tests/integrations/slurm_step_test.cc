@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "tessera/node/arbiter_duty.h"
+#include "tessera/node/gpu_table.h"
 #include "tessera/node/node_dir.h"
 #include "tests/testing/sim_test_util.h"
 
@@ -163,6 +164,23 @@ TEST_F(SlurmTaskTest, JoinsTheNodeAsTheAccountsJobWithTheShimPreloaded) {
   EXPECT_EQ((*live)[0].name, "physics.42");
   EXPECT_EQ((*live)[0].mem_bytes, 1ULL << 30);
   EXPECT_EQ((*live)[0].share, 100);
+}
+
+// The node side's GPU table (gpu_table.h) gives the task the GPU's UUID and memory: the task
+// pins CUDA_VISIBLE_DEVICES to the UUID and sizes a job without --gpu-mem by the table, with no
+// NVML to load (the request's library does not exist).
+TEST_F(SlurmTaskTest, TheNodeSidesGpuTableGivesTheUuidAndMemoryWithoutNvml) {
+  ASSERT_TRUE(node::WriteGpuTable(dir_.File("node"), {{.index = 0, .uuid = "GPU-aaaa", .minor = 3, .memory_mib = 2048}}).ok());
+  TaskRequest r = Request({{"SLURM_STEP_GPUS", "0"}, {"CUDA_VISIBLE_DEVICES", "0"}});
+  r.options.mem_bytes = std::nullopt;  // the whole GPU
+  StatusOr<TaskLaunch> launch = JoinTask(r);
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  EXPECT_THAT(launch->env, ::testing::Contains(Pair("CUDA_VISIBLE_DEVICES", "GPU-aaaa")));
+  EXPECT_EQ(launch->limits.mem_bytes, 2048ULL << 20);
+  // A table that cannot be read is an error naming it, not a guess.
+  tessera::testing::WriteTextFile(node::GpuTablePath(dir_.File("node")), "0\tGPU-aaaa\t3\n");
+  StatusOr<TaskLaunch> bad = JoinTask(Request({{"SLURM_STEP_GPUS", "0"}}));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("gpus.tsv:1: expected 4 tab-separated fields"));
 }
 
 TEST_F(SlurmTaskTest, FailsClosedWhenTheNodeSideIsMissing) {

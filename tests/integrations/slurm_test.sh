@@ -45,8 +45,12 @@ nodeline="$(grep '^NodeName=' "$T/gpu-lines.txt")"
 out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB "$probe" init fill:mem:16777216 meminfo 2>&1)"
 grep -q "fill family=mem count=64 rc=2" <<< "$out" || fail "--gpu-mem=1GiB not applied: $out"
 grep -q "total=1073741824" <<< "$out" || fail "the task does not see 1 GiB: $out"
-env_out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo "$TESSERA_TENANT $LD_PRELOAD"' 2>&1)"
+env_out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo "$TESSERA_TENANT $LD_PRELOAD $CUDA_VISIBLE_DEVICES"' 2>&1)"
 grep -q "^physics\.[0-9]* .*libtessera-shim.so" <<< "$env_out" || fail "tenant/preload in the task: $env_out"
+# The node side's GPU table (gpus.tsv) gives the task its GPU's UUID, with no NVML in the task.
+uuid0="$(awk -F'\t' '$1 == "0" {print $2}' "$T/node/gpus.tsv" 2> /dev/null)"
+[ "$uuid0" = "GPU-fa4e0000-0000-4000-8000-000000000000" ] || fail "the node's GPU table: $(cat "$T/node/gpus.tsv" 2>&1)"
+grep -q " $uuid0\$" <<< "$env_out" || fail "the task is not pinned to GPU 0's UUID ($uuid0): $env_out"
 
 # 1d. A step of both GPUs (--gres=gpu:2) is one tenant on both: the task sees them in order, and
 # the limit holds on each (64 x 16 MiB on ordinal 0, again on ordinal 1).

@@ -52,6 +52,7 @@
 
 #include "tessera/core/status.h"
 #include "tessera/enforce/nvml.h"
+#include "tessera/node/gpu_table.h"
 #include "tessera/node/node_dir.h"
 
 namespace tessera::node {
@@ -71,6 +72,8 @@ struct GpuPin {
 // INVALID_ARGUMENT when NVML counts fewer GPUs or the caller's list does not contain the GPU.
 StatusOr<GpuPin> PinGpu(int gpu, const std::string& nvml_library,
                         const std::optional<std::string>& caller_visible_devices);
+// The same from facts already known (the node's GPU table, gpu_table.h): no NVML is loaded.
+StatusOr<GpuPin> PinGpuFromFacts(const NodeGpuFacts& facts, const std::optional<std::string>& caller_visible_devices);
 // The MIG instance of `gpu` whose GPU instance starts at memory slice `start`: the command sees
 // only that instance, by its MIG device's UUID (CUDA_VISIBLE_DEVICES=MIG-..., the only way CUDA
 // selects one instance of a MIG GPU; the GPU's index or UUID would give the command whichever

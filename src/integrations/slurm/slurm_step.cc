@@ -127,7 +127,7 @@ StatusOr<TenantLimits> DeriveLimits(const JobOptions& options, int gpu, int shar
     limits.mem_bytes = *options.mem_bytes;
   } else if (gpu_memory_bytes == 0) {
     return FailedPreconditionError("GPU " + std::to_string(gpu) +
-                                   "'s memory is unknown (NVML not loaded): give --gpu-mem=SIZE");
+                                   "'s memory is unknown (not in the node's GPU table, and NVML not loaded): give --gpu-mem=SIZE");
   } else if (by_shards) {
     limits.mem_bytes = gpu_memory_bytes / static_cast<uint64_t>(shards_per_gpu) * static_cast<uint64_t>(shards_on_node);
   } else {

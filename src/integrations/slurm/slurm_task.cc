@@ -9,20 +9,32 @@
 #include "tessera/enforce/lease_file.h"
 #include "tessera/enforce/nvml.h"
 #include "tessera/integrations/slurm_step.h"
+#include "tessera/node/gpu_table.h"
 #include "tessera/node/launcher.h"
 #include "tessera/node/node_dir.h"
 
 namespace tessera::integrations::slurm {
 namespace {
 
-// The GPU's memory in bytes through NVML, 0 when NVML cannot tell (the caller then needs
-// --gpu-mem).
-uint64_t GpuMemoryBytes(const std::string& library, int gpu) {
+// What the task needs to know of `gpu` (UUID, device minor, memory): from the node's GPU table
+// (gpu_table.h, written by the node side) when it lists the GPU, else from NVML, loaded here. The
+// table spares every task of every step loading and initialising NVML. Memory 0: unknown (the
+// caller then needs --gpu-mem).
+// INVALID_ARGUMENT when NVML counts fewer GPUs.
+StatusOr<node::NodeGpuFacts> GpuFacts(const std::optional<std::vector<node::NodeGpuFacts>>& table,
+                                      const std::string& library, int gpu) {
+  if (table) {
+    if (std::optional<node::NodeGpuFacts> known = node::GpuFactsOf(*table, gpu)) return *known;
+  }
+  node::NodeGpuFacts facts{.index = gpu};
   enforce::DlopenNvml nvml({.library_path = library});
-  if (!nvml.Init().ok()) return 0;
-  StatusOr<enforce::DeviceMemory> memory = nvml.Memory(static_cast<uint32_t>(gpu));
+  if (!nvml.Init().ok()) return facts;
+  StatusOr<std::vector<node::NodeGpuFacts>> found = node::DiscoverGpuFacts(nvml, {gpu});
   (void)nvml.Shutdown();  // read-only use
-  return memory.ok() ? static_cast<uint64_t>(memory->total.value()) << 20 : 0;
+  if (!found.ok() && found.status().code() == StatusCode::kNotFound) {
+    return InvalidArgumentError(std::string(found.status().message()));
+  }
+  return found.ok() ? found->front() : facts;
 }
 
 // Waits until the GPU's lease arbiter (`tessera node arbiter` or the agent) has the tenant's slot
@@ -73,16 +85,22 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
   StatusOr<std::string> shim = node::ResolveShim(r.args.shim.empty() ? r.default_shim : r.args.shim);
   if (!shim.ok()) return UnavailableError("node side unreachable: " + std::string(shim.status().message()));
   TESSERA_ASSIGN_OR_RETURN(int shards, ShardsOnNode(r.env));
+  TESSERA_ASSIGN_OR_RETURN(std::optional<std::vector<node::NodeGpuFacts>> table,
+                           node::ReadGpuTable(r.args.node_dir));
   // A step of several GPUs is one tenant on all of them (node_dir.h): the limit holds on each GPU,
   // so it is the smallest any of them gives (the same for GPUs of one model).
   TenantLimits limits;
+  std::vector<node::GpuPin> pins;
   for (size_t i = 0; i < gpus.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(node::NodeGpuFacts facts, GpuFacts(table, r.args.nvml, gpus[i]));
     TESSERA_ASSIGN_OR_RETURN(TenantLimits one, DeriveLimits(r.options, gpus[i], shards, r.args.shards_per_gpu,
-                                                            GpuMemoryBytes(r.args.nvml, gpus[i])));
+                                                            facts.memory_mib << 20));
     if (i == 0) limits = one;
     else limits.mem_bytes = std::min(limits.mem_bytes, one.mem_bytes);
+    TESSERA_ASSIGN_OR_RETURN(node::GpuPin one_pin, node::PinGpuFromFacts(facts, r.env("CUDA_VISIBLE_DEVICES")));
+    pins.push_back(std::move(one_pin));
   }
-  TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, node::PinGpus(gpus, r.args.nvml, r.env("CUDA_VISIBLE_DEVICES")));
+  const node::GpuPin pin = node::JoinPins(pins);
   const node::NodeDir dir(r.args.node_dir);
   out.tenant = TenantName(r.account, r.job_id);
   TESSERA_ASSIGN_OR_RETURN(

@@ -24,6 +24,7 @@
 
 #include "tessera/core/gpu_model.h"
 #include "tessera/enforce/nvml.h"
+#include "tessera/node/gpu_table.h"
 #include "tessera/enforce/segment.h"
 #include "tessera/metering/ledger_file.h"
 #include "tessera/node/usage_meter.h"
@@ -160,6 +161,11 @@ int RunArbiter(const ArbiterFlags& f) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return Fail(kCommand, "--run-dir " + dir + ": " + std::strerror(errno), kExitBadInput);
   }
+  // The GPUs' facts for joining tasks (gpu_table.h): without them each task asks NVML itself.
+  if (Status st = node::PublishGpuTable(dir, f.nvml, f.gpus); !st.ok()) {
+    std::fprintf(stderr, "tessera node arbiter: no GPU table in %s (each task will ask NVML itself): %s\n",
+                 dir.c_str(), std::string(st.message()).c_str());
+  }
   StatusOr<std::map<int, std::string>> models = std::map<int, std::string>{};
   if (!f.usage_ledger.empty()) {
     models = GpuModels(f);
@@ -225,7 +231,7 @@ void AddNodeArbiter(CLI::App* node, int* exit_code) {
   arbiter->add_option("--gpu-model", flags->gpu_model,
                       "The GPUs' model for the usage samples, a catalog name such as A100-40GB (default: what NVML "
                       "names each GPU)");
-  arbiter->add_option("--nvml", flags->nvml, "NVML library to ask for the GPUs' models (default libnvidia-ml.so.1)");
+  arbiter->add_option("--nvml", flags->nvml, "NVML library to ask for the GPUs' facts (written to <run-dir>/gpus.tsv for joining tasks) and models (default libnvidia-ml.so.1)");
   arbiter->callback([flags, exit_code] {
     if (flags->node_name.empty()) {
       char host[256] = {};
