@@ -1,25 +1,27 @@
-# A single-node Slurm on this machine for the tests and benchmarks of spank_tessera.so, sourced:
+# A two-node Slurm on this machine for the tests and benchmarks of spank_tessera.so, sourced:
 #
 #   build=/path/to/build; source tests/integrations/slurm_cluster.sh; slurm_cluster_up
 #
 # slurm_cluster_up: exits 77 when Slurm is not installed or not root (the caller's "skipped");
-# else starts munged (own key and socket), slurmctld and slurmd (ports of their own, 127.0.0.1)
-# in a temporary folder $T with two fake GPUs (A100-40GB through the fake NVML; character devices
-# with /dev/null's numbers; gres lines from `tessera slurm config`, kept in $T/gpu-lines.txt),
-# plugstack.conf loading $build/spank_tessera.so on the node directory $T/node, and the node side
-# (`tessera node arbiter`, pid $arbiter; start_arbiter starts it again). Exports SLURM_CONF and
-# LD_LIBRARY_PATH (the fake CUDA driver); an EXIT trap stops everything and removes $T.
+# else starts munged (own key and socket), slurmctld and two slurmd, nodes $node and $node2 (ports
+# of their own, 127.0.0.1), in a temporary folder $T, each with two fake GPUs (A100-40GB through
+# the fake NVML; character devices with /dev/null's numbers; gres lines from `tessera slurm
+# config`, kept in $T/gpu-lines.txt); plugstack.conf loading $build/spank_tessera.so on the node
+# directory $T/node-%n (each node its own: $T/node is $node's), and each node's node side (`tessera
+# node arbiter`: $node's pid $arbiter, metering; start_arbiter starts it again). The default
+# partition holds $node only; partition "two" holds both. Exports SLURM_CONF and LD_LIBRARY_PATH
+# (the fake CUDA driver); an EXIT trap stops everything and removes $T.
 # Set slurm_plugstack_line before calling to load something else (the benchmark's "without").
-# Names it defines: T node host pids arbiter probe dump_logs start_arbiter slurm_cluster_stop.
+# Names it defines: T node node2 host pids arbiter probe dump_logs start_arbiter slurm_cluster_stop.
 
 dump_logs() { tail -n 30 "$T"/log/*.log 2> /dev/null; }
 slurm_cluster_stop() {
-  for f in "$T/slurmd.pid" "$T/slurmctld.pid" "$T/munged.pid"; do
+  for f in "$T"/slurmd-*.pid "$T/slurmctld.pid" "$T/munged.pid"; do
     [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null
   done
   for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
   sleep 0.2
-  for f in "$T/slurmd.pid" "$T/slurmctld.pid" "$T/munged.pid"; do
+  for f in "$T"/slurmd-*.pid "$T/slurmctld.pid" "$T/munged.pid"; do
     [ -s "$f" ] && kill -9 "$(cat "$f")" 2> /dev/null
   done
   rm -rf "$T"
@@ -52,7 +54,10 @@ slurm_cluster_up() {
 
   # Ports of our own (several test trees may run at once): 3 consecutive from a per-process base.
   base=$((20000 + ($$ % 2000) * 3))
-  mkdir -p "$T/log" "$T/spool/ctld" "$T/spool/d" "$T/dev" "$T/node" "$T/munge"
+  node=tnode
+  node2=tnode2
+  mkdir -p "$T/log" "$T/spool/ctld" "$T/dev" "$T/node-$node" "$T/node-$node2" "$T/munge"
+  ln -s "node-$node" "$T/node"
   chmod 711 "$T/munge"  # a job of another user (srun --uid) reaches the socket, never lists the key
 
   # munge with a key and socket of its own.
@@ -65,13 +70,12 @@ slurm_cluster_up() {
   for i in 0 1; do mknod "$T/dev/fakegpu$i" c 1 3; done
   export TESSERA_FAKE_NVML_CONFIG="A100-40GB*2"
   export TESSERA_FAKE_NVML_LIBRARY="$build/tests/fake_nvml/libnvidia-ml.so.1"
-  node=tnode
   "$build/tessera" slurm config --fake-gpus A100-40GB:2 --shards-per-gpu 4 --node-name "$node" \
     --device-prefix "$T/dev/fakegpu" > "$T/gpu-lines.txt" || { echo "FAIL: tessera slurm config"; exit 1; }
   sed -n '/^# gres.conf/,/^$/p' "$T/gpu-lines.txt" > "$T/gres.conf"
 
   host="$(hostname -s)"
-  echo "${slurm_plugstack_line-required $build/spank_tessera.so node_dir=$T/node nvml=$TESSERA_FAKE_NVML_LIBRARY shards_per_gpu=4}" \
+  echo "${slurm_plugstack_line-required $build/spank_tessera.so node_dir=$T/node-%n nvml=$TESSERA_FAKE_NVML_LIBRARY shards_per_gpu=4}" \
     > "$T/plugstack.conf"
   cat > "$T/slurm.conf" <<EOF
 ClusterName=tessera
@@ -83,11 +87,11 @@ AuthType=auth/munge
 AuthInfo=socket=$T/munge/sock
 CredType=cred/munge
 StateSaveLocation=$T/spool/ctld
-SlurmdSpoolDir=$T/spool/d
+SlurmdSpoolDir=$T/spool/d-%n
 SlurmctldPidFile=$T/slurmctld.pid
-SlurmdPidFile=$T/slurmd.pid
+SlurmdPidFile=$T/slurmd-%n.pid
 SlurmctldLogFile=$T/log/slurmctld.log
-SlurmdLogFile=$T/log/slurmd.log
+SlurmdLogFile=$T/log/slurmd-%n.log
 PlugStackConfig=$T/plugstack.conf
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -98,21 +102,29 @@ SlurmdParameters=config_overrides
 GresTypes=gpu,shard
 MpiDefault=none
 ReturnToService=2
-$(grep '^NodeName=' "$T/gpu-lines.txt") NodeHostname=$host NodeAddr=127.0.0.1 CPUs=4 RealMemory=1000 State=UNKNOWN
+$(grep '^NodeName=' "$T/gpu-lines.txt") NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base + 1)) CPUs=4 RealMemory=1000 State=UNKNOWN
+$(grep '^NodeName=' "$T/gpu-lines.txt" | sed "s/^NodeName=$node /NodeName=$node2 /") NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=4 RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
+PartitionName=two Nodes=$node,$node2 MaxTime=INFINITE State=UP
 EOF
   export SLURM_CONF="$T/slurm.conf"
   slurmctld -c || { echo "FAIL: slurmctld did not start"; dump_logs; exit 1; }
-  slurmd -N "$node" || { echo "FAIL: slurmd did not start"; dump_logs; exit 1; }
+  for n in "$node" "$node2"; do
+    slurmd -N "$n" || { echo "FAIL: slurmd -N $n did not start"; dump_logs; exit 1; }
+  done
   ready=0
-  for _ in $(seq 1 150); do  # up to 30 s for the node to register
-    if [ "$(sinfo -h -n "$node" -o %T 2> /dev/null)" = "idle" ]; then ready=1; break; fi
+  for _ in $(seq 1 150); do  # up to 30 s for the nodes to register
+    if [ "$(sinfo -h -N -n "$node,$node2" -o %T 2> /dev/null | sort -u)" = "idle" ]; then ready=1; break; fi
     sleep 0.2
   done
-  [ "$ready" = 1 ] || { echo "FAIL: node $node not idle: $(sinfo -h -o '%n %T %E' 2>&1)"; dump_logs; exit 1; }
+  [ "$ready" = 1 ] || { echo "FAIL: nodes $node, $node2 not idle: $(sinfo -h -N -o '%n %T %E' 2>&1)"; dump_logs; exit 1; }
 
-  # The node side: GPU 0's and 1's lease arbiters on the node directory the plugin joins.
+  # The node side of each node: GPU 0's and 1's lease arbiters on the node directory its tasks
+  # join ($node's also meters usage).
   start_arbiter
+  "$build/tessera" node arbiter --gpus 0,1 --run-dir "$T/node-$node2" --nvml "$TESSERA_FAKE_NVML_LIBRARY" \
+    >> "$T/log/arbiter-$node2.log" 2>&1 &
+  pids+=($!)
   probe="$build/tests/tessera_shim_probe"
   export LD_LIBRARY_PATH="$build/tests/fake_cuda"
 }

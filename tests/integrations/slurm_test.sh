@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real single-node Slurm (munge, slurmctld, slurmd on 127.0.0.1, Debian 12's 22.05 packages)
+# A real two-node Slurm (munge, slurmctld, two slurmd on 127.0.0.1, Debian 12's 22.05 packages)
 # with spank_tessera.so in its plugstack and two fake GPUs (character devices with /dev/null's
 # numbers, listed by `tessera slurm config --fake-gpus`) and the node side (`tessera node arbiter`
 # on the node directory), checking what a user sees:
@@ -7,7 +7,8 @@
 #      that limit (the fake CUDA driver refuses the 65th 16 MiB block), also in a job of another
 #      user (`srun --uid=nobody`: its counters file is that user's); --gpu-share=25 is the tenant's weight on the
 #      GPU's lease board, whose arbiter is alive; a step of two GPUs is one tenant on both, with
-#      the limit on each;
+#      the limit on each; a job of two nodes (srun -N2) is confined on each node, in each node's
+#      own node directory;
 #   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50; two
 #      such jobs of two accounts at once share GPU 0 as two tenants of share 50;
 #   3. `srun --gpu-mem=abc` and `sbatch --gpu-share=150` are rejected at submit, naming the option;
@@ -59,6 +60,23 @@ out="$(TESSERA_FAKE_CUDA_DEVICES=2 srun -A physics --gres=gpu:2 --gpu-mem=1GiB s
 grep -q "^gpus=0,1$" <<< "$out" || fail "a two-GPU step does not see both GPUs: $out"
 [ "$(echo "$out" | grep -c "fill family=mem count=64 rc=2")" = 2 ] || fail "a two-GPU step: the limit is not on each GPU: $out"
 
+# 1e. A job on both nodes (srun -p two -N2): a task on each node, each confined there: its tenant
+#     is in that node's own directory (node_dir=$T/node-%n) and 64 x 16 MiB fit, the 65th does not;
+#     both nodes' step ends release it.
+cat > "$T/two_nodes.sh" <<EOF
+echo "on=\$SLURMD_NODENAME job=\$SLURM_JOB_ID tenants=\$(grep -c "\"physics.\$SLURM_JOB_ID\"" "$T/node-\$SLURMD_NODENAME/tenants.json")"
+exec "$probe" init fill:mem:16777216
+EOF
+out="$(srun -p two -N2 -A physics --gres=gpu:1 --gpu-mem=1GiB sh "$T/two_nodes.sh" 2>&1)"
+grep -q "^on=$node job=[0-9]* tenants=1$" <<< "$out" || fail "srun -N2: no confined task on $node: $out"
+grep -q "^on=$node2 job=[0-9]* tenants=1$" <<< "$out" || fail "srun -N2: no confined task on $node2: $out"
+[ "$(grep -c "fill family=mem count=64 rc=2" <<< "$out")" = 2 ] || fail "srun -N2: the limit is not on each node: $out"
+job="$(sed -n 's/^on=.* job=\([0-9]*\) .*/\1/p' <<< "$out" | head -1)"
+for d in "$T/node-$node" "$T/node-$node2"; do
+  for _ in $(seq 1 100); do grep -q "physics\.$job\"" "$d/tenants.json" 2> /dev/null || break; sleep 0.1; done
+  grep -q "physics\.$job\"" "$d/tenants.json" 2> /dev/null && fail "srun -N2: physics.$job still registered in $d"
+done
+
 # 1a. The same through sbatch: the batch step's task is confined too.
 sbatch -Q --wait -A bio --gres=gpu:1 --gpu-mem=1GiB -o "$T/batch.out" \
   --wrap "'$probe' init fill:mem:16777216" > /dev/null 2>&1 || fail "sbatch --gpu-mem=1GiB failed: $(cat "$T/batch.out")"
@@ -102,7 +120,7 @@ srun -A physics --gres=shard:2 sh -c "cat '$T/hold'" > /dev/null 2>&1 &
 held=$!
 for _ in $(seq 1 100); do grep -q '"physics\.' "$T/node/tenants.json" 2> /dev/null && break; sleep 0.1; done
 status="$(srun -A chem --gres=shard:2 sh -c "TESSERA_RUN_DIR='$T/node' '$build/tessera' node status --json -" 2> "$T/status.err")"
-echo done > "$T/hold"
+timeout 10 sh -c "echo done > '$T/hold'" || fail "the held physics job is gone: it did not read its fifo"
 wait "$held" || fail "the held physics job failed"
 got="$(echo "$status" | python3 -c '
 import json, sys
@@ -122,10 +140,10 @@ kill "$arbiter"; wait "$arbiter" 2> /dev/null
 out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB true 2>&1)" && fail "a task ran without the arbiter: $out"
 grep -q "node side unreachable: no tessera arbiter drives GPU 0" <<< "$out" || fail "no fail-closed message: $out"
 srun -A physics --gres=gpu:1 --gpu-isolation=none true > /dev/null 2>&1 || fail "--gpu-isolation=none was refused"
-mv "$T/node" "$T/node.away"  # (the arbiter would create it again)
+mv "$T/node-$node" "$T/node.away"  # (the arbiter would create it again)
 out="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB true 2>&1)" && fail "a task ran without the node directory: $out"
 grep -q "node side unreachable: the node directory" <<< "$out" || fail "no fail-closed message: $out"
-mv "$T/node.away" "$T/node"
+mv "$T/node.away" "$T/node-$node"
 start_arbiter
 
 # 5. A SIGKILLed task: its slot is released when the step ends (slurm_spank_exit).

@@ -65,6 +65,13 @@ struct PluginArgs {
 // node_dir=, shim=, nvml=, shards_per_gpu=)".
 StatusOr<PluginArgs> ParsePluginArgs(const std::vector<std::string>& args);
 
+// The node directory of the node named `node_name` (SLURMD_NODENAME): node_dir= with each "%n"
+// replaced by the name, as slurm.conf's SlurmdSpoolDir does, for hosts that run several slurmd
+// (a test cluster: node_dir=/run/tessera-%n gives n1 /run/tessera-n1). Without "%n" the name is
+// not needed. INVALID_ARGUMENT when "%n" is asked for and the name is unknown or is no plain name
+// (empty, or holding '/', or "." or "..").
+StatusOr<std::string> NodeDirOf(const std::string& node_dir, const std::optional<std::string>& node_name);
+
 // Looks a variable of the job's environment up; nullopt when it is not set.
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 

@@ -84,6 +84,25 @@ StatusOr<PluginArgs> ParsePluginArgs(const std::vector<std::string>& args) {
   return out;
 }
 
+StatusOr<std::string> NodeDirOf(const std::string& node_dir, const std::optional<std::string>& node_name) {
+  if (node_dir.find("%n") == std::string::npos) return node_dir;
+  if (!node_name || node_name->empty() || node_name->find('/') != std::string::npos || *node_name == "." ||
+      *node_name == "..") {
+    return InvalidArgumentError("plugstack.conf node_dir=" + node_dir + ": %n needs the node's name, and SLURMD_NODENAME " +
+                                (node_name ? "is '" + *node_name + "', not a plain name" : std::string("is not set")));
+  }
+  std::string out;
+  for (size_t i = 0; i < node_dir.size(); ++i) {
+    if (node_dir.compare(i, 2, "%n") == 0) {
+      out += *node_name;
+      ++i;
+    } else {
+      out += node_dir[i];
+    }
+  }
+  return out;
+}
+
 StatusOr<std::vector<int>> StepGpus(const EnvLookup& env) {
   for (const char* var : {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"}) {
     std::optional<std::string> value = env(var);

@@ -95,6 +95,13 @@ std::string ShimNextToPlugin() {
   return (dir.empty() ? std::string(".") : dir) + "/libtessera-shim.so";
 }
 
+// This node's name: slurmd sets SLURMD_NODENAME in the environment of slurmstepd and of the spank
+// epilog (the job's own environment gets it only later, for the task).
+std::optional<std::string> NodeName() {
+  const char* name = std::getenv("SLURMD_NODENAME");
+  return name == nullptr ? std::nullopt : std::optional<std::string>(name);
+}
+
 std::optional<std::string> JobEnv(spank_t sp, const std::string& name) {
   std::vector<char> buf(4096);
   if (spank_getenv(sp, name.c_str(), buf.data(), static_cast<int>(buf.size())) != ESPANK_SUCCESS) {
@@ -132,7 +139,15 @@ int slurm_spank_task_init_privileged(spank_t sp, int /*ac*/, char** /*av*/) {
     slurm_error("tessera: cannot read the job's uid");
     return -1;
   }
-  ts::TaskRequest request{.args = g_args,
+  // node_dir=...%n: this node's directory (several slurmd on one host).
+  tessera::StatusOr<std::string> node_dir = ts::NodeDirOf(g_args.node_dir, NodeName());
+  if (!node_dir.ok()) {
+    if (g_options.isolation == ts::Isolation::kNone) return 0;
+    return Reject(node_dir.status());
+  }
+  ts::PluginArgs args = g_args;
+  args.node_dir = *node_dir;
+  ts::TaskRequest request{.args = args,
                           .options = g_options,
                           .account = JobEnv(sp, "SLURM_JOB_ACCOUNT").value_or(""),
                           .job_id = std::to_string(job_id),
@@ -160,7 +175,12 @@ int slurm_spank_task_init_privileged(spank_t sp, int /*ac*/, char** /*av*/) {
 
 int slurm_spank_exit(spank_t /*sp*/, int /*ac*/, char** /*av*/) {
   if (spank_context() != S_CTX_REMOTE) return 0;
-  tessera::Status st = ts::ReleaseEndedTasks(g_args.node_dir);
+  tessera::StatusOr<std::string> node_dir = ts::NodeDirOf(g_args.node_dir, NodeName());
+  if (!node_dir.ok()) {
+    slurm_error("tessera: releasing the job's slots: %s", std::string(node_dir.status().message()).c_str());
+    return 0;
+  }
+  tessera::Status st = ts::ReleaseEndedTasks(*node_dir);
   if (!st.ok()) slurm_error("tessera: releasing the job's slots: %s", std::string(st.message()).c_str());
   return 0;  // the job's result stands; the epilog and the next join prune again
 }
@@ -168,7 +188,9 @@ int slurm_spank_exit(spank_t /*sp*/, int /*ac*/, char** /*av*/) {
 int slurm_spank_job_epilog(spank_t /*sp*/, int ac, char** av) {
   tessera::StatusOr<ts::PluginArgs> args = ts::ParsePluginArgs(std::vector<std::string>(av, av + ac));
   if (!args.ok()) return Reject(args.status());
-  tessera::Status st = ts::ReleaseEndedTasks(args->node_dir);
+  tessera::StatusOr<std::string> node_dir = ts::NodeDirOf(args->node_dir, NodeName());
+  if (!node_dir.ok()) return Reject(node_dir.status());
+  tessera::Status st = ts::ReleaseEndedTasks(*node_dir);
   if (!st.ok()) return Reject(st);
   return 0;
 }
