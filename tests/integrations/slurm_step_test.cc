@@ -62,6 +62,17 @@ TEST(SlurmOptions, PluginArguments) {
   EXPECT_EQ(ParsePluginArgs({"node_dir"}).status().code(), StatusCode::kInvalidArgument);
 }
 
+// node_dir=...%n: each slurmd of a host its own node directory (SLURMD_NODENAME).
+TEST(SlurmNodeDir, PercentNIsTheNodesNameAndMustBeAPlainOne) {
+  EXPECT_EQ(*NodeDirOf("/run/tessera", std::nullopt), "/run/tessera");
+  EXPECT_EQ(*NodeDirOf("/run/tessera-%n/%n", std::string("n1")), "/run/tessera-n1/n1");
+  EXPECT_THAT(std::string(NodeDirOf("/run/t-%n", std::nullopt).status().message()),
+              HasSubstr("node_dir=/run/t-%n: %n needs the node's name, and SLURMD_NODENAME is not set"));
+  for (const char* bad : {"", "..", "a/b"}) {
+    EXPECT_EQ(NodeDirOf("/run/t-%n", std::string(bad)).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(SlurmStepGpus, PrefersSlurmsOwnVariables) {
   EXPECT_EQ(*StepGpus(Env({{"SLURM_STEP_GPUS", "1"}, {"SLURM_JOB_GPUS", "0,1"}, {"CUDA_VISIBLE_DEVICES", "0"}})),
             std::vector<int>{1});
