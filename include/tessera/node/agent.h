@@ -338,12 +338,17 @@ class Agent {
   void AdoptMps();
   void Violated(HeldWorkload& w, const std::string& detail, const std::vector<uint32_t>& pids);
   void CheckCountersFiles();  // agent_backstop.cc, step 5
-  // One NVML pass's figures into nvml_windows_ (agent_backstop.cc): the GPUs whose utilisation
-  // and processes were read, those with a new sample, and per (workload, GPU) its SM milli and MiB.
-  void AddNvmlWindows(int64_t now_ms, const std::set<int>& util_read, const std::set<int>& sampled,
-                      const std::set<int>& procs_read, const std::map<std::pair<int64_t, int>, int64_t>& sm_milli,
-                      const std::map<std::pair<int64_t, int>, int64_t>& memory_mib,
-                      const std::set<std::pair<int64_t, int>>& memory_untold);
+  // What one NVML pass saw for the usage samples (Backstop fills it, AddNvmlWindows reads it).
+  struct NvmlPass {
+    std::set<int> util_read;   // GPUs whose per-process utilisation was read
+    std::set<int> sampled;     // ... with a new sample of some process
+    std::set<int> procs_read;  // GPUs whose compute processes were listed
+    std::map<std::pair<int64_t, int>, int64_t> sm_milli;    // (workload, GPU): its processes' SM milli
+    std::map<std::pair<int64_t, int>, int64_t> memory_mib;  // (workload, GPU): their device memory
+    std::set<std::pair<int64_t, int>> memory_untold;        // (workload, GPU): a process NVML gave no memory for
+  };
+  // One pass into nvml_windows_ (agent_backstop.cc).
+  void AddNvmlWindows(int64_t now_ms, const NvmlPass& pass);
   void KillProcess(uint32_t pid);
   std::string AgentDir() const;
   void Log(std::string line);
