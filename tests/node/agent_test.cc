@@ -819,6 +819,14 @@ TEST_F(NvmlUsageTest, ASampleCarriesTheSumOverTheWorkloadsProcessesOfNvmlsUtilis
   EXPECT_EQ(five["nvml_memory_mib"], 164) << five.dump();  // 64 MiB + the fake's 100 MiB context
   EXPECT_EQ(six["nvml_used_milli"], 0) << six.dump();      // the GPU was sampled: observed idle
   EXPECT_EQ(six["nvml_memory_mib"], 132) << six.dump();
+  // A workload without a command: the agent knows none of its pids, so NVML's figures are absent.
+  cp.desired.push_back(Workload(7, 0, 512, 500));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  const json seven = LastSample(7);
+  ASSERT_TRUE(seven.is_object());
+  EXPECT_FALSE(seven.contains("nvml_used_milli")) << seven.dump();
+  EXPECT_FALSE(seven.contains("nvml_memory_mib")) << seven.dump();
+  EXPECT_EQ(LastSample(5)["nvml_used_milli"], 550);
   cp.desired = json::array();
   EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
 }
