@@ -12,6 +12,8 @@ namespace {
 
 // The largest time a sample may carry: year 9999 (keeps every sum of the ledger inside int64).
 constexpr int64_t kMaxTime = 253402300799;
+// The most device memory one sample's NVML figure may claim: 1 PiB in MiB (far above any GPU).
+constexpr int64_t kMaxNvmlMemoryMib = int64_t{1} << 30;
 
 // One sample: the values, or the first problem (naming its field through `bad_field`).
 Status DecodeSample(const json& j, const std::string& at, std::string* bad_field, UsageSample* out) {
@@ -43,6 +45,13 @@ Status DecodeSample(const json& j, const std::string& at, std::string* bad_field
     TESSERA_ASSIGN_OR_RETURN(*into, f.Int(name, 0, INT64_MAX, 0));
   }
   TESSERA_ASSIGN_OR_RETURN(out->bytes_transferred, f.Int("bytes_transferred", -1, INT64_MAX, -1));
+  // The NVML figures: optional, but strict when given (a wrong type or range names the field).
+  if (f.Has("nvml_used_milli")) {
+    TESSERA_ASSIGN_OR_RETURN(out->nvml_used_milli, f.Int("nvml_used_milli", 0, 1000, 0));
+  }
+  if (f.Has("nvml_memory_mib")) {
+    TESSERA_ASSIGN_OR_RETURN(out->nvml_memory_mib, f.Int("nvml_memory_mib", 0, kMaxNvmlMemoryMib, 0));
+  }
   if (out->end_s <= out->start_s) {
     return f.Fail("end", std::to_string(out->end_s) + " is not after start " + std::to_string(out->start_s));
   }
@@ -64,7 +73,7 @@ Status DecodeSample(const json& j, const std::string& at, std::string* bad_field
 }  // namespace
 
 std::string EncodeUsageSample(const UsageSample& s) {
-  return json{{"tenant", s.tenant},
+  json j{{"tenant", s.tenant},
               {"workload", s.workload},
               {"gpu", s.gpu},
               {"model", s.model},
@@ -77,8 +86,10 @@ std::string EncodeUsageSample(const UsageSample& s) {
               {"memory_mib_s", s.memory_mib_s},
               {"peak_memory_mib", s.peak_memory_mib},
               {"kernel_launches", s.kernel_launches},
-              {"bytes_transferred", s.bytes_transferred}}
-      .dump();
+              {"bytes_transferred", s.bytes_transferred}};
+  if (s.nvml_used_milli) j["nvml_used_milli"] = *s.nvml_used_milli;
+  if (s.nvml_memory_mib) j["nvml_memory_mib"] = *s.nvml_memory_mib;
+  return j.dump();
 }
 
 std::string EncodeUsageBatch(const std::vector<std::string>& encoded) {

@@ -118,6 +118,9 @@ struct ApiMetrics {
   Counter* usage_samples = nullptr;       // {result}: stored, duplicate, rejected
   Counter* gpu_used = nullptr;            // {node, gpu, model}: gpu_milli_s_used of stored samples
   Counter* gpu_memory = nullptr;          // {node, gpu, model}: memory_mib_s of stored samples
+  Counter* gpu_nvml_used = nullptr;       // {node, gpu, model}: nvml_used_milli x span of stored samples
+  Counter* gpu_nvml_seconds = nullptr;    // {node, gpu, model}: the spans that carried nvml_used_milli
+  Counter* usage_under_reported = nullptr;  // {tenant}: stored samples UnderReported (usage_service.h)
   Counter* anomalies = nullptr;           // {tenant, series}: anomalies the detector flagged
   Gauge* sla_wait_p99 = nullptr;          // {tenant}: the last closed hour's guaranteed_wait_p99_s
 };

@@ -38,22 +38,32 @@ json NodeJson(const NodeView& view) {
           one["used_mem_mib"] = sh.use->memory_mib;
           one["used_milli"] = sh.use->used_milli;
           one["sampled_end"] = sh.use->end_s;
+          // NVML's view beside the shim's (left out where the agent had none: absent is not zero).
+          if (sh.use->nvml_used_milli) one["nvml_used_milli"] = *sh.use->nvml_used_milli;
+          if (sh.use->nvml_memory_mib) one["nvml_used_mem_mib"] = *sh.use->nvml_memory_mib;
         }
         list.push_back(std::move(one));
       }
     gpus[g]["shares"] = std::move(list);
     // The GPU's use: the sum over its shares' newest samples (left out when none was sampled).
-    int64_t mem = 0, busy = 0;
-    bool sampled = false;
+    // NVML's sums only when every sampled share has NVML's figure (a partial sum would read low).
+    int64_t mem = 0, busy = 0, nvml_mem = 0, nvml_busy = 0;
+    bool sampled = false, all_nvml_mem = true, all_nvml_busy = true;
     for (const json& sh : gpus[g]["shares"])
       if (sh.contains("used_mem_mib")) {
         sampled = true;
         mem += sh["used_mem_mib"].get<int64_t>();
         busy += sh["used_milli"].get<int64_t>();
+        if (sh.contains("nvml_used_mem_mib")) nvml_mem += sh["nvml_used_mem_mib"].get<int64_t>();
+        else all_nvml_mem = false;
+        if (sh.contains("nvml_used_milli")) nvml_busy += sh["nvml_used_milli"].get<int64_t>();
+        else all_nvml_busy = false;
       }
     if (sampled) {
       gpus[g]["used_mem_mib"] = mem;
       gpus[g]["used_milli"] = busy;
+      if (all_nvml_mem) gpus[g]["nvml_used_mem_mib"] = nvml_mem;
+      if (all_nvml_busy) gpus[g]["nvml_used_milli"] = nvml_busy;
     }
   }
   json out = {{"name", rec.name},

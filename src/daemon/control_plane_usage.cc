@@ -37,6 +37,24 @@ Status ControlPlane::Impl::InitUsageMetrics() {
                            registry.AddCounter("tessera_gpu_memory_mib_seconds_total",
                                                "MiB seconds of device memory in use on one GPU, from stored usage samples.",
                                                {"node", "gpu", "model"}));
+  // NVML's view beside them (issue 32): the milli-GPU seconds NVML saw the samples' processes
+  // busy, over the seconds that had NVML's figure, so that rate(nvml_used) / rate(nvml_seconds)
+  // compares with the shim's counted use; and the samples where NVML saw far more (issue 29).
+  TESSERA_ASSIGN_OR_RETURN(m.gpu_nvml_used,
+                           registry.AddCounter("tessera_gpu_nvml_used_milli_seconds_total",
+                                               "Milli-GPU seconds NVML saw the workloads' processes busy on one GPU "
+                                               "(SM utilisation), from stored usage samples that carry it.",
+                                               {"node", "gpu", "model"}));
+  TESSERA_ASSIGN_OR_RETURN(m.gpu_nvml_seconds,
+                           registry.AddCounter("tessera_gpu_nvml_observed_seconds_total",
+                                               "Seconds of stored usage samples of one GPU that carry NVML's "
+                                               "utilisation (summed over its workloads).",
+                                               {"node", "gpu", "model"}));
+  TESSERA_ASSIGN_OR_RETURN(m.usage_under_reported,
+                           registry.AddCounter("tessera_usage_under_reported_samples_total",
+                                               "Stored usage samples whose NVML utilisation is far above the GPU time "
+                                               "the shim counted (detected, not charged).",
+                                               {"tenant"}));
   return Status::Ok();
 }
 
@@ -45,6 +63,12 @@ void ControlPlane::Impl::CountUsage(const store::UsageSampleRecord& s) {
   m.usage_used->Inc({s.tenant}, static_cast<double>(s.gpu_milli_s_used));
   m.gpu_used->Inc({s.node, s.gpu, s.model}, static_cast<double>(s.gpu_milli_s_used));
   m.gpu_memory->Inc({s.node, s.gpu, s.model}, static_cast<double>(s.memory_mib_s));
+  if (s.nvml_used_milli) {
+    const int64_t span = s.end_s - s.start_s;
+    m.gpu_nvml_used->Inc({s.node, s.gpu, s.model}, static_cast<double>(*s.nvml_used_milli * span));
+    m.gpu_nvml_seconds->Inc({s.node, s.gpu, s.model}, static_cast<double>(span));
+  }
+  if (UnderReported(s)) m.usage_under_reported->Inc({s.tenant}, 1);
 }
 
 HttpResponse ControlPlane::Impl::PostUsage(const HttpRequest& r, const Caller&) {

@@ -53,7 +53,9 @@ StatusOr<std::vector<UsageItem>> DecodeUsageBatch(std::string_view node, std::st
                    .memory_mib_s = s.memory_mib_s,
                    .peak_memory_mib = s.peak_memory_mib,
                    .kernel_launches = s.kernel_launches,
-                   .bytes_transferred = s.bytes_transferred};
+                   .bytes_transferred = s.bytes_transferred,
+                   .nvml_used_milli = s.nvml_used_milli,
+                   .nvml_memory_mib = s.nvml_memory_mib};
   }
   return items;
 }

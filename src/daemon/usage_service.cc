@@ -1,6 +1,7 @@
 #include "src/daemon/usage_service.h"
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <tuple>
 
@@ -12,7 +13,23 @@ namespace {
 
 constexpr int kRebuildPage = 10000;
 
+// "NVML 550 milli, counted 120 milli (gpu_milli_s_used 7200 over 60 s) on n1 gpu 0": the event's detail.
+std::string UnderReportDetail(const store::UsageSampleRecord& s) {
+  const int64_t span = s.end_s - s.start_s;
+  return "NVML " + std::to_string(*s.nvml_used_milli) + " milli, counted " +
+         std::to_string(s.gpu_milli_s_used / span) + " milli (gpu_milli_s_used " +
+         std::to_string(s.gpu_milli_s_used) + " over " + std::to_string(span) + " s) on " + s.node + " gpu " + s.gpu +
+         ", seq " + std::to_string(s.seq);
+}
+
 }  // namespace
+
+bool UnderReported(const store::UsageSampleRecord& s) {
+  const int64_t span = s.end_s - s.start_s;
+  if (!s.nvml_used_milli || span <= 0) return false;
+  const int64_t counted = s.gpu_milli_s_used / span;
+  return *s.nvml_used_milli >= counted + kUnderReportMarginMilli && *s.nvml_used_milli > 2 * counted;
+}
 
 UsageService::UsageService(TransactFn transact, ParentOf parents, SampleFn on_stored)
     : transact_(std::move(transact)), parents_(std::move(parents)), on_stored_(std::move(on_stored)) {}
@@ -55,13 +72,31 @@ Status UsageService::FreshLocked() {
   return RebuildLocked(nullptr);
 }
 
+Status UsageService::NoteUnderReport(store::Transaction& tx, const store::UsageSampleRecord& s,
+                                     std::set<std::tuple<std::string, std::string, std::string>>* episodes) {
+  const auto share = std::make_tuple(s.node, s.gpu, s.workload);
+  if (!UnderReported(s)) {
+    episodes->erase(share);
+    return Status::Ok();
+  }
+  if (!episodes->insert(share).second) return Status::Ok();  // already reported in this episode
+  int64_t id = 0;
+  const auto [ptr, ec] = std::from_chars(s.workload.data(), s.workload.data() + s.workload.size(), id);
+  if (ec != std::errc() || ptr != s.workload.data() + s.workload.size()) return Status::Ok();
+  StatusOr<store::WorkloadRecord> w = tx.GetWorkload(id);
+  if (!w.ok()) return w.status().code() == StatusCode::kNotFound ? Status::Ok() : w.status();
+  return tx.AppendWorkloadEvent({0, id, s.end_s * 1000, "usage_under_reported", UnderReportDetail(s)}).status();
+}
+
 StatusOr<UsagePostResult> UsageService::Post(const std::string& node, const std::vector<UsageItem>& items) {
   std::lock_guard<std::mutex> lock(mu_);
   TESSERA_RETURN_IF_ERROR(FreshLocked());
   UsagePostResult out;
   bool node_known = true;
+  std::set<std::tuple<std::string, std::string, std::string>> episodes;  // under_reported_ once committed
   Status st = transact_("usage", [&](store::Transaction& tx) -> Status {
     out = UsagePostResult{};  // a retried transaction starts over
+    episodes = under_reported_;
     StatusOr<store::NodeRecord> rec = tx.GetNode(node);
     if (!rec.ok()) {
       node_known = false;
@@ -104,8 +139,12 @@ StatusOr<UsagePostResult> UsageService::Post(const std::string& node, const std:
       }
       // The ledger follows the check (it counts a sample the table had but it missed, too).
       if (*check == metering::IngestResult::kCounted) (void)ledger_.Ingest(key, values);
-      if (*put) out.stored.push_back(s);
-      else ++out.duplicates;
+      if (*put) {
+        out.stored.push_back(s);
+        TESSERA_RETURN_IF_ERROR(NoteUnderReport(tx, s, &episodes));
+      } else {
+        ++out.duplicates;
+      }
     }
     return Status::Ok();
   });
@@ -114,6 +153,7 @@ StatusOr<UsagePostResult> UsageService::Post(const std::string& node, const std:
     return st;
   }
   if (!node_known) return NotFoundError("node '" + node + "' not found");
+  under_reported_ = std::move(episodes);
   if (on_stored_)
     for (const store::UsageSampleRecord& s : out.stored) on_stored_(s);
   std::lock_guard<std::mutex> use_lock(use_mu_);
@@ -122,7 +162,8 @@ StatusOr<UsagePostResult> UsageService::Post(const std::string& node, const std:
     std::erase_if(gpu, [&](const auto& e) { return e.second.end_s < s.start_s - 3600; });
     ShareUse& use = gpu[s.workload];
     const int64_t span = s.end_s - s.start_s;  // > 0: the codec refuses an empty span
-    if (span > 0 && s.end_s >= use.end_s) use = {s.end_s, s.memory_mib_s / span, s.gpu_milli_s_used / span};
+    if (span > 0 && s.end_s >= use.end_s)
+      use = {s.end_s, s.memory_mib_s / span, s.gpu_milli_s_used / span, s.nvml_used_milli, s.nvml_memory_mib};
   }
   return out;
 }

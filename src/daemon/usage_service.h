@@ -34,6 +34,11 @@
 //   Report(acme's tenant-user, {})      -> tenants [vision 600'000 / 300'000], hours [00:00 vision n1 0]
 //   Report(other's tenant-user, {.tenant = "vision"}) -> NOT_FOUND "tenant 'vision' not found"
 //   LastUse("n1", "0", "7")             -> {end_s 00:10, memory_mib 4096, used_milli 500}
+// A stored sample that is UnderReported (NVML saw its processes far busier than the shim counted)
+// appends a workload event "usage_under_reported" with both figures, in the same transaction, the
+// first time in an episode (until a sample of the same share is not under-reported), when the
+// workload id is one the store holds; `on_stored` sees every sample, and the control plane counts
+// the under-reported ones (tessera_usage_under_reported_samples_total{tenant}).
 //
 // Thread-safety: all methods may be called from any thread. Locks: mu_ (the ledger; never held
 // with the control plane's world lock, taken before the tenant service's parent-map lock) is taken
@@ -46,6 +51,8 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -100,7 +107,18 @@ struct ShareUse {
   int64_t end_s = 0;
   int64_t memory_mib = 0;  // memory_mib_s / span
   int64_t used_milli = 0;  // gpu_milli_s_used / span
+  // NVML's view of the same span (the sample's nvml_* figures), where the agent had it.
+  std::optional<int64_t> nvml_used_milli;
+  std::optional<int64_t> nvml_memory_mib;
 };
+
+// A stored sample whose NVML utilisation is far above the GPU time the shim counted (issue 29:
+// a tenant that under-reports is charged as reported; this is the detection step, nothing is
+// charged from it): NVML's average at least kUnderReportMarginMilli above the counted average
+// and more than twice it. Example: counted 120 milli, NVML 550 -> under-reported (430 above);
+// counted 500, NVML 700 -> not (200 above); no NVML figure -> not.
+inline constexpr int64_t kUnderReportMarginMilli = 250;
+bool UnderReported(const store::UsageSampleRecord& sample);
 
 class UsageService {
  public:
@@ -130,6 +148,9 @@ class UsageService {
  private:
   Status RebuildLocked(const SampleFn& each);  // mu_ held
   Status FreshLocked();                        // mu_ held: rebuilt when stale
+  // A stored sample's under-report episode in `episodes`, and its event (see above); mu_ held.
+  Status NoteUnderReport(store::Transaction& tx, const store::UsageSampleRecord& s,
+                         std::set<std::tuple<std::string, std::string, std::string>>* episodes);
 
   const TransactFn transact_;
   const ParentOf parents_;
@@ -141,6 +162,8 @@ class UsageService {
 
   mutable std::mutex use_mu_;
   std::map<std::pair<std::string, std::string>, std::map<std::string, ShareUse>> last_use_;
+  // Shares (node, GPU, workload) in an under-reported episode (mu_): one event per episode.
+  std::set<std::tuple<std::string, std::string, std::string>> under_reported_;
 };
 
 }  // namespace tessera::daemon

@@ -110,6 +110,36 @@ void Agent::CheckCountersFiles() {
   }
 }
 
+void Agent::AddNvmlWindows(int64_t now_ms, const NvmlPass& pass) {
+  // The time this pass stands for: since the previous one, at most two periods (an agent stalled
+  // longer does not stretch one reading over the gap); a first pass stands for one period.
+  const int64_t period = std::max<int64_t>(options_.backstop_period_ms, 1);
+  const int64_t elapsed =
+      last_backstop_ms_ > 0 ? std::clamp<int64_t>(now_ms - last_backstop_ms_, 0, 2 * period) : period;
+  last_backstop_ms_ = now_ms;
+  for (const auto& [id, w] : held_) {
+    if (w.ended || w.pid <= 0) continue;  // no command: the agent knows none of its pids
+    for (int gpu : w.gpus) {
+      NvmlWindow& win = nvml_windows_[{id, gpu}];
+      if (pass.util_read.count(gpu)) {
+        auto busy = pass.sm_milli.find({id, gpu});
+        win.busy_milli_ms += std::min<int64_t>(busy != pass.sm_milli.end() ? busy->second : 0, 1000) * elapsed;
+        win.covered_ms += elapsed;
+        win.sampled = win.sampled || pass.sampled.count(gpu) > 0;
+      } else {
+        win.util_unknown = true;
+      }
+      if (pass.procs_read.count(gpu) && !pass.memory_untold.count({id, gpu})) {
+        auto mib = pass.memory_mib.find({id, gpu});
+        win.peak_mib = std::max(win.peak_mib, mib != pass.memory_mib.end() ? mib->second : 0);
+      } else {
+        win.memory_unknown = true;
+      }
+    }
+  }
+  std::erase_if(nvml_windows_, [&](const auto& e) { return !held_.count(e.first.first); });
+}
+
 void Agent::Backstop(int64_t now_ms) {
   if (options_.backstop_period_ms <= 0 || now_ms < next_backstop_ms_) return;
   next_backstop_ms_ = now_ms + options_.backstop_period_ms;
@@ -152,7 +182,26 @@ void Agent::Backstop(int64_t now_ms) {
   std::map<int64_t, Use> use;
   std::set<uint32_t> seen;
   std::string unreadable;  // "GPU 1: GPU is lost; GPU 3: ...": the "nvml" condition's detail
+  NvmlPass pass;  // this pass's view for the usage samples' NVML figures
   for (size_t gpu = 0; gpu < inventory_.gpus.size(); ++gpu) {
+    const int g = static_cast<int>(gpu);
+    StatusOr<std::vector<enforce::ProcessUtilization>> utils =
+        options_.nvml->ProcessUtilizations(static_cast<uint32_t>(gpu), util_last_seen_us_[g]);
+    if (utils.ok()) {
+      pass.util_read.insert(g);
+      // A pid's mean over its new samples (the driver may keep several per process).
+      std::map<uint32_t, std::pair<int64_t, int64_t>> per_pid;  // pid -> (sum of SM %, samples)
+      for (const enforce::ProcessUtilization& u : *utils) {
+        util_last_seen_us_[g] = std::max(util_last_seen_us_[g], u.timestamp_us);
+        per_pid[u.pid].first += u.sm_percent;
+        ++per_pid[u.pid].second;
+      }
+      if (!per_pid.empty()) pass.sampled.insert(g);
+      for (const auto& [pid, sum] : per_pid) {
+        if (static_cast<pid_t>(pid) == ::getpid()) continue;
+        if (HeldWorkload* w = owner_of(pid)) pass.sm_milli[{w->id, g}] += 10 * sum.first / sum.second;
+      }
+    }
     StatusOr<std::vector<enforce::GpuProcess>> procs = options_.nvml->RunningProcesses(static_cast<uint32_t>(gpu));
     if (!procs.ok()) {
       const std::string what = "GPU " + std::to_string(gpu) + ": " + std::string(procs.status().message());
@@ -160,11 +209,16 @@ void Agent::Backstop(int64_t now_ms) {
       unreadable += (unreadable.empty() ? "" : "; ") + what;
       continue;
     }
+    pass.procs_read.insert(g);
     for (const enforce::GpuProcess& p : *procs) {
       if (static_cast<pid_t>(p.pid) == ::getpid()) continue;
       seen.insert(p.pid);
       const int64_t used = p.used_memory ? p.used_memory->value() : 0;
       HeldWorkload* w = owner_of(p.pid);
+      if (w != nullptr) {
+        if (p.used_memory) pass.memory_mib[{w->id, g}] += used;
+        else pass.memory_untold.insert({w->id, g});
+      }
       if (w == nullptr) {
         if (!shared_gpus.count(static_cast<int>(gpu)) || unknown_seen_.count(p.pid)) continue;
         unknown_seen_.insert(p.pid);
@@ -187,6 +241,7 @@ void Agent::Backstop(int64_t now_ms) {
       }
     }
   }
+  AddNvmlWindows(now_ms, pass);
   if (unreadable.size() > 1000) unreadable = unreadable.substr(0, 997) + "...";
   nvml_condition_ = api::NodeCondition{std::string(api::kConditionNvml), unreadable.empty(), unreadable};
   std::erase_if(unknown_seen_, [&](uint32_t pid) { return !seen.count(pid); });

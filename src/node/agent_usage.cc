@@ -55,7 +55,7 @@ Status Agent::SampleUsage(int64_t now_ms) {
       const int64_t allocated = int64_t{w.gpu_milli} * span;
       // GPU time: 1 GPU-second = 1000 milli-GPU-seconds = 1e9 ns, so milli-seconds = ns / 1e6.
       const int64_t used_milli_s = std::min<int64_t>(static_cast<int64_t>(new_charged / 1'000'000), 1000 * span);
-      const api::UsageSample sample{.tenant = w.tenant,
+      api::UsageSample sample{.tenant = w.tenant,
                                     .workload = std::to_string(w.id),
                                     .gpu = std::to_string(gpu),
                                     .model = inventory_.gpus[static_cast<size_t>(gpu)].model,
@@ -69,6 +69,13 @@ Status Agent::SampleUsage(int64_t now_ms) {
                                     .peak_memory_mib = static_cast<int64_t>(peak >> 20),
                                     .kernel_launches = static_cast<int64_t>(new_launches),
                                     .bytes_transferred = -1};
+      // NVML's view of the same span (Backstop's window), where the driver gave it.
+      if (auto win = nvml_windows_.find({w.id, gpu}); win != nvml_windows_.end()) {
+        const NvmlWindow& v = win->second;
+        if (!v.util_unknown && v.sampled && v.covered_ms > 0) sample.nvml_used_milli = v.busy_milli_ms / v.covered_ms;
+        if (!v.memory_unknown && v.peak_mib >= 0) sample.nvml_memory_mib = v.peak_mib;
+        nvml_windows_.erase(win);
+      }
       outbox_.push_back(api::EncodeUsageSample(sample));
       outbox_changed = true;
       w.reported_launches[i] = launches;

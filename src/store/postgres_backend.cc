@@ -140,6 +140,13 @@ CREATE TABLE cluster_history (
   body TEXT NOT NULL);
 )sql";
 
+// Version 7: NVML's figures of a usage sample (store.h, UsageSampleRecord), NULL where the agent
+// had none (and for every sample stored before).
+constexpr std::string_view kSchemaV7 = R"sql(
+ALTER TABLE usage_samples ADD COLUMN nvml_used_milli BIGINT;
+ALTER TABLE usage_samples ADD COLUMN nvml_memory_mib BIGINT;
+)sql";
+
 // The owner's record, beside the lease (not a migration: it is the lease's, and a standby
 // reads it before any owner has run the migrations of a newer binary).
 constexpr std::string_view kOwnerTable = R"sql(
@@ -274,7 +281,7 @@ class PostgresBackend final : public SqlBackend {
 
   const std::vector<std::string_view>& Migrations() const override {
     static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5,
-                                                              kSchemaV6};
+                                                              kSchemaV6, kSchemaV7};
     return kMigrations;
   }
   std::string_view ForUpdate() const override { return " FOR UPDATE"; }

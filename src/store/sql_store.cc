@@ -49,7 +49,8 @@ constexpr std::string_view kAuditColumns = "seq, time_ms, actor, action, target,
 // "partition" is quoted: a keyword in both dialects.
 constexpr std::string_view kUsageColumns =
     "node, tenant, workload, gpu, model, \"partition\", seq, start_s, end_s, gpu_milli_s_allocated, "
-    "gpu_milli_s_used, memory_mib_s, peak_memory_mib, kernel_launches, bytes_transferred";
+    "gpu_milli_s_used, memory_mib_s, peak_memory_mib, kernel_launches, bytes_transferred, nvml_used_milli, "
+    "nvml_memory_mib";
 
 std::string Select(std::string_view columns, std::string_view rest) {
   return "SELECT " + std::string(columns) + " " + std::string(rest);
@@ -139,16 +140,27 @@ StatusOr<UsageSampleRecord> UsageFrom(const SqlRow& r) {
   for (size_t i = 0; i < std::size(ints); ++i) {
     TESSERA_ASSIGN_OR_RETURN(*ints[i], ToInt(r[6 + i], "usage_samples column " + std::to_string(6 + i)));
   }
+  // NULL: the agent had no NVML figure (and every sample stored before schema version 7).
+  std::optional<int64_t>* nvml[] = {&u.nvml_used_milli, &u.nvml_memory_mib};
+  for (size_t i = 0; i < std::size(nvml); ++i) {
+    const size_t col = 6 + std::size(ints) + i;
+    if (!r[col]) continue;
+    TESSERA_ASSIGN_OR_RETURN(*nvml[i], ToInt(r[col], "usage_samples column " + std::to_string(col)));
+  }
   return u;
 }
 
 std::vector<SqlParam> UsageParams(const UsageSampleRecord& u) {
   return {u.node, u.tenant, u.workload, u.gpu, u.model, u.partition, u.seq, u.start_s, u.end_s,
           u.gpu_milli_s_allocated, u.gpu_milli_s_used, u.memory_mib_s, u.peak_memory_mib, u.kernel_launches,
-          u.bytes_transferred};
+          u.bytes_transferred,
+          u.nvml_used_milli ? SqlParam(*u.nvml_used_milli) : SqlParam(std::monostate{}),
+          u.nvml_memory_mib ? SqlParam(*u.nvml_memory_mib) : SqlParam(std::monostate{})};
 }
 
-// The first field where two samples of the same key differ ("" when none does).
+// The first billed field where two samples of the same key differ ("" when none does). The NVML
+// figures are not compared: they are observations, and a sample stored before the agent had them
+// may come again with them.
 std::string FirstDifference(const UsageSampleRecord& a, const UsageSampleRecord& b) {
   const std::pair<const char*, bool> fields[] = {
       {"tenant", a.tenant != b.tenant}, {"model", a.model != b.model}, {"partition", a.partition != b.partition},
@@ -435,7 +447,7 @@ class SqlTransaction final : public Transaction {
   StatusOr<bool> PutUsageSample(const UsageSampleRecord& u) override {
     TESSERA_ASSIGN_OR_RETURN(SqlResult r,
         Q("INSERT INTO usage_samples (" + std::string(kUsageColumns) +
-              ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT DO NOTHING",
+              ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT DO NOTHING",
           UsageParams(u)));
     if (r.affected == 1) return true;
     TESSERA_ASSIGN_OR_RETURN(SqlResult cur,

@@ -170,6 +170,13 @@ CREATE TABLE cluster_history (
   body TEXT NOT NULL);
 )sql";
 
+// Version 7: NVML's figures of a usage sample (store.h, UsageSampleRecord), NULL where the agent
+// had none (and for every sample stored before).
+constexpr std::string_view kSchemaV7 = R"sql(
+ALTER TABLE usage_samples ADD COLUMN nvml_used_milli INTEGER;
+ALTER TABLE usage_samples ADD COLUMN nvml_memory_mib INTEGER;
+)sql";
+
 // The owner lock file's text: "pid=1234\nhost=h1\nsince_ms=1796449801000\n".
 std::string FormatOwner(const OwnerIdentity& o) {
   return "pid=" + std::to_string(o.pid) + "\nhost=" + o.host + "\nsince_ms=" + std::to_string(o.since_ms) + "\n";
@@ -303,7 +310,7 @@ class SqliteBackend final : public SqlBackend {
 
   const std::vector<std::string_view>& Migrations() const override {
     static const std::vector<std::string_view> kMigrations = {kSchemaV1, kSchemaV2, kSchemaV3, kSchemaV4, kSchemaV5,
-                                                              kSchemaV6};
+                                                              kSchemaV6, kSchemaV7};
     return kMigrations;
   }
   std::string_view ForUpdate() const override { return ""; }

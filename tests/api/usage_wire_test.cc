@@ -69,6 +69,49 @@ TEST(UsageWireTest, UnknownSampleFieldsAreIgnoredUnknownBatchFieldsAreNot) {
   EXPECT_EQ(field, "node");
 }
 
+// NVML's figures (issue 32): carried when the agent has them, left out (not zero) when not.
+TEST(UsageWireTest, TheNvmlFiguresRoundTripAndAreLeftOutWhenAbsent) {
+  UsageSample with = Sample();
+  with.nvml_used_milli = 550;
+  with.nvml_memory_mib = 8706;
+  StatusOr<std::vector<UsageItem>> items =
+      DecodeUsageBatch(EncodeUsageBatch({EncodeUsageSample(with), EncodeUsageSample(Sample())}), nullptr);
+  ASSERT_TRUE(items.ok()) << items.status().message();
+  ASSERT_TRUE((*items)[0].error.ok()) << (*items)[0].error.message();
+  EXPECT_EQ((*items)[0].sample, with);
+  EXPECT_EQ((*items)[0].sample.nvml_used_milli, 550);
+  EXPECT_EQ((*items)[1].sample, Sample());
+  EXPECT_FALSE((*items)[1].sample.nvml_used_milli.has_value());
+  EXPECT_FALSE((*items)[1].sample.nvml_memory_mib.has_value());
+  EXPECT_EQ(EncodeUsageSample(Sample()).find("nvml"), std::string::npos);
+  UsageSample zero = Sample();
+  zero.nvml_used_milli = 0;  // observed idle: kept, and distinct from absent
+  items = DecodeUsageBatch(EncodeUsageBatch({EncodeUsageSample(zero)}), nullptr);
+  ASSERT_TRUE(items.ok());
+  EXPECT_EQ((*items)[0].sample.nvml_used_milli, 0);
+}
+
+TEST(UsageWireTest, ABadNvmlFigureIsRefusedNamingItsField) {
+  auto refusal = [](const std::string& field, const std::string& value) -> UsageItem {
+    std::string sample = EncodeUsageSample(Sample());
+    sample.insert(1, "\"" + field + "\":" + value + ",");
+    StatusOr<std::vector<UsageItem>> items = DecodeUsageBatch(EncodeUsageBatch({sample}), nullptr);
+    EXPECT_TRUE(items.ok());
+    return items.ok() ? (*items)[0] : UsageItem{};
+  };
+  UsageItem bad = refusal("nvml_used_milli", "1001");
+  EXPECT_EQ(bad.field, "samples[0].nvml_used_milli");
+  EXPECT_EQ(bad.error.message(), "samples[0].nvml_used_milli: 1001 is out of range 0..1000");
+  bad = refusal("nvml_used_milli", "\"410\"");
+  EXPECT_EQ(bad.field, "samples[0].nvml_used_milli");
+  EXPECT_EQ(bad.error.code(), StatusCode::kInvalidArgument);
+  bad = refusal("nvml_memory_mib", "-1");
+  EXPECT_EQ(bad.field, "samples[0].nvml_memory_mib");
+  bad = refusal("nvml_memory_mib", "null");
+  EXPECT_EQ(bad.field, "samples[0].nvml_memory_mib");
+  EXPECT_EQ(bad.error.message(), "samples[0].nvml_memory_mib: expected an integer, got null");
+}
+
 TEST(UsageWireTest, TooManySamplesIsResourceExhausted) {
   std::string field;
   StatusOr<std::vector<UsageItem>> items =

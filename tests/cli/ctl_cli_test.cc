@@ -269,6 +269,30 @@ TEST(CtlCli, NodesRemoveDeletesTheNodeAndShowsTheServersRefusal) {
   EXPECT_THAT(r.err, HasSubstr("tessera ctl nodes remove: HTTP 409: node 'n1' still runs workload 7: drain it"));
 }
 
+// NVML's view beside the shim's (issue 32): each figure the sample carried, nothing where none.
+TEST(CtlCli, NodesGetPrintsNvmlsFiguresBesideTheSampledUse) {
+  TempDir dir;
+  const std::string body = R"js({"name": "n1", "state": "ready", "cpu_milli": 64000, "memory_mib": 262144,
+    "workloads": 2, "last_heartbeat_ms": 0, "conditions": [],
+    "gpus": [{"index": 0, "model": "A100-40GB", "allocated_milli": 700, "used_mem_mib": 6144, "used_milli": 150,
+              "nvml_used_mem_mib": 6600, "nvml_used_milli": 410, "shares": [
+               {"workload": 7, "tenant": "ml", "milli": 300, "mem_mib": 20480, "mode": "fraction(300,20480MiB)",
+                "used_mem_mib": 6144, "used_milli": 150, "sampled_end": 1790000000,
+                "nvml_used_mem_mib": 6600, "nvml_used_milli": 410},
+               {"workload": 9, "tenant": "cv", "milli": 400, "mem_mib": 0, "mode": "fraction(400,0MiB)",
+                "used_mem_mib": 0, "used_milli": 0, "sampled_end": 1790000000, "nvml_used_mem_mib": 0}]}]})js";
+  CannedServer server(200, body);
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl nodes get n1", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("700/1000 milli, using 6144 MiB and 150 milli (NVML: 6600 MiB and 410 milli)\n"
+                               "    # workload 7, tenant ml, 300 milli, memory limit 20480 MiB, fraction(300,20480MiB), "
+                               "using 6144 MiB and 150 milli (NVML: 6600 MiB and 410 milli)\n"
+                               "    = workload 9, tenant cv, 400 milli, memory limit whole GPU, fraction(400,0MiB), "
+                               "using 0 MiB and 0 milli (NVML: 0 MiB)\n"))
+      << r.out;
+}
+
 // Issue 32: `ctl nodes get` printed one row with the node's total milli; now, beneath it, a GPU
 // map: a bar of each GPU's 1000 milli split by share (one mark per share, 50 milli a cell) and the
 // shares under it. -o json stays the server's JSON.

@@ -592,9 +592,12 @@ TEST_F(ControlPlaneTest, GetNodeShowsTheSharesOfEachGpuWithAWorkloadOfTwoGpusUnd
                 {"memory_mib_s", mib * 10}, {"peak_memory_mib", mib}, {"kernel_launches", 1}};
   };
   const int g_small = gpus_of[small][0];
+  // The newer sample of `small` carries NVML's view too (issue 32): shown beside the shim's.
+  json with_nvml = sample(small, "b", g_small, 2, 1'789'999'910, 6144);
+  with_nvml["nvml_used_milli"] = 410;
+  with_nvml["nvml_memory_mib"] = 6600;
   const json stored = Ok("POST", "/v1/nodes/n1/usage",
-     json{{"samples", {sample(small, "b", g_small, 1, 1'789'999'900, 4096),
-                       sample(small, "b", g_small, 2, 1'789'999'910, 6144),
+     json{{"samples", {sample(small, "b", g_small, 1, 1'789'999'900, 4096), with_nvml,
                        sample(pair, "a", pair_gpus[0], 1, 1'789'999'900, 30000)}}}.dump(),
      agent);
   ASSERT_EQ(stored["stored"], 3) << stored.dump();
@@ -606,12 +609,18 @@ TEST_F(ControlPlaneTest, GetNodeShowsTheSharesOfEachGpuWithAWorkloadOfTwoGpusUnd
         if (sh["workload"] == small) {
           EXPECT_EQ(sh["used_mem_mib"], 6144) << sh.dump();  // the newer of the two samples
           EXPECT_EQ(sh["used_milli"], 150);
+          EXPECT_EQ(sh["nvml_used_milli"], 410) << sh.dump();
+          EXPECT_EQ(sh["nvml_used_mem_mib"], 6600) << sh.dump();
         } else {
           EXPECT_FALSE(sh.contains("used_mem_mib")) << sh.dump();
         }
       EXPECT_EQ(g["used_mem_mib"], 6144) << g.dump();
+      EXPECT_EQ(g["nvml_used_milli"], 410) << g.dump();
+      EXPECT_EQ(g["nvml_used_mem_mib"], 6600) << g.dump();
     } else if (index == pair_gpus[0]) {
       EXPECT_EQ(g["used_mem_mib"], 30000) << g.dump();
+      EXPECT_FALSE(g.contains("nvml_used_milli")) << g.dump();  // its sample had no NVML figure
+      for (const json& sh : g["shares"]) EXPECT_FALSE(sh.contains("nvml_used_mem_mib")) << sh.dump();
     } else {
       EXPECT_FALSE(g.contains("used_mem_mib")) << g.dump();
     }

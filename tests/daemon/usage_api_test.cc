@@ -21,6 +21,7 @@ namespace {
 
 using json = nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr const char* kAdmin = "admin-token-for-the-usage-tests";
 constexpr int64_t kT0 = 1793491200;  // 2026-11-01T00:00:00Z
@@ -235,6 +236,33 @@ TEST_F(UsageApiTest, EachGpusUseAndMemoryAreCountersOnMetricsThatSurviveARestart
     EXPECT_THAT(text, HasSubstr("tessera_gpu_memory_mib_seconds_total{node=\"n1\",gpu=\"1\",model=\"A100-80GB\"} 61440"))
         << when;
     EXPECT_THAT(text, HasSubstr("# TYPE tessera_gpu_used_milli_seconds_total counter")) << when;
+  };
+  check("after the posts");
+  Open();  // a restart on the same database
+  check("after a restart");
+}
+
+// NVML's view on /metrics (issue 32): the milli-GPU seconds NVML saw busy and the seconds that
+// carried it, per GPU, and the samples NVML saw far busier than counted, per tenant (issue 29);
+// stored with the samples, so a restart rebuilds them.
+TEST_F(UsageApiTest, NvmlsViewAndUnderReportedSamplesAreCountersOnMetricsThatSurviveARestart) {
+  json busy = Sample("acme", "1", 0, kT0, kT0 + 60);  // the shim counted 200 milli
+  busy["nvml_used_milli"] = 700;                         // NVML saw 700: under-reported
+  busy["nvml_memory_mib"] = 2000;
+  json fair = Sample("vision", "3", 0, kT0, kT0 + 30);
+  fair["nvml_used_milli"] = 300;
+  const json batch = json::array({busy, fair, Sample("vision", "2", 0, kT0, kT0 + 60)});
+  EXPECT_EQ(Post(batch)["stored"], 3);
+  EXPECT_EQ(Post(batch)["duplicates"], 3);
+  const auto check = [&](const std::string& when) {
+    const std::string text = Metrics();
+    EXPECT_THAT(text,
+                HasSubstr("tessera_gpu_nvml_used_milli_seconds_total{node=\"n1\",gpu=\"0\",model=\"A100-80GB\"} 51000"))
+        << when;  // 700 x 60 + 300 x 30; workload 2's sample had no NVML figure
+    EXPECT_THAT(text, HasSubstr("tessera_gpu_nvml_observed_seconds_total{node=\"n1\",gpu=\"0\",model=\"A100-80GB\"} 90"))
+        << when;
+    EXPECT_THAT(text, HasSubstr("tessera_usage_under_reported_samples_total{tenant=\"acme\"} 1")) << when;
+    EXPECT_THAT(text, Not(HasSubstr("tessera_usage_under_reported_samples_total{tenant=\"vision\"}"))) << when;
   };
   check("after the posts");
   Open();  // a restart on the same database

@@ -155,6 +155,61 @@ TEST_F(UsageServiceTest, TheHeadersWorkedExample) {
   EXPECT_FALSE(service_->LastUse("n1", "1", "7").has_value());
 }
 
+// NVML's figures (issue 32) are stored with the sample and shown in the newest use; a sample whose
+// NVML utilisation is far above what the shim counted (issue 29) is a workload event with both
+// figures, once per episode, and charges nothing.
+TEST_F(UsageServiceTest, NvmlFiguresReachTheNewestUseAndAFarHigherNvmlUtilisationIsOneEventPerEpisode) {
+  int64_t id = 0;
+  ASSERT_TRUE(db_->Transact([&](store::Transaction& tx) -> Status {
+                   TESSERA_ASSIGN_OR_RETURN(id, tx.InsertWorkload({.tenant = "vision", .seq = 1}));
+                   return Status::Ok();
+                 }).ok());
+  const std::string w = std::to_string(id);
+  auto item = [&](size_t index, int64_t seq, int64_t start_min, std::optional<int64_t> nvml) {
+    UsageItem i = Item(index, "vision", w, seq, start_min);
+    i.sample.gpu_milli_s_used = 120 * 600;  // the shim counted 120 milli
+    i.sample.nvml_used_milli = nvml;
+    i.sample.nvml_memory_mib = 4596;
+    return i;
+  };
+  // 550 then 560 seen, 120 counted: under-reported twice in a row (one event); 300 ends the
+  // episode (180 above); 900 starts a new one.
+  StatusOr<UsagePostResult> out =
+      service_->Post("n1", {item(0, 1, 0, 550), item(1, 2, 10, 560), item(2, 3, 20, 300), item(3, 4, 30, 900)});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->stored.size(), 4u);
+  EXPECT_EQ(out->stored[0].nvml_used_milli, 550);
+  std::vector<store::WorkloadEvent> events;
+  ASSERT_TRUE(db_->Transact([&](store::Transaction& tx) -> Status {
+                   TESSERA_ASSIGN_OR_RETURN(events, tx.ListWorkloadEvents(id));
+                   return Status::Ok();
+                 }).ok());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, "usage_under_reported");
+  EXPECT_EQ(events[0].time_ms, (kT0 + 600) * 1000);
+  EXPECT_EQ(events[0].detail,
+            "NVML 550 milli, counted 120 milli (gpu_milli_s_used 72000 over 600 s) on n1 gpu 0, seq 1");
+  EXPECT_THAT(events[1].detail, HasSubstr("NVML 900 milli"));
+  std::optional<ShareUse> use = service_->LastUse("n1", "0", w);
+  ASSERT_TRUE(use.has_value());
+  EXPECT_EQ(use->used_milli, 120);
+  EXPECT_EQ(use->nvml_used_milli, 900);
+  EXPECT_EQ(use->nvml_memory_mib, 4596);
+  // Without NVML's figure: absent in the newest use, and never under-reported.
+  ASSERT_TRUE(service_->Post("n1", {item(0, 5, 40, std::nullopt)}).ok());
+  use = service_->LastUse("n1", "0", w);
+  ASSERT_TRUE(use.has_value());
+  EXPECT_FALSE(use->nvml_used_milli.has_value());
+  store::UsageSampleRecord fair = item(0, 6, 50, 500).sample;
+  fair.gpu_milli_s_used = 300 * 600;
+  EXPECT_FALSE(UnderReported(fair));  // 500 vs 300: 200 above, not 250
+  fair.nvml_used_milli = 590;
+  EXPECT_FALSE(UnderReported(fair));  // 290 above but not more than twice 300
+  fair.nvml_used_milli = 601;
+  fair.gpu_milli_s_used = 0;
+  EXPECT_TRUE(UnderReported(fair));
+}
+
 TEST_F(UsageServiceTest, RejectionsNameTheirFieldInTheBatchsOrderAndTheRestIsStored) {
   UsageItem bad = Item(1, "vision", "7", 2, 10);
   bad.error = InvalidArgumentError("samples[1].end: must be after start");

@@ -774,6 +774,90 @@ TEST_F(BackstopTest, EveryHeartbeatCarriesTheNvmlConditionOfTheLastPass) {
   EXPECT_EQ(nvml_condition(), json::parse(R"([{"ok": true, "type": "nvml"}])"));
 }
 
+// NVML's view rides on the usage samples (issue 32): the driver's per-process utilisation and
+// memory, summed over the workload's processes, beside what the shim counted.
+class NvmlUsageTest : public BackstopTest {
+ protected:
+  // NVML again with `config` (and `fail`, TESSERA_FAKE_NVML_FAIL, for its Init only).
+  void Reinit(const std::string& config, const std::string& fail = "") {
+    (void)nvml.Shutdown();
+    ::setenv("TESSERA_FAKE_NVML_CONFIG", config.c_str(), 1);
+    if (!fail.empty()) ::setenv("TESSERA_FAKE_NVML_FAIL", fail.c_str(), 1);
+    ASSERT_TRUE(nvml.Init().ok());
+    ::unsetenv("TESSERA_FAKE_NVML_FAIL");
+  }
+  // The newest sample of workload `id` (null when none).
+  json LastSample(int64_t id) const {
+    for (auto it = cp.samples.rbegin(); it != cp.samples.rend(); ++it)
+      if ((*it)["workload"] == std::to_string(id)) return *it;
+    return nullptr;
+  }
+  // Workloads 5 (64 MiB) and 6 (32 MiB) running on GPU 0; their command pids in `command5/6`.
+  void StartTwo(Agent& agent) {
+    ASSERT_TRUE(agent.Start().ok());
+    cp.desired = json::array({Workload(5, 0, 1024, 500, Holder(64 * kMiB, false)),
+                              Workload(6, 0, 1024, 500, Holder(32 * kMiB, false))});
+    ASSERT_TRUE(RoundsUntil(agent, [&] { return Holding(64 * kMiB).size() == 1 && Holding(32 * kMiB).size() == 1; }));
+    command5 = Holding(64 * kMiB).front();
+    command6 = Holding(32 * kMiB).front();
+  }
+  long command5 = 0, command6 = 0;
+};
+
+TEST_F(NvmlUsageTest, ASampleCarriesTheSumOverTheWorkloadsProcessesOfNvmlsUtilisationAndMemory) {
+  Agent agent(BackstopOptions(true), TwoGpus(), &cp);
+  StartTwo(agent);
+  const long supervisor5 = agent.held().at(5).pid;
+  // The driver samples workload 5's supervisor at 30 % and its command at 25 %, and pid 1 (no
+  // workload's) at 90 %; workload 6's processes have no sample (idle).
+  Reinit("A100-40GB:plive=1:putil=" + std::to_string(supervisor5) + "/30/0;" + std::to_string(command5) +
+         "/25/0;1/90/0,A100-40GB");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  const json five = LastSample(5), six = LastSample(6);
+  ASSERT_TRUE(five.is_object() && six.is_object());
+  EXPECT_EQ(five["nvml_used_milli"], 550) << five.dump();
+  EXPECT_EQ(five["nvml_memory_mib"], 164) << five.dump();  // 64 MiB + the fake's 100 MiB context
+  EXPECT_EQ(six["nvml_used_milli"], 0) << six.dump();      // the GPU was sampled: observed idle
+  EXPECT_EQ(six["nvml_memory_mib"], 132) << six.dump();
+  // A workload without a command: the agent knows none of its pids, so NVML's figures are absent.
+  cp.desired.push_back(Workload(7, 0, 512, 500));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  const json seven = LastSample(7);
+  ASSERT_TRUE(seven.is_object());
+  EXPECT_FALSE(seven.contains("nvml_used_milli")) << seven.dump();
+  EXPECT_FALSE(seven.contains("nvml_memory_mib")) << seven.dump();
+  EXPECT_EQ(LastSample(5)["nvml_used_milli"], 550);
+  cp.desired = json::array();
+  EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
+}
+
+TEST_F(NvmlUsageTest, WhereTheDriverGivesNoFigureTheSampleLeavesItOutRatherThanSendingZero) {
+  Agent agent(BackstopOptions(true), TwoGpus(), &cp);
+  StartTwo(agent);
+  // No utilisation sample of any process on the GPU: utilisation unknown, memory listed.
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  json five = LastSample(5);
+  ASSERT_TRUE(five.is_object());
+  EXPECT_FALSE(five.contains("nvml_used_milli")) << five.dump();
+  EXPECT_EQ(five["nvml_memory_mib"], 164) << five.dump();
+  // Per-process utilisation and the process list NOT_SUPPORTED (3): both left out.
+  Reinit("A100-40GB:plive=1:putil=" + std::to_string(command5) + "/25/0,A100-40GB",
+         "nvmlDeviceGetProcessUtilization:3,nvmlDeviceGetComputeRunningProcesses_v3:3");
+  cp.samples.clear();
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  five = LastSample(5);
+  ASSERT_TRUE(five.is_object());
+  EXPECT_FALSE(five.contains("nvml_used_milli")) << five.dump();
+  EXPECT_FALSE(five.contains("nvml_memory_mib")) << five.dump();
+  EXPECT_FALSE(LastSample(6).contains("nvml_used_milli"));
+  // Readable again: the figures come back.
+  Reinit("A100-40GB:plive=1:putil=" + std::to_string(command5) + "/25/0,A100-40GB");
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(LastSample(5)["nvml_used_milli"], 250);
+  cp.desired = json::array();
+  EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
+}
+
 TEST_F(BackstopTest, ReportModeReportsOnceAndKillsNothing) {
   Agent agent(BackstopOptions(false), TwoGpus(), &cp);
   ASSERT_TRUE(agent.Start().ok());

@@ -686,6 +686,10 @@ TEST_P(StoreContractTest, MigratesAnEmptyDatabaseAndRefusesANewerSchema) {
   EXPECT_THAT(reopened, StatusIs(StatusCode::kFailedPrecondition, HasSubstr("schema version 99")));
 }
 
+// What schema version 7 added, taken away again (a database as a version 6 binary left it).
+constexpr std::string_view kDropVersion7 =
+    "ALTER TABLE usage_samples DROP COLUMN nvml_used_milli; ALTER TABLE usage_samples DROP COLUMN nvml_memory_mib; ";
+
 // What schema version 6 added, taken away again (a database as a version 5 binary left it).
 constexpr std::string_view kDropVersion6 = "DROP TABLE cluster_history; ";
 
@@ -723,7 +727,7 @@ TEST_P(StoreContractTest, MigratesAVersion3DatabaseToObjectEvents) {
     e.id = Read<int64_t>([&](Transaction& tx) { return tx.AppendWorkloadEvent(e); });
     want.push_back({e, "t1"});
   }
-  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion5) + DropVersion4(url_) +
+  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion7) + std::string(kDropVersion5) + DropVersion4(url_) +
                                      "DELETE FROM schema_migrations WHERE version >= 4").ok());
   Reopen();
   EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
@@ -739,7 +743,8 @@ TEST_P(StoreContractTest, MigratesAVersion2DatabaseToNodeBoundTokens) {
   NodeRecord n{"node-a", "{}", NodeState::kReady, 100};
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.CreateToken(admin); }).ok());
   ASSERT_TRUE(Tx([&](Transaction& tx) { return tx.PutNode(n); }).ok());
-  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion5) + DropVersion4(url_) + std::string(kDropVersion3) +
+  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion7) + std::string(kDropVersion5) + DropVersion4(url_) +
+                                     std::string(kDropVersion3) +
                                      "DELETE FROM schema_migrations WHERE version >= 3").ok());
   Reopen();
   EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
@@ -845,7 +850,8 @@ TEST_P(StoreContractTest, HistoryPointsReplaceByTimeListFromATimeAndPruneBefore)
 TEST_P(StoreContractTest, MigratesAVersion5DatabaseToClusterHistory) {
   const SlaObservationRecord o{"a", "guaranteed_wait_p99_s", 3600, 2'000'000};
   ASSERT_TRUE(store_->Transact([&](Transaction& tx) { return tx.PutSlaObservation(o); }).ok());
-  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion6) + "DELETE FROM schema_migrations WHERE version >= 6")
+  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion7) + std::string(kDropVersion6) +
+                                     "DELETE FROM schema_migrations WHERE version >= 6")
                   .ok());
   Reopen();
   EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
@@ -854,6 +860,33 @@ TEST_P(StoreContractTest, MigratesAVersion5DatabaseToClusterHistory) {
   ASSERT_TRUE(store_->Transact([](Transaction& tx) { return tx.PutHistoryPoint({100, "{}"}); }).ok());
   const std::vector<HistoryPointRecord> want = {{100, "{}"}};
   EXPECT_EQ(Read<std::vector<HistoryPointRecord>>([](Transaction& tx) { return tx.ListHistoryPoints(0); }), want);
+}
+
+// A version 6 database migrates to NVML's figures: its samples read without them (absent, not
+// zero); a sample with them keeps them; a resend that adds them is a resend, not a conflict.
+TEST_P(StoreContractTest, MigratesAVersion6DatabaseToNvmlFiguresThatReadAbsentForOldSamples) {
+  const UsageSampleRecord old = Sample("t1", "w1", 0, 100, 160);
+  ASSERT_TRUE(Read<bool>([&](Transaction& tx) { return tx.PutUsageSample(old); }));
+  ASSERT_TRUE(store_->ExecForTesting(std::string(kDropVersion7) + "DELETE FROM schema_migrations WHERE version >= 7")
+                  .ok());
+  Reopen();
+  EXPECT_EQ(store_->SchemaVersion(), kSchemaVersion);
+  UsageSampleRecord with = Sample("t1", "w1", 1, 160, 220);
+  with.nvml_used_milli = 0;  // observed idle: stored as 0, not as absent
+  with.nvml_memory_mib = 8706;
+  ASSERT_TRUE(Read<bool>([&](Transaction& tx) { return tx.PutUsageSample(with); }));
+  UsageSampleRecord resend = old;
+  resend.nvml_used_milli = 550;
+  EXPECT_FALSE(Read<bool>([&](Transaction& tx) { return tx.PutUsageSample(resend); }));
+  Reopen();
+  const std::vector<UsageSampleRecord> all =
+      Read<std::vector<UsageSampleRecord>>([](Transaction& tx) { return tx.ListUsageSamples({}, 100); });
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0], old);
+  EXPECT_FALSE(all[0].nvml_used_milli.has_value());
+  EXPECT_FALSE(all[0].nvml_memory_mib.has_value());
+  EXPECT_EQ(all[1], with);
+  EXPECT_EQ(all[1].nvml_used_milli, 0);
 }
 
 TEST_P(StoreContractTest, UsageSamplesListBySubtreeTimeWindowAndPages) {

@@ -8,9 +8,17 @@
 //                 "partition": "share", "seq": 4, "start": 1793491200, "end": 1793491260,
 //                 "gpu_milli_s_allocated": 30000, "gpu_milli_s_used": 12000,
 //                 "memory_mib_s": 491520, "peak_memory_mib": 8192, "kernel_launches": 911,
-//                 "bytes_transferred": -1}, ...]}
+//                 "bytes_transferred": -1, "nvml_used_milli": 410, "nvml_memory_mib": 8706}, ...]}
 //
-// Every field is required but bytes_transferred (default -1, unknown). This is the one message
+// Every field is required but bytes_transferred (default -1, unknown) and the two NVML figures.
+// Those are the driver's view of the same workload on the same GPU, next to what the shim counted
+// (issue 29: a tenant that under-reports its GPU time is seen): "nvml_used_milli" is the SM
+// utilisation NVML sampled for the workload's processes, summed over them and averaged over the
+// span, in milli of the GPU (0..1000); "nvml_memory_mib" the most device memory NVML listed for
+// them on the GPU during the span (their CUDA contexts included). Each is left out where the
+// driver did not give it (no NVML, per-process utilisation NOT_SUPPORTED as under MIG, no sample
+// at all on the GPU during the span, a process whose memory NVML could not tell): absent is not
+// zero. They are observations, not billed: the ledger never reads them. This is the one message
 // of the contract that is not strict about unknown fields, by design and as documented: fields
 // of a sample this version does not know are ignored, so that a newer agent's samples (which are
 // billed) are not lost; the batch's own fields are strict. A bad sample does not refuse the batch:
@@ -26,6 +34,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +56,8 @@ struct UsageSample {
   int64_t peak_memory_mib = 0;
   int64_t kernel_launches = 0;
   int64_t bytes_transferred = -1;  // -1: unknown
+  std::optional<int64_t> nvml_used_milli;  // "nvml_used_milli", 0..1000; empty: the driver gave none
+  std::optional<int64_t> nvml_memory_mib;  // "nvml_memory_mib"; empty: the driver gave none
   friend bool operator==(const UsageSample&, const UsageSample&) = default;
 };
 

@@ -52,6 +52,25 @@
 //      own file (the node side maps it: enforce/fault_guard.h keeps the agent alive through the
 //      SIGBUS) broke the accounting of its memory, and its workload ends as violated_limit.
 //
+//      NVML's view for the usage samples (issue 32): each pass also reads each GPU's per-process
+//      utilisation (NvmlApi::ProcessUtilizations, the samples newer than the newest seen before on
+//      that GPU), maps the pids to workloads as above, and adds to each running workload's window
+//      on each of its GPUs: its processes' SM utilisation (the mean of each pid's new samples, summed
+//      over its pids, in milli of the GPU, at most 1000) times the time since the previous pass
+//      (at most two periods), and the most device memory its processes held (the sum of
+//      RunningProcesses' figures, contexts included). The next usage sample of that GPU carries
+//      "nvml_used_milli" (the window's time average) and "nvml_memory_mib" (its peak), and the
+//      window starts again. A figure is left out of the sample, never sent as zero, when the driver
+//      did not give it: utilisation when a pass's call failed (NOT_SUPPORTED under MIG, say) or no
+//      sample of any process came for that GPU during the window (an idle GPU reads the same as a
+//      driver that does not sample), memory when a pass could not list the GPU's processes or NVML
+//      could not tell one of the workload's processes' memory; both without NVML, and for a
+//      workload without a command (the agent knows none of its pids).
+//      Worked example: workload 5 on GPU 0, its supervisor pid 100 and command pid 101; each pass
+//      NVML samples 100 at 30 % and 101 at 25 %, and lists 101 with 164 MiB: the window adds
+//      550 milli x 1000 ms per pass, and the next sample carries "nvml_used_milli": 550,
+//      "nvml_memory_mib": 164 (the shim's own figures, "gpu_milli_s_used" and "peak_memory_mib",
+//      stay beside them: a tenant that under-reports shows as the difference).
 // Worked example of the backstop: workload 7 has a 1024 MiB limit on GPU 0 and allowance 500 MiB;
 // NVML lists pid 4242 (its command, a child of its supervisor) with 4596 MiB: 4596 - 500 = 4096
 // MiB > 1024 MiB, so 4242 and the supervisor are killed and the next heartbeat carries
@@ -319,6 +338,17 @@ class Agent {
   void AdoptMps();
   void Violated(HeldWorkload& w, const std::string& detail, const std::vector<uint32_t>& pids);
   void CheckCountersFiles();  // agent_backstop.cc, step 5
+  // What one NVML pass saw for the usage samples (Backstop fills it, AddNvmlWindows reads it).
+  struct NvmlPass {
+    std::set<int> util_read;   // GPUs whose per-process utilisation was read
+    std::set<int> sampled;     // ... with a new sample of some process
+    std::set<int> procs_read;  // GPUs whose compute processes were listed
+    std::map<std::pair<int64_t, int>, int64_t> sm_milli;    // (workload, GPU): its processes' SM milli
+    std::map<std::pair<int64_t, int>, int64_t> memory_mib;  // (workload, GPU): their device memory
+    std::set<std::pair<int64_t, int>> memory_untold;        // (workload, GPU): a process NVML gave no memory for
+  };
+  // One pass into nvml_windows_ (agent_backstop.cc).
+  void AddNvmlWindows(int64_t now_ms, const NvmlPass& pass);
   void KillProcess(uint32_t pid);
   std::string AgentDir() const;
   void Log(std::string line);
@@ -341,6 +371,20 @@ class Agent {
   std::optional<api::NodeCondition> nvml_condition_;
   // The "mig_layout" condition of the last reconciliation (none while no MIG layout is desired).
   std::optional<api::NodeCondition> mig_condition_;
+  // NVML's view of each held workload on each of its GPUs since its last usage sample (see "NVML's
+  // view for the usage samples"): filled by Backstop, read and cleared by SampleUsage. In memory:
+  // a restarted agent's first window covers less of the span (it is averaged over what it covers).
+  struct NvmlWindow {
+    int64_t busy_milli_ms = 0;  // sum over passes of (SM milli of its processes) x (ms since the last pass)
+    int64_t covered_ms = 0;     // sum over passes of the ms since the last pass
+    bool sampled = false;       // some process of the GPU had a new sample in some pass
+    bool util_unknown = false;  // a pass could not read the GPU's per-process utilisation
+    int64_t peak_mib = -1;      // the most its processes held in one pass; -1: no pass yet
+    bool memory_unknown = false;  // a pass could not list the GPU's processes or their memory
+  };
+  std::map<std::pair<int64_t, int>, NvmlWindow> nvml_windows_;  // (workload, GPU)
+  std::map<int, uint64_t> util_last_seen_us_;  // per GPU: the newest utilisation sample seen
+  int64_t last_backstop_ms_ = 0;               // the previous NVML pass; 0: none yet
   std::set<int64_t> over_limit_;     // workloads reported over their limit (report mode)
   std::set<uint32_t> unknown_seen_;  // processes of no workload already reported
   // CheckCountersFiles' slot -> index map, read again only when the registry file changed

@@ -276,7 +276,9 @@ struct AuditVerification {
 // vocabulary, tessera/metering/ledger.h). The key is (node, workload, gpu, seq): the agent numbers
 // each workload's samples from 0, so a resend carries the same key and values and is a no-op.
 // tenant is the name the agent gave (no foreign key: usage is history and outlives a deleted
-// tenant; the daemon checks the tenant when the sample arrives).
+// tenant; the daemon checks the tenant when the sample arrives). The NVML figures (the driver's
+// view, api/usage_wire.h) are observations beside the billed values: empty where the agent had
+// none, NULL in the table; a resend that differs only in them is a resend (nothing changes).
 struct UsageSampleRecord {
   std::string node;
   std::string tenant;
@@ -293,6 +295,8 @@ struct UsageSampleRecord {
   int64_t peak_memory_mib = 0;
   int64_t kernel_launches = 0;
   int64_t bytes_transferred = -1;  // -1: unknown
+  std::optional<int64_t> nvml_used_milli;  // NVML's SM utilisation of its processes, milli of the GPU
+  std::optional<int64_t> nvml_memory_mib;  // the most device memory NVML listed for them
   friend bool operator==(const UsageSampleRecord&, const UsageSampleRecord&) = default;
 };
 
@@ -540,8 +544,9 @@ class Store {
 // identity that registered a node (nodes.agent_token, nodes.agent_id). 4: object events (node,
 // tenant, token) in the workload events' table (workload_id NULL; subject, name, scope).
 // 5: the control plane's SLA observations (sla_observations). 6: the control plane's cluster
-// history (cluster_history).
-inline constexpr int kSchemaVersion = 6;
+// history (cluster_history). 7: NVML's figures of a usage sample (usage_samples.nvml_used_milli,
+// usage_samples.nvml_memory_mib; NULL where absent).
+inline constexpr int kSchemaVersion = 7;
 
 struct Options {
   // How long a write waits for another process's lock (SQLite) before Unavailable.

@@ -14,6 +14,9 @@
 //       util=G/M     utilisation percent of GPU and memory (default 0/0)
 //       procs=P/MiB[/GI/CI];...   compute processes (GI/CI ids only under MIG)
 //       putil=P/SM/MEM;...        per-process utilisation samples (percent)
+//       plive=0|1                 1: each call's putil samples carry the time of the call
+//                                 (CLOCK_REALTIME microseconds), as a driver that keeps sampling
+//                                 busy processes; 0 (default): the fixed timestamp 1000000
 //       procstride=24|32          element size written by ..._v3 (32 mimics some R535 builds)
 //       minor=M                   the device node's minor number, /dev/nvidia<M> (default: the index)
 //     e.g. "H100-80GB:mig=1,A100-40GB:mig=0:procs=4242/1024;4343/2048"
@@ -56,6 +59,7 @@
 //
 // Thread-safety: every function takes one global mutex, as the real library is thread-safe.
 #include <dirent.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -150,6 +154,7 @@ struct FakeDevice {
   size_t proc_stride = sizeof(nvmlProcessInfo_t);
   std::vector<FakeProcess> procs;
   std::vector<FakeProcessUtil> proc_utils;
+  bool proc_utils_live = false;  // plive=1: samples stamped with the time of the call
   std::vector<std::unique_ptr<FakeGi>> gis;
 
   bool mig_capable() const { return model->mig.has_value(); }
@@ -250,6 +255,8 @@ bool ParseSettings(const std::vector<std::string>& parts, FakeDevice* d) {
         d->proc_utils.push_back({static_cast<uint32_t>(v[0]), static_cast<unsigned int>(v[1]),
                                  static_cast<unsigned int>(v[2])});
       }
+    } else if (key == "plive" && (value == "0" || value == "1")) {
+      d->proc_utils_live = value == "1";
     } else if (key == "minor" && ParseUint(value, &n) && n < 256) {
       d->minor = static_cast<long>(n);
     } else if (key == "procstride" && ParseUint(value, &n) && (n == 24 || n == 32)) {
@@ -788,9 +795,16 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
   FakeDevice* d = FindDevice(s, device);
   if (d == nullptr || processSamplesCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   if (MigOn(*d)) return NVML_ERROR_NOT_SUPPORTED;
-  // Every configured sample carries the fake's fixed timestamp 1000000 (microseconds).
-  constexpr unsigned long long kSampleTime = 1000000;
-  if (d->proc_utils.empty() || lastSeenTimeStamp >= kSampleTime) return NVML_ERROR_NOT_FOUND;
+  // Every configured sample carries the fake's fixed timestamp 1000000 (microseconds), or with
+  // plive=1 the time of this call: a sample newer than any the caller saw before.
+  unsigned long long sample_time = 1000000;
+  if (d->proc_utils_live) {
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    sample_time = static_cast<unsigned long long>(now.tv_sec) * 1000000ULL +
+                  static_cast<unsigned long long>(now.tv_nsec) / 1000ULL;
+  }
+  if (d->proc_utils.empty() || lastSeenTimeStamp >= sample_time) return NVML_ERROR_NOT_FOUND;
   const auto n = static_cast<unsigned int>(d->proc_utils.size());
   if (utilization == nullptr || *processSamplesCount < n) {
     *processSamplesCount = n;
@@ -799,7 +813,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
   for (unsigned int i = 0; i < n; ++i) {
     utilization[i] = {};
     utilization[i].pid = d->proc_utils[i].pid;
-    utilization[i].timeStamp = kSampleTime;
+    utilization[i].timeStamp = sample_time;
     utilization[i].smUtil = d->proc_utils[i].sm;
     utilization[i].memUtil = d->proc_utils[i].mem;
   }

@@ -144,8 +144,18 @@ std::string Quota(const json& q, const char* part) {
 //   GPU 0 A100-40GB [######========......] 700/1000 milli
 //     # workload 7, tenant ml, 300 milli, memory limit 20480 MiB, fraction(300,20480MiB)
 //     = workload 9, tenant cv, 400 milli, memory limit whole GPU, fraction(400,0MiB)
-// and, where the agent sampled a share, ", using 6144 MiB and 150 milli" after it and its GPU.
+// and, where the agent sampled a share, ", using 6144 MiB and 150 milli" after it and its GPU,
+// followed by what NVML saw where the sample carried it: " (NVML: 6600 MiB and 410 milli)".
 // A share's mark spans its milli rounded at the cumulative edges, so the marks add up to the sum.
+// " (NVML: 6600 MiB and 410 milli)" of a share or GPU, with the figures it has ("" for none).
+std::string NvmlUse(const json& j) {
+  std::string figures;
+  if (j.contains("nvml_used_mem_mib")) figures = Text(j["nvml_used_mem_mib"]) + " MiB";
+  if (j.contains("nvml_used_milli"))
+    figures += (figures.empty() ? "" : " and ") + Text(j["nvml_used_milli"]) + " milli";
+  return figures.empty() ? std::string() : " (NVML: " + figures + ")";
+}
+
 std::string GpuMap(const json& node) {
   constexpr int kCells = 20;
   constexpr std::string_view kMarks = "#=%*+@";
@@ -168,7 +178,8 @@ std::string GpuMap(const json& node) {
                " milli, memory limit " + (mem > 0 ? std::to_string(mem) + " MiB" : std::string("whole GPU")) + ", " +
                Text(sh.value("mode", json()));
       if (sh.contains("used_mem_mib"))
-        below += ", using " + Text(sh["used_mem_mib"]) + " MiB and " + Text(sh.value("used_milli", json())) + " milli";
+        below += ", using " + Text(sh["used_mem_mib"]) + " MiB and " + Text(sh.value("used_milli", json())) + " milli" +
+                 NvmlUse(sh);
       if (sh.contains("mig_profile"))
         below += ", MIG " + Text(sh.value("mig_profile", json())) + " at slice " + Text(sh.value("mig_start", json()));
       below += "\n";
@@ -177,7 +188,7 @@ std::string GpuMap(const json& node) {
     out += "GPU " + Text(g.value("index", json())) + " " + Text(g.value("model", json())) + " [" + bar + "] " +
            std::to_string(g.value("allocated_milli", int64_t{0})) + "/1000 milli" +
            (g.contains("used_mem_mib") ? ", using " + Text(g["used_mem_mib"]) + " MiB and " +
-                                              Text(g.value("used_milli", json())) + " milli"
+                                              Text(g.value("used_milli", json())) + " milli" + NvmlUse(g)
                                         : std::string()) +
            "\n" + below;
   }
