@@ -2,7 +2,6 @@
 #include "tessera/integrations/k8s/dra_plugin.h"
 
 #include <grpcpp/grpcpp.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +11,7 @@
 
 #include "dra/v1/api.grpc.pb.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
+#include "tessera/integrations/k8s/container_edits.h"
 #include "tessera/integrations/k8s/names.h"
 
 namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
@@ -23,23 +23,6 @@ namespace {
 // The service name the kubelet looks for in supported_versions for the v1 DRA service
 // (k8s.io/kubelet/pkg/apis/dra/v1: DRAPluginService).
 constexpr char kDraV1Service[] = "v1.DRAPlugin";
-
-Status MakeDir(const std::string& path) {
-  std::string so_far = path.starts_with('/') ? "/" : "";
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    if (end > start) {
-      so_far += path.substr(start, end - start) + "/";
-      if (::mkdir(so_far.c_str(), 0755) != 0 && errno != EEXIST) {
-        return InternalError("cannot create '" + so_far + "': " + std::strerror(errno));
-      }
-    }
-    start = end + 1;
-  }
-  return Status::Ok();
-}
 
 // A handler body that never lets an exception out.
 template <typename F>
@@ -180,8 +163,8 @@ DraPluginServer::~DraPluginServer() { Shutdown(); }
 
 StatusOr<std::unique_ptr<DraPluginServer>> DraPluginServer::Start(DraDriver* driver, const DraPluginOptions& options) {
   if (driver == nullptr) return InvalidArgumentError("no driver");
-  TESSERA_RETURN_IF_ERROR(MakeDir(options.registry_dir));
-  TESSERA_RETURN_IF_ERROR(MakeDir(options.plugin_dir));
+  TESSERA_RETURN_IF_ERROR(MakeDirs(options.registry_dir));
+  TESSERA_RETURN_IF_ERROR(MakeDirs(options.plugin_dir));
   auto impl = std::make_unique<Impl>();
   impl->registration_socket = options.registry_dir + "/" + std::string(kDriverName) + "-reg.sock";
   impl->dra_socket = options.plugin_dir + "/dra.sock";
