@@ -167,6 +167,7 @@ struct SharePluginServer::Impl {
   std::unique_ptr<grpc::Server> server;
   ino_t own_inode = 0, kubelet_inode = 0;
   bool registered = false;
+  bool failing = false;  // the last Register failed, and it was logged
   std::atomic<int> registrations{0};
   std::mutex mu;  // the watcher's stop flag
   std::condition_variable cv;
@@ -224,8 +225,10 @@ struct SharePluginServer::Impl {
       ++registrations;
       Log("registered " + plugin->options().resource_name + " with the kubelet (" + kubelet_socket + "), endpoint " +
           options.socket_name);
-    } else {
-      Log("Register on " + kubelet_socket + ": " + s.error_message() + " (retried every watch period)");
+      failing = false;
+    } else if (!failing) {  // once per run of failures: the kubelet may be away for long
+      Log("Register on " + kubelet_socket + ": " + s.error_message() + " (tried again when kubelet.sock is there)");
+      failing = true;
     }
   }
 
@@ -235,7 +238,7 @@ struct SharePluginServer::Impl {
     while (!cv.wait_for(lock, options.watch_period, [this] { return stop; })) {
       lock.unlock();
       const ino_t own = Inode(socket), kubelet = Inode(kubelet_socket);
-      if (own == 0 || own != own_inode || (kubelet != 0 && kubelet != kubelet_inode)) {
+      if (own == 0 || own != own_inode || (kubelet != 0 && kubelet_inode != 0 && kubelet != kubelet_inode)) {
         // The kubelet restarted (it removes the plugins' sockets, and makes kubelet.sock anew).
         Log(own == 0 || own != own_inode ? socket + " is gone: the kubelet restarted; serving and registering again"
                                          : kubelet_socket + " was created again; serving and registering again");
