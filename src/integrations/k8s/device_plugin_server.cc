@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "src/integrations/k8s/grpc_unix.h"
 
 namespace dppb = ::v1beta1;
 
@@ -22,17 +23,6 @@ namespace tessera::k8s {
 namespace {
 
 constexpr char kApiVersion[] = "v1beta1";
-
-template <typename F>
-grpc::Status Guarded(F&& body) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, std::string("tessera device-plugin: ") + e.what());
-  } catch (...) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, "tessera device-plugin: unknown exception");
-  }
-}
 
 grpc::Status ToGrpc(const Status& s) {
   switch (s.code()) {
@@ -77,7 +67,7 @@ class DevicePluginService final : public dppb::DevicePlugin::Service {
 
   grpc::Status ListAndWatch(grpc::ServerContext* context, const dppb::Empty*,
                             grpc::ServerWriter<dppb::ListAndWatchResponse>* writer) override {
-    return Guarded([&] {
+    return Guarded("tessera device-plugin", [&] {
       uint64_t sent = 0;
       for (bool first = true;; first = false) {
         {
@@ -102,7 +92,7 @@ class DevicePluginService final : public dppb::DevicePlugin::Service {
 
   grpc::Status GetPreferredAllocation(grpc::ServerContext*, const dppb::PreferredAllocationRequest* request,
                                       dppb::PreferredAllocationResponse* response) override {
-    return Guarded([&] {
+    return Guarded("tessera device-plugin", [&] {
       for (const dppb::ContainerPreferredAllocationRequest& c : request->container_requests()) {
         std::vector<std::string> available(c.available_deviceids().begin(), c.available_deviceids().end());
         std::vector<std::string> must(c.must_include_deviceids().begin(), c.must_include_deviceids().end());
@@ -117,7 +107,7 @@ class DevicePluginService final : public dppb::DevicePlugin::Service {
 
   grpc::Status Allocate(grpc::ServerContext*, const dppb::AllocateRequest* request,
                         dppb::AllocateResponse* response) override {
-    return Guarded([&] {
+    return Guarded("tessera device-plugin", [&] {
       for (const dppb::ContainerAllocateRequest& c : request->container_requests()) {
         StatusOr<ShareAllocation> a = plugin_->Allocate({c.devices_ids().begin(), c.devices_ids().end()});
         if (!a.ok()) return ToGrpc(a.status());
@@ -191,18 +181,9 @@ struct SharePluginServer::Impl {
   }
 
   Status Listen() {
-    if (socket.size() > 107) return InvalidArgumentError("'" + socket + "' is longer than a unix socket's 107 characters");
-    if (std::remove(socket.c_str()) != 0 && errno != ENOENT) {
-      return InternalError("cannot replace '" + socket + "': " + std::strerror(errno));
-    }
     changes = std::make_shared<Changes>();
     service = std::make_unique<DevicePluginService>(plugin, changes);
-    grpc::ServerBuilder builder;
-    int bound = 0;
-    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials(), &bound);
-    builder.RegisterService(service.get());
-    server = builder.BuildAndStart();
-    if (server == nullptr || bound == 0) return UnavailableError("cannot listen on '" + socket + "'");
+    TESSERA_ASSIGN_OR_RETURN(server, ListenUnix(socket, service.get()));
     own_inode = Inode(socket);
     return Status::Ok();
   }

@@ -6,13 +6,10 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 
-#include "tessera/core/gpu_model.h"
 #include "tessera/integrations/k8s/device_plugin.h"
 #include "tessera/integrations/k8s/device_plugin_server.h"
-#include "tessera/node/inventory.h"
 #include "tessera/node/node_dir.h"
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
@@ -32,11 +29,8 @@ struct DevicePluginFlags {
 
 int RunDevicePlugin(DevicePluginFlags flags) {
   if (!flags.fake_gpus.empty()) {
-    StatusOr<std::string> config = node::FakeNvmlConfig(flags.fake_gpus, GpuModelCatalog::Builtin());
-    if (!config.ok()) return Fail(kCommand, std::string(config.status().message()), kExitBadInput);
-    StatusOr<std::string> library = FindFakeNvml();
+    StatusOr<std::string> library = UseFakeGpus(flags.fake_gpus);
     if (!library.ok()) return Fail(kCommand, std::string(library.status().message()), kExitBadInput);
-    ::setenv("TESSERA_FAKE_NVML_CONFIG", config->c_str(), 1);
     flags.plugin.nvml_library = *library;
   }
   flags.server.health_period = std::chrono::seconds(flags.health_interval_s);
