@@ -18,6 +18,7 @@
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "tessera/node/node_dir.h"
+#include "tests/k8s/node_tenants.h"
 
 namespace tessera::k8s {
 namespace {
@@ -123,13 +124,7 @@ class DevicePluginTest : public ::testing::Test {
     Deadline(&context);
     return Plugin()->Allocate(&context, request, response);
   }
-  std::vector<node::TenantStatus> Tenants() {
-    auto status = node::NodeDir(options_.node_dir).ReadStatus();
-    EXPECT_TRUE(status.ok()) << status.status().ToString();
-    std::vector<node::TenantStatus> out;
-    for (const auto& gpu : status->gpus) out.insert(out.end(), gpu.tenants.begin(), gpu.tenants.end());
-    return out;
-  }
+  std::vector<node::TenantStatus> Tenants() { return NodeTenants(options_.node_dir); }
 
   fs::path root_;
   SharePluginOptions options_;
@@ -205,10 +200,13 @@ TEST_F(DevicePluginTest, GetPreferredAllocationPacksOntoTheMostUsedGpu) {
   ASSERT_TRUE(ask(available, {}, 5, &chosen).ok());
   EXPECT_EQ(chosen, (std::vector<std::string>{Share(kUuid1, 1), Share(kUuid1, 2), Share(kUuid1, 3), Share(kUuid0, 0),
                                               Share(kUuid0, 1)}));
-  // A must-include device of GPU 0 comes first and makes GPU 0 the more used of the two (3 free
-  // against 3: the tie goes to the lower index).
-  ASSERT_TRUE(ask(available, {Share(kUuid0, 3)}, 3, &chosen).ok());
-  EXPECT_EQ(chosen, (std::vector<std::string>{Share(kUuid0, 3), Share(kUuid0, 0), Share(kUuid0, 1)}));
+  // Must-include devices come first and count: with GPU 0's shares 0 and 1 in, GPU 0 has 2 free
+  // against GPU 1's 3, so the third share is GPU 0's too (not GPU 1's, the more used before).
+  ASSERT_TRUE(ask(available, {Share(kUuid0, 1), Share(kUuid0, 0)}, 3, &chosen).ok());
+  EXPECT_EQ(chosen, (std::vector<std::string>{Share(kUuid0, 1), Share(kUuid0, 0), Share(kUuid0, 2)}));
+  grpc::Status absent = ask(available, {Share(kUuid1, 0)}, 1, &chosen);
+  EXPECT_EQ(absent.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(absent.error_message(), HasSubstr("must_include device '" + Share(kUuid1, 0) + "'"));
   grpc::Status bad = ask({"GPU-nope::0"}, {}, 1, &chosen);
   EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(bad.error_message(), HasSubstr("device 'GPU-nope::0'"));
