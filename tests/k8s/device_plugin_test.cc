@@ -67,7 +67,9 @@ class DevicePluginTest : public ::testing::Test {
     fs::create_directories(root_ / "dev");
     for (const char* node : {"nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1"}) std::ofstream(root_ / "dev" / node);
     ::setenv("TESSERA_FAKE_NVML_CONFIG", "A100-40GB*2", 1);
-    ::unsetenv("TESSERA_FAKE_NVML_FAIL");
+    // Present and empty (no failure): the health test sets it while the plugin's watcher reads the
+    // environment, and replacing a variable's value does not move glibc's environ array, adding one does.
+    ::setenv("TESSERA_FAKE_NVML_FAIL", "", 1);
     options_ = {.node_dir = (root_ / "node").string(),
                 .shares_per_gpu = 4,
                 .account = "team-k8s",
