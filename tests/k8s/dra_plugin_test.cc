@@ -17,6 +17,7 @@
 #include "tessera/enforce/segment.h"
 #include "tessera/node/node_dir.h"
 #include "tests/k8s/fake_kube_api.h"
+#include "tests/k8s/node_tenants.h"
 
 namespace tessera::k8s {
 namespace {
@@ -70,13 +71,7 @@ class DraPluginTest : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
   }
-  std::vector<node::TenantStatus> Tenants() {
-    auto status = node::NodeDir(options_.node_dir).ReadStatus();
-    EXPECT_TRUE(status.ok()) << status.status().ToString();
-    std::vector<node::TenantStatus> out;
-    for (const auto& gpu : status->gpus) out.insert(out.end(), gpu.tenants.begin(), gpu.tenants.end());
-    return out;
-  }
+  std::vector<node::TenantStatus> Tenants() { return NodeTenants(options_.node_dir); }
   std::string Dra() const { return server_->dra_socket(); }
 
   fs::path root_;

@@ -1,7 +1,6 @@
 // DraDriver (tessera/integrations/k8s/dra_driver.h): claims -> node slots, CDI specs, checkpoint.
 #include "tessera/integrations/k8s/dra_driver.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/enforce/segment.h"
+#include "tessera/integrations/k8s/container_edits.h"
 #include "tessera/integrations/k8s/names.h"
 #include "tessera/node/launcher.h"
 #include "tessera/node/node_dir.h"
@@ -53,36 +53,6 @@ struct Prepared {
   std::vector<Slot> slots;
   std::vector<std::string> pods;  // status.reservedFor's pod uids, as last read
 };
-
-Status MakeDirs(const std::string& path) {
-  std::string so_far;
-  std::stringstream parts(path);
-  std::string part;
-  if (path.starts_with('/')) so_far = "/";
-  while (std::getline(parts, part, '/')) {
-    if (part.empty()) continue;
-    so_far += part + "/";
-    if (::mkdir(so_far.c_str(), 0755) != 0 && errno != EEXIST) {
-      return InternalError("cannot create '" + so_far + "': " + std::strerror(errno));
-    }
-  }
-  return Status::Ok();
-}
-
-// Writes `text` to `path` through a temporary file and a rename (readers see the old or the new).
-Status WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "we");
-  if (f == nullptr) return InternalError("cannot write '" + tmp + "': " + std::strerror(errno));
-  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return InternalError("cannot write '" + path + "': " + why);
-  }
-  return Status::Ok();
-}
 
 std::string CdiId(const std::string& cdi_name) { return std::string(kDriverName) + "/gpu=" + cdi_name; }
 
@@ -138,85 +108,56 @@ struct DraDriver::State {
     return node::JoinPins(each);
   }
 
-  // A device node of the NVIDIA driver for CDI's deviceNodes: "/dev/<name>" in the container, from
-  // <dev dir>/<name> on the host, which must exist (a container without it would find no GPU).
-  StatusOr<json> DeviceNode(const std::string& name) const {
-    const std::string host = options.dev_dir + "/" + name;
-    struct stat st {};
-    if (::stat(host.c_str(), &st) != 0) {
-      return FailedPreconditionError("device node " + host + ": " + std::strerror(errno) +
-                                     " (is the NVIDIA driver loaded on this node?)");
-    }
-    return json{{"path", "/dev/" + name}, {"hostPath", host}};
+  static json DeviceNodeJson(const ContainerDeviceNode& n) {
+    return json{{"path", n.container_path}, {"hostPath", n.host_path}};
   }
 
-  // The claim-wide edits: the driver's control and unified-memory nodes, once a spec.
-  StatusOr<json> CommonEdits() const {
-    json nodes = json::array();
-    if (options.dev_dir.empty()) return json::object();
-    for (const char* name : {"nvidiactl", "nvidia-uvm"}) {
-      TESSERA_ASSIGN_OR_RETURN(json device_node, DeviceNode(name));
-      nodes.push_back(std::move(device_node));
-    }
-    return json{{"deviceNodes", nodes}};
-  }
-
-  // The CDI spec of a prepared claim (see the header: one device per slot).
+  // The CDI spec of a prepared claim (see the header: one device per slot; container_edits.h).
   StatusOr<std::string> RenderSpec(const Prepared& p) {
-    const std::string in = options.container_dir;
-    const node::NodePaths inside(in + "/node");
-    const node::NodePaths& host = node.paths();
     json devices = json::array();
     for (const Slot& s : p.slots) {
       // Every device of a tenant of several GPUs carries the same variables (all of its GPUs), so
       // that whichever device's edits a runtime applies last, the container is that one tenant.
       TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, PinAll(s.tenant.gpus));
+      const SlotEdits slot = MakeSlotEdits({.host = node.paths(), .shim = shim, .container_dir = options.container_dir,
+                                            .tenant_file = TenantFilePath(p.ref.uid), .pin = pin,
+                                            .gpus = s.tenant.gpus, .index = s.index});
       json env = json::array();
-      for (const auto& [key, value] :
-           node::LaunchEnvironment({.paths = inside, .shim_path = in + "/libtessera-shim.so", .pin = pin,
-                                    .gpus = s.tenant.gpus, .tenant_index = s.index})) {
-        env.push_back(key + "=" + value);
+      for (const auto& [key, value] : slot.env) env.push_back(key + "=" + value);
+      json mounts = json::array();
+      for (const ContainerMount& m : slot.mounts) {
+        mounts.push_back({{"hostPath", m.host_path},
+                          {"containerPath", m.container_path},
+                          {"options", {m.read_only ? "ro" : "rw", "nosuid", "nodev", "bind"}}});
       }
-      const json ro = {"ro", "nosuid", "nodev", "bind"};
-      const json rw = {"rw", "nosuid", "nodev", "bind"};
-      // The tenant file read-only next to the policy: the shim's tenant (TESSERA_SHIM_TENANT, which
-      // the container may change, is ignored). Only the tenant's own counters file, not the folder:
-      // a shim pointed elsewhere by a forged environment finds no other tenant's file. The leases
-      // file (the node pages) read-only: a container's root could otherwise write the lease word.
-      json mounts = json::array({
-          {{"hostPath", shim}, {"containerPath", in + "/libtessera-shim.so"}, {"options", ro}},
-          {{"hostPath", host.policy}, {"containerPath", inside.policy}, {"options", ro}},
-          {{"hostPath", enforce::CountersFilePath(host.counters, s.index)},
-           {"containerPath", enforce::CountersFilePath(inside.counters, s.index)},
-           {"options", rw}},
-          {{"hostPath", host.leases}, {"containerPath", inside.leases}, {"options", ro}},
-          {{"hostPath", TenantFilePath(p.ref.uid)}, {"containerPath", in + "/node/tenant"}, {"options", ro}},
-      });
       json edits = {{"env", env}, {"mounts", mounts}};
       if (!options.dev_dir.empty()) {
-        // The device node by NVML's minor number, which is not always the index (launcher.h, GpuPin).
         TESSERA_ASSIGN_OR_RETURN(node::GpuPin own, Pin(s.gpu));
-        const int minor = own.minor >= 0 ? own.minor : s.gpu;
-        TESSERA_ASSIGN_OR_RETURN(json device_node, DeviceNode("nvidia" + std::to_string(minor)));
-        edits["deviceNodes"] = json::array({device_node});
+        TESSERA_ASSIGN_OR_RETURN(ContainerDeviceNode device_node, GpuDeviceNode(options.dev_dir, own, s.gpu));
+        edits["deviceNodes"] = json::array({DeviceNodeJson(device_node)});
       }
       devices.push_back({{"name", s.cdi_name}, {"containerEdits", edits}});
     }
-    TESSERA_ASSIGN_OR_RETURN(json common, CommonEdits());
+    // The claim-wide edits: the driver's control and unified-memory nodes, once a spec.
+    TESSERA_ASSIGN_OR_RETURN(std::vector<ContainerDeviceNode> common, NvidiaControlNodes(options.dev_dir));
     json spec = {{"cdiVersion", "0.6.0"},
                  {"kind", std::string(kDriverName) + "/gpu"},
                  {"annotations", {{"gpu.tessera.io/claim", p.ref.ns + "/" + p.ref.name}}},
                  {"devices", devices}};
-    if (!common.empty()) spec["containerEdits"] = common;
+    if (!common.empty()) {
+      json nodes = json::array();
+      for (const ContainerDeviceNode& n : common) nodes.push_back(DeviceNodeJson(n));
+      spec["containerEdits"] = {{"deviceNodes", nodes}};
+    }
     return spec.dump(2) + "\n";
   }
 
   Status WriteSpec(const Prepared& p) {
     if (p.slots.empty()) return Status::Ok();  // nothing of ours: no file
     TESSERA_RETURN_IF_ERROR(MakeDirs(options.plugin_dir + "/tenants"));
-    TESSERA_RETURN_IF_ERROR(WriteAtomically(TenantFilePath(p.ref.uid), std::to_string(p.slots.front().index) + "\n"));
+    TESSERA_RETURN_IF_ERROR(WriteFileAtomically(TenantFilePath(p.ref.uid), std::to_string(p.slots.front().index) + "\n"));
     TESSERA_ASSIGN_OR_RETURN(std::string text, RenderSpec(p));
-    return WriteAtomically(SpecPath(p.ref.uid), text);
+    return WriteFileAtomically(SpecPath(p.ref.uid), text);
   }
 
   Status WriteCheckpoint() const {
@@ -228,7 +169,7 @@ struct DraDriver::State {
           {{"uid", uid}, {"namespace", p.ref.ns}, {"name", p.ref.name}, {"slots", slots}, {"pods", p.pods}});
     }
     const json doc = {{"version", kCheckpointVersion}, {"driver", kDriverName}, {"claims", claims}};
-    return WriteAtomically(checkpoint_path, doc.dump(1) + "\n");
+    return WriteFileAtomically(checkpoint_path, doc.dump(1) + "\n");
   }
 
   long Member() const { return options.member_pid > 0 ? options.member_pid : static_cast<long>(::getpid()); }

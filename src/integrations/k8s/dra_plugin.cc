@@ -2,7 +2,6 @@
 #include "tessera/integrations/k8s/dra_plugin.h"
 
 #include <grpcpp/grpcpp.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +11,8 @@
 
 #include "dra/v1/api.grpc.pb.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
+#include "src/integrations/k8s/grpc_unix.h"
+#include "tessera/integrations/k8s/container_edits.h"
 #include "tessera/integrations/k8s/names.h"
 
 namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
@@ -23,35 +24,6 @@ namespace {
 // The service name the kubelet looks for in supported_versions for the v1 DRA service
 // (k8s.io/kubelet/pkg/apis/dra/v1: DRAPluginService).
 constexpr char kDraV1Service[] = "v1.DRAPlugin";
-
-Status MakeDir(const std::string& path) {
-  std::string so_far = path.starts_with('/') ? "/" : "";
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    if (end > start) {
-      so_far += path.substr(start, end - start) + "/";
-      if (::mkdir(so_far.c_str(), 0755) != 0 && errno != EEXIST) {
-        return InternalError("cannot create '" + so_far + "': " + std::strerror(errno));
-      }
-    }
-    start = end + 1;
-  }
-  return Status::Ok();
-}
-
-// A handler body that never lets an exception out.
-template <typename F>
-grpc::Status Guarded(F&& body) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, std::string("tessera dra-driver: ") + e.what());
-  } catch (...) {
-    return grpc::Status(grpc::StatusCode::INTERNAL, "tessera dra-driver: unknown exception");
-  }
-}
 
 std::vector<ClaimRef> Refs(const google::protobuf::RepeatedPtrField<drapb::Claim>& claims) {
   std::vector<ClaimRef> refs;
@@ -66,7 +38,7 @@ class DraService final : public drapb::DRAPlugin::Service {
 
   grpc::Status NodePrepareResources(grpc::ServerContext*, const drapb::NodePrepareResourcesRequest* request,
                                     drapb::NodePrepareResourcesResponse* response) override {
-    return Guarded([&] {
+    return Guarded("tessera dra-driver", [&] {
       for (auto& [uid, result] : driver_->Prepare(Refs(request->claims()))) {
         drapb::NodePrepareResourceResponse& out = (*response->mutable_claims())[uid];
         out.set_error(result.error);
@@ -84,7 +56,7 @@ class DraService final : public drapb::DRAPlugin::Service {
 
   grpc::Status NodeUnprepareResources(grpc::ServerContext*, const drapb::NodeUnprepareResourcesRequest* request,
                                       drapb::NodeUnprepareResourcesResponse* response) override {
-    return Guarded([&] {
+    return Guarded("tessera dra-driver", [&] {
       for (auto& [uid, error] : driver_->Unprepare(Refs(request->claims()))) {
         (*response->mutable_claims())[uid].set_error(error);
       }
@@ -101,7 +73,7 @@ class RegistrationService final : public regpb::Registration::Service {
   explicit RegistrationService(std::string endpoint) : endpoint_(std::move(endpoint)) {}
 
   grpc::Status GetInfo(grpc::ServerContext*, const regpb::InfoRequest*, regpb::PluginInfo* info) override {
-    return Guarded([&] {
+    return Guarded("tessera dra-driver", [&] {
       info->set_type("DRAPlugin");
       info->set_name(std::string(kDriverName));
       info->set_endpoint(endpoint_);
@@ -112,7 +84,7 @@ class RegistrationService final : public regpb::Registration::Service {
 
   grpc::Status NotifyRegistrationStatus(grpc::ServerContext*, const regpb::RegistrationStatus* status,
                                         regpb::RegistrationStatusResponse*) override {
-    return Guarded([&] {
+    return Guarded("tessera dra-driver", [&] {
       std::lock_guard lock(mu_);
       state_ = {.notified = true, .registered = status->plugin_registered(), .error = status->error()};
       if (!status->plugin_registered()) {
@@ -133,22 +105,6 @@ class RegistrationService final : public regpb::Registration::Service {
   mutable std::mutex mu_;
   RegistrationState state_;
 };
-
-StatusOr<std::unique_ptr<grpc::Server>> Listen(const std::string& socket, grpc::Service* service) {
-  if (socket.size() > 107) {  // sockaddr_un.sun_path
-    return InvalidArgumentError("'" + socket + "' is longer than a unix socket's 107 characters");
-  }
-  if (std::remove(socket.c_str()) != 0 && errno != ENOENT) {
-    return InternalError("cannot replace '" + socket + "': " + std::strerror(errno));
-  }
-  grpc::ServerBuilder builder;
-  int bound = 0;
-  builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials(), &bound);
-  builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound == 0) return UnavailableError("cannot listen on '" + socket + "'");
-  return server;
-}
 
 Status FromGrpc(const grpc::Status& s, const std::string& what) {
   if (s.ok()) return Status::Ok();
@@ -180,16 +136,16 @@ DraPluginServer::~DraPluginServer() { Shutdown(); }
 
 StatusOr<std::unique_ptr<DraPluginServer>> DraPluginServer::Start(DraDriver* driver, const DraPluginOptions& options) {
   if (driver == nullptr) return InvalidArgumentError("no driver");
-  TESSERA_RETURN_IF_ERROR(MakeDir(options.registry_dir));
-  TESSERA_RETURN_IF_ERROR(MakeDir(options.plugin_dir));
+  TESSERA_RETURN_IF_ERROR(MakeDirs(options.registry_dir));
+  TESSERA_RETURN_IF_ERROR(MakeDirs(options.plugin_dir));
   auto impl = std::make_unique<Impl>();
   impl->registration_socket = options.registry_dir + "/" + std::string(kDriverName) + "-reg.sock";
   impl->dra_socket = options.plugin_dir + "/dra.sock";
   impl->dra = std::make_unique<DraService>(driver);
   impl->registration = std::make_unique<RegistrationService>(impl->dra_socket);
   // The DRA service first: the kubelet connects to it as soon as registration answers.
-  TESSERA_ASSIGN_OR_RETURN(impl->dra_server, Listen(impl->dra_socket, impl->dra.get()));
-  StatusOr<std::unique_ptr<grpc::Server>> reg = Listen(impl->registration_socket, impl->registration.get());
+  TESSERA_ASSIGN_OR_RETURN(impl->dra_server, ListenUnix(impl->dra_socket, impl->dra.get()));
+  StatusOr<std::unique_ptr<grpc::Server>> reg = ListenUnix(impl->registration_socket, impl->registration.get());
   if (!reg.ok()) {
     impl->dra_server->Shutdown();
     std::remove(impl->dra_socket.c_str());

@@ -76,11 +76,8 @@ int RunAgent(AgentFlags f) {
   if (f.run_dir.empty()) f.run_dir = node::DefaultNodeDir();
   const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
   if (!f.fake_gpus.empty()) {
-    StatusOr<std::string> config = node::FakeNvmlConfig(f.fake_gpus, catalog);
-    if (!config.ok()) return Fail(config.status().message(), kExitBadInput);
-    StatusOr<std::string> library = FindFakeNvml();
+    StatusOr<std::string> library = UseFakeGpus(f.fake_gpus);  // the agent's and its children's fake
     if (!library.ok()) return Fail(library.status().message(), kExitBadInput);
-    ::setenv("TESSERA_FAKE_NVML_CONFIG", config->c_str(), 1);  // the agent's and its children's fake
     f.nvml = *library;
   }
   enforce::DlopenNvml nvml({.library_path = f.nvml});

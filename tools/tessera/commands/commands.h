@@ -47,6 +47,8 @@ void RegisterK8sObjects(CLI::App& k8s, int* exit_code);
 void RegisterK8sExtender(CLI::App& k8s, int* exit_code);
 // `tessera k8s dra-driver` (commands/k8s_dra.cc): the DRA kubelet plugin.
 void RegisterK8sDraDriver(CLI::App& k8s, int* exit_code);
+// `tessera k8s device-plugin` (commands/k8s_device_plugin.cc): the kubelet device plugin (v1beta1).
+void RegisterK8sDevicePlugin(CLI::App& k8s, int* exit_code);
 // `tessera version [--paths]` (commands/version.cc); `version` is the line it prints.
 void RegisterVersion(CLI::App& app, const std::string& version, int* exit_code);
 

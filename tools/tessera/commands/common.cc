@@ -14,6 +14,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tessera/core/gpu_model.h"
+#include "tessera/node/inventory.h"
+
 namespace tessera::cli {
 namespace {
 
@@ -60,6 +63,13 @@ StatusOr<std::string> FindFakeNvml() {
   }
   return NotFoundError("--fake-gpus needs the in-tree fake NVML: set TESSERA_FAKE_NVML_LIBRARY (not found in " + dir +
                        "/tests/fake_nvml/ or " + dir + "/../lib/tessera/fake/)");
+}
+
+StatusOr<std::string> UseFakeGpus(const std::string& fake_gpus) {
+  TESSERA_ASSIGN_OR_RETURN(const std::string config, node::FakeNvmlConfig(fake_gpus, GpuModelCatalog::Builtin()));
+  TESSERA_ASSIGN_OR_RETURN(std::string library, FindFakeNvml());
+  ::setenv("TESSERA_FAKE_NVML_CONFIG", config.c_str(), 1);
+  return library;
 }
 
 StatusOr<std::vector<uint64_t>> ParseSeeds(const std::string& text) {

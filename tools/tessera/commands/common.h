@@ -38,6 +38,10 @@ std::string DataDir();  // LocateDataDir().path
 // build tree's copy (<executable>/tests/fake_nvml/) or the install's (<executable>/../lib/tessera/fake/);
 // NOT_FOUND names both places.
 StatusOr<std::string> FindFakeNvml();
+// `--fake-gpus MODEL:COUNT[:mig],...` of the node programs (agent, k8s slices/dra-driver/
+// device-plugin): checks the list (node::FakeNvmlConfig), finds the fake NVML (FindFakeNvml), sets
+// TESSERA_FAKE_NVML_CONFIG for it (this process and its children) and returns the library to load.
+StatusOr<std::string> UseFakeGpus(const std::string& fake_gpus);
 
 // "42-51" or "42,43,50-51" -> seeds (each 0 .. 2^63-1, at most 10000); INVALID_ARGUMENT names
 // the bad item and the flag.

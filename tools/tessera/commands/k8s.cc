@@ -17,6 +17,7 @@ void RegisterK8s(CLI::App& app, int* exit_code) {
   RegisterK8sObjects(*k8s, exit_code);
   RegisterK8sExtender(*k8s, exit_code);
   RegisterK8sDraDriver(*k8s, exit_code);
+  RegisterK8sDevicePlugin(*k8s, exit_code);
 }
 
 }  // namespace tessera::cli

@@ -98,11 +98,8 @@ int RunDraDriver(DraFlags flags) {
     if (::gethostname(host, sizeof(host) - 1) == 0) flags.node_name = host;
   }
   if (!flags.fake_gpus.empty()) {
-    StatusOr<std::string> config = node::FakeNvmlConfig(flags.fake_gpus, catalog);
-    if (!config.ok()) return Fail(kCommand, std::string(config.status().message()), kExitBadInput);
-    StatusOr<std::string> library = FindFakeNvml();
+    StatusOr<std::string> library = UseFakeGpus(flags.fake_gpus);
     if (!library.ok()) return Fail(kCommand, std::string(library.status().message()), kExitBadInput);
-    ::setenv("TESSERA_FAKE_NVML_CONFIG", config->c_str(), 1);
     flags.driver.nvml_library = *library;
   }
   flags.driver.plugin_dir = flags.plugin.plugin_dir;

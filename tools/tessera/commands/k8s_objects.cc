@@ -70,9 +70,7 @@ std::string ToYaml(const std::vector<nlohmann::json>& objects) {
 
 StatusOr<std::vector<api::InventoryGpu>> ReadGpus(SlicesFlags& f, const GpuModelCatalog& catalog) {
   if (!f.fake_gpus.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(const std::string config, node::FakeNvmlConfig(f.fake_gpus, catalog));
-    TESSERA_ASSIGN_OR_RETURN(f.nvml, FindFakeNvml());
-    ::setenv("TESSERA_FAKE_NVML_CONFIG", config.c_str(), 1);
+    TESSERA_ASSIGN_OR_RETURN(f.nvml, UseFakeGpus(f.fake_gpus));
   }
   enforce::DlopenNvml nvml({.library_path = f.nvml});
   if (Status st = nvml.Init(); !st.ok()) return UnavailableError("NVML: " + std::string(st.message()));

@@ -1,0 +1,112 @@
+// SharePlugin: what `tessera k8s device-plugin` (the kubelet device plugin for clusters before
+// Kubernetes 1.34, which have no DRA) does on a node, without the transport
+// (device_plugin_server.h serves it over the kubelet's v1beta1 gRPC).
+//
+// Devices. Each GPU NVML lists is cut into N share devices (N = shares_per_gpu), named
+// "<gpu uuid>::<k>", k = 0..N-1, all of resource `resource_name` (default tessera.io/gpu-share):
+// a pod asking for 3 of them gets 3/N of a GPU. A GPU's devices are "Healthy" while NVML answers
+// for it (uuid and memory), "Unhealthy" otherwise; RefreshHealth reads NVML again and says whether
+// anything changed (the server then sends the list again).
+//
+// Preferred allocation: PreferredShares packs, by the placement engine's GPU-share rule
+// (placement::ChooseGpus with SharingGpuRule::kBest, FGD's best fit: the GPU with the least free
+// that still fits): each share the kubelet still needs goes to the available GPU that already has
+// the fewest free shares (lowest index on ties), which keeps whole GPUs free for the pods that
+// need them. The must-include devices come first and count; then the lowest free k of the chosen
+// GPU. Example, N = 4, available {A::1, A::2, A::3, B::0..3} (A has one share taken), size 2 ->
+// {A::1, A::2}; size 5 -> A::1..3, then B::0, B::1.
+//
+// Allocate(device ids) (one container) turns the devices into a slot of the node's segment
+// (node::NodeDir::Join, this process as member) on the devices' GPUs with
+//   memory limit = GPU memory / N x (devices on that GPU),   share = 1000 / N x (devices) milli,
+// the smallest of them over the GPUs for a container whose devices span several (a tenant has one
+// limit per GPU); all N devices of a GPU: the whole GPU (no memory limit, share 1000).
+// Tenancy: the device plugin API names no pod in Allocate, so the slot's tenant is the devices
+// themselves, "k8s-dp/<first device id>", and its metering account is `account` (one per node,
+// `--account`, default "kubernetes"); workload "k8s-device-plugin". The kubelet hands a device to
+// one container at a time, so an Allocate that names a device of an earlier slot means that
+// container is gone: the earlier slot is left first (node::NodeDir::LeaveTenant). The answer is
+// the shim's environment and mounts (container_edits.h; the tenant file under
+// <state dir>/tenants/), CUDA_VISIBLE_DEVICES, TESSERA_SHARE_MEMORY_BYTES and
+// TESSERA_SHARE_MILLI (for the workload to read; the shim enforces the slot's), and the device
+// nodes /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia<minor> of each GPU. Fail closed: any error
+// (an unknown device id, no shim, a full segment, a missing device node) fails the Allocate, so
+// the container never starts without its limit. Example: N = 10, GPU 0 of 40 GiB, devices
+// {<uuid0>::3, <uuid0>::4} -> Join("k8s-dp/<uuid0>::3", gpu 0, 8 GiB, share 200) = index 0;
+// env TESSERA_SHIM_TENANT=0, CUDA_VISIBLE_DEVICES=<uuid0>, TESSERA_SHARE_MILLI=200.
+// An unknown id is INVALID_ARGUMENT naming it: "device 'GPU-x::9': not a device of this plugin
+// (tessera.io/gpu-share: <uuid>::0..<uuid>::9 of 2 GPUs)".
+//
+// Thread-safety: every method may be called from several threads (one mutex; the node directory
+// has its own file lock against other processes).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/core/status.h"
+#include "tessera/integrations/k8s/container_edits.h"
+
+namespace tessera::k8s {
+
+struct SharePluginOptions {
+  std::string node_dir;                                   // the node directory (NodeDir)
+  std::string resource_name = "tessera.io/gpu-share";
+  int shares_per_gpu = 10;                                // N, 1..100
+  std::string account = "kubernetes";                     // metering account of every slot
+  std::string state_dir = "/var/lib/tessera/device-plugin";  // the slots' tenant files
+  std::string shim_path;                                  // host path of libtessera-shim.so
+  std::string container_dir = "/run/tessera";
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string dev_dir = "/dev";                           // "" = add no device nodes
+  long member_pid = 0;                                    // the slots' member; 0 = this process
+};
+
+struct ShareDevice {
+  std::string id;  // "<gpu uuid>::<k>"
+  int gpu = -1;
+  bool healthy = true;
+};
+
+// One container's answer to Allocate.
+struct ShareAllocation {
+  std::map<std::string, std::string> env;
+  std::vector<ContainerMount> mounts;
+  std::vector<ContainerDeviceNode> devices;
+  int index = -1;  // the slot
+  std::string tenant;
+};
+
+class SharePlugin {
+ public:
+  // Opens NVML (FAILED_PRECONDITION when it cannot: without the GPUs' memory no limit can be set),
+  // lists the GPUs, checks the shim, creates the state dir.
+  static StatusOr<std::unique_ptr<SharePlugin>> Open(const SharePluginOptions& options);
+  ~SharePlugin();
+  SharePlugin(const SharePlugin&) = delete;
+  SharePlugin& operator=(const SharePlugin&) = delete;
+
+  const SharePluginOptions& options() const;
+  std::vector<ShareDevice> Devices() const;
+  // Reads every GPU's health again; true when a device's health changed.
+  bool RefreshHealth();
+  // The packing choice above; INVALID_ARGUMENT for an unknown id, a must-include id that is not
+  // available, or a size the available devices cannot meet.
+  StatusOr<std::vector<std::string>> PreferredShares(const std::vector<std::string>& available,
+                                                     const std::vector<std::string>& must_include, int size) const;
+  StatusOr<ShareAllocation> Allocate(const std::vector<std::string>& device_ids);
+  // Slots this process holds now (tenant names).
+  std::vector<std::string> Slots() const;
+
+  struct State;
+
+ private:
+  explicit SharePlugin(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tessera::k8s

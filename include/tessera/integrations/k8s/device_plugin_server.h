@@ -1,0 +1,71 @@
+// SharePluginServer: serves a SharePlugin (device_plugin.h) as a kubelet device plugin over the
+// v1beta1 gRPC (src/integrations/k8s/proto/deviceplugin/v1beta1/api.proto, generated at build
+// time; no gRPC type appears here).
+//
+// Flow (the kubelet's device manager, Kubernetes before DRA):
+//   1. Listen on <socket dir>/<socket name> (default /var/lib/kubelet/device-plugins/
+//      tessera-gpu-share.sock; a stale file is replaced) and serve service v1beta1.DevicePlugin.
+//   2. Register with the kubelet: Registration.Register on <socket dir>/kubelet.sock with
+//      {version "v1beta1", endpoint "<socket name>" (relative, as the kubelet wants),
+//       resource_name, options {get_preferred_allocation_available true}}.
+//   3. The kubelet calls ListAndWatch (a stream: the devices now, then again whenever their health
+//      changes: SharePlugin::RefreshHealth every health_period), GetPreferredAllocation
+//      (SharePlugin::PreferredShares) and Allocate (SharePlugin::Allocate, per container).
+//   4. A kubelet that restarts deletes every socket in its folder and creates kubelet.sock anew. A
+//      watcher (every watch_period) sees the plugin's socket gone, or kubelet.sock replaced (another
+//      inode), or the last Register failed, and starts over at 1 (a new server: the old streams end).
+// Errors: an Allocate that fails answers INVALID_ARGUMENT / FAILED_PRECONDITION with
+// SharePlugin's message (the kubelet then fails the pod: fail closed); a handler never lets an
+// exception out (INTERNAL). Register's failure is reported through `log` and retried.
+//
+// Worked example: Start(plugin, {socket_dir "/k"}) listens on /k/tessera-gpu-share.sock and calls
+// Register on /k/kubelet.sock; registrations() == 1. The test's fake kubelet then removes
+// /k/tessera-gpu-share.sock and recreates /k/kubelet.sock: within a watch period the plugin
+// listens again and registrations() == 2.
+//
+// Thread-safety: gRPC's threads call the plugin (thread-safe); the watcher is one thread of its
+// own. Shutdown from any thread (the destructor calls it).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "tessera/core/status.h"
+#include "tessera/integrations/k8s/device_plugin.h"
+
+namespace tessera::k8s {
+
+struct SharePluginServerOptions {
+  std::string socket_dir = "/var/lib/kubelet/device-plugins";
+  std::string socket_name = "tessera-gpu-share.sock";
+  std::chrono::milliseconds watch_period{1000};
+  std::chrono::milliseconds health_period{10000};
+  std::chrono::milliseconds register_timeout{5000};
+  std::function<void(const std::string&)> log;  // one line per event; null: stderr
+};
+
+class SharePluginServer {
+ public:
+  // Listens and registers once (a failed Register is logged and retried by the watcher; only a
+  // socket that cannot be listened on is an error here). `plugin` must outlive the server.
+  static StatusOr<std::unique_ptr<SharePluginServer>> Start(SharePlugin* plugin, const SharePluginServerOptions& options);
+  ~SharePluginServer();
+  SharePluginServer(const SharePluginServer&) = delete;
+  SharePluginServer& operator=(const SharePluginServer&) = delete;
+
+  // Stops the watcher and the server, removes the socket.
+  void Shutdown();
+  std::string socket() const;
+  // Successful Register calls so far.
+  int registrations() const;
+
+  struct Impl;
+
+ private:
+  explicit SharePluginServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::k8s

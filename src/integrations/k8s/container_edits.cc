@@ -1,0 +1,88 @@
+// The shim's container edits (tessera/integrations/k8s/container_edits.h).
+#include "tessera/integrations/k8s/container_edits.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "tessera/enforce/segment.h"
+
+namespace tessera::k8s {
+
+SlotEdits MakeSlotEdits(const SlotEditsInput& in) {
+  const node::NodePaths inside(in.container_dir + "/node");
+  const std::string shim_inside = in.container_dir + "/libtessera-shim.so";
+  SlotEdits out;
+  out.env = node::LaunchEnvironment(
+      {.paths = inside, .shim_path = shim_inside, .pin = in.pin, .gpus = in.gpus, .tenant_index = in.index});
+  out.mounts = {
+      {.host_path = in.shim, .container_path = shim_inside, .read_only = true},
+      {.host_path = in.host.policy, .container_path = inside.policy, .read_only = true},
+      {.host_path = enforce::CountersFilePath(in.host.counters, in.index),
+       .container_path = enforce::CountersFilePath(inside.counters, in.index),
+       .read_only = false},
+      {.host_path = in.host.leases, .container_path = inside.leases, .read_only = true},
+      {.host_path = in.tenant_file, .container_path = in.container_dir + "/node/tenant", .read_only = true},
+  };
+  return out;
+}
+
+StatusOr<ContainerDeviceNode> NvidiaDeviceNode(const std::string& dev_dir, const std::string& name) {
+  const std::string host = dev_dir + "/" + name;
+  struct stat st {};
+  if (::stat(host.c_str(), &st) != 0) {
+    return FailedPreconditionError("device node " + host + ": " + std::strerror(errno) +
+                                   " (is the NVIDIA driver loaded on this node?)");
+  }
+  return ContainerDeviceNode{.host_path = host, .container_path = "/dev/" + name};
+}
+
+StatusOr<std::vector<ContainerDeviceNode>> NvidiaControlNodes(const std::string& dev_dir) {
+  std::vector<ContainerDeviceNode> nodes;
+  if (dev_dir.empty()) return nodes;
+  for (const char* name : {"nvidiactl", "nvidia-uvm"}) {
+    TESSERA_ASSIGN_OR_RETURN(ContainerDeviceNode n, NvidiaDeviceNode(dev_dir, name));
+    nodes.push_back(std::move(n));
+  }
+  return nodes;
+}
+
+StatusOr<ContainerDeviceNode> GpuDeviceNode(const std::string& dev_dir, const node::GpuPin& pin, int gpu) {
+  // By NVML's minor number, which is not always the index (launcher.h, GpuPin).
+  return NvidiaDeviceNode(dev_dir, "nvidia" + std::to_string(pin.minor >= 0 ? pin.minor : gpu));
+}
+
+Status MakeDirs(const std::string& path) {
+  std::string so_far = path.starts_with('/') ? "/" : "";
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (end > start) {
+      so_far += path.substr(start, end - start) + "/";
+      if (::mkdir(so_far.c_str(), 0755) != 0 && errno != EEXIST) {
+        return InternalError("cannot create '" + so_far + "': " + std::strerror(errno));
+      }
+    }
+    start = end + 1;
+  }
+  return Status::Ok();
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "we");
+  if (f == nullptr) return InternalError("cannot write '" + tmp + "': " + std::strerror(errno));
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return InternalError("cannot write '" + path + "': " + why);
+  }
+  return Status::Ok();
+}
+
+}  // namespace tessera::k8s

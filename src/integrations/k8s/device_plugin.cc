@@ -1,0 +1,278 @@
+// SharePlugin (tessera/integrations/k8s/device_plugin.h): GPUs cut into share devices, packed
+// preferred allocations, Allocate -> a slot of the node's segment and the shim's edits.
+#include "tessera/integrations/k8s/device_plugin.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <mutex>
+#include <set>
+
+#include "tessera/enforce/nvml.h"
+#include "tessera/enforce/segment.h"
+#include "tessera/node/launcher.h"
+#include "tessera/node/node_dir.h"
+#include "tessera/placement/cluster_snapshot.h"
+#include "tessera/placement/gpu_choice.h"
+
+namespace tessera::k8s {
+namespace {
+
+constexpr char kSeparator[] = "::";
+
+struct Gpu {
+  std::string uuid;
+  uint64_t memory_bytes = 0;
+  node::GpuPin pin;
+  bool healthy = true;
+};
+
+// The GPUs as NVML says now (opened and closed each time, so that a driver reloaded meanwhile is
+// seen); a GPU NVML does not answer for is unhealthy.
+StatusOr<std::vector<Gpu>> ReadGpus(const std::string& library) {
+  enforce::DlopenNvml nvml({.library_path = library});
+  if (Status st = nvml.Init(); !st.ok()) {
+    return FailedPreconditionError("NVML (" + library + "): " + std::string(st.message()) +
+                                   " (the shares' memory limits come from it)");
+  }
+  std::vector<Gpu> gpus;
+  StatusOr<uint32_t> count = nvml.DeviceCount();
+  if (!count.ok()) {
+    (void)nvml.Shutdown();
+    return FailedPreconditionError("NVML: " + std::string(count.status().message()));
+  }
+  for (uint32_t g = 0; g < *count; ++g) {
+    Gpu gpu;
+    StatusOr<std::string> uuid = nvml.DeviceUuid(g);
+    StatusOr<enforce::DeviceMemory> memory = nvml.Memory(g);
+    StatusOr<uint32_t> minor = nvml.MinorNumber(g);
+    gpu.healthy = uuid.ok() && memory.ok();
+    gpu.uuid = uuid.ok() ? *uuid : "gpu-" + std::to_string(g);
+    gpu.memory_bytes = memory.ok() ? static_cast<uint64_t>(memory->total.value()) << 20 : 0;
+    gpu.pin = {.visible_devices = uuid.ok() ? *uuid : std::to_string(g), .uuid = uuid.ok() ? *uuid : "",
+               .minor = minor.ok() ? static_cast<int>(*minor) : -1};
+    gpus.push_back(std::move(gpu));
+  }
+  (void)nvml.Shutdown();
+  return gpus;
+}
+
+}  // namespace
+
+struct SharePlugin::State {
+  SharePluginOptions options;
+  node::NodeDir node{""};
+  std::string shim;
+  mutable std::mutex mu;
+  std::vector<Gpu> gpus;
+  std::map<std::string, std::pair<int, int>> devices;  // id -> (gpu, k)
+  std::map<std::string, std::string> holder;           // device id -> tenant of its slot
+  std::map<std::string, std::vector<std::string>> slots;  // tenant -> its device ids
+
+  std::string Id(int gpu, int k) const { return gpus[gpu].uuid + kSeparator + std::to_string(k); }
+
+  Status Unknown(const std::string& id) const {
+    const int n = options.shares_per_gpu;
+    std::string known = gpus.empty() ? "none (no GPU)"
+                                     : Id(0, 0) + ".." + Id(0, n - 1) + " of " + std::to_string(gpus.size()) + " GPUs";
+    return InvalidArgumentError("device '" + id + "': not a device of this plugin (" + options.resource_name + ": " +
+                                known + ")");
+  }
+
+  long Member() const { return options.member_pid > 0 ? options.member_pid : static_cast<long>(::getpid()); }
+
+  std::string TenantFile(const std::string& tenant) const {
+    std::string name = tenant.substr(tenant.find('/') + 1);
+    std::replace(name.begin(), name.end(), ':', '_');
+    return options.state_dir + "/tenants/" + name;
+  }
+
+  void Leave(const std::string& tenant) {
+    (void)node.LeaveTenant(tenant, Member());
+    std::remove(TenantFile(tenant).c_str());
+    for (const std::string& id : slots[tenant]) holder.erase(id);
+    slots.erase(tenant);
+  }
+};
+
+SharePlugin::SharePlugin(std::unique_ptr<State> state) : state_(std::move(state)) {}
+SharePlugin::~SharePlugin() = default;
+
+StatusOr<std::unique_ptr<SharePlugin>> SharePlugin::Open(const SharePluginOptions& options) {
+  if (options.node_dir.empty()) return InvalidArgumentError("node_dir: empty");
+  if (options.shares_per_gpu < 1 || options.shares_per_gpu > 100) {
+    return InvalidArgumentError("shares_per_gpu: " + std::to_string(options.shares_per_gpu) + " is not in 1..100");
+  }
+  auto state = std::make_unique<State>();
+  state->options = options;
+  state->node = node::NodeDir(options.node_dir);
+  TESSERA_ASSIGN_OR_RETURN(state->shim, node::ResolveShim(options.shim_path));
+  TESSERA_ASSIGN_OR_RETURN(state->gpus, ReadGpus(options.nvml_library));
+  if (state->gpus.size() > static_cast<size_t>(enforce::kMaxGpus)) {
+    return InvalidArgumentError("NVML lists " + std::to_string(state->gpus.size()) + " GPUs; the node segment covers " +
+                                std::to_string(enforce::kMaxGpus));
+  }
+  for (int g = 0; g < static_cast<int>(state->gpus.size()); ++g) {
+    for (int k = 0; k < options.shares_per_gpu; ++k) state->devices[state->Id(g, k)] = {g, k};
+  }
+  TESSERA_RETURN_IF_ERROR(MakeDirs(options.state_dir + "/tenants"));
+  return std::unique_ptr<SharePlugin>(new SharePlugin(std::move(state)));
+}
+
+const SharePluginOptions& SharePlugin::options() const { return state_->options; }
+
+std::vector<ShareDevice> SharePlugin::Devices() const {
+  std::lock_guard lock(state_->mu);
+  std::vector<ShareDevice> out;
+  for (int g = 0; g < static_cast<int>(state_->gpus.size()); ++g) {
+    for (int k = 0; k < state_->options.shares_per_gpu; ++k) {
+      out.push_back({.id = state_->Id(g, k), .gpu = g, .healthy = state_->gpus[g].healthy});
+    }
+  }
+  return out;
+}
+
+bool SharePlugin::RefreshHealth() {
+  StatusOr<std::vector<Gpu>> now = ReadGpus(state_->options.nvml_library);
+  std::lock_guard lock(state_->mu);
+  bool changed = false;
+  for (size_t g = 0; g < state_->gpus.size(); ++g) {
+    // Unhealthy when NVML cannot be read, or the GPU at this index is another one now.
+    const bool healthy = now.ok() && g < now->size() && (*now)[g].healthy && (*now)[g].uuid == state_->gpus[g].uuid;
+    changed |= healthy != state_->gpus[g].healthy;
+    state_->gpus[g].healthy = healthy;
+  }
+  return changed;
+}
+
+StatusOr<std::vector<std::string>> SharePlugin::PreferredShares(const std::vector<std::string>& available,
+                                                                const std::vector<std::string>& must_include,
+                                                                int size) const {
+  std::lock_guard lock(state_->mu);
+  const int n = state_->options.shares_per_gpu;
+  const int gpu_count = static_cast<int>(state_->gpus.size());
+  // Per GPU, its available shares by k (the lowest first).
+  std::vector<std::set<int>> free(gpu_count);
+  for (const std::string& id : available) {
+    auto it = state_->devices.find(id);
+    if (it == state_->devices.end()) return state_->Unknown(id);
+    free[it->second.first].insert(it->second.second);
+  }
+  std::vector<std::string> chosen;
+  for (const std::string& id : must_include) {
+    auto it = state_->devices.find(id);
+    if (it == state_->devices.end()) return state_->Unknown(id);
+    if (free[it->second.first].erase(it->second.second) == 0) {
+      return InvalidArgumentError("must_include device '" + id + "': not among the available devices");
+    }
+    chosen.push_back(id);
+  }
+  if (gpu_count == 0 || static_cast<int>(chosen.size()) >= size) return chosen;
+  // The node as the placement engine sees it: each GPU's free milli is its free shares' part.
+  StatusOr<placement::ClusterSnapshot> node = placement::ClusterSnapshot::Create(
+      {{.name = "node", .cpu = CpuMilli{1}, .memory = MiB{1}, .gpu_count = gpu_count, .model = GpuModelId{0}}});
+  if (!node.ok()) return node.status();
+  const NodeIndex n0{0};
+  const int32_t share_milli = 1000 / n;
+  auto take = [&](int g, int32_t milli) -> Status {
+    if (milli <= 0) return Status::Ok();
+    placement::TaskRequest used{.num_gpu = 1, .gpu_milli = GpuMilli{std::min<int32_t>(milli, 1000)}};
+    return node->Apply(used, {n0, placement::GpuBit(g)});
+  };
+  for (int g = 0; g < gpu_count; ++g) {
+    TESSERA_RETURN_IF_ERROR(take(g, 1000 - static_cast<int32_t>(free[g].size()) * share_milli));
+  }
+  const placement::TaskRequest one_share{.num_gpu = 1, .gpu_milli = GpuMilli{share_milli}};
+  while (static_cast<int>(chosen.size()) < size) {
+    const placement::GpuSet g =
+        placement::ChooseGpus(*node, n0, one_share, placement::SharingGpuRule::kBest, /*rng=*/nullptr);
+    if (g == 0) {
+      return InvalidArgumentError("allocation_size " + std::to_string(size) + ": only " +
+                                  std::to_string(chosen.size()) + " devices can be chosen from the available ones");
+    }
+    const int gpu = std::countr_zero(g);
+    const int k = *free[gpu].begin();
+    free[gpu].erase(free[gpu].begin());
+    chosen.push_back(state_->Id(gpu, k));
+    TESSERA_RETURN_IF_ERROR(take(gpu, share_milli));
+  }
+  return chosen;
+}
+
+StatusOr<ShareAllocation> SharePlugin::Allocate(const std::vector<std::string>& device_ids) {
+  std::lock_guard lock(state_->mu);
+  State& s = *state_;
+  const int n = s.options.shares_per_gpu;
+  if (device_ids.empty()) return InvalidArgumentError("devices_ids: empty");
+  std::map<int, int> per_gpu;  // gpu -> devices asked on it
+  std::vector<std::string> ids = device_ids;
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (const std::string& id : ids) {
+    auto it = s.devices.find(id);
+    if (it == s.devices.end()) return s.Unknown(id);
+    if (!s.gpus[it->second.first].healthy) {
+      return FailedPreconditionError("device '" + id + "': its GPU is unhealthy (NVML does not answer for it)");
+    }
+    ++per_gpu[it->second.first];
+  }
+  node::TenantRequest t{.name = "k8s-dp/" + ids.front(), .gpus = {}, .mem_bytes = enforce::kUnlimited, .share = 1000};
+  for (const auto& [gpu, count] : per_gpu) {
+    t.gpus.push_back(gpu);
+    if (count < n) {
+      t.mem_bytes = std::min<uint64_t>(t.mem_bytes, s.gpus[gpu].memory_bytes / static_cast<uint64_t>(n) * count);
+      t.share = std::min(t.share, 1000 * count / n);
+    }
+  }
+  t.share = std::max(t.share, 1);
+  t.account = s.options.account;
+  t.workload = "k8s-device-plugin";
+  // A device of an earlier slot: that container is gone (the kubelet gives a device to one at a time).
+  std::set<std::string> earlier;
+  for (const std::string& id : ids) {
+    if (auto h = s.holder.find(id); h != s.holder.end()) earlier.insert(h->second);
+  }
+  for (const std::string& tenant : earlier) s.Leave(tenant);
+  TESSERA_ASSIGN_OR_RETURN(int index, s.node.Join(t, s.Member()));
+  auto fail = [&](const Status& st) -> Status {
+    (void)s.node.LeaveTenant(t.name, s.Member());
+    std::remove(s.TenantFile(t.name).c_str());
+    return st;
+  };
+  std::vector<node::GpuPin> pins;
+  for (int g : t.gpus) pins.push_back(s.gpus[g].pin);
+  const std::string tenant_file = s.TenantFile(t.name);
+  if (Status st = WriteFileAtomically(tenant_file, std::to_string(index) + "\n"); !st.ok()) return fail(st);
+  const SlotEdits edits = MakeSlotEdits({.host = s.node.paths(), .shim = s.shim, .container_dir = s.options.container_dir,
+                                         .tenant_file = tenant_file, .pin = node::JoinPins(pins), .gpus = t.gpus,
+                                         .index = index});
+  ShareAllocation out{.env = {}, .mounts = edits.mounts, .devices = {}, .index = index, .tenant = t.name};
+  for (const auto& [key, value] : edits.env) out.env[key] = value;
+  out.env["TESSERA_SHARE_MEMORY_BYTES"] =
+      t.mem_bytes == enforce::kUnlimited ? "unlimited" : std::to_string(t.mem_bytes);
+  out.env["TESSERA_SHARE_MILLI"] = std::to_string(t.share);
+  if (!s.options.dev_dir.empty()) {
+    StatusOr<std::vector<ContainerDeviceNode>> control = NvidiaControlNodes(s.options.dev_dir);
+    if (!control.ok()) return fail(control.status());
+    out.devices = *control;
+    for (int g : t.gpus) {
+      StatusOr<ContainerDeviceNode> own = GpuDeviceNode(s.options.dev_dir, s.gpus[g].pin, g);
+      if (!own.ok()) return fail(own.status());
+      out.devices.push_back(*own);
+    }
+  }
+  s.slots[t.name] = ids;
+  for (const std::string& id : ids) s.holder[id] = t.name;
+  return out;
+}
+
+std::vector<std::string> SharePlugin::Slots() const {
+  std::lock_guard lock(state_->mu);
+  std::vector<std::string> out;
+  for (const auto& [tenant, ids] : state_->slots) out.push_back(tenant);
+  return out;
+}
+
+}  // namespace tessera::k8s

@@ -1,0 +1,125 @@
+// tessera k8s device-plugin: the kubelet device plugin for clusters before Kubernetes 1.34
+// (docs/kubernetes.md, "Device plugin"). Parsing, wiring and printing only:
+// tessera/integrations/k8s/device_plugin.h and device_plugin_server.h do the work.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "tessera/integrations/k8s/device_plugin.h"
+#include "tessera/integrations/k8s/device_plugin_server.h"
+#include "tessera/node/node_dir.h"
+#include "tools/tessera/commands/commands.h"
+#include "tools/tessera/commands/common.h"
+
+namespace tessera::cli {
+namespace {
+
+constexpr char kCommand[] = "k8s device-plugin";
+
+struct DevicePluginFlags {
+  k8s::SharePluginOptions plugin;
+  k8s::SharePluginServerOptions server;
+  std::string fake_gpus;
+  int health_interval_s = 10;
+  int watch_interval_ms = 1000;
+};
+
+int RunDevicePlugin(DevicePluginFlags flags) {
+  if (!flags.fake_gpus.empty()) {
+    StatusOr<std::string> library = UseFakeGpus(flags.fake_gpus);
+    if (!library.ok()) return Fail(kCommand, std::string(library.status().message()), kExitBadInput);
+    flags.plugin.nvml_library = *library;
+  }
+  flags.server.health_period = std::chrono::seconds(flags.health_interval_s);
+  flags.server.watch_period = std::chrono::milliseconds(flags.watch_interval_ms);
+  flags.server.log = [](const std::string& line) {
+    std::printf("tessera k8s device-plugin: %s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  // SIGINT/SIGTERM blocked before any thread starts, so that only sigwait below takes them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  StatusOr<std::unique_ptr<k8s::SharePlugin>> plugin = k8s::SharePlugin::Open(flags.plugin);
+  if (!plugin.ok()) return Fail(kCommand, plugin.status(), kExitFailure);
+  const size_t devices = (*plugin)->Devices().size();
+  StatusOr<std::unique_ptr<k8s::SharePluginServer>> server = k8s::SharePluginServer::Start(plugin->get(), flags.server);
+  if (!server.ok()) return Fail(kCommand, server.status(), kExitFailure);
+  std::printf("tessera k8s device-plugin: %zu devices of %s (%d per GPU) on %s\n", devices,
+              flags.plugin.resource_name.c_str(), flags.plugin.shares_per_gpu, (*server)->socket().c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  (*server)->Shutdown();
+  std::printf("tessera k8s device-plugin: stopped (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterK8sDevicePlugin(CLI::App& k8s_app, int* exit_code) {
+  auto flags = std::make_shared<DevicePluginFlags>();
+  flags->plugin.node_dir = node::DefaultNodeDir();
+  CLI::App* cmd = k8s_app.add_subcommand(
+      "device-plugin",
+      "The kubelet device plugin (v1beta1, for clusters before Kubernetes 1.34, which have no DRA): advertises each "
+      "GPU as --shares-per-gpu devices of --resource-name, registers with the kubelet on <socket dir>/kubelet.sock "
+      "(again whenever the kubelet restarts), prefers packing shares onto the most used GPU, and at Allocate makes "
+      "an enforced slot of the node (memory limit = GPU memory / N per share, compute share = 1000 / N milli per "
+      "share) and returns the shim's environment, mounts and device nodes. A pod asks e.g. "
+      "`resources.limits: {tessera.io/gpu-share: 3}` for 3/N of a GPU. Runs until SIGINT/SIGTERM.");
+  cmd->add_option("--node-dir", flags->plugin.node_dir,
+                  "The node directory (segment, leases, tenant registry) the slots go into: the agent's --run-dir "
+                  "(default: TESSERA_RUN_DIR, else $XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>)");
+  cmd->add_option("--socket-dir", flags->server.socket_dir,
+                  "The kubelet's device-plugins folder: the plugin's socket goes there, kubelet.sock is there")
+      ->default_str(flags->server.socket_dir);
+  cmd->add_option("--socket-name", flags->server.socket_name, "File name of the plugin's socket in --socket-dir")
+      ->default_str(flags->server.socket_name);
+  cmd->add_option("--resource-name", flags->plugin.resource_name,
+                  "The extended resource the shares are advertised as (what pods ask for in resources.limits)")
+      ->default_str(flags->plugin.resource_name);
+  cmd->add_option("--shares-per-gpu", flags->plugin.shares_per_gpu,
+                  "N: devices per GPU, named <gpu uuid>::<k>; one device = 1/N of the GPU's memory and 1000/N "
+                  "milli-GPU of compute share (1..100)")
+      ->default_str(std::to_string(flags->plugin.shares_per_gpu))
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--account", flags->plugin.account,
+                  "Metering account of every slot: the device plugin API names no pod, so no namespace either")
+      ->default_str(flags->plugin.account);
+  cmd->add_option("--state-dir", flags->plugin.state_dir,
+                  "Host folder of the slots' tenant files (mounted read-only into the containers); not under "
+                  "--socket-dir, which the kubelet empties when it starts")
+      ->default_str(flags->plugin.state_dir);
+  cmd->add_option("--container-dir", flags->plugin.container_dir,
+                  "Where the shim and the node's policy/counters/leases files appear inside the container")
+      ->default_str(flags->plugin.container_dir);
+  cmd->add_option("--dev-dir", flags->plugin.dev_dir,
+                  "Host folder of the NVIDIA device nodes (nvidiactl, nvidia-uvm, nvidia<minor>) given to the "
+                  "containers; \"\" adds none (left to the NVIDIA container toolkit)")
+      ->default_str(flags->plugin.dev_dir);
+  cmd->add_option("--shim", flags->plugin.shim_path,
+                  "Host path of libtessera-shim.so, bind-mounted into the containers (default: next to the "
+                  "tessera executable, ../lib/libtessera-shim.so)");
+  cmd->add_option("--nvml", flags->plugin.nvml_library, "NVML library: the GPUs, their memory, UUIDs and health")
+      ->default_str(flags->plugin.nvml_library);
+  cmd->add_option("--fake-gpus", flags->fake_gpus,
+                  "Use the in-tree fake NVML with these GPUs (tests): MODEL:COUNT[:mig],... (e.g. A100-40GB:2)");
+  cmd->add_option("--health-interval", flags->health_interval_s,
+                  "Seconds between two readings of the GPUs' health from NVML; a change is sent to the kubelet")
+      ->default_str("10")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--watch-interval", flags->watch_interval_ms,
+                  "Milliseconds between two checks for a restarted kubelet (its socket gone, kubelet.sock new)")
+      ->default_str("1000")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([flags, exit_code] { *exit_code = RunDevicePlugin(*flags); });
+}
+
+}  // namespace tessera::cli
