@@ -138,15 +138,6 @@ std::string Quota(const json& q, const char* part) {
   return s;
 }
 
-// `ctl nodes get`: one line per GPU with a bar of its 1000 milli, one character per 50 milli,
-// each share drawn with its own mark (the marks cycle through kMarks), then the shares beneath
-// it. A GPU of 300 milli for workload 7 and 400 for workload 9:
-//   GPU 0 A100-40GB [######========......] 700/1000 milli
-//     # workload 7, tenant ml, 300 milli, memory limit 20480 MiB, fraction(300,20480MiB)
-//     = workload 9, tenant cv, 400 milli, memory limit whole GPU, fraction(400,0MiB)
-// and, where the agent sampled a share, ", using 6144 MiB and 150 milli" after it and its GPU,
-// followed by what NVML saw where the sample carried it: " (NVML: 6600 MiB and 410 milli)".
-// A share's mark spans its milli rounded at the cumulative edges, so the marks add up to the sum.
 // " (NVML: 6600 MiB and 410 milli)" of a share or GPU, with the figures it has ("" for none).
 std::string NvmlUse(const json& j) {
   std::string figures;
@@ -156,6 +147,15 @@ std::string NvmlUse(const json& j) {
   return figures.empty() ? std::string() : " (NVML: " + figures + ")";
 }
 
+// `ctl nodes get`: one line per GPU with a bar of its 1000 milli, one character per 50 milli,
+// each share drawn with its own mark (the marks cycle through kMarks), then the shares beneath
+// it. A GPU of 300 milli for workload 7 and 400 for workload 9:
+//   GPU 0 A100-40GB [######========......] 700/1000 milli
+//     # workload 7, tenant ml, 300 milli, memory limit 20480 MiB, fraction(300,20480MiB)
+//     = workload 9, tenant cv, 400 milli, memory limit whole GPU, fraction(400,0MiB)
+// and, where the agent sampled a share, ", using 6144 MiB and 150 milli" after it and its GPU,
+// then NVML's figures where the sample carried them (NvmlUse).
+// A share's mark spans its milli rounded at the cumulative edges, so the marks add up to the sum.
 std::string GpuMap(const json& node) {
   constexpr int kCells = 20;
   constexpr std::string_view kMarks = "#=%*+@";
@@ -178,8 +178,7 @@ std::string GpuMap(const json& node) {
                " milli, memory limit " + (mem > 0 ? std::to_string(mem) + " MiB" : std::string("whole GPU")) + ", " +
                Text(sh.value("mode", json()));
       if (sh.contains("used_mem_mib"))
-        below += ", using " + Text(sh["used_mem_mib"]) + " MiB and " + Text(sh.value("used_milli", json())) + " milli" +
-                 NvmlUse(sh);
+        below += ", using " + Text(sh["used_mem_mib"]) + " MiB and " + Text(sh.value("used_milli", json())) + " milli" + NvmlUse(sh);
       if (sh.contains("mig_profile"))
         below += ", MIG " + Text(sh.value("mig_profile", json())) + " at slice " + Text(sh.value("mig_start", json()));
       below += "\n";
