@@ -585,6 +585,28 @@ TEST_F(ControlPlaneTest, AMixedModelNodeRegistersAndEachWorkloadGetsGpusOfOneMod
   EXPECT_EQ(Ok("GET", "/v1/nodes")["nodes"][0]["gpus"][3]["model"], "A100-40GB");
 }
 
+// Issue 32: a whole-GPU quota of one model counts the GPUs a workload got on a mixed node (an
+// A100 of node "mix", whose GPU 0 is an H100, is charged as an A100).
+TEST_F(ControlPlaneTest, AModelQuotaCountsTheModelOfTheGpusTakenOnAMixedNode) {
+  Tenant("a", "", {{"limit", {{"gpus", {{"A100-40GB", 1}}}}}});
+  const std::string agent = Token("node-agent");
+  json list = json::array();
+  for (int g = 0; g < 4; ++g) list.push_back({{"index", g}, {"model", g < 2 ? "H100-80GB" : "A100-40GB"}});
+  Ok("POST", "/v1/nodes/mix/register", json{{"cpu_milli", 64000}, {"memory_mib", 262144}, {"gpus", list}}.dump(), agent);
+  const int64_t first = Submit("a", kAdmin, {{"model", "A100-40GB"}});
+  Cycle();
+  ASSERT_EQ(Workload(first)["state"], "running");
+  const int64_t second = Submit("a", kAdmin, {{"model", "A100-40GB"}});
+  Cycle();
+  const json w = Workload(second);
+  EXPECT_EQ(w["state"], "pending") << w.dump();
+  EXPECT_THAT(w.dump(), HasSubstr("limit")) << w.dump();
+  // H100s are not under the A100 limit.
+  const int64_t h100 = Submit("a", kAdmin, {{"model", "H100-80GB"}});
+  Cycle();
+  EXPECT_EQ(Workload(h100)["state"], "running");
+}
+
 // Issue 32: GET /v1/nodes/{name} said how much of each GPU was allocated, not to whom. Each GPU
 // now lists its shares (workload, tenant, milli, memory limit, mode); a workload of two GPUs is
 // under both, and a GPU's shares add up to its allocated_milli. The list stays as it was.
