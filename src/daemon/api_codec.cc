@@ -1,5 +1,6 @@
 #include "src/daemon/api_codec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -180,11 +181,13 @@ StatusOr<NodeInventory> ResolveNodeInventory(std::string_view node_name, const a
   out.spec.cpu = CpuMilli{wire.cpu_milli};
   out.spec.memory = MiB{wire.memory_mib};
   out.agent_id = wire.agent_id;
-  // What the wire cannot check: the catalog knows each model, and a node holds one model, all
-  // of its GPUs in MIG mode or none.
+  // What the wire cannot check: the catalog knows each model, and all of a node's GPUs are in
+  // MIG mode or none is. A node may hold several models (each GPU keeps its own, spec.gpu_models;
+  // placement keeps a task on GPUs of one model), but then none in MIG mode.
   api::NodeInventory canonical{wire.cpu_milli, wire.memory_mib, {}, "", ""};
   std::optional<GpuModelId> model;
   std::optional<bool> mig;
+  std::vector<GpuModelId> models;
   for (size_t i = 0; i < wire.gpus.size(); ++i) {
     const api::InventoryGpu& gpu = wire.gpus[i];
     auto fail = [&](const char* field, const std::string& message) {
@@ -194,12 +197,13 @@ StatusOr<NodeInventory> ResolveNodeInventory(std::string_view node_name, const a
     };
     StatusOr<GpuModelId> id = catalog.Find(gpu.model);
     if (!id.ok()) return fail("model", "unknown GPU model '" + gpu.model + "' (known: " + catalog.KnownNames() + ")");
-    if (model && *model != *id)
-      return fail("model", catalog.info(*id).name + " on a node of " + catalog.info(*model).name +
-                               ": a node's GPUs must be one model (register each model as its own node)");
-    model = *id;
+    if (!model) model = *id;
+    models.push_back(*id);
     if (mig && *mig != gpu.mig_enabled) return fail("mig_enabled", "a node's GPUs are all in MIG mode or none is");
     mig = gpu.mig_enabled;
+    if (gpu.mig_enabled && *model != *id)
+      return fail("mig_enabled", "a node with GPUs of several models (" + catalog.info(*model).name + ", " +
+                                     catalog.info(*id).name + ") cannot be in MIG mode");
     if (gpu.mig_enabled && !catalog.info(*id).mig) return fail("mig_enabled", catalog.info(*id).name + " has no MIG");
     canonical.gpus.push_back({gpu.index, gpu.uuid, catalog.info(*id).name, gpu.memory_mib, gpu.mig_enabled});
     if (gpu.mig_enabled) {
@@ -221,6 +225,8 @@ StatusOr<NodeInventory> ResolveNodeInventory(std::string_view node_name, const a
   out.spec.gpu_count = static_cast<int32_t>(wire.gpus.size());
   if (model) {
     out.spec.model = *model;
+    if (std::any_of(models.begin(), models.end(), [&](GpuModelId m) { return m != *model; }))
+      out.spec.gpu_models = std::move(models);
     if (*mig) out.spec.mig = std::make_shared<const MigGeometry>(*catalog.info(*model).mig);
   }
   out.mig_reconfigure = wire.mig_reconfigure && out.spec.mig != nullptr;

@@ -13,9 +13,11 @@
 //
 // Node inventory (POST /v1/nodes/{name}/register): the wire message and its strict codec are
 // api::NodeInventory (tessera/api/node_wire.h); DecodeNodeInventory here adds what the catalog
-// decides: a scheduler node holds one GPU model (a catalog or NVML name, canonicalised), all in
-// MIG mode or none; a node of several models, or mixing MIG and non-MIG GPUs, is refused (400,
-// naming gpus[i].model or gpus[i].mig_enabled). A MIG GPU's instances (mig_instances) must be
+// decides: each GPU's model is a catalog or NVML name (canonicalised; unknown -> 400 naming
+// gpus[i].model); all GPUs are in MIG mode or none (400 naming gpus[i].mig_enabled). A node may
+// hold several models, e.g. H100-80GB on GPUs 0-1 and A100-40GB on 2-5: spec.model is GPU 0's,
+// spec.gpu_models holds each GPU's (placement puts a task on GPUs of one model it allows,
+// placement/cluster_snapshot.h), and such a node cannot be in MIG mode. A MIG GPU's instances (mig_instances) must be
 // profiles of its model that make a valid layout (400 naming gpus[i].mig_instances). A MIG node
 // whose agent may not reconfigure MIG (no "mig_reconfigure") has its layouts fixed for the
 // scheduler (NodeSpec::mig_fixed: MIG work only on the instances that exist).

@@ -217,7 +217,7 @@ ParentOf ControlPlane::Impl::Parents() const { return tenant_service->Parents();
 std::optional<GpuModelId> ControlPlane::Impl::DefaultModel() const {
   std::map<uint32_t, int> gpus_of;
   for (const auto& [name, n] : nodes)
-    if (n.spec.gpu_count > 0) gpus_of[n.spec.model.value()] += n.spec.gpu_count;
+    for (int g = 0; g < n.spec.gpu_count; ++g) ++gpus_of[placement::GpuModelOf(n.spec, g).value()];
   std::optional<GpuModelId> best;
   int most = 0;
   for (const auto& [model, count] : gpus_of)

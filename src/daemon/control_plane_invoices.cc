@@ -39,7 +39,8 @@ Status ControlPlane::Impl::CheckPlanCoversCluster() {
   {
     std::lock_guard<std::mutex> lock(mu);
     for (const auto& [name, n] : nodes)
-      if (n.spec.gpu_count > 0) where.try_emplace(std::string(catalog.info(n.spec.model).name), "node " + name);
+      for (int g = 0; g < n.spec.gpu_count; ++g)
+        where.try_emplace(std::string(catalog.info(placement::GpuModelOf(n.spec, g)).name), "node " + name);
   }
   usage_service->Peek([&](const metering::Ledger& ledger) {
     for (const metering::SourceKey& k : ledger.sources()) where.try_emplace(k.model, "usage of node " + k.node);

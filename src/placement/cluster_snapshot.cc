@@ -38,6 +38,7 @@ StatusOr<ClusterSnapshot> ClusterSnapshot::Create(std::vector<NodeSpec> nodes) {
     st.mem_free = n.memory.value();
     st.gpu_count = static_cast<int16_t>(n.gpu_count);
     st.model_bit = n.gpu_count > 0 ? ModelBit(n.model) : 0;
+    if (!n.gpu_models.empty()) TESSERA_RETURN_IF_ERROR(s.InitModelGroups(i, n, where));
     for (int g = 0; g < n.gpu_count; ++g) st.gpu_free[g] = 1000;
     if (n.mig != nullptr || !n.mig_in_use.empty() || !n.mig_fixed.empty()) {
       TESSERA_RETURN_IF_ERROR(s.InitMigNode(i, n, where));
@@ -48,6 +49,53 @@ StatusOr<ClusterSnapshot> ClusterSnapshot::Create(std::vector<NodeSpec> nodes) {
   }
   s.specs_ = std::move(nodes);
   return s;
+}
+
+Status ClusterSnapshot::InitModelGroups(size_t i, const NodeSpec& n, const std::string& where) {
+  if (static_cast<int>(n.gpu_models.size()) != n.gpu_count) {
+    return InvalidArgumentError(where + ": gpu_models has " + std::to_string(n.gpu_models.size()) + " models for " +
+                                std::to_string(n.gpu_count) + " GPUs");
+  }
+  if (n.gpu_models[0] != n.model) return InvalidArgumentError(where + ": model must be gpu_models[0]");
+  std::vector<ModelGroup> groups;
+  for (int g = 0; g < n.gpu_count; ++g) {
+    const GpuModelId m = n.gpu_models[static_cast<size_t>(g)];
+    if (!m.valid() || m.value() >= GpuModelCatalog::kMaxModels) {
+      return InvalidArgumentError(where + ": gpu_models[" + std::to_string(g) + "] is not a valid model id");
+    }
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const ModelGroup& x) { return x.model_bit == ModelBit(m); });
+    if (it == groups.end()) it = groups.insert(groups.end(), ModelGroup{ModelBit(m), 0});
+    it->gpus |= GpuBit(g);
+  }
+  if (groups.size() == 1) return Status::Ok();  // one model after all: an ordinary node
+  if (n.mig != nullptr) return InvalidArgumentError(where + ": a node with GPUs of several models cannot be in MIG mode");
+  if (groups_.empty()) groups_.resize(state_.size());
+  NodeState& st = state_[i];
+  st.mixed = true;
+  for (const ModelGroup& x : groups) st.model_bit |= x.model_bit;
+  groups_[i] = std::move(groups);
+  return Status::Ok();
+}
+
+GpuSet ClusterSnapshot::ModelGpus(NodeIndex n, ModelMask models) const {
+  const NodeState& s = state_[n.value()];
+  const GpuSet all = GpusOfCount(s.gpu_count);
+  if (models == 0) return all;
+  if (!s.mixed) return (models & s.model_bit) != 0 ? all : 0;
+  GpuSet out = 0;
+  for (const ModelGroup& g : groups_[n.value()])
+    if ((models & g.model_bit) != 0) out |= g.gpus;
+  return out;
+}
+
+ModelMask ClusterSnapshot::ModelOfGpus(NodeIndex n, GpuSet gpus) const {
+  const NodeState& s = state_[n.value()];
+  if (!s.mixed) return s.model_bit;
+  if (gpus == 0) return 0;
+  const GpuSet lowest = gpus & (~gpus + 1);
+  for (const ModelGroup& g : groups_[n.value()])
+    if ((g.gpus & lowest) != 0) return g.model_bit;
+  return 0;
 }
 
 Status ClusterSnapshot::InitMigNode(size_t i, const NodeSpec& n, const std::string& where) {
@@ -229,6 +277,7 @@ ClusterSnapshot::ClusterSnapshot(const ClusterSnapshot& other)
       state_(other.state_),
       tags_(other.tags_),
       mig_(other.mig_),
+      groups_(other.groups_),
       total_gpu_capacity_(other.total_gpu_capacity_),
       total_cpu_capacity_(other.total_cpu_capacity_),
       allocated_gpu_(other.allocated_gpu_),
@@ -262,6 +311,7 @@ bool ClusterSnapshot::Fits(NodeIndex n, const TaskRequest& t) const {
   if (t.num_gpu == 0) return true;
   if (s.gpu_count == 0) return false;
   if (t.allowed_models != 0 && (t.allowed_models & s.model_bit) == 0) return false;
+  if (s.mixed) [[unlikely]] return FitsMixed(n, t, kAllGpus);
   if (s.mig || t.mig_profile >= 0) [[unlikely]] return MigFits(n, t);
   const int32_t d = static_cast<int32_t>(t.gpu_milli.value());
   if (d == 1000) return s.full_free >= t.num_gpu;
@@ -279,7 +329,19 @@ bool ClusterSnapshot::Fits(NodeIndex n, const TaskRequest& t, GpuSet usable) con
   if (s.cpu_free < t.cpu.value() || s.mem_free < t.memory.value()) return false;
   if (s.gpu_count == 0) return false;
   if (t.allowed_models != 0 && (t.allowed_models & s.model_bit) == 0) return false;
-  usable &= all;
+  if (s.mixed) [[unlikely]] return FitsMixed(n, t, usable);
+  return FitsOn(n, t, usable);
+}
+
+bool ClusterSnapshot::FitsMixed(NodeIndex n, const TaskRequest& t, GpuSet usable) const {
+  for (const ModelGroup& g : groups_[n.value()])
+    if (t.AllowsModel(g.model_bit) && FitsOn(n, t, usable & g.gpus)) return true;
+  return false;
+}
+
+bool ClusterSnapshot::FitsOn(NodeIndex n, const TaskRequest& t, GpuSet usable) const {
+  const NodeState& s = state_[n.value()];
+  usable &= GpusOfCount(s.gpu_count);
   if (s.mig || t.mig_profile >= 0) [[unlikely]] {
     if (!s.mig || !t.IsMig()) return false;
     const MigGeometry& g = *specs_[n.value()].mig;
@@ -309,6 +371,15 @@ Status ClusterSnapshot::Apply(const TaskRequest& t, const Placement& where) {
                                    std::to_string(t.num_gpu) + " of its GPUs");
   }
   if (t.mig_profile >= 0) [[unlikely]] return ApplyMig(t, where);
+  if (s.mixed && where.gpus != 0) [[unlikely]] {
+    const ModelMask model = ModelOfGpus(where.node, where.gpus);
+    if ((ModelGpus(where.node, model) & where.gpus) != where.gpus) {
+      return FailedPreconditionError("placement on node " + name + " takes GPUs of several models");
+    }
+    if (!t.AllowsModel(model)) {
+      return FailedPreconditionError("placement on node " + name + " takes GPUs of a model the task does not allow");
+    }
+  }
   const int32_t d = static_cast<int32_t>(t.gpu_milli.value());
   for (int g = 0; g < s.gpu_count; ++g) {
     if ((where.gpus & GpuBit(g)) && s.gpu_free[g] < d) {

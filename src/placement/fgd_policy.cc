@@ -31,10 +31,9 @@ class FgdPolicy final : public ScoringPolicy {
   NodeChoice ScoreNode(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
                        GpuSet usable) override {
     if (task.IsMig()) [[unlikely]] return ScoreMigByFragmentation(mig_, cluster, n, task, usable);
-    const ModelMask model = cluster.model_bit(n);
     const double before = memo_.OfNode(cluster, n);
     return ScoreByFragmentation(cluster, n, task, usable, [&](int64_t cpu_after, std::span<const int32_t> gpus_after) {
-      return memo_.Get(model, cpu_after, gpus_after) - before;
+      return memo_.OfNodeState(cluster, n, cpu_after, gpus_after) - before;
     });
   }
 

@@ -103,6 +103,19 @@ double FragmentationMemo::Get(ModelMask model_bit, int64_t cpu_free,
   return f;
 }
 
+double FragmentationMemo::OfMixedNode(const ClusterSnapshot& cluster, NodeIndex n, int64_t cpu_free,
+                                      std::span<const int32_t> gpu_free) {
+  double f = 0.0;
+  std::array<int32_t, kMaxGpusPerNode> group_free{};
+  for (const ModelGroup& g : cluster.model_groups(n)) {
+    size_t k = 0;
+    for (size_t i = 0; i < gpu_free.size(); ++i)
+      if (g.gpus & GpuBit(static_cast<int>(i))) group_free[k++] = gpu_free[i];
+    f += Get(g.model_bit, cpu_free, std::span<const int32_t>(group_free.data(), k));
+  }
+  return f;
+}
+
 double ClusterFragmentation(const ClusterSnapshot& cluster, FragmentationMemo& memo) {
   double f = 0.0;
   for (uint32_t i = 0; i < cluster.node_count(); ++i) f += memo.OfNode(cluster, NodeIndex{i});

@@ -19,6 +19,23 @@ GpuSet LowestFullyFreeGpus(const ClusterSnapshot& cluster, NodeIndex n, int k, G
 GpuSet ChooseGpus(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
                   SharingGpuRule rule, Rng* rng, GpuSet usable) {
   if (task.IsCpuOnly()) return 0;
+  if (cluster.mixed(n)) [[unlikely]] {
+    // One GPU: any GPU of an allowed model. Several: the first model group (by lowest GPU) that
+    // holds them all, so a task's GPUs are of one model.
+    if (task.num_gpu == 1) {
+      usable &= cluster.ModelGpus(n, task.allowed_models);
+    } else {
+      GpuSet group_usable = 0;
+      for (const ModelGroup& g : cluster.model_groups(n)) {
+        if (task.AllowsModel(g.model_bit) && cluster.Fits(n, task, usable & g.gpus)) {
+          group_usable = usable & g.gpus;
+          break;
+        }
+      }
+      if (group_usable == 0) return 0;
+      usable = group_usable;
+    }
+  }
   if (task.IsWholeGpu()) return LowestFullyFreeGpus(cluster, n, task.num_gpu, usable);
   const int32_t d = static_cast<int32_t>(task.gpu_milli.value());
   const bool mig = task.IsMig();

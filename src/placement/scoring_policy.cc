@@ -48,6 +48,21 @@ PlacementDecision ScoringPolicy::Place(const ClusterSnapshot& cluster, const Tas
                                : Scan<false, false>(cluster, task, ctx, block);
 }
 
+ScoringPolicy::NodeChoice ScoringPolicy::ScoreGroups(const ClusterSnapshot& cluster, NodeIndex n,
+                                                     const TaskRequest& task, GpuSet usable) {
+  if (!cluster.mixed(n) || task.num_gpu == 0) [[likely]] return ScoreNode(cluster, n, task, usable);
+  NodeChoice best;
+  bool have = false;
+  for (const ModelGroup& g : cluster.model_groups(n)) {
+    const GpuSet group = usable & g.gpus;
+    if (!task.AllowsModel(g.model_bit) || !cluster.Fits(n, task, group)) continue;
+    const NodeChoice c = ScoreNode(cluster, n, task, group);
+    if (!have || c.score > best.score) best = c;
+    have = true;
+  }
+  return best;
+}
+
 template <bool kMig>
 [[gnu::always_inline]] inline ScoringPolicy::NodeChoice ScoringPolicy::Choose(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
                                                 GpuSet usable, CacheEntry* block) {
@@ -55,14 +70,14 @@ template <bool kMig>
   // afresh and its entry left alone (CPU-only tasks take no GPU, so a mask cannot matter).
   if (task.num_gpu > 0 && usable != kAllGpus) {
     const GpuSet all = GpusOfCount(cluster.gpu_count(n));
-    if ((usable & all) != all) return ScoreNode(cluster, n, task, usable & all);
+    if ((usable & all) != all) return ScoreGroups(cluster, n, task, usable & all);
   }
-  if (block == nullptr) return ScoreNode(cluster, n, task, kAllGpus);
+  if (block == nullptr) return ScoreGroups(cluster, n, task, kAllGpus);
   NodeChoice choice;
   CacheEntry& e = block[n.value()];
   const uint32_t v = cluster.version(n) + 1;
   if (e.version_plus_one != v) {
-    choice = ScoreNode(cluster, n, task, kAllGpus);
+    choice = ScoreGroups(cluster, n, task, kAllGpus);
     e.version_plus_one = v;
     e.score = choice.score;
     e.gpus = choice.gpus;

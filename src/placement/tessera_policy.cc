@@ -70,19 +70,20 @@ class TesseraPolicy final : public ScoringPolicy {
                        GpuSet usable) override {
     if (task.IsMig()) [[unlikely]] return ScoreMigByFragmentation(mig_, cluster, n, task, usable);
     if (cluster.uid() != scarcity_snapshot_uid_) ComputeScarcity(cluster);
-    const ModelMask model = cluster.model_bit(n);
+    // The model of the GPUs the task may take (one model group on a mixed node, ScoringPolicy).
+    const ModelMask model = cluster.ModelOfGpus(n, usable & GpusOfCount(cluster.gpu_count(n)));
     const int model_index = model != 0 ? std::countr_zero(model) : -1;
     const int64_t cpu_before = cluster.free_cpu(n).value();
     const std::span<const int32_t> gpus_before(cluster.gpu_free_array(n).data(),
                                                static_cast<size_t>(cluster.gpu_count(n)));
-    const double f_before = memo_.Get(model, cpu_before, gpus_before);
+    const double f_before = memo_.OfNodeState(cluster, n, cpu_before, gpus_before);
     const double s_before = Stranding(model_index, cpu_before, gpus_before);
     const double scarcity_cost =
         model_index >= 0 ? options_.scarcity_weight * scarcity_[model_index] *
                                static_cast<double>(task.TotalGpu().value())
                          : 0.0;
     return ScoreByFragmentation(cluster, n, task, usable, [&](int64_t cpu_after, std::span<const int32_t> gpus_after) {
-      return (memo_.Get(model, cpu_after, gpus_after) - f_before) +
+      return (memo_.OfNodeState(cluster, n, cpu_after, gpus_after) - f_before) +
              options_.stranding_weight * (Stranding(model_index, cpu_after, gpus_after) - s_before) +
              scarcity_cost;
     });
@@ -105,11 +106,12 @@ class TesseraPolicy final : public ScoringPolicy {
     std::array<double, kModels> supply{};
     double capacity = 0;
     for (uint32_t i = 0; i < cluster.node_count(); ++i) {
-      const ModelMask b = cluster.model_bit(NodeIndex{i});
-      if (b == 0) continue;
-      const double milli = 1000.0 * cluster.gpu_count(NodeIndex{i});
-      supply[std::countr_zero(b)] += milli;
-      capacity += milli;
+      const NodeIndex n{i};
+      if (cluster.model_bit(n) == 0) continue;
+      for (int g = 0; g < cluster.gpu_count(n); ++g) {
+        supply[std::countr_zero(cluster.ModelOfGpus(n, GpuBit(g)))] += 1000.0;
+        capacity += 1000.0;
+      }
     }
     scarcity_.fill(0.0);
     double mean_demand = 0;

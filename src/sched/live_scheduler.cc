@@ -28,8 +28,11 @@ Resources CapacityOf(const std::vector<NodeSpec>& nodes, const ResourceSpace& sp
   for (const NodeSpec& n : nodes) {
     cap[kGpuMilliDim] += static_cast<int64_t>(n.gpu_count) * kWholeGpu.value();
     if (!n.model.valid()) continue;
-    cap[kGpuMemoryDim] += static_cast<int64_t>(n.gpu_count) * catalog.info(n.model).memory.value();
-    if (auto dim = space.ModelDim(catalog.info(n.model).name)) cap[*dim] += n.gpu_count;
+    for (int g = 0; g < n.gpu_count; ++g) {
+      const GpuModelInfo& info = catalog.info(placement::GpuModelOf(n, g));
+      cap[kGpuMemoryDim] += info.memory.value();
+      if (auto dim = space.ModelDim(info.name)) cap[*dim] += 1;
+    }
   }
   return cap;
 }

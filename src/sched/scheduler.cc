@@ -4,6 +4,7 @@
 #include "tessera/sched/scheduler.h"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include "src/sched/scheduler_impl.h"
@@ -66,7 +67,9 @@ Resources Scheduler::Impl::ResourcesOf(const Job& j, const std::vector<Placement
     for (const Placement& pl : *where) {
       const NodeSpec& spec = snap.spec(pl.node);
       if (!spec.model.valid()) continue;
-      if (auto dim = tree->space().ModelDim(catalog.info(spec.model).name))
+      // The placed GPUs' model (one model per pod, also on a mixed-model node).
+      const GpuModelId model = pl.gpus != 0 ? GpuModelOf(spec, std::countr_zero(pl.gpus)) : spec.model;
+      if (auto dim = tree->space().ModelDim(catalog.info(model).name))
         r[*dim] += p.num_gpu;
     }
   }
@@ -130,9 +133,11 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const TenantTree* tenants
   const auto& catalog = GpuModelCatalog::Builtin();
   for (size_t n = 0; n < impl->snap.node_count(); ++n) {
     const NodeSpec& s = impl->snap.spec(NodeIndex{static_cast<uint32_t>(n)});
-    if (!s.model.valid()) continue;
-    cap[kGpuMemoryDim] += static_cast<int64_t>(s.gpu_count) * catalog.info(s.model).memory.value();
-    if (auto dim = tenants->space().ModelDim(catalog.info(s.model).name)) cap[*dim] += s.gpu_count;
+    for (int g = 0; g < s.gpu_count; ++g) {
+      const GpuModelInfo& info = catalog.info(GpuModelOf(s, g));
+      cap[kGpuMemoryDim] += info.memory.value();
+      if (auto dim = tenants->space().ModelDim(info.name)) cap[*dim] += 1;
+    }
   }
   impl->capacity = cap;
   for (int d = 0; d < tenants->space().dims(); ++d) {

@@ -334,6 +334,26 @@ TEST(CtlCli, NodesGetPrintsAGpuMapWithTheSharesOfEachGpu) {
   EXPECT_THAT(r.out, Not(HasSubstr("GPU 0"))) << r.out;
 }
 
+// Issue 32: a node of several GPU models printed the last GPU's model as the node's; MODEL now
+// counts each model in GPU order, and the GPU map names each GPU's own.
+TEST(CtlCli, NodesListCountsEachModelOfAMixedNode) {
+  TempDir dir;
+  nlohmann::json node = {{"name", "mix"}, {"state", "ready"}, {"workloads", 1}, {"gpus", nlohmann::json::array()}};
+  for (int g = 0; g < 6; ++g)
+    node["gpus"].push_back({{"index", g}, {"model", g < 2 ? "H100-80GB" : "A100-40GB"}, {"allocated_milli", g == 3 ? 1000 : 0}});
+  CannedServer list(200, nlohmann::json{{"nodes", {node}}}.dump());
+  ASSERT_GT(list.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl nodes list", Env(list));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("2xH100-80GB,4xA100-40GB")) << r.out;
+  CannedServer get(200, node.dump());
+  ASSERT_GT(get.port(), 0);
+  r = RunTessera(dir, "ctl nodes get mix", Env(get));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("GPU 1 H100-80GB [")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("GPU 3 A100-40GB [")) << r.out;
+}
+
 // Issue 31: `ctl workloads submit` could not give the command the agent runs, so the README's
 // submit made a workload with no process that held half a GPU and was billed. --command PROG
 // ARGS..., or everything after -- (arguments that start with '-'), is the body's "command".

@@ -532,6 +532,81 @@ TEST_F(ControlPlaneTest, AWorkloadIsPlacedRunsAndFinishesThroughTheNodeAgent) {
   EXPECT_EQ(Ok("GET", "/v1/nodes/n1/desired", "", agent)["workloads"].size(), 0u);
 }
 
+// Issue 32: a node of two GPU models (H100-80GB on GPUs 0-1, A100-40GB on 2-5) registers as one
+// node; each workload gets GPUs of one model it allows, and the node lists each GPU's model.
+TEST_F(ControlPlaneTest, AMixedModelNodeRegistersAndEachWorkloadGetsGpusOfOneModelItAllows) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  json list = json::array();
+  for (int g = 0; g < 6; ++g)
+    list.push_back({{"index", g}, {"uuid", "GPU-mix-" + std::to_string(g)}, {"model", g < 2 ? "H100-80GB" : "A100-40GB"}});
+  Ok("POST", "/v1/nodes/mix/register", json{{"cpu_milli", 64000}, {"memory_mib", 262144}, {"gpus", list}}.dump(), agent);
+  auto gpus = [&](int64_t id) {
+    const json w = Workload(id);
+    EXPECT_EQ(w["state"], "running") << w.dump();
+    EXPECT_EQ(w["placement"]["node"], "mix");
+    std::set<int> out;
+    for (const json& g : w["placement"]["gpus"]) out.insert(g.get<int>());
+    return out;
+  };
+  const int64_t a100 = Submit("a", kAdmin, {{"gpus", 1}, {"model", "A100-40GB"}});
+  Cycle();
+  const std::set<int> a100_gpus = gpus(a100);
+  ASSERT_EQ(a100_gpus.size(), 1u);
+  EXPECT_GE(*a100_gpus.begin(), 2);
+  const int64_t h100 = Submit("a", kAdmin, {{"gpus", 1}, {"model", "H100-80GB"}});
+  Cycle();
+  const std::set<int> h100_gpus = gpus(h100);
+  ASSERT_EQ(h100_gpus.size(), 1u);
+  EXPECT_LE(*h100_gpus.begin(), 1);
+  // One H100 and three A100s are free: two GPUs of any model are two A100s, never H100 + A100.
+  const int64_t pair = Submit("a", kAdmin, {{"gpus", 2}});
+  Cycle();
+  const std::set<int> pair_gpus = gpus(pair);
+  ASSERT_EQ(pair_gpus.size(), 2u);
+  for (int g : pair_gpus) EXPECT_GE(g, 2) << "the pair took an H100";
+  // Three H100s do not exist; the ask waits.
+  const int64_t three = Submit("a", kAdmin, {{"gpus", 3}, {"model", "H100-80GB"}});
+  Cycle();
+  EXPECT_EQ(Workload(three)["state"], "pending");
+  // The agent's desired state names the real GPU indices.
+  const json desired = Ok("GET", "/v1/nodes/mix/desired", "", agent);
+  for (const json& w : desired["workloads"])
+    if (w["id"] == a100) {
+      EXPECT_EQ(w["pods"][0]["gpus"][0].get<int>(), *a100_gpus.begin());
+    }
+  const json node = Ok("GET", "/v1/nodes/mix");
+  ASSERT_EQ(node["gpus"].size(), 6u);
+  for (int g = 0; g < 6; ++g) {
+    EXPECT_EQ(node["gpus"][g]["model"], g < 2 ? "H100-80GB" : "A100-40GB") << g;
+    const bool taken = a100_gpus.count(g) || h100_gpus.count(g) || pair_gpus.count(g);
+    EXPECT_EQ(node["gpus"][g]["allocated_milli"], taken ? 1000 : 0) << g;
+  }
+  EXPECT_EQ(Ok("GET", "/v1/nodes")["nodes"][0]["gpus"][3]["model"], "A100-40GB");
+}
+
+// Issue 32: a whole-GPU quota of one model counts the GPUs a workload got on a mixed node (an
+// A100 of node "mix", whose GPU 0 is an H100, is charged as an A100).
+TEST_F(ControlPlaneTest, AModelQuotaCountsTheModelOfTheGpusTakenOnAMixedNode) {
+  Tenant("a", "", {{"limit", {{"gpus", {{"A100-40GB", 1}}}}}});
+  const std::string agent = Token("node-agent");
+  json list = json::array();
+  for (int g = 0; g < 4; ++g) list.push_back({{"index", g}, {"model", g < 2 ? "H100-80GB" : "A100-40GB"}});
+  Ok("POST", "/v1/nodes/mix/register", json{{"cpu_milli", 64000}, {"memory_mib", 262144}, {"gpus", list}}.dump(), agent);
+  const int64_t first = Submit("a", kAdmin, {{"model", "A100-40GB"}});
+  Cycle();
+  ASSERT_EQ(Workload(first)["state"], "running");
+  const int64_t second = Submit("a", kAdmin, {{"model", "A100-40GB"}});
+  Cycle();
+  const json w = Workload(second);
+  EXPECT_EQ(w["state"], "pending") << w.dump();
+  EXPECT_THAT(w.dump(), HasSubstr("limit")) << w.dump();
+  // H100s are not under the A100 limit.
+  const int64_t h100 = Submit("a", kAdmin, {{"model", "H100-80GB"}});
+  Cycle();
+  EXPECT_EQ(Workload(h100)["state"], "running");
+}
+
 // Issue 32: GET /v1/nodes/{name} said how much of each GPU was allocated, not to whom. Each GPU
 // now lists its shares (workload, tenant, milli, memory limit, mode); a workload of two GPUs is
 // under both, and a GPU's shares add up to its allocated_milli. The list stays as it was.

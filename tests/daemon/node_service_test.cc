@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/daemon/api_codec.h"
 #include "src/daemon/workload_request.h"
 
 namespace tessera::daemon {
@@ -301,7 +302,7 @@ TEST_F(NodeServiceTest, ADifferentAgentIsRefusedWhileTheNodeLivesAndWritesNothin
 TEST_F(NodeServiceTest, ABadInventoryIsRefusedNamingTheField) {
   std::string field;
   api::NodeInventory inv = Inventory(2);
-  inv.gpus[1].model = "H100-80GB";
+  inv.gpus[1].model = "Z9000";  // not in the catalog (a second model is fine: issue 32)
   const Status st = service_->Register(Agent(), "n1", inv, &field).status();
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(field, "gpus[1].model");
@@ -309,6 +310,32 @@ TEST_F(NodeServiceTest, ABadInventoryIsRefusedNamingTheField) {
   EXPECT_EQ(service_->Register(Agent(), "N 1", Inventory(), &field).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(field, "node");
   EXPECT_TRUE(nodes_.empty());
+}
+
+// Issue 32: a node of two models registers; each GPU keeps its model for the scheduler, and the
+// stored inventory lists them. Such a node cannot be in MIG mode (400 naming the GPU's field).
+TEST_F(NodeServiceTest, AMixedModelInventoryRegistersWithEachGpusModel) {
+  api::NodeInventory inv = Inventory(6);
+  for (int g = 0; g < 2; ++g) inv.gpus[static_cast<size_t>(g)].model = "H100-80GB";
+  std::string field;
+  const auto& catalog = GpuModelCatalog::Builtin();
+  const StatusOr<NodeInventory> resolved = ResolveNodeInventory("mix", inv, catalog, &field);
+  ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
+  const GpuModelId h100 = *catalog.Find("H100-80GB");
+  const GpuModelId a100 = *catalog.Find("A100-40GB");
+  EXPECT_EQ(resolved->spec.model, h100);
+  EXPECT_EQ(resolved->spec.gpu_models, (std::vector<GpuModelId>{h100, h100, a100, a100, a100, a100}));
+  EXPECT_NE(resolved->canonical_json.find("\"model\":\"A100-40GB\""), std::string::npos);
+  ASSERT_TRUE(service_->Register(Agent(), "mix", inv, &field).ok()) << field;
+  ASSERT_EQ(nodes_.count("mix"), 1u);
+  EXPECT_EQ(nodes_.at("mix").spec.gpu_models.size(), 6u);
+  // One model: no per-GPU list (the node is what it always was).
+  EXPECT_TRUE(ResolveNodeInventory("one", Inventory(2), catalog, &field)->spec.gpu_models.empty());
+  for (api::InventoryGpu& g : inv.gpus) g.mig_enabled = true;
+  const Status mig = ResolveNodeInventory("mix", inv, catalog, &field).status();
+  EXPECT_EQ(mig.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(field, "gpus[2].mig_enabled");
+  EXPECT_THAT(std::string(mig.message()), ::testing::HasSubstr("several models (H100-80GB, A100-40GB)"));
 }
 
 TEST_F(NodeServiceTest, AHeartbeatEndsItsNodesWorkloadsAndNotesConditionChanges) {

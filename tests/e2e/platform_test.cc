@@ -343,6 +343,30 @@ TEST_F(Platform, APodOfTwoGpusRunsOnBothWithTheLimitOnEachAndIsMeteredOnBoth) {
   EXPECT_THAT(a->output(), ::testing::Not(HasSubstr("usage sample refused")));
 }
 
+// A node of two GPU models (issue 32): `tessera agent --fake-gpus H100-80GB:2,A100-40GB:4` (as its
+// --help says) registers GPUs 0-1 as H100 and 2-5 as A100 under one node; an A100 workload runs on
+// an A100 (its command sees that GPU's index), a two-GPU H100 workload on both H100s.
+TEST_F(Platform, AnAgentWithTwoGpuModelsRegistersOneNodeAndRunsEachWorkloadOnGpusOfItsModel) {
+  auto a = Agent("mix", "H100-80GB:2,A100-40GB:4", "", {{"TESSERA_FAKE_CUDA_DEVICES", "6"}});
+  const json node = Body(Call("GET", "/v1/nodes/mix"));
+  ASSERT_EQ(node["gpus"].size(), 6u) << node.dump();
+  for (int g = 0; g < 6; ++g) EXPECT_EQ(node["gpus"][g]["model"], g < 2 ? "H100-80GB" : "A100-40GB") << g;
+  const json echo = {"/bin/sh", "-c", "echo \"gpus=$TESSERA_SHIM_GPUS\""};
+  const int64_t a100 = Submit({{"tenant", "batch"}, {"gpus", 1}, {"qos", "Burstable"}, {"model", "A100-40GB"},
+                               {"command", echo}});
+  const int64_t h100 = Submit({{"tenant", "batch"}, {"gpus", 2}, {"qos", "Burstable"}, {"model", "H100-80GB"},
+                               {"command", echo}});
+  ASSERT_TRUE(WaitState(a100, "completed")) << Get(a100).dump() << a->output();
+  ASSERT_TRUE(WaitState(h100, "completed")) << Get(h100).dump() << a->output();
+  const json placed = Get(a100)["placement"];
+  EXPECT_EQ(placed["node"], "mix");
+  ASSERT_EQ(placed["gpus"].size(), 1u) << placed.dump();
+  const int gpu = placed["gpus"][0].get<int>();
+  EXPECT_GE(gpu, 2) << placed.dump();
+  EXPECT_EQ(ReadFile(a->run_dir() + "/agent/w" + std::to_string(a100) + ".log"), "gpus=" + std::to_string(gpu) + "\n");
+  EXPECT_EQ(ReadFile(a->run_dir() + "/agent/w" + std::to_string(h100) + ".log"), "gpus=0,1\n");
+}
+
 // An MPS workload end to end: the agent finds the (fake) nvidia-cuda-mps-control on PATH, starts
 // GPU 0's daemon with the node's own pipe directory, runs the command as its client with the
 // thread percentage and pinned limit from the workload's share and limit (and the shim's limit),

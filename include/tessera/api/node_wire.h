@@ -23,7 +23,7 @@
 // and compares it byte for byte when an agent registers again.
 //
 // What the wire itself cannot check stays with the caller: whether a GPU model is in the catalog
-// and a node holds one model (the daemon), whether a GPU index exists on this node (the agent).
+// and a node in MIG mode holds one model (the daemon), whether a GPU index exists on this node (the agent).
 //
 // Thread-safety: pure functions.
 #pragma once

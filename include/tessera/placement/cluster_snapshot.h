@@ -30,6 +30,25 @@
 // takes a MIG request only at a free instance of that profile that exists: with GPU 0 fixed at
 // "3g.40gb@0,1g.10gb@4", mig_valid_starts(n, 0, 3g.40gb) == 0b1 and a 2g.20gb fits nowhere.
 //
+// Mixed-model nodes: a node may hold GPUs of several models (NodeSpec::gpu_models, one model per
+// GPU). Its GPUs fall into model groups (the GPUs of one model, ordered by their lowest index),
+// and a task is placed inside ONE group whose model it allows: a sharing task or a 1-GPU task
+// takes a GPU of an allowed model, a k-GPU task k GPUs of one model (a job's GPUs are never of
+// two models). Fits, Apply and gpu_choice.h apply the rule; the scoring policies score each group
+// on its own (ScoringPolicy) and F_n of such a node is the sum of its groups' F (fragmentation.h).
+// CPU and memory stay the node's, shared by its groups. Why per GPU in the snapshot, not one
+// placement node per model: a split node would have to split (or double-count) its CPU and
+// memory, and the node name users see would need mapping back everywhere.
+//
+//   NodeSpec n{"mix", CpuMilli{64000}, MiB{1 << 19}, 6, h100, nullptr, {}, {},
+//              {h100, h100, a100, a100, a100, a100}};     // GPUs 0-1 H100, 2-5 A100
+//   groups: {H100: GPUs {0,1}}, {A100: GPUs {2,3,4,5}}
+//   TaskRequest a{.num_gpu = 1, .gpu_milli = GpuMilli{1000}, .allowed_models = ModelBit(a100)};
+//   Fits(0, a) -> true; Apply(a, {0, GpuBit(0)}) -> FAILED_PRECONDITION (GPU 0 is an H100);
+//   ChooseGpus -> GPU 2.  A 2-GPU task of any model -> GPUs {0,1}; after one H100 is taken,
+//   {2,3} (never {1,2}). A 3-GPU task allowing only H100 fits nowhere on this node.
+// A mixed node cannot be in MIG mode (NodeSpec::mig must be empty).
+//
 // Thread-safety: const methods may run concurrently; Apply/Undo need exclusive access.
 // A copy is an independent snapshot with a new uid().
 #pragma once
@@ -37,6 +56,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,6 +97,20 @@ struct NodeSpec {
   // that exist on a node that may not be reconfigured); each must pass ValidateLayout and contain
   // that GPU's mig_in_use.
   std::vector<partition::MigLayout> mig_fixed;
+  // Empty: every GPU is `model`. Else gpu_count models, GPU g's at [g] (a mixed-model node, see
+  // above); `model` must then be gpu_models[0]. Models all equal = an ordinary node.
+  std::vector<GpuModelId> gpu_models;
+};
+
+// The model of GPU g of node `spec`.
+inline GpuModelId GpuModelOf(const NodeSpec& spec, int g) {
+  return spec.gpu_models.empty() ? spec.model : spec.gpu_models[static_cast<size_t>(g)];
+}
+
+// The GPUs of one model on a node.
+struct ModelGroup {
+  ModelMask model_bit = 0;
+  GpuSet gpus = 0;
 };
 
 // Where a task goes: a node and, for GPU tasks, the GPUs it takes there.
@@ -95,7 +129,8 @@ inline constexpr int kTagCount = kMaxGpusPerNode + 1;
 
 class ClusterSnapshot {
  public:
-  // Validates every node (non-negative capacity, GPU count 0..16, model set iff GPUs).
+  // Validates every node (non-negative capacity, GPU count 0..16, model set iff GPUs, gpu_models
+  // empty or one per GPU starting with `model`, no MIG on a mixed node).
   static StatusOr<ClusterSnapshot> Create(std::vector<NodeSpec> nodes);
 
   ClusterSnapshot(const ClusterSnapshot& other);
@@ -105,7 +140,19 @@ class ClusterSnapshot {
 
   size_t node_count() const { return specs_.size(); }
   const NodeSpec& spec(NodeIndex n) const { return specs_[n.value()]; }
+  // The models of node n's GPUs (one bit, or several for a mixed node).
   ModelMask model_bit(NodeIndex n) const { return state_[n.value()].model_bit; }
+  // Mixed-model nodes (see above): whether node n is one, and its model groups (empty if not).
+  bool mixed(NodeIndex n) const { return state_[n.value()].mixed; }
+  std::span<const ModelGroup> model_groups(NodeIndex n) const {
+    return groups_.empty() ? std::span<const ModelGroup>() : std::span<const ModelGroup>(groups_[n.value()]);
+  }
+  // The GPUs of node n whose model is in `models` (0 = any model): all of them on an ordinary
+  // node whose model is allowed, none if it is not.
+  GpuSet ModelGpus(NodeIndex n, ModelMask models) const;
+  // The model of the lowest GPU in `gpus` on node n (the node's only model on an ordinary node;
+  // 0 when gpus is empty on a mixed node).
+  ModelMask ModelOfGpus(NodeIndex n, GpuSet gpus) const;
 
   CpuMilli free_cpu(NodeIndex n) const { return CpuMilli{state_[n.value()].cpu_free}; }
   MiB free_memory(NodeIndex n) const { return MiB{state_[n.value()].mem_free}; }
@@ -179,6 +226,11 @@ class ClusterSnapshot {
 
  private:
   bool MigFits(NodeIndex n, const TaskRequest& t) const;
+  // The GPU part of Fits on the GPUs in `usable`, models not checked (CPU/memory checked by the
+  // caller).
+  bool FitsOn(NodeIndex n, const TaskRequest& t, GpuSet usable) const;
+  // Fits on a mixed node: inside one model group the task allows.
+  bool FitsMixed(NodeIndex n, const TaskRequest& t, GpuSet usable) const;
   Status ApplyMig(const TaskRequest& t, const Placement& where);
   Status UndoMig(const TaskRequest& t, const Placement& where);
 
@@ -192,12 +244,14 @@ class ClusterSnapshot {
     int16_t gpu_count = 0;
     int16_t full_free = 0;
     bool mig = false;  // GPUs in MIG mode (sits in padding: NodeState keeps its size)
+    bool mixed = false;  // GPUs of several models (groups_), also in padding
     std::array<int32_t, kMaxGpusPerNode> gpu_free{};
   };
 
   ClusterSnapshot() = default;
   void RefreshDerived(NodeState& s);
   Status InitMigNode(size_t i, const NodeSpec& n, const std::string& where);
+  Status InitModelGroups(size_t i, const NodeSpec& n, const std::string& where);
 
   std::vector<NodeSpec> specs_;
   std::vector<NodeState> state_;
@@ -205,6 +259,8 @@ class ClusterSnapshot {
   // Per node, its GPUs' MIG state; empty unless some node is in MIG mode, and empty for nodes
   // that are not.
   std::vector<std::vector<MigGpuState>> mig_;
+  // Per node, its model groups; empty unless some node is mixed, and empty for nodes that are not.
+  std::vector<std::vector<ModelGroup>> groups_;
   int64_t total_gpu_capacity_ = 0;
   int64_t total_cpu_capacity_ = 0;
   int64_t allocated_gpu_ = 0;

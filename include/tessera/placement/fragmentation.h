@@ -69,9 +69,19 @@ class FragmentationMemo {
  public:
   explicit FragmentationMemo(const TargetWorkload* workload) : workload_(workload) {}
   double Get(ModelMask model_bit, int64_t cpu_free, std::span<const int32_t> gpu_free);
+  // F_n(M) of node n of `cluster` if it had `cpu_free` and per-GPU `gpu_free` (its GPU count). A
+  // mixed-model node (cluster_snapshot.h) is the sum over its model groups, each group's GPUs
+  // with the group's model and the node's free CPU: GPUs {H100 500, A100 1000, A100 300} and
+  // M = {A100-only 1-GPU task} -> F = 500 (no H100 fits it) + 300 = 800, where the node as one
+  // "H100|A100" model would say 300.
+  double OfNodeState(const ClusterSnapshot& cluster, NodeIndex n, int64_t cpu_free,
+                     std::span<const int32_t> gpu_free) {
+    if (!cluster.mixed(n)) [[likely]] return Get(cluster.model_bit(n), cpu_free, gpu_free);
+    return OfMixedNode(cluster, n, cpu_free, gpu_free);
+  }
   double OfNode(const ClusterSnapshot& cluster, NodeIndex n) {
-    return Get(cluster.model_bit(n), cluster.free_cpu(n).value(),
-               std::span(cluster.gpu_free_array(n).data(), cluster.gpu_count(n)));
+    return OfNodeState(cluster, n, cluster.free_cpu(n).value(),
+                       std::span(cluster.gpu_free_array(n).data(), cluster.gpu_count(n)));
   }
   size_t size() const { return memo_.size(); }
 
@@ -85,6 +95,8 @@ class FragmentationMemo {
   struct KeyHash {
     size_t operator()(const Key& k) const;
   };
+  double OfMixedNode(const ClusterSnapshot& cluster, NodeIndex n, int64_t cpu_free, std::span<const int32_t> gpu_free);
+
   const TargetWorkload* workload_;
   std::unordered_map<Key, double, KeyHash> memo_;
 };

@@ -16,6 +16,11 @@
 // best -> GPU 0, worst -> GPU 2, first -> GPU 0; a Whole(2) task on free = {1000, 1000, 1000}
 // with usable = {1, 2} takes GPUs 1 and 2.
 //
+// On a mixed-model node (cluster_snapshot.h) a task's GPUs are of one model it allows: a 1-GPU
+// task chooses among the GPUs of its allowed models, a k-GPU task inside the first model group
+// (by lowest GPU index) where it fits. GPUs 0-1 H100, 2-5 A100, GPU 0 taken: Whole(2) of any
+// model -> {2, 3}, not {1, 2}.
+//
 // Thread-safety: pure functions.
 #pragma once
 

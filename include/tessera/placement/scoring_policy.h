@@ -16,6 +16,12 @@
 // the unmasked one); a node with some GPUs masked out is scored afresh and its cache entry is
 // neither read nor written, so no score computed for one GPU mask is ever served for another.
 //
+// Mixed-model nodes (cluster_snapshot.h): the framework calls ScoreNode once per model group the
+// task allows and fits, with `usable` narrowed to that group's GPUs, and keeps the best (the
+// lowest group on ties). So a subclass always scores GPUs of one model (ModelOfGpus(n, usable)
+// names it) and never has to know about mixed nodes. GPUs 0-1 H100 free, 2-5 A100 free, a 2-GPU
+// task of any model: ScoreNode(usable = {0,1}) and ScoreNode(usable = {2..5}), best of the two.
+//
 // ScoreNodes returns ScoreNode's score for each listed node that is eligible and fits (the
 // same memo), so Place's node is always one with the best ScoreNodes score.
 //
@@ -87,6 +93,8 @@ class ScoringPolicy : public PlacementPolicy {
   template <bool kMig>
   NodeChoice Choose(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task, GpuSet usable,
                     CacheEntry* block);
+  // ScoreNode, or on a mixed node the best of ScoreNode over the model groups (see above).
+  NodeChoice ScoreGroups(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task, GpuSet usable);
   // The filter/score/pick loop; kMig = the task is a MIG request (CacheEntry packs mig_start);
   // kMasked = ctx.eligibility is set.
   template <bool kMig, bool kMasked>

@@ -1,7 +1,7 @@
 // `tessera agent`: the node agent process. Flags, the HTTP link and the signal loop only; what
 // the agent does each round is tessera::node::Agent (include/tessera/node/agent.h).
 //   tessera agent --server URL --token-file F [--name NODE] [--run-dir DIR]
-//                 [--fake-gpus H100-80GB:2:mig,A100-40GB:4] [--cpu-milli N] [--memory-mib N]
+//                 [--fake-gpus H100-80GB:2,A100-40GB:4] [--cpu-milli N] [--memory-mib N]
 //                 [--interval-ms 1000] [--usage-interval 10] [--retry-budget 5]
 //                 [--backstop-ms 1000] [--context-allowance-mib 500] [--enforce kill|report]
 //                 [--mps-control nvidia-cuda-mps-control] [--allow-mig-reconfigure]
@@ -204,7 +204,8 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                   "is live)");
   cmd->add_option("--fake-gpus", f->fake_gpus,
                   "Use the in-tree fake NVML with these GPUs instead of the driver: MODEL:COUNT[:mig],... "
-                  "(e.g. H100-80GB:2:mig); one model per node");
+                  "(e.g. H100-80GB:2,A100-40GB:4: GPUs 0-1 H100, 2-5 A100; a workload gets GPUs of one model); "
+                  ":mig only on a node of one model (e.g. H100-80GB:2:mig)");
   cmd->add_option("--cpu-milli", f->cpu_milli,
                   "CPU the node offers to workloads, in milli-CPUs (default: 1000 per online CPU); each "
                   "workload pod asks 1000 unless its cpu_milli says otherwise")

@@ -256,12 +256,20 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
                                             : std::vector<json>{a};
     std::vector<std::vector<std::string>> rows;
     for (const json& n : list) {
-      std::string model = "-", used;
+      // MODEL: the node's one model, or on a node of several each with its count in GPU order
+      // ("2xH100-80GB,4xA100-40GB").
+      std::vector<std::pair<std::string, int>> models;
       int64_t alloc = 0;
       for (const json& g : n.value("gpus", json::array())) {
-        model = Text(g["model"]);
+        const std::string m = Text(g["model"]);
+        auto it = std::find_if(models.begin(), models.end(), [&](const auto& x) { return x.first == m; });
+        if (it == models.end()) models.emplace_back(m, 1);
+        else ++it->second;
         alloc += g.value("allocated_milli", int64_t{0});
       }
+      std::string model = models.empty() ? "-" : models.size() == 1 ? models[0].first : "";
+      if (models.size() > 1)
+        for (const auto& [m, count] : models) model += (model.empty() ? "" : ",") + std::to_string(count) + "x" + m;
       rows.push_back({Text(n["name"]), Text(n["state"]), std::to_string(n.value("gpus", json::array()).size()), model,
                       std::to_string(alloc), Text(n["workloads"])});
     }
