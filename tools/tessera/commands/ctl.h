@@ -68,5 +68,12 @@ std::string Rfc3339(int64_t ms);
 // What `-o table` prints for the answer of `area verb` (e.g. "workloads", "list"); the JSON
 // itself for answers without a table.
 std::string CtlTable(const std::string& area, const std::string& verb, const nlohmann::json& answer);
+// A JSON value as a table cell: a string as it is, null as "-", anything else as JSON.
+std::string CtlText(const nlohmann::json& v);
+// The MODEL column of `ctl nodes` (commands/ctl_nodes_print.cc): the node's one model, or on a
+// node of several each with its count, in GPU order: "2xH100-80GB,4xA100-40GB"; "-" for none.
+std::string CtlModels(const nlohmann::json& gpus);
+// The GPU map of `ctl nodes get` (commands/ctl_nodes_print.cc).
+std::string CtlGpuMap(const nlohmann::json& node);
 
 }  // namespace tessera::cli

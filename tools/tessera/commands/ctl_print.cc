@@ -18,13 +18,15 @@ namespace tessera::cli {
 
 using json = nlohmann::json;
 
-namespace {
-
-std::string Text(const json& v) {
+std::string CtlText(const json& v) {
   if (v.is_null()) return "-";
   if (v.is_string()) return v.get<std::string>();
   return v.dump();
 }
+
+namespace {
+
+std::string Text(const json& v) { return CtlText(v); }
 
 std::string Money(const json& v) { return v.is_number_integer() ? metering::FormatMicro(v.get<int64_t>()) : "-"; }
 
@@ -138,62 +140,6 @@ std::string Quota(const json& q, const char* part) {
   return s;
 }
 
-// " (NVML: 6600 MiB and 410 milli)" of a share or GPU, with the figures it has ("" for none).
-std::string NvmlUse(const json& j) {
-  std::string figures;
-  if (j.contains("nvml_used_mem_mib")) figures = Text(j["nvml_used_mem_mib"]) + " MiB";
-  if (j.contains("nvml_used_milli"))
-    figures += (figures.empty() ? "" : " and ") + Text(j["nvml_used_milli"]) + " milli";
-  return figures.empty() ? std::string() : " (NVML: " + figures + ")";
-}
-
-// `ctl nodes get`: one line per GPU with a bar of its 1000 milli, one character per 50 milli,
-// each share drawn with its own mark (the marks cycle through kMarks), then the shares beneath
-// it. A GPU of 300 milli for workload 7 and 400 for workload 9:
-//   GPU 0 A100-40GB [######========......] 700/1000 milli
-//     # workload 7, tenant ml, 300 milli, memory limit 20480 MiB, fraction(300,20480MiB)
-//     = workload 9, tenant cv, 400 milli, memory limit whole GPU, fraction(400,0MiB)
-// and, where the agent sampled a share, ", using 6144 MiB and 150 milli" after it and its GPU,
-// then NVML's figures where the sample carried them (NvmlUse).
-// A share's mark spans its milli rounded at the cumulative edges, so the marks add up to the sum.
-std::string GpuMap(const json& node) {
-  constexpr int kCells = 20;
-  constexpr std::string_view kMarks = "#=%*+@";
-  std::string out;
-  for (const json& g : node.value("gpus", json::array())) {
-    const json shares = g.value("shares", json::array());
-    std::string bar, below;
-    int64_t cum = 0;
-    size_t mark = 0;
-    for (const json& sh : shares) {
-      const int64_t milli = sh.value("milli", int64_t{0});
-      const int64_t from = std::min<int64_t>(kCells, (cum * kCells + 500) / 1000);
-      cum += milli;
-      const int64_t to = std::min<int64_t>(kCells, (cum * kCells + 500) / 1000);
-      const char c = kMarks[mark++ % kMarks.size()];
-      bar.append(static_cast<size_t>(std::max<int64_t>(0, to - from)), c);
-      const int64_t mem = sh.value("mem_mib", int64_t{0});
-      below += "    " + std::string(1, c) + " workload " + Text(sh.value("workload", json())) + ", tenant " + Text(sh.value("tenant", json())) +
-               ", " + std::to_string(milli) +
-               " milli, memory limit " + (mem > 0 ? std::to_string(mem) + " MiB" : std::string("whole GPU")) + ", " +
-               Text(sh.value("mode", json()));
-      if (sh.contains("used_mem_mib"))
-        below += ", using " + Text(sh["used_mem_mib"]) + " MiB and " + Text(sh.value("used_milli", json())) + " milli" + NvmlUse(sh);
-      if (sh.contains("mig_profile"))
-        below += ", MIG " + Text(sh.value("mig_profile", json())) + " at slice " + Text(sh.value("mig_start", json()));
-      below += "\n";
-    }
-    if (bar.size() < static_cast<size_t>(kCells)) bar.append(static_cast<size_t>(kCells) - bar.size(), '.');
-    out += "GPU " + Text(g.value("index", json())) + " " + Text(g.value("model", json())) + " [" + bar + "] " +
-           std::to_string(g.value("allocated_milli", int64_t{0})) + "/1000 milli" +
-           (g.contains("used_mem_mib") ? ", using " + Text(g["used_mem_mib"]) + " MiB and " +
-                                              Text(g.value("used_milli", json())) + " milli" + NvmlUse(g)
-                                        : std::string()) +
-           "\n" + below;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string Rfc3339(int64_t ms) {
@@ -256,25 +202,14 @@ std::string CtlTable(const std::string& area, const std::string& verb, const jso
                                             : std::vector<json>{a};
     std::vector<std::vector<std::string>> rows;
     for (const json& n : list) {
-      // MODEL: the node's one model, or on a node of several each with its count in GPU order
-      // ("2xH100-80GB,4xA100-40GB").
-      std::vector<std::pair<std::string, int>> models;
       int64_t alloc = 0;
-      for (const json& g : n.value("gpus", json::array())) {
-        const std::string m = Text(g["model"]);
-        auto it = std::find_if(models.begin(), models.end(), [&](const auto& x) { return x.first == m; });
-        if (it == models.end()) models.emplace_back(m, 1);
-        else ++it->second;
-        alloc += g.value("allocated_milli", int64_t{0});
-      }
-      std::string model = models.empty() ? "-" : models.size() == 1 ? models[0].first : "";
-      if (models.size() > 1)
-        for (const auto& [m, count] : models) model += (model.empty() ? "" : ",") + std::to_string(count) + "x" + m;
+      for (const json& g : n.value("gpus", json::array())) alloc += g.value("allocated_milli", int64_t{0});
+      const std::string model = CtlModels(n.value("gpus", json::array()));
       rows.push_back({Text(n["name"]), Text(n["state"]), std::to_string(n.value("gpus", json::array()).size()), model,
                       std::to_string(alloc), Text(n["workloads"])});
     }
     std::string out = TextTable({"NAME", "STATE", "GPUS", "MODEL", "ALLOCATED_MILLI", "WORKLOADS"}, rows);
-    if (verb == "get") out += "\n" + GpuMap(a);
+    if (verb == "get") out += "\n" + CtlGpuMap(a);
     return out;
   }
   if (area == "usage") {
