@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -26,7 +27,26 @@
 namespace tessera::node {
 namespace {
 
-bool Alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+// Whether /proc says the process has exited and waits to be reaped (state Z or X). A zombie holds
+// nothing on the GPU; its parent may never reap it (a SIGKILLed slurmstepd leaves its task to an
+// init that does not reap, as in a container). Unreadable: not known to be one.
+bool Zombie(long pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* paren = std::strrchr(buf, ')');  // the command name may hold spaces and ')'
+  return paren != nullptr && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X' || paren[2] == 'x');
+}
+
+bool Alive(long pid) {
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) && !Zombie(pid);
+}
 bool GroupAlive(long pgid) { return pgid > 0 && (::kill(-static_cast<pid_t>(pgid), 0) == 0 || errno == EPERM); }
 
 // Every member and command group of the entry lives: a join or leave need not look at its file.

@@ -14,7 +14,8 @@
 #   3. `srun --gpu-mem=abc` and `sbatch --gpu-share=150` are rejected at submit, naming the option;
 #   4. with the node side stopped (no `tessera node arbiter`) or its node directory gone, the task
 #      is refused (fail closed), unless --gpu-isolation=none;
-#   5. a SIGKILLed task's slot is released when its step ends;
+#   5. a SIGKILLed task's slot is released when its step ends; a job whose slurmstepd is SIGKILLed
+#      with its task, by the job epilog when the job ends;
 #   6. so is a running job's after scancel;
 #   7. `tessera node arbiter --usage-ledger` metered every account's jobs (slurm-job-<id>), `tessera
 #      bill` bills the accounts, and `tessera slurm reconcile` matches a job to its metered usage.
@@ -151,6 +152,30 @@ out="$(srun -A chem --gres=gpu:1 --gpu-mem=1GiB sh -c 'echo job=$SLURM_JOB_ID; k
 job="$(echo "$out" | sed -n 's/^job=\([0-9]*\).*/\1/p')"
 [ -n "$job" ] || fail "the killed task printed no job id: $out"
 released "chem.$job" || fail "chem.$job is still registered after its SIGKILLed step ended: $(cat "$T/node/tenants.json")"
+
+# 5b. The job epilog: a step whose slurmstepd is SIGKILLed with its task runs no slurm_spank_exit;
+#     the slot is released by slurm_spank_job_epilog, which slurmd runs when the job ends.
+srun -A bio --gres=gpu:1 --gpu-mem=1GiB sh -c "echo job=\$SLURM_JOB_ID > '$T/bio.id'; exec sleep 60" > /dev/null 2>&1 &
+held=$!
+job=""
+for _ in $(seq 1 100); do
+  job="$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$T/bio.id" 2> /dev/null)"
+  [ -n "$job" ] && break
+  sleep 0.1
+done
+stepd="$(pgrep -f "^slurmstepd: \[$job\.0\]" | head -1)"
+if [ -z "$job" ] || [ -z "$stepd" ]; then
+  fail "the bio task or its slurmstepd is not there (job '$job', slurmstepd '$stepd')"
+else
+  grep -q "\"bio\.$job\"" "$T/node/tenants.json" || fail "bio.$job is not registered while it runs"
+  task="$(pgrep -P "$stepd" -f '^sleep 60' | head -1)"
+  kill -9 "$stepd" $task
+  sleep 0.5  # nothing of the step is left to release anything; the entry stays
+  grep -q "\"bio\.$job\"" "$T/node/tenants.json" || fail "bio.$job went before its job ended (not by the epilog)"
+  scancel "$job"
+  released "bio.$job" || fail "the job epilog did not release bio.$job: $(cat "$T/node/tenants.json")"
+fi
+kill "$held" 2> /dev/null; wait "$held" 2> /dev/null
 
 # 6. scancel of a running job releases its slot.
 srun -A geo --gres=gpu:1 --gpu-mem=1GiB sh -c "echo job=\$SLURM_JOB_ID > '$T/geo.id'; cat '$T/hold'" > /dev/null 2>&1 &

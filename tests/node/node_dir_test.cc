@@ -243,6 +243,27 @@ TEST(NodeDir, DeadMembersArePrunedAndTheirLimitGoesToZero) {
   EXPECT_TRUE(status->gpus.empty());
 }
 
+// A member that has exited but was never reaped (a zombie: its parent, a SIGKILLed slurmstepd,
+// is gone and the init of a container does not reap) holds nothing: Prune drops its entry.
+TEST(NodeDir, AMemberThatIsAZombieIsDead) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  const pid_t zombie = ::fork();
+  if (zombie == 0) ::_exit(0);
+  ASSERT_GT(zombie, 0);
+  ASSERT_EQ(node.Join(Request("z"), zombie).value(), 0);
+  for (int i = 0; i < 200 && ::kill(zombie, 0) == 0; ++i) {  // exited: /proc says Z, not yet reaped
+    const std::string stat = tessera::testing::ReadTextFile("/proc/" + std::to_string(zombie) + "/stat");
+    if (stat.find(") Z ") != std::string::npos) break;
+    ::usleep(5000);
+  }
+  ASSERT_TRUE(node.Prune().ok());
+  StatusOr<std::vector<TenantEntry>> live = node.LiveTenants();
+  ASSERT_TRUE(live.ok());
+  EXPECT_TRUE(live->empty()) << "the zombie's entry is kept";
+  ::waitpid(zombie, nullptr, 0);
+}
+
 // A charge of `bytes` on GPU 0 in tenant `index`'s counters file, held by a process that is dead
 // (SIGKILLed: it never released it).
 void ChargeByADeadProcess(const NodeDir& node, int index, uint64_t bytes) {
