@@ -12,7 +12,8 @@
 # partition holds $node only; partition "two" holds both. Exports SLURM_CONF and LD_LIBRARY_PATH
 # (the fake CUDA driver); an EXIT trap stops everything and removes $T.
 # Set slurm_plugstack_line before calling to load something else (the benchmark's "without").
-# Names it defines: T node node2 host pids arbiter probe dump_logs start_arbiter slurm_cluster_stop.
+# Names it defines: T node node2 host pids arbiter probe slurmd_node dump_logs start_arbiter
+# slurm_cluster_stop.
 
 dump_logs() { tail -n 30 "$T"/log/*.log 2> /dev/null; }
 slurm_cluster_stop() {
@@ -109,8 +110,8 @@ PartitionName=two Nodes=$node,$node2 MaxTime=INFINITE State=UP
 EOF
   export SLURM_CONF="$T/slurm.conf"
   slurmctld -c || { echo "FAIL: slurmctld did not start"; dump_logs; exit 1; }
-  for n in "$node" "$node2"; do
-    slurmd -N "$n" || { echo "FAIL: slurmd -N $n did not start"; dump_logs; exit 1; }
+  for slurmd_node in "$node" "$node2"; do
+    slurmd -N "$slurmd_node" || { echo "FAIL: slurmd -N $slurmd_node did not start"; dump_logs; exit 1; }
   done
   ready=0
   for _ in $(seq 1 150); do  # up to 30 s for the nodes to register
