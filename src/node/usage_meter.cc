@@ -50,12 +50,17 @@ std::vector<api::UsageSample> UsageMeter::Observe(const NodeStatus& status, int6
       seen.insert(key);
       auto it = open_.find(key);
       if (it == open_.end()) {  // (a tenant moved to another GPU: a new source; the old one closes below)
+        // A source closed before (a departure, yet its entry is listed again) starts where its
+        // last sample ended: one second is never metered twice, and no seq is reused.
+        const auto closed = closed_until_.find(key);
+        const int64_t from = std::max(std::max(t.joined_s, options_.start_s),
+                                      closed == closed_until_.end() ? int64_t{0} : closed->second);
         Open o{.tenant = t.account.empty() ? t.name : t.account,
                .workload = t.workload.empty() ? t.name : t.workload,
                .model = model->second,
                .gpu = g.gpu,
                .share = t.share,
-               .from_s = std::min(now_s, std::max(t.joined_s, options_.start_s)),
+               .from_s = std::min(now_s, from),
                .last_seen_s = now_s};
         // Its counters started at zero with its slot: what they hold now is all its own (unless
         // it joined before the meter started: then only what comes from now on).
@@ -87,8 +92,10 @@ std::vector<api::UsageSample> UsageMeter::Observe(const NodeStatus& status, int6
     Open& o = it->second;
     // A tenant that left right after a periodic sample has nothing more to report.
     if (o.last_seen_s > o.from_s || o.charged_ns > 0 || o.launches > 0) out.push_back(Close(o, o.last_seen_s));
+    closed_until_[it->first] = o.from_s;
     it = open_.erase(it);
   }
+  std::erase_if(closed_until_, [now_s](const auto& c) { return c.second < now_s - 3600; });
   return out;
 }
 
@@ -107,6 +114,7 @@ std::vector<api::UsageSample> UsageMeter::Depart(const std::vector<Departure>& d
       o.charged_ns += d.charged_ns >= o.charged_seen_ns ? d.charged_ns - o.charged_seen_ns : d.charged_ns;
       o.peak_bytes = std::max(o.peak_bytes, d.peak_bytes);
       out.push_back(Close(o, std::max(d.left_s, o.last_seen_s)));
+      closed_until_[it->first] = o.from_s;  // Close moved from_s to the sample's end
       open_.erase(it);
       continue;
     }
@@ -124,6 +132,7 @@ std::vector<api::UsageSample> UsageMeter::Depart(const std::vector<Departure>& d
            .charged_ns = d.charged_ns,
            .peak_bytes = d.peak_bytes};
     out.push_back(Close(o, d.left_s));
+    closed_until_[{d.name, d.gpu}] = o.from_s;
   }
   return out;
 }

@@ -154,6 +154,28 @@ TEST(UsageMeterTest, ADepartureClosesTheIntervalWithTheSlotsLastCounters) {
   EXPECT_TRUE(meter.Observe(NodeStatus{.exists = true}, 1008).empty()) << "closed twice";
 }
 
+// A departure recorded while the entry is still listed (a copy that lingers, e.g. a member the
+// node could not judge dead): the entry's next interval starts where the departure's sample
+// ended, so the ledger never gets one seq twice with different spans (`tessera bill` refuses that
+// as a conflicting resend; seen in the Slurm suite with a SIGKILLed slurmstepd).
+TEST(UsageMeterTest, AnEntryListedAgainAfterItsDepartureStartsWhereItsLastSampleEnded) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 60, .start_s = 0});
+  TenantStatus t = Job42();
+  (void)meter.Observe(OneTenant(t), 1000);
+  const auto departed = meter.Depart({{.name = "physics.42", .account = "physics", .workload = "slurm-job-42",
+                                       .gpu = 0, .share = 50, .joined_s = 1000, .left_s = 1000}});
+  ASSERT_EQ(departed.size(), 1u);
+  EXPECT_EQ(departed[0].start_s, 1000);
+  EXPECT_EQ(departed[0].end_s, 1001);
+  (void)meter.Observe(OneTenant(t), 1002);
+  (void)meter.Observe(OneTenant(t), 1030);
+  const auto flushed = meter.Flush(1031);
+  ASSERT_EQ(flushed.size(), 1u);
+  EXPECT_EQ(flushed[0].start_s, 1001);
+  EXPECT_NE(flushed[0].seq, departed[0].seq);
+  EXPECT_EQ(flushed[0].end_s, 1031);
+}
+
 TEST(UsageMeterTest, AJobThatCameAndWentBetweenTwoLooksIsBilled) {
   UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 60, .start_s = 0});
   const auto due = meter.Depart({{.name = "chem.7", .account = "chem", .workload = "slurm-job-7", .gpu = 0,

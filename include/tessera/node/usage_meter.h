@@ -24,7 +24,9 @@
 // [1060, 1074).
 //
 // Departures (NodeDir::KeepDepartures / TakeDepartures) close a tenant's interval when it left,
-// with the counters its slot held then, so a job shorter than a look is billed too. What is not
+// with the counters its slot held then, so a job shorter than a look is billed too. A source seen
+// again after its departure (its entry still listed) starts where its last sample ended, so no
+// second is metered twice and no seq is used twice. What is not
 // seen: memory held only between two looks (`tessera node arbiter` looks every 250 ms), and GPU
 // time the arbiter charged after the tenant left.
 //
@@ -80,6 +82,10 @@ class UsageMeter {
   // By registry name and GPU: a tenant on several GPUs (a multi-GPU Slurm step) is a source per
   // GPU, each with its own interval and seqs.
   std::map<std::pair<std::string, int>, Open> open_;
+  // Where each departed source's last sample ended, should its entry be listed again (a
+  // departure recorded while a copy of the entry lingers): it re-opens from there, never before.
+  // Dropped after an hour (names are per job; a lingering entry is seen again within a look).
+  std::map<std::pair<std::string, int>, int64_t> closed_until_;
   std::vector<std::string> unmetered_;
 };
 
