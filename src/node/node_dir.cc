@@ -514,6 +514,24 @@ void NodeDir::Reconcile() const {
   if (seg.ok()) seg->Reconcile();
 }
 
+StatusOr<std::vector<EndedTenant>> EndTenantsWithBrokenCounters(const NodeDir& node) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> live, node.LiveTenants());
+  std::vector<EndedTenant> ended;
+  for (const TenantEntry& e : live) {
+    Status file = enforce::CheckCountersFile(node.paths().counters, e.index);
+    if (file.ok()) continue;
+    for (long pgid : e.pgids) (void)::kill(-static_cast<pid_t>(pgid), SIGKILL);
+    // A member that leads its process group (a Slurm task does) takes its group along: what it
+    // started is the tenant's too.
+    for (long pid : e.pids) {
+      const auto p = static_cast<pid_t>(pid);
+      (void)::kill(::getpgid(p) == p ? -p : p, SIGKILL);
+    }
+    ended.push_back({.name = e.name, .pids = e.pids, .pgids = e.pgids, .reason = std::string(file.message())});
+  }
+  return ended;
+}
+
 StatusOr<std::vector<TenantEntry>> NodeDir::LiveTenants() const {
   StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::Open(paths_.policy, paths_.counters);
   TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, RegistryEntries());

@@ -15,7 +15,8 @@
 #   4. with the node side stopped (no `tessera node arbiter`) or its node directory gone, the task
 #      is refused (fail closed), unless --gpu-isolation=none;
 #   5. a SIGKILLed task's slot is released when its step ends; a job whose slurmstepd is SIGKILLed
-#      with its task, by the job epilog when the job ends;
+#      with its task, by the job epilog when the job ends; a task that truncates its counters file
+#      is killed by the node side;
 #   6. so is a running job's after scancel;
 #   7. `tessera node arbiter --usage-ledger` metered every account's jobs (slurm-job-<id>), `tessera
 #      bill` bills the accounts, and `tessera slurm reconcile` matches a job to its metered usage.
@@ -176,6 +177,17 @@ else
   released "bio.$job" || fail "the job epilog did not release bio.$job: $(cat "$T/node/tenants.json")"
 fi
 kill "$held" 2> /dev/null; wait "$held" 2> /dev/null
+
+# 5c. A task that truncates its own counters file (its memory is then no longer accounted) is
+#     killed by the node side within about a second; the step fails.
+start=$(date +%s)
+out="$(srun -A chem --gres=gpu:1 --gpu-mem=1GiB sh -c \
+  'truncate -s 0 "$TESSERA_SHIM_COUNTERS/$TESSERA_SHIM_TENANT"; sleep 20; echo survived' 2>&1)" &&
+  fail "a task that broke its counters file ran on: $out"
+grep -q survived <<< "$out" && fail "a task that broke its counters file was not killed: $out"
+[ $(( $(date +%s) - start )) -lt 15 ] || fail "the task that broke its counters file was killed late"
+grep -q "tenant chem\.[0-9]* killed (1 process(es)): counters file" "$T/log/arbiter.log" ||
+  fail "the arbiter does not say it killed the tenant: $(tail -3 "$T/log/arbiter.log")"
 
 # 6. scancel of a running job releases its slot.
 srun -A geo --gres=gpu:1 --gpu-mem=1GiB sh -c "echo job=\$SLURM_JOB_ID > '$T/geo.id'; cat '$T/hold'" > /dev/null 2>&1 &

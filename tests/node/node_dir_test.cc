@@ -264,6 +264,36 @@ TEST(NodeDir, AMemberThatIsAZombieIsDead) {
   ::waitpid(zombie, nullptr, 0);
 }
 
+// `tessera node arbiter`'s guard: a tenant whose process truncated its own counters file is
+// killed (its memory is no longer accounted); another tenant with an intact file runs on.
+TEST(NodeDir, ATenantWhoseCountersFileBrokeIsKilledAndTheOthersRunOn) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  const auto sleeper = [] {
+    const pid_t p = ::fork();
+    if (p == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    return p;
+  };
+  const pid_t bad = sleeper(), good = sleeper();
+  const int bad_index = node.Join(Request("bad"), bad).value();
+  ASSERT_TRUE(node.Join(Request("good"), good).ok());
+  ASSERT_EQ(::truncate(enforce::CountersFilePath(node.paths().counters, bad_index).c_str(), 0), 0);
+  StatusOr<std::vector<EndedTenant>> ended = EndTenantsWithBrokenCounters(node);
+  ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+  ASSERT_EQ(ended->size(), 1u);
+  EXPECT_EQ((*ended)[0].name, "bad");
+  EXPECT_THAT((*ended)[0].reason, ::testing::HasSubstr("size 0"));
+  int status = 0;
+  ASSERT_EQ(::waitpid(bad, &status, 0), bad);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_EQ(::waitpid(good, &status, WNOHANG), 0) << "the tenant with an intact file was killed";
+  ::kill(good, SIGKILL);
+  ::waitpid(good, nullptr, 0);
+}
+
 // A charge of `bytes` on GPU 0 in tenant `index`'s counters file, held by a process that is dead
 // (SIGKILLed: it never released it).
 void ChargeByADeadProcess(const NodeDir& node, int index, uint64_t bytes) {

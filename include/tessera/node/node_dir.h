@@ -234,4 +234,19 @@ class NodeDir {
   NodePaths paths_;
 };
 
+// A tenant whose processes were SIGKILLed because its counters file broke (EndTenantsWithBrokenCounters).
+struct EndedTenant {
+  std::string name;
+  std::vector<long> pids, pgids;  // what was signalled
+  std::string reason;             // enforce::CheckCountersFile's message
+};
+// For a node side without supervisors (`tessera node arbiter`, whose tenants are Slurm tasks):
+// every live tenant whose own counters file its processes changed (truncated, grown or
+// overwritten: enforce::CheckCountersFile) no longer has its memory accounted, so its members (with
+// their process groups where they lead one, as a Slurm task does) and command groups are SIGKILLed (fail closed, as the agent and `tessera run` end such a command;
+// the entry then goes with its members). Worked example: Slurm task 4242 of tenant physics.42
+// truncates counters/0 -> {name "physics.42", pids {4242}, reason "counters file '.../0': size 0,
+// ..."} and task 4242 is killed; the step ends with the signal.
+StatusOr<std::vector<EndedTenant>> EndTenantsWithBrokenCounters(const NodeDir& node);
+
 }  // namespace tessera::node

@@ -3,7 +3,9 @@
 // spank_tessera.so): runs the lease arbiter duty (tessera/node/arbiter_duty.h) of each listed GPU
 // on a thread until SIGINT or SIGTERM. Several arbiters of one GPU (this, `tessera run`, the
 // agent) elect one holder by flock, so it is safe beside them. With --usage-ledger it also meters
-// the node's tenants (tessera/node/usage_meter.h) into a ledger file `tessera bill` reads.
+// the node's tenants (tessera/node/usage_meter.h) into a ledger file `tessera bill` reads. Once a
+// second it kills the processes of a tenant whose own counters file was broken
+// (node::EndTenantsWithBrokenCounters: its memory is no longer accounted).
 // Flags, signals and the file only.
 #include <fcntl.h>
 #include <signal.h>
@@ -191,6 +193,17 @@ int RunArbiter(const ArbiterFlags& f) {
   if (!f.usage_ledger.empty()) {
     threads.emplace_back([&stopping, dir, &f, models = *models] { MeterLoop(dir, f, models, stopping); });
   }
+  threads.emplace_back([&stopping, dir] {  // once a second: tenants whose counters file broke end
+    for (int tick = 0; !stopping.load(std::memory_order_relaxed); tick = (tick + 1) % 20) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (tick != 0) continue;
+      StatusOr<std::vector<node::EndedTenant>> ended = node::EndTenantsWithBrokenCounters(node::NodeDir(dir));
+      for (const node::EndedTenant& e : ended.ok() ? *ended : std::vector<node::EndedTenant>{}) {
+        std::fprintf(stderr, "tessera node arbiter: tenant %s killed (%zu process(es)): %s; its memory is no longer accounted\n",
+                     e.name.c_str(), e.pids.size() + e.pgids.size(), e.reason.c_str());
+      }
+    }
+  });
   std::string list;
   for (int gpu : f.gpus) list += (list.empty() ? "" : ",") + std::to_string(gpu);
   std::printf("tessera node arbiter: driving GPU(s) %s of %s\n", list.c_str(), dir.c_str());
