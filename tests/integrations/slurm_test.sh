@@ -37,6 +37,16 @@ released() {
   done
   return 1
 }
+# The job id a task wrote to file $1 as "job=<id>" once it runs (within 10 s; "" if it never did).
+job_id_in() {
+  local id=""
+  for _ in $(seq 1 100); do
+    id="$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$1" 2> /dev/null)"
+    [ -n "$id" ] && break
+    sleep 0.1
+  done
+  echo "$id"
+}
 slurm_cluster_up
 
 # The GPU lines the cluster was configured with (tessera slurm config --fake-gpus A100-40GB:2).
@@ -158,12 +168,7 @@ released "chem.$job" || fail "chem.$job is still registered after its SIGKILLed 
 #     the slot is released by slurm_spank_job_epilog, which slurmd runs when the job ends.
 srun -A bio --gres=gpu:1 --gpu-mem=1GiB sh -c "echo job=\$SLURM_JOB_ID > '$T/bio.id'; exec sleep 60" > /dev/null 2>&1 &
 held=$!
-job=""
-for _ in $(seq 1 100); do
-  job="$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$T/bio.id" 2> /dev/null)"
-  [ -n "$job" ] && break
-  sleep 0.1
-done
+job="$(job_id_in "$T/bio.id")"
 stepd="$(pgrep -f "^slurmstepd: \[$job\.0\]" | head -1)"
 if [ -z "$job" ] || [ -z "$stepd" ]; then
   fail "the bio task or its slurmstepd is not there (job '$job', slurmstepd '$stepd')"
@@ -194,12 +199,7 @@ srun -A geo --gres=gpu:1 --gpu-mem=1GiB sh -c "echo job=\$SLURM_JOB_ID > '$T/geo
 held=$!
 # The task writes geo.id after its join and admission, once it runs: wait for that, not for the
 # registry (the join is recorded before the task execs, so the id may not be written yet).
-job=""
-for _ in $(seq 1 100); do
-  job="$(sed -n 's/^job=\([0-9]*\).*/\1/p' "$T/geo.id" 2> /dev/null)"
-  [ -n "$job" ] && break
-  sleep 0.1
-done
+job="$(job_id_in "$T/geo.id")"
 if [ -z "$job" ]; then
   fail "the geo task never wrote its job id: $(cat "$T/node/tenants.json")"
   kill "$held"  # (srun cancels the step, so that the wait below cannot hang)
