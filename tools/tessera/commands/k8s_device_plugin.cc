@@ -100,7 +100,8 @@ void RegisterK8sDevicePlugin(CLI::App& k8s_app, int* exit_code) {
                   "Metering account of every slot: the device plugin API names no pod, so no namespace either")
       ->default_str(flags->plugin.account);
   cmd->add_option("--state-dir", flags->plugin.state_dir,
-                  "Host folder of the slots' tenant files (mounted read-only into the containers); not under "
+                  "Host folder of the slots' tenant files (mounted read-only into the containers) and of "
+                  "checkpoint.json (the slots, adopted by a restarted plugin); not under "
                   "--socket-dir, which the kubelet empties when it starts")
       ->default_str(flags->plugin.state_dir);
   cmd->add_option("--container-dir", flags->plugin.container_dir,
