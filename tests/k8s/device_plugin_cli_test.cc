@@ -43,7 +43,8 @@ TEST(DevicePluginCli, ASharesPerGpuOutOfRangeIsRefusedNamingTheFlag) {
 
 // deploy/k8s/device-plugin.yaml says what the program does: every flag it gives is one of
 // `tessera k8s device-plugin`'s, the node directory is the agent's, and each host path the plugin
-// answers in Allocate (socket dir, state dir, shim, node dir) is mounted at the same path.
+// answers in Allocate (socket dir, state dir, shim, node dir) and the PodResources socket it calls
+// are mounted at the same path.
 TEST(K8sDeploy, TheDevicePluginDaemonSetMatchesTheProgram) {
   const std::vector<YAML::Node> docs = YAML::LoadAllFromFile(std::string(TESSERA_SOURCE_DIR) + "/deploy/k8s/device-plugin.yaml");
   ASSERT_FALSE(docs.empty());
@@ -83,7 +84,7 @@ TEST(K8sDeploy, TheDevicePluginDaemonSetMatchesTheProgram) {
     }
     return false;
   };
-  for (const char* flag : {"--node-dir", "--socket-dir", "--state-dir", "--shim", "--dev-dir"}) {
+  for (const char* flag : {"--node-dir", "--socket-dir", "--state-dir", "--shim", "--dev-dir", "--pod-resources-socket"}) {
     EXPECT_TRUE(same_on_host(flags[flag])) << flag << " " << flags[flag];
   }
   EXPECT_EQ(flags["--socket-dir"], "/var/lib/kubelet/device-plugins");

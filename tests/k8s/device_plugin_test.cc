@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "podresources/v1/api.grpc.pb.h"
 #include "tessera/node/node_dir.h"
 #include "tests/k8s/node_tenants.h"
 
@@ -26,6 +27,7 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 namespace dppb = ::v1beta1;
+namespace prpb = ::v1;
 
 constexpr char kUuid0[] = "GPU-fa4e0000-0000-4000-8000-000000000000";
 constexpr char kUuid1[] = "GPU-fa4e0000-0000-4000-8000-000000000001";
@@ -58,6 +60,41 @@ class FakeKubelet final : public dppb::Registration::Service {
   std::vector<dppb::RegisterRequest> requests_;
 };
 
+// The kubelet's PodResourcesLister: answers List with the containers' devices set by the test, or
+// fails (UNAVAILABLE) while `failing`.
+class FakePodResources final : public prpb::PodResourcesLister::Service {
+ public:
+  grpc::Status List(grpc::ServerContext*, const prpb::ListPodResourcesRequest*,
+                    prpb::ListPodResourcesResponse* response) override {
+    std::lock_guard lock(mu_);
+    if (failing_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the kubelet is busy");
+    *response = response_;
+    return grpc::Status::OK;
+  }
+  // One pod "ns/name" with one container holding `ids` of `resource`.
+  void Set(const std::vector<std::pair<std::string, std::vector<std::string>>>& holdings) {
+    std::lock_guard lock(mu_);
+    response_.Clear();
+    for (const auto& [resource, ids] : holdings) {
+      prpb::PodResources* pod = response_.add_pod_resources();
+      pod->set_name("pod-" + std::to_string(response_.pod_resources_size()));
+      pod->set_namespace_("team-a");
+      prpb::ContainerDevices* d = pod->add_containers()->add_devices();
+      d->set_resource_name(resource);
+      for (const std::string& id : ids) d->add_device_ids(id);
+    }
+  }
+  void Fail(bool failing) {
+    std::lock_guard lock(mu_);
+    failing_ = failing;
+  }
+
+ private:
+  std::mutex mu_;
+  bool failing_ = false;
+  prpb::ListPodResourcesResponse response_;
+};
+
 class DevicePluginTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -83,6 +120,7 @@ class DevicePluginTest : public ::testing::Test {
     server_.reset();
     plugin_.reset();
     if (kubelet_server_) kubelet_server_->Shutdown();
+    if (pod_resources_server_) pod_resources_server_->Shutdown();
     ::unsetenv("TESSERA_FAKE_NVML_CONFIG");
     ::unsetenv("TESSERA_FAKE_NVML_FAIL");
     fs::remove_all(root_);
@@ -98,7 +136,29 @@ class DevicePluginTest : public ::testing::Test {
     kubelet_server_ = builder.BuildAndStart();
     ASSERT_NE(kubelet_server_, nullptr);
   }
-  void StartPlugin(std::chrono::milliseconds health = std::chrono::seconds(10)) {
+  std::string PodResourcesSocket() const { return (root_ / "pod-resources" / "kubelet.sock").string(); }
+  void StartPodResources() {
+    fs::create_directories(root_ / "pod-resources");
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + PodResourcesSocket(), grpc::InsecureServerCredentials());
+    builder.RegisterService(&pod_resources_);
+    pod_resources_server_ = builder.BuildAndStart();
+    ASSERT_NE(pod_resources_server_, nullptr);
+  }
+  // Waits (up to 10 s) until `n` more List calls have answered (or failed) after now.
+  bool WaitForLists(int n, bool failed = false) {
+    auto count = [&] { return failed ? server_->failed_reconciles() : server_->reconciles(); };
+    const int target = count() + n;
+    for (int i = 0; i < 1000 && count() < target; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return count() >= target;
+  }
+  std::vector<std::string> TenantNames() {
+    std::vector<std::string> names;
+    for (const node::TenantStatus& t : Tenants()) names.push_back(t.name);
+    return names;
+  }
+  void StartPlugin(std::chrono::milliseconds health = std::chrono::seconds(10),
+                   std::chrono::milliseconds reconcile = std::chrono::milliseconds(0)) {
     auto plugin = SharePlugin::Open(options_);
     ASSERT_TRUE(plugin.ok()) << plugin.status().ToString();
     plugin_ = std::move(*plugin);
@@ -107,7 +167,14 @@ class DevicePluginTest : public ::testing::Test {
                                                            .watch_period = std::chrono::milliseconds(50),
                                                            .health_period = health,
                                                            .register_timeout = std::chrono::seconds(5),
-                                                           .log = [](const std::string&) {}});
+                                                           .pod_resources_socket = PodResourcesSocket(),
+                                                           .reconcile_period = reconcile,
+                                                           .release_grace = std::chrono::milliseconds(0),
+                                                           .log = [](const std::string&) {},
+                                                           .error_log = [this](const std::string& line) {
+                                                             std::lock_guard lock(errors_mu_);
+                                                             errors_.push_back(line);
+                                                           }});
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
   }
@@ -134,6 +201,10 @@ class DevicePluginTest : public ::testing::Test {
   std::unique_ptr<grpc::Server> kubelet_server_;
   std::unique_ptr<SharePlugin> plugin_;
   std::unique_ptr<SharePluginServer> server_;
+  FakePodResources pod_resources_;
+  std::unique_ptr<grpc::Server> pod_resources_server_;
+  std::mutex errors_mu_;
+  std::vector<std::string> errors_;
 };
 
 TEST_F(DevicePluginTest, RegistersAndListsSharesPerGpuInListAndWatch) {
@@ -306,6 +377,92 @@ TEST_F(DevicePluginTest, AKubeletRestartLeadsToASecondRegister) {
   for (int i = 0; i < 100 && !fs::exists(Dir() + "/tessera.sock"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_TRUE(Plugin()->GetDevicePluginOptions(&context, dppb::Empty(), &options).ok());
   EXPECT_TRUE(options.get_preferred_allocation_available());
+}
+
+}  // namespace
+}  // namespace tessera::k8s
+
+namespace tessera::k8s {
+namespace {
+
+// PodResources List names the devices live containers hold: a slot none of whose devices is
+// listed (for this resource; the same id under another resource does not count) is released,
+// its tenant leaves the node registry and the checkpoint; a slot with one device still listed stays.
+TEST_F(DevicePluginTest, ASlotWhoseDevicesLeavePodResourcesListIsReleasedAndOneStillListedStays) {
+  StartPodResources();
+  pod_resources_.Set({{"tessera.io/gpu-share", {Share(kUuid0, 0), Share(kUuid0, 1), Share(kUuid1, 0)}}});
+  StartPlugin(std::chrono::seconds(10), std::chrono::milliseconds(50));
+  dppb::AllocateResponse response;
+  ASSERT_TRUE(Allocate({Share(kUuid0, 0), Share(kUuid0, 1)}, &response).ok());
+  ASSERT_TRUE(Allocate({Share(kUuid1, 0)}, &response).ok());
+  ASSERT_TRUE(WaitForLists(2));
+  EXPECT_EQ(TenantNames().size(), 2u);
+  // The first pod's container keeps one of its two devices; the second pod is gone (its id is
+  // still listed, but as another resource's).
+  pod_resources_.Set({{"tessera.io/gpu-share", {Share(kUuid0, 1)}}, {"example.com/other", {Share(kUuid1, 0)}}});
+  ASSERT_TRUE(WaitForLists(2));
+  EXPECT_THAT(TenantNames(), ::testing::ElementsAre("k8s-dp/" + Share(kUuid0, 0)));
+  EXPECT_THAT(plugin_->Slots(), ::testing::ElementsAre("k8s-dp/" + Share(kUuid0, 0)));
+  std::ifstream in(plugin_->checkpoint_path());
+  const std::string checkpoint((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(checkpoint, HasSubstr(Share(kUuid0, 1)));
+  EXPECT_THAT(checkpoint, ::testing::Not(HasSubstr(Share(kUuid1, 0))));
+  EXPECT_FALSE(fs::exists(options_.state_dir + "/tenants/" + std::string(kUuid1) + "__0"));
+}
+
+// Fail safe: a List that fails says nothing about the pods, so no slot is released (their
+// limits stay); the failure is reported.
+TEST_F(DevicePluginTest, AFailingPodResourcesListReleasesNothing) {
+  StartPodResources();
+  pod_resources_.Fail(true);
+  StartPlugin(std::chrono::seconds(10), std::chrono::milliseconds(50));
+  dppb::AllocateResponse response;
+  ASSERT_TRUE(Allocate({Share(kUuid0, 0)}, &response).ok());
+  ASSERT_TRUE(Allocate({Share(kUuid1, 2)}, &response).ok());
+  ASSERT_TRUE(WaitForLists(2, /*failed=*/true));
+  EXPECT_EQ(TenantNames().size(), 2u);
+  EXPECT_EQ(server_->reconciles(), 0);
+  std::lock_guard lock(errors_mu_);
+  ASSERT_FALSE(errors_.empty());
+  EXPECT_THAT(errors_[0], HasSubstr("PodResources List on " + PodResourcesSocket()));
+  EXPECT_THAT(errors_[0], HasSubstr("no slot released"));
+}
+
+// A restarted plugin adopts the slots of its checkpoint: they stay in the node registry, and an
+// Allocate of an adopted device leaves the adopted slot first, as it did before the restart.
+TEST_F(DevicePluginTest, ARestartedPluginAdoptsItsSlotsFromTheCheckpoint) {
+  StartPlugin();
+  dppb::AllocateResponse response;
+  ASSERT_TRUE(Allocate({Share(kUuid1, 0), Share(kUuid1, 1)}, &response).ok());
+  server_.reset();
+  plugin_.reset();
+  StartPlugin();
+  EXPECT_THAT(plugin_->Slots(), ::testing::ElementsAre("k8s-dp/" + Share(kUuid1, 0)));
+  std::ifstream tenant_file(options_.state_dir + "/tenants/" + std::string(kUuid1) + "__0");
+  int index = -1;
+  tenant_file >> index;
+  EXPECT_EQ(index, 0);
+  ASSERT_TRUE(Allocate({Share(kUuid1, 1)}, &response).ok());
+  std::vector<node::TenantStatus> tenants = Tenants();
+  ASSERT_EQ(tenants.size(), 1u);
+  EXPECT_EQ(tenants[0].name, "k8s-dp/" + Share(kUuid1, 1));
+  EXPECT_EQ(tenants[0].share, 250);
+}
+
+TEST_F(DevicePluginTest, ACorruptCheckpointIsAnErrorNamingTheFileAndField) {
+  fs::create_directories(options_.state_dir);
+  const std::string path = options_.state_dir + "/checkpoint.json";
+  std::ofstream(path) << R"({"version": 1, "slots": [{"tenant": "k8s-dp/x", "devices": ["x"], "gpus": [0],
+                             "mem_bytes": 1, "share": 250, "account": "a", "workload": "w"}]})";
+  auto plugin = SharePlugin::Open(options_);
+  ASSERT_FALSE(plugin.ok());
+  EXPECT_EQ(plugin.status().code(), StatusCode::kDataLoss);
+  EXPECT_THAT(plugin.status().message(), HasSubstr("checkpoint '" + path + "': slots[0].index: missing"));
+  std::ofstream(path) << "{not json";
+  plugin = SharePlugin::Open(options_);
+  ASSERT_FALSE(plugin.ok());
+  EXPECT_THAT(plugin.status().message(), HasSubstr("checkpoint '" + path + "': not a version 1 checkpoint"));
+  EXPECT_TRUE(Tenants().empty());
 }
 
 }  // namespace

@@ -10,6 +10,9 @@
 #include <mutex>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "src/integrations/k8s/checkpoint.h"
 #include "tessera/enforce/nvml.h"
 #include "tessera/enforce/segment.h"
 #include "tessera/node/launcher.h"
@@ -20,7 +23,10 @@
 namespace tessera::k8s {
 namespace {
 
+using json = nlohmann::json;
+
 constexpr char kSeparator[] = "::";
+constexpr int kCheckpointVersion = 1;
 
 struct Gpu {
   std::string uuid;
@@ -69,7 +75,14 @@ struct SharePlugin::State {
   std::vector<Gpu> gpus;
   std::map<std::string, std::pair<int, int>> devices;  // id -> (gpu, k)
   std::map<std::string, std::string> holder;           // device id -> tenant of its slot
-  std::map<std::string, std::vector<std::string>> slots;  // tenant -> its device ids
+  struct Slot {
+    std::vector<std::string> ids;
+    node::TenantRequest tenant;
+    int index = -1;
+    std::chrono::steady_clock::time_point made;
+  };
+  std::map<std::string, Slot> slots;  // by tenant
+  std::string checkpoint_path;
 
   std::string Id(int gpu, int k) const { return gpus[gpu].uuid + kSeparator + std::to_string(k); }
 
@@ -89,11 +102,59 @@ struct SharePlugin::State {
     return options.state_dir + "/tenants/" + name;
   }
 
+  // Leaves the slot; the checkpoint is the caller's (one write per change).
   void Leave(const std::string& tenant) {
     (void)node.LeaveTenant(tenant, Member());
     std::remove(TenantFile(tenant).c_str());
-    for (const std::string& id : slots[tenant]) holder.erase(id);
+    for (const std::string& id : slots[tenant].ids) holder.erase(id);
     slots.erase(tenant);
+  }
+
+  Status WriteCheckpoint() const {
+    json list = json::array();
+    for (const auto& [name, slot] : slots) {
+      const node::TenantRequest& t = slot.tenant;
+      list.push_back({{"tenant", name}, {"devices", slot.ids}, {"index", slot.index}, {"gpus", t.gpus},
+                      {"mem_bytes", t.mem_bytes}, {"share", t.share}, {"account", t.account},
+                      {"workload", t.workload}});
+    }
+    return k8s::WriteCheckpoint(checkpoint_path, kCheckpointVersion,
+                                {{"resource_name", options.resource_name}, {"slots", list}});
+  }
+
+  // Reads the checkpoint (none: nothing to adopt) and joins its slots again (see the header).
+  Status Recover() {
+    TESSERA_ASSIGN_OR_RETURN(std::optional<json> doc, ReadCheckpoint(checkpoint_path, kCheckpointVersion, "slots"));
+    if (!doc) return Status::Ok();
+    const std::string& path = checkpoint_path;
+    for (size_t i = 0; i < (*doc)["slots"].size(); ++i) {
+      const json& j = (*doc)["slots"][i];
+      const std::string at = "slots[" + std::to_string(i) + "]";
+      Slot slot;
+      TESSERA_ASSIGN_OR_RETURN(slot.tenant.name, CheckpointField<std::string>(path, j, at, "tenant"));
+      TESSERA_ASSIGN_OR_RETURN(slot.ids, CheckpointField<std::vector<std::string>>(path, j, at, "devices"));
+      TESSERA_ASSIGN_OR_RETURN(slot.index, CheckpointField<int>(path, j, at, "index"));
+      TESSERA_ASSIGN_OR_RETURN(slot.tenant.gpus, CheckpointField<std::vector<int>>(path, j, at, "gpus"));
+      TESSERA_ASSIGN_OR_RETURN(slot.tenant.mem_bytes, CheckpointField<uint64_t>(path, j, at, "mem_bytes"));
+      TESSERA_ASSIGN_OR_RETURN(slot.tenant.share, CheckpointField<int>(path, j, at, "share"));
+      TESSERA_ASSIGN_OR_RETURN(slot.tenant.account, CheckpointField<std::string>(path, j, at, "account"));
+      TESSERA_ASSIGN_OR_RETURN(slot.tenant.workload, CheckpointField<std::string>(path, j, at, "workload"));
+      if (slot.ids.empty()) return CheckpointError(path, at + ".devices", "empty");
+      for (int g : slot.tenant.gpus) {
+        if (g < 0 || g >= static_cast<int>(gpus.size())) {
+          return CheckpointError(path, at + ".gpus", "GPU " + std::to_string(g) + " is not one of the " +
+                                                         std::to_string(gpus.size()) + " GPUs NVML lists");
+        }
+      }
+      StatusOr<int> index = node.Join(slot.tenant, Member());
+      if (!index.ok()) return CheckpointError(path, at, "joining it again: " + std::string(index.status().message()));
+      slot.index = *index;
+      TESSERA_RETURN_IF_ERROR(WriteFileAtomically(TenantFile(slot.tenant.name), std::to_string(*index) + "\n"));
+      slot.made = std::chrono::steady_clock::now();
+      for (const std::string& id : slot.ids) holder[id] = slot.tenant.name;
+      slots[slot.tenant.name] = std::move(slot);
+    }
+    return WriteCheckpoint();
   }
 };
 
@@ -118,6 +179,8 @@ StatusOr<std::unique_ptr<SharePlugin>> SharePlugin::Open(const SharePluginOption
     for (int k = 0; k < options.shares_per_gpu; ++k) state->devices[state->Id(g, k)] = {g, k};
   }
   TESSERA_RETURN_IF_ERROR(MakeDirs(options.state_dir + "/tenants"));
+  state->checkpoint_path = options.state_dir + "/checkpoint.json";
+  TESSERA_RETURN_IF_ERROR(state->Recover());
   return std::unique_ptr<SharePlugin>(new SharePlugin(std::move(state)));
 }
 
@@ -235,6 +298,7 @@ StatusOr<ShareAllocation> SharePlugin::Allocate(const std::vector<std::string>& 
     if (auto h = s.holder.find(id); h != s.holder.end()) earlier.insert(h->second);
   }
   for (const std::string& tenant : earlier) s.Leave(tenant);
+  if (!earlier.empty()) (void)s.WriteCheckpoint();  // rewritten below too, once the new slot is made
   TESSERA_ASSIGN_OR_RETURN(int index, s.node.Join(t, s.Member()));
   auto fail = [&](const Status& st) -> Status {
     (void)s.node.LeaveTenant(t.name, s.Member());
@@ -263,16 +327,38 @@ StatusOr<ShareAllocation> SharePlugin::Allocate(const std::vector<std::string>& 
       out.devices.push_back(*own);
     }
   }
-  s.slots[t.name] = ids;
+  s.slots[t.name] = {.ids = ids, .tenant = t, .index = index, .made = std::chrono::steady_clock::now()};
   for (const std::string& id : ids) s.holder[id] = t.name;
+  // Fail closed: a slot the checkpoint does not name would be forgotten by a restarted plugin.
+  if (Status st = s.WriteCheckpoint(); !st.ok()) {
+    s.slots.erase(t.name);
+    for (const std::string& id : ids) s.holder.erase(id);
+    return fail(st);
+  }
   return out;
 }
 
 std::vector<std::string> SharePlugin::Slots() const {
   std::lock_guard lock(state_->mu);
   std::vector<std::string> out;
-  for (const auto& [tenant, ids] : state_->slots) out.push_back(tenant);
+  for (const auto& [tenant, slot] : state_->slots) out.push_back(tenant);
   return out;
 }
+
+std::vector<std::string> SharePlugin::Release(const std::set<std::string>& live, std::chrono::milliseconds grace) {
+  std::lock_guard lock(state_->mu);
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<std::string> gone;
+  for (const auto& [tenant, slot] : state_->slots) {
+    if (now - slot.made < grace) continue;
+    const bool held = std::any_of(slot.ids.begin(), slot.ids.end(), [&](const std::string& id) { return live.count(id); });
+    if (!held) gone.push_back(tenant);
+  }
+  for (const std::string& tenant : gone) state_->Leave(tenant);
+  if (!gone.empty()) (void)state_->WriteCheckpoint();  // a failed write: the next change writes again
+  return gone;
+}
+
+std::string SharePlugin::checkpoint_path() const { return state_->checkpoint_path; }
 
 }  // namespace tessera::k8s

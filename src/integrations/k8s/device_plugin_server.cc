@@ -12,12 +12,15 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "podresources/v1/api.grpc.pb.h"
 #include "src/integrations/k8s/grpc_unix.h"
 
 namespace dppb = ::v1beta1;
+namespace prpb = ::v1;
 
 namespace tessera::k8s {
 namespace {
@@ -159,6 +162,7 @@ struct SharePluginServer::Impl {
   bool registered = false;
   bool failing = false;  // the last Register failed, and it was logged
   std::atomic<int> registrations{0};
+  std::atomic<int> reconciles{0}, failed_reconciles{0};
   std::mutex mu;  // the watcher's stop flag
   std::condition_variable cv;
   bool stop = false;
@@ -213,8 +217,43 @@ struct SharePluginServer::Impl {
     }
   }
 
+  // PodResources List -> SharePlugin::Release; a failed List releases nothing.
+  void Reconcile() {
+    auto channel = grpc::CreateChannel("unix:" + options.pod_resources_socket, grpc::InsecureChannelCredentials());
+    auto stub = prpb::PodResourcesLister::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + options.register_timeout);
+    prpb::ListPodResourcesResponse response;
+    grpc::Status s = stub->List(&context, prpb::ListPodResourcesRequest(), &response);
+    if (!s.ok()) {
+      ++failed_reconciles;
+      const std::string line = "PodResources List on " + options.pod_resources_socket + ": " + s.error_message() +
+                               " (no slot released; tried again in the next period)";
+      if (options.error_log) {
+        options.error_log(line);
+      } else {
+        std::fprintf(stderr, "tessera k8s device-plugin: %s\n", line.c_str());
+      }
+      return;
+    }
+    std::set<std::string> live;
+    const std::string& resource = plugin->options().resource_name;
+    for (const prpb::PodResources& pod : response.pod_resources()) {
+      for (const prpb::ContainerResources& c : pod.containers()) {
+        for (const prpb::ContainerDevices& d : c.devices()) {
+          if (d.resource_name() == resource) live.insert(d.device_ids().begin(), d.device_ids().end());
+        }
+      }
+    }
+    for (const std::string& tenant : plugin->Release(live, options.release_grace)) {
+      Log("released slot " + tenant + ": no live container holds its devices (PodResources List)");
+    }
+    ++reconciles;
+  }
+
   void Watch() {
     auto last_health = std::chrono::steady_clock::now();
+    auto last_reconcile = std::chrono::steady_clock::now();
     std::unique_lock lock(mu);
     while (!cv.wait_for(lock, options.watch_period, [this] { return stop; })) {
       lock.unlock();
@@ -238,6 +277,11 @@ struct SharePluginServer::Impl {
           Log("GPU health changed; sending the device list again");
           changes->Bump();
         }
+      }
+      if (options.reconcile_period.count() > 0 &&
+          std::chrono::steady_clock::now() - last_reconcile >= options.reconcile_period) {
+        last_reconcile = std::chrono::steady_clock::now();
+        Reconcile();
       }
       lock.lock();
     }
@@ -281,5 +325,7 @@ void SharePluginServer::Shutdown() {
 
 std::string SharePluginServer::socket() const { return impl_->socket; }
 int SharePluginServer::registrations() const { return impl_->registrations.load(); }
+int SharePluginServer::reconciles() const { return impl_->reconciles.load(); }
+int SharePluginServer::failed_reconciles() const { return impl_->failed_reconciles.load(); }
 
 }  // namespace tessera::k8s

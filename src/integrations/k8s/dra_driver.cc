@@ -7,12 +7,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "src/integrations/k8s/checkpoint.h"
 #include "tessera/enforce/segment.h"
 #include "tessera/integrations/k8s/container_edits.h"
 #include "tessera/integrations/k8s/names.h"
@@ -168,8 +167,7 @@ struct DraDriver::State {
       claims.push_back(
           {{"uid", uid}, {"namespace", p.ref.ns}, {"name", p.ref.name}, {"slots", slots}, {"pods", p.pods}});
     }
-    const json doc = {{"version", kCheckpointVersion}, {"driver", kDriverName}, {"claims", claims}};
-    return WriteFileAtomically(checkpoint_path, doc.dump(1) + "\n");
+    return k8s::WriteCheckpoint(checkpoint_path, kCheckpointVersion, {{"driver", kDriverName}, {"claims", claims}});
   }
 
   long Member() const { return options.member_pid > 0 ? options.member_pid : static_cast<long>(::getpid()); }
@@ -309,16 +307,10 @@ struct DraDriver::State {
 
   // Reads the checkpoint (none: nothing to adopt) and joins its slots again.
   Status Recover() {
-    std::ifstream in(checkpoint_path);
-    if (!in) return Status::Ok();
-    std::stringstream text;
-    text << in.rdbuf();
-    json doc = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    TESSERA_ASSIGN_OR_RETURN(std::optional<json> read, ReadCheckpoint(checkpoint_path, kCheckpointVersion, "claims"));
+    if (!read) return Status::Ok();
+    const json& doc = *read;
     const std::string bad = "checkpoint '" + checkpoint_path + "': ";
-    if (!doc.is_object() || doc.value("version", 0) != kCheckpointVersion || !doc.contains("claims") ||
-        !doc["claims"].is_array()) {
-      return DataLossError(bad + "not a version " + std::to_string(kCheckpointVersion) + " checkpoint");
-    }
     for (const json& c : doc["claims"]) {
       Prepared p;
       try {

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -25,6 +26,7 @@ struct DevicePluginFlags {
   std::string fake_gpus;
   int health_interval_s = 10;
   int watch_interval_ms = 1000;
+  int reconcile_s = 30;
 };
 
 int RunDevicePlugin(DevicePluginFlags flags) {
@@ -35,6 +37,8 @@ int RunDevicePlugin(DevicePluginFlags flags) {
   }
   flags.server.health_period = std::chrono::seconds(flags.health_interval_s);
   flags.server.watch_period = std::chrono::milliseconds(flags.watch_interval_ms);
+  flags.server.reconcile_period = std::chrono::seconds(flags.reconcile_s);
+  flags.server.release_grace = std::chrono::seconds(std::max(flags.reconcile_s, 30));
   flags.server.log = [](const std::string& line) {
     std::printf("tessera k8s device-plugin: %s\n", line.c_str());
     std::fflush(stdout);
@@ -72,7 +76,9 @@ void RegisterK8sDevicePlugin(CLI::App& k8s_app, int* exit_code) {
       "GPU as --shares-per-gpu devices of --resource-name, registers with the kubelet on <socket dir>/kubelet.sock "
       "(again whenever the kubelet restarts), prefers packing shares onto the most used GPU, and at Allocate makes "
       "an enforced slot of the node (memory limit = GPU memory / N per share, compute share = 1000 / N milli per "
-      "share) and returns the shim's environment, mounts and device nodes. A pod asks e.g. "
+      "share) and returns the shim's environment, mounts and device nodes; the slots are kept in "
+      "<state dir>/checkpoint.json (a restarted plugin adopts them) and released when the kubelet's PodResources "
+      "List no longer shows their devices. A pod asks e.g. "
       "`resources.limits: {tessera.io/gpu-share: 3}` for 3/N of a GPU. Runs until SIGINT/SIGTERM.");
   cmd->add_option("--node-dir", flags->plugin.node_dir,
                   "The node directory (segment, leases, tenant registry) the slots go into: the agent's --run-dir "
@@ -94,7 +100,8 @@ void RegisterK8sDevicePlugin(CLI::App& k8s_app, int* exit_code) {
                   "Metering account of every slot: the device plugin API names no pod, so no namespace either")
       ->default_str(flags->plugin.account);
   cmd->add_option("--state-dir", flags->plugin.state_dir,
-                  "Host folder of the slots' tenant files (mounted read-only into the containers); not under "
+                  "Host folder of the slots' tenant files (mounted read-only into the containers) and of "
+                  "checkpoint.json (the slots, adopted by a restarted plugin); not under "
                   "--socket-dir, which the kubelet empties when it starts")
       ->default_str(flags->plugin.state_dir);
   cmd->add_option("--container-dir", flags->plugin.container_dir,
@@ -119,6 +126,15 @@ void RegisterK8sDevicePlugin(CLI::App& k8s_app, int* exit_code) {
                   "Milliseconds between two checks for a restarted kubelet (its socket gone, kubelet.sock new)")
       ->default_str("1000")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--pod-resources-socket", flags->server.pod_resources_socket,
+                  "The kubelet's PodResources socket (podresources/v1 List): which devices live containers hold")
+      ->default_str(flags->server.pod_resources_socket);
+  cmd->add_option("--reconcile-s", flags->reconcile_s,
+                  "Seconds between two PodResources List calls; a slot none of whose devices a live container holds "
+                  "(and older than max(this, 30 s)) is released; a List that fails releases nothing and is "
+                  "reported on stderr. 0: never (a slot is then left only when its devices are allocated again)")
+      ->default_str("30")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([flags, exit_code] { *exit_code = RunDevicePlugin(*flags); });
 }
 

@@ -37,13 +37,33 @@
 // An unknown id is INVALID_ARGUMENT naming it: "device 'GPU-x::9': not a device of this plugin
 // (tessera.io/gpu-share: <uuid>::0..<uuid>::9 of 2 GPUs)".
 //
+// Release. The v1beta1 API has no deallocation, so the plugin learns that a container ended from
+// the kubelet's PodResources API (device_plugin_server.h calls List periodically): Release(live)
+// leaves every slot none of whose device ids is in `live` (the ids of this resource that live
+// containers hold) and that is at least `grace` old (a slot just allocated may not be in the
+// kubelet's answer yet). Example: slots a = {U::0, U::1}, b = {U::2}; Release({U::1}, 0) leaves b
+// (its tenant leaves the node registry, its tenant file goes) and returns {"k8s-dp/U::2"}.
+//
+// Checkpoint. Every change of the slots (Allocate, a slot left, Release) writes
+// <state dir>/checkpoint.json atomically (src/integrations/k8s/checkpoint.h):
+//   {"version": 1, "resource_name": "tessera.io/gpu-share", "slots": [{"tenant": "k8s-dp/U::0",
+//    "devices": ["U::0", "U::1"], "index": 0, "gpus": [0], "mem_bytes": 20268 MiB, "share": 500,
+//    "account": "kubernetes", "workload": "k8s-device-plugin"}]}
+// Open reads it and joins each slot again (node::NodeDir::Join, this process as member; the
+// tenant file is written again, with the index the node gives now), so a restarted plugin keeps
+// the limits of running containers, releases them later and treats an Allocate of an adopted
+// device as before (the earlier slot is left first). A checkpoint it cannot read fails Open with
+// DATA_LOSS naming the file and field: "checkpoint '/s/checkpoint.json': slots[0].index: missing".
+//
 // Thread-safety: every method may be called from several threads (one mutex; the node directory
 // has its own file lock against other processes).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,6 +121,10 @@ class SharePlugin {
   StatusOr<ShareAllocation> Allocate(const std::vector<std::string>& device_ids);
   // Slots this process holds now (tenant names).
   std::vector<std::string> Slots() const;
+  // Leaves the slots no live container holds (above); returns their tenants.
+  std::vector<std::string> Release(const std::set<std::string>& live, std::chrono::milliseconds grace);
+  // <state dir>/checkpoint.json.
+  std::string checkpoint_path() const;
 
   struct State;
 

@@ -14,6 +14,11 @@
 //   4. A kubelet that restarts deletes every socket in its folder and creates kubelet.sock anew. A
 //      watcher (every watch_period) sees the plugin's socket gone, or kubelet.sock replaced (another
 //      inode), or the last Register failed, and starts over at 1 (a new server: the old streams end).
+//   5. Every reconcile_period the watcher calls the kubelet's PodResourcesLister.List
+//      (podresources/v1, on pod_resources_socket) and releases the slots none of whose devices a
+//      live container holds (SharePlugin::Release, slots younger than release_grace kept). A List
+//      that fails (no socket, an error, the deadline) releases nothing, so that the limits of
+//      running pods are never dropped on a guess; it is reported through `error_log`.
 // Errors: an Allocate that fails answers INVALID_ARGUMENT / FAILED_PRECONDITION with
 // SharePlugin's message (the kubelet then fails the pod: fail closed); a handler never lets an
 // exception out (INTERNAL). Register's failure is reported through `log` and retried.
@@ -42,8 +47,12 @@ struct SharePluginServerOptions {
   std::string socket_name = "tessera-gpu-share.sock";
   std::chrono::milliseconds watch_period{1000};
   std::chrono::milliseconds health_period{10000};
-  std::chrono::milliseconds register_timeout{5000};
-  std::function<void(const std::string&)> log;  // one line per event; null: stderr
+  std::chrono::milliseconds register_timeout{5000};  // and List's deadline
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::chrono::milliseconds reconcile_period{30000};  // 0: never call List (slots left only by Allocate)
+  std::chrono::milliseconds release_grace{30000};     // a slot this young is not released
+  std::function<void(const std::string&)> log;        // one line per event; null: stderr
+  std::function<void(const std::string&)> error_log;  // one line per failed List; null: stderr
 };
 
 class SharePluginServer {
@@ -60,6 +69,9 @@ class SharePluginServer {
   std::string socket() const;
   // Successful Register calls so far.
   int registrations() const;
+  // PodResources List calls so far that answered, and that failed.
+  int reconciles() const;
+  int failed_reconciles() const;
 
   struct Impl;
 
