@@ -146,8 +146,14 @@ int main(int argc, char** argv) {
   std::cerr << "fleet_load: " << o.agents << " node tokens and registrations ..." << std::flush;
   for (int i = 0; i < o.agents; ++i) {
     const std::string node = NodeName(i);
+    // The admin token has the per-token rate limit (200/s, burst 400): a quick daemon is waited
+    // for (Retry-After), not failed.
     auto r = admin.Post("/v1/tokens", Auth(o.token), json{{"role", "node-agent"}, {"node", node}}.dump(),
                         "application/json");
+    while (r && r->status == 429) {
+      std::this_thread::sleep_for(std::chrono::seconds(std::max(1, std::atoi(r->get_header_value("Retry-After").c_str()))));
+      r = admin.Post("/v1/tokens", Auth(o.token), json{{"role", "node-agent"}, {"node", node}}.dump(), "application/json");
+    }
     if (!r || r->status != 201) {
       std::cerr << "\nfleet_load: POST /v1/tokens for " << node << ": "
                 << (r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error())) << "\n";

@@ -153,8 +153,14 @@ void ControlPlane::Impl::UpdateGauges() {
   int ready = 0, cordoned = 0;
   for (const auto& v : live->nodes()) {
     (v.state == sched::NodeState::kReady ? ready : cordoned)++;
+    std::vector<double>& published = gpu_allocated_published[v.name];
     for (size_t g = 0; g < v.gpu_free_milli.size(); ++g) {
-      m.gpu_allocated_milli->Set({v.name, std::to_string(g)}, 1000.0 - v.gpu_free_milli[g]);
+      const double allocated = 1000.0 - v.gpu_free_milli[g];
+      if (g >= published.size() || published[g] != allocated) {
+        m.gpu_allocated_milli->Set({v.name, std::to_string(g)}, allocated);
+        if (g >= published.size()) published.resize(g + 1, -1.0);
+        published[g] = allocated;
+      }
       if (v.state == sched::NodeState::kReady && v.gpu_free_milli[g] >= 1000) ++point.idle_gpus;
     }
   }

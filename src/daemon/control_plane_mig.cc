@@ -35,9 +35,17 @@ std::vector<api::DesiredGpu> ControlPlane::Impl::DesiredMigLayouts(const std::st
   const placement::NodeSpec& spec = node.spec;
   if (!spec.mig || spec.gpu_count <= 0) return out;
   const MigGeometry& geometry = *spec.mig;
-  std::string field;
-  StatusOr<NodeInventory> inv = DecodeNodeInventory(name, node.record.inventory_json, catalog, &field);
-  if (!inv.ok()) return out;
+  auto cached = mig_inventory_cache.find(name);
+  if (cached == mig_inventory_cache.end() || cached->second.first != node.record.inventory_json) {
+    std::string field;
+    StatusOr<NodeInventory> decoded = DecodeNodeInventory(name, node.record.inventory_json, catalog, &field);
+    if (!decoded.ok()) {
+      if (cached != mig_inventory_cache.end()) mig_inventory_cache.erase(cached);
+      return out;
+    }
+    cached = mig_inventory_cache.insert_or_assign(name, std::make_pair(node.record.inventory_json, *std::move(decoded))).first;
+  }
+  const NodeInventory* inv = &cached->second.second;
   std::vector<partition::MigGpuState> gpus(static_cast<size_t>(spec.gpu_count));
   auto add = [&](partition::MigGpuState& g, const partition::MigInstance& inst, bool in_use) {
     for (size_t k = 0; k < g.current.size(); ++k)

@@ -1047,6 +1047,19 @@ TEST_F(ControlPlaneTest, AMigNodesDesiredStateCarriesTheLayoutItsPlacedWorkNeeds
   EXPECT_EQ(Workload(big)["state"], "running");
 }
 
+// Issue 32 (serve's CPU with a fleet): a MIG node's decoded inventory is kept between its
+// agent's rounds; each re-registration with other instances is seen by the next desired state.
+TEST_F(ControlPlaneTest, AMigNodesNextDesiredStateSeesTheInstancesOfEachReRegistration) {
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 1, "H100-80GB", true, true, json::array({{{"profile", "1g.10gb"}, {"start", 0}}}));
+  EXPECT_EQ(Ok("GET", "/v1/nodes/n1/desired", "", agent)["gpus"][0]["mig_layout"], "1g.10gb@0");
+  EXPECT_EQ(Ok("GET", "/v1/nodes/n1/desired", "", agent)["gpus"][0]["mig_layout"], "1g.10gb@0");
+  RegisterNode(agent, "n1", 1, "H100-80GB", true, true, json::array({{{"profile", "3g.40gb"}, {"start", 4}}}));
+  EXPECT_EQ(Ok("GET", "/v1/nodes/n1/desired", "", agent)["gpus"][0]["mig_layout"], "3g.40gb@4");
+  RegisterNode(agent, "n1", 1, "H100-80GB", true, true, json::array());
+  EXPECT_EQ(Ok("GET", "/v1/nodes/n1/desired", "", agent)["gpus"][0]["mig_layout"], "");
+}
+
 TEST_F(ControlPlaneTest, WithoutReconfigureMigWorkWaitsWithAReasonThatSaysSoAndTheDesiredLayoutIsThePlanners) {
   Tenant("a");
   const std::string agent = Token("node-agent");
@@ -1424,6 +1437,24 @@ TEST_F(ControlPlaneTest, MetricsCarryTheQueueAndTheTenantsAllocation) {
   EXPECT_THAT(text, HasSubstr("tessera_gpu_allocated_milli{node=\"n1\",gpu=\"0\"} 1000"));
   EXPECT_THAT(text, HasSubstr("tessera_api_requests_total{route=\"POST /v1/workloads\",code=\"201\"} 2"));
   EXPECT_THAT(text, HasSubstr("tessera_nodes{state=\"ready\"} 1"));
+}
+
+// Issue 32 (serve's CPU with a fleet): a GPU's allocation series is written only when it
+// changed; one that goes back to 0 (its workload finished) and up again is still seen each time.
+TEST_F(ControlPlaneTest, AGpusAllocationSeriesFollowsItsWorkloadsThroughFinishAndStart) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 1);
+  const int64_t first = Submit("a", kAdmin);
+  Cycle();
+  const std::string series = "tessera_gpu_allocated_milli{node=\"n1\",gpu=\"0\"} ";
+  EXPECT_THAT(Call("GET", "/metrics", "", "").body, HasSubstr(series + "1000"));
+  Ok("POST", "/v1/nodes/n1/heartbeat", json{{"finished", {{{"id", first}, {"exit_code", 0}}}}}.dump(), agent);
+  Cycle();
+  EXPECT_THAT(Call("GET", "/metrics", "", "").body, HasSubstr(series + "0\n"));
+  Submit("a", kAdmin);
+  Cycle();
+  EXPECT_THAT(Call("GET", "/metrics", "", "").body, HasSubstr(series + "1000"));
 }
 
 TEST_F(ControlPlaneTest, APatchChangesARunningWorkloadsLimitAndShareAndTheNodeSeesIt) {
