@@ -17,7 +17,7 @@
 // Prints the offered and achieved rates, heartbeat latency p50/p99/max (ms, client side), the
 // non-2xx count, and with --serve-pid the daemon's CPU over the window (utime + stime from
 // /proc/PID/stat, in % of one core). Worked example (2-core VM, 1,000 agents, 60 s):
-//   agents 1000  rounds 59,6xx  heartbeat p50 0.4 ms  p99 2.1 ms ...  serve cpu 14.2 % of one core
+//   agents 1000  rounds 59,6xx  heartbeat p50 0.4 ms  p99 2.1 ms ...  serve cpu 21.8 % of one core
 #include <sys/time.h>
 #include <unistd.h>
 

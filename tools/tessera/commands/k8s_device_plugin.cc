@@ -14,6 +14,7 @@
 #include "tessera/node/node_dir.h"
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
+#include "tools/tessera/commands/k8s_flags.h"
 
 namespace tessera::cli {
 namespace {
@@ -80,9 +81,11 @@ void RegisterK8sDevicePlugin(CLI::App& k8s_app, int* exit_code) {
       "<state dir>/checkpoint.json (a restarted plugin adopts them) and released when the kubelet's PodResources "
       "List no longer shows their devices. A pod asks e.g. "
       "`resources.limits: {tessera.io/gpu-share: 3}` for 3/N of a GPU. Runs until SIGINT/SIGTERM.");
-  cmd->add_option("--node-dir", flags->plugin.node_dir,
-                  "The node directory (segment, leases, tenant registry) the slots go into: the agent's --run-dir "
-                  "(default: TESSERA_RUN_DIR, else $XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>)");
+  AddContainerFlags(cmd, {.node_dir = &flags->plugin.node_dir,
+                          .container_dir = &flags->plugin.container_dir,
+                          .dev_dir = &flags->plugin.dev_dir,
+                          .shim_path = &flags->plugin.shim_path,
+                          .fake_gpus = &flags->fake_gpus});
   cmd->add_option("--socket-dir", flags->server.socket_dir,
                   "The kubelet's device-plugins folder: the plugin's socket goes there, kubelet.sock is there")
       ->default_str(flags->server.socket_dir);
@@ -104,20 +107,8 @@ void RegisterK8sDevicePlugin(CLI::App& k8s_app, int* exit_code) {
                   "checkpoint.json (the slots, adopted by a restarted plugin); not under "
                   "--socket-dir, which the kubelet empties when it starts")
       ->default_str(flags->plugin.state_dir);
-  cmd->add_option("--container-dir", flags->plugin.container_dir,
-                  "Where the shim and the node's policy/counters/leases files appear inside the container")
-      ->default_str(flags->plugin.container_dir);
-  cmd->add_option("--dev-dir", flags->plugin.dev_dir,
-                  "Host folder of the NVIDIA device nodes (nvidiactl, nvidia-uvm, nvidia<minor>) given to the "
-                  "containers; \"\" adds none (left to the NVIDIA container toolkit)")
-      ->default_str(flags->plugin.dev_dir);
-  cmd->add_option("--shim", flags->plugin.shim_path,
-                  "Host path of libtessera-shim.so, bind-mounted into the containers (default: next to the "
-                  "tessera executable, ../lib/libtessera-shim.so)");
   cmd->add_option("--nvml", flags->plugin.nvml_library, "NVML library: the GPUs, their memory, UUIDs and health")
       ->default_str(flags->plugin.nvml_library);
-  cmd->add_option("--fake-gpus", flags->fake_gpus,
-                  "Use the in-tree fake NVML with these GPUs (tests): MODEL:COUNT[:mig],... (e.g. A100-40GB:2)");
   cmd->add_option("--health-interval", flags->health_interval_s,
                   "Seconds between two readings of the GPUs' health from NVML; a change is sent to the kubelet")
       ->default_str("10")

@@ -24,6 +24,7 @@
 #include "tessera/node/node_dir.h"
 #include "tools/tessera/commands/commands.h"
 #include "tools/tessera/commands/common.h"
+#include "tools/tessera/commands/k8s_flags.h"
 #include "tools/tessera/commands/k8s_connect.h"
 
 namespace tessera::cli {
@@ -203,9 +204,11 @@ void RegisterK8sDraDriver(CLI::App& k8s_app, int* exit_code) {
       "on unix sockets; NodePrepareResources reads the ResourceClaim from the API server and turns its allocation "
       "into an enforced slot of the node and a CDI device. Runs until SIGINT/SIGTERM.\n"
       "  In a pod the API server is found from the service account; --server for a test server.");
-  cmd->add_option("--node-dir", flags->driver.node_dir,
-                  "The node directory (segment, leases, tenant registry) the slots go into: the agent's --run-dir "
-                  "(default: TESSERA_RUN_DIR, else $XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>)");
+  AddContainerFlags(cmd, {.node_dir = &flags->driver.node_dir,
+                          .container_dir = &flags->driver.container_dir,
+                          .dev_dir = &flags->driver.dev_dir,
+                          .shim_path = &flags->driver.shim_path,
+                          .fake_gpus = &flags->fake_gpus});
   cmd->add_option("--plugin-dir", flags->plugin.plugin_dir,
                   "Folder of the DRA socket dra.sock and the checkpoint file checkpoint.json")
       ->default_str(flags->plugin.plugin_dir);
@@ -214,21 +217,9 @@ void RegisterK8sDraDriver(CLI::App& k8s_app, int* exit_code) {
       ->default_str(flags->plugin.registry_dir);
   cmd->add_option("--cdi-dir", flags->driver.cdi_dir, "Folder of the CDI spec files, one per prepared claim")
       ->default_str(flags->driver.cdi_dir);
-  cmd->add_option("--container-dir", flags->driver.container_dir,
-                  "Where the shim and the node's policy/counters/leases files appear inside the container")
-      ->default_str(flags->driver.container_dir);
-  cmd->add_option("--dev-dir", flags->driver.dev_dir,
-                  "Host folder of the NVIDIA device nodes (nvidiactl, nvidia-uvm, nvidia<N>) the CDI specs "
-                  "give the containers; \"\" adds none (left to the NVIDIA container toolkit)")
-      ->default_str(flags->driver.dev_dir);
-  cmd->add_option("--shim", flags->driver.shim_path,
-                  "Host path of libtessera-shim.so, bind-mounted into the containers (default: next to the "
-                  "tessera executable, ../lib/libtessera-shim.so)");
   cmd->add_option("--nvml", flags->driver.nvml_library,
                   "NVML library: the GPUs published, and their UUIDs in CUDA_VISIBLE_DEVICES")
       ->default_str(flags->driver.nvml_library);
-  cmd->add_option("--fake-gpus", flags->fake_gpus,
-                  "Use the in-tree fake NVML with these GPUs (tests): MODEL:COUNT[:mig],... (e.g. A100-40GB:2)");
   cmd->add_option("--node-name", flags->node_name,
                   "This node's Kubernetes name: the slices' spec.nodeName and pool (default: $NODE_NAME, else the "
                   "host name)");
