@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "tests/daemon/service_test_store.h"
+
 namespace tessera::daemon {
 namespace {
 
@@ -16,13 +18,8 @@ using ::testing::ElementsAre;
 class AuditServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tessera-audit-service-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto db = store::Open("sqlite:" + (dir_ / "a.db").string());
-    ASSERT_TRUE(db.ok()) << db.status().message();
-    db_ = std::move(*db);
+    OpenServiceTestStore("tessera-audit-service", dir_, db_);
+    ASSERT_NE(db_, nullptr);
     ASSERT_TRUE(db_->Transact([&](store::Transaction& tx) -> Status {
       for (const char* action : {"tenant.create", "token.create", "node.register"})
         TESSERA_RETURN_IF_ERROR(tx.AppendAudit({1000, "tok_admin", action, "x", "200"}).status());

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <map>
 
+#include "tests/daemon/service_test_store.h"
+
 namespace tessera::daemon {
 namespace {
 
@@ -17,13 +19,8 @@ using ::testing::StartsWith;
 class EventServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tessera-event-service-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto db = store::Open("sqlite:" + (dir_ / "t.db").string());
-    ASSERT_TRUE(db.ok()) << db.status().message();
-    db_ = std::move(*db);
+    OpenServiceTestStore("tessera-event-service", dir_, db_);
+    ASSERT_NE(db_, nullptr);
     service_ = std::make_unique<EventService>(*db_, EventFeedOptions{},
                                               [this](std::string_view t) { return ParentOf(t); });
   }

@@ -17,6 +17,7 @@
 
 #include "src/daemon/api_codec.h"
 #include "src/daemon/workload_request.h"
+#include "tests/daemon/service_test_store.h"
 
 namespace tessera::daemon {
 namespace {
@@ -66,13 +67,8 @@ struct FakeScheduler {
 class NodeServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tessera-node-service-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto db = store::Open("sqlite:" + (dir_ / "n.db").string());
-    ASSERT_TRUE(db.ok()) << db.status().message();
-    db_ = std::move(*db);
+    OpenServiceTestStore("tessera-node-service", dir_, db_);
+    ASSERT_NE(db_, nullptr);
     ASSERT_TRUE(db_->Transact([&](store::Transaction& tx) { return tx.CreateTenant({"ml", "", "{}"}); }).ok());
     NodeWorld w;
     w.mu = &mu_;

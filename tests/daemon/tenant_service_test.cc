@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/daemon/service_test_store.h"
+
 namespace tessera::daemon {
 namespace {
 
@@ -23,13 +25,8 @@ using json = nlohmann::json;
 class TenantServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tessera-tenant-service-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto db = store::Open("sqlite:" + (dir_ / "t.db").string());
-    ASSERT_TRUE(db.ok()) << db.status().message();
-    db_ = std::move(*db);
+    OpenServiceTestStore("tessera-tenant-service", dir_, db_);
+    ASSERT_NE(db_, nullptr);
     TenantWorld world;
     world.mu = &mu_;
     world.set_tree = [this](sched::TenantTree tree) -> Status {

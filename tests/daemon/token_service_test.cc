@@ -9,6 +9,8 @@
 #include <chrono>
 #include <filesystem>
 
+#include "tests/daemon/service_test_store.h"
+
 namespace tessera::daemon {
 namespace {
 
@@ -17,13 +19,8 @@ using ::testing::HasSubstr;
 class TokenServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tessera-token-service-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto db = store::Open("sqlite:" + (dir_ / "t.db").string());
-    ASSERT_TRUE(db.ok()) << db.status().message();
-    db_ = std::move(*db);
+    OpenServiceTestStore("tessera-token-service", dir_, db_);
+    ASSERT_NE(db_, nullptr);
     ASSERT_TRUE(db_->Transact([](store::Transaction& tx) { return tx.CreateTenant({.name = "ml", .parent = ""}); }).ok());
     service_ = std::make_unique<TokenService>(
         [this](std::string_view, const std::function<Status(store::Transaction&)>& fn) { return db_->Transact(fn); },

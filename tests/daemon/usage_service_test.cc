@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <map>
 
+#include "tests/daemon/service_test_store.h"
+
 namespace tessera::daemon {
 namespace {
 
@@ -22,13 +24,8 @@ constexpr int64_t kT0 = 1793491200;  // 2026-11-01T00:00:00Z
 class UsageServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tessera-usage-service-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto db = store::Open("sqlite:" + (dir_ / "t.db").string());
-    ASSERT_TRUE(db.ok()) << db.status().message();
-    db_ = std::move(*db);
+    OpenServiceTestStore("tessera-usage-service", dir_, db_);
+    ASSERT_NE(db_, nullptr);
     ASSERT_TRUE(db_->Transact([](store::Transaction& tx) -> Status {
                      TESSERA_RETURN_IF_ERROR(tx.CreateTenant({.name = "acme"}));
                      TESSERA_RETURN_IF_ERROR(tx.CreateTenant({.name = "vision", .parent = "acme"}));

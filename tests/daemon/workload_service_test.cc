@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/daemon/service_test_store.h"
+
 namespace tessera::daemon {
 namespace {
 
@@ -26,13 +28,8 @@ using json = nlohmann::json;
 class WorkloadServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tessera-workload-service-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto db = store::Open("sqlite:" + (dir_ / "w.db").string());
-    ASSERT_TRUE(db.ok()) << db.status().message();
-    db_ = std::move(*db);
+    OpenServiceTestStore("tessera-workload-service", dir_, db_);
+    ASSERT_NE(db_, nullptr);
     // The stand-in tenants, stored too (a workload names its tenant).
     ASSERT_TRUE(db_->Transact([&](store::Transaction& tx) -> Status {
       for (const char* t : {"ml", "cv", "org"}) TESSERA_RETURN_IF_ERROR(tx.CreateTenant({t, "", tenant_specs_.at(t)}));

@@ -26,6 +26,12 @@ using testing::TestSegment;
 constexpr std::uint64_t kLimit = 64 * kMiB;
 constexpr int kCudaOom = 2;
 
+// The whole of a file ("" when there is none): the fake driver's state, a probe's stderr.
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 struct Family {
   const char* name;
   std::string args;     // after "alloc:<name>:"
@@ -89,9 +95,7 @@ TEST(FakeDriverState, RecordsEachProcesssBytesOnItsNodeGpu) {
   ProbeRun r = RunProbe(o, {"init", "alloc:mem:1048576", "alloc:mem:4096", "free:0", "pid"});
   ASSERT_EQ(r.exit_code, 0);
   const long pid = FieldInt(r.Find("pid"), "value");
-  std::ifstream in(state + "/" + std::to_string(pid));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(text, "3 4096\n");
+  EXPECT_EQ(ReadWhole(state + "/" + std::to_string(pid)), "3 4096\n");
 }
 
 // A second copy of the driver loaded from another file name records beside the first
@@ -110,10 +114,7 @@ TEST(FakeDriverState, ASecondCopyOfTheDriverRecordsBesideTheFirst) {
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(FieldInt(r.Find("driver2"), "rc"), 0) << r.Find("driver2");
   const std::string pid = std::to_string(FieldInt(r.Find("pid"), "value"));
-  auto read = [&](const std::string& name) {
-    std::ifstream in(state + "/" + name);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
+  auto read = [&](const std::string& name) { return ReadWhole(state + "/" + name); };
   EXPECT_EQ(read(pid), "0 4096\n");
   EXPECT_EQ(read(pid + ".libcuda-copy.so"), "0 1048576\n");
 }
@@ -423,8 +424,7 @@ TEST(ShimIdentity, TheNodeAssignedTenantWinsOverTheEnvironment) {
   o.stderr_path = t.dir.path() + "/probe.stderr";
   ProbeRun r = RunProbe(o, {"init", "alloc:mem:1048576"});
   EXPECT_EQ(FieldInt(r.Find("alloc"), "rc"), 0) << r.Find("alloc");
-  std::ifstream err_in(o.stderr_path);
-  const std::string err((std::istreambuf_iterator<char>(err_in)), std::istreambuf_iterator<char>());
+  const std::string err = ReadWhole(o.stderr_path);
   EXPECT_NE(err.find("TESSERA_SHIM_TENANT='0' ignored: the node assigned tenant 1"), std::string::npos) << err;
   EXPECT_EQ(t.seg().PeakBytes(1, 0), kMiB);
   EXPECT_EQ(t.seg().PeakBytes(0, 0), 0u);
@@ -451,8 +451,7 @@ TEST(ShimIdentity, AClaimsTenantFileWinsOverTheEnvironment) {
   o.stderr_path = t.dir.path() + "/probe.stderr";
   ProbeRun r = RunProbe(o, {"init", "alloc:mem:1048576"});
   EXPECT_EQ(FieldInt(r.Find("alloc"), "rc"), 0) << r.Find("alloc");
-  std::ifstream err_in(o.stderr_path);
-  const std::string err((std::istreambuf_iterator<char>(err_in)), std::istreambuf_iterator<char>());
+  const std::string err = ReadWhole(o.stderr_path);
   EXPECT_NE(err.find("TESSERA_SHIM_TENANT='0' ignored: '" + tenant_file + "' says tenant 1"), std::string::npos) << err;
   EXPECT_EQ(t.seg().PeakBytes(1, 0), kMiB);
   EXPECT_EQ(t.seg().PeakBytes(0, 0), 0u);
