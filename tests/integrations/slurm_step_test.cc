@@ -114,6 +114,28 @@ TEST(SlurmLimits, RefusesWhatCannotBeSized) {
   EXPECT_EQ(DeriveLimits({.mem_bytes = 1ULL << 30}, 0, 0, 0, 0)->mem_bytes, 1ULL << 30);  // no NVML needed
 }
 
+// Slurm counts shards when it picks a shard job's GPU; a limit above the shards' part would let
+// the tenants Slurm puts on one GPU ask for more than it has.
+TEST(SlurmLimits, OnShardsTheOptionsMayAskForLessThanTheShardsGiveNeverMore) {
+  constexpr uint64_t k80G = 80ULL << 30;
+  StatusOr<TenantLimits> inside = DeriveLimits({.mem_bytes = 40ULL << 30, .share_percent = 50}, 1, 2, 4, k80G);
+  ASSERT_TRUE(inside.ok()) << inside.status().ToString();
+  EXPECT_EQ(inside->mem_bytes, 40ULL << 30);
+  StatusOr<TenantLimits> mem = DeriveLimits({.mem_bytes = 50ULL << 30}, 1, 2, 4, k80G);
+  EXPECT_EQ(mem.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(mem.status().message()),
+              HasSubstr("--gpu-mem: 53687091200 bytes is more than the 2 of GPU 1's 4 shards give (42949672960 "
+                        "bytes); ask for --gres=shard:3 or less memory"));
+  StatusOr<TenantLimits> share = DeriveLimits({.share_percent = 13}, 0, 1, 8, k80G);
+  EXPECT_THAT(std::string(share.status().message()),
+              HasSubstr("--gpu-share: 13 % is more than the 1 of GPU 0's 8 shards give (12 %); ask for "
+                        "--gres=shard:2"));
+  EXPECT_EQ(DeriveLimits({.share_percent = 12}, 0, 1, 8, k80G)->share, 12);
+  EXPECT_EQ(DeriveLimits({.mem_bytes = 1ULL << 30}, 0, 1, 4, 0).status().code(), StatusCode::kFailedPrecondition);
+  // A whole GPU (no shards) may be limited to anything the GPU has.
+  EXPECT_EQ(DeriveLimits({.mem_bytes = 70ULL << 30, .share_percent = 90}, 0, 0, 4, k80G)->share, 90);
+}
+
 // The node side: GPU 0's lease arbiter on a thread, as `tessera node arbiter` runs it.
 class SlurmTaskTest : public ::testing::Test {
  protected:

@@ -10,7 +10,9 @@
 #      the limit on each; a job of two nodes (srun -N2) is confined on each node, in each node's
 #      own node directory;
 #   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50; two
-#      such jobs of two accounts at once share GPU 0 as two tenants of share 50;
+#      such jobs of two accounts at once share GPU 0 as two tenants of share 50; Slurm gives a
+#      shard job the lowest-index GPU with room (first fit); options above the shards' part are
+#      refused;
 #   3. `srun --gpu-mem=abc` and `sbatch --gpu-share=150` are rejected at submit, naming the option;
 #   4. with the node side stopped (no `tessera node arbiter`) or its node directory gone, the task
 #      is refused (fail closed), unless --gpu-isolation=none;
@@ -140,6 +142,44 @@ gpus = json.load(sys.stdin)["gpus"]
 print(" ".join("%d:%s:%d" % (g["gpu"], t["name"].split(".")[0], t["share"]) for g in gpus for t in g["tenants"]))' 2>&1)"
 [ "$got" = "0:physics:50 0:chem:50" ] || [ "$got" = "0:chem:50 0:physics:50" ] ||
   fail "two accounts on one GPU: $got ($status $(cat "$T/status.err"))"
+
+# 2c. Which GPU Slurm gives a shard job (docs/slurm.md "Which GPU"): with GPU 0 holding 2 of its 4
+#     shards and GPU 1 holding 3, a shard:1 job goes to GPU 0, the lowest index with room (first
+#     fit; the least room that fits, best fit, would be GPU 1), and then a shard:2 job cannot
+#     start although best fit would have left GPU 0 two shards. bench/slurm_gpu_choice.cc measures
+#     the rules on a node with mixed load.
+srun -A physics --gres=shard:2 sh -c "echo job=\$SLURM_JOB_ID gpus=\$SLURM_STEP_GPUS > '$T/a.id'; cat '$T/hold'" \
+  > /dev/null 2>&1 &
+held_a=$!
+[ -n "$(job_id_in "$T/a.id")" ] || fail "the shard:2 job did not start"
+srun -A chem --gres=shard:3 sh -c "echo job=\$SLURM_JOB_ID gpus=\$SLURM_STEP_GPUS > '$T/b.id'; cat '$T/hold'" \
+  > /dev/null 2>&1 &
+held_b=$!
+[ -n "$(job_id_in "$T/b.id")" ] || fail "the shard:3 job did not start"
+got="$(sed -n 's/.*gpus=//p' "$T/a.id") $(sed -n 's/.*gpus=//p' "$T/b.id")"
+[ "$got" = "0 1" ] || fail "shard:2 then shard:3 are not on GPUs 0 and 1: $got"
+got="$(srun -A bio --gres=shard:1 sh -c 'echo $SLURM_STEP_GPUS' 2> "$T/c.err")"
+[ "$got" = "0" ] || fail "Slurm gave the shard:1 job GPU '$got', not GPU 0 (first fit): $(cat "$T/c.err")"
+srun -A bio --gres=shard:1 sh -c "echo job=\$SLURM_JOB_ID > '$T/c.id'; cat '$T/hold'" > /dev/null 2>&1 &
+held_c=$!
+[ -n "$(job_id_in "$T/c.id")" ] || fail "the held shard:1 job did not start"
+out="$(srun --immediate=3 -A bio --gres=shard:2 true 2>&1)" &&
+  fail "a shard:2 job started with one shard free on each GPU: $out"
+# (one writer's close ends every reader's cat; write again for one that opened the fifo late)
+for _ in $(seq 1 10); do
+  kill -0 "$held_a" 2> /dev/null || kill -0 "$held_b" 2> /dev/null || kill -0 "$held_c" 2> /dev/null || break
+  timeout 1 sh -c "echo done > '$T/hold'"
+  sleep 0.2
+done
+wait "$held_a" "$held_b" "$held_c" 2> /dev/null || fail "a held shard job failed"
+
+# 2d. On shards the options may ask for less than the shards give, never more: 1 of 4 shards of
+#     the A100-40GB is 10,134 MiB, so --gpu-mem=12GiB is refused with the shards to ask for.
+out="$(srun -A physics --gres=shard:1 --gpu-mem=12GiB true 2>&1)" && fail "--gpu-mem above the shards' part ran: $out"
+grep -q -- "more than the 1 of GPU 0's 4 shards give .*ask for --gres=shard:2" <<< "$out" ||
+  fail "no message naming the shards to ask for: $out"
+srun -A physics --gres=shard:1 --gpu-mem=8GiB --gpu-share=25 true > /dev/null 2>&1 ||
+  fail "--gpu-mem=8GiB --gpu-share=25 inside 1 of 4 shards was refused"
 
 # 3. Bad values are rejected at submit, naming the option.
 out="$(srun --gres=gpu:1 --gpu-mem=abc true 2>&1)" && fail "srun --gpu-mem=abc ran"

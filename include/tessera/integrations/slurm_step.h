@@ -11,7 +11,9 @@
 //       GRES item): SLURM_STEP_GPUS, else SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES.
 //   DeriveLimits      memory limit and compute share of the step's tenant: the options when
 //       given, else the job's shards (SLURM_SHARDS_ON_NODE) out of shards_per_gpu of the GPU,
-//       else the whole GPU.
+//       else the whole GPU. On shards the options may ask for less than the shards' part, never
+//       more: Slurm chooses the GPU of a shard job by counting shards, so the tenants it puts on
+//       one GPU fit it only if each stays inside its shards (docs/slurm.md "Which GPU").
 //   TenantName        the node tenant of a job: "<account>.<job id>" (a sub-tenant per job of
 //       the Slurm account; all tasks and steps of one job on a node share its slot and limit).
 //
@@ -19,7 +21,8 @@
 // node with shards_per_gpu=4 and an 80 GiB GPU; Slurm sets SLURM_STEP_GPUS=1 and
 // SLURM_SHARDS_ON_NODE=2. StepGpus -> [1]; DeriveLimits({}, 1, 2, 4, 80 GiB) -> {gpu 1, 40 GiB,
 // share 50}; TenantName("physics", "42") -> "physics.42". With --gpu-mem=10GiB --gpu-share=25
-// instead: {gpu 1, 10 GiB, share 25}.
+// instead: {gpu 1, 10 GiB, share 25}. With --gpu-mem=50GiB: INVALID_ARGUMENT "... more than the
+// 2 of GPU 1's 4 shards give (42949672960 bytes); ask for --gres=shard:3 or less memory".
 //
 // Thread-safety: pure functions. Ownership: results are values.
 #pragma once
@@ -89,7 +92,8 @@ struct TenantLimits {
   int share = 100;  // compute weight, percent of the GPU
 };
 // See the worked example. INVALID_ARGUMENT when the option asks for more memory than the GPU
-// has (gpu_memory_bytes > 0) or shards are given without shards_per_gpu.
+// has (gpu_memory_bytes > 0), more memory or share than the job's shards give, or shards are
+// given without shards_per_gpu; FAILED_PRECONDITION when the memory to check against is unknown.
 StatusOr<TenantLimits> DeriveLimits(const JobOptions& options, int gpu, int shards_on_node, int shards_per_gpu,
                                     uint64_t gpu_memory_bytes);
 

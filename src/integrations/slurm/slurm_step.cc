@@ -138,10 +138,30 @@ StatusOr<TenantLimits> DeriveLimits(const JobOptions& options, int gpu, int shar
   }
   // A shard request is served from one GPU (control-plane.md §4.5), so shards_on_node <= per GPU.
   const bool by_shards = shards_on_node > 0 && shards_on_node <= shards_per_gpu;
+  const int shard_share = by_shards ? std::max(1, 100 * shards_on_node / shards_per_gpu) : 100;
+  // Slurm places a shard job on a GPU by counting shards (docs/slurm.md "Which GPU"): its choice
+  // keeps the tenants of a GPU inside it only if no job's limit is larger than its shards' part.
+  const std::string shards_text = std::to_string(shards_on_node) + " of GPU " + std::to_string(gpu) + "'s " +
+                                  std::to_string(shards_per_gpu) + " shards";
   if (options.mem_bytes) {
     if (gpu_memory_bytes > 0 && *options.mem_bytes > gpu_memory_bytes) {
       return InvalidArgumentError("--gpu-mem: " + std::to_string(*options.mem_bytes) + " bytes is more than GPU " +
                                   std::to_string(gpu) + "'s " + std::to_string(gpu_memory_bytes));
+    }
+    if (by_shards && gpu_memory_bytes == 0) {
+      return FailedPreconditionError("--gpu-mem with " + shards_text +
+                                     ": the GPU's memory is unknown (not in the node's GPU table, and NVML not "
+                                     "loaded), so the limit cannot be checked against the shards' part");
+    }
+    if (by_shards) {
+      const uint64_t per_shard = gpu_memory_bytes / static_cast<uint64_t>(shards_per_gpu);
+      const uint64_t part = per_shard * static_cast<uint64_t>(shards_on_node);
+      if (*options.mem_bytes > part) {
+        const uint64_t needed = (*options.mem_bytes + per_shard - 1) / per_shard;
+        return InvalidArgumentError("--gpu-mem: " + std::to_string(*options.mem_bytes) + " bytes is more than the " +
+                                    shards_text + " give (" + std::to_string(part) +
+                                    " bytes); ask for --gres=shard:" + std::to_string(needed) + " or less memory");
+      }
     }
     limits.mem_bytes = *options.mem_bytes;
   } else if (gpu_memory_bytes == 0) {
@@ -153,9 +173,15 @@ StatusOr<TenantLimits> DeriveLimits(const JobOptions& options, int gpu, int shar
     limits.mem_bytes = gpu_memory_bytes;
   }
   if (options.share_percent) {
+    if (by_shards && *options.share_percent > shard_share) {
+      const int needed = (*options.share_percent * shards_per_gpu + 99) / 100;
+      return InvalidArgumentError("--gpu-share: " + std::to_string(*options.share_percent) + " % is more than the " +
+                                  shards_text + " give (" + std::to_string(shard_share) +
+                                  " %); ask for --gres=shard:" + std::to_string(needed) + " or a smaller share");
+    }
     limits.share = *options.share_percent;
   } else if (by_shards) {
-    limits.share = std::max(1, 100 * shards_on_node / shards_per_gpu);
+    limits.share = shard_share;
   }
   return limits;
 }
