@@ -444,6 +444,19 @@ Status NodeDir::LeaveTenant(const std::string& name, long member_pid) const {
   return Status::Ok();
 }
 
+Status NodeDir::Relabel(const std::string& name, const std::string& account, const std::string& workload) const {
+  if (::access(paths_.policy.c_str(), F_OK) != 0) return NotFoundError("tenant '" + name + "': no node in " + paths_.dir);
+  FileLock lock(paths_.lock, LOCK_EX);
+  if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
+  TESSERA_ASSIGN_OR_RETURN(std::vector<TenantEntry> tenants, internal::ReadRegistry(paths_.registry));
+  auto it = std::find_if(tenants.begin(), tenants.end(), [&](const TenantEntry& e) { return e.name == name; });
+  if (it == tenants.end()) return NotFoundError("tenant '" + name + "': not in " + paths_.registry);
+  if (it->account == account && it->workload == workload) return Status::Ok();
+  it->account = account;
+  it->workload = workload;
+  return internal::WriteRegistry(paths_.registry, tenants);
+}
+
 Status NodeDir::Prune() const {
   if (::access(paths_.policy.c_str(), F_OK) != 0) return Status::Ok();
   FileLock lock(paths_.lock, LOCK_EX);

@@ -71,6 +71,15 @@ std::vector<api::UsageSample> UsageMeter::Observe(const NodeStatus& status, int6
         it = open_.insert_or_assign(key, std::move(o)).first;
       }
       Open& o = it->second;
+      // Relabelled (NodeDir::Relabel: a slot whose owner became known): what was seen up to the
+      // previous look is billed under the old labels, the rest under the new ones.
+      std::string tenant_label = t.account.empty() ? t.name : t.account;
+      std::string workload_label = t.workload.empty() ? t.name : t.workload;
+      if (o.tenant != tenant_label || o.workload != workload_label) {
+        if (o.last_seen_s > o.from_s || o.charged_ns > 0 || o.launches > 0) out.push_back(Close(o, o.last_seen_s));
+        o.tenant = std::move(tenant_label);
+        o.workload = std::move(workload_label);
+      }
       // Counters only grow while the slot lives; one that went back was reset (a re-added
       // slot, a new arbiter) and counts from zero.
       o.launches += t.launches >= o.launches_seen ? t.launches - o.launches_seen : t.launches;

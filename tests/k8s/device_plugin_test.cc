@@ -71,7 +71,7 @@ class FakePodResources final : public prpb::PodResourcesLister::Service {
     *response = response_;
     return grpc::Status::OK;
   }
-  // One pod "ns/name" with one container holding `ids` of `resource`.
+  // One pod "team-a/pod-<n>" (n from 1) with one container, "main", holding `ids` of `resource`.
   void Set(const std::vector<std::pair<std::string, std::vector<std::string>>>& holdings) {
     std::lock_guard lock(mu_);
     response_.Clear();
@@ -79,7 +79,9 @@ class FakePodResources final : public prpb::PodResourcesLister::Service {
       prpb::PodResources* pod = response_.add_pod_resources();
       pod->set_name("pod-" + std::to_string(response_.pod_resources_size()));
       pod->set_namespace_("team-a");
-      prpb::ContainerDevices* d = pod->add_containers()->add_devices();
+      prpb::ContainerResources* container = pod->add_containers();
+      container->set_name("main");
+      prpb::ContainerDevices* d = container->add_devices();
       d->set_resource_name(resource);
       for (const std::string& id : ids) d->add_device_ids(id);
     }
@@ -408,6 +410,48 @@ TEST_F(DevicePluginTest, ASlotWhoseDevicesLeavePodResourcesListIsReleasedAndOneS
   EXPECT_THAT(checkpoint, HasSubstr(Share(kUuid0, 1)));
   EXPECT_THAT(checkpoint, ::testing::Not(HasSubstr(Share(kUuid1, 0))));
   EXPECT_FALSE(fs::exists(options_.state_dir + "/tenants/" + std::string(kUuid1) + "__0"));
+}
+
+// Tenancy follows Kubernetes': once PodResources names the pod that holds a slot's devices, the
+// slot is billed to the pod's namespace, within a watch period of the Allocate (the reconcile
+// period here is a minute), and a restarted plugin keeps the name.
+TEST_F(DevicePluginTest, ASlotIsBilledToItsPodsNamespaceOnceTheKubeletNamesThePod) {
+  StartPodResources();
+  pod_resources_.Set({{"tessera.io/gpu-share", {Share(kUuid0, 0), Share(kUuid0, 1)}}});
+  StartPlugin(std::chrono::seconds(10), std::chrono::seconds(60));
+  dppb::AllocateResponse response;
+  ASSERT_TRUE(Allocate({Share(kUuid0, 0), Share(kUuid0, 1)}, &response).ok());
+  ASSERT_TRUE(WaitForLists(1));
+  std::string named_account, named_workload;
+  for (int i = 0; i < 200 && named_account != "team-a"; ++i) {
+    for (const node::TenantStatus& t : Tenants()) {
+      if (t.name == "k8s-dp/" + Share(kUuid0, 0)) named_account = t.account, named_workload = t.workload;
+    }
+    if (named_account != "team-a") std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(named_account, "team-a");
+  EXPECT_EQ(named_workload, "team-a/pod-1/main");
+  server_.reset();
+  plugin_.reset();
+  StartPlugin();
+  for (const node::TenantStatus& t : Tenants()) {
+    if (t.name == "k8s-dp/" + Share(kUuid0, 0)) {
+      EXPECT_EQ(t.workload, "team-a/pod-1/main");
+    }
+  }
+  EXPECT_EQ(plugin_->NameOwners({{Share(kUuid0, 1), {"team-a", "pod-1", "main"}}}).size(), 0u);  // already so
+  // A slot is --account's until its pod is named.
+  ASSERT_TRUE(Allocate({Share(kUuid1, 0)}, &response).ok());
+  auto account_of = [&](const std::string& tenant) {
+    for (const node::TenantStatus& t : Tenants()) {
+      if (t.name == tenant) return t.account;
+    }
+    return std::string("(none)");
+  };
+  EXPECT_EQ(account_of("k8s-dp/" + Share(kUuid1, 0)), "team-k8s");
+  EXPECT_THAT(plugin_->NameOwners({{Share(kUuid1, 0), {"team-b", "pod-9", "main"}}}),
+              ::testing::ElementsAre("k8s-dp/" + Share(kUuid1, 0)));
+  EXPECT_EQ(account_of("k8s-dp/" + Share(kUuid1, 0)), "team-b");
 }
 
 // Fail safe: a List that fails says nothing about the pods, so no slot is released (their

@@ -59,6 +59,35 @@ TEST(NodeDir, TenantsGetTheLowestFreeIndexAndJoinByName) {
             "tenant 'a' already runs on GPU(s) 0, not 1 (every member asks for the same GPUs)");
 }
 
+// A node side that learns a slot's owner after making it names it then; index and limit stay.
+TEST(NodeDir, RelabelSetsATenantsMeteringLabelsAndNothingElse) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  const long self = ::getpid();
+  EXPECT_EQ(node.Relabel("a", "team-a", "pod").code(), StatusCode::kNotFound);  // no node yet
+  TenantRequest r = Request("a");
+  r.account = "kubernetes";
+  ASSERT_EQ(node.Join(r, self).value(), 0);
+  ASSERT_EQ(node.Join(Request("b"), self).value(), 1);
+  ASSERT_TRUE(node.Relabel("b", "team-b", "team-b/web-0/server").ok());
+  StatusOr<std::vector<TenantEntry>> live = node.LiveTenants();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_EQ(live->size(), 2u);
+  EXPECT_EQ((*live)[0].account, "kubernetes");
+  EXPECT_EQ((*live)[1].account, "team-b");
+  EXPECT_EQ((*live)[1].workload, "team-b/web-0/server");
+  EXPECT_EQ((*live)[1].index, 1);
+  EXPECT_EQ((*live)[1].mem_bytes, 64u << 20);
+  StatusOr<NodeStatus> status = node.ReadStatus();
+  ASSERT_TRUE(status.ok());
+  ASSERT_EQ(status->gpus.size(), 1u);
+  ASSERT_EQ(status->gpus[0].tenants.size(), 2u);
+  EXPECT_EQ(status->gpus[0].tenants[1].account, "team-b");
+  Status missing = node.Relabel("c", "x", "y");
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  EXPECT_NE(std::string(missing.message()).find("tenant 'c'"), std::string::npos);
+}
+
 // A pod's tenant on GPUs 3 and 1: its limit on each of them and no other GPU, under both GPUs in
 // the status, both in the registry (which earlier versions' single "gpu" still reads); when it
 // goes, both limits return to 0. Bad GPU lists are refused before anything is written.

@@ -57,6 +57,29 @@ TEST(UsageMeterTest, HeaderWorkedExample) {
   EXPECT_TRUE(meter.Observe(NodeStatus{.exists = true}, 1076).empty());
 }
 
+// The header's relabel example: a device-plugin slot named by its devices until the kubelet's
+// PodResources says whose it is (NodeDir::Relabel).
+TEST(UsageMeterTest, ARelabelledTenantBillsWhatCameBeforeUnderTheOldLabels) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 60, .start_s = 900});
+  TenantStatus t{.name = "k8s-dp/U::0", .index = 0, .share = 500, .account = "kubernetes",
+                 .workload = "k8s-device-plugin", .joined_s = 1000};
+  ASSERT_TRUE(meter.Observe(OneTenant(t), 1000).empty());
+  ASSERT_TRUE(meter.Observe(OneTenant(t), 1001).empty());
+  t.account = "team-a";
+  t.workload = "team-a/web-0/server";
+  const auto before = meter.Observe(OneTenant(t), 1002);
+  ASSERT_EQ(before.size(), 1u);
+  EXPECT_EQ(before[0].tenant, "kubernetes");
+  EXPECT_EQ(before[0].workload, "k8s-device-plugin");
+  EXPECT_EQ(before[0].start_s, 1000);
+  EXPECT_EQ(before[0].end_s, 1001);
+  const auto after = meter.Flush(1010);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].tenant, "team-a");
+  EXPECT_EQ(after[0].workload, "team-a/web-0/server");
+  EXPECT_EQ(after[0].start_s, 1001);
+}
+
 // A job on two GPUs (a multi-GPU Slurm step: one tenant under both GPUs in the status) is a source
 // per GPU: one sample for each GPU per period, never an interval closed and reopened at every look
 // (which gave conflicting samples of one seq: `tessera bill` refused the ledger).

@@ -200,6 +200,11 @@ class NodeDir {
   Status AddCommandGroup(long member_pid, long pgid) const;
   // Removes `member_pid` (and `pgid` when > 0) and prunes; reconciles the segment.
   Status Leave(long member_pid, long pgid = 0) const;
+  // Sets the metering labels (TenantRequest::account, workload) of tenant `name`: a node side
+  // that learns who a slot belongs to after it was made (the Kubernetes device plugin, from the
+  // kubelet's PodResources) names the tenant then. A usage meter bills what came before under the
+  // old labels (UsageMeter). Limits, members and index stay. NOT_FOUND when no such tenant.
+  Status Relabel(const std::string& name, const std::string& account, const std::string& workload) const;
   // Removes `member_pid` from tenant `name` only (a supervisor of several tenants, the agent,
   // leaves one of them) and prunes. OK when the tenant or the node does not exist.
   Status LeaveTenant(const std::string& name, long member_pid) const;

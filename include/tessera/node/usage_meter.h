@@ -15,7 +15,11 @@
 // a final one, ending at the last look that saw it, when the tenant has left. The sample's
 // tenant is the registry entry's `account` (else its name) and its workload the entry's
 // `workload` (else its name); seq is the sample's start second (unique per source, and the same
-// after a restart of the meter only for the same interval, which the ledger counts once).
+// after a restart of the meter only for the same interval, which the ledger counts once). An
+// entry relabelled while it runs (NodeDir::Relabel) ends its interval at the previous look under
+// the old labels; the new labels bill from there: k8s-dp/U::0 (account kubernetes) seen at 1000
+// and 1001, relabelled to account team-a before 1002 -> Observe(.., 1002) returns {kubernetes,
+// [1000, 1001)} and team-a's interval starts at 1001.
 //
 // Worked example (period 60 s): "physics.42" (account physics, workload slurm-job-42, share 50,
 // GPU 0) joins at t=1000 and is seen every second; by t=1060 its charge grew by 12 s of GPU time.

@@ -26,6 +26,8 @@ namespace {
 using json = nlohmann::json;
 
 constexpr char kSeparator[] = "::";
+// The workload label of a slot whose pod is not known yet.
+constexpr char kUnnamedWorkload[] = "k8s-device-plugin";
 constexpr int kCheckpointVersion = 1;
 
 struct Gpu {
@@ -291,7 +293,7 @@ StatusOr<ShareAllocation> SharePlugin::Allocate(const std::vector<std::string>& 
   }
   t.share = std::max(t.share, 1);
   t.account = s.options.account;
-  t.workload = "k8s-device-plugin";
+  t.workload = kUnnamedWorkload;  // until PodResources names the pod (NameOwners)
   // A device of an earlier slot: that container is gone (the kubelet gives a device to one at a time).
   std::set<std::string> earlier;
   for (const std::string& id : ids) {
@@ -336,6 +338,38 @@ StatusOr<ShareAllocation> SharePlugin::Allocate(const std::vector<std::string>& 
     return fail(st);
   }
   return out;
+}
+
+std::vector<std::string> SharePlugin::NameOwners(const std::map<std::string, DeviceOwner>& owners) {
+  std::lock_guard lock(state_->mu);
+  State& s = *state_;
+  std::vector<std::string> named;
+  for (auto& [tenant, slot] : s.slots) {
+    const DeviceOwner* owner = nullptr;
+    for (const std::string& id : slot.ids) {
+      if (auto o = owners.find(id); o != owners.end()) {
+        owner = &o->second;
+        break;
+      }
+    }
+    if (owner == nullptr || owner->pod_namespace.empty()) continue;
+    const std::string workload = owner->pod_namespace + "/" + owner->pod + "/" + owner->container;
+    if (slot.tenant.account == owner->pod_namespace && slot.tenant.workload == workload) continue;
+    if (Status st = s.node.Relabel(tenant, owner->pod_namespace, workload); !st.ok()) continue;  // next List
+    slot.tenant.account = owner->pod_namespace;
+    slot.tenant.workload = workload;
+    named.push_back(tenant);
+  }
+  if (!named.empty()) (void)s.WriteCheckpoint();  // a failed write: the next change writes again
+  return named;
+}
+
+bool SharePlugin::AwaitsOwner(std::chrono::milliseconds younger_than) const {
+  std::lock_guard lock(state_->mu);
+  const auto now = std::chrono::steady_clock::now();
+  return std::any_of(state_->slots.begin(), state_->slots.end(), [&](const auto& entry) {
+    return entry.second.tenant.workload == kUnnamedWorkload && now - entry.second.made < younger_than;
+  });
 }
 
 std::vector<std::string> SharePlugin::Slots() const {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -237,13 +238,21 @@ struct SharePluginServer::Impl {
       return;
     }
     std::set<std::string> live;
+    std::map<std::string, SharePlugin::DeviceOwner> owners;
     const std::string& resource = plugin->options().resource_name;
     for (const prpb::PodResources& pod : response.pod_resources()) {
       for (const prpb::ContainerResources& c : pod.containers()) {
         for (const prpb::ContainerDevices& d : c.devices()) {
-          if (d.resource_name() == resource) live.insert(d.device_ids().begin(), d.device_ids().end());
+          if (d.resource_name() != resource) continue;
+          for (const std::string& id : d.device_ids()) {
+            live.insert(id);
+            owners[id] = {.pod_namespace = pod.namespace_(), .pod = pod.name(), .container = c.name()};
+          }
         }
       }
+    }
+    for (const std::string& tenant : plugin->NameOwners(owners)) {
+      Log("slot " + tenant + " is billed to its pod's namespace from now on (PodResources List)");
     }
     for (const std::string& tenant : plugin->Release(live, options.release_grace)) {
       Log("released slot " + tenant + ": no live container holds its devices (PodResources List)");
@@ -278,8 +287,11 @@ struct SharePluginServer::Impl {
           changes->Bump();
         }
       }
+      // A slot just allocated is named after its pod at the next watch, not a period later.
+      const auto since = std::chrono::steady_clock::now() - last_reconcile;
       if (options.reconcile_period.count() > 0 &&
-          std::chrono::steady_clock::now() - last_reconcile >= options.reconcile_period) {
+          (since >= options.reconcile_period ||
+           (since >= options.watch_period && plugin->AwaitsOwner(options.naming_window)))) {
         last_reconcile = std::chrono::steady_clock::now();
         Reconcile();
       }

@@ -100,7 +100,7 @@ void RegisterK8sDevicePlugin(CLI::App& k8s_app, int* exit_code) {
       ->default_str(std::to_string(flags->plugin.shares_per_gpu))
       ->check(CLI::Range(1, 100));
   cmd->add_option("--account", flags->plugin.account,
-                  "Metering account of every slot: the device plugin API names no pod, so no namespace either")
+                  "Metering account of a slot until the kubelet's PodResources names its pod; then the pod's namespace")
       ->default_str(flags->plugin.account);
   cmd->add_option("--state-dir", flags->plugin.state_dir,
                   "Host folder of the slots' tenant files (mounted read-only into the containers) and of "

@@ -23,7 +23,13 @@
 // limit per GPU); all N devices of a GPU: the whole GPU (no memory limit, share 1000).
 // Tenancy: the device plugin API names no pod in Allocate, so the slot's tenant is the devices
 // themselves, "k8s-dp/<first device id>", and its metering account is `account` (one per node,
-// `--account`, default "kubernetes"); workload "k8s-device-plugin". The kubelet hands a device to
+// `--account`, default "kubernetes"), workload "k8s-device-plugin", until the kubelet's
+// PodResources names the pod that holds its devices: NameOwners(owners) then labels the slot
+// with the pod's namespace as account and "<namespace>/<pod>/<container>" as workload
+// (node::NodeDir::Relabel; the usage meter bills what came before under the old labels), so
+// usage and invoices follow Kubernetes' own tenancy. Example: slot k8s-dp/U::0 = {U::0, U::1},
+// owners {U::1: team-a/web-0/server} -> account "team-a", workload "team-a/web-0/server";
+// returns {"k8s-dp/U::0"} (nothing the next time: already so named). The kubelet hands a device to
 // one container at a time, so an Allocate that names a device of an earlier slot means that
 // container is gone: the earlier slot is left first (node::NodeDir::LeaveTenant). The answer is
 // the shim's environment and mounts (container_edits.h; the tenant file under
@@ -119,6 +125,15 @@ class SharePlugin {
   StatusOr<std::vector<std::string>> PreferredShares(const std::vector<std::string>& available,
                                                      const std::vector<std::string>& must_include, int size) const;
   StatusOr<ShareAllocation> Allocate(const std::vector<std::string>& device_ids);
+  struct DeviceOwner {
+    std::string pod_namespace, pod, container;
+  };
+  // Labels each slot with the pod that holds one of its devices (above); returns the tenants
+  // whose labels changed. A slot whose relabel fails keeps its labels (the next List retries).
+  std::vector<std::string> NameOwners(const std::map<std::string, DeviceOwner>& owners);
+  // Whether a slot younger than `younger_than` still waits for its pod's name (the server then
+  // asks PodResources again soon, not only every reconcile period).
+  bool AwaitsOwner(std::chrono::milliseconds younger_than) const;
   // Slots this process holds now (tenant names).
   std::vector<std::string> Slots() const;
   // Leaves the slots no live container holds (above); returns their tenants.

@@ -18,7 +18,9 @@
 //      (podresources/v1, on pod_resources_socket) and releases the slots none of whose devices a
 //      live container holds (SharePlugin::Release, slots younger than release_grace kept). A List
 //      that fails (no socket, an error, the deadline) releases nothing, so that the limits of
-//      running pods are never dropped on a guess; it is reported through `error_log`.
+//      running pods are never dropped on a guess; it is reported through `error_log`. The same
+//      answer names each slot's pod (SharePlugin::NameOwners: account = the pod's namespace);
+//      while a slot younger than naming_window waits for its name, List runs every watch_period.
 // Errors: an Allocate that fails answers INVALID_ARGUMENT / FAILED_PRECONDITION with
 // SharePlugin's message (the kubelet then fails the pod: fail closed); a handler never lets an
 // exception out (INTERNAL). Register's failure is reported through `log` and retried.
@@ -51,6 +53,8 @@ struct SharePluginServerOptions {
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::chrono::milliseconds reconcile_period{30000};  // 0: never call List (slots left only by Allocate)
   std::chrono::milliseconds release_grace{30000};     // a slot this young is not released
+  // A slot this young whose pod PodResources has not named yet makes List run every watch_period.
+  std::chrono::milliseconds naming_window{30000};
   std::function<void(const std::string&)> log;        // one line per event; null: stderr
   std::function<void(const std::string&)> error_log;  // one line per failed List; null: stderr
 };
