@@ -6,7 +6,7 @@
 namespace tessera::node {
 namespace {
 
-constexpr std::string_view kHeader = "# tessera gpu table 1";
+constexpr std::string_view kHeader = "# tessera gpu table 2";
 
 template <typename T>
 bool ParseNumber(std::string_view text, T& out) {
@@ -19,10 +19,10 @@ bool ParseNumber(std::string_view text, T& out) {
 std::string GpuTablePath(const std::string& node_dir) { return node_dir + "/gpus.tsv"; }
 
 std::string FormatGpuTable(const std::vector<NodeGpuFacts>& gpus) {
-  std::string out = std::string(kHeader) + "\n# index\tuuid\tminor\tmemory_mib\n";
+  std::string out = std::string(kHeader) + "\n# index\tuuid\tminor\tmemory_mib\tmig\n";
   for (const NodeGpuFacts& g : gpus) {
     out += std::to_string(g.index) + "\t" + (g.uuid.empty() ? "-" : g.uuid) + "\t" + std::to_string(g.minor) + "\t" +
-           std::to_string(g.memory_mib) + "\n";
+           std::to_string(g.memory_mib) + "\t" + (g.mig_enabled ? "mig" : "-") + "\n";
   }
   return out;
 }
@@ -45,8 +45,8 @@ StatusOr<std::vector<NodeGpuFacts>> ParseGpuTable(std::string_view text, const s
       if (tab == std::string_view::npos) break;
       start = tab + 1;
     }
-    if (fields.size() != 4) {
-      return InvalidArgumentError(at + "expected 4 tab-separated fields (index, uuid, minor, memory_mib), got " +
+    if (fields.size() != 4 && fields.size() != 5) {
+      return InvalidArgumentError(at + "expected 5 tab-separated fields (index, uuid, minor, memory_mib, mig), got " +
                                   std::to_string(fields.size()));
     }
     NodeGpuFacts g;
@@ -60,6 +60,12 @@ StatusOr<std::vector<NodeGpuFacts>> ParseGpuTable(std::string_view text, const s
     }
     if (!ParseNumber(fields[3], g.memory_mib)) {
       return InvalidArgumentError(at + "memory_mib '" + std::string(fields[3]) + "' is not a count of MiB");
+    }
+    if (fields.size() == 5) {
+      if (fields[4] != "mig" && fields[4] != "-") {
+        return InvalidArgumentError(at + "mig '" + std::string(fields[4]) + "' is neither 'mig' nor '-'");
+      }
+      g.mig_enabled = fields[4] == "mig";
     }
     if (GpuFactsOf(out, g.index)) {
       return InvalidArgumentError(at + "GPU " + std::to_string(g.index) + " is listed twice");

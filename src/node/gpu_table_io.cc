@@ -41,6 +41,8 @@ StatusOr<std::vector<NodeGpuFacts>> DiscoverGpuFacts(const enforce::NvmlApi& nvm
     if (StatusOr<enforce::DeviceMemory> memory = nvml.Memory(g); memory.ok()) {
       facts.memory_mib = static_cast<uint64_t>(memory->total.value());
     }
+    // (a GPU without MIG support answers NOT_SUPPORTED: MIG off)
+    if (StatusOr<enforce::MigMode> mig = nvml.GetMigMode(g); mig.ok()) facts.mig_enabled = mig->current_enabled;
     out.push_back(std::move(facts));
   }
   return out;

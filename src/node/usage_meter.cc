@@ -54,7 +54,7 @@ std::vector<api::UsageSample> UsageMeter::Observe(const NodeStatus& status, int6
         // last sample ended: one second is never metered twice, and no seq is reused.
         const auto closed = closed_until_.find(key);
         const int64_t from = std::max(std::max(t.joined_s, options_.start_s),
-                                      closed == closed_until_.end() ? int64_t{0} : closed->second);
+                                      closed == closed_until_.end() ? int64_t{0} : closed->second.until_s);
         Open o{.tenant = t.account.empty() ? t.name : t.account,
                .workload = t.workload.empty() ? t.name : t.workload,
                .model = model->second,
@@ -67,6 +67,10 @@ std::vector<api::UsageSample> UsageMeter::Observe(const NodeStatus& status, int6
         if (t.joined_s < options_.start_s) {
           o.launches_seen = t.launches;
           o.charged_seen_ns = t.charged_ns;
+        }
+        if (closed != closed_until_.end()) {  // what its closed samples billed is not billed again
+          o.launches_seen = closed->second.launches_seen;
+          o.charged_seen_ns = closed->second.charged_seen_ns;
         }
         it = open_.insert_or_assign(key, std::move(o)).first;
       }
@@ -101,10 +105,10 @@ std::vector<api::UsageSample> UsageMeter::Observe(const NodeStatus& status, int6
     Open& o = it->second;
     // A tenant that left right after a periodic sample has nothing more to report.
     if (o.last_seen_s > o.from_s || o.charged_ns > 0 || o.launches > 0) out.push_back(Close(o, o.last_seen_s));
-    closed_until_[it->first] = o.from_s;
+    closed_until_[it->first] = {o.from_s, o.launches_seen, o.charged_seen_ns};
     it = open_.erase(it);
   }
-  std::erase_if(closed_until_, [now_s](const auto& c) { return c.second < now_s - 3600; });
+  std::erase_if(closed_until_, [now_s](const auto& c) { return c.second.until_s < now_s - 3600; });
   return out;
 }
 
@@ -123,8 +127,30 @@ std::vector<api::UsageSample> UsageMeter::Depart(const std::vector<Departure>& d
       o.charged_ns += d.charged_ns >= o.charged_seen_ns ? d.charged_ns - o.charged_seen_ns : d.charged_ns;
       o.peak_bytes = std::max(o.peak_bytes, d.peak_bytes);
       out.push_back(Close(o, std::max(d.left_s, o.last_seen_s)));
-      closed_until_[it->first] = o.from_s;  // Close moved from_s to the sample's end
+      closed_until_[it->first] = {o.from_s, d.launches, d.charged_ns};  // Close moved from_s to the sample's end
       open_.erase(it);
+      continue;
+    }
+    // Its interval closed at a look that no longer saw it, before its departure was taken: only
+    // what came after that sample (time, counters' growth) is left to bill.
+    if (auto closed = closed_until_.find({d.name, d.gpu}); closed != closed_until_.end()) {
+      const Closed c = closed->second;
+      const uint64_t launches = d.launches >= c.launches_seen ? d.launches - c.launches_seen : d.launches;
+      const uint64_t charged = d.charged_ns >= c.charged_seen_ns ? d.charged_ns - c.charged_seen_ns : d.charged_ns;
+      // Nothing after the last sample's end: a duplicate departure, or one of the second it ended.
+      if (d.left_s <= c.until_s && launches == 0 && charged == 0) continue;
+      Open rest{.tenant = d.account.empty() ? d.name : d.account,
+                .workload = d.workload.empty() ? d.name : d.workload,
+                .model = model->second,
+                .gpu = d.gpu,
+                .share = d.share,
+                .from_s = c.until_s,
+                .last_seen_s = d.left_s,
+                .launches = launches,
+                .charged_ns = charged,
+                .peak_bytes = d.peak_bytes};
+      out.push_back(Close(rest, d.left_s));
+      closed->second = {rest.from_s, d.launches, d.charged_ns};
       continue;
     }
     // Came and went between two looks: all its counters are its own (unless it joined before
@@ -141,7 +167,7 @@ std::vector<api::UsageSample> UsageMeter::Depart(const std::vector<Departure>& d
            .charged_ns = d.charged_ns,
            .peak_bytes = d.peak_bytes};
     out.push_back(Close(o, d.left_s));
-    closed_until_[{d.name, d.gpu}] = o.from_s;
+    closed_until_[{d.name, d.gpu}] = {o.from_s, d.launches, d.charged_ns};
   }
   return out;
 }

@@ -213,7 +213,25 @@ TEST_F(SlurmTaskTest, TheNodeSidesGpuTableGivesTheUuidAndMemoryWithoutNvml) {
   // A table that cannot be read is an error naming it, not a guess.
   tessera::testing::WriteTextFile(node::GpuTablePath(dir_.File("node")), "0\tGPU-aaaa\t3\n");
   StatusOr<TaskLaunch> bad = JoinTask(Request({{"SLURM_STEP_GPUS", "0"}}));
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("gpus.tsv:1: expected 4 tab-separated fields"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("gpus.tsv:1: expected 5 tab-separated fields"));
+}
+
+// Slurm numbers a MIG GPU's instances as GPUs of their own: from the first MIG GPU on, its GPU
+// indexes are not the node's, and the task is refused rather than pinned to another GPU; a GPU
+// below the first MIG GPU is the node's own.
+TEST_F(SlurmTaskTest, OnANodeWithAMigGpuOnlyTheGpusBelowItAreMapped) {
+  ASSERT_TRUE(node::WriteGpuTable(dir_.File("node"), {{.index = 0, .uuid = "GPU-aaaa", .minor = 3, .memory_mib = 2048},
+                                                      {.index = 1, .uuid = "GPU-bbbb", .minor = 4, .memory_mib = 2048,
+                                                       .mig_enabled = true}})
+                  .ok());
+  StatusOr<TaskLaunch> below = JoinTask(Request({{"SLURM_STEP_GPUS", "0"}}));
+  ASSERT_TRUE(below.ok()) << below.status().ToString();
+  EXPECT_THAT(below->env, ::testing::Contains(Pair("CUDA_VISIBLE_DEVICES", "GPU-aaaa")));
+  for (const char* step : {"1", "2"}) {
+    StatusOr<TaskLaunch> on_mig = JoinTask(Request({{"SLURM_STEP_GPUS", step}}));
+    EXPECT_EQ(on_mig.status().code(), StatusCode::kFailedPrecondition) << step;
+    EXPECT_THAT(std::string(on_mig.status().message()), HasSubstr("GPU 1 of this node is in MIG mode")) << step;
+  }
 }
 
 TEST_F(SlurmTaskTest, FailsClosedWhenTheNodeSideIsMissing) {

@@ -199,6 +199,36 @@ TEST(UsageMeterTest, AnEntryListedAgainAfterItsDepartureStartsWhereItsLastSample
   EXPECT_EQ(flushed[0].end_s, 1031);
 }
 
+// The entry went between TakeDepartures and ReadStatus: a look no longer sees it and closes its
+// interval, and its departure comes at the next round. Only what came after that sample is
+// billed, from where it ended (seen in the Slurm suite with three held jobs ending at once: the
+// departure was billed again from the job's start, a second sample of one seq).
+TEST(UsageMeterTest, ADepartureAfterALookThatNoLongerSawTheEntryBillsOnlyWhatCameAfter) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 2, .start_s = 0});
+  TenantStatus t = Job42();
+  t.joined_s = 52;
+  t.launches = 4;
+  (void)meter.Observe(OneTenant(t), 52);
+  t.launches = 6;
+  const auto periodic = meter.Observe(OneTenant(t), 54);
+  ASSERT_EQ(periodic.size(), 1u);
+  EXPECT_EQ(periodic[0].start_s, 52);
+  EXPECT_EQ(periodic[0].kernel_launches, 6);
+  const auto vanished = meter.Observe(NodeStatus{.exists = true}, 55);
+  ASSERT_EQ(vanished.size(), 0u);  // nothing since 54 that the look saw: last seen at 54
+  const auto departed = meter.Depart({{.name = "physics.42", .account = "physics", .workload = "slurm-job-42",
+                                       .gpu = 0, .share = 50, .joined_s = 52, .left_s = 56, .launches = 9}});
+  ASSERT_EQ(departed.size(), 1u);
+  EXPECT_EQ(departed[0].start_s, 54);
+  EXPECT_NE(departed[0].seq, periodic[0].seq);
+  EXPECT_EQ(departed[0].end_s, 56);
+  EXPECT_EQ(departed[0].kernel_launches, 3);  // 9 in all, 6 billed before
+  EXPECT_TRUE(meter.Depart({{.name = "physics.42", .account = "physics", .workload = "slurm-job-42", .gpu = 0,
+                             .share = 50, .joined_s = 52, .left_s = 56, .launches = 9}})
+                  .empty())
+      << "a departure taken twice is billed once";
+}
+
 TEST(UsageMeterTest, AJobThatCameAndWentBetweenTwoLooksIsBilled) {
   UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 60, .start_s = 0});
   const auto due = meter.Depart({{.name = "chem.7", .account = "chem", .workload = "slurm-job-7", .gpu = 0,

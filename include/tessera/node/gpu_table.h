@@ -8,12 +8,15 @@
 //
 // Format (text, one GPU per line, fields separated by one tab; '#' lines are comments):
 //
-//   # tessera gpu table 1
-//   0	GPU-5c2a1e0b-0000-0000-0000-000000000000	0	40960
-//   1	GPU-5c2a1e0b-0000-0000-0000-000000000001	1	40960
+//   # tessera gpu table 2
+//   0	GPU-5c2a1e0b-0000-0000-0000-000000000000	0	40960	-
+//   1	GPU-5c2a1e0b-0000-0000-0000-000000000001	1	40960	mig
 //
 // fields: NVML index, UUID ("-" when NVML gave none), /dev/nvidia<minor> (-1 when NVML gave
-// none), total memory in MiB. Worked example: with the table above, GpuFactsOf(table, 1) gives
+// none), total memory in MiB, and "mig" when MIG mode is on ("-" when off or unknown; tables of
+// version 1 have four fields: MIG off). A MIG GPU matters to a Slurm task: Slurm numbers each of
+// its MIG instances as a GPU of its own (`tessera slurm config`), so the GPU indexes Slurm gives
+// a task on such a node are not NVML's. Worked example: with the table above, GpuFactsOf(table, 1) gives
 // {uuid "GPU-...0001", minor 1, memory 40,960 MiB}, and a task pinned to GPU 1 gets
 // CUDA_VISIBLE_DEVICES=GPU-...0001 and, without --gpu-mem, a limit of 40,960 MiB.
 //
@@ -38,6 +41,7 @@ struct NodeGpuFacts {
   std::string uuid;        // empty: NVML gave none
   int minor = -1;          // -1: NVML gave none
   uint64_t memory_mib = 0; // 0: NVML gave none
+  bool mig_enabled = false;  // MIG mode is on (current, not pending)
   bool operator==(const NodeGpuFacts&) const = default;
 };
 

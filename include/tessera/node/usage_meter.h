@@ -86,10 +86,16 @@ class UsageMeter {
   // By registry name and GPU: a tenant on several GPUs (a multi-GPU Slurm step) is a source per
   // GPU, each with its own interval and seqs.
   std::map<std::pair<std::string, int>, Open> open_;
-  // Where each departed source's last sample ended, should its entry be listed again (a
-  // departure recorded while a copy of the entry lingers): it re-opens from there, never before.
+  // Where each closed source's last sample ended and the counters it had seen, should its entry
+  // be listed again (a departure recorded while a copy of the entry lingers) or its departure
+  // come after a look that no longer saw it (the entry went between TakeDepartures and
+  // ReadStatus): it re-opens from there, never before, with only the counters' growth since.
   // Dropped after an hour (names are per job; a lingering entry is seen again within a look).
-  std::map<std::pair<std::string, int>, int64_t> closed_until_;
+  struct Closed {
+    int64_t until_s = 0;
+    uint64_t launches_seen = 0, charged_seen_ns = 0;
+  };
+  std::map<std::pair<std::string, int>, Closed> closed_until_;
   std::vector<std::string> unmetered_;
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "tessera/enforce/lease.h"
@@ -89,10 +90,30 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
                            node::ReadGpuTable(r.args.node_dir));
   // A step of several GPUs is one tenant on all of them (node_dir.h): the limit holds on each GPU,
   // so it is the smallest any of them gives (the same for GPUs of one model).
+  // Slurm numbers each MIG instance of a MIG GPU as a GPU of its own (`tessera slurm config`), so
+  // from the node's first MIG GPU on, the indexes Slurm gives are not NVML's: fail closed there
+  // rather than pin the task to another GPU than Slurm gave it.
+  // (A GPU the node side's table does not list, below the step's, is not looked at: the node side
+  // drives every GPU of a Slurm node.)
+  std::map<int, node::NodeGpuFacts> known;
+  const int highest = *std::max_element(gpus.begin(), gpus.end());
+  for (int g = 0; g <= highest; ++g) {
+    const bool in_step = std::find(gpus.begin(), gpus.end(), g) != gpus.end();
+    if (!in_step && table && !node::GpuFactsOf(*table, g)) continue;
+    TESSERA_ASSIGN_OR_RETURN(node::NodeGpuFacts facts, GpuFacts(table, r.args.nvml, g));
+    known[g] = facts;
+    if (facts.mig_enabled) {
+      return FailedPreconditionError("GPU " + std::to_string(g) +
+                                     " of this node is in MIG mode: Slurm numbers its MIG instances as GPUs of their "
+                                     "own, so the step's GPU(s) " + node::GpuList(gpus) +
+                                     " cannot be told apart from them; tessera does not run Slurm tasks on MIG "
+                                     "nodes yet (--gpu-isolation=none runs it unconfined)");
+    }
+  }
   TenantLimits limits;
   std::vector<node::GpuPin> pins;
   for (size_t i = 0; i < gpus.size(); ++i) {
-    TESSERA_ASSIGN_OR_RETURN(node::NodeGpuFacts facts, GpuFacts(table, r.args.nvml, gpus[i]));
+    const node::NodeGpuFacts& facts = known.at(gpus[i]);
     TESSERA_ASSIGN_OR_RETURN(TenantLimits one, DeriveLimits(r.options, gpus[i], shards, r.args.shards_per_gpu,
                                                             facts.memory_mib << 20));
     if (i == 0) limits = one;
