@@ -404,8 +404,13 @@ StatusOr<api::HeartbeatAnswer> NodeService::Heartbeat(const NodeCaller& caller, 
     for (const Done& x : here) world_.complete(x.id, now);
     world_.wake();
   }
-  return api::HeartbeatAnswer{name, node->second.record.state, std::move(ignored),
-                              api::DesiredVersion(api::EncodeDesiredState(DesiredOf(name, node->second)))};
+  KnownNode& known = node->second;
+  api::DesiredState desired = DesiredOf(name, known);
+  if (known.desired_version.empty() || desired != known.desired) {
+    known.desired_version = api::DesiredVersion(api::EncodeDesiredState(desired));
+    known.desired = std::move(desired);
+  }
+  return api::HeartbeatAnswer{name, known.record.state, std::move(ignored), known.desired_version};
 }
 
 StatusOr<api::DesiredState> NodeService::Desired(const NodeCaller& caller, const std::string& name) {

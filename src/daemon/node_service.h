@@ -75,6 +75,11 @@ struct KnownNode {
   // The agent's conditions as its last heartbeat said, by type (in memory only: after a restart,
   // a re-registration or a restore, a condition that is not ok is an event again once).
   std::map<std::string, api::NodeCondition> conditions;
+  // The desired state the last heartbeat's answer was about and its version (in memory only):
+  // a heartbeat encodes and hashes the state again only when it differs, so an idle node's costs
+  // a comparison (issue 32). Empty version: none yet.
+  api::DesiredState desired;
+  std::string desired_version;
 };
 
 struct NodeCaller {
