@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The control plane under a fleet of node agents (issue 32, "Cheap at scale"): a fresh SQLite
 # store, `tessera serve`, and bench/serve/fleet_load simulating AGENTS agents of 8 fake GPUs
-# (heartbeat + desired state every second, usage every 10 s, a node-bound token each) for
-# SECONDS; ROUNDS runs, then the medians of the heartbeat p99 and of the daemon's CPU.
+# (heartbeat every second, the desired state when the heartbeat's answer says it changed or
+# every 30 s, usage every 10 s, a node-bound token each) for SECONDS; ROUNDS runs, then the
+# medians of the heartbeat p99 and of the daemon's CPU. SERVE_THREADS: serve's --threads (2);
+# FLEET_DESIRED=always: GET desired every round, as agents did before (issue 32).
 # Targets: serve <= 20 % of one core, heartbeat p99 <= 50 ms at 1,000 agents.
 # Usage: bench/serve/fleet.sh [BUILD (build)] [AGENTS (1000)] [SECONDS (60)] [ROUNDS (3)]
 set -euo pipefail
@@ -22,7 +24,7 @@ for r in $(seq "$ROUNDS"); do
   pid=$!
   for _ in $(seq 100); do grep -q "listening on" "$work/serve.out" 2>/dev/null && break; sleep 0.1; done
   port=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/serve.out" | head -1 | cut -d: -f3)
-  "$load" --port "$port" --token "$TESSERA_BOOTSTRAP_TOKEN" --agents "$AGENTS" --seconds "$SECS" --serve-pid "$pid" \
+  "$load" --port "$port" --token "$TESSERA_BOOTSTRAP_TOKEN" --agents "$AGENTS" --seconds "$SECS" --serve-pid "$pid" ${FLEET_DESIRED:+--desired "$FLEET_DESIRED"} \
     | tee "$work/run-$r.txt"
   kill "$pid"; wait "$pid" 2>/dev/null || true
 done

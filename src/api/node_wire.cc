@@ -1,5 +1,7 @@
 #include "tessera/api/node_wire.h"
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include "tessera/api/json_fields.h"
@@ -212,13 +214,15 @@ StatusOr<Heartbeat> DecodeHeartbeat(std::string_view body, std::string* bad_fiel
 }
 
 std::string EncodeHeartbeatAnswer(const HeartbeatAnswer& a) {
-  return json{{"node", a.node}, {"state", NodeStateName(a.state)}, {"ignored", a.ignored}}.dump();
+  json out = {{"node", a.node}, {"state", NodeStateName(a.state)}, {"ignored", a.ignored}};
+  if (!a.desired_version.empty()) out["desired_version"] = a.desired_version;
+  return out.dump();
 }
 
 StatusOr<HeartbeatAnswer> DecodeHeartbeatAnswer(std::string_view body, std::string* bad_field) {
   TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
   JsonFields f(j, "", bad_field);
-  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"node", "state", "ignored"}));
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"node", "state", "ignored", "desired_version"}));
   TESSERA_RETURN_IF_ERROR(f.Require("node"));
   TESSERA_RETURN_IF_ERROR(f.Require("state"));
   HeartbeatAnswer out;
@@ -230,6 +234,10 @@ StatusOr<HeartbeatAnswer> DecodeHeartbeatAnswer(std::string_view body, std::stri
       return f.Fail(At("ignored", i), "expected a workload id (an integer >= 1), got " + ignored[i].dump());
     out.ignored.push_back(ignored[i].get<int64_t>());
   }
+  TESSERA_ASSIGN_OR_RETURN(out.desired_version, f.Str("desired_version", 16));
+  bool hex = out.desired_version.empty() || out.desired_version.size() == 16;
+  for (char c : out.desired_version) hex &= (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  if (!hex) return f.Fail("desired_version", "expected 16 lowercase hex digits, got '" + out.desired_version + "'");
   return out;
 }
 
@@ -260,6 +268,17 @@ std::string EncodeDesiredState(const DesiredState& s) {
   if (!s.node.empty()) out["node"] = s.node;  // optional on decode, so left out when empty
   if (s.state) out["state"] = NodeStateName(*s.state);
   return out.dump();
+}
+
+std::string DesiredVersion(std::string_view body) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64: the offset basis, then per byte xor and multiply
+  for (unsigned char c : body) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
 }
 
 namespace {

@@ -189,7 +189,16 @@ HttpResponse ControlPlane::Impl::Heartbeat(const HttpRequest& r, const Caller& c
 HttpResponse ControlPlane::Impl::DesiredState(const HttpRequest& r, const Caller& c) {
   StatusOr<api::DesiredState> desired = node_service->Desired(NodeCallerOf(c), r.path_params.at("name"));
   if (!desired.ok()) return ErrorResponse(desired.status());
-  return HttpResponse::Json(200, api::EncodeDesiredState(*desired));
+  // The ETag is the version the heartbeat's answer carries; a client that holds it gets a 304
+  // with no body (docs/api.md).
+  HttpResponse out = HttpResponse::Json(200, api::EncodeDesiredState(*desired));
+  const std::string etag = "\"" + api::DesiredVersion(out.body) + "\"";
+  if (r.Header("If-None-Match") == etag) {
+    out.status = 304;
+    out.body.clear();
+  }
+  out.headers.emplace_back("ETag", etag);
+  return out;
 }
 
 }  // namespace tessera::daemon

@@ -404,7 +404,13 @@ StatusOr<api::HeartbeatAnswer> NodeService::Heartbeat(const NodeCaller& caller, 
     for (const Done& x : here) world_.complete(x.id, now);
     world_.wake();
   }
-  return api::HeartbeatAnswer{name, node->second.record.state, std::move(ignored)};
+  KnownNode& known = node->second;
+  api::DesiredState desired = DesiredOf(name, known);
+  if (known.desired_version.empty() || desired != known.desired) {
+    known.desired_version = api::DesiredVersion(api::EncodeDesiredState(desired));
+    known.desired = std::move(desired);
+  }
+  return api::HeartbeatAnswer{name, known.record.state, std::move(ignored), known.desired_version};
 }
 
 StatusOr<api::DesiredState> NodeService::Desired(const NodeCaller& caller, const std::string& name) {
@@ -412,8 +418,12 @@ StatusOr<api::DesiredState> NodeService::Desired(const NodeCaller& caller, const
   std::lock_guard<std::mutex> lock(*world_.mu);
   auto node = world_.nodes->find(name);
   if (node == world_.nodes->end()) return NotFoundError("node '" + name + "' is not registered (register it again)");
-  api::DesiredState desired{name, node->second.record.state, {}};
-  if (world_.mig_layouts) desired.gpus = world_.mig_layouts(name, node->second);  // MIG nodes: each GPU's layout
+  return DesiredOf(name, node->second);
+}
+
+api::DesiredState NodeService::DesiredOf(const std::string& name, const KnownNode& node) const {
+  api::DesiredState desired{name, node.record.state, {}};
+  if (world_.mig_layouts) desired.gpus = world_.mig_layouts(name, node);  // MIG nodes: each GPU's layout
   if (const std::optional<sched::LiveScheduler::NodeView> v = world_.node_view(name)) {
     for (int64_t id : v->jobs) {
       const WorkloadShape* s = world_.job_shape(id);

@@ -32,7 +32,8 @@
 //   (the loop places workload 7 on n1)
 //   Heartbeat(A, "n1", {.finished = {{7, 0, ""}, {9, 1, ""}}}) -> {n1, ready, ignored [9]};
 //     workload 7 completed ("exit code 0"); the world's complete(7)
-//   Desired(A, "n1")                         -> {n1, ready, workloads []}
+//   Desired(A, "n1")                         -> {n1, ready, workloads []}; the heartbeat's answer
+//     carried its version: desired_version == api::DesiredVersion(EncodeDesiredState(that))
 //   Apply(admin, "n1", kCordon)              -> {n1, cordoned, requeued []}; event node.cordoned
 //   Remove(admin, "n1")                      -> {n1, was cordoned}; event node.removed
 //   Heartbeat(A, "n1", {})                   -> NOT_FOUND "node 'n1' is not registered (register it again)"
@@ -74,6 +75,11 @@ struct KnownNode {
   // The agent's conditions as its last heartbeat said, by type (in memory only: after a restart,
   // a re-registration or a restore, a condition that is not ok is an event again once).
   std::map<std::string, api::NodeCondition> conditions;
+  // The desired state the last heartbeat's answer was about and its version (in memory only):
+  // a heartbeat encodes and hashes the state again only when it differs, so an idle node's costs
+  // a comparison (issue 32). Empty version: none yet.
+  api::DesiredState desired;
+  std::string desired_version;
 };
 
 struct NodeCaller {
@@ -184,7 +190,9 @@ class NodeService {
   StatusOr<api::RegisterAnswer> Register(const NodeCaller& caller, const std::string& name,
                                          const api::NodeInventory& inventory, std::string* bad_field = nullptr);
   // An agent's round: the workloads that ended and its events (those not running here are
-  // ignored, and listed), its conditions (a change is a `node.condition` event).
+  // ignored, and listed), its conditions (a change is a `node.condition` event). The answer's
+  // desired_version is api::DesiredVersion of what Desired would answer now (after this
+  // heartbeat's ends), so that an agent holding that version need not ask (issue 32).
   StatusOr<api::HeartbeatAnswer> Heartbeat(const NodeCaller& caller, const std::string& name,
                                            const api::Heartbeat& beat);
   // What should run on the node (and, MIG nodes, each GPU's layout).
@@ -193,6 +201,8 @@ class NodeService {
  private:
   // caller.check(action), then a token bound to another node refused (as the route wrapper does).
   Status Authorize(const NodeCaller& caller, Action action, const std::string& name) const;
+  // The node's desired state (*mu held; `node` is a live one of world_.nodes).
+  api::DesiredState DesiredOf(const std::string& name, const KnownNode& node) const;
   NodeView ViewOf(store::NodeRecord rec, const sched::LiveScheduler::NodeView* view, const KnownNode* known) const;
   // A registration whose only change is the MIG instances of an agent that may reconfigure them
   // (the scheduler's view is the same): the record and a `node.mig_layout` event; nullopt when

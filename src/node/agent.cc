@@ -59,6 +59,7 @@ Status Agent::Register() {
   if (r.status == 400) return InvalidArgumentError("the control plane refused the inventory: " + internal::ResponseMessage(r));
   if (r.status != 200) return UnavailableError("register: " + internal::ResponseMessage(r));
   registered_ = true;
+  desired_version_.clear();  // a node registered again: its desired state is fetched afresh
   ++stats_.registrations;
   Log("registered node '" + options_.name + "' (" + std::to_string(inventory_.gpus.size()) + " GPUs)");
   return Status::Ok();
@@ -78,6 +79,10 @@ Status Agent::Heartbeat(int64_t) {
     return Status::Ok();
   }
   if (r.status != 200) return UnavailableError("heartbeat: " + internal::ResponseMessage(r));
+  // The desired state's version (none from an older control plane, or an answer this agent
+  // cannot read: then GET desired every round, as before).
+  StatusOr<api::HeartbeatAnswer> answer = api::DecodeHeartbeatAnswer(r.body, nullptr);
+  heard_version_ = answer.ok() ? answer->desired_version : "";
   for (const api::FinishedWorkload& f : finished_) {
     const int64_t id = f.id;
     auto w = held_.find(id);
@@ -147,15 +152,29 @@ Status Agent::Round(int64_t now_ms) {
   return Status::Ok();
 }
 
-Status Agent::ApplyDesired(int64_t now_ms) {
+StatusOr<const api::DesiredState*> Agent::CurrentDesired(int64_t now_ms) {
+  if (!desired_version_.empty() && heard_version_ == desired_version_ && now_ms >= desired_fetched_ms_ &&
+      now_ms - desired_fetched_ms_ < kDesiredRefetchMs)
+    return &desired_;
+  desired_version_.clear();
   TESSERA_ASSIGN_OR_RETURN(LinkResponse r, link_->Call("GET", "/v1/nodes/" + options_.name + "/desired", ""));
+  ++stats_.desired_fetches;
   if (r.status == 401 || r.status == 403) return internal::RefusedToken(r, "desired");
   if (r.status == 404) {
     registered_ = false;
-    return Status::Ok();
+    return nullptr;
   }
   if (r.status != 200) return UnavailableError("desired: " + internal::ResponseMessage(r));
-  TESSERA_ASSIGN_OR_RETURN(api::DesiredState state, internal::ParseDesiredState(r.body));
+  TESSERA_ASSIGN_OR_RETURN(desired_, internal::ParseDesiredState(r.body));
+  desired_version_ = api::DesiredVersion(r.body);
+  desired_fetched_ms_ = now_ms;
+  return &desired_;
+}
+
+Status Agent::ApplyDesired(int64_t now_ms) {
+  TESSERA_ASSIGN_OR_RETURN(const api::DesiredState* current, CurrentDesired(now_ms));
+  if (current == nullptr) return Status::Ok();
+  const api::DesiredState& state = *current;
   // MIG layouts first, so that a workload whose instance was just created starts this round.
   TESSERA_RETURN_IF_ERROR(ReconcileMig(state.gpus));
   if (!registered_) return Status::Ok();

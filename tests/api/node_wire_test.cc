@@ -231,6 +231,35 @@ TEST(NodeWireTest, HeartbeatAnswerRoundTrips) {
   EXPECT_EQ(Refusal(decode, R"({"node": "n1", "state": "ready", "ignored": ["4"]})").second, "ignored[0]");
 }
 
+// Issue 32: the answer may name the desired state's version; an answer without one (an older
+// control plane) still decodes, with none.
+TEST(NodeWireTest, AHeartbeatAnswerCarriesTheDesiredVersionWhenItHasOne) {
+  const HeartbeatAnswer a{"n1", NodeState::kReady, {}, "00ff00ff00ff00ff"};
+  EXPECT_EQ(EncodeHeartbeatAnswer(a),
+            R"({"desired_version":"00ff00ff00ff00ff","ignored":[],"node":"n1","state":"ready"})");
+  StatusOr<HeartbeatAnswer> back = DecodeHeartbeatAnswer(EncodeHeartbeatAnswer(a), nullptr);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, a);
+  StatusOr<HeartbeatAnswer> old = DecodeHeartbeatAnswer(R"({"node": "n1", "state": "ready", "ignored": []})", nullptr);
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_EQ(old->desired_version, "");
+  auto decode = [](std::string_view b, std::string* f) { return DecodeHeartbeatAnswer(b, f); };
+  EXPECT_EQ(Refusal(decode, R"({"node": "n1", "state": "ready", "ignored": [], "desired_version": "ABC"})"),
+            (std::pair<std::string, std::string>{"desired_version: expected 16 lowercase hex digits, got 'ABC'",
+                                                 "desired_version"}));
+}
+
+// The header's worked examples (FNV-1a 64), and a desired state's version is its body's.
+TEST(NodeWireTest, TheDesiredVersionIsTheFnvHashOfTheBodyAndChangesWithIt) {
+  EXPECT_EQ(DesiredVersion(""), "cbf29ce484222325");
+  EXPECT_EQ(DesiredVersion("a"), "af63dc4c8601ec8c");
+  DesiredState s{"n1", NodeState::kReady, {}};
+  const std::string idle = DesiredVersion(EncodeDesiredState(s));
+  EXPECT_EQ(idle, DesiredVersion(R"({"node":"n1","state":"ready","workloads":[]})"));
+  s.state = NodeState::kCordoned;
+  EXPECT_NE(DesiredVersion(EncodeDesiredState(s)), idle);
+}
+
 DesiredState TwoWorkloads() {
   DesiredState s{"n1", NodeState::kReady, {}};
   s.workloads.push_back({.id = 7,

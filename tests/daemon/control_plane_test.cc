@@ -20,6 +20,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "src/daemon/http_server.h"
+#include "tessera/api/node_wire.h"
 #include "tests/testing/pg_schema.h"
 #include "tests/testing/serve_process.h"
 #include "tessera/store/store.h"
@@ -530,6 +531,39 @@ TEST_F(ControlPlaneTest, AWorkloadIsPlacedRunsAndFinishesThroughTheNodeAgent) {
   Ok("POST", "/v1/nodes/n1/heartbeat", json{{"finished", {{{"id", id}, {"exit_code", 0}}}}}.dump(), agent);
   EXPECT_EQ(Workload(id, user)["state"], "completed");
   EXPECT_EQ(Ok("GET", "/v1/nodes/n1/desired", "", agent)["workloads"].size(), 0u);
+}
+
+// Issue 32: GET desired's ETag is the version the heartbeat's answer names; a client that sends
+// it back (If-None-Match) gets a 304 with no body until the desired state changes.
+TEST_F(ControlPlaneTest, TheDesiredStatesETagIsTheHeartbeatsVersionAndAnUnchangedOneIs304) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  const std::string user = Token("tenant-user", "a");
+  RegisterNode(agent, "n1", 1);
+  auto etag_of = [](const HttpResponse& r) {
+    for (const auto& [k, v] : r.headers)
+      if (k == "ETag") return v;
+    return std::string();
+  };
+  const json beat = Ok("POST", "/v1/nodes/n1/heartbeat", "", agent);
+  const std::string version = beat.value("desired_version", std::string());
+  ASSERT_THAT(version, ::testing::MatchesRegex("[0-9a-f]{16}")) << beat.dump();
+  HttpResponse full = Call("GET", "/v1/nodes/n1/desired", "", agent);
+  EXPECT_EQ(full.status, 200);
+  EXPECT_EQ(etag_of(full), "\"" + version + "\"");
+  EXPECT_EQ(api::DesiredVersion(full.body), version);
+  HttpResponse same = Call("GET", "/v1/nodes/n1/desired", "", agent, {{"if-none-match", "\"" + version + "\""}});
+  EXPECT_EQ(same.status, 304);
+  EXPECT_EQ(same.body, "");
+  EXPECT_EQ(etag_of(same), "\"" + version + "\"");
+  Submit("a", user, {{"gpu_milli", 500}, {"gpu_mem_mib", 4096}});
+  Cycle();
+  const std::string placed = Ok("POST", "/v1/nodes/n1/heartbeat", "", agent).value("desired_version", std::string());
+  EXPECT_NE(placed, version);
+  HttpResponse changed = Call("GET", "/v1/nodes/n1/desired", "", agent, {{"if-none-match", "\"" + version + "\""}});
+  EXPECT_EQ(changed.status, 200);
+  EXPECT_EQ(json::parse(changed.body)["workloads"].size(), 1u);
+  EXPECT_EQ(etag_of(changed), "\"" + placed + "\"");
 }
 
 // Issue 32: a node of two GPU models (H100-80GB on GPUs 0-1, A100-40GB on 2-5) registers as one

@@ -224,7 +224,8 @@ TEST_F(NodeServiceTest, HeaderExample) {
   clock_.Advance(std::chrono::milliseconds(1000));
   StatusOr<api::HeartbeatAnswer> beat = service_->Heartbeat(Agent(), "n1", {.finished = {{id, 0, ""}, {9, 1, ""}}});
   ASSERT_TRUE(beat.ok()) << beat.status().message();
-  EXPECT_EQ(*beat, (api::HeartbeatAnswer{"n1", api::NodeState::kReady, {9}}));
+  EXPECT_EQ(*beat, (api::HeartbeatAnswer{"n1", api::NodeState::kReady, {9},
+                                         api::DesiredVersion(R"({"node":"n1","state":"ready","workloads":[]})")}));
   EXPECT_THAT(sched_.completed, ElementsAre(id));
   EXPECT_EQ(Workload(id)->state, api::WorkloadState::kCompleted);
 
@@ -252,6 +253,33 @@ TEST_F(NodeServiceTest, HeaderExample) {
   EXPECT_THAT(Events(), ElementsAre("node.registered: ", "node.cordoned: ", "node.removed: was cordoned"));
   EXPECT_THAT(Audit(), ElementsAre("node.register nodes/n1 tok_a", "node.cordon nodes/n1 tok_admin",
                                    "node.remove nodes/n1 tok_admin"));
+}
+
+// Issue 32: the heartbeat's answer names the version of the desired state GET desired would
+// answer, the same until something of it changes (here: a workload placed, then the node cordoned).
+TEST_F(NodeServiceTest, TheHeartbeatsAnswerCarriesTheVersionOfTheDesiredStateAsItIsNow) {
+  ASSERT_TRUE(service_->Register(Agent(), "n1", Inventory(1)).ok());
+  auto version_now = [&] {
+    StatusOr<api::DesiredState> desired = service_->Desired(Agent(), "n1");
+    EXPECT_TRUE(desired.ok()) << desired.status().message();
+    return desired.ok() ? api::DesiredVersion(api::EncodeDesiredState(*desired)) : "";
+  };
+  auto heard = [&] {
+    StatusOr<api::HeartbeatAnswer> beat = service_->Heartbeat(Agent(), "n1", {});
+    EXPECT_TRUE(beat.ok()) << beat.status().message();
+    return beat.ok() ? beat->desired_version : "";
+  };
+  const std::string idle = heard();
+  EXPECT_THAT(idle, ::testing::MatchesRegex("[0-9a-f]{16}"));
+  EXPECT_EQ(idle, version_now());
+  EXPECT_EQ(heard(), idle);
+  sched_.Run(StoreRunning(), "n1", 0, 500);
+  const std::string placed = heard();
+  EXPECT_NE(placed, idle);
+  EXPECT_EQ(placed, version_now());
+  ASSERT_TRUE(service_->Apply(Admin(), "n1", NodeOp::kCordon).ok());
+  EXPECT_NE(heard(), placed);
+  EXPECT_EQ(heard(), version_now());
 }
 
 TEST_F(NodeServiceTest, TheSameAgentRegisteringAgainKeepsItsNodeAndNotesANewToken) {

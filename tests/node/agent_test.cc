@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "tessera/enforce/nvml.h"
+#include "tessera/api/node_wire.h"
 #include "tessera/enforce/segment.h"
 #include "tests/testing/sim_test_util.h"
 
@@ -55,19 +56,22 @@ class ScriptedControlPlane : public ControlPlaneLink {
         if (j.contains("events"))
           for (const json& e : j["events"]) events.push_back(e);
       }
-      return LinkResponse{200, R"({"node": "n1", "state": "ready", "ignored": []})"};
+      if (!versioned) return LinkResponse{200, R"({"node": "n1", "state": "ready", "ignored": []})"};
+      return LinkResponse{200, json{{"node", "n1"}, {"state", "ready"}, {"ignored", json::array()},
+                                    {"desired_version", api::DesiredVersion(DesiredBody())}}.dump()};
     }
-    if (path.ends_with("/desired")) {
-      json state = {{"node", "n1"}, {"workloads", desired}};
-      if (!desired_gpus.empty()) state["gpus"] = desired_gpus;
-      return LinkResponse{200, state.dump()};
-    }
+    if (path.ends_with("/desired")) return LinkResponse{200, DesiredBody()};
     if (path.ends_with("/usage")) {
       const json j = json::parse(body);
       for (const json& s : j["samples"]) samples.push_back(s);
       return LinkResponse{200, R"({"counted": 1, "duplicates": 0, "rejected": []})"};
     }
     return LinkResponse{404, "{}"};
+  }
+  std::string DesiredBody() const {
+    json state = {{"node", "n1"}, {"workloads", desired}};
+    if (!desired_gpus.empty()) state["gpus"] = desired_gpus;
+    return state.dump();
   }
   int Count(const std::string& suffix) const {
     int n = 0;
@@ -79,6 +83,9 @@ class ScriptedControlPlane : public ControlPlaneLink {
   json desired_gpus = json::array();  // MIG layouts ("gpus"), left out when empty
   std::map<std::string, int> status_for;
   bool unreachable = false;
+  // The heartbeat's answer names the desired state's version (issue 32); false: an older
+  // control plane that names none.
+  bool versioned = false;
   std::vector<std::string> calls, bodies;
   std::string registered_body;
   std::vector<std::pair<int64_t, int>> finished;
@@ -163,6 +170,41 @@ TEST_F(AgentTest, RegistersTheInventoryAndAgainWhenTheControlPlaneForgetsTheNode
   ASSERT_TRUE(agent.Round(now_ms + 3000).ok());
   EXPECT_EQ(cp.Count("/register"), 2);
   EXPECT_EQ(agent.stats().registrations, 2);
+}
+
+// Issue 32: while the heartbeat's answer names the version of the desired state the agent holds,
+// the agent acts on its copy and does not GET it again; a new version is fetched and acted on
+// in the round whose heartbeat named it; after kDesiredRefetchMs it is fetched anyway. From a
+// control plane that names no version it is fetched every round, as before.
+TEST_F(AgentTest, TheAgentFetchesTheDesiredStateOnlyWhenTheHeartbeatNamesANewVersion) {
+  AgentOptions o = Options();
+  o.usage_interval_s = 3600;
+  Agent agent(o, TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.versioned = true;
+  for (int r = 0; r < 5; ++r) ASSERT_TRUE(agent.Round(now_ms + 1000 * r).ok());
+  EXPECT_EQ(cp.Count("/heartbeat"), 5);
+  EXPECT_EQ(cp.Count("/desired"), 1);
+  EXPECT_EQ(agent.stats().desired_fetches, 1);
+  EXPECT_TRUE(agent.held().empty());
+
+  cp.desired = json::array({Workload(11, 0, 4096, 500)});  // placed: the next heartbeat names it
+  ASSERT_TRUE(agent.Round(now_ms + 5000).ok());
+  EXPECT_EQ(cp.Count("/desired"), 2);
+  ASSERT_EQ(agent.held().count(11), 1u);
+  ASSERT_NE(Slot("w11"), nullptr);
+  EXPECT_EQ(Slot("w11")->limit_bytes, 4096ull << 20);
+  for (int r = 6; r < 10; ++r) ASSERT_TRUE(agent.Round(now_ms + 1000 * r).ok());
+  EXPECT_EQ(cp.Count("/desired"), 2);
+  EXPECT_EQ(agent.held().count(11), 1u);  // acted on from the held copy: still held, not stopped
+
+  ASSERT_TRUE(agent.Round(now_ms + 5000 + kDesiredRefetchMs).ok());  // the safety net
+  EXPECT_EQ(cp.Count("/desired"), 3);
+
+  cp.versioned = false;  // an older control plane
+  ASSERT_TRUE(agent.Round(now_ms + 6000 + kDesiredRefetchMs).ok());
+  ASSERT_TRUE(agent.Round(now_ms + 7000 + kDesiredRefetchMs).ok());
+  EXPECT_EQ(cp.Count("/desired"), 5);
 }
 
 // The register body carries the agent's instance id; a restarted agent (same run directory)

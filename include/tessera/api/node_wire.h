@@ -17,7 +17,9 @@
 //              "mode":"fraction(500,2048MiB)","pods":[{"gpus":[1]}],"priority":0,"tenant":"ml"}]}
 //             -> DesiredState{.workloads = {{.id = 7, .gpu_milli = 500, .pods = {{.gpus = {1}}}, ...}}}
 //   heartbeat EncodeHeartbeat({.finished = {{7, 3, ""}}}) = {"finished":[{"exit_code":3,"id":7}]}
-//   answer    {"ignored":[],"node":"n1","state":"ready"}
+//   answer    {"desired_version":"5c0ec5b3a8f2e1d4","ignored":[],"node":"n1","state":"ready"}
+//             (the agent fetches the desired state again only when that version is not the one
+//             it holds, or 30 s after its last fetch)
 // Encoders write keys in sorted order (nlohmann's objects), so Decode(Encode(x)) == x and
 // Encode(Decode(Encode(x))) is the same bytes: the control plane stores the canonical inventory
 // and compares it byte for byte when an agent registers again.
@@ -152,11 +154,16 @@ struct Heartbeat {
 std::string EncodeHeartbeat(const Heartbeat& heartbeat);
 StatusOr<Heartbeat> DecodeHeartbeat(std::string_view body, std::string* bad_field);
 
-// The answer: {"node", "state", "ignored": [ids reported that do not run on the node]}.
+// The answer: {"node", "state", "ignored": [ids reported that do not run on the node],
+// "desired_version": the version (DesiredVersion) of the node's desired state as GET desired
+// would return it now}. An agent that holds the desired state of that version skips GET desired
+// this round (issue 32: half the requests of a fleet); one that ignores the field still works.
+// desired_version is optional on decode (an older control plane sends none: fetch every round).
 struct HeartbeatAnswer {
   std::string node;
   NodeState state = NodeState::kReady;
   std::vector<int64_t> ignored;
+  std::string desired_version = {};  // 16 lowercase hex digits, or "" (left out when empty)
   friend bool operator==(const HeartbeatAnswer&, const HeartbeatAnswer&) = default;
 };
 std::string EncodeHeartbeatAnswer(const HeartbeatAnswer& answer);
@@ -201,5 +208,15 @@ struct DesiredState {
 
 std::string EncodeDesiredState(const DesiredState& state);
 StatusOr<DesiredState> DecodeDesiredState(std::string_view body, std::string* bad_field);
+
+// The version of a desired state: FNV-1a 64 of its body as GET desired sends it (the bytes of
+// EncodeDesiredState), 16 lowercase hex digits. Equal bodies, equal versions; any change to the
+// state (a workload placed, stopped, its limit patched, a MIG layout, the node's state) is
+// another body and so, but for a 2^-64 chance, another version. The heartbeat's answer carries
+// it, GET desired sends it as its ETag ("\"<version>\"", If-None-Match -> 304), and the agent
+// hashes the body it fetched to know which version it holds.
+//   DesiredVersion("")   == "cbf29ce484222325"  (the FNV-1a 64 offset basis)
+//   DesiredVersion("a")  == "af63dc4c8601ec8c"
+std::string DesiredVersion(std::string_view encoded_desired_state);
 
 }  // namespace tessera::api

@@ -12,7 +12,12 @@
 //      404 from heartbeat: it restarted without it or declared the node lost);
 //   2. heartbeat, reporting the workloads that ended since the last acknowledged heartbeat
 //      ({"finished": [{"id", "exit_code"}]}; kept and resent until a 200);
-//   3. GET desired; for each desired workload not held yet: join its slot `w<id>` on its GPU
+//   3. the desired state: GET desired when the heartbeat's answer named a version
+//      (desired_version) other than the one the agent holds, when it named none (an older
+//      control plane), or kDesiredRefetchMs after the last GET (a safety net); else the held copy
+//      (issue 32: a fleet of idle nodes sends half the requests). Either way the same reconcile
+//      runs on it each round, so a change is acted on in the round whose heartbeat saw it.
+//      For each desired workload not held yet: join its slot `w<id>` on its GPU
 //      (limit = gpu_mem_mib, or the whole GPU's memory when 0; share = gpu_milli; priority) and,
 //      when it has a command, start `<supervisor> run --tenant w<id> ... -- COMMAND` (the same
 //      launcher `tessera run` uses: shim, GPU pinning, process group, arbiter) with its output
@@ -198,6 +203,11 @@ inline constexpr char kDefaultTenantUids[] = "2000000000-2000065535";
 StatusOr<TenantUidOptions> ParseTenantUidFlags(const std::string& tenant_uids, const std::vector<std::string>& tenant_uid,
                                                bool root);
 
+// How long the agent may act on a desired state the heartbeat's answers said is still current
+// before it fetches it again anyway (step 3): the control plane's version is a hash of the body,
+// so this only covers a control plane that answers a stale version.
+inline constexpr int64_t kDesiredRefetchMs = 30'000;
+
 struct AgentOptions {
   std::string name;        // the node's name at the control plane
   std::string run_dir;     // the node directory (DefaultNodeDir() unless given)
@@ -278,6 +288,7 @@ struct AgentStats {
   int64_t mps_stops = 0;            // ... stopped after their GPU's last MPS workload ended
   int64_t mig_reconfigurations = 0;  // GPUs whose desired MIG layout was applied
   int64_t mig_steps = 0;             // MIG instances destroyed or created for them
+  int64_t desired_fetches = 0;       // GETs of the desired state (a round may reuse the held one)
 };
 
 class Agent {
@@ -311,6 +322,9 @@ class Agent {
   Status Register();
   Status Heartbeat(int64_t now_ms);
   Status ApplyDesired(int64_t now_ms);
+  // The desired state this round: desired_ when it is still current (see step 3), else a GET.
+  // nullptr: the control plane does not know the node (registered_ is then false).
+  StatusOr<const api::DesiredState*> CurrentDesired(int64_t now_ms);
   Status Hold(const internal::DesiredWorkload& want, int64_t now_ms);
   Status LoadAgentId();  // <run_dir>/agent/agent_id, drawn on the first start
   Status Adopt();
@@ -366,6 +380,12 @@ class Agent {
   std::map<int64_t, int64_t> released_usage_end_s_;
   std::vector<api::FinishedWorkload> finished_;  // reported until acknowledged
   std::vector<api::AgentEvent> events_;          // reported until acknowledged (in memory)
+  // The desired state last fetched, its version (api::DesiredVersion of the body; "": none
+  // held), when; and the version the last heartbeat's answer named ("": it named none).
+  api::DesiredState desired_;
+  std::string desired_version_;
+  int64_t desired_fetched_ms_ = 0;
+  std::string heard_version_;
   int64_t next_backstop_ms_ = 0;
   // The "nvml" condition of the last backstop pass, sent with every heartbeat (none without NVML).
   std::optional<api::NodeCondition> nvml_condition_;
