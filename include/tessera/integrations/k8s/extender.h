@@ -69,6 +69,9 @@ struct ExtenderOptions {
   const placement::TargetWorkload* target_workload = nullptr;
 };
 
+// Per cluster version, per kind of GPU ask: what every node's check found (extender.cc).
+struct ExtenderAskTables;
+
 struct ExtenderAnswer {
   int status = 200;
   std::string body;
@@ -91,9 +94,8 @@ class Extender {
   ~Extender();
 
  private:
-  struct MaskedMemo;
-  // Entries of the masked-node memo before it starts over (about 64 bytes each).
-  static constexpr size_t kMaskedMemoLimit = size_t{1} << 18;
+  // Asks the tables keep before they start over (each about 17 bytes per node).
+  static constexpr size_t kAskTableLimit = 256;
   Extender() = default;
   ExtenderOptions options_;
   placement::TargetWorkload default_workload_;
@@ -101,7 +103,8 @@ class Extender {
   std::shared_ptr<const ExtenderCluster> cluster_;
   std::mutex policy_mu_;  // the policy memoises: one decision at a time
   std::unique_ptr<placement::PlacementPolicy> policy_;
-  std::unique_ptr<MaskedMemo> masked_memo_;  // ScoringPolicy policies only (see extender.cc)
+  bool keep_scores_ = false;  // the tables keep the policy's scores (ScoringPolicy policies)
+  std::unique_ptr<ExtenderAskTables> ask_tables_;
 };
 
 }  // namespace tessera::k8s
