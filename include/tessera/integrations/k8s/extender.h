@@ -94,14 +94,12 @@ class Extender {
   ~Extender();
 
  private:
-  // Asks the tables keep before they start over (each about 17 bytes per node).
-  static constexpr size_t kAskTableLimit = 256;
   Extender() = default;
   ExtenderOptions options_;
   placement::TargetWorkload default_workload_;
   mutable std::mutex cluster_mu_;
   std::shared_ptr<const ExtenderCluster> cluster_;
-  std::mutex policy_mu_;  // the policy memoises: one decision at a time
+  std::mutex policy_mu_;  // the policy memoises, the ask tables keep its scores: one decision at a time
   std::unique_ptr<placement::PlacementPolicy> policy_;
   bool keep_scores_ = false;  // the tables keep the policy's scores (ScoringPolicy policies)
   std::unique_ptr<ExtenderAskTables> ask_tables_;
