@@ -471,9 +471,9 @@ bool SameNodes(const ExtenderCluster& a, const ExtenderCluster& b, std::vector<u
 // the tables' scores.
 void RefreshTables(ExtenderAskTables& t, std::mutex& policy_mu, const std::shared_ptr<const ExtenderCluster>& old_cluster,
                    const std::shared_ptr<const ExtenderCluster>& new_cluster) {
+  if (old_cluster == new_cluster) return;  // the same version again: the tables stand
   std::vector<uint8_t> unchanged;
-  const bool same = old_cluster != nullptr && new_cluster != nullptr && old_cluster != new_cluster &&
-                    SameNodes(*old_cluster, *new_cluster, unchanged);
+  const bool same = old_cluster != nullptr && new_cluster != nullptr && SameNodes(*old_cluster, *new_cluster, unchanged);
   std::map<AskKey, std::shared_ptr<AskTable>> old_tables;
   {
     std::lock_guard<std::mutex> lock(t.mu);
