@@ -41,6 +41,11 @@
 // errors the protocol can carry (Error / FailedNodes); 400 with {"Error": "..."} only for a body
 // that is not a JSON object or whose Pod / Nodes / NodeNames have the wrong JSON type. Never 500.
 //
+// Cost: per cluster version and kind of GPU ask the extender keeps each node's fit and (policies
+// built on ScoringPolicy) its score, so a pod whose ask was seen before reads them instead of
+// deciding 5,000 nodes again; SetCluster carries them over the nodes a refresh left alone when
+// the node list and specs are the same (extender.cc, "AskTable"; docs/kubernetes.md "Speed").
+//
 // Thread-safety: Filter, Prioritize, Health and SetCluster may be called from many threads at
 // once; decisions read one cluster version each (SetCluster swaps it atomically for later calls).
 #pragma once
