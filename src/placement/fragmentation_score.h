@@ -12,6 +12,7 @@
 // GPUs one memory slice is 125 milli, which the sigmoid's integer steps would blur.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -27,7 +28,9 @@ inline int64_t FragmentationScore(double cost_milli) {
   return static_cast<int64_t>(std::floor(100.0 / (1.0 + std::exp(cost_milli / 1000.0))));
 }
 
-// CostFn: double(int64_t cpu_after, std::span<const int32_t> gpus_after).
+// CostFn: double(int64_t cpu_after, std::span<const int32_t> gpus_after). On a node of one GPU
+// model the cost must depend on gpus_after only as a multiset (FragmentationMemo sorts it, the
+// stranding term sums it): equal free values are then tried once.
 template <typename CostFn>
 ScoringPolicy::NodeChoice ScoreByFragmentation(const ClusterSnapshot& cluster, NodeIndex n, const TaskRequest& task,
                                                GpuSet usable, CostFn&& cost) {
@@ -45,9 +48,19 @@ ScoringPolicy::NodeChoice ScoreByFragmentation(const ClusterSnapshot& cluster, N
   }
   const int32_t d = static_cast<int32_t>(task.gpu_milli.value());
   ScoringPolicy::NodeChoice best{-1, 0};
+  // On a one-model node two GPUs with the same free milli leave the same state (as a multiset),
+  // so the later one scores the same and cannot win the tie: each free value is tried once.
+  // GPUs free {500, 1000, 500, 1000}, d = 250: two costs asked for, not four.
+  const bool symmetric = !cluster.mixed(n);
+  std::array<int32_t, kMaxGpusPerNode> tried;
+  int tried_count = 0;
   for (int g = 0; g < count; ++g) {
     int32_t& u = gpus[static_cast<size_t>(g)];
     if (u < d || (usable & GpuBit(g)) == 0) continue;
+    if (symmetric) {
+      if (std::find(tried.begin(), tried.begin() + tried_count, u) != tried.begin() + tried_count) continue;
+      tried[static_cast<size_t>(tried_count++)] = u;
+    }
     u -= d;
     const int64_t s = FragmentationScore(cost(cpu_after, after));
     u += d;

@@ -200,6 +200,46 @@ TEST(Extender, MemoryMaskedGpusDecideAsThePerGpuCheckAndScoreAlikeEveryTime) {
   EXPECT_EQ(scores[3], json({{"Host", "node-e"}, {"Score", 0}}));
 }
 
+TEST(Extender, ARefreshAnswersAsAFreshExtenderOnTheNewStateAndBack) {
+  // The ask tables carry over the nodes a refresh left alone: node-a fills up, node-b's GPU0 goes
+  // from half to a quarter used (a new score), node-c frees half a GPU (now fits); node-d stays.
+  const std::string header = "sn,cpu_milli,memory_mib,gpu,model,gpu_used_milli\n";
+  auto before = Cluster(header + "node-a,64000,262144,2,A100-40GB,0|0\nnode-b,64000,262144,2,A100-40GB,500|0\n"
+                                 "node-c,64000,262144,2,A100-40GB,1000|1000\nnode-d,64000,262144,2,A100-40GB,750|0\n");
+  auto after = Cluster(header + "node-a,64000,262144,2,A100-40GB,1000|1000\nnode-b,64000,262144,2,A100-40GB,250|0\n"
+                                "node-c,64000,262144,2,A100-40GB,500|1000\nnode-d,64000,262144,2,A100-40GB,750|0\n");
+  // node-e added: nothing carried over.
+  auto grown = Cluster(header + "node-a,64000,262144,2,A100-40GB,1000|1000\nnode-b,64000,262144,2,A100-40GB,250|0\n"
+                                "node-c,64000,262144,2,A100-40GB,500|1000\nnode-d,64000,262144,2,A100-40GB,750|0\n"
+                                "node-e,64000,262144,2,A100-40GB,0|0\n");
+  const std::vector<std::string> all = {"node-a", "node-b", "node-c", "node-d", "node-e"};
+  const std::string share = Args({{"gpu.tessera.io/compute", "500"}}, all);
+  const std::string whole = Args({{"gpu.tessera.io/count", "1"}}, all);
+  auto e = Make(before);
+  const ExtenderAnswer filter_before = e->Filter(share);
+  const ExtenderAnswer scores_before = e->Prioritize(share);
+  (void)e->Prioritize(whole);
+  EXPECT_EQ(Body(filter_before)["NodeNames"], json::array({"node-a", "node-b", "node-d"}));
+
+  e->SetCluster(after);
+  EXPECT_EQ(Body(e->Filter(share))["NodeNames"], json::array({"node-b", "node-c", "node-d"}));
+  EXPECT_EQ(e->Filter(share).body, Make(after)->Filter(share).body);
+  const ExtenderAnswer scores_after = e->Prioritize(share);
+  EXPECT_EQ(scores_after.body, Make(after)->Prioritize(share).body);
+  EXPECT_NE(scores_after.body, scores_before.body);
+  EXPECT_EQ(e->Prioritize(whole).body, Make(after)->Prioritize(whole).body);
+  EXPECT_EQ(e->Filter(whole).body, Make(after)->Filter(whole).body);
+
+  e->SetCluster(before);
+  EXPECT_EQ(e->Filter(share).body, filter_before.body);
+  EXPECT_EQ(e->Prioritize(share).body, scores_before.body);
+
+  e->SetCluster(grown);
+  EXPECT_EQ(e->Filter(share).body, Make(grown)->Filter(share).body);
+  EXPECT_EQ(e->Prioritize(share).body, Make(grown)->Prioritize(share).body);
+  EXPECT_EQ(e->Prioritize(whole).body, Make(grown)->Prioritize(whole).body);
+}
+
 TEST(Extender, RefusedNodesAreKeyedInNameOrderKnownOrNot) {
   auto e = TestDataExtender();
   // Unknown names around the cluster's, one of the cluster's escaped (\u002d is '-').

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
-#include <unordered_map>
 #include <array>
 #include <deque>
 #include <cstdio>
@@ -189,15 +188,55 @@ std::string QuotaRefusal(const PodDecision& d, int64_t milli) {
 }
 
 
+// What the filter finds on one node for one kind of GPU ask, apart from the per-request
+// refusals (cordoned, the node's shape, the tenant's quota): whether any GPU could ever hold it,
+// the GPUs it may use and whether it fits them now.
+struct NodeFit {
+  enum Kind : uint8_t { kNotApplicable, kNoCapacity, kTooFull, kFits };
+  GpuSet usable = 0;
+  Kind kind = kNotApplicable;
+};
+
+// One kind of GPU ask on one cluster version (AskTables): every node's NodeFit, worked out once by
+// the first request with this ask and read by every later one, and (ScoringPolicy policies) the
+// policy's raw score of each node that fits, filled in as Prioritize asks for them.
+//
+//   5,000 nodes, 64 pods cycling through 8 asks: the first pod of each ask walks every node
+//   (UsableGpus, Fits) and scores the fitting ones; every later pod with the same ask reads one
+//   NodeFit and one score per node. A refresh (SetCluster) starts the tables over.
+struct AskTable {
+  static constexpr uint8_t kUnscored = 0, kNoScore = 1, kScored = 2;
+  GpuAsk ask;                // whose table (for carrying it over a refresh)
+  ModelMask allowed = 0;
+  std::vector<NodeFit> fit;  // by node index; immutable once the table is shared
+  // Guarded by Extender::policy_mu_.
+  std::vector<double> raw;
+  std::vector<uint8_t> raw_state;  // kUnscored, kNoScore (nullopt), kScored
+};
+
+// Asks the tables of one cluster keep before they start over (each about 17 bytes per node).
+constexpr size_t kAskTableLimit = 256;
+
+// The ask as far as the filter's node checks and the policy's task see it (not the tenant).
+struct AskKey {
+  AskMode mode;
+  int32_t count, compute_milli;
+  int64_t memory_mib;
+  std::string mig_profile;
+  ModelMask allowed;
+  auto operator<=>(const AskKey&) const = default;
+};
+
 // The filter's decision for one pod, node by node. What makes the ask resolvable on a node
 // depends only on the node's shape (GPU model, MIG mode, GPU count: ExtenderCluster::shape), so
 // the task, the reason a shape can never take the pod and the quota refusal are worked out once
 // per shape and GPU model, and every reason text is built once per request (nodes point to it).
-// What is left per node is the name lookup, the memory mask and the fit.
+// What is left per node is the name lookup and the node's NodeFit: read from the ask's table
+// when the walk has one, else worked out (the memory mask and the fit).
 //
 //   5,000 nodes of shapes {A100 x8, H100 x8, T4 x4}, a pod asking for an A100: three
 //   resolutions ("its GPUs are H100-80GB, the pod asks for A100-40GB" built once, 1,667 nodes
-//   point to it), then UsableGpus and Fits on the 1,667 A100 nodes.
+//   point to it), then the NodeFit of the 1,667 A100 nodes.
 class Walk {
  public:
   enum class Outcome : uint8_t { kPass, kFailed, kUnresolvable };
@@ -209,18 +248,24 @@ class Walk {
     GpuSet usable = 0;                     // kPass, kFailed
   };
 
-  Walk(const PodDecision& d, const ExtenderCluster& c) : d_(d), c_(c), shapes_(c.shape_count()) {}
+  // `table`: the ask's NodeFits on `c` (nullptr: work each one out).
+  Walk(const PodDecision& d, const ExtenderCluster& c, const AskTable* table = nullptr)
+      : d_(d), c_(c), table_(table), shapes_(c.shape_count()) {}
 
   Decision Decide(std::string_view name) {
-    Decision out;
     const std::optional<NodeIndex> found = c_.Find(name, hint_);
     if (!found) {
+      Decision out;
       out.why = Text(kUnknown, "not in tessera's view of the cluster (no GPUs registered)");
       return out;
     }
-    const NodeIndex n = *found;
+    hint_ = found->value() + 1;  // kube-scheduler lists nodes in its snapshot's order: try the next one first
+    return DecideNode(*found);
+  }
+
+  Decision DecideNode(NodeIndex n) {
+    Decision out;
     out.node = n;
-    hint_ = n.value() + 1;  // kube-scheduler lists nodes in its snapshot's order: try the next one first
     if (!c_.schedulable(n)) {
       out.why = Text(kCordoned, "cordoned or lost in the tessera control plane");
       return out;
@@ -231,13 +276,13 @@ class Walk {
       return out;
     }
     out.task = &shape.model->task;
-    bool capacity_ok = true;
-    out.usable = UsableGpus(*d_.ask, c_, n, &capacity_ok);
-    if (!capacity_ok) {
+    const NodeFit fit = table_ != nullptr ? table_->fit[n.value()] : Fit(n, *out.task);
+    out.usable = fit.usable;
+    if (fit.kind == NodeFit::kNoCapacity) {
       out.why = Text(kCapacity, "no GPU of the node has " + std::to_string(d_.ask->memory_mib) + " MiB of memory");
       return out;
     }
-    if (c_.snapshot().Fits(n, *out.task, out.usable)) {
+    if (fit.kind == NodeFit::kFits) {
       out.outcome = Outcome::kPass;
       return out;
     }
@@ -250,6 +295,36 @@ class Walk {
     out.outcome = Outcome::kFailed;
     out.why = shape.model->failed;
     return out;
+  }
+
+  // The NodeFit of every node of the cluster, for the ask of `d` (whose quota must be nullptr:
+  // a table serves every tenant). Nodes the ask never reaches are kNotApplicable. With `before`
+  // (the ask's table on the previous cluster), nodes marked in `unchanged` keep its NodeFit.
+  static std::shared_ptr<AskTable> Table(const PodDecision& d, const ExtenderCluster& c, bool with_scores,
+                                         const AskTable* before, const std::vector<uint8_t>& unchanged) {
+    auto table = std::make_shared<AskTable>();
+    table->ask = *d.ask;
+    table->allowed = d.allowed;
+    table->fit.resize(c.node_count());
+    Walk walk(d, c);
+    for (uint32_t i = 0; i < c.node_count(); ++i) {
+      if (before != nullptr && unchanged[i]) {
+        table->fit[i] = before->fit[i];
+        continue;
+      }
+      const Decision v = walk.DecideNode(NodeIndex{i});
+      if (v.task == nullptr) continue;  // cordoned or refused by its shape
+      NodeFit& f = table->fit[i];
+      f.usable = v.usable;
+      f.kind = v.outcome == Outcome::kPass ? NodeFit::kFits
+               : v.outcome == Outcome::kFailed ? NodeFit::kTooFull
+                                                : NodeFit::kNoCapacity;
+    }
+    if (with_scores) {
+      table->raw.resize(c.node_count());
+      table->raw_state.resize(c.node_count(), AskTable::kUnscored);
+    }
+    return table;
   }
 
  private:
@@ -265,6 +340,16 @@ class Walk {
     Model* model = nullptr;            // else
   };
   enum Fixed { kUnknown, kCordoned, kCapacity, kFixedCount };
+
+  NodeFit Fit(NodeIndex n, const TaskRequest& task) const {
+    bool capacity_ok = true;
+    NodeFit f;
+    f.usable = UsableGpus(*d_.ask, c_, n, &capacity_ok);
+    f.kind = !capacity_ok                               ? NodeFit::kNoCapacity
+             : c_.snapshot().Fits(n, task, f.usable) ? NodeFit::kFits
+                                                       : NodeFit::kTooFull;
+    return f;
+  }
 
   const std::string* Text(Fixed which, std::string_view text) {
     if (fixed_[which] == nullptr) fixed_[which] = &texts_.emplace_back(text);
@@ -331,6 +416,7 @@ class Walk {
 
   const PodDecision& d_;
   const ExtenderCluster& c_;
+  const AskTable* table_;
   uint32_t hint_ = 0;
   std::vector<Shape> shapes_;
   std::map<uint32_t, Model> models_;  // by GPU model id (stable addresses)
@@ -339,41 +425,110 @@ class Walk {
 };
 
 
-// Scores of nodes with GPUs masked out for memory (ScoringPolicy memoises only unmasked ones),
-// per cluster version: (task shape, node, usable GPUs) -> the policy's raw score. Only for
-// policies built on ScoringPolicy, whose ScoreNodes is a pure function of those (the snapshot of
-// one ExtenderCluster never changes).
-struct MaskedKey {
-  int64_t cpu, memory, gpu_milli;
-  uint64_t models;
-  int32_t num_gpu, mig_profile;
-  uint32_t node;
-  GpuSet usable;
-  static MaskedKey Of(const TaskRequest& t, NodeIndex n, GpuSet usable) {
-    return {t.cpu.value(), t.memory.value(), t.gpu_milli.value(), t.allowed_models, t.num_gpu, t.mig_profile, n.value(),
-            usable};
-  }
-  bool operator==(const MaskedKey&) const = default;
-};
-
-struct MaskedKeyHash {
-  size_t operator()(const MaskedKey& k) const {
-    uint64_t h = static_cast<uint64_t>(k.node) * 0x9e3779b97f4a7c15ULL;
-    for (uint64_t v : {static_cast<uint64_t>(k.cpu), static_cast<uint64_t>(k.memory), static_cast<uint64_t>(k.gpu_milli),
-                       k.models, static_cast<uint64_t>(k.num_gpu), static_cast<uint64_t>(static_cast<int64_t>(k.mig_profile)),
-                       static_cast<uint64_t>(k.usable)}) {
-      h ^= v + 0x7f4a7c159e3779b9ULL + (h << 6) + (h >> 2);
-    }
-    return static_cast<size_t>(h);
-  }
-};
-
 }  // namespace
 
-struct Extender::MaskedMemo {
-  std::shared_ptr<const ExtenderCluster> cluster;  // whose scores these are (held: its address is not reused)
-  std::unordered_map<MaskedKey, std::optional<double>, MaskedKeyHash> scores;
+// The AskTables of one cluster version, by ask. Started over by a new cluster (compared by
+// address: the cluster is held, so its address is not reused while the tables live) and when
+// kAskTableLimit asks are taken.
+//
+// A refresh is incremental (RefreshTables, from SetCluster, on the refreshing thread): when the
+// new cluster has the same nodes with the same specs (names, models, GPU counts, MIG mode, CPU,
+// memory: also what the policies read of the cluster as a whole, such as the tessera policy's
+// model scarcity), every table is carried over: the NodeFit and the score of each node whose
+// state did not change (its use, its cordon) are copied, the others' NodeFit is worked out anew
+// and their score left for the next Prioritize to ask the policy.
+//
+//   5,000 nodes, 8 asks, a refresh in which 50 nodes' use changed: 8 x 50 NodeFits worked out
+//   at the refresh, and the first pod of each ask after it scores 50 nodes, not the ~3,000 that
+//   fit. A node added, removed, renamed or resized: the tables start over.
+struct ExtenderAskTables {
+  std::mutex mu;
+  std::shared_ptr<const ExtenderCluster> cluster;
+  std::map<AskKey, std::shared_ptr<AskTable>> tables;
 };
+
+namespace {
+
+// Whether b has a's nodes with a's specs, in a's order; then in `unchanged` which nodes kept
+// their state.
+bool SameNodes(const ExtenderCluster& a, const ExtenderCluster& b, std::vector<uint8_t>& unchanged) {
+  if (a.node_count() != b.node_count() || &a.catalog() != &b.catalog()) return false;
+  unchanged.assign(b.node_count(), 0);
+  for (uint32_t i = 0; i < b.node_count(); ++i) {
+    const ClusterNode& x = a.node(NodeIndex{i});
+    const ClusterNode& y = b.node(NodeIndex{i});
+    if (x.name != y.name || x.cpu_milli != y.cpu_milli || x.memory_mib != y.memory_mib || x.model != y.model ||
+        x.gpu_count != y.gpu_count || x.mig != y.mig || x.gpu_memory_mib != y.gpu_memory_mib) {
+      return false;
+    }
+    unchanged[i] = x.schedulable == y.schedulable && x.gpu_used_milli == y.gpu_used_milli &&
+                   x.gpu_used_mib == y.gpu_used_mib;
+  }
+  return true;
+}
+
+// The tables for `new_cluster`, which replaces `old_cluster` (SetCluster). `policy_mu` guards
+// the tables' scores.
+void RefreshTables(ExtenderAskTables& t, std::mutex& policy_mu, const std::shared_ptr<const ExtenderCluster>& old_cluster,
+                   const std::shared_ptr<const ExtenderCluster>& new_cluster) {
+  if (old_cluster == new_cluster) return;  // the same version again: the tables stand
+  std::vector<uint8_t> unchanged;
+  const bool same = old_cluster != nullptr && new_cluster != nullptr && SameNodes(*old_cluster, *new_cluster, unchanged);
+  std::map<AskKey, std::shared_ptr<AskTable>> old_tables;
+  {
+    std::lock_guard<std::mutex> lock(t.mu);
+    if (t.cluster == old_cluster) old_tables = std::move(t.tables);
+    t.cluster = new_cluster;
+    t.tables.clear();
+  }
+  if (!same || old_tables.empty()) return;
+  std::map<AskKey, std::shared_ptr<AskTable>> carried;
+  for (const auto& [key, before] : old_tables) {
+    PodDecision d;
+    d.ask = before->ask;
+    d.allowed = before->allowed;
+    carried.emplace(key, Walk::Table(d, *new_cluster, !before->raw_state.empty(), before.get(), unchanged));
+  }
+  {
+    std::lock_guard<std::mutex> lock(policy_mu);  // the old tables' scores may still be being written
+    for (auto& [key, table] : carried) {
+      const AskTable& before = *old_tables.at(key);
+      if (before.raw_state.empty()) continue;
+      for (size_t i = 0; i < unchanged.size(); ++i) {
+        if (!unchanged[i]) continue;
+        table->raw[i] = before.raw[i];
+        table->raw_state[i] = before.raw_state[i];
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (t.cluster != new_cluster) return;  // another refresh came in between
+  for (auto& [key, table] : carried) t.tables.emplace(key, std::move(table));  // a table built meanwhile stays
+}
+
+// The table of d's ask on c: the cached one, or a new one (built outside the lock: two requests
+// may both build it, and one of the two equal tables is kept). `keep_scores`: the table keeps
+// the policy's scores (ScoringPolicy).
+std::shared_ptr<AskTable> TableFor(ExtenderAskTables& cache, bool keep_scores, const PodDecision& d,
+                                   const std::shared_ptr<const ExtenderCluster>& c) {
+  const GpuAsk& ask = *d.ask;
+  AskKey key{ask.mode, ask.count, ask.compute_milli, ask.memory_mib, ask.mig_profile, d.allowed};
+  {
+    std::lock_guard<std::mutex> lock(cache.mu);
+    if (cache.cluster == c) {
+      if (auto it = cache.tables.find(key); it != cache.tables.end()) return it->second;
+    }
+  }
+  PodDecision any_tenant = d;
+  any_tenant.quota = nullptr;
+  std::shared_ptr<AskTable> table = Walk::Table(any_tenant, *c, keep_scores, nullptr, {});
+  std::lock_guard<std::mutex> lock(cache.mu);
+  if (cache.cluster != c) return table;  // a refresh came in between: not kept
+  if (cache.tables.size() >= kAskTableLimit) cache.tables.clear();
+  return cache.tables.emplace(std::move(key), std::move(table)).first->second;
+}
+
+}  // namespace
 
 Extender::~Extender() = default;
 
@@ -390,13 +545,20 @@ StatusOr<std::unique_ptr<Extender>> Extender::Create(ExtenderOptions options) {
   placement::PolicyOptions po;
   po.target_workload = e->options_.target_workload ? e->options_.target_workload : &e->default_workload_;
   TESSERA_ASSIGN_OR_RETURN(e->policy_, placement::MakePolicy(e->options_.policy, po));
-  if (dynamic_cast<placement::ScoringPolicy*>(e->policy_.get()) != nullptr) e->masked_memo_ = std::make_unique<MaskedMemo>();
+  // ScoringPolicy::ScoreNodes is a pure function of the snapshot, the task, the node and its usable
+  // GPUs (scoring_policy.h), so its scores may be kept in the ask tables.
+  e->keep_scores_ = dynamic_cast<placement::ScoringPolicy*>(e->policy_.get()) != nullptr;
+  e->ask_tables_ = std::make_unique<ExtenderAskTables>();
   return e;
 }
 
 void Extender::SetCluster(std::shared_ptr<const ExtenderCluster> cluster) {
-  std::lock_guard<std::mutex> lock(cluster_mu_);
-  cluster_ = std::move(cluster);
+  std::shared_ptr<const ExtenderCluster> old;
+  {
+    std::lock_guard<std::mutex> lock(cluster_mu_);
+    old = std::exchange(cluster_, cluster);
+  }
+  RefreshTables(*ask_tables_, policy_mu_, old, cluster);
 }
 
 std::shared_ptr<const ExtenderCluster> Extender::cluster() const {
@@ -420,6 +582,7 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
   pass.reserve(a.names.size());
   std::shared_ptr<const ExtenderCluster> c = cluster();
   StatusOr<PodDecision> d = UnavailableError("");
+  std::shared_ptr<AskTable> table;
   std::optional<Walk> walk;  // owns the reasons' texts until the answer is written
   if (c == nullptr) {
     error = "tessera extender: no cluster state yet (the first refresh has not completed)";
@@ -428,7 +591,8 @@ ExtenderAnswer Extender::Filter(std::string_view body) {
   } else if (!d->ask) {
     for (size_t i = 0; i < a.names.size(); ++i) pass.push_back(i);
   } else {
-    walk.emplace(*d, *c);
+    table = TableFor(*ask_tables_, keep_scores_, *d, c);
+    walk.emplace(*d, *c, table.get());
     for (size_t i = 0; i < a.names.size(); ++i) {
       const std::string_view name = a.names[i];
       const Walk::Decision v = walk->Decide(name);
@@ -487,8 +651,10 @@ ExtenderAnswer Extender::Prioritize(std::string_view body) {
   if (d.ok() && d->ask) {
     // The nodes that pass the filter, grouped by the task they take (one per GPU model for MIG
     // asks), scored by the policy group by group, then normalised all together. (A node that
-    // fails the filter would score nullopt: it is not asked.)
-    Walk walk(*d, *c);
+    // fails the filter would score nullopt: it is not asked.) Scores the ask's table already
+    // holds are read from it.
+    const std::shared_ptr<AskTable> table = TableFor(*ask_tables_, keep_scores_, *d, c);
+    Walk walk(*d, *c, table.get());
     struct Member {
       size_t at;           // in a.names
       NodeIndex node;
@@ -505,26 +671,20 @@ ExtenderAnswer Extender::Prioritize(std::string_view body) {
       tasks.push_back(v.task);
       usable.push_back(v.usable);
     }
-    std::map<const TaskRequest*, std::vector<Member>> groups;
     std::vector<std::optional<double>> raw(a.names.size());
+    std::map<const TaskRequest*, std::vector<Member>> groups;
     placement::Eligibility eligibility;
     bool masked = false;
-    std::lock_guard<std::mutex> lock(policy_mu_);  // the policy and the memo: one decision at a time
-    MaskedMemo* memo = masked_memo_.get();
-    if (memo != nullptr && (memo->cluster != c || memo->scores.size() > kMaskedMemoLimit)) {
-      memo->cluster = c;
-      memo->scores.clear();
-    }
+    std::lock_guard<std::mutex> lock(policy_mu_);  // the policy and the tables' scores: one decision at a time
+    const bool kept = !table->raw_state.empty();
     for (size_t k = 0; k < passing.size(); ++k) {
       const Member& m = passing[k];
+      if (kept) {
+        const uint8_t state = table->raw_state[m.node.value()];
+        if (state == AskTable::kScored) raw[m.at] = table->raw[m.node.value()];
+        if (state != AskTable::kUnscored) continue;
+      }
       if (m.masked) {
-        if (memo != nullptr) {
-          auto it = memo->scores.find(MaskedKey::Of(*tasks[k], m.node, usable[k]));
-          if (it != memo->scores.end()) {
-            raw[m.at] = it->second;
-            continue;
-          }
-        }
         if (!masked) eligibility.Reset(c->node_count());
         masked = true;
         eligibility.SetGpus(m.node, usable[k]);
@@ -540,8 +700,10 @@ ExtenderAnswer Extender::Prioritize(std::string_view body) {
       const std::vector<std::optional<double>> s = policy_->ScoreNodes(c->snapshot(), *task, nodes, ctx);
       for (size_t k = 0; k < members.size(); ++k) {
         raw[members[k].at] = s[k];
-        if (memo != nullptr && members[k].masked) {
-          memo->scores.emplace(MaskedKey::Of(*task, members[k].node, eligibility.gpus(members[k].node)), s[k]);
+        if (kept) {
+          const uint32_t n = members[k].node.value();
+          table->raw_state[n] = s[k] ? AskTable::kScored : AskTable::kNoScore;
+          table->raw[n] = s[k].value_or(0.0);
         }
       }
     }

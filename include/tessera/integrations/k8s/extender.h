@@ -41,6 +41,11 @@
 // errors the protocol can carry (Error / FailedNodes); 400 with {"Error": "..."} only for a body
 // that is not a JSON object or whose Pod / Nodes / NodeNames have the wrong JSON type. Never 500.
 //
+// Cost: per cluster version and kind of GPU ask the extender keeps each node's fit and (policies
+// built on ScoringPolicy) its score, so a pod whose ask was seen before reads them instead of
+// deciding 5,000 nodes again; SetCluster carries them over the nodes a refresh left alone when
+// the node list and specs are the same (extender.cc, "AskTable"; docs/kubernetes.md "Speed").
+//
 // Thread-safety: Filter, Prioritize, Health and SetCluster may be called from many threads at
 // once; decisions read one cluster version each (SetCluster swaps it atomically for later calls).
 #pragma once
@@ -69,6 +74,9 @@ struct ExtenderOptions {
   const placement::TargetWorkload* target_workload = nullptr;
 };
 
+// Per cluster version, per kind of GPU ask: what every node's check found (extender.cc).
+struct ExtenderAskTables;
+
 struct ExtenderAnswer {
   int status = 200;
   std::string body;
@@ -91,17 +99,15 @@ class Extender {
   ~Extender();
 
  private:
-  struct MaskedMemo;
-  // Entries of the masked-node memo before it starts over (about 64 bytes each).
-  static constexpr size_t kMaskedMemoLimit = size_t{1} << 18;
   Extender() = default;
   ExtenderOptions options_;
   placement::TargetWorkload default_workload_;
   mutable std::mutex cluster_mu_;
   std::shared_ptr<const ExtenderCluster> cluster_;
-  std::mutex policy_mu_;  // the policy memoises: one decision at a time
+  std::mutex policy_mu_;  // the policy memoises, the ask tables keep its scores: one decision at a time
   std::unique_ptr<placement::PlacementPolicy> policy_;
-  std::unique_ptr<MaskedMemo> masked_memo_;  // ScoringPolicy policies only (see extender.cc)
+  bool keep_scores_ = false;  // the tables keep the policy's scores (ScoringPolicy policies)
+  std::unique_ptr<ExtenderAskTables> ask_tables_;
 };
 
 }  // namespace tessera::k8s
