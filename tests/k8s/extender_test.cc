@@ -279,6 +279,37 @@ TEST(Extender, MigAsksGoToMigNodesOfAModelWithTheProfile) {
             R"([{"Host":"mig-1","Score":10},{"Host":"plain","Score":0}])");
 }
 
+// A node of two GPU models (the control plane lists a model per GPU): a pod asking for the model
+// of its later GPUs fits there, on those GPUs only; one asking for a model it lacks is refused
+// naming both of its models. (Taking GPU 0's model for the node refused the A100 pod.)
+TEST(Extender, AMixedModelNodeTakesAPodAskingForTheModelOfAnyOfItsGpus) {
+  StatusOr<std::vector<ClusterNode>> nodes = ReadControlPlaneNodes(R"({"nodes": [
+    {"name": "mix", "state": "ready", "cpu_milli": 64000, "memory_mib": 262144, "gpus": [
+      {"index": 0, "model": "H100-80GB", "allocated_milli": 1000},
+      {"index": 1, "model": "A100-40GB", "allocated_milli": 0},
+      {"index": 2, "model": "A100-40GB", "allocated_milli": 0}]},
+    {"name": "h100s", "state": "ready", "cpu_milli": 64000, "memory_mib": 262144, "gpus": [
+      {"index": 0, "model": "H100-80GB"}, {"index": 1, "model": "H100-80GB"}]}]})");
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  EXPECT_EQ((*nodes)[0].gpu_models, (std::vector<std::string>{"H100-80GB", "A100-40GB", "A100-40GB"}));
+  EXPECT_TRUE((*nodes)[1].gpu_models.empty());  // one model: an ordinary node
+  StatusOr<std::shared_ptr<const ExtenderCluster>> c = ExtenderCluster::Build({.nodes = *nodes}, GpuModelCatalog::Builtin());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ((*c)->gpu_memory_mib(*(*c)->Find("mix"), 1), 40537);  // the A100-40GB's, not the H100's
+  auto e = Make(*c);
+  json out = Body(e->Filter(Args({{"gpu.tessera.io/model", "A100-40GB"}, {"gpu.tessera.io/count", "2"}},
+                                 {"mix", "h100s"})));
+  EXPECT_EQ(out["NodeNames"], json::array({"mix"}));
+  EXPECT_THAT(out["FailedAndUnresolvableNodes"]["h100s"].get<std::string>(), HasSubstr("its GPUs are H100-80GB"));
+  out = Body(e->Filter(Args({{"gpu.tessera.io/model", "T4"}, {"gpu.tessera.io/compute", "500"}}, {"mix"})));
+  EXPECT_THAT(out["FailedAndUnresolvableNodes"]["mix"].get<std::string>(),
+              HasSubstr("its GPUs are H100-80GB, A100-40GB, the pod asks for T4"));
+  // A mixed node in MIG mode is refused when the cluster is built, naming it.
+  nodes->front().mig = true;
+  EXPECT_THAT(std::string(ExtenderCluster::Build({.nodes = *nodes}, GpuModelCatalog::Builtin()).status().message()),
+              HasSubstr("node 'mix': a node of several GPU models cannot be in MIG mode"));
+}
+
 TEST(Extender, PodWithoutAGpuAskPassesEverywhere) {
   auto e = TestDataExtender();
   const json out = Body(e->Filter(Args(json::object(), {"gpu-node-3", "cpu-node-1"})));

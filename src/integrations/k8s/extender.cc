@@ -370,7 +370,13 @@ class Walk {
     }
     const GpuModelId model = s.spec(n).model;
     if (d_.allowed != 0 && (d_.allowed & s.model_bit(n)) == 0) {
-      shape.why = Owned("its GPUs are " + c_.catalog().info(model).name + ", the pod asks for " + ask.model);
+      // (a mixed-model node names each of its models once, in GPU order: "H100-80GB, A100-40GB")
+      std::string names = c_.catalog().info(model).name;
+      for (GpuModelId m : s.spec(n).gpu_models) {
+        const std::string& name = c_.catalog().info(m).name;
+        if (names.find(name) == std::string::npos) names += ", " + name;
+      }
+      shape.why = Owned("its GPUs are " + names + ", the pod asks for " + ask.model);
       return shape;
     }
     const bool mig_node = s.mig_mode(n);

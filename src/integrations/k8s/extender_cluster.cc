@@ -197,6 +197,7 @@ StatusOr<std::vector<ClusterNode>> ReadControlPlaneNodes(std::string_view body) 
         TESSERA_ASSIGN_OR_RETURN(const json* model, Member(gv, "model", json::value_t::string, gat));
         if (model == nullptr) return InvalidArgumentError(gat + "model: missing");
         if (g == 0) n.model = model->get<std::string>();
+        n.gpu_models.push_back(model->get<std::string>());
         TESSERA_ASSIGN_OR_RETURN(const json* gmem, Member(gv, "memory_mib", json::value_t::number_integer, gat));
         n.gpu_memory_mib.push_back(gmem ? gmem->get<int64_t>() : 0);
         TESSERA_ASSIGN_OR_RETURN(const json* mig, Member(gv, "mig_enabled", json::value_t::boolean, gat));
@@ -207,6 +208,10 @@ StatusOr<std::vector<ClusterNode>> ReadControlPlaneNodes(std::string_view body) 
         n.gpu_used_milli.push_back(static_cast<int32_t>(a));
       }
       n.gpu_count = static_cast<int32_t>(gpus->size());
+      // One model on every GPU: an ordinary node.
+      if (std::all_of(n.gpu_models.begin(), n.gpu_models.end(), [&](const std::string& m) { return m == n.model; })) {
+        n.gpu_models.clear();
+      }
     }
     out.push_back(std::move(n));
   }
@@ -301,6 +306,18 @@ StatusOr<std::shared_ptr<const ExtenderCluster>> ExtenderCluster::Build(ClusterS
       if (!id.ok()) return id.status().WithPrefix(where + ": model");
       spec.model = *id;
       model_mib = catalog.info(*id).memory.value();
+      if (!n.gpu_models.empty()) {  // a mixed-model node (cluster_snapshot.h): each GPU its own model
+        if (n.gpu_models.size() != static_cast<size_t>(n.gpu_count)) {
+          return InvalidArgumentError(where + ": " + std::to_string(n.gpu_models.size()) + " GPU models for " +
+                                      std::to_string(n.gpu_count) + " GPUs");
+        }
+        for (size_t g = 0; g < n.gpu_models.size(); ++g) {
+          StatusOr<GpuModelId> each = catalog.Find(n.gpu_models[g]);
+          if (!each.ok()) return each.status().WithPrefix(where + ": GPU " + std::to_string(g) + "'s model");
+          spec.gpu_models.push_back(*each);
+        }
+        if (n.mig) return InvalidArgumentError(where + ": a node of several GPU models cannot be in MIG mode");
+      }
       if (n.mig) {
         if (!catalog.info(*id).mig) return InvalidArgumentError(where + ": model " + n.model + " has no MIG");
         spec.mig = std::make_shared<const MigGeometry>(*catalog.info(*id).mig);
@@ -317,7 +334,9 @@ StatusOr<std::shared_ptr<const ExtenderCluster>> ExtenderCluster::Build(ClusterS
                                   std::to_string(size) + " GPUs");
     }
     for (size_t g = 0; g < size; ++g) {
-      const int64_t cap = g < n.gpu_memory_mib.size() && n.gpu_memory_mib[g] > 0 ? n.gpu_memory_mib[g] : model_mib;
+      const int64_t catalog_mib =
+          spec.gpu_models.empty() ? model_mib : catalog.info(spec.gpu_models[g]).memory.value();
+      const int64_t cap = g < n.gpu_memory_mib.size() && n.gpu_memory_mib[g] > 0 ? n.gpu_memory_mib[g] : catalog_mib;
       const int64_t used = n.gpu_used_mib.empty() ? 0 : n.gpu_used_mib[g];
       if (cap > 0 && used > cap) {
         return InvalidArgumentError(where + ": GPU " + std::to_string(g) + " uses " + std::to_string(used) + " MiB of " +
@@ -349,7 +368,8 @@ StatusOr<std::shared_ptr<const ExtenderCluster>> ExtenderCluster::Build(ClusterS
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
   std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) { return c->nodes_[x].name < c->nodes_[y].name; });
   for (size_t r = 0; r < order.size(); ++r) c->views_[order[r]].name_rank = static_cast<uint32_t>(r);
-  std::map<std::tuple<uint32_t, bool, int32_t>, uint32_t> shapes;
+  // A node's shape: its GPU models (one per GPU on a mixed node), MIG mode and GPU count.
+  std::map<std::tuple<std::vector<uint32_t>, bool, int32_t>, uint32_t> shapes;
   for (size_t i = 0; i < c->nodes_.size(); ++i) {
     const NodeIndex n{static_cast<uint32_t>(i)};
     const NodeSpec& spec = c->snapshot_->spec(n);
@@ -358,7 +378,10 @@ StatusOr<std::shared_ptr<const ExtenderCluster>> ExtenderCluster::Build(ClusterS
     v.name_size = static_cast<uint32_t>(c->nodes_[i].name.size());
     c->names_ += c->nodes_[i].name;
     v.schedulable = c->nodes_[i].schedulable;
-    const auto key = std::make_tuple(spec.gpu_count > 0 ? spec.model.value() : 0u, c->nodes_[i].mig, spec.gpu_count);
+    std::vector<uint32_t> models;
+    if (spec.gpu_count > 0) models.push_back(spec.model.value());
+    for (GpuModelId m : spec.gpu_models) models.push_back(m.value());
+    const auto key = std::make_tuple(std::move(models), c->nodes_[i].mig, spec.gpu_count);
     v.shape = shapes.emplace(key, static_cast<uint32_t>(shapes.size())).first->second;
     for (int g = 0; g < spec.gpu_count; ++g) {
       const int64_t cap = c->gpu_memory_mib(n, g);

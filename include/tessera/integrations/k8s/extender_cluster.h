@@ -49,6 +49,9 @@ struct ClusterNode {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   std::string model;                  // catalog or NVML name; "" for a node without GPUs
+  // A mixed-model node: each GPU's model (catalog or NVML name), `model` being GPU 0's; empty
+  // when every GPU is `model` (the control plane lists a model per GPU).
+  std::vector<std::string> gpu_models;
   int32_t gpu_count = 0;
   bool mig = false;                   // GPUs in MIG mode
   bool schedulable = true;            // false: cordoned or lost in the control plane
