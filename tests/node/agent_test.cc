@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "tessera/enforce/lease_file.h"
 #include "tessera/enforce/nvml.h"
 #include "tessera/enforce/segment.h"
 #include "tests/testing/sim_test_util.h"
@@ -226,6 +227,38 @@ TEST_F(AgentTest, HoldsASlotWithTheLimitAndChangesItLiveAndLeavesIt) {
   EXPECT_EQ(Slot("w7"), nullptr);
   EXPECT_TRUE(agent.held().empty());
   EXPECT_TRUE(cp.finished.empty());
+}
+
+// The agent's arbiter threads wake for a doorbell, the arbiter's lease ends, the node's reconcile
+// (one of them, every 100 ms) and its sync (1 s), else every 200 ms: an idle GPU's arbiter steps
+// (its heartbeat, which tenants hold stale after 1 s) about 5 times a second, not 20 (a wait of
+// 50 ms: 8 GPUs with 64 idle tenants cost the agent 160 futex waits a second).
+TEST_F(AgentTest, AnIdleGpusArbiterStepsAboutFiveTimesASecond) {
+  Agent agent(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(7, 0, 512, 500), Workload(8, 1, 512, 500)});
+  ASSERT_TRUE(agent.Round(now_ms).ok());
+  StatusOr<enforce::LeaseFile> leases = enforce::LeaseFile::OpenNodeLines(NodeDir(dir.File("node")).paths().leases);
+  ASSERT_TRUE(leases.ok()) << leases.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // both arbiters run
+  uint64_t last[2] = {leases->board(0).arbiter.heartbeat_ns.load(), leases->board(1).arbiter.heartbeat_ns.load()};
+  ASSERT_TRUE(last[0] != 0 && last[1] != 0);
+  int steps = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (std::chrono::steady_clock::now() < end) {
+    for (int g = 0; g < 2; ++g) {
+      const uint64_t beat = leases->board(g).arbiter.heartbeat_ns.load();
+      steps += beat != last[g];
+      last[g] = beat;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // One GPU's duty reconciles the node every 100 ms (10 steps), the other steps every 200 ms (5),
+  // and each syncs once: about 17 (the 50 ms wait: about 40).
+  EXPECT_GE(steps, 8) << steps;
+  EXPECT_LE(steps, 26) << steps;
+  cp.desired = json::array();
+  EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
 }
 
 // A workload whose supervisor cannot be started is not held, and its slot is left again: the
