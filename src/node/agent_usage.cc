@@ -1,5 +1,7 @@
 // The agent's usage samples (tessera/node/agent.h): taken from the segment and the lease boards,
 // kept in an outbox file until the control plane acknowledged them, sent in batches.
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -25,12 +27,58 @@ bool Agent::HasUnsampledEnd() const {
                      [](const auto& p) { return p.second.ended && !p.second.final_sampled; });
 }
 
+bool Agent::RefreshSlotIndex(std::string* why) {
+  const std::optional<FileStamp> stamp = StampOf(node_.paths().registry);
+  if (!stamp) {
+    *why = "cannot stat '" + node_.paths().registry + "'";
+    return false;
+  }
+  if (stamp == slots_stamp_) return true;
+  StatusOr<std::vector<TenantEntry>> entries = node_.RegistryEntries();
+  if (!entries.ok()) {
+    *why = std::string(entries.status().message());
+    return false;
+  }
+  slot_index_.clear();
+  for (const TenantEntry& e : *entries) slot_index_[e.name] = e.index;
+  slots_stamp_ = stamp;
+  return true;
+}
+
+StatusOr<std::map<std::pair<std::string, int>, Agent::SlotFigures>> Agent::HeldSlotFigures() {
+  std::map<std::pair<std::string, int>, SlotFigures> out;
+  if (held_.empty() || ::access(node_.paths().policy.c_str(), F_OK) != 0) return out;  // no node yet
+  std::string why;
+  if (!RefreshSlotIndex(&why)) return UnavailableError("usage: " + why);
+  if (usage_segment_ && usage_stamp_ != slots_stamp_ && !usage_segment_->RefreshCounters().ok()) usage_segment_.reset();
+  if (!usage_segment_) {
+    TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg,
+                             enforce::NodeSegment::OpenOnDemand(node_.paths().policy, node_.paths().counters));
+    usage_segment_.emplace(std::move(seg));
+  }
+  usage_stamp_ = slots_stamp_;
+  if (!usage_leases_) {
+    TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::OpenNodeLines(node_.paths().leases));
+    usage_leases_.emplace(std::move(leases));
+  }
+  for (const auto& [id, w] : held_) {
+    auto index = slot_index_.find(w.slot);
+    if (w.final_sampled || index == slot_index_.end()) continue;
+    const int t = index->second;
+    const enforce::CounterSegment* counters = usage_segment_->counters(t);
+    for (int gpu : w.gpus) {
+      SlotFigures& f = out[{w.slot, gpu}];
+      f.launches = counters != nullptr ? counters->lease_slots[gpu].tenant.launches.load() : 0;
+      f.charged_ns = usage_leases_->board(gpu).node[t].charged_ns.load();
+      f.used_bytes = usage_segment_->ReservedBytes(t, gpu);
+      f.peak_bytes = usage_segment_->PeakBytes(t, gpu);
+    }
+  }
+  return out;
+}
+
 Status Agent::SampleUsage(int64_t now_ms) {
-  StatusOr<NodeStatus> status = node_.ReadStatus();
-  if (!status.ok()) return status.status();
-  std::map<std::pair<std::string, int>, const TenantStatus*> by_slot;  // (slot, GPU)
-  for (const GpuStatus& g : status->gpus)
-    for (const TenantStatus& t : g.tenants) by_slot[{t.name, g.gpu}] = &t;
+  TESSERA_ASSIGN_OR_RETURN(const auto by_slot, HeldSlotFigures());  // (slot, GPU)
   const int64_t now_s = now_ms / 1000;
   bool outbox_changed = false;
   for (auto& [id, w] : held_) {
@@ -45,10 +93,10 @@ Status Agent::SampleUsage(int64_t now_ms) {
     for (size_t i = 0; i < w.gpus.size() && span > 0; ++i) {
       const int gpu = w.gpus[i];
       auto t = by_slot.find({w.slot, gpu});
-      const uint64_t launches = t != by_slot.end() ? t->second->launches : w.reported_launches[i];
-      const uint64_t charged = t != by_slot.end() ? t->second->charged_ns : w.reported_charged_ns[i];
-      const uint64_t used = t != by_slot.end() ? t->second->used_bytes : 0;
-      const uint64_t peak = t != by_slot.end() ? t->second->peak_bytes : 0;
+      const uint64_t launches = t != by_slot.end() ? t->second.launches : w.reported_launches[i];
+      const uint64_t charged = t != by_slot.end() ? t->second.charged_ns : w.reported_charged_ns[i];
+      const uint64_t used = t != by_slot.end() ? t->second.used_bytes : 0;
+      const uint64_t peak = t != by_slot.end() ? t->second.peak_bytes : 0;
       // Counters only grow while the slot lives; a reset (a reused index) counts from zero.
       const uint64_t new_launches = launches >= w.reported_launches[i] ? launches - w.reported_launches[i] : launches;
       const uint64_t new_charged = charged >= w.reported_charged_ns[i] ? charged - w.reported_charged_ns[i] : charged;

@@ -152,7 +152,9 @@
 
 #include "tessera/api/node_wire.h"
 #include "tessera/core/status.h"
+#include "tessera/enforce/lease_file.h"
 #include "tessera/enforce/nvml.h"
+#include "tessera/enforce/segment.h"
 #include "tessera/node/inventory.h"
 #include "tessera/node/mps_control.h"
 #include "tessera/node/node_dir.h"
@@ -327,6 +329,17 @@ class Agent {
   void StopWorkload(HeldWorkload& w, int64_t now_ms);
   Status Release(HeldWorkload& w);
   Status SampleUsage(int64_t now_ms);
+  // What SampleUsage reads of each held slot on each of its GPUs (agent_usage.cc).
+  struct SlotFigures {
+    uint64_t launches = 0, charged_ns = 0, used_bytes = 0, peak_bytes = 0;
+  };
+  // The figures of every held workload's slot, keyed by (slot, GPU): from the segment and the lease
+  // boards this agent keeps mapped (NodeDir::ReadStatus mapped 64 counters files and the lease file,
+  // and judged every member alive, at each sample). A slot the registry does not name is absent.
+  StatusOr<std::map<std::pair<std::string, int>, SlotFigures>> HeldSlotFigures();
+  // slot_index_ as of the registry file now (read again only when it changed); false when the
+  // registry cannot be read (`why` says why).
+  bool RefreshSlotIndex(std::string* why);
   Status SendUsage();
   Status SaveWorkload(const HeldWorkload& w) const;
   Status SaveOutbox() const;
@@ -391,6 +404,11 @@ class Agent {
   // (node::StampOf).
   std::optional<FileStamp> slots_stamp_;
   std::map<std::string, int> slot_index_;
+  // HeldSlotFigures' mappings: the segment (opened on demand: the held tenants' files only; files
+  // replaced since are mapped again when the registry changed) and the lease boards' node lines.
+  std::optional<enforce::NodeSegment> usage_segment_;
+  std::optional<enforce::LeaseFile> usage_leases_;
+  std::optional<FileStamp> usage_stamp_;  // the registry as of usage_segment_'s last refresh
   std::vector<std::string> outbox_;                // usage samples as JSON objects
   int64_t next_usage_ms_ = 0;
   AgentStats stats_;
