@@ -101,6 +101,7 @@ Status Agent::Start() {
   TESSERA_RETURN_IF_ERROR(LoadAgentId());
   TESSERA_RETURN_IF_ERROR(LoadTenantUids());
   TESSERA_RETURN_IF_ERROR(Adopt());
+  TESSERA_RETURN_IF_ERROR(LoadUsageCursors());
   AdoptMps();
   return LoadOutbox();
 }

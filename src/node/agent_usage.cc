@@ -144,7 +144,7 @@ Status Agent::SampleUsage(int64_t now_ms) {
   // The outbox first: a crash between the two files resends a sample (counted once), never
   // loses one or gives a seq twice to different values.
   if (outbox_changed) TESSERA_RETURN_IF_ERROR(SaveOutbox());
-  for (auto& [id, w] : held_) TESSERA_RETURN_IF_ERROR(SaveWorkload(w));
+  TESSERA_RETURN_IF_ERROR(SaveUsageCursors());
   for (auto& [id, w] : held_) {
     if (w.ended && w.final_sampled && w.stop_deadline_ms == 0) (void)Release(w);  // the slot goes
   }
@@ -178,6 +178,46 @@ Status Agent::SaveOutbox() const {
   for (size_t i = 0; i < outbox_.size(); ++i) text += (i ? ",\n" : "\n") + outbox_[i];
   text += "\n]\n";
   return internal::WriteFileAtomically(AgentDir() + "/outbox.json", text);
+}
+
+Status Agent::SaveUsageCursors() const {
+  json j = json::object();
+  for (const auto& [id, w] : held_) {
+    j[std::to_string(id)] = json{{"next_seq", w.next_seq},
+                                 {"usage_from_s", w.usage_from_s},
+                                 {"reported_launches", w.reported_launches},
+                                 {"reported_charged_ns", w.reported_charged_ns}};
+  }
+  return internal::WriteFileAtomically(AgentDir() + "/usage_cursors.json", j.dump() + "\n");
+}
+
+Status Agent::LoadUsageCursors() {
+  const std::string path = AgentDir() + "/usage_cursors.json";
+  StatusOr<std::string> text = internal::ReadWholeFile(path);
+  if (!text.ok()) return text.status().code() == StatusCode::kNotFound ? Status::Ok() : text.status();
+  json j = json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return DataLossError("'" + path + "': not a JSON object of workloads");
+  for (auto& [id, w] : held_) {
+    auto c = j.find(std::to_string(id));
+    if (c == j.end()) continue;
+    try {
+      const int64_t next_seq = c->at("next_seq").get<int64_t>();
+      if (next_seq <= w.next_seq) continue;  // w<id>.json was written after it (a limit change, a stop)
+      std::vector<uint64_t> launches = c->at("reported_launches").get<std::vector<uint64_t>>();
+      std::vector<uint64_t> charged = c->at("reported_charged_ns").get<std::vector<uint64_t>>();
+      if (launches.size() != w.gpus.size() || charged.size() != w.gpus.size())
+        return DataLossError("'" + path + "': workload " + std::to_string(id) + ": counters of " +
+                             std::to_string(launches.size()) + " GPUs, it has " + std::to_string(w.gpus.size()));
+      w.next_seq = next_seq;
+      w.usage_from_s = c->at("usage_from_s").get<int64_t>();
+      w.reported_launches = std::move(launches);
+      w.reported_charged_ns = std::move(charged);
+    } catch (const json::exception& e) {
+      return DataLossError("'" + path + "': workload " + std::to_string(id) + ": field missing or of the wrong type (" +
+                           e.what() + ")");
+    }
+  }
+  return Status::Ok();
 }
 
 Status Agent::LoadOutbox() {

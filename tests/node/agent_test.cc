@@ -366,6 +366,27 @@ TEST_F(AgentTest, ARestartedAgentAdoptsTheRunningWorkloadWithItsSlotAndStopsItWh
   EXPECT_TRUE(cp.finished.empty());
 }
 
+// A usage sample moves every held workload's seq and span: they go to one file (usage_cursors.json,
+// one atomic write), not to each w<id>.json (64 workloads: 64 fsyncs every usage interval). A
+// restarted agent continues from that file.
+TEST_F(AgentTest, AUsageSampleWritesOneCursorsFileNotEachWorkloadsFile) {
+  Agent agent(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(5, 0, 1024, 250), Workload(6, 1, 1024, 250)});
+  ASSERT_TRUE(agent.Round(now_ms).ok());
+  const std::string w5 = ReadTextFile(dir.File("node/agent/w5.json"));
+  ASSERT_TRUE(agent.Round(now_ms + 2000).ok());
+  ASSERT_EQ(cp.samples.size(), 2u);
+  EXPECT_EQ(ReadTextFile(dir.File("node/agent/w5.json")), w5);  // not rewritten by the sample
+  const json cursors = json::parse(ReadTextFile(dir.File("node/agent/usage_cursors.json")));
+  EXPECT_EQ(cursors["5"]["next_seq"], now_ms + 1);
+  EXPECT_EQ(cursors["6"]["usage_from_s"], now_ms / 1000 + 2);
+  Agent again(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(again.Start().ok());
+  EXPECT_EQ(again.held().at(5).next_seq, now_ms + 1);
+  EXPECT_EQ(again.held().at(6).usage_from_s, now_ms / 1000 + 2);
+}
+
 TEST_F(AgentTest, UsageSamplesCarryIncreasingSeqAndAreResentUnchangedUntilAcknowledged) {
   Agent agent(Options(), TwoGpus(), &cp);
   ASSERT_TRUE(agent.Start().ok());

@@ -121,7 +121,12 @@
 // already reported) is in <run_dir>/agent/w<id>.json, replaced atomically: a restarted agent
 // re-adopts what is running (same slot and limit: the slot is joined again by name, nothing is
 // reset), continues the seq and counts nothing twice. The unsent samples are in
-// <run_dir>/agent/outbox.json.
+// <run_dir>/agent/outbox.json. What each usage sample moves (the next seq, the start of the next
+// span, the counters reported) goes to one file of every held workload's, usage_cursors.json
+// ({"7": {"next_seq": ..., "usage_from_s": ..., "reported_launches": [...],
+// "reported_charged_ns": [...]}}), written after the outbox: one atomic write per sample, not one
+// per workload (64 workloads: 64 fsyncs every usage interval). A restarted agent takes, per
+// workload, whichever of w<id>.json and that file has the higher next_seq.
 //
 // Worked example: desired = [{"id": 7, "tenant": "vision", "mode": "fraction(500,2048MiB)",
 // "gpu_milli": 500, "gpu_mem_mib": 2048, "pods": [{"gpus": [1]}], "command": ["./train"]}].
@@ -343,6 +348,8 @@ class Agent {
   Status SendUsage();
   Status SaveWorkload(const HeldWorkload& w) const;
   Status SaveOutbox() const;
+  Status SaveUsageCursors() const;  // usage_cursors.json (see above)
+  Status LoadUsageCursors();        // ... into held_ where it is ahead of w<id>.json
   void EnsureArbiter(int gpu);
   Status EnsureMps(int gpu);  // agent_mps.cc
   Status ReconcileMig(const std::vector<api::DesiredGpu>& desired);  // agent_mig.cc
