@@ -848,21 +848,38 @@ Status NodeSegment::ResetTenantStats(int tenant) {
 ReconcileReport NodeSegment::Reconcile() {
   MapAll();
   ReconcileReport report;
+  const std::uint32_t me = static_cast<std::uint32_t>(::getpid());
   for (CounterSegment* c : counters_) {
-    if (c != nullptr) ReconcileSegment(*c, report);
+    if (c != nullptr) ReconcileSegment(*c, me, report);
+  }
+  return report;
+}
+
+ReconcileReport NodeSegment::ReconcileCharged() {
+  MapAll();
+  ReconcileReport report;
+  const std::uint32_t me = static_cast<std::uint32_t>(::getpid());
+  for (CounterSegment* c : counters_) {
+    if (c == nullptr) continue;
+    bool charged = false;
+    for (const TenantCounter& counter : c->counters) {
+      charged = charged || WordBytes(counter.word.load(std::memory_order_acquire)) != 0;
+    }
+    if (charged) ReconcileSegment(*c, me, report);
   }
   return report;
 }
 
 ReconcileReport NodeSegment::ReconcileTenant(int tenant) {
   ReconcileReport report;
-  if (CounterSegment* c = counters(tenant); c != nullptr) ReconcileSegment(*c, report);
+  if (CounterSegment* c = counters(tenant); c != nullptr) {
+    ReconcileSegment(*c, static_cast<std::uint32_t>(::getpid()), report);
+  }
   return report;
 }
 
-void NodeSegment::ReconcileSegment(CounterSegment& seg, ReconcileReport& report) {
+void NodeSegment::ReconcileSegment(CounterSegment& seg, std::uint32_t me, ReconcileReport& report) {
   const int reclaimed_before = report.slots_reclaimed;
-  const std::uint32_t me = static_cast<std::uint32_t>(::getpid());
   for (int i = 0; i < kMaxSlots; ++i) {
     ProcessSlot& s = seg.slots[i];
     std::uint64_t sw = s.state.load(std::memory_order_acquire);

@@ -106,6 +106,7 @@ Status Agent::Start() {
   TESSERA_RETURN_IF_ERROR(LoadAgentId());
   TESSERA_RETURN_IF_ERROR(LoadTenantUids());
   TESSERA_RETURN_IF_ERROR(Adopt());
+  TESSERA_RETURN_IF_ERROR(LoadUsageCursors());
   AdoptMps();
   return LoadOutbox();
 }
@@ -208,9 +209,13 @@ Status Agent::ApplyDesired(int64_t now_ms) {
 void Agent::EnsureArbiter(int gpu) {
   if (!options_.run_arbiters || arbiters_.count(gpu)) return;
   arbiters_[gpu] = std::thread([this, gpu] {
-    ArbiterDuty duty(node_, gpu);
     // 200 ms: each wake costs a futex wait over the board (8 GPUs, 64 tenants: bench/node/agent_cpu.sh);
-    // a stop is seen within it.
+    // a stop is seen within it. The arbiter's own idle step (its heartbeat, which the shim holds
+    // stale after 1 s) comes at the same pace, not every 50 ms: a waiting tenant rings the
+    // doorbell, and a lease's end is a step of its own.
+    LeaseArbiterOptions options;
+    options.max_sleep = std::chrono::milliseconds(200);
+    ArbiterDuty duty(node_, gpu, options);
     while (!stop_arbiters_.load(std::memory_order_relaxed)) duty.Round(std::chrono::milliseconds(200));
   });
 }

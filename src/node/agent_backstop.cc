@@ -82,20 +82,9 @@ void Agent::CheckCountersFiles() {
   if (!any) return;
   // The registry alone (name -> index): LiveTenants would map every counters file each period.
   // Parsed again only when the file changed (a stat, not a JSON parse, per period).
-  const std::optional<FileStamp> stamp = StampOf(node_.paths().registry);
-  if (!stamp) {
-    Log("backstop: counters files not checked: cannot stat '" + node_.paths().registry + "'");
+  if (std::string why; !RefreshSlotIndex(&why)) {
+    Log("backstop: counters files not checked: " + why);
     return;
-  }
-  if (stamp != slots_stamp_) {
-    StatusOr<std::vector<TenantEntry>> live = node_.RegistryEntries();
-    if (!live.ok()) {
-      Log("backstop: counters files not checked: " + std::string(live.status().message()));
-      return;
-    }
-    slot_index_.clear();
-    for (const TenantEntry& e : *live) slot_index_[e.name] = e.index;
-    slots_stamp_ = stamp;
   }
   for (auto& [id, w] : held_) {
     if (w.ended || w.pid <= 0 || !w.end_reason.empty()) continue;

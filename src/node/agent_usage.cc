@@ -1,5 +1,7 @@
 // The agent's usage samples (tessera/node/agent.h): taken from the segment and the lease boards,
 // kept in an outbox file until the control plane acknowledged them, sent in batches.
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -25,12 +27,58 @@ bool Agent::HasUnsampledEnd() const {
                      [](const auto& p) { return p.second.ended && !p.second.final_sampled; });
 }
 
+bool Agent::RefreshSlotIndex(std::string* why) {
+  const std::optional<FileStamp> stamp = StampOf(node_.paths().registry);
+  if (!stamp) {
+    *why = "cannot stat '" + node_.paths().registry + "'";
+    return false;
+  }
+  if (stamp == slots_stamp_) return true;
+  StatusOr<std::vector<TenantEntry>> entries = node_.RegistryEntries();
+  if (!entries.ok()) {
+    *why = std::string(entries.status().message());
+    return false;
+  }
+  slot_index_.clear();
+  for (const TenantEntry& e : *entries) slot_index_[e.name] = e.index;
+  slots_stamp_ = stamp;
+  return true;
+}
+
+StatusOr<std::map<std::pair<std::string, int>, Agent::SlotFigures>> Agent::HeldSlotFigures() {
+  std::map<std::pair<std::string, int>, SlotFigures> out;
+  if (held_.empty() || ::access(node_.paths().policy.c_str(), F_OK) != 0) return out;  // no node yet
+  std::string why;
+  if (!RefreshSlotIndex(&why)) return UnavailableError("usage: " + why);
+  if (usage_segment_ && usage_stamp_ != slots_stamp_ && !usage_segment_->RefreshCounters().ok()) usage_segment_.reset();
+  if (!usage_segment_) {
+    TESSERA_ASSIGN_OR_RETURN(enforce::NodeSegment seg,
+                             enforce::NodeSegment::OpenOnDemand(node_.paths().policy, node_.paths().counters));
+    usage_segment_.emplace(std::move(seg));
+  }
+  usage_stamp_ = slots_stamp_;
+  if (!usage_leases_) {
+    TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::OpenNodeLines(node_.paths().leases));
+    usage_leases_.emplace(std::move(leases));
+  }
+  for (const auto& [id, w] : held_) {
+    auto index = slot_index_.find(w.slot);
+    if (w.final_sampled || index == slot_index_.end()) continue;
+    const int t = index->second;
+    const enforce::CounterSegment* counters = usage_segment_->counters(t);
+    for (int gpu : w.gpus) {
+      SlotFigures& f = out[{w.slot, gpu}];
+      f.launches = counters != nullptr ? counters->lease_slots[gpu].tenant.launches.load() : 0;
+      f.charged_ns = usage_leases_->board(gpu).node[t].charged_ns.load();
+      f.used_bytes = usage_segment_->ReservedBytes(t, gpu);
+      f.peak_bytes = usage_segment_->PeakBytes(t, gpu);
+    }
+  }
+  return out;
+}
+
 Status Agent::SampleUsage(int64_t now_ms) {
-  StatusOr<NodeStatus> status = node_.ReadStatus();
-  if (!status.ok()) return status.status();
-  std::map<std::pair<std::string, int>, const TenantStatus*> by_slot;  // (slot, GPU)
-  for (const GpuStatus& g : status->gpus)
-    for (const TenantStatus& t : g.tenants) by_slot[{t.name, g.gpu}] = &t;
+  TESSERA_ASSIGN_OR_RETURN(const auto by_slot, HeldSlotFigures());  // (slot, GPU)
   const int64_t now_s = now_ms / 1000;
   bool outbox_changed = false;
   for (auto& [id, w] : held_) {
@@ -45,10 +93,10 @@ Status Agent::SampleUsage(int64_t now_ms) {
     for (size_t i = 0; i < w.gpus.size() && span > 0; ++i) {
       const int gpu = w.gpus[i];
       auto t = by_slot.find({w.slot, gpu});
-      const uint64_t launches = t != by_slot.end() ? t->second->launches : w.reported_launches[i];
-      const uint64_t charged = t != by_slot.end() ? t->second->charged_ns : w.reported_charged_ns[i];
-      const uint64_t used = t != by_slot.end() ? t->second->used_bytes : 0;
-      const uint64_t peak = t != by_slot.end() ? t->second->peak_bytes : 0;
+      const uint64_t launches = t != by_slot.end() ? t->second.launches : w.reported_launches[i];
+      const uint64_t charged = t != by_slot.end() ? t->second.charged_ns : w.reported_charged_ns[i];
+      const uint64_t used = t != by_slot.end() ? t->second.used_bytes : 0;
+      const uint64_t peak = t != by_slot.end() ? t->second.peak_bytes : 0;
       // Counters only grow while the slot lives; a reset (a reused index) counts from zero.
       const uint64_t new_launches = launches >= w.reported_launches[i] ? launches - w.reported_launches[i] : launches;
       const uint64_t new_charged = charged >= w.reported_charged_ns[i] ? charged - w.reported_charged_ns[i] : charged;
@@ -96,7 +144,7 @@ Status Agent::SampleUsage(int64_t now_ms) {
   // The outbox first: a crash between the two files resends a sample (counted once), never
   // loses one or gives a seq twice to different values.
   if (outbox_changed) TESSERA_RETURN_IF_ERROR(SaveOutbox());
-  for (auto& [id, w] : held_) TESSERA_RETURN_IF_ERROR(SaveWorkload(w));
+  TESSERA_RETURN_IF_ERROR(SaveUsageCursors());
   for (auto& [id, w] : held_) {
     if (w.ended && w.final_sampled && w.stop_deadline_ms == 0) (void)Release(w);  // the slot goes
   }
@@ -130,6 +178,46 @@ Status Agent::SaveOutbox() const {
   for (size_t i = 0; i < outbox_.size(); ++i) text += (i ? ",\n" : "\n") + outbox_[i];
   text += "\n]\n";
   return internal::WriteFileAtomically(AgentDir() + "/outbox.json", text);
+}
+
+Status Agent::SaveUsageCursors() const {
+  json j = json::object();
+  for (const auto& [id, w] : held_) {
+    j[std::to_string(id)] = json{{"next_seq", w.next_seq},
+                                 {"usage_from_s", w.usage_from_s},
+                                 {"reported_launches", w.reported_launches},
+                                 {"reported_charged_ns", w.reported_charged_ns}};
+  }
+  return internal::WriteFileAtomically(AgentDir() + "/usage_cursors.json", j.dump() + "\n");
+}
+
+Status Agent::LoadUsageCursors() {
+  const std::string path = AgentDir() + "/usage_cursors.json";
+  StatusOr<std::string> text = internal::ReadWholeFile(path);
+  if (!text.ok()) return text.status().code() == StatusCode::kNotFound ? Status::Ok() : text.status();
+  json j = json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return DataLossError("'" + path + "': not a JSON object of workloads");
+  for (auto& [id, w] : held_) {
+    auto c = j.find(std::to_string(id));
+    if (c == j.end()) continue;
+    try {
+      const int64_t next_seq = c->at("next_seq").get<int64_t>();
+      if (next_seq <= w.next_seq) continue;  // w<id>.json was written after it (a limit change, a stop)
+      std::vector<uint64_t> launches = c->at("reported_launches").get<std::vector<uint64_t>>();
+      std::vector<uint64_t> charged = c->at("reported_charged_ns").get<std::vector<uint64_t>>();
+      if (launches.size() != w.gpus.size() || charged.size() != w.gpus.size())
+        return DataLossError("'" + path + "': workload " + std::to_string(id) + ": counters of " +
+                             std::to_string(launches.size()) + " GPUs, it has " + std::to_string(w.gpus.size()));
+      w.next_seq = next_seq;
+      w.usage_from_s = c->at("usage_from_s").get<int64_t>();
+      w.reported_launches = std::move(launches);
+      w.reported_charged_ns = std::move(charged);
+    } catch (const json::exception& e) {
+      return DataLossError("'" + path + "': workload " + std::to_string(id) + ": field missing or of the wrong type (" +
+                           e.what() + ")");
+    }
+  }
+  return Status::Ok();
 }
 
 Status Agent::LoadOutbox() {

@@ -28,16 +28,27 @@ ArbiterDuty::~ArbiterDuty() {
 
 namespace {
 
-// Whether this duty reconciles node directory `dir` now: true at most once per 100 ms per
-// directory in this process (other directories, e.g. a test's several nodes, keep their own turn).
-bool ReconcileTurn(const std::string& dir, uint64_t now_ns) {
+enum class Turn { kNone, kCharged, kFull };
+
+// Whether this duty reconciles node directory `dir` now, and how: at most once per 100 ms per
+// directory in this process (other directories, e.g. a test's several nodes, keep their own turn),
+// the tenants with something charged (NodeSegment::ReconcileCharged), and every tenant's slots at
+// most once a second (kFull, the first turn included). Example: turns at 0, 100, ..., 1000 ms are
+// kFull, kCharged x 9, kFull.
+Turn ReconcileTurn(const std::string& dir, uint64_t now_ns) {
+  struct Last {
+    uint64_t any_ns = 0;
+    uint64_t full_ns = 0;
+  };
   static std::mutex mu;
-  static std::map<std::string, uint64_t> last_ns;
+  static std::map<std::string, Last> last;
   std::lock_guard<std::mutex> lock(mu);
-  uint64_t& last = last_ns[dir];
-  if (last != 0 && now_ns < last + 100'000'000) return false;
-  last = now_ns;
-  return true;
+  Last& l = last[dir];
+  if (l.any_ns != 0 && now_ns < l.any_ns + 100'000'000) return Turn::kNone;
+  l.any_ns = now_ns;
+  if (l.full_ns != 0 && now_ns < l.full_ns + 1'000'000'000) return Turn::kCharged;
+  l.full_ns = now_ns;
+  return Turn::kFull;
 }
 
 }  // namespace
@@ -63,9 +74,12 @@ void ArbiterDuty::Round(std::chrono::milliseconds max_wait) {
       // node-wide: the duties of one process for one node directory (an agent's, one per GPU)
       // take turns, one reconcile of that node per 100 ms. A duty that did not get the turn
       // (another one of this process reconciles) looks again in a second: only a stand-in then.
-      const bool turn = segment != nullptr && ReconcileTurn(node_.paths().dir, now);
-      if (turn) segment->Reconcile();
-      next_reconcile_ns_ = now + (turn ? 100'000'000 : 1'000'000'000);
+      // Slots of dead processes that held nothing (a tenant with no byte charged) are freed by
+      // the full reconcile, once a second.
+      const Turn turn = segment != nullptr ? ReconcileTurn(node_.paths().dir, now) : Turn::kNone;
+      if (turn == Turn::kFull) segment->Reconcile();
+      if (turn == Turn::kCharged) segment->ReconcileCharged();
+      next_reconcile_ns_ = now + (turn != Turn::kNone ? 100'000'000 : 1'000'000'000);
     }
     if (sync_due) {
       Sync(segment);
@@ -139,7 +153,7 @@ void ArbiterDuty::Sync(const enforce::NodeSegment* segment) {
     registry_ = std::move(*entries);
   }
   std::map<uint32_t, LeaseTenantConfig> want;
-  for (const TenantEntry& t : node_.KeepLive(*registry_, segment)) {
+  for (const TenantEntry& t : node_.LiveEntries(*registry_, segment)) {
     LeaseTenantConfig c;
     c.tenant_id = static_cast<uint32_t>(t.index);
     c.weight = static_cast<uint32_t>(std::max(1, t.share));

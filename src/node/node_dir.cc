@@ -568,6 +568,16 @@ std::vector<TenantEntry> NodeDir::KeepLive(std::vector<TenantEntry> tenants, con
   return tenants;
 }
 
+std::vector<TenantEntry> NodeDir::LiveEntries(std::vector<TenantEntry> tenants, const enforce::NodeSegment* seg) const {
+  // A running workload's command group answers one kill(2); a member's Alive costs a kill(2) and
+  // a read of /proc/<pid>/stat (its zombie test), so the groups are asked first.
+  std::erase_if(tenants, [&](const TenantEntry& e) {
+    return !std::any_of(e.pgids.begin(), e.pgids.end(), GroupAlive) && !std::any_of(e.pids.begin(), e.pids.end(), Alive) &&
+           !(seg != nullptr && seg->TenantHasLiveSlots(e.index));
+  });
+  return tenants;
+}
+
 StatusOr<NodeStatus> NodeDir::ReadStatus() const {
   NodeStatus out;
   out.dir = paths_.dir;

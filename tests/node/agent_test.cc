@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "tessera/enforce/lease_file.h"
 #include "tessera/enforce/nvml.h"
 #include "tessera/api/node_wire.h"
 #include "tessera/enforce/segment.h"
@@ -270,6 +271,38 @@ TEST_F(AgentTest, HoldsASlotWithTheLimitAndChangesItLiveAndLeavesIt) {
   EXPECT_TRUE(cp.finished.empty());
 }
 
+// The agent's arbiter threads wake for a doorbell, the arbiter's lease ends, the node's reconcile
+// (one of them, every 100 ms) and its sync (1 s), else every 200 ms: an idle GPU's arbiter steps
+// (its heartbeat, which tenants hold stale after 1 s) about 5 times a second, not 20 (a wait of
+// 50 ms: 8 GPUs with 64 idle tenants cost the agent 160 futex waits a second).
+TEST_F(AgentTest, AnIdleGpusArbiterStepsAboutFiveTimesASecond) {
+  Agent agent(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(7, 0, 512, 500), Workload(8, 1, 512, 500)});
+  ASSERT_TRUE(agent.Round(now_ms).ok());
+  StatusOr<enforce::LeaseFile> leases = enforce::LeaseFile::OpenNodeLines(NodeDir(dir.File("node")).paths().leases);
+  ASSERT_TRUE(leases.ok()) << leases.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // both arbiters run
+  uint64_t last[2] = {leases->board(0).arbiter.heartbeat_ns.load(), leases->board(1).arbiter.heartbeat_ns.load()};
+  ASSERT_TRUE(last[0] != 0 && last[1] != 0);
+  int steps = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (std::chrono::steady_clock::now() < end) {
+    for (int g = 0; g < 2; ++g) {
+      const uint64_t beat = leases->board(g).arbiter.heartbeat_ns.load();
+      steps += beat != last[g];
+      last[g] = beat;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // One GPU's duty reconciles the node every 100 ms (10 steps), the other steps every 200 ms (5),
+  // and each syncs once: about 17 (the 50 ms wait: about 40).
+  EXPECT_GE(steps, 8) << steps;
+  EXPECT_LE(steps, 26) << steps;
+  cp.desired = json::array();
+  EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
+}
+
 // A workload whose supervisor cannot be started is not held, and its slot is left again: the
 // registry has no entry of it after any number of rounds. Before, the agent's pid stayed in the
 // entry (once more at every round), keeping its index and limit while the agent lived.
@@ -373,6 +406,27 @@ TEST_F(AgentTest, ARestartedAgentAdoptsTheRunningWorkloadWithItsSlotAndStopsItWh
   // workload or a later one (under load, `tessera run` can still be exiting in the first).
   EXPECT_TRUE(RoundsUntil(second, [&] { return Slot("w11") == nullptr; })) << "the slot was never released";
   EXPECT_TRUE(cp.finished.empty());
+}
+
+// A usage sample moves every held workload's seq and span: they go to one file (usage_cursors.json,
+// one atomic write), not to each w<id>.json (64 workloads: 64 fsyncs every usage interval). A
+// restarted agent continues from that file.
+TEST_F(AgentTest, AUsageSampleWritesOneCursorsFileNotEachWorkloadsFile) {
+  Agent agent(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(5, 0, 1024, 250), Workload(6, 1, 1024, 250)});
+  ASSERT_TRUE(agent.Round(now_ms).ok());
+  const std::string w5 = ReadTextFile(dir.File("node/agent/w5.json"));
+  ASSERT_TRUE(agent.Round(now_ms + 2000).ok());
+  ASSERT_EQ(cp.samples.size(), 2u);
+  EXPECT_EQ(ReadTextFile(dir.File("node/agent/w5.json")), w5);  // not rewritten by the sample
+  const json cursors = json::parse(ReadTextFile(dir.File("node/agent/usage_cursors.json")));
+  EXPECT_EQ(cursors["5"]["next_seq"], now_ms + 1);
+  EXPECT_EQ(cursors["6"]["usage_from_s"], now_ms / 1000 + 2);
+  Agent again(Options(), TwoGpus(), &cp);
+  ASSERT_TRUE(again.Start().ok());
+  EXPECT_EQ(again.held().at(5).next_seq, now_ms + 1);
+  EXPECT_EQ(again.held().at(6).usage_from_s, now_ms / 1000 + 2);
 }
 
 TEST_F(AgentTest, UsageSamplesCarryIncreasingSeqAndAreResentUnchangedUntilAcknowledged) {

@@ -417,6 +417,37 @@ TEST(NodeDir, ALiveCommandGroupKeepsTheSlotAfterItsSupervisorDied) {
   EXPECT_EQ(status->gpus[0].tenants.size(), 2u);
 }
 
+// What a GPU's arbiter syncs its board with each second: the live entries, judged as KeepLive judges
+// them (a live command group is enough), with their members as the file holds them: no member is
+// asked about once the entry is known to live.
+TEST(NodeDir, LiveEntriesDropsDeadEntriesAndLeavesTheMembersAsTheFileHoldsThem) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  const long dead = DeadPid();
+  std::vector<TenantEntry> entries(3);
+  entries[0].name = "group";
+  entries[0].index = 0;
+  entries[0].pids = {dead};
+  entries[0].pgids = {::getpgrp()};  // our group: alive
+  entries[1].name = "gone";
+  entries[1].index = 1;
+  entries[1].pids = {dead};
+  entries[2].name = "member";
+  entries[2].index = 2;
+  entries[2].pids = {dead, ::getpid()};
+  const std::vector<TenantEntry> live = node.LiveEntries(entries, nullptr);
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_EQ(live[0].name, "group");
+  EXPECT_EQ(live[0].pids, std::vector<long>{dead});
+  EXPECT_EQ(live[1].name, "member");
+  EXPECT_EQ(live[1].pids, (std::vector<long>{dead, ::getpid()}));
+  // KeepLive (what `tessera node status` shows) prunes the dead members too.
+  const std::vector<TenantEntry> kept = node.KeepLive(entries, nullptr);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_TRUE(kept[0].pids.empty());
+  EXPECT_EQ(kept[1].pids, std::vector<long>{::getpid()});
+}
+
 TEST(NodeDir, ScrubIsSticky) {
   TempDir dir;
   NodeDir node(dir.File("node"));

@@ -548,6 +548,26 @@ TEST(Reconcile, LiveProcessesAndPidReuseAreRespected) {
   EXPECT_EQ(t.seg().ActiveSlots(), 1);
 }
 
+// What a GPU's arbiter runs every 100 ms (a full Reconcile once a second): the tenants with bytes
+// charged are reconciled as by Reconcile(); a dead process's slot of a tenant with nothing charged
+// is left to the next Reconcile().
+TEST(Reconcile, ReconcileChargedLooksOnlyAtTenantsWithBytesCharged) {
+  TestSegment t;
+  CounterSegment& charged = *t.seg().counters(3);
+  const int held = ClaimFor(t, DeadPid(), 3);
+  ASSERT_EQ(SlotOp(charged, held, 1, OpDirection::kReserve, 60 * kMiB, kUnlimited), SlotOpResult::kApplied);
+  const int idle = ClaimFor(t, DeadPid(), 5);  // a process of tenant 5 that died holding nothing
+  ReconcileReport r = t.seg().ReconcileCharged();
+  EXPECT_EQ(r.slots_reclaimed, 1);
+  EXPECT_EQ(r.bytes_released, 60 * kMiB);
+  EXPECT_EQ(t.seg().ReservedBytes(3, 1), 0u);
+  EXPECT_EQ(UnpackSlotState(charged.slots[held].state.load()).state, SlotState::kFree);
+  EXPECT_EQ(UnpackSlotState(t.seg().counters(5)->slots[idle].state.load()).state, SlotState::kActive);
+  r = t.seg().Reconcile();
+  EXPECT_EQ(r.slots_reclaimed, 1);
+  EXPECT_EQ(UnpackSlotState(t.seg().counters(5)->slots[idle].state.load()).state, SlotState::kFree);
+}
+
 // What `tessera run` asks before it prunes or reuses a tenant index: a live process's ACTIVE slot
 // keeps the index taken; a dead process's slot (not reconciled yet) and a freed slot do not.
 TEST(TenantHasLiveSlots, OnlyLiveProcessesHoldAnIndex) {

@@ -126,7 +126,12 @@
 // already reported) is in <run_dir>/agent/w<id>.json, replaced atomically: a restarted agent
 // re-adopts what is running (same slot and limit: the slot is joined again by name, nothing is
 // reset), continues the seq and counts nothing twice. The unsent samples are in
-// <run_dir>/agent/outbox.json.
+// <run_dir>/agent/outbox.json. What each usage sample moves (the next seq, the start of the next
+// span, the counters reported) goes to one file of every held workload's, usage_cursors.json
+// ({"7": {"next_seq": ..., "usage_from_s": ..., "reported_launches": [...],
+// "reported_charged_ns": [...]}}), written after the outbox: one atomic write per sample, not one
+// per workload (64 workloads: 64 fsyncs every usage interval). A restarted agent takes, per
+// workload, whichever of w<id>.json and that file has the higher next_seq.
 //
 // Worked example: desired = [{"id": 7, "tenant": "vision", "mode": "fraction(500,2048MiB)",
 // "gpu_milli": 500, "gpu_mem_mib": 2048, "pods": [{"gpus": [1]}], "command": ["./train"]}].
@@ -157,7 +162,9 @@
 
 #include "tessera/api/node_wire.h"
 #include "tessera/core/status.h"
+#include "tessera/enforce/lease_file.h"
 #include "tessera/enforce/nvml.h"
+#include "tessera/enforce/segment.h"
 #include "tessera/node/inventory.h"
 #include "tessera/node/mps_control.h"
 #include "tessera/node/node_dir.h"
@@ -341,9 +348,22 @@ class Agent {
   void StopWorkload(HeldWorkload& w, int64_t now_ms);
   Status Release(HeldWorkload& w);
   Status SampleUsage(int64_t now_ms);
+  // What SampleUsage reads of each held slot on each of its GPUs (agent_usage.cc).
+  struct SlotFigures {
+    uint64_t launches = 0, charged_ns = 0, used_bytes = 0, peak_bytes = 0;
+  };
+  // The figures of every held workload's slot, keyed by (slot, GPU): from the segment and the lease
+  // boards this agent keeps mapped (NodeDir::ReadStatus mapped 64 counters files and the lease file,
+  // and judged every member alive, at each sample). A slot the registry does not name is absent.
+  StatusOr<std::map<std::pair<std::string, int>, SlotFigures>> HeldSlotFigures();
+  // slot_index_ as of the registry file now (read again only when it changed); false when the
+  // registry cannot be read (`why` says why).
+  bool RefreshSlotIndex(std::string* why);
   Status SendUsage();
   Status SaveWorkload(const HeldWorkload& w) const;
   Status SaveOutbox() const;
+  Status SaveUsageCursors() const;  // usage_cursors.json (see above)
+  Status LoadUsageCursors();        // ... into held_ where it is ahead of w<id>.json
   void EnsureArbiter(int gpu);
   Status EnsureMps(int gpu);  // agent_mps.cc
   Status ReconcileMig(const std::vector<api::DesiredGpu>& desired);  // agent_mig.cc
@@ -411,6 +431,11 @@ class Agent {
   // (node::StampOf).
   std::optional<FileStamp> slots_stamp_;
   std::map<std::string, int> slot_index_;
+  // HeldSlotFigures' mappings: the segment (opened on demand: the held tenants' files only; files
+  // replaced since are mapped again when the registry changed) and the lease boards' node lines.
+  std::optional<enforce::NodeSegment> usage_segment_;
+  std::optional<enforce::LeaseFile> usage_leases_;
+  std::optional<FileStamp> usage_stamp_;  // the registry as of usage_segment_'s last refresh
   std::vector<std::string> outbox_;                // usage samples as JSON objects
   int64_t next_usage_ms_ = 0;
   AgentStats stats_;

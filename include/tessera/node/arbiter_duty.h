@@ -7,7 +7,7 @@
 // admission in about a millisecond), and every second otherwise (tenants whose members all died
 // without leaving go then); every 100 ms it reconciles the node's memory segment (what SIGKILLed
 // processes held is released; one duty per process does it: an agent drives every GPU's duty from
-// threads of one process); the others try the lock every 50 ms,
+// threads of one process; the tenants with bytes charged, every tenant's slots once a second); the others try the lock every 50 ms,
 // so when the holder exits (or is killed: the kernel drops the flock) another takes over within
 // 50 ms and resumes from the board. No daemon to start, nothing left running afterwards.
 //
