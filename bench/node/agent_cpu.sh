@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The node agent's own cost (issue 32, "Cheap at scale"): a fresh `tessera serve`, one `tessera
-# agent` with 8 fake GPUs (heartbeat + desired state every second, usage every 10 s, the NVML
-# backstop every second), and TENANTS workloads of 1000/(TENANTS/8) milli each, 8 per GPU, each
+# agent` with 8 fake GPUs (heartbeat every second, the desired state when the heartbeat names
+# a new version, usage every 10 s, the NVML backstop every second), and TENANTS workloads of 1000/(TENANTS/8) milli each, 8 per GPU, each
 # running `sleep` under `tessera run` (the agent's supervisor per workload). Once every workload
 # runs, it reads the CPU time (utime + stime, /proc/<pid>/stat) of the agent process, and of all
 # the supervisors together, over SECONDS. ROUNDS runs, then the medians.
