@@ -493,6 +493,27 @@ TEST_F(DevicePluginTest, ARestartedPluginAdoptsItsSlotsFromTheCheckpoint) {
   EXPECT_EQ(tenants[0].share, 250);
 }
 
+// A slot the checkpoint names on a GPU NVML no longer lists is left behind, said so, and the
+// plugin starts with the others: not starting would leave every later pod of the node without GPUs.
+TEST_F(DevicePluginTest, ACheckpointedSlotThatCannotBeTakenUpAgainIsLeftBehindAndThePluginStarts) {
+  StartPlugin();
+  dppb::AllocateResponse response;
+  ASSERT_TRUE(Allocate({Share(kUuid0, 0)}, &response).ok());
+  ASSERT_TRUE(Allocate({Share(kUuid1, 0)}, &response).ok());
+  server_.reset();
+  plugin_.reset();
+  ::setenv("TESSERA_FAKE_NVML_CONFIG", "A100-40GB", 1);  // GPU 1 is gone
+  auto plugin = SharePlugin::Open(options_);
+  ASSERT_TRUE(plugin.ok()) << plugin.status().ToString();
+  EXPECT_THAT((*plugin)->Slots(), ::testing::ElementsAre("k8s-dp/" + Share(kUuid0, 0)));
+  ASSERT_EQ((*plugin)->NotAdopted().size(), 1u);
+  EXPECT_THAT((*plugin)->NotAdopted()[0],
+              HasSubstr("(k8s-dp/" + Share(kUuid1, 0) + "): not taken up again: GPU 1 is not one of the 1 GPUs NVML lists"));
+  std::ifstream in((*plugin)->checkpoint_path());
+  const std::string checkpoint((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(checkpoint, ::testing::Not(HasSubstr(Share(kUuid1, 0))));
+}
+
 TEST_F(DevicePluginTest, ACorruptCheckpointIsAnErrorNamingTheFileAndField) {
   fs::create_directories(options_.state_dir);
   const std::string path = options_.state_dir + "/checkpoint.json";

@@ -85,6 +85,7 @@ struct SharePlugin::State {
   };
   std::map<std::string, Slot> slots;  // by tenant
   std::string checkpoint_path;
+  std::vector<std::string> not_adopted;  // Recover's slots left behind, one line each
 
   std::string Id(int gpu, int k) const { return gpus[gpu].uuid + kSeparator + std::to_string(k); }
 
@@ -142,14 +143,22 @@ struct SharePlugin::State {
       TESSERA_ASSIGN_OR_RETURN(slot.tenant.account, CheckpointField<std::string>(path, j, at, "account"));
       TESSERA_ASSIGN_OR_RETURN(slot.tenant.workload, CheckpointField<std::string>(path, j, at, "workload"));
       if (slot.ids.empty()) return CheckpointError(path, at + ".devices", "empty");
+      // A slot that cannot be taken up again (its GPU is gone, the node refuses the join) is left
+      // behind, said so, and the plugin starts without it: refusing to start would leave every
+      // later pod of the node without its GPUs. Its container, if it still runs, holds no slot of
+      // this plugin's (the shim of a container whose slot went refuses its allocations).
+      std::string why;
       for (int g : slot.tenant.gpus) {
         if (g < 0 || g >= static_cast<int>(gpus.size())) {
-          return CheckpointError(path, at + ".gpus", "GPU " + std::to_string(g) + " is not one of the " +
-                                                         std::to_string(gpus.size()) + " GPUs NVML lists");
+          why = "GPU " + std::to_string(g) + " is not one of the " + std::to_string(gpus.size()) + " GPUs NVML lists";
         }
       }
-      StatusOr<int> index = node.Join(slot.tenant, Member());
-      if (!index.ok()) return CheckpointError(path, at, "joining it again: " + std::string(index.status().message()));
+      StatusOr<int> index = why.empty() ? node.Join(slot.tenant, Member()) : StatusOr<int>(NotFoundError(why));
+      if (!index.ok()) {
+        not_adopted.push_back("checkpoint '" + path + "': " + at + " (" + slot.tenant.name +
+                              "): not taken up again: " + std::string(index.status().message()));
+        continue;
+      }
       slot.index = *index;
       TESSERA_RETURN_IF_ERROR(WriteFileAtomically(TenantFile(slot.tenant.name), std::to_string(*index) + "\n"));
       slot.made = std::chrono::steady_clock::now();
@@ -394,5 +403,10 @@ std::vector<std::string> SharePlugin::Release(const std::set<std::string>& live,
 }
 
 std::string SharePlugin::checkpoint_path() const { return state_->checkpoint_path; }
+
+std::vector<std::string> SharePlugin::NotAdopted() const {
+  std::lock_guard lock(state_->mu);
+  return state_->not_adopted;
+}
 
 }  // namespace tessera::k8s

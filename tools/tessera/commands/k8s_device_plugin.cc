@@ -53,6 +53,7 @@ int RunDevicePlugin(DevicePluginFlags flags) {
 
   StatusOr<std::unique_ptr<k8s::SharePlugin>> plugin = k8s::SharePlugin::Open(flags.plugin);
   if (!plugin.ok()) return Fail(kCommand, plugin.status(), kExitFailure);
+  for (const std::string& line : (*plugin)->NotAdopted()) std::fprintf(stderr, "tessera k8s device-plugin: %s\n", line.c_str());
   const size_t devices = (*plugin)->Devices().size();
   StatusOr<std::unique_ptr<k8s::SharePluginServer>> server = k8s::SharePluginServer::Start(plugin->get(), flags.server);
   if (!server.ok()) return Fail(kCommand, server.status(), kExitFailure);

@@ -60,6 +60,9 @@
 // the limits of running containers, releases them later and treats an Allocate of an adopted
 // device as before (the earlier slot is left first). A checkpoint it cannot read fails Open with
 // DATA_LOSS naming the file and field: "checkpoint '/s/checkpoint.json': slots[0].index: missing".
+// A slot it reads but cannot take up again (its GPU is no longer listed, the node refuses the
+// join) is left behind and named in NotAdopted(); the plugin starts without it, and the rewritten
+// checkpoint no longer has it.
 //
 // Thread-safety: every method may be called from several threads (one mutex; the node directory
 // has its own file lock against other processes).
@@ -140,6 +143,8 @@ class SharePlugin {
   std::vector<std::string> Release(const std::set<std::string>& live, std::chrono::milliseconds grace);
   // <state dir>/checkpoint.json.
   std::string checkpoint_path() const;
+  // The checkpoint's slots Open could not take up again, one line each naming the slot and why.
+  std::vector<std::string> NotAdopted() const;
 
   struct State;
 
