@@ -310,6 +310,23 @@ TEST(Extender, AMixedModelNodeTakesAPodAskingForTheModelOfAnyOfItsGpus) {
               HasSubstr("node 'mix': a node of several GPU models cannot be in MIG mode"));
 }
 
+// A refresh in which a node's GPU models changed (GPU 0's did not) is a new node, not the same one
+// with its answers carried over: H100, A100 (used), A100 holds no two free GPUs of one model; as
+// three H100s with the same use it does.
+TEST(Extender, ARefreshThatChangesTheModelsOfANodesLaterGpusDecidesItAgain) {
+  auto node = [](const char* later) {
+    ClusterNode n{.name = "mix", .cpu_milli = 64000, .memory_mib = 262144, .model = "H100-80GB", .gpu_count = 3,
+                  .gpu_used_milli = {0, 1000, 0}};
+    if (std::string(later) != "H100-80GB") n.gpu_models = {"H100-80GB", later, later};
+    return n;
+  };
+  auto e = Make(*ExtenderCluster::Build({.nodes = {node("A100-40GB")}}, GpuModelCatalog::Builtin()));
+  const std::string two = Args({{"gpu.tessera.io/count", "2"}}, {"mix"});
+  EXPECT_EQ(Body(e->Filter(two))["NodeNames"], json::array());
+  e->SetCluster(*ExtenderCluster::Build({.nodes = {node("H100-80GB")}}, GpuModelCatalog::Builtin()));
+  EXPECT_EQ(Body(e->Filter(two))["NodeNames"], json::array({"mix"}));
+}
+
 TEST(Extender, PodWithoutAGpuAskPassesEverywhere) {
   auto e = TestDataExtender();
   const json out = Body(e->Filter(Args(json::object(), {"gpu-node-3", "cpu-node-1"})));

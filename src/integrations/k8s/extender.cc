@@ -464,7 +464,8 @@ bool SameNodes(const ExtenderCluster& a, const ExtenderCluster& b, std::vector<u
     const ClusterNode& x = a.node(NodeIndex{i});
     const ClusterNode& y = b.node(NodeIndex{i});
     if (x.name != y.name || x.cpu_milli != y.cpu_milli || x.memory_mib != y.memory_mib || x.model != y.model ||
-        x.gpu_count != y.gpu_count || x.mig != y.mig || x.gpu_memory_mib != y.gpu_memory_mib) {
+        x.gpu_count != y.gpu_count || x.mig != y.mig || x.gpu_memory_mib != y.gpu_memory_mib ||
+        x.gpu_models != y.gpu_models) {
       return false;
     }
     unchanged[i] = x.schedulable == y.schedulable && x.gpu_used_milli == y.gpu_used_milli &&
