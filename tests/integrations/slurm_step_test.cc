@@ -232,6 +232,14 @@ TEST_F(SlurmTaskTest, OnANodeWithAMigGpuOnlyTheGpusBelowItAreMapped) {
     EXPECT_EQ(on_mig.status().code(), StatusCode::kFailedPrecondition) << step;
     EXPECT_THAT(std::string(on_mig.status().message()), HasSubstr("GPU 1 of this node is in MIG mode")) << step;
   }
+  // Without the table the task asks NVML (once) about its GPU and those below it.
+  ASSERT_TRUE(node::RemoveGpuTable(dir_.File("node")).ok());
+  ::setenv("TESSERA_FAKE_NVML_CONFIG", "A100-40GB:mig=1,A100-40GB", 1);
+  TaskRequest r = Request({{"SLURM_STEP_GPUS", "1"}});
+  r.args.nvml = TESSERA_FAKE_NVML_PATH;
+  StatusOr<TaskLaunch> below_mig = JoinTask(r);
+  ::unsetenv("TESSERA_FAKE_NVML_CONFIG");
+  EXPECT_THAT(std::string(below_mig.status().message()), HasSubstr("GPU 0 of this node is in MIG mode"));
 }
 
 TEST_F(SlurmTaskTest, FailsClosedWhenTheNodeSideIsMissing) {

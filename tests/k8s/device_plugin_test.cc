@@ -196,6 +196,20 @@ class DevicePluginTest : public ::testing::Test {
     return Plugin()->Allocate(&context, request, response);
   }
   std::vector<node::TenantStatus> Tenants() { return NodeTenants(options_.node_dir); }
+  // The node's tenant of that name; one named "(none)" when there is none.
+  node::TenantStatus TenantNamed(const std::string& name) {
+    for (const node::TenantStatus& t : Tenants()) {
+      if (t.name == name) return t;
+    }
+    return node::TenantStatus{.name = "(none)"};
+  }
+  // The node holds one tenant, the slot of `first_device`, at `share` milli.
+  void ExpectOnlySlot(const std::string& first_device, int share) {
+    std::vector<node::TenantStatus> tenants = Tenants();
+    ASSERT_EQ(tenants.size(), 1u);
+    EXPECT_EQ(tenants[0].name, "k8s-dp/" + first_device);
+    EXPECT_EQ(tenants[0].share, share);
+  }
 
   fs::path root_;
   SharePluginOptions options_;
@@ -355,10 +369,7 @@ TEST_F(DevicePluginTest, AllocateOfADeviceOfAnEarlierSlotLeavesThatSlot) {
   dppb::AllocateResponse response;
   ASSERT_TRUE(Allocate({Share(kUuid1, 0), Share(kUuid1, 1)}, &response).ok());
   ASSERT_TRUE(Allocate({Share(kUuid1, 1)}, &response).ok());
-  std::vector<node::TenantStatus> tenants = Tenants();
-  ASSERT_EQ(tenants.size(), 1u);
-  EXPECT_EQ(tenants[0].name, "k8s-dp/" + Share(kUuid1, 1));
-  EXPECT_EQ(tenants[0].share, 250);
+  ExpectOnlySlot(Share(kUuid1, 1), 250);
 }
 
 // The kubelet restarts: it removes the plugins' sockets and serves kubelet.sock anew. The plugin
@@ -422,36 +433,23 @@ TEST_F(DevicePluginTest, ASlotIsBilledToItsPodsNamespaceOnceTheKubeletNamesThePo
   dppb::AllocateResponse response;
   ASSERT_TRUE(Allocate({Share(kUuid0, 0), Share(kUuid0, 1)}, &response).ok());
   ASSERT_TRUE(WaitForLists(1));
-  std::string named_account, named_workload;
-  for (int i = 0; i < 200 && named_account != "team-a"; ++i) {
-    for (const node::TenantStatus& t : Tenants()) {
-      if (t.name == "k8s-dp/" + Share(kUuid0, 0)) named_account = t.account, named_workload = t.workload;
-    }
-    if (named_account != "team-a") std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::string slot = "k8s-dp/" + Share(kUuid0, 0);
+  for (int i = 0; i < 200 && TenantNamed(slot).account != "team-a"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_EQ(named_account, "team-a");
-  EXPECT_EQ(named_workload, "team-a/pod-1/main");
+  EXPECT_EQ(TenantNamed(slot).account, "team-a");
+  EXPECT_EQ(TenantNamed(slot).workload, "team-a/pod-1/main");
   server_.reset();
   plugin_.reset();
   StartPlugin();
-  for (const node::TenantStatus& t : Tenants()) {
-    if (t.name == "k8s-dp/" + Share(kUuid0, 0)) {
-      EXPECT_EQ(t.workload, "team-a/pod-1/main");
-    }
-  }
+  EXPECT_EQ(TenantNamed(slot).workload, "team-a/pod-1/main");
   EXPECT_EQ(plugin_->NameOwners({{Share(kUuid0, 1), {"team-a", "pod-1", "main"}}}).size(), 0u);  // already so
   // A slot is --account's until its pod is named.
   ASSERT_TRUE(Allocate({Share(kUuid1, 0)}, &response).ok());
-  auto account_of = [&](const std::string& tenant) {
-    for (const node::TenantStatus& t : Tenants()) {
-      if (t.name == tenant) return t.account;
-    }
-    return std::string("(none)");
-  };
-  EXPECT_EQ(account_of("k8s-dp/" + Share(kUuid1, 0)), "team-k8s");
-  EXPECT_THAT(plugin_->NameOwners({{Share(kUuid1, 0), {"team-b", "pod-9", "main"}}}),
-              ::testing::ElementsAre("k8s-dp/" + Share(kUuid1, 0)));
-  EXPECT_EQ(account_of("k8s-dp/" + Share(kUuid1, 0)), "team-b");
+  const std::string later = "k8s-dp/" + Share(kUuid1, 0);
+  EXPECT_EQ(TenantNamed(later).account, "team-k8s");
+  EXPECT_THAT(plugin_->NameOwners({{Share(kUuid1, 0), {"team-b", "pod-9", "main"}}}), ::testing::ElementsAre(later));
+  EXPECT_EQ(TenantNamed(later).account, "team-b");
 }
 
 // Fail safe: a List that fails says nothing about the pods, so no slot is released (their
@@ -487,10 +485,7 @@ TEST_F(DevicePluginTest, ARestartedPluginAdoptsItsSlotsFromTheCheckpoint) {
   tenant_file >> index;
   EXPECT_EQ(index, 0);
   ASSERT_TRUE(Allocate({Share(kUuid1, 1)}, &response).ok());
-  std::vector<node::TenantStatus> tenants = Tenants();
-  ASSERT_EQ(tenants.size(), 1u);
-  EXPECT_EQ(tenants[0].name, "k8s-dp/" + Share(kUuid1, 1));
-  EXPECT_EQ(tenants[0].share, 250);
+  ExpectOnlySlot(Share(kUuid1, 1), 250);
 }
 
 // A slot the checkpoint names on a GPU NVML no longer lists is left behind, said so, and the

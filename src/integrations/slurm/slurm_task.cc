@@ -17,25 +17,36 @@
 namespace tessera::integrations::slurm {
 namespace {
 
-// What the task needs to know of `gpu` (UUID, device minor, memory): from the node's GPU table
-// (gpu_table.h, written by the node side) when it lists the GPU, else from NVML, loaded here. The
-// table spares every task of every step loading and initialising NVML. Memory 0: unknown (the
-// caller then needs --gpu-mem).
+// What the task needs to know of each GPU of `wanted` (UUID, device minor, memory, MIG mode): from
+// the node's GPU table (gpu_table.h, written by the node side) for the GPUs it lists, else from
+// NVML, loaded here once for all the others. The table spares every task of every step loading
+// and initialising NVML. Memory 0: unknown (the caller then needs --gpu-mem).
 // INVALID_ARGUMENT when NVML counts fewer GPUs.
-StatusOr<node::NodeGpuFacts> GpuFacts(const std::optional<std::vector<node::NodeGpuFacts>>& table,
-                                      const std::string& library, int gpu) {
-  if (table) {
-    if (std::optional<node::NodeGpuFacts> known = node::GpuFactsOf(*table, gpu)) return *known;
+StatusOr<std::map<int, node::NodeGpuFacts>> GpuFacts(const std::optional<std::vector<node::NodeGpuFacts>>& table,
+                                                     const std::string& library, const std::vector<int>& wanted) {
+  std::map<int, node::NodeGpuFacts> out;
+  std::vector<int> missing;
+  for (int gpu : wanted) {
+    std::optional<node::NodeGpuFacts> known = table ? node::GpuFactsOf(*table, gpu) : std::nullopt;
+    if (known) {
+      out[gpu] = *known;
+    } else {
+      out[gpu] = node::NodeGpuFacts{.index = gpu};
+      missing.push_back(gpu);
+    }
   }
-  node::NodeGpuFacts facts{.index = gpu};
+  if (missing.empty()) return out;
   enforce::DlopenNvml nvml({.library_path = library});
-  if (!nvml.Init().ok()) return facts;
-  StatusOr<std::vector<node::NodeGpuFacts>> found = node::DiscoverGpuFacts(nvml, {gpu});
+  if (!nvml.Init().ok()) return out;
+  StatusOr<std::vector<node::NodeGpuFacts>> found = node::DiscoverGpuFacts(nvml, missing);
   (void)nvml.Shutdown();  // read-only use
   if (!found.ok() && found.status().code() == StatusCode::kNotFound) {
     return InvalidArgumentError(std::string(found.status().message()));
   }
-  return found.ok() ? found->front() : facts;
+  if (found.ok()) {
+    for (const node::NodeGpuFacts& f : *found) out[f.index] = f;
+  }
+  return out;
 }
 
 // Waits until the GPU's lease arbiter (`tessera node arbiter` or the agent) has the tenant's slot
@@ -88,20 +99,19 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
   TESSERA_ASSIGN_OR_RETURN(int shards, ShardsOnNode(r.env));
   TESSERA_ASSIGN_OR_RETURN(std::optional<std::vector<node::NodeGpuFacts>> table,
                            node::ReadGpuTable(r.args.node_dir));
-  // A step of several GPUs is one tenant on all of them (node_dir.h): the limit holds on each GPU,
-  // so it is the smallest any of them gives (the same for GPUs of one model).
   // Slurm numbers each MIG instance of a MIG GPU as a GPU of its own (`tessera slurm config`), so
   // from the node's first MIG GPU on, the indexes Slurm gives are not NVML's: fail closed there
-  // rather than pin the task to another GPU than Slurm gave it.
-  // (A GPU the node side's table does not list, below the step's, is not looked at: the node side
-  // drives every GPU of a Slurm node.)
-  std::map<int, node::NodeGpuFacts> known;
+  // rather than pin the task to another GPU than Slurm gave it. The GPUs looked at: the step's
+  // and those below them (where the node side's table exists, the ones it lists: it drives every
+  // GPU of a Slurm node).
+  std::vector<int> looked_at;
   const int highest = *std::max_element(gpus.begin(), gpus.end());
   for (int g = 0; g <= highest; ++g) {
     const bool in_step = std::find(gpus.begin(), gpus.end(), g) != gpus.end();
-    if (!in_step && table && !node::GpuFactsOf(*table, g)) continue;
-    TESSERA_ASSIGN_OR_RETURN(node::NodeGpuFacts facts, GpuFacts(table, r.args.nvml, g));
-    known[g] = facts;
+    if (in_step || !table || node::GpuFactsOf(*table, g)) looked_at.push_back(g);
+  }
+  TESSERA_ASSIGN_OR_RETURN(const auto known, GpuFacts(table, r.args.nvml, looked_at));
+  for (const auto& [g, facts] : known) {
     if (facts.mig_enabled) {
       return FailedPreconditionError("GPU " + std::to_string(g) +
                                      " of this node is in MIG mode: Slurm numbers its MIG instances as GPUs of their "
@@ -110,6 +120,8 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
                                      "nodes yet (--gpu-isolation=none runs it unconfined)");
     }
   }
+  // A step of several GPUs is one tenant on all of them (node_dir.h): the limit holds on each GPU,
+  // so it is the smallest any of them gives (the same for GPUs of one model).
   TenantLimits limits;
   std::vector<node::GpuPin> pins;
   for (size_t i = 0; i < gpus.size(); ++i) {
