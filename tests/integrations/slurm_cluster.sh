@@ -12,6 +12,8 @@
 # partition holds $node only; partition "two" holds both. Exports SLURM_CONF and LD_LIBRARY_PATH
 # (the fake CUDA driver); an EXIT trap stops everything and removes $T.
 # Set slurm_plugstack_line before calling to load something else (the benchmark's "without").
+# Define slurm_before_ctld to run something once munged runs and $T/slurm.conf is written, before
+# slurmctld starts (the accounting suite starts slurmdbd there and appends its lines).
 # Names it defines: T node node2 host pids arbiter probe slurmd_node dump_logs start_arbiter
 # slurm_cluster_stop.
 
@@ -52,6 +54,8 @@ slurm_cluster_up() {
   chmod 755 "$T"
   pids=()
   trap slurm_cluster_stop EXIT
+  trap "exit 143" TERM  # a timeout (ctest's too) still stops the daemons and removes $T
+  trap "exit 130" INT
 
   # Ports of our own (several test trees may run at once): 3 consecutive from a per-process base.
   base=$((20000 + ($$ % 2000) * 3))
@@ -109,6 +113,7 @@ PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
 PartitionName=two Nodes=$node,$node2 MaxTime=INFINITE State=UP
 EOF
   export SLURM_CONF="$T/slurm.conf"
+  if declare -F slurm_before_ctld > /dev/null; then slurm_before_ctld || exit 1; fi
   slurmctld -c || { echo "FAIL: slurmctld did not start"; dump_logs; exit 1; }
   for slurmd_node in "$node" "$node2"; do
     slurmd -N "$slurmd_node" || { echo "FAIL: slurmd -N $slurmd_node did not start"; dump_logs; exit 1; }
