@@ -12,7 +12,11 @@
 //                     --allow-mig-reconfigure)"}; the workload waits (Hold: no instance).
 //   GPU 0 has 1g.10gb@0 with a process in it, desired "7g.80gb@0": not applied even with the flag
 //                     ("1g.10gb@0 is in use"): an instance in use is never destroyed.
+//   GPU 0 has 3g.40gb@4 with no process, and a tenant of the node directory (a DRA claim prepared
+//                     for a pod whose container has not started, a Slurm task) holds its MIG
+//                     device UUID: kept the same way ("3g.40gb@4 in use").
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -20,6 +24,7 @@
 #include "tessera/core/gpu_model.h"
 #include "tessera/enforce/mig_apply.h"
 #include "tessera/node/agent.h"
+#include "tessera/node/launcher.h"
 #include "tessera/partition/mig_layout.h"
 
 namespace tessera::node {
@@ -56,6 +61,27 @@ Status Agent::ReconcileMig(const std::vector<api::DesiredGpu>& desired) {
   }
   const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
   std::vector<std::string> problems;
+  // The MIG device UUIDs the node directory's tenants hold (TenantEntry::mig_instance): read once,
+  // when an instance is about to be destroyed. Registered entries count, live or not: a holder
+  // that restarts (the DRA driver) joins its slot again. Unreadable: nothing may be destroyed.
+  std::optional<StatusOr<std::set<std::string>>> tenant_instances;
+  auto held_by_tenant = [&](int gpu, int start) -> StatusOr<bool> {
+    if (!tenant_instances) {
+      StatusOr<std::vector<TenantEntry>> entries = node_.RegistryEntries();
+      if (!entries.ok()) {
+        tenant_instances = entries.status();
+      } else {
+        std::set<std::string> held;
+        for (const TenantEntry& e : *entries)
+          if (!e.mig_instance.empty()) held.insert(e.mig_instance);
+        tenant_instances = std::move(held);
+      }
+    }
+    if (!tenant_instances->ok()) return tenant_instances->status();
+    if ((*tenant_instances)->empty()) return false;
+    StatusOr<std::string> uuid = MigInstanceUuid(*options_.mig_nvml, gpu, start);
+    return uuid.ok() && (*tenant_instances)->count(*uuid) > 0;
+  };
   bool changed = false;
   for (const api::DesiredGpu& want : desired) {
     const std::string at = "GPU " + std::to_string(want.index) + ": ";
@@ -112,6 +138,16 @@ Status Agent::ReconcileMig(const std::vector<api::DesiredGpu>& desired) {
       for (const auto& [id, w] : held_)
         held_here |= !w.ended && w.partition == m.profile &&
                      std::find(w.gpus.begin(), w.gpus.end(), want.index) != w.gpus.end();
+      if (!m.in_use && !held_here) {
+        StatusOr<bool> tenant = held_by_tenant(want.index, m.start);
+        if (!tenant.ok()) {
+          problems.push_back(at + "the node directory's tenants cannot be read, so no instance is destroyed: " +
+                             std::string(tenant.status().message()));
+          refused = "-";
+          break;
+        }
+        held_here = *tenant;
+      }
       // A profile the catalog does not know cannot be destroyed by name either: kept, and said.
       if (m.in_use || held_here || !profile.ok()) {
         refused += (refused.empty() ? "" : ", ") + m.profile + "@" + std::to_string(m.start);
@@ -125,6 +161,7 @@ Status Agent::ReconcileMig(const std::vector<api::DesiredGpu>& desired) {
       }
       steps.push_back(std::move(*step));
     }
+    if (refused == "-") continue;  // said above
     if (!refused.empty()) {
       problems.push_back(at + "layout differs, not applied: has '" + has + "', desired '" + desired_text + "' (" +
                          refused + " in use: never destroyed)");

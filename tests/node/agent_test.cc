@@ -22,6 +22,7 @@
 #include "tessera/enforce/nvml.h"
 #include "tessera/api/node_wire.h"
 #include "tessera/enforce/segment.h"
+#include "tessera/node/launcher.h"
 #include "tests/testing/sim_test_util.h"
 
 namespace tessera::node {
@@ -1270,6 +1271,34 @@ TEST_F(MigAgentTest, AnInstanceInUseIsNeverDestroyedAndAFreeOneIs) {
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
   EXPECT_EQ(Layout(), "1g.10gb@0*,3g.40gb@4");
   EXPECT_EQ(agent.stats().mig_steps, 2);
+  EXPECT_EQ(MigCondition()["ok"], true);
+}
+
+// An instance no process runs in yet but that another program's tenant holds in the node
+// directory (a DRA claim prepared for a container that has not started, a Slurm task) is in use
+// too: the agent keeps it, and applies the layout once that tenant has left.
+TEST_F(MigAgentTest, AnInstanceATenantOfTheNodeDirectoryHoldsIsNeverDestroyed) {
+  Init("H100-80GB:mig=1");
+  Agent agent(MigOptions(true), Discovered(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired_gpus = json::parse(R"([{"index": 0, "mig_layout": "3g.40gb@0,3g.40gb@4"}])");
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  ASSERT_EQ(Layout(), "3g.40gb@0,3g.40gb@4");
+  StatusOr<std::string> at4 = MigInstanceUuid(nvml, 0, 4);
+  ASSERT_TRUE(at4.ok()) << at4.status().message();
+  const NodeDir node(dir.File("node"));
+  ASSERT_TRUE(node.Join(TenantRequest{.name = "k8s/claim-1", .gpus = {0}, .mem_bytes = 1 << 30, .share = 1000,
+                                      .mig_instance = *at4},
+                        ::getpid())
+                  .ok());
+  cp.desired_gpus = json::parse(R"([{"index": 0, "mig_layout": "7g.80gb@0"}])");
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(Layout(), "3g.40gb@0,3g.40gb@4");  // neither destroyed: the target needs both gone
+  EXPECT_EQ(MigCondition()["detail"], "GPU 0: layout differs, not applied: has '3g.40gb@0,3g.40gb@4', desired "
+                                      "'7g.80gb@0' (3g.40gb@4 in use: never destroyed)");
+  ASSERT_TRUE(node.LeaveTenant("k8s/claim-1", ::getpid()).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_EQ(Layout(), "7g.80gb@0");
   EXPECT_EQ(MigCondition()["ok"], true);
 }
 

@@ -117,8 +117,9 @@
 // --allow-mig-reconfigure; off by default: cutting a GPU is the operator's decision per node) the
 // difference is applied with enforce/mig_apply.h (free instances the target lacks destroyed, then
 // the new ones created; checked against the model and the driver first) and the new inventory is
-// registered at once; an instance in use (a process runs in it, or a held workload has its profile
-// on that GPU) is never destroyed. Without the flag nothing changes. Either way the node's
+// registered at once; an instance in use (a process runs in it, a held workload has its profile
+// on that GPU, or a tenant of the node directory holds its MIG device UUID: a DRA claim or a Slurm
+// task whose process has not started yet) is never destroyed. Without the flag nothing changes. Either way the node's
 // "mig_layout" condition says whether every GPU has its layout ("GPU 0: layout differs, not
 // applied: has '', desired '3g.40gb@0' (the agent runs without --allow-mig-reconfigure)"), and a
 // MIG workload is started only once its instance (profile at its pod's mig_start) exists.
