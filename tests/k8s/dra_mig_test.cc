@@ -77,7 +77,9 @@ class DraMigTest : public DraPluginTest {
     ASSERT_TRUE(p.ok());
     StatusOr<enforce::GpuInstance> gi = nvml_.CreateGpuInstance(0, p->id, {start, size});
     ASSERT_TRUE(gi.ok()) << gi.status().ToString();
-    if (ci) ASSERT_TRUE(nvml_.CreateComputeInstance(0, gi->id, index).ok());
+    if (ci) {
+      ASSERT_TRUE(nvml_.CreateComputeInstance(0, gi->id, index).ok());
+    }
   }
   std::string Layout() {  // the fake driver's instances on GPU 0
     const GpuModelCatalog& catalog = GpuModelCatalog::Builtin();
@@ -133,6 +135,7 @@ TEST_F(DraMigTest, AMigClaimRunsOnItsInstanceByUuidWithTheInstancesMemoryAndNoLe
   EXPECT_EQ(tenants[0].account, "team-a");
   EXPECT_EQ(tenants[0].limit_bytes, ThreeSliceBytes());
   EXPECT_GT(tenants[0].limit_bytes, 30ull << 30);
+  EXPECT_TRUE(tenants[0].mig);  // on its instance: not on the GPU's lease board
 
   json spec = Spec("M1");
   const auto env = spec["devices"][0]["containerEdits"]["env"].get<std::vector<std::string>>();
