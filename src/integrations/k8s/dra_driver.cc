@@ -141,7 +141,8 @@ struct DraDriver::State {
     for (const Slot& s : p.slots) {
       // Every device of a tenant of several GPUs carries the same variables (all of its GPUs), so
       // that whichever device's edits a runtime applies last, the container is that one tenant.
-      TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, s.mig ? StatusOr<node::GpuPin>(MigPin(*s.mig)) : PinAll(s.tenant.gpus));
+      TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin,
+                               s.mig ? StatusOr<node::GpuPin>(MigPin(*s.mig)) : PinAll(s.tenant.gpus));
       const SlotEdits slot = MakeSlotEdits({.host = node.paths(), .shim = shim, .container_dir = options.container_dir,
                                             .tenant_file = TenantFilePath(p.ref.uid), .pin = pin,
                                             .gpus = s.tenant.gpus, .index = s.index});
@@ -159,9 +160,10 @@ struct DraDriver::State {
         TESSERA_ASSIGN_OR_RETURN(ContainerDeviceNode device_node, GpuDeviceNode(options.dev_dir, own, s.gpu));
         edits["deviceNodes"] = json::array({DeviceNodeJson(device_node)});
         if (s.mig) {  // the parent GPU's node and the instance's capabilities
+          const int minor = own.minor >= 0 ? own.minor : s.gpu;
           TESSERA_ASSIGN_OR_RETURN(std::vector<ContainerDeviceNode> caps,
-                                   MigCapNodes(options.dev_dir, options.mig_minors_file, own.minor >= 0 ? own.minor : s.gpu,
-                                               s.mig->gpu_instance_id, s.mig->compute_instance_id));
+                                   MigCapNodes(options.dev_dir, options.mig_minors_file, minor, s.mig->gpu_instance_id,
+                                               s.mig->compute_instance_id));
           for (const ContainerDeviceNode& n : caps) edits["deviceNodes"].push_back(DeviceNodeJson(n));
         }
       }
@@ -255,7 +257,9 @@ struct DraDriver::State {
       }
       if (d->mig_start >= 0) {  // ClaimTenant: the claim's only device
         StatusOr<MigInstanceUse> use = mig->Acquire(*d, HeldMigInstances());
-        if (!use.ok()) return Status(use.status().code(), "results device " + d->device + ": " + std::string(use.status().message()));
+        if (!use.ok()) {
+          return Status(use.status().code(), "results device " + d->device + ": " + std::string(use.status().message()));
+        }
         s.mig = *use;
         s.tenant.mem_bytes = use->mem_bytes;
         s.tenant.mig_instance = use->uuid;
@@ -294,8 +298,9 @@ struct DraDriver::State {
     if (devices.size() == 1) return t;
     for (const AllocatedDevice* d : devices) {
       if (d->mig_start >= 0) {
-        return InvalidArgumentError("results devices: " + d->device + " is a MIG device, which must be the claim's only "
-                                    "device of " + std::string(kDriverName) + " (its tenant runs on that instance alone)");
+        return InvalidArgumentError("results devices: " + d->device + " is a MIG device, which must be the claim's " +
+                                    "only device of " + std::string(kDriverName) +
+                                    " (its tenant runs on that instance alone)");
       }
     }
     t.name = ref.ns + "/" + ref.name + "#" + ref.uid.substr(0, 8);

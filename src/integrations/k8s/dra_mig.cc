@@ -39,7 +39,9 @@ StatusOr<GpuMigModel> MigModelOf(const enforce::NvmlApi& nvml, int gpu) {
   const GpuModelInfo& info = catalog.info(*id);
   if (!info.mig) return FailedPreconditionError(at + " (" + info.name + "): the model has no MIG");
   StatusOr<enforce::MigMode> mode = nvml.GetMigMode(static_cast<uint32_t>(gpu));
-  if (!mode.ok() || !mode->current_enabled) return FailedPreconditionError(at + " (" + info.name + "): not in MIG mode");
+  if (!mode.ok() || !mode->current_enabled) {
+    return FailedPreconditionError(at + " (" + info.name + "): not in MIG mode");
+  }
   return GpuMigModel{.id = *id, .geometry = &*info.mig, .name = info.name};
 }
 

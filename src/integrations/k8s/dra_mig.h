@@ -17,8 +17,8 @@
 //        (...)"; with it, the agent's apply step (enforce::CatalogMigStep create 3g.40gb@4, the
 //        model check, enforce::ApplyMigSteps: a GI at exactly that placement and the CI that fills
 //        it), which fails naming the instance in the way when the slices are not free.
-//   3. -> {profile 3g.40gb, start 4, uuid MIG-..., gi/ci ids, the GPU's minor, memory 40192 MiB
-//      (the driver's memorySizeMB of the profile), created true|false}.
+//   3. -> {profile 3g.40gb, start 4, uuid MIG-..., gi/ci ids, the GPU's minor, memory 40448 MiB
+//      on the fake NVML (the driver's memorySizeMB of the profile), created true|false}.
 // Release(0, that use): a created instance is destroyed (enforce::ApplyMigSteps destroy step,
 // whose preflight refuses an instance a process still runs in: then it stays); one the driver
 // found is left as it was.

@@ -29,9 +29,9 @@
 //     instance is not time-sliced) and carries the parent GPU's /dev/nvidia<minor> and the
 //     instance's two nvidia-caps nodes (container_edits.h MigCapNodes). Unprepare destroys an
 //     instance the driver created (none other), unless a process still runs in it.
-//     Example: gpu-0-mig-3g-40gb-4 on an H100-80GB with 3g.40gb@4 -> tenant on GPU 0, limit 40192
-//     MiB, CUDA_VISIBLE_DEVICES=MIG-fa4e0000-..., device nodes /dev/nvidia0,
-//     /dev/nvidia-caps/nvidia-cap<gi>, /dev/nvidia-caps/nvidia-cap<ci>.
+//     Example: gpu-0-mig-3g-40gb-4 on an H100-80GB with 3g.40gb@4 -> tenant on GPU 0, limit = the
+//     instance's memory (40448 MiB on the fake NVML), CUDA_VISIBLE_DEVICES=MIG-fa4e0000-...,
+//     device nodes /dev/nvidia0, /dev/nvidia-caps/nvidia-cap<gi>, /dev/nvidia-caps/nvidia-cap<ci>.
 // It then writes one CDI spec file per claim, <cdi dir>/gpu.tessera.io-claim_<uid>.json
 // (cdiVersion 0.6.0, kind gpu.tessera.io/gpu), with one CDI device per slot, "<uid>-<device>",
 // whose containerEdits set LD_PRELOAD to the shim, the slot's TESSERA_SHIM_* variables and
