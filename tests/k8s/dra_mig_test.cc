@@ -244,5 +244,42 @@ TEST_F(DraMigTest, ABadMigDeviceFailsTheClaimNamingIt) {
   EXPECT_TRUE(Tenants().empty());
 }
 
+TEST_F(DraMigTest, AMigDeviceWithAnotherDeviceInOneClaimFailsTheClaimNamingIt) {
+  CreateInstance(k3SliceProfile, 4, 4, /*ci=*/true);
+  claims_.Put("team-a", "pair", Claim("team-a", "pair", "M10", R"([
+    {"request": "mig", "driver": "gpu.tessera.io", "pool": "node-1", "device": "gpu-0-mig-3g-40gb-4"},
+    {"request": "gpu", "driver": "gpu.tessera.io", "pool": "node-1", "device": "gpu-1"}])"));
+  EXPECT_EQ(Prepare("pair", "M10").error,
+            "ResourceClaim team-a/pair (uid M10): results devices: gpu-0-mig-3g-40gb-4 is a MIG device, which must be "
+            "the claim's only device of gpu.tessera.io (its tenant runs on that instance alone)");
+  EXPECT_TRUE(Tenants().empty());
+  EXPECT_EQ(Layout(), "3g.40gb@4");
+}
+
+TEST_F(DraMigTest, WithoutTheMigMinorsFileTheClaimGetsNoCapsNodesAndALineMissingFailsItNamingTheFile) {
+  CreateInstance(k3SliceProfile, 4, 4, /*ci=*/true);
+  const enforce::MigDevice mig = OnlyMigDevice();
+  options_.mig_minors_file = (root_ / "no-such-mig-minors").string();
+  StartPlugin();
+  claims_.Put("team-a", "vision", Claim("team-a", "vision", "M11", MigResult()));
+  ASSERT_EQ(Prepare("vision", "M11").error, "");
+  EXPECT_EQ(Spec("M11")["devices"][0]["containerEdits"]["deviceNodes"],
+            json::parse(R"([{"path": "/dev/nvidia0", "hostPath": ")" + options_.dev_dir + R"(/nvidia0"}])"));
+  EXPECT_EQ(Unprepare("vision", "M11"), "");
+
+  // The driver lists the instance's GPU-instance capability but not its compute instance's.
+  options_.mig_minors_file = (root_ / "short-mig-minors").string();
+  std::ofstream(options_.mig_minors_file) << "config 1\nmonitor 2\ngpu0/gi" << mig.gpu_instance_id << "/access "
+                                          << GiMinor(mig.gpu_instance_id) << "\n";
+  StartPlugin();
+  const std::string ci_cap = "gpu0/gi" + std::to_string(mig.gpu_instance_id) + "/ci" +
+                             std::to_string(mig.compute_instance_id) + "/access";
+  EXPECT_THAT(Prepare("vision", "M11").error,
+              HasSubstr(options_.mig_minors_file + ": no line '" + ci_cap + " <minor>' (the MIG device's capability)"));
+  EXPECT_FALSE(std::filesystem::exists(root_ / "cdi/gpu.tessera.io-claim_M11.json"));
+  EXPECT_TRUE(Tenants().empty());  // the slot joined before the spec was written is left again
+  EXPECT_EQ(Layout(), "3g.40gb@4");
+}
+
 }  // namespace
 }  // namespace tessera::k8s
