@@ -8,6 +8,9 @@
 #    device nodes of --dev-dir.
 # 3. The NVML backstop: a process of the claim's pod (its cgroup in a --proc-dir stand-in) that runs
 #    without the shim and allocates 2 GiB under the claim's 1 GiB is killed, and the driver says so.
+# 4. MIG (the fake NVML's H100-80GB in MIG mode, no instance): a claim for gpu-0-mig-3g-40gb-4 fails
+#    naming the instance and the flag; with --allow-mig-reconfigure the driver creates the instance
+#    (its CDI spec pins MIG-...), and destroys it at unprepare (the fake NVML's mutation log).
 #   dra_driver_cli_test.sh TESSERA FAKE_KUBELET SHIM FAKE_KUBE_API FAKE_NVML PROBE
 set -euo pipefail
 tessera="$1" kubelet="$2" shim="$3" fake_api="$4" fake_nvml="$5" probe="$6"
@@ -146,4 +149,38 @@ assert s["spec"]["pool"] == {"name": "n1", "generation": 4, "resourceSliceCount"
 assert s["metadata"]["ownerReferences"][0]["uid"] == "node-uid-1", s["metadata"]
 assert "GET /apis/resource.k8s.io/v1/namespaces/team-b/resourceclaims/serve" in state["requests"]
 PY
+
+# 4. MIG.
+mkdir -p "$root/claims/team-c"
+cat > "$root/claims/team-c/vision.json" <<'JSON'
+{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+ "metadata": {"namespace": "team-c", "name": "vision", "uid": "3c9d-44"},
+ "status": {"allocation": {"devices": {"results": [{"request": "mig", "driver": "gpu.tessera.io",
+   "pool": "n1", "device": "gpu-0-mig-3g-40gb-4"}]}}}}
+JSON
+export TESSERA_FAKE_NVML_CONFIG="H100-80GB:mig=1" TESSERA_FAKE_NVML_MUTATION_LOG="$root/mig-mutations.log"
+mig_start() {
+  "$tessera" k8s dra-driver --node-dir "$root/mig-node" --plugin-dir "$root/mig-plugin" --registry-dir "$root/mig-reg" \
+    --cdi-dir "$root/mig-cdi" --shim "$shim" --nvml "$fake_nvml" --node-name n1 --claims-dir "$root/claims" \
+    --dev-dir "" --backstop-ms 0 "$@" > "$root/mig-driver.log" 2>&1 &
+  pid=$!
+  wait_ready "$root/mig-driver.log" "$pid" "DRA on"
+}
+mig_start
+if out="$("$kubelet" "$root/mig-reg/gpu.tessera.io-reg.sock" team-c 3c9d-44 vision 2>&1)"; then
+  echo "prepared a MIG claim whose instance does not exist, without --allow-mig-reconfigure"; exit 1
+fi
+echo "$out"
+grep -q "results device gpu-0-mig-3g-40gb-4: MIG instance 3g.40gb@4 on GPU 0 does not exist (the GPU has ''), and the driver runs without --allow-mig-reconfigure" <<<"$out"
+[[ ! -e "$root/mig-mutations.log" ]] || { cat "$root/mig-mutations.log"; echo "the GPU was changed"; exit 1; }
+kill -TERM "$pid"; wait "$pid" || true; pid=""
+mig_start --allow-mig-reconfigure
+FAKE_KUBELET_KEEP=1 "$kubelet" "$root/mig-reg/gpu.tessera.io-reg.sock" team-c 3c9d-44 vision
+grep -q '"CUDA_VISIBLE_DEVICES=MIG-' "$root/mig-cdi/gpu.tessera.io-claim_3c9d-44.json" ||
+  { cat "$root/mig-cdi/gpu.tessera.io-claim_3c9d-44.json"; echo "the CDI spec does not pin the MIG device"; exit 1; }
+grep -q "nvmlDeviceCreateGpuInstanceWithPlacement" "$root/mig-mutations.log"
+out="$("$kubelet" "$root/mig-reg/gpu.tessera.io-reg.sock" team-c 3c9d-44 vision)"
+grep -q "unprepared 3c9d-44" <<<"$out"
+grep -q "nvmlGpuInstanceDestroy" "$root/mig-mutations.log" || { cat "$root/mig-mutations.log"; echo "not destroyed"; exit 1; }
+kill -TERM "$pid"; wait "$pid" || true; pid=""
 echo "dra_driver_cli: ok"

@@ -16,6 +16,7 @@
 
 #include "tessera/enforce/segment.h"
 #include "tessera/node/node_dir.h"
+#include "tests/k8s/dra_plugin_fixture.h"
 #include "tests/k8s/fake_kube_api.h"
 #include "tests/k8s/node_tenants.h"
 
@@ -24,64 +25,6 @@ namespace {
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
-
-std::string Claim(const std::string& ns, const std::string& name, const std::string& uid, const std::string& results,
-                  const std::string& config = "[]") {
-  return R"({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"namespace": ")" + ns +
-         R"(", "name": ")" + name + R"(", "uid": ")" + uid + R"(", "resourceVersion": "7"},
-  "spec": {"devices": {"requests": []}},
-  "status": {"allocation": {"devices": {"results": )" + results + R"(, "config": )" + config + R"(},
-             "nodeSelector": {}}}})";
-}
-
-const std::string kShare0 = R"([{"request": "gpu", "driver": "gpu.tessera.io", "pool": "node-1", "device": "gpu-0",
-  "shareID": "2b0f33c1-aaaa-bbbb", "consumedCapacity": {"memory": "1Gi", "compute": "300"}}])";
-
-class DraPluginTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    // Short: a unix socket's path has at most 107 characters.
-    std::string dir = (fs::temp_directory_path() / "tdra-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(dir.data()), nullptr);
-    root_ = dir;
-    options_ = {.node_dir = (root_ / "node").string(),
-                .plugin_dir = (root_ / "plugins/gpu.tessera.io").string(),
-                .cdi_dir = (root_ / "cdi").string(),
-                .shim_path = TESSERA_SHIM_LIBRARY,
-                .nvml_library = "/nonexistent/libnvidia-ml.so.1",
-                .dev_dir = (root_ / "dev").string()};
-    // The NVIDIA driver's device nodes, as plain files: the driver only checks that they exist.
-    fs::create_directories(root_ / "dev");
-    for (const char* node : {"nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1"}) std::ofstream(root_ / "dev" / node);
-    StartPlugin();
-  }
-  void TearDown() override {
-    server_.reset();
-    driver_.reset();
-    fs::remove_all(root_);
-  }
-  void StartPlugin() {
-    server_.reset();
-    driver_.reset();
-    auto driver = DraDriver::Open(options_, source_);
-    ASSERT_TRUE(driver.ok()) << driver.status().ToString();
-    driver_ = std::move(*driver);
-    auto server = DraPluginServer::Start(
-        driver_.get(), {.registry_dir = (root_ / "registry").string(), .plugin_dir = options_.plugin_dir});
-    ASSERT_TRUE(server.ok()) << server.status().ToString();
-    server_ = std::move(*server);
-  }
-  std::vector<node::TenantStatus> Tenants() { return NodeTenants(options_.node_dir); }
-  std::string Dra() const { return server_->dra_socket(); }
-
-  fs::path root_;
-  DraDriverOptions options_;
-  InMemoryClaimSource claims_;
-  ClaimSource* source_ = &claims_;
-  std::unique_ptr<DraDriver> driver_;
-  std::unique_ptr<DraPluginServer> server_;
-  DraKubeletClient kubelet_;
-};
 
 TEST_F(DraPluginTest, RegistrationAnswersWhatTheKubeletExpects) {
   EXPECT_EQ(server_->registration_socket(), (root_ / "registry/gpu.tessera.io-reg.sock").string());

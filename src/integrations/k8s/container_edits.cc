@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <map>
 
 #include "tessera/enforce/segment.h"
 
@@ -52,6 +54,31 @@ StatusOr<std::vector<ContainerDeviceNode>> NvidiaControlNodes(const std::string&
 StatusOr<ContainerDeviceNode> GpuDeviceNode(const std::string& dev_dir, const node::GpuPin& pin, int gpu) {
   // By NVML's minor number, which is not always the index (launcher.h, GpuPin).
   return NvidiaDeviceNode(dev_dir, "nvidia" + std::to_string(pin.minor >= 0 ? pin.minor : gpu));
+}
+
+StatusOr<std::vector<ContainerDeviceNode>> MigCapNodes(const std::string& dev_dir, const std::string& mig_minors_file,
+                                                       int gpu_minor, uint32_t gi, uint32_t ci) {
+  std::vector<ContainerDeviceNode> nodes;
+  if (dev_dir.empty()) return nodes;
+  std::ifstream in(mig_minors_file);
+  if (!in) return nodes;  // the capabilities are under /proc only (see the header)
+  const std::string gi_cap = "gpu" + std::to_string(gpu_minor) + "/gi" + std::to_string(gi) + "/access";
+  const std::string ci_cap = "gpu" + std::to_string(gpu_minor) + "/gi" + std::to_string(gi) + "/ci" +
+                             std::to_string(ci) + "/access";
+  std::map<std::string, std::string> minors;
+  std::string cap, minor;
+  while (in >> cap >> minor) minors[cap] = minor;
+  for (const std::string& want : {gi_cap, ci_cap}) {
+    auto it = minors.find(want);
+    if (it == minors.end() || it->second.empty() ||
+        it->second.find_first_not_of("0123456789") != std::string::npos) {
+      return FailedPreconditionError(mig_minors_file + ": no line '" + want + " <minor>' (the MIG device's " +
+                                     "capability)");
+    }
+    TESSERA_ASSIGN_OR_RETURN(ContainerDeviceNode n, NvidiaDeviceNode(dev_dir, "nvidia-caps/nvidia-cap" + it->second));
+    nodes.push_back(std::move(n));
+  }
+  return nodes;
 }
 
 Status MakeDirs(const std::string& path) {

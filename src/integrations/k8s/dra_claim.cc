@@ -64,6 +64,15 @@ Status ParseResult(const JsonFields& r, AllocatedDevice* d) {
   TESSERA_ASSIGN_OR_RETURN(d->device, RequiredStr(r, "device"));
   TESSERA_ASSIGN_OR_RETURN(d->share_id, r.Str("shareID", kMaxName));
   if (d->driver != kDriverName) return Status::Ok();
+  if (d->device.find("-mig-") != std::string::npos) {
+    StatusOr<MigDeviceParts> mig = ParseMigDeviceName(d->device);
+    if (!mig.ok()) return r.Fail("device", std::string(mig.status().message()));
+    d->gpu = mig->gpu;
+    d->mig_profile_label = mig->profile_label;
+    d->mig_start = mig->start;
+    if (r.Has("consumedCapacity")) return r.Fail("consumedCapacity", "a MIG device is allocated whole, never shared");
+    return Status::Ok();
+  }
   StatusOr<int> gpu = GpuIndexOfDevice(d->device);
   if (!gpu.ok()) return r.Fail("device", std::string(gpu.status().message()));
   d->gpu = *gpu;

@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "src/integrations/k8s/checkpoint.h"
+#include "src/integrations/k8s/dra_mig.h"
 #include "tessera/enforce/segment.h"
 #include "tessera/integrations/k8s/container_edits.h"
 #include "tessera/integrations/k8s/names.h"
@@ -34,6 +36,7 @@ struct Slot {
   node::TenantRequest tenant;
   int index = -1;
   int gpu = -1;  // the device's GPU (its device node); tenant.gpus holds every GPU of the tenant
+  std::optional<MigInstanceUse> mig;  // a MIG device: its instance (tenant.mig_instance = mig->uuid)
 };
 
 // Each tenant of `slots` once (a claim of several devices has one tenant for all of them).
@@ -56,13 +59,26 @@ struct Prepared {
 std::string CdiId(const std::string& cdi_name) { return std::string(kDriverName) + "/gpu=" + cdi_name; }
 
 json SlotToJson(const Slot& s) {
-  return {{"request", s.request},        {"pool", s.pool},
-          {"device", s.device},          {"cdi_name", s.cdi_name},
-          {"tenant", s.tenant.name},     {"account", s.tenant.account},
-          {"workload", s.tenant.workload}, {"gpu", s.gpu}, {"gpus", s.tenant.gpus},
-          {"mem_bytes", s.tenant.mem_bytes}, {"share", s.tenant.share},
-          {"priority", s.tenant.priority}, {"scrub", s.tenant.scrub},
-          {"index", s.index}};
+  json j = {{"request", s.request},        {"pool", s.pool},
+            {"device", s.device},          {"cdi_name", s.cdi_name},
+            {"tenant", s.tenant.name},     {"account", s.tenant.account},
+            {"workload", s.tenant.workload}, {"gpu", s.gpu}, {"gpus", s.tenant.gpus},
+            {"mem_bytes", s.tenant.mem_bytes}, {"share", s.tenant.share},
+            {"priority", s.tenant.priority}, {"scrub", s.tenant.scrub},
+            {"index", s.index}};
+  if (s.mig) {
+    const MigInstanceUse& m = *s.mig;
+    j["mig"] = {{"profile", m.profile}, {"start", m.start}, {"uuid", m.uuid}, {"gi", m.gpu_instance_id},
+                {"ci", m.compute_instance_id}, {"minor", m.parent_minor}, {"created", m.created}};
+  }
+  return j;
+}
+
+// A slot's MIG instance from its checkpoint entry (SlotToJson); throws json::exception.
+MigInstanceUse MigFromJson(const json& m) {
+  return {.profile = m.at("profile"), .start = m.at("start"), .uuid = m.at("uuid"), .gpu_instance_id = m.at("gi"),
+          .compute_instance_id = m.at("ci"), .parent_minor = m.at("minor"), .mem_bytes = 0,
+          .created = m.at("created")};
 }
 
 }  // namespace
@@ -76,6 +92,7 @@ struct DraDriver::State {
   mutable std::mutex mu;
   std::map<std::string, Prepared> prepared;     // by uid
   std::map<int, node::GpuPin> pins;             // by GPU, found once
+  std::unique_ptr<MigInstances> mig;            // the MIG devices' instances (NVML opened when first needed)
   std::vector<std::string> recovery_problems;
 
   std::string SpecPath(const std::string& uid) const {
@@ -107,6 +124,13 @@ struct DraDriver::State {
     return node::JoinPins(each);
   }
 
+  // A MIG device's pin: CUDA sees the instance alone, by its UUID; no lease board (node::GpuPin::mig).
+  static node::GpuPin MigPin(const MigInstanceUse& m) {
+    node::GpuPin pin{.visible_devices = m.uuid, .uuid = m.uuid, .minor = m.parent_minor};
+    pin.mig = true;
+    return pin;
+  }
+
   static json DeviceNodeJson(const ContainerDeviceNode& n) {
     return json{{"path", n.container_path}, {"hostPath", n.host_path}};
   }
@@ -117,7 +141,8 @@ struct DraDriver::State {
     for (const Slot& s : p.slots) {
       // Every device of a tenant of several GPUs carries the same variables (all of its GPUs), so
       // that whichever device's edits a runtime applies last, the container is that one tenant.
-      TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin, PinAll(s.tenant.gpus));
+      TESSERA_ASSIGN_OR_RETURN(node::GpuPin pin,
+                               s.mig ? StatusOr<node::GpuPin>(MigPin(*s.mig)) : PinAll(s.tenant.gpus));
       const SlotEdits slot = MakeSlotEdits({.host = node.paths(), .shim = shim, .container_dir = options.container_dir,
                                             .tenant_file = TenantFilePath(p.ref.uid), .pin = pin,
                                             .gpus = s.tenant.gpus, .index = s.index});
@@ -131,9 +156,16 @@ struct DraDriver::State {
       }
       json edits = {{"env", env}, {"mounts", mounts}};
       if (!options.dev_dir.empty()) {
-        TESSERA_ASSIGN_OR_RETURN(node::GpuPin own, Pin(s.gpu));
+        TESSERA_ASSIGN_OR_RETURN(node::GpuPin own, s.mig ? StatusOr<node::GpuPin>(pin) : Pin(s.gpu));
         TESSERA_ASSIGN_OR_RETURN(ContainerDeviceNode device_node, GpuDeviceNode(options.dev_dir, own, s.gpu));
         edits["deviceNodes"] = json::array({DeviceNodeJson(device_node)});
+        if (s.mig) {  // the parent GPU's node and the instance's capabilities
+          const int minor = own.minor >= 0 ? own.minor : s.gpu;
+          TESSERA_ASSIGN_OR_RETURN(std::vector<ContainerDeviceNode> caps,
+                                   MigCapNodes(options.dev_dir, options.mig_minors_file, minor, s.mig->gpu_instance_id,
+                                               s.mig->compute_instance_id));
+          for (const ContainerDeviceNode& n : caps) edits["deviceNodes"].push_back(DeviceNodeJson(n));
+        }
       }
       devices.push_back({{"name", s.cdi_name}, {"containerEdits", edits}});
     }
@@ -172,8 +204,24 @@ struct DraDriver::State {
 
   long Member() const { return options.member_pid > 0 ? options.member_pid : static_cast<long>(::getpid()); }
 
+  // Leaves the slots' tenants and destroys the MIG instances the driver created for them (a
+  // prepare that failed half-way: the GPU goes back to what it had).
   void LeaveSlots(const std::vector<Slot>& slots) const {
     for (const Slot* s : DistinctTenants(slots)) (void)node.LeaveTenant(s->tenant.name, Member());
+    for (const Slot& s : slots) {
+      if (s.mig) (void)mig->Release(s.gpu, *s.mig);
+    }
+  }
+
+  // The MIG devices of the prepared claims: UUID -> "<namespace>/<claim>".
+  std::map<std::string, std::string> HeldMigInstances() const {
+    std::map<std::string, std::string> held;
+    for (const auto& [uid, p] : prepared) {
+      for (const Slot& s : p.slots) {
+        if (s.mig) held[s.mig->uuid] = p.ref.ns + "/" + p.ref.name;
+      }
+    }
+    return held;
   }
 
   // The slots of one claim (results of other drivers skipped), joined.
@@ -207,8 +255,18 @@ struct DraDriver::State {
         p.slots.push_back(std::move(s));
         continue;
       }
+      if (d->mig_start >= 0) {  // ClaimTenant: the claim's only device
+        StatusOr<MigInstanceUse> use = mig->Acquire(*d, HeldMigInstances());
+        if (!use.ok()) {
+          return Status(use.status().code(), "results device " + d->device + ": " + std::string(use.status().message()));
+        }
+        s.mig = *use;
+        s.tenant.mem_bytes = use->mem_bytes;
+        s.tenant.mig_instance = use->uuid;
+      }
       StatusOr<int> index = node.Join(s.tenant, Member());
       if (!index.ok()) {
+        if (s.mig) (void)mig->Release(s.gpu, *s.mig);
         return Status(index.status().code(), "results device " + d->device + ": " + std::string(index.status().message()));
       }
       s.index = *index;
@@ -238,6 +296,13 @@ struct DraDriver::State {
     t.account = first.config.tenant.empty() ? ref.ns : first.config.tenant;
     t.workload = "k8s-claim/" + ref.ns + "/" + ref.name;
     if (devices.size() == 1) return t;
+    for (const AllocatedDevice* d : devices) {
+      if (d->mig_start >= 0) {
+        return InvalidArgumentError("results devices: " + d->device + " is a MIG device, which must be the claim's " +
+                                    "only device of " + std::string(kDriverName) +
+                                    " (its tenant runs on that instance alone)");
+      }
+    }
     t.name = ref.ns + "/" + ref.name + "#" + ref.uid.substr(0, 8);
     t.gpus.clear();
     for (const AllocatedDevice* d : devices) {
@@ -300,6 +365,12 @@ struct DraDriver::State {
       return "removing " + SpecPath(ref.uid) + ": " + std::strerror(errno);
     }
     std::remove(TenantFilePath(ref.uid).c_str());
+    // A MIG instance the driver created goes with its claim, so that the slices the scheduler now
+    // counts as free are free (a later claim may want them in another profile); one a process
+    // still runs in stays (Release's preflight), as does one the driver found.
+    for (const Slot& s : it->second.slots) {
+      if (s.mig) (void)mig->Release(s.gpu, *s.mig);
+    }
     prepared.erase(it);
     Status saved = WriteCheckpoint();
     return saved.ok() ? "" : std::string(saved.message());
@@ -328,6 +399,11 @@ struct DraDriver::State {
                       .share = j.at("share"), .priority = j.at("priority"), .scrub = j.at("scrub"),
                       .account = j.at("account"), .workload = j.at("workload")};
           s.index = j.at("index");
+          if (j.contains("mig")) {  // a MIG device (older checkpoints have none)
+            s.mig = MigFromJson(j.at("mig"));
+            s.mig->mem_bytes = s.tenant.mem_bytes;
+            s.tenant.mig_instance = s.mig->uuid;
+          }
           p.slots.push_back(std::move(s));
         }
       } catch (const json::exception& e) {
@@ -380,6 +456,7 @@ StatusOr<std::unique_ptr<DraDriver>> DraDriver::Open(const DraDriverOptions& opt
   TESSERA_RETURN_IF_ERROR(MakeDirs(options.plugin_dir));
   TESSERA_RETURN_IF_ERROR(MakeDirs(options.cdi_dir));
   state->checkpoint_path = options.plugin_dir + "/checkpoint.json";
+  state->mig = std::make_unique<MigInstances>(options.nvml_library, options.allow_mig_reconfigure);
   TESSERA_RETURN_IF_ERROR(state->Recover());
   return std::unique_ptr<DraDriver>(new DraDriver(std::move(state)));
 }

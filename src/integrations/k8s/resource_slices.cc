@@ -93,8 +93,7 @@ void AddMigDevices(const api::InventoryGpu& gpu, const GpuModelInfo& info, const
                        {"computeSlices", {{"value", std::to_string(p.compute_slices)}}},
                        {"memorySlices", {{"value", std::to_string(p.size)}}}};
       if (p.multiprocessors > 0) capacity["multiprocessors"] = {{"value", std::to_string(p.multiprocessors)}};
-      devices.push_back({{"name", "gpu-" + std::to_string(gpu.index) + "-mig-" + ProfileLabel(p.name) + "-" +
-                                      std::to_string(start)},
+      devices.push_back({{"name", MigDeviceName(gpu.index, p.name, start)},
                          {"attributes", std::move(attrs)},
                          {"capacity", std::move(capacity)},
                          {"consumesCounters", json::array({{{"counterSet", CounterSetName(gpu)},
@@ -161,16 +160,6 @@ std::string SliceSpecHash(const json& spec) {
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
   return buf;
-}
-
-std::string ProfileLabel(const std::string& profile) {
-  std::string out;
-  for (char c : profile) {
-    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    else if (!out.empty() && out.back() != '-') out += '-';
-  }
-  while (!out.empty() && out.back() == '-') out.pop_back();
-  return out;
 }
 
 StatusOr<std::vector<json>> RenderResourceSlices(const std::vector<api::InventoryGpu>& gpus,

@@ -220,6 +220,16 @@ void RegisterK8sDraDriver(CLI::App& k8s_app, int* exit_code) {
   cmd->add_option("--nvml", flags->driver.nvml_library,
                   "NVML library: the GPUs published, and their UUIDs in CUDA_VISIBLE_DEVICES")
       ->default_str(flags->driver.nvml_library);
+  cmd->add_flag("--allow-mig-reconfigure", flags->driver.allow_mig_reconfigure,
+                "Create the MIG instance a claim's MIG device names (gpu-<N>-mig-<profile>-<start>) when it does not "
+                "exist and its memory slices are free, and destroy it again when the claim is unprepared (off: such "
+                "a claim fails, naming the instance and this flag). Off by default: cutting a GPU is the operator's decision "
+                "per node, as for `tessera agent --allow-mig-reconfigure`. An instance in use, or another claim's, is "
+                "never touched");
+  cmd->add_option("--mig-minors", flags->driver.mig_minors_file,
+                  "The driver's nvidia-caps minors of the MIG instances, for the /dev/nvidia-caps nodes a MIG "
+                  "claim's container gets (absent: none, the driver exposes them under /proc only)")
+      ->default_str(flags->driver.mig_minors_file);
   cmd->add_option("--node-name", flags->node_name,
                   "This node's Kubernetes name: the slices' spec.nodeName and pool (default: $NODE_NAME, else the "
                   "host name)");

@@ -20,6 +20,14 @@
 // <dev dir>/<name> on the host, which must exist: FAILED_PRECONDITION "device node
 // /dev/nvidia-uvm: No such file or directory (is the NVIDIA driver loaded on this node?)". An
 // empty dev dir gives none (left to the NVIDIA container toolkit).
+// A MIG device also needs its capabilities (NVIDIA's MIG user guide, "Device Nodes and
+// Capabilities"): with the driver's /dev interface to them, the access files of its GPU instance
+// and of its compute instance, /dev/nvidia-caps/nvidia-cap<m>, whose minor m the driver lists in
+// /proc/driver/nvidia-caps/mig-minors ("gpu<GPU minor>/gi<GI id>/access <m>", "gpu<GPU
+// minor>/gi<GI id>/ci<CI id>/access <m>"). MigCapNodes reads that file: GPU minor 0, GI 2, CI 0
+// with lines "gpu0/gi2/access 21" and "gpu0/gi2/ci0/access 22" -> <dev dir>/nvidia-caps/nvidia-cap21
+// and .../nvidia-cap22 (each must exist, as above). No file (a driver loaded with
+// nv_cap_enable_devfs=0 exposes the capabilities under /proc only) or an empty dev dir: none.
 //
 // Worked example: host node dir /n, shim /opt/lib/libtessera-shim.so, container dir /run/tessera,
 // index 2 on GPU 0 (pin "GPU-aa..", minor 3), tenant file /p/tenants/U, dev dir /dev ->
@@ -30,6 +38,7 @@
 // Thread-safety: pure functions (they read the file system only; WriteFileAtomically writes).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +81,10 @@ StatusOr<ContainerDeviceNode> NvidiaDeviceNode(const std::string& dev_dir, const
 StatusOr<std::vector<ContainerDeviceNode>> NvidiaControlNodes(const std::string& dev_dir);
 // nvidia<minor> of `gpu` (pin.minor, else the index).
 StatusOr<ContainerDeviceNode> GpuDeviceNode(const std::string& dev_dir, const node::GpuPin& pin, int gpu);
+// The nvidia-caps nodes of MIG device (GPU minor `gpu_minor`, GPU instance `gi`, compute instance
+// `ci`), from `mig_minors_file` (above). FAILED_PRECONDITION naming the file and the line it lacks.
+StatusOr<std::vector<ContainerDeviceNode>> MigCapNodes(const std::string& dev_dir, const std::string& mig_minors_file,
+                                                       int gpu_minor, uint32_t gi, uint32_t ci);
 
 // Creates `path` and its parents (mode 0755); INTERNAL naming the folder that failed.
 Status MakeDirs(const std::string& path);

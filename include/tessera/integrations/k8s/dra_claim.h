@@ -23,7 +23,9 @@
 // parses to AllocatedClaim{ns "team-a", name "infer", devices [{request "gpu", device "gpu-0",
 // gpu 0, shared, memory 10737418240 bytes, compute 300 milli, config.priority 2}]}; with
 // "reservedFor": [{"resource": "pods", "name": "infer-0", "uid": "c4..."}] in status, pod_uids
-// ["c4..."]. A result of
+// ["c4..."]. A MIG device "gpu-1-mig-3g-40gb-4" (names.h ParseMigDeviceName) parses to gpu 1,
+// mig_profile_label "3g-40gb", mig_start 4, not shared (a MIG device is allocated whole; one with
+// consumedCapacity is INVALID_ARGUMENT naming the field). A result of
 // another driver is kept with its driver name (the plugin skips it) and not checked further.
 //
 // Thread-safety: the functions are pure; InMemoryClaimSource is safe from several threads,
@@ -64,7 +66,11 @@ struct AllocatedDevice {
   std::string device;
   std::string share_id;  // results[].shareID ("" for an exclusive allocation)
   // Only for results of gpu.tessera.io:
-  int gpu = -1;          // node GPU index, from the device name ("gpu-3" -> 3)
+  int gpu = -1;          // node GPU index, from the device name ("gpu-3" -> 3, "gpu-3-mig-..." -> 3)
+  // A MIG device ("gpu-<N>-mig-<profile label>-<start>"): the profile's label and the placement's
+  // first memory slice; mig_start -1 for a whole GPU or a share.
+  std::string mig_profile_label;
+  int mig_start = -1;
   bool shared = false;   // consumedCapacity present: a share; absent: the whole GPU
   uint64_t memory_bytes = 0;  // consumedCapacity.memory
   int64_t compute_milli = 0;  // consumedCapacity.compute (milli-GPU, 1..1000)
@@ -87,8 +93,8 @@ StatusOr<AllocatedClaim> ParseResourceClaim(std::string_view json);
 // for a fraction of a unit ("0.5", "100m"), a negative value, or one past 2^63.
 StatusOr<uint64_t> ParseQuantity(std::string_view text);
 
-// The node GPU index of one of tessera's device names: "gpu-<N>", N in 0..15. INVALID_ARGUMENT
-// otherwise (MIG devices are not prepared by this version).
+// The node GPU index of one of tessera's GPU device names: "gpu-<N>", N in 0..15. INVALID_ARGUMENT
+// otherwise (a MIG device's name is parsed by ParseMigDeviceName, names.h).
 StatusOr<int> GpuIndexOfDevice(std::string_view device);
 
 // Where the plugin reads a claim: the JSON text of ResourceClaim namespace/name. NOT_FOUND when

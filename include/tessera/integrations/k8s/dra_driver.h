@@ -17,6 +17,21 @@
 //     carry the same TESSERA_SHIM_TENANT and CUDA_VISIBLE_DEVICES (all of its GPUs). Two results on
 //     one GPU in one claim are refused. Example: gpu-0 and gpu-1, whole -> one tenant on GPUs 0 and
 //     1, CUDA_VISIBLE_DEVICES=<uuid 0>,<uuid 1> in both devices' edits, /dev/nvidia<minor> each.
+//   * a MIG device ("gpu-<N>-mig-<profile>-<start>", names.h; it must be the claim's only device
+//     of gpu.tessera.io): the MIG instance of that profile whose placement starts there on GPU N,
+//     found through NVML; a missing one is created (enforce::ApplyMigSteps, as the agent's
+//     --allow-mig-reconfigure does) only with allow_mig_reconfigure and when its slices are free,
+//     else the claim fails naming the instance and the flag; one that another prepared claim holds
+//     or a process runs in is never shared (the claim fails). The tenant (named as for a share) is
+//     on that instance (TenantRequest::mig_instance = its MIG device UUID; one tenant per instance,
+//     NodeDir::Join), memory limit = the instance's memory, share 1000; the CDI device pins the
+//     instance (CUDA_VISIBLE_DEVICES=MIG-<uuid>, GpuPin::mig: no TESSERA_SHIM_LEASES, the
+//     instance is not time-sliced) and carries the parent GPU's /dev/nvidia<minor> and the
+//     instance's two nvidia-caps nodes (container_edits.h MigCapNodes). Unprepare destroys an
+//     instance the driver created (none other), unless a process still runs in it.
+//     Example: gpu-0-mig-3g-40gb-4 on an H100-80GB with 3g.40gb@4 -> tenant on GPU 0, limit = the
+//     instance's memory (40448 MiB on the fake NVML), CUDA_VISIBLE_DEVICES=MIG-fa4e0000-...,
+//     device nodes /dev/nvidia0, /dev/nvidia-caps/nvidia-cap<gi>, /dev/nvidia-caps/nvidia-cap<ci>.
 // It then writes one CDI spec file per claim, <cdi dir>/gpu.tessera.io-claim_<uid>.json
 // (cdiVersion 0.6.0, kind gpu.tessera.io/gpu), with one CDI device per slot, "<uid>-<device>",
 // whose containerEdits set LD_PRELOAD to the shim, the slot's TESSERA_SHIM_* variables and
@@ -82,6 +97,11 @@ struct DraDriverOptions {
   std::string nvml_library = "libnvidia-ml.so.1";              // GPU UUIDs for CUDA_VISIBLE_DEVICES
   std::string dev_dir = "/dev";  // where the NVIDIA device nodes are on the host; "" = add none
   long member_pid = 0;                                         // the slots' member; 0 = this process
+  // MIG devices: create a claim's missing instance when its slices are free (`tessera k8s
+  // dra-driver --allow-mig-reconfigure`); off, a claim whose instance does not exist fails.
+  bool allow_mig_reconfigure = false;
+  // The driver's list of nvidia-caps minors (container_edits.h MigCapNodes); none there: no caps nodes.
+  std::string mig_minors_file = "/proc/driver/nvidia-caps/mig-minors";
 };
 
 // One device of a prepared claim, as the kubelet's Device message carries it.

@@ -16,9 +16,10 @@
 //   - in MIG mode: a counter set "gpu-<index>" (sharedCounters) with one counter a memory slice
 //     ("memory-slice-0".."memory-slice-7", value 1), "compute-slices" (7, or 4 on A30) and
 //     "media-extensions" (1), and one device per MIG profile and valid placement,
-//     "gpu-<index>-mig-<profile>-<start>" (type "mig"), consuming the memory slices its placement
-//     covers, its compute slices and, for "+me" profiles, the media extension. Two devices whose
-//     placements overlap cannot both be allocated: the scheduler does the MIG geometry.
+//     "gpu-<index>-mig-<profile>-<start>" (type "mig"; names.h MigDeviceName, which the kubelet
+//     plugin parses back), consuming the memory slices its placement covers, its compute slices
+//     and, for "+me" profiles, the media extension. Two devices whose placements overlap cannot
+//     both be allocated: the scheduler does the MIG geometry.
 // resource.k8s.io/v1 allows devices or sharedCounters in a slice, not both, at most 8 counter
 // sets a slice and 64 devices a slice when devices consume counters: the counter sets go into the
 // first slices, 8 at a time, then the devices, 64 at a time. Slices are named
@@ -90,8 +91,5 @@ std::string MilliQuantity(int64_t milli);
 
 // The hash (16 hex digits, FNV-1a 64) of a slice's spec with pool.generation left out.
 std::string SliceSpecHash(const nlohmann::json& spec);
-
-// "1g.10gb+me" -> "1g-10gb-me": a MIG profile name as part of a DNS label.
-std::string ProfileLabel(const std::string& profile);
 
 }  // namespace tessera::k8s
