@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <yaml-cpp/yaml.h>
@@ -196,6 +198,40 @@ TEST(K8sDeploy, TheDaemonSetAndRbacMatchTheDriver) {
                        {"resourceslices", {"list", "get", "create", "update", "delete"}},
                        {"resourceclaims", {"get"}},
                        {"nodes", {"get"}}}));
+}
+
+// The image every DaemonSet of deploy/k8s runs is the one deploy/k8s/Dockerfile's build line tags,
+// at the project's version (CMakeLists.txt), so `make deb` + that line make what the YAML pulls.
+TEST(K8sDeploy, EveryTesseraImageIsTheOneTheDockerfileBuildsAtTheProjectsVersion) {
+  const std::string root = std::string(TESSERA_SOURCE_DIR) + "/";
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::smatch m;
+  const std::string cmake = read(root + "CMakeLists.txt");
+  ASSERT_TRUE(std::regex_search(cmake, m, std::regex(R"(project\(tessera VERSION ([0-9.]+))")));
+  const std::string version = m[1];
+  const std::string dockerfile = read(root + "deploy/k8s/Dockerfile");
+  ASSERT_TRUE(std::regex_search(dockerfile, m, std::regex(R"(docker build -f deploy/k8s/Dockerfile -t (\S+) build)")));
+  const std::string tag = m[1];
+  EXPECT_EQ(tag, "tessera:" + version);
+  EXPECT_THAT(dockerfile, HasSubstr("FROM debian:12"));
+  EXPECT_THAT(dockerfile, HasSubstr("apt-get install -y --no-install-recommends /tmp/tessera_*.deb"));
+  int images = 0;
+  for (const char* file : {"daemonset.yaml", "device-plugin.yaml"}) {
+    for (const YAML::Node& doc : YAML::LoadAllFromFile(root + "deploy/k8s/" + file)) {
+      if (!doc["kind"] || doc["kind"].as<std::string>() != "DaemonSet") continue;
+      const YAML::Node spec = doc["spec"]["template"]["spec"];
+      for (const char* list : {"initContainers", "containers"}) {
+        for (const YAML::Node& c : spec[list]) {
+          EXPECT_EQ(c["image"].as<std::string>(), tag) << file << ": " << c["name"].as<std::string>();
+          ++images;
+        }
+      }
+    }
+  }
+  EXPECT_GE(images, 6);  // install-shim, dra-driver, agent; and the device plugin's three
 }
 
 }  // namespace
