@@ -33,7 +33,8 @@
 // a task on Slurm's GPU 2 gets CUDA_VISIBLE_DEVICES=MIG-...0001 and, without --gpu-mem, a limit
 // of 40,192 MiB; GpuFactsOf(table, 1) gives GPU 1's facts with its two instances.
 // A reader of version 2 fails on a line of version 3, naming it: plugin and node side ship
-// together (one package).
+// together (one package). The MIG layout is read at the node side's start: a MIG reconfiguration
+// needs it restarted (as Slurm needs its gres lines printed again and slurmd restarted).
 //
 // The writer replaces the file atomically (a temporary file renamed over it, mode 0644): a reader
 // sees the old table or the new one, never half of one. The node directory is the node side's
