@@ -291,6 +291,30 @@ TEST_F(SlurmTaskTest, OnAMigInstanceGpuMemMayOnlyNarrowAndProcessIsolationGetsTh
   EXPECT_THAT(launch->env, ::testing::Contains(Pair("CUDA_VISIBLE_DEVICES", "MIG-2222")));
 }
 
+// One tenant per MIG instance: a job's second task joins its tenant on the same instance; another
+// job on that instance (a gres.conf that does not match the node) is refused, naming the instance
+// and its holder, while the node's other instance takes it.
+TEST_F(SlurmTaskTest, AJobsTasksShareItsMigInstanceAndAnotherJobCannotJoinIt) {
+  ASSERT_TRUE(node::WriteGpuTable(dir_.File("node"), MigNode()).ok());
+  TaskRequest first = Request({{"SLURM_STEP_GPUS", "2"}});
+  first.options.isolation = Isolation::kHardware;
+  StatusOr<TaskLaunch> a = JoinTask(first);
+  StatusOr<TaskLaunch> b = JoinTask(first);  // the job's second task
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << " " << b.status().ToString();
+  EXPECT_EQ(a->tenant_index, b->tenant_index);
+  TaskRequest other = first;
+  other.job_id = "43";
+  StatusOr<TaskLaunch> taken = JoinTask(other);
+  EXPECT_EQ(taken.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(taken.status().message(),
+            "MIG instance MIG-1111 is held by tenant 'physics.42' (one tenant per MIG instance)");
+  other.env = Env({{"SLURM_STEP_GPUS", "3"}});
+  StatusOr<TaskLaunch> free = JoinTask(other);
+  ASSERT_TRUE(free.ok()) << free.status().ToString();
+  EXPECT_EQ(free->mig_instance, "MIG-2222");
+  EXPECT_NE(free->tenant_index, a->tenant_index);
+}
+
 // Hardware isolation on a whole GPU is refused, naming the option and a MIG gres to ask for; a
 // step on two MIG instances is refused naming both; whole GPUs after a MIG GPU are Slurm's
 // numbering mapped back (Slurm's GPU 1 is GPU 2), and a task there is admitted as before.
