@@ -240,7 +240,9 @@ else
   scancel "$job"
   released "bio.$job" || fail "the job epilog did not release bio.$job: $(cat "$T/node/tenants.json")"
 fi
-kill "$held" 2> /dev/null; wait "$held" 2> /dev/null
+# srun outlives its SIGKILLed slurmstepd by about 30 s after a SIGTERM (it waits for the step
+# to answer); the job is gone, so SIGKILL it.
+kill -9 "$held" 2> /dev/null; wait "$held" 2> /dev/null
 
 # 5c. A task that truncates its own counters file (its memory is then no longer accounted) is
 #     killed by the node side within about a second; the step fails.
