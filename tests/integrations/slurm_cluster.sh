@@ -54,6 +54,11 @@ slurm_cluster_up() {
   chmod 755 "$T"
   pids=()
   trap slurm_cluster_stop EXIT
+  # The daemons below must not inherit the caller's descriptors: run as `flock LOCK bash ...`, a
+  # munged that outlived a killed suite held the build lock's descriptor (3), and every build
+  # waited. 3-9 only: bash keeps its own (a redirected call's saved stdout) at 10 and above.
+  local fd
+  for fd in 3 4 5 6 7 8 9; do eval "exec $fd>&-"; done
 
   # Ports of our own (several test trees may run at once): 3 consecutive from a per-process base.
   base=$((20000 + ($$ % 2000) * 3))
