@@ -1,5 +1,6 @@
-// libFuzzer target: the node's GPU table (gpus.tsv, read by every Slurm task) must never crash,
-// hang or read out of bounds, whatever the bytes; what parses formats and parses back the same.
+// libFuzzer target: the node's GPU table (gpus.tsv, read by every Slurm task; its MIG instance
+// lines included) must never crash, hang or read out of bounds, whatever the bytes; what parses
+// formats and parses back the same, every GPU's MIG instances in their order.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -4,9 +4,11 @@
 #
 # slurm_cluster_up: exits 77 when Slurm is not installed or not root (the caller's "skipped");
 # else starts munged (own key and socket), slurmctld and two slurmd, nodes $node and $node2 (ports
-# of their own, 127.0.0.1), in a temporary folder $T, each with two fake GPUs (A100-40GB through
-# the fake NVML; character devices with /dev/null's numbers; gres lines from `tessera slurm
-# config`, kept in $T/gpu-lines.txt); plugstack.conf loading $build/spank_tessera.so on the node
+# of their own, 127.0.0.1), in a temporary folder $T, each with fake GPUs through the fake NVML
+# (character devices with /dev/null's numbers; gres lines from `tessera slurm config`, kept in
+# $T/gpu-lines.txt and $T/gpu-lines2.txt, NodeName= before each line of gres.conf): $node two
+# A100-40GB, $node2 those and a third A100-40GB in MIG mode with two 3g.20gb instances (fake
+# NVML config $mig_config, node GPU 2 = Slurm's GPUs 2 and 3 there); plugstack.conf loading $build/spank_tessera.so on the node
 # directory $T/node-%n (each node its own: $T/node is $node's), and each node's node side (`tessera
 # node arbiter`: $node's pid $arbiter, metering; start_arbiter starts it again). The default
 # partition holds $node only; partition "two" holds both. Exports SLURM_CONF and LD_LIBRARY_PATH
@@ -14,8 +16,8 @@
 # Set slurm_plugstack_line before calling to load something else (the benchmark's "without").
 # Define slurm_before_ctld to run something once munged runs and $T/slurm.conf is written, before
 # slurmctld starts (the accounting suite starts slurmdbd there and appends its lines).
-# Names it defines: T node node2 host pids arbiter probe slurmd_node dump_logs start_arbiter
-# slurm_cluster_stop.
+# Names it defines: T node node2 host pids arbiter probe slurmd_node mig_config dump_logs
+# start_arbiter slurm_cluster_stop.
 
 dump_logs() { tail -n 30 "$T"/log/*.log 2> /dev/null; }
 slurm_cluster_stop() {
@@ -56,6 +58,11 @@ slurm_cluster_up() {
   trap slurm_cluster_stop EXIT
   trap "exit 143" TERM  # a timeout (ctest's too) still stops the daemons and removes $T
   trap "exit 130" INT
+  # The daemons below must not inherit the caller's descriptors: run as `flock LOCK bash ...`, a
+  # munged that outlived a killed suite held the build lock's descriptor (3), and every build
+  # waited. 3-9 only: bash keeps its own (a redirected call's saved stdout) at 10 and above.
+  local fd
+  for fd in 3 4 5 6 7 8 9; do eval "exec $fd>&-"; done
 
   # Ports of our own (several test trees may run at once): 3 consecutive from a per-process base.
   base=$((20000 + ($$ % 2000) * 3))
@@ -77,7 +84,21 @@ slurm_cluster_up() {
   export TESSERA_FAKE_NVML_LIBRARY="$build/tests/fake_nvml/libnvidia-ml.so.1"
   "$build/tessera" slurm config --fake-gpus A100-40GB:2 --shards-per-gpu 4 --node-name "$node" \
     --device-prefix "$T/dev/fakegpu" > "$T/gpu-lines.txt" || { echo "FAIL: tessera slurm config"; exit 1; }
-  sed -n '/^# gres.conf/,/^$/p' "$T/gpu-lines.txt" > "$T/gres.conf"
+  # $node2: a third GPU in MIG mode, its instances' capability files fake too (the minors as
+  # /proc/driver/nvidia-caps/mig-minors would give them).
+  mig_config="A100-40GB*2,A100-40GB:mig=1:gis=3g.20gb@0;3g.20gb@4"
+  mkdir -p "$T/dev2"
+  for i in 0 1 2; do mknod "$T/dev2/fakegpu$i" c 1 3; done
+  for i in 31 32 41 42; do mknod "$T/dev2/nvidia-cap$i" c 1 3; done
+  printf 'gpu2/gi1/access 31\ngpu2/gi1/ci0/access 32\ngpu2/gi2/access 41\ngpu2/gi2/ci0/access 42\n' > "$T/mig-minors"
+  TESSERA_FAKE_NVML_CONFIG="$mig_config" "$build/tessera" slurm config --nvml "$TESSERA_FAKE_NVML_LIBRARY" \
+    --shards-per-gpu 4 --node-name "$node2" --device-prefix "$T/dev2/fakegpu" --mig-minors "$T/mig-minors" \
+    | sed "s#/dev/nvidia-caps/#$T/dev2/#g" > "$T/gpu-lines2.txt" || { echo "FAIL: tessera slurm config (MIG)"; exit 1; }
+  {
+    echo "AutoDetect=off"
+    sed -n '/^Name=/s/^/NodeName='"$node"' /p' "$T/gpu-lines.txt"
+    sed -n '/^Name=/s/^/NodeName='"$node2"' /p' "$T/gpu-lines2.txt"
+  } > "$T/gres.conf"
 
   host="$(hostname -s)"
   echo "${slurm_plugstack_line-required $build/spank_tessera.so node_dir=$T/node-%n nvml=$TESSERA_FAKE_NVML_LIBRARY shards_per_gpu=4}" \
@@ -108,7 +129,7 @@ GresTypes=gpu,shard
 MpiDefault=none
 ReturnToService=2
 $(grep '^NodeName=' "$T/gpu-lines.txt") NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base + 1)) CPUs=4 RealMemory=1000 State=UNKNOWN
-$(grep '^NodeName=' "$T/gpu-lines.txt" | sed "s/^NodeName=$node /NodeName=$node2 /") NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=4 RealMemory=1000 State=UNKNOWN
+$(grep '^NodeName=' "$T/gpu-lines2.txt") NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=4 RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
 PartitionName=two Nodes=$node,$node2 MaxTime=INFINITE State=UP
 EOF
@@ -128,8 +149,8 @@ EOF
   # The node side of each node: GPU 0's and 1's lease arbiters on the node directory its tasks
   # join ($node's also meters usage).
   start_arbiter
-  "$build/tessera" node arbiter --gpus 0,1 --run-dir "$T/node-$node2" --nvml "$TESSERA_FAKE_NVML_LIBRARY" \
-    >> "$T/log/arbiter-$node2.log" 2>&1 &
+  TESSERA_FAKE_NVML_CONFIG="$mig_config" "$build/tessera" node arbiter --gpus 0,1,2 --run-dir "$T/node-$node2" \
+    --nvml "$TESSERA_FAKE_NVML_LIBRARY" >> "$T/log/arbiter-$node2.log" 2>&1 &
   pids+=($!)
   probe="$build/tests/tessera_shim_probe"
   export LD_LIBRARY_PATH="$build/tests/fake_cuda"

@@ -41,6 +41,33 @@ TEST(SlurmConfig, TheWorkedExample) {
             "NodeName=n1 Gres=gpu:h100-80gb:1,gpu:3g.40gb:2,shard:4\n");
 }
 
+// Slurm numbers a node's GPUs type by type in the order of the node's Gres= list (slurmd 22.05:
+// `slurmd -G`, SLURM_STEP_GPUS): the gpu lines come in that order, so the n-th line is Slurm's
+// GPU n, whole GPUs of one model after a MIG GPU included.
+TEST(SlurmConfig, TheGpuLinesComeInTheOrderSlurmNumbersThem) {
+  const std::vector<NodeGpuView> gpus = {
+      {.index = 0, .model = "A100-40GB"},
+      {.index = 1, .model = "A100-40GB", .mig_enabled = true,
+       .mig_instances = {{.gpu_instance_id = 1, .compute_instance_id = 0, .profile = "3g.20gb"},
+                         {.gpu_instance_id = 2, .compute_instance_id = 0, .profile = "3g.20gb"}}},
+      {.index = 2, .model = "A100-40GB"}};
+  const char minors[] = "gpu1/gi1/access 11\ngpu1/gi1/ci0/access 12\ngpu1/gi2/access 21\ngpu1/gi2/ci0/access 22\n";
+  StatusOr<SlurmConfigText> text = RenderSlurmConfig(gpus, {.node_name = "n1", .mig_minors = minors});
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(text->gres_conf,
+            "# gres.conf GPU lines for node n1 (tessera slurm config)\n"
+            "AutoDetect=off\n"
+            "Name=gpu Type=a100-40gb File=/dev/nvidia0\n"
+            "Name=gpu Type=a100-40gb File=/dev/nvidia2\n"
+            "Name=gpu Type=3g.20gb MultipleFiles=/dev/nvidia1,/dev/nvidia-caps/nvidia-cap11,/dev/nvidia-caps/nvidia-cap12\n"
+            "Name=gpu Type=3g.20gb MultipleFiles=/dev/nvidia1,/dev/nvidia-caps/nvidia-cap21,/dev/nvidia-caps/nvidia-cap22\n");
+  EXPECT_THAT(text->slurm_conf, HasSubstr("NodeName=n1 Gres=gpu:a100-40gb:2,gpu:3g.20gb:2\n"));
+  EXPECT_EQ(InSlurmOrder({{.gpu = 0, .type = "a100-40gb"}, {.gpu = 1, .mig = 0, .type = "3g.20gb"},
+                          {.gpu = 1, .mig = 1, .type = "3g.20gb"}, {.gpu = 2, .type = "a100-40gb"}}),
+            (std::vector<SlurmGpu>{{.gpu = 0, .type = "a100-40gb"}, {.gpu = 2, .type = "a100-40gb"},
+                                   {.gpu = 1, .mig = 0, .type = "3g.20gb"}, {.gpu = 1, .mig = 1, .type = "3g.20gb"}}));
+}
+
 TEST(SlurmConfig, WithoutShardsAndWithFakeDevices) {
   StatusOr<SlurmConfigText> text = RenderSlurmConfig({{.index = 0, .model = "A100-40GB"}, {.index = 1, .model = "A100-40GB"}},
                                                      {.node_name = "n2", .device_prefix = "/tmp/fake/gpu"});

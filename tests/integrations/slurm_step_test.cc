@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tessera/enforce/nvml.h"
 #include "tessera/node/arbiter_duty.h"
 #include "tessera/node/gpu_table.h"
 #include "tessera/node/node_dir.h"
@@ -136,6 +137,35 @@ TEST(SlurmLimits, OnShardsTheOptionsMayAskForLessThanTheShardsGiveNeverMore) {
   EXPECT_EQ(DeriveLimits({.mem_bytes = 70ULL << 30, .share_percent = 90}, 0, 0, 4, k80G)->share, 90);
 }
 
+// The node of MapSlurmGpus' worked example: GPU 0 and 2 whole A100-40GBs, GPU 1 in MIG mode with
+// two 3g.20gb instances; `tessera slurm config` prints Gres=gpu:a100-40gb:2,gpu:3g.20gb:2.
+std::vector<node::NodeGpuFacts> MigNode() {
+  return {{.index = 0, .uuid = "GPU-aaaa", .minor = 0, .memory_mib = 40960, .model = "A100-40GB"},
+          {.index = 1, .uuid = "GPU-bbbb", .minor = 1, .memory_mib = 40960, .mig_enabled = true, .model = "A100-40GB",
+           .mig_instances = {{.gpu_instance_id = 1, .compute_instance_id = 0, .uuid = "MIG-1111", .profile = "3g.20gb",
+                              .memory_mib = 2048},
+                             {.gpu_instance_id = 2, .compute_instance_id = 0, .uuid = "MIG-2222", .profile = "3g.20gb",
+                              .memory_mib = 2048}}},
+          {.index = 2, .uuid = "GPU-cccc", .minor = 2, .memory_mib = 40960, .model = "A100-40GB"}};
+}
+
+TEST(SlurmGpus, SlurmsIndexesAreTheGresRecordsTypeByTypeAsTesseraSlurmConfigPrintsThem) {
+  StatusOr<std::vector<SlurmGpu>> all = MapSlurmGpus(MigNode(), {0, 1, 2, 3});
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(*all, (std::vector<SlurmGpu>{{.gpu = 0, .type = "a100-40gb"}, {.gpu = 2, .type = "a100-40gb"},
+                                         {.gpu = 1, .mig = 0, .type = "3g.20gb"}, {.gpu = 1, .mig = 1, .type = "3g.20gb"}}));
+  // A shard step is numbered among the whole GPUs (the shard records).
+  StatusOr<std::vector<SlurmGpu>> shard = MapSlurmGpus(MigNode(), {1}, /*shards=*/true);
+  ASSERT_TRUE(shard.ok());
+  EXPECT_EQ(shard->front().gpu, 2);
+  EXPECT_THAT(std::string(MapSlurmGpus(MigNode(), {4}).status().message()),
+              HasSubstr("Slurm's GPU 4: this node has 4 GPU(s) and MIG instance(s) as Slurm counts them"));
+  // One model without MIG: Slurm's index is the node's, whatever order the table lists them in.
+  StatusOr<std::vector<SlurmGpu>> plain = MapSlurmGpus({{.index = 1}, {.index = 0}}, {1});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->front(), (SlurmGpu{.gpu = 1, .type = ""}));
+}
+
 // The node side: GPU 0's lease arbiter on a thread, as `tessera node arbiter` runs it.
 class SlurmTaskTest : public ::testing::Test {
  protected:
@@ -213,33 +243,142 @@ TEST_F(SlurmTaskTest, TheNodeSidesGpuTableGivesTheUuidAndMemoryWithoutNvml) {
   // A table that cannot be read is an error naming it, not a guess.
   tessera::testing::WriteTextFile(node::GpuTablePath(dir_.File("node")), "0\tGPU-aaaa\t3\n");
   StatusOr<TaskLaunch> bad = JoinTask(Request({{"SLURM_STEP_GPUS", "0"}}));
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("gpus.tsv:1: expected 5 tab-separated fields"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("gpus.tsv:1: expected 6 tab-separated fields"));
 }
 
-// Slurm numbers a MIG GPU's instances as GPUs of their own: from the first MIG GPU on, its GPU
-// indexes are not the node's, and the task is refused rather than pinned to another GPU; a GPU
-// below the first MIG GPU is the node's own.
-TEST_F(SlurmTaskTest, OnANodeWithAMigGpuOnlyTheGpusBelowItAreMapped) {
-  ASSERT_TRUE(node::WriteGpuTable(dir_.File("node"), {{.index = 0, .uuid = "GPU-aaaa", .minor = 3, .memory_mib = 2048},
-                                                      {.index = 1, .uuid = "GPU-bbbb", .minor = 4, .memory_mib = 2048,
-                                                       .mig_enabled = true}})
-                  .ok());
-  StatusOr<TaskLaunch> below = JoinTask(Request({{"SLURM_STEP_GPUS", "0"}}));
-  ASSERT_TRUE(below.ok()) << below.status().ToString();
-  EXPECT_THAT(below->env, ::testing::Contains(Pair("CUDA_VISIBLE_DEVICES", "GPU-aaaa")));
-  for (const char* step : {"1", "2"}) {
-    StatusOr<TaskLaunch> on_mig = JoinTask(Request({{"SLURM_STEP_GPUS", step}}));
-    EXPECT_EQ(on_mig.status().code(), StatusCode::kFailedPrecondition) << step;
-    EXPECT_THAT(std::string(on_mig.status().message()), HasSubstr("GPU 1 of this node is in MIG mode")) << step;
-  }
-  // Without the table the task asks NVML (once) about its GPU and those below it.
-  ASSERT_TRUE(node::RemoveGpuTable(dir_.File("node")).ok());
+// A step on a MIG instance (`--gres=gpu:3g.20gb:1`, Slurm's GPU 2 on MigNode()) with
+// --gpu-isolation=hardware runs on it: pinned to its MIG UUID, the instance's memory as the limit,
+// the tenant on the instance, no lease admission (no arbiter drives GPU 1: none is needed) and no
+// TESSERA_SHIM_LEASES.
+TEST_F(SlurmTaskTest, HardwareIsolationOnAMigGresRunsTheTaskOnThatInstance) {
+  ASSERT_TRUE(node::WriteGpuTable(dir_.File("node"), MigNode()).ok());
+  TaskRequest r = Request({{"SLURM_STEP_GPUS", "2"}, {"CUDA_VISIBLE_DEVICES", "2"}});
+  r.options = {.isolation = Isolation::kHardware};
+  r.admit_timeout = std::chrono::milliseconds(100);
+  StatusOr<TaskLaunch> launch = JoinTask(r);
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  EXPECT_TRUE(launch->managed);
+  EXPECT_EQ(launch->gpus, (std::vector<int>{1}));
+  EXPECT_EQ(launch->mig_instance, "MIG-1111");
+  EXPECT_EQ(launch->limits.mem_bytes, 2048ULL << 20);
+  EXPECT_THAT(launch->env, ::testing::Contains(Pair("CUDA_VISIBLE_DEVICES", "MIG-1111")));
+  EXPECT_THAT(launch->env, ::testing::Contains(Pair("TESSERA_SHIM_GPUS", "1")));
+  for (const auto& [name, value] : launch->env) EXPECT_NE(name, "TESSERA_SHIM_LEASES");
+  StatusOr<std::vector<node::TenantEntry>> live = node::NodeDir(dir_.File("node")).LiveTenants();
+  ASSERT_TRUE(live.ok());
+  ASSERT_EQ(live->size(), 1u);
+  EXPECT_EQ((*live)[0].mig_instance, "MIG-1111");
+  EXPECT_EQ((*live)[0].gpus, (std::vector<int>{1}));
+  EXPECT_EQ((*live)[0].mem_bytes, 2048ULL << 20);
+}
+
+// --gpu-mem below the instance's memory is the limit; above it is refused, naming the option;
+// --gpu-isolation=process on a MIG gres gets the instance too (stronger than the shim alone).
+TEST_F(SlurmTaskTest, OnAMigInstanceGpuMemMayOnlyNarrowAndProcessIsolationGetsTheInstance) {
+  ASSERT_TRUE(node::WriteGpuTable(dir_.File("node"), MigNode()).ok());
+  TaskRequest big = Request({{"SLURM_STEP_GPUS", "3"}});
+  big.options = {.mem_bytes = 4ULL << 30, .isolation = Isolation::kHardware};
+  StatusOr<TaskLaunch> refused = JoinTask(big);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "--gpu-mem: 4294967296 bytes is more than the 2147483648 of Slurm's GPU 3 (GPU 1's MIG instance gi2/ci0, "
+            "3g.20gb); ask for a larger MIG type or less memory");
+  TaskRequest small = Request({{"SLURM_STEP_GPUS", "3"}});  // process isolation, --gpu-mem=1GiB
+  StatusOr<TaskLaunch> launch = JoinTask(small);
+  ASSERT_TRUE(launch.ok()) << launch.status().ToString();
+  EXPECT_EQ(launch->mig_instance, "MIG-2222");
+  EXPECT_EQ(launch->limits.mem_bytes, 1ULL << 30);
+  EXPECT_THAT(launch->env, ::testing::Contains(Pair("CUDA_VISIBLE_DEVICES", "MIG-2222")));
+}
+
+// One tenant per MIG instance: a job's second task joins its tenant on the same instance; another
+// job on that instance (a gres.conf that does not match the node) is refused, naming the instance
+// and its holder, while the node's other instance takes it.
+TEST_F(SlurmTaskTest, AJobsTasksShareItsMigInstanceAndAnotherJobCannotJoinIt) {
+  ASSERT_TRUE(node::WriteGpuTable(dir_.File("node"), MigNode()).ok());
+  TaskRequest first = Request({{"SLURM_STEP_GPUS", "2"}});
+  first.options.isolation = Isolation::kHardware;
+  StatusOr<TaskLaunch> a = JoinTask(first);
+  StatusOr<TaskLaunch> b = JoinTask(first);  // the job's second task
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << " " << b.status().ToString();
+  EXPECT_EQ(a->tenant_index, b->tenant_index);
+  TaskRequest other = first;
+  other.job_id = "43";
+  StatusOr<TaskLaunch> taken = JoinTask(other);
+  EXPECT_EQ(taken.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(taken.status().message(),
+            "MIG instance MIG-1111 is held by tenant 'physics.42' (one tenant per MIG instance)");
+  other.env = Env({{"SLURM_STEP_GPUS", "3"}});
+  StatusOr<TaskLaunch> free = JoinTask(other);
+  ASSERT_TRUE(free.ok()) << free.status().ToString();
+  EXPECT_EQ(free->mig_instance, "MIG-2222");
+  EXPECT_NE(free->tenant_index, a->tenant_index);
+}
+
+// Hardware isolation on a whole GPU is refused, naming the option and a MIG gres to ask for; a
+// step on two MIG instances is refused naming both; whole GPUs after a MIG GPU are Slurm's
+// numbering mapped back (Slurm's GPU 1 is GPU 2), and a task there is admitted as before.
+TEST_F(SlurmTaskTest, OnAMigNodeWholeGpusAreMappedAndHardwareIsolationNeedsAMigGres) {
+  ASSERT_TRUE(node::WriteGpuTable(dir_.File("node"), MigNode()).ok());
+  TaskRequest hardware = Request({{"SLURM_STEP_GPUS", "0"}});
+  hardware.options.isolation = Isolation::kHardware;
+  StatusOr<TaskLaunch> whole = JoinTask(hardware);
+  EXPECT_EQ(whole.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(whole.status().message(),
+            "--gpu-isolation=hardware: Slurm's GPU 0 (GPU 0) is a whole GPU, not a MIG instance, and only a MIG "
+            "instance isolates a job by the hardware; ask for a MIG gres (e.g. --gres=gpu:3g.20gb:1; this node has "
+            "MIG types 3g.20gb) or use --gpu-isolation=process (the shim)");
+  StatusOr<TaskLaunch> two = JoinTask(Request({{"SLURM_STEP_GPUS", "2,3"}}));
+  EXPECT_EQ(two.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(two.status().message()),
+              HasSubstr("Slurm's GPU 2 (GPU 1's MIG instance gi1/ci0, 3g.20gb), Slurm's GPU 3 (GPU 1's MIG instance "
+                        "gi2/ci0, 3g.20gb): a step runs on one MIG instance or on whole GPUs only"));
+  std::atomic<bool> stop{false};
+  std::thread third([&] {
+    node::ArbiterDuty duty(node::NodeDir(dir_.File("node")), 2);
+    while (!stop.load()) duty.Round();
+  });
+  StatusOr<TaskLaunch> after_mig = JoinTask(Request({{"SLURM_STEP_GPUS", "1"}, {"CUDA_VISIBLE_DEVICES", "1"}}));
+  stop = true;
+  third.join();
+  ASSERT_TRUE(after_mig.ok()) << after_mig.status().ToString();
+  EXPECT_EQ(after_mig->gpus, (std::vector<int>{2}));
+  EXPECT_TRUE(after_mig->mig_instance.empty());
+  EXPECT_THAT(after_mig->env, ::testing::Contains(Pair("CUDA_VISIBLE_DEVICES", "GPU-cccc")));
+  EXPECT_THAT(after_mig->env, ::testing::Contains(Pair("TESSERA_SHIM_GPUS", "2")));
+  // An instance the table has no UUID for cannot be selected: refused.
+  std::vector<node::NodeGpuFacts> no_uuid = MigNode();
+  no_uuid[1].mig_instances[0].uuid.clear();
+  ASSERT_TRUE(node::WriteGpuTable(dir_.File("node"), no_uuid).ok());
+  EXPECT_THAT(std::string(JoinTask(Request({{"SLURM_STEP_GPUS", "2"}})).status().message()),
+              HasSubstr("Slurm's GPU 2 (GPU 1's MIG instance gi1/ci0, 3g.20gb) has no MIG device UUID"));
+}
+
+// Without the node side's table the task asks NVML (once) and maps the same way: the fake NVML's
+// GPU 0 in MIG mode with one 3g.20gb instance, GPU 1 whole -> `tessera slurm config` prints
+// Gres=gpu:3g.20gb:1,gpu:a100-40gb:1, so Slurm's GPU 0 is the instance and Slurm's GPU 1 is GPU 1.
+TEST_F(SlurmTaskTest, WithoutTheTableNvmlGivesTheSameMapping) {
   ::setenv("TESSERA_FAKE_NVML_CONFIG", "A100-40GB:mig=1,A100-40GB", 1);
-  TaskRequest r = Request({{"SLURM_STEP_GPUS", "1"}});
+  enforce::DlopenNvml nvml({.library_path = TESSERA_FAKE_NVML_PATH});
+  ASSERT_TRUE(nvml.Init().ok());  // held, so that the instance lives on through the task's own Init
+  StatusOr<enforce::GpuInstance> gi = nvml.CreateGpuInstance(0, 9, {.start = 0, .size = 4});
+  ASSERT_TRUE(gi.ok()) << gi.status().ToString();
+  ASSERT_TRUE(nvml.CreateComputeInstance(0, gi->id, 2).ok());
+  StatusOr<std::vector<enforce::MigDevice>> devices = nvml.MigDevices(0);
+  TaskRequest r = Request({{"SLURM_STEP_GPUS", "0"}});
   r.args.nvml = TESSERA_FAKE_NVML_PATH;
-  StatusOr<TaskLaunch> below_mig = JoinTask(r);
+  StatusOr<TaskLaunch> on_mig = JoinTask(r);
+  r.env = Env({{"SLURM_STEP_GPUS", "1"}});
+  r.job_id = "43";
+  r.admit_timeout = std::chrono::milliseconds(300);
+  StatusOr<TaskLaunch> whole = JoinTask(r);  // GPU 1: no arbiter drives it in this test
+  (void)nvml.Shutdown();
   ::unsetenv("TESSERA_FAKE_NVML_CONFIG");
-  EXPECT_THAT(std::string(below_mig.status().message()), HasSubstr("GPU 0 of this node is in MIG mode"));
+  ASSERT_TRUE(devices.ok() && devices->size() == 1u);
+  ASSERT_TRUE(on_mig.ok()) << on_mig.status().ToString();
+  EXPECT_EQ(on_mig->mig_instance, devices->front().uuid);
+  EXPECT_EQ(on_mig->gpus, (std::vector<int>{0}));
+  EXPECT_THAT(std::string(whole.status().message()), HasSubstr("no tessera arbiter drives GPU 1"));
 }
 
 TEST_F(SlurmTaskTest, FailsClosedWhenTheNodeSideIsMissing) {
@@ -297,14 +436,14 @@ TEST_F(SlurmTaskTest, AStepOfTwoGpusIsOneTenantOnBothWithTheLimitOnEach) {
   }
 }
 
-TEST_F(SlurmTaskTest, AStepWithoutGpusIsLeftAloneAndHardwareIsolationIsRefused) {
+TEST_F(SlurmTaskTest, AStepWithoutGpusIsLeftAloneAndHardwareIsolationOnAWholeGpuIsRefused) {
   StatusOr<TaskLaunch> none = JoinTask(Request({}));
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->managed);
   TaskRequest hardware = Request({{"SLURM_STEP_GPUS", "0"}});
   hardware.options.isolation = Isolation::kHardware;
   EXPECT_THAT(std::string(JoinTask(hardware).status().message()),
-              HasSubstr("--gpu-isolation=hardware: a MIG instance per job is not supported yet"));
+              HasSubstr("--gpu-isolation=hardware: Slurm's GPU 0 (GPU 0) is a whole GPU, not a MIG instance"));
 }
 
 TEST_F(SlurmTaskTest, ReleaseDropsTheSlotOfAKilledTask) {

@@ -8,7 +8,8 @@
 #      user (`srun --uid=nobody`: its counters file is that user's); --gpu-share=25 is the tenant's weight on the
 #      GPU's lease board, whose arbiter is alive; a step of two GPUs is one tenant on both, with
 #      the limit on each; a job of two nodes (srun -N2) is confined on each node, in each node's
-#      own node directory;
+#      own node directory; a MIG gres (--gres=gpu:3g.20gb:1 on the second node, whose third GPU
+#      is in MIG mode) with --gpu-isolation=hardware runs on its instance, limited to its memory;
 #   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50; two
 #      such jobs of two accounts at once share GPU 0 as two tenants of share 50; Slurm gives a
 #      shard job the lowest-index GPU with room (first fit); options above the shards' part are
@@ -52,7 +53,7 @@ job_id_in() {
 slurm_cluster_up
 
 # The GPU lines the cluster was configured with (tessera slurm config --fake-gpus A100-40GB:2).
-grep -q "^Name=shard Count=4 File=$T/dev/fakegpu1$" "$T/gres.conf" || fail "gres.conf lacks GPU 1's shards: $(cat "$T/gres.conf")"
+grep -q "^NodeName=$node Name=shard Count=4 File=$T/dev/fakegpu1$" "$T/gres.conf" || fail "gres.conf lacks GPU 1's shards: $(cat "$T/gres.conf")"
 nodeline="$(grep '^NodeName=' "$T/gpu-lines.txt")"
 [ "$nodeline" = "NodeName=$node Gres=gpu:a100-40gb:2,shard:8" ] || fail "slurm.conf node line: $nodeline"
 
@@ -90,6 +91,24 @@ for d in "$T/node-$node" "$T/node-$node2"; do
   for _ in $(seq 1 100); do grep -q "physics\.$job\"" "$d/tenants.json" 2> /dev/null || break; sleep 0.1; done
   grep -q "physics\.$job\"" "$d/tenants.json" 2> /dev/null && fail "srun -N2: physics.$job still registered in $d"
 done
+
+# 1f. A MIG gres on $node2 (GPU 2 in MIG mode: Slurm's GPUs 2 and 3 are its 3g.20gb instances)
+#     with --gpu-isolation=hardware runs on that instance: CUDA_VISIBLE_DEVICES is the MIG UUID of
+#     the node's GPU table, no lease board (no TESSERA_SHIM_LEASES), and the shim's limit is the
+#     instance's memory (the fake device is larger); hardware isolation on a whole GPU is refused.
+mig_line="$(awk -F'\t' '$1 == "mig" {print; exit}' "$T/node-$node2/gpus.tsv" 2> /dev/null)"
+mig_uuid="$(cut -f5 <<< "$mig_line")"
+mig_mib="$(cut -f7 <<< "$mig_line")"
+[[ "$mig_uuid" == MIG-* && "$mig_mib" -gt 0 ]] || fail "$node2's GPU table lists no MIG instance: $(cat "$T/node-$node2/gpus.tsv" 2>&1)"
+out="$(TESSERA_FAKE_CUDA_MEM_BYTES=$((64 << 30)) srun -p two -w "$node2" -A physics --gres=gpu:3g.20gb:1 \
+  --gpu-isolation=hardware sh -c "echo step=\$SLURM_STEP_GPUS cvd=\$CUDA_VISIBLE_DEVICES leases=\${TESSERA_SHIM_LEASES-none}
+    exec '$probe' init meminfo" 2>&1)"
+grep -q "^step=2 cvd=$mig_uuid leases=none$" <<< "$out" || fail "a MIG gres does not run on its instance ($mig_uuid): $out"
+grep -q "meminfo rc=0 .*total=$((mig_mib << 20))$" <<< "$out" || fail "the instance's $mig_mib MiB are not the limit: $out"
+out="$(srun -p two -w "$node2" -A physics --gres=gpu:a100-40gb:1 --gpu-isolation=hardware true 2>&1)" &&
+  fail "hardware isolation ran on a whole GPU: $out"
+grep -q -- "--gpu-isolation=hardware: Slurm's GPU 0 (GPU 0) is a whole GPU.*--gres=gpu:3g.20gb:1" <<< "$out" ||
+  fail "no message asking for a MIG gres: $out"
 
 # 1a. The same through sbatch: the batch step's task is confined too.
 sbatch -Q --wait -A bio --gres=gpu:1 --gpu-mem=1GiB -o "$T/batch.out" \
@@ -221,7 +240,9 @@ else
   scancel "$job"
   released "bio.$job" || fail "the job epilog did not release bio.$job: $(cat "$T/node/tenants.json")"
 fi
-kill "$held" 2> /dev/null; wait "$held" 2> /dev/null
+# srun outlives its SIGKILLed slurmstepd by about 30 s after a SIGTERM (it waits for the step
+# to answer); the job is gone, so SIGKILL it.
+kill -9 "$held" 2> /dev/null; wait "$held" 2> /dev/null
 
 # 5c. A task that truncates its own counters file (its memory is then no longer accounted) is
 #     killed by the node side within about a second; the step fails.

@@ -10,7 +10,12 @@
 //     two capability files (/dev/nvidia-caps/nvidia-cap<minor>, the minors of "gpu<G>/gi<I>/access"
 //     and "gpu<G>/gi<I>/ci<C>/access" in /proc/driver/nvidia-caps/mig-minors); MIG instances get
 //     no shards (Slurm cannot share them);
-//   * slurm.conf gets GresTypes, SelectType and the node's Gres= counts per type.
+//   * slurm.conf gets GresTypes, SelectType and the node's Gres= counts per type, the types in the
+//     order they first appear going through the GPUs by index;
+//   * the gpu lines come in the order Slurm numbers the node's GPUs (InSlurmOrder): slurmd takes
+//     the records of each type of the node's Gres= list in turn (seen with Slurm 22.05: `slurmd
+//     -G` lists them so, and the GPU indexes of a job, SLURM_STEP_GPUS, follow it), whatever the
+//     order of gres.conf. So the first gpu line is Slurm's GPU 0, and so on.
 //
 // Worked example: node "n1", GPU 0 an H100-80GB without MIG, GPU 1 an H100-80GB with two 3g.40gb
 // instances (gi 1 and 2, ci 0 each), shards_per_gpu 4, mig-minors listing gpu1/gi1/access 147,
@@ -35,6 +40,24 @@
 #include "tessera/enforce/nvml.h"
 
 namespace tessera::integrations::slurm {
+
+// One GPU as Slurm counts it: a whole GPU or one MIG instance of one.
+struct SlurmGpu {
+  int gpu = 0;         // the node's (NVML's) index
+  int mig = -1;        // the instance's position among the GPU's MIG instances; -1: the whole GPU
+  std::string type;    // its gres Type: SlurmGpuType(model), or the MIG profile
+  bool operator==(const SlurmGpu&) const = default;
+};
+// A whole GPU's gres Type: the catalog model, lower-cased ("H100-80GB" -> "h100-80gb").
+std::string SlurmGpuType(std::string model);
+// Slurm's numbering of a node's GPUs from `walk`, the node's GPUs by index with each MIG GPU
+// replaced by its instances (gpu_table.h's order): the GPUs of the type that appears first, in
+// walk order, then those of the next type, and so on (a stable sort by the rank of the type's
+// first appearance). Example: walk [GPU 0 "a100-40gb", GPU 1 mig 0 "3g.20gb", GPU 1 mig 1
+// "3g.20gb", GPU 2 "a100-40gb"] -> [GPU 0, GPU 2, GPU 1 mig 0, GPU 1 mig 1]: Slurm's GPU 1 is
+// node GPU 2 (Gres=gpu:a100-40gb:2,gpu:3g.20gb:2). Shared by RenderSlurmConfig and the task's
+// MapSlurmGpus (slurm_step.h), so that what the one prints is what the other maps.
+std::vector<SlurmGpu> InSlurmOrder(std::vector<SlurmGpu> walk);
 
 struct MigInstanceView {
   int gpu_instance_id = 0;

@@ -7,8 +7,9 @@
 //       --gpu-share=PCT, --gpu-isolation=hardware|process|none; each error names its option, as
 //       srun and sbatch print it when they reject the job at submit.
 //   ParsePluginArgs   the plugstack.conf arguments (node_dir=, shim=, nvml=, shards_per_gpu=).
-//   StepGpus          the node GPUs of the step, from the environment Slurm sets (SPANK has no
-//       GRES item): SLURM_STEP_GPUS, else SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES.
+//   StepGpus          the GPUs of the step as Slurm numbers them, from the environment Slurm sets
+//       (SPANK has no GRES item): SLURM_STEP_GPUS, else SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES.
+//   MapSlurmGpus      Slurm's GPU indexes -> the node's GPUs and MIG instances (the GPU table).
 //   DeriveLimits      memory limit and compute share of the step's tenant: the options when
 //       given, else the job's shards (SLURM_SHARDS_ON_NODE) out of shards_per_gpu of the GPU,
 //       else the whole GPU. On shards the options may ask for less than the shards' part, never
@@ -36,6 +37,8 @@
 #include <vector>
 
 #include "tessera/core/status.h"
+#include "tessera/integrations/slurm_config.h"
+#include "tessera/node/gpu_table.h"
 
 namespace tessera::integrations::slurm {
 
@@ -83,6 +86,21 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 // in CUDA_VISIBLE_DEVICES are not node indexes: Slurm's own variables are preferred).
 StatusOr<std::vector<int>> StepGpus(const EnvLookup& env);
 
+// What Slurm's GPU indexes `slurm_indexes` (StepGpus) are on a node whose GPUs are `node_gpus`
+// (the node's GPU table, or NVML's facts; any order): Slurm numbers the records of `tessera slurm
+// config`'s gres lines, i.e. InSlurmOrder (slurm_config.h) of the GPUs by index with each MIG GPU
+// replaced by its instances (a MIG GPU without instances counts none). A shard step
+// (`shards`: SLURM_SHARDS_ON_NODE > 0) is numbered among the shard records, the whole GPUs only,
+// in the same order. Worked example (the one checked against slurmd 22.05): GPU 0 an A100-40GB,
+// GPU 1 an A100-40GB in MIG mode with two 3g.20gb instances, GPU 2 an A100-40GB; `tessera slurm
+// config` prints Gres=gpu:a100-40gb:2,gpu:3g.20gb:2 and the gpu lines GPU 0, GPU 2, GPU 1's first
+// instance, its second; so MapSlurmGpus(table, {0, 1, 2, 3}) -> [GPU 0, GPU 2, GPU 1 mig 0, GPU 1
+// mig 1], and `srun --gres=gpu:3g.20gb:1` (SLURM_STEP_GPUS=2) runs on GPU 1's first instance.
+// On a node of one model without MIG, Slurm's index is the node's. INVALID_ARGUMENT naming the
+// index when Slurm counts more GPUs than `node_gpus` give.
+StatusOr<std::vector<SlurmGpu>> MapSlurmGpus(const std::vector<node::NodeGpuFacts>& node_gpus,
+                                             const std::vector<int>& slurm_indexes, bool shards = false);
+
 // The job's shards on this node (SLURM_SHARDS_ON_NODE), 0 when not set.
 StatusOr<int> ShardsOnNode(const EnvLookup& env);
 
@@ -124,23 +142,36 @@ struct TaskRequest {
 struct TaskLaunch {
   bool managed = false;  // false: the step has no GPU, or --gpu-isolation=none (nothing joined)
   std::string tenant;
-  std::vector<int> gpus;  // the step's GPUs on this node; the limits hold on each
+  std::vector<int> gpus;  // the step's GPUs on this node (NVML's indexes); the limits hold on each
+  std::string mig_instance;  // the MIG device UUID the step runs on; empty: whole GPU(s)
   TenantLimits limits;
   int tenant_index = -1;
   std::vector<std::pair<std::string, std::string>> env;  // to set in the task (LD_PRELOAD, ...)
 };
 
-// Joins the task to the node directory as TenantName(account, job_id) with DeriveLimits' limits
-// (the GPU's memory from NVML), on every GPU of the step on this node (SLURM_STEP_GPUS=0,1: one
-// tenant on GPUs 0 and 1, the limit on each, the smallest of the GPUs' derived limits; the task
-// sees both, CUDA_VISIBLE_DEVICES and TESSERA_SHIM_GPUS in that order) and returns the launcher's environment (node::LaunchEnvironment):
-// the same rules as `tessera run`. It returns once the GPU's lease arbiter (`tessera node
-// arbiter` or `tessera agent` on the node) has admitted the tenant, so the task's launches are
-// gated from the first. Fail closed: UNAVAILABLE "node side unreachable: ..." when the node
-// directory does not exist, the shim cannot be loaded or no arbiter drives the GPU within
-// `admit_timeout` (the join is then undone); FAILED_PRECONDITION for
-// --gpu-isolation=hardware (no MIG instance per job yet: refused rather than silently weaker);
-// errors of the options name the option. Isolation none never fails: it returns managed = false.
+// Joins the task to the node directory as TenantName(account, job_id) on what Slurm gave the step
+// on this node, Slurm's GPU indexes mapped to the node's by MapSlurmGpus with the node's GPU table
+// (gpu_table.h; NVML, loaded once, only where there is no complete table), and returns the
+// launcher's environment (node::LaunchEnvironment): the same rules as `tessera run`.
+//  * Whole GPUs (SLURM_STEP_GPUS=0,1: one tenant on GPUs 0 and 1): DeriveLimits' limits, the
+//    limit on each GPU, the smallest of the GPUs' derived limits; the task sees them all,
+//    CUDA_VISIBLE_DEVICES and TESSERA_SHIM_GPUS in that order. It returns once each GPU's lease
+//    arbiter (`tessera node arbiter` or `tessera agent`) has admitted the tenant, so the task's
+//    launches are gated from the first. --gpu-isolation=hardware is refused (FAILED_PRECONDITION
+//    naming the option and the node's MIG types: ask for a MIG gres), never run weaker.
+//  * One MIG instance (`--gres=gpu:3g.20gb:1`), with --gpu-isolation=hardware or process (the
+//    instance is stronger than the shim alone, and all Slurm gave): the tenant's mig_instance is
+//    the instance's MIG UUID, which is the task's CUDA_VISIBLE_DEVICES; its limit is the
+//    instance's memory, or --gpu-mem when smaller (larger: INVALID_ARGUMENT naming --gpu-mem);
+//    no lease board, so no admission wait and no TESSERA_SHIM_LEASES; --gpu-share has no effect
+//    there (the instance's SMs are its own). Example: Slurm's GPU 2 on the node of MapSlurmGpus'
+//    example -> CUDA_VISIBLE_DEVICES=MIG-<GPU 1's first instance>, limit 3g.20gb's memory.
+//  * Several GPUs of which one is a MIG instance: FAILED_PRECONDITION naming each (a tenant holds
+//    one instance).
+// Fail closed: UNAVAILABLE "node side unreachable: ..." when the node directory does not exist,
+// the shim cannot be loaded or no arbiter drives a whole GPU within `admit_timeout` (the join is
+// then undone); FAILED_PRECONDITION for a MIG instance without a UUID in the table; errors of the
+// options name the option. Isolation none never fails: it returns managed = false.
 StatusOr<TaskLaunch> JoinTask(const TaskRequest& request);
 
 // What a job's end calls (slurm_spank_exit in slurmstepd, slurm_spank_job_epilog): drops the

@@ -121,6 +121,32 @@ StatusOr<std::vector<int>> StepGpus(const EnvLookup& env) {
   return std::vector<int>{};
 }
 
+StatusOr<std::vector<SlurmGpu>> MapSlurmGpus(const std::vector<node::NodeGpuFacts>& node_gpus,
+                                             const std::vector<int>& slurm_indexes, bool shards) {
+  std::vector<const node::NodeGpuFacts*> by_index;
+  for (const node::NodeGpuFacts& g : node_gpus) by_index.push_back(&g);
+  std::sort(by_index.begin(), by_index.end(), [](const auto* a, const auto* b) { return a->index < b->index; });
+  std::vector<SlurmGpu> walk;
+  for (const node::NodeGpuFacts* g : by_index) {
+    if (!g->mig_enabled) walk.push_back({.gpu = g->index, .type = SlurmGpuType(g->model)});
+    for (size_t m = 0; g->mig_enabled && !shards && m < g->mig_instances.size(); ++m) {
+      walk.push_back({.gpu = g->index, .mig = static_cast<int>(m), .type = g->mig_instances[m].profile});
+    }
+  }
+  const std::vector<SlurmGpu> slurm = InSlurmOrder(std::move(walk));
+  std::vector<SlurmGpu> out;
+  for (int i : slurm_indexes) {
+    if (i < 0 || static_cast<size_t>(i) >= slurm.size()) {
+      return InvalidArgumentError("Slurm's GPU " + std::to_string(i) + ": this node has " + std::to_string(slurm.size()) +
+                                  (shards ? " GPU(s) with shards" : " GPU(s) and MIG instance(s)") +
+                                  " as Slurm counts them (the node's GPU table or NVML; its gres.conf should be "
+                                  "`tessera slurm config`'s)");
+    }
+    out.push_back(slurm[static_cast<size_t>(i)]);
+  }
+  return out;
+}
+
 StatusOr<int> ShardsOnNode(const EnvLookup& env) {
   std::optional<std::string> value = env("SLURM_SHARDS_ON_NODE");
   if (!value) return 0;

@@ -17,36 +17,52 @@
 namespace tessera::integrations::slurm {
 namespace {
 
-// What the task needs to know of each GPU of `wanted` (UUID, device minor, memory, MIG mode): from
-// the node's GPU table (gpu_table.h, written by the node side) for the GPUs it lists, else from
-// NVML, loaded here once for all the others. The table spares every task of every step loading
-// and initialising NVML. Memory 0: unknown (the caller then needs --gpu-mem).
-// INVALID_ARGUMENT when NVML counts fewer GPUs.
-StatusOr<std::map<int, node::NodeGpuFacts>> GpuFacts(const std::optional<std::vector<node::NodeGpuFacts>>& table,
-                                                     const std::string& library, const std::vector<int>& wanted) {
-  std::map<int, node::NodeGpuFacts> out;
-  std::vector<int> missing;
-  for (int gpu : wanted) {
-    std::optional<node::NodeGpuFacts> known = table ? node::GpuFactsOf(*table, gpu) : std::nullopt;
-    if (known) {
-      out[gpu] = *known;
-    } else {
-      out[gpu] = node::NodeGpuFacts{.index = gpu};
-      missing.push_back(gpu);
-    }
-  }
-  if (missing.empty()) return out;
+// The node's GPUs as far as the task can know them: the node side's table when it lists GPUs
+// 0..n-1 (the node side drives every GPU of a Slurm node: no NVML is loaded here, the common case);
+// else NVML's facts of every GPU, loaded here once; else (no NVML) the table's GPUs and GPUs
+// 0..`highest` by index alone (no MIG known: Slurm's index taken as the node's, as a node of one
+// model without MIG has it).
+std::vector<node::NodeGpuFacts> NodeGpus(const std::optional<std::vector<node::NodeGpuFacts>>& table,
+                                         const std::string& library, int highest) {
+  bool complete = table.has_value() && !table->empty();
+  for (size_t i = 0; complete && i < table->size(); ++i) complete = node::GpuFactsOf(*table, static_cast<int>(i)).has_value();
+  if (complete) return *table;
   enforce::DlopenNvml nvml({.library_path = library});
-  if (!nvml.Init().ok()) return out;
-  StatusOr<std::vector<node::NodeGpuFacts>> found = node::DiscoverGpuFacts(nvml, missing);
-  (void)nvml.Shutdown();  // read-only use
-  if (!found.ok() && found.status().code() == StatusCode::kNotFound) {
-    return InvalidArgumentError(std::string(found.status().message()));
+  if (nvml.Init().ok()) {
+    StatusOr<uint32_t> count = nvml.DeviceCount();
+    std::vector<int> all;
+    for (uint32_t i = 0; count.ok() && i < *count; ++i) all.push_back(static_cast<int>(i));
+    StatusOr<std::vector<node::NodeGpuFacts>> found = node::DiscoverGpuFacts(nvml, all);
+    (void)nvml.Shutdown();  // read-only use
+    if (found.ok()) return *found;
   }
-  if (found.ok()) {
-    for (const node::NodeGpuFacts& f : *found) out[f.index] = f;
+  std::vector<node::NodeGpuFacts> out = table.value_or(std::vector<node::NodeGpuFacts>{});
+  for (int g = 0; g <= highest; ++g) {
+    if (!node::GpuFactsOf(out, g)) out.push_back({.index = g});
   }
   return out;
+}
+
+// "3g.20gb, 1g.5gb": the MIG types of the node, for a refusal's advice.
+std::string MigTypes(const std::vector<node::NodeGpuFacts>& gpus) {
+  std::vector<std::string> types;
+  for (const node::NodeGpuFacts& g : gpus) {
+    for (const node::MigInstanceFacts& m : g.mig_instances) {
+      if (std::find(types.begin(), types.end(), m.profile) == types.end()) types.push_back(m.profile);
+    }
+  }
+  std::string out;
+  for (const std::string& t : types) out += (out.empty() ? "" : ", ") + t;
+  return out;
+}
+
+// "Slurm's GPU 2 (GPU 1's MIG instance gi1/ci0, 3g.20gb)".
+std::string Describe(int slurm_index, const SlurmGpu& g, const node::NodeGpuFacts& facts) {
+  std::string out = "Slurm's GPU " + std::to_string(slurm_index) + " (";
+  if (g.mig < 0) return out + "GPU " + std::to_string(g.gpu) + ")";
+  const node::MigInstanceFacts& m = facts.mig_instances[static_cast<size_t>(g.mig)];
+  return out + "GPU " + std::to_string(g.gpu) + "'s MIG instance gi" + std::to_string(m.gpu_instance_id) + "/ci" +
+         std::to_string(m.compute_instance_id) + ", " + m.profile + ")";
 }
 
 // Waits until the GPU's lease arbiter (`tessera node arbiter` or the agent) has the tenant's slot
@@ -80,15 +96,58 @@ Status AwaitAdmission(const node::NodeDir& dir, int gpu, int index, std::chrono:
 
 }  // namespace
 
+namespace {
+
+// A step on one MIG instance: the tenant runs on the instance (its MIG UUID is the task's only
+// device), which the hardware isolates: no lease board, no admission to wait for, no
+// TESSERA_SHIM_LEASES (node_dir.h, TenantRequest::mig_instance); the shim's memory limit is the
+// instance's memory or --gpu-mem when smaller.
+StatusOr<TaskLaunch> JoinMigInstance(const TaskRequest& r, const std::string& shim, const SlurmGpu& slot,
+                                     const node::NodeGpuFacts& facts, const std::string& described) {
+  const node::MigInstanceFacts& m = facts.mig_instances[static_cast<size_t>(slot.mig)];
+  if (m.uuid.empty()) {
+    return FailedPreconditionError(described + " has no MIG device UUID in the node's GPU table (NVML gave none), "
+                                   "and a MIG instance is selected by its UUID only (--gpu-isolation=none runs the "
+                                   "task unconfined)");
+  }
+  const uint64_t instance_bytes = m.memory_mib << 20;
+  if (r.options.mem_bytes && instance_bytes > 0 && *r.options.mem_bytes > instance_bytes) {
+    return InvalidArgumentError("--gpu-mem: " + std::to_string(*r.options.mem_bytes) + " bytes is more than the " +
+                                std::to_string(instance_bytes) + " of " + described +
+                                "; ask for a larger MIG type or less memory");
+  }
+  TESSERA_ASSIGN_OR_RETURN(TenantLimits limits, DeriveLimits(r.options, slot.gpu, 0, r.args.shards_per_gpu, instance_bytes));
+  const node::GpuPin pin{.visible_devices = m.uuid, .uuid = m.uuid, .minor = facts.minor, .mig = true};
+  const node::NodeDir dir(r.args.node_dir);
+  TaskLaunch out;
+  out.tenant = TenantName(r.account, r.job_id);
+  TESSERA_ASSIGN_OR_RETURN(out.tenant_index,
+                           dir.Join({.name = out.tenant,
+                                     .gpus = {slot.gpu},
+                                     .mem_bytes = limits.mem_bytes,
+                                     .share = limits.share,
+                                     .account = r.account.empty() ? std::string("default") : r.account,
+                                     .workload = "slurm-job-" + r.job_id,
+                                     .uid = r.uid,
+                                     .mig_instance = m.uuid},
+                                    r.task_pid));
+  out.managed = true;
+  out.gpus = {slot.gpu};
+  out.limits = limits;
+  out.mig_instance = m.uuid;
+  out.env = node::LaunchEnvironment({.paths = dir.paths(), .shim_path = shim, .pin = pin, .gpus = out.gpus,
+                                     .tenant_index = out.tenant_index,
+                                     .caller_ld_preload = r.env("LD_PRELOAD").value_or("")});
+  return out;
+}
+
+}  // namespace
+
 StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
   TaskLaunch out;
   if (r.options.isolation == Isolation::kNone) return out;
-  TESSERA_ASSIGN_OR_RETURN(std::vector<int> gpus, StepGpus(r.env));
-  if (gpus.empty()) return out;
-  if (r.options.isolation == Isolation::kHardware) {
-    return FailedPreconditionError("--gpu-isolation=hardware: a MIG instance per job is not supported yet "
-                                   "(use process, the shim, or none)");
-  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int> slurm_gpus, StepGpus(r.env));
+  if (slurm_gpus.empty()) return out;
   struct stat st {};
   if (::stat(r.args.node_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return UnavailableError("node side unreachable: the node directory " + r.args.node_dir +
@@ -99,27 +158,47 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
   TESSERA_ASSIGN_OR_RETURN(int shards, ShardsOnNode(r.env));
   TESSERA_ASSIGN_OR_RETURN(std::optional<std::vector<node::NodeGpuFacts>> table,
                            node::ReadGpuTable(r.args.node_dir));
-  // Slurm numbers each MIG instance of a MIG GPU as a GPU of its own (`tessera slurm config`), so
-  // from the node's first MIG GPU on, the indexes Slurm gives are not NVML's: fail closed there
-  // rather than pin the task to another GPU than Slurm gave it. The GPUs looked at: the step's
-  // and those below them (where the node side's table exists, the ones it lists: it drives every
-  // GPU of a Slurm node).
-  std::vector<int> looked_at;
-  const int highest = *std::max_element(gpus.begin(), gpus.end());
-  for (int g = 0; g <= highest; ++g) {
-    const bool in_step = std::find(gpus.begin(), gpus.end(), g) != gpus.end();
-    if (in_step || !table || node::GpuFactsOf(*table, g)) looked_at.push_back(g);
+  // Slurm's GPU indexes are not the node's where MIG instances (or GPUs of several models) are
+  // gres records of their own: map them back (MapSlurmGpus, the order of `tessera slurm config`).
+  const std::vector<node::NodeGpuFacts> node_gpus =
+      NodeGpus(table, r.args.nvml, *std::max_element(slurm_gpus.begin(), slurm_gpus.end()));
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<SlurmGpu> mapped, MapSlurmGpus(node_gpus, slurm_gpus, shards > 0));
+  std::vector<std::string> described;
+  bool on_mig = false, identity = true;
+  for (size_t i = 0; i < mapped.size(); ++i) {
+    described.push_back(Describe(slurm_gpus[i], mapped[i], *node::GpuFactsOf(node_gpus, mapped[i].gpu)));
+    on_mig = on_mig || mapped[i].mig >= 0;
+    identity = identity && mapped[i].mig < 0 && mapped[i].gpu == slurm_gpus[i];
   }
-  TESSERA_ASSIGN_OR_RETURN(const auto known, GpuFacts(table, r.args.nvml, looked_at));
-  for (const auto& [g, facts] : known) {
-    if (facts.mig_enabled) {
-      return FailedPreconditionError("GPU " + std::to_string(g) +
-                                     " of this node is in MIG mode: Slurm numbers its MIG instances as GPUs of their "
-                                     "own, so the step's GPU(s) " + node::GpuList(gpus) +
-                                     " cannot be told apart from them; tessera does not run Slurm tasks on MIG "
-                                     "nodes yet (--gpu-isolation=none runs it unconfined)");
-    }
+  if (on_mig && mapped.size() > 1) {
+    std::string all;
+    for (const std::string& d : described) all += (all.empty() ? "" : ", ") + d;
+    return FailedPreconditionError("the step has " + all + ": a step runs on one MIG instance or on whole GPUs only "
+                                   "(one tenant, one instance); ask for one, e.g. --gres=gpu:" + mapped[0].type +
+                                   ":1 per step");
   }
+  if (on_mig) {
+    // --gpu-isolation=process on a MIG instance gets the instance too: the hardware fence is
+    // stronger than the shim's, and the instance is all Slurm gave the step.
+    return JoinMigInstance(r, *shim, mapped[0], *node::GpuFactsOf(node_gpus, mapped[0].gpu), described[0]);
+  }
+  std::vector<int> gpus;
+  for (const SlurmGpu& g : mapped) gpus.push_back(g.gpu);
+  if (r.options.isolation == Isolation::kHardware) {
+    const std::string types = MigTypes(node_gpus);
+    return FailedPreconditionError(
+        "--gpu-isolation=hardware: " + described[0] + " is a whole GPU, not a MIG instance, and only a MIG "
+        "instance isolates a job by the hardware; ask for a MIG gres (e.g. --gres=gpu:" +
+        (types.empty() ? std::string("1g.10gb") : types.substr(0, types.find(','))) + ":1; this node has " +
+        (types.empty() ? std::string("no MIG instances") : "MIG types " + types) +
+        ") or use --gpu-isolation=process (the shim)");
+  }
+  // Whole GPUs: their facts from the table or NVML, already read.
+  std::map<int, node::NodeGpuFacts> known;
+  for (int g : gpus) known[g] = *node::GpuFactsOf(node_gpus, g);
+  // Slurm's CUDA_VISIBLE_DEVICES holds Slurm's indexes: a list to narrow by only where they are
+  // the node's.
+  const std::optional<std::string> caller_visible = identity ? r.env("CUDA_VISIBLE_DEVICES") : std::nullopt;
   // A step of several GPUs is one tenant on all of them (node_dir.h): the limit holds on each GPU,
   // so it is the smallest any of them gives (the same for GPUs of one model).
   TenantLimits limits;
@@ -130,7 +209,7 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
                                                             facts.memory_mib << 20));
     if (i == 0) limits = one;
     else limits.mem_bytes = std::min(limits.mem_bytes, one.mem_bytes);
-    TESSERA_ASSIGN_OR_RETURN(node::GpuPin one_pin, node::PinGpuFromFacts(facts, r.env("CUDA_VISIBLE_DEVICES")));
+    TESSERA_ASSIGN_OR_RETURN(node::GpuPin one_pin, node::PinGpuFromFacts(facts, caller_visible));
     pins.push_back(std::move(one_pin));
   }
   const node::GpuPin pin = node::JoinPins(pins);

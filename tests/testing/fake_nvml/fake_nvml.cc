@@ -19,6 +19,11 @@
 //                                 busy processes; 0 (default): the fixed timestamp 1000000
 //       procstride=24|32          element size written by ..._v3 (32 mimics some R535 builds)
 //       minor=M                   the device node's minor number, /dev/nvidia<M> (default: the index)
+//       gis=PROFILE@START;...     MIG instances that exist from the first nvmlInit_v2 on (mig=1):
+//                                 a GI of catalog profile PROFILE at memory slice START with the
+//                                 compute instance that fills it, in this order (ids 1, 2, ...),
+//                                 so that separate processes (node side, `tessera slurm config`)
+//                                 see the same instances, e.g. "A100-40GB:mig=1:gis=3g.20gb@4;3g.20gb@0"
 //     e.g. "H100-80GB:mig=1,A100-40GB:mig=0:procs=4242/1024;4343/2048"
 //   TESSERA_FAKE_NVML_FAIL     NAME:CODE[,NAME:CODE]... makes function NAME return CODE
 //       (an nvmlReturn_t value) on every call, e.g. "nvmlDeviceGetMemoryInfo:999".
@@ -156,6 +161,7 @@ struct FakeDevice {
   std::vector<FakeProcessUtil> proc_utils;
   bool proc_utils_live = false;  // plive=1: samples stamped with the time of the call
   std::vector<std::unique_ptr<FakeGi>> gis;
+  std::string configured_gis;  // gis=, created by CreateConfiguredInstances
 
   bool mig_capable() const { return model->mig.has_value(); }
   const MigGeometry& geometry() const { return *model->mig; }
@@ -259,6 +265,8 @@ bool ParseSettings(const std::vector<std::string>& parts, FakeDevice* d) {
       d->proc_utils_live = value == "1";
     } else if (key == "minor" && ParseUint(value, &n) && n < 256) {
       d->minor = static_cast<long>(n);
+    } else if (key == "gis" && !value.empty()) {
+      d->configured_gis = value;
     } else if (key == "procstride" && ParseUint(value, &n) && (n == 24 || n == 32)) {
       d->proc_stride = n;
     } else {
@@ -524,6 +532,8 @@ nvmlReturn_t ReturnList(const std::vector<T>& items, T* array, unsigned int* cou
   return NVML_SUCCESS;
 }
 
+bool CreateConfiguredInstances(State& s);  // gis= (defined after the NVML functions it uses)
+
 }  // namespace
 
 // Every entry point starts with FAKE_NVML_ENTER(name): lock, refuse before init, and apply
@@ -541,7 +551,10 @@ nvmlReturn_t nvmlInit_v2(void) {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.init_count == 0) {
-    if (!LoadConfig(s)) return NVML_ERROR_UNKNOWN;
+    if (!LoadConfig(s) || !CreateConfiguredInstances(s)) {
+      s.devices.clear();
+      return NVML_ERROR_UNKNOWN;
+    }
     if (nvmlReturn_t injected = Injected(s, "nvmlInit_v2"); injected != NVML_SUCCESS) {
       s.devices.clear();
       return injected;
@@ -1185,3 +1198,40 @@ nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance) {
 }
 
 }  // extern "C"
+
+namespace {
+
+// The gis= setting of each device: its GPU instances, each with the compute instance that fills
+// it. False (with a message) for an unknown profile or a placement the driver would refuse.
+bool CreateConfiguredInstances(State& s) {
+  for (auto& d : s.devices) {
+    if (d->configured_gis.empty()) continue;
+    if (!MigOn(*d)) return ConfigError("gis= needs mig=1 (GPU " + std::to_string(d->index) + ")");
+    for (const std::string& item : Split(d->configured_gis, ';')) {
+      const size_t at = item.find('@');
+      unsigned long long start = 0;
+      const MigProfile* p = nullptr;
+      for (const MigProfile& candidate : d->geometry().profiles) {
+        if (at != std::string::npos && candidate.name == item.substr(0, at)) p = &candidate;
+      }
+      if (p == nullptr || !ParseUint(item.substr(at + 1), &start) ||
+          CheckGiPlacement(*d, *p, static_cast<unsigned int>(start), static_cast<unsigned int>(p->size)) != NVML_SUCCESS) {
+        return ConfigError("gis: '" + item + "' is not a free PROFILE@START of " + d->model->name);
+      }
+      std::vector<uint32_t> ids;
+      for (const auto& gi : d->gis) ids.push_back(gi->id);
+      auto gi = std::make_unique<FakeGi>();
+      gi->device = d.get();
+      gi->id = LowestFreeId(ids, 1);
+      gi->profile = p;
+      gi->start = static_cast<uint32_t>(start);
+      for (const MigComputeProfile& c : p->compute_profiles) {
+        if (c.fills_gpu_instance && gi->cis.empty()) AddCi(gi.get(), &c, 0);
+      }
+      d->gis.push_back(std::move(gi));
+    }
+  }
+  return true;
+}
+
+}  // namespace
