@@ -102,7 +102,10 @@ Status Agent::SampleUsage(int64_t now_ms) {
       const uint64_t new_charged = charged >= w.reported_charged_ns[i] ? charged - w.reported_charged_ns[i] : charged;
       const int64_t allocated = int64_t{w.gpu_milli} * span;
       // GPU time: 1 GPU-second = 1000 milli-GPU-seconds = 1e9 ns, so milli-seconds = ns / 1e6.
-      const int64_t used_milli_s = std::min<int64_t>(static_cast<int64_t>(new_charged / 1'000'000), 1000 * span);
+      // A MIG workload is not on the lease board (node_dir.h, TenantRequest::mig_instance): its
+      // instance is its alone, billed as used for the span.
+      const int64_t used_milli_s = w.mig_start >= 0 ? allocated
+                                                    : std::min<int64_t>(static_cast<int64_t>(new_charged / 1'000'000), 1000 * span);
       api::UsageSample sample{.tenant = w.tenant,
                                     .workload = std::to_string(w.id),
                                     .gpu = std::to_string(gpu),

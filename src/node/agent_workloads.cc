@@ -108,6 +108,7 @@ json WorkloadJson(const HeldWorkload& w) {
               {"gpu_milli", w.gpu_milli},
               {"mps_thread_pct", w.mps_thread_pct},
               {"mig_start", w.mig_start},
+              {"mig_uuid", w.mig_uuid},
               {"command", w.command},
               {"pid", w.pid},
               {"pid_start_ticks", w.pid_start_ticks},
@@ -149,6 +150,7 @@ StatusOr<HeldWorkload> WorkloadFromJson(const std::string& path, const std::stri
     w.end_reason = j.value("end_reason", std::string());  // absent in files of older agents
     w.mps_thread_pct = j.value("mps_thread_pct", 0);
     w.mig_start = j.value("mig_start", -1);  // absent in files of older agents
+    w.mig_uuid = j.value("mig_uuid", "");
     w.uid = j.value("uid", -1L);  // absent: an agent without tenant uids (its own)
     if (j.value("stopping", false)) w.stop_deadline_ms = 1;  // past: finish stopping it now
   } catch (const json::exception& e) {
@@ -203,7 +205,7 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
     }
     if (w.mem_bytes == mem_bytes && w.share == d.gpu_milli && w.priority == d.priority) return Status::Ok();
     TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpus = gpus, .mem_bytes = mem_bytes, .share = d.gpu_milli,
-                                        .priority = d.priority, .uid = w.uid},
+                                        .priority = d.priority, .uid = w.uid, .mig_instance = w.mig_uuid},
                                        static_cast<long>(::getpid()))
                                 .status());
     Log("workload " + std::to_string(d.id) + ": limit " + std::to_string(mem_bytes >> 20) + " MiB, share " +
@@ -256,8 +258,14 @@ Status Agent::Hold(const internal::DesiredWorkload& d, int64_t now_ms) {
   }
   TESSERA_RETURN_IF_ERROR(uid.status());
   w.uid = *uid;
+  // A MIG slot names its instance (not time-sliced, one tenant per instance: node_dir.h); its
+  // supervisor joins with the same UUID (Spawn). Without the agent's NVML the supervisor's own
+  // lookup fails closed (PinMigInstance).
+  if (w.mig_start >= 0 && options_.mig_nvml != nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(w.mig_uuid, MigInstanceUuid(*options_.mig_nvml, gpus.front(), w.mig_start));
+  }
   TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpus = gpus, .mem_bytes = mem_bytes, .share = d.gpu_milli,
-                                      .priority = d.priority, .uid = w.uid},
+                                      .priority = d.priority, .uid = w.uid, .mig_instance = w.mig_uuid},
                                      static_cast<long>(::getpid()))
                               .status());
   // The lease boards' counters of a reused index start where the last tenant left them.
@@ -328,13 +336,10 @@ Status Agent::Spawn(HeldWorkload& w) {
                                    "--exit-file",
                                    internal::ExitFile(AgentDir(), w.id)};
   // A MIG workload sees its instance only, by its MIG device UUID (launcher.h, PinMigInstance): read
-  // here when the agent has NVML open, else by the supervisor from the instance's first slice.
+  // when the slot was joined (Hold) if the agent has NVML open, else by the supervisor from the
+  // instance's first slice.
   if (w.mig_start >= 0) {
-    std::string instance = std::to_string(w.mig_start);
-    if (options_.mig_nvml != nullptr) {
-      TESSERA_ASSIGN_OR_RETURN(instance, MigInstanceUuid(*options_.mig_nvml, w.gpus.front(), w.mig_start));
-    }
-    args.insert(args.end(), {"--mig-instance", instance});
+    args.insert(args.end(), {"--mig-instance", w.mig_uuid.empty() ? std::to_string(w.mig_start) : w.mig_uuid});
   }
   std::vector<std::pair<std::string, std::string>> added = options_.child_env;
   if (w.uid >= 0) {
@@ -471,7 +476,8 @@ Status Agent::Adopt() {
     if (!w.ended) {
       // The slot is joined again by name: same index, same limit; nothing in the segment resets.
       TESSERA_RETURN_IF_ERROR(node_.Join({.name = w.slot, .gpus = w.gpus, .mem_bytes = w.mem_bytes,
-                                          .share = w.share, .priority = w.priority, .uid = w.uid},
+                                          .share = w.share, .priority = w.priority, .uid = w.uid,
+                                          .mig_instance = w.mig_uuid},
                                          static_cast<long>(::getpid()))
                                   .status());
       for (int g : w.gpus) EnsureArbiter(g);

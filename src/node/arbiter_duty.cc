@@ -243,8 +243,9 @@ void ArbiterDuty::Sync(const enforce::NodeSegment* segment) {
   if (!registry_.has_value()) {
     StatusOr<std::vector<TenantEntry>> entries = node_.RegistryEntries();
     if (!entries.ok()) return;
+    // A tenant on a MIG instance is not time-sliced: the hardware isolates it (node_dir.h).
     std::erase_if(*entries, [&](const TenantEntry& t) {
-      return std::find(t.gpus.begin(), t.gpus.end(), gpu_) == t.gpus.end();
+      return std::find(t.gpus.begin(), t.gpus.end(), gpu_) == t.gpus.end() || !t.mig_instance.empty();
     });
     registry_ = std::move(*entries);
   }

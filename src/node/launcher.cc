@@ -289,7 +289,7 @@ StatusOr<GpuPin> PinMigInstance(int gpu, int start, const std::string& nvml_libr
   StatusOr<uint32_t> minor = nvml.MinorNumber(static_cast<uint32_t>(gpu));
   (void)nvml.Shutdown();
   if (!uuid.ok()) return uuid.status();
-  return GpuPin{.visible_devices = *uuid, .uuid = *uuid, .minor = minor.ok() ? static_cast<int>(*minor) : -1};
+  return GpuPin{.visible_devices = *uuid, .uuid = *uuid, .minor = minor.ok() ? static_cast<int>(*minor) : -1, .mig = true};
 }
 
 StatusOr<GpuPin> PinGpus(const std::vector<int>& gpus, const std::string& nvml_library,
@@ -319,13 +319,14 @@ GpuPin JoinPins(const std::vector<GpuPin>& pins) {
 std::vector<std::pair<std::string, std::string>> LaunchEnvironment(const LaunchOptions& o) {
   std::string preload = o.shim_path;
   if (!o.caller_ld_preload.empty()) preload += " " + o.caller_ld_preload;
-  return {{"LD_PRELOAD", preload},
-          {"TESSERA_SHIM_POLICY", o.paths.policy},
-          {"TESSERA_SHIM_COUNTERS", o.paths.counters},
-          {"TESSERA_SHIM_LEASES", o.paths.leases},
-          {"TESSERA_SHIM_TENANT", std::to_string(o.tenant_index)},
-          {"TESSERA_SHIM_GPUS", GpuList(o.gpus)},  // CUDA ordinal i is node GPU o.gpus[i]
-          {"CUDA_VISIBLE_DEVICES", o.pin.visible_devices}};
+  std::vector<std::pair<std::string, std::string>> env = {{"LD_PRELOAD", preload},
+                                                           {"TESSERA_SHIM_POLICY", o.paths.policy},
+                                                           {"TESSERA_SHIM_COUNTERS", o.paths.counters}};
+  if (!o.pin.mig) env.emplace_back("TESSERA_SHIM_LEASES", o.paths.leases);
+  env.emplace_back("TESSERA_SHIM_TENANT", std::to_string(o.tenant_index));
+  env.emplace_back("TESSERA_SHIM_GPUS", GpuList(o.gpus));  // CUDA ordinal i is node GPU o.gpus[i]
+  env.emplace_back("CUDA_VISIBLE_DEVICES", o.pin.visible_devices);
+  return env;
 }
 
 StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& o) {
@@ -339,15 +340,20 @@ StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& o) {
     return InvalidArgumentError("a MIG instance is on one GPU, not " + std::to_string(o.tenant.gpus.size()));
   if (!o.mig_uuid.empty() && !o.mig_uuid.starts_with("MIG-"))
     return InvalidArgumentError("MIG device '" + o.mig_uuid + "': not a MIG device UUID (MIG-...)");
-  TESSERA_ASSIGN_OR_RETURN(GpuPin pin, !o.mig_uuid.empty() ? StatusOr<GpuPin>(GpuPin{.visible_devices = o.mig_uuid, .uuid = o.mig_uuid})
+  const GpuPin given_mig{.visible_devices = o.mig_uuid, .uuid = o.mig_uuid, .mig = true};
+  TESSERA_ASSIGN_OR_RETURN(GpuPin pin, !o.mig_uuid.empty() ? StatusOr<GpuPin>(given_mig)
                                        : o.mig_start >= 0
                                            ? PinMigInstance(o.tenant.gpus.front(), o.mig_start, o.nvml_library)
                                            : PinGpus(o.tenant.gpus, o.nvml_library, o.caller_visible_devices));
   const long self = static_cast<long>(::getpid());
-  TESSERA_ASSIGN_OR_RETURN(int index, node.Join(o.tenant, self));
+  TenantRequest tenant = o.tenant;
+  if (mig) tenant.mig_instance = pin.uuid;  // not time-sliced, one tenant per instance (node_dir.h)
+  TESSERA_ASSIGN_OR_RETURN(int index, node.Join(tenant, self));
   std::vector<std::unique_ptr<ArbiterDuty>> duties;
   for (int gpu : o.tenant.gpus) {
+    // A MIG tenant is never admitted to the board; the duty still drives the GPU's other tenants.
     duties.push_back(std::make_unique<ArbiterDuty>(node, gpu));
+    if (mig) continue;
     if (Status admitted = AwaitAdmission(*duties.back(), gpu, node, o, index); !admitted.ok()) {
       (void)node.Leave(self);  // the admission error is the one to report
       return admitted;

@@ -164,7 +164,8 @@ void RecordDepartures(const NodePaths& paths, const std::vector<TenantEntry>& go
                              {"left_s", static_cast<int64_t>(::time(nullptr))},
                              {"launches", launches},
                              {"charged_ns", charged_ns},
-                             {"peak_bytes", peak}}
+                             {"peak_bytes", peak},
+                             {"mig", !e.mig_instance.empty()}}
                   .dump() +
               "\n";
     }
@@ -336,8 +337,19 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
   for (TenantEntry& e : tenants) {
     used.insert(e.index);
     if (e.name == r.name) entry = &e;
+    // One tenant per MIG instance (header comment): entries left in the registry after the pruning
+    // above have a live member.
+    if (e.name != r.name && !r.mig_instance.empty() && e.mig_instance == r.mig_instance) {
+      return FailedPreconditionError("MIG instance " + r.mig_instance + " is held by tenant '" + e.name +
+                                     "' (one tenant per MIG instance)");
+    }
   }
   if (entry != nullptr) {
+    if (entry->mig_instance != r.mig_instance) {
+      const auto shown = [](const std::string& m) { return m.empty() ? std::string("the whole GPU") : "MIG instance " + m; };
+      return FailedPreconditionError("tenant '" + r.name + "' already runs on " + shown(entry->mig_instance) + ", not " +
+                                     shown(r.mig_instance) + " (every member asks for the same instance)");
+    }
     if (entry->gpus != gpus) {
       return FailedPreconditionError("tenant '" + r.name + "' already runs on GPU(s) " + GpuList(entry->gpus) +
                                      ", not " + GpuList(gpus) + " (every member asks for the same GPUs)");
@@ -380,6 +392,7 @@ StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
                                   .workload = r.workload,
                                   .joined_s = static_cast<int64_t>(::time(nullptr)),
                                   .uid = r.uid,
+                                  .mig_instance = r.mig_instance,
                                   .pids = {member_pid},
                                   .pgids = {}});
     entry = &tenants.back();
@@ -516,6 +529,7 @@ StatusOr<std::vector<Departure>> NodeDir::TakeDepartures() const {
     d.launches = j.value("launches", uint64_t{0});
     d.charged_ns = j.value("charged_ns", uint64_t{0});
     d.peak_bytes = j.value("peak_bytes", uint64_t{0});
+    d.mig = j.value("mig", false);
     out.push_back(std::move(d));
   }
   if (!problems.empty() && out.empty()) return DataLossError(problems);
@@ -606,6 +620,7 @@ StatusOr<NodeStatus> NodeDir::ReadStatus() const {
       const enforce::CounterSegment* counters = seg.counters(e.index);
       t.launches = counters != nullptr ? counters->lease_slots[gpu].tenant.launches.load() : 0;
       t.charged_ns = slot.charged_ns.load();
+      t.mig = !e.mig_instance.empty();
       GpuStatus& g = gpus[gpu];
       g.gpu = gpu;
       g.arbiter_alive = enforce::ArbiterAlive(leases.board(gpu), enforce::MonotonicNowNs(), 1'000'000'000);

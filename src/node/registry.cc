@@ -99,7 +99,8 @@ StatusOr<TenantEntry> Entry(const std::string& path, const json& t, const std::s
     if (!scrub->is_boolean()) return Bad(path, where + ".scrub", "not true or false");
     e.scrub = scrub->get<bool>();
   }
-  for (auto [key, field] : {std::pair{"account", &e.account}, std::pair{"workload", &e.workload}}) {
+  for (auto [key, field] : {std::pair{"account", &e.account}, std::pair{"workload", &e.workload},
+                            std::pair{"mig_instance", &e.mig_instance}}) {
     if (auto v = t.find(key); v != t.end()) {
       if (!v->is_string()) return Bad(path, where + "." + key, "not a string");
       *field = v->get<std::string>();
@@ -159,6 +160,7 @@ Status WriteRegistry(const std::string& path, const std::vector<TenantEntry>& te
                         {"workload", e.workload},
                         {"joined_s", e.joined_s},
                         {"uid", e.uid},
+                        {"mig_instance", e.mig_instance},
                         {"pids", e.pids},
                         {"pgids", e.pgids}});
   }

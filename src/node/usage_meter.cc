@@ -14,12 +14,15 @@ api::UsageSample UsageMeter::Close(Open& o, int64_t end_s) {
   const int64_t span = end - o.from_s;
   const int64_t milli_per_s = std::min<int64_t>(std::max(o.share, 0), 100) * 10;
   // 1 GPU-second = 1000 milli-GPU-seconds = 1e9 ns; never more than one GPU busy for the span.
-  const int64_t used = std::min<int64_t>(static_cast<int64_t>(o.charged_ns / 1'000'000), 1000 * span);
+  // A MIG instance is the tenant's alone and not on the lease board (node_dir.h): its GPU time is
+  // not measured, the whole instance is billed as used for the span.
+  const int64_t used = o.mig ? milli_per_s * span
+                             : std::min<int64_t>(static_cast<int64_t>(o.charged_ns / 1'000'000), 1000 * span);
   api::UsageSample s{.tenant = o.tenant,
                      .workload = o.workload,
                      .gpu = std::to_string(o.gpu),
                      .model = o.model,
-                     .partition = "share",
+                     .partition = o.mig ? "mig" : "share",
                      .seq = o.from_s,
                      .start_s = o.from_s,
                      .end_s = end,
@@ -60,6 +63,7 @@ std::vector<api::UsageSample> UsageMeter::Observe(const NodeStatus& status, int6
                .model = model->second,
                .gpu = g.gpu,
                .share = t.share,
+               .mig = t.mig,
                .from_s = std::min(now_s, from),
                .last_seen_s = now_s};
         // Its counters started at zero with its slot: what they hold now is all its own (unless
@@ -144,6 +148,7 @@ std::vector<api::UsageSample> UsageMeter::Depart(const std::vector<Departure>& d
                 .model = model->second,
                 .gpu = d.gpu,
                 .share = d.share,
+                .mig = d.mig,
                 .from_s = c.until_s,
                 .last_seen_s = d.left_s,
                 .launches = launches,
@@ -161,6 +166,7 @@ std::vector<api::UsageSample> UsageMeter::Depart(const std::vector<Departure>& d
            .model = model->second,
            .gpu = d.gpu,
            .share = d.share,
+           .mig = d.mig,
            .from_s = std::min(d.left_s, std::max(d.joined_s, options_.start_s)),
            .last_seen_s = d.left_s,
            .launches = d.launches,

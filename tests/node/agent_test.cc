@@ -1214,6 +1214,42 @@ TEST_F(MigAgentTest, AMigWorkloadsCommandSeesOnlyItsInstanceByItsMigDeviceUuid) 
   EXPECT_EQ(line, "cvd=" + at4);
 }
 
+// Two MIG workloads on one GPU run side by side, each on its instance: neither is on the GPU's
+// lease board (no TESSERA_SHIM_LEASES: the hardware isolates them, node_dir.h), each command waits
+// for the other to have started, and both are billed their whole instance as partition "mig".
+TEST_F(MigAgentTest, TwoMigWorkloadsOnOneGpuAreNotTimeSlicedAgainstEachOther) {
+  Init("H100-80GB:mig=1");
+  Agent agent(MigOptions(true), Discovered(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  const std::string flags = dir.File("started");
+  json a = MigWorkload(7, "3g.40gb", 0);
+  json b = MigWorkload(8, "3g.40gb", 4);
+  for (auto [w, me, other] : {std::tuple{&a, "a", "b"}, std::tuple{&b, "b", "a"}}) {
+    (*w)["command"] = {"/bin/sh", "-c",
+                       "echo \"leases=${TESSERA_SHIM_LEASES-none}\"; touch " + flags + "." + me + "; i=0; while [ ! -e " +
+                           flags + "." + other + " ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; [ -e " +
+                           flags + "." + other + " ]"};
+  }
+  cp.desired = json::array({a, b});
+  cp.desired_gpus = json::parse(R"([{"index": 0, "mig_layout": "3g.40gb@0,3g.40gb@4"}])");
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return cp.finished.size() == 2; }));
+  EXPECT_THAT(cp.finished, ::testing::UnorderedElementsAre(std::pair<int64_t, int>{7, 0}, std::pair<int64_t, int>{8, 0}));
+  for (int id : {7, 8}) {
+    std::ifstream log(dir.File("node/agent/w" + std::to_string(id) + ".log"));
+    std::string line;
+    std::getline(log, line);
+    EXPECT_EQ(line, "leases=none") << "workload " << id;
+  }
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());  // the final samples go out
+  bool mig_sample = false;
+  for (const json& s : cp.samples) {
+    if (s.value("partition", "") != "3g.40gb") continue;
+    mig_sample = true;
+    EXPECT_EQ(s["gpu_milli_s_used"], s["gpu_milli_s_allocated"]) << s.dump();
+  }
+  EXPECT_TRUE(mig_sample);
+}
+
 TEST_F(MigAgentTest, AnInstanceInUseIsNeverDestroyedAndAFreeOneIs) {
   Init("H100-80GB:mig=1:procs=4242/1024/1/0");  // a process in GPU instance 1
   CreateGi(enforce::kGpuInstanceProfile1Slice, 0, 1);  // id 1: in use

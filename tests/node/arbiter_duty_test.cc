@@ -146,5 +146,27 @@ TEST(ArbiterDuty, AStandbysRoundReturnsWhenItsWakeFdIsReadableAndItsDestructorSt
   EXPECT_TRUE(holder.holds());
 }
 
+// A tenant on a MIG instance is isolated by the hardware: never on its GPU's board, so it is not
+// time-sliced against a tenant on another instance of the same GPU (node_dir.h).
+TEST(ArbiterDuty, ATenantOnAMigInstanceIsNeverOnTheBoard) {
+  tessera::testing::TempDir dir;
+  const NodeDir node(dir.File("node"));
+  const long self = ::getpid();
+  ASSERT_EQ(node.Join({.name = "a", .gpus = {0}, .mem_bytes = 1 << 20, .share = 30, .mig_instance = "MIG-aaaa"}, self)
+                .value(),
+            0);
+  ASSERT_EQ(node.Join({.name = "b", .gpus = {0}, .mem_bytes = 1 << 20, .share = 70, .mig_instance = "MIG-bbbb"}, self)
+                .value(),
+            1);
+  ASSERT_EQ(node.Join({.name = "c", .gpus = {0}, .mem_bytes = 1 << 20, .share = 10}, self).value(), 2);
+  ArbiterDuty duty(node, 0);
+  for (int i = 0; i < 100 && !duty.holds(); ++i) duty.Round();
+  ASSERT_TRUE(duty.holds());
+  for (int i = 0; i < 5; ++i) duty.Round();
+  EXPECT_FALSE(Active(node, 0));
+  EXPECT_FALSE(Active(node, 1));
+  EXPECT_TRUE(Active(node, 2));  // the GPU's other tenant is still driven
+}
+
 }  // namespace
 }  // namespace tessera::node

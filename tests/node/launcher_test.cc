@@ -116,5 +116,19 @@ TEST(LaunchEnvironment, PreloadsTheShimAndPinsTheGpu) {
                                               Pair("CUDA_VISIBLE_DEVICES", kUuid1)));
 }
 
+// A MIG instance is isolated by the hardware: its processes' launches are not gated on the GPU's
+// lease board (node_dir.h, TenantRequest::mig_instance); the memory limit stays.
+TEST(LaunchEnvironment, AMigPinIsNotGatedOnTheLeaseBoard) {
+  LaunchOptions o{.paths = NodePaths("/run/t"), .shim_path = "/lib/libtessera-shim.so",
+                  .pin = {.visible_devices = "MIG-aaaa", .uuid = "MIG-aaaa", .mig = true}, .gpus = {1},
+                  .tenant_index = 4};
+  EXPECT_THAT(LaunchEnvironment(o),
+              ::testing::UnorderedElementsAre(Pair("LD_PRELOAD", "/lib/libtessera-shim.so"),
+                                              Pair("TESSERA_SHIM_POLICY", "/run/t/policy"),
+                                              Pair("TESSERA_SHIM_COUNTERS", "/run/t/counters"),
+                                              Pair("TESSERA_SHIM_TENANT", "4"), Pair("TESSERA_SHIM_GPUS", "1"),
+                                              Pair("CUDA_VISIBLE_DEVICES", "MIG-aaaa")));
+}
+
 }  // namespace
 }  // namespace tessera::node

@@ -59,6 +59,44 @@ TEST(NodeDir, TenantsGetTheLowestFreeIndexAndJoinByName) {
             "tenant 'a' already runs on GPU(s) 0, not 1 (every member asks for the same GPUs)");
 }
 
+// One tenant per MIG instance; every member of a tenant gives the same instance; the registry
+// keeps the instance (the arbiter and the meter read it from there).
+TEST(NodeDir, AMigInstanceHoldsOneTenant) {
+  TempDir dir;
+  NodeDir node(dir.File("node"));
+  const long self = ::getpid();
+  TenantRequest a = Request("a");
+  a.mig_instance = "MIG-aaaa";
+  EXPECT_EQ(node.Join(a, self).value(), 0);
+  TenantRequest b = Request("b");
+  b.mig_instance = "MIG-aaaa";
+  StatusOr<int> taken = node.Join(b, self);
+  EXPECT_EQ(taken.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(taken.status().message(), "MIG instance MIG-aaaa is held by tenant 'a' (one tenant per MIG instance)");
+  b.mig_instance = "MIG-bbbb";
+  EXPECT_EQ(node.Join(b, self).value(), 1);  // another instance of the same GPU
+  StatusOr<int> whole = node.Join(Request("a"), self);
+  EXPECT_EQ(whole.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(whole.status().message(),
+            "tenant 'a' already runs on MIG instance MIG-aaaa, not the whole GPU (every member asks for the same "
+            "instance)");
+  EXPECT_EQ(node.Join(a, self).value(), 0);  // a second member of a
+  StatusOr<std::vector<TenantEntry>> live = node.LiveTenants();
+  ASSERT_TRUE(live.ok()) << live.status().ToString();
+  ASSERT_EQ(live->size(), 2u);
+  EXPECT_EQ((*live)[0].mig_instance, "MIG-aaaa");
+  EXPECT_EQ((*live)[1].mig_instance, "MIG-bbbb");
+  StatusOr<NodeStatus> status = node.ReadStatus();
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_EQ(status->gpus.size(), 1u);
+  ASSERT_EQ(status->gpus[0].tenants.size(), 2u);
+  EXPECT_TRUE(status->gpus[0].tenants[0].mig);
+  ASSERT_TRUE(node.Leave(self).ok());  // every member gone: the instance is free again
+  b.name = "c";
+  b.mig_instance = "MIG-aaaa";
+  EXPECT_TRUE(node.Join(b, self).ok());
+}
+
 // A node side that learns a slot's owner after making it names it then; index and limit stay.
 TEST(NodeDir, RelabelSetsATenantsMeteringLabelsAndNothingElse) {
   TempDir dir;

@@ -57,6 +57,30 @@ TEST(UsageMeterTest, HeaderWorkedExample) {
   EXPECT_TRUE(meter.Observe(NodeStatus{.exists = true}, 1076).empty());
 }
 
+// A tenant on a MIG instance is not on the lease board (no charge grows): its instance is its
+// alone, billed as partition "mig" with used = allocated, while it runs and when it departs.
+TEST(UsageMeterTest, ATenantOnAMigInstanceIsBilledTheWholeInstanceAsUsed) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 60, .start_s = 900});
+  TenantStatus t = Job42();
+  t.mig = true;
+  t.share = 14;  // 1g.5gb: 1 of 7 slices
+  std::vector<api::UsageSample> due;
+  for (int64_t now = 1000; now <= 1060; ++now) {
+    auto got = meter.Observe(OneTenant(t), now);
+    due.insert(due.end(), got.begin(), got.end());
+  }
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].partition, "mig");
+  EXPECT_EQ(due[0].gpu_milli_s_allocated, 140 * 60);
+  EXPECT_EQ(due[0].gpu_milli_s_used, 140 * 60);
+  const auto last = meter.Depart({Departure{.name = t.name, .account = t.account, .workload = t.workload, .gpu = 0,
+                                            .share = 14, .joined_s = 1000, .left_s = 1070, .mig = true}});
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].partition, "mig");
+  EXPECT_EQ(last[0].start_s, 1060);
+  EXPECT_EQ(last[0].gpu_milli_s_used, 140 * 10);
+}
+
 // The header's relabel example: a device-plugin slot named by its devices until the kubelet's
 // PodResources says whose it is (NodeDir::Relabel).
 TEST(UsageMeterTest, ARelabelledTenantBillsWhatCameBeforeUnderTheOldLabels) {

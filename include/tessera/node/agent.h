@@ -256,6 +256,7 @@ struct HeldWorkload {
   int gpu_milli = 1000;
   int mps_thread_pct = 0;  // > 0: an MPS client (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE); 0: not MPS
   int mig_start = -1;      // >= 0: its MIG instance's first slice (the command sees that instance only)
+  std::string mig_uuid;    // that instance's MIG device UUID (NVML), the slot's mig_instance (node_dir.h)
   std::vector<std::string> command;
   long pid = 0;                  // the supervisor; 0 when there is no command
   uint64_t pid_start_ticks = 0;  // /proc/<pid>/stat start time (guards against pid reuse)

@@ -66,6 +66,10 @@ struct GpuPin {
   std::string visible_devices;  // CUDA_VISIBLE_DEVICES for the command
   std::string uuid;             // empty where NVML is not available
   int minor = -1;               // /dev/nvidia<minor> (NVML); -1 where NVML does not say
+  // One MIG instance (uuid and visible_devices its MIG device UUID): isolated by the hardware, so
+  // the launch environment does not gate its launches on the GPU's lease board (node_dir.h,
+  // TenantRequest::mig_instance).
+  bool mig = false;
 };
 // `nvml_library`: what DlopenNvml loads ("libnvidia-ml.so.1"); when it cannot be loaded the GPU is
 // pinned by index. `caller_visible_devices`: the caller's CUDA_VISIBLE_DEVICES, if set.
@@ -104,6 +108,10 @@ struct LaunchOptions {
   int tenant_index = 0;
   std::string caller_ld_preload;  // kept after the shim
 };
+// The shim's environment for the tenant's processes. Without TESSERA_SHIM_LEASES for a MIG pin
+// (pin.mig): its launches are not gated. Example: {LD_PRELOAD=<shim>, TESSERA_SHIM_POLICY=<dir>/policy,
+// TESSERA_SHIM_COUNTERS=<dir>/counters, TESSERA_SHIM_LEASES=<dir>/leases, TESSERA_SHIM_TENANT=3,
+// TESSERA_SHIM_GPUS=0, CUDA_VISIBLE_DEVICES=GPU-...}.
 std::vector<std::pair<std::string, std::string>> LaunchEnvironment(const LaunchOptions& options);
 
 struct RunOptions {

@@ -125,6 +125,15 @@ struct TenantRequest {
   // The uid the tenant's processes run under; -1: the node side's own. Its counters file
   // (counters/<index>) is chown'ed to it; every member of a tenant must ask for the same uid.
   long uid = -1;
+  // The MIG device UUID ("MIG-...") the tenant's processes run on; empty: the whole GPU(s). A MIG
+  // instance is isolated by the hardware (its own SMs and memory), so such a tenant is not on its
+  // GPU's lease board: the arbiter does not time-slice it against the GPU's other tenants (each
+  // on an instance of its own) and never admits it, and its processes get no TESSERA_SHIM_LEASES
+  // (launcher.h, GpuPin::mig); its memory limit is still the shim's. One tenant per instance:
+  // Join refuses another tenant on an instance a live tenant holds, and every member of a tenant
+  // must give the same instance. Example: tenants a on MIG-1111 and b on MIG-2222, both on GPU 0,
+  // run side by side at full speed; tenant c asking for MIG-1111 is refused while a is alive.
+  std::string mig_instance;
 };
 
 // One registry entry (tenants.json).
@@ -141,6 +150,7 @@ struct TenantEntry {
   std::string workload;
   int64_t joined_s = 0;     // unix seconds when the entry was created (0: unknown, older registry)
   long uid = -1;            // TenantRequest::uid
+  std::string mig_instance; // TenantRequest::mig_instance ("" in registries of earlier versions)
   std::vector<long> pids;   // the members (supervisors) that joined
   std::vector<long> pgids;  // process groups of their commands
 };
@@ -160,6 +170,7 @@ struct TenantStatus {
   int64_t joined_s = 0;    // unix seconds when it joined (0: unknown)
   uint64_t launches = 0;   // from the GPU's lease board
   uint64_t charged_ns = 0;
+  bool mig = false;        // on a MIG instance (TenantRequest::mig_instance): not on the board
 };
 
 // An entry that went (its last member left or died), with the counters its slot held then.
@@ -169,6 +180,7 @@ struct Departure {
   int share = 0;
   int64_t joined_s = 0, left_s = 0;  // unix seconds
   uint64_t launches = 0, charged_ns = 0, peak_bytes = 0;
+  bool mig = false;  // TenantStatus::mig
 };
 
 struct GpuStatus {

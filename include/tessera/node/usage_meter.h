@@ -6,7 +6,9 @@
 // Observe(status, now_s) is given the node's status (NodeDir::ReadStatus) a few times a second. Per
 // tenant it accumulates, since its join (or since the meter started, whichever is later):
 //   - GPU time used: the growth of its lease-board charge (charged_ns; a counter that goes back,
-//     a re-added slot, counts from zero), in milli-GPU-seconds (1 GPU-second = 1000);
+//     a re-added slot, counts from zero), in milli-GPU-seconds (1 GPU-second = 1000); a tenant on
+//     a MIG instance is not on the board (node_dir.h): its samples are partition "mig" and used
+//     = allocated (the instance is its alone for the span);
 //   - GPU time allocated: its share as a percentage of the GPU (share 25 -> 250 milli-GPU-s per
 //     second; at most one GPU);
 //   - memory held (MiB-seconds, the bytes it holds at each look times the time since the
@@ -73,6 +75,7 @@ class UsageMeter {
     std::string tenant, workload, model;
     int gpu = 0;
     int share = 0;
+    bool mig = false;         // TenantStatus::mig: billed as used for the whole span
     int64_t from_s = 0;       // start of the open interval
     int64_t last_seen_s = 0;
     uint64_t launches_seen = 0, charged_seen_ns = 0;
