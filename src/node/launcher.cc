@@ -401,8 +401,11 @@ StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& o) {
                   .wake_fd = exited_fd});
       // The tenant's own counters file, as the agent checks its workloads' (no agent here): a
       // broken one no longer accounts the tenant's memory, so the command ends (fail closed).
-      if (std::chrono::steady_clock::now() >= next_check && result.violation.empty()) {
-        next_check = std::chrono::steady_clock::now() + kStandbyWait;
+      // The next check is scheduled after a violation too: a standby's round would otherwise poll
+      // with no timeout until the killed command is gone (a GPU process can take seconds to die).
+      if (std::chrono::steady_clock::now() < next_check) continue;
+      next_check = std::chrono::steady_clock::now() + kStandbyWait;
+      if (result.violation.empty()) {
         if (Status file = enforce::CheckCountersFile(node.paths().counters, index); !file.ok()) {
           result.violation = std::string(file.message()) + "; its memory is no longer accounted";
           ::kill(-child, SIGKILL);
