@@ -43,8 +43,8 @@ simulate: build
 SANITIZER_BUILD_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   '-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG' -DTESSERA_BUILD_BENCH=OFF -DTESSERA_WERROR=$(WERROR)
 # What `make tsan` runs of tessera_concurrency_test (tests/CMakeLists.txt): all of it (the sweep's
-# threads, the lease arbiter under threads, the store's contract and its concurrent group commit
-# on SQLite, every daemon test) but the lease tests between processes, whose share checks are
+# threads, the lease arbiter under threads, the arbiter duty's standby waiter, the store's contract
+# and its concurrent group commit on SQLite, every daemon test) but the lease tests between processes, whose share checks are
 # timing measurements, and the PostgreSQL backend (ctest runs it, with its server).
 TSAN_TESTS = *-RealTimeLeaseTest.*:*/Postgres
 # The shim's kill -9 stress under the sanitizers runs SHIM_SANITIZE_KILLS kills instead of 1000.

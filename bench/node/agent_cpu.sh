@@ -4,8 +4,10 @@
 # a new version, usage every 10 s, the NVML backstop every second), and TENANTS workloads of 1000/(TENANTS/8) milli each, 8 per GPU, each
 # running `sleep` under `tessera run` (the agent's supervisor per workload). Once every workload
 # runs, it reads the CPU time (utime + stime, /proc/<pid>/stat) of the agent process, and of all
-# the supervisors together, over SECONDS. ROUNDS runs, then the medians.
-# Target: the agent <= 1 % of one core with 64 tenants on 8 GPUs.
+# the supervisors together, over SECONDS, and the supervisors' wake-ups (context switches of all
+# their threads, /proc/<pid>/task/*/status) per second. ROUNDS runs, then the medians.
+# Target: the agent <= 1 % of one core with 64 tenants on 8 GPUs. The agent holds every GPU's
+# arbiter lock here, so the supervisors are all standbys (they wait for the lock, ArbiterDuty).
 # Usage: bench/node/agent_cpu.sh [BUILD (build)] [TENANTS (64)] [SECONDS (60)] [ROUNDS (3)]
 set -euo pipefail
 B=${1:-build}
@@ -45,6 +47,23 @@ print(f"{total / hz:.3f}")
 EOF
 }
 
+# Context switches (voluntary + involuntary: each is a wake-up) of every thread of the given pids.
+switches() {
+  python3 - "$@" <<'EOF'
+import glob, sys
+total = 0
+for pid in sys.argv[1:]:
+    for status in glob.glob(f"/proc/{pid}/task/*/status"):
+        try:
+            for line in open(status):
+                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+print(total)
+EOF
+}
+
 for r in $(seq "$ROUNDS"); do
   node="$work/node-$r"  # a fresh node directory (the last round's supervisors may still be exiting)
   "$T" serve --db "$work/serve-$r.db" --listen 127.0.0.1:0 >"$work/serve.out" 2>&1 &
@@ -70,12 +89,12 @@ for r in $(seq "$ROUNDS"); do
   [ "$running" = "$TENANTS" ] || { echo "agent_cpu.sh: only $running of $TENANTS workloads run" >&2; tail -5 "$work/agent.out" >&2; exit 1; }
   sleep 5  # the starts settle
   supervisors=$(pgrep -f -- "run --tenant w[0-9]+ .*--exit-file $node/" | tr '\n' ' ')
-  a0=$(cpu_s "$agent_pid"); s0=$(cpu_s $supervisors); t0=$(date +%s.%N)
+  a0=$(cpu_s "$agent_pid"); s0=$(cpu_s $supervisors); w0=$(switches $supervisors); t0=$(date +%s.%N)
   sleep "$SECS"
-  a1=$(cpu_s "$agent_pid"); s1=$(cpu_s $supervisors); t1=$(date +%s.%N)
+  a1=$(cpu_s "$agent_pid"); s1=$(cpu_s $supervisors); w1=$(switches $supervisors); t1=$(date +%s.%N)
   python3 -c "
-a, s, t = $a1 - $a0, $s1 - $s0, $t1 - $t0
-print('run $r: agent cpu %.2f %% of one core   supervisors (%d) cpu %.2f %% of one core together' % (100 * a / t, $(echo $supervisors | wc -w), 100 * s / t))
+a, s, w, t = $a1 - $a0, $s1 - $s0, $w1 - $w0, $t1 - $t0
+print('run $r: agent cpu %.2f %% of one core   supervisors (%d) cpu %.2f %% of one core together, %.0f wake-ups/s' % (100 * a / t, $(echo $supervisors | wc -w), 100 * s / t, w / t))
 " | tee "$work/run-$r.txt"
   kill "$agent_pid" "$serve_pid"; wait "$agent_pid" "$serve_pid" 2>/dev/null || true
   pkill -f "$node" 2>/dev/null || true
@@ -86,4 +105,5 @@ import re, statistics, sys
 text = sys.stdin.read()
 agent = [float(x) for x in re.findall(r"agent cpu ([0-9.]+)", text)]
 sup = [float(x) for x in re.findall(r"cpu ([0-9.]+) % of one core together", text)]
-print("agent %.2f %% of one core   supervisors %.2f %% of one core together" % (statistics.median(agent), statistics.median(sup)))'
+wakes = [float(x) for x in re.findall(r"together, ([0-9.]+) wake-ups/s", text)]
+print("agent %.2f %% of one core   supervisors %.2f %% of one core together, %.0f wake-ups/s" % (statistics.median(agent), statistics.median(sup), statistics.median(wakes)))'

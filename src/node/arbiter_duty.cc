@@ -1,13 +1,19 @@
 #include "tessera/node/arbiter_duty.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -22,11 +28,32 @@ ArbiterDuty::ArbiterDuty(NodeDir node, int gpu, LeaseArbiterOptions options)
     : node_(std::move(node)), gpu_(gpu), options_(std::move(options)) {}
 
 ArbiterDuty::~ArbiterDuty() {
+  StopWaiter();
   if (arbiter_ != nullptr) arbiter_->Stop(enforce::MonotonicNowNs());
   if (fd_ >= 0) ::close(fd_);
+  if (waiter_done_fd_ >= 0) ::close(waiter_done_fd_);
 }
 
 namespace {
+
+// What a waiter ended with (waiter_state_).
+enum WaiterState : int { kWaiting = 0, kLocked = 1, kStopped = 2, kFailed = 3 };
+
+// Interrupts a waiter's flock at destruction. SIGURG: its default action is to ignore it, so one
+// sent to the process from elsewhere changes nothing; the handler does nothing, and without
+// SA_RESTART the interrupted flock returns EINTR. Installed once per process, at the first waiter.
+constexpr int kWaiterSignal = SIGURG;
+void NoOp(int) {}
+void InstallWaiterSignal() {
+  static const bool installed = [] {
+    struct sigaction sa {};
+    sa.sa_handler = NoOp;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;
+    return ::sigaction(kWaiterSignal, &sa, nullptr) == 0;
+  }();
+  (void)installed;
+}
 
 enum class Turn { kNone, kCharged, kFull };
 
@@ -53,11 +80,8 @@ Turn ReconcileTurn(const std::string& dir, uint64_t now_ns) {
 
 }  // namespace
 
-void ArbiterDuty::Round(std::chrono::milliseconds max_wait) {
-  if (arbiter_ == nullptr && !TryTakeOver()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    return;
-  }
+void ArbiterDuty::Round(const Wait& wait) {
+  if (arbiter_ == nullptr && !TakeOverOrWait(wait)) return;
   const uint64_t now = enforce::MonotonicNowNs();
   const bool changed = RegistryChanged();
   if (changed) {
@@ -93,7 +117,7 @@ void ArbiterDuty::Round(std::chrono::milliseconds max_wait) {
   // Woken by a doorbell, else when the arbiter's step or this duty's reconcile or sync is due.
   const uint64_t until = std::min<uint64_t>(
       {next, next_reconcile_ns_, next_sync_ns_,
-       after + static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(max_wait).count())});
+       after + static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(wait.holder).count())});
   if (until > after) enforce::WaitForDoorbells(board, seen, until - after);
 }
 
@@ -107,12 +131,41 @@ bool ArbiterDuty::RegistryChanged() {
   return true;
 }
 
-bool ArbiterDuty::TryTakeOver() {
+bool ArbiterDuty::TakeOverOrWait(const Wait& wait) {
+  // A failure with the lock in hand (the lease file cannot be mapped) or without a lock file: try
+  // again after 50 ms (the caller's standby wait at most), as every standby did before waiters.
+  const auto retry_later = [&] {
+    std::this_thread::sleep_for(std::min(wait.standby, std::chrono::milliseconds(50)));
+    return false;
+  };
+  if (!waiter_.joinable()) {
+    const Lock lock = TryLock();
+    if (lock == Lock::kTaken) return TakeOver() || retry_later();
+    if (lock == Lock::kError || !StartWaiter()) return retry_later();
+  }
+  pollfd fds[2] = {{.fd = waiter_done_fd_, .events = POLLIN, .revents = 0},
+                   {.fd = wait.wake_fd, .events = POLLIN, .revents = 0}};
+  const auto timeout_ms = std::clamp<std::chrono::milliseconds::rep>(wait.standby.count(), 0, 1 << 30);
+  (void)::poll(fds, wait.wake_fd >= 0 ? 2 : 1, static_cast<int>(timeout_ms));
+  if (waiter_state_.load(std::memory_order_acquire) == kWaiting) return false;  // woken by wake_fd, a signal or the time
+  waiter_.join();
+  uint64_t drained = 0;
+  (void)!::read(waiter_done_fd_, &drained, sizeof(drained));
+  const int ended = waiter_state_.exchange(kWaiting, std::memory_order_acq_rel);
+  if (ended == kLocked) return TakeOver() || retry_later();
+  return retry_later();  // flock failed (not EINTR): the next round tries LOCK_NB again
+}
+
+ArbiterDuty::Lock ArbiterDuty::TryLock() {
   if (fd_ < 0) {
     fd_ = OpenNodeLockFile(node_.paths().ArbiterLock(gpu_));
-    if (fd_ < 0) return false;
+    if (fd_ < 0) return Lock::kError;
   }
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) return false;
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return Lock::kTaken;
+  return errno == EWOULDBLOCK ? Lock::kBusy : Lock::kError;
+}
+
+bool ArbiterDuty::TakeOver() {
   // This GPU's board with every tenant's page from its counters file (enforce/lease_file.h).
   StatusOr<enforce::LeaseFile> f = enforce::LeaseFile::Open(node_.paths().leases, node_.paths().counters, gpu_);
   if (!f.ok()) {
@@ -127,6 +180,49 @@ bool ArbiterDuty::TryTakeOver() {
   }
   arbiter_ = std::move(*a);
   return true;
+}
+
+// The waiter blocks in flock(LOCK_EX) on the duty's own fd: the lock it gets is the duty's (flock
+// locks belong to the open file). It touches nothing else of the duty but its three words, so the
+// duty's thread goes on (polls) meanwhile; it ends when it has the lock, when flock fails, or at
+// its stop flag (checked again after each EINTR: a signal to the process, or kWaiterSignal).
+bool ArbiterDuty::StartWaiter() {
+  InstallWaiterSignal();
+  if (waiter_done_fd_ < 0) waiter_done_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (waiter_done_fd_ < 0) return false;  // no eventfd (out of fds): this round polls as before
+  waiter_stop_.store(false, std::memory_order_relaxed);
+  waiter_state_.store(kWaiting, std::memory_order_relaxed);
+  waiter_ = std::thread([this, fd = fd_, done = waiter_done_fd_] {
+    int state = kStopped;
+    while (!waiter_stop_.load(std::memory_order_acquire)) {
+      if (::flock(fd, LOCK_EX) == 0) {
+        state = kLocked;
+        break;
+      }
+      if (errno != EINTR) {
+        state = kFailed;
+        break;
+      }
+    }
+    waiter_state_.store(state, std::memory_order_release);
+    const uint64_t one = 1;
+    (void)!::write(done, &one, sizeof(one));
+  });
+  return true;
+}
+
+void ArbiterDuty::StopWaiter() {
+  if (!waiter_.joinable()) return;
+  waiter_stop_.store(true, std::memory_order_release);
+  // Until the waiter has ended: a signal that came between its flag check and its flock call
+  // interrupted nothing, the next one (a millisecond later) does.
+  while (waiter_state_.load(std::memory_order_acquire) == kWaiting) {
+    ::pthread_kill(waiter_.native_handle(), kWaiterSignal);
+    pollfd done{.fd = waiter_done_fd_, .events = POLLIN, .revents = 0};
+    (void)::poll(&done, 1, 1);
+  }
+  waiter_.join();
+  // A waiter that got the lock as it was stopped leaves it held: the destructor's close drops it.
 }
 
 // Reconciliation: the board gets the registry's live tenants of this GPU. A registry that cannot

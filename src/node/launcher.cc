@@ -4,12 +4,15 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -111,30 +114,54 @@ Status AwaitAdmission(ArbiterDuty& duty, int gpu, const NodeDir& node, const Run
                           " does not drive the board); not starting the command ungated");
 }
 
+// A standby supervisor's longest sleep: its counters-file check is once a second.
+constexpr std::chrono::milliseconds kStandbyWait{1000};
+
 // The arbiter duties of a multi-GPU tenant's GPUs after the first, each stepped by a thread of
 // its own (Round waits on its board's doorbell, so one thread cannot drive two boards). Started
-// after the command is forked (no thread runs while the child is between fork and exec).
+// after the command is forked (no thread that could hold a lock of the process runs while the
+// child is between fork and exec; a standby duty's waiter sits in the flock syscall). A
+// standby's round sleeps until its waiter has the lock or the stop's eventfd is written.
 class ExtraDuties {
  public:
   explicit ExtraDuties(std::vector<std::unique_ptr<ArbiterDuty>>& duties) {
+    if (duties.size() > 1) stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
     for (size_t i = 1; i < duties.size(); ++i) {
       ArbiterDuty* duty = duties[i].get();
       threads_.emplace_back([this, duty] {
-        while (!stop_.load(std::memory_order_acquire)) duty->Round();
+        const ArbiterDuty::Wait wait{.holder = std::chrono::milliseconds(50),
+                                     .standby = stop_fd_ >= 0 ? kStandbyWait : std::chrono::milliseconds(50),
+                                     .wake_fd = stop_fd_};
+        while (!stop_.load(std::memory_order_acquire)) duty->Round(wait);
       });
     }
   }
   ~ExtraDuties() {
     stop_.store(true, std::memory_order_release);
+    const uint64_t one = 1;
+    if (stop_fd_ >= 0) (void)!::write(stop_fd_, &one, sizeof(one));
     for (std::thread& t : threads_) t.join();
+    if (stop_fd_ >= 0) ::close(stop_fd_);
   }
   ExtraDuties(const ExtraDuties&) = delete;
   ExtraDuties& operator=(const ExtraDuties&) = delete;
 
  private:
   std::atomic<bool> stop_{false};
+  int stop_fd_ = -1;
   std::vector<std::thread> threads_;
 };
+
+// A pidfd of the command (readable once it has exited), for a standby's round to wake on; -1 where
+// the kernel has none (Linux < 5.3): the supervisor's rounds then wait 50 ms at most, as before.
+int CommandPidFd(pid_t child) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
+#else
+  (void)child;
+  return -1;
+#endif
+}
 
 // The gid a command run under `uid` gets: the uid's primary group from the password database,
 // else the number of the uid itself (a uid with no account, e.g. one per tenant).
@@ -355,7 +382,11 @@ StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& o) {
     ExtraDuties extra(duties);
     SignalForwarding forwarding(child);
     if (!recorded.ok()) ::kill(-child, SIGKILL);  // not recorded = its slot could be reused
-    auto next_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    auto next_check = std::chrono::steady_clock::now() + kStandbyWait;
+    // The holder's round waits on its board's doorbell 50 ms at most (then the waitid below sees
+    // an exit); a standby's sleeps in poll() until the command exits (its pidfd), the lock is
+    // free or the counters check is due: about one wake-up a second (bench/node/agent_cpu.sh).
+    const int exited_fd = CommandPidFd(child);
     for (;;) {
       // WNOWAIT: the exited leader stays a zombie, so its group id cannot be reused before the
       // group is killed below.
@@ -363,17 +394,25 @@ StatusOr<RunResult> RunTenantCommand(const NodeDir& node, const RunOptions& o) {
       const int r = ::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT);
       if (r == 0 && info.si_pid == child) break;
       if (r < 0 && errno != EINTR) break;
-      duty.Round();
+      const auto to_check = std::chrono::ceil<std::chrono::milliseconds>(next_check - std::chrono::steady_clock::now());
+      duty.Round({.holder = std::chrono::milliseconds(50),
+                  .standby = exited_fd >= 0 ? std::clamp(to_check, std::chrono::milliseconds(0), kStandbyWait)
+                                            : std::chrono::milliseconds(50),
+                  .wake_fd = exited_fd});
       // The tenant's own counters file, as the agent checks its workloads' (no agent here): a
       // broken one no longer accounts the tenant's memory, so the command ends (fail closed).
-      if (std::chrono::steady_clock::now() >= next_check && result.violation.empty()) {
-        next_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      // The next check is scheduled after a violation too: a standby's round would otherwise poll
+      // with no timeout until the killed command is gone (a GPU process can take seconds to die).
+      if (std::chrono::steady_clock::now() < next_check) continue;
+      next_check = std::chrono::steady_clock::now() + kStandbyWait;
+      if (result.violation.empty()) {
         if (Status file = enforce::CheckCountersFile(node.paths().counters, index); !file.ok()) {
           result.violation = std::string(file.message()) + "; its memory is no longer accounted";
           ::kill(-child, SIGKILL);
         }
       }
     }
+    if (exited_fd >= 0) ::close(exited_fd);
     ::kill(-child, SIGKILL);  // what the command left behind in its group goes with it
     while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }

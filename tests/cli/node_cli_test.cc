@@ -10,6 +10,8 @@
 //   - fail closed: no shim, no arbiter admission, a corrupt registry -> the command does not run;
 //   - --gpu N pins the command to GPU N (CUDA_VISIBLE_DEVICES = its UUID from NVML, else N);
 //   - a SIGKILLed `tessera run` takes its command with it, and its charge is not inherited.
+//   - a standby run (another holds the GPU's arbiter lock) ends with its command, and takes over
+//     from a SIGKILLed holder within a second;
 //   - a process SIGKILLed inside a run is reconciled by the arbiter's sweep and by every join; a
 //     killed run's charge and peak never pass to the next tenant of its index; an index stays
 //     reserved, with its limit, while a daemon of its tenant lives on after the tenant's runs.
@@ -575,6 +577,51 @@ TEST(NodeCli, KillingTesseraRunKillsItsCommand) {
   CommandResult b = Tessera(dir, "run --tenant b --gpu 0 --mem 64MiB --share 50 -- '" + kProbe + "' init meminfo");
   ASSERT_EQ(b.exit_code, 0) << b.err;
   EXPECT_THAT(b.out, HasSubstr("meminfo rc=0 free=67108864 total=67108864"));
+}
+
+// Runs b and s wait while run a holds GPU 0's arbiter lock (standbys: a thread of each blocked in
+// flock, ArbiterDuty). s's command ends: s ends with it, at once (its round wakes on the command's
+// pidfd, not at its next counters check a second later). a is SIGKILLed: b takes the lock over
+// within a second (the kernel wakes its waiter) and drives the board: a new tenant c is admitted.
+TEST(NodeCli, AStandbyRunEndsWithItsCommandAndTakesOverWhenTheHoldingRunIsKilled) {
+  TempDir dir;
+  // Tenant t's command writes its supervisor's pid (its parent) to t.pid and waits for its stdin.
+  const auto wait = [&](const std::string& t) {
+    return "--tenant " + t + " --gpu 0 --mem 64MiB --share 30 -- sh -c \"echo \\$PPID > '" + dir.path() + "/" + t +
+           ".pid'; exec '" + kProbe + "' init wait\"";
+  };
+  FILE* a = StartRun(dir, wait("a"), dir.path() + "/a.out");
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(WaitForText(dir.path() + "/a.out", "wait ready")) << testing::ReadTextFile(dir.path() + "/a.out");
+  FILE* b = StartRun(dir, wait("b"), dir.path() + "/b.out");
+  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(WaitForText(dir.path() + "/b.out", "wait ready")) << testing::ReadTextFile(dir.path() + "/b.out");
+  FILE* s = StartRun(dir, wait("s"), dir.path() + "/s.out");
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(WaitForText(dir.path() + "/s.out", "wait ready")) << testing::ReadTextFile(dir.path() + "/s.out");
+
+  // s's counters check is due about a second after its command started: a standby that slept
+  // until then (not woken by its command's exit) would end most of a second after the close.
+  const auto closed = std::chrono::steady_clock::now();
+  EXPECT_EQ(::pclose(s), 0);  // closes s's stdin: its command's `wait` returns
+  const auto ended = std::chrono::steady_clock::now() - closed;
+  std::printf("a standby run ended %lld ms after its command's stdin was closed\n",
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(ended).count()));
+  EXPECT_LT(ended, std::chrono::milliseconds(500)) << "a standby run outlived its command";
+
+  const pid_t holder = static_cast<pid_t>(std::strtol(testing::ReadTextFile(dir.path() + "/a.pid").c_str(), nullptr, 10));
+  ASSERT_GT(holder, 0);
+  ASSERT_EQ(::kill(holder, SIGKILL), 0);
+  (void)::pclose(a);  // a's shell ends with a (its command dies with it: PR_SET_PDEATHSIG)
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const int fd = ::open((dir.path() + "/node/arbiter-gpu0.lock").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const int taken = ::flock(fd, LOCK_EX | LOCK_NB);
+  ::close(fd);  // drops the lock if it was free (the assertion below has failed then)
+  EXPECT_NE(taken, 0) << "nobody took GPU 0's arbiter lock over within a second of the holder's death";
+  CommandResult c = Tessera(dir, "run --tenant c --gpu 0 --mem 64MiB --share 30 -- '" + kProbe + "' init meminfo");
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(::pclose(b), 0);
 }
 
 // A registry that is not what tessera wrote: an error naming the file, never a crash, and the
