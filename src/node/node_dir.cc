@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -44,10 +45,44 @@ bool Zombie(long pid) {
   return paren != nullptr && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X' || paren[2] == 'x');
 }
 
-bool Alive(long pid) {
+bool ProcessAlive(long pid) {
   return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) && !Zombie(pid);
 }
-bool GroupAlive(long pgid) { return pgid > 0 && (::kill(-static_cast<pid_t>(pgid), 0) == 0 || errno == EPERM); }
+bool ProcessGroupAlive(long pgid) {
+  return pgid > 0 && (::kill(-static_cast<pid_t>(pgid), 0) == 0 || errno == EPERM);
+}
+
+// One operation's answers (a join, a leave, a prune, a KeepLive or LiveEntries pass: one reading
+// of the registry): while a LivenessPass is in scope on this thread, each pid and each process
+// group is asked of the kernel once, however many entries name it. The DRA driver and the device
+// plugin are the one member of every slot they hold, so a join beside 63 of their slots asked
+// kill(2) + /proc/<pid>/stat 126 times (EveryMemberAlive, then PruneEntries), now once. Within one
+// pass a process that dies is seen dead by the next operation, as it was by a later check.
+class LivenessPass {
+ public:
+  LivenessPass() : outer_(current_) { current_ = this; }
+  ~LivenessPass() { current_ = outer_; }
+  LivenessPass(const LivenessPass&) = delete;
+  LivenessPass& operator=(const LivenessPass&) = delete;
+  static bool Alive(long pid) { return current_ ? current_->Ask(current_->pids_, pid, ProcessAlive) : ProcessAlive(pid); }
+  static bool GroupAlive(long pgid) {
+    return current_ ? current_->Ask(current_->groups_, pgid, ProcessGroupAlive) : ProcessGroupAlive(pgid);
+  }
+
+ private:
+  static bool Ask(std::unordered_map<long, bool>& known, long id, bool (*ask)(long)) {
+    auto [it, fresh] = known.try_emplace(id, false);
+    if (fresh) it->second = ask(id);
+    return it->second;
+  }
+  static thread_local LivenessPass* current_;
+  LivenessPass* outer_;
+  std::unordered_map<long, bool> pids_, groups_;
+};
+thread_local LivenessPass* LivenessPass::current_ = nullptr;
+
+bool Alive(long pid) { return LivenessPass::Alive(pid); }
+bool GroupAlive(long pgid) { return LivenessPass::GroupAlive(pgid); }
 
 // Every member and command group of the entry lives: a join or leave need not look at its file.
 bool EveryMemberAlive(const TenantEntry& e) {
@@ -206,10 +241,13 @@ Status SyncMembers(const NodePaths& p, const std::vector<TenantEntry>& tenants) 
     return InternalError("members directory '" + p.members + "': " + std::strerror(errno));
   }
   std::map<long, std::string> want;
+  // Each process's start time is read once: the DRA driver is the one member of all its slots.
+  std::map<long, std::optional<std::uint64_t>> starts;
   for (const TenantEntry& e : tenants) {
     for (long pid : e.pids) {
-      const std::optional<std::uint64_t> start = enforce::ProcessStartTime(static_cast<pid_t>(pid));
-      if (start) want[pid] += std::to_string(*start) + " " + std::to_string(e.index) + "\n";
+      auto [start, fresh] = starts.try_emplace(pid);
+      if (fresh) start->second = enforce::ProcessStartTime(static_cast<pid_t>(pid));
+      if (start->second) want[pid] += std::to_string(*start->second) + " " + std::to_string(e.index) + "\n";
     }
   }
   if (DIR* d = ::opendir(p.members.c_str()); d != nullptr) {
@@ -301,6 +339,7 @@ std::string NodePaths::ArbiterLock(int gpu) const { return dir + "/arbiter-gpu" 
 NodeDir::NodeDir(std::string dir) : paths_(std::move(dir)) {}
 
 StatusOr<int> NodeDir::Join(const TenantRequest& r, long member_pid) const {
+  const LivenessPass pass;  // each process asked once
   if (r.gpus.empty()) return InvalidArgumentError("tenant '" + r.name + "': no GPU");
   std::vector<int> gpus = r.gpus;
   std::sort(gpus.begin(), gpus.end());
@@ -418,6 +457,7 @@ Status NodeDir::AddCommandGroup(long member_pid, long pgid) const {
 }
 
 Status NodeDir::Leave(long member_pid, long pgid) const {
+  const LivenessPass pass;  // each process asked once
   FileLock lock(paths_.lock, LOCK_EX);
   if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
   StatusOr<enforce::NodeSegment> seg = enforce::NodeSegment::OpenOnDemand(paths_.policy, paths_.counters);
@@ -441,6 +481,7 @@ std::optional<FileStamp> StampOf(const std::string& path) {
 }
 
 Status NodeDir::LeaveTenant(const std::string& name, long member_pid) const {
+  const LivenessPass pass;  // each process asked once
   if (::access(paths_.policy.c_str(), F_OK) != 0) return Status::Ok();
   FileLock lock(paths_.lock, LOCK_EX);
   if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
@@ -471,6 +512,7 @@ Status NodeDir::Relabel(const std::string& name, const std::string& account, con
 }
 
 Status NodeDir::Prune() const {
+  const LivenessPass pass;  // each process asked once
   if (::access(paths_.policy.c_str(), F_OK) != 0) return Status::Ok();
   FileLock lock(paths_.lock, LOCK_EX);
   if (!lock.held()) return InternalError("cannot lock '" + paths_.lock + "'");
@@ -571,6 +613,7 @@ StatusOr<std::vector<TenantEntry>> NodeDir::RegistryEntries() const {
 }
 
 std::vector<TenantEntry> NodeDir::KeepLive(std::vector<TenantEntry> tenants, const enforce::NodeSegment* seg) const {
+  const LivenessPass pass;  // each process asked once
   // An entry held only by a daemon's segment slot is live too (PruneEntries keeps it).
   std::erase_if(tenants, [&](const TenantEntry& e) {
     return !EntryAlive(e) && !(seg != nullptr && seg->TenantHasLiveSlots(e.index));
@@ -583,6 +626,7 @@ std::vector<TenantEntry> NodeDir::KeepLive(std::vector<TenantEntry> tenants, con
 }
 
 std::vector<TenantEntry> NodeDir::LiveEntries(std::vector<TenantEntry> tenants, const enforce::NodeSegment* seg) const {
+  const LivenessPass pass;  // each process asked once
   // A running workload's command group answers one kill(2); a member's Alive costs a kill(2) and
   // a read of /proc/<pid>/stat (its zombie test), so the groups are asked first.
   std::erase_if(tenants, [&](const TenantEntry& e) {
