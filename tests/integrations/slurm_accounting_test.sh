@@ -112,13 +112,6 @@ grep -q "^$physics|physics|[0-9]*|.*gres/shard=2" "$T/sacct.txt" || fail "sacct'
 grep -q "^$chem|chem|[0-9]*|.*gres/gpu=1" "$T/sacct.txt" || fail "sacct's line of the chem job: $(cat "$T/sacct.txt")"
 
 # 3. The arbiter stopped (every open interval written), reconcile sacct's own output.
-released() {
-  for _ in $(seq 1 100); do
-    grep -q "\"$1\"" "$T/node/tenants.json" 2> /dev/null || return 0
-    sleep 0.1
-  done
-  return 1
-}
 released "physics.$physics" && released "chem.$chem" || fail "the jobs are still registered: $(cat "$T/node/tenants.json")"
 kill "$arbiter"; wait "$arbiter" 2> /dev/null
 rec="$("$build/tessera" slurm reconcile --usage "$T/usage.jsonl" --sacct "$T/sacct.txt" --shards-per-gpu 4 -o json 2>&1)" ||

@@ -16,8 +16,18 @@
 # Set slurm_plugstack_line before calling to load something else (the benchmark's "without").
 # Define slurm_before_ctld to run something once munged runs and $T/slurm.conf is written, before
 # slurmctld starts (the accounting suite starts slurmdbd there and appends its lines).
-# Names it defines: T node node2 host pids arbiter probe slurmd_node mig_config dump_logs
+# Names it defines: T node node2 host pids arbiter probe slurmd_node mig_config dump_logs released
 # start_arbiter slurm_cluster_stop.
+
+# Whether tenant $1 leaves node tnode's registry within 10 s (the step's end runs slurm_spank_exit
+# after srun may have returned; nothing else prunes the registry meanwhile).
+released() {
+  for _ in $(seq 1 100); do
+    grep -q "\"$1\"" "$T/node/tenants.json" 2> /dev/null || return 0
+    sleep 0.1
+  done
+  return 1
+}
 
 dump_logs() { tail -n 30 "$T"/log/*.log 2> /dev/null; }
 slurm_cluster_stop() {

@@ -31,15 +31,6 @@ build="$(cd "$1" && pwd)"
 source "$(dirname "${BASH_SOURCE[0]}")/slurm_cluster.sh"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-# Whether tenant $1 leaves the node's registry within 10 s (the step's end runs slurm_spank_exit
-# after srun may have returned; nothing else prunes the registry meanwhile).
-released() {
-  for _ in $(seq 1 100); do
-    grep -q "\"$1\"" "$T/node/tenants.json" 2> /dev/null || return 0
-    sleep 0.1
-  done
-  return 1
-}
 # The job id a task wrote to file $1 as "job=<id>" once it runs (within 10 s; "" if it never did).
 job_id_in() {
   local id=""
