@@ -1,5 +1,6 @@
 #include "tessera/api/node_wire.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -154,8 +155,55 @@ std::string EncodeHeartbeat(const Heartbeat& h) {
     }
     body["conditions"] = std::move(list);
   }
+  if (h.local_slots) {
+    json list = json::array();
+    for (const LocalSlot& l : *h.local_slots) {
+      json one = {{"tenant", l.tenant}, {"gpus", l.gpus}, {"milli", l.milli}, {"mem_mib", l.mem_mib}};
+      if (!l.mig_instance.empty()) one["mig_instance"] = l.mig_instance;
+      list.push_back(std::move(one));
+    }
+    body["local_slots"] = std::move(list);
+  }
   return body.dump();
 }
+
+namespace {
+
+// "local_slots" of a heartbeat (present: the caller checked f.Has).
+StatusOr<std::vector<LocalSlot>> DecodeLocalSlots(const JsonFields& f) {
+  TESSERA_ASSIGN_OR_RETURN(const json list, f.Array("local_slots"));
+  if (list.size() > kMaxLocalSlots)
+    return f.Fail("local_slots", "at most " + std::to_string(kMaxLocalSlots) + " local slots");
+  std::vector<LocalSlot> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    TESSERA_ASSIGN_OR_RETURN(const JsonFields g, f.Nested(list[i], At("local_slots", i)));
+    TESSERA_RETURN_IF_ERROR(g.OnlyKnown({"tenant", "gpus", "milli", "mem_mib", "mig_instance"}));
+    for (const char* required : {"tenant", "gpus", "milli"}) TESSERA_RETURN_IF_ERROR(g.Require(required));
+    LocalSlot l;
+    TESSERA_ASSIGN_OR_RETURN(l.tenant, g.Str("tenant", 253));
+    if (l.tenant.empty()) return g.Fail("tenant", "expected a tenant name");
+    for (const LocalSlot& earlier : out)
+      if (earlier.tenant == l.tenant) return g.Fail("tenant", "'" + l.tenant + "' is given twice");
+    TESSERA_ASSIGN_OR_RETURN(const json gpus, g.Array("gpus"));
+    if (gpus.empty() || gpus.size() > static_cast<size_t>(kMaxGpusPerNode))
+      return g.Fail("gpus", "expected 1..16 GPU indexes, got " + std::to_string(gpus.size()));
+    for (size_t k = 0; k < gpus.size(); ++k) {
+      if (!gpus[k].is_number_integer() || gpus[k].get<int64_t>() < 0 || gpus[k].get<int64_t>() >= kMaxGpusPerNode)
+        return g.Fail(At("gpus", k), "expected a GPU index 0..15, got " + gpus[k].dump());
+      const int gpu = gpus[k].get<int>();
+      if (std::find(l.gpus.begin(), l.gpus.end(), gpu) != l.gpus.end())
+        return g.Fail(At("gpus", k), "GPU " + std::to_string(gpu) + " is given twice");
+      l.gpus.push_back(gpu);
+    }
+    TESSERA_ASSIGN_OR_RETURN(l.milli, g.Int("milli", 0, 1000, 0));
+    TESSERA_ASSIGN_OR_RETURN(l.mem_mib, g.Int("mem_mib", 0, int64_t{1} << 31, 0));
+    TESSERA_ASSIGN_OR_RETURN(l.mig_instance, g.Str("mig_instance", 96));
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+}  // namespace
 
 StatusOr<Heartbeat> DecodeHeartbeat(std::string_view body, std::string* bad_field) {
   if (bad_field) bad_field->clear();
@@ -163,7 +211,10 @@ StatusOr<Heartbeat> DecodeHeartbeat(std::string_view body, std::string* bad_fiel
   if (body.empty()) return out;
   TESSERA_ASSIGN_OR_RETURN(const json j, ParseWith(body, bad_field));
   JsonFields f(j, "", bad_field);
-  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"finished", "events", "conditions"}));
+  TESSERA_RETURN_IF_ERROR(f.OnlyKnown({"finished", "events", "conditions", "local_slots"}));
+  if (f.Has("local_slots")) {
+    TESSERA_ASSIGN_OR_RETURN(out.local_slots, DecodeLocalSlots(f));
+  }
   TESSERA_ASSIGN_OR_RETURN(const json finished, f.Array("finished"));
   TESSERA_ASSIGN_OR_RETURN(const json events, f.Array("events"));
   TESSERA_ASSIGN_OR_RETURN(const json conditions, f.Array("conditions"));

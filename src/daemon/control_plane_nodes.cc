@@ -25,11 +25,9 @@ json NodeJson(const NodeView& view) {
     json list = json::array();
     if (g < view.shares->size())
       for (const NodeShare& sh : (*view.shares)[g]) {
-        json one = {{"workload", sh.workload},
-                    {"tenant", sh.tenant},
-                    {"milli", sh.milli},
-                    {"mem_mib", sh.mem_mib},
-                    {"mode", sh.mode}};
+        json one = {{"tenant", sh.tenant}, {"milli", sh.milli}, {"mem_mib", sh.mem_mib}, {"mode", sh.mode}};
+        if (!sh.local) one["workload"] = sh.workload;  // a local slot is no workload of ours
+        if (!sh.mig_instance.empty()) one["mig_instance"] = sh.mig_instance;
         if (sh.mig_start >= 0) {
           one["mig_profile"] = sh.mig_profile;
           one["mig_start"] = sh.mig_start;

@@ -81,6 +81,15 @@ NodeView NodeService::ViewOf(store::NodeRecord rec, const sched::LiveScheduler::
   if (view) {
     for (int32_t free : view->gpu_free_milli) out.allocated_milli.push_back(1000 - free);
     out.workloads = static_cast<int64_t>(view->jobs.size());
+    // The node directory's other tenants are used too (issue 34); a GPU they overcommit shows
+    // 1000 (what the Kubernetes extender and `ctl nodes` read as full), its shares say more.
+    if (known)
+      for (const api::LocalSlot& l : known->local_slots)
+        for (int g : l.gpus)
+          if (g >= 0 && static_cast<size_t>(g) < out.allocated_milli.size()) {
+            int32_t& a = out.allocated_milli[static_cast<size_t>(g)];
+            a = static_cast<int32_t>(std::min<int64_t>(1000, a + l.milli));
+          }
   }
   return out;
 }
@@ -143,6 +152,15 @@ StatusOr<NodeView> NodeService::Get(const NodeCaller& caller, const std::string&
   }
   auto known = world_.nodes->find(name);
   const KnownNode* k = v ? (known != world_.nodes->end() ? &known->second : nullptr) : nullptr;
+  if (k)
+    for (const api::LocalSlot& l : k->local_slots)
+      for (int g : l.gpus)
+        if (g >= 0 && g < v->gpu_count) {
+          NodeShare here{0, l.tenant, l.milli, l.mem_mib, "local", "", -1, std::nullopt};
+          here.local = true;
+          here.mig_instance = l.mig_instance;
+          shares[static_cast<size_t>(g)].push_back(std::move(here));
+        }
   NodeView out = ViewOf(*std::move(rec), v ? &*v : nullptr, k);
   if (v && k == nullptr) out.record.last_heartbeat_ms = 0;  // held by the scheduler, not (yet) known
   out.shares = std::move(shares);
@@ -253,6 +271,7 @@ StatusOr<api::RegisterAnswer> NodeService::Register(const NodeCaller& caller, co
   }
   if (known != nodes.end() && known->second.record.inventory_json == inv.canonical_json) {
     known->second.last_heartbeat_ms = now;  // the same inventory again (an agent restarted)
+    known->second.local_slots.clear();      // the agent sends them after registering
     store::NodeRecord& held = known->second.record;
     if (held.agent_token != caller.actor || held.agent_id != inv.agent_id) {  // a new token, or a first id
       store::NodeRecord rec = held;
@@ -323,6 +342,7 @@ std::optional<StatusOr<api::RegisterAnswer>> NodeService::RegisterMigChange(cons
   if (!st.ok()) return StatusOr<api::RegisterAnswer>(st);
   known->second.record = rec;
   known->second.last_heartbeat_ms = now;
+  known->second.local_slots.clear();  // the agent sends them after registering
   world_.wake();
   return StatusOr<api::RegisterAnswer>(api::RegisterAnswer{name, rec.state});
 }
@@ -375,6 +395,7 @@ StatusOr<api::HeartbeatAnswer> NodeService::Heartbeat(const NodeCaller& caller, 
     if (!written.ok()) return written;
   }
   node->second.conditions = std::move(conditions);
+  if (beat.local_slots) node->second.local_slots = *beat.local_slots;  // absent: unchanged
   if (!here.empty() || !here_events.empty()) {
     const Status written = transact_("finish", [&](store::Transaction& tx) -> Status {
       // Events first: a violation's detail comes before the end it caused.

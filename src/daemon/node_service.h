@@ -32,6 +32,9 @@
 //   (the loop places workload 7 on n1)
 //   Heartbeat(A, "n1", {.finished = {{7, 0, ""}, {9, 1, ""}}}) -> {n1, ready, ignored [9]};
 //     workload 7 completed ("exit code 0"); the world's complete(7)
+//   Heartbeat(A, "n1", {.local_slots = {{{"k8s-dra/ns/c", {0}, 600, 0, ""}}}}) -> the node's GPU 0
+//     shows allocated_milli 600 (its placements' milli + 600) and a share {tenant k8s-dra/ns/c,
+//     milli 600, mode "local"}; later heartbeats without "local_slots" keep it (issue 34)
 //   Desired(A, "n1")                         -> {n1, ready, workloads []}; the heartbeat's answer
 //     carried its version: desired_version == api::DesiredVersion(EncodeDesiredState(that))
 //   Apply(admin, "n1", kCordon)              -> {n1, cordoned, requeued []}; event node.cordoned
@@ -80,6 +83,11 @@ struct KnownNode {
   // a comparison (issue 32). Empty version: none yet.
   api::DesiredState desired;
   std::string desired_version;
+  // The node directory's other tenants (DRA claims, device-plugin slots, Slurm tasks, `tessera
+  // run` by hand) as the agent's last heartbeat that carried them said (issue 34; in memory only:
+  // a registration, a lost node or a restart clears them, and the agent sends them again after
+  // a registration and every 30 s while it has any). They count as used in GET /v1/nodes.
+  std::vector<api::LocalSlot> local_slots = {};
 };
 
 struct NodeCaller {
@@ -131,7 +139,7 @@ struct NodeWorld {
 
 // One running workload's share of one GPU (GET /v1/nodes/{name}'s gpus[i].shares).
 struct NodeShare {
-  int64_t workload = 0;
+  int64_t workload = 0;  // 0 for a local slot
   std::string tenant;
   int64_t milli = 0;
   int64_t mem_mib = 0;
@@ -139,13 +147,18 @@ struct NodeShare {
   std::string mig_profile;  // MIG pods only (mig_start >= 0)
   int mig_start = -1;
   std::optional<ShareUse> use;  // its newest sample, where the agent sent one
+  // A tenant of the node directory that the control plane did not place (KnownNode::local_slots):
+  // shown with mode "local", its tenant name and MIG instance, no workload.
+  bool local = false;
+  std::string mig_instance;
 };
 
 // A node as GET /v1/nodes and GET /v1/nodes/{name} show it.
 struct NodeView {
   store::NodeRecord record;  // last_heartbeat_ms: the control plane's (in memory) for a live node
   api::NodeState state = api::NodeState::kReady;
-  std::vector<int32_t> allocated_milli;  // per GPU, as the scheduler holds it (empty: lost)
+  // Per GPU, as the scheduler holds it plus the node's local slots, at most 1000 (empty: lost).
+  std::vector<int32_t> allocated_milli;
   int64_t workloads = 0;                 // running with a pod here
   std::map<std::string, api::NodeCondition> conditions;  // the agent's, as its last heartbeat said
   std::optional<std::vector<std::vector<NodeShare>>> shares;  // per GPU index (Get only)

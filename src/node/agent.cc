@@ -60,15 +60,21 @@ Status Agent::Register() {
   if (r.status != 200) return UnavailableError("register: " + internal::ResponseMessage(r));
   registered_ = true;
   desired_version_.clear();  // a node registered again: its desired state is fetched afresh
+  local_acked_.reset();      // ... and the control plane holds no local slots for it
   ++stats_.registrations;
   Log("registered node '" + options_.name + "' (" + std::to_string(inventory_.gpus.size()) + " GPUs)");
   return Status::Ok();
 }
 
-Status Agent::Heartbeat(int64_t) {
+Status Agent::Heartbeat(int64_t now_ms) {
   api::Heartbeat beat{finished_, events_, {}};
   if (nvml_condition_) beat.conditions.push_back(*nvml_condition_);
   if (mig_condition_) beat.conditions.push_back(*mig_condition_);
+  // The node directory's other tenants: only when the control plane does not hold this list.
+  if (std::optional<std::vector<api::LocalSlot>> local = LocalSlots()) {
+    if (!local_acked_ || *local_acked_ != *local || (!local->empty() && now_ms - local_acked_ms_ >= kLocalSlotsResendMs))
+      beat.local_slots = std::move(*local);
+  }
   const std::string body = api::EncodeHeartbeat(beat);
   const size_t events_sent = events_.size();
   TESSERA_ASSIGN_OR_RETURN(LinkResponse r, link_->Call("POST", "/v1/nodes/" + options_.name + "/heartbeat", body));
@@ -83,6 +89,11 @@ Status Agent::Heartbeat(int64_t) {
   // cannot read: then GET desired every round, as before).
   StatusOr<api::HeartbeatAnswer> answer = api::DecodeHeartbeatAnswer(r.body, nullptr);
   heard_version_ = answer.ok() ? answer->desired_version : "";
+  if (beat.local_slots) {
+    local_acked_ = std::move(beat.local_slots);
+    local_acked_ms_ = now_ms;
+    ++stats_.local_slot_reports;
+  }
   for (const api::FinishedWorkload& f : finished_) {
     const int64_t id = f.id;
     auto w = held_.find(id);

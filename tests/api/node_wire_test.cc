@@ -219,6 +219,53 @@ TEST(NodeWireTest, NodeConditionsRoundTripAndRefusalsNameTheField) {
   EXPECT_EQ(Refusal(decode, many + "]}").first, "conditions: at most 16 conditions");
 }
 
+// Issue 34: the node directory's other tenants travel as the whole list, only when it changed:
+// absent is "unchanged", [] is "none any more", and an agent that sends none still decodes.
+TEST(NodeWireTest, LocalSlotsRoundTripAndAnEmptyListIsNotLeftOut) {
+  Heartbeat h;
+  h.local_slots = std::vector<LocalSlot>{{"k8s-dra/ns/c", {0}, 600, 10240, ""}, {"p", {1, 3}, 1000, 0, "MIG-1"}};
+  const std::string body = EncodeHeartbeat(h);
+  EXPECT_EQ(body, R"({"local_slots":[{"gpus":[0],"mem_mib":10240,"milli":600,"tenant":"k8s-dra/ns/c"},)"
+                  R"({"gpus":[1,3],"mem_mib":0,"mig_instance":"MIG-1","milli":1000,"tenant":"p"}]})");
+  StatusOr<Heartbeat> back = DecodeHeartbeat(body, nullptr);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, h);
+  Heartbeat none_left;
+  none_left.local_slots = std::vector<LocalSlot>{};
+  EXPECT_FALSE(none_left.empty());
+  EXPECT_EQ(EncodeHeartbeat(none_left), R"({"local_slots":[]})");
+  StatusOr<Heartbeat> left = DecodeHeartbeat(R"({"local_slots":[]})", nullptr);
+  ASSERT_TRUE(left.ok()) << left.status().message();
+  ASSERT_TRUE(left->local_slots.has_value());
+  EXPECT_TRUE(left->local_slots->empty());
+  StatusOr<Heartbeat> unchanged = DecodeHeartbeat(R"({"finished": [{"id": 7}]})", nullptr);
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_FALSE(unchanged->local_slots.has_value());
+  EXPECT_EQ(EncodeHeartbeat(Heartbeat{}), "");
+}
+
+TEST(NodeWireTest, LocalSlotRefusalsNameTheField) {
+  auto decode = [](std::string_view b, std::string* f) { return DecodeHeartbeat(b, f); };
+  EXPECT_EQ(Refusal(decode, R"({"local_slots": [{"tenant": "a", "gpus": [0]}]})").first, "local_slots[0].milli: missing");
+  EXPECT_EQ(Refusal(decode, R"({"local_slots": [{"tenant": "a", "gpus": [0], "milli": 1001}]})").second,
+            "local_slots[0].milli");
+  EXPECT_EQ(Refusal(decode, R"({"local_slots": [{"tenant": "a", "gpus": [16], "milli": 1}]})").first,
+            "local_slots[0].gpus[0]: expected a GPU index 0..15, got 16");
+  EXPECT_EQ(Refusal(decode, R"({"local_slots": [{"tenant": "a", "gpus": [1, 1], "milli": 1}]})").second,
+            "local_slots[0].gpus[1]");
+  EXPECT_EQ(Refusal(decode, R"({"local_slots": [{"tenant": "a", "gpus": [], "milli": 1}]})").second,
+            "local_slots[0].gpus");
+  EXPECT_EQ(Refusal(decode, R"({"local_slots": [{"tenant": "a", "gpus": [0], "milli": 1, "pid": 4}]})").second,
+            "local_slots[0].pid");
+  EXPECT_EQ(Refusal(decode, R"({"local_slots": [{"tenant": "a", "gpus": [0], "milli": 1},)"
+                            R"({"tenant": "a", "gpus": [1], "milli": 1}]})").first,
+            "local_slots[1].tenant: 'a' is given twice");
+  EXPECT_EQ(Refusal(decode, R"({"local_slots": {}})").second, "local_slots");
+  std::string many = R"({"local_slots": [)";
+  for (int i = 0; i < 65; ++i) many += (i ? "," : "") + std::string(R"({"gpus":[0],"milli":1,"tenant":"t)") + std::to_string(i) + R"("})";
+  EXPECT_EQ(Refusal(decode, many + "]}").first, "local_slots: at most 64 local slots");
+}
+
 TEST(NodeWireTest, HeartbeatAnswerRoundTrips) {
   const HeartbeatAnswer a{"n1", NodeState::kReady, {4, 9}};
   StatusOr<HeartbeatAnswer> back = DecodeHeartbeatAnswer(EncodeHeartbeatAnswer(a), nullptr);

@@ -293,6 +293,21 @@ TEST(CtlCli, NodesGetPrintsNvmlsFiguresBesideTheSampledUse) {
       << r.out;
 }
 
+// Issue 34: a local slot (a tenant of the node directory the control plane did not place) is a
+// share with no workload; the map says so rather than "workload -".
+TEST(CtlCli, NodesGetPrintsALocalSlotAsSuch) {
+  TempDir dir;
+  CannedServer server(200, R"js({"name": "n1", "state": "ready", "cpu_milli": 1, "memory_mib": 1, "workloads": 0,
+    "last_heartbeat_ms": 0, "conditions": [], "gpus": [{"index": 0, "model": "A100-40GB", "allocated_milli": 600,
+    "shares": [{"tenant": "k8s-dra/ns/c", "milli": 600, "mem_mib": 10240, "mode": "local"}]}]})js");
+  ASSERT_GT(server.port(), 0);
+  CommandResult r = RunTessera(dir, "ctl nodes get n1", Env(server));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("GPU 0 A100-40GB [############........] 600/1000 milli\n"
+                               "    # local slot, tenant k8s-dra/ns/c, 600 milli, memory limit 10240 MiB, local\n"))
+      << r.out;
+}
+
 // Issue 32: `ctl nodes get` printed one row with the node's total milli; now, beneath it, a GPU
 // map: a bar of each GPU's 1000 milli split by share (one mark per share, 50 milli a cell) and the
 // shares under it. -o json stays the server's JSON.

@@ -1727,6 +1727,43 @@ TEST_F(ControlPlaneTest, ANodeConditionChangeIsANodeEventAndTheNodeShowsIt) {
   EXPECT_EQ(Kinds(vadmin.text()), (std::vector<std::string>{"token.created", "tenant.created"}));
 }
 
+// Issue 34: the node directory's tenants the control plane did not place (a DRA claim here) come
+// with the agent's heartbeat; GET /v1/nodes counts their milli in allocated_milli and GET
+// /v1/nodes/{name} lists them as "local" shares. A heartbeat without the list keeps them, [] and a
+// re-registration clear them.
+TEST_F(ControlPlaneTest, ALocalSlotTheAgentReportsIsAllocatedAndListedAsALocalShare) {
+  Tenant("a");
+  const std::string agent = Token("node-agent");
+  RegisterNode(agent, "n1", 2);
+  const auto beat = [&](const std::string& body) { Ok("POST", "/v1/nodes/n1/heartbeat", body, agent); };
+  beat(R"({"local_slots":[{"tenant":"k8s-dra/ns/c","gpus":[0],"milli":600,"mem_mib":10240}]})");
+  const auto allocated = [&] {
+    std::vector<int64_t> out;
+    const json list = Ok("GET", "/v1/nodes");
+    for (const json& g : list["nodes"][0]["gpus"]) out.push_back(g["allocated_milli"].get<int64_t>());
+    return out;
+  };
+  EXPECT_EQ(allocated(), (std::vector<int64_t>{600, 0}));
+  const json node = Ok("GET", "/v1/nodes/n1");
+  EXPECT_EQ(node["gpus"][0]["allocated_milli"], 600) << node.dump();
+  EXPECT_EQ(node["gpus"][0]["shares"],
+            json::parse(R"([{"tenant":"k8s-dra/ns/c","milli":600,"mem_mib":10240,"mode":"local"}])"));
+  EXPECT_EQ(node["gpus"][1]["shares"], json::array());
+  beat("");  // unchanged
+  EXPECT_EQ(allocated(), (std::vector<int64_t>{600, 0}));
+  // The whole list each time: p joined beside the claim and overcommits GPU 0, which shows full.
+  beat(R"({"local_slots":[{"tenant":"k8s-dra/ns/c","gpus":[0],"milli":600},{"tenant":"p","gpus":[0,1],"milli":700}]})");
+  EXPECT_EQ(allocated(), (std::vector<int64_t>{1000, 700}));
+  beat(R"({"local_slots":[]})");
+  EXPECT_EQ(allocated(), (std::vector<int64_t>{0, 0}));
+  beat(R"({"local_slots":[{"tenant":"p","gpus":[1],"milli":700}]})");
+  RegisterNode(agent, "n1", 2);  // the agent restarted: it sends them again
+  EXPECT_EQ(allocated(), (std::vector<int64_t>{0, 0}));
+  const HttpResponse bad = Call("POST", "/v1/nodes/n1/heartbeat", R"({"local_slots":[{"tenant":"p","gpus":[1]}]})", agent);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.body, HasSubstr("local_slots[0].milli"));
+}
+
 TEST_F(ControlPlaneTest, BadEventStreamRequestsAre4xxThatNameTheProblem) {
   Tenant("a");
   Tenant("b");

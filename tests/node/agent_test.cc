@@ -57,6 +57,7 @@ class ScriptedControlPlane : public ControlPlaneLink {
           }
         if (j.contains("events"))
           for (const json& e : j["events"]) events.push_back(e);
+        if (j.contains("local_slots")) local_slots.push_back(j["local_slots"]);
       }
       if (!versioned) return LinkResponse{200, R"({"node": "n1", "state": "ready", "ignored": []})"};
       return LinkResponse{200, json{{"node", "n1"}, {"state", "ready"}, {"ignored", json::array()},
@@ -94,6 +95,7 @@ class ScriptedControlPlane : public ControlPlaneLink {
   std::map<int64_t, std::string> reasons;  // of the finished reports
   std::vector<json> events;
   std::vector<json> samples;
+  std::vector<json> local_slots;  // each heartbeat's "local_slots", where it had one
 };
 
 json Workload(int64_t id, int gpu, int64_t mem_mib, int milli, std::vector<std::string> command = {}) {
@@ -172,6 +174,50 @@ TEST_F(AgentTest, RegistersTheInventoryAndAgainWhenTheControlPlaneForgetsTheNode
   ASSERT_TRUE(agent.Round(now_ms + 3000).ok());
   EXPECT_EQ(cp.Count("/register"), 2);
   EXPECT_EQ(agent.stats().registrations, 2);
+}
+
+// Issue 34: a tenant that another program joined in the node directory (a DRA claim here) is in
+// the next heartbeat, once; the agent's own slots never are; its leaving is sent once too; a
+// registration sends the list again; a list the control plane holds is resent only after
+// kLocalSlotsResendMs.
+TEST_F(AgentTest, ATenantJoinedByAnotherProgramIsReportedOnceAndSoIsItsLeaving) {
+  AgentOptions o = Options();
+  o.usage_interval_s = 3600;
+  Agent agent(o, TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array({Workload(11, 0, 4096, 300)});
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  ASSERT_EQ(agent.held().count(11), 1u);
+  ASSERT_EQ(cp.local_slots.size(), 1u);  // the first heartbeat after registering: none
+  EXPECT_EQ(cp.local_slots[0], json::array());
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());  // w11 joined: the agent's own, not sent
+  EXPECT_EQ(cp.local_slots.size(), 1u);
+
+  const NodeDir node(dir.File("node"));
+  ASSERT_TRUE(node.Join(TenantRequest{.name = "k8s-dra/ns/c", .gpus = {0}, .mem_bytes = 10ull << 30, .share = 600},
+                        ::getpid())
+                  .ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  ASSERT_EQ(cp.local_slots.size(), 2u);
+  EXPECT_EQ(cp.local_slots[1], json::parse(R"([{"gpus": [0], "mem_mib": 10240, "milli": 600, "tenant": "k8s-dra/ns/c"}])"));
+
+  now_ms += kLocalSlotsResendMs;  // held for a while: sent again for a control plane that restarted
+  ASSERT_TRUE(agent.Round(now_ms).ok());
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  ASSERT_EQ(cp.local_slots.size(), 3u);
+  EXPECT_EQ(cp.local_slots[2], cp.local_slots[1]);
+
+  ASSERT_TRUE(node.LeaveTenant("k8s-dra/ns/c", ::getpid()).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  ASSERT_EQ(cp.local_slots.size(), 4u);
+  EXPECT_EQ(cp.local_slots[3], json::array());
+
+  cp.status_for["/heartbeat"] = 404;  // the node was lost: it registers again and sends the list
+  ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  cp.status_for.clear();
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  ASSERT_EQ(cp.local_slots.size(), 5u);
+  EXPECT_EQ(agent.stats().local_slot_reports, 5);
 }
 
 // Issue 32: while the heartbeat's answer names the version of the desired state the agent holds,

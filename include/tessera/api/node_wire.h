@@ -142,11 +142,32 @@ struct NodeCondition {
   friend bool operator==(const NodeCondition&, const NodeCondition&) = default;
 };
 
+// A tenant of the node directory (tessera/node/node_dir.h) that the agent did not place: a DRA
+// claim (`tessera k8s dra-driver`), a device-plugin slot, a Slurm task, a `tessera run` by hand.
+// The control plane counts it as used on its GPUs (issue 34), so that GET /v1/nodes and the
+// scheduler see the node as it is. {"tenant": "k8s-dra/ns/claim", "gpus": [0], "milli": 600,
+// "mem_mib": 10240} ("mig_instance" left out when empty).
+inline constexpr size_t kMaxLocalSlots = 64;  // the node directory's tenant indexes
+struct LocalSlot {
+  std::string tenant;        // required, 1..253 characters: the node directory's tenant name
+  std::vector<int> gpus;     // required, 1..16 distinct indexes 0..15
+  int64_t milli = 0;         // required, 0..1000: its compute share of each of those GPUs
+  int64_t mem_mib = 0;       // 0..2^31: its memory limit on each GPU (0: none, the whole GPU)
+  std::string mig_instance;  // optional, up to 96 characters: the MIG device UUID it runs on
+  friend bool operator==(const LocalSlot&, const LocalSlot&) = default;
+};
+
 struct Heartbeat {
   std::vector<FinishedWorkload> finished;
   std::vector<AgentEvent> events;
   std::vector<NodeCondition> conditions;  // left out when empty (an agent that reports none)
-  bool empty() const { return finished.empty() && events.empty() && conditions.empty(); }
+  // The node directory's other tenants, the whole list, sent only when it changed since the list
+  // the control plane last acknowledged (nullopt: left out, "unchanged"; an empty list: "none any
+  // more", sent as []). At most kMaxLocalSlots, tenant names unique. Example: a DRA claim joins
+  // -> {"local_slots": [{"gpus": [0], "mem_mib": 0, "milli": 600, "tenant": "c"}]} once; it
+  // leaves -> {"local_slots": []} once; rounds in between carry no "local_slots".
+  std::optional<std::vector<LocalSlot>> local_slots = std::nullopt;
+  bool empty() const { return finished.empty() && events.empty() && conditions.empty() && !local_slots; }
   friend bool operator==(const Heartbeat&, const Heartbeat&) = default;
 };
 

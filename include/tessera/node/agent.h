@@ -11,7 +11,11 @@
 //   1. register the inventory if the control plane does not know the node (first round, or a
 //      404 from heartbeat: it restarted without it or declared the node lost);
 //   2. heartbeat, reporting the workloads that ended since the last acknowledged heartbeat
-//      ({"finished": [{"id", "exit_code"}]}; kept and resent until a 200);
+//      ({"finished": [{"id", "exit_code"}]}; kept and resent until a 200), and the node
+//      directory's other tenants (issue 34: DRA claims, device-plugin slots, Slurm tasks, `tessera
+//      run` by hand; "local_slots", agent_local.cc) when their list differs from the one the
+//      control plane last acknowledged, after each registration, and every kLocalSlotsResendMs
+//      while it is not empty (a restarted control plane holds none);
 //   3. the desired state: GET desired when the heartbeat's answer named a version
 //      (desired_version) other than the one the agent holds, when it named none (an older
 //      control plane), or kDesiredRefetchMs after the last GET (a safety net); else the held copy
@@ -216,6 +220,12 @@ StatusOr<TenantUidOptions> ParseTenantUidFlags(const std::string& tenant_uids, c
 // so this only covers a control plane that answers a stale version.
 inline constexpr int64_t kDesiredRefetchMs = 30'000;
 
+// The node directory's other tenants (step 2) are sent again, unchanged, this long after they
+// were last acknowledged while there are any: the control plane keeps them in memory only, so a
+// restarted one (which the agent does not notice: its node is restored from the store) counts
+// them again within this time. An idle fleet with none sends nothing more.
+inline constexpr int64_t kLocalSlotsResendMs = 30'000;
+
 struct AgentOptions {
   std::string name;        // the node's name at the control plane
   std::string run_dir;     // the node directory (DefaultNodeDir() unless given)
@@ -298,6 +308,7 @@ struct AgentStats {
   int64_t mig_reconfigurations = 0;  // GPUs whose desired MIG layout was applied
   int64_t mig_steps = 0;             // MIG instances destroyed or created for them
   int64_t desired_fetches = 0;       // GETs of the desired state (a round may reuse the held one)
+  int64_t local_slot_reports = 0;    // heartbeats acknowledged that carried "local_slots" (step 2)
 };
 
 class Agent {
@@ -330,6 +341,9 @@ class Agent {
  private:
   Status Register();
   Status Heartbeat(int64_t now_ms);
+  // The node directory's live tenants that are not held workloads' slots, as the heartbeat sends
+  // them (agent_local.cc; sorted by tenant). nullopt when the registry cannot be read (logged).
+  std::optional<std::vector<api::LocalSlot>> LocalSlots();
   Status ApplyDesired(int64_t now_ms);
   // The desired state this round: desired_ when it is still current (see step 3), else a GET.
   // nullptr: the control plane does not know the node (registered_ is then false).
@@ -433,6 +447,13 @@ class Agent {
   // (node::StampOf).
   std::optional<FileStamp> slots_stamp_;
   std::map<std::string, int> slot_index_;
+  // LocalSlots' registry entries, read again only when the file changed (liveness is judged each
+  // round); the list the control plane last acknowledged (nullopt: none since the registration,
+  // so the next heartbeat sends it even when empty) and when.
+  std::optional<FileStamp> local_stamp_;
+  std::vector<TenantEntry> local_entries_;
+  std::optional<std::vector<api::LocalSlot>> local_acked_;
+  int64_t local_acked_ms_ = 0;
   // HeldSlotFigures' mappings: the segment (opened on demand: the held tenants' files only; files
   // replaced since are mapped again when the registry changed) and the lease boards' node lines.
   std::optional<enforce::NodeSegment> usage_segment_;

@@ -46,7 +46,8 @@ std::string CtlModels(const json& gpus) {
 //     # workload 7, tenant ml, 300 milli, memory limit 20480 MiB, fraction(300,20480MiB)
 //     = workload 9, tenant cv, 400 milli, memory limit whole GPU, fraction(400,0MiB)
 // and, where the agent sampled a share, ", using 6144 MiB and 150 milli" after it and its GPU,
-// then NVML's figures where the sample carried them (NvmlUse).
+// then NVML's figures where the sample carried them (NvmlUse). A local slot (a DRA claim, mode
+// "local") reads "    % local slot, tenant k8s-dra/ns/c, 600 milli, memory limit 10240 MiB, local".
 // A share's mark spans its milli rounded at the cumulative edges, so the marks add up to the sum.
 std::string CtlGpuMap(const json& node) {
   constexpr int kCells = 20;
@@ -65,7 +66,10 @@ std::string CtlGpuMap(const json& node) {
       const char c = kMarks[mark++ % kMarks.size()];
       bar.append(static_cast<size_t>(std::max<int64_t>(0, to - from)), c);
       const int64_t mem = sh.value("mem_mib", int64_t{0});
-      below += "    " + std::string(1, c) + " workload " + CtlText(sh.value("workload", json())) + ", tenant " + CtlText(sh.value("tenant", json())) +
+      // A local slot (a tenant of the node directory the control plane did not place, issue 34)
+      // has no workload.
+      const std::string who = sh.contains("workload") ? "workload " + CtlText(sh["workload"]) : std::string("local slot");
+      below += "    " + std::string(1, c) + " " + who + ", tenant " + CtlText(sh.value("tenant", json())) +
                ", " + std::to_string(milli) +
                " milli, memory limit " + (mem > 0 ? std::to_string(mem) + " MiB" : std::string("whole GPU")) + ", " +
                CtlText(sh.value("mode", json()));

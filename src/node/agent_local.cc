@@ -1,0 +1,67 @@
+// The node directory's other tenants, as the agent's heartbeat reports them (issue 34; step 2 of
+// tessera/node/agent.h): the tenants that DRA claims, device-plugin slots, Slurm tasks or a
+// `tessera run` by hand joined on this node, which the control plane did not place and so would
+// otherwise count as free.
+//
+// Cost per round: one stat(2) of the registry (the file is parsed again only when a join or a
+// leave replaced it) and the liveness of the other tenants' members (NodeDir::LiveEntries: one
+// kill(2) per command group or member, each asked once). No counters file is mapped.
+//
+// What a slot says: its GPUs (those of this node's inventory; an index beyond it is left out, a
+// tenant with none left is not sent), its share as milli of each GPU (the DRA driver, the device
+// plugin and the agent join with milli; a larger weight, such as `tessera run --share 2000`,
+// counts as the whole GPU: min(share, 1000)), its memory limit in MiB rounded up (0 when it has
+// none, enforce::kUnlimited) and its MIG instance.
+//
+// Worked example (a 2-GPU node; the agent holds workload 7, slot "w7"; the registry holds w7,
+// "k8s-dra/ns/c" on GPU 0 with share 600 and 10 GiB, and "x" on GPUs 1 and 5 with share 3000):
+//   LocalSlots() = [{"k8s-dra/ns/c", {0}, 600, 10240, ""}, {"x", {1}, 1000, 0, ""}]
+// (w7 is the agent's own; GPU 5 is not this node's.)
+#include <algorithm>
+
+#include "tessera/enforce/segment.h"
+#include "tessera/node/agent.h"
+
+namespace tessera::node {
+
+std::optional<std::vector<api::LocalSlot>> Agent::LocalSlots() {
+  std::vector<api::LocalSlot> out;
+  const std::optional<FileStamp> stamp = StampOf(node_.paths().registry);
+  if (!stamp) return out;  // no node directory yet: nobody joined
+  if (stamp != local_stamp_) {
+    StatusOr<std::vector<TenantEntry>> entries = node_.RegistryEntries();
+    if (!entries.ok()) {
+      Log("local slots not reported: " + std::string(entries.status().message()));
+      return std::nullopt;
+    }
+    local_entries_ = std::move(*entries);
+    local_stamp_ = stamp;
+  }
+  std::set<std::string> own;
+  for (const auto& [id, w] : held_) own.insert(w.slot);
+  std::vector<TenantEntry> others;
+  for (const TenantEntry& e : local_entries_)
+    if (!own.count(e.name)) others.push_back(e);
+  const int gpus = static_cast<int>(inventory_.gpus.size());
+  for (const TenantEntry& e : node_.LiveEntries(std::move(others), nullptr)) {
+    // Names and instances the wire does not take (a heartbeat refused each round would lose the
+    // node) are left out; the node directory's own names are shorter.
+    if (e.name.empty() || e.name.size() > 253 || e.mig_instance.size() > 96) continue;
+    api::LocalSlot slot{.tenant = e.name};
+    for (int g : e.gpus)
+      if (g >= 0 && g < gpus) slot.gpus.push_back(g);
+    if (slot.gpus.empty()) continue;
+    slot.milli = std::clamp(e.share, 0, 1000);
+    constexpr uint64_t kMiB = uint64_t{1} << 20;
+    slot.mem_mib = e.mem_bytes >= enforce::kUnlimited
+                       ? 0
+                       : static_cast<int64_t>(std::min<uint64_t>((e.mem_bytes + kMiB - 1) / kMiB, uint64_t{1} << 31));
+    slot.mig_instance = e.mig_instance;
+    out.push_back(std::move(slot));
+  }
+  std::sort(out.begin(), out.end(), [](const api::LocalSlot& a, const api::LocalSlot& b) { return a.tenant < b.tenant; });
+  if (out.size() > api::kMaxLocalSlots) out.resize(api::kMaxLocalSlots);
+  return out;
+}
+
+}  // namespace tessera::node
