@@ -60,7 +60,7 @@ Status Agent::Register() {
   if (r.status != 200) return UnavailableError("register: " + internal::ResponseMessage(r));
   registered_ = true;
   desired_version_.clear();  // a node registered again: its desired state is fetched afresh
-  local_acked_.reset();      // ... and the control plane holds no local slots for it
+  local_acked_.emplace();    // ... and the control plane holds no local slots for it (none to send)
   ++stats_.registrations;
   Log("registered node '" + options_.name + "' (" + std::to_string(inventory_.gpus.size()) + " GPUs)");
   return Status::Ok();
@@ -71,10 +71,11 @@ Status Agent::Heartbeat(int64_t now_ms) {
   if (nvml_condition_) beat.conditions.push_back(*nvml_condition_);
   if (mig_condition_) beat.conditions.push_back(*mig_condition_);
   // The node directory's other tenants: only when the control plane does not hold this list.
-  if (std::optional<std::vector<api::LocalSlot>> local = LocalSlots()) {
-    if (!local_acked_ || *local_acked_ != *local || (!local->empty() && now_ms - local_acked_ms_ >= kLocalSlotsResendMs))
-      beat.local_slots = std::move(*local);
-  }
+  // Not while an older control plane refused the field (see below).
+  std::optional<std::vector<api::LocalSlot>> local = now_ms >= local_refused_until_ms_ ? LocalSlots() : std::nullopt;
+  if (local && (!local_acked_ || *local_acked_ != *local ||
+                (!local->empty() && now_ms - local_acked_ms_ >= kLocalSlotsResendMs)))
+    beat.local_slots = std::move(*local);
   const std::string body = api::EncodeHeartbeat(beat);
   const size_t events_sent = events_.size();
   TESSERA_ASSIGN_OR_RETURN(LinkResponse r, link_->Call("POST", "/v1/nodes/" + options_.name + "/heartbeat", body));
@@ -83,6 +84,16 @@ Status Agent::Heartbeat(int64_t now_ms) {
     registered_ = false;
     Log("the control plane does not know node '" + options_.name + "': registering again");
     return Status::Ok();
+  }
+  if (r.status == 400 && beat.local_slots && r.body.find("local_slots") != std::string::npos) {
+    // A control plane older than the field refuses the whole heartbeat (its decoding is strict):
+    // the heartbeat goes again at once without the list, and the list waits kLocalSlotsRetryMs, so
+    // that agents upgraded before their control plane keep their nodes alive.
+    local_refused_until_ms_ = now_ms + kLocalSlotsRetryMs;
+    Log("the control plane refused the heartbeat's local_slots (" + internal::ResponseMessage(r) +
+        "): an older version; the node directory's other tenants are not reported for " +
+        std::to_string(kLocalSlotsRetryMs / 60'000) + " minutes (upgrade the control plane first)");
+    return Heartbeat(now_ms);
   }
   if (r.status != 200) return UnavailableError("heartbeat: " + internal::ResponseMessage(r));
   // The desired state's version (none from an older control plane, or an answer this agent

@@ -48,6 +48,11 @@ class ScriptedControlPlane : public ControlPlaneLink {
       return LinkResponse{200, R"({"node": "n1", "state": "ready"})"};
     }
     if (path.ends_with("/heartbeat")) {
+      if (refuse_local_slots && body.find("\"local_slots\"") != std::string_view::npos) {
+        ++local_slots_refused;  // as a control plane before the field answers (strict decoding)
+        return LinkResponse{400, "{\"error\": {\"code\": \"invalid_argument\", \"message\": \"local_slots: unknown "
+                                 "field (known: finished, events, conditions)\"}}"};
+      }
       if (!body.empty()) {
         const json j = json::parse(body);
         if (j.contains("finished"))
@@ -96,6 +101,8 @@ class ScriptedControlPlane : public ControlPlaneLink {
   std::vector<json> events;
   std::vector<json> samples;
   std::vector<json> local_slots;  // each heartbeat's "local_slots", where it had one
+  bool refuse_local_slots = false;  // answer a heartbeat with "local_slots" 400, as an older version
+  int local_slots_refused = 0;
 };
 
 json Workload(int64_t id, int gpu, int64_t mem_mib, int milli, std::vector<std::string> command = {}) {
@@ -188,36 +195,65 @@ TEST_F(AgentTest, ATenantJoinedByAnotherProgramIsReportedOnceAndSoIsItsLeaving) 
   cp.desired = json::array({Workload(11, 0, 4096, 300)});
   ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
   ASSERT_EQ(agent.held().count(11), 1u);
-  ASSERT_EQ(cp.local_slots.size(), 1u);  // the first heartbeat after registering: none
-  EXPECT_EQ(cp.local_slots[0], json::array());
   ASSERT_TRUE(agent.Round(now_ms += 1000).ok());  // w11 joined: the agent's own, not sent
-  EXPECT_EQ(cp.local_slots.size(), 1u);
+  EXPECT_TRUE(cp.local_slots.empty());  // none, and the control plane holds none after a registration
 
   const NodeDir node(dir.File("node"));
-  ASSERT_TRUE(node.Join(TenantRequest{.name = "k8s-dra/ns/c", .gpus = {0}, .mem_bytes = 10ull << 30, .share = 600},
-                        ::getpid())
-                  .ok());
+  const TenantRequest claim{.name = "k8s-dra/ns/c", .gpus = {0}, .mem_bytes = 10ull << 30, .share = 600};
+  ASSERT_TRUE(node.Join(claim, ::getpid()).ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
-  ASSERT_EQ(cp.local_slots.size(), 2u);
-  EXPECT_EQ(cp.local_slots[1], json::parse(R"([{"gpus": [0], "mem_mib": 10240, "milli": 600, "tenant": "k8s-dra/ns/c"}])"));
+  ASSERT_EQ(cp.local_slots.size(), 1u);
+  EXPECT_EQ(cp.local_slots[0], json::parse(R"([{"gpus": [0], "mem_mib": 10240, "milli": 600, "tenant": "k8s-dra/ns/c"}])"));
 
   now_ms += kLocalSlotsResendMs;  // held for a while: sent again for a control plane that restarted
   ASSERT_TRUE(agent.Round(now_ms).ok());
   ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
-  ASSERT_EQ(cp.local_slots.size(), 3u);
-  EXPECT_EQ(cp.local_slots[2], cp.local_slots[1]);
+  ASSERT_EQ(cp.local_slots.size(), 2u);
+  EXPECT_EQ(cp.local_slots[1], cp.local_slots[0]);
 
   ASSERT_TRUE(node.LeaveTenant("k8s-dra/ns/c", ::getpid()).ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
-  ASSERT_EQ(cp.local_slots.size(), 4u);
-  EXPECT_EQ(cp.local_slots[3], json::array());
+  ASSERT_EQ(cp.local_slots.size(), 3u);
+  EXPECT_EQ(cp.local_slots[2], json::array());
 
+  ASSERT_TRUE(node.Join(claim, ::getpid()).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  ASSERT_EQ(cp.local_slots.size(), 4u);
   cp.status_for["/heartbeat"] = 404;  // the node was lost: it registers again and sends the list
   ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
   cp.status_for.clear();
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
   ASSERT_EQ(cp.local_slots.size(), 5u);
+  EXPECT_EQ(cp.local_slots[4], cp.local_slots[0]);
   EXPECT_EQ(agent.stats().local_slot_reports, 5);
+}
+
+// An agent upgraded before its control plane: the older version refuses a heartbeat with
+// "local_slots" (400 naming it). The heartbeat goes again at once without the list, so the node
+// stays alive and its ended workloads are reported; the list is tried again kLocalSlotsRetryMs later.
+TEST_F(AgentTest, AControlPlaneThatRefusesLocalSlotsStillGetsEveryHeartbeatAndItsReports) {
+  AgentOptions o = Options();
+  o.usage_interval_s = 3600;
+  Agent agent(o, TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.refuse_local_slots = true;
+  ASSERT_TRUE(NodeDir(dir.File("node"))
+                  .Join(TenantRequest{.name = "slurm/chem.7", .gpus = {1}, .mem_bytes = 1ull << 30, .share = 250},
+                        ::getpid())
+                  .ok());
+  cp.desired = json::array({Workload(12, 0, 1024, 300, {"/bin/true"})});
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !cp.finished.empty(); }));
+  EXPECT_THAT(cp.finished, ::testing::ElementsAre(std::pair<int64_t, int>{12, 0}));
+  EXPECT_EQ(cp.local_slots_refused, 1);  // once, then not again for kLocalSlotsRetryMs
+  EXPECT_TRUE(cp.local_slots.empty());
+  bool said = false;
+  for (const std::string& line : agent.TakeLog()) said |= line.find("refused the heartbeat's local_slots") != std::string::npos;
+  EXPECT_TRUE(said);
+
+  cp.refuse_local_slots = false;  // upgraded meanwhile
+  ASSERT_TRUE(agent.Round(now_ms += kLocalSlotsRetryMs).ok());
+  ASSERT_EQ(cp.local_slots.size(), 1u);
+  EXPECT_EQ(cp.local_slots[0][0]["tenant"], "slurm/chem.7");
 }
 
 // Issue 32: while the heartbeat's answer names the version of the desired state the agent holds,

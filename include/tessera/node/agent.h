@@ -14,8 +14,10 @@
 //      ({"finished": [{"id", "exit_code"}]}; kept and resent until a 200), and the node
 //      directory's other tenants (issue 34: DRA claims, device-plugin slots, Slurm tasks, `tessera
 //      run` by hand; "local_slots", agent_local.cc) when their list differs from the one the
-//      control plane last acknowledged, after each registration, and every kLocalSlotsResendMs
-//      while it is not empty (a restarted control plane holds none);
+//      control plane last acknowledged (none after a registration) and every kLocalSlotsResendMs
+//      while it is not empty (a restarted control plane holds none); a control plane that refuses
+//      the field (an older version) gets the heartbeat again without it, and the list waits
+//      kLocalSlotsRetryMs;
 //   3. the desired state: GET desired when the heartbeat's answer named a version
 //      (desired_version) other than the one the agent holds, when it named none (an older
 //      control plane), or kDesiredRefetchMs after the last GET (a safety net); else the held copy
@@ -225,6 +227,9 @@ inline constexpr int64_t kDesiredRefetchMs = 30'000;
 // restarted one (which the agent does not notice: its node is restored from the store) counts
 // them again within this time. An idle fleet with none sends nothing more.
 inline constexpr int64_t kLocalSlotsResendMs = 30'000;
+// A control plane that refused "local_slots" (400 naming it: a version before the field) is sent
+// heartbeats without it, and the list is tried again this long after.
+inline constexpr int64_t kLocalSlotsRetryMs = 600'000;
 
 struct AgentOptions {
   std::string name;        // the node's name at the control plane
@@ -448,12 +453,13 @@ class Agent {
   std::optional<FileStamp> slots_stamp_;
   std::map<std::string, int> slot_index_;
   // LocalSlots' registry entries, read again only when the file changed (liveness is judged each
-  // round); the list the control plane last acknowledged (nullopt: none since the registration,
-  // so the next heartbeat sends it even when empty) and when.
+  // round); the list the control plane last acknowledged (empty after a registration: it holds
+  // none then) and when; until when the list is not sent (a control plane that refused it).
   std::optional<FileStamp> local_stamp_;
   std::vector<TenantEntry> local_entries_;
   std::optional<std::vector<api::LocalSlot>> local_acked_;
   int64_t local_acked_ms_ = 0;
+  int64_t local_refused_until_ms_ = 0;
   // HeldSlotFigures' mappings: the segment (opened on demand: the held tenants' files only; files
   // replaced since are mapped again when the registry changed) and the lease boards' node lines.
   std::optional<enforce::NodeSegment> usage_segment_;
