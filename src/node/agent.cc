@@ -71,10 +71,17 @@ Status Agent::Heartbeat(int64_t now_ms) {
   if (nvml_condition_) beat.conditions.push_back(*nvml_condition_);
   if (mig_condition_) beat.conditions.push_back(*mig_condition_);
   // The node directory's other tenants: only when the control plane does not hold this list.
-  // Not while an older control plane refused the field (see below).
-  std::optional<std::vector<api::LocalSlot>> local = now_ms >= local_refused_until_ms_ ? LocalSlots() : std::nullopt;
-  if (local && (!local_acked_ || *local_acked_ != *local ||
-                (!local->empty() && now_ms - local_acked_ms_ >= kLocalSlotsResendMs)))
+  std::optional<std::vector<api::LocalSlot>> local = LocalSlots();
+  // Their GPUs' lease boards are driven from here too: a DRA claim's or a device-plugin slot's
+  // share is enforced by its GPU's arbiter, and no other process of a Kubernetes node runs one
+  // (on a Slurm node tessera-node-arbiter.service does; the arbiter lock makes one of them drive).
+  if (local)
+    for (const api::LocalSlot& l : *local)
+      if (l.mig_instance.empty())
+        for (int g : l.gpus) EnsureArbiter(g);
+  // Sent unless an older control plane refused the field (see below).
+  if (local && now_ms >= local_refused_until_ms_ &&
+      (!local_acked_ || *local_acked_ != *local || (!local->empty() && now_ms - local_acked_ms_ >= kLocalSlotsResendMs)))
     beat.local_slots = std::move(*local);
   const std::string body = api::EncodeHeartbeat(beat);
   const size_t events_sent = events_.size();

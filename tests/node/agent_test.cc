@@ -228,6 +228,29 @@ TEST_F(AgentTest, ATenantJoinedByAnotherProgramIsReportedOnceAndSoIsItsLeaving) 
   EXPECT_EQ(agent.stats().local_slot_reports, 5);
 }
 
+// A tenant another program joined (a DRA claim) on a GPU the agent holds no work on: the agent
+// drives that GPU's lease board too, so the claim's compute share is enforced (on a Kubernetes
+// node no other process runs an arbiter; without one the shim launches ungated).
+TEST_F(AgentTest, TheBoardOfAGpuOnlyAnotherProgramsTenantIsOnIsDriven) {
+  AgentOptions o = Options();
+  o.usage_interval_s = 3600;
+  Agent agent(o, TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  const NodeDir node(dir.File("node"));
+  ASSERT_TRUE(node.Join(TenantRequest{.name = "k8s-dra/ns/c", .gpus = {1}, .mem_bytes = 1ull << 30, .share = 300},
+                        ::getpid())
+                  .ok());
+  bool driven = false;
+  for (int i = 0; i < 100 && !driven; ++i) {
+    ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+    StatusOr<NodeStatus> st = node.ReadStatus();
+    ASSERT_TRUE(st.ok()) << st.status().message();
+    for (const GpuStatus& g : st->gpus) driven |= g.gpu == 1 && g.arbiter_alive;
+    if (!driven) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(driven) << "no arbiter drives GPU 1's board";
+}
+
 // An agent upgraded before its control plane: the older version refuses a heartbeat with
 // "local_slots" (400 naming it). The heartbeat goes again at once without the list, so the node
 // stays alive and its ended workloads are reported; the list is tried again kLocalSlotsRetryMs later.

@@ -15,7 +15,9 @@
 //      directory's other tenants (issue 34: DRA claims, device-plugin slots, Slurm tasks, `tessera
 //      run` by hand; "local_slots", agent_local.cc) when their list differs from the one the
 //      control plane last acknowledged (none after a registration) and every kLocalSlotsResendMs
-//      while it is not empty (a restarted control plane holds none); a control plane that refuses
+//      while it is not empty (a restarted control plane holds none); the GPUs those tenants are on
+//      get an arbiter thread of this agent too (EnsureArbiter: no other process of a Kubernetes
+//      node drives their boards, so their shares would go ungated); a control plane that refuses
 //      the field (an older version) gets the heartbeat again without it, and the list waits
 //      kLocalSlotsRetryMs;
 //   3. the desired state: GET desired when the heartbeat's answer named a version
