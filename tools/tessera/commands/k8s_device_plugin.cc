@@ -95,7 +95,8 @@ void RegisterK8sDevicePlugin(CLI::App& k8s_app, int* exit_code) {
       "an enforced slot of the node (memory limit = GPU memory / N per share, compute share = 1000 / N milli per "
       "share) and returns the shim's environment, mounts and device nodes; the slots are kept in "
       "<state dir>/checkpoint.json (a restarted plugin adopts them) and released when the kubelet's PodResources "
-      "List no longer shows their devices. A pod asks e.g. "
+      "List no longer shows their devices. An NVML backstop (--backstop-ms) kills a slot's GPU processes over its "
+      "limit, a process's slot being the tenant file mounted in its container. A pod asks e.g. "
       "`resources.limits: {tessera.io/gpu-share: 3}` for 3/N of a GPU. Runs until SIGINT/SIGTERM.");
   AddContainerFlags(cmd, {.node_dir = &flags->plugin.node_dir,
                           .container_dir = &flags->plugin.container_dir,
