@@ -1,6 +1,6 @@
 // DraBackstop against the fake NVML (the real adapter over the C ABI) with processes that are
 // real children of the test, placed in pods by a /proc stand-in whose <pid>/cgroup files say
-// which pod each belongs to (the kubelet's cgroup paths).
+// which pod each belongs to (the kubelet's cgroup paths; tests/k8s/backstop_fixture.h).
 #include "tessera/integrations/k8s/dra_backstop.h"
 
 #include <gmock/gmock.h>
@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/k8s/backstop_fixture.h"
+
 namespace tessera::k8s {
 namespace {
 
@@ -30,12 +32,6 @@ constexpr char kPodC[] = "1b2c3d4e-0000-4000-8000-00000000000c";
 constexpr char kPodD[] = "1b2c3d4e-0000-4000-8000-00000000000d";
 constexpr char kOwnPod[] = "1b2c3d4e-0000-4000-8000-0000000000ff";
 
-std::string SystemdCgroup(std::string pod) {
-  std::replace(pod.begin(), pod.end(), '-', '_');
-  return "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + pod +
-         ".slice/cri-containerd-0123abcd.scope\n";
-}
-
 TEST(PodUidOfCgroup, ReadsTheSystemdAndTheCgroupfsDriversPathsAndNoPod) {
   EXPECT_EQ(PodUidOfCgroup(SystemdCgroup(kPodA)), kPodA);
   EXPECT_EQ(PodUidOfCgroup("12:memory:/kubepods/besteffort/pod" + std::string(kPodB) + "/0123abcd\n"
@@ -46,58 +42,11 @@ TEST(PodUidOfCgroup, ReadsTheSystemdAndTheCgroupfsDriversPathsAndNoPod) {
   EXPECT_EQ(PodUidOfCgroup(""), std::nullopt);
 }
 
-class DraBackstopTest : public ::testing::Test {
+class DraBackstopTest : public BackstopFixture {
  protected:
   void SetUp() override {
-    std::string dir = (fs::temp_directory_path() / "tbackstop-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(dir.data()), nullptr);
-    root_ = dir;
-    fs::create_directories(root_ / "proc");
+    BackstopFixture::SetUp();
     own_ = Spawn(kOwnPod);  // stands for the driver's own process (options.own_pid)
-  }
-  void TearDown() override {
-    if (nvml_) (void)nvml_->Shutdown();
-    ::unsetenv("TESSERA_FAKE_NVML_CONFIG");
-    for (pid_t pid : children_) {
-      ::kill(pid, SIGKILL);
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-    }
-    fs::remove_all(root_);
-  }
-
-  // A child that waits to be killed, in `pod` ("" = in no pod: a host process).
-  pid_t Spawn(const std::string& pod) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      for (;;) ::pause();
-    }
-    children_.push_back(pid);
-    fs::create_directories(root_ / "proc" / std::to_string(pid));
-    std::ofstream(root_ / "proc" / std::to_string(pid) / "cgroup")
-        << (pod.empty() ? "0::/system.slice/containerd.service\n" : SystemdCgroup(pod));
-    return pid;
-  }
-  // Whether `pid` was ended by SIGKILL (reaps it); false while it runs.
-  bool Killed(pid_t pid) {
-    int status = 0;
-    for (int i = 0; i < 200; ++i) {
-      const pid_t r = ::waitpid(pid, &status, WNOHANG);
-      if (r == pid) {
-        std::erase(children_, pid);
-        return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-      }
-      ::usleep(5000);
-    }
-    return false;
-  }
-  // The fake NVML with these GPUs, e.g. {"H100-80GB:procs=4242/1300", "H100-80GB"}.
-  void Nvml(const std::vector<std::string>& gpus) {
-    std::string config;
-    for (const std::string& g : gpus) config += (config.empty() ? "" : ",") + g;
-    ::setenv("TESSERA_FAKE_NVML_CONFIG", config.c_str(), 1);
-    nvml_.emplace(enforce::NvmlOptions{.library_path = TESSERA_FAKE_NVML_PATH});
-    ASSERT_TRUE(nvml_->Init().ok());
   }
   DraBackstop Backstop(bool kill = true) {
     return DraBackstop({.proc_dir = (root_ / "proc").string(),
@@ -107,17 +56,7 @@ class DraBackstopTest : public ::testing::Test {
                         .own_pid = own_},
                        *nvml_);
   }
-  static std::string Procs(const std::vector<std::pair<pid_t, int>>& procs) {
-    std::string out = "procs=";
-    for (size_t i = 0; i < procs.size(); ++i)
-      out += (i ? ";" : "") + std::to_string(procs[i].first) + "/" + std::to_string(procs[i].second);
-    return out;
-  }
-
-  fs::path root_;
-  std::vector<pid_t> children_;
   pid_t own_ = 0;
-  std::optional<enforce::DlopenNvml> nvml_;
   const ClaimUse infer_{.claim = "team-a/infer", .uid = "U1", .pod_uids = {kPodA}, .gpus = {0},
                         .mem_bytes = 1ull << 30, .shared = true, .index = 0};
   const ClaimUse other_{.claim = "team-b/other", .uid = "U2", .pod_uids = {kPodB}, .gpus = {0},

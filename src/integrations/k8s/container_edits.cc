@@ -26,10 +26,12 @@ SlotEdits MakeSlotEdits(const SlotEditsInput& in) {
        .container_path = enforce::CountersFilePath(inside.counters, in.index),
        .read_only = false},
       {.host_path = in.host.leases, .container_path = inside.leases, .read_only = true},
-      {.host_path = in.tenant_file, .container_path = in.container_dir + "/node/tenant", .read_only = true},
+      {.host_path = in.tenant_file, .container_path = TenantMountPath(in.container_dir), .read_only = true},
   };
   return out;
 }
+
+std::string TenantMountPath(const std::string& container_dir) { return container_dir + "/node/tenant"; }
 
 StatusOr<ContainerDeviceNode> NvidiaDeviceNode(const std::string& dev_dir, const std::string& name) {
   const std::string host = dev_dir + "/" + name;

@@ -388,6 +388,19 @@ std::vector<std::string> SharePlugin::Slots() const {
   return out;
 }
 
+std::vector<ClaimUse> SharePlugin::BackstopUses() const {
+  std::lock_guard lock(state_->mu);
+  std::vector<ClaimUse> out;
+  for (const auto& [tenant, slot] : state_->slots) {
+    const std::string file = state_->TenantFile(tenant);
+    const bool whole = slot.tenant.mem_bytes == enforce::kUnlimited;
+    out.push_back({.claim = tenant, .uid = tenant, .pod_uids = {}, .gpus = slot.tenant.gpus,
+                   .mem_bytes = whole ? std::nullopt : std::optional<uint64_t>(slot.tenant.mem_bytes),
+                   .shared = !whole, .index = slot.index, .slot_file = file.substr(file.find_last_of('/') + 1)});
+  }
+  return out;
+}
+
 std::vector<std::string> SharePlugin::Release(const std::set<std::string>& live, std::chrono::milliseconds grace) {
   std::lock_guard lock(state_->mu);
   const auto now = std::chrono::steady_clock::now();

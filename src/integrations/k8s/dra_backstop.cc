@@ -1,5 +1,6 @@
 // DraBackstop (tessera/integrations/k8s/dra_backstop.h): NVML's per-process memory checked
-// against the DRA claims' limits, processes known by their pod's cgroup.
+// against the DRA claims' (or the device plugin's slots') limits, processes known by their pod's
+// cgroup (or their slot's tenant file mount).
 #include "tessera/integrations/k8s/dra_backstop.h"
 
 #include <signal.h>
@@ -70,6 +71,38 @@ std::optional<std::string> PodUidOfCgroup(std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<std::string> SlotFileOfMountinfo(std::string_view text, std::string_view mount_point) {
+  // Undoes mountinfo's escapes of ' ', '\t', '\n' and '\\' ("\040" etc.).
+  auto unescape = [](std::string_view field) {
+    std::string out;
+    for (size_t i = 0; i < field.size(); ++i) {
+      if (field[i] == '\\' && i + 3 < field.size() && field[i + 1] >= '0' && field[i + 1] <= '3' &&
+          field[i + 2] >= '0' && field[i + 2] <= '7' && field[i + 3] >= '0' && field[i + 3] <= '7') {
+        out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0'));
+        i += 3;
+      } else {
+        out += field[i];
+      }
+    }
+    return out;
+  };
+  std::optional<std::string> found;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::istringstream line{std::string(text.substr(start, end - start))};
+    start = end + 1;
+    std::string id, parent, device, root, point;
+    if (!(line >> id >> parent >> device >> root >> point) || unescape(point) != mount_point) continue;
+    std::string file = unescape(root);
+    if (file.ends_with("//deleted")) file.resize(file.size() - 9);
+    file = file.substr(file.find_last_of('/') + 1);  // npos + 1 = 0: the whole root
+    if (!file.empty()) found = file;
+  }
+  return found;
+}
+
 DraBackstop::DraBackstop(DraBackstopOptions options, const enforce::NvmlApi& nvml)
     : options_(std::move(options)), nvml_(nvml) {
   const long self = options_.own_pid > 0 ? options_.own_pid : static_cast<long>(::getpid());
@@ -79,6 +112,12 @@ DraBackstop::DraBackstop(DraBackstopOptions options, const enforce::NvmlApi& nvm
 std::optional<std::string> DraBackstop::PodOf(uint32_t pid) const {
   std::optional<std::string> cgroup = ReadFile(options_.proc_dir + "/" + std::to_string(pid) + "/cgroup");
   return cgroup ? PodUidOfCgroup(*cgroup) : std::nullopt;
+}
+
+std::optional<std::string> DraBackstop::SlotFileOf(uint32_t pid) const {
+  if (options_.slot_mount.empty()) return std::nullopt;
+  std::optional<std::string> text = ReadFile(options_.proc_dir + "/" + std::to_string(pid) + "/mountinfo");
+  return text ? SlotFileOfMountinfo(*text, options_.slot_mount) : std::nullopt;
 }
 
 void DraBackstop::Kill(const std::vector<uint32_t>& pids) {
@@ -105,10 +144,11 @@ DraBackstop::Pass DraBackstop::Check(const ClaimsFn& claims_fn, const RefreshFn&
   for (int round = 0; round < 2; ++round) {
     held.clear();
     unclaimed.clear();
-    std::map<std::string, size_t> by_pod;
+    std::map<std::string, size_t> by_pod, by_slot;
     std::set<int> shared_gpus;
     for (size_t i = 0; i < claims.size(); ++i) {
       for (const std::string& pod : claims[i].pod_uids) by_pod[pod] = i;
+      if (!claims[i].slot_file.empty()) by_slot[claims[i].slot_file] = i;
       if (claims[i].shared) shared_gpus.insert(claims[i].gpus.begin(), claims[i].gpus.end());
     }
     for (uint32_t gpu = 0; gpu < *count; ++gpu) {
@@ -124,10 +164,14 @@ DraBackstop::Pass DraBackstop::Check(const ClaimsFn& claims_fn, const RefreshFn&
         if (static_cast<pid_t>(p.pid) == ::getpid()) continue;
         seen.insert(p.pid);
         const int64_t used = p.used_memory ? p.used_memory->value() : 0;
-        const std::optional<std::string> pod = PodOf(p.pid);
-        if (!pod || pod == own_pod_) continue;  // not a container's, or the driver's own pod
-        auto c = by_pod.find(*pod);
-        if (c == by_pod.end()) {
+        // A device-plugin slot's container: known by its tenant file's mount, which it cannot change.
+        const std::optional<std::string> slot = SlotFileOf(p.pid);
+        auto c = slot ? by_slot.find(*slot) : by_slot.end();
+        const bool by_mount = c != by_slot.end();
+        const std::optional<std::string> pod = by_mount ? std::nullopt : PodOf(p.pid);
+        if (!by_mount && (!pod || pod == own_pod_)) continue;  // not a container's, or the driver's own pod
+        if (!by_mount) c = by_pod.find(*pod);
+        if (!by_mount && c == by_pod.end()) {
           if (shared_gpus.count(static_cast<int>(gpu)))
             unclaimed.push_back({.pid = p.pid, .gpu = static_cast<int>(gpu), .used_mib = used, .pod = *pod});
           continue;
@@ -209,7 +253,8 @@ DraBackstop::Pass DraBackstop::Check(const ClaimsFn& claims_fn, const RefreshFn&
     if (first) ++stats_.unclaimed;
     BackstopFinding f{.claim = "",
                       .detail = "pid " + std::to_string(u.pid) + " of pod " + u.pod + " uses " + Mib(u.used_mib) +
-                                " on shared GPU " + std::to_string(u.gpu) + " and the pod holds no claim of it",
+                                " on shared GPU " + std::to_string(u.gpu) + " and the pod holds no " +
+                                options_.owner + " of it",
                       .pids = {u.pid}};
     if (options_.kill) {
       Kill(f.pids);

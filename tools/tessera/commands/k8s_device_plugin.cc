@@ -28,6 +28,8 @@ struct DevicePluginFlags {
   int health_interval_s = 10;
   int watch_interval_ms = 1000;
   int reconcile_s = 30;
+  BackstopFlags backstop;
+  std::string proc_dir = "/proc";
 };
 
 int RunDevicePlugin(DevicePluginFlags flags) {
@@ -54,6 +56,18 @@ int RunDevicePlugin(DevicePluginFlags flags) {
   StatusOr<std::unique_ptr<k8s::SharePlugin>> plugin = k8s::SharePlugin::Open(flags.plugin);
   if (!plugin.ok()) return Fail(kCommand, plugin.status(), kExitFailure);
   for (const std::string& line : (*plugin)->NotAdopted()) std::fprintf(stderr, "tessera k8s device-plugin: %s\n", line.c_str());
+  // The NVML backstop: a process's slot is the tenant file mounted in its container.
+  k8s::SharePlugin* p = plugin->get();
+  StatusOr<std::unique_ptr<PluginBackstop>> backstop = PluginBackstop::Start(
+      flags.backstop, {.command = kCommand,
+                       .nvml_library = flags.plugin.nvml_library,
+                       .options = {.proc_dir = flags.proc_dir,
+                                   .counters_dir = node::NodePaths(flags.plugin.node_dir).counters,
+                                   .slot_mount = k8s::TenantMountPath(flags.plugin.container_dir),
+                                   .owner = "slot"},
+                       .claims = [p] { return p->BackstopUses(); },
+                       .refresh = nullptr});
+  if (!backstop.ok()) return Fail(kCommand, backstop.status(), kExitFailure);
   const size_t devices = (*plugin)->Devices().size();
   StatusOr<std::unique_ptr<k8s::SharePluginServer>> server = k8s::SharePluginServer::Start(plugin->get(), flags.server);
   if (!server.ok()) return Fail(kCommand, server.status(), kExitFailure);
@@ -63,6 +77,7 @@ int RunDevicePlugin(DevicePluginFlags flags) {
   int sig = 0;
   sigwait(&signals, &sig);
   (*server)->Shutdown();
+  backstop->reset();
   std::printf("tessera k8s device-plugin: stopped (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   return kExitOk;
 }
@@ -80,7 +95,8 @@ void RegisterK8sDevicePlugin(CLI::App& k8s_app, int* exit_code) {
       "an enforced slot of the node (memory limit = GPU memory / N per share, compute share = 1000 / N milli per "
       "share) and returns the shim's environment, mounts and device nodes; the slots are kept in "
       "<state dir>/checkpoint.json (a restarted plugin adopts them) and released when the kubelet's PodResources "
-      "List no longer shows their devices. A pod asks e.g. "
+      "List no longer shows their devices. An NVML backstop (--backstop-ms) kills a slot's GPU processes over its "
+      "limit, a process's slot being the tenant file mounted in its container. A pod asks e.g. "
       "`resources.limits: {tessera.io/gpu-share: 3}` for 3/N of a GPU. Runs until SIGINT/SIGTERM.");
   AddContainerFlags(cmd, {.node_dir = &flags->plugin.node_dir,
                           .container_dir = &flags->plugin.container_dir,
@@ -127,6 +143,12 @@ void RegisterK8sDevicePlugin(CLI::App& k8s_app, int* exit_code) {
                   "reported on stderr. 0: never (a slot is then left only when its devices are allocated again)")
       ->default_str("30")
       ->check(CLI::NonNegativeNumber);
+  AddBackstopFlags(cmd, &flags->backstop, "slot");
+  cmd->add_option("--proc-dir", flags->proc_dir,
+                  "Where the backstop reads each GPU process's mounts and cgroup (<dir>/<pid>/mountinfo: the slot's "
+                  "tenant file mounted at <container dir>/node/tenant names its slot; <dir>/<pid>/cgroup: its pod); "
+                  "tests give a folder of their own")
+      ->default_str(flags->proc_dir);
   cmd->callback([flags, exit_code] { *exit_code = RunDevicePlugin(*flags); });
 }
 

@@ -13,7 +13,6 @@
 
 #include "tessera/core/gpu_model.h"
 #include "tessera/enforce/nvml.h"
-#include "tessera/integrations/k8s/dra_backstop.h"
 #include "tessera/integrations/k8s/dra_claim.h"
 #include "tessera/integrations/k8s/dra_driver.h"
 #include "tessera/integrations/k8s/dra_plugin.h"
@@ -41,15 +40,6 @@ struct DraFlags {
   BackstopFlags backstop;
   std::string proc_dir = "/proc";
 };
-
-void PrintBackstopPass(const k8s::DraBackstop::Pass& pass) {
-  for (const k8s::BackstopFinding& f : pass.findings) {
-    std::fprintf(stderr, "tessera k8s dra-driver: backstop: %s%s%s\n",
-                 f.claim.empty() ? "" : ("claim " + f.claim + ": ").c_str(), f.detail.c_str(),
-                 f.killed ? "; killed" : " (--enforce report: not killed)");
-  }
-  for (const std::string& p : pass.problems) std::fprintf(stderr, "tessera k8s dra-driver: backstop: %s\n", p.c_str());
-}
 
 // The node's GPUs from NVML, opened at the first call that succeeds and kept open.
 class NvmlInventory {
@@ -161,22 +151,15 @@ int RunDraDriver(DraFlags flags) {
     std::fprintf(stderr, "tessera k8s dra-driver: not re-adopted: %s\n", problem.c_str());
   }
   // The NVML backstop, on an NVML handle of its own (the slices' reader opens its own when due).
-  enforce::DlopenNvml backstop_nvml({.library_path = flags.driver.nvml_library});
-  std::optional<k8s::DraBackstop> backstop;
-  std::optional<k8s::DraBackstopLoop> backstop_loop;
-  if (flags.backstop.period_ms > 0) {
-    if (Status st = backstop_nvml.Init(); !st.ok())
-      return Fail(kCommand, "NVML, for the backstop (--backstop-ms 0 turns it off): " + std::string(st.message()),
-                  kExitFailure);
-    backstop.emplace(k8s::DraBackstopOptions{.proc_dir = flags.proc_dir,
-                                             .counters_dir = node::NodePaths(flags.driver.node_dir).counters,
-                                             .context_allowance_mib = flags.backstop.context_allowance_mib,
-                                             .kill = flags.backstop.enforce == "kill"},
-                     backstop_nvml);
-    k8s::DraDriver* d = driver->get();
-    backstop_loop.emplace(*backstop, [d] { return d->ClaimUses(); }, [d] { return d->RefreshPods(); },
-                          std::chrono::milliseconds(flags.backstop.period_ms), PrintBackstopPass);
-  }
+  k8s::DraDriver* d = driver->get();
+  StatusOr<std::unique_ptr<PluginBackstop>> backstop = PluginBackstop::Start(
+      flags.backstop, {.command = kCommand,
+                       .nvml_library = flags.driver.nvml_library,
+                       .options = {.proc_dir = flags.proc_dir,
+                                   .counters_dir = node::NodePaths(flags.driver.node_dir).counters},
+                       .claims = [d] { return d->ClaimUses(); },
+                       .refresh = [d] { return d->RefreshPods(); }});
+  if (!backstop.ok()) return Fail(kCommand, backstop.status(), kExitFailure);
   StatusOr<std::unique_ptr<k8s::DraPluginServer>> server = k8s::DraPluginServer::Start(driver->get(), flags.plugin);
   if (!server.ok()) return Fail(kCommand, server.status(), kExitFailure);
   std::printf("tessera k8s dra-driver: node %s, claims from %s, %zu claims re-adopted; registration on %s, DRA on %s\n",
@@ -186,7 +169,7 @@ int RunDraDriver(DraFlags flags) {
   int sig = 0;
   sigwait(&signals, &sig);
   (*server)->Shutdown();
-  if (backstop_loop) backstop_loop->Stop();
+  backstop->reset();
   if (sync) sync->Stop();
   std::printf("tessera k8s dra-driver: stopped (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   return kExitOk;

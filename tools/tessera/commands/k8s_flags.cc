@@ -1,5 +1,8 @@
 #include "tools/tessera/commands/k8s_flags.h"
 
+#include <chrono>
+#include <cstdio>
+
 namespace tessera::cli {
 
 void AddContainerFlags(CLI::App* cmd, const ContainerFlagTargets& t) {
@@ -18,6 +21,37 @@ void AddContainerFlags(CLI::App* cmd, const ContainerFlagTargets& t) {
                   "tessera executable, ../lib/libtessera-shim.so)");
   cmd->add_option("--fake-gpus", *t.fake_gpus,
                   "Use the in-tree fake NVML with these GPUs (tests): MODEL:COUNT[:mig],... (e.g. A100-40GB:2)");
+}
+
+PluginBackstop::PluginBackstop(const std::string& library) : nvml_({.library_path = library}) {}
+
+PluginBackstop::~PluginBackstop() {
+  if (loop_) loop_->Stop();
+  if (backstop_) (void)nvml_.Shutdown();
+}
+
+StatusOr<std::unique_ptr<PluginBackstop>> PluginBackstop::Start(const BackstopFlags& flags, Input in) {
+  if (flags.period_ms <= 0) return std::unique_ptr<PluginBackstop>();
+  std::unique_ptr<PluginBackstop> b(new PluginBackstop(in.nvml_library));
+  if (Status st = b->nvml_.Init(); !st.ok()) {
+    return FailedPreconditionError("NVML, for the backstop (--backstop-ms 0 turns it off): " +
+                                   std::string(st.message()));
+  }
+  in.options.context_allowance_mib = flags.context_allowance_mib;
+  in.options.kill = flags.enforce == "kill";
+  b->backstop_.emplace(in.options, b->nvml_);
+  const std::string prefix = "tessera " + in.command + ": backstop: ";
+  const std::string owner = in.options.owner;
+  auto report = [prefix, owner](const k8s::DraBackstop::Pass& pass) {
+    for (const k8s::BackstopFinding& f : pass.findings) {
+      std::fprintf(stderr, "%s%s%s%s\n", prefix.c_str(), f.claim.empty() ? "" : (owner + " " + f.claim + ": ").c_str(),
+                   f.detail.c_str(), f.killed ? "; killed" : " (--enforce report: not killed)");
+    }
+    for (const std::string& p : pass.problems) std::fprintf(stderr, "%s%s\n", prefix.c_str(), p.c_str());
+  };
+  b->loop_.emplace(*b->backstop_, std::move(in.claims), std::move(in.refresh),
+                   std::chrono::milliseconds(flags.period_ms), std::move(report));
+  return b;
 }
 
 }  // namespace tessera::cli

@@ -75,6 +75,10 @@ struct SlotEdits {
 
 SlotEdits MakeSlotEdits(const SlotEditsInput& in);
 
+// Where a container sees its slot's tenant file: "<container dir>/node/tenant" (read-only; a
+// container cannot change its own mounts, so the NVML backstop knows a process's slot by it).
+std::string TenantMountPath(const std::string& container_dir);
+
 // <dev dir>/<name> -> /dev/<name>; the errors above.
 StatusOr<ContainerDeviceNode> NvidiaDeviceNode(const std::string& dev_dir, const std::string& name);
 // nvidiactl and nvidia-uvm; none for an empty dev dir.

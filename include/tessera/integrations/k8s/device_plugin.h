@@ -79,6 +79,7 @@
 
 #include "tessera/core/status.h"
 #include "tessera/integrations/k8s/container_edits.h"
+#include "tessera/integrations/k8s/dra_backstop.h"
 
 namespace tessera::k8s {
 
@@ -139,6 +140,12 @@ class SharePlugin {
   bool AwaitsOwner(std::chrono::milliseconds younger_than) const;
   // Slots this process holds now (tenant names).
   std::vector<std::string> Slots() const;
+  // The slots as the NVML backstop judges them (dra_backstop.h, options.slot_mount): claim = the
+  // tenant, slot_file = its tenant file's name, no pods; shared unless the slot is a whole GPU (no
+  // memory limit). Example: slot k8s-dp/U::0 = {U::0, U::1} of N = 10 on GPU 0 of 40 GiB, index 3
+  // -> {claim "k8s-dp/U::0", uid "k8s-dp/U::0", gpus {0}, mem_bytes 8 GiB, shared, index 3,
+  // slot_file "U__0"}.
+  std::vector<ClaimUse> BackstopUses() const;
   // Leaves the slots no live container holds (above); returns their tenants.
   std::vector<std::string> Release(const std::set<std::string>& live, std::chrono::milliseconds grace);
   // <state dir>/checkpoint.json.

@@ -34,6 +34,18 @@
 // Pass: infer is charged (1300-500) + (2100-500) = 2,400 MiB > 1,024 MiB: violated, 4242 and 4343
 // killed; train has no limit; 6060 is on shared GPU 0 with no claim: killed.
 //
+// The device plugin's slots (`tessera k8s device-plugin --backstop-ms`; SharePlugin::BackstopUses)
+// get the same check. The device plugin API names no pod, so a slot has no pods; a process's slot
+// is found from its mounts instead (options.slot_mount, <proc dir>/<pid>/mountinfo): the kubelet
+// bind-mounts each slot's tenant file read-only at "<container dir>/node/tenant", a container
+// cannot change its own mounts, and the mount's root field is the host file's path within its
+// filesystem, whose last component is the slot's file name (ClaimUse::slot_file; SlotFileOfMountinfo).
+// A process with no such mount, or one naming no slot of the plugin, falls to the pod rule above
+// (a process of a pod with no slot on a GPU where a share is handed out: killed; of no pod, or of
+// the plugin's own pod: left alone). Worked example: slot k8s-dp/U::0 (file U__0, 4 GiB on GPU 0,
+// shared); pid 7070's mountinfo has "... /tessera/device-plugin/tenants/U__0 /run/tessera/node/tenant
+// ro ..." and NVML says it holds 5,000 MiB on GPU 0: charged 4,500 MiB > 4,096 MiB: violated, killed.
+//
 // Thread-safety: one pass at a time (Check is not reentrant); the claims and refresh callbacks are
 // called on the caller's thread.
 #pragma once
@@ -65,6 +77,7 @@ struct ClaimUse {
   std::optional<uint64_t> mem_bytes;  // its memory limit on each GPU; none for a whole GPU
   bool shared = false;                // a share of a GPU (consumedCapacity), not a whole one
   int index = -1;                     // its counters file, counters/<index>; -1: none
+  std::string slot_file;              // device plugin: its tenant file's name (matched by slot_mount)
 };
 
 struct DraBackstopOptions {
@@ -73,6 +86,10 @@ struct DraBackstopOptions {
   int64_t context_allowance_mib = 500;  // per process, not counted against the limit
   bool kill = true;                     // false: --enforce report
   long own_pid = 0;                     // whose pod is the driver's own; 0 = this process
+  // Device plugin: where a container sees its slot's tenant file (TenantMountPath); a process is
+  // then the slot's whose file name its mount there names. "": processes are known by pod only.
+  std::string slot_mount;
+  std::string owner = "claim";  // what a ClaimUse is called in the findings ("slot")
 };
 
 struct BackstopFinding {
@@ -85,7 +102,7 @@ struct BackstopFinding {
 struct BackstopStats {
   int64_t passes = 0;
   int64_t violations = 0;       // claims found over their bounds (once per episode)
-  int64_t unclaimed = 0;        // processes of pods without a claim on a shared GPU
+  int64_t unclaimed = 0;        // processes of pods without a claim (slot) on a shared GPU
   int64_t counters_broken = 0;  // claims whose counters file was broken
   int64_t kills = 0;            // SIGKILLs sent
   int64_t nvml_errors = 0;      // GPUs NVML could not list in a pass
@@ -99,6 +116,14 @@ struct BackstopStats {
 //   "12:memory:/kubepods/besteffort/pod1b2c3d4e-0000-4000-8000-000000000001/ab12" -> the same uid
 //   "0::/user.slice/user-1000.slice/session-2.scope" -> nullopt
 std::optional<std::string> PodUidOfCgroup(std::string_view cgroup_text);
+
+// The last path component of the root of the (last, i.e. topmost) mount at `mount_point` in a
+// /proc/<pid>/mountinfo text, with mountinfo's octal escapes undone and the "//deleted" mark of a
+// file replaced since it was mounted dropped (a restarted plugin rewrites the tenant files: the
+// containers' mounts still name them); nullopt when nothing is mounted there. Example:
+//   "812 790 259:1 /tessera/device-plugin/tenants/GPU-aa__0 /run/tessera/node/tenant ro,relatime
+//    - ext4 /dev/nvme0n1p1 rw", mount point "/run/tessera/node/tenant" -> "GPU-aa__0"
+std::optional<std::string> SlotFileOfMountinfo(std::string_view mountinfo, std::string_view mount_point);
 
 class DraBackstop {
  public:
@@ -122,6 +147,7 @@ class DraBackstop {
 
  private:
   std::optional<std::string> PodOf(uint32_t pid) const;
+  std::optional<std::string> SlotFileOf(uint32_t pid) const;
   void Kill(const std::vector<uint32_t>& pids);
 
   DraBackstopOptions options_;
