@@ -12,7 +12,7 @@ UsageMeter::UsageMeter(UsageMeterOptions options) : options_(std::move(options))
 api::UsageSample UsageMeter::Close(Open& o, int64_t end_s) {
   const int64_t end = std::max(end_s, o.from_s + 1);  // the ledger takes no empty span
   const int64_t span = end - o.from_s;
-  const int64_t milli_per_s = std::min<int64_t>(std::max(o.share, 0), 100) * 10;
+  const int64_t milli_per_s = std::min<int64_t>(std::max(o.share, 0), 1000);  // milli of the GPU
   // 1 GPU-second = 1000 milli-GPU-seconds = 1e9 ns; never more than one GPU busy for the span.
   // A MIG instance is the tenant's alone and not on the lease board (node_dir.h): its GPU time is
   // not measured, the whole instance is billed as used for the span.

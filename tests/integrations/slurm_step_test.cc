@@ -226,7 +226,7 @@ TEST_F(SlurmTaskTest, JoinsTheNodeAsTheAccountsJobWithTheShimPreloaded) {
   ASSERT_EQ(live->size(), 1u);
   EXPECT_EQ((*live)[0].name, "physics.42");
   EXPECT_EQ((*live)[0].mem_bytes, 1ULL << 30);
-  EXPECT_EQ((*live)[0].share, 100);
+  EXPECT_EQ((*live)[0].share, 1000);  // the whole GPU, in the node directory's milli (node_dir.h)
 }
 
 // The node side's GPU table (gpu_table.h) gives the task the GPU's UUID and memory: the task

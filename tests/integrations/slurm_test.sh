@@ -5,13 +5,13 @@
 # on the node directory), checking what a user sees:
 #   1. `srun --gpu-mem=1GiB` and `sbatch --gpu-mem=1GiB` run the probe under the shim with exactly
 #      that limit (the fake CUDA driver refuses the 65th 16 MiB block), also in a job of another
-#      user (`srun --uid=nobody`: its counters file is that user's); --gpu-share=25 is the tenant's weight on the
+#      user (`srun --uid=nobody`: its counters file is that user's); --gpu-share=25 is the tenant's weight (250 milli) on the
 #      GPU's lease board, whose arbiter is alive; a step of two GPUs is one tenant on both, with
 #      the limit on each; a job of two nodes (srun -N2) is confined on each node, in each node's
 #      own node directory; a MIG gres (--gres=gpu:3g.20gb:1 on the second node, whose third GPU
 #      is in MIG mode) with --gpu-isolation=hardware runs on its instance, limited to its memory;
-#   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 50; two
-#      such jobs of two accounts at once share GPU 0 as two tenants of share 50; Slurm gives a
+#   2. a job on 2 of 4 shards without options gets half the GPU's memory and a share of 500 milli;
+#      two such jobs of two accounts at once share GPU 0 as two tenants of share 500; Slurm gives a
 #      shard job the lowest-index GPU with room (first fit); options above the shards' part are
 #      refused;
 #   3. `srun --gpu-mem=abc` and `sbatch --gpu-share=150` are rejected at submit, naming the option;
@@ -106,7 +106,8 @@ sbatch -Q --wait -A bio --gres=gpu:1 --gpu-mem=1GiB -o "$T/batch.out" \
   --wrap "'$probe' init fill:mem:16777216" > /dev/null 2>&1 || fail "sbatch --gpu-mem=1GiB failed: $(cat "$T/batch.out")"
 grep -q "fill family=mem count=64 rc=2" "$T/batch.out" || fail "sbatch --gpu-mem=1GiB not applied: $(cat "$T/batch.out")"
 
-# 1b. --gpu-share=25: the tenant is on GPU 0's lease board with that weight, its arbiter alive.
+# 1b. --gpu-share=25: the tenant is on GPU 0's lease board with weight 250 (the node directory's
+#     shares are milli of the GPU), its arbiter alive.
 status="$(srun -A physics --gres=gpu:1 --gpu-mem=1GiB --gpu-share=25 \
   sh -c "TESSERA_RUN_DIR='$T/node' '$build/tessera' node status --json -" 2> "$T/status.err")"
 got="$(echo "$status" | python3 -c '
@@ -114,7 +115,7 @@ import json, sys
 g = json.load(sys.stdin)["gpus"][0]
 t = g["tenants"][0]
 print(g["arbiter_alive"], t["share"], t["limit_bytes"] > 0)' 2>&1)"
-[ "$got" = "True 25 True" ] || fail "--gpu-share=25 not on an arbitrated board: $got ($status $(cat "$T/status.err"))"
+[ "$got" = "True 250 True" ] || fail "--gpu-share=25 not on an arbitrated board at 250 milli: $got ($status $(cat "$T/status.err"))"
 
 # 1c. A job of another user (root's srun --uid=nobody): the task runs as nobody, so its tenant's
 #     counters file (mode 0600) is nobody's; the shim in the task maps it and applies the limit;
@@ -129,14 +130,14 @@ scancel -u nobody 2> /dev/null  # (a failed srun can leave its allocation holdin
 released "physics.$job" || fail "nobody's physics.$job is still registered after its step ended: $(cat "$T/node/tenants.json")"
 
 # 2. Two of the GPU's four shards, no options: half of the A100-40GB's memory (NVML: 40537 MiB) and
-#    a share of 50, as the node's registry holds them while the task runs.
+#    a share of 500 milli, as the node's registry holds them while the task runs.
 reg="$(srun -A physics --gres=shard:2 cat "$T/node/tenants.json" 2> "$T/reg.err")"
 got="$(echo "$reg" | python3 -c '
 import json, sys
 t = json.load(sys.stdin)["tenants"][0]
 print(t["name"].split(".")[0], t["mem_bytes"], t["share"])' 2>&1)"
-[ "$got" = "physics $((40537 * 1048576 / 4 * 2)) 50" ] ||
-  fail "shard:2 of 4 is not half an A100-40GB at share 50: $got ($reg $(cat "$T/reg.err"))"
+[ "$got" = "physics $((40537 * 1048576 / 4 * 2)) 500" ] ||
+  fail "shard:2 of 4 is not half an A100-40GB at share 500: $got ($reg $(cat "$T/reg.err"))"
 
 # 2b. Two accounts' shard jobs on one GPU at once: each its own tenant with its half.
 mkfifo "$T/hold"
@@ -150,7 +151,7 @@ got="$(echo "$status" | python3 -c '
 import json, sys
 gpus = json.load(sys.stdin)["gpus"]
 print(" ".join("%d:%s:%d" % (g["gpu"], t["name"].split(".")[0], t["share"]) for g in gpus for t in g["tenants"]))' 2>&1)"
-[ "$got" = "0:physics:50 0:chem:50" ] || [ "$got" = "0:chem:50 0:physics:50" ] ||
+[ "$got" = "0:physics:500 0:chem:500" ] || [ "$got" = "0:chem:500 0:physics:500" ] ||
   fail "two accounts on one GPU: $got ($status $(cat "$T/status.err"))"
 
 # 2c. Which GPU Slurm gives a shard job (docs/slurm.md "Which GPU"): with GPU 0 holding 2 of its 4

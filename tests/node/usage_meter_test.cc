@@ -19,7 +19,7 @@ NodeStatus OneTenant(const TenantStatus& t, int gpu = 0) {
 
 TenantStatus Job42() {
   return TenantStatus{.name = "physics.42", .index = 0, .used_bytes = 2ULL << 30, .peak_bytes = 3ULL << 30,
-                      .share = 50, .account = "physics", .workload = "slurm-job-42", .joined_s = 1000};
+                      .share = 500, .account = "physics", .workload = "slurm-job-42", .joined_s = 1000};
 }
 
 TEST(UsageMeterTest, HeaderWorkedExample) {
@@ -63,7 +63,7 @@ TEST(UsageMeterTest, ATenantOnAMigInstanceIsBilledTheWholeInstanceAsUsed) {
   UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 60, .start_s = 900});
   TenantStatus t = Job42();
   t.mig = true;
-  t.share = 14;  // 1g.5gb: 1 of 7 slices
+  t.share = 140;  // 1g.5gb: 1 of 7 slices
   std::vector<api::UsageSample> due;
   for (int64_t now = 1000; now <= 1060; ++now) {
     auto got = meter.Observe(OneTenant(t), now);
@@ -74,11 +74,27 @@ TEST(UsageMeterTest, ATenantOnAMigInstanceIsBilledTheWholeInstanceAsUsed) {
   EXPECT_EQ(due[0].gpu_milli_s_allocated, 140 * 60);
   EXPECT_EQ(due[0].gpu_milli_s_used, 140 * 60);
   const auto last = meter.Depart({Departure{.name = t.name, .account = t.account, .workload = t.workload, .gpu = 0,
-                                            .share = 14, .joined_s = 1000, .left_s = 1070, .mig = true}});
+                                            .share = 140, .joined_s = 1000, .left_s = 1070, .mig = true}});
   ASSERT_EQ(last.size(), 1u);
   EXPECT_EQ(last[0].partition, "mig");
   EXPECT_EQ(last[0].start_s, 1060);
   EXPECT_EQ(last[0].gpu_milli_s_used, 140 * 10);
+}
+
+// The node directory's share is milli of the GPU for every joiner (node_dir.h): a DRA claim of
+// 0.3 GPU (share 300) is billed 300 milli-GPU-s a second allocated, not a whole GPU.
+TEST(UsageMeterTest, AShareIsBilledAsMilliOfTheGpu) {
+  UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 60, .start_s = 900});
+  TenantStatus t{.name = "team-a/c/gpu/gpu-0", .index = 0, .share = 300, .account = "team-a",
+                 .workload = "team-a/c", .joined_s = 1000};
+  std::vector<api::UsageSample> due;
+  for (int64_t now = 1000; now <= 1060; ++now) {
+    auto got = meter.Observe(OneTenant(t), now);
+    due.insert(due.end(), got.begin(), got.end());
+  }
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].tenant, "team-a");
+  EXPECT_EQ(due[0].gpu_milli_s_allocated, 300 * 60);
 }
 
 // The header's relabel example: a device-plugin slot named by its devices until the kubelet's
@@ -153,7 +169,7 @@ TEST(UsageMeterTest, ATenantJoinedBeforeTheMeterStartedIsMeteredFromTheStart) {
 TEST(UsageMeterTest, UsedIsNeverMoreThanOneGpuAndAllocatedNeverMoreThanTheGpu) {
   UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 10, .start_s = 0});
   TenantStatus t = Job42();
-  t.share = 400;  // a weight above 100 % is still one GPU at most
+  t.share = 4000;  // a weight above 1000 milli is still one GPU at most
   (void)meter.Observe(OneTenant(t), 1000);
   t.charged_ns = 50 * kSecondNs;
   const auto due = meter.Observe(OneTenant(t), 1010);
@@ -191,7 +207,7 @@ TEST(UsageMeterTest, ADepartureClosesTheIntervalWithTheSlotsLastCounters) {
   t.charged_ns = 2 * kSecondNs;
   (void)meter.Observe(OneTenant(t), 1005);
   const auto due = meter.Depart({{.name = "physics.42", .account = "physics", .workload = "slurm-job-42", .gpu = 0,
-                                  .share = 50, .joined_s = 1000, .left_s = 1007, .launches = 9,
+                                  .share = 500, .joined_s = 1000, .left_s = 1007, .launches = 9,
                                   .charged_ns = 7 * kSecondNs / 2}});
   ASSERT_EQ(due.size(), 1u);
   EXPECT_EQ(due[0].start_s, 1000);
@@ -210,7 +226,7 @@ TEST(UsageMeterTest, AnEntryListedAgainAfterItsDepartureStartsWhereItsLastSample
   TenantStatus t = Job42();
   (void)meter.Observe(OneTenant(t), 1000);
   const auto departed = meter.Depart({{.name = "physics.42", .account = "physics", .workload = "slurm-job-42",
-                                       .gpu = 0, .share = 50, .joined_s = 1000, .left_s = 1000}});
+                                       .gpu = 0, .share = 500, .joined_s = 1000, .left_s = 1000}});
   ASSERT_EQ(departed.size(), 1u);
   EXPECT_EQ(departed[0].start_s, 1000);
   EXPECT_EQ(departed[0].end_s, 1001);
@@ -241,14 +257,14 @@ TEST(UsageMeterTest, ADepartureAfterALookThatNoLongerSawTheEntryBillsOnlyWhatCam
   const auto vanished = meter.Observe(NodeStatus{.exists = true}, 55);
   ASSERT_EQ(vanished.size(), 0u);  // nothing since 54 that the look saw: last seen at 54
   const auto departed = meter.Depart({{.name = "physics.42", .account = "physics", .workload = "slurm-job-42",
-                                       .gpu = 0, .share = 50, .joined_s = 52, .left_s = 56, .launches = 9}});
+                                       .gpu = 0, .share = 500, .joined_s = 52, .left_s = 56, .launches = 9}});
   ASSERT_EQ(departed.size(), 1u);
   EXPECT_EQ(departed[0].start_s, 54);
   EXPECT_NE(departed[0].seq, periodic[0].seq);
   EXPECT_EQ(departed[0].end_s, 56);
   EXPECT_EQ(departed[0].kernel_launches, 3);  // 9 in all, 6 billed before
   EXPECT_TRUE(meter.Depart({{.name = "physics.42", .account = "physics", .workload = "slurm-job-42", .gpu = 0,
-                             .share = 50, .joined_s = 52, .left_s = 56, .launches = 9}})
+                             .share = 500, .joined_s = 52, .left_s = 56, .launches = 9}})
                   .empty())
       << "a departure taken twice is billed once";
 }
@@ -256,7 +272,7 @@ TEST(UsageMeterTest, ADepartureAfterALookThatNoLongerSawTheEntryBillsOnlyWhatCam
 TEST(UsageMeterTest, AJobThatCameAndWentBetweenTwoLooksIsBilled) {
   UsageMeter meter({.gpu_models = {{0, "A100-40GB"}}, .period_s = 60, .start_s = 0});
   const auto due = meter.Depart({{.name = "chem.7", .account = "chem", .workload = "slurm-job-7", .gpu = 0,
-                                  .share = 25, .joined_s = 2000, .left_s = 2000, .launches = 3,
+                                  .share = 250, .joined_s = 2000, .left_s = 2000, .launches = 3,
                                   .charged_ns = kSecondNs / 10}});
   ASSERT_EQ(due.size(), 1u);
   EXPECT_EQ(due[0].tenant, "chem");

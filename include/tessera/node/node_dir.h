@@ -114,7 +114,10 @@ struct TenantRequest {
   // GPUs for a multi-GPU one (its processes may use each of them, each under the same limit).
   std::vector<int> gpus = {0};
   uint64_t mem_bytes = 0;        // device memory limit on each of those GPUs
-  int share = 1;                 // compute weight, >= 1
+  // Compute share in milli of the GPU (1000: all of it), >= 1: the lease arbiter's weight against
+  // the GPU's other tenants and what a usage meter bills as allocated. Every joiner uses this unit
+  // (the agent, the DRA driver, the device plugin, `tessera run`, Slurm's percent x 10).
+  int share = 1;
   int priority = 0;              // used by the priority time-slice policy
   int kernel_estimate_us = 1000; // the lease arbiter's duration model: GPU time of one kernel
   bool scrub = false;            // zero device memory before every free (sticky)

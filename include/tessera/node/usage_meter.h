@@ -9,8 +9,8 @@
 //     a re-added slot, counts from zero), in milli-GPU-seconds (1 GPU-second = 1000); a tenant on
 //     a MIG instance is not on the board (node_dir.h): its samples are partition "mig" and used
 //     = allocated (the instance is its alone for the span);
-//   - GPU time allocated: its share as a percentage of the GPU (share 25 -> 250 milli-GPU-s per
-//     second; at most one GPU);
+//   - GPU time allocated: its share, milli of the GPU as the node directory holds it (node_dir.h;
+//     share 250 -> 250 milli-GPU-s per second; at most one GPU);
 //   - memory held (MiB-seconds, the bytes it holds at each look times the time since the
 //     previous look), its peak, and its kernel launches.
 // It returns one sample per tenant when `period_s` has passed since the tenant's last sample, and
@@ -23,7 +23,7 @@
 // and 1001, relabelled to account team-a before 1002 -> Observe(.., 1002) returns {kubernetes,
 // [1000, 1001)} and team-a's interval starts at 1001.
 //
-// Worked example (period 60 s): "physics.42" (account physics, workload slurm-job-42, share 50,
+// Worked example (period 60 s): "physics.42" (account physics, workload slurm-job-42, share 500,
 // GPU 0) joins at t=1000 and is seen every second; by t=1060 its charge grew by 12 s of GPU time.
 // Observe(.., 1060) returns {tenant physics, workload slurm-job-42, start 1000, end 1060,
 // allocated 30000, used 12000}. It leaves at t=1075 (last seen at 1074): Observe(.., 1075) returns

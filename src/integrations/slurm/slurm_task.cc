@@ -125,7 +125,7 @@ StatusOr<TaskLaunch> JoinMigInstance(const TaskRequest& r, const std::string& sh
                            dir.Join({.name = out.tenant,
                                      .gpus = {slot.gpu},
                                      .mem_bytes = limits.mem_bytes,
-                                     .share = limits.share,
+                                     .share = limits.share * 10,  // milli of the GPU (node_dir.h)
                                      .account = r.account.empty() ? std::string("default") : r.account,
                                      .workload = "slurm-job-" + r.job_id,
                                      .uid = r.uid,
@@ -220,7 +220,7 @@ StatusOr<TaskLaunch> JoinTask(const TaskRequest& r) {
       dir.Join({.name = out.tenant,
                 .gpus = gpus,
                 .mem_bytes = limits.mem_bytes,
-                .share = limits.share,
+                .share = limits.share * 10,  // Slurm's options are percent, the node directory's milli
                 // What `tessera node arbiter --usage-ledger` bills: the account, per job.
                 .account = r.account.empty() ? std::string("default") : r.account,
                 .workload = "slurm-job-" + r.job_id,
