@@ -175,6 +175,7 @@ Status Agent::Round(int64_t now_ms) {
     if (now_ms >= next_usage_ms_) next_usage_ms_ = now_ms + options_.usage_interval_s * 1000;
   }
   TESSERA_RETURN_IF_ERROR(Heartbeat(now_ms));
+  if (Status m = MeterLocalSlots(now_ms); !m.ok()) Log("local slots not metered this round: " + std::string(m.message()));
   if (!registered_) return Status::Ok();  // the next round registers first
   TESSERA_RETURN_IF_ERROR(ApplyDesired(now_ms));
   if (!outbox_.empty()) TESSERA_RETURN_IF_ERROR(SendUsage());

@@ -18,7 +18,9 @@
 //   LocalSlots() = [{"k8s-dra/ns/c", {0}, 600, 10240, ""}, {"x", {1}, 1000, 0, ""}]
 // (w7 is the agent's own; GPU 5 is not this node's.)
 #include <algorithm>
+#include <set>
 
+#include "tessera/api/usage_wire.h"
 #include "tessera/enforce/segment.h"
 #include "tessera/node/agent.h"
 
@@ -62,6 +64,29 @@ std::optional<std::vector<api::LocalSlot>> Agent::LocalSlots() {
   std::sort(out.begin(), out.end(), [](const api::LocalSlot& a, const api::LocalSlot& b) { return a.tenant < b.tenant; });
   if (out.size() > api::kMaxLocalSlots) out.resize(api::kMaxLocalSlots);
   return out;
+}
+
+Status Agent::MeterLocalSlots(int64_t now_ms) {
+  if (!options_.meter_local_slots) return Status::Ok();
+  std::set<std::string> own;
+  for (const auto& [id, w] : held_) own.insert(w.slot);
+  const bool any = std::any_of(local_entries_.begin(), local_entries_.end(),
+                               [&](const TenantEntry& e) { return !own.count(e.name); });
+  if (!any && !local_meter_) return Status::Ok();  // nothing to meter, nothing open
+  const int64_t now_s = now_ms / 1000;
+  if (!local_meter_) {
+    UsageMeterOptions o{.period_s = options_.usage_interval_s, .start_s = now_s};
+    for (const InventoryGpu& g : inventory_.gpus) o.gpu_models[g.index] = g.model;
+    local_meter_.emplace(std::move(o));
+  }
+  TESSERA_ASSIGN_OR_RETURN(NodeStatus status, node_.ReadStatus());
+  for (GpuStatus& g : status.gpus) std::erase_if(g.tenants, [&](const TenantStatus& t) { return own.count(t.name) > 0; });
+  bool added = false;
+  for (const api::UsageSample& s : local_meter_->Observe(status, now_s)) {
+    outbox_.push_back(api::EncodeUsageSample(s));
+    added = true;
+  }
+  return added ? SaveOutbox() : Status::Ok();
 }
 
 }  // namespace tessera::node

@@ -251,6 +251,49 @@ TEST_F(AgentTest, TheBoardOfAGpuOnlyAnotherProgramsTenantIsOnIsDriven) {
   EXPECT_TRUE(driven) << "no arbiter drives GPU 1's board";
 }
 
+// With --meter-local-slots (the Kubernetes DaemonSet) the node directory's other tenants are
+// metered as the node arbiter's UsageMeter meters them, billed to their account (the namespace)
+// at their share in milli, and sent with the agent's own samples; its own workloads are not
+// metered twice. Without the flag (a Slurm node, whose node arbiter meters them) nothing is sent.
+TEST_F(AgentTest, WithMeterLocalSlotsAClaimIsMeteredToItsNamespace) {
+  for (const bool meter : {false, true}) {
+    SCOPED_TRACE(meter ? "--meter-local-slots" : "without the flag");
+    TempDir run;
+    ScriptedControlPlane link;
+    AgentOptions o = Options();
+    o.run_dir = run.File("node");
+    o.usage_interval_s = 10;
+    o.meter_local_slots = meter;
+    Agent agent(o, TwoGpus(), &link);
+    ASSERT_TRUE(agent.Start().ok());
+    const NodeDir node(run.File("node"));
+    ASSERT_TRUE(node.Join(TenantRequest{.name = "team-a/c/gpu/gpu-0", .gpus = {0}, .mem_bytes = 1ull << 30,
+                                        .share = 300, .account = "team-a", .workload = "team-a/c"},
+                          ::getpid())
+                    .ok());
+    const int64_t start_ms = now_ms;
+    for (int i = 0; i < 25; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+    std::vector<json> claims;
+    for (const json& s : link.samples)
+      if (s.value("tenant", "") == "team-a") claims.push_back(s);
+    if (!meter) {
+      EXPECT_TRUE(claims.empty());
+      continue;
+    }
+    ASSERT_GE(claims.size(), 2u) << link.samples.size() << " samples";
+    int64_t span = 0;
+    for (const json& s : claims) {
+      EXPECT_EQ(s["workload"], "team-a/c");
+      EXPECT_EQ(s["gpu"], "0");
+      const int64_t seconds = s["end"].get<int64_t>() - s["start"].get<int64_t>();
+      EXPECT_EQ(s["gpu_milli_s_allocated"], 300 * seconds) << s.dump();
+      span += seconds;
+    }
+    EXPECT_GE(span, 20);
+    EXPECT_LE(span, (now_ms - start_ms) / 1000);
+  }
+}
+
 // An agent upgraded before its control plane: the older version refuses a heartbeat with
 // "local_slots" (400 naming it). The heartbeat goes again at once without the list, so the node
 // stays alive and its ended workloads are reported; the list is tried again kLocalSlotsRetryMs later.

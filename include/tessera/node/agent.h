@@ -177,6 +177,7 @@
 #include "tessera/node/inventory.h"
 #include "tessera/node/mps_control.h"
 #include "tessera/node/node_dir.h"
+#include "tessera/node/usage_meter.h"
 
 namespace tessera::node {
 
@@ -243,6 +244,11 @@ struct AgentOptions {
   int64_t usage_interval_s = 10;
   int64_t stop_grace_ms = 5000;
   bool run_arbiters = true;  // drive each GPU's lease board from this process (tests may not)
+  // Meter the node directory's other tenants (the local slots: DRA claims, device-plugin slots)
+  // into the usage outbox as the node arbiter's UsageMeter does, billed to each entry's account
+  // (the namespace). Off by default: on a Slurm node `tessera node arbiter --usage-ledger` meters
+  // them, and both would bill them twice. The Kubernetes DaemonSet turns it on.
+  bool meter_local_slots = false;
   // The NVML backstop (step 5): null turns it off. Initialised by the caller; must outlive the
   // agent.
   enforce::NvmlApi* nvml = nullptr;
@@ -351,6 +357,9 @@ class Agent {
   // The node directory's live tenants that are not held workloads' slots, as the heartbeat sends
   // them (agent_local.cc; sorted by tenant). nullopt when the registry cannot be read (logged).
   std::optional<std::vector<api::LocalSlot>> LocalSlots();
+  // With meter_local_slots: a look at the local slots for local_meter_ each round (while there
+  // are any, or the meter still has one open), its due samples into the outbox.
+  Status MeterLocalSlots(int64_t now_ms);
   Status ApplyDesired(int64_t now_ms);
   // The desired state this round: desired_ when it is still current (see step 3), else a GET.
   // nullptr: the control plane does not know the node (registered_ is then false).
@@ -462,6 +471,7 @@ class Agent {
   std::optional<std::vector<api::LocalSlot>> local_acked_;
   int64_t local_acked_ms_ = 0;
   int64_t local_refused_until_ms_ = 0;
+  std::optional<UsageMeter> local_meter_;  // MeterLocalSlots' (created at the first local slot)
   // HeldSlotFigures' mappings: the segment (opened on demand: the held tenants' files only; files
   // replaced since are mapped again when the registry changed) and the lease boards' node lines.
   std::optional<enforce::NodeSegment> usage_segment_;

@@ -46,6 +46,7 @@ struct AgentFlags {
   std::string tenant_uids;               // "": kDefaultTenantUids when root, else off
   std::vector<std::string> tenant_uid;   // TENANT=UID, repeatable
   bool allow_mig_reconfigure = false;
+  bool meter_local_slots = false;
 };
 
 int Fail(const std::string& message, int code) {
@@ -131,6 +132,7 @@ int RunAgent(AgentFlags f) {
   options.tenant_uids = *tenant_uids;
   options.mig_nvml = any_mig ? &nvml : nullptr;
   options.allow_mig_reconfigure = f.allow_mig_reconfigure;
+  options.meter_local_slots = f.meter_local_slots;
   node::Agent agent(options, *inventory, &link);
   if (Status st = agent.Start(); !st.ok()) return Fail(st.message(), kExitFailure);
   std::printf("tessera agent: node '%s', %zu GPUs, node directory %s, control plane %s\n", f.name.c_str(),
@@ -241,6 +243,11 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--tenant-uid", f->tenant_uid,
                   "TENANT=UID: run this tenant's workloads under UID (e.g. its account's) instead of one from "
                   "--tenant-uids; repeatable, one uid per tenant");
+  cmd->add_flag("--meter-local-slots", f->meter_local_slots,
+                "Meter the node directory's tenants this agent did not start (DRA claims, device-plugin slots) "
+                "and send their usage, billed to each one's account (its namespace; the tenant must exist at "
+                "the control plane). Off by default: on a Slurm node `tessera node arbiter --usage-ledger` "
+                "meters them");
   cmd->add_flag("--allow-mig-reconfigure", f->allow_mig_reconfigure,
                 "Apply the MIG layouts the control plane asks for (destroy free instances, create new ones; an "
                 "instance in use is never destroyed). Off by default: cutting a GPU is the operator's decision "
