@@ -14,6 +14,18 @@ bool ParseNumber(std::string_view text, T& out) {
   return ec == std::errc() && end == text.data() + text.size() && !text.empty();
 }
 
+// A name field (uuid, model, MIG profile) is printable text: a control byte (a stray '\r' of a
+// CRLF file in the middle of a line, a NUL) would not format and parse back as itself.
+Status CheckNameField(std::string_view value, const std::string& at, const char* field) {
+  for (const char c : value) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      return InvalidArgumentError(at + field + " has a control character (byte " + std::to_string(byte) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
 // A "mig" line (gpu_table.h): appended to its parent GPU's instances, which the table listed above
 // it with MIG on.
 Status ParseMigLine(const std::vector<std::string_view>& fields, const std::string& at, std::vector<NodeGpuFacts>& out) {
@@ -33,8 +45,10 @@ Status ParseMigLine(const std::vector<std::string_view>& fields, const std::stri
     return InvalidArgumentError(at + "compute_instance '" + std::string(fields[3]) + "' is not a compute instance id");
   }
   if (fields[4].empty()) return InvalidArgumentError(at + "uuid is empty (write - for none)");
+  TESSERA_RETURN_IF_ERROR(CheckNameField(fields[4], at, "uuid"));
   if (fields[4] != "-") m.uuid = std::string(fields[4]);
   if (fields[5].empty()) return InvalidArgumentError(at + "profile is empty");
+  TESSERA_RETURN_IF_ERROR(CheckNameField(fields[5], at, "profile"));
   m.profile = std::string(fields[5]);
   if (!ParseNumber(fields[6], m.memory_mib)) {
     return InvalidArgumentError(at + "memory_mib '" + std::string(fields[6]) + "' is not a count of MiB");
@@ -102,6 +116,7 @@ StatusOr<std::vector<NodeGpuFacts>> ParseGpuTable(std::string_view text, const s
       return InvalidArgumentError(at + "index '" + std::string(fields[0]) + "' is not a GPU index (0..1023)");
     }
     if (fields[1].empty()) return InvalidArgumentError(at + "uuid is empty (write - for none)");
+    TESSERA_RETURN_IF_ERROR(CheckNameField(fields[1], at, "uuid"));
     if (fields[1] != "-") g.uuid = std::string(fields[1]);
     if (!ParseNumber(fields[2], g.minor) || g.minor < -1) {
       return InvalidArgumentError(at + "minor '" + std::string(fields[2]) + "' is not a device minor (-1 for none)");
@@ -117,6 +132,7 @@ StatusOr<std::vector<NodeGpuFacts>> ParseGpuTable(std::string_view text, const s
     }
     if (fields.size() == 6) {
       if (fields[5].empty()) return InvalidArgumentError(at + "model is empty (write - for unknown)");
+      TESSERA_RETURN_IF_ERROR(CheckNameField(fields[5], at, "model"));
       if (fields[5] != "-") g.model = std::string(fields[5]);
     }
     if (GpuFactsOf(out, g.index)) {

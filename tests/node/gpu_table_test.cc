@@ -82,6 +82,12 @@ TEST(GpuTable, ParseErrorsNameTheLineAndTheField) {
   StatusOr<std::vector<NodeGpuFacts>> crlf = ParseGpuTable("1\t-\t1\t80\r\n", "t");
   ASSERT_TRUE(crlf.ok());
   EXPECT_EQ(crlf->front(), (NodeGpuFacts{.index = 1, .uuid = "", .minor = 1, .memory_mib = 80}));
+  // A control byte in a name would not read back as itself (found by gpu_table_fuzzer: a model
+  // ending in two '\r', one of which the CRLF rule strips on the second read).
+  EXPECT_THAT(error("0\tGPU-a\t0\t1\t-\tA100\r\r\n"), HasSubstr("gpus.tsv:1: model has a control character (byte 13)"));
+  EXPECT_THAT(error(std::string("0\tGPU-\0\t0\t1\n", 13)), HasSubstr("gpus.tsv:1: uuid has a control character (byte 0)"));
+  EXPECT_THAT(error(mig_gpu + "mig\t1\t1\t0\tMIG-a\t3g\x01\t40\n"),
+              HasSubstr("gpus.tsv:2: profile has a control character (byte 1)"));
 }
 
 // The node side publishes NVML's facts (fake NVML: UUIDs by index, GPU 1 at minor 7); when NVML
