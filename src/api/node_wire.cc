@@ -243,8 +243,10 @@ StatusOr<Heartbeat> DecodeHeartbeat(std::string_view body, std::string* bad_fiel
     AgentEvent e;
     TESSERA_ASSIGN_OR_RETURN(e.id, g.Int("id", 1, INT64_MAX, 0));
     TESSERA_ASSIGN_OR_RETURN(e.kind, g.Str("kind", 64));
-    if (e.kind != kViolatedLimit && e.kind != kMpsUnavailable && e.kind != kNoTenantUid)
-      return g.Fail("kind", "'" + e.kind + "' is not an agent event (violated_limit, mps_unavailable, no_tenant_uid)");
+    if (e.kind != kViolatedLimit && e.kind != kMpsUnavailable && e.kind != kNoTenantUid && e.kind != kGpuTimeRecharged)
+      return g.Fail("kind", "'" + e.kind +
+                                "' is not an agent event (violated_limit, mps_unavailable, no_tenant_uid, "
+                                "gpu_time_recharged)");
     TESSERA_ASSIGN_OR_RETURN(e.detail, g.Str("detail", 1000));
     out.events.push_back(std::move(e));
   }

@@ -99,7 +99,7 @@ void Agent::CheckCountersFiles() {
   }
 }
 
-void Agent::AddNvmlWindows(int64_t now_ms, const NvmlPass& pass) {
+int64_t Agent::AddNvmlWindows(int64_t now_ms, const NvmlPass& pass) {
   // The time this pass stands for: since the previous one, at most two periods (an agent stalled
   // longer does not stretch one reading over the gap); a first pass stands for one period.
   const int64_t period = std::max<int64_t>(options_.backstop_period_ms, 1);
@@ -127,6 +127,7 @@ void Agent::AddNvmlWindows(int64_t now_ms, const NvmlPass& pass) {
     }
   }
   std::erase_if(nvml_windows_, [&](const auto& e) { return !held_.count(e.first.first); });
+  return elapsed;
 }
 
 void Agent::Backstop(int64_t now_ms) {
@@ -230,7 +231,7 @@ void Agent::Backstop(int64_t now_ms) {
       }
     }
   }
-  AddNvmlWindows(now_ms, pass);
+  ChargeObservedTime(pass, AddNvmlWindows(now_ms, pass));
   if (unreadable.size() > 1000) unreadable = unreadable.substr(0, 997) + "...";
   nvml_condition_ = api::NodeCondition{std::string(api::kConditionNvml), unreadable.empty(), unreadable};
   std::erase_if(unknown_seen_, [&](uint32_t pid) { return !seen.count(pid); });

@@ -110,6 +110,7 @@ Status LeaseArbiter::AddTenant(uint32_t slot, const LeaseTenantConfig& c) {
   t.gpu_seen_ns = s.gpu.gpu_ns.load(std::memory_order_acquire);
   t.measured_at_ns = 0;
   t.measured_credit_ns = kMaxMeasuredCreditNs;
+  t.observed_seen_ns = board_->node[slot].observed_extra_ns.load(std::memory_order_acquire);
   board_->node[slot].tenant_id.store(c.tenant_id, std::memory_order_relaxed);
   board_->node[slot].priority.store(static_cast<uint32_t>(c.priority) + 0x80000000u, std::memory_order_relaxed);
   board_->node[slot].kernel_est_ns.store(Ns(c.kernel_estimate), std::memory_order_relaxed);
@@ -258,6 +259,28 @@ void LeaseArbiter::ChargeMeasured(uint64_t now_ns) {
   }
 }
 
+void LeaseArbiter::ChargeObserved() {
+  for (uint32_t i = 0; i < kLeaseMaxTenants; ++i) {
+    Tenant& t = tenants_[i];
+    if (!t.active) continue;
+    const uint64_t observed = board_->node[i].observed_extra_ns.load(std::memory_order_acquire);
+    if (observed <= t.observed_seen_ns) {
+      t.observed_seen_ns = observed;  // only the node side writes it; never backwards in practice
+      continue;
+    }
+    const uint64_t charge = std::min(observed - t.observed_seen_ns, kMaxMeasuredCreditNs);
+    t.observed_seen_ns = observed;
+    t.stats.recharged_ns += charge;
+    ChargeSlot(i, charge);
+  }
+}
+
+uint64_t UnderChargedNs(uint64_t observed_ns, uint64_t charged_ns, uint64_t window_ns) {
+  const uint64_t margin = window_ns / 1000 * kObservedMarginMilli;
+  if (observed_ns < charged_ns + margin || observed_ns <= 2 * charged_ns) return 0;
+  return observed_ns - charged_ns;
+}
+
 double LeaseArbiter::Share(uint32_t slot) const {
   return window_ns_ <= 0 ? 0.0 : tenants_[slot].usage_ns / window_ns_;
 }
@@ -360,6 +383,7 @@ uint64_t LeaseArbiter::Step(uint64_t now_ns) {
   board_->arbiter.heartbeat_ns.store(now_ns, std::memory_order_relaxed);
   Decay(now_ns);
   ChargeMeasured(now_ns);
+  ChargeObserved();
 
   // 1. End the current lease if it is over.
   std::optional<uint32_t> still_busy;  // a holder cut off while it still had work

@@ -189,6 +189,13 @@ TEST(NodeWireTest, HeartbeatRefusalsNameTheField) {
   EXPECT_EQ(Refusal(decode, R"({"finished": [{"id": 7, "exit_code": 256}]})").first,
             "finished[0].exit_code: 256 is out of range -255..255");
   EXPECT_EQ(Refusal(decode, R"({"events": [{"id": 7, "kind": "oom"}]})").second, "events[0].kind");
+  // gpu_time_recharged is an event kind only, not an end reason.
+  StatusOr<Heartbeat> recharged =
+      DecodeHeartbeat(R"({"events": [{"id": 7, "kind": "gpu_time_recharged", "detail": "GPU 0: ..."}]})", nullptr);
+  ASSERT_TRUE(recharged.ok()) << recharged.status().message();
+  EXPECT_EQ(recharged->events.at(0).kind, kGpuTimeRecharged);
+  EXPECT_EQ(Refusal(decode, R"({"finished": [{"id": 7, "reason": "gpu_time_recharged"}]})").second,
+            "finished[0].reason");
   EXPECT_EQ(Refusal(decode, R"({"events": [{"id": 0, "kind": "violated_limit"}]})").second, "events[0].id");
   EXPECT_EQ(Refusal(decode, R"({"events": ["x"]})").second, "events[0]");
   EXPECT_EQ(Refusal(decode, R"({"finished": {}})").first, "finished: expected an array, got an object");

@@ -1076,6 +1076,52 @@ TEST_F(NvmlUsageTest, ASampleCarriesTheSumOverTheWorkloadsProcessesOfNvmlsUtilis
   EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
 }
 
+// NVML's view charged to the arbiter (issue 29): no arbiter runs here, so the board charges both
+// workloads nothing; NVML samples workload 5's command at 60 % (600 ms of each 1 s pass: clearly
+// more than its charge, as a tenant that zeroed its measured time shows) and workload 6's at 4 %
+// (40 ms: below the margin). Workload 5's slot gets 600 ms of observed_extra_ns per pass from the second
+// pass on, and one gpu_time_recharged event; workload 6 gets nothing.
+TEST_F(NvmlUsageTest, TimeNvmlSawBeyondAWorkloadsChargeIsAddedToItsSlotOnTheBoard) {
+  Agent agent(BackstopOptions(true), TwoGpus(), &cp);
+  StartTwo(agent);
+  Reinit("A100-40GB:plive=1:putil=" + std::to_string(command5) + "/60/0;" + std::to_string(command6) + "/4/0,A100-40GB");
+  StatusOr<std::vector<TenantEntry>> entries = NodeDir(dir.File("node")).RegistryEntries();
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  int slot5 = -1, slot6 = -1;
+  for (const TenantEntry& e : *entries) {
+    if (e.name == "w5") slot5 = e.index;
+    if (e.name == "w6") slot6 = e.index;
+  }
+  ASSERT_GE(slot5, 0);
+  ASSERT_GE(slot6, 0);
+  // Read-write, as the arbiter maps it: the second half charges workload 5 as an arbiter would.
+  StatusOr<enforce::LeaseFile> leases = enforce::LeaseFile::Open(dir.File("node/leases"));
+  ASSERT_TRUE(leases.ok()) << leases.status().ToString();
+  const auto extra = [&](int slot) { return leases->board(0).node[slot].observed_extra_ns.load(); };
+  const uint64_t before5 = extra(slot5), before6 = extra(slot6);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  // Four passes after the figures changed; the first of the test's passes may still set the baseline.
+  EXPECT_GE(extra(slot5) - before5, 3 * 600'000'000ull);
+  EXPECT_LE(extra(slot5) - before5, 4 * 600'000'000ull);
+  EXPECT_EQ(extra(slot6), before6);
+  EXPECT_EQ(agent.stats().gpu_time_recharged_ns, static_cast<int64_t>(extra(slot5) - before5));
+  EXPECT_EQ(Count(cp.events, 5, "gpu_time_recharged"), 1);
+  EXPECT_EQ(Count(cp.events, 6, "gpu_time_recharged"), 0);
+  // Now an arbiter charges workload 5 what it ran (600 ms a pass) and the extra added before it:
+  // nothing more is added, and a later episode would send a new event.
+  uint64_t last = extra(slot5), charged_extra = extra(slot5) - before5;
+  for (int i = 0; i < 3; ++i) {
+    leases->board(0).node[slot5].charged_ns.fetch_add(600'000'000ull + (extra(slot5) - last) + charged_extra);
+    charged_extra = 0;
+    last = extra(slot5);
+    ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  }
+  EXPECT_EQ(extra(slot5), last) << "charged again what the arbiter had charged";
+  EXPECT_EQ(Count(cp.events, 5, "gpu_time_recharged"), 1);
+  cp.desired = json::array();
+  EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
+}
+
 TEST_F(NvmlUsageTest, WhereTheDriverGivesNoFigureTheSampleLeavesItOutRatherThanSendingZero) {
   Agent agent(BackstopOptions(true), TwoGpus(), &cp);
   StartTwo(agent);

@@ -305,6 +305,73 @@ INSTANTIATE_TEST_SUITE_P(Weights, WeightedShareTest,
                                            ShareCase{"w8mixed", {1, 2, 2, 3, 4, 5, 6, 9}}),
                          [](const ::testing::TestParamInfo<ShareCase>& p) { return p.param.name; });
 
+// A metering tenant that reports a tenth of the GPU time its kernels took (a hostile shim, or one
+// that zeroes its gpu_ns) is charged a tenth and takes most of a 30/70 GPU; the node side's
+// observed time (VirtualNode::ObserveEvery: the agent's NVML pass, UnderChargedNs) charges it what
+// the GPU ran, and the split comes back to 30/70.
+TEST(LeaseArbiterSimTest, ObservedTimeChargesATenantThatUnderReportsItsGpuTime) {
+  const auto run = [](bool observe) {
+    VirtualNode node({.policy = "weighted_fair"}, /*seed=*/7);
+    node.AddTenant(0, {.tenant_id = 100, .weight = 30, .kernel_estimate = milliseconds(1)});
+    node.AddTenant(1, {.tenant_id = 101, .weight = 70, .kernel_estimate = milliseconds(1)});
+    node.AddProcess({.slot = 0, .kernel = milliseconds(1), .report = 0.1});
+    node.AddProcess({.slot = 1, .kernel = milliseconds(1), .report = 1});
+    if (observe) node.ObserveEvery(seconds(1));
+    const VirtualNode::Result r = node.Run(seconds(30));
+    return std::make_pair(r.Share(0), node.arbiter().stats(0).recharged_ns);
+  };
+  const auto [believed, none] = run(false);
+  EXPECT_GT(believed, 0.5) << "the under-report no longer pays: the test shows nothing";
+  EXPECT_EQ(none, 0u);
+  const auto [observed, recharged] = run(true);
+  EXPECT_NEAR(observed, 0.30, 0.03);
+  EXPECT_GT(recharged, 0u);
+}
+
+// An honest tenant (estimate = its kernels) is never charged from the observations.
+TEST(LeaseArbiterSimTest, ObservedTimeLeavesHonestTenantsAlone) {
+  VirtualNode node({.policy = "weighted_fair"}, /*seed=*/7);
+  node.AddTenant(0, {.tenant_id = 100, .weight = 30, .kernel_estimate = milliseconds(1)});
+  node.AddTenant(1, {.tenant_id = 101, .weight = 70, .kernel_estimate = milliseconds(2)});
+  node.AddProcess({.slot = 0, .kernel = milliseconds(1), .report = 1});
+  node.AddProcess({.slot = 1, .kernel = milliseconds(2), .jitter = 0.3});  // charged by its estimate
+  node.ObserveEvery(seconds(1));
+  const VirtualNode::Result r = node.Run(seconds(10));
+  EXPECT_EQ(node.arbiter().stats(0).recharged_ns, 0u);
+  EXPECT_EQ(node.arbiter().stats(1).recharged_ns, 0u);
+  EXPECT_NEAR(r.Share(0), 0.30, 0.03);
+}
+
+TEST(LeaseArbiterTest, UnderChargedNsNeedsAClearMarginAsTheHeaderSays) {
+  EXPECT_EQ(UnderChargedNs(600 * kMs, 100 * kMs, 1000 * kMs), 500 * kMs);
+  EXPECT_EQ(UnderChargedNs(320 * kMs, 300 * kMs, 1000 * kMs), 0u);
+  EXPECT_EQ(UnderChargedNs(400 * kMs, 0, 1000 * kMs), 400 * kMs);
+  EXPECT_EQ(UnderChargedNs(40 * kMs, 0, 1000 * kMs), 0u);             // the header's example
+  EXPECT_EQ(UnderChargedNs(49 * kMs, 0, 1000 * kMs), 0u);             // below the margin
+  EXPECT_EQ(UnderChargedNs(50 * kMs, 0, 1000 * kMs), 50 * kMs);       // at it
+  EXPECT_EQ(UnderChargedNs(900 * kMs, 450 * kMs, 1000 * kMs), 0u);    // not more than twice
+  EXPECT_EQ(UnderChargedNs(150 * kMs, 0, 4000 * kMs), 0u);            // the margin scales with the window
+  EXPECT_EQ(UnderChargedNs(150 * kMs, 0, 1000 * kMs), 150 * kMs);
+}
+
+// The arbiter charges the growth of a slot's observed_extra_ns once, from the value it found.
+TEST(LeaseArbiterTest, ObservedExtraTimeIsChargedOnceFromWhereTheArbiterFoundIt) {
+  auto mem = std::make_unique<BoardMemory>();
+  LeaseBoard* board = nullptr;
+  ASSERT_EQ(enforce::InitLeaseBoard(mem.get(), sizeof(BoardMemory), 0, 0, &board), enforce::LeaseBoardCheck::kOk);
+  board->node[0].observed_extra_ns.store(7 * kMs);  // left by a tenant this arbiter never served
+  auto arbiter = std::move(LeaseArbiter::Create(board, {}).value());
+  ASSERT_TRUE(arbiter->AddTenant(0, {.kernel_estimate = milliseconds(1)}).ok());
+  arbiter->Step(0);
+  EXPECT_EQ(arbiter->stats(0).recharged_ns, 0u);
+  board->node[0].observed_extra_ns.fetch_add(40 * kMs);
+  arbiter->Step(1 * kMs);
+  arbiter->Step(2 * kMs);
+  EXPECT_EQ(arbiter->stats(0).recharged_ns, 40 * kMs);
+  EXPECT_EQ(arbiter->stats(0).charged_ns, 40 * kMs);
+  EXPECT_EQ(board->node[0].charged_ns.load(), 40 * kMs);
+}
+
 // The same 30/70 split through the other proportional policies.
 TEST(LeaseArbiterSimTest, LotteryAndHierarchicalAlsoGiveWeightedShares) {
   for (const std::string policy : {"lottery", "hierarchical"}) {

@@ -12,6 +12,11 @@
 //   node.AddProcess({.slot = 0, .kernel = 1ms});
 //   VirtualNode::Result r = node.Run(10s);     // r.gpu_ns[0], r.waits_ns[0], ...
 //
+// ObserveEvery(period) adds the node side's view (the agent's NVML backstop, node/agent.h): every
+// period, each slot's GPU time over the period (what the FIFO GPU ran for it) is compared with the
+// growth of its board charge (less what the observer added itself), and UnderChargedNs of the two
+// is added to the slot's node-line observed_extra_ns, which the arbiter charges at its next step.
+//
 // Deterministic: same specs and seed, same result. Single-threaded.
 #pragma once
 
@@ -50,6 +55,10 @@ struct SimProcess {
   uint32_t burst = 0;
   enforce::LaunchKind kind = enforce::LaunchKind::kKernel;
   uint32_t graph_kernels = 1;  // kGraph: GPU time = graph_kernels * kernel
+  // >= 0: the tenant meters its GPU time (the shim's gpu_meter.h: the slot's metering flag, its
+  // queued work's end in busy_until_ns, its kernel time in unit_ns) and adds `report` x each
+  // finished kernel's GPU time to gpu_ns: 1 is honest, 0.1 a tenant that under-reports tenfold.
+  double report = -1;
 };
 
 class VirtualNode {
@@ -84,6 +93,7 @@ class VirtualNode {
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
   void AddProcess(const SimProcess& spec) { procs_.push_back(Proc{.spec = spec}); }
+  void ObserveEvery(Nanos period) { observe_period_ = Ns(period); }
   enforce::LeaseBoard& board() { return *board_; }
   LeaseArbiter& arbiter() { return *arbiter_; }
 
@@ -100,6 +110,7 @@ class VirtualNode {
       }
     }
     ScheduleArbiter(0);
+    if (observe_period_ > 0) Push(observe_period_, Kind::kObserve, 0);
     while (!events_.empty()) {
       const Event e = events_.top();
       events_.pop();
@@ -110,8 +121,9 @@ class VirtualNode {
           if (e.token == arbiter_token_) StepArbiter();
           break;
         case Kind::kTry: Try(e.index); break;
-        case Kind::kDone: Done(e.index); break;
+        case Kind::kDone: Done(e.index, e.token); break;
         case Kind::kBurst: Burst(e.index); break;
+        case Kind::kObserve: Observe(); break;
       }
     }
     return result_;
@@ -121,7 +133,7 @@ class VirtualNode {
   struct alignas(64) Storage {
     unsigned char bytes[sizeof(enforce::LeaseBoard)];
   };
-  enum class Kind { kArbiter, kTry, kDone, kBurst };
+  enum class Kind { kArbiter, kTry, kDone, kBurst, kObserve };
   struct Event {
     uint64_t t;
     uint64_t seq;
@@ -237,13 +249,35 @@ class VirtualNode {
     result_.gpu_ns[slot] += clipped;
     result_.busy_ns += clipped;
     ++p.inflight;
-    Push(end, Kind::kDone, i);
+    if (p.spec.report >= 0) {
+      enforce::LeaseSlotGpuLine& gpu = board_->slots[slot].gpu;
+      gpu.metering.store(1);
+      gpu.unit_ns.store(dur);
+      gpu.busy_until_ns.store(std::max(gpu.busy_until_ns.load(), end));
+    }
+    Push(end, Kind::kDone, i, dur);
     ScheduleTry(i, now_ + Ns(p.spec.launch_gap));
   }
 
-  void Done(uint32_t i) {
+  void Observe() {
+    for (uint32_t s = 0; s < enforce::kLeaseMaxTenants; ++s) {
+      enforce::LeaseSlotNodeLine& line = board_->node[s];
+      const uint64_t charged = line.charged_ns.load(), extra = line.observed_extra_ns.load();
+      const uint64_t ran = result_.gpu_ns[s] - observed_[s].ran;
+      // The charge's growth less what the previous observation added (the arbiter charged it since).
+      const int64_t own = static_cast<int64_t>(charged - observed_[s].charged) - static_cast<int64_t>(extra - observed_[s].extra);
+      line.observed_extra_ns.fetch_add(UnderChargedNs(ran, static_cast<uint64_t>(std::max<int64_t>(own, 0)), observe_period_));
+      observed_[s] = {result_.gpu_ns[s], charged, extra};
+    }
+    Push(now_ + observe_period_, Kind::kObserve, 0);
+  }
+
+  void Done(uint32_t i, uint64_t dur) {
     Proc& p = procs_[i];
     --p.inflight;
+    if (p.spec.report >= 0) {
+      board_->slots[p.spec.slot].gpu.gpu_ns.fetch_add(static_cast<uint64_t>(static_cast<double>(dur) * p.spec.report));
+    }
     if (p.blocked) {
       p.blocked = false;
       ScheduleTry(i, now_);
@@ -265,6 +299,11 @@ class VirtualNode {
   uint64_t arbiter_at_ = 0;
   uint64_t arbiter_token_ = 0;
   Result result_;
+  uint64_t observe_period_ = 0;  // ObserveEvery; 0: off
+  struct Observed {
+    uint64_t ran = 0, charged = 0, extra = 0;  // at the previous observation
+  };
+  std::array<Observed, enforce::kLeaseMaxTenants> observed_{};
 };
 
 }  // namespace tessera::node::testing

@@ -50,6 +50,10 @@ inline constexpr int kMaxGpusPerNode = 16;
 inline constexpr std::string_view kViolatedLimit = "violated_limit";
 inline constexpr std::string_view kMpsUnavailable = "mps_unavailable";
 inline constexpr std::string_view kNoTenantUid = "no_tenant_uid";
+// An agent event only (not an end reason): NVML saw a time-sliced workload's processes take clearly
+// more GPU time than the lease arbiter charged it, and the agent charged it the difference
+// (node/lease_arbiter.h, UnderChargedNs); once per episode, the detail gives both figures.
+inline constexpr std::string_view kGpuTimeRecharged = "gpu_time_recharged";
 
 // A node's state and its one string mapping (what the store keeps, the API shows, the node
 // answers carry) are core's (tessera/core/lifecycle_state.h), used here under the wire's names.

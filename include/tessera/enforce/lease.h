@@ -100,7 +100,11 @@ struct alignas(kLeaseCacheLine) LeaseSlotNodeLine {
   std::atomic<uint64_t> grants;         // leases granted
   std::atomic<uint64_t> unused_grants;  // leases that ended without a single launch
   std::atomic<uint64_t> preemptions;    // leases cut short for a higher priority
-  std::atomic<uint64_t> reserved;
+  // GPU time the node side saw the tenant's processes take beyond what it reported (cumulative;
+  // the agent's NVML backstop adds to it: node/lease_arbiter.h, UnderChargedNs); the arbiter
+  // charges its growth. The only node-line field not written by the arbiter. It was `reserved`
+  // (always zero) before: an older arbiter ignores it, an older agent leaves it at zero.
+  std::atomic<uint64_t> observed_extra_ns;
 };
 
 // Tenant-side line of a tenant slot (written by the tenant's processes, read by the arbiter).
@@ -168,7 +172,7 @@ static_assert(offsetof(LeaseState, word) == 0 && offsetof(LeaseState, generation
               offsetof(LeaseState, holder) == 12 && offsetof(LeaseState, start_ns) == 16 &&
               offsetof(LeaseState, expiry_ns) == 24);
 static_assert(offsetof(LeaseSlotNodeLine, wake_seq) == 8 && offsetof(LeaseSlotNodeLine, kernel_est_ns) == 16 &&
-              offsetof(LeaseSlotNodeLine, charged_ns) == 24);
+              offsetof(LeaseSlotNodeLine, charged_ns) == 24 && offsetof(LeaseSlotNodeLine, observed_extra_ns) == 56);
 static_assert(offsetof(LeaseSlotTenantLine, waiting) == 0 && offsetof(LeaseSlotTenantLine, launches) == 8 &&
               offsetof(LeaseSlotTenantLine, submitted_est_ns) == 32 &&
               offsetof(LeaseSlotTenantLine, last_launch_ns) == 40 && offsetof(LeaseSlotTenantLine, wait_ns) == 56);

@@ -84,6 +84,18 @@
 //      550 milli x 1000 ms per pass, and the next sample carries "nvml_used_milli": 550,
 //      "nvml_memory_mib": 164 (the shim's own figures, "gpu_milli_s_used" and "peak_memory_mib",
 //      stay beside them: a tenant that under-reports shows as the difference).
+//
+//      NVML's view charged to the arbiter (issue 29; agent_observed.cc): each pass also compares,
+//      for each time-sliced workload ("share"; not MPS, not MIG) on each GPU with a new sample,
+//      NVML's time (its processes' SM milli x the pass's span) with the growth of its slot's board
+//      charge since the previous pass, less what this step added then (the arbiter has charged it
+//      since). node::UnderChargedNs of the two (clearly more: twice the charge and 50 milli of the
+//      span) is added to the slot's node-line observed_extra_ns, which the GPU's arbiter charges
+//      at its next step (tessera/node/lease_arbiter.h, "Observed time"): the workload's turns and
+//      its billed GPU time follow what the driver saw. One `gpu_time_recharged` event per episode.
+//      Worked example: pass of 1000 ms, workload 5 sampled at 60 % (600 ms), its charge grew 0 ms
+//      (it zeroed its gpu_ns): 600 ms goes to observed_extra_ns; next pass its charge grew 600 ms
+//      (that extra) and NVML again saw 600 ms: own 0 ms, 600 ms more.
 // Worked example of the backstop: workload 7 has a 1024 MiB limit on GPU 0 and allowance 500 MiB;
 // NVML lists pid 4242 (its command, a child of its supervisor) with 4596 MiB: 4596 - 500 = 4096
 // MiB > 1024 MiB, so 4242 and the supervisor are killed and the next heartbeat carries
@@ -322,6 +334,7 @@ struct AgentStats {
   int64_t mig_steps = 0;             // MIG instances destroyed or created for them
   int64_t desired_fetches = 0;       // GETs of the desired state (a round may reuse the held one)
   int64_t local_slot_reports = 0;    // heartbeats acknowledged that carried "local_slots" (step 2)
+  int64_t gpu_time_recharged_ns = 0;  // GPU time NVML saw beyond workloads' charges (ChargeObservedTime)
 };
 
 class Agent {
@@ -413,8 +426,12 @@ class Agent {
     std::map<std::pair<int64_t, int>, int64_t> memory_mib;  // (workload, GPU): their device memory
     std::set<std::pair<int64_t, int>> memory_untold;        // (workload, GPU): a process NVML gave no memory for
   };
-  // One pass into nvml_windows_ (agent_backstop.cc).
-  void AddNvmlWindows(int64_t now_ms, const NvmlPass& pass);
+  // One pass into nvml_windows_ (agent_backstop.cc); returns the ms the pass stands for.
+  int64_t AddNvmlWindows(int64_t now_ms, const NvmlPass& pass);
+  // "NVML's view charged to the arbiter" (agent_observed.cc): the pass's SM time of each time-sliced
+  // workload against the growth of its board charge; what UnderChargedNs finds goes to its slot's
+  // observed_extra_ns.
+  void ChargeObservedTime(const NvmlPass& pass, int64_t elapsed_ms);
   void KillProcess(uint32_t pid);
   std::string AgentDir() const;
   void Log(std::string line);
@@ -457,6 +474,16 @@ class Agent {
   std::map<std::pair<int64_t, int>, NvmlWindow> nvml_windows_;  // (workload, GPU)
   std::map<int, uint64_t> util_last_seen_us_;  // per GPU: the newest utilisation sample seen
   int64_t last_backstop_ms_ = 0;               // the previous NVML pass; 0: none yet
+  // ChargeObservedTime's view of each time-sliced workload on each GPU at the previous pass: its
+  // board charge and observed_extra_ns then, and whether an episode of extra charges is running
+  // (its event was sent). In memory: a restarted agent starts from the board as it finds it.
+  struct ObservedWatch {
+    uint64_t charged_ns = 0;
+    uint64_t extra_ns = 0;
+    bool episode = false;
+  };
+  std::map<std::pair<int64_t, int>, ObservedWatch> observed_watch_;  // (workload, GPU)
+  std::optional<enforce::LeaseFile> observed_leases_;  // the lease file, read-write (node lines)
   std::set<int64_t> over_limit_;     // workloads reported over their limit (report mode)
   std::set<uint32_t> unknown_seen_;  // processes of no workload already reported
   // CheckCountersFiles' slot -> index map, read again only when the registry file changed

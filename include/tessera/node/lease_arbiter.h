@@ -44,6 +44,13 @@
 // Thread-safety: LeaseArbiter is single-threaded (the runner serialises calls with a mutex;
 // use LeaseArbiterRunner::WithArbiter to change tenants while it runs). Ownership: the board
 // memory is owned by the caller and must outlive the arbiter.
+//
+// Observed time. The node side may see more GPU time than a tenant reported: the agent's backstop
+// reads NVML's per-process SM utilisation (node/agent.h) and adds the difference UnderChargedNs
+// finds to the slot's node-line `observed_extra_ns`; every step charges that field's growth like
+// measured time (LeaseTenantStats::recharged_ns), at most kMaxMeasuredCreditNs per step. So a
+// tenant that zeroes or slows its own `gpu_ns`, or whose kernels outrun the duration estimate,
+// pays for what the GPU saw rather than for what it said.
 #pragma once
 
 #include <atomic>
@@ -123,12 +130,29 @@ struct LeaseTenantStats {
   // believed because of them.
   uint64_t implausible_reports = 0;
   uint64_t clamped_ns = 0;
+  // GPU time charged from the node line's `observed_extra_ns` (seen by the node side, not reported).
+  uint64_t recharged_ns = 0;
 };
 
 // Bounds on what the arbiter believes of a tenant's own lines (see LeaseTenantStats).
 inline constexpr uint64_t kMeasuredConcurrency = 16;  // event-measured GPU time per ns of wall time
 inline constexpr uint64_t kMaxMeasuredCreditNs = 16'000'000'000;  // measured time reported late, at most
 inline constexpr uint64_t kMaxTailQuanta = 8;  // queued work believed past a lease's end
+
+// How much more GPU time than it was charged a tenant took, as the node side observed it over a
+// window: `observed_ns` (NVML: its processes' SM utilisation x the window), `charged_ns` (the
+// growth of its board charge over the same window, minus what this rule added before). Zero
+// unless the observation is clearly above the charge: more than twice it (a tenant that reports
+// half of its time or less; NVML's sampling error is far smaller than that) and at least
+// kObservedMarginMilli of the window more (a nearly idle tenant's noise). The margin is small on
+// purpose: a window the rule forgives is time the tenant keeps (with the control plane's 250 milli
+// of usage_under_reported, a tenant at a 30 % share reporting a tenth kept 35 % on the virtual node;
+// with 50, 30 %), and what the rule charges is what the driver saw, never more.
+// Worked example (window 1 s): observed 600 ms, charged 100 ms: 600 >= 100 + 50 and 600 > 200,
+// so 500 ms more; observed 320 ms, charged 300 ms: 0; observed 400 ms, charged 0 (a tenant that
+// zeroed its gpu_ns, or one that bypasses the gate): 400 ms; observed 40 ms, charged 0: 0.
+inline constexpr uint64_t kObservedMarginMilli = 50;
+uint64_t UnderChargedNs(uint64_t observed_ns, uint64_t charged_ns, uint64_t window_ns);
 
 class LeaseArbiter {
  public:
@@ -168,6 +192,7 @@ class LeaseArbiter {
     uint64_t gpu_seen_ns = 0;       // the slot's measured gpu_ns already charged
     uint64_t measured_at_ns = 0;    // when gpu_ns was last read (0 = not yet)
     uint64_t measured_credit_ns = kMaxMeasuredCreditNs;  // measured time it may still report late
+    uint64_t observed_seen_ns = 0;  // the node line's observed_extra_ns already charged
     LeaseTenantStats stats;
   };
   struct Lease {
@@ -201,6 +226,8 @@ class LeaseArbiter {
   // kMeasuredConcurrency x the wall time since the last look plus its credit of time not
   // reported then (up to kMaxMeasuredCreditNs); beyond it, or backwards, is counted implausible.
   void ChargeMeasured(uint64_t now_ns);
+  // Charges every tenant the growth of its node line's observed_extra_ns (see "Observed time").
+  void ChargeObserved();
   // The latest end of queued work believed of the holder: kMaxTailQuanta quanta after its expiry.
   uint64_t TailBound() const;
   double Share(uint32_t slot) const;
