@@ -50,6 +50,32 @@ std::string Mib(int64_t mib) { return std::to_string(mib) + " MiB"; }
 
 }  // namespace
 
+std::optional<bool> MapsHoldTheShim(std::string_view maps) {
+  // Each line: address perms offset dev inode [path]; the path is the rest after the fifth field.
+  for (size_t start = 0; start < maps.size();) {
+    const size_t nl = maps.find('\n', start);
+    const std::string_view line = maps.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
+    start = nl == std::string_view::npos ? maps.size() : nl + 1;
+    const size_t slash = line.find('/');
+    if (slash == std::string_view::npos) continue;
+    const std::string_view path = line.substr(slash);
+    const size_t base = path.rfind('/');
+    if (path.substr(base + 1).rfind("libtessera-shim", 0) == 0) return true;
+  }
+  return maps.empty() ? std::nullopt : std::optional<bool>(false);
+}
+
+namespace {
+
+// Whether `pid` has the shim mapped (nullopt: its maps cannot be read, e.g. it is gone).
+std::optional<bool> ProcessHasShim(uint32_t pid) {
+  StatusOr<std::string> maps = internal::ReadWholeFile("/proc/" + std::to_string(pid) + "/maps");
+  if (!maps.ok()) return std::nullopt;
+  return MapsHoldTheShim(*maps);
+}
+
+}  // namespace
+
 void Agent::KillProcess(uint32_t pid) {
   if (pid <= 1 || static_cast<pid_t>(pid) == ::getpid()) return;
   if (::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++stats_.backstop_kills;
@@ -167,6 +193,7 @@ void Agent::Backstop(int64_t now_ms) {
     std::map<int, int64_t> charged_mib;  // per GPU of the workload's own: over the allowances
     std::vector<uint32_t> pids;
     std::vector<std::string> elsewhere;  // "pid 12 on GPU 1 (900 MiB)"
+    std::vector<std::string> unshimmed;  // "pid 12 on GPU 0"
     int64_t processes = 0;
   };
   std::map<int64_t, Use> use;
@@ -225,6 +252,12 @@ void Agent::Backstop(int64_t now_ms) {
       ++u.processes;
       if (std::find(w->gpus.begin(), w->gpus.end(), static_cast<int>(gpu)) != w->gpus.end()) {
         u.charged_mib[static_cast<int>(gpu)] += std::max<int64_t>(0, used - allowance);
+        // On a time-sliced GPU a compute process without the shim launches outside the lease.
+        if (w->partition == "share" && w->mps_thread_pct == 0) {
+          auto [known, fresh] = shim_seen_.try_emplace(p.pid, std::nullopt);
+          if (fresh || !known->second) known->second = ProcessHasShim(p.pid);
+          if (known->second == false) u.unshimmed.push_back("pid " + std::to_string(p.pid) + " on GPU " + std::to_string(gpu));
+        }
       } else {
         u.elsewhere.push_back("pid " + std::to_string(p.pid) + " on GPU " + std::to_string(gpu) + " (" + Mib(used) +
                               ")");
@@ -235,6 +268,7 @@ void Agent::Backstop(int64_t now_ms) {
   if (unreadable.size() > 1000) unreadable = unreadable.substr(0, 997) + "...";
   nvml_condition_ = api::NodeCondition{std::string(api::kConditionNvml), unreadable.empty(), unreadable};
   std::erase_if(unknown_seen_, [&](uint32_t pid) { return !seen.count(pid); });
+  std::erase_if(shim_seen_, [&](const auto& e) { return !seen.count(e.first); });
   std::erase_if(over_limit_, [&](int64_t id) { return !held_.count(id); });
 
   for (auto& [id, w] : held_) {
@@ -244,7 +278,7 @@ void Agent::Backstop(int64_t now_ms) {
     bool over_on_own = false;
     if (u != use.end())
       for (const auto& [gpu, mib] : u->second.charged_mib) over_on_own = over_on_own || mib > limit_mib;
-    const bool over = u != use.end() && (over_on_own || !u->second.elsewhere.empty());
+    const bool over = u != use.end() && (over_on_own || !u->second.elsewhere.empty() || !u->second.unshimmed.empty());
     if (!over) {
       over_limit_.erase(id);
       continue;
@@ -260,6 +294,9 @@ void Agent::Backstop(int64_t now_ms) {
     }
     for (const std::string& e : u->second.elsewhere)
       detail += (detail.empty() ? "" : "; ") + e + ", placed on GPU " + GpuList(w.gpus);
+    for (const std::string& e : u->second.unshimmed)
+      detail += (detail.empty() ? "" : "; ") + e + " runs without the shim (libtessera-shim is not mapped: " +
+                "re-exec'd without LD_PRELOAD, or a static binary): its launches bypass the GPU's time slices";
     Violated(w, detail, u->second.pids);
   }
 }

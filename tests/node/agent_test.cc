@@ -901,6 +901,46 @@ TEST_F(BackstopTest, AWorkloadThatDropsTheShimAndAllocatesOverItsLimitIsKilledWi
   EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
 }
 
+// Under its memory limit, a process that dropped the shim still launches outside the GPU's time
+// slices (issue 29 §3): on a time-sliced GPU it is a violation as soon as NVML lists it.
+TEST_F(BackstopTest, AProcessWithoutTheShimOnATimeSlicedGpuIsKilledEvenUnderItsMemoryLimit) {
+  Agent agent(BackstopOptions(true), TwoGpus(), &cp);
+  ASSERT_TRUE(agent.Start().ok());
+  cp.desired = json::array(
+      {Workload(3, 0, 256, 500, Holder(64 * kMiB, true)), Workload(4, 0, 256, 500, Holder(32 * kMiB, false))});
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !Holding(64 * kMiB).empty() && !Holding(32 * kMiB).empty(); }));
+  const long hostile = Holding(64 * kMiB).front();
+  ASSERT_TRUE(RoundsUntil(agent, [&] { return !cp.finished.empty(); }));
+  EXPECT_FALSE(Alive(hostile));
+  EXPECT_EQ(cp.finished.front().first, 3);
+  EXPECT_EQ(cp.reasons[3], "violated_limit");
+  ASSERT_EQ(Count(cp.events, 3, "violated_limit"), 1);
+  for (const json& e : cp.events) {
+    if (e["id"] == 3) {
+      EXPECT_THAT(e["detail"].get<std::string>(),
+                  ::testing::HasSubstr("pid " + std::to_string(hostile) + " on GPU 0 runs without the shim"));
+    }
+  }
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok());
+  EXPECT_FALSE(agent.held().at(4).ended);
+  for (long pid : Holding(32 * kMiB)) EXPECT_TRUE(Alive(pid));
+  EXPECT_EQ(Count(cp.events, 4, "violated_limit"), 0);
+  cp.desired = json::array();
+  EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
+}
+
+TEST(MapsHoldTheShim, FindsTheShimByItsFileNameWhereverItLies) {
+  const std::string shim = "7f1c2a000000-7f1c2a020000 r-xp 00000000 fd:01 4242 /opt/x/lib/libtessera-shim.so\n";
+  const std::string other = "55d0c0000000-55d0c0001000 r--p 00000000 fd:01 17   /usr/bin/python3.11\n"
+                            "7ffd1000-7ffd2000 rw-p 00000000 00:00 0      [stack]\n"
+                            "7f00-7f01 r--p 0 fd:01 9 /tmp/not-libtessera-shim.so (deleted)\n";
+  EXPECT_EQ(MapsHoldTheShim(other + shim), true);
+  EXPECT_EQ(MapsHoldTheShim(other), false);
+  EXPECT_EQ(MapsHoldTheShim(""), std::nullopt);
+  // The real file of this test binary's process has no shim (it is not preloaded into the tests).
+  EXPECT_EQ(MapsHoldTheShim("7f00-7f01 r--p 0 fd:01 9 /lib/libtessera-shim.so.1 (deleted)\n"), true);
+}
+
 // A tenant may truncate its own counters file (the file is its uid's). The agent's arbiter threads
 // map it and reconcile it every 100 ms, so before FaultGuard the next pass ended the agent with
 // SIGBUS (this test binary with it). Now the agent lives, the workload ends as violated_limit with

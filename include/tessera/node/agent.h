@@ -50,8 +50,11 @@
 //      or leads its session (the supervisor is started with setsid, so double-forked daemons stay
 //      in it). A workload's use on its GPU is the sum over its processes of (used - allowance),
 //      the allowance being `context_allowance_mib` per process (the CUDA context the driver
-//      charges to every process: ~500 MiB measured on an H200). Over the limit, or any use on a
-//      GPU it was not placed on: a `violated_limit` event (heartbeat "events") and, with
+//      charges to every process: ~500 MiB measured on an H200). Over the limit, any use on a
+//      GPU it was not placed on, or (a time-sliced `share` workload, not MPS) a compute process on
+//      its GPU without the shim mapped (MapsHoldTheShim of /proc/<pid>/maps: re-exec'd without
+//      LD_PRELOAD or a static binary, so its launches bypass the time slices even under its memory
+//      limit; a process whose maps cannot be read is not judged): a `violated_limit` event (heartbeat "events") and, with
 //      `backstop_kill`, SIGKILL of its processes and supervisor; it is then reported finished
 //      with reason `violated_limit` (the control plane marks it failed). A compute process that
 //      belongs to no workload on a GPU shared by `share` workloads is logged and counted and,
@@ -280,6 +283,11 @@ struct AgentOptions {
 };
 
 // One workload the agent holds (a slot, and a supervisor when it has a command).
+// Whether a process's /proc/<pid>/maps text maps the shim (a file whose name starts with
+// "libtessera-shim", wherever TESSERA_SHIM_PATH put it); nullopt for an empty text (a process
+// being torn down). Example: "7f..-7f.. r-xp 0 fd:01 42 /usr/lib/libtessera-shim.so\n" -> true.
+std::optional<bool> MapsHoldTheShim(std::string_view maps);
+
 struct HeldWorkload {
   int64_t id = 0;
   std::string tenant;
@@ -486,6 +494,10 @@ class Agent {
   std::optional<enforce::LeaseFile> observed_leases_;  // the lease file, read-write (node lines)
   std::set<int64_t> over_limit_;     // workloads reported over their limit (report mode)
   std::set<uint32_t> unknown_seen_;  // processes of no workload already reported
+  // Whether each compute process of a time-sliced workload has the shim mapped (read once per pid
+  // from /proc/<pid>/maps; nullopt: unreadable, tried again next pass); dropped when NVML stops
+  // listing the pid.
+  std::map<uint32_t, std::optional<bool>> shim_seen_;
   // CheckCountersFiles' slot -> index map, read again only when the registry file changed
   // (node::StampOf).
   std::optional<FileStamp> slots_stamp_;
