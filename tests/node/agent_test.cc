@@ -937,7 +937,7 @@ TEST(MapsHoldTheShim, FindsTheShimByItsFileNameWhereverItLies) {
   EXPECT_EQ(MapsHoldTheShim(other + shim), true);
   EXPECT_EQ(MapsHoldTheShim(other), false);
   EXPECT_EQ(MapsHoldTheShim(""), std::nullopt);
-  // The real file of this test binary's process has no shim (it is not preloaded into the tests).
+  // A shim file replaced since it was mapped, with a version suffix, still counts.
   EXPECT_EQ(MapsHoldTheShim("7f00-7f01 r--p 0 fd:01 9 /lib/libtessera-shim.so.1 (deleted)\n"), true);
 }
 

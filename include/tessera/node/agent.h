@@ -192,6 +192,7 @@
 #include "tessera/node/inventory.h"
 #include "tessera/node/mps_control.h"
 #include "tessera/node/node_dir.h"
+#include "tessera/node/proc_maps.h"
 #include "tessera/node/usage_meter.h"
 
 namespace tessera::node {
@@ -283,11 +284,6 @@ struct AgentOptions {
 };
 
 // One workload the agent holds (a slot, and a supervisor when it has a command).
-// Whether a process's /proc/<pid>/maps text maps the shim (a file whose name starts with
-// "libtessera-shim", wherever TESSERA_SHIM_PATH put it); nullopt for an empty text (a process
-// being torn down). Example: "7f..-7f.. r-xp 0 fd:01 42 /usr/lib/libtessera-shim.so\n" -> true.
-std::optional<bool> MapsHoldTheShim(std::string_view maps);
-
 struct HeldWorkload {
   int64_t id = 0;
   std::string tenant;
