@@ -161,7 +161,7 @@ print(" ".join("%d:%s:%d" % (g["gpu"], t["name"].split(".")[0], t["share"]) for 
 #     takes GPU 0, the lowest index with room (first fit), and the shard:2 job cannot start.
 #     bench/slurm_gpu_choice.cc measures the rules on a node with mixed load.
 if [ -n "$slurm_select_dir" ]; then
-  grep -q "select/cons_tres: tessera best fit for shared GRES" "$T/log/slurmctld.log" ||
+  grep -q "select/cons_tres: init: tessera best fit: " "$T/log/slurmctld.log" ||
     fail "slurmctld did not load $slurm_select_dir/select_cons_tres.so: $(grep -i 'plugin\|select' "$T/log/slurmctld.log" | tail -n 5)"
 fi
 srun -A physics --gres=shard:2 sh -c "echo job=\$SLURM_JOB_ID gpus=\$SLURM_STEP_GPUS > '$T/a.id'; cat '$T/hold'" \

@@ -116,7 +116,7 @@ EDITS = [
      "extern int init(void)\n{\n\tcommon_init();\n",
      "extern int init(void)\n{\n\tcommon_init();\n"
      "\tif (running_in_slurmctld())\n"
-     "\t\tinfo(\"select/cons_tres: tessera best fit for shared GRES (shard, mps)\");\n", 1),
+     "\t\tinfo(\"tessera best fit: a shard or mps job gets the GPU with the fewest free that hold it\");\n", 1),
     (PLUGIN,
      '#include "src/common/xstring.h"\n',
      '#include "src/common/xstring.h"\n#include "src/common/run_in_daemon.h"\n', 1),

@@ -29,7 +29,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${1:?usage: build.sh OUT_DIR [--install DIR]}"
 install_dir=""
 if [ $# -ge 2 ]; then
-  [ "$2" = "--install" ] && [ $# -eq 3 ] || { echo "usage: build.sh OUT_DIR [--install DIR]" >&2; exit 2; }
+  if [ "$2" != "--install" ] || [ $# -ne 3 ]; then echo "usage: build.sh OUT_DIR [--install DIR]" >&2; exit 2; fi
   install_dir="$3"
 fi
 jobs="${JOBS:-$(nproc)}"
@@ -38,10 +38,14 @@ version=22.05.8
 debian_revision=4+deb12u3
 orig=slurm-wlm_${version}.orig.tar.gz
 orig_sha256=8c8f6a26a5d51e6c63773f2e02653eb724540ee8b360125c8d7732314ce737d6
+orig_sha1=0719f99008a22ee412b3729e1e9ae0440d841c07
 debian=slurm-wlm_${version}-${debian_revision}.debian.tar.xz
 debian_sha256=8608fed8f3f51bbaeadcf9f201da82a2b7b22e01d36b590570801b702b1820c2
-# Debian moved 22.05.8-4+deb12u3 from debian-security to the main pool with a point release; the
-# security pool is tried second.
+debian_sha1=94a0658a68f8eb4524f1816d157ac8c5af890bd9
+# Debian moved 22.05.8-4+deb12u3 from debian-security to the main pool with a point release
+# (2026-12: the security pool no longer has it); a later revision will push it out of the pool, so
+# the last try is snapshot.debian.org, which keeps every file by its SHA-1 (not reachable from the
+# dev VM, so untried).
 mirrors=(http://deb.debian.org/debian/pool/main/s/slurm-wlm
          http://deb.debian.org/debian-security/pool/updates/main/s/slurm-wlm)
 
@@ -58,25 +62,27 @@ fi
 
 mkdir -p "$out/download"
 out="$(cd "$out" && pwd)"
-fetch() {  # fetch FILE SHA256: into $out/download unless there with the right checksum
-  local file="$1" sum="$2" m
+fetch() {  # fetch FILE SHA256 SHA1: into $out/download unless there with the right checksum
+  local file="$1" sum="$2" url urls=()
   if [ -f "$out/download/$file" ] && echo "$sum  $out/download/$file" | sha256sum -c --status; then
     return 0
   fi
-  for m in "${mirrors[@]}"; do
-    if curl -fsSL --retry 2 --connect-timeout 20 -o "$out/download/$file.part" "$m/$file"; then
+  for url in "${mirrors[@]}"; do urls+=("$url/$file"); done
+  urls+=("http://snapshot.debian.org/file/$3")
+  for url in "${urls[@]}"; do
+    if curl -fsSL --retry 2 --connect-timeout 20 -o "$out/download/$file.part" "$url"; then
       echo "$sum  $out/download/$file.part" | sha256sum -c --status ||
-        die "$m/$file: sha256 $(sha256sum "$out/download/$file.part" | cut -c1-64), expected $sum"
+        die "$url: sha256 $(sha256sum "$out/download/$file.part" | cut -c1-64), expected $sum"
       mv "$out/download/$file.part" "$out/download/$file"
       return 0
     fi
   done
   rm -f "$out/download/$file.part"
-  die "cannot download $file (tried ${mirrors[*]}); put the file in $out/download/ by hand" \
+  die "cannot download $file (tried ${urls[*]}); put the file in $out/download/ by hand" \
       "(sha256 $sum) and run again"
 }
-fetch "$orig" "$orig_sha256"
-fetch "$debian" "$debian_sha256"
+fetch "$orig" "$orig_sha256" "$orig_sha1"
+fetch "$debian" "$debian_sha256" "$debian_sha1"
 
 # A fresh unpack each time: best_fit.py edits the source once.
 src="$out/src"
