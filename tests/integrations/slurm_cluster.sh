@@ -14,10 +14,14 @@
 # partition holds $node only; partition "two" holds both. Exports SLURM_CONF and LD_LIBRARY_PATH
 # (the fake CUDA driver); an EXIT trap stops everything and removes $T.
 # Set slurm_plugstack_line before calling to load something else (the benchmark's "without").
+# slurmctld loads tessera's select_cons_tres.so (best fit for shard jobs; $build/slurm-select,
+# src/integrations/slurm/select_plugin/) before Debian's through PluginDir; set slurm_select_dir
+# to another folder, or empty for Debian's own plugin (e.g. `slurm_select_dir= bash slurm_test.sh
+# build`: check 2c then fails, Debian's slurmctld takes the first GPU with room).
 # Define slurm_before_ctld to run something once munged runs and $T/slurm.conf is written, before
 # slurmctld starts (the accounting suite starts slurmdbd there and appends its lines).
-# Names it defines: T node node2 host pids arbiter probe slurmd_node mig_config dump_logs released
-# start_arbiter slurm_cluster_stop.
+# Names it defines: T node node2 host pids arbiter probe slurmd_node mig_config slurm_select_dir
+# dump_logs released start_arbiter slurm_cluster_stop.
 
 # Whether tenant $1 leaves node tnode's registry within 10 s (the step's end runs slurm_spank_exit
 # after srun may have returned; nothing else prunes the registry meanwhile).
@@ -60,6 +64,14 @@ slurm_cluster_up() {
     exit 77
   fi
   [ -f "$build/spank_tessera.so" ] || { echo "FAIL: $build/spank_tessera.so was not built (spank.h missing?)"; exit 1; }
+  slurm_select_dir="${slurm_select_dir-$build/slurm-select}"
+  local stock_dir plugin_dir_line=""
+  stock_dir="$(dirname "$(ls /usr/lib/*/slurm-wlm/select_cons_tres.so 2> /dev/null | head -n 1)")"
+  if [ -n "$slurm_select_dir" ]; then
+    [ -f "$slurm_select_dir/select_cons_tres.so" ] || { echo "FAIL: $slurm_select_dir/select_cons_tres.so" \
+      "was not built (target slurm_select_plugin: slurmctld 22.05.8 and a download of Debian's source)"; exit 1; }
+    plugin_dir_line="PluginDir=$slurm_select_dir:$stock_dir"
+  fi
   export PATH="/usr/sbin:$PATH"
 
   T="$(mktemp -d /tmp/tessera-slurm-XXXXXX)"
@@ -129,6 +141,7 @@ SlurmdPidFile=$T/slurmd-%n.pid
 SlurmctldLogFile=$T/log/slurmctld.log
 SlurmdLogFile=$T/log/slurmd-%n.log
 PlugStackConfig=$T/plugstack.conf
+$plugin_dir_line
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SchedulerType=sched/backfill
