@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -137,7 +138,25 @@ Status Agent::Start() {
   TESSERA_RETURN_IF_ERROR(Adopt());
   TESSERA_RETURN_IF_ERROR(LoadUsageCursors());
   AdoptMps();
+  shim_inode_ = ShimInode();
   return LoadOutbox();
+}
+
+uint64_t Agent::ShimInode() const {
+  // The shim the supervisors load: TESSERA_SHIM_PATH as they get it, else next to the supervisor
+  // (node::ResolveShim's default, seen from the supervisor's executable).
+  std::vector<std::string> candidates;
+  for (const auto& [key, value] : options_.child_env)
+    if (key == "TESSERA_SHIM_PATH") candidates.push_back(value);
+  if (const char* env = std::getenv("TESSERA_SHIM_PATH"); env != nullptr && *env != '\0') candidates.push_back(env);
+  const std::string dir = options_.supervisor.substr(0, options_.supervisor.rfind('/') + 1);
+  candidates.push_back(dir + "libtessera-shim.so");
+  candidates.push_back(dir + "../lib/libtessera-shim.so");
+  for (const std::string& c : candidates) {
+    struct stat st {};
+    if (!c.empty() && ::stat(c.c_str(), &st) == 0) return static_cast<uint64_t>(st.st_ino);
+  }
+  return 0;
 }
 
 // The instance id is drawn once and kept in the agent directory, so that a restarted agent is

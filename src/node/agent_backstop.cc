@@ -49,10 +49,10 @@ std::optional<ProcStat> ReadProcStat(long pid) {
 std::string Mib(int64_t mib) { return std::to_string(mib) + " MiB"; }
 
 // Whether `pid` has the shim mapped (nullopt: its maps cannot be read, e.g. it is gone).
-std::optional<bool> ProcessHasShim(uint32_t pid) {
+std::optional<bool> ProcessHasShim(uint32_t pid, uint64_t shim_inode) {
   StatusOr<std::string> maps = internal::ReadWholeFile("/proc/" + std::to_string(pid) + "/maps");
   if (!maps.ok()) return std::nullopt;
-  return MapsHoldTheShim(*maps);
+  return MapsHoldTheShim(*maps, shim_inode);
 }
 
 }  // namespace
@@ -234,10 +234,14 @@ void Agent::Backstop(int64_t now_ms) {
       if (std::find(w->gpus.begin(), w->gpus.end(), static_cast<int>(gpu)) != w->gpus.end()) {
         u.charged_mib[static_cast<int>(gpu)] += std::max<int64_t>(0, used - allowance);
         // On a time-sliced GPU a compute process without the shim launches outside the lease.
+        // Read every pass: a process that had the shim may have exec'd itself without it.
         if (w->partition == "share" && w->mps_thread_pct == 0) {
-          auto [known, fresh] = shim_seen_.try_emplace(p.pid, std::nullopt);
-          if (fresh || !known->second) known->second = ProcessHasShim(p.pid);
-          if (known->second == false) u.unshimmed.push_back("pid " + std::to_string(p.pid) + " on GPU " + std::to_string(gpu));
+          const std::optional<bool> has = ProcessHasShim(p.pid, shim_inode_);
+          if (has == false) u.unshimmed.push_back("pid " + std::to_string(p.pid) + " on GPU " + std::to_string(gpu));
+          if (!has && shim_unjudged_.insert(p.pid).second) {
+            Log("backstop: cannot read /proc/" + std::to_string(p.pid) + "/maps (workload " + std::to_string(w->id) +
+                "): whether it runs under the shim is not judged");
+          }
         }
       } else {
         u.elsewhere.push_back("pid " + std::to_string(p.pid) + " on GPU " + std::to_string(gpu) + " (" + Mib(used) +
@@ -249,7 +253,7 @@ void Agent::Backstop(int64_t now_ms) {
   if (unreadable.size() > 1000) unreadable = unreadable.substr(0, 997) + "...";
   nvml_condition_ = api::NodeCondition{std::string(api::kConditionNvml), unreadable.empty(), unreadable};
   std::erase_if(unknown_seen_, [&](uint32_t pid) { return !seen.count(pid); });
-  std::erase_if(shim_seen_, [&](const auto& e) { return !seen.count(e.first); });
+  std::erase_if(shim_unjudged_, [&](uint32_t pid) { return !seen.count(pid); });
   std::erase_if(over_limit_, [&](int64_t id) { return !held_.count(id); });
 
   for (auto& [id, w] : held_) {

@@ -31,7 +31,7 @@ void Agent::ChargeObservedTime(const NvmlPass& pass, int64_t elapsed_ms) {
       enforce::LeaseSlotNodeLine& line = observed_leases_->board(gpu).node[index->second];
       const uint64_t charged = line.charged_ns.load(std::memory_order_acquire);
       const uint64_t extra = line.observed_extra_ns.load(std::memory_order_acquire);
-      auto [watch, first] = observed_watch_.try_emplace({id, gpu}, ObservedWatch{charged, extra, false});
+      auto [watch, first] = observed_watch_.try_emplace({id, gpu}, ObservedWatch{charged, extra, false, 0, UnderChargeTracker()});
       ObservedWatch& o = watch->second;
       if (first) continue;  // the first pass only sets where the charge stood
       // What the tenant was charged of its own since the previous pass: the charge's growth less
@@ -43,13 +43,15 @@ void Agent::ChargeObservedTime(const NvmlPass& pass, int64_t elapsed_ms) {
       auto busy = pass.sm_milli.find({id, gpu});
       const int64_t milli = std::min<int64_t>(busy != pass.sm_milli.end() ? busy->second : 0, 1000);
       const uint64_t observed = static_cast<uint64_t>(milli) * window_ns / 1000;
-      const uint64_t add = UnderChargedNs(observed, own, window_ns);
+      const uint64_t add = o.tracker.Pass(observed, own, window_ns);
       o.charged_ns = charged;
       o.extra_ns = extra;
       if (add == 0) {
-        o.episode = false;
+        // An episode ends after ten quiet passes (the lag and the decay make single quiet ones).
+        if (o.episode && ++o.quiet_passes >= 10) o.episode = false;
         continue;
       }
+      o.quiet_passes = 0;
       line.observed_extra_ns.fetch_add(add, std::memory_order_release);
       stats_.gpu_time_recharged_ns += static_cast<int64_t>(add);
       if (o.episode) continue;  // one event per episode

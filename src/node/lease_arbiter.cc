@@ -281,6 +281,34 @@ uint64_t UnderChargedNs(uint64_t observed_ns, uint64_t charged_ns, uint64_t wind
   return observed_ns - charged_ns;
 }
 
+UnderChargeTracker::UnderChargeTracker(std::chrono::nanoseconds lag, std::chrono::nanoseconds horizon)
+    : lag_ns_(static_cast<uint64_t>(std::max<int64_t>(0, lag.count()))),
+      horizon_ns_(static_cast<uint64_t>(std::max<int64_t>(1, horizon.count()))) {}
+
+uint64_t UnderChargeTracker::Pass(uint64_t observed_ns, uint64_t own_ns, uint64_t window_ns) {
+  const double f = std::exp(-static_cast<double>(window_ns) / static_cast<double>(horizon_ns_));
+  observed_ *= f;
+  own_ *= f;
+  window_ *= f;
+  added_ *= f;
+  pending_.emplace_back(observed_ns, window_ns);
+  pending_window_ns_ += window_ns;
+  // A pass enters the comparison once the passes after it cover the lag.
+  while (!pending_.empty() && pending_window_ns_ - pending_.front().second >= lag_ns_) {
+    observed_ += static_cast<double>(pending_.front().first);
+    window_ += static_cast<double>(pending_.front().second);
+    pending_window_ns_ -= pending_.front().second;
+    pending_.pop_front();
+  }
+  own_ += static_cast<double>(own_ns);
+  const double target = static_cast<double>(
+      UnderChargedNs(static_cast<uint64_t>(observed_), static_cast<uint64_t>(own_), static_cast<uint64_t>(window_)));
+  if (target <= added_) return 0;
+  const uint64_t add = static_cast<uint64_t>(target - added_);
+  added_ += static_cast<double>(add);
+  return add;
+}
+
 double LeaseArbiter::Share(uint32_t slot) const {
   return window_ns_ <= 0 ? 0.0 : tenants_[slot].usage_ns / window_ns_;
 }

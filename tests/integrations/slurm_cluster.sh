@@ -67,6 +67,10 @@ slurm_cluster_up() {
   slurm_select_dir="${slurm_select_dir-$build/slurm-select}"
   local stock_dir plugin_dir_line=""
   stock_dir="$(dirname "$(ls /usr/lib/*/slurm-wlm/select_cons_tres.so 2> /dev/null | head -n 1)")"
+  if [ "$stock_dir" = . ]; then
+    echo "FAIL: Debian's select_cons_tres.so is not under /usr/lib/*/slurm-wlm (slurmctld's own plugins)"
+    exit 1
+  fi
   if [ -n "$slurm_select_dir" ]; then
     [ -f "$slurm_select_dir/select_cons_tres.so" ] || { echo "FAIL: $slurm_select_dir/select_cons_tres.so" \
       "was not built (target slurm_select_plugin: slurmctld 22.05.8 and a download of Debian's source)"; exit 1; }

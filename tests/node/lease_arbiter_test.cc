@@ -317,7 +317,7 @@ TEST(LeaseArbiterSimTest, ObservedTimeChargesATenantThatUnderReportsItsGpuTime) 
     node.AddProcess({.slot = 0, .kernel = milliseconds(1), .report = 0.1});
     node.AddProcess({.slot = 1, .kernel = milliseconds(1), .report = 1});
     if (observe) node.ObserveEvery(seconds(1));
-    const VirtualNode::Result r = node.Run(seconds(30));
+    const VirtualNode::Result r = node.Run(seconds(120));
     return std::make_pair(r.Share(0), node.arbiter().stats(0).recharged_ns);
   };
   const auto [believed, none] = run(false);
@@ -326,6 +326,20 @@ TEST(LeaseArbiterSimTest, ObservedTimeChargesATenantThatUnderReportsItsGpuTime) 
   const auto [observed, recharged] = run(true);
   EXPECT_NEAR(observed, 0.30, 0.03);
   EXPECT_GT(recharged, 0u);
+}
+
+// An honest metering tenant whose kernels last 1.5 s reports each when it ends, up to two passes
+// after NVML saw it run: the lag keeps it from paying for them twice.
+TEST(LeaseArbiterSimTest, ObservedTimeDoesNotChargeAnHonestTenantsLongKernelsTwice) {
+  VirtualNode node({.policy = "weighted_fair"}, /*seed=*/7);
+  node.AddTenant(0, {.tenant_id = 100, .weight = 30, .kernel_estimate = milliseconds(1500)});
+  node.AddTenant(1, {.tenant_id = 101, .weight = 70, .kernel_estimate = milliseconds(1)});
+  node.AddProcess({.slot = 0, .kernel = milliseconds(1500), .report = 1});
+  node.AddProcess({.slot = 1, .kernel = milliseconds(1), .report = 1});
+  node.ObserveEvery(seconds(1));
+  (void)node.Run(seconds(30));
+  EXPECT_EQ(node.arbiter().stats(0).recharged_ns, 0u);
+  EXPECT_EQ(node.arbiter().stats(1).recharged_ns, 0u);
 }
 
 // An honest tenant (estimate = its kernels) is never charged from the observations.
@@ -340,6 +354,22 @@ TEST(LeaseArbiterSimTest, ObservedTimeLeavesHonestTenantsAlone) {
   EXPECT_EQ(node.arbiter().stats(0).recharged_ns, 0u);
   EXPECT_EQ(node.arbiter().stats(1).recharged_ns, 0u);
   EXPECT_NEAR(r.Share(0), 0.30, 0.03);
+}
+
+TEST(LeaseArbiterTest, UnderChargeTrackerFollowsTheHeadersWorkedExample) {
+  UnderChargeTracker t(seconds(2));
+  const uint64_t s = 1'000'000'000;
+  EXPECT_EQ(t.Pass(s, 0, s), 0u);      // pass 1: within the lag
+  EXPECT_EQ(t.Pass(s, 0, s), 0u);      // pass 2
+  EXPECT_NEAR(static_cast<double>(t.Pass(s, 0, s)), 1e9, 1e6);  // pass 3: pass 1 enters, own 0
+  EXPECT_EQ(t.Pass(0, 3 * s, s), 0u);  // pass 4: the 3 s report
+  EXPECT_EQ(t.Pass(0, 0, s), 0u);
+  EXPECT_EQ(t.Pass(0, 0, s), 0u);
+  // A tenant that reports nothing pays what NVML saw, a lag late.
+  UnderChargeTracker hostile(seconds(2));
+  uint64_t added = 0;
+  for (int i = 0; i < 10; ++i) added += hostile.Pass(s / 2, 0, s);
+  EXPECT_NEAR(static_cast<double>(added), 8 * 0.5e9, 0.1e9);
 }
 
 TEST(LeaseArbiterTest, UnderChargedNsNeedsAClearMarginAsTheHeaderSays) {

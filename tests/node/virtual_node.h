@@ -14,8 +14,11 @@
 //
 // ObserveEvery(period) adds the node side's view (the agent's NVML backstop, node/agent.h): every
 // period, each slot's GPU time over the period (what the FIFO GPU ran for it) is compared with the
-// growth of its board charge (less what the observer added itself), and UnderChargedNs of the two
-// is added to the slot's node-line observed_extra_ns, which the arbiter charges at its next step.
+// growth of its board charge (less what the observer added itself) through the agent's rule
+// (UnderChargeTracker, its 5 s lag included), and what it finds is added to the slot's node-line
+// observed_extra_ns, which the arbiter charges at its next step. A kernel's GPU time counts at its
+// launch here, and a metering tenant reports it when the kernel ends: NVML sees a long kernel
+// before its tenant reports it, as on a real GPU.
 //
 // Deterministic: same specs and seed, same result. Single-threaded.
 #pragma once
@@ -266,7 +269,7 @@ class VirtualNode {
       const uint64_t ran = result_.gpu_ns[s] - observed_[s].ran;
       // The charge's growth less what the previous observation added (the arbiter charged it since).
       const int64_t own = static_cast<int64_t>(charged - observed_[s].charged) - static_cast<int64_t>(extra - observed_[s].extra);
-      line.observed_extra_ns.fetch_add(UnderChargedNs(ran, static_cast<uint64_t>(std::max<int64_t>(own, 0)), observe_period_));
+      line.observed_extra_ns.fetch_add(trackers_[s].Pass(ran, static_cast<uint64_t>(std::max<int64_t>(own, 0)), observe_period_));
       observed_[s] = {result_.gpu_ns[s], charged, extra};
     }
     Push(now_ + observe_period_, Kind::kObserve, 0);
@@ -304,6 +307,7 @@ class VirtualNode {
     uint64_t ran = 0, charged = 0, extra = 0;  // at the previous observation
   };
   std::array<Observed, enforce::kLeaseMaxTenants> observed_{};
+  std::array<UnderChargeTracker, enforce::kLeaseMaxTenants> trackers_{};  // the agent's, per slot
 };
 
 }  // namespace tessera::node::testing

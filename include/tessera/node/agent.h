@@ -92,13 +92,16 @@
 //      for each time-sliced workload ("share"; not MPS, not MIG) on each GPU with a new sample,
 //      NVML's time (its processes' SM milli x the pass's span) with the growth of its slot's board
 //      charge since the previous pass, less what this step added then (the arbiter has charged it
-//      since). node::UnderChargedNs of the two (clearly more: twice the charge and 50 milli of the
-//      span) is added to the slot's node-line observed_extra_ns, which the GPU's arbiter charges
+//      since). What node::UnderChargeTracker finds in the two (NVML's time 5 s late, against the
+//      charge, decayed over a minute: clearly more, twice the charge and 50 milli of the span;
+//      the lag keeps a tenant whose report of a long kernel comes late from paying twice) is
+//      added to the slot's node-line observed_extra_ns, which the GPU's arbiter charges
 //      at its next step (tessera/node/lease_arbiter.h, "Observed time"): the workload's turns and
 //      its billed GPU time follow what the driver saw. One `gpu_time_recharged` event per episode.
-//      Worked example: pass of 1000 ms, workload 5 sampled at 60 % (600 ms), its charge grew 0 ms
-//      (it zeroed its gpu_ns): 600 ms goes to observed_extra_ns; next pass its charge grew 600 ms
-//      (that extra) and NVML again saw 600 ms: own 0 ms, 600 ms more.
+//      Worked example: passes of 1000 ms, workload 5 sampled at 60 % (600 ms) in each, its charge
+//      growing 0 ms (it zeroed its gpu_ns): from the sixth pass on (the first five within the
+//      lag) about 600 ms goes to observed_extra_ns each pass; the pass after an add its charge
+//      grows by that extra, which is not its own: own stays 0.
 // Worked example of the backstop: workload 7 has a 1024 MiB limit on GPU 0 and allowance 500 MiB;
 // NVML lists pid 4242 (its command, a child of its supervisor) with 4596 MiB: 4596 - 500 = 4096
 // MiB > 1024 MiB, so 4242 and the supervisor are killed and the next heartbeat carries
@@ -190,6 +193,7 @@
 #include "tessera/enforce/nvml.h"
 #include "tessera/enforce/segment.h"
 #include "tessera/node/inventory.h"
+#include "tessera/node/lease_arbiter.h"
 #include "tessera/node/mps_control.h"
 #include "tessera/node/node_dir.h"
 #include "tessera/node/proc_maps.h"
@@ -414,6 +418,7 @@ class Agent {
   Status SaveUsageCursors() const;  // usage_cursors.json (see above)
   Status LoadUsageCursors();        // ... into held_ where it is ahead of w<id>.json
   void EnsureArbiter(int gpu);
+  uint64_t ShimInode() const;  // shim_inode_'s value (agent.cc)
   Status EnsureMps(int gpu);  // agent_mps.cc
   Status ReconcileMig(const std::vector<api::DesiredGpu>& desired);  // agent_mig.cc
   Status MigInstanceReady(const api::DesiredWorkload& d) const;
@@ -485,15 +490,18 @@ class Agent {
     uint64_t charged_ns = 0;
     uint64_t extra_ns = 0;
     bool episode = false;
+    int quiet_passes = 0;  // passes without an add since the last one
+    UnderChargeTracker tracker;  // lease_arbiter.h: the 5 s lag and the decayed comparison
   };
   std::map<std::pair<int64_t, int>, ObservedWatch> observed_watch_;  // (workload, GPU)
   std::optional<enforce::LeaseFile> observed_leases_;  // the lease file, read-write (node lines)
   std::set<int64_t> over_limit_;     // workloads reported over their limit (report mode)
   std::set<uint32_t> unknown_seen_;  // processes of no workload already reported
-  // Whether each compute process of a time-sliced workload has the shim mapped (read once per pid
-  // from /proc/<pid>/maps; nullopt: unreadable, tried again next pass); dropped when NVML stops
-  // listing the pid.
-  std::map<uint32_t, std::optional<bool>> shim_seen_;
+  // Compute processes of time-sliced workloads whose /proc/<pid>/maps could not be read (logged
+  // once; dropped when NVML stops listing the pid), and the inode of the shim the supervisors load
+  // (ResolveShim of the agent's TESSERA_SHIM_PATH at the start; 0: unknown, the name alone counts).
+  std::set<uint32_t> shim_unjudged_;
+  uint64_t shim_inode_ = 0;
   // CheckCountersFiles' slot -> index map, read again only when the registry file changed
   // (node::StampOf).
   std::optional<FileStamp> slots_stamp_;

@@ -56,6 +56,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -153,6 +154,37 @@ inline constexpr uint64_t kMaxTailQuanta = 8;  // queued work believed past a le
 // zeroed its gpu_ns, or one that bypasses the gate): 400 ms; observed 40 ms, charged 0: 0.
 inline constexpr uint64_t kObservedMarginMilli = 50;
 uint64_t UnderChargedNs(uint64_t observed_ns, uint64_t charged_ns, uint64_t window_ns);
+
+// UnderChargedNs over time, for one tenant on one GPU, pass by pass (the agent's backstop passes):
+// what to add to its observed_extra_ns after each pass. Two things keep an honest tenant from
+// paying twice. A metering tenant reports a kernel's time when a later launch reads its events
+// back, so its report comes after NVML saw the kernel run (a 3 s kernel, or work followed by a
+// pause without launches): NVML's time enters the comparison only `lag` after its pass. And the
+// comparison is over decayed sums (time constant `horizon`), not one pass: a late report still
+// counts against time NVML saw earlier, and what was added before is subtracted from what the
+// sums call for (Decayed: the sums of observed, own, window and added time all shrink by
+// exp(-window / horizon) each pass, so the past weighs less and nothing grows without bound).
+// Worked example (lag 2 s, passes of 1 s): an honest tenant runs one 3 s kernel in passes 1-3
+// and its report of 3 s arrives in pass 4. NVML's 1 s of pass 1 enters at pass 3, where own is
+// still 0: 1 s is added; pass 4: observed ~2 s, own ~3 s: nothing more; pass 5: observed ~3 s,
+// own ~3 s: nothing. So it paid 1 s twice, where a pass-by-pass rule charged it 3 s twice; a lag
+// of 5 s (the agent's) covers kernels and pauses up to 5 s. A tenant that reports nothing is
+// charged what NVML saw, `lag` late.
+class UnderChargeTracker {
+ public:
+  UnderChargeTracker() : UnderChargeTracker(std::chrono::seconds(5)) {}  // the agent's
+  explicit UnderChargeTracker(std::chrono::nanoseconds lag,
+                              std::chrono::nanoseconds horizon = std::chrono::seconds(60));
+  // One pass of `window_ns`: NVML's time of the tenant in it and the growth of its own charge
+  // (its board charge less what these calls added); returns the time to add now.
+  uint64_t Pass(uint64_t observed_ns, uint64_t own_ns, uint64_t window_ns);
+
+ private:
+  uint64_t lag_ns_, horizon_ns_;
+  std::deque<std::pair<uint64_t, uint64_t>> pending_;  // (observed, window) of the passes within the lag
+  uint64_t pending_window_ns_ = 0;
+  double observed_ = 0, own_ = 0, window_ = 0, added_ = 0;  // decayed sums
+};
 
 class LeaseArbiter {
  public:

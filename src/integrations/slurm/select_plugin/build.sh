@@ -74,7 +74,10 @@ finish() {  # copies the plugin to --install's folder, if given
        "PluginDir=$install_dir:/usr/lib/$multiarch/slurm-wlm and restart slurmctld"
 }
 multiarch="$(dpkg-architecture -qDEB_HOST_MULTIARCH 2> /dev/null || echo x86_64-linux-gnu)"
-cache_root="${TESSERA_SLURM_SELECT_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/tessera/slurm-select}"
+default_cache=""  # without HOME (some CI and systemd setups) and XDG_CACHE_HOME: no cache
+if [ -n "${XDG_CACHE_HOME:-}" ]; then default_cache="$XDG_CACHE_HOME/tessera/slurm-select"
+elif [ -n "${HOME:-}" ]; then default_cache="$HOME/.cache/tessera/slurm-select"; fi
+cache_root="${TESSERA_SLURM_SELECT_CACHE-$default_cache}"
 cache=""
 if [ -n "$cache_root" ]; then
   key="$( (cat "$here/build.sh" "$here/best_fit.py"; echo "$installed $multiarch") | sha256sum | cut -c1-16)"
@@ -94,11 +97,15 @@ fetch() {  # fetch FILE SHA256 SHA1: into $out/download unless there with the ri
   for url in "${mirrors[@]}"; do urls+=("$url/$file"); done
   urls+=("http://snapshot.debian.org/file/$3")
   for url in "${urls[@]}"; do
-    if curl -fsSL --retry 2 --connect-timeout 20 -o "$out/download/$file.part" "$url"; then
-      echo "$sum  $out/download/$file.part" | sha256sum -c --status ||
-        die "$url: sha256 $(sha256sum "$out/download/$file.part" | cut -c1-64), expected $sum"
-      mv "$out/download/$file.part" "$out/download/$file"
-      return 0
+    # A stalled transfer gives up (--speed-time); a wrong file (a proxy's page) tries the next URL.
+    if curl -fsSL --retry 2 --retry-connrefused --connect-timeout 20 --speed-limit 1024 --speed-time 60 \
+        -o "$out/download/$file.part" "$url"; then
+      if echo "$sum  $out/download/$file.part" | sha256sum -c --status; then
+        mv "$out/download/$file.part" "$out/download/$file"
+        return 0
+      fi
+      echo "select_plugin/build.sh: $url: sha256 $(sha256sum "$out/download/$file.part" | cut -c1-64)," \
+           "expected $sum; trying the next" >&2
     fi
   done
   rm -f "$out/download/$file.part"
@@ -141,7 +148,7 @@ rm -rf "$src"  # 100 MB; the downloads stay
 echo "select_plugin/build.sh: built $out/select_cons_tres.so (Slurm $version-$debian_revision, tessera best fit)" \
   "in $SECONDS s (configure $((t_compile - t_configure)) s, compile $((SECONDS - t_compile)) s)"
 if [ -n "$cache" ]; then  # (a cache that cannot be written is no error)
-  mkdir -p "$cache" 2> /dev/null && cp "$out/select_cons_tres.so" "$cache/select_cons_tres.so.$$" 2> /dev/null &&
-    mv "$cache/select_cons_tres.so.$$" "$cache/select_cons_tres.so"
+  { mkdir -p "$cache" && cp "$out/select_cons_tres.so" "$cache/select_cons_tres.so.$$" &&
+      mv "$cache/select_cons_tres.so.$$" "$cache/select_cons_tres.so"; } 2> /dev/null || true
 fi
 finish
