@@ -3,7 +3,6 @@
 #include "tessera/integrations/k8s/proc_text.h"
 
 #include <algorithm>
-#include <sstream>
 
 namespace tessera::k8s {
 namespace {
@@ -53,11 +52,19 @@ std::optional<std::string> SlotFileOfMountinfo(std::string_view text, std::strin
   while (start < text.size()) {
     size_t end = text.find('\n', start);
     if (end == std::string_view::npos) end = text.size();
-    std::istringstream line{std::string(text.substr(start, end - start))};
+    const std::string_view line = text.substr(start, end - start);
     start = end + 1;
-    std::string id, parent, device, root, point;
-    if (!(line >> id >> parent >> device >> root >> point) || unescape(point) != mount_point) continue;
-    std::string file = unescape(root);
+    // The kernel separates the fields with ' ' and escapes ' ', '\t', '\n' and '\\' in a path:
+    // any other byte ('\v', '\f', '\r' too) belongs to its field. Fields 4 and 5: root, mount point.
+    std::string_view fields[5];
+    size_t n = 0;
+    for (size_t at = 0; at < line.size() && n < 5;) {
+      const size_t space = std::min(line.find(' ', at), line.size());
+      if (space > at) fields[n++] = line.substr(at, space - at);
+      at = space + 1;
+    }
+    if (n < 5 || unescape(fields[4]) != mount_point) continue;
+    std::string file = unescape(fields[3]);
     if (file.ends_with("//deleted")) file.resize(file.size() - 9);
     file = file.substr(file.find_last_of('/') + 1);  // npos + 1 = 0: the whole root
     if (!file.empty()) found = file;

@@ -22,7 +22,9 @@ std::optional<std::string> PodUidOfCgroup(std::string_view cgroup_text);
 // The last path component of the root of the (last, i.e. topmost) mount at `mount_point` in a
 // /proc/<pid>/mountinfo text, with mountinfo's octal escapes undone and the "//deleted" mark of a
 // file replaced since it was mounted dropped (a restarted plugin rewrites the tenant files: the
-// containers' mounts still name them); nullopt when nothing is mounted there. Example:
+// containers' mounts still name them); nullopt when nothing is mounted there. Fields are split at
+// ' ' only, as the kernel writes them (it escapes ' ', '\t', '\n' and '\\' in a path as \ooo;
+// a '\v' or '\r' is part of the path). Example:
 //   "812 790 259:1 /tessera/device-plugin/tenants/GPU-aa__0 /run/tessera/node/tenant ro,relatime
 //    - ext4 /dev/nvme0n1p1 rw", mount point "/run/tessera/node/tenant" -> "GPU-aa__0"
 std::optional<std::string> SlotFileOfMountinfo(std::string_view mountinfo, std::string_view mount_point);
