@@ -45,9 +45,7 @@ bool Agent::RefreshSlotIndex(std::string* why) {
   return true;
 }
 
-StatusOr<std::map<std::pair<std::string, int>, Agent::SlotFigures>> Agent::HeldSlotFigures() {
-  std::map<std::pair<std::string, int>, SlotFigures> out;
-  if (held_.empty() || ::access(node_.paths().policy.c_str(), F_OK) != 0) return out;  // no node yet
+Status Agent::MapUsageFiles() {
   std::string why;
   if (!RefreshSlotIndex(&why)) return UnavailableError("usage: " + why);
   if (usage_segment_ && usage_stamp_ != slots_stamp_ && !usage_segment_->RefreshCounters().ok()) usage_segment_.reset();
@@ -61,6 +59,13 @@ StatusOr<std::map<std::pair<std::string, int>, Agent::SlotFigures>> Agent::HeldS
     TESSERA_ASSIGN_OR_RETURN(enforce::LeaseFile leases, enforce::LeaseFile::OpenNodeLines(node_.paths().leases));
     usage_leases_.emplace(std::move(leases));
   }
+  return Status::Ok();
+}
+
+StatusOr<std::map<std::pair<std::string, int>, Agent::SlotFigures>> Agent::HeldSlotFigures() {
+  std::map<std::pair<std::string, int>, SlotFigures> out;
+  if (held_.empty() || ::access(node_.paths().policy.c_str(), F_OK) != 0) return out;  // no node yet
+  TESSERA_RETURN_IF_ERROR(MapUsageFiles());
   for (const auto& [id, w] : held_) {
     auto index = slot_index_.find(w.slot);
     if (w.final_sampled || index == slot_index_.end()) continue;

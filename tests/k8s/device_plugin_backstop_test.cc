@@ -50,6 +50,18 @@ TEST(SlotFileOfMountinfo, NamesTheTenantFileMountedAtTheMountPointAndNothingElse
   EXPECT_EQ(SlotFileOfMountinfo("", at), std::nullopt);
 }
 
+// The kernel separates mountinfo's fields with one ' ' and escapes only ' ', '\t', '\n' and '\\'
+// in a path: a '\v', '\f' or '\r' in a root or mount point is part of it, not a separator
+// (mountinfo_fuzzer found a mount point with a '\v' that was read as two fields).
+TEST(SlotFileOfMountinfo, SplitsFieldsAtSpacesOnlyAsTheKernelWritesThem) {
+  EXPECT_EQ(SlotFileOfMountinfo("9 1 8:1 /tenants/GPU-aa__0 /mnt/a\vb ro - ext4 /dev/sda1 rw\n", "/mnt/a\vb"),
+            "GPU-aa__0");
+  EXPECT_EQ(SlotFileOfMountinfo("9 1 8:1 /tenants/GPU\f\r__1 /run/t ro - ext4 /dev/sda1 rw\n", "/run/t"),
+            "GPU\f\r__1");
+  EXPECT_EQ(SlotFileOfMountinfo("9 1 8:1 /tenants/GPU-aa__0 /mnt/a\vb ro - ext4 /dev/sda1 rw\n", "/mnt/a"),
+            std::nullopt);
+}
+
 class DevicePluginBackstopTest : public BackstopFixture {
  protected:
   void SetUp() override {

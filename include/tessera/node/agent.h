@@ -409,6 +409,9 @@ class Agent {
   // boards this agent keeps mapped (NodeDir::ReadStatus mapped 64 counters files and the lease file,
   // and judged every member alive, at each sample). A slot the registry does not name is absent.
   StatusOr<std::map<std::pair<std::string, int>, SlotFigures>> HeldSlotFigures();
+  // usage_segment_ and usage_leases_ mapped, kept between rounds (the segment refreshed when the
+  // registry changed): what HeldSlotFigures and MeterLocalSlots read. Needs a node directory.
+  Status MapUsageFiles();
   // slot_index_ as of the registry file now (read again only when it changed); false when the
   // registry cannot be read (`why` says why).
   bool RefreshSlotIndex(std::string* why);
@@ -515,7 +518,7 @@ class Agent {
   int64_t local_acked_ms_ = 0;
   int64_t local_refused_until_ms_ = 0;
   std::optional<UsageMeter> local_meter_;  // MeterLocalSlots' (created at the first local slot)
-  // HeldSlotFigures' mappings: the segment (opened on demand: the held tenants' files only; files
+  // HeldSlotFigures' and MeterLocalSlots' mappings: the segment (opened on demand: the tenants' files they read; files
   // replaced since are mapped again when the registry changed) and the lease boards' node lines.
   std::optional<enforce::NodeSegment> usage_segment_;
   std::optional<enforce::LeaseFile> usage_leases_;

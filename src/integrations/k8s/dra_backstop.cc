@@ -15,19 +15,6 @@
 namespace tessera::k8s {
 namespace {
 
-bool IsHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
-
-// Whether `s` at `at` is a uid of 36 characters: 8-4-4-4-12 hex digits separated by '-' or '_'.
-bool UidAt(std::string_view s, size_t at) {
-  if (at + 36 > s.size()) return false;
-  for (size_t i = 0; i < 36; ++i) {
-    const char c = s[at + i];
-    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? (c != '-' && c != '_') : !IsHex(c)) return false;
-  }
-  return true;
-}
-
 std::optional<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
@@ -60,48 +47,6 @@ struct ClaimHolding {
 };
 
 }  // namespace
-
-std::optional<std::string> PodUidOfCgroup(std::string_view text) {
-  for (size_t at = text.find("pod"); at != std::string_view::npos; at = text.find("pod", at + 1)) {
-    if (!UidAt(text, at + 3)) continue;
-    std::string uid(text.substr(at + 3, 36));
-    std::replace(uid.begin(), uid.end(), '_', '-');
-    return uid;
-  }
-  return std::nullopt;
-}
-
-std::optional<std::string> SlotFileOfMountinfo(std::string_view text, std::string_view mount_point) {
-  // Undoes mountinfo's escapes of ' ', '\t', '\n' and '\\' ("\040" etc.).
-  auto unescape = [](std::string_view field) {
-    std::string out;
-    for (size_t i = 0; i < field.size(); ++i) {
-      if (field[i] == '\\' && i + 3 < field.size() && field[i + 1] >= '0' && field[i + 1] <= '3' &&
-          field[i + 2] >= '0' && field[i + 2] <= '7' && field[i + 3] >= '0' && field[i + 3] <= '7') {
-        out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0'));
-        i += 3;
-      } else {
-        out += field[i];
-      }
-    }
-    return out;
-  };
-  std::optional<std::string> found;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::istringstream line{std::string(text.substr(start, end - start))};
-    start = end + 1;
-    std::string id, parent, device, root, point;
-    if (!(line >> id >> parent >> device >> root >> point) || unescape(point) != mount_point) continue;
-    std::string file = unescape(root);
-    if (file.ends_with("//deleted")) file.resize(file.size() - 9);
-    file = file.substr(file.find_last_of('/') + 1);  // npos + 1 = 0: the whole root
-    if (!file.empty()) found = file;
-  }
-  return found;
-}
 
 DraBackstop::DraBackstop(DraBackstopOptions options, const enforce::NvmlApi& nvml)
     : options_(std::move(options)), nvml_(nvml) {

@@ -65,6 +65,7 @@
 
 #include "tessera/core/status.h"
 #include "tessera/enforce/nvml.h"
+#include "tessera/integrations/k8s/proc_text.h"  // PodUidOfCgroup, SlotFileOfMountinfo
 
 namespace tessera::k8s {
 
@@ -108,22 +109,6 @@ struct BackstopStats {
   int64_t nvml_errors = 0;      // GPUs NVML could not list in a pass
   int64_t refresh_errors = 0;   // claim reads that failed
 };
-
-// The pod uid in a /proc/<pid>/cgroup text (any line, cgroup v1 or v2), with '-' separators;
-// nullopt when the process is in no pod's cgroup. Examples:
-//   "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b2c3d4e_0000_4000_8000_
-//    000000000001.slice/cri-containerd-ab12.scope" -> "1b2c3d4e-0000-4000-8000-000000000001"
-//   "12:memory:/kubepods/besteffort/pod1b2c3d4e-0000-4000-8000-000000000001/ab12" -> the same uid
-//   "0::/user.slice/user-1000.slice/session-2.scope" -> nullopt
-std::optional<std::string> PodUidOfCgroup(std::string_view cgroup_text);
-
-// The last path component of the root of the (last, i.e. topmost) mount at `mount_point` in a
-// /proc/<pid>/mountinfo text, with mountinfo's octal escapes undone and the "//deleted" mark of a
-// file replaced since it was mounted dropped (a restarted plugin rewrites the tenant files: the
-// containers' mounts still name them); nullopt when nothing is mounted there. Example:
-//   "812 790 259:1 /tessera/device-plugin/tenants/GPU-aa__0 /run/tessera/node/tenant ro,relatime
-//    - ext4 /dev/nvme0n1p1 rw", mount point "/run/tessera/node/tenant" -> "GPU-aa__0"
-std::optional<std::string> SlotFileOfMountinfo(std::string_view mountinfo, std::string_view mount_point);
 
 class DraBackstop {
  public:
