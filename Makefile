@@ -74,7 +74,7 @@ test:
 	$(T) "$(BUILD)/: ctest" -- $(CTEST)
 	$(T) "$(BUILD)/: compile the benchmarks (not run)" -- cmake --build $(BUILD) -j $(JOBS) --target benchmarks
 	$(T) "build-fuzz/: configure + compile (clang ASan+UBSan)" -- env WERROR=$(WERROR) JOBS=$(JOBS) ./tests/fuzz/run.sh --build-only
-	$(T) "fuzz: 13 fuzzers x $(FUZZ_SECONDS) s, $(JOBS) at a time" -- env JOBS=$(JOBS) ./tests/fuzz/run.sh --run-only $(FUZZ_SECONDS)
+	$(T) "fuzz: 14 fuzzers x $(FUZZ_SECONDS) s, $(JOBS) at a time" -- env JOBS=$(JOBS) ./tests/fuzz/run.sh --run-only $(FUZZ_SECONDS)
 	$(T) "$(BUILD)-tsan/: configure (TSan)" -- $(CONFIGURE_TSAN)
 	$(T) "$(BUILD)-tsan/: compile" -- cmake --build $(BUILD)-tsan -j $(JOBS) --target tessera_concurrency_test tessera_shim_test
 	$(T) "tsan: concurrency suites" -- $(RUN_TSAN)

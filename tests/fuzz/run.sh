@@ -38,7 +38,7 @@ fuzzers=(csv_fuzzer:corpus mig_layout_fuzzer:corpus_mig catalog_file_fuzzer:corp
   quota_file_fuzzer:corpus_quota mig_plan_json_fuzzer:corpus_plan http_request_fuzzer:corpus_http
   anomaly_series_fuzzer:corpus_anomaly price_plan_fuzzer:corpus_price_plan
   ledger_file_fuzzer:corpus_ledger forecast_input_fuzzer:corpus_forecast sacct_fuzzer:corpus_sacct
-  gpu_table_fuzzer:corpus_gpu_table mountinfo_fuzzer:corpus_mountinfo)
+  gpu_table_fuzzer:corpus_gpu_table mountinfo_fuzzer:corpus_mountinfo maps_fuzzer:corpus_maps)
 
 if [[ $do_build -eq 1 ]]; then
   "$root/scripts/configure_tree" "$build" \
