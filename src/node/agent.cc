@@ -103,6 +103,16 @@ Status Agent::Heartbeat(int64_t now_ms) {
         std::to_string(kLocalSlotsRetryMs / 60'000) + " minutes (upgrade the control plane first)");
     return Heartbeat(now_ms);
   }
+  if (r.status == 400 && r.body.find(api::kGpuTimeRecharged) != std::string::npos &&
+      std::erase_if(events_, [](const api::AgentEvent& e) { return e.kind == api::kGpuTimeRecharged; }) > 0) {
+    // The same for the newer event kind: the charge stands (it is the arbiter's), the events are
+    // dropped and not queued again for kLocalSlotsRetryMs; the agent's log keeps them.
+    recharge_events_refused_until_ms_ = now_ms + kLocalSlotsRetryMs;
+    Log("the control plane refused the heartbeat's gpu_time_recharged events (" + internal::ResponseMessage(r) +
+        "): an older version; they stay in this log for " + std::to_string(kLocalSlotsRetryMs / 60'000) +
+        " minutes (upgrade the control plane first)");
+    return Heartbeat(now_ms);
+  }
   if (r.status != 200) return UnavailableError("heartbeat: " + internal::ResponseMessage(r));
   // The desired state's version (none from an older control plane, or an answer this agent
   // cannot read: then GET desired every round, as before).

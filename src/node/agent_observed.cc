@@ -60,7 +60,8 @@ void Agent::ChargeObservedTime(const NvmlPass& pass, int64_t elapsed_ms) {
                                  " milli of the GPU over " + std::to_string(elapsed_ms) + " ms, it was charged " +
                                  std::to_string(own / 1'000'000) + " ms; charged " + std::to_string(add / 1'000'000) +
                                  " ms more (and each period while it lasts)";
-      events_.push_back({w.id, std::string(api::kGpuTimeRecharged), detail});
+      if (last_backstop_ms_ >= recharge_events_refused_until_ms_)
+        events_.push_back({w.id, std::string(api::kGpuTimeRecharged), detail});
       Log("workload " + std::to_string(w.id) + ": gpu_time_recharged: " + detail);
     }
   }

@@ -48,6 +48,12 @@ class ScriptedControlPlane : public ControlPlaneLink {
       return LinkResponse{200, R"({"node": "n1", "state": "ready"})"};
     }
     if (path.ends_with("/heartbeat")) {
+      if (refuse_recharged && body.find("gpu_time_recharged") != std::string_view::npos) {
+        ++recharged_refused;  // as a control plane before the event kind answers
+        return LinkResponse{400, "{\"error\": {\"code\": \"invalid_argument\", \"message\": \"events[0].kind: "
+                                 "'gpu_time_recharged' is not an agent event (violated_limit, mps_unavailable, "
+                                 "no_tenant_uid)\"}}"};
+      }
       if (refuse_local_slots && body.find("\"local_slots\"") != std::string_view::npos) {
         ++local_slots_refused;  // as a control plane before the field answers (strict decoding)
         return LinkResponse{400, "{\"error\": {\"code\": \"invalid_argument\", \"message\": \"local_slots: unknown "
@@ -103,6 +109,8 @@ class ScriptedControlPlane : public ControlPlaneLink {
   std::vector<json> local_slots;  // each heartbeat's "local_slots", where it had one
   bool refuse_local_slots = false;  // answer a heartbeat with "local_slots" 400, as an older version
   int local_slots_refused = 0;
+  bool refuse_recharged = false;  // answer a heartbeat with a gpu_time_recharged event 400 (older version)
+  int recharged_refused = 0;
 };
 
 json Workload(int64_t id, int gpu, int64_t mem_mib, int milli, std::vector<std::string> command = {}) {
@@ -1169,6 +1177,21 @@ TEST_F(NvmlUsageTest, TimeNvmlSawBeyondAWorkloadsChargeIsAddedToItsSlotOnTheBoar
   }
   for (size_t i = 6; i < adds.size(); ++i) EXPECT_EQ(adds[i], 0u) << "pass " << i << ": charged again";
   EXPECT_EQ(Count(cp.events, 5, "gpu_time_recharged"), 1);
+  cp.desired = json::array();
+  EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
+}
+
+// A control plane older than the event kind refuses a heartbeat that carries it: the heartbeat goes
+// again without it (the node stays alive, the other reports arrive), and the charge still stands.
+TEST_F(NvmlUsageTest, AControlPlaneThatRefusesTheRechargedEventStillGetsEveryHeartbeat) {
+  cp.refuse_recharged = true;
+  Agent agent(BackstopOptions(true), TwoGpus(), &cp);
+  StartTwo(agent);
+  Reinit("A100-40GB:plive=1:putil=" + std::to_string(command5) + "/60/0,A100-40GB");
+  for (int i = 0; i < 9; ++i) ASSERT_TRUE(agent.Round(now_ms += 1000).ok()) << "round " << i;
+  EXPECT_EQ(cp.recharged_refused, 1);
+  EXPECT_GT(agent.stats().gpu_time_recharged_ns, 0);
+  EXPECT_EQ(Count(cp.events, 5, "gpu_time_recharged"), 0);
   cp.desired = json::array();
   EXPECT_TRUE(RoundsUntil(agent, [&] { return agent.held().empty(); }));
 }

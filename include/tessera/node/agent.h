@@ -498,6 +498,7 @@ class Agent {
   };
   std::map<std::pair<int64_t, int>, ObservedWatch> observed_watch_;  // (workload, GPU)
   std::optional<enforce::LeaseFile> observed_leases_;  // the lease file, read-write (node lines)
+  int64_t recharge_events_refused_until_ms_ = 0;  // an older control plane refused the event kind
   std::set<int64_t> over_limit_;     // workloads reported over their limit (report mode)
   std::set<uint32_t> unknown_seen_;  // processes of no workload already reported
   // Compute processes of time-sliced workloads whose /proc/<pid>/maps could not be read (logged
